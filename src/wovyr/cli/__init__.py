@@ -1,0 +1,1 @@
+"""The `wovyr` command line: a thin layer over the Python API."""

@@ -1,0 +1,58 @@
+"""Entry point of the `wovyr` command.
+
+Exit codes: 0 success, 1 the work failed or a document is invalid, 2 usage error,
+3 the execution is waiting (suspended). Errors from Wovyr are printed without a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from wovyr.errors import WovyrError
+
+__all__ = ["cli", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_WAITING = 3
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="wovyr")
+def cli() -> None:
+    """Wovyr: durable execution for declarative workflows."""
+
+
+def _register() -> None:
+    # Each command group lives in its own module and adds itself to `cli`.
+    from wovyr.cli import commands_definition  # noqa: F401
+
+
+def main(argv: list[str] | None = None) -> int:
+    _register()
+    try:
+        cli.main(args=argv, prog_name="wovyr", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        return int(done.exit_code or 0)
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except click.UsageError as err:
+        err.show()
+        return EXIT_USAGE
+    except click.ClickException as err:
+        err.show()
+        return EXIT_USAGE if err.exit_code == 2 else err.exit_code
+    except WovyrError as err:
+        click.echo(f"error: {err}", err=True)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The one exception tree of Wovyr.
+
+::
+
+    WovyrError
+    ├── DefinitionError            a workflow document is invalid (carries every problem)
+    ├── ExpressionError            an expression failed to compile or evaluate
+    ├── InputError                 workflow inputs do not match the declared inputs
+    ├── NotFound                   no such execution / definition / activity (same for any tenant)
+    ├── Conflict                   the request contradicts the current state
+    │   ├── ExecutionFinished      the execution already completed, failed or was cancelled
+    │   └── DefinitionConflict     a different definition already uses that name and version
+    ├── ActivityNotRegistered      a `tool` names a handler nobody registered
+    ├── StoreError                 the store failed (driver errors are translated into this)
+    │   ├── LeaseLost              our lease was taken over: commit nothing
+    │   └── StoreUnavailable       the database could not be reached
+    └── ConfigError                bad settings, flags or URLs
+
+Each class's docstring is its default message. User-facing errors carry a location and a
+hint where one exists, so edges (CLI, HTTP) can print them without a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ActivityNotRegistered",
+    "ConfigError",
+    "Conflict",
+    "DefinitionConflict",
+    "DefinitionError",
+    "ExecutionFinished",
+    "ExpressionError",
+    "InputError",
+    "LeaseLost",
+    "NotFound",
+    "Problem",
+    "StoreError",
+    "StoreUnavailable",
+    "WovyrError",
+]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One located problem in a document or request."""
+
+    message: str
+    path: str = ""
+    file: str = ""
+    line: int | None = None
+    column: int | None = None
+    hint: str | None = None
+
+    def location(self) -> str:
+        parts = [self.file or "<input>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            parts.append(str(self.column or 1))
+        return ":".join(parts)
+
+    def format(self) -> str:
+        text = f"{self.location()}: {self.message}"
+        if self.path:
+            text += f" (at {self.path})"
+        if self.hint:
+            text += f"; {self.hint}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "path": self.path,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+class WovyrError(Exception):
+    """Wovyr failed."""
+
+    def __init__(self, message: str | None = None, *, hint: str | None = None) -> None:
+        self.message = message or (self.__doc__ or type(self).__name__).strip()
+        self.hint = hint
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+class DefinitionError(WovyrError):
+    """The workflow definition is invalid."""
+
+    def __init__(self, problems: list[Problem], message: str | None = None) -> None:
+        self.problems = list(problems)
+        summary = message or (
+            self.problems[0].format()
+            if len(self.problems) == 1
+            else f"{len(self.problems)} problems in the workflow definition"
+        )
+        super().__init__(summary)
+
+
+class ExpressionError(WovyrError):
+    """An expression failed."""
+
+    def __init__(self, message: str | None = None, *, where: str = "", hint: str | None = None):
+        self.where = where
+        super().__init__(f"{where}: {message}" if where and message else message, hint=hint)
+
+
+class InputError(WovyrError):
+    """The workflow inputs are invalid."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(p.message for p in self.problems) or None)
+
+
+class NotFound(WovyrError):
+    """Not found."""
+
+
+class Conflict(WovyrError):
+    """The request conflicts with the current state."""
+
+
+class ExecutionFinished(Conflict):
+    """The execution has already finished."""
+
+
+class DefinitionConflict(Conflict):
+    """A different definition is already stored under that name and version."""
+
+
+class ActivityNotRegistered(WovyrError):
+    """No activity handler is registered under that name."""
+
+
+class StoreError(WovyrError):
+    """The store failed."""
+
+
+class LeaseLost(StoreError):
+    """The lease on this execution was lost to another worker; nothing was committed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached."""
+
+
+class ConfigError(WovyrError):
+    """The configuration is invalid."""
+
