@@ -1,0 +1,69 @@
+"""Wovyr: durable execution for declarative YAML workflows.
+
+import wovyr
+
+@wovyr.activity("inventory.reserve")
+def reserve(order_id: str) -> dict: ...
+
+engine = wovyr.Engine.open()                 # ~/.wovyr/wovyr.db
+view = wovyr.run_workflow(engine, "examples/order-saga.yaml", {"order_id": "A-1"})
+"""
+
+from __future__ import annotations
+
+from wovyr.clock import Clock, ManualClock, SystemClock
+from wovyr.definition.model import Workflow
+from wovyr.definition.parse import load_definition, load_definition_file
+from wovyr.engine.activities.base import (
+    ActivityContext,
+    ActivityError,
+    ActivityRegistry,
+    NonRetryableError,
+    activity,
+    current_activity,
+)
+from wovyr.engine.engine import Engine, ExecutionView
+from wovyr.errors import (
+    ActivityNotRegistered,
+    ConfigError,
+    Conflict,
+    DefinitionError,
+    ExecutionFinished,
+    ExpressionError,
+    InputError,
+    LeaseLost,
+    NotFound,
+    StoreError,
+    WovyrError,
+)
+from wovyr.worker import Worker, run_workflow
+
+__all__ = [
+    "ActivityContext",
+    "ActivityError",
+    "ActivityNotRegistered",
+    "ActivityRegistry",
+    "Clock",
+    "ConfigError",
+    "Conflict",
+    "DefinitionError",
+    "Engine",
+    "ExecutionFinished",
+    "ExecutionView",
+    "ExpressionError",
+    "InputError",
+    "LeaseLost",
+    "ManualClock",
+    "NonRetryableError",
+    "NotFound",
+    "StoreError",
+    "SystemClock",
+    "Worker",
+    "Workflow",
+    "WovyrError",
+    "activity",
+    "current_activity",
+    "load_definition",
+    "load_definition_file",
+    "run_workflow",
+]

@@ -155,4 +155,3 @@ class StoreUnavailable(StoreError):
 
 class ConfigError(WovyrError):
     """The configuration is invalid."""
-

@@ -28,7 +28,11 @@ def cli() -> None:
 
 def _register() -> None:
     # Each command group lives in its own module and adds itself to `cli`.
-    from wovyr.cli import commands_definition  # noqa: F401
+    from wovyr.cli import (  # noqa: F401
+        commands_definition,
+        commands_run,
+        commands_workflows,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 
@@ -27,7 +28,7 @@ def parse_duration(value: object) -> float:
         seconds = _parse_text(value.strip())
     else:
         raise ValueError("a duration must be a string such as '30s' or a number of seconds")
-    if seconds < 0 or seconds != seconds:
+    if seconds < 0 or math.isnan(seconds):
         raise ValueError("a duration cannot be negative")
     if seconds > MAX_SECONDS:
         raise ValueError("a duration cannot exceed 100 years")
@@ -58,7 +59,7 @@ def format_duration(seconds: float) -> str:
     if seconds < 1:
         return f"{round(seconds * 1000)}ms"
     out = []
-    rest = int(round(seconds))
+    rest = round(seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if rest >= size:
             out.append(f"{rest // size}{unit}")

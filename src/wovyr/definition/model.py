@@ -53,7 +53,9 @@ Timestamp = Annotated[
 ]
 Version = Annotated[
     str,
-    BeforeValidator(lambda v: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v),
+    BeforeValidator(
+        lambda v: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+    ),
     WithJsonSchema({"type": ["string", "integer"]}),
 ]
 InputType = Literal["string", "number", "integer", "boolean", "object", "array"]
@@ -104,6 +106,9 @@ class HttpSpec(_Model):
         default_factory=list, description="Statuses that count as success (default: 2xx)"
     )
     max_response_bytes: int = Field(default=1_048_576, ge=1, le=64 * 1_048_576)
+    follow_redirects: bool = Field(
+        default=False, description="Follow 3xx redirects (off: a redirect is a response)"
+    )
 
 
 class ShellSpec(_Model):
@@ -111,7 +116,8 @@ class ShellSpec(_Model):
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict, description="Variables set for the process")
     inherit_env: list[str] = Field(
-        default_factory=lambda: ["PATH"], description="Variables copied from the worker (allow-list)"
+        default_factory=lambda: ["PATH"],
+        description="Variables copied from the worker (allow-list)",
     )
     max_output_bytes: int = Field(default=1_048_576, ge=1, le=64 * 1_048_576)
 

@@ -1,0 +1,236 @@
+"""`wovyr workflows list|show|history|signal|approve|cancel`."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.table import Table
+
+from wovyr.cli.common import (
+    activities_table,
+    console,
+    echo_json,
+    engine_options,
+    open_engine,
+    short,
+    status_style,
+)
+from wovyr.cli.main import cli
+from wovyr.definition.durations import parse_timestamp
+from wovyr.settings import Settings
+from wovyr.store.codec import from_micros, to_micros
+
+__all__: list[str] = []
+
+STATUSES = ["running", "completed", "failed", "cancelled"]
+
+
+@cli.group("workflows")
+def workflows() -> None:
+    """Inspect and steer executions."""
+
+
+def _timestamp(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=name) from None
+
+
+def _cursor(value: str | None) -> tuple[datetime, str] | None:
+    if not value:
+        return None
+    try:
+        micros, _, ident = value.partition(":")
+        return from_micros(int(micros)), ident
+    except ValueError:
+        raise click.BadParameter(
+            "not a cursor printed by a previous page", param_hint="--cursor"
+        ) from None
+
+
+@workflows.command("list")
+@click.option("--workflow", help="Only this workflow name.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only this status.")
+@click.option("--created-after", metavar="TIME", help="RFC 3339 time.")
+@click.option("--created-before", metavar="TIME", help="RFC 3339 time.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--cursor", help="Continue after a previous page.")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def list_command(
+    workflow: str | None,
+    status: str | None,
+    created_after: str | None,
+    created_before: str | None,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """List executions, newest first."""
+    with open_engine(settings, load_activities=False) as engine:
+        page = engine.list(
+            workflow=workflow,
+            status=status,
+            limit=limit,
+            cursor=_cursor(cursor),
+            created_after=_timestamp(created_after, "--created-after"),
+            created_before=_timestamp(created_before, "--created-before"),
+        )
+    next_cursor = (
+        f"{to_micros(page.next_cursor[0])}:{page.next_cursor[1]}" if page.next_cursor else None
+    )
+    if as_json:
+        echo_json({"items": [_summary(r) for r in page.items], "next_cursor": next_cursor})
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "workflow", "status", "created", "waiting on"):
+        table.add_column(column)
+    for r in page.items:
+        table.add_row(
+            r.id,
+            f"{r.workflow} v{r.version}",
+            status_style(r.status),
+            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            short(r.waiting_on or "", 50),
+        )
+    console.print(table)
+    if next_cursor:
+        console.print(f"\nmore: --cursor {next_cursor}")
+
+
+def _summary(r: Any) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "workflow": r.workflow,
+        "version": r.version,
+        "status": r.status,
+        "created_at": r.created_at.isoformat(),
+        "updated_at": r.updated_at.isoformat(),
+        "waiting_on": r.waiting_on,
+        "parent_id": r.parent_id,
+    }
+
+
+@workflows.command("show")
+@click.argument("execution_id")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def show_command(execution_id: str, as_json: bool, settings: Settings) -> None:
+    """Show one execution's state (a query: changes nothing)."""
+    with open_engine(settings, load_activities=False) as engine:
+        view = engine.query(execution_id)
+    if as_json:
+        echo_json(view.to_dict())
+        return
+    console.print(
+        f"[bold]{view.id}[/]  {view.workflow} v{view.version}  {status_style(view.status)}"
+    )
+    console.print(f"created {view.created_at}   events {view.event_count}")
+    if view.waiting_on:
+        console.print(f"waiting on: {view.waiting_on}")
+    console.print(activities_table(view))
+    if view.output is not None:
+        console.print("output: " + json.dumps(view.output, default=str))
+    if view.error is not None:
+        console.print("error: " + json.dumps(view.error, default=str))
+
+
+@workflows.command("history")
+@click.argument("execution_id")
+@click.option("--after", type=click.IntRange(0), default=0, help="Only events after this seq.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def history_command(
+    execution_id: str, after: int, limit: int | None, as_json: bool, settings: Settings
+) -> None:
+    """Print an execution's events in order."""
+    with open_engine(settings, load_activities=False) as engine:
+        events = engine.history(execution_id, after, limit)
+    if as_json:
+        echo_json(
+            [{"seq": e.seq, "type": e.type, "at": e.at.isoformat(), "data": e.data} for e in events]
+        )
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("seq", "at", "type", "data"):
+        table.add_column(column)
+    for e in events:
+        table.add_row(str(e.seq), e.at.strftime("%H:%M:%S.%f")[:-3], e.type, short(e.data, 80))
+    console.print(table)
+
+
+def _payload(raw: str | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+@workflows.command("signal")
+@click.argument("execution_id")
+@click.argument("name")
+@click.option("--payload", help="JSON payload (a plain string if it is not JSON).")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def signal_command(
+    execution_id: str, name: str, payload: str | None, as_json: bool, settings: Settings
+) -> None:
+    """Send signal NAME to an execution (buffered until a wait consumes it)."""
+    with open_engine(settings, load_activities=False) as engine:
+        view = engine.signal(execution_id, name, _payload(payload))
+    _done(view, as_json, f"signal {name!r} delivered to {execution_id}")
+
+
+@workflows.command("approve")
+@click.argument("execution_id")
+@click.argument("activity_id")
+@click.option("--reject", is_flag=True, help="Reject instead of approving.")
+@click.option("--by", help="Who decides (recorded).")
+@click.option("--comment", help="A comment (recorded).")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def approve_command(
+    execution_id: str,
+    activity_id: str,
+    reject: bool,
+    by: str | None,
+    comment: str | None,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """Approve (or --reject) the approval ACTIVITY_ID of an execution."""
+    with open_engine(settings, load_activities=False) as engine:
+        view = engine.approve(execution_id, activity_id, not reject, by=by, comment=comment)
+    verb = "rejected" if reject else "approved"
+    _done(view, as_json, f"{activity_id} {verb} on {execution_id}")
+
+
+@workflows.command("cancel")
+@click.argument("execution_id")
+@click.option("--reason", help="Why (recorded).")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def cancel_command(
+    execution_id: str, reason: str | None, as_json: bool, settings: Settings
+) -> None:
+    """Cancel an execution (durable when this returns)."""
+    with open_engine(settings, load_activities=False) as engine:
+        view = engine.cancel(execution_id, reason)
+    _done(view, as_json, f"{execution_id} cancelled")
+
+
+def _done(view: Any, as_json: bool, message: str) -> None:
+    if as_json:
+        echo_json(view.to_dict())
+    else:
+        console.print(f"{message}; status {status_style(view.status)}")

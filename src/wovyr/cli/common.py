@@ -1,0 +1,121 @@
+"""Shared CLI plumbing: store options, engine construction, output helpers."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from wovyr.engine.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr.engine.engine import Engine
+from wovyr.settings import Settings, load_settings
+
+__all__ = ["echo_json", "engine_options", "open_engine", "status_style"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+STATUS_STYLES = {
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "magenta",
+    "running": "cyan",
+    "waiting": "yellow",
+    "retrying": "yellow",
+    "pending": "dim",
+    "skipped": "dim",
+    "compensating": "yellow",
+    "compensated": "blue",
+    "compensation_failed": "red",
+}
+
+
+def status_style(status: str) -> str:
+    return f"[{STATUS_STYLES.get(status, 'white')}]{status}[/]"
+
+
+def engine_options(fn: F) -> F:
+    """--db, --home and --activities, shared by every command that opens the store."""
+
+    @click.option(
+        "--db",
+        "database_url",
+        metavar="URL",
+        default=None,
+        help="Store URL (sqlite:///path, postgresql://...). Env: WOVYR_DATABASE_URL.",
+    )
+    @click.option(
+        "--home",
+        default=None,
+        metavar="DIR",
+        help="Folder of the embedded store (default ~/.wovyr). Env: WOVYR_HOME.",
+    )
+    @click.option(
+        "--activities",
+        "-a",
+        multiple=True,
+        metavar="MODULE",
+        help="Module or .py file registering @wovyr.activity handlers (repeatable).",
+    )
+    @functools.wraps(fn)
+    def wrapper(
+        *args: Any,
+        database_url: str | None,
+        home: str | None,
+        activities: tuple[str, ...],
+        **kwargs: Any,
+    ) -> Any:
+        settings = load_settings(database_url=database_url, home=home, activities=activities)
+        return fn(*args, settings=settings, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator[Engine]:
+    if load_activities:
+        load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
+    engine = Engine.open(settings.store_url)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+
+
+def short(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def activities_table(view: Any) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for column in ("activity", "kind", "status", "attempt", "output / error"):
+        table.add_column(column)
+    for aid, act in view.activities.items():
+        detail = act["error"] if act["error"] else act["output"]
+        if act["status"] == "waiting" and act.get("wait"):
+            detail = act["wait"]
+        table.add_row(
+            aid,
+            act["kind"],
+            status_style(act["status"]),
+            str(act["attempt"] or ""),
+            "" if detail is None else short(detail),
+        )
+    return table
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()

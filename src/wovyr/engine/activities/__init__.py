@@ -1,0 +1,1 @@
+"""Activity kinds: registered Python tools and the built-ins (http, shell, set, wait)."""

@@ -1,0 +1,59 @@
+"""Group commit: steps from many executions that are ready at once share one transaction.
+
+Coroutines `await committer.commit(step)`; while one transaction is in flight the next
+steps queue up and go together in the following one (one fsync for many steps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from wovyr.store.base import CommitOutcome, StepWrite, Store
+
+__all__ = ["GroupCommitter"]
+
+
+class GroupCommitter:
+    def __init__(self, store: Store, *, max_batch: int = 256) -> None:
+        self._store = store
+        self._max_batch = max_batch
+        self._queue: list[tuple[StepWrite, asyncio.Future[CommitOutcome]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wovyr-commit")
+        self.batches = 0
+        self.steps = 0
+
+    async def commit(self, step: StepWrite) -> CommitOutcome:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[CommitOutcome] = loop.create_future()
+        self._queue.append((step, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
+            try:
+                outcomes = await loop.run_in_executor(
+                    self._executor, self._store.commit, [step for step, _ in batch]
+                )
+            except Exception as exc:  # the store failed: every waiter learns it
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            self.batches += 1
+            self.steps += len(batch)
+            for (_, future), outcome in zip(batch, outcomes, strict=True):
+                if not future.done():
+                    future.set_result(outcome)
+
+    async def run_sync(self, fn, *args):  # type: ignore[no-untyped-def]
+        """Run another store call on the commit thread (keeps one writer per process)."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)

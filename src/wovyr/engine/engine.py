@@ -1,0 +1,487 @@
+"""The engine facade: start, signal, approve, cancel, query, list and history.
+
+Every method that changes an execution appends events and rewrites the checkpoint in one
+store transaction (optimistic: it retries when the sequence moved under it). Nothing here
+runs activities; workers do (see `wovyr.worker`). In-process listeners are told after each
+change so a local worker reacts at once instead of at its next poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from wovyr.clock import Clock, SystemClock
+from wovyr.definition.inputs import resolve_inputs
+from wovyr.definition.model import Workflow
+from wovyr.definition.parse import load_definition, load_definition_file
+from wovyr.definition.pin import canonical_json, content_hash
+from wovyr.engine.activities.base import ActivityRegistry, default_registry
+from wovyr.engine.decide import start_events
+from wovyr.engine.state import (
+    ActivityStatus,
+    ExecutionState,
+    fold,
+    state_from_json,
+)
+from wovyr.engine.steps import make_step, waiting_on
+from wovyr.errors import Conflict, ExecutionFinished, InputError, NotFound, Problem, StoreError
+from wovyr.events import Event, EventType
+from wovyr.ids import new_id, validate_execution_id
+from wovyr.store import open_store
+from wovyr.store.base import (
+    DEFAULT_TENANT,
+    CommitOutcome,
+    DefinitionRecord,
+    EventRecord,
+    ExecutionFilter,
+    ExecutionRecord,
+    NewExecution,
+    Page,
+    Store,
+)
+
+__all__ = ["Engine", "ExecutionView"]
+
+Listener = Callable[[str], None]
+_MAX_RETRIES = 50
+
+
+@dataclass(frozen=True)
+class ExecutionView:
+    """A read-only picture of one execution, as `query` returns it."""
+
+    id: str
+    workflow: str
+    version: str
+    status: str
+    input: dict[str, Any]
+    output: Any
+    error: Any
+    created_at: str
+    updated_at: str
+    definition_hash: str
+    parent_id: str | None
+    event_count: int
+    waiting_on: str | None
+    activities: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending_waits: list[dict[str, Any]] = field(default_factory=list)
+    buffered_signals: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+class Engine:
+    """One public API over a store. Thread-safe; cheap to share."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        activities: ActivityRegistry | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> None:
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self.activities = activities or default_registry
+        self.tenant = tenant
+        self._definitions: dict[str, Workflow] = {}
+        self._listeners: list[Listener] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        clock: Clock | None = None,
+        activities: ActivityRegistry | None = None,
+    ) -> Engine:
+        from wovyr.store import default_url
+
+        return cls(open_store(url or default_url()), clock=clock, activities=activities)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def notify(self, execution_id: str) -> None:
+        for listener in list(self._listeners):
+            listener(execution_id)
+
+    # --- definitions ---------------------------------------------------------------------
+
+    def register(self, definition: Workflow | str | Path) -> str:
+        """Store a definition by its content hash (idempotent); return the hash."""
+        workflow = self._as_workflow(definition)
+        digest = content_hash(workflow)
+        if digest not in self._definitions:
+            self.store.put_definition(
+                DefinitionRecord(
+                    digest,
+                    workflow.name,
+                    workflow.version,
+                    canonical_json(workflow),
+                    self.clock.now(),
+                    self.tenant,
+                )
+            )
+            self._definitions[digest] = workflow
+        return digest
+
+    def definition(self, definition_hash: str) -> Workflow:
+        """The pinned definition an execution runs on (cached)."""
+        cached = self._definitions.get(definition_hash)
+        if cached is not None:
+            return cached
+        record = self.store.get_definition(definition_hash, self.tenant)
+        if record is None:
+            raise NotFound(f"definition {definition_hash} not found")
+        workflow = load_definition(record.source, filename=f"<definition {record.name}>")
+        self._definitions[definition_hash] = workflow
+        return workflow
+
+    def _as_workflow(self, definition: Workflow | str | Path) -> Workflow:
+        if isinstance(definition, Workflow):
+            return definition
+        if isinstance(definition, Path):
+            return load_definition_file(definition)
+        return load_definition(definition)
+
+    def _resolve(self, definition_or_name: Workflow | str | Path) -> tuple[Workflow, str]:
+        if isinstance(definition_or_name, str) and "\n" not in definition_or_name:
+            path = Path(definition_or_name)
+            if not path.suffix:
+                record = self.store.latest_definition(definition_or_name, self.tenant)
+                if record is None:
+                    raise NotFound(f"no workflow named {definition_or_name!r} is registered")
+                return self.definition(record.hash), record.hash
+            definition_or_name = path
+        workflow = self._as_workflow(definition_or_name)
+        return workflow, self.register(workflow)
+
+    # --- start ---------------------------------------------------------------------------
+
+    def start(
+        self,
+        definition_or_name: Workflow | str | Path,
+        input: Mapping[str, Any] | None = None,
+        *,
+        execution_id: str | None = None,
+        parent_id: str | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float = 30.0,
+    ) -> ExecutionRecord:
+        """Start an execution; starting an id that exists returns that execution unchanged."""
+        workflow, digest = self._resolve(definition_or_name)
+        if execution_id is not None:
+            try:
+                validate_execution_id(execution_id)
+            except ValueError as exc:
+                raise InputError([Problem(str(exc), path="execution_id")]) from None
+            existing = self.store.load(execution_id, self.tenant)
+            if existing is not None:
+                return existing
+        inputs = resolve_inputs(workflow, input)
+        now = self.clock.now()
+        exec_id = execution_id or new_id(now)
+        events = start_events(workflow, digest, inputs, now, parent_id=parent_id)
+        empty = ExecutionState(id=exec_id)
+        state = fold(events, empty)
+        step = make_step(exec_id, empty, state, events, now, ready=True)
+        created, record = self.store.create_execution(
+            NewExecution(
+                id=exec_id,
+                tenant=self.tenant,
+                workflow=workflow.name,
+                version=workflow.version,
+                definition_hash=digest,
+                created_at=now,
+                input=inputs,
+                first_step=step,
+                parent_id=parent_id,
+                lease_owner=lease_owner,
+                lease_until=now + timedelta(seconds=lease_seconds) if lease_owner else None,
+            )
+        )
+        if created:
+            self.notify(exec_id)
+        return record
+
+    # --- external changes ----------------------------------------------------------------
+
+    def signal(self, execution_id: str, name: str, payload: Any = None) -> ExecutionView:
+        """Deliver a signal; buffered until an activity waits for `name`."""
+        if not name or not isinstance(name, str):
+            raise InputError([Problem("a signal needs a name", path="name")])
+
+        def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
+            self._require_running(state)
+            return [
+                Event(
+                    EventType.SIGNAL_RECEIVED, self.clock.now(), {"name": name, "payload": payload}
+                )
+            ]
+
+        return self._append(execution_id, events)
+
+    def approve(
+        self,
+        execution_id: str,
+        activity_id: str,
+        approved: bool = True,
+        *,
+        by: str | None = None,
+        comment: str | None = None,
+    ) -> ExecutionView:
+        """Decide an approval wait (before it is reached, the decision is kept until it is)."""
+
+        def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
+            self._require_running(state)
+            try:
+                act = workflow.activity(activity_id)
+            except KeyError:
+                raise NotFound(
+                    f"execution {execution_id} has no activity {activity_id!r}"
+                ) from None
+            if act.wait is None or act.wait.approval is None:
+                raise Conflict(f"activity {activity_id!r} is not an approval")
+            current = state.activity(activity_id)
+            if current.status not in (ActivityStatus.PENDING, ActivityStatus.WAITING):
+                raise Conflict(f"approval {activity_id!r} is already {current.status}")
+            if activity_id in state.approvals:
+                raise Conflict(f"approval {activity_id!r} was already decided")
+            approvers = act.wait.approval.approvers
+            if approvers and by not in approvers:
+                raise Conflict(
+                    f"{by!r} may not decide {activity_id!r}",
+                    hint=f"approvers: {', '.join(approvers)}",
+                )
+            return [
+                Event(
+                    EventType.APPROVAL_DECIDED,
+                    self.clock.now(),
+                    {
+                        "activity": activity_id,
+                        "approved": bool(approved),
+                        "by": by,
+                        "comment": comment,
+                    },
+                )
+            ]
+
+        return self._append(execution_id, events)
+
+    def cancel(
+        self, execution_id: str, reason: str | None = None, *, by: str | None = None
+    ) -> ExecutionView:
+        """Cancel: `ExecutionCancelled` is durable when this returns; late results are refused."""
+
+        def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
+            self._require_running(state)
+            return [
+                Event(EventType.EXECUTION_CANCELLED, self.clock.now(), {"reason": reason, "by": by})
+            ]
+
+        view = self._append(execution_id, events)
+        for child in self.store.list_executions(
+            ExecutionFilter(
+                tenant=self.tenant, parent_id=execution_id, status="running", limit=1000
+            )
+        ).items:
+            with contextlib.suppress(ExecutionFinished):
+                self.cancel(child.id, reason=f"parent {execution_id} cancelled", by=by)
+        return view
+
+    def _require_running(self, state: ExecutionState) -> None:
+        if state.finished:
+            raise ExecutionFinished(f"execution {state.id} is already {state.status}")
+
+    def _append(
+        self,
+        execution_id: str,
+        make_events: Callable[[ExecutionState, Workflow], list[Event]],
+    ) -> ExecutionView:
+        for _ in range(_MAX_RETRIES):
+            record = self._load(execution_id)
+            state = state_from_json(record.checkpoint or {})
+            workflow = self.definition(record.definition_hash)
+            events = make_events(state, workflow)
+            after = fold(events, state)
+            step = make_step(execution_id, state, after, events, self.clock.now(), ready=True)
+            outcome = self.store.commit([step])[0]
+            if outcome is CommitOutcome.OK:
+                self.notify(execution_id)
+                return self._view(record, after)
+            if outcome is CommitOutcome.NOT_FOUND:
+                break
+        else:
+            raise StoreError(f"execution {execution_id} kept changing; try again")
+        raise NotFound(f"execution {execution_id} not found")
+
+    def fire_timer(self, execution_id: str, timer_id: str) -> bool:
+        """Fire one due timer (a transaction); False when it was already gone."""
+        for _ in range(_MAX_RETRIES):
+            record = self.store.load(execution_id, tenant=None)
+            if record is None:
+                return False
+            state = state_from_json(record.checkpoint or {})
+            now = self.clock.now()
+            if timer_id in state.timers:
+                events = [
+                    Event(
+                        EventType.TIMER_FIRED, now, {"timer": timer_id, "fired_at": now.isoformat()}
+                    )
+                ]
+            else:
+                events = []
+            after = fold(events, state)
+            step = make_step(execution_id, state, after, events, now, ready=bool(events))
+            if not events:  # a stale row: remove it without touching the execution
+                step = _only_remove_timer(step, timer_id, record)
+            outcome = self.store.commit([step])[0]
+            if outcome is CommitOutcome.OK:
+                if events:
+                    self.notify(execution_id)
+                return bool(events)
+            if outcome is CommitOutcome.NOT_FOUND:
+                return False
+        return False
+
+    def fire_due_timers(self, limit: int = 500) -> int:
+        """Fire every timer due now (up to `limit`); returns how many fired."""
+        fired = 0
+        for timer in self.store.due_timers(self.clock.now(), limit):
+            if self.fire_timer(timer.execution_id, timer.timer_id):
+                fired += 1
+        return fired
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def _load(self, execution_id: str) -> ExecutionRecord:
+        record = self.store.load(execution_id, self.tenant)
+        if record is None:
+            raise NotFound(f"execution {execution_id} not found")
+        return record
+
+    def query(self, execution_id: str) -> ExecutionView:
+        """The live state: appends no event and takes no lease."""
+        record = self._load(execution_id)
+        return self._view(record, state_from_json(record.checkpoint or {}))
+
+    def get(self, execution_id: str) -> ExecutionRecord:
+        return self._load(execution_id)
+
+    def list(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        parent_id: str | None = None,
+        limit: int = 50,
+        cursor: tuple[datetime, str] | None = None,
+    ) -> Page:
+        """Executions newest first; pass `page.next_cursor` back for the next page."""
+        if not 1 <= limit <= 1000:
+            raise InputError([Problem("limit must be between 1 and 1000", path="limit")])
+        return self.store.list_executions(
+            ExecutionFilter(
+                tenant=self.tenant,
+                workflow=workflow,
+                status=status,
+                created_after=created_after,
+                created_before=created_before,
+                parent_id=parent_id,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def history(
+        self, execution_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        self._load(execution_id)
+        return self.store.history(execution_id, after_seq, limit)
+
+    def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
+        workflow = self.definition(record.definition_hash)
+        activities: dict[str, dict[str, Any]] = {}
+        pending: list[dict[str, Any]] = []
+        for act in workflow.activities:
+            a = state.activity(act.id)
+            activities[act.id] = {
+                "status": a.status,
+                "kind": act.kind,
+                "attempt": a.attempt,
+                "needs": act.needs,
+                "input": a.input,
+                "output": a.output,
+                "error": a.error,
+                "started_at": a.started_at,
+                "finished_at": a.finished_at,
+                "next_attempt_at": a.next_attempt_at,
+                "wait": a.wait,
+                "skip_reason": a.skip_reason,
+            }
+            if a.status == ActivityStatus.WAITING and a.wait:
+                pending.append({"activity": act.id, **a.wait})
+        status = state.status
+        if status == "running":
+            busy = any(a.status == ActivityStatus.RUNNING for a in state.activities.values())
+            if state.compensation is not None:
+                status = "compensating"
+            elif not busy and (pending or waiting_on(state)):
+                status = "waiting"
+        return ExecutionView(
+            id=record.id,
+            workflow=state.workflow,
+            version=state.version,
+            status=status,
+            input=state.input,
+            output=state.output,
+            error=state.error,
+            created_at=state.created_at,
+            updated_at=state.updated_at,
+            definition_hash=state.definition_hash,
+            parent_id=state.parent_id,
+            event_count=state.seq,
+            waiting_on=waiting_on(state),
+            activities=activities,
+            pending_waits=pending,
+            buffered_signals={k: len(v) for k, v in state.signals.items()},
+        )
+
+
+def _only_remove_timer(step: Any, timer_id: str, record: ExecutionRecord) -> Any:
+    from dataclasses import replace
+
+    return replace(
+        step, timers_removed=[timer_id], ready=record.ready, waiting_on=record.waiting_on
+    )

@@ -1,0 +1,236 @@
+"""Drives one execution that this worker holds a lease on.
+
+The loop: fold the results that came in, `decide`, commit the events (results, what they
+unblock, and the next attempts' `ActivityStarted`) in ONE step, then start those attempts.
+A commit refused for a moved sequence (a signal, a cancel, a fired timer) reloads the state
+and tries again with the same results; a lost lease stops everything and commits nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from wovyr.definition.model import Activity, CompensateSpec, HttpSpec, ShellSpec, Workflow
+from wovyr.engine.activities.base import ActivityContext, ActivityError, call_handler
+from wovyr.engine.decide import Outcome, RunActivity, decide, outcome_events
+from wovyr.engine.state import ExecutionState, fold, state_from_json
+from wovyr.engine.steps import make_step
+from wovyr.errors import ActivityNotRegistered, WovyrError
+from wovyr.events import Event
+from wovyr.store.base import CommitOutcome
+from wovyr.store.codec import dumps
+
+if TYPE_CHECKING:
+    from wovyr.engine.commit import GroupCommitter
+    from wovyr.engine.engine import Engine
+
+__all__ = ["ExecutionRunner", "RunnerStats"]
+
+
+@dataclass
+class RunnerStats:
+    commits: int = 0
+    conflicts: int = 0
+    attempts: int = 0
+    lease_lost: bool = False
+    activity_seconds: list[float] = field(default_factory=list)
+
+
+class ExecutionRunner:
+    def __init__(
+        self,
+        engine: Engine,
+        committer: GroupCommitter,
+        execution_id: str,
+        fence: int,
+        state: ExecutionState,
+        definition: Workflow,
+    ) -> None:
+        self.engine = engine
+        self.committer = committer
+        self.execution_id = execution_id
+        self.fence = fence
+        self.state = state
+        self.definition = definition
+        self.stats = RunnerStats()
+        self._wake = asyncio.Event()
+        self._lost = False
+        self._tasks: dict[str, tuple[RunActivity, asyncio.Task[Outcome]]] = {}
+        self._results: list[tuple[RunActivity, Outcome]] = []
+
+    @property
+    def seq(self) -> int:
+        return self.state.seq
+
+    def wake(self) -> None:
+        """Something changed in the store (signal, cancel, timer): reload and decide again."""
+        self._wake.set()
+
+    def lease_lost(self) -> None:
+        self._lost = True
+        self._wake.set()
+
+    async def drive(self) -> None:
+        try:
+            await self._loop()
+        finally:
+            for _, task in self._tasks.values():
+                task.cancel()
+            for _, task in self._tasks.values():
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _loop(self) -> None:
+        while not self._lost:
+            now = self.engine.clock.now()
+            working, events = self.state, []
+            for run, outcome in self._results:
+                produced = outcome_events(self.definition, working, run, outcome, now)
+                working = fold(produced, working)
+                events.extend(produced)
+            decision = decide(self.definition, working, now, frozenset(self._tasks))
+            assert decision.state is not None
+            events.extend(decision.events)
+            done = not self._tasks and not decision.runs
+            if events or done:
+                outcome = await self._commit(decision.state, events, done)
+                if outcome is CommitOutcome.CONFLICT:
+                    self.stats.conflicts += 1
+                    self._reload()
+                    continue
+                if outcome is not CommitOutcome.OK:
+                    self._lost = outcome is CommitOutcome.LEASE_LOST
+                    return
+                self.state = decision.state
+                self._results.clear()
+            if done:
+                return
+            if self.state.finished:
+                self._cancel_tasks()
+                continue
+            for run in decision.runs:
+                self._tasks[run.key] = (run, asyncio.create_task(self._execute(run)))
+            await self._wait()
+
+    async def _commit(
+        self, after: ExecutionState, events: list[Event], done: bool
+    ) -> CommitOutcome:
+        step = make_step(
+            self.execution_id,
+            self.state,
+            after,
+            events,
+            self.engine.clock.now(),
+            fence=self.fence,
+            ready=not done,
+            release_lease=done,
+        )
+        outcome = await self.committer.commit(step)
+        self.stats.commits += 1
+        return outcome
+
+    def _reload(self) -> None:
+        record = self.engine.store.load(self.execution_id, tenant=None)
+        if record is None or record.fence != self.fence:
+            self._lost = True
+            return
+        self.state = state_from_json(record.checkpoint or {})
+        if self.state.finished:
+            self._cancel_tasks()
+
+    def _cancel_tasks(self) -> None:
+        for _, task in self._tasks.values():
+            task.cancel()
+        self._tasks.clear()
+
+    async def _wait(self) -> None:
+        if not self._tasks:
+            return
+        waiter = asyncio.create_task(self._wake.wait())
+        try:
+            await asyncio.wait(
+                [task for _, task in self._tasks.values()] + [waiter],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            waiter.cancel()
+        for key, (run, task) in list(self._tasks.items()):
+            if task.done():
+                del self._tasks[key]
+                if not task.cancelled():
+                    self._results.append((run, task.result()))
+        if self._wake.is_set():
+            self._wake.clear()
+            if not self._lost:
+                self._reload()
+
+    # --- running one attempt -------------------------------------------------------------
+
+    async def _execute(self, run: RunActivity) -> Outcome:
+        act = self.definition.activity(run.activity_id)
+        spec: Activity | CompensateSpec = act
+        if run.compensation:
+            assert act.compensate is not None
+            spec = act.compensate
+        suffix = "/compensate" if run.compensation else ""
+        ctx = ActivityContext(
+            execution_id=self.execution_id,
+            activity_id=run.activity_id,
+            attempt=run.attempt,
+            workflow=self.definition.name,
+            idempotency_key=f"{self.execution_id}/{run.activity_id}{suffix}/{run.attempt}",
+        )
+        self.stats.attempts += 1
+        try:
+            coro = self._dispatch(spec, run, ctx)
+            output = await asyncio.wait_for(coro, spec.timeout) if spec.timeout else await coro
+            dumps(output)  # refuse what cannot be stored, as the activity's failure
+        except TimeoutError:
+            return Outcome(
+                error={"type": "Timeout", "message": f"attempt exceeded {spec.timeout}s"}
+            )
+        except ActivityError as exc:
+            return Outcome(
+                error=_error(exc.type, exc.message, exc.details), retryable=exc.retryable
+            )
+        except ActivityNotRegistered as exc:
+            return Outcome(error=_error("ActivityNotRegistered", str(exc)), retryable=False)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, TypeError) and "cannot store" in str(exc):
+                return Outcome(error=_error("OutputNotSerializable", str(exc)), retryable=False)
+            return Outcome(error=_error(type(exc).__name__, str(exc)))
+        except WovyrError as exc:
+            return Outcome(error=_error(type(exc).__name__, str(exc)), retryable=False)
+        except Exception as exc:  # a handler's own exception: retried per the policy
+            return Outcome(error=_error(type(exc).__name__, str(exc)))
+        return Outcome(output=output)
+
+    async def _dispatch(
+        self, spec: Activity | CompensateSpec, run: RunActivity, ctx: ActivityContext
+    ) -> Any:
+        if spec.tool is not None:
+            handler = self.engine.activities.get(spec.tool)
+            return await call_handler(handler, dict(run.input or {}), ctx)
+        if spec.http is not None:
+            from wovyr.engine.activities.http import run_http
+
+            return await run_http(
+                HttpSpec.model_validate(run.input),
+                timeout=spec.timeout,
+                idempotency_key=ctx.idempotency_key,
+            )
+        if spec.shell is not None:
+            from wovyr.engine.activities.shell import run_shell
+
+            return await run_shell(ShellSpec.model_validate(run.input), timeout=spec.timeout)
+        raise ActivityError(f"activity kind {run.kind!r} cannot run here", retryable=False)
+
+
+def _error(kind: str, message: str, details: Any = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"type": kind, "message": message}
+    if details is not None:
+        err["details"] = details
+    return err

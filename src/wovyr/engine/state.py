@@ -1,0 +1,342 @@
+"""Execution state as frozen records, and the pure `apply(state, event)` that folds events.
+
+Nothing here reads a clock or does I/O: every time comes from an event. The checkpoint a
+store keeps is `state_to_json(fold(events))`; `state_from_json` reads it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from wovyr.events import Event, EventType
+
+__all__ = [
+    "ActivityState",
+    "ActivityStatus",
+    "ExecutionState",
+    "ExecutionStatus",
+    "apply",
+    "fold",
+    "state_from_json",
+    "state_to_json",
+]
+
+
+class ExecutionStatus:
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+
+
+class ActivityStatus:
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING = "waiting"
+    RETRYING = "retrying"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+    DONE_OK = frozenset({COMPLETED, SKIPPED, COMPENSATING, COMPENSATED, COMPENSATION_FAILED})
+    ACTIVE = frozenset({RUNNING, WAITING, RETRYING})
+
+
+@dataclass(frozen=True)
+class ActivityState:
+    status: str = ActivityStatus.PENDING
+    attempt: int = 0
+    input: Any = None
+    output: Any = None
+    error: dict[str, Any] | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    next_attempt_at: str | None = None
+    completion_order: int | None = None
+    wait: dict[str, Any] | None = None  # what a waiting activity waits for (for queries/UI)
+    timer_fired: bool = False
+    skip_reason: str | None = None
+    compensation_attempt: int = 0
+    compensation_output: Any = None
+    compensation_error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ExecutionState:
+    id: str
+    workflow: str = ""
+    version: str = ""
+    definition_hash: str = ""
+    status: str = ExecutionStatus.RUNNING
+    input: dict[str, Any] = field(default_factory=dict)
+    output: Any = None
+    error: dict[str, Any] | None = None
+    parent_id: str | None = None
+    created_at: str = ""
+    updated_at: str = ""
+    activities: Mapping[str, ActivityState] = field(default_factory=dict)
+    signals: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    approvals: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    timers: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    timed_out: bool = False
+    compensation: dict[str, Any] | None = None  # {"order": [...], "reason": {...}}
+    completions: int = 0
+    seq: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ExecutionStatus.TERMINAL
+
+    def activity(self, activity_id: str) -> ActivityState:
+        return self.activities.get(activity_id) or ActivityState()
+
+
+def fold(
+    events: Iterable[Event], state: ExecutionState | None = None, *, id: str = ""
+) -> ExecutionState:
+    current = state or ExecutionState(id=id)
+    for event in events:
+        current = apply(current, event)
+    return current
+
+
+def apply(state: ExecutionState, event: Event) -> ExecutionState:
+    """The state after `event`: pure, total (unknown types only bump the sequence)."""
+    handler = _HANDLERS.get(event.type)
+    at = event.at.isoformat()
+    new = handler(state, event, at) if handler else state
+    return replace(new, seq=state.seq + 1, updated_at=at)
+
+
+def _set_activity(state: ExecutionState, activity_id: str, **changes: Any) -> ExecutionState:
+    acts = dict(state.activities)
+    acts[activity_id] = replace(state.activity(activity_id), **changes)
+    return replace(state, activities=acts)
+
+
+def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return replace(
+        state,
+        workflow=e.get("workflow", ""),
+        version=str(e.get("version", "")),
+        definition_hash=e.get("definition_hash", ""),
+        input=dict(e.get("input") or {}),
+        parent_id=e.get("parent_id"),
+        created_at=at,
+        status=ExecutionStatus.RUNNING,
+    )
+
+
+def _finished(status: str) -> Any:
+    def handler(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+        acts = dict(state.activities)
+        if status == ExecutionStatus.CANCELLED:
+            for aid, act in acts.items():
+                if act.status in ActivityStatus.ACTIVE or act.status == ActivityStatus.PENDING:
+                    acts[aid] = replace(
+                        act, status=ActivityStatus.SKIPPED, skip_reason="cancelled", wait=None
+                    )
+        return replace(
+            state,
+            status=status,
+            output=e.get("output") if status == ExecutionStatus.COMPLETED else state.output,
+            error=e.get("error") if status != ExecutionStatus.COMPLETED else None,
+            activities=acts,
+            timers={},
+        )
+
+    return handler
+
+
+def _scheduled(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    wait = e.get("wait")
+    return _set_activity(
+        state,
+        e.data["activity"],
+        input=e.get("input"),
+        status=ActivityStatus.WAITING if wait else ActivityStatus.PENDING,
+        wait=wait,
+        started_at=at,
+    )
+
+
+def _activity_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return _set_activity(
+        state,
+        e.data["activity"],
+        status=ActivityStatus.RUNNING,
+        attempt=int(e.data["attempt"]),
+        next_attempt_at=None,
+        timer_fired=False,
+        started_at=state.activity(e.data["activity"]).started_at or at,
+    )
+
+
+def _activity_completed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    signal = e.get("signal")
+    if signal is not None:
+        queue = tuple(state.signals.get(signal, ()))[1:]
+        signals = {k: v for k, v in state.signals.items() if k != signal}
+        if queue:
+            signals[signal] = queue
+        state = replace(state, signals=signals)
+    aid = e.data["activity"]
+    if aid in state.approvals:
+        state = replace(state, approvals={k: v for k, v in state.approvals.items() if k != aid})
+    state = replace(state, completions=state.completions + 1)
+    return _set_activity(
+        state,
+        aid,
+        status=ActivityStatus.COMPLETED,
+        output=e.get("output"),
+        error=None,
+        finished_at=at,
+        completion_order=state.completions,
+        wait=None,
+    )
+
+
+def _activity_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    retry = bool(e.get("will_retry"))
+    return _set_activity(
+        state,
+        e.data["activity"],
+        status=ActivityStatus.RETRYING if retry else ActivityStatus.FAILED,
+        error=e.get("error"),
+        next_attempt_at=e.get("next_attempt_at"),
+        finished_at=None if retry else at,
+        timer_fired=False,
+        wait=None,
+    )
+
+
+def _skipped(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return _set_activity(
+        state,
+        e.data["activity"],
+        status=ActivityStatus.SKIPPED,
+        skip_reason=e.get("reason"),
+        finished_at=at,
+        wait=None,
+    )
+
+
+def _timer_armed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    timers = dict(state.timers)
+    timers[e.data["timer"]] = {
+        "fire_at": e.data["fire_at"],
+        "activity": e.get("activity"),
+        "purpose": e.get("purpose"),
+    }
+    return replace(state, timers=timers)
+
+
+def _timer_fired(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    timer = state.timers.get(e.data["timer"])
+    state = replace(state, timers={k: v for k, v in state.timers.items() if k != e.data["timer"]})
+    if timer is None:
+        return state
+    if timer.get("purpose") == "workflow_timeout":
+        return replace(state, timed_out=True)
+    if timer.get("activity"):
+        return _set_activity(state, timer["activity"], timer_fired=True)
+    return state
+
+
+def _timer_cancelled(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return replace(state, timers={k: v for k, v in state.timers.items() if k != e.data["timer"]})
+
+
+def _signal(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    signals = dict(state.signals)
+    signals[e.data["name"]] = (*signals.get(e.data["name"], ()), e.get("payload"))
+    return replace(state, signals=signals)
+
+
+def _approval(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    approvals = dict(state.approvals)
+    approvals[e.data["activity"]] = {
+        "approved": bool(e.data["approved"]),
+        "by": e.get("by"),
+        "comment": e.get("comment"),
+        "at": at,
+    }
+    return replace(state, approvals=approvals)
+
+
+def _compensation_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return replace(
+        state, compensation={"order": list(e.data["activities"]), "reason": e.get("reason")}
+    )
+
+
+def _compensation_step(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return _set_activity(
+        state,
+        e.data["activity"],
+        status=ActivityStatus.COMPENSATING,
+        compensation_attempt=int(e.data["attempt"]),
+    )
+
+
+def _compensated(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return _set_activity(
+        state,
+        e.data["activity"],
+        status=ActivityStatus.COMPENSATED,
+        compensation_output=e.get("output"),
+    )
+
+
+def _compensation_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return _set_activity(
+        state,
+        e.data["activity"],
+        status=ActivityStatus.COMPENSATION_FAILED,
+        compensation_error=e.get("error"),
+    )
+
+
+def _compensation_attempt_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return _set_activity(state, e.data["activity"], compensation_error=e.get("error"))
+
+
+_HANDLERS: dict[str, Any] = {
+    EventType.EXECUTION_STARTED: _started,
+    EventType.EXECUTION_COMPLETED: _finished(ExecutionStatus.COMPLETED),
+    EventType.EXECUTION_FAILED: _finished(ExecutionStatus.FAILED),
+    EventType.EXECUTION_CANCELLED: _finished(ExecutionStatus.CANCELLED),
+    EventType.ACTIVITY_SCHEDULED: _scheduled,
+    EventType.ACTIVITY_STARTED: _activity_started,
+    EventType.ACTIVITY_COMPLETED: _activity_completed,
+    EventType.ACTIVITY_FAILED: _activity_failed,
+    EventType.ACTIVITY_SKIPPED: _skipped,
+    EventType.TIMER_ARMED: _timer_armed,
+    EventType.TIMER_FIRED: _timer_fired,
+    EventType.TIMER_CANCELLED: _timer_cancelled,
+    EventType.SIGNAL_RECEIVED: _signal,
+    EventType.APPROVAL_DECIDED: _approval,
+    EventType.COMPENSATION_STARTED: _compensation_started,
+    EventType.COMPENSATION_STEP_STARTED: _compensation_step,
+    EventType.ACTIVITY_COMPENSATED: _compensated,
+    EventType.COMPENSATION_FAILED: _compensation_failed,
+    EventType.COMPENSATION_ATTEMPT_FAILED: _compensation_attempt_failed,
+}
+
+
+def state_to_json(state: ExecutionState) -> dict[str, Any]:
+    data = asdict(state)
+    data["signals"] = {k: list(v) for k, v in state.signals.items()}
+    return data
+
+
+def state_from_json(data: Mapping[str, Any]) -> ExecutionState:
+    raw = dict(data)
+    raw["activities"] = {k: ActivityState(**v) for k, v in (raw.get("activities") or {}).items()}
+    raw["signals"] = {k: tuple(v) for k, v in (raw.get("signals") or {}).items()}
+    return ExecutionState(**raw)

@@ -1,0 +1,72 @@
+"""Turning a state transition into a `StepWrite`, and summarising what an execution waits on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from wovyr.engine.state import ActivityStatus, ExecutionState, state_to_json
+from wovyr.events import Event
+from wovyr.store.base import StepWrite
+
+__all__ = ["make_step", "waiting_on"]
+
+
+def make_step(
+    execution_id: str,
+    before: ExecutionState,
+    after: ExecutionState,
+    events: Sequence[Event],
+    now: datetime,
+    *,
+    fence: int | None = None,
+    ready: bool,
+    release_lease: bool = False,
+) -> StepWrite:
+    """The write for `before -> after`: timer rows follow the state's armed timers."""
+    armed = [
+        (tid, datetime.fromisoformat(info["fire_at"]))
+        for tid, info in after.timers.items()
+        if tid not in before.timers
+    ]
+    removed = [tid for tid in before.timers if tid not in after.timers]
+    return StepWrite(
+        execution_id=execution_id,
+        expected_seq=before.seq,
+        events=list(events),
+        checkpoint=state_to_json(after),
+        status=after.status,
+        updated_at=now,
+        fence=fence,
+        ready=ready and not after.finished,
+        release_lease=release_lease,
+        waiting_on=waiting_on(after),
+        output=after.output,
+        error=after.error,
+        timers_armed=armed,
+        timers_removed=removed,
+    )
+
+
+def waiting_on(state: ExecutionState) -> str | None:
+    """What a running execution waits for, in words: `signal go`, `approval approve`,
+    `timer 2030-01-01T09:00:00+00:00`, `retry charge 2/3 at ...`; None when not waiting."""
+    if state.finished:
+        return None
+    parts: list[str] = []
+    for aid, act in state.activities.items():
+        if act.status == ActivityStatus.WAITING and act.wait:
+            parts.append(_wait_text(aid, act.wait))
+        elif act.status == ActivityStatus.RETRYING:
+            parts.append(f"retry {aid} attempt {act.attempt + 1} at {act.next_attempt_at}")
+    return "; ".join(parts) or None
+
+
+def _wait_text(activity_id: str, wait: dict[str, Any]) -> str:
+    kind = wait.get("kind")
+    if kind == "signal":
+        return f"signal {wait.get('name')}"
+    if kind == "timer":
+        return f"timer {activity_id} fires {wait.get('fire_at')}"
+    return f"approval {activity_id}"

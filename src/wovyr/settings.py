@@ -1,0 +1,65 @@
+"""Frozen settings, read only at the edges (CLI and server): flags > WOVYR_* env > defaults.
+
+The engine never reads the environment; it gets what it needs through constructors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from wovyr.errors import ConfigError
+
+__all__ = ["Settings", "load_settings"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = field(default_factory=lambda: Path("~/.wovyr").expanduser())
+    database_url: str | None = None
+    activities: tuple[str, ...] = ()
+    lease_seconds: float = 30.0
+    poll_interval: float = 1.0
+    concurrency: int = 64
+    dispatch_interval: float = 2.0
+
+    @property
+    def store_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'wovyr.db'}"
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {raw!r}")
+    return value
+
+
+def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Settings:
+    """Settings from the environment (`WOVYR_HOME`, `WOVYR_DATABASE_URL`, `WOVYR_ACTIVITIES`,
+    `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`), overridden by
+    flags that are not None."""
+    env = os.environ if env is None else env
+    settings = Settings(
+        home=Path(env.get("WOVYR_HOME") or "~/.wovyr").expanduser(),
+        database_url=env.get("WOVYR_DATABASE_URL") or None,
+        activities=tuple(a for a in (env.get("WOVYR_ACTIVITIES") or "").split(",") if a.strip()),
+        lease_seconds=_float(env, "WOVYR_LEASE_SECONDS", 30.0),
+        poll_interval=_float(env, "WOVYR_POLL_INTERVAL", 1.0),
+        dispatch_interval=_float(env, "WOVYR_DISPATCH_INTERVAL_SECS", 2.0),
+    )
+    given = {k: v for k, v in flags.items() if v is not None and v != ()}
+    if "activities" in given:
+        given["activities"] = tuple(settings.activities) + tuple(given["activities"])
+    if "home" in given:
+        given["home"] = Path(given["home"]).expanduser()
+    return replace(settings, **given)

@@ -1,0 +1,244 @@
+"""An in-memory store with the same contract as the durable ones (for tests and embedding).
+
+It keeps nothing across processes; everything else (sequence checks, fences, leases,
+timers) behaves exactly as in SQLite and PostgreSQL, and the contract suite proves it.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from wovyr.store.base import (
+    DEFAULT_TENANT,
+    Claim,
+    CommitOutcome,
+    DefinitionRecord,
+    EventRecord,
+    ExecutionFilter,
+    ExecutionRecord,
+    LeaseState,
+    NewExecution,
+    Page,
+    StepWrite,
+    TimerRecord,
+)
+from wovyr.store.shards import shards_for, stable_shard
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.url = "memory://"
+        self._lock = threading.RLock()
+        self._definitions: dict[tuple[str, str], DefinitionRecord] = {}
+        self._executions: dict[str, ExecutionRecord] = {}
+        self._events: dict[str, list[EventRecord]] = {}
+        self._timers: dict[tuple[str, str], datetime] = {}
+        self.commits = 0
+
+    def close(self) -> None:
+        return None
+
+    def put_definition(self, record: DefinitionRecord) -> None:
+        with self._lock:
+            self._definitions.setdefault((record.tenant, record.hash), record)
+
+    def get_definition(
+        self, definition_hash: str, tenant: str = DEFAULT_TENANT
+    ) -> DefinitionRecord | None:
+        return self._definitions.get((tenant, definition_hash))
+
+    def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
+        with self._lock:
+            found = [d for (t, _), d in self._definitions.items() if t == tenant and d.name == name]
+        return found[-1] if found else None
+
+    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+        with self._lock:
+            if new.id in self._executions:
+                return False, self._executions[new.id]
+            step = new.first_step
+            record = ExecutionRecord(
+                id=new.id,
+                tenant=new.tenant,
+                workflow=new.workflow,
+                version=new.version,
+                definition_hash=new.definition_hash,
+                status=step.status,
+                created_at=new.created_at,
+                updated_at=step.updated_at,
+                seq=0,
+                parent_id=new.parent_id,
+                input=copy.deepcopy(new.input),
+                lease_owner=new.lease_owner,
+                lease_until=new.lease_until,
+                fence=1 if new.lease_owner else 0,
+                checkpoint={},
+            )
+            self._executions[new.id] = record
+            self._events[new.id] = []
+            self._apply(step)
+            self.commits += 1
+            return True, self._executions[new.id]
+
+    def commit(self, steps: Sequence[StepWrite]) -> list[CommitOutcome]:
+        with self._lock:
+            self.commits += 1
+            return [self._check_and_apply(step) for step in steps]
+
+    def _check_and_apply(self, step: StepWrite) -> CommitOutcome:
+        current = self._executions.get(step.execution_id)
+        if current is None:
+            return CommitOutcome.NOT_FOUND
+        if step.fence is not None and current.fence != step.fence:
+            return CommitOutcome.LEASE_LOST
+        if current.seq != step.expected_seq:
+            return CommitOutcome.CONFLICT
+        self._apply(step)
+        return CommitOutcome.OK
+
+    def _apply(self, step: StepWrite) -> None:
+        current = self._executions[step.execution_id]
+        base = current.seq
+        events = self._events[step.execution_id]
+        for i, e in enumerate(step.events):
+            events.append(
+                EventRecord(step.execution_id, base + i + 1, e.type, e.at, copy.deepcopy(e.data))
+            )
+        for timer in step.timers_removed:
+            self._timers.pop((step.execution_id, timer), None)
+        for timer, at in step.timers_armed:
+            self._timers[(step.execution_id, timer)] = at
+        changes: dict[str, object] = {
+            "seq": base + len(step.events),
+            "status": step.status,
+            "updated_at": step.updated_at,
+            "checkpoint": copy.deepcopy(step.checkpoint),
+            "ready": step.ready,
+            "waiting_on": step.waiting_on,
+            "output": copy.deepcopy(step.output),
+            "error": copy.deepcopy(step.error),
+        }
+        if step.release_lease:
+            changes.update(lease_owner=None, lease_until=None)
+        self._executions[step.execution_id] = replace(current, **changes)  # type: ignore[arg-type]
+
+    def load(
+        self, execution_id: str, tenant: str | None = DEFAULT_TENANT
+    ) -> ExecutionRecord | None:
+        with self._lock:
+            record = self._executions.get(execution_id)
+            if record is None or (tenant is not None and record.tenant != tenant):
+                return None
+            return replace(record, checkpoint=copy.deepcopy(record.checkpoint))
+
+    def list_executions(self, query: ExecutionFilter) -> Page:
+        with self._lock:
+            rows = [
+                replace(r, checkpoint=None)
+                for r in self._executions.values()
+                if (query.tenant is None or r.tenant == query.tenant)
+                and (query.workflow is None or r.workflow == query.workflow)
+                and (query.status is None or r.status == query.status)
+                and (query.parent_id is None or r.parent_id == query.parent_id)
+                and (query.created_after is None or r.created_at >= query.created_after)
+                and (query.created_before is None or r.created_at < query.created_before)
+                and (query.cursor is None or (r.created_at, r.id) < query.cursor)
+            ]
+        rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+        items = rows[: query.limit]
+        more = len(rows) > query.limit
+        return Page(items, (items[-1].created_at, items[-1].id) if more and items else None)
+
+    def history(
+        self, execution_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        with self._lock:
+            events = [e for e in self._events.get(execution_id, []) if e.seq > after_seq]
+        return events[:limit] if limit is not None else events
+
+    def claim(
+        self,
+        owner: str,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        only: Sequence[str] | None = None,
+        *,
+        partitions: Sequence[int] | None = None,
+        of: int | None = None,
+    ) -> list[Claim]:
+        shards = shards_for(partitions, of)
+        claims = []
+        with self._lock:
+            self.commits += 1
+            for r in list(self._executions.values()):
+                if len(claims) >= limit:
+                    break
+                if only is not None and r.id not in only:
+                    continue
+                if shards is not None and stable_shard(r.id) not in shards:
+                    continue
+                if r.ready and (r.lease_until is None or r.lease_until < now):
+                    new = replace(
+                        r,
+                        lease_owner=owner,
+                        fence=r.fence + 1,
+                        lease_until=now + timedelta(seconds=lease_seconds),
+                    )
+                    self._executions[r.id] = new
+                    claims.append(
+                        Claim(
+                            r.id,
+                            new.fence,
+                            new.seq,
+                            copy.deepcopy(new.checkpoint or {}),
+                            new.definition_hash,
+                            new.tenant,
+                        )
+                    )
+        return claims
+
+    def renew_leases(
+        self, owner: str, now: datetime, lease_seconds: float
+    ) -> dict[str, LeaseState]:
+        out = {}
+        with self._lock:
+            for r in list(self._executions.values()):
+                if r.lease_owner == owner:
+                    self._executions[r.id] = replace(
+                        r, lease_until=now + timedelta(seconds=lease_seconds)
+                    )
+                    out[r.id] = LeaseState(fence=r.fence, seq=r.seq)
+        return out
+
+    def release_owner(self, owner: str) -> int:
+        count = 0
+        with self._lock:
+            for r in list(self._executions.values()):
+                if r.lease_owner == owner:
+                    self._executions[r.id] = replace(r, lease_owner=None, lease_until=None)
+                    count += 1
+        return count
+
+    def ready_count(self, now: datetime) -> int:
+        with self._lock:
+            return sum(
+                1
+                for r in self._executions.values()
+                if r.ready and (r.lease_until is None or r.lease_until < now)
+            )
+
+    def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
+        with self._lock:
+            due = sorted((at, ex, t) for (ex, t), at in self._timers.items() if at <= now)
+        return [TimerRecord(ex, t, at) for at, ex, t in due[:limit]]
+
+    def next_timer_at(self) -> datetime | None:
+        with self._lock:
+            return min(self._timers.values(), default=None)

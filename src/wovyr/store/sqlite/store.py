@@ -1,0 +1,473 @@
+"""SQLite store: one file, WAL, `synchronous=FULL`, `BEGIN IMMEDIATE` for every write.
+
+One write connection per process, guarded by a lock, so a batch of steps from many
+executions commits in one transaction (one fsync). Reads use a connection per thread.
+Several processes may share the file: SQLite serialises writers and `busy_timeout` waits.
+Leases and fences make that safe for workers (see `claim` and `commit`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from wovyr.errors import StoreError, StoreUnavailable
+from wovyr.store.base import (
+    DEFAULT_TENANT,
+    Claim,
+    CommitOutcome,
+    DefinitionRecord,
+    EventRecord,
+    ExecutionFilter,
+    ExecutionRecord,
+    LeaseState,
+    NewExecution,
+    Page,
+    StepWrite,
+    TimerRecord,
+)
+from wovyr.store.codec import dumps, from_micros, loads, to_micros
+from wovyr.store.shards import shards_for, stable_shard
+
+__all__ = ["SQLiteStore"]
+
+_SUMMARY_COLUMNS = (
+    "id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq, "
+    "parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence"
+)
+
+
+def _migrations() -> list[tuple[int, str]]:
+    folder = resources.files("wovyr.store.sqlite") / "migrations"
+    out = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            out.append((int(entry.name.split("_", 1)[0]), entry.read_text(encoding="utf-8")))
+    return sorted(out)
+
+
+class SQLiteStore:
+    """The embedded store. `path` is a file path (created with its folder if missing)."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
+        self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
+        self._busy_ms = busy_timeout_ms
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._closed = False
+        self.commits = 0  # durable write transactions issued by this object (for benchmarks)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot create the store folder {self.path.parent}: {exc}"
+            ) from exc
+        self._writer = self._connect()
+        self.migrate()
+
+    # --- connections ---------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self._busy_ms / 1000,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.create_function("wovyr_shard", 1, stable_shard, deterministic=True)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open the store {self.path}: {exc}") from exc
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            self._readers = [*getattr(self, "_readers", []), conn]
+        return conn
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A `BEGIN IMMEDIATE` transaction on the write connection; driver errors translated."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        with self._write_lock:
+            conn = self._writer
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+                self.commits += 1
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise _translate(exc) from exc
+                raise
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if self._closed:
+            raise StoreError("the store is closed")
+        try:
+            return self._reader().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
+    def migrate(self) -> int:
+        """Apply pending numbered migrations; return the schema version."""
+        with self._write() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+            )
+            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            for version, sql in _migrations():
+                if version in done:
+                    continue
+                for statement in _split_sql(sql):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
+            row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._write_lock:
+            self._writer.close()
+        for conn in getattr(self, "_readers", []):
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    # --- definitions ---------------------------------------------------------------------
+
+    def put_definition(self, record: DefinitionRecord) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO definitions"
+                " (tenant, hash, name, version, source, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    record.tenant,
+                    record.hash,
+                    record.name,
+                    record.version,
+                    record.source,
+                    to_micros(record.created_at),
+                ),
+            )
+
+    def get_definition(
+        self, definition_hash: str, tenant: str = DEFAULT_TENANT
+    ) -> DefinitionRecord | None:
+        rows = self._read(
+            "SELECT hash, name, version, source, created_at, tenant FROM definitions "
+            "WHERE tenant = ? AND hash = ?",
+            (tenant, definition_hash),
+        )
+        return _definition(rows[0]) if rows else None
+
+    def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
+        rows = self._read(
+            "SELECT hash, name, version, source, created_at, tenant FROM definitions "
+            "WHERE tenant = ? AND name = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            (tenant, name),
+        )
+        return _definition(rows[0]) if rows else None
+
+    # --- executions ----------------------------------------------------------------------
+
+    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+        step = new.first_step
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO executions (id, tenant, workflow, version, definition_hash,"
+                " status, created_at, updated_at, parent_id, seq, ready, lease_owner, lease_until,"
+                " fence, waiting_on, input, output, error, checkpoint, shard)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    new.id,
+                    new.tenant,
+                    new.workflow,
+                    new.version,
+                    new.definition_hash,
+                    step.status,
+                    to_micros(new.created_at),
+                    to_micros(step.updated_at),
+                    new.parent_id,
+                    len(step.events),
+                    int(step.ready),
+                    new.lease_owner,
+                    to_micros(new.lease_until) if new.lease_until else None,
+                    1 if new.lease_owner else 0,
+                    step.waiting_on,
+                    dumps(new.input),
+                    dumps(step.output),
+                    dumps(step.error),
+                    dumps(step.checkpoint),
+                    stable_shard(new.id),
+                ),
+            )
+            created = cur.rowcount == 1
+            if created:
+                self._write_children(conn, new.id, 0, step)
+        record = self.load(new.id, tenant=None)
+        assert record is not None
+        return created, record
+
+    def commit(self, steps: Sequence[StepWrite]) -> list[CommitOutcome]:
+        if not steps:
+            return []
+        outcomes: list[CommitOutcome] = []
+        with self._write() as conn:
+            for step in steps:
+                outcomes.append(self._apply_step(conn, step))
+        return outcomes
+
+    def _apply_step(self, conn: sqlite3.Connection, step: StepWrite) -> CommitOutcome:
+        sql = (
+            "UPDATE executions SET seq = ?, status = ?, updated_at = ?, checkpoint = ?,"
+            " ready = ?, waiting_on = ?, output = ?, error = ?"
+        )
+        params: list[Any] = [
+            step.expected_seq + len(step.events),
+            step.status,
+            to_micros(step.updated_at),
+            dumps(step.checkpoint),
+            int(step.ready),
+            step.waiting_on,
+            dumps(step.output),
+            dumps(step.error),
+        ]
+        if step.release_lease:
+            sql += ", lease_owner = NULL, lease_until = NULL"
+        sql += " WHERE id = ? AND seq = ?"
+        params += [step.execution_id, step.expected_seq]
+        if step.fence is not None:
+            sql += " AND fence = ?"
+            params.append(step.fence)
+        if conn.execute(sql, params).rowcount != 1:
+            row = conn.execute(
+                "SELECT seq, fence FROM executions WHERE id = ?", (step.execution_id,)
+            ).fetchone()
+            if row is None:
+                return CommitOutcome.NOT_FOUND
+            if step.fence is not None and row[1] != step.fence:
+                return CommitOutcome.LEASE_LOST
+            return CommitOutcome.CONFLICT
+        self._write_children(conn, step.execution_id, step.expected_seq, step)
+        return CommitOutcome.OK
+
+    @staticmethod
+    def _write_children(
+        conn: sqlite3.Connection, execution_id: str, base_seq: int, step: StepWrite
+    ) -> None:
+        if step.events:
+            conn.executemany(
+                "INSERT INTO events (execution_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (execution_id, base_seq + i + 1, e.type, to_micros(e.at), dumps(e.data))
+                    for i, e in enumerate(step.events)
+                ],
+            )
+        if step.timers_removed:
+            conn.executemany(
+                "DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
+                [(execution_id, t) for t in step.timers_removed],
+            )
+        if step.timers_armed:
+            conn.executemany(
+                "INSERT OR REPLACE INTO timers (execution_id, timer_id, fire_at) VALUES (?, ?, ?)",
+                [(execution_id, t, to_micros(at)) for t, at in step.timers_armed],
+            )
+
+    def load(
+        self, execution_id: str, tenant: str | None = DEFAULT_TENANT
+    ) -> ExecutionRecord | None:
+        sql = f"SELECT {_SUMMARY_COLUMNS}, checkpoint FROM executions WHERE id = ?"
+        params: list[Any] = [execution_id]
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            params.append(tenant)
+        rows = self._read(sql, params)
+        return _execution(rows[0], with_checkpoint=True) if rows else None
+
+    def list_executions(self, query: ExecutionFilter) -> Page:
+        where, params = [], []  # type: ignore[var-annotated]
+        for column, value in (
+            ("tenant", query.tenant),
+            ("workflow", query.workflow),
+            ("status", query.status),
+            ("parent_id", query.parent_id),
+        ):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if query.created_after is not None:
+            where.append("created_at >= ?")
+            params.append(to_micros(query.created_after))
+        if query.created_before is not None:
+            where.append("created_at < ?")
+            params.append(to_micros(query.created_before))
+        if query.cursor is not None:
+            where.append("(created_at, id) < (?, ?)")
+            params += [to_micros(query.cursor[0]), query.cursor[1]]
+        sql = f"SELECT {_SUMMARY_COLUMNS} FROM executions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        params.append(query.limit + 1)
+        rows = [_execution(r, with_checkpoint=False) for r in self._read(sql, params)]
+        more = len(rows) > query.limit
+        items = rows[: query.limit]
+        cursor = (items[-1].created_at, items[-1].id) if more and items else None
+        return Page(items=items, next_cursor=cursor)
+
+    def history(
+        self, execution_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        sql = (
+            "SELECT seq, type, at, data FROM events WHERE execution_id = ? AND seq > ? ORDER BY seq"
+        )
+        params: list[Any] = [execution_id, after_seq]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [
+            EventRecord(execution_id, r[0], r[1], from_micros(r[2]), loads(r[3]))
+            for r in self._read(sql, params)
+        ]
+
+    # --- work queue ----------------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        only: Sequence[str] | None = None,
+        *,
+        partitions: Sequence[int] | None = None,
+        of: int | None = None,
+    ) -> list[Claim]:
+        until = to_micros(now + timedelta(seconds=lease_seconds))
+        shards = shards_for(partitions, of)
+        only_sql = ""
+        params: list[Any] = [owner, until, to_micros(now)]
+        if only is not None:
+            only_sql = f" AND id IN ({','.join('?' * len(only))})" if only else " AND 0"
+            params += list(only)
+        if shards is not None:
+            only_sql += f" AND shard IN ({','.join('?' * len(shards))})" if shards else " AND 0"
+            params += sorted(shards)
+        with self._write() as conn:
+            rows = conn.execute(
+                "UPDATE executions SET lease_owner = ?, lease_until = ?, fence = fence + 1"
+                " WHERE id IN (SELECT id FROM executions WHERE ready = 1"
+                "   AND (lease_until IS NULL OR lease_until < ?)"
+                + only_sql
+                + " ORDER BY lease_until LIMIT ?)"
+                " RETURNING id, fence, seq, checkpoint, definition_hash, tenant",
+                (*params, limit),
+            ).fetchall()
+        return [Claim(r[0], r[1], r[2], loads(r[3]), r[4], r[5]) for r in rows]
+
+    def renew_leases(
+        self, owner: str, now: datetime, lease_seconds: float
+    ) -> dict[str, LeaseState]:
+        until = to_micros(now + timedelta(seconds=lease_seconds))
+        with self._write() as conn:
+            rows = conn.execute(
+                "UPDATE executions SET lease_until = ? WHERE lease_owner = ?"
+                " RETURNING id, fence, seq",
+                (until, owner),
+            ).fetchall()
+        return {r[0]: LeaseState(fence=r[1], seq=r[2]) for r in rows}
+
+    def release_owner(self, owner: str) -> int:
+        with self._write() as conn:
+            return conn.execute(
+                "UPDATE executions SET lease_owner = NULL, lease_until = NULL"
+                " WHERE lease_owner = ?",
+                (owner,),
+            ).rowcount
+
+    def ready_count(self, now: datetime) -> int:
+        rows = self._read(
+            "SELECT count(*) FROM executions WHERE ready = 1"
+            " AND (lease_until IS NULL OR lease_until < ?)",
+            (to_micros(now),),
+        )
+        return int(rows[0][0])
+
+    # --- timers --------------------------------------------------------------------------
+
+    def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
+        rows = self._read(
+            "SELECT execution_id, timer_id, fire_at FROM timers WHERE fire_at <= ?"
+            " ORDER BY fire_at LIMIT ?",
+            (to_micros(now), limit),
+        )
+        return [TimerRecord(r[0], r[1], from_micros(r[2])) for r in rows]
+
+    def next_timer_at(self) -> datetime | None:
+        rows = self._read("SELECT min(fire_at) FROM timers")
+        return from_micros(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+def _split_sql(script: str) -> list[str]:
+    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def _translate(exc: sqlite3.Error) -> StoreError:
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in text or "unable to open" in text or "disk I/O" in text or "full" in text
+    ):
+        return StoreUnavailable(f"the SQLite store failed: {text}")
+    return StoreError(f"the SQLite store failed: {text}")
+
+
+def _definition(row: Sequence[Any]) -> DefinitionRecord:
+    return DefinitionRecord(row[0], row[1], row[2], row[3], from_micros(row[4]), row[5])
+
+
+def _execution(row: Sequence[Any], *, with_checkpoint: bool) -> ExecutionRecord:
+    return ExecutionRecord(
+        id=row[0],
+        tenant=row[1],
+        workflow=row[2],
+        version=row[3],
+        definition_hash=row[4],
+        status=row[5],
+        created_at=from_micros(row[6]),
+        updated_at=from_micros(row[7]),
+        seq=row[8],
+        parent_id=row[9],
+        waiting_on=row[10],
+        input=loads(row[11]),
+        output=loads(row[12]),
+        error=loads(row[13]),
+        ready=bool(row[14]),
+        lease_owner=row[15],
+        lease_until=from_micros(row[16]) if row[16] is not None else None,
+        fence=row[17],
+        checkpoint=loads(row[18]) if with_checkpoint else None,
+    )

@@ -1,0 +1,191 @@
+"""The store contract: every store (memory, SQLite, PostgreSQL) passes these same tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from wovyr.events import Event
+from wovyr.store.base import (
+    CommitOutcome,
+    DefinitionRecord,
+    ExecutionFilter,
+    NewExecution,
+    StepWrite,
+    Store,
+)
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def step(
+    execution_id: str,
+    seq: int,
+    n_events: int = 1,
+    *,
+    fence: int | None = None,
+    ready: bool = True,
+    release: bool = False,
+    status: str = "running",
+    armed: tuple[tuple[str, datetime], ...] = (),
+    removed: tuple[str, ...] = (),
+    at: datetime = T0,
+) -> StepWrite:
+    events = [Event("Thing", at, {"i": seq + i}) for i in range(n_events)]
+    return StepWrite(
+        execution_id=execution_id,
+        expected_seq=seq,
+        events=events,
+        checkpoint={"seq": seq + n_events},
+        status=status,
+        updated_at=at,
+        fence=fence,
+        ready=ready,
+        release_lease=release,
+        timers_armed=armed,
+        timers_removed=removed,
+    )
+
+
+def create(
+    store: Store,
+    execution_id: str,
+    *,
+    at: datetime = T0,
+    tenant: str = "default",
+    workflow: str = "wf",
+    owner: str | None = None,
+    status: str = "running",
+) -> None:
+    created, record = store.create_execution(
+        NewExecution(
+            id=execution_id,
+            tenant=tenant,
+            workflow=workflow,
+            version="1",
+            definition_hash="h",
+            created_at=at,
+            input={"x": 1},
+            first_step=step(execution_id, 0, status=status, at=at),
+            lease_owner=owner,
+            lease_until=at + timedelta(seconds=30) if owner else None,
+        )
+    )
+    assert created and record.seq == 1
+
+
+def test_create_is_idempotent_on_id(store: Store) -> None:
+    create(store, "e1")
+    created, record = store.create_execution(
+        NewExecution(
+            id="e1",
+            tenant="default",
+            workflow="other",
+            version="9",
+            definition_hash="h2",
+            created_at=T0,
+            input={},
+            first_step=step("e1", 0),
+        )
+    )
+    assert not created and record.workflow == "wf"
+    assert len(store.history("e1")) == 1
+
+
+def test_commit_appends_events_in_order_and_checks_sequence(store: Store) -> None:
+    create(store, "e1")
+    assert store.commit([step("e1", 1, 3)]) == [CommitOutcome.OK]
+    assert store.commit([step("e1", 1, 1)]) == [CommitOutcome.CONFLICT]
+    assert store.commit([step("missing", 0)]) == [CommitOutcome.NOT_FOUND]
+    history = store.history("e1")
+    assert [e.seq for e in history] == [1, 2, 3, 4]
+    assert [e.data["i"] for e in history[1:]] == [1, 2, 3]
+    record = store.load("e1")
+    assert record is not None and record.seq == 4 and record.checkpoint == {"seq": 4}
+    assert [e.seq for e in store.history("e1", after_seq=2, limit=1)] == [3]
+
+
+def test_a_batch_commits_each_step_on_its_own_merits(store: Store) -> None:
+    create(store, "a")
+    create(store, "b")
+    outcomes = store.commit([step("a", 1), step("b", 7), step("a", 2)])
+    assert outcomes == [CommitOutcome.OK, CommitOutcome.CONFLICT, CommitOutcome.OK]
+    assert len(store.history("a")) == 3 and len(store.history("b")) == 1
+
+
+def test_claim_lease_fence_and_takeover(store: Store) -> None:
+    create(store, "e1")
+    [a] = store.claim("A", T0, 30, 10)
+    assert a.execution_id == "e1" and a.fence == 1
+    assert store.claim("B", T0 + timedelta(seconds=29), 30, 10) == []
+    [b] = store.claim("B", T0 + timedelta(seconds=31), 30, 10)
+    assert b.fence == 2
+    assert store.commit([step("e1", 1, fence=a.fence)]) == [CommitOutcome.LEASE_LOST]
+    assert store.commit([step("e1", 1, fence=b.fence, release=True, ready=False)]) == [
+        CommitOutcome.OK
+    ]
+    record = store.load("e1")
+    assert record is not None and record.lease_owner is None and not record.ready
+    assert store.claim("C", T0 + timedelta(hours=1), 30, 10) == []
+
+
+def test_claim_only_and_limit(store: Store) -> None:
+    for i in range(5):
+        create(store, f"e{i}")
+    assert [c.execution_id for c in store.claim("A", T0, 30, 10, only=["e3"])] == ["e3"]
+    assert len(store.claim("A", T0, 30, 2)) == 2
+    assert store.ready_count(T0) == 2
+
+
+def test_renew_and_release_owner(store: Store) -> None:
+    create(store, "e1", owner="A")
+    leases = store.renew_leases("A", T0 + timedelta(seconds=20), 30)
+    assert set(leases) == {"e1"} and leases["e1"].fence == 1
+    assert store.claim("B", T0 + timedelta(seconds=40), 30, 10) == []  # renewed to 50 s
+    assert store.release_owner("A") == 1
+    assert [c.execution_id for c in store.claim("B", T0 + timedelta(seconds=40), 30, 10)] == ["e1"]
+
+
+def test_timers_follow_steps_and_come_due_in_order(store: Store) -> None:
+    create(store, "e1")
+    t1, t2 = T0 + timedelta(minutes=5), T0 + timedelta(minutes=1)
+    store.commit([step("e1", 1, armed=(("late", t1), ("early", t2)))])
+    assert store.next_timer_at() == t2
+    assert [t.timer_id for t in store.due_timers(T0 + timedelta(hours=1), 10)] == ["early", "late"]
+    assert [t.timer_id for t in store.due_timers(T0 + timedelta(minutes=2), 10)] == ["early"]
+    store.commit([step("e1", 2, removed=("early",))])
+    assert [t.timer_id for t in store.due_timers(T0 + timedelta(hours=1), 10)] == ["late"]
+
+
+def test_list_filters_tenants_and_pages(store: Store) -> None:
+    for i in range(7):
+        create(store, f"e{i}", at=T0 + timedelta(seconds=i), workflow="wf" if i % 2 else "other")
+    create(store, "secret", tenant="b", at=T0 + timedelta(seconds=9))
+    page = store.list_executions(ExecutionFilter(limit=3))
+    assert [r.id for r in page.items] == ["e6", "e5", "e4"]
+    page = store.list_executions(ExecutionFilter(limit=3, cursor=page.next_cursor))
+    assert [r.id for r in page.items] == ["e3", "e2", "e1"]
+    page = store.list_executions(ExecutionFilter(limit=3, cursor=page.next_cursor))
+    assert [r.id for r in page.items] == ["e0"] and page.next_cursor is None
+    wf = store.list_executions(ExecutionFilter(workflow="wf", limit=10))
+    assert [r.id for r in wf.items] == ["e5", "e3", "e1"]
+    ranged = store.list_executions(
+        ExecutionFilter(
+            created_after=T0 + timedelta(seconds=2),
+            created_before=T0 + timedelta(seconds=4),
+            limit=10,
+        )
+    )
+    assert [r.id for r in ranged.items] == ["e3", "e2"]
+    assert store.load("secret") is None and store.load("secret", tenant="b") is not None
+    assert [r.id for r in store.list_executions(ExecutionFilter(tenant="b")).items] == ["secret"]
+
+
+def test_definitions_by_hash_and_latest_by_name(store: Store) -> None:
+    store.put_definition(DefinitionRecord("h1", "wf", "1", "src1", T0))
+    store.put_definition(DefinitionRecord("h2", "wf", "2", "src2", T0 + timedelta(seconds=1)))
+    store.put_definition(DefinitionRecord("h1", "wf", "1", "src1", T0 + timedelta(seconds=2)))
+    got = store.get_definition("h1")
+    assert got is not None and got.source == "src1"
+    latest = store.latest_definition("wf")
+    assert latest is not None and latest.hash == "h2"
+    assert store.get_definition("h1", tenant="other") is None
