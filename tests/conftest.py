@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,10 +19,14 @@ if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-STORE_KINDS = ["memory", "sqlite"]
+# The PostgreSQL server of the test machine (override with WOVYR_TEST_POSTGRES_URL).
+POSTGRES_URL = os.environ.get(
+    "WOVYR_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+STORE_KINDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
-def make_store(kind: str, tmp_path: Path) -> Store:
+def make_store(kind: str, tmp_path: Path, postgres_url: str | None = None) -> Store:
     if kind == "memory":
         from wovyr.store.memory import MemoryStore
 
@@ -30,12 +35,60 @@ def make_store(kind: str, tmp_path: Path) -> Store:
         from wovyr.store.sqlite import SQLiteStore
 
         return SQLiteStore(tmp_path / "wovyr.db")
+    if kind == "postgres":
+        from wovyr.store.postgres import PostgresStore
+
+        assert postgres_url is not None, "use the postgres_url fixture"
+        return PostgresStore(postgres_url, max_size=4)
     raise ValueError(kind)
+
+
+_postgres_problem: list[str] = []  # why the server did not answer (checked once per session)
+
+
+def _require_postgres() -> None:
+    """Skip (locally) or fail (CI=true: a missing server must fail CI) without a server."""
+    if not _postgres_problem:
+        try:
+            import psycopg
+
+            with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+                pass
+            _postgres_problem.append("")
+        except Exception as exc:
+            _postgres_problem.append(f"PostgreSQL at {POSTGRES_URL} does not answer: {exc}")
+    if _postgres_problem[0]:
+        if IN_CI:
+            pytest.fail(_postgres_problem[0])
+        pytest.skip(_postgres_problem[0])
+
+
+def schema_url(url: str, schema: str) -> str:
+    """`url` with its search_path set to `schema` (libpq `options`)."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A URL whose search_path is a fresh schema, dropped after the test: no test sees
+    another's rows."""
+    _require_postgres()
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield schema_url(POSTGRES_URL, schema)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = make_store(request.param, tmp_path)
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    s = make_store(request.param, tmp_path, url)
     yield s
     s.close()
 

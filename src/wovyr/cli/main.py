@@ -29,8 +29,10 @@ def cli() -> None:
 def _register() -> None:
     # Each command group lives in its own module and adds itself to `cli`.
     from wovyr.cli import (  # noqa: F401
+        commands_db,
         commands_definition,
         commands_run,
+        commands_schedules,
         commands_workflows,
     )
 
@@ -38,7 +40,10 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> int:
     _register()
     try:
-        cli.main(args=argv, prog_name="wovyr", standalone_mode=False)
+        # Without standalone mode, click catches `Exit` (ctx.exit) itself and *returns* the code.
+        code = cli.main(args=argv, prog_name="wovyr", standalone_mode=False)
+        if isinstance(code, int):
+            return code
     except click.exceptions.Exit as done:
         return int(done.exit_code or 0)
     except click.Abort:

@@ -7,11 +7,15 @@ steps queue up and go together in the following one (one fsync for many steps).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from wovyr.store.base import CommitOutcome, StepWrite, Store
 
 __all__ = ["GroupCommitter"]
+
+T = TypeVar("T")
 
 
 class GroupCommitter:
@@ -51,7 +55,7 @@ class GroupCommitter:
                 if not future.done():
                     future.set_result(outcome)
 
-    async def run_sync(self, fn, *args):  # type: ignore[no-untyped-def]
+    async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """Run another store call on the commit thread (keeps one writer per process)."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 

@@ -92,6 +92,7 @@ def start_events(
         "input": inputs,
         "parent_id": parent_id,
         "timeout": definition.timeout,
+        "activities": [a.id for a in definition.activities],
         **(extra or {}),
     }
     events = [Event(EventType.EXECUTION_STARTED, now, data)]
@@ -270,7 +271,9 @@ def _step(
     if state.compensation is not None:
         return _compensate(definition, state, now, in_flight)
     if state.timed_out:
-        return _timeout(definition, state, now)
+        timeout_events, timeout_runs = _timeout(definition, state, now)
+        if timeout_events:
+            return timeout_events, timeout_runs
     if any(state.activity(a.id).status == ActivityStatus.FAILED for a in definition.activities):
         return _failing(definition, state, now, in_flight)
     events: list[Event] = []
@@ -555,7 +558,8 @@ def _timeout(
         for aid, a in state.activities.items()
         if a.status in ActivityStatus.ACTIVE
     ]
-    if not events:  # nothing was active: fail the first pending activity to start the saga
+    failed = any(a.status == ActivityStatus.FAILED for a in state.activities.values())
+    if not events and not failed:  # nothing active: fail a pending one to start the saga
         pending = [
             a.id
             for a in definition.activities

@@ -8,6 +8,7 @@ change so a local worker reacts at once instead of at its next poll.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file
 from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.engine.activities.base import ActivityRegistry, default_registry
-from wovyr.engine.decide import start_events
+from wovyr.engine.decide import decide, start_events
 from wovyr.engine.state import (
     ActivityStatus,
     ExecutionState,
@@ -173,7 +174,7 @@ class Engine:
             return load_definition_file(definition)
         return load_definition(definition)
 
-    def _resolve(self, definition_or_name: Workflow | str | Path) -> tuple[Workflow, str]:
+    def resolve(self, definition_or_name: Workflow | str | Path) -> tuple[Workflow, str]:
         if isinstance(definition_or_name, str) and "\n" not in definition_or_name:
             path = Path(definition_or_name)
             if not path.suffix:
@@ -198,7 +199,7 @@ class Engine:
         lease_seconds: float = 30.0,
     ) -> ExecutionRecord:
         """Start an execution; starting an id that exists returns that execution unchanged."""
-        workflow, digest = self._resolve(definition_or_name)
+        workflow, digest = self.resolve(definition_or_name)
         if execution_id is not None:
             try:
                 validate_execution_id(execution_id)
@@ -207,31 +208,59 @@ class Engine:
             existing = self.store.load(execution_id, self.tenant)
             if existing is not None:
                 return existing
+        new = self.prepare_start(
+            workflow,
+            digest,
+            input,
+            execution_id=execution_id,
+            parent_id=parent_id,
+            lease_owner=lease_owner,
+            lease_seconds=lease_seconds,
+        )
+        created, record = self.store.create_execution(new)
+        if created:
+            self.notify(new.id)
+        return record
+
+    def prepare_start(
+        self,
+        workflow: Workflow,
+        digest: str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        execution_id: str | None = None,
+        parent_id: str | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float = 30.0,
+        extra: dict[str, Any] | None = None,
+    ) -> NewExecution:
+        """The row and first step of a new execution, for a store to create (maybe together
+        with other writes, as a schedule fire does). When `lease_owner` will drive it, the
+        first decision (the root activities' `ActivityStarted`) rides in the same commit."""
         inputs = resolve_inputs(workflow, input)
         now = self.clock.now()
         exec_id = execution_id or new_id(now)
-        events = start_events(workflow, digest, inputs, now, parent_id=parent_id)
+        events = start_events(workflow, digest, inputs, now, parent_id=parent_id, extra=extra)
         empty = ExecutionState(id=exec_id)
         state = fold(events, empty)
+        if lease_owner is not None:
+            decision = decide(workflow, state, now)
+            assert decision.state is not None
+            events, state = events + decision.events, decision.state
         step = make_step(exec_id, empty, state, events, now, ready=True)
-        created, record = self.store.create_execution(
-            NewExecution(
-                id=exec_id,
-                tenant=self.tenant,
-                workflow=workflow.name,
-                version=workflow.version,
-                definition_hash=digest,
-                created_at=now,
-                input=inputs,
-                first_step=step,
-                parent_id=parent_id,
-                lease_owner=lease_owner,
-                lease_until=now + timedelta(seconds=lease_seconds) if lease_owner else None,
-            )
+        return NewExecution(
+            id=exec_id,
+            tenant=self.tenant,
+            workflow=workflow.name,
+            version=workflow.version,
+            definition_hash=digest,
+            created_at=now,
+            input=inputs,
+            first_step=step,
+            parent_id=parent_id,
+            lease_owner=lease_owner,
+            lease_until=now + timedelta(seconds=lease_seconds) if lease_owner else None,
         )
-        if created:
-            self.notify(exec_id)
-        return record
 
     # --- external changes ----------------------------------------------------------------
 
@@ -426,14 +455,14 @@ class Engine:
 
     def history(
         self, execution_id: str, after_seq: int = 0, limit: int | None = None
-    ) -> list[EventRecord]:
+    ) -> builtins.list[EventRecord]:
         self._load(execution_id)
         return self.store.history(execution_id, after_seq, limit)
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
         workflow = self.definition(record.definition_hash)
         activities: dict[str, dict[str, Any]] = {}
-        pending: list[dict[str, Any]] = []
+        pending: builtins.list[dict[str, Any]] = []
         for act in workflow.activities:
             a = state.activity(act.id)
             activities[act.id] = {

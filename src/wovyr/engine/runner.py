@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from wovyr.definition.model import Activity, CompensateSpec, HttpSpec, ShellSpec, Workflow
 from wovyr.engine.activities.base import ActivityContext, ActivityError, call_handler
 from wovyr.engine.decide import Outcome, RunActivity, decide, outcome_events
-from wovyr.engine.state import ExecutionState, fold, state_from_json
+from wovyr.engine.state import ActivityStatus, ExecutionState, fold, state_from_json
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, WovyrError
 from wovyr.events import Event
@@ -48,6 +48,8 @@ class ExecutionRunner:
         fence: int,
         state: ExecutionState,
         definition: Workflow,
+        *,
+        adopt_running: bool = False,
     ) -> None:
         self.engine = engine
         self.committer = committer
@@ -60,6 +62,7 @@ class ExecutionRunner:
         self._lost = False
         self._tasks: dict[str, tuple[RunActivity, asyncio.Task[Outcome]]] = {}
         self._results: list[tuple[RunActivity, Outcome]] = []
+        self._adopt = adopt_running
 
     @property
     def seq(self) -> int:
@@ -75,6 +78,12 @@ class ExecutionRunner:
 
     async def drive(self) -> None:
         try:
+            if self._adopt:  # attempts recorded in the start commit are ours to run
+                for aid, act in self.state.activities.items():
+                    if act.status == ActivityStatus.RUNNING:
+                        kind = self.definition.activity(aid).kind
+                        run = RunActivity(aid, act.attempt, kind, act.input)
+                        self._tasks[run.key] = (run, asyncio.create_task(self._execute(run)))
             await self._loop()
         finally:
             for _, task in self._tasks.values():
@@ -96,13 +105,13 @@ class ExecutionRunner:
             events.extend(decision.events)
             done = not self._tasks and not decision.runs
             if events or done:
-                outcome = await self._commit(decision.state, events, done)
-                if outcome is CommitOutcome.CONFLICT:
+                result = await self._commit(decision.state, events, done)
+                if result is CommitOutcome.CONFLICT:
                     self.stats.conflicts += 1
                     self._reload()
                     continue
-                if outcome is not CommitOutcome.OK:
-                    self._lost = outcome is CommitOutcome.LEASE_LOST
+                if result is not CommitOutcome.OK:
+                    self._lost = result is CommitOutcome.LEASE_LOST
                     return
                 self.state = decision.state
                 self._results.clear()

@@ -129,6 +129,7 @@ def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         parent_id=e.get("parent_id"),
         created_at=at,
         status=ExecutionStatus.RUNNING,
+        activities={aid: ActivityState() for aid in e.get("activities") or ()},
     )
 
 

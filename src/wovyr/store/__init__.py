@@ -4,6 +4,7 @@ from the URL scheme: `sqlite:///path`, `memory://`, `postgresql://...`."""
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from wovyr.errors import ConfigError
 from wovyr.store.base import (
@@ -34,6 +35,7 @@ __all__ = [
     "TimerRecord",
     "default_url",
     "open_store",
+    "redact_url",
 ]
 
 
@@ -43,8 +45,21 @@ def default_url(home: str | Path | None = None) -> str:
     return f"sqlite:///{base / 'wovyr.db'}"
 
 
-def open_store(url: str) -> Store:
-    """Open the store named by `url`."""
+def redact_url(url: str) -> str:
+    """`url` with its password replaced by `***`, for messages and listings."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def open_store(url: str, *, migrate: bool = True) -> Store:
+    """Open the store named by `url`.
+
+    `migrate=False` leaves a PostgreSQL schema as it is (`wovyr db upgrade` migrates it);
+    the embedded SQLite store always migrates itself on open.
+    """
     if url.startswith("sqlite:///"):
         from wovyr.store.sqlite import SQLiteStore
 
@@ -58,12 +73,12 @@ def open_store(url: str) -> Store:
         return MemoryStore()
     if url.startswith(("postgresql://", "postgres://")):
         try:
-            from wovyr.store.postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
+            from wovyr.store.postgres import PostgresStore
         except ImportError as exc:
             raise ConfigError(
                 "the PostgreSQL store needs the postgres extra: pip install 'wovyr[postgres]'"
             ) from exc
-        store: Store = PostgresStore(url)
+        store: Store = PostgresStore(url, auto_migrate=migrate)
         return store
     raise ConfigError(
         f"unknown store URL {url!r}",

@@ -26,12 +26,13 @@ from wovyr.store.base import (
     StepWrite,
     TimerRecord,
 )
+from wovyr.store.memory_schedules import MemorySchedules
 from wovyr.store.shards import shards_for, stable_shard
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore:
+class MemoryStore(MemorySchedules):
     def __init__(self) -> None:
         self.url = "memory://"
         self._lock = threading.RLock()
@@ -88,8 +89,10 @@ class MemoryStore:
 
     def commit(self, steps: Sequence[StepWrite]) -> list[CommitOutcome]:
         with self._lock:
-            self.commits += 1
-            return [self._check_and_apply(step) for step in steps]
+            outcomes = [self._check_and_apply(step) for step in steps]
+            if CommitOutcome.OK in outcomes:
+                self.commits += 1
+            return outcomes
 
     def _check_and_apply(self, step: StepWrite) -> CommitOutcome:
         current = self._executions.get(step.execution_id)
@@ -174,9 +177,8 @@ class MemoryStore:
         of: int | None = None,
     ) -> list[Claim]:
         shards = shards_for(partitions, of)
-        claims = []
+        claims: list[Claim] = []
         with self._lock:
-            self.commits += 1
             for r in list(self._executions.values()):
                 if len(claims) >= limit:
                     break
@@ -192,6 +194,7 @@ class MemoryStore:
                         lease_until=now + timedelta(seconds=lease_seconds),
                     )
                     self._executions[r.id] = new
+                    self.commits += len(claims) == 0
                     claims.append(
                         Claim(
                             r.id,

@@ -21,6 +21,7 @@ from wovyr.engine.commit import GroupCommitter
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.engine.runner import ExecutionRunner
 from wovyr.engine.state import state_from_json
+from wovyr.scheduling.schedules import Schedules
 from wovyr.store.base import ExecutionRecord
 
 __all__ = ["Worker", "run_workflow"]
@@ -48,6 +49,7 @@ class Worker:
         self.poll_interval = poll_interval
         self.timer_batch = timer_batch
         self.committer = GroupCommitter(engine.store)
+        self.schedules = Schedules(engine) if hasattr(engine.store, "due_schedules") else None
         self.runners: dict[str, ExecutionRunner] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -98,11 +100,19 @@ class Worker:
             lease_seconds=self.lease_seconds,
         )
         if record.lease_owner == self.owner and record.id not in self.runners:
-            self._spawn(record.id, record.fence, record.checkpoint or {}, record.definition_hash)
+            self._spawn(
+                record.id, record.fence, record.checkpoint or {}, record.definition_hash, adopt=True
+            )
         return record
 
     def _spawn(
-        self, execution_id: str, fence: int, checkpoint: dict[str, Any], digest: str
+        self,
+        execution_id: str,
+        fence: int,
+        checkpoint: dict[str, Any],
+        digest: str,
+        *,
+        adopt: bool = False,
     ) -> None:
         runner = ExecutionRunner(
             self.engine,
@@ -111,6 +121,7 @@ class Worker:
             fence,
             state_from_json(checkpoint),
             self.engine.definition(digest),
+            adopt_running=adopt,
         )
         self.runners[execution_id] = runner
         task = asyncio.create_task(runner.drive(), name=f"wovyr-run-{execution_id}")
@@ -125,9 +136,11 @@ class Worker:
         task.add_done_callback(done)
 
     async def tick(self, only: list[str] | None = None) -> int:
-        """Fire due timers, then claim what is runnable (up to free capacity)."""
+        """Fire due timers and schedules, then claim what is runnable (up to capacity)."""
         self._attach()
         fired = await asyncio.to_thread(self.engine.fire_due_timers, self.timer_batch)
+        if self.schedules is not None and only is None:
+            fired += await asyncio.to_thread(self.schedules.dispatch_due)
         capacity = self.concurrency - len(self.runners)
         claimed = 0
         if capacity > 0 and not self._stopping:

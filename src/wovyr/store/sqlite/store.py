@@ -34,6 +34,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.sqlite.schedules import SQLiteSchedules
 
 __all__ = ["SQLiteStore"]
 
@@ -52,7 +53,7 @@ def _migrations() -> list[tuple[int, str]]:
     return sorted(out)
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteSchedules):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
@@ -110,9 +111,11 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
             try:
+                changes = conn.total_changes
                 yield conn
                 conn.execute("COMMIT")
-                self.commits += 1
+                if conn.total_changes != changes:  # a write that changed nothing costs no fsync
+                    self.commits += 1
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
@@ -144,6 +147,11 @@ class SQLiteStore:
                 conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
             row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0)
+
+    def schema_version(self) -> int:
+        """The highest migration applied."""
+        rows = self._read("SELECT max(version) FROM schema_migrations")
+        return int(rows[0][0] or 0)
 
     def close(self) -> None:
         if self._closed:
@@ -192,40 +200,44 @@ class SQLiteStore:
 
     # --- executions ----------------------------------------------------------------------
 
-    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+    def _insert_execution(self, conn: sqlite3.Connection, new: NewExecution) -> bool:
         step = new.first_step
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO executions (id, tenant, workflow, version, definition_hash,"
+            " status, created_at, updated_at, parent_id, seq, ready, lease_owner, lease_until,"
+            " fence, waiting_on, input, output, error, checkpoint, shard)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                new.id,
+                new.tenant,
+                new.workflow,
+                new.version,
+                new.definition_hash,
+                step.status,
+                to_micros(new.created_at),
+                to_micros(step.updated_at),
+                new.parent_id,
+                len(step.events),
+                int(step.ready),
+                new.lease_owner,
+                to_micros(new.lease_until) if new.lease_until else None,
+                1 if new.lease_owner else 0,
+                step.waiting_on,
+                dumps(new.input),
+                dumps(step.output),
+                dumps(step.error),
+                dumps(step.checkpoint),
+                stable_shard(new.id),
+            ),
+        )
+        created = cur.rowcount == 1
+        if created:
+            self._write_children(conn, new.id, 0, step)
+        return created
+
+    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
         with self._write() as conn:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO executions (id, tenant, workflow, version, definition_hash,"
-                " status, created_at, updated_at, parent_id, seq, ready, lease_owner, lease_until,"
-                " fence, waiting_on, input, output, error, checkpoint, shard)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    new.id,
-                    new.tenant,
-                    new.workflow,
-                    new.version,
-                    new.definition_hash,
-                    step.status,
-                    to_micros(new.created_at),
-                    to_micros(step.updated_at),
-                    new.parent_id,
-                    len(step.events),
-                    int(step.ready),
-                    new.lease_owner,
-                    to_micros(new.lease_until) if new.lease_until else None,
-                    1 if new.lease_owner else 0,
-                    step.waiting_on,
-                    dumps(new.input),
-                    dumps(step.output),
-                    dumps(step.error),
-                    dumps(step.checkpoint),
-                    stable_shard(new.id),
-                ),
-            )
-            created = cur.rowcount == 1
-            if created:
-                self._write_children(conn, new.id, 0, step)
+            created = self._insert_execution(conn, new)
         record = self.load(new.id, tenant=None)
         assert record is not None
         return created, record
@@ -308,7 +320,8 @@ class SQLiteStore:
         return _execution(rows[0], with_checkpoint=True) if rows else None
 
     def list_executions(self, query: ExecutionFilter) -> Page:
-        where, params = [], []  # type: ignore[var-annotated]
+        where: list[str] = []
+        params: list[Any] = []
         for column, value in (
             ("tenant", query.tenant),
             ("workflow", query.workflow),

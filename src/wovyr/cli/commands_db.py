@@ -1,0 +1,103 @@
+"""`wovyr db upgrade|version`: the store's schema (numbered migrations)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import click
+
+from wovyr.cli.common import echo_json
+from wovyr.cli.main import cli
+from wovyr.errors import ConfigError
+from wovyr.settings import Settings, load_settings
+from wovyr.store import Store, open_store, redact_url
+
+__all__: list[str] = []
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@runtime_checkable
+class _Migratable(Protocol):
+    def migrate(self) -> int: ...
+    def schema_version(self) -> int: ...
+
+
+def _db_options(fn: F) -> F:
+    """--db, --home and --json (the store options of `engine_options`, minus activities)."""
+
+    @click.option(
+        "--db",
+        "database_url",
+        metavar="URL",
+        default=None,
+        help="Store URL (sqlite:///path, postgresql://...). Env: WOVYR_DATABASE_URL.",
+    )
+    @click.option(
+        "--home",
+        default=None,
+        metavar="DIR",
+        help="Folder of the embedded store (default ~/.wovyr). Env: WOVYR_HOME.",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @functools.wraps(fn)
+    def wrapper(*args: Any, database_url: str | None, home: str | None, **kwargs: Any) -> Any:
+        settings = load_settings(database_url=database_url, home=home)
+        return fn(*args, settings=settings, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def _open(settings: Settings) -> Iterator[tuple[Store, _Migratable]]:
+    # migrate=False: `version` must report the schema as found, `upgrade` migrates itself.
+    store = open_store(settings.store_url, migrate=False)
+    try:
+        if not isinstance(store, _Migratable):
+            raise ConfigError(f"the store {redact_url(store.url)} has no schema to migrate")
+        yield store, store
+    finally:
+        store.close()
+
+
+def _pending(store: object) -> list[int]:
+    pending = getattr(store, "pending_migrations", None)
+    return list(pending()) if callable(pending) else []
+
+
+@cli.group("db")
+def db() -> None:
+    """The store's schema: apply migrations, show the version."""
+
+
+@db.command("upgrade")
+@_db_options
+def upgrade(settings: Settings, as_json: bool) -> None:
+    """Apply pending migrations (safe to run from several hosts at once)."""
+    with _open(settings) as (store, schema):
+        before = schema.schema_version()
+        after = schema.migrate()
+        if as_json:
+            echo_json({"store": redact_url(store.url), "from_version": before, "version": after})
+        elif after == before:
+            click.echo(f"schema version {after}: up to date")
+        else:
+            click.echo(f"schema version {after} (upgraded from {before})")
+
+
+@db.command("version")
+@_db_options
+def version(settings: Settings, as_json: bool) -> None:
+    """Show the schema version and the migrations not applied yet."""
+    with _open(settings) as (store, schema):
+        current, pending = schema.schema_version(), _pending(store)
+        if as_json:
+            echo_json({"store": redact_url(store.url), "version": current, "pending": pending})
+            return
+        click.echo(f"schema version {current}")
+        if pending:
+            listed = ", ".join(str(v) for v in pending)
+            click.echo(f"pending migrations: {listed} (run `wovyr db upgrade`)")

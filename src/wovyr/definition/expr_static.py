@@ -1,0 +1,177 @@
+"""Static analysis of CEL source: which names an expression reads, without running it.
+
+The `cel` binding can list the identifiers of a program (`Program.variables()`), but it
+cannot tell a free name (`inputs`) from a comprehension variable (`x` in
+`items.map(x, x * 2)`), nor which activity an expression selects (`activities.ship`), nor how
+deeply comprehensions nest. This module answers those questions with a small lexer over
+source that `cel.compile` has already accepted, so it never has to report syntax errors.
+
+It tracks scopes: a comprehension variable is bound only inside the parentheses of its macro.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["MACROS", "Analysis", "Token", "analyse", "tokenize"]
+
+#: CEL comprehension macros; the first argument of each binds a new name.
+MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_KEYWORDS = frozenset({"true", "false", "null", "in"})
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<space>\s+|//[^\n]*)
+  | (?P<string>(?:[rR][bB]?|[bB][rR]?)?(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"
+                |'(?:\\.|[^\\'\n])*'|"(?:\\.|[^\\"\n])*"))
+  | (?P<number>0[xX][0-9a-fA-F]+[uU]?|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?[uU]?|\.\d+(?:[eE][+-]?\d+)?)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>&&|\|\||==|!=|<=|>=|[-+*/%!<>?:.,()\[\]{}])
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # "string", "number", "ident", "op" or "other"
+    text: str
+    pos: int
+
+
+def tokenize(src: str) -> list[Token]:
+    """Tokens of `src`, whitespace and comments dropped; unknown characters become "other"."""
+    tokens: list[Token] = []
+    pos = 0
+    while pos < len(src):
+        match = _TOKEN_RE.match(src, pos)
+        if match is None:
+            tokens.append(Token("other", src[pos], pos))
+            pos += 1
+            continue
+        kind = match.lastgroup or "other"
+        if kind != "space":
+            tokens.append(Token(kind, match.group(), pos))
+        pos = match.end()
+    return tokens
+
+
+def _string_value(text: str) -> str | None:
+    """The value of a simple string literal, or None when it has escapes or is raw/bytes."""
+    if text[0] not in "'\"" or "\\" in text:
+        return None
+    quote = text[:3] if text[:3] in ("'''", '"""') else text[0]
+    return text[len(quote) : len(text) - len(quote)]
+
+
+@dataclass
+class Analysis:
+    """What an expression reads. `members[root]` lists the names selected right after a root
+    (`inputs.order_id` -> members["inputs"] = {"order_id"}); `dynamic` lists roots used whole
+    or with a computed key (`activities[inputs.which]`), which a static check cannot follow."""
+
+    free: set[str] = field(default_factory=set)
+    members: dict[str, set[str]] = field(default_factory=dict)
+    dynamic: set[str] = field(default_factory=set)
+    bound: set[str] = field(default_factory=set)
+    dunders: set[str] = field(default_factory=set)
+    macro_depth: int = 0
+    macro_count: int = 0
+    accumulates: bool = False  # map/filter build lists: their cost grows with the square
+    concatenations: int = 0
+
+
+@dataclass
+class _Frame:
+    """One open bracket; `binds` is the comprehension variable it introduces, if any."""
+
+    closer: str
+    macro: bool = False
+    binds: str | None = None
+
+
+def analyse(src: str) -> Analysis:
+    """Free names, selected members, comprehension nesting and dunder names of `src`."""
+    tokens = tokenize(src)
+    result = Analysis()
+    stack: list[_Frame] = []
+    for i, tok in enumerate(tokens):
+        prev = tokens[i - 1] if i else None
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if tok.kind == "ident" and tok.text.startswith("__"):
+            result.dunders.add(tok.text)
+        if tok.kind == "op":
+            _bracket(tok, tokens, i, stack, result)
+        elif tok.kind == "ident" and not _is_selected(prev):
+            _root(tok, tokens, i, stack, result, nxt)
+    return result
+
+
+def _is_selected(prev: Token | None) -> bool:
+    return prev is not None and prev.text == "."
+
+
+def _bracket(tok: Token, tokens: list[Token], i: int, stack: list[_Frame], out: Analysis) -> None:
+    if tok.text == "+":
+        out.concatenations += 1
+    elif tok.text in "([{":
+        frame = _Frame({"(": ")", "[": "]", "{": "}"}[tok.text])
+        name = tokens[i - 1] if i else None
+        if (
+            tok.text == "("
+            and name
+            and name.text in MACROS
+            and i >= 2
+            and tokens[i - 2].text == "."
+        ):
+            frame.macro = True
+            frame.binds = _bound_name(tokens, i)
+            out.macro_count += 1
+            out.accumulates = out.accumulates or name.text in ("map", "filter")
+            depth = 1 + sum(1 for f in stack if f.macro)
+            out.macro_depth = max(out.macro_depth, depth)
+            if frame.binds:
+                out.bound.add(frame.binds)
+        stack.append(frame)
+    elif tok.text in ")]}" and stack and stack[-1].closer == tok.text:
+        stack.pop()
+
+
+def _bound_name(tokens: list[Token], i: int) -> str | None:
+    """The comprehension variable of the macro whose `(` is tokens[i]."""
+    if i + 2 < len(tokens) and tokens[i + 1].kind == "ident" and tokens[i + 2].text == ",":
+        return tokens[i + 1].text
+    return None
+
+
+def _root(
+    tok: Token,
+    tokens: list[Token],
+    i: int,
+    stack: list[_Frame],
+    out: Analysis,
+    nxt: Token | None,
+) -> None:
+    name = tok.text
+    if name in _KEYWORDS or (nxt is not None and nxt.text == "("):
+        return  # a keyword or a global function call such as size(x) or has(x.y)
+    if any(frame.binds == name for frame in stack):
+        return  # a comprehension variable (its declaration or a use) inside its macro
+    out.free.add(name)
+    member = _member(tokens, i)
+    if member is None:
+        out.dynamic.add(name)
+    else:
+        out.members.setdefault(name, set()).add(member)
+
+
+def _member(tokens: list[Token], i: int) -> str | None:
+    """The name selected right after the root at tokens[i]: `.name` or `["name"]`."""
+    rest = tokens[i + 1 : i + 4]
+    if len(rest) >= 2 and rest[0].text == "." and rest[1].kind == "ident":
+        is_call = len(rest) == 3 and rest[2].text == "("
+        return None if is_call else rest[1].text
+    if len(rest) == 3 and rest[0].text == "[" and rest[1].kind == "string" and rest[2].text == "]":
+        return _string_value(rest[1].text)
+    return None

@@ -1,0 +1,431 @@
+"""Checks across fields that the model alone cannot make, all reported at once.
+
+* activity ids are unique; every `needs` names an existing activity; the graph has no cycle
+  (reported as a path, `a -> b -> a`, where an arrow means "needs");
+* every expression parses and reads only declared inputs, `execution` fields, `item`/`index`
+  (inside activities; reserved for for_each) and `activities.X` where X is upstream of the
+  reading activity (a compensation may also read its own activity; the workflow `output` may
+  read any activity);
+* input defaults and enum values match the declared type; retry intervals and timeouts are
+  sane; a workflow does not unconditionally start itself as a child.
+
+The checks run on plain data (as parsed) so that `parse.load_definition` can run them even
+when the model rejected the document; every access is therefore defensive.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from wovyr.definition.durations import format_duration, parse_duration
+from wovyr.definition.expr import (
+    CONTEXT_ROOTS,
+    EXECUTION_FIELDS,
+    TEMPLATE_RE,
+    Refs,
+    compile_expression,
+    template_sources,
+)
+from wovyr.definition.inputs import json_equal, type_matches, type_name
+from wovyr.definition.locate import suggest
+from wovyr.definition.model import IDENT_PATTERN, Workflow
+from wovyr.definition.source import DataPath, SourceMap
+from wovyr.errors import ExpressionError, Problem
+
+__all__ = ["validate", "validate_data"]
+
+_INPUT_TYPES = ("string", "number", "integer", "boolean", "object", "array")
+_NOT_RENDERED = frozenset({"id", "needs", "description"})
+_IDENT = re.compile(IDENT_PATTERN)
+
+
+def validate(
+    workflow: Workflow, source_map: SourceMap | None = None, filename: str = "<input>"
+) -> list[Problem]:
+    """Every cross-field problem of `workflow`, located through `source_map` when given."""
+    smap = source_map or SourceMap(filename)
+    problems = validate_data(workflow.model_dump(by_alias=True, exclude_unset=True), smap)
+    if source_map is None:  # no marks: say so rather than pointing at 1:1
+        problems = [replace(p, line=None, column=None) for p in problems]
+    return problems
+
+
+def validate_data(data: Any, smap: SourceMap) -> list[Problem]:
+    """`validate` on plain parsed data, which may not satisfy the model."""
+    if not isinstance(data, dict):
+        return []
+    problems = _Checker(data, smap).run()
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda p: (p.line or 0, p.column or 0))
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What expressions at one place may read."""
+
+    roots: frozenset[str]
+    owner: str | None = None  # the activity id, None for the workflow output
+    upstream: int = 0  # a bit set of upstream activities (bits from _Checker.bit)
+    compensation: bool = False
+
+
+class _Checker:
+    def __init__(self, data: dict[str, Any], smap: SourceMap) -> None:
+        self.data = data
+        self.smap = smap
+        self.problems: list[Problem] = []
+        raw = data.get("activities")
+        self.activities = [
+            (i, a)
+            for i, a in enumerate(raw if isinstance(raw, list) else [])
+            if isinstance(a, dict)
+        ]
+        self.position: dict[str, int] = {}  # id -> index of its first definition
+        self.bit: dict[str, int] = {}  # id -> its bit in upstream sets
+        inputs = data.get("inputs")
+        self.inputs: dict[str, Any] = inputs if isinstance(inputs, dict) else {}
+
+    def add(
+        self, message: str, path: DataPath, *, hint: str | None = None, key: bool = False
+    ) -> None:
+        self.problems.append(self.smap.problem(message, path, hint=hint, key=key))
+
+    def run(self) -> list[Problem]:
+        self._ids()
+        edges = self._needs()
+        upstream = self._graph(edges)
+        self._inputs()
+        for index, act in self.activities:
+            self._activity(index, act, upstream)
+        self._output()
+        self._duration_positive(self.data.get("timeout"), ("timeout",))
+        return self.problems
+
+    # -- graph ---------------------------------------------------------------------------
+
+    def _ids(self) -> None:
+        for index, act in self.activities:
+            ident = act.get("id")
+            if not isinstance(ident, str):
+                continue
+            if ident in self.position:
+                first = self.smap.locate(("activities", self.position[ident], "id"))[0]
+                self.add(
+                    f"duplicate activity id {ident!r} (first at line {first})",
+                    ("activities", index, "id"),
+                )
+            else:
+                self.position[ident] = index
+
+    def _needs(self) -> dict[str, list[str]]:
+        edges: dict[str, list[str]] = {ident: [] for ident in self.position}
+        for index, act in self.activities:
+            ident, needs = act.get("id"), act.get("needs")
+            if not isinstance(needs, list):
+                continue
+            for j, need in enumerate(needs):
+                path = ("activities", index, "needs", j)
+                if not isinstance(need, str):
+                    continue
+                if need not in self.position:
+                    hint = suggest(need, self.position) or "needs lists activity ids"
+                    self.add(f"needs unknown activity {need!r}", path, hint=hint)
+                elif need in needs[:j]:
+                    self.add(f"activity {need!r} is listed twice in needs", path)
+                elif isinstance(ident, str) and self.position.get(ident) == index:
+                    edges[ident].append(need)
+        return edges
+
+    def _graph(self, edges: dict[str, list[str]]) -> dict[str, int]:
+        """Upstream activities of each activity as bit sets (integers, so 10,000 activities
+        stay cheap); reports each cycle once."""
+        names = list(self.position)
+        bit = self.bit = {name: 1 << n for n, name in enumerate(names)}
+        above: dict[str, int] = {}
+        for component in _components(names, edges):
+            members = set(component)
+            bits = 0
+            for name in component:
+                for need in edges[name]:
+                    bits |= bit[need] | above.get(need, 0)
+            if len(component) > 1 or component[0] in edges[component[0]]:
+                bits |= sum(bit[m] for m in members)
+                self._cycle(members, edges)
+            for name in component:
+                above[name] = bits
+        return above
+
+    def _cycle(self, members: set[str], edges: dict[str, list[str]]) -> None:
+        start = min(members, key=self.position.__getitem__)
+        back: dict[str, str] = {}
+        queue = deque([start])
+        while queue:
+            node = queue.popleft()
+            for need in edges[node]:
+                if need == start:
+                    chain = [node]
+                    while chain[-1] != start:
+                        chain.append(back[chain[-1]])
+                    self._report_cycle([*reversed(chain), start])
+                    return
+                if need in members and need not in back:
+                    back[need] = node
+                    queue.append(need)
+
+    def _report_cycle(self, cycle: list[str]) -> None:
+        start, following = cycle[0], cycle[1]
+        index = self.position[start]
+        needs = self.activities_by_index(index).get("needs", [])
+        where = ("activities", index, "needs", needs.index(following))
+        self.add(
+            f"dependency cycle: {' -> '.join(cycle)}",
+            where,
+            hint="an arrow means 'needs'; remove one of these needs",
+        )
+
+    def activities_by_index(self, index: int) -> dict[str, Any]:
+        return next(act for i, act in self.activities if i == index)
+
+    # -- inputs --------------------------------------------------------------------------
+
+    def _inputs(self) -> None:
+        for name, spec in self.inputs.items():
+            path = ("inputs", name)
+            if not _IDENT.match(name):
+                self.add(
+                    f"input name {name!r} is not an identifier",
+                    path,
+                    key=True,
+                    hint="use letters, digits and '_' so expressions can read inputs.NAME",
+                )
+            if isinstance(spec, dict):
+                self._input_spec(name, spec, path)
+
+    def _input_spec(self, name: str, spec: dict[str, Any], path: DataPath) -> None:
+        declared = spec.get("type", "string")
+        if declared not in _INPUT_TYPES:
+            return
+        default, enum = spec.get("default"), spec.get("enum")
+        default_ok = default is None or type_matches(default, declared)
+        if not default_ok:
+            self.add(
+                f"default of input {name!r} must be {declared}, not {type_name(default)}",
+                (*path, "default"),
+            )
+        if spec.get("required") is True and default is not None:
+            self.add(
+                f"input {name!r} is required and has a default",
+                (*path, "required"),
+                hint="drop 'required' or the default",
+            )
+        if not isinstance(enum, list):
+            return
+        if not enum:
+            self.add(f"enum of input {name!r} is empty", (*path, "enum"))
+        for j, option in enumerate(enum):
+            if not type_matches(option, declared):
+                self.add(
+                    f"enum value of input {name!r} must be {declared}, not {type_name(option)}",
+                    (*path, "enum", j),
+                )
+        if default is not None and default_ok and not any(json_equal(default, o) for o in enum):
+            self.add(f"default of input {name!r} is not one of its enum values", (*path, "default"))
+
+    # -- activities ----------------------------------------------------------------------
+
+    def _activity(self, index: int, act: dict[str, Any], upstream: dict[str, int]) -> None:
+        ident = act.get("id") if isinstance(act.get("id"), str) else None
+        base: DataPath = ("activities", index)
+        scope = _Scope(
+            roots=frozenset(CONTEXT_ROOTS),
+            owner=ident,
+            upstream=upstream.get(ident, 0) if ident else 0,
+        )
+        self._runnable(act, base)
+        self._when(act.get("when"), (*base, "when"))
+        for key, value in act.items():
+            if key in _NOT_RENDERED:
+                continue
+            inner = replace(scope, compensation=True) if key == "compensate" else scope
+            for path, text in _strings(value, (*base, key)):
+                self._text(text, path, inner)
+        compensate = act.get("compensate")
+        if isinstance(compensate, dict):
+            self._runnable(compensate, (*base, "compensate"))
+        self._wait(act.get("wait"), (*base, "wait"))
+        self._child(act, base)
+
+    def _runnable(self, spec: dict[str, Any], base: DataPath) -> None:
+        self._duration_positive(spec.get("timeout"), (*base, "timeout"))
+        retry = spec.get("retry")
+        if not isinstance(retry, dict):
+            return
+        first = _seconds(retry.get("initial_interval", 1.0))
+        limit = _seconds(retry.get("max_interval", 60.0))
+        if first is not None and limit is not None and first > limit:
+            self.add(
+                f"retry initial_interval ({format_duration(first)}) is longer than "
+                f"max_interval ({format_duration(limit)})",
+                (*base, "retry", "initial_interval"),
+            )
+
+    def _duration_positive(self, value: Any, path: DataPath) -> None:
+        if _seconds(value) == 0:
+            self.add("a timeout must be longer than zero", path, hint="omit it for no timeout")
+
+    def _wait(self, wait: Any, path: DataPath) -> None:
+        if isinstance(wait, dict) and isinstance(wait.get("approval"), dict):
+            timeout = wait["approval"].get("timeout")
+            self._duration_positive(timeout, (*path, "approval", "timeout"))
+
+    def _child(self, act: dict[str, Any], base: DataPath) -> None:
+        child, meta = act.get("workflow"), self.data.get("metadata")
+        if not (isinstance(child, dict) and isinstance(meta, dict)):
+            return
+        if child.get("name") == meta.get("name") and act.get("when") is None:
+            self.add(
+                "the workflow starts itself as a child, which never ends",
+                (*base, "workflow", "name"),
+                hint="add a 'when' condition that ends it",
+            )
+
+    def _when(self, when: Any, path: DataPath) -> None:
+        if not isinstance(when, str):
+            return
+        whole = TEMPLATE_RE.fullmatch(when)
+        if whole is None or "${{" in whole.group(1):
+            self.add(
+                "'when' must be true, false or a single '${{ ... }}' expression",
+                path,
+                hint='e.g. when: "${{ inputs.amount > 1000 }}"',
+            )
+
+    # -- expressions ---------------------------------------------------------------------
+
+    def _output(self) -> None:
+        scope = _Scope(roots=frozenset({"inputs", "activities", "execution"}))
+        for path, text in _strings(self.data.get("output"), ("output",)):
+            self._text(text, path, scope)
+
+    def _text(self, text: str, path: DataPath, scope: _Scope) -> None:
+        try:
+            sources = template_sources(text)
+        except ExpressionError as err:
+            self.add(err.message, path, hint=err.hint)
+            return
+        for source in sources:
+            try:
+                refs = compile_expression(source).refs
+            except ExpressionError as err:
+                self.add(err.message, path, hint=err.hint)
+                continue
+            self._refs(refs, path, scope)
+
+    def _refs(self, refs: Refs, path: DataPath, scope: _Scope) -> None:
+        for root in sorted(refs.roots - scope.roots):
+            hint = suggest(root, scope.roots) or f"expressions here can read {_list(scope.roots)}"
+            if root in ("item", "index"):
+                hint = f"{root!r} exists only inside an activity"
+            self.add(f"unknown name {root!r} in an expression", path, hint=hint)
+        for name in sorted(refs.inputs - set(self.inputs)):
+            hint = suggest(name, self.inputs) or "declare it under 'inputs'"
+            self.add(f"unknown input {name!r} in an expression", path, hint=hint)
+        for name in sorted(refs.execution - set(EXECUTION_FIELDS)):
+            hint = suggest(name, EXECUTION_FIELDS) or f"execution has {_list(EXECUTION_FIELDS)}"
+            self.add(f"unknown execution field {name!r}", path, hint=hint)
+        for name in sorted(refs.activities):
+            self._activity_ref(name, path, scope)
+        if "activities" in refs.dynamic and scope.owner is not None:
+            self.add(
+                "activities must be read by name (activities.ID) inside an activity",
+                path,
+                hint="the name is how its dependencies are checked",
+            )
+
+    def _activity_ref(self, name: str, path: DataPath, scope: _Scope) -> None:
+        owner = scope.owner
+        if name not in self.position:
+            hint = suggest(name, self.position)
+            self.add(f"unknown activity {name!r} in an expression", path, hint=hint)
+        elif owner is None or scope.upstream & self.bit[name]:
+            return
+        elif name == owner and not scope.compensation:
+            self.add(
+                f"activity {owner!r} cannot read its own result",
+                path,
+                hint="only its 'compensate' step can",
+            )
+        elif name != owner:
+            self.add(
+                f"activity {owner!r} reads activities.{name} but {name!r} is not upstream of it",
+                path,
+                hint=f"add {name!r} to the needs of {owner!r}",
+            )
+
+
+def _components(names: list[str], edges: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components (Tarjan, iterative), each after those it needs."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in names:
+        if root in order:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                order[node] = low[node] = len(order)
+                stack.append(node)
+                on_stack.add(node)
+            children = edges[node]
+            while i < len(children) and children[i] in order:
+                if children[i] in on_stack:
+                    low[node] = min(low[node], order[children[i]])
+                i += 1
+            if i < len(children):
+                work += [(node, i + 1), (children[i], 0)]
+                continue
+            if low[node] == order[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                out.append(component)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return out
+
+
+def _strings(value: Any, base: DataPath) -> Iterator[tuple[DataPath, str]]:
+    """Every string (with its path) inside mapping values and lists of `value`."""
+    stack: list[tuple[DataPath, Any]] = [(base, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            yield path, item
+        elif isinstance(item, dict):
+            stack.extend(((*path, k), v) for k, v in reversed(list(item.items())))
+        elif isinstance(item, list):
+            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(item))))
+
+
+def _seconds(value: Any) -> float | None:
+    try:
+        return parse_duration(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _list(names: Any) -> str:
+    return ", ".join(sorted(names))

@@ -1,0 +1,71 @@
+"""The ScheduleStore half of the in-memory store (mixed into MemoryStore)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+
+from wovyr.store.base import DEFAULT_TENANT, ExecutionRecord, NewExecution
+from wovyr.store.schedules import ScheduleRecord
+
+__all__ = ["MemorySchedules"]
+
+
+class MemorySchedules:
+    _lock: threading.RLock
+    _schedules: dict[tuple[str, str], ScheduleRecord]
+
+    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+        raise NotImplementedError  # provided by MemoryStore
+
+    def _schedule_table(self) -> dict[tuple[str, str], ScheduleRecord]:
+        if not hasattr(self, "_schedules"):
+            self._schedules = {}
+        return self._schedules
+
+    def create_schedule(self, record: ScheduleRecord) -> bool:
+        with self._lock:
+            table = self._schedule_table()
+            if (record.tenant, record.id) in table:
+                return False
+            table[(record.tenant, record.id)] = record
+            return True
+
+    def get_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> ScheduleRecord | None:
+        with self._lock:
+            return self._schedule_table().get((tenant, schedule_id))
+
+    def list_schedules(self, tenant: str = DEFAULT_TENANT) -> list[ScheduleRecord]:
+        with self._lock:
+            return sorted(
+                (r for (t, _), r in self._schedule_table().items() if t == tenant),
+                key=lambda r: r.id,
+            )
+
+    def delete_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> bool:
+        with self._lock:
+            return self._schedule_table().pop((tenant, schedule_id), None) is not None
+
+    def due_schedules(self, now: datetime, limit: int) -> list[ScheduleRecord]:
+        with self._lock:
+            due = [
+                r
+                for r in self._schedule_table().values()
+                if (r.next_fire_at is not None and r.next_fire_at <= now)
+                or (r.buffered and not r.paused)
+            ]
+        return sorted(due, key=lambda r: r.next_fire_at or now)[:limit]
+
+    def update_schedule(
+        self, record: ScheduleRecord, expected_version: int, starts: Sequence[NewExecution] = ()
+    ) -> bool:
+        with self._lock:
+            table = self._schedule_table()
+            current = table.get((record.tenant, record.id))
+            if current is None or current.version != expected_version:
+                return False
+            table[(record.tenant, record.id)] = record
+            for new in starts:
+                self.create_execution(new)
+            return True

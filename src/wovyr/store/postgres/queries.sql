@@ -1,0 +1,290 @@
+-- Named queries of the PostgreSQL store, loaded by wovyr.store.postgres.queries.
+-- Each block starts with `-- name: <name>`; parameters are psycopg's %(name)s.
+--
+-- Time: `%(now)s` is the engine clock's time; it is NULL when the store runs with
+-- db_clock=True, and then `COALESCE(%(now)s, now())` takes the database's clock, so every
+-- worker on every host measures leases against one clock.
+--
+-- Optional filters are written `(%(x)s IS NULL OR column = %(x)s)`. Such queries are run
+-- unprepared (planned with the actual values, which folds the NULL tests away) when an
+-- index choice depends on them (list_executions).
+
+-- name: put_definition
+INSERT INTO definitions (tenant, hash, name, version, source, created_at)
+VALUES (%(tenant)s, %(hash)s, %(name)s, %(version)s, %(source)s, %(created_at)s)
+ON CONFLICT (tenant, hash) DO NOTHING;
+
+-- name: get_definition
+SELECT hash, name, version, source, created_at, tenant
+FROM definitions
+WHERE tenant = %(tenant)s AND hash = %(hash)s;
+
+-- name: latest_definition
+SELECT hash, name, version, source, created_at, tenant
+FROM definitions
+WHERE tenant = %(tenant)s AND name = %(name)s
+ORDER BY created_at DESC, inserted DESC
+LIMIT 1;
+
+-- name: create_execution
+-- Insert the execution with its first step; a known id inserts nothing (idempotent start).
+-- A lease given as a duration (db_clock) starts at the database's now().
+WITH created AS (
+    INSERT INTO executions (
+        id, tenant, workflow, version, definition_hash, status, created_at, updated_at,
+        parent_id, seq, ready, lease_owner, lease_until, fence, shard, waiting_on,
+        input, output, error, checkpoint)
+    VALUES (
+        %(id)s, %(tenant)s, %(workflow)s, %(version)s, %(definition_hash)s, %(status)s,
+        %(created_at)s, %(updated_at)s, %(parent_id)s,
+        cardinality(%(ev_type)s::text[]), %(ready)s, %(lease_owner)s,
+        COALESCE(now() + %(lease_for)s::interval, %(lease_until)s::timestamptz),
+        %(fence)s, %(shard)s, %(waiting_on)s,
+        %(input)s::json, %(output)s::json, %(error)s::json, %(checkpoint)s::json)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, tenant, workflow, version, definition_hash, status, created_at, updated_at,
+        seq, parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until,
+        fence, checkpoint, ready AND lease_owner IS NULL AS claimable
+), appended AS (
+    INSERT INTO events (execution_id, seq, type, at, data)
+    SELECT created.id, e.n, e.type, e.at, e.data::json
+    FROM created,
+        unnest(%(ev_type)s::text[], %(ev_at)s::timestamptz[], %(ev_data)s::text[])
+            WITH ORDINALITY AS e(type, at, data, n)
+), armed AS (
+    INSERT INTO timers (execution_id, timer_id, fire_at)
+    SELECT created.id, t.timer_id, t.fire_at
+    FROM created, unnest(%(armed_id)s::text[], %(armed_at)s::timestamptz[]) AS t(timer_id, fire_at)
+    ON CONFLICT (execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
+)
+-- The new row (no row: the id existed), announced when it can be claimed.
+SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
+       parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
+       checkpoint,
+       (SELECT count(*) FROM (SELECT pg_notify(%(channel)s, id) FROM created WHERE claimable) n)
+FROM created;
+
+-- name: apply_step
+-- One step of one execution, checked on its own: it applies only while the sequence (and,
+-- when given, the lease fence) still holds. Returns how many rows it changed (0 or 1) and,
+-- for a refused step, the row's seq and fence as of this statement's snapshot.
+-- An execution left ready and unleased is announced on the store's channel (wovyr_ready).
+WITH step AS (
+    UPDATE executions
+    SET seq = %(expected_seq)s::bigint + cardinality(%(ev_type)s::text[]),
+        status = %(status)s,
+        updated_at = %(updated_at)s,
+        checkpoint = %(checkpoint)s::json,
+        ready = %(ready)s,
+        waiting_on = %(waiting_on)s,
+        output = %(output)s::json,
+        error = %(error)s::json,
+        lease_owner = CASE WHEN %(release)s THEN NULL ELSE lease_owner END,
+        lease_until = CASE WHEN %(release)s THEN NULL ELSE lease_until END
+    WHERE id = %(id)s
+      AND seq = %(expected_seq)s::bigint
+      AND (%(fence)s::bigint IS NULL OR fence = %(fence)s::bigint)
+    RETURNING id, ready AND lease_owner IS NULL AS claimable
+), appended AS (
+    INSERT INTO events (execution_id, seq, type, at, data)
+    SELECT step.id, %(expected_seq)s::bigint + e.n, e.type, e.at, e.data::json
+    FROM step,
+        unnest(%(ev_type)s::text[], %(ev_at)s::timestamptz[], %(ev_data)s::text[])
+            WITH ORDINALITY AS e(type, at, data, n)
+), removed AS (
+    DELETE FROM timers USING step
+    WHERE timers.execution_id = step.id AND timers.timer_id = ANY(%(removed)s::text[])
+), armed AS (
+    INSERT INTO timers (execution_id, timer_id, fire_at)
+    SELECT step.id, t.timer_id, t.fire_at
+    FROM step, unnest(%(armed_id)s::text[], %(armed_at)s::timestamptz[]) AS t(timer_id, fire_at)
+    ON CONFLICT (execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
+)
+SELECT
+    (SELECT count(*) FROM step),
+    x.seq,
+    x.fence,
+    (SELECT count(*) FROM (SELECT pg_notify(%(channel)s, id) FROM step WHERE claimable) n)
+FROM (VALUES (1)) AS one
+LEFT JOIN executions AS x ON x.id = %(id)s;
+
+-- name: seq_and_fence
+SELECT seq, fence FROM executions WHERE id = %(id)s;
+
+-- name: load
+SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
+       parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
+       checkpoint
+FROM executions
+WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text);
+
+-- name: list_executions
+-- Keyset pagination on (created_at, id) DESC; run unprepared so that the indexes
+-- executions_by_{created,status,workflow} serve the filters actually given.
+SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
+       parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
+       NULL::json
+FROM executions
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(parent_id)s::text IS NULL OR parent_id = %(parent_id)s::text)
+  AND (%(created_after)s::timestamptz IS NULL OR created_at >= %(created_after)s::timestamptz)
+  AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s::timestamptz)
+  AND (%(cursor_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(cursor_at)s::timestamptz, %(cursor_id)s::text))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: history
+SELECT seq, type, at, data
+FROM events
+WHERE execution_id = %(id)s AND seq > %(after_seq)s
+ORDER BY seq
+LIMIT %(limit)s;
+
+-- name: claim
+-- The claim is one statement: lock up to `limit` claimable rows nobody else is locking
+-- (SKIP LOCKED: claimers never wait on each other), lease them and bump their fence.
+-- FOR UPDATE re-checks a row that changed after the snapshot, so no row is claimed twice.
+UPDATE executions AS x
+SET lease_owner = %(owner)s,
+    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    fence = x.fence + 1
+WHERE x.id IN (
+    SELECT id
+    FROM executions
+    WHERE ready
+      AND (lease_until IS NULL OR lease_until < COALESCE(%(now)s::timestamptz, now()))
+      AND (%(only)s::text[] IS NULL OR id = ANY(%(only)s::text[]))
+      AND (%(shards)s::integer[] IS NULL OR shard = ANY(%(shards)s::integer[]))
+    ORDER BY lease_until NULLS FIRST
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
+
+-- name: renew_leases
+UPDATE executions
+SET lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval
+WHERE lease_owner = %(owner)s
+RETURNING id, fence, seq;
+
+-- name: release_owner
+-- Released executions that are still ready become claimable: announce them.
+WITH released AS (
+    UPDATE executions
+    SET lease_owner = NULL, lease_until = NULL
+    WHERE lease_owner = %(owner)s
+    RETURNING id, ready
+)
+SELECT
+    (SELECT count(*) FROM released),
+    (SELECT count(*) FROM (SELECT pg_notify(%(channel)s, id) FROM released WHERE ready) n);
+
+-- name: ready_count
+SELECT count(*)
+FROM executions
+WHERE ready AND (lease_until IS NULL OR lease_until < COALESCE(%(now)s::timestamptz, now()));
+
+-- name: due_timers
+SELECT execution_id, timer_id, fire_at
+FROM timers
+WHERE fire_at <= %(now)s
+ORDER BY fire_at, execution_id, timer_id
+LIMIT %(limit)s;
+
+-- name: next_timer_at
+SELECT min(fire_at) FROM timers;
+
+-- name: migrations_lock
+-- Concurrent start-ups migrate one at a time (per schema); the lock ends with the transaction.
+SELECT pg_advisory_xact_lock(hashtext('wovyr.migrate.' || current_schema()));
+
+-- name: migrations_table
+CREATE TABLE IF NOT EXISTS wovyr_schema_migrations (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: migrations_applied
+SELECT version FROM wovyr_schema_migrations ORDER BY version;
+
+-- name: migration_done
+INSERT INTO wovyr_schema_migrations (version) VALUES (%(version)s);
+
+-- name: migrations_table_exists
+SELECT to_regclass('wovyr_schema_migrations') IS NOT NULL;
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) FROM wovyr_schema_migrations;
+
+-- name: current_schema
+SELECT current_schema();
+
+-- name: listen
+-- {channel} is filled in as a quoted identifier (LISTEN takes no parameters).
+LISTEN {channel};
+
+-- name: create_schedule
+INSERT INTO schedules (
+    tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused, note,
+    start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered, running, recent,
+    fired_count, skipped_count, missed_count, created_at, updated_at, version)
+VALUES (
+    %(tenant)s, %(id)s, %(workflow)s, %(definition_hash)s, %(input)s::json, %(spec)s::json,
+    %(overlap)s, %(catchup_window)s, %(paused)s, %(note)s, %(start_at)s, %(end_at)s,
+    %(remaining_actions)s, %(next_fire_at)s, %(last_fire_at)s, %(buffered)s::json,
+    %(running)s::json, %(recent)s::json, %(fired_count)s, %(skipped_count)s, %(missed_count)s,
+    %(created_at)s, %(updated_at)s, %(version)s)
+ON CONFLICT (tenant, id) DO NOTHING;
+
+-- name: get_schedule
+SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused, note,
+       start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered, running, recent,
+       fired_count, skipped_count, missed_count, created_at, updated_at, version
+FROM schedules
+WHERE tenant = %(tenant)s AND id = %(id)s;
+
+-- name: list_schedules
+SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused, note,
+       start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered, running, recent,
+       fired_count, skipped_count, missed_count, created_at, updated_at, version
+FROM schedules
+WHERE tenant = %(tenant)s
+ORDER BY id;
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE tenant = %(tenant)s AND id = %(id)s;
+
+-- name: due_schedules
+-- Due by time, then those holding a buffered tick for a running execution to end.
+(SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused,
+        note, start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered,
+        running, recent, fired_count, skipped_count, missed_count, created_at, updated_at,
+        version, 0 AS part
+ FROM schedules
+ WHERE next_fire_at IS NOT NULL AND next_fire_at <= %(now)s
+ ORDER BY next_fire_at
+ LIMIT %(limit)s)
+UNION ALL
+(SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused,
+        note, start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered,
+        running, recent, fired_count, skipped_count, missed_count, created_at, updated_at,
+        version, 1 AS part
+ FROM schedules
+ WHERE buffered::text <> '[]' AND NOT paused
+   AND NOT (next_fire_at IS NOT NULL AND next_fire_at <= %(now)s)
+ LIMIT %(limit)s)
+ORDER BY part, next_fire_at;
+
+-- name: update_schedule
+UPDATE schedules
+SET workflow = %(workflow)s, definition_hash = %(definition_hash)s, input = %(input)s::json,
+    spec = %(spec)s::json, overlap = %(overlap)s, catchup_window = %(catchup_window)s,
+    paused = %(paused)s, note = %(note)s, start_at = %(start_at)s, end_at = %(end_at)s,
+    remaining_actions = %(remaining_actions)s, next_fire_at = %(next_fire_at)s,
+    last_fire_at = %(last_fire_at)s, buffered = %(buffered)s::json,
+    running = %(running)s::json, recent = %(recent)s::json, fired_count = %(fired_count)s,
+    skipped_count = %(skipped_count)s, missed_count = %(missed_count)s,
+    created_at = %(created_at)s, updated_at = %(updated_at)s, version = %(version)s
+WHERE tenant = %(tenant)s AND id = %(id)s AND version = %(expected_version)s;

@@ -1,0 +1,427 @@
+"""PostgreSQL store: psycopg 3 with a connection pool, for many workers on many hosts.
+
+Same contract and semantics as the SQLite store (the contract suite runs on both), plus:
+
+- The claim is one statement (`FOR UPDATE SKIP LOCKED` + `UPDATE ... RETURNING`), optionally
+  filtered by partitions of the stable shard (`wovyr.store.shards`).
+- A batch of steps is one transaction sent in pipeline mode: one network round trip and one
+  fsync for the whole batch, each step still checked on its own.
+- Times: by default leases are measured with the `now` the engine passes (its clock, which
+  is what tests control). With `db_clock=True` claims, renewals and lease checks use the
+  database's `now()` instead, so workers on hosts with skewed clocks agree.
+- `LISTEN/NOTIFY`: a write that leaves an execution ready and unleased sends
+  `NOTIFY wovyr_ready, '<id>'` in its transaction; `wait_for_work` waits for one. The
+  channel is `wovyr_ready` in the `public` schema and `wovyr_ready:<schema>` in another, so
+  installations in different schemas of one database do not wake each other.
+- Errors: every psycopg error becomes `StoreError`, connection failures `StoreUnavailable`.
+  A read that lost its connection is retried once; a write is retried only when the server
+  certainly rolled it back (deadlock, serialization failure), never when its outcome is
+  unknown.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from wovyr.errors import StoreError, StoreUnavailable
+from wovyr.store import redact_url
+from wovyr.store.base import (
+    DEFAULT_TENANT,
+    Claim,
+    CommitOutcome,
+    DefinitionRecord,
+    EventRecord,
+    ExecutionFilter,
+    ExecutionRecord,
+    LeaseState,
+    NewExecution,
+    Page,
+    StepWrite,
+    TimerRecord,
+)
+from wovyr.store.codec import dumps
+from wovyr.store.postgres import support
+from wovyr.store.postgres.queries import migrations, queries
+from wovyr.store.postgres.schedules import PostgresSchedules
+from wovyr.store.postgres.support import Connection
+from wovyr.store.shards import shards_for, stable_shard
+
+__all__ = ["PostgresStore"]
+
+T = TypeVar("T")
+RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+
+
+class PostgresStore(PostgresSchedules):
+    """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        db_clock: bool = False,
+        auto_migrate: bool = True,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        self.db_clock = db_clock
+        self.commits = 0  # durable write transactions issued by this object (for benchmarks)
+        self._count_lock = threading.Lock()
+        self._connect_timeout = connect_timeout
+        self._q = queries()
+        self._listen_lock = threading.Lock()
+        self._listener: Connection | None = None
+        self._listener_lost = False
+        self._closed = False
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
+            check=support.check_connection,
+            timeout=connect_timeout,
+            name="wovyr",
+        )
+        try:
+            # One plain connection first: a server that is down fails fast with libpq's own
+            # message, instead of the pool retrying (and logging) until its timeout.
+            psycopg.connect(url, connect_timeout=max(1, round(connect_timeout))).close()
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except psycopg.Error as exc:
+            self._pool.close()
+            raise StoreUnavailable(f"cannot reach PostgreSQL at {redact_url(url)}: {exc}") from exc
+        except BaseException:
+            self._pool.close()
+            raise
+        try:
+            schema = self._read("current_schema", {})[0][0]
+        except BaseException:
+            self.close()
+            raise
+        self.channel = support.channel(schema)
+        if auto_migrate:
+            try:
+                self.migrate()
+            except BaseException:
+                self.close()
+                raise
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def _run(self, body: Callable[[Connection], T], *, write: bool, transaction: bool = False) -> T:
+        """Run `body` on a pooled connection (autocommit, or in one transaction), translating
+        driver errors; retry a read that lost its connection, or a write the server rolled
+        back because of a deadlock, once."""
+        for attempt in (1, 2):
+            try:
+                with self._pool.connection() as conn:
+                    if transaction:
+                        with conn.transaction():
+                            result = body(conn)
+                    else:
+                        result = body(conn)
+                if write:
+                    with self._count_lock:
+                        self.commits += 1
+                return result
+            except PoolClosed as exc:
+                raise StoreError("the store is closed") from exc
+            except PoolTimeout as exc:
+                raise StoreUnavailable(f"no PostgreSQL connection available: {exc}") from exc
+            except RETRYABLE_WRITE as exc:
+                if attempt == 2:
+                    raise support.translate(exc, write=write) from exc
+            except psycopg.OperationalError as exc:
+                if write or attempt == 2:
+                    raise support.translate(exc, write=write) from exc
+            except psycopg.Error as exc:
+                raise support.translate(exc, write=write) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write(self, body: Callable[[Connection], T]) -> T:
+        """Several statements in one transaction."""
+        return self._run(body, write=True, transaction=True)
+
+    def _write_one(self, name: str, params: dict[str, Any]) -> list[Any]:
+        """One statement, its own transaction (autocommit: no BEGIN/COMMIT round trips)."""
+        sql = self._q[name]
+        return self._run(lambda conn: support.rows(conn.execute(sql, params)), write=True)
+
+    def _read(self, name: str, params: dict[str, Any], *, prepare: bool | None = None) -> list[Any]:
+        sql = self._q[name]
+        return self._run(
+            lambda conn: support.rows(conn.execute(sql, params, prepare=prepare)), write=False
+        )
+
+    def _now(self, now: datetime) -> datetime | None:
+        """The time a lease query measures against: None makes the SQL use the DB's now()."""
+        return None if self.db_clock else now
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    def migrate(self) -> int:
+        """Apply pending numbered migrations under an advisory lock; return the version."""
+
+        def body(conn: Connection) -> int:
+            conn.execute(self._q["migrations_lock"])
+            conn.execute(self._q["migrations_table"], prepare=False)  # DDL: never prepared
+            done = {row[0] for row in conn.execute(self._q["migrations_applied"])}
+            for version, script in migrations():
+                if version not in done:
+                    conn.execute(script.encode("utf-8"), prepare=False)
+                    conn.execute(self._q["migration_done"], {"version": version})
+            row = conn.execute(self._q["schema_version"]).fetchone()
+            return int(row[0]) if row else 0
+
+        return self._write(body)
+
+    def schema_version(self) -> int:
+        """The highest migration applied (0 on an empty database)."""
+
+        def body(conn: Connection) -> int:
+            exists = conn.execute(self._q["migrations_table_exists"]).fetchone()
+            if not exists or not exists[0]:
+                return 0
+            row = conn.execute(self._q["schema_version"]).fetchone()
+            return int(row[0]) if row else 0
+
+        return self._run(body, write=False)
+
+    def pending_migrations(self) -> list[int]:
+        """The migrations this Wovyr knows that the database has not applied yet."""
+        current = self.schema_version()
+        return [version for version, _ in migrations() if version > current]
+
+    def close(self) -> None:
+        """Close the pool and the listening connection (waits for a pending
+        `wait_for_work` to time out)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.close()
+        with self._listen_lock:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a notification on `channel`; True when one came.
+
+        Also True right after the listening connection was re-established (notifications
+        sent while it was down are lost, so the caller should look for work).
+        """
+        with self._listen_lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            try:
+                if self._listener is None:
+                    self._listener = psycopg.connect(
+                        self.url,
+                        autocommit=True,
+                        connect_timeout=max(1, round(self._connect_timeout)),
+                    )
+                    listen = sql.SQL(self._q["listen"]).format(channel=sql.Identifier(self.channel))
+                    self._listener.execute(listen)
+                    if self._listener_lost:
+                        self._listener_lost = False
+                        return True
+                arrived = bool(list(self._listener.notifies(timeout=timeout, stop_after=1)))
+                if arrived:  # drain what else is queued: one wake-up covers them all
+                    for _ in self._listener.notifies(timeout=0):
+                        pass
+                return arrived
+            except psycopg.Error as exc:
+                if self._listener is not None:
+                    self._listener.close()
+                    self._listener = None
+                self._listener_lost = True
+                raise support.translate(exc, write=False) from exc
+
+    # --- definitions ---------------------------------------------------------------------
+
+    def put_definition(self, record: DefinitionRecord) -> None:
+        params = {
+            "tenant": record.tenant,
+            "hash": record.hash,
+            "name": record.name,
+            "version": record.version,
+            "source": record.source,
+            "created_at": record.created_at,
+        }
+        self._write_one("put_definition", params)
+
+    def get_definition(
+        self, definition_hash: str, tenant: str = DEFAULT_TENANT
+    ) -> DefinitionRecord | None:
+        rows = self._read("get_definition", {"tenant": tenant, "hash": definition_hash})
+        return support.definition(rows[0]) if rows else None
+
+    def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
+        rows = self._read("latest_definition", {"tenant": tenant, "name": name})
+        return support.definition(rows[0]) if rows else None
+
+    # --- executions ----------------------------------------------------------------------
+
+    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+        rows = self._run(lambda conn: self._insert(conn, new), write=True)
+        if rows:
+            return True, support.execution(rows[0], with_checkpoint=True)
+        record = self.load(new.id, tenant=None)  # the id exists: return what is there
+        if record is None:  # pragma: no cover - deleted between insert and load
+            raise StoreError(f"execution {new.id} vanished right after it was created")
+        return False, record
+
+    def _insert_execution(self, conn: Connection, new: NewExecution) -> bool:
+        """Insert `new` with its first step unless its id exists; True when inserted."""
+        return bool(self._insert(conn, new))
+
+    def _insert(self, conn: Connection, new: NewExecution) -> list[Any]:
+        """One statement: the execution, its first events and timers, the notification."""
+        step = new.first_step
+        lease_for = None
+        if self.db_clock and new.lease_owner and new.lease_until is not None:
+            lease_for = new.lease_until - new.created_at  # the same lease, on the DB's clock
+        params = {
+            **support.step_params(step),
+            "id": new.id,
+            "tenant": new.tenant,
+            "workflow": new.workflow,
+            "version": new.version,
+            "definition_hash": new.definition_hash,
+            "created_at": new.created_at,
+            "parent_id": new.parent_id,
+            "lease_owner": new.lease_owner,
+            "lease_until": new.lease_until if new.lease_owner else None,
+            "lease_for": lease_for,
+            "fence": 1 if new.lease_owner else 0,
+            "shard": stable_shard(new.id),
+            "input": dumps(new.input),
+            "channel": self.channel,
+        }
+        return support.rows(conn.execute(self._q["create_execution"], params))
+
+    def commit(self, steps: Sequence[StepWrite]) -> list[CommitOutcome]:
+        """Write a batch of steps in one transaction, each checked on its own."""
+        if not steps:
+            return []
+        params = [{**support.step_params(step), "channel": self.channel} for step in steps]
+
+        def body(conn: Connection) -> list[Any]:
+            # BEGIN, every step and COMMIT go out together: one round trip for the batch.
+            with conn.pipeline(), conn.transaction():
+                cursors = [conn.execute(self._q["apply_step"], p) for p in params]
+            return [cursor.fetchone() for cursor in cursors]
+
+        if len(params) == 1:  # one statement is its own transaction: no BEGIN, no COMMIT
+            rows = self._write_one("apply_step", params[0])
+        else:
+            rows = self._run(body, write=True)
+        return [self._outcome(step, row) for step, row in zip(steps, rows, strict=True)]
+
+    def _outcome(self, step: StepWrite, row: Any) -> CommitOutcome:
+        changed, seq, fence = row[0], row[1], row[2]
+        if changed:
+            return CommitOutcome.OK
+        if seq is None:
+            return CommitOutcome.NOT_FOUND
+        if step.fence is not None and fence == step.fence and seq == step.expected_seq:
+            # The row matched the statement's snapshot, but the UPDATE met a newer version
+            # (a concurrent claim or commit held the row lock): look again to tell which.
+            fresh = self._read("seq_and_fence", {"id": step.execution_id})
+            fence = fresh[0][1] if fresh else fence
+        if step.fence is not None and fence != step.fence:
+            return CommitOutcome.LEASE_LOST
+        return CommitOutcome.CONFLICT
+
+    def load(
+        self, execution_id: str, tenant: str | None = DEFAULT_TENANT
+    ) -> ExecutionRecord | None:
+        rows = self._read("load", {"id": execution_id, "tenant": tenant})
+        return support.execution(rows[0], with_checkpoint=True) if rows else None
+
+    def list_executions(self, query: ExecutionFilter) -> Page:
+        params = {
+            "tenant": query.tenant,
+            "workflow": query.workflow,
+            "status": query.status,
+            "parent_id": query.parent_id,
+            "created_after": query.created_after,
+            "created_before": query.created_before,
+            "cursor_at": query.cursor[0] if query.cursor else None,
+            "cursor_id": query.cursor[1] if query.cursor else None,
+            "limit": query.limit + 1,
+        }
+        # Unprepared: planned with the values given, so the NULL filters fold away and the
+        # index matching the filters actually used serves the page.
+        rows = self._read("list_executions", params, prepare=False)
+        records = [support.execution(r, with_checkpoint=False) for r in rows]
+        items = records[: query.limit]
+        more = len(records) > query.limit
+        return Page(items, (items[-1].created_at, items[-1].id) if more and items else None)
+
+    def history(
+        self, execution_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        rows = self._read("history", {"id": execution_id, "after_seq": after_seq, "limit": limit})
+        return [EventRecord(execution_id, r[0], r[1], support.utc(r[2]), r[3]) for r in rows]
+
+    # --- work queue ----------------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        only: Sequence[str] | None = None,
+        *,
+        partitions: Sequence[int] | None = None,
+        of: int | None = None,
+    ) -> list[Claim]:
+        shards = shards_for(partitions, of)
+        params = {
+            "owner": owner,
+            "now": self._now(now),
+            "lease": timedelta(seconds=lease_seconds),
+            "only": list(only) if only is not None else None,
+            "shards": sorted(shards) if shards is not None else None,
+            "limit": limit,
+        }
+        rows = self._write_one("claim", params)
+        return [Claim(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+    def renew_leases(
+        self, owner: str, now: datetime, lease_seconds: float
+    ) -> dict[str, LeaseState]:
+        params = {"owner": owner, "now": self._now(now), "lease": timedelta(seconds=lease_seconds)}
+        rows = self._write_one("renew_leases", params)
+        return {r[0]: LeaseState(fence=r[1], seq=r[2]) for r in rows}
+
+    def release_owner(self, owner: str) -> int:
+        rows = self._write_one("release_owner", {"owner": owner, "channel": self.channel})
+        return int(rows[0][0]) if rows else 0
+
+    def ready_count(self, now: datetime) -> int:
+        rows = self._read("ready_count", {"now": self._now(now)})
+        return int(rows[0][0])
+
+    # --- timers --------------------------------------------------------------------------
+
+    def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
+        rows = self._read("due_timers", {"now": now, "limit": limit})
+        return [TimerRecord(r[0], r[1], support.utc(r[2])) for r in rows]
+
+    def next_timer_at(self) -> datetime | None:
+        rows = self._read("next_timer_at", {})
+        return support.utc(rows[0][0]) if rows and rows[0][0] is not None else None

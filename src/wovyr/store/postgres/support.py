@@ -1,0 +1,139 @@
+"""Helpers of the PostgreSQL store: connections, parameters, rows and error translation."""
+
+from __future__ import annotations
+
+import select
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg import pq
+from psycopg_pool import ConnectionPool
+
+from wovyr.errors import StoreError, StoreUnavailable
+from wovyr.store.base import DefinitionRecord, ExecutionRecord, StepWrite
+from wovyr.store.codec import dumps
+
+__all__ = [
+    "Connection",
+    "channel",
+    "check_connection",
+    "definition",
+    "execution",
+    "rows",
+    "step_params",
+    "translate",
+    "utc",
+]
+
+Connection = psycopg.Connection[Any]
+# SQLSTATE classes meaning "the server or the connection is not there": connection
+# exception, insufficient resources, operator intervention (shutdown, terminated backend).
+_UNAVAILABLE_CLASSES = ("08", "53", "57")
+
+
+def channel(schema: str | None) -> str:
+    """The NOTIFY channel of a schema (a channel name is at most 63 bytes)."""
+    if schema in (None, "public"):
+        return "wovyr_ready"
+    return f"wovyr_ready:{schema}".encode()[:63].decode("utf-8", "ignore")
+
+
+def rows(cursor: psycopg.Cursor[Any]) -> list[Any]:
+    # Not `cursor.description`: it builds a Column object per column on every call.
+    result = cursor.pgresult
+    return cursor.fetchall() if result and result.status == pq.ExecStatus.TUPLES_OK else []
+
+
+def check_connection(conn: Connection) -> None:
+    """The pool's check before it hands out a connection, without a round trip in the
+    common case: an idle connection has nothing to read, so a readable socket means the
+    server said something (it terminated the backend, it is shutting down) or closed it;
+    only then is the connection pinged, and replaced if that fails."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    if _readable(conn.fileno()):
+        ConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    if hasattr(select, "poll"):  # poll, not select: descriptors above 1023 are fine
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])  # pragma: no cover - no poll (Windows)
+
+
+def step_params(step: StepWrite) -> dict[str, Any]:
+    """The parameters shared by `apply_step` and `create_execution`."""
+    armed = dict(step.timers_armed)  # the last arming of a timer wins, as in SQLite
+    return {
+        "id": step.execution_id,
+        "expected_seq": step.expected_seq,
+        "fence": step.fence,
+        "status": step.status,
+        "updated_at": step.updated_at,
+        "checkpoint": dumps(step.checkpoint),
+        "ready": step.ready,
+        "release": step.release_lease,
+        "waiting_on": step.waiting_on,
+        "output": dumps(step.output),
+        "error": dumps(step.error),
+        "ev_type": [e.type for e in step.events],
+        "ev_at": [e.at for e in step.events],
+        "ev_data": [dumps(e.data) for e in step.events],
+        # Removed then re-armed in one step means armed: remove only the others.
+        "removed": [t for t in dict.fromkeys(step.timers_removed) if t not in armed],
+        "armed_id": list(armed),
+        "armed_at": list(armed.values()),
+    }
+
+
+def translate(exc: psycopg.Error, *, write: bool) -> StoreError:
+    """Connection trouble -> `StoreUnavailable` (a write's outcome is then unknown); an error
+    the server reported on a live connection -> `StoreError` (its transaction rolled back)."""
+    text = str(exc).strip() or type(exc).__name__
+    state = exc.sqlstate or ""
+    lost = isinstance(exc, psycopg.OperationalError) and (
+        not state or state[:2] in _UNAVAILABLE_CLASSES
+    )
+    if lost and write:
+        return StoreUnavailable(
+            f"PostgreSQL failed during a write, which may or may not have been applied: {text}"
+        )
+    if lost:
+        return StoreUnavailable(f"PostgreSQL is unavailable: {text}")
+    return StoreError(f"the PostgreSQL store failed: {text}")
+
+
+def utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+def definition(row: Sequence[Any]) -> DefinitionRecord:
+    return DefinitionRecord(row[0], row[1], row[2], row[3], utc(row[4]), row[5])
+
+
+def execution(row: Sequence[Any], *, with_checkpoint: bool) -> ExecutionRecord:
+    return ExecutionRecord(
+        id=row[0],
+        tenant=row[1],
+        workflow=row[2],
+        version=row[3],
+        definition_hash=row[4],
+        status=row[5],
+        created_at=utc(row[6]),
+        updated_at=utc(row[7]),
+        seq=row[8],
+        parent_id=row[9],
+        waiting_on=row[10],
+        input=row[11],
+        output=row[12],
+        error=row[13],
+        ready=row[14],
+        lease_owner=row[15],
+        lease_until=utc(row[16]) if row[16] is not None else None,
+        fence=row[17],
+        checkpoint=row[18] if with_checkpoint else None,
+    )

@@ -1,0 +1,68 @@
+"""Schedule records and the ScheduleStore contract.
+
+A schedule row carries its own `version`; every change is a compare-and-set on it, and a
+fire writes the executions it starts in the same transaction, so a tick starts exactly one
+execution even with several dispatchers or a crash in the middle of a fire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from wovyr.store.base import DEFAULT_TENANT, NewExecution
+
+__all__ = ["ScheduleRecord", "ScheduleStore"]
+
+
+@dataclass(frozen=True)
+class ScheduleRecord:
+    id: str
+    workflow: str
+    spec: dict[str, Any]  # {"cron", "every", "timezone", "offset"}
+    created_at: datetime
+    updated_at: datetime
+    tenant: str = DEFAULT_TENANT
+    definition_hash: str | None = None  # pinned (from a file) or None: latest by name
+    input: dict[str, Any] = field(default_factory=dict)
+    overlap: str = "skip"
+    catchup_window: float = 60.0
+    paused: bool = False
+    note: str | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    remaining_actions: int | None = None
+    next_fire_at: datetime | None = None
+    last_fire_at: datetime | None = None
+    buffered: tuple[str, ...] = ()  # ISO tick times waiting for a running execution to end
+    running: tuple[str, ...] = ()  # executions started by this schedule, maybe still running
+    recent: tuple[dict[str, Any], ...] = ()  # the last fires: {tick, execution_id, started_at}
+    fired_count: int = 0
+    skipped_count: int = 0
+    missed_count: int = 0
+    version: int = 0
+
+
+class ScheduleStore(Protocol):
+    def create_schedule(self, record: ScheduleRecord) -> bool:
+        """Insert; False when the id exists for that tenant."""
+        ...
+
+    def get_schedule(
+        self, schedule_id: str, tenant: str = DEFAULT_TENANT
+    ) -> ScheduleRecord | None: ...
+
+    def list_schedules(self, tenant: str = DEFAULT_TENANT) -> list[ScheduleRecord]: ...
+
+    def delete_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> bool: ...
+
+    def due_schedules(self, now: datetime, limit: int) -> list[ScheduleRecord]: ...
+
+    def update_schedule(
+        self, record: ScheduleRecord, expected_version: int, starts: Sequence[NewExecution] = ()
+    ) -> bool:
+        """Write `record` (its version must be expected_version + 1) and create `starts`
+        (ignoring ids that exist) in one transaction; False if the version moved."""
+        ...

@@ -1,0 +1,79 @@
+"""The examples are valid, carry the editor modeline, and say what the issue asks of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wovyr.definition import load_definition_file, resolve_inputs
+
+from .conftest import EXAMPLES
+
+MODELINE = "# yaml-language-server: $schema=../schema/wovyr-workflow.schema.json\n"
+
+
+def test_the_expected_examples_exist() -> None:
+    names = {p.name for p in EXAMPLES}
+    assert {
+        "order-saga.yaml",
+        "approval-escalation.yaml",
+        "fan-out.yaml",
+        "parent-child.yaml",
+        "order-line.yaml",
+        "hello.yaml",
+    } <= names
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_each_example_loads_and_has_the_modeline(path: Path) -> None:
+    assert path.read_text(encoding="utf-8").startswith(MODELINE)
+    workflow = load_definition_file(path)
+    assert workflow.metadata.description
+
+
+def _by_name(name: str) -> Path:
+    return next(p for p in EXAMPLES if p.name == name)
+
+
+def test_order_saga_compensates_with_retries_and_timeouts() -> None:
+    saga = load_definition_file(_by_name("order-saga.yaml"))
+    tools = {a.id: (a.tool, a.compensate.tool if a.compensate else None) for a in saga.activities}
+    assert tools["reserve"] == ("inventory.reserve", "inventory.release")
+    assert tools["charge"] == ("payments.charge", "payments.refund")
+    assert tools["ship"][0] == "shipping.ship"
+    assert all(a.retry and a.timeout for a in saga.activities)
+
+
+def test_approval_escalation_has_an_approval_a_timer_and_a_set() -> None:
+    flow = load_definition_file(_by_name("approval-escalation.yaml"))
+    kinds = {a.wait.kind if a.wait else a.kind for a in flow.activities}
+    assert {"approval", "timer", "set"} <= kinds
+    approval = next(a for a in flow.activities if a.wait and a.wait.approval)
+    assert approval.wait is not None and approval.wait.approval is not None
+    assert approval.wait.approval.timeout == 2 * 86400
+
+
+def test_fan_out_fans_out_and_in() -> None:
+    flow = load_definition_file(_by_name("fan-out.yaml"))
+    needs = {a.id: set(a.needs) for a in flow.activities}
+    branches = {aid for aid, n in needs.items() if n == {"plan"}}
+    assert len(branches) >= 3
+    assert any(n >= branches for n in needs.values())
+    assert {"set", "shell"} <= {a.kind for a in flow.activities}
+
+
+def test_parent_child_starts_the_child_defined_beside_it() -> None:
+    parent = load_definition_file(_by_name("parent-child.yaml"))
+    child = load_definition_file(_by_name("order-line.yaml"))
+    children = [a.workflow for a in parent.activities if a.workflow]
+    assert children and all(c.name == child.name for c in children)
+    for spec in children:
+        resolve_inputs(child, spec.input)
+
+
+def test_hello_needs_no_tools() -> None:
+    hello = load_definition_file(_by_name("hello.yaml"))
+    assert {a.kind for a in hello.activities} <= {"set", "shell"}
+    assert resolve_inputs(hello, {}) == {"name": "world"}
+    assert hello.output

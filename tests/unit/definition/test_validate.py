@@ -1,0 +1,312 @@
+"""Cross-field validation: ids, needs, cycles, expression references, inputs, retries."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from wovyr.definition import Workflow, load_definition, validate
+
+from .conftest import HEADER, only_problem, problems_of, workflow_text
+
+
+def messages(text: str) -> list[str]:
+    return [p.message for p in problems_of(text)]
+
+
+def test_duplicate_ids_point_at_the_second() -> None:
+    problem = only_problem(
+        workflow_text("""\
+        activities:
+          - {id: a, set: {}}
+          - {id: a, set: {}}
+        """)
+    )
+    assert problem.message == "duplicate activity id 'a' (first at line 5)"
+    assert (problem.line, problem.path) == (6, "activities[1].id")
+
+
+def test_unknown_needs_suggest_a_close_id() -> None:
+    problem = only_problem(
+        workflow_text("""\
+        activities:
+          - {id: reserve, set: {}}
+          - {id: ship, needs: [reserv], set: {}}
+        """)
+    )
+    assert problem.message == "needs unknown activity 'reserv'"
+    assert problem.hint == "did you mean 'reserve'?"
+    assert problem.path == "activities[1].needs[0]"
+
+
+def test_a_need_listed_twice() -> None:
+    assert messages(
+        workflow_text("""\
+        activities:
+          - {id: a, set: {}}
+          - {id: b, needs: [a, a], set: {}}
+        """)
+    ) == ["activity 'a' is listed twice in needs"]
+
+
+@pytest.mark.parametrize(
+    ("body", "cycle"),
+    [
+        ("  - {id: a, needs: [a], set: {}}\n", "a -> a"),
+        (
+            "  - {id: a, needs: [c], set: {}}\n  - {id: b, needs: [a], set: {}}\n"
+            "  - {id: c, needs: [b], set: {}}\n",
+            "a -> c -> b -> a",
+        ),
+        (
+            "  - {id: x, set: {}}\n  - {id: a, needs: [x, b], set: {}}\n"
+            "  - {id: b, needs: [a], set: {}}\n",
+            "a -> b -> a",
+        ),
+    ],
+)
+def test_cycles_are_printed_as_paths(body: str, cycle: str) -> None:
+    problem = only_problem(HEADER + "activities:\n" + body)
+    assert problem.message == f"dependency cycle: {cycle}"
+    assert problem.hint is not None and "'needs'" in problem.hint
+
+
+def test_every_separate_cycle_is_reported() -> None:
+    found = messages(
+        workflow_text("""\
+        activities:
+          - {id: a, needs: [b], set: {}}
+          - {id: b, needs: [a], set: {}}
+          - {id: c, needs: [d], set: {}}
+          - {id: d, needs: [c], set: {}}
+        """)
+    )
+    assert found == ["dependency cycle: a -> b -> a", "dependency cycle: c -> d -> c"]
+
+
+def test_a_long_chain_validates_without_recursion() -> None:
+    body = "".join(
+        f"  - {{id: a{i}, needs: [a{i - 1}], set: {{v: '${{{{ activities.a0.output }}}}'}}}}\n"
+        for i in range(1, 3000)
+    )
+    text = HEADER + "activities:\n  - {id: a0, set: {}}\n" + body
+    started = time.perf_counter()
+    workflow = load_definition(text)
+    assert len(workflow.activities) == 3000
+    assert time.perf_counter() - started < 2
+
+
+def test_reading_an_upstream_activity_transitively_is_fine() -> None:
+    load_definition(
+        workflow_text("""\
+        activities:
+          - {id: a, set: {v: 1}}
+          - {id: b, needs: [a], set: {}}
+          - {id: c, needs: [b], set: {v: "${{ activities.a.output.v + 1 }}"}}
+        """)
+    )
+
+
+def test_reading_a_non_upstream_activity_says_to_add_it_to_needs() -> None:
+    problem = only_problem(
+        workflow_text("""\
+        activities:
+          - {id: pay, set: {}}
+          - {id: ship, set: {v: "${{ activities.pay.output.id }}"}}
+        """)
+    )
+    assert problem.message == "activity 'ship' reads activities.pay but 'pay' is not upstream of it"
+    assert problem.hint == "add 'pay' to the needs of 'ship'"
+    assert (problem.line, problem.path) == (6, "activities[1].set.v")
+
+
+def test_bracket_references_are_checked_too() -> None:
+    found = messages(
+        workflow_text("""\
+        activities:
+          - {id: pay, set: {}}
+          - {id: ship, set: {v: "${{ activities['pay'].output }}"}}
+        """)
+    )
+    assert found == ["activity 'ship' reads activities.pay but 'pay' is not upstream of it"]
+
+
+def test_unknown_activity_in_an_expression() -> None:
+    problem = only_problem(
+        workflow_text("""\
+        activities:
+          - {id: reserve, set: {}}
+        output: "${{ activities.reserv.output }}"
+        """)
+    )
+    assert problem.message == "unknown activity 'reserv' in an expression"
+    assert problem.hint == "did you mean 'reserve'?"
+
+
+def test_self_reference_is_only_allowed_in_compensate() -> None:
+    assert messages(
+        workflow_text("""\
+        activities:
+          - {id: a, set: {v: "${{ activities.a.output }}"}}
+        """)
+    ) == ["activity 'a' cannot read its own result"]
+    load_definition(
+        workflow_text("""\
+        activities:
+          - id: a
+            tool: inventory.reserve
+            compensate: {tool: inventory.release, with: {id: "${{ activities.a.output.id }}"}}
+        """)
+    )
+
+
+def test_the_output_may_read_any_activity_but_not_item() -> None:
+    load_definition(
+        workflow_text("""\
+        activities:
+          - {id: a, set: {}}
+          - {id: b, set: {}}
+        output: {a: "${{ activities.a.output }}", b: "${{ activities['b'].status }}"}
+        """)
+    )
+    problem = only_problem(
+        workflow_text("""\
+        activities: [{id: a, set: {}}]
+        output: "${{ item }}"
+        """)
+    )
+    assert problem.message == "unknown name 'item' in an expression"
+    assert problem.hint == "'item' exists only inside an activity"
+
+
+def test_item_and_index_are_reserved_inside_activities() -> None:
+    load_definition(
+        workflow_text("""\
+        activities: [{id: a, set: {v: "${{ item }}", i: "${{ index }}"}}]
+        """)
+    )
+
+
+def test_dynamic_activity_access_inside_an_activity_is_refused() -> None:
+    assert messages(
+        workflow_text("""\
+        inputs: {which: {type: string}}
+        activities: [{id: a, set: {v: "${{ activities[inputs.which] }}"}}]
+        """)
+    ) == ["activities must be read by name (activities.ID) inside an activity"]
+
+
+def test_unknown_names_inputs_and_execution_fields() -> None:
+    found = problems_of(
+        workflow_text("""\
+        inputs: {order_id: {type: string}}
+        activities:
+          - id: a
+            set:
+              x: "${{ input.order_id }}"
+              y: "${{ inputs.ordr_id }}"
+              z: "${{ execution.started }}"
+              w: "${{ [1, 2].map(n, n * 2) }}"
+        """)
+    )
+    assert [(p.message, p.hint) for p in found] == [
+        ("unknown name 'input' in an expression", "did you mean 'inputs'?"),
+        ("unknown input 'ordr_id' in an expression", "did you mean 'order_id'?"),
+        ("unknown execution field 'started'", "did you mean 'started_at'?"),
+    ]
+
+
+def test_expression_problems_are_all_reported() -> None:
+    found = messages(
+        workflow_text("""\
+        activities:
+          - id: a
+            set:
+              x: "${{ 1 + }}"
+              y: "${{ }}"
+              z: "half ${{ open"
+              w: "${{ [1].map(x, [1].map(y, [1].map(z, z))) }}"
+        """)
+    )
+    assert len(found) == 4
+    assert found[0].startswith("invalid expression '1 +'")
+    assert found[1] == "empty expression"
+    assert found[2].startswith("unterminated '${{'")
+    assert found[3] == "comprehensions are nested 3 deep (limit 2)"
+
+
+@pytest.mark.parametrize("when", ['"inputs.x > 1"', '"${{ true }} and ${{ false }}"'])
+def test_when_must_be_one_whole_expression(when: str) -> None:
+    problem = only_problem(
+        workflow_text(f"""\
+        inputs: {{x: {{type: number}}}}
+        activities: [{{id: a, set: {{}}, when: {when}}}]
+        """)
+    )
+    assert problem.message.startswith("'when' must be true, false or a single")
+
+
+def test_retry_bounds_and_zero_timeouts() -> None:
+    found = messages(
+        workflow_text("""\
+        activities:
+          - id: a
+            tool: t
+            timeout: 0s
+            retry: {initial_interval: 5m, max_interval: 1m}
+            compensate: {tool: u, retry: {initial_interval: 2h}}
+          - {id: b, wait: {approval: {timeout: 0}}}
+        timeout: 0
+        """)
+    )
+    assert found == [
+        "a timeout must be longer than zero",
+        "retry initial_interval (5m) is longer than max_interval (1m)",
+        "retry initial_interval (2h) is longer than max_interval (1m)",
+        "a timeout must be longer than zero",
+        "a timeout must be longer than zero",
+    ]
+
+
+def test_input_declarations() -> None:
+    found = messages(
+        workflow_text("""\
+        inputs:
+          count: {type: integer, default: true}
+          ratio: {type: number, default: 1.5}
+          mode: {type: string, enum: [fast, 1], default: slow}
+          flag: {type: boolean, required: true, default: false}
+          empty: {type: array, enum: []}
+          bad-name: {type: string}
+        activities: [{id: a, set: {}}]
+        """)
+    )
+    assert found == [
+        "default of input 'count' must be integer, not boolean",
+        "enum value of input 'mode' must be string, not integer",
+        "default of input 'mode' is not one of its enum values",
+        "input 'flag' is required and has a default",
+        "enum of input 'empty' is empty",
+        "input name 'bad-name' is not an identifier",
+    ]
+
+
+def test_a_workflow_that_starts_itself_needs_a_condition() -> None:
+    text = workflow_text("activities: [{id: a, workflow: {name: test}}]\n")
+    assert messages(text) == ["the workflow starts itself as a child, which never ends"]
+    load_definition(text.replace("{name: test}}", "{name: test}, when: false}"))
+
+
+def test_validate_without_a_source_map_has_no_positions() -> None:
+    workflow = Workflow.model_validate(
+        {
+            "apiVersion": "wovyr/v1",
+            "kind": "Workflow",
+            "metadata": {"name": "t"},
+            "activities": [{"id": "a", "set": {"v": "${{ activities.b.output }}"}}],
+        }
+    )
+    (problem,) = validate(workflow, filename="api")
+    assert problem.message == "unknown activity 'b' in an expression"
+    assert (problem.file, problem.line, problem.column) == ("api", None, None)
