@@ -458,3 +458,46 @@ def test_list_filters_and_cursor(engine: Engine, clock: ManualClock, calls: list
     page2 = engine.list(workflow="t", status="completed", limit=2, cursor=page.next_cursor)
     assert [r.id for r in page2.items] == ids[::-1][2:4]
     assert len(engine.list(status="running").items) == 1
+
+
+def test_a_worker_drives_every_tenant_and_tenants_stay_apart(
+    engine: Engine, calls: list[Any]
+) -> None:
+    other = engine.for_tenant("b")
+    rec = other.start(THREE_STEPS, {"n": 5})
+    drain(engine)
+    assert other.query(rec.id).output == {"result": 8}
+    with pytest.raises(NotFound):
+        engine.query(rec.id)
+    with pytest.raises(NotFound):
+        engine.signal(rec.id, "go")
+    assert engine.list().items == []
+
+
+TIMER = wf("""
+    activities:
+      - id: t
+        wait: {timer: {after: 1h}}
+    """)
+
+
+def test_due_timers_fire_in_one_batch(
+    engine: Engine, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = [engine.start(TIMER).id for _ in range(40)]
+    drain(engine)
+    batches: list[int] = []
+    real = engine.store.commit
+
+    def commit(steps: Any) -> Any:
+        batches.append(len(steps))
+        return real(steps)
+
+    monkeypatch.setattr(engine.store, "commit", commit)
+    clock.advance(hours=1)
+    assert engine.fire_due_timers(limit=1000) == 40
+    assert batches == [40]
+    assert engine.fire_due_timers(limit=1000) == 0
+    monkeypatch.undo()
+    drain(engine)
+    assert {engine.query(i).status for i in ids} == {"completed"}

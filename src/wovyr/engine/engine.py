@@ -12,7 +12,7 @@ import builtins
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,15 @@ class Engine:
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 
+    def for_tenant(self, tenant: str) -> Engine:
+        """The same engine (store, clock, activities, listeners) acting for `tenant`."""
+        if tenant == self.tenant:
+            return self
+        other = Engine(self.store, clock=self.clock, activities=self.activities, tenant=tenant)
+        other._definitions = self._definitions  # content-addressed: safe to share
+        other._listeners = self._listeners
+        return other
+
     @classmethod
     def open(
         cls,
@@ -155,12 +164,12 @@ class Engine:
             self._definitions[digest] = workflow
         return digest
 
-    def definition(self, definition_hash: str) -> Workflow:
+    def definition(self, definition_hash: str, tenant: str | None = None) -> Workflow:
         """The pinned definition an execution runs on (cached)."""
         cached = self._definitions.get(definition_hash)
         if cached is not None:
             return cached
-        record = self.store.get_definition(definition_hash, self.tenant)
+        record = self.store.get_definition(definition_hash, tenant or self.tenant)
         if record is None:
             raise NotFound(f"definition {definition_hash} not found")
         workflow = load_definition(record.source, filename=f"<definition {record.name}>")
@@ -373,41 +382,40 @@ class Engine:
             raise StoreError(f"execution {execution_id} kept changing; try again")
         raise NotFound(f"execution {execution_id} not found")
 
-    def fire_timer(self, execution_id: str, timer_id: str) -> bool:
-        """Fire one due timer (a transaction); False when it was already gone."""
-        for _ in range(_MAX_RETRIES):
+    def fire_due_timers(self, limit: int = 500) -> int:
+        """Fire the timers due now, up to `limit`, in ONE transaction (each execution's due
+        timers become `TimerFired` events in one step); returns how many fired. A step that
+        conflicts with a concurrent change is left for the next pass: its rows stay due."""
+        now = self.clock.now()
+        due: dict[str, list[str]] = {}
+        for timer in self.store.due_timers(now, limit):
+            due.setdefault(timer.execution_id, []).append(timer.timer_id)
+        steps, counts = [], []
+        for execution_id, timer_ids in due.items():
             record = self.store.load(execution_id, tenant=None)
             if record is None:
-                return False
+                continue
             state = state_from_json(record.checkpoint or {})
-            now = self.clock.now()
-            if timer_id in state.timers:
-                events = [
-                    Event(
-                        EventType.TIMER_FIRED, now, {"timer": timer_id, "fired_at": now.isoformat()}
-                    )
-                ]
-            else:
-                events = []
+            events = [
+                Event(EventType.TIMER_FIRED, now, {"timer": t, "fired_at": now.isoformat()})
+                for t in timer_ids
+                if t in state.timers
+            ]
             after = fold(events, state)
             step = make_step(execution_id, state, after, events, now, ready=bool(events))
-            if not events:  # a stale row: remove it without touching the execution
-                step = _only_remove_timer(step, timer_id, record)
-            outcome = self.store.commit([step])[0]
-            if outcome is CommitOutcome.OK:
-                if events:
-                    self.notify(execution_id)
-                return bool(events)
-            if outcome is CommitOutcome.NOT_FOUND:
-                return False
-        return False
-
-    def fire_due_timers(self, limit: int = 500) -> int:
-        """Fire every timer due now (up to `limit`); returns how many fired."""
+            stale = [t for t in timer_ids if t not in state.timers]
+            if not events:  # stale rows only: remove them without waking the execution
+                step = replace(step, timers_removed=stale, ready=record.ready)
+            else:
+                step = replace(step, timers_removed=[*step.timers_removed, *stale])
+            steps.append(step)
+            counts.append(len(events))
         fired = 0
-        for timer in self.store.due_timers(self.clock.now(), limit):
-            if self.fire_timer(timer.execution_id, timer.timer_id):
-                fired += 1
+        if steps:
+            for step, count, outcome in zip(steps, counts, self.store.commit(steps), strict=True):
+                if outcome is CommitOutcome.OK and count:
+                    fired += count
+                    self.notify(step.execution_id)
         return fired
 
     # --- reads ---------------------------------------------------------------------------
@@ -506,11 +514,3 @@ class Engine:
             pending_waits=pending,
             buffered_signals={k: len(v) for k, v in state.signals.items()},
         )
-
-
-def _only_remove_timer(step: Any, timer_id: str, record: ExecutionRecord) -> Any:
-    from dataclasses import replace
-
-    return replace(
-        step, timers_removed=[timer_id], ready=record.ready, waiting_on=record.waiting_on
-    )

@@ -266,8 +266,13 @@ class Schedules:
         started = 0
         now = self.engine.clock.now()
         for record in self.store.due_schedules(now, limit):
+            service = (
+                self
+                if record.tenant == self.engine.tenant
+                else Schedules(self.engine.for_tenant(record.tenant))
+            )
             with contextlib.suppress(NotFound, InputError, Conflict):
-                started += self._fire(record, now)
+                started += service._fire(record, now)
         return started
 
     def _fire(self, record: ScheduleRecord, now: datetime) -> int:

@@ -112,6 +112,7 @@ class Worker:
         checkpoint: dict[str, Any],
         digest: str,
         *,
+        tenant: str | None = None,
         adopt: bool = False,
     ) -> None:
         runner = ExecutionRunner(
@@ -120,7 +121,7 @@ class Worker:
             execution_id,
             fence,
             state_from_json(checkpoint),
-            self.engine.definition(digest),
+            self.engine.definition(digest, tenant),
             adopt_running=adopt,
         )
         self.runners[execution_id] = runner
@@ -156,7 +157,11 @@ class Worker:
                 if claim.execution_id in self.runners:
                     continue  # we already drive it (a claim after our own release)
                 self._spawn(
-                    claim.execution_id, claim.fence, claim.checkpoint, claim.definition_hash
+                    claim.execution_id,
+                    claim.fence,
+                    claim.checkpoint,
+                    claim.definition_hash,
+                    tenant=claim.tenant,
                 )
                 claimed += 1
         return fired + claimed
