@@ -19,8 +19,11 @@ T = TypeVar("T")
 
 
 class GroupCommitter:
-    def __init__(self, store: Store, *, max_batch: int = 256) -> None:
+    def __init__(
+        self, store: Store, *, max_batch: int = 256, solo: Callable[[], bool] = lambda: False
+    ) -> None:
         self._store = store
+        self._solo = solo
         self._max_batch = max_batch
         self._queue: list[tuple[StepWrite, asyncio.Future[CommitOutcome]]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -29,6 +32,9 @@ class GroupCommitter:
         self.steps = 0
 
     async def commit(self, step: StepWrite) -> CommitOutcome:
+        if self._solo() and not self._queue and (self._flusher is None or self._flusher.done()):
+            # Alone, a thread hop costs more than it saves: nobody could share the fsync.
+            return self._store.commit([step])[0]
         loop = asyncio.get_running_loop()
         future: asyncio.Future[CommitOutcome] = loop.create_future()
         self._queue.append((step, future))

@@ -51,6 +51,7 @@ __all__ = ["Engine", "ExecutionView"]
 
 Listener = Callable[[str], None]
 _MAX_RETRIES = 50
+_SOURCE_CACHE = 256
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,9 @@ class Engine:
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
         self.tenant = tenant
-        self._definitions: dict[str, Workflow] = {}
+        self._definitions: dict[str, Workflow] = {}  # by content hash
+        self._stored: set[tuple[str, str]] = set()  # (tenant, hash) known to be in the store
+        self._sources: dict[str, tuple[Workflow, str]] = {}  # source text -> parsed, hashed
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 
@@ -109,6 +112,8 @@ class Engine:
             return self
         other = Engine(self.store, clock=self.clock, activities=self.activities, tenant=tenant)
         other._definitions = self._definitions  # content-addressed: safe to share
+        other._stored = self._stored
+        other._sources = self._sources
         other._listeners = self._listeners
         return other
 
@@ -148,21 +153,33 @@ class Engine:
 
     def register(self, definition: Workflow | str | Path) -> str:
         """Store a definition by its content hash (idempotent); return the hash."""
-        workflow = self._as_workflow(definition)
-        digest = content_hash(workflow)
-        if digest not in self._definitions:
-            self.store.put_definition(
-                DefinitionRecord(
-                    digest,
-                    workflow.name,
-                    workflow.version,
-                    canonical_json(workflow),
-                    self.clock.now(),
-                    self.tenant,
-                )
+        return self._pin(definition)[1]
+
+    def _pin(self, definition: Workflow | str | Path) -> tuple[Workflow, str]:
+        """Parse (cached by source text), hash and store a definition once per tenant."""
+        cached = self._sources.get(definition) if isinstance(definition, str) else None
+        if cached is not None:
+            workflow, digest = cached
+        else:
+            workflow = self._as_workflow(definition)
+            digest = content_hash(workflow)
+            if isinstance(definition, str):
+                if len(self._sources) >= _SOURCE_CACHE:
+                    self._sources.pop(next(iter(self._sources)))
+                self._sources[definition] = (workflow, digest)
+        if (self.tenant, digest) not in self._stored:
+            record = DefinitionRecord(
+                digest,
+                workflow.name,
+                workflow.version,
+                canonical_json(workflow),
+                self.clock.now(),
+                self.tenant,
             )
-            self._definitions[digest] = workflow
-        return digest
+            self.store.put_definition(record)
+            self._stored.add((self.tenant, digest))
+            self._definitions.setdefault(digest, workflow)
+        return workflow, digest
 
     def definition(self, definition_hash: str, tenant: str | None = None) -> Workflow:
         """The pinned definition an execution runs on (cached)."""
@@ -192,8 +209,7 @@ class Engine:
                     raise NotFound(f"no workflow named {definition_or_name!r} is registered")
                 return self.definition(record.hash), record.hash
             definition_or_name = path
-        workflow = self._as_workflow(definition_or_name)
-        return workflow, self.register(workflow)
+        return self._pin(definition_or_name)
 
     # --- start ---------------------------------------------------------------------------
 

@@ -7,8 +7,8 @@ store keeps is `state_to_json(fold(events))`; `state_from_json` reads it back.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from wovyr.events import Event, EventType
 
@@ -94,6 +94,26 @@ class ExecutionState:
 
     def activity(self, activity_id: str) -> ActivityState:
         return self.activities.get(activity_id) or ActivityState()
+
+
+_T = TypeVar("_T", "ExecutionState", "ActivityState")
+
+
+def replace(record: _T, **changes: Any) -> _T:
+    """`dataclasses.replace` for these frozen records, without re-running `__init__`
+    (this is the hot path of every fold; field names are checked once per class)."""
+    allowed = _FIELDS.get(type(record))
+    if allowed is None:
+        allowed = _FIELDS[type(record)] = frozenset(f.name for f in fields(record))
+    if not allowed.issuperset(changes):
+        raise TypeError(f"unknown fields {sorted(set(changes) - allowed)}")
+    new = object.__new__(type(record))
+    new.__dict__.update(record.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
+_FIELDS: dict[type, frozenset[str]] = {}
 
 
 def fold(
@@ -331,8 +351,13 @@ _HANDLERS: dict[str, Any] = {
 
 
 def state_to_json(state: ExecutionState) -> dict[str, Any]:
-    data = asdict(state)
+    """The checkpoint form: plain dicts and lists (built by hand: `asdict` deep-copies, and
+    this runs on every commit)."""
+    data = dict(state.__dict__)
+    data["activities"] = {k: dict(a.__dict__) for k, a in state.activities.items()}
     data["signals"] = {k: list(v) for k, v in state.signals.items()}
+    data["approvals"] = dict(state.approvals)
+    data["timers"] = dict(state.timers)
     return data
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 from collections.abc import Mapping
@@ -48,7 +49,7 @@ class Worker:
         self.lease_seconds = lease_seconds
         self.poll_interval = poll_interval
         self.timer_batch = timer_batch
-        self.committer = GroupCommitter(engine.store)
+        self.committer = GroupCommitter(engine.store, solo=lambda: len(self.runners) <= 1)
         self.schedules = Schedules(engine) if hasattr(engine.store, "due_schedules") else None
         self.runners: dict[str, ExecutionRunner] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -91,7 +92,7 @@ class Worker:
     ) -> ExecutionRecord:
         """Start an execution leased to this worker and begin driving it (one commit)."""
         self._attach()
-        record = await asyncio.to_thread(
+        start = functools.partial(
             self.engine.start,
             definition,
             input,
@@ -99,6 +100,8 @@ class Worker:
             lease_owner=self.owner,
             lease_seconds=self.lease_seconds,
         )
+        # Alone, a thread hop costs more than it saves; busy, keep the loop responsive.
+        record = start() if not self.runners else await asyncio.to_thread(start)
         if record.lease_owner == self.owner and record.id not in self.runners:
             self._spawn(
                 record.id, record.fence, record.checkpoint or {}, record.definition_hash, adopt=True

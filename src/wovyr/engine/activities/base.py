@@ -9,6 +9,7 @@ Activities are at-least-once: use `ctx.idempotency_key` (stable per attempt) or
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import importlib
 import importlib.util
@@ -145,9 +146,8 @@ async def call_handler(handler: Handler, kwargs: dict[str, Any], ctx: ActivityCo
     """Run `handler` with its context bound; sync handlers go to a worker thread."""
     import asyncio
 
-    params = inspect.signature(handler).parameters
     args = dict(kwargs)
-    if "ctx" in params:
+    if _wants_ctx(handler):
         args["ctx"] = ctx
     token = _current.set(ctx)
     try:
@@ -156,6 +156,20 @@ async def call_handler(handler: Handler, kwargs: dict[str, Any], ctx: ActivityCo
         return await asyncio.to_thread(handler, **args)
     finally:
         _current.reset(token)
+
+
+_WANTS_CTX: dict[Any, bool] = {}
+
+
+def _wants_ctx(handler: Handler) -> bool:
+    """Whether `handler` declares a `ctx` parameter (cached: signature() is slow)."""
+    try:
+        return _WANTS_CTX[handler]
+    except (KeyError, TypeError):
+        wants = "ctx" in inspect.signature(handler).parameters
+        with contextlib.suppress(TypeError):  # an unhashable callable: just don't cache
+            _WANTS_CTX[handler] = wants
+        return wants
 
 
 def load_activity_modules(specs: Iterable[str], *, entry_point_group: str | None = None) -> None:

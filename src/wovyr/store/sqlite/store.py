@@ -238,6 +238,8 @@ class SQLiteStore(SQLiteSchedules):
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
         with self._write() as conn:
             created = self._insert_execution(conn, new)
+        if created:
+            return True, _created_record(new)
         record = self.load(new.id, tenant=None)
         assert record is not None
         return created, record
@@ -483,4 +485,30 @@ def _execution(row: Sequence[Any], *, with_checkpoint: bool) -> ExecutionRecord:
         lease_until=from_micros(row[16]) if row[16] is not None else None,
         fence=row[17],
         checkpoint=loads(row[18]) if with_checkpoint else None,
+    )
+
+
+def _created_record(new: NewExecution) -> ExecutionRecord:
+    """The row just inserted, without reading it back."""
+    step = new.first_step
+    return ExecutionRecord(
+        id=new.id,
+        tenant=new.tenant,
+        workflow=new.workflow,
+        version=new.version,
+        definition_hash=new.definition_hash,
+        status=step.status,
+        created_at=new.created_at,
+        updated_at=step.updated_at,
+        seq=len(step.events),
+        parent_id=new.parent_id,
+        waiting_on=step.waiting_on,
+        input=new.input,
+        output=step.output,
+        error=step.error,
+        ready=step.ready,
+        lease_owner=new.lease_owner,
+        lease_until=new.lease_until,
+        fence=1 if new.lease_owner else 0,
+        checkpoint=step.checkpoint,
     )
