@@ -31,6 +31,7 @@ def _register() -> None:
     from wovyr.cli import (  # noqa: F401
         commands_db,
         commands_definition,
+        commands_registry,
         commands_run,
         commands_schedules,
         commands_workflows,

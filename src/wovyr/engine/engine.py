@@ -31,7 +31,15 @@ from wovyr.engine.state import (
     state_from_json,
 )
 from wovyr.engine.steps import make_step, waiting_on
-from wovyr.errors import Conflict, ExecutionFinished, InputError, NotFound, Problem, StoreError
+from wovyr.errors import (
+    Conflict,
+    DefinitionConflict,
+    ExecutionFinished,
+    InputError,
+    NotFound,
+    Problem,
+    StoreError,
+)
 from wovyr.events import Event, EventType
 from wovyr.ids import new_id, validate_execution_id
 from wovyr.store import open_store
@@ -200,14 +208,51 @@ class Engine:
             return load_definition_file(definition)
         return load_definition(definition)
 
+    def apply(self, definition: Workflow | str | Path) -> tuple[str, str]:
+        """Register a definition under its name and version: ("applied" | "unchanged", hash).
+        A different definition under an existing name and version is refused."""
+        workflow = self._as_workflow(definition)
+        digest = content_hash(workflow)
+        record = DefinitionRecord(
+            digest,
+            workflow.name,
+            workflow.version,
+            canonical_json(workflow),
+            self.clock.now(),
+            self.tenant,
+        )
+        outcome = self.store.apply_definition(record)  # type: ignore[attr-defined]
+        if outcome == "conflict":
+            raise DefinitionConflict(
+                f"{workflow.name} version {workflow.version} is already applied with "
+                "different content",
+                hint="bump metadata.version to apply a new version",
+            )
+        self._stored.add((self.tenant, digest))
+        self._definitions.setdefault(digest, workflow)
+        return str(outcome), digest
+
+    def named(self, name: str, version: str | None = None) -> tuple[Workflow, str]:
+        """A registered definition by name (the latest applied version, or `version`);
+        falls back to the newest stored definition of that name (e.g. from `wovyr run`)."""
+        registry = getattr(self.store, "registered_definition", None)
+        record = registry(name, version, self.tenant) if registry else None
+        if record is None and version is None:
+            record = self.store.latest_definition(name, self.tenant)
+        if record is None:
+            what = f"{name!r} version {version!r}" if version else repr(name)
+            raise NotFound(
+                f"no workflow {what} is registered",
+                hint="apply it with `wovyr definitions apply FILE`",
+            )
+        return self.definition(record.hash), record.hash
+
     def resolve(self, definition_or_name: Workflow | str | Path) -> tuple[Workflow, str]:
+        """(definition, hash) for a model, YAML/JSON text, a file path or a registered name."""
         if isinstance(definition_or_name, str) and "\n" not in definition_or_name:
             path = Path(definition_or_name)
             if not path.suffix:
-                record = self.store.latest_definition(definition_or_name, self.tenant)
-                if record is None:
-                    raise NotFound(f"no workflow named {definition_or_name!r} is registered")
-                return self.definition(record.hash), record.hash
+                return self.named(definition_or_name)
             definition_or_name = path
         return self._pin(definition_or_name)
 

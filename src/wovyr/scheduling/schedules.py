@@ -434,13 +434,8 @@ class Schedules:
         if workflow is None:
             raise _bad("a schedule needs a workflow (a registered name or a file)", "workflow")
         if isinstance(workflow, str) and not workflow.endswith((".yaml", ".yml", ".json")):
-            found = self.engine.store.latest_definition(workflow, self.engine.tenant)
-            if found is None:
-                raise NotFound(
-                    f"no workflow named {workflow!r} is registered",
-                    hint="apply it first, or pass --file",
-                )
-            return workflow, found.hash, self.engine.definition(found.hash), False
+            definition, digest = self.engine.named(workflow)
+            return workflow, digest, definition, False
         definition, digest = self.engine.resolve(
             Path(workflow) if isinstance(workflow, str) else workflow
         )

@@ -26,13 +26,14 @@ from wovyr.store.base import (
     StepWrite,
     TimerRecord,
 )
+from wovyr.store.memory_registry import MemoryRegistry
 from wovyr.store.memory_schedules import MemorySchedules
 from wovyr.store.shards import shards_for, stable_shard
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(MemorySchedules):
+class MemoryStore(MemorySchedules, MemoryRegistry):
     def __init__(self) -> None:
         self.url = "memory://"
         self._lock = threading.RLock()

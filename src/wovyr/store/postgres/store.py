@@ -50,6 +50,7 @@ from wovyr.store.base import (
 from wovyr.store.codec import dumps
 from wovyr.store.postgres import support
 from wovyr.store.postgres.queries import migrations, queries
+from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.support import Connection
 from wovyr.store.shards import shards_for, stable_shard
@@ -60,7 +61,7 @@ T = TypeVar("T")
 RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
-class PostgresStore(PostgresSchedules):
+class PostgresStore(PostgresSchedules, PostgresRegistry):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
     def __init__(

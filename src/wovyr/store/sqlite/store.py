@@ -34,6 +34,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 
 __all__ = ["SQLiteStore"]
@@ -53,7 +54,7 @@ def _migrations() -> list[tuple[int, str]]:
     return sorted(out)
 
 
-class SQLiteStore(SQLiteSchedules):
+class SQLiteStore(SQLiteSchedules, SQLiteRegistry):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:

@@ -1,0 +1,104 @@
+"""`wovyr definitions apply|list|show`: the definition registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from wovyr.cli.common import console, echo_json, engine_options, open_engine
+from wovyr.cli.main import EXIT_FAILED, cli
+from wovyr.errors import DefinitionConflict, DefinitionError
+from wovyr.settings import Settings
+
+__all__: list[str] = []
+
+
+@cli.group("definitions")
+def definitions() -> None:
+    """Register workflow definitions by name and version."""
+
+
+@definitions.command("apply")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
+    """Register each FILE under its metadata name and version (idempotent)."""
+    results = []
+    failed = False
+    with open_engine(settings, load_activities=False) as engine:
+        for file in files:
+            try:
+                outcome, digest = engine.apply(file)
+                workflow = engine.definition(digest)
+                results.append(
+                    {
+                        "file": str(file),
+                        "name": workflow.name,
+                        "version": workflow.version,
+                        "hash": digest,
+                        "result": outcome,
+                    }
+                )
+            except (DefinitionError, DefinitionConflict) as exc:
+                failed = True
+                results.append({"file": str(file), "result": "error", "error": str(exc)})
+    if as_json:
+        echo_json(results)
+    else:
+        for r in results:
+            if r["result"] == "error":
+                console.print(f"[red]{r['file']}: {r['error']}[/]")
+            else:
+                console.print(
+                    f"{r['file']}: {r['name']} v{r['version']} {r['result']} ({r['hash'][:19]})"
+                )
+    if failed:
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+@definitions.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def list_command(as_json: bool, settings: Settings) -> None:
+    """List registered definitions, newest first."""
+    with open_engine(settings, load_activities=False) as engine:
+        records = engine.store.list_registered(engine.tenant)  # type: ignore[attr-defined]
+    if as_json:
+        echo_json(
+            [
+                {
+                    "name": r.name,
+                    "version": r.version,
+                    "hash": r.hash,
+                    "applied_at": r.created_at.isoformat(),
+                }
+                for r in records
+            ]
+        )
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("name", "version", "applied", "hash"):
+        table.add_column(column)
+    for r in records:
+        table.add_row(r.name, r.version, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.hash[:19])
+    console.print(table)
+
+
+@definitions.command("show")
+@click.argument("name")
+@click.option("--version", "version", help="A specific version (default: the latest).")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def show_command(name: str, version: str | None, as_json: bool, settings: Settings) -> None:
+    """Print a registered definition (canonical JSON)."""
+    with open_engine(settings, load_activities=False) as engine:
+        workflow, digest = engine.named(name, version)
+    data = workflow.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+    if as_json:
+        echo_json({"hash": digest, "definition": data})
+    else:
+        console.print(f"{workflow.name} v{workflow.version}  {digest}")
+        echo_json(data)
