@@ -201,6 +201,12 @@ class Activity(_Runnable):
     wait: WaitSpec | None = None
     workflow: ChildWorkflowSpec | None = None
     compensate: CompensateSpec | None = None
+    for_each: str | None = Field(
+        default=None, description="Run once per item of this list (`item`, `index` in scope)"
+    )
+    max_concurrency: int | None = Field(
+        default=None, ge=1, le=10_000, description="Items of a for_each run at most this many at once"
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> Activity:

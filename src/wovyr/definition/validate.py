@@ -39,6 +39,7 @@ from wovyr.errors import ExpressionError, Problem
 __all__ = ["validate", "validate_data"]
 
 _INPUT_TYPES = ("string", "number", "integer", "boolean", "object", "array")
+_ITEM_ROOTS = frozenset({"item", "index"})
 _NOT_RENDERED = frozenset({"id", "needs", "description"})
 _IDENT = re.compile(IDENT_PATTERN)
 
@@ -240,17 +241,21 @@ class _Checker:
     def _activity(self, index: int, act: dict[str, Any], upstream: dict[str, int]) -> None:
         ident = act.get("id") if isinstance(act.get("id"), str) else None
         base: DataPath = ("activities", index)
+        mapped = act.get("for_each") is not None
         scope = _Scope(
-            roots=frozenset(CONTEXT_ROOTS),
+            roots=frozenset(CONTEXT_ROOTS) - (frozenset() if mapped else _ITEM_ROOTS),
             owner=ident,
             upstream=upstream.get(ident, 0) if ident else 0,
         )
         self._runnable(act, base)
         self._when(act.get("when"), (*base, "when"))
+        self._for_each(act.get("for_each"), (*base, "for_each"))
         for key, value in act.items():
             if key in _NOT_RENDERED:
                 continue
             inner = replace(scope, compensation=True) if key == "compensate" else scope
+            if key in ("for_each", "when"):  # decided before any item exists
+                inner = replace(scope, roots=scope.roots - _ITEM_ROOTS)
             for path, text in _strings(value, (*base, key)):
                 self._text(text, path, inner)
         compensate = act.get("compensate")
@@ -291,6 +296,17 @@ class _Checker:
                 "the workflow starts itself as a child, which never ends",
                 (*base, "workflow", "name"),
                 hint="add a 'when' condition that ends it",
+            )
+
+    def _for_each(self, value: Any, path: DataPath) -> None:
+        if value is None:
+            return
+        whole = TEMPLATE_RE.fullmatch(value) if isinstance(value, str) else None
+        if whole is None or "${{" in whole.group(1):
+            self.add(
+                "'for_each' must be a single '${{ ... }}' expression yielding a list",
+                path,
+                hint='e.g. for_each: "${{ inputs.orders }}"',
             )
 
     def _when(self, when: Any, path: DataPath) -> None:

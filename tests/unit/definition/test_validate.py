@@ -180,12 +180,29 @@ def test_the_output_may_read_any_activity_but_not_item() -> None:
     assert problem.hint == "'item' exists only inside an activity"
 
 
-def test_item_and_index_are_reserved_inside_activities() -> None:
+def test_item_and_index_are_in_scope_only_inside_a_for_each() -> None:
     load_definition(
         workflow_text("""\
-        activities: [{id: a, set: {v: "${{ item }}", i: "${{ index }}"}}]
+        inputs: {xs: {type: array, default: [1]}}
+        activities:
+          - {id: a, for_each: "${{ inputs.xs }}", set: {v: "${{ item }}", i: "${{ index }}"}}
         """)
     )
+    found = messages(
+        workflow_text("""\
+        activities: [{id: a, set: {v: "${{ item }}"}}]
+        """)
+    )
+    assert len(found) == 1 and "item" in found[0]
+
+
+def test_for_each_must_be_one_expression() -> None:
+    found = messages(
+        workflow_text("""\
+        activities: [{id: a, for_each: "items", set: {v: 1}}]
+        """)
+    )
+    assert found == ["'for_each' must be a single '${{ ... }}' expression yielding a list"]
 
 
 def test_dynamic_activity_access_inside_an_activity_is_refused() -> None:
