@@ -21,6 +21,13 @@ Types and their data:
 - ``CompensationStepStarted`` activity, attempt
 - ``ActivityCompensated`` activity, output    ``CompensationFailed`` activity, error
 - ``CompensationAttemptFailed`` activity, attempt, error (another attempt follows)
+- ``ChildStarted``      activity, index, attempt, child (a child workflow now runs)
+- ``ChildFinished``     activity, index, attempt, child, status, output, error (appended to
+  the parent in the same transaction that finishes the child)
+- ``ItemStarted`` / ``ItemCompleted`` / ``ItemFailed``: one item of a `for_each` activity
+  (activity, index, attempt, and input / output / error, will_retry, next_attempt_at)
+
+Compensation events carry an ``index`` when they undo one item of a `for_each` activity.
 """
 
 from __future__ import annotations
@@ -51,6 +58,11 @@ class EventType:
     COMPENSATION_STEP_STARTED = "CompensationStepStarted"
     ACTIVITY_COMPENSATED = "ActivityCompensated"
     COMPENSATION_ATTEMPT_FAILED = "CompensationAttemptFailed"
+    CHILD_STARTED = "ChildStarted"
+    CHILD_FINISHED = "ChildFinished"
+    ITEM_STARTED = "ItemStarted"
+    ITEM_COMPLETED = "ItemCompleted"
+    ITEM_FAILED = "ItemFailed"
     COMPENSATION_FAILED = "CompensationFailed"
 
 

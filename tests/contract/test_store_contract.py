@@ -189,3 +189,12 @@ def test_definitions_by_hash_and_latest_by_name(store: Store) -> None:
     latest = store.latest_definition("wf")
     assert latest is not None and latest.hash == "h2"
     assert store.get_definition("h1", tenant="other") is None
+
+
+def test_an_atomic_batch_writes_all_or_nothing(store: Store) -> None:
+    create(store, "a")
+    create(store, "b")
+    assert store.commit([step("a", 1), step("b", 5)], atomic=True)[1] is CommitOutcome.CONFLICT
+    assert len(store.history("a")) == 1 and len(store.history("b")) == 1
+    assert store.commit([step("a", 1), step("b", 1)], atomic=True) == [CommitOutcome.OK] * 2
+    assert len(store.history("a")) == 2 and len(store.history("b")) == 2

@@ -1,13 +1,15 @@
 """The pure decider: `decide(definition, state, now, in_flight) -> Decision`.
 
 It reads the state, never a clock or the outside world, and returns the events to record
-now plus the activity attempts to run once those events are durable. Activities that need
-no I/O (`set`, waits that are already satisfied, skips, completion) are settled here, so
-the commit that records one activity's result also records everything it unblocks.
+now plus the attempts to run once those events are durable. Steps that need no I/O (`set`,
+satisfied waits, skips, a finished child, completion) are settled here, so the commit that
+records one activity's result also records everything it unblocks.
 
-`in_flight` names the activities whose attempt is running in *this* worker. An activity
-the state calls running that is not in flight was lost with a crashed worker: a new
-attempt is recorded before it runs again, and after `max_attempts` it fails.
+`in_flight` names the attempts running in *this* worker. An attempt the state calls
+running that is not in flight was lost with a crashed worker: a new attempt is recorded
+before it runs again, and after `max_attempts` it fails. (Starting a child workflow is
+idempotent, so a lost start is simply repeated.) `for_each` items live in `items.py`, the
+failure path and compensation in `saga.py`.
 """
 
 from __future__ import annotations
@@ -17,11 +19,25 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wovyr.definition.expr import evaluate_condition, render
-from wovyr.definition.model import Activity, CompensateSpec, RetryPolicy, Workflow
+from wovyr.definition.model import Activity, Workflow
+from wovyr.engine import items, saga
+from wovyr.engine.policy import (
+    Outcome,
+    RunActivity,
+    error,
+    ev,
+    failure_events,
+    retry_due,
+    retry_policy,
+    spec_of,
+)
 from wovyr.engine.state import ActivityState, ActivityStatus, ExecutionState, apply
+from wovyr.engine.waits import begin_wait as _begin_wait
+from wovyr.engine.waits import check_wait as _check_wait
 from wovyr.events import Event, EventType
 
 __all__ = [
+    "MAX_ITEMS",
     "Decision",
     "Outcome",
     "RunActivity",
@@ -32,32 +48,9 @@ __all__ = [
     "start_events",
 ]
 
-RUNNABLE_KINDS = frozenset({"tool", "http", "shell", "workflow"})
+MAX_ITEMS = 10_000  # items of one for_each (Engine(max_items=...) changes it)
 _MAX_PASSES = 10_000
-
-
-@dataclass(frozen=True)
-class RunActivity:
-    """Run one attempt of an activity (or of its compensation) once the events are durable."""
-
-    activity_id: str
-    attempt: int
-    kind: str
-    input: Any
-    compensation: bool = False
-
-    @property
-    def key(self) -> str:
-        return f"{self.activity_id}/compensate" if self.compensation else self.activity_id
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one attempt produced: an output, or an error mapping {type, message, details}."""
-
-    output: Any = None
-    error: dict[str, Any] | None = None
-    retryable: bool = True
+_ev, _error = ev, error
 
 
 @dataclass
@@ -65,14 +58,6 @@ class Decision:
     events: list[Event] = field(default_factory=list)
     runs: list[RunActivity] = field(default_factory=list)
     state: ExecutionState | None = None
-
-
-def retry_policy(activity: Activity | CompensateSpec) -> RetryPolicy:
-    if activity.retry is not None:
-        return activity.retry
-    if isinstance(activity, Activity) and (activity.workflow is not None or activity.wait):
-        return RetryPolicy(max_attempts=1)  # children and waits retry only when asked to
-    return RetryPolicy()
 
 
 def start_events(
@@ -132,13 +117,15 @@ def decide(
     state: ExecutionState,
     now: datetime,
     in_flight: frozenset[str] = frozenset(),
+    *,
+    max_items: int = MAX_ITEMS,
 ) -> Decision:
     """Events to record and attempts to run, settling every pure step to a fixpoint."""
     decision = Decision(state=state)
     current = state
     for _ in range(_MAX_PASSES):
-        events, runs = _step(definition, current, now, in_flight)
-        if not events:
+        events, runs = _step(definition, current, now, in_flight, max_items)
+        if not events and not runs:
             break
         for event in events:
             current = apply(current, event)
@@ -154,139 +141,105 @@ def outcome_events(
 ) -> list[Event]:
     """The events recording `outcome` of `run`; empty when the result must be refused
     (the execution finished, or the attempt is no longer the current one)."""
-    act = state.activity(run.activity_id)
     if state.finished:
         return []
+    act = definition.activity(run.activity_id)
+    a = state.activity(run.activity_id)
     if run.compensation:
-        if act.status != ActivityStatus.COMPENSATING or act.compensation_attempt != run.attempt:
+        return _compensation_outcome(act, a, run, outcome, now)
+    if run.index is not None:
+        item = (a.items or ())[run.index] if a.items and run.index < len(a.items) else None
+        if (
+            item is None
+            or item["status"] != ActivityStatus.RUNNING
+            or item["attempt"] != run.attempt
+        ):
             return []
-        return _compensation_outcome(definition, run, outcome, now)
-    if act.status != ActivityStatus.RUNNING or act.attempt != run.attempt:
+        return items.item_outcome_events(act, run.index, run.attempt, outcome, now)
+    if a.status != ActivityStatus.RUNNING or a.attempt != run.attempt:
         return []
+    if outcome.child is not None:
+        return [
+            _ev(
+                EventType.CHILD_STARTED,
+                now,
+                activity=act.id,
+                attempt=run.attempt,
+                child=outcome.child,
+            )
+        ]
     if outcome.error is None:
         return [
             _ev(
                 EventType.ACTIVITY_COMPLETED,
                 now,
-                activity=run.activity_id,
+                activity=act.id,
                 attempt=run.attempt,
                 output=outcome.output,
             )
         ]
-    policy = retry_policy(definition.activity(run.activity_id))
-    return _failure(run.activity_id, run.attempt, outcome.error, outcome.retryable, policy, now)
-
-
-def _failure(
-    activity_id: str,
-    attempt: int,
-    error: dict[str, Any],
-    retryable: bool,
-    policy: RetryPolicy,
-    now: datetime,
-) -> list[Event]:
-    will_retry = (
-        retryable
-        and attempt < policy.max_attempts
-        and error.get("type") not in policy.non_retryable
+    return failure_events(
+        act.id, run.attempt, outcome.error, outcome.retryable, retry_policy(act), now
     )
-    if not will_retry:
-        return [
-            _ev(
-                EventType.ACTIVITY_FAILED,
-                now,
-                activity=activity_id,
-                attempt=attempt,
-                error=error,
-                will_retry=False,
-                next_attempt_at=None,
-            )
-        ]
-    fire_at = now + timedelta(seconds=policy.delay(attempt))
-    events = [
-        _ev(
-            EventType.ACTIVITY_FAILED,
-            now,
-            activity=activity_id,
-            attempt=attempt,
-            error=error,
-            will_retry=True,
-            next_attempt_at=fire_at.isoformat(),
-        )
-    ]
-    if fire_at > now:
-        events.append(
-            _ev(
-                EventType.TIMER_ARMED,
-                now,
-                timer=f"{activity_id}:retry:{attempt}",
-                activity=activity_id,
-                purpose="retry",
-                fire_at=fire_at.isoformat(),
-            )
-        )
-    return events
 
 
 def _compensation_outcome(
-    definition: Workflow, run: RunActivity, outcome: Outcome, now: datetime
+    act: Activity, a: ActivityState, run: RunActivity, outcome: Outcome, now: datetime
 ) -> list[Event]:
-    aid = run.activity_id
+    where: dict[str, Any] = {"activity": act.id}
+    if run.index is not None:
+        item = (a.items or ())[run.index]
+        if item.get("compensation") != "running" or item.get("compensation_attempt") != run.attempt:
+            return []
+        where["index"] = run.index
+    elif a.status != ActivityStatus.COMPENSATING or a.compensation_attempt != run.attempt:
+        return []
     if outcome.error is None:
-        return [_ev(EventType.ACTIVITY_COMPENSATED, now, activity=aid, output=outcome.output)]
-    spec = definition.activity(aid).compensate
-    assert spec is not None
-    if outcome.retryable and run.attempt < retry_policy(spec).max_attempts:
+        return [_ev(EventType.ACTIVITY_COMPENSATED, now, **where, output=outcome.output)]
+    assert act.compensate is not None
+    if outcome.retryable and run.attempt < retry_policy(act.compensate).max_attempts:
         return [
             _ev(
                 EventType.COMPENSATION_ATTEMPT_FAILED,
                 now,
-                activity=aid,
+                **where,
                 attempt=run.attempt,
                 error=outcome.error,
             )
         ]
-    return [_ev(EventType.COMPENSATION_FAILED, now, activity=aid, error=outcome.error)]
-
-
-def _ev(kind: str, now: datetime, **data: Any) -> Event:
-    return Event(kind, now, data)
-
-
-def _error(kind: str, message: str, **details: Any) -> dict[str, Any]:
-    err: dict[str, Any] = {"type": kind, "message": message}
-    if details:
-        err["details"] = details
-    return err
+    return [_ev(EventType.COMPENSATION_FAILED, now, **where, error=outcome.error)]
 
 
 # --- one pass -------------------------------------------------------------------------
 
 
 def _step(
-    definition: Workflow, state: ExecutionState, now: datetime, in_flight: frozenset[str]
+    definition: Workflow,
+    state: ExecutionState,
+    now: datetime,
+    in_flight: frozenset[str],
+    max_items: int,
 ) -> tuple[list[Event], list[RunActivity]]:
     if state.finished:
         return [], []
     if state.compensation is not None:
-        return _compensate(definition, state, now, in_flight)
+        return saga.compensate(definition, state, now, in_flight)
     if state.timed_out:
-        timeout_events, timeout_runs = _timeout(definition, state, now)
+        timeout_events, timeout_runs = saga.timeout(definition, state, now)
         if timeout_events:
             return timeout_events, timeout_runs
     if any(state.activity(a.id).status == ActivityStatus.FAILED for a in definition.activities):
-        return _failing(definition, state, now, in_flight)
+        return saga.failing(definition, state, now, in_flight)
     events: list[Event] = []
     runs: list[RunActivity] = []
     ctx = expression_context(state)
     for act in definition.activities:
-        ev, run = _advance(act, state.activity(act.id), state, ctx, now, in_flight)
-        events.extend(ev)
-        if run is not None:
-            runs.append(run)
-        if ev and any(e.type in _SETTLING for e in ev):
+        ev_a, run_a = _advance(act, state.activity(act.id), state, ctx, now, in_flight, max_items)
+        events.extend(ev_a)
+        runs.extend(run_a)
+        if any(e.type in _SETTLING for e in ev_a):
             break  # the context changed: re-evaluate on the next pass
-    if events:
+    if events or runs:
         return events, runs
     if all(state.activity(a.id).status in ActivityStatus.DONE_OK for a in definition.activities):
         return _complete(definition, state, ctx, now), []
@@ -305,38 +258,74 @@ def _advance(
     ctx: dict[str, Any],
     now: datetime,
     in_flight: frozenset[str],
-) -> tuple[list[Event], RunActivity | None]:
+    max_items: int,
+) -> tuple[list[Event], list[RunActivity]]:
     if a.status == ActivityStatus.PENDING and a.started_at is None:
-        return _maybe_schedule(act, state, ctx, now)
+        return _maybe_schedule(act, state, ctx, now, max_items)
+    if a.items is not None:
+        if a.status == ActivityStatus.RUNNING:
+            return items.advance_items(act, a, ctx, now, in_flight)
+        return [], []
+    if _child_done(a.child_result, a.status, a.attempt):
+        return outcome_events_for_child(act, a, now), []
     if a.status == ActivityStatus.WAITING:
-        return _check_wait(act, a, state, now), None
+        return _check_wait(act, a, state, now), []
     if a.status == ActivityStatus.RUNNING and act.id not in in_flight:
         return _recover_lost_attempt(act, a, now, state.id)
-    if a.status == ActivityStatus.RETRYING and _retry_due(a, now):
+    if a.status == ActivityStatus.RETRYING and retry_due(a.next_attempt_at, a.timer_fired, now):
         return _next_attempt(act, a.attempt + 1, a.input, now, state.id)
-    return [], None
+    return [], []
+
+
+def _child_done(result: dict[str, Any] | None, status: str, attempt: int) -> bool:
+    """A ChildFinished for the current attempt has arrived (maybe before ChildStarted)."""
+    return (
+        result is not None
+        and status in (ActivityStatus.RUNNING, ActivityStatus.WAITING)
+        and result.get("attempt", attempt) == attempt
+    )
+
+
+def outcome_events_for_child(act: Activity, a: ActivityState, now: datetime) -> list[Event]:
+    assert a.child_result is not None
+    outcome = items.child_outcome(a.child_result)
+    if outcome.error is None:
+        return [
+            _ev(
+                EventType.ACTIVITY_COMPLETED,
+                now,
+                activity=act.id,
+                attempt=a.attempt,
+                output=outcome.output,
+            )
+        ]
+    return failure_events(
+        act.id, a.attempt, outcome.error, outcome.retryable, retry_policy(act), now
+    )
 
 
 def _maybe_schedule(
-    act: Activity, state: ExecutionState, ctx: dict[str, Any], now: datetime
-) -> tuple[list[Event], RunActivity | None]:
+    act: Activity, state: ExecutionState, ctx: dict[str, Any], now: datetime, max_items: int
+) -> tuple[list[Event], list[RunActivity]]:
     for need in act.needs:
         if state.activity(need).status not in ActivityStatus.DONE_OK:
-            return [], None
+            return [], []
     try:
         if not evaluate_condition(act.when, ctx, where=f"activity '{act.id}' field when"):
             return [
                 _ev(EventType.ACTIVITY_SKIPPED, now, activity=act.id, reason="condition is false")
-            ], None
+            ], []
+        if act.for_each is not None:
+            return items.schedule_items(act, ctx, now, max_items), []
         if act.wait is not None:
-            return _begin_wait(act, state, now), None
+            return _begin_wait(act, state, now), []
         if act.set is not None:
             output = render(act.set, ctx, where=f"activity '{act.id}' field set")
             return [
                 _ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None),
                 _ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=output),
-            ], None
-        rendered = render(_spec_of(act), ctx, where=f"activity '{act.id}' field {act.kind}")
+            ], []
+        rendered = render(spec_of(act), ctx, where=f"activity '{act.id}' field {act.kind}")
     except Exception as exc:  # expression errors fail the activity, never the engine
         return [
             _ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None),
@@ -349,42 +338,26 @@ def _maybe_schedule(
                 will_retry=False,
                 next_attempt_at=None,
             ),
-        ], None
-    events, run = _next_attempt(act, 1, rendered, now, state.id)
-    return [_ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=rendered), *events], run
-
-
-def _spec_of(act: Activity | CompensateSpec) -> Any:
-    if act.tool is not None:
-        return act.with_
-    if act.http is not None:
-        return act.http.model_dump(by_alias=True, mode="json", exclude_none=True)
-    if act.shell is not None:
-        return act.shell.model_dump(mode="json", exclude_none=True)
-    if isinstance(act, Activity) and act.workflow is not None:
-        return act.workflow.model_dump(mode="json", exclude_none=True)
-    return act.set
+        ], []
+    events, runs = _next_attempt(act, 1, rendered, now, state.id)
+    return [_ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=rendered), *events], runs
 
 
 def _next_attempt(
     act: Activity, attempt: int, rendered: Any, now: datetime, execution_id: str
-) -> tuple[list[Event], RunActivity]:
+) -> tuple[list[Event], list[RunActivity]]:
     key = f"{execution_id}/{act.id}/{attempt}"
     event = _ev(EventType.ACTIVITY_STARTED, now, activity=act.id, attempt=attempt, key=key)
-    return [event], RunActivity(act.id, attempt, act.kind, rendered)
-
-
-def _retry_due(a: ActivityState, now: datetime) -> bool:
-    if a.timer_fired or a.next_attempt_at is None:
-        return True
-    return datetime.fromisoformat(a.next_attempt_at) <= now
+    return [event], [RunActivity(act.id, attempt, act.kind, rendered)]
 
 
 def _recover_lost_attempt(
     act: Activity, a: ActivityState, now: datetime, execution_id: str
-) -> tuple[list[Event], RunActivity | None]:
+) -> tuple[list[Event], list[RunActivity]]:
+    if act.workflow is not None:  # starting a child is idempotent: start (find) it again
+        return [], [RunActivity(act.id, a.attempt, act.kind, a.input)]
     policy = retry_policy(act)
-    error = _error("WorkerLost", f"attempt {a.attempt} was lost with its worker")
+    lost = _error("WorkerLost", f"attempt {a.attempt} was lost with its worker")
     if a.attempt >= policy.max_attempts:
         return [
             _ev(
@@ -392,138 +365,22 @@ def _recover_lost_attempt(
                 now,
                 activity=act.id,
                 attempt=a.attempt,
-                error=error,
+                error=lost,
                 will_retry=False,
                 next_attempt_at=None,
             )
-        ], None
+        ], []
     failed = _ev(
         EventType.ACTIVITY_FAILED,
         now,
         activity=act.id,
         attempt=a.attempt,
-        error=error,
+        error=lost,
         will_retry=True,
         next_attempt_at=now.isoformat(),
     )
-    events, run = _next_attempt(act, a.attempt + 1, a.input, now, execution_id)
-    return [failed, *events], run
-
-
-def _begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Event]:
-    wait = act.wait
-    assert wait is not None
-    events: list[Event] = []
-    if wait.signal is not None:
-        info: dict[str, Any] = {"kind": "signal", "name": wait.signal}
-    elif wait.timer is not None:
-        fire_at = wait.timer.at or now + timedelta(seconds=wait.timer.after or 0)
-        info = {"kind": "timer", "fire_at": fire_at.isoformat()}
-        events.append(
-            _ev(
-                EventType.TIMER_ARMED,
-                now,
-                timer=f"{act.id}:timer",
-                activity=act.id,
-                purpose="wait",
-                fire_at=fire_at.isoformat(),
-            )
-        )
-    else:
-        approval = wait.approval
-        assert approval is not None
-        info = {"kind": "approval", "approvers": list(approval.approvers), "timeout_at": None}
-        if approval.timeout is not None:
-            timeout_at = (now + timedelta(seconds=approval.timeout)).isoformat()
-            info["timeout_at"] = timeout_at
-            events.append(
-                _ev(
-                    EventType.TIMER_ARMED,
-                    now,
-                    timer=f"{act.id}:approval-timeout",
-                    activity=act.id,
-                    purpose="approval_timeout",
-                    fire_at=timeout_at,
-                )
-            )
-    return [_ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None, wait=info), *events]
-
-
-def _check_wait(
-    act: Activity, a: ActivityState, state: ExecutionState, now: datetime
-) -> list[Event]:
-    wait = a.wait or {}
-    kind = wait.get("kind")
-    if kind == "signal":
-        name = wait["name"]
-        if state.signals.get(name):
-            return [
-                _ev(
-                    EventType.ACTIVITY_COMPLETED,
-                    now,
-                    activity=act.id,
-                    attempt=1,
-                    output=state.signals[name][0],
-                    signal=name,
-                )
-            ]
-        return []
-    if kind == "timer":
-        if a.timer_fired:
-            return [
-                _ev(
-                    EventType.ACTIVITY_COMPLETED,
-                    now,
-                    activity=act.id,
-                    attempt=1,
-                    output={"fired": True, "fire_at": wait.get("fire_at")},
-                )
-            ]
-        return []
-    decision = state.approvals.get(act.id)
-    cancel_timer = [
-        _ev(EventType.TIMER_CANCELLED, now, timer=t)
-        for t, info in state.timers.items()
-        if info.get("activity") == act.id
-    ]
-    if decision is not None:
-        if decision["approved"]:
-            return [
-                *cancel_timer,
-                _ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=decision),
-            ]
-        error = _error(
-            "ApprovalRejected",
-            f"rejected by {decision.get('by') or 'unknown'}",
-            by=decision.get("by"),
-            comment=decision.get("comment"),
-        )
-        return [
-            *cancel_timer,
-            _ev(
-                EventType.ACTIVITY_FAILED,
-                now,
-                activity=act.id,
-                attempt=1,
-                error=error,
-                will_retry=False,
-                next_attempt_at=None,
-            ),
-        ]
-    if a.timer_fired:
-        error = _error("ApprovalTimeout", "no decision before the approval timeout")
-        return [
-            _ev(
-                EventType.ACTIVITY_FAILED,
-                now,
-                activity=act.id,
-                attempt=1,
-                error=error,
-                will_retry=False,
-                next_attempt_at=None,
-            )
-        ]
-    return []
+    events, runs = _next_attempt(act, a.attempt + 1, a.input, now, execution_id)
+    return [failed, *events], runs
 
 
 def _complete(
@@ -536,154 +393,3 @@ def _complete(
         error = _error("ExpressionError", str(exc))
         return [*cancel, _ev(EventType.EXECUTION_FAILED, now, error=error)]
     return [*cancel, _ev(EventType.EXECUTION_COMPLETED, now, output=output)]
-
-
-# --- failure and compensation ---------------------------------------------------------
-
-
-def _timeout(
-    definition: Workflow, state: ExecutionState, now: datetime
-) -> tuple[list[Event], list[RunActivity]]:
-    error = _error("WorkflowTimeout", f"the workflow did not finish within {definition.timeout}s")
-    events = [
-        _ev(
-            EventType.ACTIVITY_FAILED,
-            now,
-            activity=aid,
-            attempt=a.attempt,
-            error=error,
-            will_retry=False,
-            next_attempt_at=None,
-        )
-        for aid, a in state.activities.items()
-        if a.status in ActivityStatus.ACTIVE
-    ]
-    failed = any(a.status == ActivityStatus.FAILED for a in state.activities.values())
-    if not events and not failed:  # nothing active: fail a pending one to start the saga
-        pending = [
-            a.id
-            for a in definition.activities
-            if state.activity(a.id).status == ActivityStatus.PENDING
-        ]
-        events = (
-            [
-                _ev(
-                    EventType.ACTIVITY_FAILED,
-                    now,
-                    activity=pending[0],
-                    attempt=0,
-                    error=error,
-                    will_retry=False,
-                    next_attempt_at=None,
-                )
-            ]
-            if pending
-            else []
-        )
-    return events, []
-
-
-def _failing(
-    definition: Workflow, state: ExecutionState, now: datetime, in_flight: frozenset[str]
-) -> tuple[list[Event], list[RunActivity]]:
-    """An activity failed: start nothing new, let in-flight attempts finish, then compensate."""
-    events: list[Event] = []
-    still_running = False
-    for act in definition.activities:
-        a = state.activity(act.id)
-        if a.status == ActivityStatus.RUNNING:
-            if act.id in in_flight:
-                still_running = True
-            else:
-                events.append(
-                    _ev(
-                        EventType.ACTIVITY_FAILED,
-                        now,
-                        activity=act.id,
-                        attempt=a.attempt,
-                        will_retry=False,
-                        next_attempt_at=None,
-                        error=_error("WorkerLost", "lost while the workflow failed"),
-                    )
-                )
-        elif a.status in (ActivityStatus.PENDING, ActivityStatus.WAITING, ActivityStatus.RETRYING):
-            events.append(
-                _ev(EventType.ACTIVITY_SKIPPED, now, activity=act.id, reason="workflow failed")
-            )
-    events.extend(_ev(EventType.TIMER_CANCELLED, now, timer=t) for t in state.timers)
-    if events or still_running:
-        return events, []
-    first = min(
-        (a for a in definition.activities if state.activity(a.id).status == ActivityStatus.FAILED),
-        key=lambda a: state.activity(a.id).finished_at or "",
-    )
-    reason = {
-        "type": "ActivityFailed",
-        "activity": first.id,
-        "error": state.activity(first.id).error,
-    }
-    completed = [
-        a.id
-        for a in definition.activities
-        if a.compensate is not None and state.activity(a.id).status == ActivityStatus.COMPLETED
-    ]
-    order = sorted(completed, key=lambda aid: -(state.activity(aid).completion_order or 0))
-    return [_ev(EventType.COMPENSATION_STARTED, now, activities=order, reason=reason)], []
-
-
-def _compensate(
-    definition: Workflow, state: ExecutionState, now: datetime, in_flight: frozenset[str]
-) -> tuple[list[Event], list[RunActivity]]:
-    """Undo completed activities one at a time, in reverse completion order."""
-    comp = state.compensation or {}
-    for aid in comp.get("order", []):
-        a = state.activity(aid)
-        spec = definition.activity(aid).compensate
-        assert spec is not None
-        if a.status == ActivityStatus.COMPLETED:
-            return _compensation_attempt(aid, spec, 1, state, now)
-        if a.status == ActivityStatus.COMPENSATING:
-            if f"{aid}/compensate" in in_flight:
-                return [], []
-            if a.compensation_attempt >= retry_policy(spec).max_attempts:
-                error = a.compensation_error or _error("WorkerLost", "compensation attempt lost")
-                return [_ev(EventType.COMPENSATION_FAILED, now, activity=aid, error=error)], []
-            return _compensation_attempt(aid, spec, a.compensation_attempt + 1, state, now)
-    steps = [
-        {
-            "activity": aid,
-            "status": state.activity(aid).status,
-            "error": state.activity(aid).compensation_error
-            if state.activity(aid).status == ActivityStatus.COMPENSATION_FAILED
-            else None,
-        }
-        for aid in comp.get("order", [])
-    ]
-    error = dict(comp.get("reason") or {})
-    error["compensation"] = steps
-    return [_ev(EventType.EXECUTION_FAILED, now, error=error)], []
-
-
-def _compensation_attempt(
-    aid: str, spec: CompensateSpec, attempt: int, state: ExecutionState, now: datetime
-) -> tuple[list[Event], list[RunActivity]]:
-    started = _ev(EventType.COMPENSATION_STEP_STARTED, now, activity=aid, attempt=attempt)
-    ctx = expression_context(state)
-    try:
-        rendered = render(_spec_of(spec), ctx, where=f"activity '{aid}' field compensate")
-    except Exception as exc:
-        return [
-            started,
-            _ev(
-                EventType.COMPENSATION_FAILED,
-                now,
-                activity=aid,
-                error=_error("ExpressionError", str(exc)),
-            ),
-        ], []
-    if spec.set is not None:
-        return [
-            started,
-            _ev(EventType.ACTIVITY_COMPENSATED, now, activity=aid, output=rendered),
-        ], []
-    return [started], [RunActivity(aid, attempt, spec.kind, rendered, compensation=True)]

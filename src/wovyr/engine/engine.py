@@ -19,11 +19,12 @@ from typing import Any
 
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
-from wovyr.definition.model import Workflow
+from wovyr.definition.model import ChildWorkflowSpec, Workflow
 from wovyr.definition.parse import load_definition, load_definition_file
 from wovyr.definition.pin import canonical_json, content_hash
-from wovyr.engine.activities.base import ActivityRegistry, default_registry
+from wovyr.engine.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.engine.decide import decide, start_events
+from wovyr.engine.policy import RunActivity
 from wovyr.engine.state import (
     ActivityStatus,
     ExecutionState,
@@ -41,7 +42,7 @@ from wovyr.errors import (
     StoreError,
 )
 from wovyr.events import Event, EventType
-from wovyr.ids import new_id, validate_execution_id
+from wovyr.ids import child_id, new_id, validate_execution_id
 from wovyr.store import open_store
 from wovyr.store.base import (
     DEFAULT_TENANT,
@@ -52,6 +53,7 @@ from wovyr.store.base import (
     ExecutionRecord,
     NewExecution,
     Page,
+    StepWrite,
     Store,
 )
 
@@ -103,8 +105,12 @@ class Engine:
         clock: Clock | None = None,
         activities: ActivityRegistry | None = None,
         tenant: str = DEFAULT_TENANT,
+        max_child_depth: int = 10,
+        max_items: int = 10_000,
     ) -> None:
         self.store = store
+        self.max_child_depth = max_child_depth
+        self.max_items = max_items
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
         self.tenant = tenant
@@ -118,7 +124,14 @@ class Engine:
         """The same engine (store, clock, activities, listeners) acting for `tenant`."""
         if tenant == self.tenant:
             return self
-        other = Engine(self.store, clock=self.clock, activities=self.activities, tenant=tenant)
+        other = Engine(
+            self.store,
+            clock=self.clock,
+            activities=self.activities,
+            tenant=tenant,
+            max_child_depth=self.max_child_depth,
+            max_items=self.max_items,
+        )
         other._definitions = self._definitions  # content-addressed: safe to share
         other._stored = self._stored
         other._sources = self._sources
@@ -314,7 +327,7 @@ class Engine:
         empty = ExecutionState(id=exec_id)
         state = fold(events, empty)
         if lease_owner is not None:
-            decision = decide(workflow, state, now)
+            decision = decide(workflow, state, now, max_items=self.max_items)
             assert decision.state is not None
             events, state = events + decision.events, decision.state
         step = make_step(exec_id, empty, state, events, now, ready=True)
@@ -433,7 +446,7 @@ class Engine:
             events = make_events(state, workflow)
             after = fold(events, state)
             step = make_step(execution_id, state, after, events, self.clock.now(), ready=True)
-            outcome = self.store.commit([step])[0]
+            outcome = self.commit_step(step, after)
             if outcome is CommitOutcome.OK:
                 self.notify(execution_id)
                 return self._view(record, after)
@@ -442,6 +455,76 @@ class Engine:
         else:
             raise StoreError(f"execution {execution_id} kept changing; try again")
         raise NotFound(f"execution {execution_id} not found")
+
+    def commit_step(self, step: StepWrite, after: ExecutionState) -> CommitOutcome:
+        """Commit one step. When it finishes a child workflow, `ChildFinished` is appended to
+        the parent in the SAME transaction, so a parent never misses its child's end."""
+        parent = after.parent
+        if not (after.finished and parent):
+            return self.store.commit([step])[0]
+        for _ in range(_MAX_RETRIES):
+            record = self.store.load(parent["id"], tenant=None)
+            if record is None or record.status != "running":
+                return self.store.commit([step])[0]
+            before = state_from_json(record.checkpoint or {})
+            now = self.clock.now()
+            event = Event(
+                EventType.CHILD_FINISHED,
+                now,
+                {
+                    "activity": parent["activity"],
+                    "index": parent.get("index"),
+                    "attempt": parent.get("attempt"),
+                    "child": after.id,
+                    "status": after.status,
+                    "output": after.output,
+                    "error": after.error,
+                },
+            )
+            parent_step = make_step(
+                record.id, before, fold([event], before), [event], now, ready=True
+            )
+            own, theirs = self.store.commit([step, parent_step], atomic=True)
+            if own is not CommitOutcome.OK:
+                return own
+            if theirs is CommitOutcome.OK:
+                self.notify(record.id)
+                return own
+        raise StoreError(f"the parent of {after.id} kept changing; try again")
+
+    def start_child(self, parent: ExecutionState, run: RunActivity) -> str:
+        """Start (or find) the child workflow of one attempt of a `workflow` activity."""
+        spec = ChildWorkflowSpec.model_validate(run.input)
+        base = spec.id or child_id(parent.id, run.activity_id, run.index)
+        execution_id = base if run.attempt == 1 else f"{base}~{run.attempt}"
+        if self.store.load(execution_id, self.tenant) is not None:
+            return execution_id
+        if parent.depth + 1 > self.max_child_depth:
+            raise NonRetryableError(
+                f"child workflow depth limit ({self.max_child_depth}) reached: "
+                f"{parent.workflow} would start {spec.name} at depth {parent.depth + 1} "
+                "(a workflow that starts itself without end?)",
+                type="ChildDepthExceeded",
+            )
+        workflow, digest = self.named(spec.name, spec.version)
+        origin = {
+            "id": parent.id,
+            "activity": run.activity_id,
+            "index": run.index,
+            "attempt": run.attempt,
+        }
+        new = self.prepare_start(
+            workflow,
+            digest,
+            spec.input,
+            execution_id=execution_id,
+            parent_id=parent.id,
+            extra={"parent": origin, "depth": parent.depth + 1},
+        )
+        created, _ = self.store.create_execution(new)
+        if created:
+            self.notify(execution_id)
+        return execution_id
 
     def fire_due_timers(self, limit: int = 500) -> int:
         """Fire the timers due now, up to `limit`, in ONE transaction (each execution's due
@@ -547,6 +630,13 @@ class Engine:
                 "next_attempt_at": a.next_attempt_at,
                 "wait": a.wait,
                 "skip_reason": a.skip_reason,
+                "child": a.child,
+                "items": [
+                    {k: item.get(k) for k in ("status", "attempt", "output", "error", "child")}
+                    for item in a.items
+                ]
+                if a.items is not None
+                else None,
             }
             if a.status == ActivityStatus.WAITING and a.wait:
                 pending.append({"activity": act.id, **a.wait})

@@ -79,11 +79,8 @@ class ExecutionRunner:
     async def drive(self) -> None:
         try:
             if self._adopt:  # attempts recorded in the start commit are ours to run
-                for aid, act in self.state.activities.items():
-                    if act.status == ActivityStatus.RUNNING:
-                        kind = self.definition.activity(aid).kind
-                        run = RunActivity(aid, act.attempt, kind, act.input)
-                        self._tasks[run.key] = (run, asyncio.create_task(self._execute(run)))
+                for run in _running_attempts(self.definition, self.state):
+                    self._tasks[run.key] = (run, asyncio.create_task(self._execute(run)))
             await self._loop()
         finally:
             for _, task in self._tasks.values():
@@ -100,7 +97,13 @@ class ExecutionRunner:
                 produced = outcome_events(self.definition, working, run, outcome, now)
                 working = fold(produced, working)
                 events.extend(produced)
-            decision = decide(self.definition, working, now, frozenset(self._tasks))
+            decision = decide(
+                self.definition,
+                working,
+                now,
+                frozenset(self._tasks),
+                max_items=self.engine.max_items,
+            )
             assert decision.state is not None
             events.extend(decision.events)
             done = not self._tasks and not decision.runs
@@ -137,7 +140,10 @@ class ExecutionRunner:
             ready=not done,
             release_lease=done,
         )
-        outcome = await self.committer.commit(step)
+        if after.finished and after.parent:  # tell the parent in the same transaction
+            outcome = await self.committer.run_sync(self.engine.commit_step, step, after)
+        else:
+            outcome = await self.committer.commit(step)
         self.stats.commits += 1
         return outcome
 
@@ -184,16 +190,20 @@ class ExecutionRunner:
         if run.compensation:
             assert act.compensate is not None
             spec = act.compensate
+        name = run.activity_id if run.index is None else f"{run.activity_id}[{run.index}]"
         suffix = "/compensate" if run.compensation else ""
         ctx = ActivityContext(
             execution_id=self.execution_id,
             activity_id=run.activity_id,
             attempt=run.attempt,
             workflow=self.definition.name,
-            idempotency_key=f"{self.execution_id}/{run.activity_id}{suffix}/{run.attempt}",
+            idempotency_key=f"{self.execution_id}/{name}{suffix}/{run.attempt}",
         )
         self.stats.attempts += 1
         try:
+            if isinstance(spec, Activity) and spec.workflow is not None:
+                child = await asyncio.to_thread(self.engine.start_child, self.state, run)
+                return Outcome(child=child)
             coro = self._dispatch(spec, run, ctx)
             output = await asyncio.wait_for(coro, spec.timeout) if spec.timeout else await coro
             dumps(output)  # refuse what cannot be stored, as the activity's failure
@@ -236,6 +246,22 @@ class ExecutionRunner:
 
             return await run_shell(ShellSpec.model_validate(run.input), timeout=spec.timeout)
         raise ActivityError(f"activity kind {run.kind!r} cannot run here", retryable=False)
+
+
+def _running_attempts(definition: Workflow, state: ExecutionState) -> list[RunActivity]:
+    """The attempts (activities and for_each items) the state says are running."""
+    runs = []
+    for aid, act in state.activities.items():
+        kind = definition.activity(aid).kind
+        if act.items is not None:
+            runs += [
+                RunActivity(aid, item["attempt"], kind, item.get("input"), index=i)
+                for i, item in enumerate(act.items)
+                if item["status"] == ActivityStatus.RUNNING
+            ]
+        elif act.status == ActivityStatus.RUNNING:
+            runs.append(RunActivity(aid, act.attempt, kind, act.input))
+    return runs
 
 
 def _error(kind: str, message: str, details: Any = None) -> dict[str, Any]:

@@ -64,6 +64,9 @@ class ActivityState:
     compensation_attempt: int = 0
     compensation_output: Any = None
     compensation_error: dict[str, Any] | None = None
+    items: tuple[dict[str, Any], ...] | None = None  # the items of a for_each activity
+    child: str | None = None  # the child workflow this attempt started
+    child_result: dict[str, Any] | None = None  # ChildFinished data, until consumed
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,8 @@ class ExecutionState:
     output: Any = None
     error: dict[str, Any] | None = None
     parent_id: str | None = None
+    parent: dict[str, Any] | None = None  # {id, activity, index, attempt} of a child
+    depth: int = 0
     created_at: str = ""
     updated_at: str = ""
     activities: Mapping[str, ActivityState] = field(default_factory=dict)
@@ -147,6 +152,8 @@ def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         definition_hash=e.get("definition_hash", ""),
         input=dict(e.get("input") or {}),
         parent_id=e.get("parent_id"),
+        parent=e.get("parent"),
+        depth=int(e.get("depth") or 0),
         created_at=at,
         status=ExecutionStatus.RUNNING,
         activities={aid: ActivityState() for aid in e.get("activities") or ()},
@@ -176,6 +183,17 @@ def _finished(status: str) -> Any:
 
 def _scheduled(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     wait = e.get("wait")
+    count = e.get("items")
+    if count is not None:  # a for_each: its items run as sub-steps
+        items = tuple({"status": ActivityStatus.PENDING, "attempt": 0} for _ in range(count))
+        return _set_activity(
+            state,
+            e.data["activity"],
+            input=e.get("input"),
+            status=ActivityStatus.RUNNING,
+            items=items,
+            started_at=at,
+        )
     return _set_activity(
         state,
         e.data["activity"],
@@ -194,6 +212,8 @@ def _activity_started(state: ExecutionState, e: Event, at: str) -> ExecutionStat
         attempt=int(e.data["attempt"]),
         next_attempt_at=None,
         timer_fired=False,
+        child=None,
+        child_result=None,
         started_at=state.activity(e.data["activity"]).started_at or at,
     )
 
@@ -224,6 +244,8 @@ def _activity_completed(state: ExecutionState, e: Event, at: str) -> ExecutionSt
 
 def _activity_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     retry = bool(e.get("will_retry"))
+    if "output" in e.data:  # a for_each that failed keeps its completed items' outputs
+        state = _set_activity(state, e.data["activity"], output=e.data["output"])
     return _set_activity(
         state,
         e.data["activity"],
@@ -253,6 +275,7 @@ def _timer_armed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         "fire_at": e.data["fire_at"],
         "activity": e.get("activity"),
         "purpose": e.get("purpose"),
+        "item": e.get("item"),
     }
     return replace(state, timers=timers)
 
@@ -264,6 +287,8 @@ def _timer_fired(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         return state
     if timer.get("purpose") == "workflow_timeout":
         return replace(state, timed_out=True)
+    if timer.get("item") is not None:
+        return _set_item(state, timer["activity"], timer["item"], timer_fired=True)
     if timer.get("activity"):
         return _set_activity(state, timer["activity"], timer_fired=True)
     return state
@@ -297,6 +322,14 @@ def _compensation_started(state: ExecutionState, e: Event, at: str) -> Execution
 
 
 def _compensation_step(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    if e.get("index") is not None:
+        state = _set_item(
+            state,
+            e.data["activity"],
+            e.data["index"],
+            compensation="running",
+            compensation_attempt=int(e.data["attempt"]),
+        )
     return _set_activity(
         state,
         e.data["activity"],
@@ -306,6 +339,14 @@ def _compensation_step(state: ExecutionState, e: Event, at: str) -> ExecutionSta
 
 
 def _compensated(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    if e.get("index") is not None:
+        return _set_item(
+            state,
+            e.data["activity"],
+            e.data["index"],
+            compensation="compensated",
+            compensation_output=e.get("output"),
+        )
     return _set_activity(
         state,
         e.data["activity"],
@@ -315,6 +356,14 @@ def _compensated(state: ExecutionState, e: Event, at: str) -> ExecutionState:
 
 
 def _compensation_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    if e.get("index") is not None:
+        return _set_item(
+            state,
+            e.data["activity"],
+            e.data["index"],
+            compensation="failed",
+            compensation_error=e.get("error"),
+        )
     return _set_activity(
         state,
         e.data["activity"],
@@ -324,7 +373,73 @@ def _compensation_failed(state: ExecutionState, e: Event, at: str) -> ExecutionS
 
 
 def _compensation_attempt_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    if e.get("index") is not None:
+        return _set_item(
+            state, e.data["activity"], e.data["index"], compensation_error=e.get("error")
+        )
     return _set_activity(state, e.data["activity"], compensation_error=e.get("error"))
+
+
+def _set_item(
+    state: ExecutionState, activity_id: str, index: int, **changes: Any
+) -> ExecutionState:
+    items = list(state.activity(activity_id).items or ())
+    if not 0 <= index < len(items):
+        return state
+    items[index] = {**items[index], **changes}
+    return _set_activity(state, activity_id, items=tuple(items))
+
+
+def _child_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    aid, index, child = e.data["activity"], e.get("index"), e.data["child"]
+    if index is not None:
+        return _set_item(state, aid, index, status=ActivityStatus.WAITING, child=child)
+    return _set_activity(
+        state, aid, status=ActivityStatus.WAITING, child=child, wait={"kind": "child", "id": child}
+    )
+
+
+def _child_finished(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    result = dict(e.data)
+    if e.get("index") is not None:
+        return _set_item(state, e.data["activity"], e.data["index"], child_result=result)
+    return _set_activity(state, e.data["activity"], child_result=result)
+
+
+def _item_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    changes: dict[str, Any] = {
+        "status": ActivityStatus.RUNNING,
+        "attempt": int(e.data["attempt"]),
+        "timer_fired": False,
+        "child_result": None,
+    }
+    if "input" in e.data:
+        changes["input"] = e.data["input"]
+    return _set_item(state, e.data["activity"], e.data["index"], **changes)
+
+
+def _item_completed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return _set_item(
+        state,
+        e.data["activity"],
+        e.data["index"],
+        status=ActivityStatus.COMPLETED,
+        output=e.get("output"),
+        error=None,
+    )
+
+
+def _item_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    retry = bool(e.get("will_retry"))
+    return _set_item(
+        state,
+        e.data["activity"],
+        e.data["index"],
+        status=ActivityStatus.RETRYING if retry else ActivityStatus.FAILED,
+        error=e.get("error"),
+        next_attempt_at=e.get("next_attempt_at"),
+        timer_fired=False,
+    )
 
 
 _HANDLERS: dict[str, Any] = {
@@ -347,6 +462,11 @@ _HANDLERS: dict[str, Any] = {
     EventType.ACTIVITY_COMPENSATED: _compensated,
     EventType.COMPENSATION_FAILED: _compensation_failed,
     EventType.COMPENSATION_ATTEMPT_FAILED: _compensation_attempt_failed,
+    EventType.CHILD_STARTED: _child_started,
+    EventType.CHILD_FINISHED: _child_finished,
+    EventType.ITEM_STARTED: _item_started,
+    EventType.ITEM_COMPLETED: _item_completed,
+    EventType.ITEM_FAILED: _item_failed,
 }
 
 
@@ -363,6 +483,11 @@ def state_to_json(state: ExecutionState) -> dict[str, Any]:
 
 def state_from_json(data: Mapping[str, Any]) -> ExecutionState:
     raw = dict(data)
-    raw["activities"] = {k: ActivityState(**v) for k, v in (raw.get("activities") or {}).items()}
+    raw["activities"] = {
+        k: ActivityState(
+            **{**v, "items": tuple(v["items"]) if v.get("items") is not None else None}
+        )
+        for k, v in (raw.get("activities") or {}).items()
+    }
     raw["signals"] = {k: tuple(v) for k, v in (raw.get("signals") or {}).items()}
     return ExecutionState(**raw)

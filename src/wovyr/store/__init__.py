@@ -54,11 +54,13 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
-def open_store(url: str, *, migrate: bool = True) -> Store:
+def open_store(url: str, *, migrate: bool = True, db_clock: bool = True) -> Store:
     """Open the store named by `url`.
 
     `migrate=False` leaves a PostgreSQL schema as it is (`wovyr db upgrade` migrates it);
-    the embedded SQLite store always migrates itself on open.
+    the embedded SQLite store always migrates itself on open. On PostgreSQL, leases are
+    measured with the database's clock (`db_clock`, so workers on hosts whose clocks
+    disagree share one); `db_clock=False` uses the engine's clock (tests with a ManualClock).
     """
     if url.startswith("sqlite:///"):
         from wovyr.store.sqlite import SQLiteStore
@@ -78,7 +80,7 @@ def open_store(url: str, *, migrate: bool = True) -> Store:
             raise ConfigError(
                 "the PostgreSQL store needs the postgres extra: pip install 'wovyr[postgres]'"
             ) from exc
-        store: Store = PostgresStore(url, auto_migrate=migrate)
+        store: Store = PostgresStore(url, auto_migrate=migrate, db_clock=db_clock)
         return store
     raise ConfigError(
         f"unknown store URL {url!r}",

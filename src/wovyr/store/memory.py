@@ -26,6 +26,7 @@ from wovyr.store.base import (
     StepWrite,
     TimerRecord,
 )
+from wovyr.store.memory_platform import MemoryPlatform
 from wovyr.store.memory_registry import MemoryRegistry
 from wovyr.store.memory_schedules import MemorySchedules
 from wovyr.store.shards import shards_for, stable_shard
@@ -33,7 +34,7 @@ from wovyr.store.shards import shards_for, stable_shard
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(MemorySchedules, MemoryRegistry):
+class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
     def __init__(self) -> None:
         self.url = "memory://"
         self._lock = threading.RLock()
@@ -88,14 +89,24 @@ class MemoryStore(MemorySchedules, MemoryRegistry):
             self.commits += 1
             return True, self._executions[new.id]
 
-    def commit(self, steps: Sequence[StepWrite]) -> list[CommitOutcome]:
+    def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
         with self._lock:
+            if atomic:
+                checks = [self._check(step) for step in steps]
+                if any(c is not CommitOutcome.OK for c in checks):
+                    return checks
             outcomes = [self._check_and_apply(step) for step in steps]
             if CommitOutcome.OK in outcomes:
                 self.commits += 1
             return outcomes
 
     def _check_and_apply(self, step: StepWrite) -> CommitOutcome:
+        outcome = self._check(step)
+        if outcome is CommitOutcome.OK:
+            self._apply(step)
+        return outcome
+
+    def _check(self, step: StepWrite) -> CommitOutcome:
         current = self._executions.get(step.execution_id)
         if current is None:
             return CommitOutcome.NOT_FOUND
@@ -103,7 +114,6 @@ class MemoryStore(MemorySchedules, MemoryRegistry):
             return CommitOutcome.LEASE_LOST
         if current.seq != step.expected_seq:
             return CommitOutcome.CONFLICT
-        self._apply(step)
         return CommitOutcome.OK
 
     def _apply(self, step: StepWrite) -> None:

@@ -4,6 +4,14 @@ A worker owns executions through leases (owner, lease_until, fence). Its heartbe
 all its leases in one statement and learns from the same answer whether an execution's
 sequence moved (a signal or cancel from elsewhere: wake that runner) or its fence changed
 (the lease was taken over: that runner stops and commits nothing).
+
+Scale-out (PostgreSQL): a worker claims only from its partitions, fixed (`partitions` of
+`of`) or assigned from the live members (`membership=True`, recomputed on every heartbeat);
+an idle worker sleeps on the store's notifications (`wait_for_work`, LISTEN/NOTIFY) in a
+thread, so work is picked up at once whatever the poll interval. When the store fails
+(connections terminated, the server restarting) the worker backs off and goes on: a runner
+whose commit had an unknown outcome is rebuilt from the stored checkpoint if the lease is
+still its own, and a lease held with no runner (a claim whose answer was lost) is adopted.
 """
 
 from __future__ import annotations
@@ -11,21 +19,50 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from wovyr.definition.model import Workflow
 from wovyr.engine.commit import GroupCommitter
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.engine.runner import ExecutionRunner
 from wovyr.engine.state import state_from_json
+from wovyr.errors import ConfigError, StoreError
 from wovyr.scheduling.schedules import Schedules
-from wovyr.store.base import ExecutionRecord
+from wovyr.store.base import ExecutionRecord, LeaseState
+from wovyr.store.shards import SHARD_COUNT, shards_for
+from wovyr.worker.listener import WorkListener
+from wovyr.worker.partitions import DEFAULT_MEMBER_PARTITIONS, assign_partitions
 
-__all__ = ["Worker", "run_workflow"]
+__all__ = ["Worker", "WorkerStats", "run_workflow"]
+
+log = logging.getLogger("wovyr.worker")
+_BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
+
+
+@runtime_checkable
+class _Notifying(Protocol):
+    def wait_for_work(self, timeout: float) -> bool: ...
+
+
+@runtime_checkable
+class _Membership(Protocol):
+    def member_heartbeat(self, owner: str, now: Any, ttl_seconds: float) -> list[str]: ...
+    def member_leave(self, owner: str) -> None: ...
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    store_errors: int = 0
+    resumed: int = 0  # runners rebuilt from the store after a commit of unknown outcome
+    adopted: int = 0  # leases found held with no runner (a claim whose answer was lost)
+    rebalances: int = 0
 
 
 def _default_owner() -> str:
@@ -42,6 +79,10 @@ class Worker:
         lease_seconds: float = 30.0,
         poll_interval: float = 1.0,
         timer_batch: int = 500,
+        partitions: Sequence[int] | None = None,
+        of: int | None = None,
+        membership: bool = False,
+        heartbeat_interval: float | None = None,
     ) -> None:
         self.engine = engine
         self.owner = owner or _default_owner()
@@ -49,13 +90,38 @@ class Worker:
         self.lease_seconds = lease_seconds
         self.poll_interval = poll_interval
         self.timer_batch = timer_batch
+        self.heartbeat_interval = heartbeat_interval or lease_seconds / 3
+        self.membership = membership
+        self.members: list[str] = []
+        self.partitions, self.of = self._partition_setup(partitions, of)
         self.committer = GroupCommitter(engine.store, solo=lambda: len(self.runners) <= 1)
         self.schedules = Schedules(engine) if hasattr(engine.store, "due_schedules") else None
         self.runners: dict[str, ExecutionRunner] = {}
+        self.stats = WorkerStats()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poke: asyncio.Event | None = None
         self._stopping = False
+        self._joined = False
+        self._orphans: set[str] = set()
+
+    def _partition_setup(
+        self, partitions: Sequence[int] | None, of: int | None
+    ) -> tuple[list[int] | None, int | None]:
+        if not self.membership:
+            shards_for(partitions, of)  # validates; raises ConfigError
+            return (sorted(set(partitions)) if partitions is not None else None), of
+        if partitions is not None:
+            raise ConfigError("membership assigns the partitions: do not pass partitions too")
+        count = DEFAULT_MEMBER_PARTITIONS if of is None else of
+        if not 1 <= count <= SHARD_COUNT:
+            raise ConfigError(f"the partition count must be between 1 and {SHARD_COUNT}")
+        if not isinstance(self.engine.store, _Membership):
+            raise ConfigError(
+                f"the store {type(self.engine.store).__name__} keeps no worker membership",
+                hint="use PostgreSQL, or give --partitions/--of explicitly",
+            )
+        return [], count  # nothing is claimed before the first heartbeat says what is ours
 
     # --- wiring --------------------------------------------------------------------------
 
@@ -77,6 +143,13 @@ class Worker:
             runner.wake()
         elif self._poke is not None:
             self._poke.set()
+
+    def _work_arrived(self) -> None:
+        """Called from the listener thread: wake the idle loop."""
+        loop, poke = self._loop, self._poke
+        if loop is not None and poke is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(poke.set)
 
     async def close(self) -> None:
         await self.shutdown(grace_seconds=0)
@@ -108,6 +181,28 @@ class Worker:
             )
         return record
 
+    def _runner(
+        self,
+        execution_id: str,
+        fence: int,
+        checkpoint: dict[str, Any],
+        digest: str,
+        tenant: str | None,
+        *,
+        adopt: bool = False,
+    ) -> ExecutionRunner:
+        runner = ExecutionRunner(
+            self.engine.for_tenant(tenant or self.engine.tenant),
+            self.committer,
+            execution_id,
+            fence,
+            state_from_json(checkpoint),
+            self.engine.definition(digest, tenant),
+            adopt_running=adopt,
+        )
+        self.runners[execution_id] = runner
+        return runner
+
     def _spawn(
         self,
         execution_id: str,
@@ -118,17 +213,8 @@ class Worker:
         tenant: str | None = None,
         adopt: bool = False,
     ) -> None:
-        runner = ExecutionRunner(
-            self.engine,
-            self.committer,
-            execution_id,
-            fence,
-            state_from_json(checkpoint),
-            self.engine.definition(digest, tenant),
-            adopt_running=adopt,
-        )
-        self.runners[execution_id] = runner
-        task = asyncio.create_task(runner.drive(), name=f"wovyr-run-{execution_id}")
+        runner = self._runner(execution_id, fence, checkpoint, digest, tenant, adopt=adopt)
+        task = asyncio.create_task(self._drive(runner), name=f"wovyr-run-{execution_id}")
         self._tasks[execution_id] = task
 
         def done(_: asyncio.Task[None]) -> None:
@@ -139,34 +225,84 @@ class Worker:
 
         task.add_done_callback(done)
 
+    async def _drive(self, runner: ExecutionRunner) -> None:
+        """Drive one execution; after a store failure, resume from what the store holds."""
+        delay = _BACKOFF_START
+        while True:
+            try:
+                await runner.drive()
+                return
+            except StoreError as exc:  # e.g. a commit whose outcome is unknown
+                self.stats.store_errors += 1
+                log.warning("execution %s: the store failed (%s); resuming", runner, exc)
+            except Exception:  # a bug: leave the lease; a later heartbeat adopts it again
+                log.exception("execution %s: the runner failed", runner.execution_id)
+                return
+            resumed = await self._resume(runner, delay)
+            if resumed is None:
+                return
+            runner, delay = resumed, min(delay * 2, _BACKOFF_MAX)
+
+    async def _resume(self, runner: ExecutionRunner, delay: float) -> ExecutionRunner | None:
+        """A fresh runner from the stored checkpoint, if the lease is still ours (else None)."""
+        while not self._stopping:
+            await asyncio.sleep(delay)
+            try:
+                record = await self.committer.run_sync(
+                    self.engine.store.load, runner.execution_id, None
+                )
+            except StoreError:
+                delay = min(delay * 2, _BACKOFF_MAX)
+                continue
+            if record is None or record.lease_owner != self.owner or record.fence != runner.fence:
+                return None  # finished and released, or taken over: nothing left to do here
+            self.stats.resumed += 1
+            return self._runner(
+                record.id,
+                record.fence,
+                record.checkpoint or {},
+                record.definition_hash,
+                record.tenant,
+            )
+        return None
+
+    def _claim_filter(self, only: list[str] | None) -> dict[str, Any] | None:
+        """The claim's partition arguments; None when there is nothing ours to claim."""
+        if only is not None or self.partitions is None:
+            return {}
+        if not self.partitions:
+            return None
+        return {"partitions": self.partitions, "of": self.of}
+
     async def tick(self, only: list[str] | None = None) -> int:
         """Fire due timers and schedules, then claim what is runnable (up to capacity)."""
         self._attach()
+        if self.membership and not self._joined and only is None:
+            await self.rebalance()
         fired = await asyncio.to_thread(self.engine.fire_due_timers, self.timer_batch)
         if self.schedules is not None and only is None:
             fired += await asyncio.to_thread(self.schedules.dispatch_due)
         capacity = self.concurrency - len(self.runners)
+        where = self._claim_filter(only)
         claimed = 0
-        if capacity > 0 and not self._stopping:
-            claims = await self.committer.run_sync(
+        if capacity > 0 and not self._stopping and where is not None:
+            claim = functools.partial(
                 self.engine.store.claim,
                 self.owner,
                 self.engine.clock.now(),
                 self.lease_seconds,
                 capacity,
                 only,
+                **where,
             )
-            for claim in claims:
-                if claim.execution_id in self.runners:
+            for c in await self.committer.run_sync(claim):
+                if c.execution_id in self.runners:
                     continue  # we already drive it (a claim after our own release)
                 self._spawn(
-                    claim.execution_id,
-                    claim.fence,
-                    claim.checkpoint,
-                    claim.definition_hash,
-                    tenant=claim.tenant,
+                    c.execution_id, c.fence, c.checkpoint, c.definition_hash, tenant=c.tenant
                 )
                 claimed += 1
+        self.stats.claimed += claimed
         return fired + claimed
 
     async def run_until_idle(self, only: list[str] | None = None) -> None:
@@ -181,28 +317,54 @@ class Worker:
                 return
 
     async def run(self, stop: asyncio.Event | None = None, *, grace_seconds: float = 10.0) -> None:
-        """Work until `stop` is set: claim, drive, fire timers, heartbeat; then shut down."""
+        """Work until `stop` is set: claim, drive, fire timers, heartbeat; then shut down.
+
+        A store failure does not end the loop: the worker backs off (up to 2 s) and retries.
+        """
         self._attach()
+        assert self._poke is not None
         stop = stop or asyncio.Event()
+        listener = None
+        if isinstance(self.engine.store, _Notifying):
+            # Listen before the first claim, so nothing announced after it is missed.
+            with contextlib.suppress(Exception):  # the store is down: the thread retries
+                await asyncio.to_thread(self.engine.store.wait_for_work, 0)
+            listener = WorkListener(self.engine.store.wait_for_work, self._work_arrived)
+            listener.start()
         heartbeat = asyncio.create_task(self._heartbeat_loop())
+        delay = _BACKOFF_START
         try:
             while not stop.is_set():
-                did = await self.tick()
+                self._poke.clear()  # before the claim: work announced during it is not missed
+                try:
+                    did = await self.tick()
+                except StoreError as exc:
+                    self.stats.store_errors += 1
+                    log.warning("worker %s: the store failed (%s); retrying", self.owner, exc)
+                    await self._idle(stop, delay, engine_clock=False)
+                    delay = min(delay * 2, _BACKOFF_MAX)
+                    continue
+                delay = _BACKOFF_START
                 if not did:
-                    await self._idle(stop)
+                    await self._idle(stop, self.poll_interval)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
+            if listener is not None:
+                await asyncio.to_thread(listener.stop)
             await self.shutdown(grace_seconds)
 
-    async def _idle(self, stop: asyncio.Event) -> None:
+    async def _idle(
+        self, stop: asyncio.Event, seconds: float, *, engine_clock: bool = True
+    ) -> None:
+        """Wait for a poke (work arrived, a runner ended), `stop`, or `seconds` (the poll)."""
         assert self._poke is not None
-        self._poke.clear()
+        nap = self.engine.clock.sleep(seconds) if engine_clock else asyncio.sleep(seconds)
         waiters = [
             asyncio.create_task(self._poke.wait()),
             asyncio.create_task(stop.wait()),
-            asyncio.create_task(self.engine.clock.sleep(self.poll_interval)),
+            asyncio.create_task(nap),
         ]
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -210,8 +372,11 @@ class Worker:
             for w in waiters:
                 w.cancel()
 
+    # --- heartbeats, membership ----------------------------------------------------------
+
     async def heartbeat(self) -> None:
-        """Renew every lease we hold; wake runners whose execution moved, stop lost ones."""
+        """Renew every lease we hold; wake runners whose execution moved, stop lost ones,
+        adopt leases held with no runner; with membership, recompute our partitions."""
         leases = await self.committer.run_sync(
             self.engine.store.renew_leases, self.owner, self.engine.clock.now(), self.lease_seconds
         )
@@ -221,15 +386,63 @@ class Worker:
                 runner.lease_lost()
             elif lease.seq != runner.seq:
                 runner.wake()
+        await self._adopt_orphans(leases)
+        if self.membership:
+            await self.rebalance()
+
+    async def _adopt_orphans(self, leases: dict[str, LeaseState]) -> None:
+        """A lease we hold but nobody drives (a claim that applied although its answer was
+        lost, a runner that failed) would be renewed forever: drive it. Only a lease seen
+        runner-less on two heartbeats in a row counts, so a start in flight is left alone."""
+        orphans = {eid for eid in leases if eid not in self.runners}
+        adopt, self._orphans = orphans & self._orphans, orphans - self._orphans
+        for execution_id in sorted(adopt):
+            record = await self.committer.run_sync(self.engine.store.load, execution_id, None)
+            if (
+                record is None
+                or record.id in self.runners
+                or record.lease_owner != self.owner
+                or record.fence != leases[execution_id].fence
+            ):
+                continue
+            self.stats.adopted += 1
+            log.warning("worker %s: adopting execution %s", self.owner, execution_id)
+            self._spawn(
+                record.id,
+                record.fence,
+                record.checkpoint or {},
+                record.definition_hash,
+                tenant=record.tenant,
+            )
+
+    async def rebalance(self) -> list[int]:
+        """Heartbeat our membership and recompute our partitions from the live members."""
+        store = self.engine.store
+        assert isinstance(store, _Membership) and self.of is not None
+        members = await self.committer.run_sync(
+            store.member_heartbeat, self.owner, self.engine.clock.now(), self.lease_seconds
+        )
+        mine = assign_partitions(members, self.owner, self.of)
+        if mine != self.partitions:
+            self.stats.rebalances += 1
+            log.info("worker %s: partitions %s of %s", self.owner, mine, self.of)
+            if self._poke is not None:
+                self._poke.set()  # claim from the new partitions now
+        self.members, self.partitions, self._joined = members, mine, True
+        return mine
 
     async def _heartbeat_loop(self) -> None:
         while True:
-            await self.engine.clock.sleep(self.lease_seconds / 3)
-            with contextlib.suppress(Exception):  # a failed renewal is retried next beat
+            await self.engine.clock.sleep(self.heartbeat_interval)
+            try:
                 await self.heartbeat()
+            except Exception as exc:  # a failed renewal is retried next beat
+                self.stats.store_errors += 1
+                log.warning("worker %s: heartbeat failed: %s", self.owner, exc)
 
     async def shutdown(self, grace_seconds: float = 10.0) -> None:
-        """Stop claiming, let in-flight work finish for `grace_seconds`, release leases."""
+        """Stop claiming, let in-flight work finish for `grace_seconds`, release leases,
+        leave the membership."""
         self._stopping = True
         if self._tasks and grace_seconds > 0:
             await asyncio.wait(list(self._tasks.values()), timeout=grace_seconds)
@@ -240,6 +453,10 @@ class Worker:
                 await task
         with contextlib.suppress(Exception):
             await self.committer.run_sync(self.engine.store.release_owner, self.owner)
+        store = self.engine.store
+        if self._joined and isinstance(store, _Membership):
+            with contextlib.suppress(Exception):
+                await self.committer.run_sync(store.member_leave, self.owner)
         self.engine.remove_listener(self._on_change)
         self.committer.close()
 

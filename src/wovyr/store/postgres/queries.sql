@@ -288,3 +288,33 @@ SET workflow = %(workflow)s, definition_hash = %(definition_hash)s, input = %(in
     skipped_count = %(skipped_count)s, missed_count = %(missed_count)s,
     created_at = %(created_at)s, updated_at = %(updated_at)s, version = %(version)s
 WHERE tenant = %(tenant)s AND id = %(id)s AND version = %(expected_version)s;
+
+-- name: member_heartbeat
+-- One statement: upsert this worker's row, drop the members whose heartbeat expired and
+-- return the live members, sorted (this worker included). The CTEs see the snapshot taken
+-- before the statement, hence the UNION with the row just written.
+WITH me AS (
+    INSERT INTO worker_members (owner, joined_at, last_seen)
+    VALUES (%(owner)s, COALESCE(%(now)s::timestamptz, now()), COALESCE(%(now)s::timestamptz, now()))
+    ON CONFLICT (owner) DO UPDATE SET last_seen = EXCLUDED.last_seen
+    RETURNING owner
+), expired AS (
+    DELETE FROM worker_members
+    WHERE last_seen < COALESCE(%(now)s::timestamptz, now()) - %(ttl)s::interval
+      AND owner <> %(owner)s
+)
+SELECT owner FROM worker_members
+WHERE last_seen >= COALESCE(%(now)s::timestamptz, now()) - %(ttl)s::interval
+  AND owner <> %(owner)s
+UNION
+SELECT owner FROM me
+ORDER BY 1;
+
+-- name: member_leave
+DELETE FROM worker_members WHERE owner = %(owner)s;
+
+-- name: members
+SELECT owner, joined_at, last_seen
+FROM worker_members
+WHERE last_seen >= COALESCE(%(now)s::timestamptz, now()) - %(ttl)s::interval
+ORDER BY owner;

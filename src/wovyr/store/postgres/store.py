@@ -9,6 +9,8 @@ Same contract and semantics as the SQLite store (the contract suite runs on both
 - Times: by default leases are measured with the `now` the engine passes (its clock, which
   is what tests control). With `db_clock=True` claims, renewals and lease checks use the
   database's `now()` instead, so workers on hosts with skewed clocks agree.
+- Membership (`worker_members`, see `members.py`): live workers, from which partitions are
+  assigned to workers that join (`Worker(membership=True)`).
 - `LISTEN/NOTIFY`: a write that leaves an execution ready and unleased sends
   `NOTIFY wovyr_ready, '<id>'` in its transaction; `wait_for_work` waits for one. The
   channel is `wovyr_ready` in the `public` schema and `wovyr_ready:<schema>` in another, so
@@ -49,6 +51,8 @@ from wovyr.store.base import (
 )
 from wovyr.store.codec import dumps
 from wovyr.store.postgres import support
+from wovyr.store.postgres.members import PostgresMembers
+from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
@@ -61,7 +65,7 @@ T = TypeVar("T")
 RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
-class PostgresStore(PostgresSchedules, PostgresRegistry):
+class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, PostgresPlatform):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
     def __init__(
@@ -312,11 +316,14 @@ class PostgresStore(PostgresSchedules, PostgresRegistry):
         }
         return support.rows(conn.execute(self._q["create_execution"], params))
 
-    def commit(self, steps: Sequence[StepWrite]) -> list[CommitOutcome]:
-        """Write a batch of steps in one transaction, each checked on its own."""
+    def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
+        """Write a batch of steps in one transaction, each checked on its own; with `atomic`,
+        nothing is written unless every step applies."""
         if not steps:
             return []
         params = [{**support.step_params(step), "channel": self.channel} for step in steps]
+        if atomic:
+            return self._commit_atomic(steps, params)
 
         def body(conn: Connection) -> list[Any]:
             # BEGIN, every step and COMMIT go out together: one round trip for the batch.
@@ -329,6 +336,22 @@ class PostgresStore(PostgresSchedules, PostgresRegistry):
         else:
             rows = self._run(body, write=True)
         return [self._outcome(step, row) for step, row in zip(steps, rows, strict=True)]
+
+    def _commit_atomic(
+        self, steps: Sequence[StepWrite], params: list[dict[str, Any]]
+    ) -> list[CommitOutcome]:
+        def body(conn: Connection) -> list[Any]:
+            rows: list[Any] = []
+            with conn.transaction():
+                for p in params:
+                    rows.append(conn.execute(self._q["apply_step"], p).fetchone())
+                    if not rows[-1][0]:
+                        raise psycopg.Rollback()  # leaves the block, rolled back, no error
+            return rows
+
+        rows = self._run(body, write=True)
+        outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=False)]
+        return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
 
     def _outcome(self, step: StepWrite, row: Any) -> CommitOutcome:
         changed, seq, fence = row[0], row[1], row[2]

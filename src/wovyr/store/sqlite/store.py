@@ -34,6 +34,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 
@@ -54,7 +55,7 @@ def _migrations() -> list[tuple[int, str]]:
     return sorted(out)
 
 
-class SQLiteStore(SQLiteSchedules, SQLiteRegistry):
+class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
@@ -245,13 +246,20 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry):
         assert record is not None
         return created, record
 
-    def commit(self, steps: Sequence[StepWrite]) -> list[CommitOutcome]:
+    def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
+        """Write a batch of steps in one transaction, each checked on its own; with `atomic`,
+        nothing is written unless every step applies."""
         if not steps:
             return []
         outcomes: list[CommitOutcome] = []
-        with self._write() as conn:
-            for step in steps:
-                outcomes.append(self._apply_step(conn, step))
+        try:
+            with self._write() as conn:
+                for step in steps:
+                    outcomes.append(self._apply_step(conn, step))
+                    if atomic and outcomes[-1] is not CommitOutcome.OK:
+                        raise _Rollback
+        except _Rollback:
+            outcomes += [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
         return outcomes
 
     def _apply_step(self, conn: sqlite3.Connection, step: StepWrite) -> CommitOutcome:
@@ -445,6 +453,10 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry):
     def next_timer_at(self) -> datetime | None:
         rows = self._read("SELECT min(fire_at) FROM timers")
         return from_micros(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+class _Rollback(Exception):
+    """Undo an atomic batch (caught in `commit`)."""
 
 
 def _split_sql(script: str) -> list[str]:

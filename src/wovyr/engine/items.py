@@ -1,0 +1,256 @@
+"""The pure decider's part for `for_each` activities: items run as sub-steps, at most
+`max_concurrency` at a time, each with the activity's retry policy; results are collected in
+order. An item that fails for good stops new items; once none is in flight the activity
+fails (and compensation later covers the completed items)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from wovyr.definition.expr import render
+from wovyr.definition.model import Activity
+from wovyr.engine.policy import (
+    Outcome,
+    RunActivity,
+    error,
+    ev,
+    failure_events,
+    retry_due,
+    retry_policy,
+    spec_of,
+)
+from wovyr.engine.state import ActivityState, ActivityStatus
+from wovyr.events import Event, EventType
+
+__all__ = ["advance_items", "child_outcome", "item_outcome_events", "schedule_items"]
+
+_BUSY = frozenset({ActivityStatus.RUNNING, ActivityStatus.WAITING, ActivityStatus.RETRYING})
+
+
+def schedule_items(
+    act: Activity, ctx: dict[str, Any], now: datetime, max_items: int
+) -> list[Event]:
+    """ActivityScheduled with the item count, or the activity's failure when `for_each` does
+    not yield a list (or yields more than `max_items`)."""
+    where = f"activity '{act.id}' field for_each"
+    scheduled = ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None)
+    try:
+        values = render(act.for_each, ctx, where=where)
+    except Exception as exc:
+        return [scheduled, _fail(act.id, error("ExpressionError", str(exc)), now)]
+    if not isinstance(values, list):
+        found = type(values).__name__ if values is not None else "null"
+        return [
+            scheduled,
+            _fail(act.id, error("ForEachNotAList", f"{where} must yield a list, got {found}"), now),
+        ]
+    if len(values) > max_items:
+        return [
+            scheduled,
+            _fail(
+                act.id,
+                error(
+                    "ForEachTooLarge",
+                    f"{where} yields {len(values)} items; the limit is {max_items}",
+                    limit=max_items,
+                ),
+                now,
+            ),
+        ]
+    if not values:
+        return [
+            scheduled,
+            ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=[]),
+        ]
+    return [ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=values, items=len(values))]
+
+
+def _fail(activity_id: str, err: dict[str, Any], now: datetime, output: Any = None) -> Event:
+    data: dict[str, Any] = {
+        "activity": activity_id,
+        "attempt": 0,
+        "error": err,
+        "will_retry": False,
+        "next_attempt_at": None,
+    }
+    if output is not None:
+        data["output"] = output
+    return ev(EventType.ACTIVITY_FAILED, now, **data)
+
+
+def advance_items(
+    act: Activity,
+    a: ActivityState,
+    ctx: dict[str, Any],
+    now: datetime,
+    in_flight: frozenset[str],
+) -> tuple[list[Event], list[RunActivity]]:
+    items = a.items or ()
+    events: list[Event] = []
+    runs: list[RunActivity] = []
+    for i, item in enumerate(items):
+        ev_i, run = _advance_item(act, i, item, now, in_flight)
+        events.extend(ev_i)
+        runs.extend(run)
+    if events or runs:
+        return events, runs
+    busy = sum(1 for item in items if item["status"] in _BUSY)
+    failed = [i for i, item in enumerate(items) if item["status"] == ActivityStatus.FAILED]
+    if failed:
+        if busy:
+            return [], []
+        first = failed[0]
+        err = error(
+            "ItemFailed",
+            f"item {first} of {act.id} failed",
+            index=first,
+            error=items[first].get("error"),
+        )
+        outputs = [item.get("output") for item in items]
+        return [_fail(act.id, err, now, output=outputs)], []
+    if all(item["status"] == ActivityStatus.COMPLETED for item in items):
+        outputs = [item.get("output") for item in items]
+        return [
+            ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=outputs)
+        ], []
+    return _start_pending(act, a, ctx, now, busy)
+
+
+def _advance_item(
+    act: Activity, i: int, item: dict[str, Any], now: datetime, in_flight: frozenset[str]
+) -> tuple[list[Event], list[RunActivity]]:
+    status, attempt = item["status"], item.get("attempt", 0)
+    key = f"{act.id}[{i}]"
+    result = item.get("child_result")
+    if (
+        status in (ActivityStatus.RUNNING, ActivityStatus.WAITING)
+        and result is not None
+        and result.get("attempt", attempt) == attempt
+    ):
+        return item_outcome_events(act, i, attempt, child_outcome(result), now), []
+    if status == ActivityStatus.RUNNING and key not in in_flight:
+        run = RunActivity(act.id, attempt, act.kind, item.get("input"), index=i)
+        if act.workflow is not None:  # starting a child is idempotent: start it again
+            return [], [run]
+        lost = error("WorkerLost", f"attempt {attempt} of item {i} was lost with its worker")
+        policy = retry_policy(act)
+        if attempt >= policy.max_attempts:
+            return failure_events(act.id, attempt, lost, False, policy, now, index=i), []
+        return [
+            ev(
+                EventType.ITEM_FAILED,
+                now,
+                activity=act.id,
+                index=i,
+                attempt=attempt,
+                error=lost,
+                will_retry=True,
+                next_attempt_at=now.isoformat(),
+            ),
+            ev(EventType.ITEM_STARTED, now, activity=act.id, index=i, attempt=attempt + 1),
+        ], [RunActivity(act.id, attempt + 1, act.kind, item.get("input"), index=i)]
+    if status == ActivityStatus.RETRYING and retry_due(
+        item.get("next_attempt_at"), bool(item.get("timer_fired")), now
+    ):
+        return [ev(EventType.ITEM_STARTED, now, activity=act.id, index=i, attempt=attempt + 1)], [
+            RunActivity(act.id, attempt + 1, act.kind, item.get("input"), index=i)
+        ]
+    return [], []
+
+
+def _start_pending(
+    act: Activity, a: ActivityState, ctx: dict[str, Any], now: datetime, busy: int
+) -> tuple[list[Event], list[RunActivity]]:
+    limit = act.max_concurrency or len(a.items or ())
+    values = a.input if isinstance(a.input, list) else []
+    events: list[Event] = []
+    runs: list[RunActivity] = []
+    for i, item in enumerate(a.items or ()):
+        if busy >= limit:
+            break
+        if item["status"] != ActivityStatus.PENDING:
+            continue
+        item_ctx = {**ctx, "item": values[i] if i < len(values) else None, "index": i}
+        where = f"activity '{act.id}' item {i}"
+        try:
+            rendered = render(spec_of(act), item_ctx, where=where)
+        except Exception as exc:
+            events.append(ev(EventType.ITEM_STARTED, now, activity=act.id, index=i, attempt=1))
+            events.append(
+                ev(
+                    EventType.ITEM_FAILED,
+                    now,
+                    activity=act.id,
+                    index=i,
+                    attempt=1,
+                    error=error("ExpressionError", str(exc)),
+                    will_retry=False,
+                    next_attempt_at=None,
+                )
+            )
+            continue
+        events.append(
+            ev(EventType.ITEM_STARTED, now, activity=act.id, index=i, attempt=1, input=rendered)
+        )
+        if act.set is not None:
+            events.append(
+                ev(
+                    EventType.ITEM_COMPLETED,
+                    now,
+                    activity=act.id,
+                    index=i,
+                    attempt=1,
+                    output=rendered,
+                )
+            )
+            continue
+        runs.append(RunActivity(act.id, 1, act.kind, rendered, index=i))
+        busy += 1
+    return events, runs
+
+
+def child_outcome(result: dict[str, Any]) -> Outcome:
+    """The outcome of a child workflow attempt from its ChildFinished data."""
+    if result.get("status") == "completed":
+        return Outcome(output=result.get("output"))
+    err = result.get("error") or {}
+    return Outcome(
+        error=error(
+            "ChildFailed",
+            f"child workflow {result.get('child')} {result.get('status')}",
+            child=result.get("child"),
+            error=err,
+        ),
+        retryable=result.get("status") == "failed",
+    )
+
+
+def item_outcome_events(
+    act: Activity, index: int, attempt: int, outcome: Outcome, now: datetime
+) -> list[Event]:
+    if outcome.child is not None:
+        return [
+            ev(
+                EventType.CHILD_STARTED,
+                now,
+                activity=act.id,
+                index=index,
+                attempt=attempt,
+                child=outcome.child,
+            )
+        ]
+    if outcome.error is None:
+        return [
+            ev(
+                EventType.ITEM_COMPLETED,
+                now,
+                activity=act.id,
+                index=index,
+                attempt=attempt,
+                output=outcome.output,
+            )
+        ]
+    return failure_events(
+        act.id, attempt, outcome.error, outcome.retryable, retry_policy(act), now, index=index
+    )

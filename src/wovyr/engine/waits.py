@@ -1,0 +1,131 @@
+"""The pure decider's part for waits: signals (buffered, consumed in order), approvals
+(decided before or after they are reached, with an optional timeout) and durable timers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from wovyr.definition.model import Activity
+from wovyr.engine.policy import error as _error
+from wovyr.engine.policy import ev as _ev
+from wovyr.engine.state import ActivityState, ExecutionState
+from wovyr.events import Event, EventType
+
+__all__ = ["begin_wait", "check_wait"]
+
+
+def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Event]:
+    wait = act.wait
+    assert wait is not None
+    events: list[Event] = []
+    if wait.signal is not None:
+        info: dict[str, Any] = {"kind": "signal", "name": wait.signal}
+    elif wait.timer is not None:
+        fire_at = wait.timer.at or now + timedelta(seconds=wait.timer.after or 0)
+        info = {"kind": "timer", "fire_at": fire_at.isoformat()}
+        events.append(
+            _ev(
+                EventType.TIMER_ARMED,
+                now,
+                timer=f"{act.id}:timer",
+                activity=act.id,
+                purpose="wait",
+                fire_at=fire_at.isoformat(),
+            )
+        )
+    else:
+        approval = wait.approval
+        assert approval is not None
+        info = {"kind": "approval", "approvers": list(approval.approvers), "timeout_at": None}
+        if approval.timeout is not None:
+            timeout_at = (now + timedelta(seconds=approval.timeout)).isoformat()
+            info["timeout_at"] = timeout_at
+            events.append(
+                _ev(
+                    EventType.TIMER_ARMED,
+                    now,
+                    timer=f"{act.id}:approval-timeout",
+                    activity=act.id,
+                    purpose="approval_timeout",
+                    fire_at=timeout_at,
+                )
+            )
+    return [_ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None, wait=info), *events]
+
+
+def check_wait(
+    act: Activity, a: ActivityState, state: ExecutionState, now: datetime
+) -> list[Event]:
+    wait = a.wait or {}
+    kind = wait.get("kind")
+    if kind == "signal":
+        name = wait["name"]
+        if state.signals.get(name):
+            return [
+                _ev(
+                    EventType.ACTIVITY_COMPLETED,
+                    now,
+                    activity=act.id,
+                    attempt=1,
+                    output=state.signals[name][0],
+                    signal=name,
+                )
+            ]
+        return []
+    if kind == "timer":
+        if a.timer_fired:
+            return [
+                _ev(
+                    EventType.ACTIVITY_COMPLETED,
+                    now,
+                    activity=act.id,
+                    attempt=1,
+                    output={"fired": True, "fire_at": wait.get("fire_at")},
+                )
+            ]
+        return []
+    decision = state.approvals.get(act.id)
+    cancel_timer = [
+        _ev(EventType.TIMER_CANCELLED, now, timer=t)
+        for t, info in state.timers.items()
+        if info.get("activity") == act.id
+    ]
+    if decision is not None:
+        if decision["approved"]:
+            return [
+                *cancel_timer,
+                _ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=decision),
+            ]
+        error = _error(
+            "ApprovalRejected",
+            f"rejected by {decision.get('by') or 'unknown'}",
+            by=decision.get("by"),
+            comment=decision.get("comment"),
+        )
+        return [
+            *cancel_timer,
+            _ev(
+                EventType.ACTIVITY_FAILED,
+                now,
+                activity=act.id,
+                attempt=1,
+                error=error,
+                will_retry=False,
+                next_attempt_at=None,
+            ),
+        ]
+    if a.timer_fired:
+        error = _error("ApprovalTimeout", "no decision before the approval timeout")
+        return [
+            _ev(
+                EventType.ACTIVITY_FAILED,
+                now,
+                activity=act.id,
+                attempt=1,
+                error=error,
+                will_retry=False,
+                next_attempt_at=None,
+            )
+        ]
+    return []

@@ -1,0 +1,77 @@
+"""The platform half of the in-memory store (API keys, idempotency keys; mixed into
+MemoryStore)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import datetime
+
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
+
+__all__ = ["MemoryPlatform"]
+
+
+class MemoryPlatform:
+    _lock: threading.RLock
+
+    def _keys(self) -> dict[str, ApiKeyRecord]:
+        if not hasattr(self, "_api_keys"):
+            self._api_keys: dict[str, ApiKeyRecord] = {}
+        return self._api_keys
+
+    def _idempotency(self) -> dict[tuple[str, str], IdempotencyRecord]:
+        if not hasattr(self, "_idempotency_keys"):
+            self._idempotency_keys: dict[tuple[str, str], IdempotencyRecord] = {}
+        return self._idempotency_keys
+
+    def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
+        with self._lock:
+            keys = self._keys()
+            if (only_if_none and keys) or record.id in keys:
+                return False
+            if any(k.key_hash == record.key_hash for k in keys.values()):
+                return False
+            keys[record.id] = record
+            return True
+
+    def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None:
+        with self._lock:
+            return next((k for k in self._keys().values() if k.key_hash == key_hash), None)
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        with self._lock:
+            return self._keys().get(key_id)
+
+    def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        with self._lock:
+            found = [k for k in self._keys().values() if tenant is None or k.tenant == tenant]
+        return sorted(found, key=lambda k: (k.created_at, k.id))
+
+    def revoke_api_key(self, key_id: str, at: datetime) -> bool:
+        with self._lock:
+            keys = self._keys()
+            current = keys.get(key_id)
+            if current is None:
+                return False
+            if current.revoked_at is None:
+                keys[key_id] = replace(current, revoked_at=at)
+            return True
+
+    def touch_api_key(self, key_id: str, at: datetime) -> None:
+        with self._lock:
+            keys = self._keys()
+            if key_id in keys:
+                keys[key_id] = replace(keys[key_id], last_used_at=at)
+
+    def claim_idempotency_key(self, record: IdempotencyRecord) -> IdempotencyRecord:
+        with self._lock:
+            return self._idempotency().setdefault((record.tenant, record.key), record)
+
+    def purge_idempotency_keys(self, before: datetime) -> int:
+        with self._lock:
+            table = self._idempotency()
+            old = [k for k, r in table.items() if r.created_at < before]
+            for k in old:
+                del table[k]
+            return len(old)

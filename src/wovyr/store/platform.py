@@ -1,0 +1,75 @@
+"""Platform records and contracts: API keys and idempotency keys.
+
+An API key row never holds the token, only its SHA-256 (`key_hash`) and a short display
+prefix. An idempotency row binds a client's `Idempotency-Key` (per tenant) to the
+fingerprint of the request body and the execution that request started, so a retry with
+the same key and body finds the same execution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+__all__ = ["ApiKeyRecord", "ApiKeyStore", "IdempotencyRecord", "IdempotencyStore"]
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    id: str
+    tenant: str
+    role: str
+    name: str
+    prefix: str  # the first characters of the token, for people to tell keys apart
+    key_hash: str  # hex SHA-256 of the token
+    created_at: datetime
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    tenant: str
+    key: str
+    fingerprint: str  # hex SHA-256 of the canonical request body
+    execution_id: str
+    created_at: datetime
+
+
+class ApiKeyStore(Protocol):
+    def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
+        """Insert; with `only_if_none`, only when the table holds no key at all (atomic, so
+        two servers starting at once bootstrap one key). False when nothing was inserted."""
+        ...
+
+    def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None: ...
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None: ...
+
+    def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        """Keys of `tenant` (every tenant's when None), oldest first."""
+        ...
+
+    def revoke_api_key(self, key_id: str, at: datetime) -> bool:
+        """Mark revoked (once: a second revoke keeps the first time); False if unknown."""
+        ...
+
+    def touch_api_key(self, key_id: str, at: datetime) -> None:
+        """Record a use (`last_used_at`)."""
+        ...
+
+
+class IdempotencyStore(Protocol):
+    def claim_idempotency_key(self, record: IdempotencyRecord) -> IdempotencyRecord:
+        """Insert `record` unless (tenant, key) exists; return the row that holds the key
+        now (the given one, or the one stored first)."""
+        ...
+
+    def purge_idempotency_keys(self, before: datetime) -> int:
+        """Forget keys created before `before`; return how many."""
+        ...

@@ -1,0 +1,52 @@
+-- Named queries of the platform half of the PostgreSQL store (API keys, idempotency keys),
+-- loaded by wovyr.store.postgres.platform. Parameters are psycopg's %(name)s.
+
+-- name: api_key_lock
+-- Serialises bootstrap: "insert only if there is no key yet" must not race.
+SELECT pg_advisory_xact_lock(hashtext('wovyr.api_keys.bootstrap'));
+
+-- name: api_key_any
+SELECT 1 FROM api_keys LIMIT 1;
+
+-- name: api_key_insert
+INSERT INTO api_keys (id, tenant, role, name, prefix, key_hash, created_at, revoked_at,
+                      last_used_at)
+VALUES (%(id)s, %(tenant)s, %(role)s, %(name)s, %(prefix)s, %(key_hash)s, %(created_at)s,
+        %(revoked_at)s, %(last_used_at)s)
+ON CONFLICT DO NOTHING;
+
+-- name: api_key_by_hash
+SELECT id, tenant, role, name, prefix, key_hash, created_at, revoked_at, last_used_at
+FROM api_keys WHERE key_hash = %(key_hash)s;
+
+-- name: api_key_get
+SELECT id, tenant, role, name, prefix, key_hash, created_at, revoked_at, last_used_at
+FROM api_keys WHERE id = %(id)s;
+
+-- name: api_key_list
+SELECT id, tenant, role, name, prefix, key_hash, created_at, revoked_at, last_used_at
+FROM api_keys
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+ORDER BY created_at, id;
+
+-- name: api_key_revoke
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, %(at)s) WHERE id = %(id)s;
+
+-- name: api_key_touch
+UPDATE api_keys SET last_used_at = %(at)s WHERE id = %(id)s;
+
+-- name: idempotency_claim
+-- Insert unless the key exists, and return the row that holds the key either way.
+WITH inserted AS (
+    INSERT INTO idempotency_keys (tenant, key, fingerprint, execution_id, created_at)
+    VALUES (%(tenant)s, %(key)s, %(fingerprint)s, %(execution_id)s, %(created_at)s)
+    ON CONFLICT (tenant, key) DO NOTHING
+    RETURNING tenant, key, fingerprint, execution_id, created_at
+)
+SELECT tenant, key, fingerprint, execution_id, created_at FROM inserted
+UNION ALL
+SELECT tenant, key, fingerprint, execution_id, created_at FROM idempotency_keys
+WHERE tenant = %(tenant)s AND key = %(key)s AND NOT EXISTS (SELECT 1 FROM inserted);
+
+-- name: idempotency_purge
+DELETE FROM idempotency_keys WHERE created_at < %(before)s;
