@@ -12,7 +12,7 @@ import builtins
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,9 @@ from typing import Any
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
-from wovyr.definition.parse import load_definition, load_definition_file
-from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.engine.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.engine.decide import decide, start_events
+from wovyr.engine.definitions import Definitions
 from wovyr.engine.policy import RunActivity
 from wovyr.engine.state import (
     ActivityStatus,
@@ -31,10 +30,10 @@ from wovyr.engine.state import (
     fold,
     state_from_json,
 )
-from wovyr.engine.steps import make_step, waiting_on
+from wovyr.engine.steps import make_step
+from wovyr.engine.views import ExecutionView, build_view
 from wovyr.errors import (
     Conflict,
-    DefinitionConflict,
     ExecutionFinished,
     InputError,
     NotFound,
@@ -47,7 +46,6 @@ from wovyr.store import open_store
 from wovyr.store.base import (
     DEFAULT_TENANT,
     CommitOutcome,
-    DefinitionRecord,
     EventRecord,
     ExecutionFilter,
     ExecutionRecord,
@@ -64,38 +62,7 @@ _MAX_RETRIES = 50
 _SOURCE_CACHE = 256
 
 
-@dataclass(frozen=True)
-class ExecutionView:
-    """A read-only picture of one execution, as `query` returns it."""
-
-    id: str
-    workflow: str
-    version: str
-    status: str
-    input: dict[str, Any]
-    output: Any
-    error: Any
-    created_at: str
-    updated_at: str
-    definition_hash: str
-    parent_id: str | None
-    event_count: int
-    waiting_on: str | None
-    activities: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pending_waits: list[dict[str, Any]] = field(default_factory=list)
-    buffered_signals: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def finished(self) -> bool:
-        return self.status in ("completed", "failed", "cancelled")
-
-    def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return asdict(self)
-
-
-class Engine:
+class Engine(Definitions):
     """One public API over a store. Thread-safe; cheap to share."""
 
     def __init__(
@@ -171,105 +138,6 @@ class Engine:
             listener(execution_id)
 
     # --- definitions ---------------------------------------------------------------------
-
-    def register(self, definition: Workflow | str | Path) -> str:
-        """Store a definition by its content hash (idempotent); return the hash."""
-        return self._pin(definition)[1]
-
-    def _pin(self, definition: Workflow | str | Path) -> tuple[Workflow, str]:
-        """Parse (cached by source text), hash and store a definition once per tenant."""
-        cached = self._sources.get(definition) if isinstance(definition, str) else None
-        if cached is not None:
-            workflow, digest = cached
-        else:
-            workflow = self._as_workflow(definition)
-            digest = content_hash(workflow)
-            if isinstance(definition, str):
-                if len(self._sources) >= _SOURCE_CACHE:
-                    self._sources.pop(next(iter(self._sources)))
-                self._sources[definition] = (workflow, digest)
-        if (self.tenant, digest) not in self._stored:
-            record = DefinitionRecord(
-                digest,
-                workflow.name,
-                workflow.version,
-                canonical_json(workflow),
-                self.clock.now(),
-                self.tenant,
-            )
-            self.store.put_definition(record)
-            self._stored.add((self.tenant, digest))
-            self._definitions.setdefault(digest, workflow)
-        return workflow, digest
-
-    def definition(self, definition_hash: str, tenant: str | None = None) -> Workflow:
-        """The pinned definition an execution runs on (cached)."""
-        cached = self._definitions.get(definition_hash)
-        if cached is not None:
-            return cached
-        record = self.store.get_definition(definition_hash, tenant or self.tenant)
-        if record is None:
-            raise NotFound(f"definition {definition_hash} not found")
-        workflow = load_definition(record.source, filename=f"<definition {record.name}>")
-        self._definitions[definition_hash] = workflow
-        return workflow
-
-    def _as_workflow(self, definition: Workflow | str | Path) -> Workflow:
-        if isinstance(definition, Workflow):
-            return definition
-        if isinstance(definition, Path):
-            return load_definition_file(definition)
-        return load_definition(definition)
-
-    def apply(self, definition: Workflow | str | Path) -> tuple[str, str]:
-        """Register a definition under its name and version: ("applied" | "unchanged", hash).
-        A different definition under an existing name and version is refused."""
-        workflow = self._as_workflow(definition)
-        digest = content_hash(workflow)
-        record = DefinitionRecord(
-            digest,
-            workflow.name,
-            workflow.version,
-            canonical_json(workflow),
-            self.clock.now(),
-            self.tenant,
-        )
-        outcome = self.store.apply_definition(record)  # type: ignore[attr-defined]
-        if outcome == "conflict":
-            raise DefinitionConflict(
-                f"{workflow.name} version {workflow.version} is already applied with "
-                "different content",
-                hint="bump metadata.version to apply a new version",
-            )
-        self._stored.add((self.tenant, digest))
-        self._definitions.setdefault(digest, workflow)
-        return str(outcome), digest
-
-    def named(self, name: str, version: str | None = None) -> tuple[Workflow, str]:
-        """A registered definition by name (the latest applied version, or `version`);
-        falls back to the newest stored definition of that name (e.g. from `wovyr run`)."""
-        registry = getattr(self.store, "registered_definition", None)
-        record = registry(name, version, self.tenant) if registry else None
-        if record is None and version is None:
-            record = self.store.latest_definition(name, self.tenant)
-        if record is None:
-            what = f"{name!r} version {version!r}" if version else repr(name)
-            raise NotFound(
-                f"no workflow {what} is registered",
-                hint="apply it with `wovyr definitions apply FILE`",
-            )
-        return self.definition(record.hash), record.hash
-
-    def resolve(self, definition_or_name: Workflow | str | Path) -> tuple[Workflow, str]:
-        """(definition, hash) for a model, YAML/JSON text, a file path or a registered name."""
-        if isinstance(definition_or_name, str) and "\n" not in definition_or_name:
-            path = Path(definition_or_name)
-            if not path.suffix:
-                return self.named(definition_or_name)
-            definition_or_name = path
-        return self._pin(definition_or_name)
-
-    # --- start ---------------------------------------------------------------------------
 
     def start(
         self,
@@ -612,56 +480,4 @@ class Engine:
         return self.store.history(execution_id, after_seq, limit)
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
-        workflow = self.definition(record.definition_hash)
-        activities: dict[str, dict[str, Any]] = {}
-        pending: builtins.list[dict[str, Any]] = []
-        for act in workflow.activities:
-            a = state.activity(act.id)
-            activities[act.id] = {
-                "status": a.status,
-                "kind": act.kind,
-                "attempt": a.attempt,
-                "needs": act.needs,
-                "input": a.input,
-                "output": a.output,
-                "error": a.error,
-                "started_at": a.started_at,
-                "finished_at": a.finished_at,
-                "next_attempt_at": a.next_attempt_at,
-                "wait": a.wait,
-                "skip_reason": a.skip_reason,
-                "child": a.child,
-                "items": [
-                    {k: item.get(k) for k in ("status", "attempt", "output", "error", "child")}
-                    for item in a.items
-                ]
-                if a.items is not None
-                else None,
-            }
-            if a.status == ActivityStatus.WAITING and a.wait:
-                pending.append({"activity": act.id, **a.wait})
-        status = state.status
-        if status == "running":
-            busy = any(a.status == ActivityStatus.RUNNING for a in state.activities.values())
-            if state.compensation is not None:
-                status = "compensating"
-            elif not busy and (pending or waiting_on(state)):
-                status = "waiting"
-        return ExecutionView(
-            id=record.id,
-            workflow=state.workflow,
-            version=state.version,
-            status=status,
-            input=state.input,
-            output=state.output,
-            error=state.error,
-            created_at=state.created_at,
-            updated_at=state.updated_at,
-            definition_hash=state.definition_hash,
-            parent_id=state.parent_id,
-            event_count=state.seq,
-            waiting_on=waiting_on(state),
-            activities=activities,
-            pending_waits=pending,
-            buffered_signals={k: len(v) for k, v in state.signals.items()},
-        )
+        return build_view(self.definition(record.definition_hash), record, state)

@@ -1,0 +1,127 @@
+"""The definition half of the engine: parse (cached), pin by content hash, register by
+name and version, and resolve what a caller names into a pinned definition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wovyr.clock import Clock
+from wovyr.definition.model import Workflow
+from wovyr.definition.parse import load_definition, load_definition_file
+from wovyr.definition.pin import canonical_json, content_hash
+from wovyr.errors import DefinitionConflict, NotFound
+from wovyr.store.base import DefinitionRecord, Store
+
+__all__ = ["Definitions"]
+
+_SOURCE_CACHE = 256
+
+
+class Definitions:
+    """Mixed into Engine; shares its caches across `for_tenant` views."""
+
+    store: Store
+    clock: Clock
+    tenant: str
+    _definitions: dict[str, Workflow]
+    _stored: set[tuple[str, str]]
+    _sources: dict[str, tuple[Workflow, str]]
+
+    def register(self, definition: Workflow | str | Path) -> str:
+        """Store a definition by its content hash (idempotent); return the hash."""
+        return self._pin(definition)[1]
+
+    def _pin(self, definition: Workflow | str | Path) -> tuple[Workflow, str]:
+        """Parse (cached by source text), hash and store a definition once per tenant."""
+        cached = self._sources.get(definition) if isinstance(definition, str) else None
+        if cached is not None:
+            workflow, digest = cached
+        else:
+            workflow = self._as_workflow(definition)
+            digest = content_hash(workflow)
+            if isinstance(definition, str):
+                if len(self._sources) >= _SOURCE_CACHE:
+                    self._sources.pop(next(iter(self._sources)))
+                self._sources[definition] = (workflow, digest)
+        if (self.tenant, digest) not in self._stored:
+            record = DefinitionRecord(
+                digest,
+                workflow.name,
+                workflow.version,
+                canonical_json(workflow),
+                self.clock.now(),
+                self.tenant,
+            )
+            self.store.put_definition(record)
+            self._stored.add((self.tenant, digest))
+            self._definitions.setdefault(digest, workflow)
+        return workflow, digest
+
+    def definition(self, definition_hash: str, tenant: str | None = None) -> Workflow:
+        """The pinned definition an execution runs on (cached)."""
+        cached = self._definitions.get(definition_hash)
+        if cached is not None:
+            return cached
+        record = self.store.get_definition(definition_hash, tenant or self.tenant)
+        if record is None:
+            raise NotFound(f"definition {definition_hash} not found")
+        workflow = load_definition(record.source, filename=f"<definition {record.name}>")
+        self._definitions[definition_hash] = workflow
+        return workflow
+
+    def _as_workflow(self, definition: Workflow | str | Path) -> Workflow:
+        if isinstance(definition, Workflow):
+            return definition
+        if isinstance(definition, Path):
+            return load_definition_file(definition)
+        return load_definition(definition)
+
+    def apply(self, definition: Workflow | str | Path) -> tuple[str, str]:
+        """Register a definition under its name and version: ("applied" | "unchanged", hash).
+        A different definition under an existing name and version is refused."""
+        workflow = self._as_workflow(definition)
+        digest = content_hash(workflow)
+        record = DefinitionRecord(
+            digest,
+            workflow.name,
+            workflow.version,
+            canonical_json(workflow),
+            self.clock.now(),
+            self.tenant,
+        )
+        outcome = self.store.apply_definition(record)  # type: ignore[attr-defined]
+        if outcome == "conflict":
+            raise DefinitionConflict(
+                f"{workflow.name} version {workflow.version} is already applied with "
+                "different content",
+                hint="bump metadata.version to apply a new version",
+            )
+        self._stored.add((self.tenant, digest))
+        self._definitions.setdefault(digest, workflow)
+        return str(outcome), digest
+
+    def named(self, name: str, version: str | None = None) -> tuple[Workflow, str]:
+        """A registered definition by name (the latest applied version, or `version`);
+        falls back to the newest stored definition of that name (e.g. from `wovyr run`)."""
+        registry = getattr(self.store, "registered_definition", None)
+        record = registry(name, version, self.tenant) if registry else None
+        if record is None and version is None:
+            record = self.store.latest_definition(name, self.tenant)
+        if record is None:
+            what = f"{name!r} version {version!r}" if version else repr(name)
+            raise NotFound(
+                f"no workflow {what} is registered",
+                hint="apply it with `wovyr definitions apply FILE`",
+            )
+        return self.definition(record.hash), record.hash
+
+    def resolve(self, definition_or_name: Workflow | str | Path) -> tuple[Workflow, str]:
+        """(definition, hash) for a model, YAML/JSON text, a file path or a registered name."""
+        if isinstance(definition_or_name, str) and "\n" not in definition_or_name:
+            path = Path(definition_or_name)
+            if not path.suffix:
+                return self.named(definition_or_name)
+            definition_or_name = path
+        return self._pin(definition_or_name)
+
+    # --- start ---------------------------------------------------------------------------

@@ -1,0 +1,98 @@
+"""What `query` returns: a read-only picture of one execution."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from wovyr.definition.model import Workflow
+from wovyr.engine.state import ActivityStatus, ExecutionState
+from wovyr.engine.steps import waiting_on
+from wovyr.store.base import ExecutionRecord
+
+__all__ = ["ExecutionView", "build_view"]
+
+
+@dataclass(frozen=True)
+class ExecutionView:
+    """A read-only picture of one execution, as `query` returns it."""
+
+    id: str
+    workflow: str
+    version: str
+    status: str
+    input: dict[str, Any]
+    output: Any
+    error: Any
+    created_at: str
+    updated_at: str
+    definition_hash: str
+    parent_id: str | None
+    event_count: int
+    waiting_on: str | None
+    activities: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending_waits: list[dict[str, Any]] = field(default_factory=list)
+    buffered_signals: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
+    """The read-only picture of one execution that `query` returns."""
+    activities: dict[str, dict[str, Any]] = {}
+    pending: list[dict[str, Any]] = []
+    for act in workflow.activities:
+        a = state.activity(act.id)
+        activities[act.id] = {
+            "status": a.status,
+            "kind": act.kind,
+            "attempt": a.attempt,
+            "needs": act.needs,
+            "input": a.input,
+            "output": a.output,
+            "error": a.error,
+            "started_at": a.started_at,
+            "finished_at": a.finished_at,
+            "next_attempt_at": a.next_attempt_at,
+            "wait": a.wait,
+            "skip_reason": a.skip_reason,
+            "child": a.child,
+            "items": [
+                {k: item.get(k) for k in ("status", "attempt", "output", "error", "child")}
+                for item in a.items
+            ]
+            if a.items is not None
+            else None,
+        }
+        if a.status == ActivityStatus.WAITING and a.wait:
+            pending.append({"activity": act.id, **a.wait})
+    status = state.status
+    if status == "running":
+        busy = any(a.status == ActivityStatus.RUNNING for a in state.activities.values())
+        if state.compensation is not None:
+            status = "compensating"
+        elif not busy and (pending or waiting_on(state)):
+            status = "waiting"
+    return ExecutionView(
+        id=record.id,
+        workflow=state.workflow,
+        version=state.version,
+        status=status,
+        input=state.input,
+        output=state.output,
+        error=state.error,
+        created_at=state.created_at,
+        updated_at=state.updated_at,
+        definition_hash=state.definition_hash,
+        parent_id=state.parent_id,
+        event_count=state.seq,
+        waiting_on=waiting_on(state),
+        activities=activities,
+        pending_waits=pending,
+        buffered_signals={k: len(v) for k, v in state.signals.items()},
+    )
