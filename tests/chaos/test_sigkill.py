@@ -1,8 +1,10 @@
 """Crash safety: workers SIGKILLed at seeded random moments, restarted until all complete.
 
-Invariants checked from the durable history and the side-effect log:
-- every execution completes; each step's result is recorded exactly once;
-- each step ran its side effect once per attempt at most (never twice in one attempt);
+Invariants (see `invariants.py`) checked from the durable history and the side-effect log:
+- every execution completes; each step's result is recorded exactly once; the checkpoint
+  is the fold of the events;
+- each step ran its side effect once per attempt at most (never twice in one attempt), and
+  only after its attempt was durable;
 - side effects of a step = 1 + the kills that hit inside that step (attempts lost with
   their worker after the effect was written), and the completing attempt is one of them.
 """
@@ -14,13 +16,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
+
+from .invariants import check_recovered, read_effects, sqlite_integrity
 
 FIVE_STEPS = textwrap.dedent("""
     apiVersion: wovyr/v1
@@ -32,6 +35,7 @@ FIVE_STEPS = textwrap.dedent("""
     "retry: {max_attempts: 100, initial_interval: 0}}\n"
     for i, needs in enumerate(["[]", "[s1]", "[s2]", "[s3]", "[s4]"], start=1)
 )
+STEPS = ("s1", "s2", "s3", "s4", "s5")
 WORKER = Path(__file__).with_name("crash_worker.py")
 LEASE = 0.4
 
@@ -61,35 +65,73 @@ def test_sigkill_at_random_points_loses_nothing(tmp_path: Path) -> None:
     )
     assert final.returncode == 0
 
-    lines = [ln.split() for ln in effects.read_text().splitlines() if ln.strip()]
-    per_attempt = Counter((ex, step, int(att)) for ex, step, att in lines)
-    assert max(per_attempt.values()) == 1, "an attempt ran its side effect twice"
-    effect_attempts: dict[tuple[str, str], set[int]] = defaultdict(set)
-    for ex, step, att in per_attempt:
-        effect_attempts[(ex, step)].add(att)
-
-    inside_kills = 0
-    for ex in ids:
-        view = engine.query(ex)
-        assert view.status == "completed", (ex, view.status)
-        history = engine.history(ex)
-        for step in ("s1", "s2", "s3", "s4", "s5"):
-            done = [
-                e for e in history if e.type == "ActivityCompleted" and e.data["activity"] == step
-            ]
-            assert len(done) == 1, (ex, step, "result recorded more than once")
-            lost = {
-                e.data["attempt"]
-                for e in history
-                if e.type == "ActivityFailed"
-                and e.data["activity"] == step
-                and e.data["error"]["type"] == "WorkerLost"
-            }
-            effects_seen = effect_attempts[(ex, step)]
-            assert done[0].data["attempt"] in effects_seen
-            killed_inside = effects_seen - {done[0].data["attempt"]}
-            assert killed_inside <= lost, "a side effect without a recorded lost attempt"
-            inside_kills += len(killed_inside)
+    report = check_recovered(engine.store, ids, STEPS, read_effects(effects))
+    sqlite_integrity(db)
     engine.close()
     assert kills >= 50
-    print(f"kills={kills} executions={len(ids)} kills inside a step={inside_kills}")
+    print(f"kills={kills} executions={len(ids)} kills inside a step={report.inside_kills}")
+
+
+CHILD = textwrap.dedent("""
+    apiVersion: wovyr/v1
+    kind: Workflow
+    metadata: {name: crash-child}
+    inputs: {n: {type: integer}}
+    activities:
+      - {id: c1, tool: effect, with: {step: c1}, retry: {max_attempts: 100, initial_interval: 0}}
+      - {id: c2, needs: [c1], tool: effect, with: {step: c2},
+         retry: {max_attempts: 100, initial_interval: 0}}
+    output: "${{ inputs.n }}"
+    """)
+FAN_OUT = textwrap.dedent("""
+    apiVersion: wovyr/v1
+    kind: Workflow
+    metadata: {name: crash-parent}
+    activities:
+      - id: kids
+        for_each: "${{ [0, 1, 2, 3, 4, 5, 6, 7] }}"
+        max_concurrency: 3
+        workflow: {name: crash-child, input: {n: "${{ item }}"}}
+    output: "${{ activities.kids.output }}"
+    """)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sigkill_during_a_fan_out_runs_each_child_once(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    db, effects = tmp_path / "w.db", tmp_path / "effects.log"
+    engine = Engine(SQLiteStore(db))
+    engine.apply(CHILD)
+    parents = [engine.start(FAN_OUT, execution_id=f"p-{i}").id for i in range(4)]
+    kills = 0
+    while kills < 20:
+        proc = subprocess.Popen([sys.executable, str(WORKER), str(db), str(effects), str(LEASE)])
+        try:
+            proc.wait(timeout=rng.uniform(0.25, 0.9))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+    subprocess.run(
+        [sys.executable, str(WORKER), str(db), str(effects), str(LEASE)], timeout=300, check=True
+    )
+    for parent in parents:
+        view = engine.query(parent)
+        assert view.status == "completed", (parent, view.error)
+        assert view.output == list(range(8))
+        kids = engine.list(parent_id=parent, limit=100).items
+        assert sorted(k.id for k in kids) == sorted(f"{parent}::kids[{i}]" for i in range(8))
+        for kid in kids:
+            assert kid.status == "completed"
+            history = engine.history(kid.id)
+            for step in ("c1", "c2"):
+                done = [
+                    e
+                    for e in history
+                    if e.type == "ActivityCompleted" and e.data["activity"] == step
+                ]
+                assert len(done) == 1
+        finished = [e for e in engine.history(parent) if e.type == "ChildFinished"]
+        assert len(finished) == 8  # each child told its parent exactly once
+    engine.close()
