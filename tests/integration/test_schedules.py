@@ -232,3 +232,12 @@ def test_duplicate_id_conflicts(schedules: Schedules) -> None:
     schedules.create("s", workflow="quick", every="5m")
     with pytest.raises(Conflict):
         schedules.create("s", workflow="quick", every="10m")
+
+
+def test_tick_ids_are_unique_below_a_second() -> None:
+    from wovyr.scheduling.schedules import tick_execution_id
+
+    base = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
+    ids = {tick_execution_id("s", base + timedelta(milliseconds=50 * i)) for i in range(40)}
+    assert len(ids) == 40
+    assert tick_execution_id("s", base) == "s-20300101T090000Z"

@@ -52,7 +52,9 @@ def spec_of(record: ScheduleRecord) -> Spec:
 
 
 def tick_execution_id(schedule_id: str, tick: datetime) -> str:
-    return f"{schedule_id}-{tick.strftime('%Y%m%dT%H%M%S')}Z"
+    """`<schedule>-<YYYYmmddTHHMMSS>[.ffffff]Z`: one id per tick, so no tick starts twice."""
+    fraction = f".{tick.microsecond:06d}" if tick.microsecond else ""
+    return f"{schedule_id}-{tick.strftime('%Y%m%dT%H%M%S')}{fraction}Z"
 
 
 def _bad(message: str, path: str) -> InputError:
