@@ -205,7 +205,10 @@ class Activity(_Runnable):
         default=None, description="Run once per item of this list (`item`, `index` in scope)"
     )
     max_concurrency: int | None = Field(
-        default=None, ge=1, le=10_000, description="Items of a for_each run at most this many at once"
+        default=None,
+        ge=1,
+        le=10_000,
+        description="Items of a for_each run at most this many at once",
     )
 
     @model_validator(mode="after")

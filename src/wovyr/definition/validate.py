@@ -249,7 +249,7 @@ class _Checker:
         )
         self._runnable(act, base)
         self._when(act.get("when"), (*base, "when"))
-        self._for_each(act.get("for_each"), (*base, "for_each"))
+        self._for_each(act, base)
         for key, value in act.items():
             if key in _NOT_RENDERED:
                 continue
@@ -298,9 +298,22 @@ class _Checker:
                 hint="add a 'when' condition that ends it",
             )
 
-    def _for_each(self, value: Any, path: DataPath) -> None:
+    def _for_each(self, act: dict[str, Any], base: DataPath) -> None:
+        value, path = act.get("for_each"), (*base, "for_each")
         if value is None:
+            if act.get("max_concurrency") is not None:
+                self.add(
+                    "max_concurrency only applies to a for_each activity",
+                    (*base, "max_concurrency"),
+                    hint="add for_each or remove it",
+                )
             return
+        if act.get("wait") is not None:
+            self.add(
+                "a wait cannot run once per item",
+                path,
+                hint="wait before or after the for_each activity instead",
+            )
         whole = TEMPLATE_RE.fullmatch(value) if isinstance(value, str) else None
         if whole is None or "${{" in whole.group(1):
             self.add(

@@ -327,3 +327,17 @@ def test_validate_without_a_source_map_has_no_positions() -> None:
     (problem,) = validate(workflow, filename="api")
     assert problem.message == "unknown activity 'b' in an expression"
     assert (problem.file, problem.line, problem.column) == ("api", None, None)
+
+
+def test_for_each_pairs_with_runnable_kinds_and_max_concurrency_needs_it() -> None:
+    found = messages(
+        workflow_text("""\
+        activities:
+          - {id: a, for_each: "${{ [1] }}", wait: {signal: go}}
+          - {id: b, max_concurrency: 2, set: {v: 1}}
+        """)
+    )
+    assert found == [
+        "a wait cannot run once per item",
+        "max_concurrency only applies to a for_each activity",
+    ]
