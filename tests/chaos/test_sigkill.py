@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -134,4 +135,32 @@ def test_sigkill_during_a_fan_out_runs_each_child_once(tmp_path: Path) -> None:
                 assert len(done) == 1
         finished = [e for e in engine.history(parent) if e.type == "ChildFinished"]
         assert len(finished) == 8  # each child told its parent exactly once
+    engine.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_worker_processes_on_one_file_never_share_an_attempt(tmp_path: Path) -> None:
+    db, effects = tmp_path / "w.db", tmp_path / "effects.log"
+    engine = Engine(SQLiteStore(db))
+    ids = [engine.start(FIVE_STEPS, execution_id=f"ex-{i}").id for i in range(150)]
+    workers = [
+        subprocess.Popen([sys.executable, str(WORKER), str(db), str(effects), "30"])
+        for _ in range(2)
+    ]
+    for proc in workers:
+        assert proc.wait(timeout=240) == 0
+    lines = [ln.split() for ln in effects.read_text().splitlines() if ln.strip()]
+    per_step = Counter((ex, step) for ex, step, _ in lines)
+    assert set(per_step.values()) == {1}, "a step ran twice without any crash"
+    assert len(per_step) == 5 * len(ids)
+    for execution_id in ids:
+        assert engine.query(execution_id).status == "completed"
+    owners = {
+        e.data.get("key")
+        for ex in ids[:20]
+        for e in engine.history(ex)
+        if e.type == "ActivityStarted"
+    }
+    assert len(owners) == 100  # one attempt (one idempotency key) per step
     engine.close()
