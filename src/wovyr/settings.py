@@ -25,6 +25,8 @@ class Settings:
     poll_interval: float = 1.0
     concurrency: int = 64
     dispatch_interval: float = 2.0
+    max_body_bytes: int = 1_048_576  # the HTTP API refuses larger request bodies (413)
+    shutdown_grace: float = 10.0  # seconds in-flight activities get when the server stops
 
     @property
     def store_url(self) -> str:
@@ -44,9 +46,17 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    value = float(_float(env, name, default))
+    if not value.is_integer():
+        raise ConfigError(f"{name} must be a whole number, got {env.get(name)!r}")
+    return int(value)
+
+
 def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Settings:
     """Settings from the environment (`WOVYR_HOME`, `WOVYR_DATABASE_URL`, `WOVYR_ACTIVITIES`,
-    `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`), overridden by
+    `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`,
+    `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`), overridden by
     flags that are not None."""
     env = os.environ if env is None else env
     settings = Settings(
@@ -56,6 +66,9 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         lease_seconds=_float(env, "WOVYR_LEASE_SECONDS", 30.0),
         poll_interval=_float(env, "WOVYR_POLL_INTERVAL", 1.0),
         dispatch_interval=_float(env, "WOVYR_DISPATCH_INTERVAL_SECS", 2.0),
+        concurrency=_int(env, "WOVYR_CONCURRENCY", 64),
+        max_body_bytes=_int(env, "WOVYR_MAX_BODY_BYTES", 1_048_576),
+        shutdown_grace=_float(env, "WOVYR_SHUTDOWN_GRACE_SECS", 10.0),
     )
     given = {k: v for k, v in flags.items() if v is not None and v != ()}
     if "activities" in given:

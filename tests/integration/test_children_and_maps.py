@@ -105,7 +105,7 @@ def test_child_failure_fails_the_activity_and_compensates(
     engine: Engine, registry: ActivityRegistry
 ) -> None:
     undone: list[str] = []
-    registry.register("undo", lambda what: undone.append(what))
+    registry.register("undo", undone.append)
     engine.apply(
         wf(
             "broken",
@@ -239,7 +239,7 @@ def test_map_items_retry_and_compensation_covers_completed_items(
         return n * 10
 
     registry.register("work", work)
-    registry.register("undo", lambda n: undone.append(n))
+    registry.register("undo", undone.append)
     rec = engine.start(
         wf(
             "m",

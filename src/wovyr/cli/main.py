@@ -34,6 +34,7 @@ def _register() -> None:
         commands_registry,
         commands_run,
         commands_schedules,
+        commands_server,
         commands_workflows,
     )
 

@@ -1,0 +1,164 @@
+"""API keys: long random tokens, stored only as SHA-256 hashes, bound to a tenant and a role.
+
+A token is ``wvr_`` + 32 random bytes (URL-safe base64): far too much entropy to guess, so
+one unsalted SHA-256 is enough to keep a stolen key table useless. The store finds a key by
+its hash, and the hash is compared again in constant time. Roles are ordered
+``viewer < operator < admin``: a viewer reads; an operator also starts, signals, approves,
+cancels and manages schedules; an admin also manages keys.
+
+This is the seam the HTTP API and the web UI share: `Authenticator.verify(token)` turns a
+bearer token into a `Principal`, or None; `principal_for_key(key_id)` re-checks a key a
+session remembered (revoked keys stop working there too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import cast
+
+from wovyr.clock import Clock, SystemClock
+from wovyr.errors import InputError, NotFound, Problem, StoreError
+from wovyr.store.base import DEFAULT_TENANT
+from wovyr.store.platform import ApiKeyRecord, ApiKeyStore
+
+__all__ = [
+    "ROLES",
+    "ApiKeyRecord",
+    "Authenticator",
+    "Principal",
+    "hash_token",
+    "role_at_least",
+    "validate_tenant",
+]
+
+log = logging.getLogger("wovyr.auth")
+ROLES = ("viewer", "operator", "admin")
+_RANK = {role: rank for rank, role in enumerate(ROLES)}
+TOKEN_PREFIX = "wvr_"
+_PREFIX_CHARS = 12  # "wvr_" + 8 characters: enough to tell keys apart, useless to guess
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_MAX_TOKEN = 512
+_TOUCH_EVERY = timedelta(seconds=60)  # last_used_at is advisory: not one write per request
+
+
+def role_at_least(role: str, needed: str) -> bool:
+    """True when `role` may do what `needed` may; unknown roles may do nothing."""
+    return _RANK.get(role, -1) >= _RANK[needed]
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def validate_tenant(tenant: str) -> str:
+    if not isinstance(tenant, str) or not _TENANT.match(tenant):
+        raise InputError(
+            [Problem("a tenant is 1-64 letters, digits, '.', '_' or '-'", path="tenant")]
+        )
+    return tenant
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the tenant and role of the API key that authenticated the request."""
+
+    tenant: str
+    role: str
+    key_id: str
+    name: str = ""
+
+    def can(self, needed: str) -> bool:
+        return role_at_least(self.role, needed)
+
+    @property
+    def actor(self) -> str:
+        """How decisions by this caller are recorded (an approval's `by`)."""
+        return self.name or self.key_id
+
+
+class Authenticator:
+    """Creates, verifies, lists and revokes API keys over a store with `ApiKeyStore`."""
+
+    def __init__(self, store: object, clock: Clock | None = None) -> None:
+        if not hasattr(store, "api_key_by_hash"):
+            raise TypeError(f"{type(store).__name__} does not keep API keys")
+        self.store = cast(ApiKeyStore, store)
+        self.clock: Clock = clock or SystemClock()
+
+    def verify(self, token: str | None) -> Principal | None:
+        """The principal of a valid, unrevoked token; None for anything else."""
+        if not token or len(token) > _MAX_TOKEN or not token.startswith(TOKEN_PREFIX):
+            return None
+        digest = hash_token(token)
+        record = self.store.api_key_by_hash(digest)
+        if record is None or not hmac.compare_digest(record.key_hash, digest):
+            return None
+        return self._principal(record)
+
+    def principal_for_key(self, key_id: str) -> Principal | None:
+        """The principal of an unrevoked key by id (for sessions that remember the id)."""
+        record = self.store.get_api_key(key_id)
+        return None if record is None else self._principal(record)
+
+    def _principal(self, record: ApiKeyRecord) -> Principal | None:
+        if record.revoked_at is not None or record.role not in _RANK:
+            return None
+        now = self.clock.now()
+        if record.last_used_at is None or now - record.last_used_at >= _TOUCH_EVERY:
+            try:
+                self.store.touch_api_key(record.id, now)
+            except StoreError as exc:  # advisory: a busy store must not refuse the request
+                log.warning("could not record the use of key %s: %s", record.id, exc)
+        return Principal(record.tenant, record.role, record.id, record.name)
+
+    def create_key(self, tenant: str, role: str, name: str = "") -> tuple[str, str]:
+        """A new key: returns (key id, token). The token is shown once and never stored."""
+        record, token = self._new_record(tenant, role, name)
+        if not self.store.create_api_key(record):  # pragma: no cover - 128-bit id collision
+            raise InputError([Problem("could not create the key; try again")])
+        return record.id, token
+
+    def bootstrap_admin_if_empty(self) -> str | None:
+        """On a store with no key at all, create one admin key for tenant "default" and
+        return its token (once); None when any key exists."""
+        record, token = self._new_record(DEFAULT_TENANT, "admin", "bootstrap")
+        return token if self.store.create_api_key(record, only_if_none=True) else None
+
+    def list_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        return self.store.list_api_keys(tenant)
+
+    def get_key(self, key_id: str, tenant: str | None = None) -> ApiKeyRecord:
+        record = self.store.get_api_key(key_id)
+        if record is None or (tenant is not None and record.tenant != tenant):
+            raise NotFound(f"API key {key_id!r} not found")
+        return record
+
+    def revoke(self, key_id: str, tenant: str | None = None) -> ApiKeyRecord:
+        """Revoke a key (of `tenant`, when given); revoking twice keeps the first time."""
+        self.get_key(key_id, tenant)
+        self.store.revoke_api_key(key_id, self.clock.now())
+        return self.get_key(key_id, tenant)
+
+    def _new_record(self, tenant: str, role: str, name: str) -> tuple[ApiKeyRecord, str]:
+        validate_tenant(tenant)
+        if role not in _RANK:
+            raise InputError([Problem(f"role must be one of {', '.join(ROLES)}", path="role")])
+        if len(name) > 200:
+            raise InputError([Problem("a key name is at most 200 characters", path="name")])
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        record = ApiKeyRecord(
+            id="key_" + secrets.token_hex(8),
+            tenant=tenant,
+            role=role,
+            name=name,
+            prefix=token[:_PREFIX_CHARS],
+            key_hash=hash_token(token),
+            created_at=self.clock.now(),
+        )
+        return record, token

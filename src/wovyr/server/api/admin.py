@@ -1,0 +1,54 @@
+"""`/api/v1/admin/keys`: an admin manages the API keys of its own tenant.
+
+Keys of other tenants are invisible here (the same 404 as a missing key); creating keys
+for any tenant is the operator's job, on the server host: `wovyr admin keys create`.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from wovyr.server.api.models import KeyCreate, KeyCreated, KeyOut
+from wovyr.server.deps import Admin, Ctx
+from wovyr.server.guard import StrictJsonRoute
+from wovyr.server.problems import problem_responses
+from wovyr.store.platform import ApiKeyRecord
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/api/v1/admin/keys",
+    tags=["admin"],
+    route_class=StrictJsonRoute,
+    responses=problem_responses(401, 403, 404, 413, 422),
+)
+
+
+def key_out(record: ApiKeyRecord) -> KeyOut:
+    return KeyOut(
+        id=record.id,
+        tenant=record.tenant,
+        role=record.role,
+        name=record.name,
+        prefix=record.prefix,
+        created_at=record.created_at,
+        revoked_at=record.revoked_at,
+        last_used_at=record.last_used_at,
+    )
+
+
+@router.get("", response_model=list[KeyOut], summary="The tenant's API keys")
+def list_keys(ctx: Ctx, principal: Admin) -> list[KeyOut]:
+    return [key_out(k) for k in ctx.authenticator.list_keys(principal.tenant)]
+
+
+@router.post("", status_code=201, response_model=KeyCreated, summary="Create an API key")
+def create_key(body: KeyCreate, ctx: Ctx, principal: Admin) -> KeyCreated:
+    key_id, token = ctx.authenticator.create_key(principal.tenant, body.role, body.name)
+    record = ctx.authenticator.get_key(key_id, principal.tenant)
+    return KeyCreated(**key_out(record).model_dump(), token=token)
+
+
+@router.delete("/{key_id}", response_model=KeyOut, summary="Revoke an API key")
+def revoke_key(key_id: str, ctx: Ctx, principal: Admin) -> KeyOut:
+    return key_out(ctx.authenticator.revoke(key_id, principal.tenant))

@@ -1,0 +1,147 @@
+"""`/healthz`, `/readyz`, `/metrics` and the local API docs page (`/docs`)."""
+
+from __future__ import annotations
+
+import html
+import re
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+
+from wovyr.server.deps import Ctx, ServerContext, Viewer
+from wovyr.server.problems import problem_responses
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["health"])
+_VERSION = re.compile(r"^(\d+)_.*\.sql$")
+
+
+@router.get("/healthz", summary="Liveness: the process answers")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+def _known_migrations(store: Any) -> int | None:
+    """The newest migration this code ships for the store's driver (None: no migrations)."""
+    package = type(getattr(store, "inner", store)).__module__.rpartition(".")[0]
+    try:
+        folder = resources.files(package) / "migrations"
+        versions = [
+            int(m.group(1)) for e in folder.iterdir() if (m := _VERSION.match(e.name)) is not None
+        ]
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        return None
+    return max(versions) if versions else None
+
+
+def _check_store(ctx: ServerContext) -> tuple[str, str]:
+    store = ctx.engine.store
+    try:
+        schema_version = getattr(store, "schema_version", None)
+        if schema_version is None:
+            store.next_timer_at()  # a cheap read: the store answers
+            return "ok", "n/a"
+        current = int(schema_version())
+    except Exception:
+        return "unreachable", "unknown"
+    known = _known_migrations(store)
+    if known is None or current == known:
+        return "ok", "ok"
+    return "ok", f"schema {current}, this server expects {known}"
+
+
+@router.get(
+    "/readyz",
+    summary="Readiness: store reachable, migrations current, background tasks alive",
+    responses={503: {"description": "Not ready"}},
+)
+def readyz(ctx: Ctx) -> JSONResponse:
+    store, migrations = _check_store(ctx)
+    if ctx.background is None:
+        background = "disabled"
+    else:
+        background = "ok" if ctx.background.alive() else "stopped"
+    checks = {"store": store, "migrations": migrations, "background": background}
+    ready = store == "ok" and migrations in ("ok", "n/a") and background in ("ok", "disabled")
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status_code=200 if ready else 503,
+    )
+
+
+def _sampled(ctx: ServerContext) -> list[tuple[str, str, str, float]]:
+    store, now = ctx.engine.store, ctx.clock.now()
+    due = store.due_timers(now, 1)
+    timer_lag = (now - due[0].fire_at).total_seconds() if due else 0.0
+    schedule_lag = 0.0
+    due_schedules = getattr(store, "due_schedules", None)
+    if due_schedules is not None:
+        late = [s.next_fire_at for s in due_schedules(now, 1) if s.next_fire_at is not None]
+        schedule_lag = max(0.0, (now - late[0]).total_seconds()) if late else 0.0
+    depth = float(store.ready_count(now))
+    out = [
+        ("wovyr_queue_depth", "gauge", "Executions ready to run and not leased.", depth),
+        ("wovyr_timer_lag_seconds", "gauge", "How late the oldest due timer is.", timer_lag),
+        (
+            "wovyr_schedule_lag_seconds",
+            "gauge",
+            "How late the oldest due schedule is.",
+            schedule_lag,
+        ),
+    ]
+    bg = ctx.background
+    if bg is not None:
+        status = bg.status()
+        out += [
+            (
+                "wovyr_worker_executions",
+                "gauge",
+                "Executions this server's worker drives now.",
+                float(status["running"]),
+            ),
+            (
+                "wovyr_worker_restarts_total",
+                "counter",
+                "Times the background worker failed and was replaced.",
+                float(status["restarts"]),
+            ),
+        ]
+    return out
+
+
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    summary="Prometheus metrics (the caller's tenant, plus process-wide series)",
+    responses=problem_responses(401, 403),
+)
+def metrics(ctx: Ctx, principal: Viewer) -> PlainTextResponse:
+    text = ctx.metrics.render(principal.tenant, _sampled(ctx))
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+def docs(request: Request) -> HTMLResponse:
+    """A plain page listing the operations of /openapi.json (no CDN, no script)."""
+    spec = request.app.openapi()
+    rows = []
+    for path, operations in sorted(spec.get("paths", {}).items()):
+        for method, op in operations.items():
+            rows.append(
+                f"<tr><td><code>{html.escape(method.upper())}</code></td>"
+                f"<td><code>{html.escape(path)}</code></td>"
+                f"<td>{html.escape(str(op.get('summary', '')))}</td></tr>"
+            )
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Wovyr API</title>"
+        "<style>body{font-family:system-ui,sans-serif;margin:2rem}td{padding:.2rem .8rem}"
+        "@media (prefers-color-scheme: dark){body{background:#111;color:#ddd}}</style>"
+        "</head><body><h1>Wovyr API v1</h1>"
+        "<p>The full document: <a href='/openapi.json'>/openapi.json</a> (OpenAPI 3.1). "
+        "Authenticate with <code>Authorization: Bearer wvr_...</code>.</p>"
+        f"<table>{''.join(rows)}</table></body></html>"
+    )
+    return HTMLResponse(page)

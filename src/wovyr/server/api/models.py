@@ -1,0 +1,237 @@
+"""Request and response bodies of API v1 (they are also its OpenAPI schemas)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ApproveRequest",
+    "BackfillRequest",
+    "BackfillResult",
+    "EventOut",
+    "ExecutionDetail",
+    "ExecutionPage",
+    "ExecutionSummary",
+    "HistoryPage",
+    "KeyCreate",
+    "KeyCreated",
+    "KeyOut",
+    "NoteRequest",
+    "Payload",
+    "ScheduleCreate",
+    "ScheduleList",
+    "ScheduleOut",
+    "ScheduleUpdate",
+    "SignalRequest",
+    "StartRequest",
+    "TriggerResult",
+]
+
+Name = Field(min_length=1, max_length=200)
+Status = Literal["running", "completed", "failed", "cancelled"]
+Role = Literal["viewer", "operator", "admin"]
+Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "allow_all"]
+
+
+def _plausible(value: datetime) -> datetime:
+    """Schedule times stay far from datetime's limits, where tick arithmetic overflows."""
+    if not 1970 <= value.year <= 9000:
+        raise ValueError("a schedule time must be between the years 1970 and 9000")
+    return value
+
+
+When = Annotated[datetime, AfterValidator(_plausible)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartRequest(Strict):
+    """Start an execution of an inline definition (YAML or JSON text, or a JSON object) or
+    of a registered workflow by name."""
+
+    definition: str | dict[str, Any] | None = Field(
+        None, description="The workflow document: YAML/JSON text or an object."
+    )
+    workflow: str | None = Field(
+        None, min_length=1, max_length=200, description="A registered workflow's name."
+    )
+    version: str | None = Field(
+        None, min_length=1, max_length=100, description="With `workflow`: this version."
+    )
+    input: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = Field(None, min_length=1, max_length=200, description="Execution id.")
+
+
+class SignalRequest(Strict):
+    name: str = Name
+    payload: Any = None
+
+
+class ApproveRequest(Strict):
+    activity: str = Name
+    approved: bool = True
+    comment: str | None = Field(None, max_length=10_000)
+
+
+class NoteRequest(Strict):
+    note: str | None = Field(None, max_length=10_000)
+
+
+class Payload(BaseModel):
+    """A JSON value in a list: whole when small, else a preview and its size."""
+
+    size: int = Field(description="Bytes of its JSON.")
+    truncated: bool
+    value: Any = None
+    preview: str | None = None
+
+
+class ExecutionSummary(BaseModel):
+    id: str
+    workflow: str
+    version: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    waiting_on: str | None
+    parent_id: str | None
+    input: Payload
+    output: Payload
+    error: Payload
+
+
+class ExecutionPage(BaseModel):
+    items: list[ExecutionSummary]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next (older) page.")
+
+
+class EventOut(BaseModel):
+    seq: int
+    type: str
+    at: datetime
+    data: dict[str, Any]
+
+
+class ExecutionDetail(BaseModel):
+    id: str
+    workflow: str
+    version: str
+    status: str
+    input: dict[str, Any]
+    output: Any
+    error: Any
+    created_at: str
+    updated_at: str
+    definition_hash: str
+    parent_id: str | None
+    event_count: int
+    waiting_on: str | None
+    activities: dict[str, dict[str, Any]]
+    pending_waits: list[dict[str, Any]]
+    buffered_signals: dict[str, int]
+    timeline: list[EventOut] = Field(description="The newest events, oldest first.")
+
+
+class HistoryPage(BaseModel):
+    items: list[EventOut]
+    total: int = Field(description="Events in the whole history.")
+    next_after_seq: int | None = Field(description="Pass as `after_seq` for the next page.")
+
+
+class ScheduleCreate(Strict):
+    id: str = Name
+    workflow: str | None = Field(None, min_length=1, max_length=200)
+    definition: str | dict[str, Any] | None = None
+    cron: str | None = Field(None, max_length=200)
+    every: str | float | None = None
+    timezone: str | None = Field(None, max_length=100)
+    offset: str | float | None = None
+    overlap: Overlap = "skip"
+    catchup_window: str | float = "1m"
+    input: dict[str, Any] = Field(default_factory=dict)
+    start_at: When | None = None
+    end_at: When | None = None
+    remaining_actions: int | None = Field(None, ge=0)
+    paused: bool = False
+    note: str | None = Field(None, max_length=10_000)
+
+
+class ScheduleUpdate(Strict):
+    cron: str | None = Field(None, max_length=200)
+    every: str | float | None = None
+    timezone: str | None = Field(None, max_length=100)
+    offset: str | float | None = None
+    overlap: Overlap | None = None
+    catchup_window: str | float | None = None
+    input: dict[str, Any] | None = None
+    note: str | None = Field(None, max_length=10_000)
+    end_at: When | None = None
+    remaining_actions: int | None = Field(None, ge=0)
+
+
+class ScheduleOut(BaseModel):
+    id: str
+    workflow: str
+    definition_hash: str | None
+    spec: dict[str, Any]
+    describe: str
+    overlap: str
+    catchup_window: float
+    paused: bool
+    note: str | None
+    input: dict[str, Any]
+    start_at: datetime | None
+    end_at: datetime | None
+    remaining_actions: int | None
+    next_fire_at: datetime | None
+    next_fire_times: list[datetime]
+    last_fire_at: datetime | None
+    buffered: list[str]
+    recent: list[dict[str, Any]]
+    fired: int
+    skipped: int
+    missed: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleList(BaseModel):
+    items: list[ScheduleOut]
+
+
+class TriggerResult(BaseModel):
+    execution_id: str
+
+
+class BackfillRequest(Strict):
+    start: When
+    end: When
+
+
+class BackfillResult(BaseModel):
+    execution_ids: list[str]
+
+
+class KeyCreate(Strict):
+    role: Role
+    name: str = Field("", max_length=200)
+
+
+class KeyOut(BaseModel):
+    id: str
+    tenant: str
+    role: str
+    name: str
+    prefix: str
+    created_at: datetime
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+class KeyCreated(KeyOut):
+    token: str = Field(description="The key itself: shown this once, never stored.")

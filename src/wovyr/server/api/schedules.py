@@ -1,0 +1,187 @@
+"""`/api/v1/schedules`: the CLI's `wovyr schedules ...` over HTTP."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from wovyr.clock import utc
+from wovyr.definition.model import Workflow
+from wovyr.errors import Problem
+from wovyr.scheduling.schedules import Schedules, spec_of
+from wovyr.server.api.models import (
+    BackfillRequest,
+    BackfillResult,
+    NoteRequest,
+    ScheduleCreate,
+    ScheduleList,
+    ScheduleOut,
+    ScheduleUpdate,
+    TriggerResult,
+)
+from wovyr.server.deps import Ctx, Operator, Viewer, schedules_for
+from wovyr.server.guard import StrictJsonRoute
+from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.store.schedules import ScheduleRecord
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/api/v1/schedules",
+    tags=["schedules"],
+    route_class=StrictJsonRoute,
+    responses=problem_responses(401, 403, 404, 409, 413, 422),
+)
+_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def schedule_out(record: ScheduleRecord, service: Schedules) -> ScheduleOut:
+    return ScheduleOut(
+        id=record.id,
+        workflow=record.workflow,
+        definition_hash=record.definition_hash,
+        spec=record.spec,
+        describe=spec_of(record).describe(),
+        overlap=record.overlap,
+        catchup_window=record.catchup_window,
+        paused=record.paused,
+        note=record.note,
+        input=record.input,
+        start_at=record.start_at,
+        end_at=record.end_at,
+        remaining_actions=record.remaining_actions,
+        next_fire_at=record.next_fire_at,
+        next_fire_times=_next_fire_times(record, service),
+        last_fire_at=record.last_fire_at,
+        buffered=list(record.buffered),
+        recent=list(record.recent),
+        fired=record.fired_count,
+        skipped=record.skipped_count,
+        missed=record.missed_count,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+def _next_fire_times(record: ScheduleRecord, service: Schedules) -> list[datetime]:
+    try:
+        return service.next_fire_times(record)
+    except (ValueError, OverflowError):  # ticks beyond datetime's range: show what exists
+        return [record.next_fire_at] if record.next_fire_at else []
+
+
+def _invalid(message: str, path: str) -> ApiProblem:
+    return ApiProblem(422, message, problems=[Problem(message, path=path)])
+
+
+def _target(service: Schedules, body: ScheduleCreate) -> str | Workflow:
+    """A registered name, or the inline definition (pinned). Never a file on the server."""
+    if (body.workflow is None) == (body.definition is None):
+        raise _invalid("give exactly one of workflow or definition", "workflow")
+    if body.workflow is not None:
+        if body.workflow.endswith(_FILE_SUFFIXES):
+            raise _invalid("a workflow name cannot end in .yaml, .yml or .json", "workflow")
+        return body.workflow
+    definition = body.definition
+    text = definition if isinstance(definition, str) else json.dumps(definition, indent=2)
+    workflow, _ = service.engine.resolve(text if text.endswith("\n") else text + "\n")
+    return workflow
+
+
+@router.post("", status_code=201, response_model=ScheduleOut, summary="Create a schedule")
+def create_schedule(body: ScheduleCreate, ctx: Ctx, principal: Operator) -> ScheduleOut:
+    service = schedules_for(ctx, principal)
+    if (body.cron is None) == (body.every is None):
+        raise _invalid("give exactly one of cron or every", "cron")
+    record = service.create(
+        body.id,
+        workflow=_target(service, body),
+        cron=body.cron,
+        every=body.every,
+        timezone=body.timezone,
+        offset=body.offset,
+        overlap=body.overlap,
+        catchup_window=body.catchup_window,
+        input=body.input,
+        start_at=utc(body.start_at) if body.start_at else None,
+        end_at=utc(body.end_at) if body.end_at else None,
+        remaining_actions=body.remaining_actions,
+        paused=body.paused,
+        note=body.note,
+    )
+    return schedule_out(record, service)
+
+
+@router.get("", response_model=ScheduleList, summary="List schedules")
+def list_schedules(ctx: Ctx, principal: Viewer) -> ScheduleList:
+    service = schedules_for(ctx, principal)
+    return ScheduleList(items=[schedule_out(r, service) for r in service.list()[:1000]])
+
+
+@router.get("/{schedule_id}", response_model=ScheduleOut, summary="One schedule")
+def get_schedule(schedule_id: str, ctx: Ctx, principal: Viewer) -> ScheduleOut:
+    service = schedules_for(ctx, principal)
+    return schedule_out(service.get(schedule_id), service)
+
+
+@router.patch("/{schedule_id}", response_model=ScheduleOut, summary="Change a schedule")
+def update_schedule(
+    schedule_id: str, body: ScheduleUpdate, ctx: Ctx, principal: Operator
+) -> ScheduleOut:
+    service = schedules_for(ctx, principal)
+    changes: dict[str, Any] = {k: getattr(body, k) for k in body.model_fields_set}
+    if changes.get("end_at") is not None:
+        changes["end_at"] = utc(changes["end_at"])
+    service.get(schedule_id)  # 404 before 422: another tenant's id tells nothing
+    return schedule_out(service.update(schedule_id, **changes), service)
+
+
+@router.post("/{schedule_id}/pause", response_model=ScheduleOut, summary="Pause")
+def pause_schedule(
+    schedule_id: str, ctx: Ctx, principal: Operator, body: NoteRequest | None = None
+) -> ScheduleOut:
+    service = schedules_for(ctx, principal)
+    return schedule_out(service.pause(schedule_id, body.note if body else None), service)
+
+
+@router.post("/{schedule_id}/resume", response_model=ScheduleOut, summary="Resume")
+def resume_schedule(
+    schedule_id: str, ctx: Ctx, principal: Operator, body: NoteRequest | None = None
+) -> ScheduleOut:
+    service = schedules_for(ctx, principal)
+    return schedule_out(service.resume(schedule_id, body.note if body else None), service)
+
+
+@router.delete("/{schedule_id}", status_code=204, summary="Delete a schedule")
+def delete_schedule(schedule_id: str, ctx: Ctx, principal: Operator) -> Response:
+    schedules_for(ctx, principal).delete(schedule_id)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{schedule_id}/trigger",
+    status_code=201,
+    response_model=TriggerResult,
+    summary="Start one execution now",
+)
+def trigger_schedule(schedule_id: str, ctx: Ctx, principal: Operator) -> TriggerResult:
+    return TriggerResult(execution_id=schedules_for(ctx, principal).trigger(schedule_id))
+
+
+@router.post(
+    "/{schedule_id}/backfill",
+    status_code=201,
+    response_model=BackfillResult,
+    summary="Start every tick of a past range now",
+)
+def backfill_schedule(
+    schedule_id: str, body: BackfillRequest, ctx: Ctx, principal: Operator
+) -> BackfillResult:
+    service = schedules_for(ctx, principal)
+    service.get(schedule_id)
+    return BackfillResult(
+        execution_ids=service.backfill(schedule_id, utc(body.start), utc(body.end))
+    )

@@ -1,0 +1,296 @@
+"""`/api/v1/workflows`: start, list, inspect, history, signal, approve, cancel."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Response
+
+from wovyr.clock import utc
+from wovyr.definition.inputs import resolve_inputs
+from wovyr.definition.model import Workflow
+from wovyr.engine.engine import Engine
+from wovyr.errors import NotFound, Problem
+from wovyr.ids import new_id, validate_execution_id
+from wovyr.platform.auth import Principal
+from wovyr.server.api.models import (
+    ApproveRequest,
+    EventOut,
+    ExecutionDetail,
+    ExecutionPage,
+    ExecutionSummary,
+    HistoryPage,
+    Payload,
+    SignalRequest,
+    StartRequest,
+    Status,
+)
+from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
+from wovyr.server.guard import StrictJsonRoute
+from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.store.base import EventRecord, ExecutionRecord
+from wovyr.store.codec import from_micros, to_micros
+from wovyr.store.platform import IdempotencyRecord, IdempotencyStore
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/api/v1/workflows",
+    tags=["workflows"],
+    route_class=StrictJsonRoute,
+    responses=problem_responses(400, 401, 403, 404, 409, 413, 422),
+)
+_PREVIEW = 256
+_WHOLE = 1024  # payloads up to this many bytes of JSON are listed whole
+_TIMELINE = 50
+
+
+# --- presenting ----------------------------------------------------------------------------
+
+
+def payload(value: Any) -> Payload:
+    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    size = len(text.encode("utf-8"))
+    if size <= _WHOLE:
+        return Payload(size=size, truncated=False, value=value)
+    return Payload(size=size, truncated=True, preview=text[:_PREVIEW])
+
+
+def summary(r: ExecutionRecord) -> ExecutionSummary:
+    return ExecutionSummary(
+        id=r.id,
+        workflow=r.workflow,
+        version=r.version,
+        status=r.status,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+        waiting_on=r.waiting_on,
+        parent_id=r.parent_id,
+        input=payload(r.input),
+        output=payload(r.output),
+        error=payload(r.error),
+    )
+
+
+def event_out(e: EventRecord) -> EventOut:
+    return EventOut(seq=e.seq, type=e.type, at=e.at, data=e.data)
+
+
+def detail(engine: Engine, execution_id: str, events: int = _TIMELINE) -> ExecutionDetail:
+    view = engine.query(execution_id)
+    first = max(0, view.event_count - events)
+    timeline = engine.store.history(execution_id, first, events) if events else []
+    return ExecutionDetail(**view.to_dict(), timeline=[event_out(e) for e in timeline])
+
+
+def encode_cursor(cursor: tuple[datetime, str] | None) -> str | None:
+    if cursor is None:
+        return None
+    raw = json.dumps([to_micros(cursor[0]), cursor[1]]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(text: str | None) -> tuple[datetime, str] | None:
+    if not text:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        micros, ident = json.loads(raw)
+        if not isinstance(micros, int) or not isinstance(ident, str):
+            raise ValueError
+        return from_micros(micros), ident
+    except (ValueError, TypeError, binascii.Error, OverflowError):
+        raise ApiProblem(
+            400,
+            "The cursor is not one this API returned.",
+            problems=[Problem("bad cursor", "cursor")],
+        ) from None
+
+
+# --- starting --------------------------------------------------------------------------------
+
+
+def _definition(engine: Engine, body: StartRequest) -> tuple[Workflow | str, Workflow]:
+    """(what to pass to `engine.start`, the parsed workflow). Never a file path: text always
+    carries a newline so the engine reads it as a document, and names go to the registry."""
+    if (body.definition is None) == (body.workflow is None):
+        raise ApiProblem(
+            422,
+            "Give exactly one of `definition` or `workflow`.",
+            problems=[Problem("give exactly one of definition or workflow", path="definition")],
+        )
+    if body.workflow is not None:
+        try:
+            workflow, _ = engine.named(body.workflow, body.version)
+        except NotFound as exc:
+            raise ApiProblem(
+                422, exc.message, problems=[Problem(exc.message, "workflow")]
+            ) from None
+        return workflow, workflow
+    definition = body.definition
+    text = definition if isinstance(definition, str) else json.dumps(definition, indent=2)
+    text = text if text.endswith("\n") else text + "\n"
+    workflow, _ = engine.resolve(text)
+    return text, workflow
+
+
+def _fingerprint(body: StartRequest) -> str:
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _claim_key(ctx: ServerContext, principal: Principal, key: str, body: StartRequest) -> str:
+    store: IdempotencyStore = ctx.engine.store  # type: ignore[assignment]
+    now = ctx.clock.now()
+    record = IdempotencyRecord(
+        principal.tenant, key, _fingerprint(body), body.id or new_id(now), now
+    )
+    held = store.claim_idempotency_key(record)
+    if held.fingerprint != record.fingerprint:
+        raise ApiProblem(
+            422,
+            "This Idempotency-Key was already used with a different request body.",
+            slug="idempotency-key-reused",
+        )
+    return held.execution_id
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=ExecutionDetail,
+    summary="Start an execution",
+    responses={200: {"description": "The execution already existed (same id or same key)."}},
+)
+def start_workflow(
+    body: StartRequest,
+    response: Response,
+    ctx: Ctx,
+    principal: Operator,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)
+    ] = None,
+) -> ExecutionDetail:
+    engine = tenant_engine(ctx, principal)
+    source, workflow = _definition(engine, body)
+    resolve_inputs(workflow, body.input)  # refuse bad inputs before a key is spent on them
+    if body.id is not None:
+        try:
+            validate_execution_id(body.id)
+        except ValueError as exc:
+            raise ApiProblem(422, str(exc), problems=[Problem(str(exc), "id")]) from None
+    execution_id = body.id
+    if idempotency_key is not None:
+        execution_id = _claim_key(ctx, principal, idempotency_key, body)
+    existing = engine.store.load(execution_id, tenant=None) if execution_id else None
+    response.status_code = 200 if existing else 201
+    if existing is None:
+        existing = engine.start(source, body.input, execution_id=execution_id)
+    if existing.tenant != principal.tenant:
+        raise ApiProblem(409, "An execution with this id already exists; choose another id.")
+    if response.status_code == 200 and idempotency_key is not None:
+        response.headers["Idempotent-Replayed"] = "true"
+    response.headers["Location"] = f"{router.prefix}/{existing.id}"
+    return detail(engine, existing.id)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+@router.get("", response_model=ExecutionPage, summary="List executions, newest first")
+def list_workflows(
+    ctx: Ctx,
+    principal: Viewer,
+    workflow: Annotated[str | None, Query(max_length=200)] = None,
+    status: Status | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+) -> ExecutionPage:
+    page = tenant_engine(ctx, principal).list(
+        workflow=workflow,
+        status=status,
+        created_after=utc(created_after) if created_after else None,
+        created_before=utc(created_before) if created_before else None,
+        limit=limit,
+        cursor=decode_cursor(cursor),
+    )
+    return ExecutionPage(
+        items=[summary(r) for r in page.items], next_cursor=encode_cursor(page.next_cursor)
+    )
+
+
+@router.get("/{execution_id}", response_model=ExecutionDetail, summary="One execution")
+def get_workflow(
+    execution_id: str,
+    ctx: Ctx,
+    principal: Viewer,
+    events: Annotated[int, Query(ge=0, le=500, description="Newest events to include.")] = 50,
+) -> ExecutionDetail:
+    return detail(tenant_engine(ctx, principal), execution_id, events)
+
+
+@router.get("/{execution_id}/history", response_model=HistoryPage, summary="Events, paged")
+def get_history(
+    execution_id: str,
+    ctx: Ctx,
+    principal: Viewer,
+    after_seq: Annotated[int | None, Query(ge=0, description="Default: the newest page.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> HistoryPage:
+    engine = tenant_engine(ctx, principal)
+    total = engine.get(execution_id).seq
+    start = max(0, total - limit) if after_seq is None else after_seq
+    items = engine.store.history(execution_id, start, limit)
+    last = items[-1].seq if items else start
+    return HistoryPage(
+        items=[event_out(e) for e in items],
+        total=total,
+        next_after_seq=last if last < total else None,
+    )
+
+
+# --- steering --------------------------------------------------------------------------------
+
+
+@router.post("/{execution_id}/signal", response_model=ExecutionDetail, summary="Send a signal")
+def signal_workflow(
+    execution_id: str, body: SignalRequest, ctx: Ctx, principal: Operator
+) -> ExecutionDetail:
+    engine = tenant_engine(ctx, principal)
+    engine.signal(execution_id, body.name, body.payload)
+    return detail(engine, execution_id)
+
+
+@router.post("/{execution_id}/approve", response_model=ExecutionDetail, summary="Decide")
+def approve_workflow(
+    execution_id: str, body: ApproveRequest, ctx: Ctx, principal: Operator
+) -> ExecutionDetail:
+    engine = tenant_engine(ctx, principal)
+    engine.approve(
+        execution_id, body.activity, body.approved, by=principal.actor, comment=body.comment
+    )
+    return detail(engine, execution_id)
+
+
+@router.delete(
+    "/{execution_id}",
+    response_model=ExecutionDetail,
+    summary="Cancel",
+    description="Answers only once `ExecutionCancelled` is durable; 409 if already finished.",
+)
+def cancel_workflow(
+    execution_id: str,
+    ctx: Ctx,
+    principal: Operator,
+    reason: Annotated[str | None, Query(max_length=1000)] = None,
+) -> ExecutionDetail:
+    engine = tenant_engine(ctx, principal)
+    engine.cancel(execution_id, reason=reason, by=principal.actor)
+    return detail(engine, execution_id)

@@ -1,0 +1,107 @@
+"""The HTTP application: API v1, health and metrics, the web UI when present, and the
+background worker (claims, timers, schedules) for as long as the app runs.
+
+    app = create_app(engine, settings)          # uvicorn.run(app) / `wovyr serve`
+
+`create_app` puts a metering wrapper around `engine.store` (see `wovyr.server.metrics`):
+the engine needs no metrics code, and everything else passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, cast
+
+from fastapi import FastAPI
+
+from wovyr.clock import Clock
+from wovyr.engine.engine import Engine
+from wovyr.platform.auth import Authenticator
+from wovyr.server.api import admin, health, schedules, workflows
+from wovyr.server.background import Background
+from wovyr.server.deps import ServerContext
+from wovyr.server.guard import RequestGuard
+from wovyr.server.metrics import MeteredStore, Metrics
+from wovyr.server.problems import install_problem_handlers
+from wovyr.settings import Settings
+from wovyr.store.base import Store
+
+__all__ = ["create_app"]
+
+
+def _package_version() -> str:
+    try:
+        return version("wovyr")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
+
+
+def _meter(engine: Engine) -> Metrics:
+    if isinstance(engine.store, MeteredStore):
+        return engine.store.metrics
+    metered = MeteredStore.wrap(engine.store, Metrics())
+    engine.store = cast(Store, metered)
+    return metered.metrics
+
+
+def _ui_mounter() -> Callable[..., Any] | None:
+    """`wovyr.server.ui.mount_ui`, when the web UI is installed."""
+    try:
+        module = importlib.import_module("wovyr.server.ui")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("wovyr.server.ui",):
+            return None
+        raise
+    mount: Callable[..., Any] | None = getattr(module, "mount_ui", None)
+    return mount
+
+
+def create_app(
+    engine: Engine,
+    settings: Settings,
+    *,
+    start_background: bool = True,
+    clock: Clock | None = None,
+) -> FastAPI:
+    """The app. With `start_background`, its lifespan runs a Worker (executions, due timers,
+    due schedules every `settings.dispatch_interval`) and stops it gracefully at shutdown."""
+    metrics = _meter(engine)
+    clock = clock or engine.clock
+    authenticator = Authenticator(engine.store, clock)
+    ctx = ServerContext(engine, settings, authenticator, metrics, clock, clock.now())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if start_background:
+            ctx.background = Background(engine, settings)
+            ctx.background.start()
+        try:
+            yield
+        finally:
+            if ctx.background is not None:
+                await ctx.background.stop()
+
+    app = FastAPI(
+        title="Wovyr",
+        version=_package_version(),
+        summary="Durable execution for declarative YAML workflows.",
+        openapi_url="/openapi.json",
+        docs_url=None,  # FastAPI's pages load scripts from a CDN: /docs is ours instead
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.wovyr = ctx
+    app.state.engine = engine
+    app.state.settings = settings
+    app.state.authenticator = authenticator
+    install_problem_handlers(app)
+    for module in (workflows, schedules, admin, health):
+        app.include_router(module.router)
+    mount_ui = _ui_mounter()
+    if mount_ui is not None:
+        mount_ui(app, engine, settings, authenticator)
+    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    return app

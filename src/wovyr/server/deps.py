@@ -1,0 +1,105 @@
+"""Request dependencies: the server context, the caller (`Principal`) and its tenant's engine.
+
+Authentication answers 401 (no key; an unknown, malformed or revoked key: one message for
+all, so a probe learns nothing about which keys exist); authorization answers 403 when the
+key's role is below what the route needs. Every engine a handler gets is scoped to the
+caller's tenant, so another tenant's objects are simply not found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from wovyr.clock import Clock
+from wovyr.engine.engine import Engine
+from wovyr.platform.auth import Authenticator, Principal
+from wovyr.scheduling.schedules import Schedules
+from wovyr.server.metrics import Metrics
+from wovyr.server.problems import ApiProblem
+from wovyr.settings import Settings
+
+if TYPE_CHECKING:
+    from wovyr.server.background import Background
+
+__all__ = [
+    "Admin",
+    "Ctx",
+    "Operator",
+    "ServerContext",
+    "Viewer",
+    "require",
+    "schedules_for",
+    "tenant_engine",
+]
+
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="wovyr"'}
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key: `Authorization: Bearer wvr_...` (`wovyr admin keys create`).",
+)
+
+
+@dataclass
+class ServerContext:
+    """What the app's handlers share; kept on `app.state.wovyr`."""
+
+    engine: Engine
+    settings: Settings
+    authenticator: Authenticator
+    metrics: Metrics
+    clock: Clock
+    started_at: datetime
+    background: Background | None = None
+    checks: dict[str, str] = field(default_factory=dict)
+
+
+def context(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.wovyr
+    return ctx
+
+
+Ctx = Annotated[ServerContext, Depends(context)]
+
+
+def authenticate(
+    ctx: Ctx,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+) -> Principal:
+    if credentials is None:
+        raise ApiProblem(401, "An API key is required.", headers=_CHALLENGE)
+    principal = ctx.authenticator.verify(credentials.credentials)
+    if principal is None:
+        raise ApiProblem(401, "The API key is invalid or revoked.", headers=_CHALLENGE)
+    return principal
+
+
+def require(role: str) -> object:
+    """A dependency: the caller, who must hold at least `role`."""
+
+    def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+        if not principal.can(role):
+            raise ApiProblem(
+                403, f"This needs the {role} role; the key's role is {principal.role}."
+            )
+        return principal
+
+    return Depends(check)
+
+
+Viewer = Annotated[Principal, require("viewer")]
+Operator = Annotated[Principal, require("operator")]
+Admin = Annotated[Principal, require("admin")]
+
+
+def tenant_engine(ctx: ServerContext, principal: Principal) -> Engine:
+    return ctx.engine.for_tenant(principal.tenant)
+
+
+def schedules_for(ctx: ServerContext, principal: Principal) -> Schedules:
+    return Schedules(tenant_engine(ctx, principal))

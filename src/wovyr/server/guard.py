@@ -1,0 +1,172 @@
+"""The outermost ASGI layer (request body cap, crash guard, request metrics), and strict
+JSON for request bodies (`StrictJsonRoute`).
+
+The body cap is checked twice: a declared `Content-Length` over the cap is refused before
+the application runs, and the bytes actually received are counted as they stream in (a
+chunked body has no length to trust). Any exception that escapes the application is
+logged here and answered with a bare 500 problem, so no stack trace ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from wovyr.server.metrics import Metrics
+from wovyr.server.problems import problem_response
+
+__all__ = ["BodyTooLarge", "RequestGuard", "StrictJsonRoute", "strict_json"]
+
+log = logging.getLogger("wovyr.server")
+
+
+class BodyTooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"The request body is larger than {limit} bytes.")
+
+
+class RequestGuard:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        state: dict[str, Any] = {"status": 500, "sent": False, "received": 0}
+
+        async def tracking_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                state["status"] = int(message["status"])
+                state["sent"] = True
+            await send(message)
+
+        async def counting_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                state["received"] += len(message.get("body", b""))
+                if state["received"] > self.max_body_bytes:
+                    raise BodyTooLarge(self.max_body_bytes)
+            return message
+
+        try:
+            if _has_nul(scope):  # no store can keep one in text, so refuse it at the door
+                await problem_response(400, _NUL)(scope, receive, tracking_send)
+            elif self._declared_too_large(scope):
+                await self._refuse(413, scope, receive, tracking_send)
+            else:
+                await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if not state["sent"]:
+                await self._refuse(413, scope, receive, tracking_send)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            if not state["sent"]:
+                await self._refuse(500, scope, receive, tracking_send)
+        finally:
+            self.metrics.observe_request(
+                scope.get("method", ""),
+                _route_template(scope),
+                state["status"],
+                time.perf_counter() - started,
+            )
+
+    def _declared_too_large(self, scope: Scope) -> bool:
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    return int(value) > self.max_body_bytes
+                except ValueError:
+                    return False
+        return False
+
+    async def _refuse(self, status: int, scope: Scope, receive: Receive, send: Send) -> None:
+        detail = (
+            f"The request body is larger than {self.max_body_bytes} bytes."
+            if status == 413
+            else "The server failed to handle the request."
+        )
+        headers = {"Connection": "close"} if status == 413 else None
+        response = problem_response(status, detail, headers=headers)
+        await response(scope, receive, send)
+
+
+def _has_nul(scope: Scope) -> bool:
+    query: bytes = scope.get("query_string", b"")
+    return "\x00" in scope.get("path", "") or b"%00" in query or b"\x00" in query
+
+
+def _route_template(scope: Scope) -> str:
+    """The matched route's template (`/api/v1/workflows/{execution_id}`), never the raw
+    path: ids in metric labels would make one time series per execution."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else "unmatched"
+
+
+_NUL = "NUL characters (U+0000) are not accepted in requests."
+
+
+class BadJson(HTTPException):
+    def __init__(self, detail: str) -> None:
+        super().__init__(400, detail)
+
+
+def _no_constants(name: str) -> Any:
+    raise BadJson(f"The request body is not valid JSON: {name} is not a JSON number.")
+
+
+def strict_json(body: bytes) -> Any:
+    """RFC 8259 JSON only: no NaN/Infinity (Python's parser takes them; PostgreSQL does
+    not), no unpaired surrogates (they cannot be stored as UTF-8) and no NUL characters
+    (PostgreSQL text cannot hold them) in strings."""
+    value = json.loads(body, parse_constant=_no_constants)
+    stack = [value]
+    while stack:  # iterative: the parser's own nesting limit stays the only one
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BadJson("The request body holds invalid Unicode.") from None
+            if "\x00" in item:
+                raise BadJson(_NUL)
+        elif isinstance(item, float) and not math.isfinite(item):  # e.g. 1e999
+            raise BadJson("The request body holds a number out of range.")
+    return value
+
+
+class _StrictJsonRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = strict_json(await self.body())
+        return self._json
+
+
+class StrictJsonRoute(APIRoute):
+    """A route whose JSON body is parsed by `strict_json`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(_StrictJsonRequest(request.scope, request.receive))
+
+        return strict

@@ -1,0 +1,222 @@
+"""Errors as RFC 9457 problem documents (`application/problem+json`).
+
+Every error response of the API has the same shape: ``type``, ``title``, ``status``,
+``detail`` and, for invalid documents and requests, ``problems``: a list of
+``{file, line, column, path, message, hint}``. A missing object and another tenant's object
+get one and the same 404 body. Unexpected exceptions are logged and answered with a bare
+500: no stack trace, no message, nothing from the inside leaves the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from wovyr.errors import (
+    ActivityNotRegistered,
+    ConfigError,
+    Conflict,
+    DefinitionError,
+    ExpressionError,
+    InputError,
+    NotFound,
+    Problem,
+    StoreError,
+    StoreUnavailable,
+    WovyrError,
+)
+
+__all__ = [
+    "PROBLEM_JSON",
+    "ApiProblem",
+    "install_problem_handlers",
+    "problem_response",
+    "problem_responses",
+]
+
+PROBLEM_JSON = "application/problem+json"
+log = logging.getLogger("wovyr.server")
+
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+_SLUGS = {
+    400: "bad-request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    409: "conflict",
+    413: "content-too-large",
+    415: "unsupported-media-type",
+    422: "invalid",
+    429: "too-many-requests",
+    500: "internal",
+    503: "unavailable",
+}
+NOT_FOUND_DETAIL = "The requested resource does not exist."
+_LOCATED = {
+    "type": "object",
+    "properties": {
+        k: {"type": t}
+        for k, t in (
+            ("file", "string"),
+            ("line", ["integer", "null"]),
+            ("column", ["integer", "null"]),
+            ("path", "string"),
+            ("message", "string"),
+            ("hint", ["string", "null"]),
+        )
+    },
+}
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "An RFC 9457 problem document.",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "problems": {"type": "array", "items": _LOCATED},
+    },
+}
+
+
+def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for error codes, each an `application/problem+json` document."""
+    return {
+        code: {"description": _TITLES[code], "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
+        for code in codes
+    }
+
+
+class ApiProblem(Exception):
+    """Raise from a handler to answer with a problem document."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        problems: Sequence[Problem] = (),
+        headers: dict[str, str] | None = None,
+        slug: str | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.problems = list(problems)
+        self.headers = headers or {}
+        self.slug = slug
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    *,
+    problems: Sequence[Problem] = (),
+    headers: dict[str, str] | None = None,
+    slug: str | None = None,
+) -> Response:
+    body: dict[str, Any] = {
+        "type": f"urn:wovyr:problem:{slug or _SLUGS.get(status, 'error')}",
+        "title": _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+    }
+    if problems:
+        body["problems"] = [p.to_dict() for p in problems]
+    return Response(
+        json.dumps(body, ensure_ascii=False, default=str),
+        status_code=status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )
+
+
+def not_found() -> Response:
+    """THE 404: identical for a missing object and for another tenant's."""
+    return problem_response(404, NOT_FOUND_DETAIL)
+
+
+def _wovyr_error(exc: WovyrError) -> Response:
+    if isinstance(exc, NotFound):
+        return not_found()
+    if isinstance(exc, DefinitionError | InputError):
+        return problem_response(422, exc.message, problems=exc.problems)
+    if isinstance(exc, ExpressionError | ActivityNotRegistered):
+        return problem_response(422, str(exc))
+    if isinstance(exc, Conflict):
+        return problem_response(409, str(exc))
+    if isinstance(exc, StoreUnavailable):
+        log.warning("store unavailable: %s", exc)
+        return problem_response(503, "The store is unavailable; try again.", headers=_RETRY)
+    if isinstance(exc, StoreError | ConfigError):
+        log.error("request failed: %s", exc)
+        return problem_response(500, "The server failed to handle the request.")
+    return problem_response(422, str(exc))
+
+
+_RETRY = {"Retry-After": "1"}
+
+
+def _validation_problems(exc: RequestValidationError) -> list[Problem]:
+    out = []
+    for err in exc.errors()[:50]:
+        loc = [str(part) for part in err.get("loc", ())]
+        where = loc[0] if loc else ""
+        path = ".".join(loc[1:]) if where in ("body", "query", "path", "header") else ".".join(loc)
+        out.append(
+            Problem(str(err.get("msg", "invalid")), path=f"{where}:{path}" if path else where)
+        )
+    return out
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    async def on_api_problem(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiProblem)
+        return problem_response(
+            exc.status, exc.detail, problems=exc.problems, headers=exc.headers, slug=exc.slug
+        )
+
+    async def on_wovyr(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, WovyrError)
+        return _wovyr_error(exc)
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 404:
+            return not_found()
+        detail = exc.detail if isinstance(exc.detail, str) else _TITLES.get(exc.status_code, "")
+        headers = dict(exc.headers or {})
+        return problem_response(exc.status_code, detail, headers=headers)
+
+    async def on_invalid(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        if any(e.get("type") == "json_invalid" for e in exc.errors()):
+            return problem_response(400, "The request body is not valid JSON.")
+        return problem_response(422, "The request is invalid.", problems=_validation_problems(exc))
+
+    app.add_exception_handler(ApiProblem, on_api_problem)
+    app.add_exception_handler(WovyrError, on_wovyr)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_invalid)

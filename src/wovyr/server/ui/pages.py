@@ -1,0 +1,374 @@
+"""What the UI pages show, built from the engine: list filters and paging, status counts,
+one execution's DAG, activities, waits and timeline. No HTTP here (see `routes.py`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from markupsafe import Markup
+
+from wovyr.definition.model import Workflow
+from wovyr.engine.decide import retry_policy
+from wovyr.engine.engine import Engine, ExecutionView
+from wovyr.errors import WovyrError
+from wovyr.server.ui.dag import DagLayout, layout_dag, render_svg
+from wovyr.server.ui.present import (
+    WAIT_KINDS,
+    as_datetime,
+    describe_waiting,
+    pretty_json,
+    timeline,
+    wait_kinds,
+    with_times,
+)
+from wovyr.store.base import ExecutionRecord
+
+__all__ = [
+    "LIST_STATUSES",
+    "ExecutionPage",
+    "ListFilters",
+    "execution_page",
+    "find_executions",
+    "status_counts",
+]
+
+LIST_STATUSES = ("running", "waiting", "completed", "failed", "cancelled")
+STORED_STATUSES = ("running", "completed", "failed", "cancelled")
+COUNT_CAP = 500
+SCAN_CAP = 5000
+TIMELINE_PAGE = 200
+CHILDREN_SHOWN = 50
+_LAYOUTS: OrderedDict[str, DagLayout] = OrderedDict()
+_LAYOUTS_LOCK = threading.Lock()
+_LAYOUT_CACHE = 64
+
+
+@dataclass(frozen=True)
+class ListFilters:
+    """The list page's filters, as held in its URL (so a view can be shared)."""
+
+    workflow: str = ""
+    status: str = ""
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    waiting: str = ""
+    limit: int = 50
+    cursor: tuple[datetime, str] | None = None
+    errors: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> ListFilters:
+        errors: list[str] = []
+
+        def when(name: str) -> datetime | None:
+            raw = (query.get(name) or "").strip()
+            if not raw:
+                return None
+            value = as_datetime(raw)
+            if value is None:
+                errors.append(f"{name.replace('_', ' ')}: {raw!r} is not a date and time")
+            return value
+
+        status = (query.get("status") or "").strip()
+        if status and status not in LIST_STATUSES:
+            errors.append(f"status: {status!r} is not one of {', '.join(LIST_STATUSES)}")
+            status = ""
+        waiting = (query.get("waiting") or "").strip()
+        if waiting and waiting not in WAIT_KINDS:
+            errors.append(f"waiting on: {waiting!r} is not one of {', '.join(WAIT_KINDS)}")
+            waiting = ""
+        try:
+            limit = min(200, max(1, int(query.get("limit") or 50)))
+        except ValueError:
+            errors.append("limit: not a number")
+            limit = 50
+        cursor = None
+        raw_cursor = query.get("after") or ""
+        if raw_cursor:
+            at_text, _, last_id = raw_cursor.partition("~")
+            at = as_datetime(at_text)
+            if at is None or not last_id:
+                errors.append("after: not a page cursor from this list")
+            else:
+                cursor = (at, last_id)
+        return cls(
+            workflow=(query.get("workflow") or "").strip()[:128],
+            status=status,
+            created_from=when("created_from"),
+            created_to=when("created_to"),
+            waiting=waiting,
+            limit=limit,
+            cursor=cursor,
+            errors=tuple(errors),
+        )
+
+    def query(self, **changes: Any) -> str:
+        """This view's query string with `changes` (None drops a field); no cursor unless
+        one is given, so filter links always start from the first page."""
+        values: dict[str, Any] = {
+            "workflow": self.workflow,
+            "status": self.status,
+            "created_from": _form_time(self.created_from),
+            "created_to": _form_time(self.created_to),
+            "waiting": self.waiting,
+            "limit": self.limit if self.limit != 50 else "",
+        }
+        values.update(changes)
+        return urlencode({k: v for k, v in values.items() if v not in (None, "")})
+
+    @property
+    def cursor_text(self) -> str:
+        return cursor_text(self.cursor) if self.cursor else ""
+
+    def url(self, base: str, **changes: Any) -> str:
+        query = self.query(**changes)
+        return f"{base}?{query}" if query else base
+
+    def form_time(self, name: str) -> str:
+        return _form_time(getattr(self, name))
+
+
+def _form_time(value: datetime | None) -> str:
+    """The value a `datetime-local` input shows (UTC, minutes)."""
+    return value.strftime("%Y-%m-%dT%H:%M") if value is not None else ""
+
+
+def cursor_text(cursor: tuple[datetime, str]) -> str:
+    return f"{cursor[0].isoformat()}~{cursor[1]}"
+
+
+@dataclass(frozen=True)
+class Found:
+    items: list[ExecutionRecord]
+    next_cursor: tuple[datetime, str] | None
+    scanned: int
+    scan_capped: bool = False
+
+
+def _matcher(filters: ListFilters) -> Callable[[ExecutionRecord], bool] | None:
+    if filters.status != "waiting" and not filters.waiting:
+        return None
+
+    def matches(record: ExecutionRecord) -> bool:
+        kinds = wait_kinds(record.waiting_on)
+        if filters.status == "waiting" and not record.waiting_on:
+            return False
+        return not filters.waiting or filters.waiting in kinds
+
+    return matches
+
+
+def find_executions(engine: Engine, filters: ListFilters) -> Found:
+    """One page of the list, newest first. The store filters by workflow, status and
+    creation time through its indexes; "waiting" and the waiting-on kind are derived from
+    each row's `waiting_on`, so those pages scan forward (at most SCAN_CAP rows) until full."""
+    stored = "running" if filters.status == "waiting" else (filters.status or None)
+    matches = _matcher(filters)
+
+    def fetch(limit: int, cursor: tuple[datetime, str] | None) -> Any:
+        return engine.list(
+            workflow=filters.workflow or None,
+            status=stored,
+            created_after=filters.created_from,
+            created_before=filters.created_to,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    if matches is None:
+        page = fetch(filters.limit, filters.cursor)
+        return Found(page.items, page.next_cursor, len(page.items))
+    found: list[ExecutionRecord] = []
+    cursor, scanned = filters.cursor, 0
+    while True:
+        page = fetch(min(1000, max(200, filters.limit * 4)), cursor)
+        for record in page.items:
+            scanned += 1
+            if matches(record):
+                found.append(record)
+                if len(found) == filters.limit:
+                    more = page.next_cursor is not None or record is not page.items[-1]
+                    nxt = (record.created_at, record.id) if more else None
+                    return Found(found, nxt, scanned)
+        if page.next_cursor is None:
+            return Found(found, None, scanned)
+        cursor = page.next_cursor
+        if scanned >= SCAN_CAP:
+            return Found(found, cursor, scanned, scan_capped=True)
+
+
+def status_counts(engine: Engine, filters: ListFilters) -> dict[str, str]:
+    """Executions per status under the same workflow and time filters (capped: `500+`)."""
+    counts: dict[str, str] = {}
+    for status in STORED_STATUSES:
+        page = engine.list(
+            workflow=filters.workflow or None,
+            status=status,
+            created_after=filters.created_from,
+            created_before=filters.created_to,
+            limit=COUNT_CAP,
+        )
+        more = page.next_cursor is not None
+        counts[status] = f"{len(page.items)}{'+' if more else ''}"
+        if status == "running":
+            waiting = sum(1 for r in page.items if r.waiting_on)
+            counts["waiting"] = f"{waiting}{'+' if more else ''}"
+    return counts
+
+
+def display_status(status: str, waiting_on: str | None) -> str:
+    return "waiting" if status == "running" and waiting_on else status
+
+
+def safe_definition(engine: Engine, digest: str) -> Workflow | None:
+    try:
+        return engine.definition(digest)
+    except WovyrError:
+        return None
+
+
+def list_rows(engine: Engine, items: list[ExecutionRecord], now: datetime) -> list[dict[str, Any]]:
+    rows = []
+    for record in items:
+        workflow = safe_definition(engine, record.definition_hash) if record.waiting_on else None
+        rows.append(
+            {
+                "id": record.id,
+                "href": quote(record.id, safe=":"),
+                "workflow": record.workflow,
+                "version": record.version,
+                "status": display_status(record.status, record.waiting_on),
+                "waiting": describe_waiting(record.waiting_on, now, workflow),
+                "created_at": record.created_at,
+                "updated_at": record.updated_at,
+                "parent_id": record.parent_id,
+            }
+        )
+    return rows
+
+
+def _layout(digest: str, workflow: Workflow) -> DagLayout:
+    """Layouts depend only on the pinned definition: cache them by its content hash."""
+    with _LAYOUTS_LOCK:
+        cached = _LAYOUTS.get(digest)
+        if cached is not None:
+            _LAYOUTS.move_to_end(digest)
+            return cached
+    made = layout_dag([(a.id, a.needs) for a in workflow.activities])
+    with _LAYOUTS_LOCK:
+        _LAYOUTS[digest] = made
+        while len(_LAYOUTS) > _LAYOUT_CACHE:
+            _LAYOUTS.popitem(last=False)
+    return made
+
+
+@dataclass
+class ExecutionPage:
+    view: ExecutionView
+    workflow: Workflow
+    svg: Markup
+    activities: list[dict[str, Any]]
+    events: list[Any]
+    events_from: int
+    older: int | None
+    newer: int | None
+    waiting: Markup | None
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    signals: list[str] = field(default_factory=list)
+    json: dict[str, str] = field(default_factory=dict)
+    children: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return self.view.status
+
+    @property
+    def actions_key(self) -> str:
+        """Changes when the action forms must change (the script swaps them only then)."""
+        names = ",".join(a["activity"] for a in self.approvals)
+        return f"{self.view.finished}|{names}|{','.join(self.signals)}"
+
+
+def _activity_detail(info: Mapping[str, Any]) -> str | None:
+    if info.get("error"):
+        err = info["error"]
+        return str(err.get("message") if isinstance(err, dict) else err)
+    if info.get("skip_reason"):
+        return f"skipped: {info['skip_reason']}"
+    wait = info.get("wait")
+    if isinstance(wait, dict):
+        if wait.get("kind") == "signal":
+            return f"waits for signal {wait.get('name')}"
+        if wait.get("kind") == "timer":
+            return f"waits until {wait.get('fire_at')}"
+        return "waits for approval"
+    return None
+
+
+def _activity_rows(view: ExecutionView, workflow: Workflow, now: datetime) -> list[dict[str, Any]]:
+    defined = workflow.activity_map()
+    rows = []
+    for aid, info in view.activities.items():
+        spec = defined.get(aid)
+        rows.append(
+            {
+                "id": aid,
+                **info,
+                "kind": spec.wait.kind if spec is not None and spec.wait else info.get("kind"),
+                "max_attempts": retry_policy(spec).max_attempts if spec else None,
+                "detail": _activity_detail(info),
+                "detail_html": with_times(_activity_detail(info) or "", now),
+                "input_json": pretty_json(info.get("input")) if info.get("input") else None,
+                "output_json": pretty_json(info.get("output"))
+                if info.get("output") is not None
+                else None,
+                "error_json": pretty_json(info.get("error")) if info.get("error") else None,
+                "started": as_datetime(info.get("started_at")),
+                "finished": as_datetime(info.get("finished_at")),
+            }
+        )
+    return rows
+
+
+def execution_page(
+    engine: Engine, execution_id: str, now: datetime, events_from: int | None = None
+) -> ExecutionPage:
+    """Everything one execution's page shows (raises NotFound like `engine.query`)."""
+    view = engine.query(execution_id)
+    workflow = engine.definition(view.definition_hash)
+    rows = _activity_rows(view, workflow, now)
+    layout = _layout(view.definition_hash, workflow)
+    svg = Markup(render_svg(layout, {r["id"]: r for r in rows}, link_prefix="#act-"))
+    total = view.event_count
+    start = max(0, total - TIMELINE_PAGE) if events_from is None else events_from
+    start = min(max(0, start), max(0, total - 1))
+    events = timeline(engine.history(execution_id, after_seq=start, limit=TIMELINE_PAGE), now)
+    approvals = [w for w in view.pending_waits if w.get("kind") == "approval"]
+    signals = sorted({str(w.get("name")) for w in view.pending_waits if w.get("kind") == "signal"})
+    page = ExecutionPage(
+        view=view,
+        workflow=workflow,
+        svg=svg,
+        activities=rows,
+        events=events,
+        events_from=start,
+        older=max(0, start - TIMELINE_PAGE) if start > 0 else None,
+        newer=start + TIMELINE_PAGE if start + TIMELINE_PAGE < total else None,
+        waiting=describe_waiting(view.waiting_on, now, workflow),
+        approvals=[] if view.finished else approvals,
+        signals=[] if view.finished else signals,
+    )
+    children = engine.list(parent_id=execution_id, limit=CHILDREN_SHOWN).items
+    page.children = list_rows(engine, children, now)
+    page.json = {
+        "input": pretty_json(view.input),
+        "output": pretty_json(view.output) if view.output is not None else "",
+        "error": pretty_json(view.error) if view.error else "",
+    }
+    return page

@@ -1,0 +1,469 @@
+"""The web UI's HTTP side: sign in/out, the executions list, one execution's page and its
+actions. Every page works without JavaScript (forms post, the server redirects); every
+engine call goes through `engine.for_tenant(session.tenant)`, so another tenant's
+execution is the same 404 as a missing one."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
+
+import jinja2
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from wovyr.engine.engine import Engine
+from wovyr.errors import Conflict, InputError, NotFound, WovyrError
+from wovyr.server.ui.pages import (
+    LIST_STATUSES,
+    ListFilters,
+    cursor_text,
+    execution_page,
+    find_executions,
+    list_rows,
+    status_counts,
+)
+from wovyr.server.ui.present import WAIT_KINDS, time_tag
+from wovyr.server.ui.session import Authenticator, Principal, Session, SessionCodec
+
+__all__ = ["UiRoutes"]
+
+SESSION_COOKIE = "wovyr_session"
+LOGIN_COOKIE = "wovyr_login"
+FORM_LIMIT = 64 * 1024
+_HERE = Path(__file__).parent
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+NOTICES = {
+    "approved": "Approved.",
+    "rejected": "Rejected.",
+    "signalled": "Signal sent.",
+    "cancelled": "Cancellation recorded.",
+}
+
+
+class FormError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _static_versions() -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12]
+        for p in sorted((_HERE / "static").iterdir())
+        if p.is_file()
+    }
+
+
+class UiRoutes:
+    """Holds what the handlers share and builds the router."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        authenticator: Authenticator,
+        codec: SessionCodec,
+    ) -> None:
+        self.engine = engine
+        self.authenticator = authenticator
+        self.codec = codec
+        lookup = getattr(authenticator, "principal_for_key", None)
+        self.principal_for_key: Callable[[str], Principal | None] | None = (
+            lookup if callable(lookup) else None
+        )
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(_HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        versions = _static_versions()
+        self.templates.globals["static_version"] = versions
+        self.templates.globals["statuses"] = LIST_STATUSES
+        self.templates.globals["wait_kinds"] = WAIT_KINDS
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def base(self, request: Request) -> str:
+        return f"{request.scope.get('root_path', '')}/ui"
+
+    def session(self, request: Request) -> Session | None:
+        """The signed-in session, re-checked against the key it came from (when the
+        authenticator can look keys up): a revoked key ends it, a changed role applies."""
+        session = self.codec.read(request.cookies.get(SESSION_COOKIE))
+        if session is None or self.principal_for_key is None:
+            return session
+        try:
+            current = self.principal_for_key(session.key_id)
+        except WovyrError:
+            return None
+        if current is None or current.tenant != session.tenant:
+            return None
+        return session if current.role == session.role else replace(session, role=current.role)
+
+    def render(
+        self,
+        request: Request,
+        template: str,
+        status: int = 200,
+        session: Session | None = None,
+        **context: Any,
+    ) -> HTMLResponse:
+        now = self.engine.clock.now()
+        html = self.templates.get_template(template).render(
+            base=self.base(request),
+            principal=session,
+            csrf=self.codec.csrf_token(session) if session else "",
+            now=now,
+            when=lambda value, clock=False: time_tag(value, now, clock=clock),
+            can_act=bool(session and session.can("operator")),
+            **context,
+        )
+        response = HTMLResponse(html, status_code=status)
+        secure_headers(response)
+        return response
+
+    def to_login(self, request: Request, target: str | None = None) -> RedirectResponse:
+        if target is None:
+            target = request.url.path
+            if request.url.query:
+                target += "?" + request.url.query
+        return redirect(f"{self.base(request)}/login?{urlencode({'next': target})}")
+
+    def not_found(self, request: Request, session: Session, execution_id: str) -> HTMLResponse:
+        return self.render(
+            request,
+            "error.html",
+            404,
+            session,
+            title="Not found",
+            message=f"There is no execution {execution_id!r} here.",
+        )
+
+    # --- routes --------------------------------------------------------------------------
+
+    def router(self) -> APIRouter:
+        r = APIRouter(include_in_schema=False)
+        r.add_api_route("/", self.root, methods=["GET"])
+        r.add_api_route("/ui", self.list_page, methods=["GET"])
+        r.add_api_route("/ui/", self.list_page, methods=["GET"])
+        r.add_api_route("/ui/login", self.login_form, methods=["GET"])
+        r.add_api_route("/ui/login", self.login, methods=["POST"])
+        r.add_api_route("/ui/logout", self.logout, methods=["POST"])
+        r.add_api_route("/ui/executions/{execution_id}", self.execution, methods=["GET"])
+        r.add_api_route("/ui/executions/{execution_id}/live", self.live, methods=["GET"])
+        for action in ("signal", "approve", "cancel"):
+            r.add_api_route(
+                f"/ui/executions/{{execution_id}}/{action}",
+                self.action_handler(action),
+                methods=["POST"],
+            )
+        return r
+
+    def root(self, request: Request) -> Response:
+        return redirect(self.base(request), 307)
+
+    def login_form(self, request: Request) -> Response:
+        next = request.query_params.get("next", "")
+        if self.session(request) is not None:
+            return redirect(safe_next(next, self.base(request)))
+        return self.login_page(request, next, None, 200)
+
+    def login_page(self, request: Request, next: str, error: str | None, status: int) -> Response:
+        nonce = secrets.token_urlsafe(18)
+        response = self.render(
+            request,
+            "login.html",
+            status,
+            None,
+            next=safe_next(next, self.base(request)),
+            login_token=self.codec.login_token(nonce),
+            error=error,
+        )
+        response.set_cookie(
+            LOGIN_COOKIE,
+            nonce,
+            max_age=3600,
+            path=self.base(request),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    async def login(self, request: Request) -> Response:
+        try:
+            form = await read_form(request)
+        except FormError as exc:
+            return self.login_page(request, "", str(exc), exc.status)
+        next_url = form.get("next", "")
+        if not self.codec.check_login(request.cookies.get(LOGIN_COOKIE), form.get("csrf_token")):
+            return self.login_page(
+                request, next_url, "The sign-in form expired; please try again.", 403
+            )
+        token = form.get("api_key", "").strip()
+        principal = await run_in_threadpool(self.authenticator.verify, token) if token else None
+        if principal is None:
+            return self.login_page(request, next_url, "That API key is not valid.", 401)
+        _, cookie = self.codec.issue(principal)
+        response = redirect(safe_next(next_url, self.base(request)))
+        response.set_cookie(
+            SESSION_COOKIE,
+            cookie,
+            max_age=self.codec.lifetime_seconds,
+            path=self.base(request),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        response.delete_cookie(LOGIN_COOKIE, path=self.base(request))
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        session = await run_in_threadpool(self.session, request)
+        response = redirect(f"{self.base(request)}/login")
+        if session is not None:
+            try:
+                form = await read_form(request)
+            except FormError as exc:
+                return self.render(
+                    request, "error.html", exc.status, session, title="Error", message=str(exc)
+                )
+            if not self.codec.check_csrf(session, form.get("csrf_token")):
+                return self.forbidden(request, session, "The form expired; reload and retry.")
+            self.codec.end(session)
+        response.delete_cookie(SESSION_COOKIE, path=self.base(request))
+        return response
+
+    def forbidden(self, request: Request, session: Session, message: str) -> HTMLResponse:
+        return self.render(request, "error.html", 403, session, title="Forbidden", message=message)
+
+    def list_page(self, request: Request) -> Response:
+        """The list. `?partial=rows` (what the page's script polls) renders only the rows
+        and skips the status counts, so a refresh costs one indexed query."""
+        session = self.session(request)
+        if session is None:
+            return self.to_login(request)
+        filters = ListFilters.parse(request.query_params)
+        partial = request.query_params.get("partial") == "rows"
+        template = "list_rows.html" if partial else "list.html"
+        engine = self.engine.for_tenant(session.tenant)
+        context: dict[str, Any] = {
+            "f": filters,
+            "rows": [],
+            "counts": {},
+            "found": None,
+            "next_query": None,
+            "live": False,
+        }
+        if filters.errors:
+            return self.render(request, template, 400, session, **context)
+        found = find_executions(engine, filters)
+        rows = list_rows(engine, found.items, engine.clock.now())
+        context.update(
+            rows=rows,
+            found=found,
+            counts={} if partial else status_counts(engine, filters),
+            next_query=filters.query(after=cursor_text(found.next_cursor))
+            if found.next_cursor
+            else None,
+            live=any(r["status"] in ("running", "waiting") for r in rows),
+        )
+        return self.render(request, template, 200, session, **context)
+
+    def execution(self, request: Request, execution_id: str) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.to_login(request)
+        notice = NOTICES.get(request.query_params.get("notice", ""))
+        return self.execution_response(
+            request, session, execution_id, notice=notice, events_from=events_param(request)
+        )
+
+    def execution_response(
+        self,
+        request: Request,
+        session: Session,
+        execution_id: str,
+        *,
+        status: int = 200,
+        notice: str | None = None,
+        error: str | None = None,
+        events_from: int | None = None,
+        form: dict[str, str] | None = None,
+        template: str = "execution.html",
+    ) -> Response:
+        engine = self.engine.for_tenant(session.tenant)
+        try:
+            page = execution_page(engine, execution_id, engine.clock.now(), events_from)
+        except NotFound:
+            return self.not_found(request, session, execution_id)
+        return self.render(
+            request,
+            template,
+            status,
+            session,
+            page=page,
+            href=f"{self.base(request)}/executions/{quote(execution_id, safe=':')}",
+            notice=notice,
+            error=error,
+            form=form or {},
+        )
+
+    def live(self, request: Request, execution_id: str) -> Response:
+        session = self.session(request)
+        if session is None:
+            return Response(status_code=401)
+        return self.execution_response(
+            request, session, execution_id, events_from=events_param(request), template="live.html"
+        )
+
+    def action_handler(self, action: str) -> Callable[[Request, str], Any]:
+        async def handle(request: Request, execution_id: str) -> Response:
+            return await self.act(request, execution_id, action)
+
+        handle.__name__ = f"ui_{action}"
+        return handle
+
+    async def act(self, request: Request, execution_id: str, action: str) -> Response:
+        page = f"{self.base(request)}/executions/{quote(execution_id, safe=':')}"
+        session = await run_in_threadpool(self.session, request)
+        if session is None:  # signed out meanwhile: come back to the page, not the POST
+            return self.to_login(request, page)
+        try:
+            form = await read_form(request)
+        except FormError as exc:
+            return self.render(
+                request, "error.html", exc.status, session, title="Error", message=str(exc)
+            )
+        if not self.codec.check_csrf(session, form.get("csrf_token")):
+            return self.forbidden(request, session, "The form expired; reload the page and retry.")
+        if not session.can("operator"):
+            return self.forbidden(request, session, f"Your role ({session.role}) may only read.")
+        engine = self.engine.for_tenant(session.tenant)
+        try:
+            notice = await run_in_threadpool(perform, engine, session, execution_id, action, form)
+        except NotFound:
+            return self.not_found(request, session, execution_id)
+        except (FormError, InputError, Conflict, WovyrError) as exc:
+            # Show the page again with the reason and what was typed, so it can be fixed.
+            return await run_in_threadpool(
+                functools.partial(
+                    self.execution_response,
+                    request,
+                    session,
+                    execution_id,
+                    status=_action_status(exc),
+                    error=str(exc),
+                    form=form,
+                )
+            )
+        return redirect(f"{page}?notice={notice}")
+
+
+def _action_status(exc: Exception) -> int:
+    if isinstance(exc, FormError):
+        return exc.status
+    if isinstance(exc, InputError):
+        return 400
+    if isinstance(exc, Conflict):
+        return 409
+    return 503  # the store was busy or unavailable: the same post may work in a moment
+
+
+def perform(
+    engine: Engine, session: Session, execution_id: str, action: str, form: dict[str, str]
+) -> str:
+    """Carry out one action; returns the notice code for the redirect."""
+    by = session.actor or session.key_id
+    if action == "approve":
+        activity = form.get("activity", "").strip()
+        decision = form.get("decision", "")
+        if not activity or decision not in ("approve", "reject"):
+            raise FormError(400, "Choose an approval and approve or reject it.")
+        comment = form.get("comment", "").strip()[:2000] or None
+        engine.approve(execution_id, activity, decision == "approve", by=by, comment=comment)
+        return "approved" if decision == "approve" else "rejected"
+    if action == "signal":
+        name = form.get("name", "").strip()
+        if not name:
+            raise FormError(400, "A signal needs a name.")
+        payload = parse_payload(form.get("payload", ""))
+        engine.signal(execution_id, name, payload)
+        return "signalled"
+    reason = form.get("reason", "").strip()[:2000] or None
+    engine.cancel(execution_id, reason, by=by)
+    return "cancelled"
+
+
+def events_param(request: Request) -> int | None:
+    raw = request.query_params.get("events", "")
+    return int(raw) if raw.isdigit() and len(raw) <= 12 else None
+
+
+def parse_payload(text: str) -> Any:
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise FormError(400, f"The payload is not valid JSON: {exc}") from None
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """An `application/x-www-form-urlencoded` body (or none), at most FORM_LIMIT bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > FORM_LIMIT:
+        raise FormError(413, "The form is too large.")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_LIMIT:
+            raise FormError(413, "The form is too large.")
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded" and (kind or body):
+        raise FormError(415, "Send the form as application/x-www-form-urlencoded.")
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=64)
+    except (UnicodeDecodeError, ValueError):
+        raise FormError(400, "The form could not be read.") from None
+    return dict(pairs)
+
+
+def safe_next(target: str, base: str) -> str:
+    """Only our own pages: no scheme, no host, no `//` tricks."""
+    if (
+        target
+        and (target == base or target.startswith(base + "/") or target.startswith(base + "?"))
+        and "//" not in target
+        and "\\" not in target
+        and not any(ord(ch) < 32 for ch in target)
+    ):
+        return target
+    return base
+
+
+def redirect(url: str, status: int = 303) -> RedirectResponse:
+    response = RedirectResponse(url, status_code=status)
+    secure_headers(response)
+    return response
+
+
+def secure_headers(response: Response) -> None:
+    response.headers["Content-Security-Policy"] = _CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "same-origin"
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Frame-Options"] = "DENY"

@@ -1,0 +1,147 @@
+"""Health, readiness, Prometheus metrics, the OpenAPI document and the local docs page."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.server.conftest import APPROVAL_FLOW, Api, serve
+
+from wovyr.clock import ManualClock
+from wovyr.engine.activities.base import ActivityRegistry
+from wovyr.engine.engine import Engine
+from wovyr.errors import StoreError
+from wovyr.settings import Settings
+
+pytestmark = pytest.mark.anyio
+FLAKY = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: flaky}
+activities:
+  - id: call
+    tool: flaky
+    retry: {max_attempts: 3, initial_interval: 0}
+"""
+# name{labels} value, per the text exposition format
+SAMPLE = re.compile(r'^([a-z_:][a-z0-9_:]*)(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})? (\S+)$')
+
+
+async def test_healthz_and_readyz(api: Api) -> None:
+    assert (await api.client.get("/healthz")).json() == {"status": "ok"}
+    ready = await api.client.get("/readyz")
+    assert ready.status_code == 200
+    checks = ready.json()["checks"]
+    assert checks["store"] == "ok"
+    assert checks["migrations"] in ("ok", "n/a")  # n/a: the memory store has none
+    assert checks["background"] == "disabled"
+
+
+async def test_metrics_exposition(api: Api, engine: Engine, registry: ActivityRegistry) -> None:
+    calls = {"n": 0}
+
+    def flaky() -> str:
+        calls["n"] += 1
+        if calls["n"] < 2:
+            raise RuntimeError("transient")
+        return "ok"
+
+    registry.register("flaky", flaky)
+    r = await api.call("POST", "/api/v1/workflows", "tenant-a:operator", json={"definition": FLAKY})
+    eid = r.json()["id"]
+    await api.call(
+        "POST", "/api/v1/workflows", "tenant-a:operator", json={"definition": APPROVAL_FLOW}
+    )
+    await api.drain()
+    api.clock.advance(1)
+    await api.drain()
+    assert engine.for_tenant("tenant-a").query(eid).status == "completed"
+
+    r = await api.call("GET", "/metrics", "tenant-a:viewer")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    text = r.text
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            assert SAMPLE.match(line), line
+    assert 'wovyr_executions_started_total{tenant="tenant-a",workflow="flaky"} 1' in text
+    assert 'wovyr_executions_started_total{tenant="tenant-a",workflow="purchase"} 1' in text
+    assert (
+        'wovyr_executions_finished_total{tenant="tenant-a",status="completed",workflow="flaky"} 1'
+        in text
+    )
+    assert 'wovyr_activity_retries_total{tenant="tenant-a",workflow="flaky"} 1' in text
+    duration = "wovyr_activity_duration_seconds_count"
+    assert f'{duration}{{tenant="tenant-a",outcome="completed",workflow="flaky"}} 1' in text
+    assert "# TYPE wovyr_activity_duration_seconds histogram" in text
+    assert "wovyr_queue_depth 0" in text
+    assert "wovyr_timer_lag_seconds 0" in text
+    assert "wovyr_lease_losses_total" in text
+    assert 'route="/api/v1/workflows",status="201"' in text
+    assert eid not in text  # never an execution id as a label
+    for name in re.findall(r"^# TYPE (\S+) counter$", text, re.MULTILINE):
+        assert name.endswith("_total"), name
+    for name in re.findall(r"^# TYPE (\S+) histogram$", text, re.MULTILINE):
+        assert name.endswith("_seconds"), name
+
+    other = (await api.call("GET", "/metrics", "tenant-b:viewer")).text
+    assert "flaky" not in other and "purchase" not in other  # another tenant's series are hidden
+    assert (await api.client.get("/metrics")).status_code == 401
+
+
+async def test_timer_lag_is_measured(api: Api) -> None:
+    flow = APPROVAL_FLOW.replace("wait: {signal: go}", "wait: {timer: {after: 10s}}")
+    await api.call("POST", "/api/v1/workflows", "tenant-a:operator", json={"definition": flow})
+    await api.drain()
+    api.clock.advance(25)
+    text = (await api.call("GET", "/metrics", "tenant-a:viewer")).text
+    assert "wovyr_timer_lag_seconds 15" in text
+
+
+async def test_openapi_is_3_1_and_docs_are_local(api: Api) -> None:
+    spec = (await api.client.get("/openapi.json")).json()
+    assert spec["openapi"].startswith("3.1")
+    assert spec["components"]["securitySchemes"]["ApiKey"]["scheme"] == "bearer"
+    docs = await api.client.get("/docs")
+    assert docs.status_code == 200
+    assert "/api/v1/workflows" in docs.text
+    assert "<script" not in docs.text and "http" not in docs.text.replace("http-equiv", "")
+    assert (await api.client.get("/redoc")).status_code == 404
+
+
+async def test_unexpected_errors_are_bare_500_problems(memory_api_factory: Any) -> None:
+    async with memory_api_factory() as api:
+
+        def boom() -> None:
+            raise RuntimeError("secret internals /etc/shadow")
+
+        def store_down() -> None:
+            raise StoreError("connection string postgresql://u:pw@db/x broke")
+
+        api.app.add_api_route("/api/v1/boom", boom)
+        api.app.add_api_route("/api/v1/store-down", store_down)
+        for path in ("/api/v1/boom", "/api/v1/store-down"):
+            r = await api.client.get(path)
+            assert r.status_code == 500
+            assert r.headers["content-type"] == "application/problem+json"
+            assert r.json()["detail"] == "The server failed to handle the request."
+            assert "secret" not in r.text and "pw@" not in r.text and "Traceback" not in r.text
+
+
+async def test_readyz_notices_a_schema_newer_than_the_server(
+    tmp_path: Path, clock: ManualClock, settings: Settings
+) -> None:
+    from wovyr.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "w.db")
+    try:
+        with store._write() as conn:  # another, newer server migrated this file further
+            conn.execute("INSERT INTO schema_migrations (version) VALUES (9999)")
+        async with serve(Engine(store, clock=clock), settings) as api:
+            r = await api.client.get("/readyz")
+            assert r.status_code == 503
+            assert "9999" in r.json()["checks"]["migrations"]
+    finally:
+        store.close()

@@ -1,0 +1,213 @@
+"""Tenant isolation across EVERY route: the OpenAPI document is walked, and each operation is
+called with tenant A's ids by tenant B (every role), with no key, a malformed key, an
+unknown key, A's revoked key and a role too low. Tenant B must never receive A's data (A's
+objects are seeded with canary strings that no response may contain), another tenant's
+object gets exactly the 404 of a missing one, and A's objects are unchanged afterwards."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import httpx
+import pytest
+from tests.server.conftest import APPROVAL_FLOW, Api
+
+pytestmark = pytest.mark.anyio
+
+CANARY = "canary-7f3a"
+A_FLOW = APPROVAL_FLOW.replace("name: purchase", f"name: {CANARY}-flow")
+B_FLOW = APPROVAL_FLOW.replace("name: purchase", "name: b-flow")
+_fresh = itertools.count()
+
+# The role each operation needs: the test is the spec. A route missing here fails the test.
+REQUIRED_ROLE = {
+    ("POST", "/api/v1/workflows"): "operator",
+    ("GET", "/api/v1/workflows"): "viewer",
+    ("GET", "/api/v1/workflows/{execution_id}"): "viewer",
+    ("DELETE", "/api/v1/workflows/{execution_id}"): "operator",
+    ("GET", "/api/v1/workflows/{execution_id}/history"): "viewer",
+    ("POST", "/api/v1/workflows/{execution_id}/signal"): "operator",
+    ("POST", "/api/v1/workflows/{execution_id}/approve"): "operator",
+    ("POST", "/api/v1/schedules"): "operator",
+    ("GET", "/api/v1/schedules"): "viewer",
+    ("GET", "/api/v1/schedules/{schedule_id}"): "viewer",
+    ("PATCH", "/api/v1/schedules/{schedule_id}"): "operator",
+    ("DELETE", "/api/v1/schedules/{schedule_id}"): "operator",
+    ("POST", "/api/v1/schedules/{schedule_id}/pause"): "operator",
+    ("POST", "/api/v1/schedules/{schedule_id}/resume"): "operator",
+    ("POST", "/api/v1/schedules/{schedule_id}/trigger"): "operator",
+    ("POST", "/api/v1/schedules/{schedule_id}/backfill"): "operator",
+    ("GET", "/api/v1/admin/keys"): "admin",
+    ("POST", "/api/v1/admin/keys"): "admin",
+    ("DELETE", "/api/v1/admin/keys/{key_id}"): "admin",
+    ("GET", "/metrics"): "viewer",
+    ("GET", "/healthz"): "",
+    ("GET", "/readyz"): "",
+}
+
+
+def body_for(method: str, path: str) -> Any:
+    """A valid body, so each call gets past validation to the tenant lookup."""
+    n = next(_fresh)
+    if (method, path) == ("POST", "/api/v1/workflows"):
+        return {"definition": B_FLOW, "input": {"note": "from b"}}
+    if (method, path) == ("POST", "/api/v1/schedules"):
+        return {"id": f"b-sched-{n}", "definition": B_FLOW, "every": "1h"}
+    if path.endswith("/signal"):
+        return {"name": "go", "payload": "b"}
+    if path.endswith("/approve"):
+        return {"activity": "gate", "approved": False, "comment": "b"}
+    if path.endswith("/backfill"):
+        return {"start": "2029-12-31T00:00:00Z", "end": "2030-01-01T00:00:00Z"}
+    if method == "PATCH":
+        return {"note": "b was here"}
+    if path.endswith(("/pause", "/resume")):
+        return {"note": "b"}
+    if (method, path) == ("POST", "/api/v1/admin/keys"):
+        return {"role": "viewer", "name": f"b-{n}"}
+    return None
+
+
+async def seed_tenant_a(api: Api) -> dict[str, str]:
+    a = "tenant-a:operator"
+    r = await api.call(
+        "POST",
+        "/api/v1/workflows",
+        a,
+        json={"definition": A_FLOW, "input": {"note": CANARY}, "id": f"{CANARY}-exec"},
+    )
+    assert r.status_code == 201, r.text
+    await api.drain()
+    r = await api.call(
+        "POST",
+        "/api/v1/schedules",
+        a,
+        json={
+            "id": f"{CANARY}-sched",
+            "definition": A_FLOW,
+            "every": "1h",
+            "input": {"note": CANARY},
+            "note": CANARY,
+        },
+    )
+    assert r.status_code == 201, r.text
+    key = await api.call(
+        "POST", "/api/v1/admin/keys", "tenant-a:admin", json={"role": "viewer", "name": CANARY}
+    )
+    assert key.status_code == 201
+    return {
+        "execution_id": f"{CANARY}-exec",
+        "schedule_id": f"{CANARY}-sched",
+        "key_id": key.json()["id"],
+    }
+
+
+def operations(spec: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    ops = []
+    for path, items in spec["paths"].items():
+        for method, op in items.items():
+            ops.append((method.upper(), path, bool(op.get("security"))))
+    return ops
+
+
+def fill(path: str, ids: dict[str, str]) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
+
+
+def assert_clean(response: httpx.Response, context: str) -> None:
+    assert CANARY not in response.text, f"{context}: tenant A's data leaked: {response.text[:300]}"
+    assert response.status_code < 500, f"{context}: {response.status_code} {response.text[:300]}"
+
+
+async def test_every_route_isolates_tenants(api: Api) -> None:
+    spec = (await api.client.get("/openapi.json")).json()
+    ops = operations(spec)
+    assert {(m, p) for m, p, _ in ops} == set(REQUIRED_ROLE), "update REQUIRED_ROLE"
+    a_ids = await seed_tenant_a(api)
+    missing_ids = {k: f"missing-{k}" for k in a_ids}
+    a_before = (
+        await api.call("GET", f"/api/v1/workflows/{a_ids['execution_id']}", "tenant-a:viewer")
+    ).json()
+
+    for method, path, secured in ops:
+        role = REQUIRED_ROLE[(method, path)]
+        assert secured == bool(role), f"{method} {path}: security does not match its role"
+        url = fill(path, a_ids)
+
+        async def call(
+            headers: dict[str, str], url: str = url, method: str = method, path: str = path
+        ) -> httpx.Response:
+            body = body_for(method, path)
+            kw: dict[str, Any] = {"headers": headers}
+            if body is not None:
+                kw["json"] = body
+            return await api.client.request(method, url, **kw)
+
+        if not secured:
+            r = await call({})
+            assert_clean(r, f"{method} {path} anonymous")
+            continue
+        bad_headers = {
+            "no key": {},
+            "malformed": {"Authorization": "Basic dXNlcjpwYXNz"},
+            "unknown key": {"Authorization": "Bearer wvr_" + "x" * 43},
+            "not a token": {"Authorization": "Bearer " + "y" * 600},
+            "revoked key": api.as_("tenant-a:revoked"),
+        }
+        for label, headers in bad_headers.items():
+            r = await call(headers)
+            assert r.status_code == 401, f"{method} {path} {label}: {r.status_code}"
+            assert r.headers["content-type"] == "application/problem+json"
+            assert_clean(r, f"{method} {path} {label}")
+        for low in ("viewer", "operator"):
+            if ROLES_RANK[low] < ROLES_RANK[role]:
+                for tenant in ("tenant-a", "tenant-b"):
+                    r = await call(api.as_(f"{tenant}:{low}"))
+                    assert r.status_code == 403, f"{method} {path} as {tenant}:{low}"
+                    assert_clean(r, f"{method} {path} as {tenant}:{low}")
+        for b_role in ("viewer", "operator", "admin"):
+            if ROLES_RANK[b_role] < ROLES_RANK[role]:
+                continue
+            who = f"tenant-b:{b_role}"
+            r = await call(api.as_(who))
+            assert_clean(r, f"{method} {path} as {who}")
+            if "{" in path:
+                assert r.status_code == 404, f"{method} {path} as {who}: {r.status_code}"
+                gone = await call(api.as_(who), fill(path, missing_ids))
+                assert (gone.status_code, gone.content) == (r.status_code, r.content)
+            else:
+                assert r.status_code in (200, 201), f"{method} {path} as {who}: {r.text[:200]}"
+
+    # A's objects are exactly as they were.
+    a = "tenant-a:admin"
+    after = (await api.call("GET", f"/api/v1/workflows/{a_ids['execution_id']}", a)).json()
+    assert after["event_count"] == a_before["event_count"] and after["status"] == "waiting"
+    sched = (await api.call("GET", f"/api/v1/schedules/{a_ids['schedule_id']}", a)).json()
+    assert sched["paused"] is False and sched["note"] == CANARY and sched["fired"] == 0
+    keys = (await api.call("GET", "/api/v1/admin/keys", a)).json()
+    assert [k["revoked_at"] for k in keys if k["id"] == a_ids["key_id"]] == [None]
+    # ... and A still sees its own data (the canary is real).
+    listed = await api.call("GET", "/api/v1/workflows", "tenant-a:viewer")
+    assert CANARY in listed.text
+
+
+ROLES_RANK = {"": -1, "viewer": 0, "operator": 1, "admin": 2}
+
+
+async def test_owner_binding_survives_a_new_app(engine: Any, settings: Any) -> None:
+    """After a restart (a new app over the same store) tenant B still sees nothing of A's."""
+    from tests.server.conftest import serve
+
+    async with serve(engine, settings) as first:
+        a_ids = await seed_tenant_a(first)
+        tokens = dict(first.tokens)
+    async with serve(engine, settings) as second:
+        second.tokens.update(tokens)  # the keys are durable too
+        r = await second.call("GET", f"/api/v1/workflows/{a_ids['execution_id']}", "tenant-b:admin")
+        assert r.status_code == 404
+        listed = await second.call("GET", "/api/v1/workflows", "tenant-b:admin")
+        assert CANARY not in listed.text
+        mine = await second.call("GET", "/api/v1/workflows", "tenant-a:viewer")
+        assert CANARY in mine.text

@@ -1,0 +1,261 @@
+"""API v1 workflows: start, list, detail, history, signal, approve, cancel; idempotency keys;
+validation errors with locations; limits; error bodies without internals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests.server.conftest import APPROVAL_FLOW, Api
+
+pytestmark = pytest.mark.anyio
+OP, VIEW = "tenant-a:operator", "tenant-a:viewer"
+BASE = "/api/v1/workflows"
+
+
+async def start(api: Api, body: dict[str, object] | None = None, **kw: object) -> dict[str, object]:
+    r = await api.call("POST", BASE, OP, json=body or {"definition": APPROVAL_FLOW}, **kw)
+    assert r.status_code in (200, 201), r.text
+    data: dict[str, object] = r.json()
+    return data
+
+
+async def test_start_run_approve_signal_complete(api: Api) -> None:
+    started = await start(api, {"definition": APPROVAL_FLOW, "input": {"note": "hi"}})
+    eid = started["id"]
+    assert started["status"] == "running"
+    await api.drain()
+    view = (await api.call("GET", f"{BASE}/{eid}", VIEW)).json()
+    assert view["status"] == "waiting"
+    assert {w["activity"] for w in view["pending_waits"]} == {"gate", "go"}
+    assert view["activities"]["prepare"]["status"] == "completed"
+    assert next(e["type"] for e in view["timeline"]) == "ExecutionStarted"
+
+    r = await api.call(
+        "POST", f"{BASE}/{eid}/approve", OP, json={"activity": "gate", "comment": "ok"}
+    )
+    assert r.status_code == 200, r.text
+    r = await api.call("POST", f"{BASE}/{eid}/signal", OP, json={"name": "go", "payload": [1]})
+    assert r.status_code == 200, r.text
+    await api.drain()
+    view = (await api.call("GET", f"{BASE}/{eid}", VIEW)).json()
+    assert view["status"] == "completed"
+    assert view["output"] == {"shipped": True}
+    decided = [e for e in view["timeline"] if e["type"] == "ApprovalDecided"]
+    assert decided[0]["data"]["by"] == "tenant-a-operator"  # who decided is recorded
+    assert decided[0]["data"]["comment"] == "ok"
+
+
+async def test_start_by_registered_name_and_json_object(api: Api) -> None:
+    engine = api.engine.for_tenant("tenant-a")
+    engine.register(APPROVAL_FLOW)
+    by_name = await start(api, {"workflow": "purchase", "input": {}})
+    assert by_name["workflow"] == "purchase"
+    as_object = {
+        "apiVersion": "wovyr/v1",
+        "kind": "Workflow",
+        "metadata": {"name": "obj"},
+        "activities": [{"id": "a", "set": {"x": 1}}],
+    }
+    one_line = await start(api, {"definition": as_object})
+    assert one_line["workflow"] == "obj"
+    missing = await api.call("POST", BASE, OP, json={"workflow": "nope"})
+    assert missing.status_code == 422
+    assert missing.json()["problems"][0]["path"] == "workflow"
+
+
+async def test_names_and_single_lines_are_never_read_as_server_files(
+    api: Api, tmp_path: object
+) -> None:
+    secret = "/etc/hostname"
+    for body in ({"workflow": secret}, {"definition": secret}, {"workflow": "x.yaml"}):
+        r = await api.call("POST", BASE, OP, json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+
+
+async def test_validation_error_is_422_with_line_and_column(api: Api) -> None:
+    bad = "apiVersion: wovyr/v1\nkind: Workflow\nmetadata: {name: x}\nactivities:\n"
+    bad += "  - id: a\n    bogus: 1\n"
+    r = await api.call("POST", BASE, OP, json={"definition": bad})
+    assert r.status_code == 422
+    assert r.headers["content-type"] == "application/problem+json"
+    body = r.json()
+    assert body["type"].startswith("urn:wovyr:problem:")
+    assert body["status"] == 422 and body["title"]
+    problem = body["problems"][0]
+    assert (problem["line"], problem["column"]) == (6, 5)
+    assert problem["path"] == "activities[0].bogus"
+    assert set(problem) == {"file", "line", "column", "path", "message", "hint"}
+
+
+async def test_bad_inputs_and_bad_ids_are_422(api: Api) -> None:
+    flow = APPROVAL_FLOW.replace(
+        'note: {type: string, default: ""}', "note: {type: string, required: true}"
+    )
+    r = await api.call("POST", BASE, OP, json={"definition": flow, "input": {}})
+    assert r.status_code == 422 and r.json()["problems"]
+    r = await api.call("POST", BASE, OP, json={"definition": APPROVAL_FLOW, "id": "bad id/.."})
+    assert r.status_code == 422
+
+
+async def test_malformed_json_and_wrong_shapes_never_500(api: Api) -> None:
+    headers = {"content-type": "application/json"}
+    for raw in (b"{", b"[]", b"null", b'{"definition": 3}', b"\xff\xfe", b'{"input": "x"}'):
+        r = await api.call("POST", BASE, OP, content=raw, headers=headers)
+        assert r.status_code in (400, 422), (raw, r.status_code, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert "Traceback" not in r.text
+    r = await api.call("POST", f"{BASE}/x/signal", OP, content=b"{", headers=headers)
+    assert r.status_code == 400
+
+
+async def test_body_too_large_is_413_declared_or_streamed(api: Api) -> None:
+    cap = api.app.state.settings.max_body_bytes
+    big = json.dumps({"definition": APPROVAL_FLOW, "input": {"note": "x" * cap}}).encode()
+    r = await api.call("POST", BASE, OP, content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    assert r.json()["status"] == 413
+
+    async def chunks():  # no Content-Length: counted as it streams
+        for _ in range(cap // 65536 + 2):
+            yield b" " * 65536
+
+    r = await api.call(
+        "POST", BASE, OP, content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413
+
+
+async def test_idempotency_key_same_body_same_execution_other_body_422(api: Api) -> None:
+    body = {"definition": APPROVAL_FLOW, "input": {"note": "once"}}
+    key = {"Idempotency-Key": "order-17"}
+    first = await api.call("POST", BASE, OP, json=body, headers=key)
+    again = await api.call("POST", BASE, OP, json=body, headers=key)
+    assert first.status_code == 201 and again.status_code == 200
+    assert first.json()["id"] == again.json()["id"]
+    assert again.headers["Idempotent-Replayed"] == "true"
+    other = await api.call("POST", BASE, OP, json={**body, "input": {"note": "twice"}}, headers=key)
+    assert other.status_code == 422
+    assert other.json()["type"] == "urn:wovyr:problem:idempotency-key-reused"
+    page = (await api.call("GET", BASE, VIEW)).json()
+    assert len(page["items"]) == 1
+    # Keys are per tenant: tenant B may use the same key for its own execution.
+    b = await api.call("POST", BASE, "tenant-b:operator", json=body, headers=key)
+    assert b.status_code == 201 and b.json()["id"] != first.json()["id"]
+
+
+async def test_explicit_id_start_is_idempotent_and_other_tenants_ids_conflict(api: Api) -> None:
+    first = await start(api, {"definition": APPROVAL_FLOW, "id": "order-1"})
+    again = await api.call("POST", BASE, OP, json={"definition": APPROVAL_FLOW, "id": "order-1"})
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
+    taken = await api.call(
+        "POST", BASE, "tenant-b:operator", json={"definition": APPROVAL_FLOW, "id": "order-1"}
+    )
+    assert taken.status_code == 409
+    assert "purchase" not in taken.text and "note" not in taken.text
+
+
+async def test_cancel_is_durable_then_409(api: Api) -> None:
+    eid = (await start(api))["id"]
+    await api.drain()
+    r = await api.call("DELETE", f"{BASE}/{eid}", OP, params={"reason": "changed my mind"})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "cancelled"
+    view = (await api.call("GET", f"{BASE}/{eid}", VIEW)).json()
+    assert view["status"] == "cancelled"
+    assert {view["activities"][a]["status"] for a in ("gate", "go", "ship")} == {"skipped"}
+    history = (await api.call("GET", f"{BASE}/{eid}/history", VIEW)).json()
+    cancelled = [e for e in history["items"] if e["type"] == "ExecutionCancelled"]
+    assert cancelled and cancelled[0]["data"]["by"] == "tenant-a-operator"
+    assert cancelled[0]["data"]["reason"] == "changed my mind"
+    again = await api.call("DELETE", f"{BASE}/{eid}", OP)
+    assert again.status_code == 409
+    late = await api.call("POST", f"{BASE}/{eid}/signal", OP, json={"name": "go"})
+    assert late.status_code == 409
+
+
+async def test_list_filters_keyset_paging_newest_first(api: Api) -> None:
+    ids = []
+    for i in range(7):
+        ids.append(
+            (await start(api, {"definition": APPROVAL_FLOW, "input": {"note": str(i)}}))["id"]
+        )
+        api.clock.advance(1)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, object] = {"limit": 3}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await api.call("GET", BASE, VIEW, params=params)).json()
+        seen += [item["id"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == list(reversed(ids))
+    only_running = (await api.call("GET", BASE, VIEW, params={"status": "completed"})).json()
+    assert only_running["items"] == []
+    by_name = (
+        await api.call("GET", BASE, VIEW, params={"workflow": "purchase", "limit": 200})
+    ).json()
+    assert len(by_name["items"]) == 7
+    bad = await api.call("GET", BASE, VIEW, params={"cursor": "not-a-cursor"})
+    assert bad.status_code == 400
+    over = await api.call("GET", BASE, VIEW, params={"limit": 5000})
+    assert over.status_code == 422
+
+
+async def test_list_truncates_big_payloads_with_their_size(api: Api) -> None:
+    note = "y" * 5000
+    await start(api, {"definition": APPROVAL_FLOW, "input": {"note": note}})
+    item = (await api.call("GET", BASE, VIEW)).json()["items"][0]
+    assert item["input"]["truncated"] is True
+    assert item["input"]["size"] > 5000
+    assert len(item["input"]["preview"]) <= 256
+    assert "checkpoint" not in item and "activities" not in item
+
+
+async def test_history_pages_newest_first_by_default(api: Api) -> None:
+    eid = (await start(api))["id"]
+    await api.drain()
+    full = (await api.call("GET", f"{BASE}/{eid}/history", VIEW, params={"limit": 1000})).json()
+    total = full["total"]
+    assert total == len(full["items"]) >= 4
+    newest = (await api.call("GET", f"{BASE}/{eid}/history", VIEW, params={"limit": 2})).json()
+    assert [e["seq"] for e in newest["items"]] == [total - 1, total]
+    assert newest["next_after_seq"] is None
+    first = (
+        await api.call("GET", f"{BASE}/{eid}/history", VIEW, params={"after_seq": 0, "limit": 2})
+    ).json()
+    assert [e["seq"] for e in first["items"]] == [1, 2]
+    assert first["next_after_seq"] == 2
+    detail = (await api.call("GET", f"{BASE}/{eid}", VIEW, params={"events": 1})).json()
+    assert [e["seq"] for e in detail["timeline"]] == [total]
+
+
+async def test_unknown_routes_and_methods_are_problems(api: Api) -> None:
+    r = await api.call("GET", "/api/v1/nothing-here", VIEW)
+    assert r.status_code == 404 and r.headers["content-type"] == "application/problem+json"
+    r = await api.call("PUT", BASE, OP, json={})
+    assert r.status_code == 405 and r.headers["content-type"] == "application/problem+json"
+
+
+async def test_json_the_stores_cannot_keep_is_a_400(api: Api) -> None:
+    headers = {"content-type": "application/json"}
+    eid = (await start(api))["id"]
+    for raw in (
+        b'{"name": "go", "payload": NaN}',
+        b'{"name": "go", "payload": [Infinity]}',
+        b'{"name": "go", "payload": 1e999}',
+        b'{"name": "go", "payload": "\\ud800"}',
+        b'{"name": "g\\u0000o"}',
+        b'{"name": "go", "payload": {"k\\u0000": 1}}',
+    ):
+        r = await api.call("POST", f"{BASE}/{eid}/signal", OP, content=raw, headers=headers)
+        assert r.status_code == 400, (raw, r.text)
+    for path in (f"{BASE}/a%00b", f"{BASE}?workflow=a%00", "/api/v1/schedules/x%00"):
+        r = await api.call("GET", path, VIEW)
+        assert r.status_code == 400, (path, r.text)
+    history = (await api.call("GET", f"{BASE}/{eid}/history", VIEW)).json()
+    assert not [e for e in history["items"] if e["type"] == "SignalReceived"]

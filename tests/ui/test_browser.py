@@ -1,0 +1,221 @@
+"""The web UI in a real browser: headless Chromium (Debian's `chromium` package) driven by
+Playwright for Python, against a real uvicorn server over a SQLite file.
+
+The browser signs in with an API key, opens the list, opens an execution waiting on an
+approval, checks the DAG nodes' states, approves with a comment, and sees the execution
+complete (the page refreshes itself). Screenshots land in `test-artifacts/`.
+
+Without Chromium or Playwright this skips locally and FAILS when CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wovyr.engine.engine import Engine
+from wovyr.platform.auth import Authenticator
+from wovyr.settings import Settings
+from wovyr.store.sqlite import SQLiteStore
+
+from .conftest import APPROVAL_FLOW
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path(os.environ.get("WOVYR_TEST_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+DEADLINE = 30.0
+
+
+def _require_browser() -> Any:
+    """The Playwright sync API, or skip (locally) / fail (CI) with the reason."""
+    problem = None
+    try:
+        from playwright import sync_api
+    except ImportError as exc:
+        problem = f"Playwright for Python is not installed ({exc}); pip install -e '.[test]'"
+    if problem is None and not CHROMIUM.exists():
+        problem = f"no Chromium at {CHROMIUM}: apt-get install -y chromium"
+    if problem is not None:
+        if IN_CI:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return sync_api
+
+
+def _wait_until(check: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
+    end = time.monotonic() + deadline
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    url: str
+    engine: Engine
+    authenticator: Authenticator
+
+
+@pytest.fixture
+def live_server(tmp_path: Path) -> Iterator[LiveServer]:
+    """`create_app` (API, UI and its background worker) served by uvicorn in a thread."""
+    import uvicorn
+
+    from wovyr.server.app import create_app
+
+    store = SQLiteStore(tmp_path / "wovyr.db")
+    engine = Engine(store)
+    settings = Settings(home=tmp_path / "home", dispatch_interval=0.2, poll_interval=0.2)
+    app = create_app(engine, settings)
+    port = _free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="wovyr-ui-server", daemon=True)
+    thread.start()
+    _wait_until(lambda: server.started, "the server to start")
+    try:
+        yield LiveServer(f"http://127.0.0.1:{port}", engine, app.state.authenticator)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        store.close()
+
+
+@pytest.fixture
+def sync_api() -> Any:
+    """Checked before the server starts: no point serving a browser that is not there."""
+    return _require_browser()
+
+
+def test_sign_in_inspect_approve_and_complete(sync_api: Any, live_server: LiveServer) -> None:
+    engine = live_server.engine.for_tenant("acme")
+    _, token = live_server.authenticator.create_key("acme", "operator", "alice")
+    record = engine.start(APPROVAL_FLOW, {"amount": 250})
+    _wait_until(lambda: engine.query(record.id).status == "waiting", "the approval wait")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(DEADLINE * 1000)
+            problems: list[str] = []  # script errors and CSP violations show up here
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda exc: problems.append(str(exc)))
+            # Not signed in: the list sends us to the sign-in page.
+            page.goto(f"{live_server.url}/ui")
+            assert "/ui/login" in page.url
+            page.fill("#api_key", token)
+            page.click("button[type=submit]")
+            page.wait_for_selector("table.executions")
+            row = page.locator(f'tr[data-execution="{record.id}"]')
+            assert row.locator(".badge").inner_text() == "waiting"
+            assert "approval" in row.inner_text()
+            page.screenshot(path=str(ARTIFACTS / "ui-list.png"), full_page=True)
+
+            row.locator("a").click()
+            page.wait_for_selector("svg.dag")
+            status = "svg.dag g.node[data-activity='{}']"
+            assert page.get_attribute(status.format("prepare"), "data-status") == "completed"
+            assert page.get_attribute(status.format("approve"), "data-status") == "waiting"
+            assert page.get_attribute(status.format("ship"), "data-status") == "pending"
+            assert "approval" in page.inner_text("#waiting-on")
+            page.screenshot(path=str(ARTIFACTS / "ui-execution.png"), full_page=True)
+            dark = browser.new_page(color_scheme="dark", viewport={"width": 1280, "height": 900})
+            dark.context.add_cookies(page.context.cookies())
+            dark.goto(page.url)
+            dark.wait_for_selector("svg.dag g.node[data-status='waiting']")
+            dark.screenshot(path=str(ARTIFACTS / "ui-execution-dark.png"), full_page=True)
+            dark.close()
+
+            form = page.locator("form[data-approval='approve']")
+            form.locator("textarea[name=comment]").fill("within budget")
+            form.locator("button[value=approve]").click()
+            # The redirect lands on the page, which refreshes itself until the end.
+            page.wait_for_selector("#execution-status.status-completed")
+            page.wait_for_selector("svg.dag g.node[data-activity='ship'][data-status='completed']")
+            assert page.get_attribute(status.format("approve"), "data-status") == "completed"
+            assert "approved by alice" in page.inner_text("#timeline")
+            page.screenshot(path=str(ARTIFACTS / "ui-execution-completed.png"), full_page=True)
+
+            # The page refreshes itself: a decision made elsewhere shows up without a reload.
+            other = engine.start(APPROVAL_FLOW)
+            _wait_until(lambda: engine.query(other.id).status == "waiting", "the second wait")
+            page.goto(f"{live_server.url}/ui/executions/{other.id}")
+            page.wait_for_selector("#execution-status.status-waiting")
+            navigations: list[str] = []
+            page.on("framenavigated", lambda frame: navigations.append(frame.url))
+            engine.approve(other.id, "approve", True, by="api", comment="elsewhere")
+            page.wait_for_selector("#execution-status.status-completed")
+            assert navigations == []  # swapped in place by the script, not reloaded
+            assert page.locator("form[data-approval]").count() == 0  # no stale actions
+            assert problems == []
+        finally:
+            browser.close()
+
+    view = engine.query(record.id)
+    assert view.status == "completed"
+    assert view.output == {"shipped": True}
+    decided = [e for e in engine.history(record.id) if e.type == "ApprovalDecided"]
+    assert decided[0].data["by"] == "alice"
+    assert decided[0].data["comment"] == "within budget"
+
+
+def test_the_whole_flow_works_with_javascript_disabled(
+    sync_api: Any, live_server: LiveServer
+) -> None:
+    engine = live_server.engine.for_tenant("acme")
+    _, token = live_server.authenticator.create_key("acme", "operator", "bob")
+    record = engine.start(APPROVAL_FLOW)
+    _wait_until(lambda: engine.query(record.id).status == "waiting", "the approval wait")
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(java_script_enabled=False)
+            page = context.new_page()
+            page.set_default_timeout(DEADLINE * 1000)
+            page.goto(f"{live_server.url}/ui/executions/{record.id}")
+            page.fill("#api_key", token)
+            page.click("button[type=submit]")  # back to the page asked for
+            page.wait_for_selector("svg.dag g.node[data-activity='approve'][data-status='waiting']")
+            form = page.locator("form[data-approval='approve']")
+            form.locator("textarea[name=comment]").fill("no script needed")
+            form.locator("button[value=approve]").click()
+            page.wait_for_selector(".flash.ok")
+            end = time.monotonic() + DEADLINE
+            while "status-completed" not in (
+                page.get_attribute("#execution-status", "class") or ""
+            ):
+                assert time.monotonic() < end, "the execution did not complete"
+                page.wait_for_timeout(100)  # a poll interval, not a guess at how long it takes
+                page.reload()  # no script: the reader refreshes
+            assert "approved by bob" in page.inner_text("#timeline")
+        finally:
+            browser.close()

@@ -1,0 +1,143 @@
+"""What people read: relative times, "waiting on" in words, timeline lines."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from wovyr.clock import ManualClock
+from wovyr.engine.activities.base import ActivityRegistry
+from wovyr.engine.engine import Engine
+from wovyr.server.ui.pages import execution_page
+from wovyr.server.ui.present import (
+    describe_waiting,
+    pretty_json,
+    relative,
+    time_tag,
+    wait_kinds,
+    with_times,
+)
+from wovyr.store.memory import MemoryStore
+from wovyr.testing import drain
+
+NOW = datetime(2030, 1, 1, 11, 0, tzinfo=UTC)
+
+
+def _text(markup: object) -> str:
+    """Markup as a person sees it: tags dropped."""
+    return re.sub(r"<[^>]+>", "", str(markup))
+
+
+@pytest.mark.parametrize(
+    ("delta", "expected"),
+    [
+        (timedelta(0), "just now"),
+        (timedelta(seconds=-3), "just now"),
+        (timedelta(seconds=-40), "40s ago"),
+        (timedelta(minutes=5), "in 5m"),
+        (timedelta(hours=3), "in 3h"),
+        (timedelta(minutes=-58), "1h ago"),
+        (timedelta(days=2), "in 2d"),
+        (timedelta(days=-400), "1y ago"),
+    ],
+)
+def test_relative(delta: timedelta, expected: str) -> None:
+    assert relative(NOW + delta, NOW) == expected
+
+
+def test_time_tag_has_the_absolute_time_on_hover() -> None:
+    tag = str(time_tag("2030-01-01T14:00:00+00:00", NOW))
+    assert 'datetime="2030-01-01T14:00:00+00:00"' in tag
+    assert 'title="2030-01-01 14:00:00 UTC"' in tag and ">in 3h<" in tag and "data-rel" in tag
+    assert ">14:00<" in str(time_tag("2030-01-01T14:00:00+00:00", NOW, clock=True))
+    assert ">Jan 02 14:00<" in str(time_tag("2030-01-02T14:00:00Z", NOW, clock=True))
+    assert "\u2014" in str(time_tag(None, NOW)) and "\u2014" in str(time_tag("nonsense", NOW))
+
+
+def test_waiting_on_in_words() -> None:
+    text = "timer remind fires 2030-01-01T14:00:00+00:00; approval approve; signal go"
+    assert _text(describe_waiting(text, NOW)) == (
+        "timer fires 14:00 (in 3h); approval (approve); signal go"
+    )
+    retry = "retry charge attempt 3 at 2030-01-01T12:04:00+00:00"
+    assert _text(describe_waiting(retry, NOW)) == "retry charge 3 at 12:04"
+    assert describe_waiting(None, NOW) is None
+    assert _text(describe_waiting("something new <b>", NOW)) == "something new &lt;b&gt;"
+    assert wait_kinds(text) == {"timer", "approval", "signal"}
+    assert wait_kinds(retry) == {"retry"}
+    assert wait_kinds(None) == set()
+
+
+def test_with_times_escapes_and_marks_up_timestamps() -> None:
+    out = str(with_times("<x> set for 2030-01-01T14:00:00.123+00:00!", NOW))
+    assert out.startswith("&lt;x&gt; set for <time")
+    assert out.endswith(")!") and "(<time" in out
+
+
+def test_pretty_json_truncates_with_the_size() -> None:
+    assert pretty_json({"b": 1, "a": [1]}) == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}'
+    cut = pretty_json({"x": "y" * 50_000}, limit=100)
+    assert cut.startswith('{\n  "x": "yyy') and "truncated: 50,013 characters" in cut
+
+
+RETRY_AND_TIMER = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: retry-and-timer}
+activities:
+  - id: charge
+    tool: flaky
+    retry: {max_attempts: 5, initial_interval: 1h, max_interval: 1h}
+  - id: remind
+    wait: {timer: {after: 3h}}
+"""
+
+
+def test_retry_and_timer_on_an_execution_page() -> None:
+    registry = ActivityRegistry()
+
+    def flaky() -> None:
+        raise RuntimeError("card declined")
+
+    registry.register("flaky", flaky)
+    clock = ManualClock(NOW)
+    engine = Engine(MemoryStore(), clock=clock, activities=registry)
+    eid = engine.start(RETRY_AND_TIMER).id
+    drain(engine)
+    page = execution_page(engine, eid, clock.now())
+    waiting = _text(page.waiting)
+    assert "retry charge 2/5 at 12:00" in waiting
+    assert "timer fires 14:00 (in 3h)" in waiting
+    rows = {r["id"]: r for r in page.activities}
+    assert rows["charge"]["status"] == "retrying" and rows["charge"]["max_attempts"] == 5
+    assert rows["charge"]["detail"] == "card declined"
+    assert rows["remind"]["kind"] == "timer"
+    assert 'data-activity="charge" data-status="retrying"' in page.svg
+    lines = [(e.category, _text(e.text)) for e in page.events]
+    assert any(c == "retry" and "charge attempt 1 failed" in t for c, t in lines)
+    assert any(c == "timer" and "remind:timer" in t for c, t in lines)
+
+
+def test_timeline_pages_through_long_histories() -> None:
+    clock = ManualClock(NOW)
+    engine = Engine(MemoryStore(), clock=clock)
+    eid = engine.start(
+        """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: chatty}
+activities:
+  - id: hold
+    wait: {signal: never}
+"""
+    ).id
+    for i in range(450):
+        engine.signal(eid, f"noise{i % 3}")
+    total = engine.query(eid).event_count
+    latest = execution_page(engine, eid, clock.now())
+    assert len(latest.events) == 200 and latest.events[-1].seq == total
+    assert latest.newer is None and latest.older == total - 400
+    first = execution_page(engine, eid, clock.now(), events_from=0)
+    assert first.events[0].seq == 1 and first.newer == 200 and first.older is None

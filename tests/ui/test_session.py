@@ -1,0 +1,133 @@
+"""Session cookies, CSRF tokens and the persisted server secret."""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from wovyr.platform.auth import Authenticator
+from wovyr.server.ui.session import SECRET_FILE, SessionCodec, load_secret, role_at_least
+
+from .conftest import UiClient
+
+
+@dataclass(frozen=True)
+class Who:
+    tenant: str = "acme"
+    role: str = "operator"
+    key_id: str = "key_1"
+    actor: str = "alice"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_secret_is_created_once_private_and_reused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = load_secret(home)
+    assert len(first) >= 32
+    mode = stat.S_IMODE((home / SECRET_FILE).stat().st_mode)
+    assert mode == 0o600
+    assert load_secret(home) == first
+    assert [p.name for p in home.iterdir()] == [SECRET_FILE]  # no temp files left behind
+    assert load_secret(home, "configured-secret-value") == b"configured-secret-value"
+
+
+def test_a_damaged_secret_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / SECRET_FILE).write_text("short")
+    with pytest.raises(ValueError, match="delete it"):
+        load_secret(tmp_path)
+
+
+def test_cookie_round_trip_and_forgeries() -> None:
+    clock = Clock()
+    codec = SessionCodec(b"k" * 32, lifetime_seconds=60, now=clock)
+    session, cookie = codec.issue(Who())
+    assert codec.read(cookie) == session
+    assert session.actor == "alice" and session.can("operator") and not session.can("admin")
+    body, mac = cookie.split(".")
+    assert codec.read(f"{body}x.{mac}") is None
+    assert codec.read(f"{body}.{mac[:-2]}AA") is None
+    assert codec.read(body) is None and codec.read("") is None and codec.read(None) is None
+    assert codec.read("a.b.c") is None and codec.read("!!.??") is None
+    other = SessionCodec(b"z" * 32, now=clock)
+    assert other.read(cookie) is None  # another server secret
+    clock.now += 61
+    assert codec.read(cookie) is None  # expired
+
+
+def test_csrf_tokens_are_bound_to_the_session() -> None:
+    codec = SessionCodec(b"k" * 32)
+    a, _ = codec.issue(Who())
+    b, _ = codec.issue(Who())
+    assert codec.check_csrf(a, codec.csrf_token(a))
+    assert not codec.check_csrf(a, codec.csrf_token(b))
+    assert not codec.check_csrf(a, None) and not codec.check_csrf(a, "")
+    assert codec.check_login("nonce", codec.login_token("nonce"))
+    assert not codec.check_login("nonce", codec.login_token("other"))
+    assert not codec.check_login(None, codec.login_token("nonce"))
+
+
+def test_sign_out_stops_a_replayed_cookie() -> None:
+    codec = SessionCodec(b"k" * 32)
+    session, cookie = codec.issue(Who())
+    codec.end(session)
+    assert codec.read(cookie) is None
+    _, fresh = codec.issue(Who())
+    assert codec.read(fresh) is not None
+
+
+def test_short_secrets_and_unknown_roles_are_refused() -> None:
+    with pytest.raises(ValueError, match="16 bytes"):
+        SessionCodec(b"short")
+    assert role_at_least("admin", "operator") and not role_at_least("viewer", "operator")
+    assert not role_at_least("superuser", "viewer")
+
+
+def test_an_unusable_home_falls_back_to_an_in_memory_secret(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from fastapi import FastAPI
+
+    from wovyr.server.ui import mount_ui
+    from wovyr.settings import Settings
+    from wovyr.testing import memory_engine
+
+    engine = memory_engine()
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    app = FastAPI()
+    mount_ui(app, engine, Settings(home=not_a_dir), Authenticator(engine.store))
+    assert "using one in memory" in caplog.text
+    client = UiClient(app)
+    try:
+        assert client.get("/ui").headers["location"] == "/ui/login?next=%2Fui"
+        assert client.get("/ui/login").status_code == 200
+    finally:
+        client.close()
+
+
+def test_a_configured_secret_signs_the_cookies(tmp_path: Path) -> None:
+    from fastapi import FastAPI
+
+    from wovyr.server.ui import mount_ui
+    from wovyr.settings import Settings
+    from wovyr.testing import memory_engine
+
+    engine = memory_engine()
+    mount_ui(
+        FastAPI(),
+        engine,
+        Settings(home=tmp_path),
+        Authenticator(engine.store),
+        secret="a-configured-secret-of-some-length",
+    )
+    assert not (tmp_path / SECRET_FILE).exists()
