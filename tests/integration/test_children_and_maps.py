@@ -105,7 +105,11 @@ def test_child_failure_fails_the_activity_and_compensates(
     engine: Engine, registry: ActivityRegistry
 ) -> None:
     undone: list[str] = []
-    registry.register("undo", undone.append)
+
+    def undo(what: str) -> None:
+        undone.append(what)
+
+    registry.register("undo", undo)
     engine.apply(
         wf(
             "broken",
@@ -238,8 +242,11 @@ def test_map_items_retry_and_compensation_covers_completed_items(
             raise RuntimeError("always")
         return n * 10
 
+    def undo_item(n: int) -> None:
+        undone.append(n)
+
     registry.register("work", work)
-    registry.register("undo", undone.append)
+    registry.register("undo", undo_item)
     rec = engine.start(
         wf(
             "m",

@@ -501,3 +501,10 @@ def test_due_timers_fire_in_one_batch(
     monkeypatch.undo()
     drain(engine)
     assert {engine.query(i).status for i in ids} == {"completed"}
+
+
+def test_another_tenants_execution_id_cannot_be_reused(engine: Engine, calls: list[Any]) -> None:
+    engine.start(THREE_STEPS, execution_id="shared")
+    with pytest.raises(Conflict):
+        engine.for_tenant("b").start(THREE_STEPS, execution_id="shared")
+    assert engine.for_tenant("b").list().items == []

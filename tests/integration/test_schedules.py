@@ -241,3 +241,28 @@ def test_tick_ids_are_unique_below_a_second() -> None:
     ids = {tick_execution_id("s", base + timedelta(milliseconds=50 * i)) for i in range(40)}
     assert len(ids) == 40
     assert tick_execution_id("s", base) == "s-20300101T090000Z"
+
+
+def test_tenants_with_the_same_schedule_id_each_get_their_tick(
+    engine: Engine, clock: ManualClock, schedules: Schedules
+) -> None:
+    other = engine.for_tenant("b")
+    other.register(QUICK)
+    other.apply(QUICK)
+    engine.apply(QUICK)
+    schedules.create("same", workflow="quick", every="15m")
+    Schedules(other).create("same", workflow="quick", every="15m")
+    _tick(engine, clock, 15)
+    assert [r.id for r in engine.list(workflow="quick").items] == ["same-20300101T091500Z"]
+    assert [r.id for r in other.list(workflow="quick").items] == ["b.same-20300101T091500Z"]
+
+
+def test_a_start_beyond_representable_time_is_an_input_error(schedules: Schedules) -> None:
+    with pytest.raises(InputError):
+        schedules.create(
+            "far",
+            workflow="quick",
+            cron="0 0 1 1 *",
+            start_at=datetime(9999, 12, 31, 23, 59, tzinfo=UTC),
+        )
+    assert schedules.list() == []

@@ -169,6 +169,8 @@ class Engine(Definitions):
             lease_seconds=lease_seconds,
         )
         created, record = self.store.create_execution(new)
+        if record.tenant != self.tenant:  # ids are global: never hand out another tenant's
+            raise Conflict(f"execution id {new.id!r} cannot be used", hint="choose another id")
         if created:
             self.notify(new.id)
         return record

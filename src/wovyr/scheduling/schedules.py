@@ -34,7 +34,7 @@ from wovyr.definition.model import Workflow
 from wovyr.engine.engine import Engine
 from wovyr.errors import Conflict, ExecutionFinished, InputError, NotFound, Problem
 from wovyr.scheduling.spec import CronSpec, IntervalSpec, Spec, catch_up, parse_spec
-from wovyr.store.base import NewExecution
+from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.schedules import ScheduleRecord, ScheduleStore
 
 __all__ = ["OVERLAP_POLICIES", "Schedules", "spec_of", "tick_execution_id"]
@@ -51,10 +51,13 @@ def spec_of(record: ScheduleRecord) -> Spec:
     return parse_spec(s.get("cron"), s.get("every"), s.get("timezone"), s.get("offset"))
 
 
-def tick_execution_id(schedule_id: str, tick: datetime) -> str:
-    """`<schedule>-<YYYYmmddTHHMMSS>[.ffffff]Z`: one id per tick, so no tick starts twice."""
+def tick_execution_id(schedule_id: str, tick: datetime, tenant: str = DEFAULT_TENANT) -> str:
+    """`[<tenant>.]<schedule>-<YYYYmmddTHHMMSS>[.ffffff]Z`: one id per tick (execution ids
+    are global, so another tenant's schedule of the same name gets its own), so no tick
+    starts twice."""
     fraction = f".{tick.microsecond:06d}" if tick.microsecond else ""
-    return f"{schedule_id}-{tick.strftime('%Y%m%dT%H%M%S')}{fraction}Z"
+    prefix = "" if tenant == DEFAULT_TENANT else f"{tenant}."
+    return f"{prefix}{schedule_id}-{tick.strftime('%Y%m%dT%H%M%S')}{fraction}Z"
 
 
 def _bad(message: str, path: str) -> InputError:
@@ -224,7 +227,8 @@ class Schedules:
         """Start one execution now, whatever the spec and overlap policy say."""
         now = self.engine.clock.now()
         record = self.get(schedule_id)
-        new = self._prepare(record, now, f"{schedule_id}-manual-{now.strftime('%Y%m%dT%H%M%S%f')}")
+        manual = tick_execution_id(f"{schedule_id}-manual", now, record.tenant)
+        new = self._prepare(record, now, manual)
         self._commit_fire(
             record,
             now,
@@ -247,7 +251,10 @@ class Schedules:
         if len(ticks) > _MAX_BACKFILL:
             raise _bad(f"a backfill starts at most {_MAX_BACKFILL} ticks; narrow the range", "end")
         now = self.engine.clock.now()
-        starts = [self._prepare(record, now, tick_execution_id(schedule_id, t), t) for t in ticks]
+        starts = [
+            self._prepare(record, now, tick_execution_id(schedule_id, t, record.tenant), t)
+            for t in ticks
+        ]
         self._commit_fire(
             record,
             now,
@@ -362,7 +369,9 @@ class Schedules:
                 starts = [n for n in starts if n.id not in busy]
                 skipped += len(superseded)
                 busy = []
-            new = self._prepare(record, now, tick_execution_id(record.id, tick), tick)
+            new = self._prepare(
+                record, now, tick_execution_id(record.id, tick, record.tenant), tick
+            )
             starts.append(new)
             busy.append(new.id)
         return starts, cancels, tuple(buffered), skipped
@@ -460,7 +469,10 @@ class Schedules:
         origin = now
         if record.start_at is not None and record.start_at > now:
             origin = record.start_at - timedelta(microseconds=1)
-        tick = spec.next_after(origin)
+        try:
+            tick = spec.next_after(origin)
+        except (ValueError, OverflowError) as exc:  # past the end of representable time
+            raise _bad(f"no tick can follow {origin.isoformat()}: {exc}", "start_at") from None
         if record.end_at is not None and tick > record.end_at:
             return None
         if record.remaining_actions == 0:
