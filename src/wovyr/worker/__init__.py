@@ -1,5 +1,7 @@
 """Workers: claim runnable executions through leases, drive them, fire due timers."""
 
-from wovyr.worker.worker import Worker, run_workflow
+from __future__ import annotations
 
-__all__ = ["Worker", "run_workflow"]
+from wovyr.worker.worker import Worker, WorkerStats, run_workflow
+
+__all__ = ["Worker", "WorkerStats", "run_workflow"]

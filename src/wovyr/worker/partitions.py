@@ -13,11 +13,19 @@ that is safe (claims use `SKIP LOCKED` and fences), the next heartbeat round fix
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
 
 from wovyr.errors import ConfigError
-from wovyr.store.shards import SHARD_COUNT
+from wovyr.store.shards import SHARD_COUNT, shards_for
 
-__all__ = ["DEFAULT_MEMBER_PARTITIONS", "assign_partitions", "parse_partitions"]
+__all__ = [
+    "DEFAULT_MEMBER_PARTITIONS",
+    "Membership",
+    "assign_partitions",
+    "parse_partitions",
+    "partition_setup",
+]
 
 # Partitions handed out by membership when `of` is not given: more than workers are ever
 # expected on one database, and a divisor of the 1024 shards so all are the same size.
@@ -65,3 +73,32 @@ def assign_partitions(members: Sequence[str], me: str, of: int) -> list[int]:
         return []
     index, count = ordered.index(me), len(ordered)
     return list(range(index * of // count, (index + 1) * of // count))
+
+
+@runtime_checkable
+class Membership(Protocol):
+    """A store that keeps the live workers (PostgreSQL: the `worker_members` table)."""
+
+    def member_heartbeat(self, owner: str, now: datetime, ttl_seconds: float) -> list[str]: ...
+    def member_leave(self, owner: str) -> None: ...
+
+
+def partition_setup(
+    store: object, partitions: Sequence[int] | None, of: int | None, membership: bool
+) -> tuple[list[int] | None, int | None]:
+    """A worker's starting (partitions, of), validated: fixed ones as given (None: all), or
+    with membership none until its first heartbeat assigns a share of `of` (default 64)."""
+    if not membership:
+        shards_for(partitions, of)  # validates; raises ConfigError
+        return (sorted(set(partitions)) if partitions is not None else None), of
+    if partitions is not None:
+        raise ConfigError("membership assigns the partitions: do not pass partitions too")
+    count = DEFAULT_MEMBER_PARTITIONS if of is None else of
+    if not 1 <= count <= SHARD_COUNT:
+        raise ConfigError(f"the partition count must be between 1 and {SHARD_COUNT}")
+    if not isinstance(store, Membership):
+        raise ConfigError(
+            f"the store {type(store).__name__} keeps no worker membership",
+            hint="use PostgreSQL, or give --partitions/--of explicitly",
+        )
+    return [], count

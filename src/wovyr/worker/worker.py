@@ -25,35 +25,23 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from wovyr.definition.model import Workflow
 from wovyr.engine.commit import GroupCommitter
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.engine.runner import ExecutionRunner
 from wovyr.engine.state import state_from_json
-from wovyr.errors import ConfigError, StoreError
+from wovyr.errors import StoreError
 from wovyr.scheduling.schedules import Schedules
 from wovyr.store.base import ExecutionRecord, LeaseState
-from wovyr.store.shards import SHARD_COUNT, shards_for
-from wovyr.worker.listener import WorkListener
-from wovyr.worker.partitions import DEFAULT_MEMBER_PARTITIONS, assign_partitions
+from wovyr.worker.listener import Notifying, WorkListener
+from wovyr.worker.partitions import Membership, assign_partitions, partition_setup
 
 __all__ = ["Worker", "WorkerStats", "run_workflow"]
 
 log = logging.getLogger("wovyr.worker")
 _BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
-
-
-@runtime_checkable
-class _Notifying(Protocol):
-    def wait_for_work(self, timeout: float) -> bool: ...
-
-
-@runtime_checkable
-class _Membership(Protocol):
-    def member_heartbeat(self, owner: str, now: Any, ttl_seconds: float) -> list[str]: ...
-    def member_leave(self, owner: str) -> None: ...
 
 
 @dataclass
@@ -93,7 +81,7 @@ class Worker:
         self.heartbeat_interval = heartbeat_interval or lease_seconds / 3
         self.membership = membership
         self.members: list[str] = []
-        self.partitions, self.of = self._partition_setup(partitions, of)
+        self.partitions, self.of = partition_setup(engine.store, partitions, of, membership)
         self.committer = GroupCommitter(engine.store, solo=lambda: len(self.runners) <= 1)
         self.schedules = Schedules(engine) if hasattr(engine.store, "due_schedules") else None
         self.runners: dict[str, ExecutionRunner] = {}
@@ -104,24 +92,6 @@ class Worker:
         self._stopping = False
         self._joined = False
         self._orphans: set[str] = set()
-
-    def _partition_setup(
-        self, partitions: Sequence[int] | None, of: int | None
-    ) -> tuple[list[int] | None, int | None]:
-        if not self.membership:
-            shards_for(partitions, of)  # validates; raises ConfigError
-            return (sorted(set(partitions)) if partitions is not None else None), of
-        if partitions is not None:
-            raise ConfigError("membership assigns the partitions: do not pass partitions too")
-        count = DEFAULT_MEMBER_PARTITIONS if of is None else of
-        if not 1 <= count <= SHARD_COUNT:
-            raise ConfigError(f"the partition count must be between 1 and {SHARD_COUNT}")
-        if not isinstance(self.engine.store, _Membership):
-            raise ConfigError(
-                f"the store {type(self.engine.store).__name__} keeps no worker membership",
-                hint="use PostgreSQL, or give --partitions/--of explicitly",
-            )
-        return [], count  # nothing is claimed before the first heartbeat says what is ours
 
     # --- wiring --------------------------------------------------------------------------
 
@@ -234,7 +204,9 @@ class Worker:
                 return
             except StoreError as exc:  # e.g. a commit whose outcome is unknown
                 self.stats.store_errors += 1
-                log.warning("execution %s: the store failed (%s); resuming", runner, exc)
+                log.warning(
+                    "execution %s: the store failed (%s); resuming", runner.execution_id, exc
+                )
             except Exception:  # a bug: leave the lease; a later heartbeat adopts it again
                 log.exception("execution %s: the runner failed", runner.execution_id)
                 return
@@ -296,8 +268,14 @@ class Worker:
                 **where,
             )
             for c in await self.committer.run_sync(claim):
-                if c.execution_id in self.runners:
-                    continue  # we already drive it (a claim after our own release)
+                runner = self.runners.get(c.execution_id)
+                if runner is not None:
+                    # Our own lease had expired (a missed heartbeat) and we took it again.
+                    if c.seq == runner.seq:
+                        runner.fence = c.fence  # nothing happened meanwhile: carry on
+                    else:
+                        runner.lease_lost()  # it moved: this runner stops, a heartbeat adopts
+                    continue
                 self._spawn(
                     c.execution_id, c.fence, c.checkpoint, c.definition_hash, tenant=c.tenant
                 )
@@ -325,7 +303,7 @@ class Worker:
         assert self._poke is not None
         stop = stop or asyncio.Event()
         listener = None
-        if isinstance(self.engine.store, _Notifying):
+        if isinstance(self.engine.store, Notifying):
             # Listen before the first claim, so nothing announced after it is missed.
             with contextlib.suppress(Exception):  # the store is down: the thread retries
                 await asyncio.to_thread(self.engine.store.wait_for_work, 0)
@@ -336,6 +314,7 @@ class Worker:
         try:
             while not stop.is_set():
                 self._poke.clear()  # before the claim: work announced during it is not missed
+                looked = self.engine.clock.now()
                 try:
                     did = await self.tick()
                 except StoreError as exc:
@@ -346,7 +325,10 @@ class Worker:
                     continue
                 delay = _BACKOFF_START
                 if not did:
-                    await self._idle(stop, self.poll_interval)
+                    # The poll counts from when this look began: if the clock passed a due
+                    # time while we looked (a timer, a schedule), look again at once.
+                    spent = (self.engine.clock.now() - looked).total_seconds()
+                    await self._idle(stop, self.poll_interval - spent)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -418,7 +400,7 @@ class Worker:
     async def rebalance(self) -> list[int]:
         """Heartbeat our membership and recompute our partitions from the live members."""
         store = self.engine.store
-        assert isinstance(store, _Membership) and self.of is not None
+        assert isinstance(store, Membership) and self.of is not None
         members = await self.committer.run_sync(
             store.member_heartbeat, self.owner, self.engine.clock.now(), self.lease_seconds
         )
@@ -454,7 +436,7 @@ class Worker:
         with contextlib.suppress(Exception):
             await self.committer.run_sync(self.engine.store.release_owner, self.owner)
         store = self.engine.store
-        if self._joined and isinstance(store, _Membership):
+        if self._joined and isinstance(store, Membership):
             with contextlib.suppress(Exception):
                 await self.committer.run_sync(store.member_leave, self.owner)
         self.engine.remove_listener(self._on_change)

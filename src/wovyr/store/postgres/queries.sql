@@ -37,7 +37,7 @@ WITH created AS (
     VALUES (
         %(id)s, %(tenant)s, %(workflow)s, %(version)s, %(definition_hash)s, %(status)s,
         %(created_at)s, %(updated_at)s, %(parent_id)s,
-        cardinality(%(ev_type)s::text[]), %(ready)s, %(lease_owner)s,
+        cardinality(%(ev_type)b::text[]), %(ready)s, %(lease_owner)s,
         COALESCE(now() + %(lease_for)s::interval, %(lease_until)s::timestamptz),
         %(fence)s, %(shard)s, %(waiting_on)s,
         %(input)s::json, %(output)s::json, %(error)s::json, %(checkpoint)s::json)
@@ -49,12 +49,12 @@ WITH created AS (
     INSERT INTO events (execution_id, seq, type, at, data)
     SELECT created.id, e.n, e.type, e.at, e.data::json
     FROM created,
-        unnest(%(ev_type)s::text[], %(ev_at)s::timestamptz[], %(ev_data)s::text[])
+        unnest(%(ev_type)b::text[], %(ev_at)b::timestamptz[], %(ev_data)b::text[])
             WITH ORDINALITY AS e(type, at, data, n)
 ), armed AS (
     INSERT INTO timers (execution_id, timer_id, fire_at)
     SELECT created.id, t.timer_id, t.fire_at
-    FROM created, unnest(%(armed_id)s::text[], %(armed_at)s::timestamptz[]) AS t(timer_id, fire_at)
+    FROM created, unnest(%(armed_id)b::text[], %(armed_at)b::timestamptz[]) AS t(timer_id, fire_at)
     ON CONFLICT (execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
 )
 -- The new row (no row: the id existed), announced when it can be claimed.
@@ -71,7 +71,7 @@ FROM created;
 -- An execution left ready and unleased is announced on the store's channel (wovyr_ready).
 WITH step AS (
     UPDATE executions
-    SET seq = %(expected_seq)s::bigint + cardinality(%(ev_type)s::text[]),
+    SET seq = %(expected_seq)s::bigint + cardinality(%(ev_type)b::text[]),
         status = %(status)s,
         updated_at = %(updated_at)s,
         checkpoint = %(checkpoint)s::json,
@@ -89,15 +89,15 @@ WITH step AS (
     INSERT INTO events (execution_id, seq, type, at, data)
     SELECT step.id, %(expected_seq)s::bigint + e.n, e.type, e.at, e.data::json
     FROM step,
-        unnest(%(ev_type)s::text[], %(ev_at)s::timestamptz[], %(ev_data)s::text[])
+        unnest(%(ev_type)b::text[], %(ev_at)b::timestamptz[], %(ev_data)b::text[])
             WITH ORDINALITY AS e(type, at, data, n)
 ), removed AS (
     DELETE FROM timers USING step
-    WHERE timers.execution_id = step.id AND timers.timer_id = ANY(%(removed)s::text[])
+    WHERE timers.execution_id = step.id AND timers.timer_id = ANY(%(removed)b::text[])
 ), armed AS (
     INSERT INTO timers (execution_id, timer_id, fire_at)
     SELECT step.id, t.timer_id, t.fire_at
-    FROM step, unnest(%(armed_id)s::text[], %(armed_at)s::timestamptz[]) AS t(timer_id, fire_at)
+    FROM step, unnest(%(armed_id)b::text[], %(armed_at)b::timestamptz[]) AS t(timer_id, fire_at)
     ON CONFLICT (execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
 )
 SELECT
@@ -156,8 +156,8 @@ WHERE x.id IN (
     FROM executions
     WHERE ready
       AND (lease_until IS NULL OR lease_until < COALESCE(%(now)s::timestamptz, now()))
-      AND (%(only)s::text[] IS NULL OR id = ANY(%(only)s::text[]))
-      AND (%(shards)s::integer[] IS NULL OR shard = ANY(%(shards)s::integer[]))
+      AND (%(only)b::text[] IS NULL OR id = ANY(%(only)b::text[]))
+      AND (%(shards)b::integer[] IS NULL OR shard = ANY(%(shards)b::integer[]))
     ORDER BY lease_until NULLS FIRST
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
@@ -318,3 +318,61 @@ SELECT owner, joined_at, last_seen
 FROM worker_members
 WHERE last_seen >= COALESCE(%(now)s::timestamptz, now()) - %(ttl)s::interval
 ORDER BY owner;
+
+-- name: apply_steps
+-- A batch of steps of DIFFERENT executions in one statement (set-based: one plan, one
+-- round of parameter adaptation, instead of one apply_step per step). Each step is still
+-- checked on its own (seq and, when given, fence); the answer has one row per step, in
+-- order: (applied, seq, fence) as apply_step answers. Events, timers removed and timers
+-- armed come flattened, each row tagged with the ordinal (1-based) of its step.
+WITH s AS (
+    SELECT *
+    FROM unnest(
+        %(id)b::text[], %(expected_seq)b::bigint[], %(fence)b::bigint[], %(status)b::text[],
+        %(updated_at)b::timestamptz[], %(checkpoint)b::text[], %(ready)b::boolean[],
+        %(waiting_on)b::text[], %(output)b::text[], %(error)b::text[], %(release)b::boolean[],
+        %(events)b::integer[])
+        WITH ORDINALITY AS s(id, expected_seq, fence, status, updated_at, checkpoint, ready,
+                             waiting_on, output, error, release, events, i)
+), step AS (
+    UPDATE executions AS x
+    SET seq = s.expected_seq + s.events,
+        status = s.status,
+        updated_at = s.updated_at,
+        checkpoint = s.checkpoint::json,
+        ready = s.ready,
+        waiting_on = s.waiting_on,
+        output = s.output::json,
+        error = s.error::json,
+        lease_owner = CASE WHEN s.release THEN NULL ELSE x.lease_owner END,
+        lease_until = CASE WHEN s.release THEN NULL ELSE x.lease_until END
+    FROM s
+    WHERE x.id = s.id
+      AND x.seq = s.expected_seq
+      AND (s.fence IS NULL OR x.fence = s.fence)
+    RETURNING x.id, s.i, s.expected_seq, x.ready AND x.lease_owner IS NULL AS claimable
+), appended AS (
+    INSERT INTO events (execution_id, seq, type, at, data)
+    SELECT step.id, step.expected_seq + e.n, e.type, e.at, e.data::json
+    FROM unnest(%(ev_step)b::bigint[], %(ev_n)b::bigint[], %(ev_type)b::text[],
+                %(ev_at)b::timestamptz[], %(ev_data)b::text[]) AS e(i, n, type, at, data)
+    JOIN step ON step.i = e.i
+), removed AS (
+    DELETE FROM timers AS t
+    USING step, unnest(%(rm_step)b::bigint[], %(rm_timer)b::text[]) AS r(i, timer_id)
+    WHERE r.i = step.i AND t.execution_id = step.id AND t.timer_id = r.timer_id
+), armed AS (
+    INSERT INTO timers (execution_id, timer_id, fire_at)
+    SELECT step.id, a.timer_id, a.fire_at
+    FROM unnest(%(arm_step)b::bigint[], %(arm_timer)b::text[], %(arm_at)b::timestamptz[])
+        AS a(i, timer_id, fire_at)
+    JOIN step ON step.i = a.i
+    ON CONFLICT (execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
+), notified AS (
+    SELECT count(*) AS n FROM (SELECT pg_notify(%(channel)s, id) FROM step WHERE claimable) q
+)
+SELECT step.id IS NOT NULL, x.seq, x.fence, (SELECT n FROM notified)
+FROM s
+LEFT JOIN step ON step.i = s.i
+LEFT JOIN executions AS x ON x.id = s.id
+ORDER BY s.i;

@@ -24,7 +24,8 @@ Same contract and semantics as the SQLite store (the contract suite runs on both
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -94,7 +95,6 @@ class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, Postgr
             max_size=max_size,
             open=False,
             kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
-            check=support.check_connection,
             timeout=connect_timeout,
             name="wovyr",
         )
@@ -130,7 +130,7 @@ class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, Postgr
         back because of a deadlock, once."""
         for attempt in (1, 2):
             try:
-                with self._pool.connection() as conn:
+                with self._connection() as conn:
                     if transaction:
                         with conn.transaction():
                             result = body(conn)
@@ -153,6 +153,24 @@ class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, Postgr
             except psycopg.Error as exc:
                 raise support.translate(exc, write=write) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A live pooled connection. Dead ones (a terminated backend, a restarted server)
+        are closed, which makes the pool replace them, and the next one is tried at once."""
+        for _ in range(self._pool.max_size):
+            conn = self._pool.getconn()
+            if support.usable(conn):
+                break
+            conn.close()
+            self._pool.putconn(conn)
+        else:
+            conn = self._pool.getconn()  # all were dead: wait for a fresh one
+        try:
+            with conn:  # as the pool's own connection(): roll back on error, keep it open
+                yield conn
+        finally:
+            self._pool.putconn(conn)
 
     def _write(self, body: Callable[[Connection], T]) -> T:
         """Several statements in one transaction."""
@@ -321,11 +339,18 @@ class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, Postgr
         nothing is written unless every step applies."""
         if not steps:
             return []
+        distinct = len({step.execution_id for step in steps}) == len(steps)
+        if len(steps) > 1 and distinct and not atomic:
+            # One set-based statement for the batch: its own transaction, one fsync, one
+            # round trip, and a fraction of the per-statement cost on both sides.
+            rows = self._write_one("apply_steps", support.batch_params(steps, self.channel))
+            return [self._outcome(step, row) for step, row in zip(steps, rows, strict=True)]
         params = [{**support.step_params(step), "channel": self.channel} for step in steps]
         if atomic:
             return self._commit_atomic(steps, params)
 
         def body(conn: Connection) -> list[Any]:
+            # Steps of one execution must see each other: one statement each, in order;
             # BEGIN, every step and COMMIT go out together: one round trip for the batch.
             with conn.pipeline(), conn.transaction():
                 cursors = [conn.execute(self._q["apply_step"], p) for p in params]

@@ -17,6 +17,7 @@ from wovyr.store.codec import dumps
 
 __all__ = [
     "Connection",
+    "batch_params",
     "channel",
     "check_connection",
     "definition",
@@ -24,6 +25,7 @@ __all__ = [
     "rows",
     "step_params",
     "translate",
+    "usable",
     "utc",
 ]
 
@@ -57,6 +59,17 @@ def check_connection(conn: Connection) -> None:
         ConnectionPool.check_connection(conn)
 
 
+def usable(conn: Connection) -> bool:
+    """`check_connection` as a yes/no answer, for a caller that replaces a dead connection
+    itself (the pool's own check loop sleeps 1, 2, 4... seconds between failed checks, so a
+    pool whose connections were all terminated would take seconds to hand out a live one)."""
+    try:
+        check_connection(conn)
+    except psycopg.Error:
+        return False
+    return True
+
+
 def _readable(fd: int) -> bool:
     if hasattr(select, "poll"):  # poll, not select: descriptors above 1023 are fine
         poller = select.poll()
@@ -88,6 +101,48 @@ def step_params(step: StepWrite) -> dict[str, Any]:
         "armed_id": list(armed),
         "armed_at": list(armed.values()),
     }
+
+
+def batch_params(steps: Sequence[StepWrite], channel: str) -> dict[str, Any]:
+    """The parameters of `apply_steps`: one array element per step, and the events and
+    timers flattened, each tagged with the 1-based ordinal of its step."""
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "id", "expected_seq", "fence", "status", "updated_at", "checkpoint", "ready",
+            "waiting_on", "output", "error", "release", "events", "ev_step", "ev_n", "ev_type",
+            "ev_at", "ev_data", "rm_step", "rm_timer", "arm_step", "arm_timer", "arm_at",
+        )
+    }  # fmt: skip
+    for i, step in enumerate(steps, start=1):
+        columns["id"].append(step.execution_id)
+        columns["expected_seq"].append(step.expected_seq)
+        columns["fence"].append(step.fence)
+        columns["status"].append(step.status)
+        columns["updated_at"].append(step.updated_at)
+        columns["checkpoint"].append(dumps(step.checkpoint))
+        columns["ready"].append(step.ready)
+        columns["waiting_on"].append(step.waiting_on)
+        columns["output"].append(dumps(step.output))
+        columns["error"].append(dumps(step.error))
+        columns["release"].append(step.release_lease)
+        columns["events"].append(len(step.events))
+        for n, event in enumerate(step.events, start=1):
+            columns["ev_step"].append(i)
+            columns["ev_n"].append(n)
+            columns["ev_type"].append(event.type)
+            columns["ev_at"].append(event.at)
+            columns["ev_data"].append(dumps(event.data))
+        armed = dict(step.timers_armed)  # as step_params: the last arming wins...
+        for timer_id in dict.fromkeys(step.timers_removed):
+            if timer_id not in armed:  # ...and removed-then-re-armed means armed
+                columns["rm_step"].append(i)
+                columns["rm_timer"].append(timer_id)
+        for timer_id, fire_at in armed.items():
+            columns["arm_step"].append(i)
+            columns["arm_timer"].append(timer_id)
+            columns["arm_at"].append(fire_at)
+    return {**columns, "channel": channel}
 
 
 def translate(exc: psycopg.Error, *, write: bool) -> StoreError:

@@ -1,0 +1,66 @@
+"""A stalled worker: A claims and runs a step, is SIGSTOPped past its lease; B takes the
+execution over and finishes it; A is continued, finishes its step and tries to commit: the
+store refuses (LEASE_LOST) and the result is recorded exactly once, B's.
+
+A runs with a heartbeat far longer than the test, so after SIGCONT its first act is the
+commit (not a heartbeat noticing the loss first), and with a 60 s poll, so it never claims
+anything again by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import Cluster  # tests/scale/conftest.py (the `cluster` fixture)
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.mark.timeout(90)
+def test_a_stalled_worker_commits_nothing_after_a_takeover(cluster: Cluster) -> None:
+    source = cluster.chain("stalled", 1, tool="scale.gate")
+    engine = cluster.engine()
+    try:
+        [ex] = cluster.start_many(engine, source, 1, "stall")
+        report = cluster.folder / "a.json"
+        a = cluster.spawn(
+            "--lease", "1", "--heartbeat", "600", "--poll", "60", "--report", str(report),
+            name="a",
+        )  # fmt: skip
+        cluster.wait_for(lambda: len(cluster.lines("entered")) == 1, 20, "A to enter the step")
+        a.send_signal(signal.SIGSTOP)
+        a_pid = cluster.lines("entered")[0][3]
+        assert a_pid == a.pid
+        time.sleep(1.2)  # A's lease (1 s, database clock) runs out while A is frozen
+
+        b = cluster.spawn("--lease", "10", name="b")
+        cluster.wait_for(lambda: len(cluster.lines("entered")) == 2, 20, "B to take over")
+        (cluster.folder / "marker").touch()  # the step may finish now
+        cluster.wait_for(lambda: engine.query(ex).status == "completed", 20, "B to finish")
+        events_before = len(engine.history(ex))
+
+        a.send_signal(signal.SIGCONT)  # A finishes its step and tries to commit its result
+        cluster.wait_for(lambda: len(cluster.lines()) == 2, 20, "A's side effect")
+        time.sleep(0.3)
+        assert cluster.stop(a) == 0, cluster.log("a")
+        assert cluster.stop(b) == 0, cluster.log("b")
+
+        refused = json.loads(report.read_text())
+        assert refused["lease_lost"] == [ex], refused  # A's commit was refused by its fence
+        history = engine.history(ex)
+        assert len(history) == events_before  # A wrote nothing, not even an event
+        completed = [e for e in history if e.type == "ActivityCompleted"]
+        assert len(completed) == 1 and completed[0].data["attempt"] == 2
+        assert engine.query(ex).activities["s1"]["output"] == b.pid
+        lost = [e.data for e in history if e.type == "ActivityFailed"]
+        assert [(d["attempt"], d["error"]["type"]) for d in lost] == [(1, "WorkerLost")]
+        effects = sorted((attempt, pid) for _, _, attempt, pid in cluster.lines())
+        assert effects == [(1, a.pid), (2, b.pid)]  # A's effect ran, its result was not kept
+    finally:
+        engine.close()
