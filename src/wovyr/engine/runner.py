@@ -73,7 +73,7 @@ class ExecutionRunner:
         self._wake.set()
 
     def lease_lost(self) -> None:
-        self._lost = True
+        self._lost = self.stats.lease_lost = True
         self._wake.set()
 
     async def drive(self) -> None:
@@ -114,7 +114,7 @@ class ExecutionRunner:
                     self._reload()
                     continue
                 if result is not CommitOutcome.OK:
-                    self._lost = result is CommitOutcome.LEASE_LOST
+                    self._lost = self.stats.lease_lost = result is CommitOutcome.LEASE_LOST
                     return
                 self.state = decision.state
                 self._results.clear()
