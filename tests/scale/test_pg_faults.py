@@ -49,11 +49,14 @@ def run_with_faults(cluster: Cluster, count: int, fault: str) -> int:
     procs = cluster.spawn_many(2, *args, prefix="w", url=f"{cluster.url}&application_name={tag}")
     faults = 0
     if fault == "terminate":
-        for _ in range(12):  # bounded: a dozen rounds, every 0.25 s, while work remains
-            time.sleep(0.25)
-            if cluster.statuses().get("completed", 0) >= count:
+        # Start once the workers are connected and working, then hit them until three
+        # terminations landed or the work ran out (bounded: at most 60 rounds of 0.1 s).
+        cluster.wait_for(lambda: cluster.statuses().get("completed", 0) >= 1, 60, "progress")
+        for _ in range(60):
+            if faults >= 3 or cluster.statuses().get("completed", 0) >= count:
                 break
             faults += 1 if terminate(cluster.url, tag) else 0
+            time.sleep(0.1)
     else:
         cluster.wait_for(lambda: cluster.statuses().get("completed", 0) >= 10, 30, "progress")
         restart_server()
@@ -71,7 +74,7 @@ def run_with_faults(cluster: Cluster, count: int, fault: str) -> int:
 
 @pytest.mark.timeout(120)
 def test_terminated_connections_during_a_load(cluster: Cluster) -> None:
-    faults = run_with_faults(cluster, 150, "terminate")
+    faults = run_with_faults(cluster, 600, "terminate")
     assert faults >= 2, "the load ended before the faults could hit it"
 
 
