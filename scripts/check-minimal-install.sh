@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Minimal install: the core package alone (no `server`, `postgres` or `test` extras), in a
+# fresh virtualenv, runs a workflow with the CLI on the embedded SQLite store.
+#
+#   scripts/check-minimal-install.sh            # exit 0 when it works
+#
+# Uses python3 from PATH (override with PYTHON=...); pip's own configuration decides where
+# packages come from.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="${PYTHON:-python3}"
+work="$(mktemp -d "${TMPDIR:-/tmp}/wovyr-minimal.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+"$python" -m venv "$work/venv"
+"$work/venv/bin/pip" install -q --disable-pip-version-check .
+
+# The extras must really be absent, or this check proves nothing.
+for module in psycopg psycopg_pool fastapi uvicorn jinja2 pytest; do
+  if "$work/venv/bin/python" -c "import $module" 2>/dev/null; then
+    echo "check-minimal-install: '$module' is installed without its extra" >&2
+    exit 1
+  fi
+done
+
+status=0
+WOVYR_HOME="$work/home" "$work/venv/bin/wovyr" run examples/hello.yaml -i name=minimal \
+  >"$work/out.txt" 2>&1 || status=$?
+if [ "$status" -ne 0 ]; then
+  cat "$work/out.txt" >&2
+  echo "check-minimal-install: 'wovyr run examples/hello.yaml' exited $status" >&2
+  exit 1
+fi
+if ! grep -q "completed" "$work/out.txt"; then
+  cat "$work/out.txt" >&2
+  echo "check-minimal-install: the run did not report 'completed'" >&2
+  exit 1
+fi
+echo "check-minimal-install: ok (core install ran examples/hello.yaml)"
