@@ -90,6 +90,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poke: asyncio.Event | None = None
         self._stopping = False
+        self._store_retries: int | None = None  # None: resume after store failures forever
         self._joined = False
         self._orphans: set[str] = set()
 
@@ -196,14 +197,19 @@ class Worker:
         task.add_done_callback(done)
 
     async def _drive(self, runner: ExecutionRunner) -> None:
-        """Drive one execution; after a store failure, resume from what the store holds."""
+        """Drive one execution; after a store failure, resume from what the store holds
+        (forever in `run`; `run_until_idle` gives up after a few failures and raises)."""
         delay = _BACKOFF_START
+        failures = 0
         while True:
             try:
                 await runner.drive()
                 return
             except StoreError as exc:  # e.g. a commit whose outcome is unknown
                 self.stats.store_errors += 1
+                failures += 1
+                if self._store_retries is not None and failures > self._store_retries:
+                    raise
                 log.warning(
                     "execution %s: the store failed (%s); resuming", runner.execution_id, exc
                 )
@@ -283,16 +289,27 @@ class Worker:
         self.stats.claimed += claimed
         return fired + claimed
 
-    async def run_until_idle(self, only: list[str] | None = None) -> None:
-        """Drive until nothing is runnable now: no due timer, no claimable execution."""
+    async def run_until_idle(self, only: list[str] | None = None, store_retries: int = 3) -> None:
+        """Drive until nothing is runnable now: no due timer, no claimable execution. A store
+        that keeps failing (a full disk) raises its StoreError after `store_retries` resumes
+        instead of retrying forever; the execution stays leased for a later worker."""
         self._attach()
-        while True:
-            did = await self.tick(only)
-            if self._tasks:
-                await asyncio.wait(list(self._tasks.values()), return_when=asyncio.FIRST_COMPLETED)
-                continue
-            if not did:
-                return
+        self._store_retries = store_retries
+        try:
+            while True:
+                did = await self.tick(only)
+                if self._tasks:
+                    done, _ = await asyncio.wait(
+                        list(self._tasks.values()), return_when=asyncio.FIRST_COMPLETED
+                    )
+                    failed = [t.exception() for t in done if not t.cancelled() and t.exception()]
+                    if failed:
+                        raise failed[0]  # type: ignore[misc]
+                    continue
+                if not did:
+                    return
+        finally:
+            self._store_retries = None
 
     async def run(self, stop: asyncio.Event | None = None, *, grace_seconds: float = 10.0) -> None:
         """Work until `stop` is set: claim, drive, fire timers, heartbeat; then shut down.

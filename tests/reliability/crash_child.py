@@ -1,0 +1,201 @@
+"""The process the crash-point tests kill: start a few executions, then drive them to the end.
+
+Usage: python crash_child.py run STORE_URL WORKDIR EXECUTIONS
+       python crash_child.py zygote
+
+`zygote` imports everything once, then forks one child per JSON line read from stdin
+(``{"workload": "crash" | "io", "url": ..., "workdir": ..., "count": ...}``; `io` is the
+workload of `io_child.py`), printing ``pid <pid>`` and later
+``exit <pid> <code>`` (a negative code is the signal that ended it). Each forked child first
+waits until a tracer makes `getppid()` return `TRACED_MARK` (strace
+``-e inject=getppid:retval=...``): from then on every syscall the test injects into is
+counted from the child's first store call, and no time is spent importing per crash point.
+
+It writes two plain files in WORKDIR, each line with one `write` (no fsync: a SIGKILL
+does not lose what reached the page cache, and a fsync here would only add crash points
+that are not the store's):
+
+- ``acks``: ``start <id>`` once `Engine.start` returned for that id, and ``done <id> <seq>``
+  once a query showed it completed with `seq` events. These are the acknowledged facts
+  the parent checks after the crash.
+- ``effects``: ``<execution> <step> <attempt>`` for every attempt of the ``effect`` tool,
+  written inside the handler (the side effect whose count the parent checks).
+
+The store is opened (and, the first time, created and migrated) inside this process, so a
+crash can also hit the migration, a definition write or a WAL checkpoint at close.
+
+strace counts `when=N` per thread, not per process. So that N means "the N-th such call of
+the process", the child runs the real `Worker` with every thread hop made inline
+(`single_threaded`): the group committer's executor and `asyncio.to_thread` run their
+function on the event loop's thread, and the `effect` handler is a coroutine. Steps still
+queue up behind a commit in flight and share the next one, as in a real worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import wovyr.engine.commit
+from wovyr.engine.activities.base import ActivityContext, ActivityRegistry
+from wovyr.engine.engine import Engine
+from wovyr.store import open_store
+from wovyr.worker import Worker
+
+THREE_STEPS = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: crash-points}
+activities:
+  - {id: s1, tool: effect, with: {step: s1}, retry: {max_attempts: 5, initial_interval: 0}}
+  - {id: s2, tool: effect, with: {step: s2}, needs: [s1],
+     retry: {max_attempts: 5, initial_interval: 0}}
+  - {id: s3, tool: effect, with: {step: s3}, needs: [s2],
+     retry: {max_attempts: 5, initial_interval: 0}}
+output: {last: "${{ activities.s3.output }}"}
+"""
+STEPS = ("s1", "s2", "s3")
+TRACED_MARK = 999_999_999  # what an injected getppid() returns: no real pid is this large
+NOT_TRACED = 97  # exit code of a forked child no tracer attached to in time
+T = TypeVar("T")
+
+
+class InlineExecutor(concurrent.futures.Executor):
+    """An executor that runs each call at once on the caller's thread."""
+
+    def submit(
+        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+
+async def _inline_to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    return func(*args, **kwargs)
+
+
+def single_threaded() -> None:
+    """Make every store call of the worker happen on the event loop's thread."""
+    wovyr.engine.commit.ThreadPoolExecutor = lambda **_: InlineExecutor()  # type: ignore[assignment,misc]
+    asyncio.to_thread = _inline_to_thread
+
+
+def append_line(path: Path, line: str) -> None:
+    """One `write` of one whole line (O_APPEND), so a kill never leaves half a line."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def effect_registry(effects: Path) -> ActivityRegistry:
+    registry = ActivityRegistry()
+
+    async def effect(step: str, ctx: ActivityContext) -> str:
+        append_line(effects, f"{ctx.execution_id} {step} {ctx.attempt}")
+        return f"{step}-done"
+
+    registry.register("effect", effect)
+    return registry
+
+
+def run(url: str, workdir: Path, count: int) -> None:
+    single_threaded()
+    acks = workdir / "acks"
+    engine = Engine(open_store(url), activities=effect_registry(workdir / "effects"))
+
+    async def drive() -> None:
+        worker = Worker(engine, lease_seconds=60)
+        try:
+            ids = []
+            for i in range(count):
+                record = await worker.start(THREE_STEPS, execution_id=f"ex-{i}")
+                append_line(acks, f"start {record.id}")
+                ids.append(record.id)
+            await worker.run_until_idle()
+        finally:
+            await worker.close()
+        for execution_id in ids:
+            view = engine.query(execution_id)
+            if view.status == "completed":
+                append_line(acks, f"done {execution_id} {view.event_count}")
+
+    asyncio.run(drive())
+    engine.close()
+
+
+def _warm_up() -> None:
+    """Import and compile now what a child would otherwise load lazily (under the tracer,
+    every file a lazy import touches costs several traced syscalls)."""
+    import contextlib
+    import sqlite3  # noqa: F401
+
+    from wovyr.definition.parse import load_definition
+    from wovyr.store.sqlite import SQLiteStore  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        from wovyr.store.postgres import PostgresStore  # noqa: F401
+    load_definition(THREE_STEPS)
+
+
+def _workload(name: str) -> Callable[[str, Path, int], int]:
+    if name == "io":
+        from io_child import io_run  # this folder is sys.path[0]: the script's own
+
+        return io_run
+
+    def crash(url: str, workdir: Path, count: int) -> int:
+        run(url, workdir, count)
+        return 0
+
+    return crash
+
+
+def zygote() -> None:
+    _warm_up()
+    for line in sys.stdin:
+        job = json.loads(line)
+        pid = os.fork()
+        if pid == 0:  # the child: wait for the tracer, run, never return into this loop
+            code = 0
+            try:
+                deadline = time.monotonic() + 10
+                while os.getppid() != TRACED_MARK:
+                    if time.monotonic() > deadline:
+                        os._exit(NOT_TRACED)
+                code = _workload(job["workload"])(job["url"], Path(job["workdir"]), job["count"])
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        print(f"pid {pid}", flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(f"exit {pid} {os.waitstatus_to_exitcode(status)}", flush=True)
+
+
+def main() -> None:
+    if sys.argv[1] == "zygote":
+        zygote()
+    else:
+        run(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""Deterministic crash points: kill the worker at the N-th sync, write and rename, for every N.
+
+A clean traced run of a short workload (three executions of three `effect` steps, started
+and driven by one worker process) first counts the system calls; then, for each counted
+call N, a fresh child is SIGKILLed by strace exactly at that call
+(``-e inject=SYSCALL:signal=KILL:when=N``), a clean worker recovers the store in this
+process, and the invariants of `tests/chaos/invariants.py` are checked, plus:
+
+- every start the child acknowledged (``start <id>`` written after `start` returned) exists
+  and completed; every completion it saw (``done <id> <seq>``) still has exactly `seq`
+  events: nothing acknowledged is lost and nothing is added to a finished execution;
+- one kill loses at most one attempt of a step, so a step's side effects are 1, or 2 when
+  the kill landed inside it after the side effect;
+- SQLite: `PRAGMA integrity_check` is ok.
+
+On SQLite the calls are `fdatasync` (SQLite syncs with it on Linux), `fsync`, `pwrite64`
+(every page write of the WAL, the checkpoint and the database), `write` (the child's
+acknowledgements and side effects) and `rename`; on PostgreSQL, the client side:
+`sendto` (every message libpq sends, and asyncio's self-pipe) and `write`. The server's own
+fsync is the server's business.
+
+Children fork from a zygote that imported everything once, and strace attaches to each
+(see `crash_child.py`), so a crash point costs about 0.1 s rather than an interpreter start.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from tests.chaos.invariants import CrashReport, check_recovered, read_effects, sqlite_integrity
+
+from wovyr.clock import ManualClock
+from wovyr.engine.engine import Engine
+from wovyr.store import open_store
+from wovyr.store.base import ExecutionFilter, Store
+from wovyr.testing import drain
+
+from .crash_child import STEPS, effect_registry
+from .tracing import Zygote, count_calls, zygote
+
+EXECUTIONS = 3
+SQLITE_CALLS = ("fdatasync", "fsync", "pwrite64", "write", "rename")
+POSTGRES_CALLS = ("sendto", "write")
+BUDGET_SECONDS = 240.0  # for all crash points of one store; the test fails past it
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed"),
+]
+
+
+@dataclass
+class Tally:
+    tried: dict[str, int] = field(default_factory=dict)
+    killed: dict[str, int] = field(default_factory=dict)
+    inside: int = 0
+    lost: int = 0
+
+    def line(self, store: str) -> str:
+        parts = [f"{c}: {self.killed.get(c, 0)}/{n} killed" for c, n in self.tried.items()]
+        return (
+            f"{store} crash points tried={sum(self.tried.values())} "
+            f"killed={sum(self.killed.values())} ({'; '.join(parts)}); "
+            f"attempts lost={self.lost}, kills inside a step={self.inside}"
+        )
+
+
+def manual_store(url: str) -> Store:
+    """The store at `url`, measuring leases with the engine's (manual) clock."""
+    if url.startswith("postgresql"):
+        from wovyr.store.postgres import PostgresStore
+
+        return PostgresStore(url, db_clock=False)
+    return open_store(url)
+
+
+def recover_and_check(url: str, workdir: Path, killed: bool) -> CrashReport:
+    """Drive everything to the end with a clean worker whose clock is past every lease,
+    then check every invariant against what the child acknowledged."""
+    clock = ManualClock(datetime.now(UTC) + timedelta(hours=1))
+    engine = Engine(manual_store(url), clock=clock, activities=effect_registry(workdir / "effects"))
+    try:
+        drain(engine)
+        acks = (workdir / "acks").read_text().split("\n") if (workdir / "acks").exists() else []
+        started = [ln.split()[1] for ln in acks if ln.startswith("start ")]
+        done = {ln.split()[1]: int(ln.split()[2]) for ln in acks if ln.startswith("done ")}
+        stored = engine.store.list_executions(ExecutionFilter(tenant=None, limit=100)).items
+        ids = sorted({r.id for r in stored} | set(started))
+        if not killed:
+            assert len(started) == EXECUTIONS and len(done) == EXECUTIONS, acks
+        report = check_recovered(engine.store, ids, STEPS, read_effects(workdir / "effects"))
+        for execution_id, seq in done.items():
+            record = engine.store.load(execution_id, tenant=None)
+            assert record is not None and record.seq == seq, (execution_id, "changed after done")
+        for key, attempts in report.lost.items():
+            assert len(attempts) <= (1 if killed else 0), (key, attempts, "one kill, one loss")
+        return report
+    finally:
+        engine.close()
+
+
+def sweep(
+    z: Zygote,
+    calls: tuple[str, ...],
+    counts: dict[str, int],
+    new_target: Callable[[str], tuple[str, Path]],
+    check_crashed: Callable[[str, Path], None],
+) -> Tally:
+    """Every crash point of every call: kill, check the crashed store, recover, check."""
+    tally = Tally()
+    deadline = time.monotonic() + BUDGET_SECONDS
+    for call in calls:
+        tally.tried[call] = counts[call]
+        for n in range(1, counts[call] + 1):
+            assert time.monotonic() < deadline, f"over budget at {call} #{n}: {tally.line('')}"
+            url, workdir = new_target(f"{call}-{n}")
+            trace = ["-o", "/dev/null", "-e", f"trace={call}"]
+            code = z.run(url, workdir, [*trace, "-e", f"inject={call}:signal=KILL:when={n}"])
+            assert code in (0, -9), f"{call} #{n}: the child exited with {code}"
+            tally.killed[call] = tally.killed.get(call, 0) + (code == -9)
+            check_crashed(url, workdir)
+            try:
+                report = recover_and_check(url, workdir, killed=code == -9)
+            except AssertionError as exc:
+                raise AssertionError(f"after a kill at {call} #{n} (exit {code}): {exc}") from exc
+            tally.inside += report.inside_kills
+            tally.lost += report.lost_attempts
+    return tally
+
+
+@pytest.mark.timeout(600)
+def test_sqlite_crash_points(tmp_path: Path) -> None:
+    def target(name: str) -> tuple[str, Path]:
+        workdir = tmp_path / name
+        return f"sqlite:///{workdir / 'w.db'}", workdir
+
+    def integrity(url: str, workdir: Path) -> None:
+        """The file as the kill left it (WAL included) is a consistent database."""
+        if (workdir / "w.db").exists():
+            sqlite_integrity(workdir / "w.db")
+
+    with zygote() as z:
+        url, workdir = target("clean")
+        counts, elsewhere = count_calls(z, url, workdir, SQLITE_CALLS)
+        recover_and_check(url, workdir, killed=False)
+        assert counts["fdatasync"] + counts["fsync"] >= 2 * EXECUTIONS, counts
+        assert not any(elsewhere.values()), f"store calls off the main thread: {elsewhere}"
+        tally = sweep(z, SQLITE_CALLS, counts, target, integrity)
+    for name in ("clean", "fdatasync-1", f"pwrite64-{counts['pwrite64']}"):
+        integrity("", tmp_path / name)  # and after recovery
+    print(tally.line("sqlite"))
+    killed = sum(tally.killed.values())
+    assert killed == sum(tally.tried.values()), tally.line("sqlite")
+    assert tally.lost > 0, "no kill ever landed inside a step: the sweep tests nothing"
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(600)
+def test_postgres_client_crash_points(tmp_path: Path, postgres_url: str) -> None:
+    import psycopg
+    from tests.conftest import POSTGRES_URL, schema_url
+
+    schemas: list[str] = []
+
+    def target(name: str) -> tuple[str, Path]:
+        schema = f"c_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"CREATE SCHEMA {schema}")
+        schemas.append(schema)
+        return f"{schema_url(POSTGRES_URL, schema)}&application_name={schema}", tmp_path / name
+
+    def backends_gone(url: str, workdir: Path) -> None:
+        """A killed client's server backend rolls back and exits once it sees the socket
+        close; until then it may hold row locks. Wait for it (bounded)."""
+        app = url.rsplit("application_name=", 1)[1]
+        deadline = time.monotonic() + 20
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            while admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
+            ).fetchone() != (0,):
+                assert time.monotonic() < deadline, f"backends of {app} linger"
+                time.sleep(0.01)
+
+    try:
+        with zygote() as z:
+            url, workdir = target("clean")
+            counts, elsewhere = count_calls(z, url, workdir, POSTGRES_CALLS)
+            recover_and_check(url, workdir, killed=False)
+            assert counts["sendto"] >= 3 * EXECUTIONS, counts
+            # The pool opens its connections on its own threads: those few sends are not
+            # crash points of their own (the main thread's N-th send always comes first).
+            print(f"postgres calls off the main thread: {elsewhere}")
+            tally = sweep(z, POSTGRES_CALLS, counts, target, backends_gone)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            for schema in schemas:
+                admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    print(tally.line("postgres"))
+    assert sum(tally.killed.values()) >= 0.9 * sum(tally.tried.values()), tally.line("postgres")
+    assert tally.lost > 0, "no kill ever landed inside a step: the sweep tests nothing"
