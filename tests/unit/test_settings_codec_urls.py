@@ -1,0 +1,79 @@
+"""Edges of the configuration, the SQL stores' encoding and store URLs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from wovyr.errors import ConfigError
+from wovyr.settings import load_settings
+from wovyr.store import default_url, open_store, redact_url
+from wovyr.store.codec import dumps, from_micros, loads, to_micros
+
+
+def test_settings_from_env_and_flags(tmp_path: Path) -> None:
+    env = {
+        "WOVYR_HOME": str(tmp_path),
+        "WOVYR_ACTIVITIES": "a.py,b",
+        "WOVYR_LEASE_SECONDS": "12.5",
+        "WOVYR_CONCURRENCY": "8",
+        "WOVYR_POLL_INTERVAL": "",
+    }
+    settings = load_settings(
+        env, activities=("c",), home=str(tmp_path / "other"), lease_seconds=None
+    )
+    assert settings.activities == ("a.py", "b", "c")
+    assert settings.home == tmp_path / "other"
+    assert settings.lease_seconds == 12.5 and settings.concurrency == 8
+    assert settings.poll_interval == 1.0
+    assert settings.store_url == f"sqlite:///{tmp_path / 'other' / 'wovyr.db'}"
+    url = "postgresql://u@h/db"
+    assert load_settings({"WOVYR_DATABASE_URL": url}).store_url == url
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("WOVYR_LEASE_SECONDS", "soon", "must be a number"),
+        ("WOVYR_POLL_INTERVAL", "-1", "must be positive"),
+        ("WOVYR_CONCURRENCY", "2.5", "must be a whole number"),
+    ],
+)
+def test_bad_settings_are_config_errors(name: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings({name: value})
+
+
+def test_codec_round_trips_and_refuses_what_json_cannot_hold() -> None:
+    when = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    assert loads(dumps({"at": when, "s": {1}, "t": (1, 2), "é": "ü"})) == {
+        "at": when.isoformat(),
+        "s": [1],
+        "t": [1, 2],
+        "é": "ü",
+    }
+    assert loads(None) is None
+    with pytest.raises(TypeError, match="cannot store a value of type object"):
+        dumps(object())
+    assert from_micros(to_micros(when)) == when
+    assert to_micros(datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)) == -1_000_000
+    assert from_micros(0) + timedelta(days=1) == datetime(1970, 1, 2, tzinfo=UTC)
+
+
+def test_store_urls(tmp_path: Path) -> None:
+    assert default_url(tmp_path) == f"sqlite:///{tmp_path / 'wovyr.db'}"
+    assert default_url().endswith("/.wovyr/wovyr.db")
+    assert redact_url("postgresql://u:secret@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert redact_url("postgresql://h/db") == "postgresql://h/db"
+    with pytest.raises(ConfigError, match="needs a path"):
+        open_store("sqlite:///")
+    with pytest.raises(ConfigError, match="unknown store URL"):
+        open_store("mysql://h/db")
+    store = open_store("memory://")
+    assert store.url == "memory://"
+    store.close()
+    sqlite = open_store(f"sqlite:///{tmp_path / 'x' / 'w.db'}")
+    assert (tmp_path / "x" / "w.db").exists()
+    sqlite.close()
