@@ -168,19 +168,22 @@ def outcome_events(
                 child=outcome.child,
             )
         ]
+    return _result_events(act, run.attempt, outcome, now)
+
+
+def _result_events(act: Activity, attempt: int, outcome: Outcome, now: datetime) -> list[Event]:
+    """ActivityCompleted, or the failure (and its retry timer) under the activity's policy."""
     if outcome.error is None:
         return [
             _ev(
                 EventType.ACTIVITY_COMPLETED,
                 now,
                 activity=act.id,
-                attempt=run.attempt,
+                attempt=attempt,
                 output=outcome.output,
             )
         ]
-    return failure_events(
-        act.id, run.attempt, outcome.error, outcome.retryable, retry_policy(act), now
-    )
+    return failure_events(act.id, attempt, outcome.error, outcome.retryable, retry_policy(act), now)
 
 
 def _compensation_outcome(
@@ -288,20 +291,7 @@ def _child_done(result: dict[str, Any] | None, status: str, attempt: int) -> boo
 
 def outcome_events_for_child(act: Activity, a: ActivityState, now: datetime) -> list[Event]:
     assert a.child_result is not None
-    outcome = items.child_outcome(a.child_result)
-    if outcome.error is None:
-        return [
-            _ev(
-                EventType.ACTIVITY_COMPLETED,
-                now,
-                activity=act.id,
-                attempt=a.attempt,
-                output=outcome.output,
-            )
-        ]
-    return failure_events(
-        act.id, a.attempt, outcome.error, outcome.retryable, retry_policy(act), now
-    )
+    return _result_events(act, a.attempt, items.child_outcome(a.child_result), now)
 
 
 def _maybe_schedule(
