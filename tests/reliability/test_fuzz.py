@@ -39,6 +39,9 @@ from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.errors import DefinitionError, ExpressionError, InputError
 from wovyr.testing import drain, memory_engine
 
+# bounded fuzzing: CI runs it; the fast tier (-m 'not slow') leaves it out.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_TEXTS = [p.read_text(encoding="utf-8") for p in sorted((REPO / "examples").glob("*.yaml"))]
 EXAMPLES = int(os.environ.get("WOVYR_FUZZ_EXAMPLES", "150"))

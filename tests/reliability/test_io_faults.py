@@ -49,6 +49,9 @@ from wovyr.testing import drain
 from .crash_child import STEPS, THREE_STEPS, effect_registry
 from .tracing import Zygote, count_calls, injected, zygote
 
+# Fault injection (strace, real full disks): CI runs it; the fast tier leaves it out.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 HELLO = REPO / "examples" / "hello.yaml"
 WOVYR = Path(sys.executable).with_name("wovyr")
@@ -312,6 +315,7 @@ activities:
 """
 FILL_DISK_MODULE = """\
 import errno, os, wovyr
+
 
 @wovyr.activity("fill_disk")
 def fill_disk():

@@ -57,6 +57,9 @@ from wovyr.errors import ExecutionFinished
 from wovyr.store.base import CommitOutcome, Store
 from wovyr.testing import drain
 
+# model-based runs of every store: CI runs it; the fast tier (-m 'not slow') leaves it out.
+pytestmark = pytest.mark.slow
+
 MODEL = """\
 apiVersion: wovyr/v1
 kind: Workflow
