@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -94,7 +95,8 @@ def test_a_long_chain_validates_without_recursion() -> None:
     started = time.perf_counter()
     workflow = load_definition(text)
     assert len(workflow.activities) == 3000
-    assert time.perf_counter() - started < 2
+    bound = 8 if sys.gettrace() is not None else 2  # coverage's tracer slows this 2-4x
+    assert time.perf_counter() - started < bound
 
 
 def test_reading_an_upstream_activity_transitively_is_fine() -> None:
