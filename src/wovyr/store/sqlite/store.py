@@ -36,6 +36,7 @@ from wovyr.store.codec import dumps, from_micros, loads, to_micros
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
+from wovyr.store.sqlite.rows import created_record, definition_record, execution_record
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 
 __all__ = ["SQLiteStore"]
@@ -190,7 +191,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             "WHERE tenant = ? AND hash = ?",
             (tenant, definition_hash),
         )
-        return _definition(rows[0]) if rows else None
+        return definition_record(rows[0]) if rows else None
 
     def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
         rows = self._read(
@@ -198,7 +199,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             "WHERE tenant = ? AND name = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
             (tenant, name),
         )
-        return _definition(rows[0]) if rows else None
+        return definition_record(rows[0]) if rows else None
 
     # --- executions ----------------------------------------------------------------------
 
@@ -241,7 +242,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         with self._write() as conn:
             created = self._insert_execution(conn, new)
         if created:
-            return True, _created_record(new)
+            return True, created_record(new)
         record = self.load(new.id, tenant=None)
         assert record is not None
         return created, record
@@ -328,7 +329,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             sql += " AND tenant = ?"
             params.append(tenant)
         rows = self._read(sql, params)
-        return _execution(rows[0], with_checkpoint=True) if rows else None
+        return execution_record(rows[0], with_checkpoint=True) if rows else None
 
     def list_executions(self, query: ExecutionFilter) -> Page:
         where: list[str] = []
@@ -356,7 +357,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
         params.append(query.limit + 1)
-        rows = [_execution(r, with_checkpoint=False) for r in self._read(sql, params)]
+        rows = [execution_record(r, with_checkpoint=False) for r in self._read(sql, params)]
         more = len(rows) > query.limit
         items = rows[: query.limit]
         cursor = (items[-1].created_at, items[-1].id) if more and items else None
@@ -471,57 +472,3 @@ def _translate(exc: sqlite3.Error) -> StoreError:
     ):
         return StoreUnavailable(f"the SQLite store failed: {text}")
     return StoreError(f"the SQLite store failed: {text}")
-
-
-def _definition(row: Sequence[Any]) -> DefinitionRecord:
-    return DefinitionRecord(row[0], row[1], row[2], row[3], from_micros(row[4]), row[5])
-
-
-def _execution(row: Sequence[Any], *, with_checkpoint: bool) -> ExecutionRecord:
-    return ExecutionRecord(
-        id=row[0],
-        tenant=row[1],
-        workflow=row[2],
-        version=row[3],
-        definition_hash=row[4],
-        status=row[5],
-        created_at=from_micros(row[6]),
-        updated_at=from_micros(row[7]),
-        seq=row[8],
-        parent_id=row[9],
-        waiting_on=row[10],
-        input=loads(row[11]),
-        output=loads(row[12]),
-        error=loads(row[13]),
-        ready=bool(row[14]),
-        lease_owner=row[15],
-        lease_until=from_micros(row[16]) if row[16] is not None else None,
-        fence=row[17],
-        checkpoint=loads(row[18]) if with_checkpoint else None,
-    )
-
-
-def _created_record(new: NewExecution) -> ExecutionRecord:
-    """The row just inserted, without reading it back."""
-    step = new.first_step
-    return ExecutionRecord(
-        id=new.id,
-        tenant=new.tenant,
-        workflow=new.workflow,
-        version=new.version,
-        definition_hash=new.definition_hash,
-        status=step.status,
-        created_at=new.created_at,
-        updated_at=step.updated_at,
-        seq=len(step.events),
-        parent_id=new.parent_id,
-        waiting_on=step.waiting_on,
-        input=new.input,
-        output=step.output,
-        error=step.error,
-        ready=step.ready,
-        lease_owner=new.lease_owner,
-        lease_until=new.lease_until,
-        fence=1 if new.lease_owner else 0,
-        checkpoint=step.checkpoint,
-    )
