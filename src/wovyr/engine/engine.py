@@ -171,7 +171,7 @@ class Engine(Definitions):
         created, record = self.store.create_execution(new)
         if record.tenant != self.tenant:  # ids are global: never hand out another tenant's
             raise Conflict(f"execution id {new.id!r} cannot be used", hint="choose another id")
-        if created:
+        if created and lease_owner is None:  # a leased start is driven by its owner already
             self.notify(new.id)
         return record
 

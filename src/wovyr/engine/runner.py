@@ -58,7 +58,10 @@ class ExecutionRunner:
         self.state = state
         self.definition = definition
         self.stats = RunnerStats()
-        self._wake = asyncio.Event()
+        # Set by a finished attempt, an outside change or a lost lease: one event, no task
+        # per wait. `_changed` says whether the store moved under us (reload before deciding).
+        self._ready = asyncio.Event()
+        self._changed = False
         self._lost = False
         self._tasks: dict[str, tuple[RunActivity, asyncio.Task[Outcome]]] = {}
         self._results: list[tuple[RunActivity, Outcome]] = []
@@ -70,17 +73,18 @@ class ExecutionRunner:
 
     def wake(self) -> None:
         """Something changed in the store (signal, cancel, timer): reload and decide again."""
-        self._wake.set()
+        self._changed = True
+        self._ready.set()
 
     def lease_lost(self) -> None:
         self._lost = self.stats.lease_lost = True
-        self._wake.set()
+        self._ready.set()
 
     async def drive(self) -> None:
         try:
             if self._adopt:  # attempts recorded in the start commit are ours to run
                 for run in _running_attempts(self.definition, self.state):
-                    self._tasks[run.key] = (run, asyncio.create_task(self._execute(run)))
+                    self._launch(run)
             await self._loop()
         finally:
             for _, task in self._tasks.values():
@@ -124,7 +128,7 @@ class ExecutionRunner:
                 self._cancel_tasks()
                 continue
             for run in decision.runs:
-                self._tasks[run.key] = (run, asyncio.create_task(self._execute(run)))
+                self._launch(run)
             await self._wait()
 
     async def _commit(
@@ -161,24 +165,27 @@ class ExecutionRunner:
             task.cancel()
         self._tasks.clear()
 
+    def _launch(self, run: RunActivity) -> None:
+        task = asyncio.create_task(self._execute(run))
+        task.add_done_callback(self._attempt_done)
+        self._tasks[run.key] = (run, task)
+
+    def _attempt_done(self, _: asyncio.Task[Outcome]) -> None:
+        self._ready.set()
+
     async def _wait(self) -> None:
+        """Until an attempt finishes or the store changes; collect what finished."""
         if not self._tasks:
             return
-        waiter = asyncio.create_task(self._wake.wait())
-        try:
-            await asyncio.wait(
-                [task for _, task in self._tasks.values()] + [waiter],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            waiter.cancel()
+        await self._ready.wait()
+        self._ready.clear()
         for key, (run, task) in list(self._tasks.items()):
             if task.done():
                 del self._tasks[key]
                 if not task.cancelled():
                     self._results.append((run, task.result()))
-        if self._wake.is_set():
-            self._wake.clear()
+        if self._changed:
+            self._changed = False
             if not self._lost:
                 self._reload()
 
