@@ -283,7 +283,7 @@ def test_a_refused_batch_writes_nothing(pg: PostgresStore) -> None:
     bad = StepWrite(
         execution_id="b",
         expected_seq=1,
-        events=[Event("Thing", T0, {"x": float("nan")})],  # not JSON: the server refuses it
+        events=[Event("Thing\x00", T0, {})],  # PostgreSQL text has no NUL: refused
         checkpoint={},
         status="running",
         updated_at=T0,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -60,6 +62,29 @@ def test_codec_round_trips_and_refuses_what_json_cannot_hold() -> None:
     assert from_micros(to_micros(when)) == when
     assert to_micros(datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)) == -1_000_000
     assert from_micros(0) + timedelta(days=1) == datetime(1970, 1, 2, tzinfo=UTC)
+
+
+@dataclass
+class _Point:
+    x: int
+
+
+def test_codec_edges_keep_the_standard_library_meaning() -> None:
+    # What the fast encoder refuses goes through the standard library, same text as before.
+    big = {"n": 2**70, "k": {1: "one"}}
+    assert dumps(big) == '{"n":1180591620717411303424,"k":{"1":"one"}}'
+    assert loads(dumps(big)) == {"n": 2**70, "k": {"1": "one"}}
+    deep: list[object] = []
+    for _ in range(400):  # deeper than the fast encoder's limit
+        deep = [deep]
+    assert dumps(deep) == "[" * 401 + "]" * 401
+    assert dumps("\ud800") == '"\ud800"'  # a lone surrogate is kept as the standard library did
+    with pytest.raises(TypeError, match="cannot store a value of type _Point"):
+        dumps({"p": _Point(1)})  # not silently turned into an object
+    # JSON has no NaN: stored as null; text written by an older version still reads.
+    assert dumps([float("nan"), float("inf")]) == "[null,null]"
+    assert math.isnan(loads('{"x": NaN}')["x"])
+    assert loads(b'{"a":[1,2.5,"\\u00e9"]}') == {"a": [1, 2.5, "é"]}
 
 
 def test_store_urls(tmp_path: Path) -> None:

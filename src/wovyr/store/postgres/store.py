@@ -97,6 +97,7 @@ class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, Postgr
             kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
             timeout=connect_timeout,
             name="wovyr",
+            configure=support.configure,
         )
         try:
             # One plain connection first: a server that is down fails fast with libpq's own

@@ -9,17 +9,19 @@ from typing import Any
 
 import psycopg
 from psycopg import pq
+from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
 from wovyr.errors import StoreError, StoreUnavailable
 from wovyr.store.base import DefinitionRecord, ExecutionRecord, StepWrite
-from wovyr.store.codec import dumps
+from wovyr.store.codec import dumps, loads
 
 __all__ = [
     "Connection",
     "batch_params",
     "channel",
     "check_connection",
+    "configure",
     "definition",
     "execution",
     "rows",
@@ -46,6 +48,11 @@ def rows(cursor: psycopg.Cursor[Any]) -> list[Any]:
     # Not `cursor.description`: it builds a Column object per column on every call.
     result = cursor.pgresult
     return cursor.fetchall() if result and result.status == pq.ExecStatus.TUPLES_OK else []
+
+
+def configure(conn: Connection) -> None:
+    """A new pool connection reads json/jsonb columns with the codec's fast parser."""
+    set_json_loads(loads, conn)
 
 
 def check_connection(conn: Connection) -> None:
