@@ -82,8 +82,8 @@ def start(store: PostgresStore, execution_id: str, *, owner: str | None = None) 
     )
 
 
-def schema_shape(url: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Columns and indexes of the current schema, without its name."""
+def schema_shape(url: str) -> tuple[list[tuple[Any, ...]], ...]:
+    """Columns, indexes and table storage options of the current schema, without its name."""
     with admin(url) as conn:
         columns = conn.execute(
             "SELECT table_name, column_name, ordinal_position, data_type, is_nullable,"
@@ -94,7 +94,12 @@ def schema_shape(url: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
             "SELECT tablename, indexname, replace(indexdef, current_schema() || '.', '')"
             " FROM pg_indexes WHERE schemaname = current_schema() ORDER BY 1, 2"
         ).fetchall()
-    return columns, indexes
+        options = conn.execute(
+            "SELECT relname, reloptions FROM pg_class"
+            " WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'"
+            " ORDER BY 1"
+        ).fetchall()
+    return columns, indexes, options
 
 
 # --- migrations ------------------------------------------------------------------------
@@ -129,6 +134,8 @@ def test_migrations_twice_are_a_no_op_and_match_a_fresh_install(postgres_url: st
         assert {row[0] for row in shape[0]} >= {"definitions", "executions", "events", "timers"}
         index_names = {row[1] for row in shape[1]}
         assert {"executions_ready", "timers_due", "executions_by_created"} <= index_names
+        # Room on each page for HOT updates of a step's row (migration 7).
+        assert ("executions", ["fillfactor=50"]) in shape[2]
     finally:
         with admin(base_url) as conn:
             conn.execute(f"DROP SCHEMA {other} CASCADE")
