@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import click
 
-from wovyr.cli.common import echo_json
+from wovyr.cli.common import echo_json, store_options
 from wovyr.cli.main import cli
 from wovyr.errors import ConfigError
-from wovyr.settings import Settings, load_settings
+from wovyr.settings import Settings
 from wovyr.store import Store, open_store, redact_url
 
 __all__: list[str] = []
@@ -27,28 +26,8 @@ class _Migratable(Protocol):
 
 
 def _db_options(fn: F) -> F:
-    """--db, --home and --json (the store options of `engine_options`, minus activities)."""
-
-    @click.option(
-        "--db",
-        "database_url",
-        metavar="URL",
-        default=None,
-        help="Store URL (sqlite:///path, postgresql://...). Env: WOVYR_DATABASE_URL.",
-    )
-    @click.option(
-        "--home",
-        default=None,
-        metavar="DIR",
-        help="Folder of the embedded store (default ~/.wovyr). Env: WOVYR_HOME.",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-    @functools.wraps(fn)
-    def wrapper(*args: Any, database_url: str | None, home: str | None, **kwargs: Any) -> Any:
-        settings = load_settings(database_url=database_url, home=home)
-        return fn(*args, settings=settings, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
+    """--db, --home and --json (the store options of every command, minus activities)."""
+    return store_options(click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn))
 
 
 @contextmanager

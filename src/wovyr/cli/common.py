@@ -17,7 +17,7 @@ from wovyr.engine.activities.base import ENTRY_POINT_GROUP, load_activity_module
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings, load_settings
 
-__all__ = ["echo_json", "engine_options", "open_engine", "status_style"]
+__all__ = ["echo_json", "engine_options", "open_engine", "status_style", "store_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console(highlight=False)
@@ -42,8 +42,8 @@ def status_style(status: str) -> str:
     return f"[{STATUS_STYLES.get(status, 'white')}]{status}[/]"
 
 
-def engine_options(fn: F) -> F:
-    """--db, --home and --activities, shared by every command that opens the store."""
+def store_options(fn: F) -> F:
+    """--db and --home: the command receives `settings` (store URL and home resolved)."""
 
     @click.option(
         "--db",
@@ -58,25 +58,29 @@ def engine_options(fn: F) -> F:
         metavar="DIR",
         help="Folder of the embedded store (default ~/.wovyr). Env: WOVYR_HOME.",
     )
-    @click.option(
-        "--activities",
-        "-a",
-        multiple=True,
-        metavar="MODULE",
-        help="Module or .py file registering @wovyr.activity handlers (repeatable).",
-    )
     @functools.wraps(fn)
     def wrapper(
         *args: Any,
         database_url: str | None,
         home: str | None,
-        activities: tuple[str, ...],
+        activities: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> Any:
         settings = load_settings(database_url=database_url, home=home, activities=activities)
         return fn(*args, settings=settings, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def engine_options(fn: F) -> F:
+    """--db, --home and --activities, shared by every command that opens the engine."""
+    return click.option(
+        "--activities",
+        "-a",
+        multiple=True,
+        metavar="MODULE",
+        help="Module or .py file registering @wovyr.activity handlers (repeatable).",
+    )(store_options(fn))
 
 
 @contextmanager
