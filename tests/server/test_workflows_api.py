@@ -46,6 +46,18 @@ async def test_start_run_approve_signal_complete(api: Api) -> None:
     assert decided[0]["data"]["comment"] == "ok"
 
 
+async def test_detail_is_the_engines_query_plus_a_timeline(api: Api) -> None:
+    """The API's ExecutionDetail mirrors the engine's ExecutionView: nothing left out, nothing
+    renamed (a field added to one and not the other fails here)."""
+    eid = (await start(api, {"definition": APPROVAL_FLOW, "input": {"note": "hi"}}))["id"]
+    await api.drain()
+    detail = (await api.call("GET", f"{BASE}/{eid}", VIEW)).json()
+    timeline = detail.pop("timeline")
+    view = api.engine.for_tenant("tenant-a").query(str(eid))
+    assert detail == json.loads(json.dumps(view.to_dict(), default=str))
+    assert [e["seq"] for e in timeline] == list(range(1, view.event_count + 1))
+
+
 async def test_start_by_registered_name_and_json_object(api: Api) -> None:
     engine = api.engine.for_tenant("tenant-a")
     engine.register(APPROVAL_FLOW)
