@@ -33,15 +33,14 @@ from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import Workflow
 from wovyr.engine.engine import Engine
 from wovyr.errors import Conflict, ExecutionFinished, InputError, NotFound, Problem
+from wovyr.scheduling.overlap import OVERLAP_POLICIES, plan_overlap
 from wovyr.scheduling.spec import CronSpec, IntervalSpec, Spec, catch_up, parse_spec
 from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.schedules import ScheduleRecord, ScheduleStore
 
 __all__ = ["OVERLAP_POLICIES", "Schedules", "spec_of", "tick_execution_id"]
 
-OVERLAP_POLICIES = ("skip", "buffer_one", "buffer_all", "cancel_other", "allow_all")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,127}$")
-_MAX_BUFFER = 1000
 _MAX_BACKFILL = 1000
 _RECENT = 10
 
@@ -290,8 +289,8 @@ class Schedules:
         missed = 0
         next_fire_at = record.next_fire_at
         if next_fire_at is not None and next_fire_at <= now:
-            plan = catch_up(spec, next_fire_at, now, record.catchup_window)
-            ticks, missed, next_fire_at = list(plan.run), plan.skipped, plan.next_fire_at
+            due = catch_up(spec, next_fire_at, now, record.catchup_window)
+            ticks, missed, next_fire_at = list(due.run), due.skipped, due.next_fire_at
             if record.end_at is not None:
                 missed += sum(1 for t in ticks if t > record.end_at)
                 ticks = [t for t in ticks if t <= record.end_at]
@@ -299,7 +298,18 @@ class Schedules:
                     next_fire_at = None
         running = [i for i in record.running if self._is_running(i)]
         queue = [datetime.fromisoformat(t) for t in record.buffered] + ticks
-        starts, cancels, buffered, skipped = self._apply_overlap(record, queue, running, now)
+        plan = plan_overlap(
+            record.overlap,
+            queue,
+            running,
+            lambda tick: tick_execution_id(record.id, tick, record.tenant),
+            record.remaining_actions,
+        )
+        starts = [
+            self._prepare(record, now, tick_execution_id(record.id, t, record.tenant), t)
+            for t in plan.start
+        ]
+        cancels, buffered, skipped = plan.cancel, plan.buffered, plan.skipped
         remaining = record.remaining_actions
         if remaining is not None and remaining - len(starts) <= 0:
             next_fire_at = None
@@ -329,52 +339,6 @@ class Schedules:
             with contextlib.suppress(ExecutionFinished, NotFound):
                 self.engine.cancel(execution_id, reason=f"schedule {record.id}: cancel_other")
         return len(starts)
-
-    def _apply_overlap(
-        self,
-        record: ScheduleRecord,
-        queue: builtins.list[datetime],
-        running: builtins.list[str],
-        now: datetime,
-    ) -> tuple[builtins.list[NewExecution], builtins.list[str], tuple[str, ...], int]:
-        starts: builtins.list[NewExecution] = []
-        cancels: builtins.list[str] = []
-        buffered: builtins.list[str] = []
-        skipped = 0
-        busy = list(running)
-        budget = record.remaining_actions
-        for tick in queue:
-            if budget is not None and len(starts) >= budget:
-                skipped += 1
-                continue
-            policy = record.overlap
-            if busy and policy == "skip":
-                skipped += 1
-                continue
-            if busy and policy == "buffer_one":
-                if buffered:
-                    skipped += 1
-                else:
-                    buffered.append(tick.isoformat())
-                continue
-            if busy and policy == "buffer_all":
-                if len(buffered) < _MAX_BUFFER:
-                    buffered.append(tick.isoformat())
-                else:
-                    skipped += 1
-                continue
-            if busy and policy == "cancel_other":
-                cancels.extend(b for b in busy if b in running and b not in cancels)
-                superseded = [n for n in starts if n.id in busy]  # started earlier this pass
-                starts = [n for n in starts if n.id not in busy]
-                skipped += len(superseded)
-                busy = []
-            new = self._prepare(
-                record, now, tick_execution_id(record.id, tick, record.tenant), tick
-            )
-            starts.append(new)
-            busy.append(new.id)
-        return starts, cancels, tuple(buffered), skipped
 
     def _commit_fire(
         self,
