@@ -7,6 +7,9 @@ L1  pickup latency: start -> first claim (ActivityStarted) by an idle worker in 
 B2  2,000 three-step workflows (no-op tool) through the queue, drained by 1, 2 and 4 worker
     PROCESSES: workflows/s, scaling (w2/w1, w4/w1), durable commits per workflow, and the
     targets: w1 >= 30% of B0/5, w2/w1 >= 1.6.
+B2io the same with a tool that waits 20 ms (an API call, an LLM request: I/O, not CPU),
+    1 and 2 worker processes: scaling when the workers are not short of CPU. On a machine
+    whose few cores also run PostgreSQL, no-op B2 measures how the cores are shared.
 B5  start-up recovery: 10,000 in-flight executions whose leases expired, re-leased by
     set-based claims (one statement per batch of 500): seconds until all are leased.
 B8  list/filter over 100,000 executions (status, workflow, time range; limit 50, cursor):
@@ -15,7 +18,7 @@ B8  list/filter over 100,000 executions (status, workflow, time range; limit 50,
 Each part runs in a fresh schema, dropped afterwards. Figures are measured in one run and
 read as ratios: the machine is shared and noisy.
 Usage: python bench/bench_postgres.py [--url URL] [--workflows 2000] [--rounds 1] [--json]
-       [--only b0,l1,b2,b5,b8] [--profile DIR]
+       [--only b0,l1,b2,b2io,b5,b8] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -215,7 +218,7 @@ def l1(url: str, folder: Path, samples: int = 15) -> dict[str, float]:
 
 
 def b2_one(
-    url: str, folder: Path, workers: int, count: int, profile: Path | None
+    url: str, folder: Path, workers: int, count: int, profile: Path | None, sleep_ms: float = 0
 ) -> dict[str, Any]:
     with fresh_schema(url) as schema_url:
         engine = engine_for(schema_url)
@@ -225,7 +228,8 @@ def b2_one(
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(lambda i: engine.start(THREE, execution_id=f"b2-{i:05}"), range(count)))
         engine.close()
-        procs, go = spawn_workers(schema_url, workers, folder, profile)
+        extra = ("--sleep-ms", str(sleep_ms)) if sleep_ms else ()
+        procs, go = spawn_workers(schema_url, workers, folder, profile, *extra)
         background = background_busy()
         pg0 = postgres_cpu_seconds()
         busy0, total0 = cpu_ticks()
@@ -291,6 +295,28 @@ def b2(args: argparse.Namespace, folder: Path, ceiling: dict[str, float]) -> dic
         "w4_over_w1_by_round": [r["w4_over_w1"] for r in rounds],
         "w1_by_round": [r["workers_1"]["workflows_per_s"] for r in rounds],
         "background_by_round": [r["background"] for r in rounds],
+    }
+
+
+def b2io(args: argparse.Namespace, folder: Path, sleep_ms: float = 20) -> dict[str, Any]:
+    """B2 with an I/O-like activity, 1 and 2 workers, in `args.rounds` interleaved rounds."""
+    rounds = []
+    for _ in range(args.rounds):
+        one = {
+            f"workers_{n}": b2_one(args.url, folder, n, args.workflows, None, sleep_ms)
+            for n in (1, 2)
+        }
+        one["w2_over_w1"] = (
+            one["workers_2"]["workflows_per_s"] / one["workers_1"]["workflows_per_s"]
+        )
+        rounds.append(one)
+    return {
+        "activity_ms": sleep_ms,
+        "rounds": rounds,
+        "w1_by_round": [r["workers_1"]["workflows_per_s"] for r in rounds],
+        "w2_by_round": [r["workers_2"]["workflows_per_s"] for r in rounds],
+        "w2_over_w1_by_round": [r["w2_over_w1"] for r in rounds],
+        "machine_cpu_busy_w2_by_round": [r["workers_2"]["machine_cpu_busy"] for r in rounds],
     }
 
 
@@ -429,7 +455,7 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=2000)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--profile", type=Path, default=None, help="cProfile each worker")
-    parser.add_argument("--only", default="b0,l1,b2,b5,b8")
+    parser.add_argument("--only", default="b0,l1,b2,b2io,b5,b8")
     parser.add_argument("--rounds", type=int, default=1, help="B2 rounds (interleaved)")
     args = parser.parse_args()
     parts = set(args.only.split(","))
@@ -442,6 +468,8 @@ def main() -> None:
             results["l1"] = l1(args.url, folder)
         if "b2" in parts:
             results["b2"] = b2(args, folder, results["b0"])
+        if "b2io" in parts:
+            results["b2io"] = b2io(args, folder)
         if "b5" in parts:
             results["b5"] = b5(args.url)
         if "b8" in parts:

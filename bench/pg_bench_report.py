@@ -48,6 +48,19 @@ def report(results: dict[str, Any]) -> None:
                 + "; other load before "
                 + ", ".join(f"{v:.0%}" for v in b2r["background_by_round"])
             )
+    if "b2io" in results:
+        r = results["b2io"]
+        print(
+            f"B2io tool waits {r['activity_ms']:.0f} ms: w1 "
+            + ", ".join(f"{v:.0f}" for v in r["w1_by_round"])
+            + " wf/s; w2 "
+            + ", ".join(f"{v:.0f}" for v in r["w2_by_round"])
+            + " wf/s; w2/w1 "
+            + ", ".join(f"{v:.2f}" for v in r["w2_over_w1_by_round"])
+            + " (machine CPU busy with 2: "
+            + ", ".join(f"{v:.0%}" for v in r["machine_cpu_busy_w2_by_round"])
+            + ")"
+        )
     if "b5" in results:
         r = results["b5"]
         print(

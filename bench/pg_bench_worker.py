@@ -3,6 +3,7 @@ no-op tool, started together with its peers (a go file), until SIGTERM; on exit 
 a JSON report (durable commits, group-commit batches, claims).
 
 Usage: python pg_bench_worker.py URL READY GO REPORT [--concurrency N] [--profile FILE]
+       [--sleep-ms MS]
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ def main() -> None:
         p.add_argument(name)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--profile", default=None)
+    p.add_argument("--sleep-ms", type=float, default=0, help="the tool waits this long (I/O)")
     args = p.parse_args()
     registry = ActivityRegistry()
 
     async def noop() -> None:
-        return None
+        if args.sleep_ms:
+            await asyncio.sleep(args.sleep_ms / 1000)
 
     registry.register("noop", noop)
     store = PostgresStore(args.url, max_size=4, db_clock=True)
