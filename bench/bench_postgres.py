@@ -6,7 +6,8 @@ L1  pickup latency: start -> first claim (ActivityStarted) by an idle worker in 
     process whose poll interval is 5 s (LISTEN/NOTIFY wakes it): p50, max.
 B2  2,000 three-step workflows (no-op tool) through the queue, drained by 1, 2 and 4 worker
     PROCESSES: workflows/s, scaling (w2/w1, w4/w1), durable commits per workflow, and the
-    targets: w1 >= 30% of B0/5, w2/w1 >= 1.6.
+    targets: w1 >= 30% of B0/5, w2/w1 >= 1.6. Control: two 1-worker queues in separate
+    schemas run together (sharing nothing but the machine): the scaling this machine allows.
 B2io the same with a tool that waits 20 ms (an API call, an LLM request: I/O, not CPU),
     1 and 2 worker processes: scaling when the workers are not short of CPU. On a machine
     whose few cores also run PostgreSQL, no-op B2 measures how the cores are shared.
@@ -221,13 +222,7 @@ def b2_one(
     url: str, folder: Path, workers: int, count: int, profile: Path | None, sleep_ms: float = 0
 ) -> dict[str, Any]:
     with fresh_schema(url) as schema_url:
-        engine = engine_for(schema_url)
-        engine.register(THREE)
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda i: engine.start(THREE, execution_id=f"b2-{i:05}"), range(count)))
-        engine.close()
+        seed(schema_url, count)
         extra = ("--sleep-ms", str(sleep_ms)) if sleep_ms else ()
         procs, go = spawn_workers(schema_url, workers, folder, profile, *extra)
         background = background_busy()
@@ -269,6 +264,47 @@ def b2_one(
     }
 
 
+def seed(url: str, count: int) -> None:
+    engine = engine_for(url)
+    engine.register(THREE)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda i: engine.start(THREE, execution_id=f"b2-{i:05}"), range(count)))
+    engine.close()
+
+
+def b2_apart(url: str, folder: Path, count: int) -> dict[str, Any]:
+    """The control for w2/w1: two single-worker queues in two schemas (nothing shared but
+    the machine and the server), count/2 workflows each, started together. What they reach
+    together over what one reaches alone is what this machine allows two workers."""
+    with fresh_schema(url) as a_url, fresh_schema(url) as b_url:
+        for schema_url in (a_url, b_url):
+            seed(schema_url, count // 2)
+        spawned = [spawn_workers(u, 1, folder) for u in (a_url, b_url)]
+        busy0, total0 = cpu_ticks()
+        began = datetime.now(UTC)
+        for _, go in spawned:
+            go.touch()
+        deadline = time.monotonic() + 600
+        finished: list[datetime] = []
+        for schema_url in (a_url, b_url):
+            while (done := count_finished(schema_url))[0] < count // 2:
+                assert time.monotonic() < deadline, "the workers did not finish"
+                time.sleep(0.05)
+            assert done[1] is not None
+            finished.append(done[1])
+        busy1, total1 = cpu_ticks()
+        for procs, go in spawned:
+            stop_workers(procs, go)
+    elapsed = (max(finished) - began).total_seconds()
+    return {
+        "workflows_per_s": 2 * (count // 2) / elapsed,
+        "seconds": elapsed,
+        "machine_cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
+    }
+
+
 def b2(args: argparse.Namespace, folder: Path, ceiling: dict[str, float]) -> dict[str, Any]:
     """B2 in `args.rounds` rounds of (1, 2, 4) workers, interleaved so that a change in the
     machine's other load hits every configuration alike; the ratios are per round, and the
@@ -282,6 +318,12 @@ def b2(args: argparse.Namespace, folder: Path, ceiling: dict[str, float]) -> dic
         w1 = one["workers_1"]["workflows_per_s"]
         one["w2_over_w1"] = one["workers_2"]["workflows_per_s"] / w1
         one["w4_over_w1"] = one["workers_4"]["workflows_per_s"] / w1
+        one["apart_2"] = b2_apart(args.url, folder, args.workflows)
+        one["apart_over_w1"] = one["apart_2"]["workflows_per_s"] / w1
+        # 1.0: sharing one queue costs two workers nothing against sharing nothing.
+        one["w2_over_apart"] = (
+            one["workers_2"]["workflows_per_s"] / one["apart_2"]["workflows_per_s"]
+        )
         one["w1_share_of_b0_over_5"] = w1 / (ceiling["connections_1"] / 5)
         one["background"] = max(
             one[f"workers_{n}"]["background_cpu_busy_before"] for n in (1, 2, 4)
@@ -293,6 +335,8 @@ def b2(args: argparse.Namespace, folder: Path, ceiling: dict[str, float]) -> dic
         "rounds": rounds,
         "w2_over_w1_by_round": [r["w2_over_w1"] for r in rounds],
         "w4_over_w1_by_round": [r["w4_over_w1"] for r in rounds],
+        "apart_over_w1_by_round": [r["apart_over_w1"] for r in rounds],
+        "w2_over_apart_by_round": [r["w2_over_apart"] for r in rounds],
         "w1_by_round": [r["workers_1"]["workflows_per_s"] for r in rounds],
         "background_by_round": [r["background"] for r in rounds],
     }

@@ -37,6 +37,13 @@ def report(results: dict[str, Any]) -> None:
             f"B2  w2/w1 {b2r['w2_over_w1']:.2f} (target 1.6), w4/w1 {b2r['w4_over_w1']:.2f}; "
             f"w1 = {b2r['w1_share_of_b0_over_5']:.0%} of B0/5 (target 30%)"
         )
+        apart = b2r["apart_2"]
+        print(
+            f"B2  control: two 1-worker queues in separate schemas, together: "
+            f"{apart['workflows_per_s']:.1f} wf/s = {b2r['apart_over_w1']:.2f} x w1 "
+            f"(machine CPU busy {apart['machine_cpu_busy']:.0%}): what this machine allows "
+            "two workers that share nothing"
+        )
         if len(b2r["rounds"]) > 1:
             print(
                 "B2  by round: w1 "
@@ -45,6 +52,10 @@ def report(results: dict[str, Any]) -> None:
                 + ", ".join(f"{v:.2f}" for v in b2r["w2_over_w1_by_round"])
                 + "; w4/w1 "
                 + ", ".join(f"{v:.2f}" for v in b2r["w4_over_w1_by_round"])
+                + "; two apart / w1 "
+                + ", ".join(f"{v:.2f}" for v in b2r["apart_over_w1_by_round"])
+                + "; w2 / two apart "
+                + ", ".join(f"{v:.2f}" for v in b2r["w2_over_apart_by_round"])
                 + "; other load before "
                 + ", ".join(f"{v:.0%}" for v in b2r["background_by_round"])
             )
