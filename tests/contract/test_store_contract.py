@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from wovyr.events import Event
 from wovyr.store.base import (
@@ -198,3 +201,25 @@ def test_an_atomic_batch_writes_all_or_nothing(store: Store) -> None:
     assert len(store.history("a")) == 1 and len(store.history("b")) == 1
     assert store.commit([step("a", 1), step("b", 1)], atomic=True) == [CommitOutcome.OK] * 2
     assert len(store.history("a")) == 2 and len(store.history("b")) == 2
+
+
+def test_values_are_stored_as_json_and_a_batch_with_an_unstorable_one_writes_nothing(
+    store: Store,
+) -> None:
+    create(store, "a")
+    create(store, "b")
+    odd = replace(
+        step("a", 1),
+        events=[Event("Thing", T0, {"t": (1, 2), "nan": float("nan"), "at": T0})],
+        output={"big": 2**70},
+    )
+    assert store.commit([odd]) == [CommitOutcome.OK]
+    assert store.history("a")[-1].data == {"t": [1, 2], "nan": None, "at": T0.isoformat()}
+    loaded = store.load("a")
+    assert loaded is not None and loaded.output == {"big": 2**70}
+
+    bad = replace(step("b", 1), output={"x": object()})
+    with pytest.raises(TypeError, match="cannot store"):
+        store.commit([step("a", 2), bad])
+    assert len(store.history("a")) == 2 and len(store.history("b")) == 1
+    assert store.commit([step("a", 2), step("b", 1)]) == [CommitOutcome.OK] * 2

@@ -429,6 +429,40 @@ def test_unregistered_tool_fails_the_execution_clearly(engine: Engine) -> None:
     assert view.activities["x"]["attempt"] == 1
 
 
+def test_outputs_are_stored_as_json_or_refused(engine: Engine, registry: ActivityRegistry) -> None:
+    """Non-finite floats become null in every store; a Python object that is not JSON data
+    fails its attempt for good (retrying would return the same object)."""
+
+    @registry.activity("odd")
+    def odd(kind: str) -> Any:
+        if kind == "nan":
+            return {"score": float("nan"), "big": 2**70, "t": (1, 2)}
+        return {"obj": object()}
+
+    flow = wf("""
+        activities:
+          - id: x
+            tool: odd
+            with: {kind: "${{ inputs.kind }}"}
+            retry: {max_attempts: 3, initial_interval: 0}
+        inputs:
+          kind: {type: string}
+        """)
+    stored = engine.start(flow, {"kind": "nan"})
+    refused = engine.start(flow, {"kind": "object"})
+    drain(engine)
+    view = engine.query(stored.id)
+    assert view.status == "completed", view.activities["x"]["error"]
+    assert view.activities["x"]["output"] == {"score": None, "big": 2**70, "t": [1, 2]}
+    history = engine.history(stored.id)
+    done = next(e for e in history if e.type == "ActivityCompleted")
+    assert done.data["output"]["score"] is None
+    view = engine.query(refused.id)
+    assert view.status == "failed"
+    assert view.activities["x"]["error"]["type"] == "OutputNotSerializable"
+    assert view.activities["x"]["attempt"] == 1
+
+
 def test_workflow_timeout(engine: Engine, clock: ManualClock) -> None:
     rec = engine.start(
         wf("""

@@ -83,6 +83,7 @@ def test_codec_edges_keep_the_standard_library_meaning() -> None:
         dumps({"p": _Point(1)})  # not silently turned into an object
     # JSON has no NaN: stored as null; text written by an older version still reads.
     assert dumps([float("nan"), float("inf")]) == "[null,null]"
+    assert dumps({"n": 2**70, "x": [float("nan")]}) == '{"n":1180591620717411303424,"x":[null]}'
     assert math.isnan(loads('{"x": NaN}')["x"])
     assert loads(b'{"a":[1,2.5,"\\u00e9"]}') == {"a": [1, 2.5, "é"]}
 

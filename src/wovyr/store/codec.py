@@ -10,6 +10,7 @@ null.
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,7 +28,7 @@ def dumps(value: Any) -> str:
         return orjson.dumps(value, default=_default, option=_OPTIONS).decode()
     except orjson.JSONEncodeError:
         return json.dumps(
-            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default
+            _finite(value), separators=(",", ":"), ensure_ascii=False, default=_default
         )
 
 
@@ -38,6 +39,17 @@ def loads(text: str | bytes | None) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:  # e.g. NaN written by an earlier version
         return json.loads(text)
+
+
+def _finite(value: Any) -> Any:
+    """`value` with NaN and infinities as None, as orjson writes them (the rare path only)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _default(value: Any) -> Any:

@@ -6,11 +6,11 @@ timers) behaves exactly as in SQLite and PostgreSQL, and the contract suite prov
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from wovyr.store.base import (
     DEFAULT_TENANT,
@@ -26,12 +26,19 @@ from wovyr.store.base import (
     StepWrite,
     TimerRecord,
 )
+from wovyr.store.codec import dumps, loads
 from wovyr.store.memory_platform import MemoryPlatform
 from wovyr.store.memory_registry import MemoryRegistry
 from wovyr.store.memory_schedules import MemorySchedules
 from wovyr.store.shards import shards_for, stable_shard
 
 __all__ = ["MemoryStore"]
+
+
+def _stored(value: object) -> Any:
+    """A copy of `value` as the SQL stores keep it: through the same JSON encoding (tuples
+    become lists, datetimes ISO text, NaN null; what JSON cannot hold is refused)."""
+    return loads(dumps(value))
 
 
 class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
@@ -62,6 +69,8 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         return found[-1] if found else None
 
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+        encoded = self._encode(new.first_step)
+        stored_input = _stored(new.input)
         with self._lock:
             if new.id in self._executions:
                 return False, self._executions[new.id]
@@ -77,7 +86,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
                 updated_at=step.updated_at,
                 seq=0,
                 parent_id=new.parent_id,
-                input=copy.deepcopy(new.input),
+                input=stored_input,
                 lease_owner=new.lease_owner,
                 lease_until=new.lease_until,
                 fence=1 if new.lease_owner else 0,
@@ -85,25 +94,28 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
             )
             self._executions[new.id] = record
             self._events[new.id] = []
-            self._apply(step)
+            self._apply(step, encoded)
             self.commits += 1
             return True, self._executions[new.id]
 
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
+        encoded = [self._encode(step) for step in steps]
         with self._lock:
             if atomic:
                 checks = [self._check(step) for step in steps]
                 if any(c is not CommitOutcome.OK for c in checks):
                     return checks
-            outcomes = [self._check_and_apply(step) for step in steps]
+            outcomes = [self._check_and_apply(s, e) for s, e in zip(steps, encoded, strict=True)]
             if CommitOutcome.OK in outcomes:
                 self.commits += 1
             return outcomes
 
-    def _check_and_apply(self, step: StepWrite) -> CommitOutcome:
+    def _check_and_apply(
+        self, step: StepWrite, encoded: tuple[list[Any], dict[str, object]]
+    ) -> CommitOutcome:
         outcome = self._check(step)
         if outcome is CommitOutcome.OK:
-            self._apply(step)
+            self._apply(step, encoded)
         return outcome
 
     def _check(self, step: StepWrite) -> CommitOutcome:
@@ -116,27 +128,37 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
             return CommitOutcome.CONFLICT
         return CommitOutcome.OK
 
-    def _apply(self, step: StepWrite) -> None:
+    @staticmethod
+    def _encode(step: StepWrite) -> tuple[list[Any], dict[str, object]]:
+        """The step's values as stored, all encoded before anything changes (a value JSON
+        cannot hold raises here and the store stays as it was, as a rolled-back SQL
+        transaction leaves it)."""
+        data = [_stored(e.data) for e in step.events]
+        values: dict[str, object] = {
+            "checkpoint": _stored(step.checkpoint),
+            "output": _stored(step.output),
+            "error": _stored(step.error),
+        }
+        return data, values
+
+    def _apply(self, step: StepWrite, encoded: tuple[list[Any], dict[str, object]]) -> None:
         current = self._executions[step.execution_id]
         base = current.seq
+        data, values = encoded
         events = self._events[step.execution_id]
-        for i, e in enumerate(step.events):
-            events.append(
-                EventRecord(step.execution_id, base + i + 1, e.type, e.at, copy.deepcopy(e.data))
-            )
+        for i, (e, stored) in enumerate(zip(step.events, data, strict=True)):
+            events.append(EventRecord(step.execution_id, base + i + 1, e.type, e.at, stored))
         for timer in step.timers_removed:
             self._timers.pop((step.execution_id, timer), None)
         for timer, at in step.timers_armed:
             self._timers[(step.execution_id, timer)] = at
         changes: dict[str, object] = {
+            **values,
             "seq": base + len(step.events),
             "status": step.status,
             "updated_at": step.updated_at,
-            "checkpoint": copy.deepcopy(step.checkpoint),
             "ready": step.ready,
             "waiting_on": step.waiting_on,
-            "output": copy.deepcopy(step.output),
-            "error": copy.deepcopy(step.error),
         }
         if step.release_lease:
             changes.update(lease_owner=None, lease_until=None)
@@ -149,7 +171,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
             record = self._executions.get(execution_id)
             if record is None or (tenant is not None and record.tenant != tenant):
                 return None
-            return replace(record, checkpoint=copy.deepcopy(record.checkpoint))
+            return replace(record, checkpoint=_stored(record.checkpoint))
 
     def list_executions(self, query: ExecutionFilter) -> Page:
         with self._lock:
@@ -211,7 +233,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
                             r.id,
                             new.fence,
                             new.seq,
-                            copy.deepcopy(new.checkpoint or {}),
+                            _stored(new.checkpoint or {}),
                             new.definition_hash,
                             new.tenant,
                         )
