@@ -124,6 +124,73 @@ def test_claims_follow_the_assignment(
         store.close()
 
 
+def test_workers_report_partitions_nobody_claims_and_counts_that_disagree(
+    postgres_url: str, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = PostgresStore(postgres_url, max_size=4)
+    engine = Engine(store, clock=clock)
+
+    async def main() -> None:
+        low = Worker(engine, owner="low", partitions=range(8), of=OF)
+        high = Worker(engine, owner="high", partitions=range(8, 16), of=OF)
+        eights = Worker(engine, owner="eights", partitions=[4, 5, 6, 7], of=8)
+        members = [Worker(engine, owner=n, membership=True, of=OF) for n in "mn"]
+        anything = Worker(engine, owner="anything")
+        try:
+            await low.heartbeat()
+            assert low.coverage_problems == [
+                "partitions 8-15 of 16 have no live worker: executions in them wait until "
+                "a worker claims them"
+            ]
+            assert "partitions 8-15 of 16 have no live worker" in caplog.text
+            await high.heartbeat()
+            await low.heartbeat()
+            assert low.coverage_problems == high.coverage_problems == []
+
+            await eights.heartbeat()  # another split of the same queue
+            assert len(eights.coverage_problems) == 1
+            assert (
+                "different partition counts (eights --of 8, high --of 16, low --of 16)"
+                in (eights.coverage_problems[0])
+            )
+
+            # Fixed and unfiltered workers are not members: the membership still divides
+            # all 16 partitions between its own two.
+            await anything.heartbeat()
+            for w in members + members:
+                await w.heartbeat()
+            assert members[0].members == ["m", "n"]
+            assert members[0].partitions == list(range(8))
+            assert members[1].partitions == list(range(8, 16))
+            kinds = {m.owner: m.mode for m in store.members(clock.now(), 30)}
+            assert kinds == {
+                "low": "fixed",
+                "high": "fixed",
+                "eights": "fixed",
+                "m": "member",
+                "n": "member",
+                "anything": "all",
+            }
+
+            await eights.close()
+            await high.close()  # partitions 8-15 lose their worker...
+            await low.heartbeat()
+            assert low.coverage_problems == []  # ...but the members and `anything` claim them
+            await anything.close()
+            for w in members:
+                await w.close()
+            await low.heartbeat()
+            assert low.coverage_problems and "8-15 of 16" in low.coverage_problems[0]
+        finally:
+            for w in [low, high, eights, anything, *members]:
+                await w.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        store.close()
+
+
 def test_membership_needs_a_store_that_keeps_members() -> None:
     engine = Engine(MemoryStore())
     with pytest.raises(ConfigError, match="membership"):

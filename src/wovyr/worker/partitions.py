@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from wovyr.errors import ConfigError
-from wovyr.store.shards import SHARD_COUNT, shards_for
+from wovyr.store.shards import SHARD_COUNT, Peer, shards_for
 
 __all__ = [
     "DEFAULT_MEMBER_PARTITIONS",
@@ -79,7 +79,7 @@ def assign_partitions(members: Sequence[str], me: str, of: int) -> list[int]:
 class Membership(Protocol):
     """A store that keeps the live workers (PostgreSQL: the `worker_members` table)."""
 
-    def member_heartbeat(self, owner: str, now: datetime, ttl_seconds: float) -> list[str]: ...
+    def worker_heartbeat(self, me: Peer, now: datetime, ttl_seconds: float) -> list[Peer]: ...
     def member_leave(self, owner: str) -> None: ...
 
 

@@ -35,6 +35,7 @@ from wovyr.engine.state import state_from_json
 from wovyr.errors import StoreError
 from wovyr.scheduling.schedules import Schedules
 from wovyr.store.base import ExecutionRecord, LeaseState
+from wovyr.store.shards import Peer, coverage_problems
 from wovyr.worker.listener import Notifying, WorkListener
 from wovyr.worker.partitions import Membership, assign_partitions, partition_setup
 
@@ -82,6 +83,9 @@ class Worker:
         self.membership = membership
         self.members: list[str] = []
         self.partitions, self.of = partition_setup(engine.store, partitions, of, membership)
+        # How this worker chooses what to claim, as the other workers see it.
+        self.mode = "member" if membership else "all" if self.partitions is None else "fixed"
+        self.coverage_problems: list[str] = []  # what the live workers leave unclaimed
         self.committer = GroupCommitter(engine.store, solo=lambda: len(self.runners) <= 1)
         self.schedules = Schedules(engine) if hasattr(engine.store, "due_schedules") else None
         self.runners: dict[str, ExecutionRunner] = {}
@@ -255,7 +259,7 @@ class Worker:
     async def tick(self, only: list[str] | None = None) -> int:
         """Fire due timers and schedules, then claim what is runnable (up to capacity)."""
         self._attach()
-        if self.membership and not self._joined and only is None:
+        if isinstance(self.engine.store, Membership) and not self._joined and only is None:
             await self.rebalance()
         fired = await asyncio.to_thread(self.engine.fire_due_timers, self.timer_batch)
         if self.schedules is not None and only is None:
@@ -386,7 +390,7 @@ class Worker:
             elif lease.seq != runner.seq:
                 runner.wake()
         await self._adopt_orphans(leases)
-        if self.membership:
+        if isinstance(self.engine.store, Membership):
             await self.rebalance()
 
     async def _adopt_orphans(self, leases: dict[str, LeaseState]) -> None:
@@ -415,20 +419,45 @@ class Worker:
             )
 
     async def rebalance(self) -> list[int]:
-        """Heartbeat our membership and recompute our partitions from the live members."""
+        """Tell the other workers we are alive and how we claim; with membership, recompute
+        our partitions from the live members. Then check that the live workers together
+        claim every partition (and agree on their count)."""
         store = self.engine.store
-        assert isinstance(store, Membership) and self.of is not None
-        members = await self.committer.run_sync(
-            store.member_heartbeat, self.owner, self.engine.clock.now(), self.lease_seconds
+        assert isinstance(store, Membership)
+        me = Peer(
+            self.owner,
+            self.mode,
+            self.of if self.mode != "all" else None,
+            tuple(self.partitions or ()) if self.mode == "fixed" else (),
         )
+        peers = await self.committer.run_sync(
+            store.worker_heartbeat, me, self.engine.clock.now(), self.lease_seconds
+        )
+        self._joined = True
+        self._check_coverage(peers)
+        if not self.membership:
+            return list(self.partitions or ())
+        assert self.of is not None
+        members = [p.owner for p in peers if p.mode == "member"]
         mine = assign_partitions(members, self.owner, self.of)
         if mine != self.partitions:
             self.stats.rebalances += 1
             log.info("worker %s: partitions %s of %s", self.owner, mine, self.of)
             if self._poke is not None:
                 self._poke.set()  # claim from the new partitions now
-        self.members, self.partitions, self._joined = members, mine, True
+        self.members, self.partitions = members, mine
         return mine
+
+    def _check_coverage(self, peers: list[Peer]) -> None:
+        problems = coverage_problems(peers)
+        if problems == self.coverage_problems:
+            return
+        for problem in problems:
+            if problem not in self.coverage_problems:
+                log.error("worker %s: %s", self.owner, problem)
+        if not problems:
+            log.info("worker %s: the live workers claim every partition again", self.owner)
+        self.coverage_problems = problems
 
     async def _heartbeat_loop(self) -> None:
         while True:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 
 from wovyr.errors import ConfigError
+from wovyr.store.shards import Peer, coverage_problems
 from wovyr.worker.partitions import assign_partitions, parse_partitions
 
 
@@ -51,3 +54,27 @@ def test_assignment_gives_every_partition_exactly_one_owner(of: int, count: int)
 def test_a_non_member_owns_nothing() -> None:
     assert assign_partitions(["a", "b"], "c", 8) == []
     assert assign_partitions(["b", "a", "a"], "a", 8) == [0, 1, 2, 3]
+
+
+def fixed(owner: str, of: int, partitions: Iterable[int]) -> Peer:
+    return Peer(owner, "fixed", of, tuple(partitions))
+
+
+def test_coverage_problems() -> None:
+    assert coverage_problems([]) == []
+    assert coverage_problems([fixed("a", 16, range(16))]) == []
+    gaps = coverage_problems([fixed("a", 16, [0, 1, 2, 5]), fixed("b", 16, [7, 8, 9])])
+    assert gaps == [
+        "partitions 3-4,6,10-15 of 16 have no live worker: executions in them wait until a "
+        "worker claims them"
+    ]
+    # A worker with no filter, or any member of the membership, claims every partition.
+    assert coverage_problems([fixed("a", 16, [0]), Peer("b", "all")]) == []
+    assert coverage_problems([fixed("a", 16, [0]), Peer("m", "member", 16)]) == []
+    # Counts that disagree: said, and the shards left over are counted exactly
+    # (0-7 of 16 and 4-7 of 8 leave s % 16 in 8..11: a quarter of the 1024 shards).
+    mixed = coverage_problems([fixed("a", 16, range(8)), fixed("b", 8, [4, 5, 6, 7])])
+    assert mixed[0].startswith("workers split the queue into different partition counts")
+    assert mixed[1].startswith("256 of 1024 shards have no live worker")
+    # Members that disagree on the count are flagged too (each covers "everything").
+    assert len(coverage_problems([Peer("m", "member", 64), Peer("n", "member", 16)])) == 1

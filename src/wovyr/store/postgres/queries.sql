@@ -291,30 +291,33 @@ WHERE tenant = %(tenant)s AND id = %(id)s AND version = %(expected_version)s;
 
 -- name: member_heartbeat
 -- One statement: upsert this worker's row, drop the members whose heartbeat expired and
--- return the live members, sorted (this worker included). The CTEs see the snapshot taken
+-- return the live workers, sorted (this one included). The CTEs see the snapshot taken
 -- before the statement, hence the UNION with the row just written.
 WITH me AS (
-    INSERT INTO worker_members (owner, joined_at, last_seen)
-    VALUES (%(owner)s, COALESCE(%(now)s::timestamptz, now()), COALESCE(%(now)s::timestamptz, now()))
-    ON CONFLICT (owner) DO UPDATE SET last_seen = EXCLUDED.last_seen
-    RETURNING owner
+    INSERT INTO worker_members (owner, joined_at, last_seen, mode, partition_count, partitions)
+    VALUES (%(owner)s, COALESCE(%(now)s::timestamptz, now()),
+            COALESCE(%(now)s::timestamptz, now()), %(mode)s, %(of)s, %(partitions)s)
+    ON CONFLICT (owner) DO UPDATE
+    SET last_seen = EXCLUDED.last_seen, mode = EXCLUDED.mode,
+        partition_count = EXCLUDED.partition_count, partitions = EXCLUDED.partitions
+    RETURNING owner, mode, partition_count, partitions
 ), expired AS (
     DELETE FROM worker_members
     WHERE last_seen < COALESCE(%(now)s::timestamptz, now()) - %(ttl)s::interval
       AND owner <> %(owner)s
 )
-SELECT owner FROM worker_members
+SELECT owner, mode, partition_count, partitions FROM worker_members
 WHERE last_seen >= COALESCE(%(now)s::timestamptz, now()) - %(ttl)s::interval
   AND owner <> %(owner)s
-UNION
-SELECT owner FROM me
+UNION ALL
+SELECT owner, mode, partition_count, partitions FROM me
 ORDER BY 1;
 
 -- name: member_leave
 DELETE FROM worker_members WHERE owner = %(owner)s;
 
 -- name: members
-SELECT owner, joined_at, last_seen
+SELECT owner, joined_at, last_seen, mode
 FROM worker_members
 WHERE last_seen >= COALESCE(%(now)s::timestamptz, now()) - %(ttl)s::interval
 ORDER BY owner;
