@@ -5,6 +5,8 @@ B1  500 workflows of 3 no-op tool steps, sequential and 8 in flight: workflows/s
     and each as a share of B0 (and of B0/5, the target's yardstick).
 B3  per-step overhead (T(3 tool steps) - T(baseline)) / 3, and durable commits per step.
 B4  event append p50 at history length 1 vs 10,000 (ratio).
+B3w per-step time in chains of 3, 30, 100 and 300 tool steps: how the cost of a step grows
+    with the size of the workflow (decide scans the DAG; the checkpoint grows with it).
 
 Figures are measured in one run and reported as ratios because this machine is noisy.
 Usage: python bench/bench_engine.py [--workflows 500] [--json]
@@ -131,6 +133,28 @@ def b1_b3(folder: Path, count: int) -> dict[str, Any]:
     return out
 
 
+def chain(length: int) -> str:
+    steps = ["  - {id: a0, tool: noop}"] + [
+        f"  - {{id: a{i}, needs: [a{i - 1}], tool: noop}}" for i in range(1, length)
+    ]
+    return (
+        f"apiVersion: wovyr/v1\nkind: Workflow\nmetadata: {{name: chain{length}}}\n"
+        "activities:\n" + "\n".join(steps) + "\n"
+    )
+
+
+def b3_wide(folder: Path, steps: int = 600) -> dict[str, float]:
+    """Milliseconds per step, sequentially, for chains of growing length."""
+    out: dict[str, float] = {}
+    for length in (3, 30, 100, 300):
+        engine = make_engine(folder, f"b3w_{length}")
+        count = max(2, steps // length)
+        elapsed = asyncio.run(run_workflows(engine, chain(length), count, 1))
+        engine.close()
+        out[str(length)] = elapsed / (count * length) * 1000
+    return out
+
+
 def b4(folder: Path, history: int = 10_000, sample: int = 200) -> dict[str, float]:
     """Append one event per transaction through the store, as the engine does."""
     engine = make_engine(folder, "b4")
@@ -174,6 +198,7 @@ def main() -> None:
         ceiling = b0(folder)
         results: dict[str, Any] = {"b0_commits_per_s": ceiling}
         results.update(b1_b3(folder, args.workflows))
+        results["b3_wide_ms_per_step"] = b3_wide(folder)
         results["b4"] = b4(folder)
     for label in ("sequential", "in_flight_8"):
         r = results[label]
@@ -194,6 +219,12 @@ def main() -> None:
     print(
         f"B3  per-step overhead {b3r['per_step_overhead_ms']:.2f} ms; durable commits per step "
         f"{b3r['durable_commits_per_step_excluding_start']:.2f} (+1 to start)"
+    )
+    wide = results["b3_wide_ms_per_step"]
+    print(
+        "B3w ms per step in a chain of "
+        + ", ".join(f"{n}: {ms:.2f}" for n, ms in wide.items())
+        + f" steps ({wide['300'] / wide['3']:.1f}x from 3 to 300)"
     )
     b4r = results["b4"]
     print(

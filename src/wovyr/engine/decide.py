@@ -231,34 +231,57 @@ def _step(
         timeout_events, timeout_runs = saga.timeout(definition, state, now)
         if timeout_events:
             return timeout_events, timeout_runs
-    if any(state.activity(a.id).status == ActivityStatus.FAILED for a in definition.activities):
+    if any(a.status == ActivityStatus.FAILED for a in state.activities.values()):
         return saga.failing(definition, state, now, in_flight)
     events: list[Event] = []
     runs: list[RunActivity] = []
-    ctx = expression_context(state)
+    ctx = LazyContext(state)
     for act in definition.activities:
-        ev_a, run_a = _advance(act, state.activity(act.id), state, ctx, now, in_flight, max_items)
-        events.extend(ev_a)
+        a = state.activity(act.id)
+        if a.status in _SETTLED:
+            continue  # nothing left to decide for it (this keeps a pass cheap in big DAGs)
+        ev_a, run_a = _advance(act, a, state, ctx, now, in_flight, max_items)
+        if ev_a:
+            events.extend(ev_a)
+            if any(e.type in _SETTLING for e in ev_a):
+                runs.extend(run_a)
+                break  # the context changed: re-evaluate on the next pass
         runs.extend(run_a)
-        if any(e.type in _SETTLING for e in ev_a):
-            break  # the context changed: re-evaluate on the next pass
     if events or runs:
         return events, runs
     if all(state.activity(a.id).status in ActivityStatus.DONE_OK for a in definition.activities):
-        return _complete(definition, state, ctx, now), []
+        return _complete(definition, state, ctx(), now), []
     return [], []
 
 
 _SETTLING = frozenset(
     {EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_SKIPPED, EventType.ACTIVITY_FAILED}
 )
+# Statuses `_advance` has nothing to do for (FAILED never gets there: the saga takes over).
+_SETTLED = frozenset({ActivityStatus.COMPLETED, ActivityStatus.SKIPPED})
+
+
+class LazyContext:
+    """The expression context of one state, built on first use: most activities a pass
+    looks at need none (they are running, or waiting for what they need)."""
+
+    __slots__ = ("_state", "_value")
+
+    def __init__(self, state: ExecutionState) -> None:
+        self._state = state
+        self._value: dict[str, Any] | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        if self._value is None:
+            self._value = expression_context(self._state)
+        return self._value
 
 
 def _advance(
     act: Activity,
     a: ActivityState,
     state: ExecutionState,
-    ctx: dict[str, Any],
+    ctx: LazyContext,
     now: datetime,
     in_flight: frozenset[str],
     max_items: int,
@@ -295,11 +318,12 @@ def outcome_events_for_child(act: Activity, a: ActivityState, now: datetime) -> 
 
 
 def _maybe_schedule(
-    act: Activity, state: ExecutionState, ctx: dict[str, Any], now: datetime, max_items: int
+    act: Activity, state: ExecutionState, lazy: LazyContext, now: datetime, max_items: int
 ) -> tuple[list[Event], list[RunActivity]]:
     for need in act.needs:
         if state.activity(need).status not in ActivityStatus.DONE_OK:
             return [], []
+    ctx = lazy()
     try:
         if not evaluate_condition(act.when, ctx, where=f"activity '{act.id}' field when"):
             return [

@@ -5,6 +5,7 @@ fails (and compensation later covers the completed items)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -82,7 +83,7 @@ def _fail(activity_id: str, err: dict[str, Any], now: datetime, output: Any = No
 def advance_items(
     act: Activity,
     a: ActivityState,
-    ctx: dict[str, Any],
+    ctx: Callable[[], dict[str, Any]],
     now: datetime,
     in_flight: frozenset[str],
 ) -> tuple[list[Event], list[RunActivity]]:
@@ -160,7 +161,7 @@ def _advance_item(
 
 
 def _start_pending(
-    act: Activity, a: ActivityState, ctx: dict[str, Any], now: datetime, busy: int
+    act: Activity, a: ActivityState, lazy: Callable[[], dict[str, Any]], now: datetime, busy: int
 ) -> tuple[list[Event], list[RunActivity]]:
     limit = act.max_concurrency or len(a.items or ())
     values = a.input if isinstance(a.input, list) else []
@@ -171,7 +172,7 @@ def _start_pending(
             break
         if item["status"] != ActivityStatus.PENDING:
             continue
-        item_ctx = {**ctx, "item": values[i] if i < len(values) else None, "index": i}
+        item_ctx = {**lazy(), "item": values[i] if i < len(values) else None, "index": i}
         where = f"activity '{act.id}' item {i}"
         try:
             rendered = render(spec_of(act), item_ctx, where=where)
