@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
+import psycopg
 import pytest
 
 from wovyr.clock import ManualClock
 from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
-from wovyr.errors import ConfigError
+from wovyr.errors import ConfigError, StoreError
 from wovyr.store.memory import MemoryStore
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.shards import stable_shard
@@ -187,6 +188,43 @@ def test_workers_report_partitions_nobody_claims_and_counts_that_disagree(
 
     try:
         asyncio.run(main())
+    finally:
+        store.close()
+
+
+def test_a_worker_that_cannot_report_still_claims(
+    postgres_url: str, clock: ManualClock, registry: ActivityRegistry
+) -> None:
+    """The report is for the coverage check only: when it fails (here its table is gone), a
+    worker with fixed partitions (or none) still claims and runs its work."""
+
+    async def quick() -> str:
+        return "ok"
+
+    registry.register("hold", quick)
+    store = PostgresStore(postgres_url, max_size=4)
+    engine = Engine(store, clock=clock, activities=registry)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE worker_members")
+    ids = [engine.start(BLOCKING, execution_id=f"r{i}").id for i in range(4)]
+
+    async def main() -> None:
+        for worker in (Worker(engine, owner="all"), Worker(engine, partitions=range(OF), of=OF)):
+            try:
+                await worker.run_until_idle()
+                await worker.heartbeat()
+            finally:
+                await worker.close()
+        member = Worker(engine, owner="m", membership=True, of=OF)
+        try:
+            with pytest.raises(StoreError):
+                await member.rebalance()  # a member cannot know its share without it
+        finally:
+            await member.close()
+
+    try:
+        asyncio.run(main())
+        assert {engine.query(i).status for i in ids} == {"completed"}
     finally:
         store.close()
 

@@ -430,9 +430,16 @@ class Worker:
             self.of if self.mode != "all" else None,
             tuple(self.partitions or ()) if self.mode == "fixed" else (),
         )
-        peers = await self.committer.run_sync(
-            store.worker_heartbeat, me, self.engine.clock.now(), self.lease_seconds
-        )
+        try:
+            peers = await self.committer.run_sync(
+                store.worker_heartbeat, me, self.engine.clock.now(), self.lease_seconds
+            )
+        except StoreError as exc:
+            if self.membership:
+                raise  # no share of the partitions without it
+            # Only the coverage check needs it: claiming goes on, the next beat retries.
+            log.warning("worker %s: could not report to the other workers: %s", self.owner, exc)
+            return list(self.partitions or ())
         self._joined = True
         self._check_coverage(peers)
         if not self.membership:
