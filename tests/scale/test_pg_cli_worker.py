@@ -76,3 +76,6 @@ def test_cli_worker_claims_only_its_partitions(cluster: Cluster) -> None:
         engine.close()
     assert cluster.stop(proc) == 0, cluster.log("cli")
     assert "partitions 0-7 of 16" in cluster.log("cli")
+    # Alone, it is told (and says on stderr) that the other half of the queue has no worker.
+    assert "ERROR wovyr.worker: worker " in cluster.log("cli")
+    assert "partitions 8-15 of 16 have no live worker" in cluster.log("cli")

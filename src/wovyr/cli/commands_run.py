@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import time
 from pathlib import Path
@@ -215,6 +216,11 @@ def worker_command(
     lease = lease_seconds or settings.lease_seconds
     poll = poll_interval or settings.poll_interval
     partitions = _worker_partitions(partition_spec, partition_count, membership)
+    # What a long-running worker notices (store failures and retries, adopted leases, its
+    # share of the partitions, partitions no live worker claims) goes to stderr.
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
     with Engine(open_store(settings.store_url, db_clock=db_clock)) as engine:
         worker = Worker(
