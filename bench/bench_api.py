@@ -47,7 +47,10 @@ def free_port() -> int:
 
 def percentiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
     return {
         "p50_ms": round(pick(0.50) * 1000, 3),
         "p99_ms": round(pick(0.99) * 1000, 3),

@@ -311,7 +311,7 @@ def b2(args: argparse.Namespace, folder: Path, ceiling: dict[str, float]) -> dic
     round reported in full is the one whose background load was the lowest."""
     rounds = []
     for _ in range(args.rounds):
-        one = {
+        one: dict[str, Any] = {
             f"workers_{n}": b2_one(args.url, folder, n, args.workflows, args.profile)
             for n in (1, 2, 4)
         }
@@ -346,7 +346,7 @@ def b2io(args: argparse.Namespace, folder: Path, sleep_ms: float = 20) -> dict[s
     """B2 with an I/O-like activity, 1 and 2 workers, in `args.rounds` interleaved rounds."""
     rounds = []
     for _ in range(args.rounds):
-        one = {
+        one: dict[str, Any] = {
             f"workers_{n}": b2_one(args.url, folder, n, args.workflows, None, sleep_ms)
             for n in (1, 2)
         }
@@ -439,7 +439,7 @@ def b8(url: str, count: int = 100_000, pages: int = 20) -> dict[str, Any]:
         try:
             base = b8_fill(schema_url, count)
             for label, raw in B8_FILTERS.items():
-                given = {
+                given: dict[str, Any] = {
                     k: (base + timedelta(days=v) if k.startswith("created_") else v)
                     for k, v in raw.items()
                 }

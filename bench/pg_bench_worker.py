@@ -73,7 +73,7 @@ def main() -> None:
             timing["commit_cpu_s"] += time.thread_time() - cpu
             timing["commit_calls"] += 1
 
-    store.commit = timed  # type: ignore[method-assign]
+    store.commit = timed  # type: ignore[method-assign,assignment]
     with Engine(store, activities=registry) as engine:
         profiler = cProfile.Profile() if args.profile else None
         if profiler is not None:
