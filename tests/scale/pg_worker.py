@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import signal
 import sys
 import time
@@ -87,6 +88,9 @@ async def work(engine: Engine, args: argparse.Namespace) -> None:
 
 def main() -> None:
     args = parse(sys.argv[1:])
+    # The worker's own lines (partition shares, coverage, retries) land in its log file,
+    # where tests read them as signals.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     load_activity_modules([str(TOOLS)])
     store = PostgresStore(args.url, max_size=args.pool, db_clock=True)
     with Engine(store) as engine:

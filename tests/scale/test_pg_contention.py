@@ -8,7 +8,7 @@ the fast suite.
 
 from __future__ import annotations
 
-import time
+import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -63,8 +63,14 @@ def test_two_members_split_the_partitions_and_share_a_load(cluster: Cluster) -> 
             row = conn.execute("SELECT count(*) FROM worker_members").fetchone()
         return int(row[0]) if row else 0
 
+    def share(name: str) -> int:
+        """How many partitions the worker's last rebalance gave it (0: none logged yet)."""
+        found = re.findall(r"partitions \[([\d, ]*)\] of 8", cluster.log(name))
+        return len(found[-1].split(",")) if found and found[-1] else 0
+
     cluster.wait_for(lambda: members() == 2, 20, "both workers to join")
-    time.sleep(0.5)  # a heartbeat round: both views hold both members
+    # Half each means each one's view holds both members: the shares no longer overlap.
+    cluster.wait_for(lambda: share("m0") == share("m1") == 4, 20, "both to hold half")
     source = cluster.chain("shared", 3)
     engine = cluster.engine()
     try:
