@@ -318,7 +318,14 @@ def test_terminated_connections_are_replaced(
             (tag,),
         ).fetchall()
     assert killed
-    time.sleep(0.1)  # let the server close them
+    # pg_terminate_backend only signals: wait (bounded) until those backends are gone.
+    deadline = time.monotonic() + 10
+    with admin(postgres_url) as conn:
+        while conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (tag,)
+        ).fetchone() != (0,):
+            assert time.monotonic() < deadline, "the terminated backends did not exit"
+            time.sleep(0.01)
     # A write is never retried: the pool's check must have replaced the dead connection.
     assert pg.commit([step("e1", 1)]) == [CommitOutcome.OK]
     assert pg.load("e1") is not None
