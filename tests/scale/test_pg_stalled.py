@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from typing import TYPE_CHECKING
 
+import psycopg
 import pytest
 
 if TYPE_CHECKING:
@@ -37,7 +37,15 @@ def test_a_stalled_worker_commits_nothing_after_a_takeover(cluster: Cluster) -> 
         a.send_signal(signal.SIGSTOP)
         a_pid = cluster.lines("entered")[0][3]
         assert a_pid == a.pid
-        time.sleep(1.2)  # A's lease (1 s, database clock) runs out while A is frozen
+
+        def lease_expired() -> bool:  # by the database's clock, which leases are measured on
+            with psycopg.connect(cluster.url, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT lease_until < now() FROM executions WHERE id = %s", (ex,)
+                ).fetchone()
+            return bool(row and row[0])
+
+        cluster.wait_for(lease_expired, 20, "A's lease (1 s) to run out while A is frozen")
 
         b = cluster.spawn("--lease", "10", name="b")
         cluster.wait_for(lambda: len(cluster.lines("entered")) == 2, 20, "B to take over")

@@ -128,9 +128,11 @@ def test_its_own_expired_lease_taken_again_carries_on(clock: ManualClock) -> Non
     store = MemoryStore()
     engine, seen = effects_engine(store, clock)
     gate = asyncio.Event()
+    entered = asyncio.Event()
 
     async def slow(ctx: ActivityContext) -> str:
         seen.append((ctx.activity_id, ctx.attempt))
+        entered.set()
         await gate.wait()
         return "ok"
 
@@ -138,12 +140,12 @@ def test_its_own_expired_lease_taken_again_carries_on(clock: ManualClock) -> Non
     ex = engine.start(TWO_STEPS).id
 
     async def main() -> None:
-        nonlocal gate
-        gate = asyncio.Event()
+        nonlocal gate, entered
+        gate, entered = asyncio.Event(), asyncio.Event()
         worker = Worker(engine, owner="w", lease_seconds=30)
         try:
             assert await worker.tick() == 1
-            await asyncio.sleep(0.01)  # `a` is running
+            await asyncio.wait_for(entered.wait(), 10)  # `a` is running
             clock.advance(31)  # no heartbeat came: our lease expired...
             assert await worker.tick() == 0  # ...and we took it again ourselves
             runner = worker.runners[ex]
