@@ -53,6 +53,8 @@ from wovyr.store.base import (
     Page,
     StepWrite,
     Store,
+    TimerLocking,
+    TimerRecord,
 )
 
 __all__ = ["Engine", "ExecutionView"]
@@ -399,37 +401,33 @@ class Engine(Definitions):
     def fire_due_timers(self, limit: int = 500) -> int:
         """Fire the timers due now, up to `limit`, in ONE transaction (each execution's due
         timers become `TimerFired` events in one step); returns how many fired. A step that
-        conflicts with a concurrent change is left for the next pass: its rows stay due."""
+        conflicts with a concurrent change is left for the next pass: its rows stay due.
+        On a store with `TimerLocking` (PostgreSQL), concurrent dispatchers take disjoint
+        sets of due timers (SKIP LOCKED) instead of all reading the same ones."""
         now = self.clock.now()
-        due: dict[str, list[str]] = {}
-        for timer in self.store.due_timers(now, limit):
-            due.setdefault(timer.execution_id, []).append(timer.timer_id)
-        steps, counts = [], []
-        for execution_id, timer_ids in due.items():
-            record = self.store.load(execution_id, tenant=None)
-            if record is None:
-                continue
-            state = state_from_json(record.checkpoint or {})
-            events = [
-                Event(EventType.TIMER_FIRED, now, {"timer": t, "fired_at": now.isoformat()})
-                for t in timer_ids
-                if t in state.timers
-            ]
-            after = fold(events, state)
-            step = make_step(execution_id, state, after, events, now, ready=bool(events))
-            stale = [t for t in timer_ids if t not in state.timers]
-            if not events:  # stale rows only: remove them without waking the execution
-                step = replace(step, timers_removed=stale, ready=record.ready)
-            else:
-                step = replace(step, timers_removed=[*step.timers_removed, *stale])
-            steps.append(step)
-            counts.append(len(events))
+        store = self.store
+
+        def build(
+            timers: builtins.list[TimerRecord], records: Mapping[str, ExecutionRecord]
+        ) -> builtins.list[StepWrite]:
+            return _timer_steps(now, timers, records)
+
+        if isinstance(store, TimerLocking):
+            done = store.fire_timers(now, limit, build)
+        else:
+            timers = store.due_timers(now, limit)
+            records = {}
+            for execution_id in dict.fromkeys(t.execution_id for t in timers):
+                record = store.load(execution_id, tenant=None)
+                if record is not None:
+                    records[execution_id] = record
+            steps = build(timers, records)
+            done = list(zip(steps, store.commit(steps), strict=True)) if steps else []
         fired = 0
-        if steps:
-            for step, count, outcome in zip(steps, counts, self.store.commit(steps), strict=True):
-                if outcome is CommitOutcome.OK and count:
-                    fired += count
-                    self.notify(step.execution_id)
+        for step, outcome in done:
+            if outcome is CommitOutcome.OK and step.events:
+                fired += len(step.events)
+                self.notify(step.execution_id)
         return fired
 
     # --- reads ---------------------------------------------------------------------------
@@ -483,3 +481,33 @@ class Engine(Definitions):
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
         return build_view(self.definition(record.definition_hash), record, state)
+
+
+def _timer_steps(
+    now: datetime, timers: builtins.list[TimerRecord], records: Mapping[str, ExecutionRecord]
+) -> builtins.list[StepWrite]:
+    """One step per execution with due timers: its `TimerFired` events (and the removal of
+    rows for timers its state no longer holds; such a step alone does not wake it)."""
+    due: dict[str, builtins.list[str]] = {}
+    for timer in timers:
+        due.setdefault(timer.execution_id, []).append(timer.timer_id)
+    steps = []
+    for execution_id, timer_ids in due.items():
+        record = records.get(execution_id)
+        if record is None:
+            continue
+        state = state_from_json(record.checkpoint or {})
+        events = [
+            Event(EventType.TIMER_FIRED, now, {"timer": t, "fired_at": now.isoformat()})
+            for t in timer_ids
+            if t in state.timers
+        ]
+        after = fold(events, state)
+        step = make_step(execution_id, state, after, events, now, ready=bool(events))
+        stale = [t for t in timer_ids if t not in state.timers]
+        if not events:  # stale rows only: remove them without waking the execution
+            step = replace(step, timers_removed=stale, ready=record.ready)
+        else:
+            step = replace(step, timers_removed=[*step.timers_removed, *stale])
+        steps.append(step)
+    return steps

@@ -9,10 +9,10 @@ refusing it when the expected sequence number or the lease fence no longer holds
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from wovyr.events import Event
 
@@ -225,6 +225,22 @@ class WorkQueue(Protocol):
 class TimerStore(Protocol):
     def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]: ...
     def next_timer_at(self) -> datetime | None: ...
+
+
+TimerSteps = Callable[[list[TimerRecord], Mapping[str, ExecutionRecord]], list[StepWrite]]
+
+
+@runtime_checkable
+class TimerLocking(Protocol):
+    """A store on which many dispatchers split the due timers instead of racing for them
+    (PostgreSQL: `FOR UPDATE SKIP LOCKED`). In ONE transaction it locks up to `limit` due
+    timer rows that no other dispatcher holds, loads their executions, lets `build` turn
+    them into steps (one per execution) and applies those steps; it returns each step with
+    its outcome. A dispatcher that dies mid-way leaves nothing locked."""
+
+    def fire_timers(
+        self, now: datetime, limit: int, build: TimerSteps
+    ) -> list[tuple[StepWrite, CommitOutcome]]: ...
 
 
 class Store(DefinitionStore, ExecutionStore, WorkQueue, TimerStore, Protocol):

@@ -193,6 +193,23 @@ WHERE fire_at <= %(now)s
 ORDER BY fire_at, execution_id, timer_id
 LIMIT %(limit)s;
 
+-- name: lock_due_timers
+-- The due timers no other dispatcher holds, locked until this transaction ends (it fires
+-- them): concurrent dispatchers split the due rows instead of racing for the same ones.
+SELECT execution_id, timer_id, fire_at
+FROM timers
+WHERE fire_at <= %(now)s
+ORDER BY fire_at, execution_id, timer_id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: load_many
+SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
+       parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
+       checkpoint
+FROM executions
+WHERE id = ANY(%(ids)s);
+
 -- name: next_timer_at
 SELECT min(fire_at) FROM timers;
 

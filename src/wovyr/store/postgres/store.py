@@ -49,6 +49,7 @@ from wovyr.store.base import (
     Page,
     StepWrite,
     TimerRecord,
+    TimerSteps,
 )
 from wovyr.store.codec import dumps
 from wovyr.store.postgres import support
@@ -125,10 +126,18 @@ class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, Postgr
 
     # --- plumbing ------------------------------------------------------------------------
 
-    def _run(self, body: Callable[[Connection], T], *, write: bool, transaction: bool = False) -> T:
+    def _run(
+        self,
+        body: Callable[[Connection], T],
+        *,
+        write: bool,
+        transaction: bool = False,
+        wrote: Callable[[T], bool] | None = None,
+    ) -> T:
         """Run `body` on a pooled connection (autocommit, or in one transaction), translating
         driver errors; retry a read that lost its connection, or a write the server rolled
-        back because of a deadlock, once."""
+        back because of a deadlock, once. A write counts as a durable commit unless `wrote`
+        says, from its result, that it changed nothing."""
         for attempt in (1, 2):
             try:
                 with self._connection() as conn:
@@ -137,7 +146,7 @@ class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, Postgr
                             result = body(conn)
                     else:
                         result = body(conn)
-                if write:
+                if write and (wrote is None or wrote(result)):
                     with self._count_lock:
                         self.commits += 1
                 return result
@@ -471,6 +480,29 @@ class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, Postgr
     def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
         rows = self._read("due_timers", {"now": now, "limit": limit})
         return [TimerRecord(r[0], r[1], support.utc(r[2])) for r in rows]
+
+    def fire_timers(
+        self, now: datetime, limit: int, build: TimerSteps
+    ) -> list[tuple[StepWrite, CommitOutcome]]:
+        """`TimerLocking`: lock due timers (SKIP LOCKED), build their steps and apply them,
+        in one transaction."""
+
+        def body(conn: Connection) -> tuple[list[StepWrite], list[Any]]:
+            rows = conn.execute(self._q["lock_due_timers"], {"now": now, "limit": limit})
+            timers = [TimerRecord(r[0], r[1], support.utc(r[2])) for r in rows.fetchall()]
+            if not timers:
+                return [], []
+            ids = sorted({t.execution_id for t in timers})
+            found = conn.execute(self._q["load_many"], {"ids": ids}).fetchall()
+            records = {r.id: r for r in (support.execution(f, with_checkpoint=True) for f in found)}
+            steps = build(timers, records)
+            if not steps:
+                return [], []
+            params = support.batch_params(steps, self.channel)
+            return steps, conn.execute(self._q["apply_steps"], params).fetchall()
+
+        steps, rows = self._run(body, write=True, transaction=True, wrote=lambda r: bool(r[0]))
+        return [(step, self._outcome(step, row)) for step, row in zip(steps, rows, strict=True)]
 
     def next_timer_at(self) -> datetime | None:
         rows = self._read("next_timer_at", {})
