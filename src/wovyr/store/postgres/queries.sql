@@ -193,6 +193,9 @@ WHERE fire_at <= %(now)s
 ORDER BY fire_at, execution_id, timer_id
 LIMIT %(limit)s;
 
+-- name: any_due_timer
+SELECT 1 FROM timers WHERE fire_at <= %(now)s LIMIT 1;
+
 -- name: lock_due_timers
 -- The due timers no other dispatcher holds, locked until this transaction ends (it fires
 -- them): concurrent dispatchers split the due rows instead of racing for the same ones.
