@@ -12,7 +12,6 @@ import builtins
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from wovyr.engine.state import (
     fold,
     state_from_json,
 )
-from wovyr.engine.steps import make_step
+from wovyr.engine.steps import make_step, timer_steps
 from wovyr.engine.views import ExecutionView, build_view
 from wovyr.errors import (
     Conflict,
@@ -410,7 +409,7 @@ class Engine(Definitions):
         def build(
             timers: builtins.list[TimerRecord], records: Mapping[str, ExecutionRecord]
         ) -> builtins.list[StepWrite]:
-            return _timer_steps(now, timers, records)
+            return timer_steps(now, timers, records)
 
         if isinstance(store, TimerLocking):
             done = store.fire_timers(now, limit, build)
@@ -481,33 +480,3 @@ class Engine(Definitions):
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
         return build_view(self.definition(record.definition_hash), record, state)
-
-
-def _timer_steps(
-    now: datetime, timers: builtins.list[TimerRecord], records: Mapping[str, ExecutionRecord]
-) -> builtins.list[StepWrite]:
-    """One step per execution with due timers: its `TimerFired` events (and the removal of
-    rows for timers its state no longer holds; such a step alone does not wake it)."""
-    due: dict[str, builtins.list[str]] = {}
-    for timer in timers:
-        due.setdefault(timer.execution_id, []).append(timer.timer_id)
-    steps = []
-    for execution_id, timer_ids in due.items():
-        record = records.get(execution_id)
-        if record is None:
-            continue
-        state = state_from_json(record.checkpoint or {})
-        events = [
-            Event(EventType.TIMER_FIRED, now, {"timer": t, "fired_at": now.isoformat()})
-            for t in timer_ids
-            if t in state.timers
-        ]
-        after = fold(events, state)
-        step = make_step(execution_id, state, after, events, now, ready=bool(events))
-        stale = [t for t in timer_ids if t not in state.timers]
-        if not events:  # stale rows only: remove them without waking the execution
-            step = replace(step, timers_removed=stale, ready=record.ready)
-        else:
-            step = replace(step, timers_removed=[*step.timers_removed, *stale])
-        steps.append(step)
-    return steps

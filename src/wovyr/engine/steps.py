@@ -1,16 +1,18 @@
-"""Turning a state transition into a `StepWrite`, and summarising what an execution waits on."""
+"""Turning a state transition into a `StepWrite` (also the steps that fire due timers), and
+summarising what an execution waits on."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from wovyr.engine.state import ActivityStatus, ExecutionState, state_to_json
-from wovyr.events import Event
-from wovyr.store.base import StepWrite
+from wovyr.engine.state import ActivityStatus, ExecutionState, fold, state_from_json, state_to_json
+from wovyr.events import Event, EventType
+from wovyr.store.base import ExecutionRecord, StepWrite, TimerRecord
 
-__all__ = ["make_step", "waiting_on"]
+__all__ = ["make_step", "timer_steps", "waiting_on"]
 
 
 def make_step(
@@ -70,3 +72,33 @@ def _wait_text(activity_id: str, wait: dict[str, Any]) -> str:
     if kind == "timer":
         return f"timer {activity_id} fires {wait.get('fire_at')}"
     return f"approval {activity_id}"
+
+
+def timer_steps(
+    now: datetime, timers: list[TimerRecord], records: Mapping[str, ExecutionRecord]
+) -> list[StepWrite]:
+    """One step per execution with due timers: its `TimerFired` events (and the removal of
+    rows for timers its state no longer holds; such a step alone does not wake it)."""
+    due: dict[str, list[str]] = {}
+    for timer in timers:
+        due.setdefault(timer.execution_id, []).append(timer.timer_id)
+    steps = []
+    for execution_id, timer_ids in due.items():
+        record = records.get(execution_id)
+        if record is None:
+            continue
+        state = state_from_json(record.checkpoint or {})
+        events = [
+            Event(EventType.TIMER_FIRED, now, {"timer": t, "fired_at": now.isoformat()})
+            for t in timer_ids
+            if t in state.timers
+        ]
+        after = fold(events, state)
+        step = make_step(execution_id, state, after, events, now, ready=bool(events))
+        stale = [t for t in timer_ids if t not in state.timers]
+        if not events:  # stale rows only: remove them without waking the execution
+            step = replace(step, timers_removed=stale, ready=record.ready)
+        else:
+            step = replace(step, timers_removed=[*step.timers_removed, *stale])
+        steps.append(step)
+    return steps

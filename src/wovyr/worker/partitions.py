@@ -12,12 +12,13 @@ that is safe (claims use `SKIP LOCKED` and fences), the next heartbeat round fix
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from wovyr.errors import ConfigError
-from wovyr.store.shards import SHARD_COUNT, Peer, shards_for
+from wovyr.store.shards import SHARD_COUNT, Peer, coverage_problems, shards_for
 
 __all__ = [
     "DEFAULT_MEMBER_PARTITIONS",
@@ -25,7 +26,11 @@ __all__ = [
     "assign_partitions",
     "parse_partitions",
     "partition_setup",
+    "peer",
+    "report_coverage",
 ]
+
+log = logging.getLogger("wovyr.worker")
 
 # Partitions handed out by membership when `of` is not given: more than workers are ever
 # expected on one database, and a divisor of the 1024 shards so all are the same size.
@@ -102,3 +107,27 @@ def partition_setup(
             hint="use PostgreSQL, or give --partitions/--of explicitly",
         )
     return [], count
+
+
+def peer(owner: str, mode: str, partitions: Sequence[int] | None, of: int | None) -> Peer:
+    """How a worker claims, as it reports itself to the others (`mode`: member/fixed/all)."""
+    return Peer(
+        owner,
+        mode,
+        of if mode != "all" else None,
+        tuple(partitions or ()) if mode == "fixed" else (),
+    )
+
+
+def report_coverage(owner: str, before: list[str], peers: Sequence[Peer]) -> list[str]:
+    """The coverage problems of the live `peers`; the new ones are logged as errors, and
+    their end (all clear after problems) as information."""
+    problems = coverage_problems(peers)
+    if problems == before:
+        return before
+    for problem in problems:
+        if problem not in before:
+            log.error("worker %s: %s", owner, problem)
+    if not problems:
+        log.info("worker %s: the live workers claim every partition again", owner)
+    return problems

@@ -29,17 +29,22 @@ from typing import Any
 
 from wovyr.definition.model import Workflow
 from wovyr.engine.commit import GroupCommitter
-from wovyr.engine.engine import Engine, ExecutionView
+from wovyr.engine.engine import Engine
 from wovyr.engine.runner import ExecutionRunner
 from wovyr.engine.state import state_from_json
 from wovyr.errors import StoreError
 from wovyr.scheduling.schedules import Schedules
 from wovyr.store.base import ExecutionRecord, LeaseState
-from wovyr.store.shards import Peer, coverage_problems
 from wovyr.worker.listener import Notifying, WorkListener
-from wovyr.worker.partitions import Membership, assign_partitions, partition_setup
+from wovyr.worker.partitions import (
+    Membership,
+    assign_partitions,
+    partition_setup,
+    peer,
+    report_coverage,
+)
 
-__all__ = ["Worker", "WorkerStats", "run_workflow"]
+__all__ = ["Worker", "WorkerStats"]
 
 log = logging.getLogger("wovyr.worker")
 _BACKOFF_START, _BACKOFF_MAX = 0.05, 2.0
@@ -83,8 +88,6 @@ class Worker:
         self.membership = membership
         self.members: list[str] = []
         self.partitions, self.of = partition_setup(engine.store, partitions, of, membership)
-        # How this worker chooses what to claim, as the other workers see it.
-        self.mode = "member" if membership else "all" if self.partitions is None else "fixed"
         self.coverage_problems: list[str] = []  # what the live workers leave unclaimed
         self.committer = GroupCommitter(engine.store, solo=lambda: len(self.runners) <= 1)
         self.schedules = Schedules(engine) if hasattr(engine.store, "due_schedules") else None
@@ -97,6 +100,13 @@ class Worker:
         self._store_retries: int | None = None  # None: resume after store failures forever
         self._joined = False
         self._orphans: set[str] = set()
+
+    @property
+    def mode(self) -> str:
+        """How this worker chooses what to claim, as the other workers see it."""
+        if self.membership:
+            return "member"
+        return "all" if self.partitions is None else "fixed"
 
     # --- wiring --------------------------------------------------------------------------
 
@@ -424,12 +434,7 @@ class Worker:
         claim every partition (and agree on their count)."""
         store = self.engine.store
         assert isinstance(store, Membership)
-        me = Peer(
-            self.owner,
-            self.mode,
-            self.of if self.mode != "all" else None,
-            tuple(self.partitions or ()) if self.mode == "fixed" else (),
-        )
+        me = peer(self.owner, self.mode, self.partitions, self.of)
         try:
             peers = await self.committer.run_sync(
                 store.worker_heartbeat, me, self.engine.clock.now(), self.lease_seconds
@@ -441,7 +446,7 @@ class Worker:
             log.warning("worker %s: could not report to the other workers: %s", self.owner, exc)
             return list(self.partitions or ())
         self._joined = True
-        self._check_coverage(peers)
+        self.coverage_problems = report_coverage(self.owner, self.coverage_problems, peers)
         if not self.membership:
             return list(self.partitions or ())
         assert self.of is not None
@@ -454,17 +459,6 @@ class Worker:
                 self._poke.set()  # claim from the new partitions now
         self.members, self.partitions = members, mine
         return mine
-
-    def _check_coverage(self, peers: list[Peer]) -> None:
-        problems = coverage_problems(peers)
-        if problems == self.coverage_problems:
-            return
-        for problem in problems:
-            if problem not in self.coverage_problems:
-                log.error("worker %s: %s", self.owner, problem)
-        if not problems:
-            log.info("worker %s: the live workers claim every partition again", self.owner)
-        self.coverage_problems = problems
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -494,25 +488,3 @@ class Worker:
                 await self.committer.run_sync(store.member_leave, self.owner)
         self.engine.remove_listener(self._on_change)
         self.committer.close()
-
-
-def run_workflow(
-    engine: Engine,
-    definition: Workflow | str | Path,
-    input: Mapping[str, Any] | None = None,
-    *,
-    execution_id: str | None = None,
-) -> ExecutionView:
-    """Start (or resume) an execution and drive it in this process until it completes,
-    fails or waits (for a signal, an approval or a future timer)."""
-
-    async def main() -> str:
-        worker = Worker(engine)
-        try:
-            record = await worker.start(definition, input, execution_id=execution_id)
-            await worker.run_until_idle(only=[record.id])
-            return record.id
-        finally:
-            await worker.close()
-
-    return engine.query(asyncio.run(main()))

@@ -48,8 +48,6 @@ from wovyr.store.base import (
     NewExecution,
     Page,
     StepWrite,
-    TimerRecord,
-    TimerSteps,
 )
 from wovyr.store.codec import dumps
 from wovyr.store.postgres import support
@@ -59,6 +57,7 @@ from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.support import Connection
+from wovyr.store.postgres.timers import PostgresTimers
 from wovyr.store.shards import shards_for, stable_shard
 
 __all__ = ["PostgresStore"]
@@ -67,7 +66,9 @@ T = TypeVar("T")
 RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
-class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, PostgresPlatform):
+class PostgresStore(
+    PostgresSchedules, PostgresRegistry, PostgresMembers, PostgresPlatform, PostgresTimers
+):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
     def __init__(
@@ -474,39 +475,3 @@ class PostgresStore(PostgresSchedules, PostgresRegistry, PostgresMembers, Postgr
     def ready_count(self, now: datetime) -> int:
         rows = self._read("ready_count", {"now": self._now(now)})
         return int(rows[0][0])
-
-    # --- timers --------------------------------------------------------------------------
-
-    def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
-        rows = self._read("due_timers", {"now": now, "limit": limit})
-        return [TimerRecord(r[0], r[1], support.utc(r[2])) for r in rows]
-
-    def fire_timers(
-        self, now: datetime, limit: int, build: TimerSteps
-    ) -> list[tuple[StepWrite, CommitOutcome]]:
-        """`TimerLocking`: lock due timers (SKIP LOCKED), build their steps and apply them,
-        in one transaction. Nothing due (the usual case of a dispatcher's tick) costs one
-        plain read, no transaction."""
-        if not self._read("any_due_timer", {"now": now}):
-            return []
-
-        def body(conn: Connection) -> tuple[list[StepWrite], list[Any]]:
-            rows = conn.execute(self._q["lock_due_timers"], {"now": now, "limit": limit})
-            timers = [TimerRecord(r[0], r[1], support.utc(r[2])) for r in rows.fetchall()]
-            if not timers:
-                return [], []
-            ids = sorted({t.execution_id for t in timers})
-            found = conn.execute(self._q["load_many"], {"ids": ids}).fetchall()
-            records = {r.id: r for r in (support.execution(f, with_checkpoint=True) for f in found)}
-            steps = build(timers, records)
-            if not steps:
-                return [], []
-            params = support.batch_params(steps, self.channel)
-            return steps, conn.execute(self._q["apply_steps"], params).fetchall()
-
-        steps, rows = self._run(body, write=True, transaction=True, wrote=lambda r: bool(r[0]))
-        return [(step, self._outcome(step, row)) for step, row in zip(steps, rows, strict=True)]
-
-    def next_timer_at(self) -> datetime | None:
-        rows = self._read("next_timer_at", {})
-        return support.utc(rows[0][0]) if rows and rows[0][0] is not None else None

@@ -1,0 +1,61 @@
+"""The TimerStore half of the PostgreSQL store (mixed into PostgresStore), with
+`TimerLocking`: dispatchers split the due timers with `FOR UPDATE SKIP LOCKED`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from wovyr.store.base import CommitOutcome, StepWrite, TimerRecord, TimerSteps
+from wovyr.store.postgres import support
+from wovyr.store.postgres.support import Connection
+
+__all__ = ["PostgresTimers"]
+
+
+class PostgresTimers:
+    """Needs `_q`, `_read()`, `_run()`, `_outcome()` and `channel` from PostgresStore."""
+
+    _q: Mapping[str, str]
+    _read: Callable[..., list[Any]]
+    _run: Callable[..., Any]
+    _outcome: Callable[[StepWrite, Any], CommitOutcome]
+    channel: str
+
+    def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
+        rows = self._read("due_timers", {"now": now, "limit": limit})
+        return [TimerRecord(r[0], r[1], support.utc(r[2])) for r in rows]
+
+    def fire_timers(
+        self, now: datetime, limit: int, build: TimerSteps
+    ) -> list[tuple[StepWrite, CommitOutcome]]:
+        """`TimerLocking`: lock due timers (SKIP LOCKED), build their steps and apply them,
+        in one transaction. Nothing due (the usual case of a dispatcher's tick) costs one
+        plain read, no transaction."""
+        if not self._read("any_due_timer", {"now": now}):
+            return []
+
+        def body(conn: Connection) -> tuple[list[StepWrite], list[Any]]:
+            rows = conn.execute(self._q["lock_due_timers"], {"now": now, "limit": limit})
+            timers = [TimerRecord(r[0], r[1], support.utc(r[2])) for r in rows.fetchall()]
+            if not timers:
+                return [], []
+            ids = sorted({t.execution_id for t in timers})
+            found = conn.execute(self._q["load_many"], {"ids": ids}).fetchall()
+            records = {r.id: r for r in (support.execution(f, with_checkpoint=True) for f in found)}
+            steps = build(timers, records)
+            if not steps:
+                return [], []
+            params = support.batch_params(steps, self.channel)
+            return steps, conn.execute(self._q["apply_steps"], params).fetchall()
+
+        done: tuple[list[StepWrite], list[Any]] = self._run(
+            body, write=True, transaction=True, wrote=lambda r: bool(r[0])
+        )
+        steps, rows = done
+        return [(step, self._outcome(step, row)) for step, row in zip(steps, rows, strict=True)]
+
+    def next_timer_at(self) -> datetime | None:
+        rows = self._read("next_timer_at", {})
+        return support.utc(rows[0][0]) if rows and rows[0][0] is not None else None
