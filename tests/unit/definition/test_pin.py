@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wovyr.definition import canonical_json, content_hash, load_definition
+from wovyr.definition import canonical_json, content_hash, load_definition, load_definition_file
 
 from .conftest import EXAMPLES
 
@@ -128,3 +129,12 @@ def test_hash_is_invariant_under_key_order_and_formatting(seed: int, indent: int
     as_yaml = header + _to_yaml(shuffled, indent, rng)  # a root may be indented as a whole
     assert content_hash(load_definition(as_json)) == expected
     assert content_hash(load_definition(as_yaml)) == expected
+
+
+def test_example_hashes_never_change() -> None:
+    """Stored executions and registered versions are keyed by these hashes: a change to the
+    model that alters the canonical form of an existing document must not land."""
+    expected = json.loads((Path(__file__).with_name("hashes.json")).read_text())
+    assert sorted(expected) == sorted(p.name for p in EXAMPLES)
+    for path in EXAMPLES:
+        assert content_hash(load_definition_file(path)) == expected[path.name], path.name

@@ -1,0 +1,211 @@
+"""Writes `logs.json`: event logs and checkpoints recorded by the engine, kept as the
+compatibility contract of the stored event JSON (see `test_old_logs.py`).
+
+Run it only to ADD scenarios (`python -m tests.unit.engine.golden.make_logs`); the logs
+already in the file were written by an earlier engine and must keep folding to the same
+state. Each scenario drives real workers on a memory store with a ManualClock.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from wovyr.testing import drain, memory_engine
+
+OUT = Path(__file__).with_name("logs.json")
+
+
+def wf(body: str, name: str = "golden") -> str:
+    head = f"apiVersion: wovyr/v1\nkind: Workflow\nmetadata: {{name: {name}}}\n"
+    return head + textwrap.dedent(body)
+
+
+SAGA = wf(
+    """
+    activities:
+      - id: reserve
+        tool: ok
+        with: {v: 1}
+        compensate: {tool: ok, with: {v: "${{ activities.reserve.output }}"}}
+      - id: items
+        needs: [reserve]
+        for_each: "${{ [1, 2, 3] }}"
+        tool: ok
+        with: {v: "${{ item }}"}
+        compensate: {set: {undone: "${{ item }}"}}
+      - id: charge
+        needs: [items]
+        tool: flaky
+        retry: {max_attempts: 2, initial_interval: 1s}
+    """
+)
+WAITS = wf(
+    """
+    timeout: 1d
+    activities:
+      - id: go
+        wait: {signal: go}
+      - id: ok
+        needs: [go]
+        wait: {approval: {timeout: 1h}}
+      - id: nap
+        needs: [ok]
+        wait: {timer: {after: 5m}}
+      - id: note
+        needs: [nap]
+        set: {said: "${{ activities.go.output }}"}
+      - id: skipped
+        needs: [note]
+        when: "${{ false }}"
+        tool: ok
+    output: "${{ activities.note.output }}"
+    """
+)
+CHILD = wf(
+    """
+    activities:
+      - id: kids
+        for_each: "${{ [1, 2] }}"
+        workflow: {name: golden-child, input: {n: "${{ item }}"}}
+      - id: one
+        workflow: {name: golden-child, input: {n: 7}}
+    output: "${{ activities.kids.output }}"
+    """,
+    name="golden-parent",
+)
+CHILD_DEF = wf(
+    """
+    inputs: {n: {type: integer}}
+    activities:
+      - id: double
+        set: {v: "${{ inputs.n * 2 }}"}
+    output: "${{ activities.double.output.v }}"
+    """,
+    name="golden-child",
+)
+CANCELLED = wf(
+    """
+    activities:
+      - id: hold
+        wait: {signal: never}
+    """
+)
+TIMEOUT = wf(
+    """
+    timeout: 10s
+    activities:
+      - id: slow
+        wait: {timer: {after: 1h}}
+    """
+)
+BAD_EXPR = wf(
+    """
+    inputs: {m: {type: object, default: {}}}
+    activities:
+      - id: a
+        tool: ok
+        with: {v: "${{ inputs.m.deeper.x }}"}
+    """
+)
+UNDO_FAILS = wf(
+    """
+    activities:
+      - id: each
+        for_each: "${{ [1, 2] }}"
+        tool: once_bad
+        with: {v: "${{ item }}"}
+        retry: {max_attempts: 2, initial_interval: 0s}
+        compensate: {tool: bad, retry: {max_attempts: 2}}
+      - id: single
+        tool: ok
+        compensate: {tool: bad, retry: {max_attempts: 2}}
+      - id: last
+        needs: [each, single]
+        tool: bad
+        retry: {max_attempts: 1}
+    """
+)
+
+
+def scenarios() -> dict[str, Any]:
+    engine = memory_engine()
+    flaky_calls: list[int] = []
+
+    @engine.activities.activity("ok")
+    def ok(v: Any = None) -> Any:
+        return v
+
+    @engine.activities.activity("flaky")
+    def flaky() -> Any:
+        flaky_calls.append(1)
+        raise RuntimeError(f"boom {len(flaky_calls)}")
+
+    seen: set[Any] = set()
+
+    @engine.activities.activity("once_bad")
+    def once_bad(v: Any = None) -> Any:
+        if v not in seen:
+            seen.add(v)
+            raise ValueError(f"first try of {v}")
+        return v
+
+    @engine.activities.activity("bad")
+    def bad() -> Any:
+        raise RuntimeError("always")
+
+    ids = {}
+    ids["saga"] = engine.start(SAGA, execution_id="saga").id
+    drain(engine)
+    engine.clock.advance(seconds=2)
+    drain(engine)
+
+    ids["waits"] = engine.start(WAITS, execution_id="waits").id
+    drain(engine)
+    engine.signal("waits", "go", {"x": 1})
+    drain(engine)
+    engine.approve("waits", "ok", True, by="ada", comment="fine")
+    drain(engine)
+    engine.clock.advance(minutes=6)
+    drain(engine)
+
+    engine.apply(CHILD_DEF)
+    ids["parent"] = engine.start(CHILD, execution_id="parent").id
+    drain(engine)
+
+    ids["cancelled"] = engine.start(CANCELLED, execution_id="cancelled").id
+    drain(engine)
+    engine.signal("cancelled", "other", [1, 2])
+    engine.cancel("cancelled", reason="no longer needed", by="bob")
+
+    ids["timeout"] = engine.start(TIMEOUT, execution_id="timeout").id
+    drain(engine)
+    engine.clock.advance(seconds=11)
+    drain(engine)
+
+    ids["bad_expr"] = engine.start(BAD_EXPR, execution_id="bad_expr").id
+    drain(engine)
+
+    ids["undo_fails"] = engine.start(UNDO_FAILS, execution_id="undo_fails").id
+    drain(engine)
+
+    every = [r.id for r in engine.list(limit=1000).items]
+    out: dict[str, Any] = {}
+    for execution_id in sorted(every):
+        record = engine.get(execution_id)
+        out[execution_id] = {
+            "status": record.status,
+            "events": [
+                {"type": e.type, "at": e.at.isoformat(), "data": e.data}
+                for e in engine.history(execution_id)
+            ],
+            "checkpoint": record.checkpoint,
+        }
+    return out
+
+
+if __name__ == "__main__":
+    OUT.write_text(json.dumps(scenarios(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {OUT}")
