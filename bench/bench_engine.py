@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import SystemClock
-from wovyr.engine.activities.base import ActivityRegistry
+from wovyr.engine.core.state import fold, state_from_json
 from wovyr.engine.engine import Engine
-from wovyr.engine.state import fold, state_from_json
 from wovyr.engine.steps import make_step
 from wovyr.events import Event
 from wovyr.store.sqlite import SQLiteStore

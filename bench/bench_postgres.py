@@ -43,7 +43,7 @@ from typing import Any
 
 import psycopg
 
-from wovyr.engine.activities.base import ActivityRegistry
+from wovyr.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.store.base import ExecutionFilter
 from wovyr.store.postgres import PostgresStore

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wovyr.engine.activities.base import ActivityRegistry
+from wovyr.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.store.postgres import PostgresStore
 from wovyr.worker import Worker

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.store.base import Store
 
 if TYPE_CHECKING:

@@ -11,10 +11,7 @@ view = wovyr.run_workflow(engine, "examples/order-saga.yaml", {"order_id": "A-1"
 
 from __future__ import annotations
 
-from wovyr.clock import Clock, ManualClock, SystemClock
-from wovyr.definition.model import Workflow
-from wovyr.definition.parse import load_definition, load_definition_file
-from wovyr.engine.activities.base import (
+from wovyr.activities.base import (
     ActivityContext,
     ActivityError,
     ActivityRegistry,
@@ -22,6 +19,9 @@ from wovyr.engine.activities.base import (
     activity,
     current_activity,
 )
+from wovyr.clock import Clock, ManualClock, SystemClock
+from wovyr.definition.model import Workflow
+from wovyr.definition.parse import load_definition, load_definition_file
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.errors import (
     ActivityNotRegistered,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.store.memory import MemoryStore
 from wovyr.worker import Worker

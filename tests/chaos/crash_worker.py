@@ -12,7 +12,7 @@ import os
 import random
 import sys
 
-from wovyr.engine.activities.base import ActivityContext, ActivityRegistry
+from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker import Worker

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wovyr.engine.state import fold, state_to_json
+from wovyr.engine.core.state import fold, state_to_json
 from wovyr.events import Event
 from wovyr.store.base import ExecutionStore
 

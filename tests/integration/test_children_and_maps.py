@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityContext, ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.errors import DefinitionConflict
 from wovyr.testing import drain

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from wovyr.activities.base import ActivityContext, ActivityRegistry, NonRetryableError
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityContext, ActivityRegistry, NonRetryableError
 from wovyr.engine.engine import Engine
 from wovyr.errors import Conflict, ExecutionFinished, InputError, NotFound
 from wovyr.testing import drain

@@ -7,10 +7,10 @@ import textwrap
 
 import pytest
 
+from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityContext, ActivityRegistry
+from wovyr.engine.core.state import fold, state_from_json
 from wovyr.engine.engine import Engine
-from wovyr.engine.state import fold, state_from_json
 from wovyr.engine.steps import make_step
 from wovyr.events import Event
 from wovyr.store.base import CommitOutcome

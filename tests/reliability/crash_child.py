@@ -43,8 +43,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import wovyr.engine.commit
-from wovyr.engine.activities.base import ActivityContext, ActivityRegistry
+import wovyr.worker.commit
+from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.store import open_store
 from wovyr.worker import Worker
@@ -87,7 +87,7 @@ async def _inline_to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any
 
 def single_threaded() -> None:
     """Make every store call of the worker happen on the event loop's thread."""
-    wovyr.engine.commit.ThreadPoolExecutor = lambda **_: InlineExecutor()  # type: ignore[assignment,misc]
+    wovyr.worker.commit.ThreadPoolExecutor = lambda **_: InlineExecutor()  # type: ignore[assignment,misc]
     asyncio.to_thread = _inline_to_thread
 
 

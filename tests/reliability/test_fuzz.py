@@ -32,10 +32,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.definition import load_definition
 from wovyr.definition.expr import evaluate, evaluate_condition, render
 from wovyr.definition.inputs import resolve_inputs
-from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.errors import DefinitionError, ExpressionError, InputError
 from wovyr.testing import drain, memory_engine
 

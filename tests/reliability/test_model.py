@@ -46,12 +46,12 @@ from hypothesis.stateful import (
 )
 from tests.chaos.invariants import assert_checkpoint_is_fold
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.definition.parse import load_definition
-from wovyr.engine.activities.base import ActivityRegistry
-from wovyr.engine.decide import Outcome, RunActivity, decide, outcome_events
+from wovyr.engine.core.decide import Outcome, RunActivity, decide, outcome_events
+from wovyr.engine.core.state import ActivityStatus, ExecutionState, fold, state_from_json
 from wovyr.engine.engine import Engine
-from wovyr.engine.state import ActivityStatus, ExecutionState, fold, state_from_json
 from wovyr.engine.steps import make_step
 from wovyr.errors import ExecutionFinished
 from wovyr.store.base import CommitOutcome, Store

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from wovyr.engine.activities.base import load_activity_modules
+from wovyr.activities.base import load_activity_modules
 from wovyr.engine.engine import Engine
 from wovyr.store.base import CommitOutcome, StepWrite
 from wovyr.store.postgres import PostgresStore

@@ -10,8 +10,8 @@ from collections.abc import Iterable
 import psycopg
 import pytest
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError, StoreError
 from wovyr.store.memory import MemoryStore

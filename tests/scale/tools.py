@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import wovyr
-from wovyr.engine.activities.base import ActivityContext
+from wovyr.activities.base import ActivityContext
 
 
 def _append(name: str, line: str) -> None:

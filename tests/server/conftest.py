@@ -13,8 +13,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator
 from wovyr.server import create_app

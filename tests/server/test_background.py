@@ -11,7 +11,7 @@ import pytest
 from tests.server.conftest import serve
 from tests.server.test_schedules_api import eventually
 
-from wovyr.engine.activities.base import ActivityRegistry
+from wovyr.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
 

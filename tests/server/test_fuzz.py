@@ -16,8 +16,8 @@ from schemathesis import GenerationMode
 from tests.conftest import make_store
 from tests.server.test_isolation import A_FLOW, CANARY
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator
 from wovyr.scheduling.schedules import Schedules

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from tests.server.conftest import APPROVAL_FLOW, Api, serve
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.errors import StoreError
 from wovyr.settings import Settings

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.server.ui.pages import execution_page
 from wovyr.server.ui.present import (

@@ -13,6 +13,7 @@ from typing import Any
 import click
 from rich.live import Live
 
+from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.cli.common import (
     activities_table,
     console,
@@ -23,7 +24,6 @@ from wovyr.cli.common import (
 )
 from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli
 from wovyr.definition.inputs import parse_cli_inputs
-from wovyr.engine.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.errors import ConfigError, InputError, Problem
 from wovyr.settings import Settings

@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from wovyr.engine.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings, load_settings
 

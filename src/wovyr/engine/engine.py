@@ -16,19 +16,19 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
-from wovyr.engine.activities.base import ActivityRegistry, NonRetryableError, default_registry
-from wovyr.engine.decide import decide, start_events
-from wovyr.engine.definitions import Definitions
-from wovyr.engine.policy import RunActivity
-from wovyr.engine.state import (
+from wovyr.engine.core.decide import decide, start_events
+from wovyr.engine.core.policy import RunActivity
+from wovyr.engine.core.state import (
     ActivityStatus,
     ExecutionState,
     fold,
     state_from_json,
 )
+from wovyr.engine.definitions import Definitions
 from wovyr.engine.steps import make_step, timer_steps
 from wovyr.engine.views import ExecutionView, build_view
 from wovyr.errors import (

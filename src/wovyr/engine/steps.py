@@ -1,18 +1,17 @@
-"""Turning a state transition into a `StepWrite` (also the steps that fire due timers), and
-summarising what an execution waits on."""
+"""Turning a state transition into a `StepWrite` (also the steps that fire due timers)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
-from wovyr.engine.state import ActivityStatus, ExecutionState, fold, state_from_json, state_to_json
+from wovyr.engine.core.state import ExecutionState, fold, state_from_json, state_to_json
+from wovyr.engine.core.waits import waiting_on
 from wovyr.events import Event, EventType
 from wovyr.store.base import ExecutionRecord, StepWrite, TimerRecord
 
-__all__ = ["make_step", "timer_steps", "waiting_on"]
+__all__ = ["make_step", "timer_steps"]
 
 
 def make_step(
@@ -49,29 +48,6 @@ def make_step(
         timers_armed=armed,
         timers_removed=removed,
     )
-
-
-def waiting_on(state: ExecutionState) -> str | None:
-    """What a running execution waits for, in words: `signal go`, `approval approve`,
-    `timer 2030-01-01T09:00:00+00:00`, `retry charge 2/3 at ...`; None when not waiting."""
-    if state.finished:
-        return None
-    parts: list[str] = []
-    for aid, act in state.activities.items():
-        if act.status == ActivityStatus.WAITING and act.wait:
-            parts.append(_wait_text(aid, act.wait))
-        elif act.status == ActivityStatus.RETRYING:
-            parts.append(f"retry {aid} attempt {act.attempt + 1} at {act.next_attempt_at}")
-    return "; ".join(parts) or None
-
-
-def _wait_text(activity_id: str, wait: dict[str, Any]) -> str:
-    kind = wait.get("kind")
-    if kind == "signal":
-        return f"signal {wait.get('name')}"
-    if kind == "timer":
-        return f"timer {activity_id} fires {wait.get('fire_at')}"
-    return f"approval {activity_id}"
 
 
 def timer_steps(

@@ -6,8 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from wovyr.definition.model import Workflow
-from wovyr.engine.state import ActivityStatus, ExecutionState
-from wovyr.engine.steps import waiting_on
+from wovyr.engine.core.policy import retry_policy
+from wovyr.engine.core.state import ActivityStatus, ExecutionState
+from wovyr.engine.core.waits import waiting_on
 from wovyr.store.base import ExecutionRecord
 
 __all__ = ["ExecutionView", "build_view"]
@@ -52,6 +53,7 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
             "status": a.status,
             "kind": act.kind,
             "attempt": a.attempt,
+            "max_attempts": retry_policy(act).max_attempts,
             "needs": act.needs,
             "input": a.input,
             "output": a.output,

@@ -28,13 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from wovyr.definition.model import Workflow
-from wovyr.engine.commit import GroupCommitter
+from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
-from wovyr.engine.runner import ExecutionRunner
-from wovyr.engine.state import state_from_json
 from wovyr.errors import StoreError
 from wovyr.scheduling.schedules import Schedules
 from wovyr.store.base import ExecutionRecord, LeaseState
+from wovyr.worker.commit import GroupCommitter
 from wovyr.worker.listener import Notifying, WorkListener
 from wovyr.worker.partitions import (
     Membership,
@@ -43,6 +42,7 @@ from wovyr.worker.partitions import (
     peer,
     report_coverage,
 )
+from wovyr.worker.runner import ExecutionRunner
 
 __all__ = ["Worker", "WorkerStats"]
 

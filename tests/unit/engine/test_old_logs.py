@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from wovyr.engine.state import fold, state_to_json
+from wovyr.engine.core.state import fold, state_to_json
 from wovyr.events import Event
 
 LOGS: dict[str, Any] = json.loads(

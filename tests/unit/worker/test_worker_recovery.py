@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.engine.activities.base import ActivityContext, ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.errors import StoreUnavailable
 from wovyr.store.base import CommitOutcome, StepWrite

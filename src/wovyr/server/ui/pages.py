@@ -14,7 +14,6 @@ from urllib.parse import quote, urlencode
 from markupsafe import Markup
 
 from wovyr.definition.model import Workflow
-from wovyr.engine.decide import retry_policy
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.errors import WovyrError
 from wovyr.server.ui.dag import DagLayout, layout_dag, render_svg
@@ -321,7 +320,6 @@ def _activity_rows(view: ExecutionView, workflow: Workflow, now: datetime) -> li
                 "id": aid,
                 **info,
                 "kind": spec.wait.kind if spec is not None and spec.wait else info.get("kind"),
-                "max_attempts": retry_policy(spec).max_attempts if spec else None,
                 "detail": _activity_detail(info),
                 "detail_html": with_times(_activity_detail(info) or "", now),
                 "input_json": pretty_json(info.get("input")) if info.get("input") else None,

@@ -17,7 +17,7 @@ from typing import Any
 from markupsafe import Markup
 
 from wovyr.definition.model import Workflow
-from wovyr.engine.decide import retry_policy
+from wovyr.engine.core.decide import retry_policy
 from wovyr.events import EventType
 from wovyr.store.base import EventRecord
 

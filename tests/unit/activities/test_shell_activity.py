@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from wovyr.activities import shell
+from wovyr.activities.base import ActivityError
+from wovyr.activities.shell import run_shell
 from wovyr.definition.model import ShellSpec
-from wovyr.engine.activities import shell
-from wovyr.engine.activities.base import ActivityError
-from wovyr.engine.activities.shell import run_shell
 
 PY = sys.executable
 # A grandchild that survives SIGTERM: only a SIGKILL sent to the group ends it.

@@ -7,12 +7,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wovyr.definition.model import Activity
-from wovyr.engine.policy import error as _error
-from wovyr.engine.policy import ev as _ev
-from wovyr.engine.state import ActivityState, ExecutionState
+from wovyr.engine.core.policy import error as _error
+from wovyr.engine.core.policy import ev as _ev
+from wovyr.engine.core.state import ActivityState, ActivityStatus, ExecutionState
 from wovyr.events import Event, EventType
 
-__all__ = ["begin_wait", "check_wait"]
+__all__ = ["begin_wait", "check_wait", "waiting_on"]
 
 
 def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Event]:
@@ -129,3 +129,26 @@ def check_wait(
             )
         ]
     return []
+
+
+def waiting_on(state: ExecutionState) -> str | None:
+    """What a running execution waits for, in words: `signal go`, `approval approve`,
+    `timer 2030-01-01T09:00:00+00:00`, `retry charge 2/3 at ...`; None when not waiting."""
+    if state.finished:
+        return None
+    parts: list[str] = []
+    for aid, act in state.activities.items():
+        if act.status == ActivityStatus.WAITING and act.wait:
+            parts.append(_wait_text(aid, act.wait))
+        elif act.status == ActivityStatus.RETRYING:
+            parts.append(f"retry {aid} attempt {act.attempt + 1} at {act.next_attempt_at}")
+    return "; ".join(parts) or None
+
+
+def _wait_text(activity_id: str, wait: dict[str, Any]) -> str:
+    kind = wait.get("kind")
+    if kind == "signal":
+        return f"signal {wait.get('name')}"
+    if kind == "timer":
+        return f"timer {activity_id} fires {wait.get('fire_at')}"
+    return f"approval {activity_id}"

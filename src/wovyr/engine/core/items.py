@@ -11,7 +11,7 @@ from typing import Any
 
 from wovyr.definition.expr import render
 from wovyr.definition.model import Activity
-from wovyr.engine.policy import (
+from wovyr.engine.core.policy import (
     Outcome,
     RunActivity,
     error,
@@ -21,7 +21,7 @@ from wovyr.engine.policy import (
     retry_policy,
     spec_of,
 )
-from wovyr.engine.state import ActivityState, ActivityStatus
+from wovyr.engine.core.state import ActivityState, ActivityStatus
 from wovyr.events import Event, EventType
 
 __all__ = ["advance_items", "child_outcome", "item_outcome_events", "schedule_items"]

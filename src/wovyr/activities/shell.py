@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.definition.model import ShellSpec
-from wovyr.engine.activities.base import ActivityError, NonRetryableError
 
 __all__ = ["ERROR_EXCERPT_BYTES", "TERM_GRACE_SECONDS", "run_shell"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from wovyr.engine.activities.base import (
+from wovyr.activities.base import (
     ActivityContext,
     ActivityRegistry,
     activity,
@@ -91,7 +91,7 @@ def test_loading_activity_files_and_modules(
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "dotted_acts.py").write_text(
-        "from wovyr.engine.activities.base import activity\n\n"
+        "from wovyr.activities.base import activity\n\n"
         "@activity('dotted.ping')\ndef ping():\n    return 'pong'\n"
     )
     monkeypatch.chdir(package)

@@ -15,9 +15,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from wovyr.activities.base import ActivityError
+from wovyr.activities.http import ERROR_EXCERPT_BYTES, run_http
 from wovyr.definition.model import HttpSpec
-from wovyr.engine.activities.base import ActivityError
-from wovyr.engine.activities.http import ERROR_EXCERPT_BYTES, run_http
 
 KEY = "exec-1/call/1"
 

@@ -13,10 +13,10 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from wovyr.activities.base import ActivityContext, ActivityError, call_handler
 from wovyr.definition.model import Activity, CompensateSpec, HttpSpec, ShellSpec, Workflow
-from wovyr.engine.activities.base import ActivityContext, ActivityError, call_handler
-from wovyr.engine.decide import Outcome, RunActivity, decide, outcome_events
-from wovyr.engine.state import ActivityStatus, ExecutionState, fold, state_from_json
+from wovyr.engine.core.decide import Outcome, RunActivity, decide, outcome_events
+from wovyr.engine.core.state import ActivityStatus, ExecutionState, fold, state_from_json
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, WovyrError
 from wovyr.events import Event
@@ -24,8 +24,8 @@ from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import dumps
 
 if TYPE_CHECKING:
-    from wovyr.engine.commit import GroupCommitter
     from wovyr.engine.engine import Engine
+    from wovyr.worker.commit import GroupCommitter
 
 __all__ = ["ExecutionRunner", "RunnerStats"]
 
@@ -241,7 +241,7 @@ class ExecutionRunner:
             handler = self.engine.activities.get(spec.tool)
             return await call_handler(handler, dict(run.input or {}), ctx)
         if spec.http is not None:
-            from wovyr.engine.activities.http import run_http
+            from wovyr.activities.http import run_http
 
             return await run_http(
                 HttpSpec.model_validate(run.input),
@@ -249,7 +249,7 @@ class ExecutionRunner:
                 idempotency_key=ctx.idempotency_key,
             )
         if spec.shell is not None:
-            from wovyr.engine.activities.shell import run_shell
+            from wovyr.activities.shell import run_shell
 
             return await run_shell(ShellSpec.model_validate(run.input), timeout=spec.timeout)
         raise ActivityError(f"activity kind {run.kind!r} cannot run here", retryable=False)

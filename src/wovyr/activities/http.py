@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
+from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.definition.model import HttpSpec
-from wovyr.engine.activities.base import ActivityError, NonRetryableError
 
 __all__ = ["ERROR_EXCERPT_BYTES", "run_http"]
 

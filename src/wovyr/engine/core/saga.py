@@ -13,8 +13,9 @@ from typing import Any
 
 from wovyr.definition.expr import render
 from wovyr.definition.model import CompensateSpec, Workflow
-from wovyr.engine.policy import RunActivity, error, ev, retry_policy, spec_of
-from wovyr.engine.state import ActivityStatus, ExecutionState
+from wovyr.engine.core.context import expression_context
+from wovyr.engine.core.policy import RunActivity, error, ev, retry_policy, spec_of
+from wovyr.engine.core.state import ActivityStatus, ExecutionState
 from wovyr.events import Event, EventType
 
 __all__ = ["compensate", "failing", "timeout"]
@@ -184,8 +185,6 @@ def _attempt(
     now: datetime,
     index: int | None,
 ) -> Step:
-    from wovyr.engine.decide import expression_context  # the context lives with the decider
-
     where: dict[str, Any] = {"activity": aid}
     extra: dict[str, Any] = {}
     if index is not None:

@@ -20,8 +20,9 @@ from typing import Any
 
 from wovyr.definition.expr import evaluate_condition, render
 from wovyr.definition.model import Activity, Workflow
-from wovyr.engine import items, saga
-from wovyr.engine.policy import (
+from wovyr.engine.core import items, saga
+from wovyr.engine.core.context import LazyContext, expression_context
+from wovyr.engine.core.policy import (
     Outcome,
     RunActivity,
     error,
@@ -31,9 +32,9 @@ from wovyr.engine.policy import (
     retry_policy,
     spec_of,
 )
-from wovyr.engine.state import ActivityState, ActivityStatus, ExecutionState, apply
-from wovyr.engine.waits import begin_wait as _begin_wait
-from wovyr.engine.waits import check_wait as _check_wait
+from wovyr.engine.core.state import ActivityState, ActivityStatus, ExecutionState, apply
+from wovyr.engine.core.waits import begin_wait as _begin_wait
+from wovyr.engine.core.waits import check_wait as _check_wait
 from wovyr.events import Event, EventType
 
 __all__ = [
@@ -91,25 +92,6 @@ def start_events(
             )
         )
     return events
-
-
-def expression_context(
-    state: ExecutionState, extra: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    return {
-        "inputs": state.input,
-        "activities": {
-            aid: {"output": a.output, "status": a.status, "error": a.error}
-            for aid, a in state.activities.items()
-        },
-        "execution": {
-            "id": state.id,
-            "workflow": state.workflow,
-            "version": state.version,
-            "started_at": state.created_at,
-        },
-        **(extra or {}),
-    }
 
 
 def decide(
@@ -259,22 +241,6 @@ _SETTLING = frozenset(
 )
 # Statuses `_advance` has nothing to do for (FAILED never gets there: the saga takes over).
 _SETTLED = frozenset({ActivityStatus.COMPLETED, ActivityStatus.SKIPPED})
-
-
-class LazyContext:
-    """The expression context of one state, built on first use: most activities a pass
-    looks at need none (they are running, or waiting for what they need)."""
-
-    __slots__ = ("_state", "_value")
-
-    def __init__(self, state: ExecutionState) -> None:
-        self._state = state
-        self._value: dict[str, Any] | None = None
-
-    def __call__(self) -> dict[str, Any]:
-        if self._value is None:
-            self._value = expression_context(self._state)
-        return self._value
 
 
 def _advance(
