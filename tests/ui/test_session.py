@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from wovyr.platform.auth import Authenticator
-from wovyr.server.ui.session import SECRET_FILE, SessionCodec, load_secret, role_at_least
+from wovyr.server.ui.session import SECRET_FILE, Session, SessionCodec, load_secret
 
 from .conftest import UiClient
 
@@ -88,8 +88,14 @@ def test_sign_out_stops_a_replayed_cookie() -> None:
 def test_short_secrets_and_unknown_roles_are_refused() -> None:
     with pytest.raises(ValueError, match="16 bytes"):
         SessionCodec(b"short")
-    assert role_at_least("admin", "operator") and not role_at_least("viewer", "operator")
-    assert not role_at_least("superuser", "viewer")
+
+    def session(role: str) -> Session:
+        return Session(sid="s", key_id="key_1", tenant="acme", role=role, expires=0)
+
+    # the API's ranking (wovyr.platform.auth.role_at_least), not a copy of it
+    assert session("admin").can("operator") and not session("viewer").can("operator")
+    assert session("operator").can("viewer") and not session("operator").can("admin")
+    assert not session("superuser").can("viewer")
 
 
 def test_an_unusable_home_falls_back_to_an_in_memory_secret(

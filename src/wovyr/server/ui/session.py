@@ -23,17 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from wovyr.platform.auth import role_at_least
+
 __all__ = [
-    "ROLE_RANK",
     "Authenticator",
     "Principal",
     "Session",
     "SessionCodec",
     "load_secret",
-    "role_at_least",
 ]
 
-ROLE_RANK = {"viewer": 0, "operator": 1, "admin": 2}
 SECRET_FILE = "ui-session.key"
 _LIFETIME = 12 * 3600
 _MAX_COOKIE = 4096
@@ -57,11 +56,6 @@ class Authenticator(Protocol):
     def verify(self, token: str) -> Principal | None: ...
 
 
-def role_at_least(role: str, needed: str) -> bool:
-    """Unknown roles rank below viewer: they may read nothing extra and change nothing."""
-    return ROLE_RANK.get(role, -1) >= ROLE_RANK[needed]
-
-
 @dataclass(frozen=True)
 class Session:
     """A signed-in browser: satisfies `Principal`."""
@@ -74,6 +68,7 @@ class Session:
     actor: str = ""  # how this person's decisions are recorded (an approval's `by`)
 
     def can(self, needed: str) -> bool:
+        """The API's ranking (`wovyr.platform.auth`): a session may do what its key may."""
         return role_at_least(self.role, needed)
 
 
