@@ -1,22 +1,42 @@
-"""Store contracts: small Protocols split by role, and the frozen records they exchange.
+"""The store contract: small Protocols split by role, and `Store`, which names them all.
 
-Every store (memory, SQLite, PostgreSQL) implements these and passes the same contract
-suite. A store knows rows, not workflow semantics: the engine hands it a `StepWrite`
-(events + checkpoint + queue/timer changes) and the store writes it in one transaction,
-refusing it when the expected sequence number or the lease fence no longer holds.
+Every store (memory, SQLite, PostgreSQL) implements the whole of `Store` and passes the
+same contract suite; `wovyr.store.capabilities.check_store` refuses, at start-up, a store
+that does not. What only some stores can do (PostgreSQL's timer locking, worker
+membership, notifications, numbered migrations) is not in the contract: those optional
+capabilities are declared in `wovyr.store.capabilities` and asked for there, never probed.
+
+The records the roles exchange are in `wovyr.store.records` (re-exported here).
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol
 
-from wovyr.events import Event
+from wovyr.store.capabilities import TimerLocking, TimerSteps
+from wovyr.store.hooks import StoreObserver
+from wovyr.store.platform import ApiKeyStore, IdempotencyStore
+from wovyr.store.records import (
+    DEFAULT_TENANT,
+    Claim,
+    CommitOutcome,
+    DefinitionRecord,
+    EventRecord,
+    ExecutionFilter,
+    ExecutionRecord,
+    LeaseState,
+    NewExecution,
+    Page,
+    StepWrite,
+    TimerRecord,
+)
+from wovyr.store.registry import DefinitionRegistry
+from wovyr.store.schedules import ScheduleStore
 
 __all__ = [
+    "DEFAULT_TENANT",
     "Claim",
     "CommitOutcome",
     "DefinitionRecord",
@@ -25,152 +45,17 @@ __all__ = [
     "ExecutionFilter",
     "ExecutionRecord",
     "ExecutionStore",
+    "LeaseState",
     "NewExecution",
     "Page",
     "StepWrite",
     "Store",
+    "TimerLocking",
     "TimerRecord",
+    "TimerSteps",
     "TimerStore",
     "WorkQueue",
 ]
-
-DEFAULT_TENANT = "default"
-
-
-@dataclass(frozen=True)
-class DefinitionRecord:
-    hash: str
-    name: str
-    version: str
-    source: str
-    created_at: datetime
-    tenant: str = DEFAULT_TENANT
-
-
-@dataclass(frozen=True)
-class ExecutionRecord:
-    """One execution's row. `checkpoint` is the folded state (None in list results)."""
-
-    id: str
-    tenant: str
-    workflow: str
-    version: str
-    definition_hash: str
-    status: str
-    created_at: datetime
-    updated_at: datetime
-    seq: int
-    parent_id: str | None = None
-    waiting_on: str | None = None
-    input: Any = None
-    output: Any = None
-    error: Any = None
-    ready: bool = False
-    lease_owner: str | None = None
-    lease_until: datetime | None = None
-    fence: int = 0
-    checkpoint: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    execution_id: str
-    seq: int
-    type: str
-    at: datetime
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class TimerRecord:
-    execution_id: str
-    timer_id: str
-    fire_at: datetime
-
-
-@dataclass(frozen=True)
-class StepWrite:
-    """Everything one step of one execution changes, written in one transaction.
-
-    The write applies only if the execution's `seq` still equals `expected_seq` and, when
-    `fence` is given, the lease fence still equals it (the writer still owns the lease).
-    """
-
-    execution_id: str
-    expected_seq: int
-    events: Sequence[Event]
-    checkpoint: dict[str, Any]
-    status: str
-    updated_at: datetime
-    fence: int | None = None
-    ready: bool = False
-    release_lease: bool = False
-    waiting_on: str | None = None
-    output: Any = None
-    error: Any = None
-    timers_armed: Sequence[tuple[str, datetime]] = ()
-    timers_removed: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class NewExecution:
-    """An execution to create together with its first step (ExecutionStarted, ...)."""
-
-    id: str
-    tenant: str
-    workflow: str
-    version: str
-    definition_hash: str
-    created_at: datetime
-    input: Any
-    first_step: StepWrite
-    parent_id: str | None = None
-    lease_owner: str | None = None
-    lease_until: datetime | None = None
-
-
-class CommitOutcome(enum.Enum):
-    OK = "ok"
-    CONFLICT = "conflict"  # the sequence moved on (a signal, a cancel): reload and retry
-    LEASE_LOST = "lease_lost"  # another worker owns the execution now: commit nothing
-    NOT_FOUND = "not_found"
-
-
-@dataclass(frozen=True)
-class Claim:
-    execution_id: str
-    fence: int
-    seq: int
-    checkpoint: dict[str, Any]
-    definition_hash: str
-    tenant: str
-
-
-@dataclass(frozen=True)
-class ExecutionFilter:
-    tenant: str | None = DEFAULT_TENANT
-    workflow: str | None = None
-    status: str | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    parent_id: str | None = None
-    limit: int = 50
-    cursor: tuple[datetime, str] | None = None  # (created_at, id) of the last row seen
-
-
-@dataclass(frozen=True)
-class Page:
-    items: list[ExecutionRecord]
-    next_cursor: tuple[datetime, str] | None = None
-
-
-@dataclass
-class LeaseState:
-    """What a heartbeat learned about one owned execution."""
-
-    fence: int
-    seq: int
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class DefinitionStore(Protocol):
@@ -227,25 +112,24 @@ class TimerStore(Protocol):
     def next_timer_at(self) -> datetime | None: ...
 
 
-TimerSteps = Callable[[list[TimerRecord], Mapping[str, ExecutionRecord]], list[StepWrite]]
-
-
-@runtime_checkable
-class TimerLocking(Protocol):
-    """A store on which many dispatchers split the due timers instead of racing for them
-    (PostgreSQL: `FOR UPDATE SKIP LOCKED`). In ONE transaction it locks up to `limit` due
-    timer rows that no other dispatcher holds, loads their executions, lets `build` turn
-    them into steps (one per execution) and applies those steps; it returns each step with
-    its outcome. A dispatcher that dies mid-way leaves nothing locked."""
-
-    def fire_timers(
-        self, now: datetime, limit: int, build: TimerSteps
-    ) -> list[tuple[StepWrite, CommitOutcome]]: ...
-
-
-class Store(DefinitionStore, ExecutionStore, WorkQueue, TimerStore, Protocol):
-    """Everything the engine needs from one backend."""
+class Store(
+    DefinitionStore,
+    DefinitionRegistry,
+    ExecutionStore,
+    WorkQueue,
+    TimerStore,
+    ScheduleStore,
+    ApiKeyStore,
+    IdempotencyStore,
+    Protocol,
+):
+    """Everything the engine, the workers, the schedules and the server need from one
+    backend: every role above, plus its URL, `close` and the commit hooks."""
 
     url: str
+
+    def add_observer(self, observer: StoreObserver) -> None:
+        """Tell `observer` about every write from now on (see `wovyr.store.hooks`)."""
+        ...
 
     def close(self) -> None: ...

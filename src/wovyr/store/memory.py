@@ -27,6 +27,7 @@ from wovyr.store.base import (
     TimerRecord,
 )
 from wovyr.store.codec import dumps, loads
+from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.memory_platform import MemoryPlatform
 from wovyr.store.memory_registry import MemoryRegistry
 from wovyr.store.memory_schedules import MemorySchedules
@@ -49,7 +50,11 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         self._executions: dict[str, ExecutionRecord] = {}
         self._events: dict[str, list[EventRecord]] = {}
         self._timers: dict[tuple[str, str], datetime] = {}
+        self._observers = Observers()
         self.commits = 0
+
+    def add_observer(self, observer: StoreObserver) -> None:
+        self._observers.add(observer)
 
     def close(self) -> None:
         return None
@@ -69,46 +74,54 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         return found[-1] if found else None
 
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
-        encoded = self._encode(new.first_step)
-        stored_input = _stored(new.input)
         with self._lock:
-            if new.id in self._executions:
-                return False, self._executions[new.id]
-            step = new.first_step
-            record = ExecutionRecord(
-                id=new.id,
-                tenant=new.tenant,
-                workflow=new.workflow,
-                version=new.version,
-                definition_hash=new.definition_hash,
-                status=step.status,
-                created_at=new.created_at,
-                updated_at=step.updated_at,
-                seq=0,
-                parent_id=new.parent_id,
-                input=stored_input,
-                lease_owner=new.lease_owner,
-                lease_until=new.lease_until,
-                fence=1 if new.lease_owner else 0,
-                checkpoint={},
-            )
-            self._executions[new.id] = record
-            self._events[new.id] = []
-            self._apply(step, encoded)
-            self.commits += 1
-            return True, self._executions[new.id]
+            created = self._insert_execution(new)
+            record = self._executions[new.id]
+        if created:
+            self._observers.created(new)
+        return created, record
+
+    def _insert_execution(self, new: NewExecution) -> bool:
+        """Insert `new` with its first step unless its id exists (the caller holds the lock
+        and tells the observers); True when inserted."""
+        if new.id in self._executions:
+            return False
+        step = new.first_step
+        encoded = self._encode(step)  # before any change: a value JSON cannot hold changes nothing
+        self._executions[new.id] = ExecutionRecord(
+            id=new.id,
+            tenant=new.tenant,
+            workflow=new.workflow,
+            version=new.version,
+            definition_hash=new.definition_hash,
+            status=step.status,
+            created_at=new.created_at,
+            updated_at=step.updated_at,
+            seq=0,
+            parent_id=new.parent_id,
+            input=_stored(new.input),
+            lease_owner=new.lease_owner,
+            lease_until=new.lease_until,
+            fence=1 if new.lease_owner else 0,
+            checkpoint={},
+        )
+        self._events[new.id] = []
+        self._apply(step, encoded)
+        self.commits += 1
+        return True
 
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
         encoded = [self._encode(step) for step in steps]
         with self._lock:
-            if atomic:
-                checks = [self._check(step) for step in steps]
-                if any(c is not CommitOutcome.OK for c in checks):
-                    return checks
-            outcomes = [self._check_and_apply(s, e) for s, e in zip(steps, encoded, strict=True)]
-            if CommitOutcome.OK in outcomes:
-                self.commits += 1
-            return outcomes
+            outcomes = [self._check(step) for step in steps] if atomic else []
+            if not any(c is not CommitOutcome.OK for c in outcomes):
+                outcomes = [
+                    self._check_and_apply(s, e) for s, e in zip(steps, encoded, strict=True)
+                ]
+                if CommitOutcome.OK in outcomes:
+                    self.commits += 1
+        self._observers.committed(steps, outcomes)
+        return outcomes
 
     def _check_and_apply(
         self, step: StepWrite, encoded: tuple[list[Any], dict[str, object]]
@@ -238,6 +251,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
                             new.tenant,
                         )
                     )
+        self._observers.claimed(claims)
         return claims
 
     def renew_leases(

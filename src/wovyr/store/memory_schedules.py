@@ -6,7 +6,8 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime
 
-from wovyr.store.base import DEFAULT_TENANT, ExecutionRecord, NewExecution
+from wovyr.store.base import DEFAULT_TENANT, NewExecution
+from wovyr.store.hooks import Observers
 from wovyr.store.schedules import ScheduleRecord
 
 __all__ = ["MemorySchedules"]
@@ -16,7 +17,9 @@ class MemorySchedules:
     _lock: threading.RLock
     _schedules: dict[tuple[str, str], ScheduleRecord]
 
-    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+    _observers: Observers
+
+    def _insert_execution(self, new: NewExecution) -> bool:
         raise NotImplementedError  # provided by MemoryStore
 
     def _schedule_table(self) -> dict[tuple[str, str], ScheduleRecord]:
@@ -66,6 +69,7 @@ class MemorySchedules:
             if current is None or current.version != expected_version:
                 return False
             table[(record.tenant, record.id)] = record
-            for new in starts:
-                self.create_execution(new)
-            return True
+            created = [new for new in starts if self._insert_execution(new)]
+        for new in created:
+            self._observers.created(new)
+        return True

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from wovyr.store.base import DEFAULT_TENANT, DefinitionRecord
+from wovyr.store.records import DEFAULT_TENANT, DefinitionRecord
 
 __all__ = ["ApplyOutcome", "DefinitionRegistry"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from wovyr.store.base import DEFAULT_TENANT, NewExecution
+from wovyr.store.records import DEFAULT_TENANT, NewExecution
 
 __all__ = ["ScheduleRecord", "ScheduleStore"]
 

@@ -10,6 +10,7 @@ import psycopg
 
 from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.codec import dumps
+from wovyr.store.hooks import Observers
 from wovyr.store.schedules import ScheduleRecord
 
 __all__ = ["PostgresSchedules"]
@@ -87,6 +88,7 @@ class PostgresSchedules:
     _write: Callable[[Callable[[Connection], Any]], Any]
     _read: Callable[..., list[Any]]
     _insert_execution: Callable[[Connection, NewExecution], bool]
+    _observers: Observers
 
     def create_schedule(self, record: ScheduleRecord) -> bool:
         sql, params = self._q["create_schedule"], _params(record)
@@ -113,11 +115,14 @@ class PostgresSchedules:
         transaction; False (nothing written) when the version moved."""
         params = {**_params(record), "expected_version": expected_version}
 
-        def body(conn: Connection) -> bool:
+        def body(conn: Connection) -> list[NewExecution] | None:
             if conn.execute(self._q["update_schedule"], params).rowcount != 1:
-                return False
-            for new in starts:
-                self._insert_execution(conn, new)
-            return True
+                return None
+            return [new for new in starts if self._insert_execution(conn, new)]
 
-        return bool(self._write(body))
+        created: list[NewExecution] | None = self._write(body)
+        if created is None:
+            return False
+        for new in created:
+            self._observers.created(new)
+        return True

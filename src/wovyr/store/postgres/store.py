@@ -50,6 +50,7 @@ from wovyr.store.base import (
     StepWrite,
 )
 from wovyr.store.codec import dumps
+from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.platform import PostgresPlatform
@@ -91,6 +92,7 @@ class PostgresStore(
         self._listener: Connection | None = None
         self._listener_lost = False
         self._closed = False
+        self._observers = Observers()
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             url,
             min_size=min_size,
@@ -237,6 +239,9 @@ class PostgresStore(
         current = self.schema_version()
         return [version for version, _ in migrations() if version > current]
 
+    def add_observer(self, observer: StoreObserver) -> None:
+        self._observers.add(observer)
+
     def close(self) -> None:
         """Close the pool and the listening connection (waits for a pending
         `wait_for_work` to time out)."""
@@ -310,6 +315,7 @@ class PostgresStore(
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
         rows = self._run(lambda conn: self._insert(conn, new), write=True)
         if rows:
+            self._observers.created(new)
             return True, support.execution(rows[0], with_checkpoint=True)
         record = self.load(new.id, tenant=None)  # the id exists: return what is there
         if record is None:  # pragma: no cover - deleted between insert and load
@@ -350,6 +356,11 @@ class PostgresStore(
         nothing is written unless every step applies."""
         if not steps:
             return []
+        outcomes = self._commit(steps, atomic)
+        self._observers.committed(steps, outcomes)
+        return outcomes
+
+    def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
         distinct = len({step.execution_id for step in steps}) == len(steps)
         if len(steps) > 1 and distinct and not atomic:
             # One set-based statement for the batch: its own transaction, one fsync, one
@@ -459,7 +470,9 @@ class PostgresStore(
             "limit": limit,
         }
         rows = self._write_one("claim", params)
-        return [Claim(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+        claims = [Claim(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+        self._observers.claimed(claims)
+        return claims
 
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float

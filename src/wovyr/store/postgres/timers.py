@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from wovyr.store.base import CommitOutcome, StepWrite, TimerRecord, TimerSteps
+from wovyr.store.hooks import Observers
 from wovyr.store.postgres import support
 from wovyr.store.postgres.support import Connection
 
@@ -21,6 +22,7 @@ class PostgresTimers:
     _read: Callable[..., list[Any]]
     _run: Callable[..., Any]
     _outcome: Callable[[StepWrite, Any], CommitOutcome]
+    _observers: Observers
     channel: str
 
     def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
@@ -54,7 +56,9 @@ class PostgresTimers:
             body, write=True, transaction=True, wrote=lambda r: bool(r[0])
         )
         steps, rows = done
-        return [(step, self._outcome(step, row)) for step, row in zip(steps, rows, strict=True)]
+        outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=True)]
+        self._observers.committed(steps, outcomes)
+        return list(zip(steps, outcomes, strict=True))
 
     def next_timer_at(self) -> datetime | None:
         rows = self._read("next_timer_at", {})

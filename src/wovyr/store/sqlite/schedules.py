@@ -10,6 +10,7 @@ from typing import Any
 
 from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
+from wovyr.store.hooks import Observers
 from wovyr.store.schedules import ScheduleRecord
 
 __all__ = ["SQLiteSchedules"]
@@ -93,6 +94,7 @@ class SQLiteSchedules:
     _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
     _read: Callable[..., list[Any]]
     _insert_execution: Callable[[sqlite3.Connection, NewExecution], bool]
+    _observers: Observers
 
     def create_schedule(self, record: ScheduleRecord) -> bool:
         marks = ", ".join("?" * 24)
@@ -145,6 +147,7 @@ class SQLiteSchedules:
             )
             if cur.rowcount != 1:
                 return False
-            for new in starts:
-                self._insert_execution(conn, new)
+            created = [new for new in starts if self._insert_execution(conn, new)]
+        for new in created:
+            self._observers.created(new)
         return True

@@ -33,6 +33,7 @@ from wovyr.store.base import (
     TimerRecord,
 )
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
+from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
@@ -66,6 +67,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._closed = False
+        self._observers = Observers()
         self.commits = 0  # durable write transactions issued by this object (for benchmarks)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,6 +158,9 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         rows = self._read("SELECT max(version) FROM schema_migrations")
         return int(rows[0][0] or 0)
 
+    def add_observer(self, observer: StoreObserver) -> None:
+        self._observers.add(observer)
+
     def close(self) -> None:
         if self._closed:
             return
@@ -242,6 +247,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         with self._write() as conn:
             created = self._insert_execution(conn, new)
         if created:
+            self._observers.created(new)
             return True, created_record(new)
         record = self.load(new.id, tenant=None)
         assert record is not None
@@ -261,6 +267,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
                         raise _Rollback
         except _Rollback:
             outcomes += [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
+        self._observers.committed(steps, outcomes)
         return outcomes
 
     def _apply_step(self, conn: sqlite3.Connection, step: StepWrite) -> CommitOutcome:
@@ -411,7 +418,9 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
                 " RETURNING id, fence, seq, checkpoint, definition_hash, tenant",
                 (*params, limit),
             ).fetchall()
-        return [Claim(r[0], r[1], r[2], loads(r[3]), r[4], r[5]) for r in rows]
+        claims = [Claim(r[0], r[1], r[2], loads(r[3]), r[4], r[5]) for r in rows]
+        self._observers.claimed(claims)
+        return claims
 
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float

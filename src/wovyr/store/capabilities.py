@@ -1,0 +1,136 @@
+"""What a store must do (the contract, checked at start-up) and what it may do besides.
+
+`check_store(store)` refuses, with a `ConfigError` naming every missing method, a store
+that does not implement the whole `wovyr.store.base.Store` contract; `open_store` and
+`Engine` call it, so a partial store fails when it is opened, not at its first schedule.
+
+The optional capabilities (only some backends have them, PostgreSQL all of them) are
+declared here, and `capabilities(store)` answers which a store has. This module is the
+only place that asks a store what it is (`isinstance` on these Protocols); everything else
+asks `capabilities(store)` once and keeps the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Protocol, runtime_checkable
+
+from wovyr.errors import ConfigError
+from wovyr.store.records import CommitOutcome, ExecutionRecord, StepWrite, TimerRecord
+from wovyr.store.shards import Peer
+
+__all__ = [
+    "Capabilities",
+    "Membership",
+    "Migrating",
+    "Notifying",
+    "TimerLocking",
+    "TimerSteps",
+    "capabilities",
+    "check_store",
+    "contract_methods",
+]
+
+TimerSteps = Callable[[list[TimerRecord], Mapping[str, ExecutionRecord]], list[StepWrite]]
+
+
+@runtime_checkable
+class TimerLocking(Protocol):
+    """A store on which many dispatchers split the due timers instead of racing for them
+    (PostgreSQL: `FOR UPDATE SKIP LOCKED`). In ONE transaction it locks up to `limit` due
+    timer rows that no other dispatcher holds, loads their executions, lets `build` turn
+    them into steps (one per execution) and applies those steps; it returns each step with
+    its outcome. A dispatcher that dies mid-way leaves nothing locked."""
+
+    def fire_timers(
+        self, now: datetime, limit: int, build: TimerSteps
+    ) -> list[tuple[StepWrite, CommitOutcome]]: ...
+
+
+@runtime_checkable
+class Membership(Protocol):
+    """A store that keeps the live workers (PostgreSQL: the `worker_members` table)."""
+
+    def worker_heartbeat(self, me: Peer, now: datetime, ttl_seconds: float) -> list[Peer]: ...
+
+    def member_leave(self, owner: str) -> None: ...
+
+
+@runtime_checkable
+class Notifying(Protocol):
+    """A store that can say when work may have arrived (PostgreSQL: LISTEN/NOTIFY)."""
+
+    def wait_for_work(self, timeout: float) -> bool: ...
+
+
+@runtime_checkable
+class Migrating(Protocol):
+    """A store with a schema of numbered migrations (SQLite, PostgreSQL)."""
+
+    def migrate(self) -> int:
+        """Apply the pending migrations; return the schema version."""
+        ...
+
+    def schema_version(self) -> int:
+        """The highest migration applied (0: none)."""
+        ...
+
+    def latest_migration(self) -> int:
+        """The highest migration this code ships."""
+        ...
+
+    def pending_migrations(self) -> list[int]:
+        """The migrations this code ships that the schema has not applied yet."""
+        ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The optional capabilities of one store: each is the store itself, typed as that
+    capability, or None when the store does not have it."""
+
+    timer_locking: TimerLocking | None = None
+    membership: Membership | None = None
+    notifications: Notifying | None = None
+    migrations: Migrating | None = None
+
+
+def capabilities(store: object) -> Capabilities:
+    """Which optional capabilities `store` has."""
+    return Capabilities(
+        timer_locking=store if isinstance(store, TimerLocking) else None,
+        membership=store if isinstance(store, Membership) else None,
+        notifications=store if isinstance(store, Notifying) else None,
+        migrations=store if isinstance(store, Migrating) else None,
+    )
+
+
+@cache
+def contract_methods() -> tuple[str, ...]:
+    """Every method of the `Store` contract, role by role."""
+    from wovyr.store.base import Store  # base imports this module (for TimerLocking)
+
+    names: dict[str, None] = {}
+    for role in Store.__mro__:
+        if role is Protocol or not getattr(role, "_is_protocol", False):
+            continue
+        for name, value in vars(role).items():
+            if not name.startswith("_") and callable(value):
+                names[name] = None
+    return tuple(names)
+
+
+def check_store(store: object) -> None:
+    """Raise `ConfigError` naming every method of the contract `store` lacks."""
+    missing = [name for name in contract_methods() if not callable(getattr(store, name, None))]
+    if not isinstance(getattr(store, "url", None), str):
+        missing.append("url")
+    if missing:
+        raise ConfigError(
+            f"store {type(store).__name__} does not implement the store contract: "
+            f"missing {', '.join(missing)}",
+            hint="a store implements every method of wovyr.store.base.Store",
+        )

@@ -1,0 +1,169 @@
+"""The frozen records the stores exchange with the engine (rows, steps, claims, pages).
+
+A store knows rows, not workflow semantics: the engine hands it a `StepWrite` (events +
+checkpoint + queue/timer changes) and the store writes it in one transaction, refusing it
+when the expected sequence number or the lease fence no longer holds.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from wovyr.events import Event
+
+__all__ = [
+    "DEFAULT_TENANT",
+    "Claim",
+    "CommitOutcome",
+    "DefinitionRecord",
+    "EventRecord",
+    "ExecutionFilter",
+    "ExecutionRecord",
+    "LeaseState",
+    "NewExecution",
+    "Page",
+    "StepWrite",
+    "TimerRecord",
+]
+
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class DefinitionRecord:
+    hash: str
+    name: str
+    version: str
+    source: str
+    created_at: datetime
+    tenant: str = DEFAULT_TENANT
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """One execution's row. `checkpoint` is the folded state (None in list results)."""
+
+    id: str
+    tenant: str
+    workflow: str
+    version: str
+    definition_hash: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    seq: int
+    parent_id: str | None = None
+    waiting_on: str | None = None
+    input: Any = None
+    output: Any = None
+    error: Any = None
+    ready: bool = False
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
+    fence: int = 0
+    checkpoint: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    execution_id: str
+    seq: int
+    type: str
+    at: datetime
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TimerRecord:
+    execution_id: str
+    timer_id: str
+    fire_at: datetime
+
+
+@dataclass(frozen=True)
+class StepWrite:
+    """Everything one step of one execution changes, written in one transaction.
+
+    The write applies only if the execution's `seq` still equals `expected_seq` and, when
+    `fence` is given, the lease fence still equals it (the writer still owns the lease).
+    """
+
+    execution_id: str
+    expected_seq: int
+    events: Sequence[Event]
+    checkpoint: dict[str, Any]
+    status: str
+    updated_at: datetime
+    fence: int | None = None
+    ready: bool = False
+    release_lease: bool = False
+    waiting_on: str | None = None
+    output: Any = None
+    error: Any = None
+    timers_armed: Sequence[tuple[str, datetime]] = ()
+    timers_removed: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class NewExecution:
+    """An execution to create together with its first step (ExecutionStarted, ...)."""
+
+    id: str
+    tenant: str
+    workflow: str
+    version: str
+    definition_hash: str
+    created_at: datetime
+    input: Any
+    first_step: StepWrite
+    parent_id: str | None = None
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
+
+
+class CommitOutcome(enum.Enum):
+    OK = "ok"
+    CONFLICT = "conflict"  # the sequence moved on (a signal, a cancel): reload and retry
+    LEASE_LOST = "lease_lost"  # another worker owns the execution now: commit nothing
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True)
+class Claim:
+    execution_id: str
+    fence: int
+    seq: int
+    checkpoint: dict[str, Any]
+    definition_hash: str
+    tenant: str
+
+
+@dataclass(frozen=True)
+class ExecutionFilter:
+    tenant: str | None = DEFAULT_TENANT
+    workflow: str | None = None
+    status: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    parent_id: str | None = None
+    limit: int = 50
+    cursor: tuple[datetime, str] | None = None  # (created_at, id) of the last row seen
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[ExecutionRecord]
+    next_cursor: tuple[datetime, str] | None = None
+
+
+@dataclass
+class LeaseState:
+    """What a heartbeat learned about one owned execution."""
+
+    fence: int
+    seq: int
+    extra: dict[str, Any] = field(default_factory=dict)
