@@ -65,7 +65,7 @@ def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) ->
 def list_command(as_json: bool, settings: Settings) -> None:
     """List registered definitions, newest first."""
     with open_engine(settings, load_activities=False) as engine:
-        records = engine.store.list_registered(engine.tenant)  # type: ignore[attr-defined]
+        records = engine.store.list_registered(engine.tenant)
     if as_json:
         echo_json(
             [

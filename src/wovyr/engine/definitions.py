@@ -89,7 +89,7 @@ class Definitions:
             self.clock.now(),
             self.tenant,
         )
-        outcome = self.store.apply_definition(record)  # type: ignore[attr-defined]
+        outcome = self.store.apply_definition(record)
         if outcome == "conflict":
             raise DefinitionConflict(
                 f"{workflow.name} version {workflow.version} is already applied with "

@@ -68,7 +68,7 @@ class Schedules:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.store: ScheduleStore = engine.store  # type: ignore[assignment]
+        self.store: ScheduleStore = engine.store
 
     # --- operations ----------------------------------------------------------------------
 

@@ -145,7 +145,7 @@ def _fingerprint(body: StartRequest) -> str:
 
 
 def _claim_key(ctx: ServerContext, principal: Principal, key: str, body: StartRequest) -> str:
-    store: IdempotencyStore = ctx.engine.store  # type: ignore[assignment]
+    store: IdempotencyStore = ctx.engine.store
     now = ctx.clock.now()
     record = IdempotencyRecord(
         principal.tenant, key, _fingerprint(body), body.id or new_id(now), now
