@@ -1,4 +1,5 @@
-"""The DefinitionRegistry half of the in-memory store (mixed into MemoryStore)."""
+"""The DefinitionRegistry half of the in-memory store (mixed into MemoryStore, which creates
+the table)."""
 
 from __future__ import annotations
 
@@ -13,26 +14,20 @@ __all__ = ["MemoryRegistry"]
 
 class MemoryRegistry:
     _lock: threading.RLock
-
-    def _registry(self) -> list[DefinitionRecord]:
-        if not hasattr(self, "_registered"):
-            self._registered: list[DefinitionRecord] = []
-        return self._registered
-
-    def put_definition(self, record: DefinitionRecord) -> None:
-        raise NotImplementedError  # provided by MemoryStore
+    _definitions: dict[tuple[str, str], DefinitionRecord]  # (tenant, hash)
+    _registered: list[DefinitionRecord]
 
     def apply_definition(self, record: DefinitionRecord) -> ApplyOutcome:
         with self._lock:
-            for known in self._registry():
+            for known in self._registered:
                 if (known.tenant, known.name, known.version) == (
                     record.tenant,
                     record.name,
                     record.version,
                 ):
                     return "unchanged" if known.hash == record.hash else "conflict"
-            self.put_definition(record)
-            self._registry().append(record)
+            self._definitions.setdefault((record.tenant, record.hash), record)
+            self._registered.append(record)
             return "applied"
 
     def registered_definition(
@@ -41,7 +36,7 @@ class MemoryRegistry:
         with self._lock:
             found = [
                 r
-                for r in self._registry()
+                for r in self._registered
                 if r.tenant == tenant
                 and r.name == name
                 and (version is None or r.version == version)
@@ -50,4 +45,4 @@ class MemoryRegistry:
 
     def list_registered(self, tenant: str = DEFAULT_TENANT) -> list[DefinitionRecord]:
         with self._lock:
-            return [replace(r) for r in reversed(self._registry()) if r.tenant == tenant]
+            return [replace(r) for r in reversed(self._registered) if r.tenant == tenant]

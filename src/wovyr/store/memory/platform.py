@@ -1,5 +1,5 @@
 """The platform half of the in-memory store (API keys, idempotency keys; mixed into
-MemoryStore)."""
+MemoryStore, which creates the tables)."""
 
 from __future__ import annotations
 
@@ -14,20 +14,12 @@ __all__ = ["MemoryPlatform"]
 
 class MemoryPlatform:
     _lock: threading.RLock
-
-    def _keys(self) -> dict[str, ApiKeyRecord]:
-        if not hasattr(self, "_api_keys"):
-            self._api_keys: dict[str, ApiKeyRecord] = {}
-        return self._api_keys
-
-    def _idempotency(self) -> dict[tuple[str, str], IdempotencyRecord]:
-        if not hasattr(self, "_idempotency_keys"):
-            self._idempotency_keys: dict[tuple[str, str], IdempotencyRecord] = {}
-        return self._idempotency_keys
+    _api_keys: dict[str, ApiKeyRecord]
+    _idempotency_keys: dict[tuple[str, str], IdempotencyRecord]
 
     def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
         with self._lock:
-            keys = self._keys()
+            keys = self._api_keys
             if (only_if_none and keys) or record.id in keys:
                 return False
             if any(k.key_hash == record.key_hash for k in keys.values()):
@@ -37,20 +29,20 @@ class MemoryPlatform:
 
     def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None:
         with self._lock:
-            return next((k for k in self._keys().values() if k.key_hash == key_hash), None)
+            return next((k for k in self._api_keys.values() if k.key_hash == key_hash), None)
 
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
         with self._lock:
-            return self._keys().get(key_id)
+            return self._api_keys.get(key_id)
 
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
         with self._lock:
-            found = [k for k in self._keys().values() if tenant is None or k.tenant == tenant]
+            found = [k for k in self._api_keys.values() if tenant is None or k.tenant == tenant]
         return sorted(found, key=lambda k: (k.created_at, k.id))
 
     def revoke_api_key(self, key_id: str, at: datetime) -> bool:
         with self._lock:
-            keys = self._keys()
+            keys = self._api_keys
             current = keys.get(key_id)
             if current is None:
                 return False
@@ -60,17 +52,17 @@ class MemoryPlatform:
 
     def touch_api_key(self, key_id: str, at: datetime) -> None:
         with self._lock:
-            keys = self._keys()
+            keys = self._api_keys
             if key_id in keys:
                 keys[key_id] = replace(keys[key_id], last_used_at=at)
 
     def claim_idempotency_key(self, record: IdempotencyRecord) -> IdempotencyRecord:
         with self._lock:
-            return self._idempotency().setdefault((record.tenant, record.key), record)
+            return self._idempotency_keys.setdefault((record.tenant, record.key), record)
 
     def purge_idempotency_keys(self, before: datetime) -> int:
         with self._lock:
-            table = self._idempotency()
+            table = self._idempotency_keys
             old = [k for k, r in table.items() if r.created_at < before]
             for k in old:
                 del table[k]

@@ -1,9 +1,10 @@
-"""The ScheduleStore half of the in-memory store (mixed into MemoryStore)."""
+"""The ScheduleStore half of the in-memory store (mixed into MemoryStore, which creates the
+table)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from wovyr.store.base import DEFAULT_TENANT, NewExecution
@@ -16,20 +17,12 @@ __all__ = ["MemorySchedules"]
 class MemorySchedules:
     _lock: threading.RLock
     _schedules: dict[tuple[str, str], ScheduleRecord]
-
     _observers: Observers
-
-    def _insert_execution(self, new: NewExecution) -> bool:
-        raise NotImplementedError  # provided by MemoryStore
-
-    def _schedule_table(self) -> dict[tuple[str, str], ScheduleRecord]:
-        if not hasattr(self, "_schedules"):
-            self._schedules = {}
-        return self._schedules
+    _insert_execution: Callable[[NewExecution], bool]
 
     def create_schedule(self, record: ScheduleRecord) -> bool:
         with self._lock:
-            table = self._schedule_table()
+            table = self._schedules
             if (record.tenant, record.id) in table:
                 return False
             table[(record.tenant, record.id)] = record
@@ -37,24 +30,24 @@ class MemorySchedules:
 
     def get_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> ScheduleRecord | None:
         with self._lock:
-            return self._schedule_table().get((tenant, schedule_id))
+            return self._schedules.get((tenant, schedule_id))
 
     def list_schedules(self, tenant: str = DEFAULT_TENANT) -> list[ScheduleRecord]:
         with self._lock:
             return sorted(
-                (r for (t, _), r in self._schedule_table().items() if t == tenant),
+                (r for (t, _), r in self._schedules.items() if t == tenant),
                 key=lambda r: r.id,
             )
 
     def delete_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> bool:
         with self._lock:
-            return self._schedule_table().pop((tenant, schedule_id), None) is not None
+            return self._schedules.pop((tenant, schedule_id), None) is not None
 
     def due_schedules(self, now: datetime, limit: int) -> list[ScheduleRecord]:
         with self._lock:
             due = [
                 r
-                for r in self._schedule_table().values()
+                for r in self._schedules.values()
                 if (r.next_fire_at is not None and r.next_fire_at <= now)
                 or (r.buffered and not r.paused)
             ]
@@ -64,7 +57,7 @@ class MemorySchedules:
         self, record: ScheduleRecord, expected_version: int, starts: Sequence[NewExecution] = ()
     ) -> bool:
         with self._lock:
-            table = self._schedule_table()
+            table = self._schedules
             current = table.get((record.tenant, record.id))
             if current is None or current.version != expected_version:
                 return False

@@ -28,9 +28,11 @@ from wovyr.store.base import (
 )
 from wovyr.store.codec import dumps, loads
 from wovyr.store.hooks import Observers, StoreObserver
-from wovyr.store.memory_platform import MemoryPlatform
-from wovyr.store.memory_registry import MemoryRegistry
-from wovyr.store.memory_schedules import MemorySchedules
+from wovyr.store.memory.platform import MemoryPlatform
+from wovyr.store.memory.registry import MemoryRegistry
+from wovyr.store.memory.schedules import MemorySchedules
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
+from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.shards import shards_for, stable_shard
 
 __all__ = ["MemoryStore"]
@@ -50,6 +52,10 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         self._executions: dict[str, ExecutionRecord] = {}
         self._events: dict[str, list[EventRecord]] = {}
         self._timers: dict[tuple[str, str], datetime] = {}
+        self._schedules: dict[tuple[str, str], ScheduleRecord] = {}  # (tenant, id)
+        self._registered: list[DefinitionRecord] = []  # in the order applied
+        self._api_keys: dict[str, ApiKeyRecord] = {}
+        self._idempotency_keys: dict[tuple[str, str], IdempotencyRecord] = {}  # (tenant, key)
         self._observers = Observers()
         self.commits = 0
 
