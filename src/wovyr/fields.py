@@ -1,12 +1,27 @@
-"""Durations (`500ms`, `30s`, `5m`, `2h`, `30d`, `1h30m`, ISO 8601 `P1DT2H`) and timestamps."""
+"""Field types of the workflow language, shared by the model (`wovyr.definition`) and the
+activity kinds (`wovyr.activities`): durations (`500ms`, `30s`, `5m`, `2h`, `30d`, `1h30m`,
+ISO 8601 `P1DT2H`), timestamps, version labels, name patterns and the frozen model base."""
 
 from __future__ import annotations
 
 import math
 import re
 from datetime import UTC, datetime
+from typing import Annotated
 
-__all__ = ["format_duration", "parse_duration", "parse_timestamp"]
+from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
+
+__all__ = [
+    "IDENT_PATTERN",
+    "NAME_PATTERN",
+    "Duration",
+    "FrozenModel",
+    "Timestamp",
+    "Version",
+    "format_duration",
+    "parse_duration",
+    "parse_timestamp",
+]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _SIMPLE = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h|d|w))+$")
@@ -86,3 +101,37 @@ def parse_timestamp(value: object) -> datetime:
     if dt.tzinfo is None:
         raise ValueError(f"timestamp {value!r} has no time zone; add Z or an offset like +01:00")
     return dt.astimezone(UTC)
+
+
+IDENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,127}$"
+
+_DURATION_SCHEMA = {
+    "anyOf": [
+        {
+            "type": "string",
+            "pattern": r"^((\d+(\.\d+)?)(ms|s|m|h|d|w))+$|^P.*$",
+            "description": "500ms, 30s, 5m, 2h, 30d, 1h30m or ISO 8601 (P1DT2H)",
+        },
+        {"type": "number", "minimum": 0, "description": "seconds"},
+    ]
+}
+Duration = Annotated[float, BeforeValidator(parse_duration), WithJsonSchema(_DURATION_SCHEMA)]
+Timestamp = Annotated[
+    datetime,
+    BeforeValidator(parse_timestamp),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+Version = Annotated[
+    str,
+    BeforeValidator(
+        lambda v: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+    ),
+    WithJsonSchema({"type": ["string", "integer"]}),
+]
+
+
+class FrozenModel(BaseModel):
+    """The base of every model of the workflow language: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from wovyr.activities.base import ActivityError, NonRetryableError
-from wovyr.definition.model import HttpSpec
+from wovyr.activities.builtin.http import HttpSpec
 
 __all__ = ["ERROR_EXCERPT_BYTES", "run_http"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wovyr.activities.base import ActivityError, NonRetryableError
-from wovyr.definition.model import ShellSpec
+from wovyr.activities.builtin.shell import ShellSpec
 
 __all__ = ["ERROR_EXCERPT_BYTES", "TERM_GRACE_SECONDS", "run_shell"]
 

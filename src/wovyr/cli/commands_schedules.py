@@ -10,8 +10,8 @@ from rich.table import Table
 
 from wovyr.cli.common import console, echo_json, engine_options, open_engine, short
 from wovyr.cli.main import cli
-from wovyr.definition.durations import format_duration, parse_timestamp
 from wovyr.definition.inputs import parse_cli_inputs
+from wovyr.fields import format_duration, parse_timestamp
 from wovyr.scheduling.schedules import OVERLAP_POLICIES, Schedules, spec_of
 from wovyr.settings import Settings
 from wovyr.store.schedules import ScheduleRecord

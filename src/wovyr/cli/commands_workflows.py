@@ -19,7 +19,7 @@ from wovyr.cli.common import (
     status_style,
 )
 from wovyr.cli.main import cli
-from wovyr.definition.durations import parse_timestamp
+from wovyr.fields import parse_timestamp
 from wovyr.settings import Settings
 from wovyr.store.codec import from_micros, to_micros
 

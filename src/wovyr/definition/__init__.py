@@ -9,7 +9,6 @@ pin = content_hash(workflow)                              # "sha256:..."
 
 from __future__ import annotations
 
-from wovyr.definition.durations import format_duration, parse_duration, parse_timestamp
 from wovyr.definition.expr import (
     TEMPLATE_RE,
     CompiledExpression,
@@ -23,7 +22,6 @@ from wovyr.definition.expr import (
 )
 from wovyr.definition.inputs import parse_cli_inputs, resolve_inputs
 from wovyr.definition.model import (
-    ACTIVITY_KINDS,
     Activity,
     ApprovalWait,
     ChildWorkflowSpec,
@@ -36,6 +34,7 @@ from wovyr.definition.model import (
     TimerWait,
     WaitSpec,
     Workflow,
+    activity_kinds,
 )
 from wovyr.definition.parse import (
     Limits,
@@ -48,9 +47,9 @@ from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.definition.schema import json_schema, schema_text
 from wovyr.definition.source import SourceMap
 from wovyr.definition.validate import validate
+from wovyr.fields import format_duration, parse_duration, parse_timestamp
 
 __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
-    "ACTIVITY_KINDS",
     "Activity",
     "ApprovalWait",
     "ChildWorkflowSpec",
@@ -68,6 +67,7 @@ __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
     "TimerWait",
     "WaitSpec",
     "Workflow",
+    "activity_kinds",
     "canonical_json",
     "compile_expression",
     "content_hash",

@@ -6,15 +6,30 @@ cross-references, cycles and expressions (see `validate.py`). Models are frozen.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    SkipValidation,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
 
-from wovyr.definition.durations import parse_duration, parse_timestamp
+import wovyr.activities.builtin  # noqa: F401  (registers the built-in kinds)
+from wovyr.activities.builtin.child import ChildWorkflowSpec
+from wovyr.activities.builtin.http import HttpSpec
+from wovyr.activities.builtin.shell import ShellSpec
+from wovyr.activities.builtin.wait import ApprovalWait, TimerWait, WaitSpec
+from wovyr.activities.kinds import KINDS, ActivityKind
+from wovyr.fields import IDENT_PATTERN, NAME_PATTERN, Duration, FrozenModel, Timestamp, Version
 
 __all__ = [
-    "ACTIVITY_KINDS",
+    "IDENT_PATTERN",
+    "NAME_PATTERN",
     "Activity",
     "ApprovalWait",
     "ChildWorkflowSpec",
@@ -27,42 +42,20 @@ __all__ = [
     "RetryPolicy",
     "ShellSpec",
     "TimerWait",
+    "Timestamp",
     "WaitSpec",
     "Workflow",
+    "activity_kinds",
 ]
 
-ACTIVITY_KINDS: tuple[str, ...] = ("tool", "http", "shell", "set", "wait", "workflow")
-IDENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,127}$"
-
-_DURATION_SCHEMA = {
-    "anyOf": [
-        {
-            "type": "string",
-            "pattern": r"^((\d+(\.\d+)?)(ms|s|m|h|d|w))+$|^P.*$",
-            "description": "500ms, 30s, 5m, 2h, 30d, 1h30m or ISO 8601 (P1DT2H)",
-        },
-        {"type": "number", "minimum": 0, "description": "seconds"},
-    ]
-}
-Duration = Annotated[float, BeforeValidator(parse_duration), WithJsonSchema(_DURATION_SCHEMA)]
-Timestamp = Annotated[
-    datetime,
-    BeforeValidator(parse_timestamp),
-    WithJsonSchema({"type": "string", "format": "date-time"}),
-]
-Version = Annotated[
-    str,
-    BeforeValidator(
-        lambda v: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
-    ),
-    WithJsonSchema({"type": ["string", "integer"]}),
-]
 InputType = Literal["string", "number", "integer", "boolean", "object", "array"]
+_Model = FrozenModel
+_Step = TypeVar("_Step")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+def activity_kinds(*, compensating: bool = False) -> list[str]:
+    """The keys that select a kind (those that may undo an activity, with `compensating`)."""
+    return [k.name for k in KINDS.kinds() if k.compensates or not compensating]
 
 
 class Metadata(_Model):
@@ -95,102 +88,81 @@ class RetryPolicy(_Model):
         return float(min(raw, self.max_interval))
 
 
-class HttpSpec(_Model):
-    url: str
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "GET"
-    headers: dict[str, str] = Field(default_factory=dict)
-    query: dict[str, Any] = Field(default_factory=dict)
-    json_body: Any = Field(default=None, alias="json")
-    body: str | None = None
-    allowed_statuses: list[int] = Field(
-        default_factory=list, description="Statuses that count as success (default: 2xx)"
-    )
-    max_response_bytes: int = Field(default=1_048_576, ge=1, le=64 * 1_048_576)
-    follow_redirects: bool = Field(
-        default=False, description="Follow 3xx redirects (off: a redirect is a response)"
-    )
-
-
-class ShellSpec(_Model):
-    argv: list[str] = Field(min_length=1, description="Program and arguments; no shell is used")
-    cwd: str | None = None
-    env: dict[str, str] = Field(default_factory=dict, description="Variables set for the process")
-    inherit_env: list[str] = Field(
-        default_factory=lambda: ["PATH"],
-        description="Variables copied from the worker (allow-list)",
-    )
-    max_output_bytes: int = Field(default=1_048_576, ge=1, le=64 * 1_048_576)
-
-
-class ApprovalWait(_Model):
-    timeout: Duration | None = None
-    approvers: list[str] = Field(default_factory=list)
-
-
-class TimerWait(_Model):
-    after: Duration | None = None
-    at: Timestamp | None = None
-
-    @model_validator(mode="after")
-    def _one_of(self) -> TimerWait:
-        if (self.after is None) == (self.at is None):
-            raise ValueError("a timer takes exactly one of 'after' or 'at'")
-        return self
-
-
-class WaitSpec(_Model):
-    signal: str | None = Field(default=None, pattern=NAME_PATTERN)
-    approval: ApprovalWait | None = None
-    timer: TimerWait | None = None
-
-    @model_validator(mode="after")
-    def _one_of(self) -> WaitSpec:
-        given = [k for k in ("signal", "approval", "timer") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("a wait takes exactly one of 'signal', 'approval' or 'timer'")
-        return self
-
-    @property
-    def kind(self) -> str:
-        return "signal" if self.signal else "approval" if self.approval else "timer"
-
-
-class ChildWorkflowSpec(_Model):
-    name: str = Field(pattern=NAME_PATTERN)
-    version: Version | None = None
-    input: dict[str, Any] = Field(default_factory=dict)
-    id: str | None = None
+_DEFAULT_RETRY = RetryPolicy()
 
 
 class _Runnable(_Model):
-    """Fields shared by activities and compensations: the kind keys and how to run them."""
+    """What activities and compensations share: one kind, chosen by its key (`tool`, `http`,
+    ... see `wovyr.activities.kinds`), and how to run it. The keys the kind owns are
+    validated by the kind's model into `step` and dumped back as they were written."""
 
-    tool: str | None = Field(default=None, pattern=NAME_PATTERN)
-    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
-    http: HttpSpec | None = None
-    shell: ShellSpec | None = None
-    set: dict[str, Any] | None = None
+    kind: SkipJsonSchema[str] = Field(default="", exclude=True)
+    step: SkipJsonSchema[SkipValidation[Any]] = Field(default=None, exclude=True)
     retry: RetryPolicy | None = None
     timeout: Duration | None = None
 
-    @property
-    def kinds_given(self) -> list[str]:
-        return [k for k in ACTIVITY_KINDS if getattr(self, k, None) is not None]
+    what: ClassVar[str] = "an activity"
+    compensating: ClassVar[bool] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "step" in data:
+            return data
+        given = [k for k in data if KINDS.owner_of(k) == k]
+        allowed = activity_kinds(compensating=cls.compensating)
+        if len(given) != 1 or given[0] not in allowed:
+            what = "none" if not given else ", ".join(given)
+            raise ValueError(f"{cls.what} takes exactly one of {', '.join(allowed)} (found {what})")
+        kind = KINDS.get(given[0])
+        owned = {k: v for k, v in data.items() if KINDS.owner_of(k) == kind.name}
+        rest = {k: v for k, v in data.items() if k not in owned}
+        try:
+            step = kind.model.model_validate(owned)
+        except ValidationError as exc:
+            raise exc from None  # its locations are relative to the activity: kept as they are
+        return {**rest, "kind": kind.name, "step": step}
+
+    @model_serializer(mode="wrap")
+    def _dump_kind_keys(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if isinstance(self.step, FrozenModel):
+            data.update(
+                self.step.model_dump(
+                    mode=info.mode,
+                    by_alias=bool(info.by_alias),
+                    exclude_unset=info.exclude_unset,
+                    exclude_defaults=info.exclude_defaults,
+                    exclude_none=info.exclude_none,
+                )
+            )
+        return data
 
     @property
-    def kind(self) -> str:
-        given = self.kinds_given
-        return given[0] if given else ""
+    def kind_entry(self) -> ActivityKind:
+        """This activity's entry in the kinds table."""
+        return KINDS.get(self.kind)
+
+    def step_of(self, model: type[_Step]) -> _Step | None:
+        """The validated kind keys when they are a `model` (e.g. `WaitStep`), else None."""
+        return self.step if isinstance(self.step, model) else None
+
+    @property
+    def effective_retry(self) -> RetryPolicy:
+        """`retry`, or the kind's default (children and waits run once unless asked)."""
+        if self.retry is not None:
+            return self.retry
+        attempts = self.kind_entry.default_attempts
+        return _DEFAULT_RETRY if attempts == 3 else RetryPolicy(max_attempts=attempts)
 
 
 class CompensateSpec(_Runnable):
-    """What undoes a completed activity: a `tool`, `http`, `shell` or `set` step."""
+    """What undoes a completed activity: a step of a kind that may compensate."""
 
-    @model_validator(mode="after")
-    def _one_kind(self) -> CompensateSpec:
-        if len(self.kinds_given) != 1:
-            raise ValueError("a compensation takes exactly one of 'tool', 'http', 'shell' or 'set'")
-        return self
+    what: ClassVar[str] = "a compensation"
+    compensating: ClassVar[bool] = True
 
 
 class Activity(_Runnable):
@@ -198,8 +170,6 @@ class Activity(_Runnable):
     description: str | None = None
     needs: list[str] = Field(default_factory=list)
     when: str | bool | None = None
-    wait: WaitSpec | None = None
-    workflow: ChildWorkflowSpec | None = None
     compensate: CompensateSpec | None = None
     for_each: str | None = Field(
         default=None, description="Run once per item of this list (`item`, `index` in scope)"
@@ -210,20 +180,6 @@ class Activity(_Runnable):
         le=10_000,
         description="Items of a for_each run at most this many at once",
     )
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Activity:
-        given = self.kinds_given
-        if len(given) != 1:
-            what = "none" if not given else ", ".join(given)
-            raise ValueError(
-                f"an activity takes exactly one of {', '.join(ACTIVITY_KINDS)} (found {what})"
-            )
-        return self
-
-    @property
-    def is_wait(self) -> bool:
-        return self.wait is not None
 
 
 class Workflow(_Model):

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wovyr.definition.model import ACTIVITY_KINDS, Workflow
+from wovyr.activities.kinds import KINDS
+from wovyr.definition.model import Workflow, activity_kinds
 
 __all__ = ["SCHEMA_FILE", "json_schema", "schema_text"]
 
@@ -24,17 +25,26 @@ SCHEMA_FILE = "schema/wovyr-workflow.schema.json"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 
 _EXACTLY_ONE = {
-    "Activity": ACTIVITY_KINDS,
-    "CompensateSpec": ("tool", "http", "shell", "set"),
     "WaitSpec": ("signal", "approval", "timer"),
     "TimerWait": ("after", "at"),
 }
 
 
 def json_schema() -> dict[str, Any]:
-    """The draft-07 JSON Schema of a workflow document."""
+    """The draft-07 JSON Schema of a workflow document, with every registered kind's
+    fragment (the schema of its model) merged into activities and compensations."""
     raw = Workflow.model_json_schema(by_alias=True, mode="validation")
     definitions = raw.pop("$defs", {})
+    kinds = {"Activity": activity_kinds(), "CompensateSpec": activity_kinds(compensating=True)}
+    for name, names in kinds.items():
+        properties: dict[str, Any] = {}
+        for kind in names:
+            fragment = KINDS.get(kind).json_schema()
+            definitions.update(fragment.pop("$defs", {}))
+            properties.update(fragment.get("properties", {}))
+        target = definitions[name]
+        target["properties"] = {**properties, **target.get("properties", {})}
+        target["oneOf"] = [{"required": [key]} for key in names]
     for name, keys in _EXACTLY_ONE.items():
         definitions[name]["oneOf"] = [{"required": [key]} for key in keys]
     schema: dict[str, Any] = {

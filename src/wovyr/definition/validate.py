@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from wovyr.definition.durations import format_duration, parse_duration
 from wovyr.definition.expr import (
     CONTEXT_ROOTS,
     EXECUTION_FIELDS,
@@ -35,6 +34,7 @@ from wovyr.definition.locate import suggest
 from wovyr.definition.model import IDENT_PATTERN, Workflow
 from wovyr.definition.source import DataPath, SourceMap
 from wovyr.errors import ExpressionError, Problem
+from wovyr.fields import format_duration, parse_duration
 
 __all__ = ["validate", "validate_data"]
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.clock import Clock, SystemClock
+from wovyr.activities.builtin.wait import WaitStep
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
 from wovyr.engine.core.decide import decide, start_events
@@ -252,14 +253,16 @@ class Engine(Definitions):
                 raise NotFound(
                     f"execution {execution_id} has no activity {activity_id!r}"
                 ) from None
-            if act.wait is None or act.wait.approval is None:
+            wait = act.step_of(WaitStep)
+            approval = wait.wait.approval if wait is not None else None
+            if approval is None:
                 raise Conflict(f"activity {activity_id!r} is not an approval")
             current = state.activity(activity_id)
             if current.status not in (ActivityStatus.PENDING, ActivityStatus.WAITING):
                 raise Conflict(f"approval {activity_id!r} is already {current.status}")
             if activity_id in state.approvals:
                 raise Conflict(f"approval {activity_id!r} was already decided")
-            approvers = act.wait.approval.approvers
+            approvers = approval.approvers
             if approvers and by not in approvers:
                 raise Conflict(
                     f"{by!r} may not decide {activity_id!r}",

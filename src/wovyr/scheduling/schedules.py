@@ -28,11 +28,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from wovyr.definition.durations import parse_duration
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import Workflow
 from wovyr.engine.engine import Engine
 from wovyr.errors import Conflict, ExecutionFinished, InputError, NotFound, Problem
+from wovyr.fields import parse_duration
 from wovyr.scheduling.overlap import OVERLAP_POLICIES, plan_overlap
 from wovyr.scheduling.spec import CronSpec, IntervalSpec, Spec, catch_up, parse_spec
 from wovyr.store.base import DEFAULT_TENANT, NewExecution

@@ -60,7 +60,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from wovyr.definition.durations import format_duration, parse_duration
+from wovyr.fields import format_duration, parse_duration
 
 __all__ = ["CatchUp", "CronSpec", "IntervalSpec", "Spec", "catch_up", "parse_spec"]
 

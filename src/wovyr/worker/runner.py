@@ -13,8 +13,9 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from wovyr.activities.base import ActivityContext, ActivityError, call_handler
-from wovyr.definition.model import Activity, CompensateSpec, HttpSpec, ShellSpec, Workflow
+from wovyr.activities.base import ActivityContext, ActivityError
+from wovyr.activities.kinds import ChildStarted, Dispatch
+from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.engine.core.decide import Outcome, RunActivity, decide, outcome_events
 from wovyr.engine.core.state import ActivityStatus, ExecutionState, fold, state_from_json
 from wovyr.engine.steps import make_step
@@ -208,11 +209,21 @@ class ExecutionRunner:
         )
         self.stats.attempts += 1
         try:
-            if isinstance(spec, Activity) and spec.workflow is not None:
-                child = await asyncio.to_thread(self.engine.start_child, self.state, run)
-                return Outcome(child=child)
-            coro = self._dispatch(spec, run, ctx)
+            execute = spec.kind_entry.execute
+            if execute is None:
+                raise ActivityError(
+                    f"activity kind {spec.kind!r} is settled by the decider, not run",
+                    retryable=False,
+                )
+
+            async def start_child() -> str:
+                return await asyncio.to_thread(self.engine.start_child, self.state, run)
+
+            dispatch = Dispatch(ctx, spec.timeout, self.engine.activities, start_child)
+            coro = execute(spec.step, run.input, dispatch)
             output = await asyncio.wait_for(coro, spec.timeout) if spec.timeout else await coro
+            if isinstance(output, ChildStarted):
+                return Outcome(child=output.execution_id)
             dumps(output)  # refuse what cannot be stored, as the activity's failure
         except TimeoutError:
             return Outcome(
@@ -233,26 +244,6 @@ class ExecutionRunner:
         except Exception as exc:  # a handler's own exception: retried per the policy
             return Outcome(error=_error(type(exc).__name__, str(exc)))
         return Outcome(output=output)
-
-    async def _dispatch(
-        self, spec: Activity | CompensateSpec, run: RunActivity, ctx: ActivityContext
-    ) -> Any:
-        if spec.tool is not None:
-            handler = self.engine.activities.get(spec.tool)
-            return await call_handler(handler, dict(run.input or {}), ctx)
-        if spec.http is not None:
-            from wovyr.activities.http import run_http
-
-            return await run_http(
-                HttpSpec.model_validate(run.input),
-                timeout=spec.timeout,
-                idempotency_key=ctx.idempotency_key,
-            )
-        if spec.shell is not None:
-            from wovyr.activities.shell import run_shell
-
-            return await run_shell(ShellSpec.model_validate(run.input), timeout=spec.timeout)
-        raise ActivityError(f"activity kind {run.kind!r} cannot run here", retryable=False)
 
 
 def _running_attempts(definition: Workflow, state: ExecutionState) -> list[RunActivity]:

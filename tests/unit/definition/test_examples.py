@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from wovyr.activities.builtin.child import ChildStep
+from wovyr.activities.builtin.tool import ToolStep
+from wovyr.activities.builtin.wait import WaitStep
 from wovyr.definition import load_definition_file, resolve_inputs
 
 from .conftest import EXAMPLES
@@ -38,7 +42,14 @@ def _by_name(name: str) -> Path:
 
 def test_order_saga_compensates_with_retries_and_timeouts() -> None:
     saga = load_definition_file(_by_name("order-saga.yaml"))
-    tools = {a.id: (a.tool, a.compensate.tool if a.compensate else None) for a in saga.activities}
+
+    def tool(step: Any) -> str | None:
+        return step.tool if isinstance(step, ToolStep) else None
+
+    tools = {
+        a.id: (tool(a.step), tool(a.compensate.step) if a.compensate else None)
+        for a in saga.activities
+    }
     assert tools["reserve"] == ("inventory.reserve", "inventory.release")
     assert tools["charge"] == ("payments.charge", "payments.refund")
     assert tools["ship"][0] == "shipping.ship"
@@ -47,11 +58,11 @@ def test_order_saga_compensates_with_retries_and_timeouts() -> None:
 
 def test_approval_escalation_has_an_approval_a_timer_and_a_set() -> None:
     flow = load_definition_file(_by_name("approval-escalation.yaml"))
-    kinds = {a.wait.kind if a.wait else a.kind for a in flow.activities}
+    waits = {a.id: w.wait for a in flow.activities if (w := a.step_of(WaitStep))}
+    kinds = {w.kind for w in waits.values()} | {a.kind for a in flow.activities}
     assert {"approval", "timer", "set"} <= kinds
-    approval = next(a for a in flow.activities if a.wait and a.wait.approval)
-    assert approval.wait is not None and approval.wait.approval is not None
-    assert approval.wait.approval.timeout == 2 * 86400
+    approval = next(w.approval for w in waits.values() if w.approval)
+    assert approval.timeout == 2 * 86400
 
 
 def test_fan_out_fans_out_and_in() -> None:
@@ -66,7 +77,7 @@ def test_fan_out_fans_out_and_in() -> None:
 def test_parent_child_starts_the_child_defined_beside_it() -> None:
     parent = load_definition_file(_by_name("parent-child.yaml"))
     child = load_definition_file(_by_name("order-line.yaml"))
-    children = [a.workflow for a in parent.activities if a.workflow]
+    children = [c.workflow for a in parent.activities if (c := a.step_of(ChildStep))]
     assert children and all(c.name == child.name for c in children)
     for spec in children:
         resolve_inputs(child, spec.input)

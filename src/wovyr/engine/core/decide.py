@@ -297,15 +297,15 @@ def _maybe_schedule(
             ], []
         if act.for_each is not None:
             return items.schedule_items(act, ctx, now, max_items), []
-        if act.wait is not None:
+        settle = act.kind_entry.settle
+        if settle == "wait":
             return _begin_wait(act, state, now), []
-        if act.set is not None:
-            output = render(act.set, ctx, where=f"activity '{act.id}' field set")
+        rendered = render(spec_of(act), ctx, where=f"activity '{act.id}' field {act.kind}")
+        if settle == "value":  # settled here: the rendered spec is the output
             return [
                 _ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None),
-                _ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=output),
+                _ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=rendered),
             ], []
-        rendered = render(spec_of(act), ctx, where=f"activity '{act.id}' field {act.kind}")
     except Exception as exc:  # expression errors fail the activity, never the engine
         return [
             _ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None),
@@ -334,7 +334,7 @@ def _next_attempt(
 def _recover_lost_attempt(
     act: Activity, a: ActivityState, now: datetime, execution_id: str
 ) -> tuple[list[Event], list[RunActivity]]:
-    if act.workflow is not None:  # starting a child is idempotent: start (find) it again
+    if act.kind_entry.repeat_lost:  # e.g. starting a child is idempotent: start (find) it again
         return [], [RunActivity(act.id, a.attempt, act.kind, a.input)]
     policy = retry_policy(act)
     lost = _error("WorkerLost", f"attempt {a.attempt} was lost with its worker")

@@ -132,7 +132,7 @@ def _advance_item(
         return item_outcome_events(act, i, attempt, child_outcome(result), now), []
     if status == ActivityStatus.RUNNING and key not in in_flight:
         run = RunActivity(act.id, attempt, act.kind, item.get("input"), index=i)
-        if act.workflow is not None:  # starting a child is idempotent: start it again
+        if act.kind_entry.repeat_lost:  # e.g. starting a child is idempotent: start it again
             return [], [run]
         lost = error("WorkerLost", f"attempt {attempt} of item {i} was lost with its worker")
         policy = retry_policy(act)
@@ -194,7 +194,7 @@ def _start_pending(
         events.append(
             ev(EventType.ITEM_STARTED, now, activity=act.id, index=i, attempt=1, input=rendered)
         )
-        if act.set is not None:
+        if act.kind_entry.settle == "value":  # settled here: the rendered spec is the output
             events.append(
                 ev(
                     EventType.ITEM_COMPLETED,

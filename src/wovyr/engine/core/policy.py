@@ -42,24 +42,14 @@ class Outcome:
 
 
 def retry_policy(activity: Activity | CompensateSpec) -> RetryPolicy:
-    if activity.retry is not None:
-        return activity.retry
-    if isinstance(activity, Activity) and (activity.workflow is not None or activity.wait):
-        return RetryPolicy(max_attempts=1)  # children and waits retry only when asked to
-    return RetryPolicy()
+    """The activity's `retry`, or its kind's default."""
+    return activity.effective_retry
 
 
 def spec_of(act: Activity | CompensateSpec) -> Any:
-    """The part of an activity that is rendered with expressions before it runs."""
-    if act.tool is not None:
-        return act.with_
-    if act.http is not None:
-        return act.http.model_dump(by_alias=True, mode="json", exclude_none=True)
-    if act.shell is not None:
-        return act.shell.model_dump(mode="json", exclude_none=True)
-    if isinstance(act, Activity) and act.workflow is not None:
-        return act.workflow.model_dump(mode="json", exclude_none=True)
-    return act.set
+    """The part of an activity that is rendered with expressions before it runs (the
+    kind's spec builder)."""
+    return act.kind_entry.spec(act.step)
 
 
 def ev(kind: str, now: datetime, **data: Any) -> Event:

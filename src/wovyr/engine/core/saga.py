@@ -208,7 +208,7 @@ def _attempt(
                 error=error("ExpressionError", str(exc)),
             ),
         ], []
-    if spec.set is not None:
+    if spec.kind_entry.settle == "value":  # settled here: the rendered spec is the output
         return [started, ev(EventType.ACTIVITY_COMPENSATED, now, **where, output=rendered)], []
     return [started], [
         RunActivity(aid, attempt, spec.kind, rendered, compensation=True, index=index)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from wovyr.activities.builtin.wait import WaitStep
 from wovyr.definition.model import Activity
 from wovyr.engine.core.policy import error as _error
 from wovyr.engine.core.policy import ev as _ev
@@ -16,8 +17,9 @@ __all__ = ["begin_wait", "check_wait", "waiting_on"]
 
 
 def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Event]:
-    wait = act.wait
-    assert wait is not None
+    step = act.step_of(WaitStep)
+    assert step is not None, f"activity {act.id} is not a wait"
+    wait = step.wait
     events: list[Event] = []
     if wait.signal is not None:
         info: dict[str, Any] = {"kind": "signal", "name": wait.signal}

@@ -13,7 +13,8 @@ from urllib.parse import quote, urlencode
 
 from markupsafe import Markup
 
-from wovyr.definition.model import Workflow
+from wovyr.activities.builtin.wait import WaitStep
+from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.errors import WovyrError
 from wovyr.server.ui.dag import DagLayout, layout_dag, render_svg
@@ -310,6 +311,12 @@ def _activity_detail(info: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _kind(spec: Activity | None, info: dict[str, Any]) -> Any:
+    """A wait shows what it waits for (signal, approval, timer); others their kind."""
+    wait = spec.step_of(WaitStep) if spec is not None else None
+    return wait.wait.kind if wait is not None else info.get("kind")
+
+
 def _activity_rows(view: ExecutionView, workflow: Workflow, now: datetime) -> list[dict[str, Any]]:
     defined = workflow.activity_map()
     rows = []
@@ -319,7 +326,7 @@ def _activity_rows(view: ExecutionView, workflow: Workflow, now: datetime) -> li
             {
                 "id": aid,
                 **info,
-                "kind": spec.wait.kind if spec is not None and spec.wait else info.get("kind"),
+                "kind": _kind(spec, info),
                 "detail": _activity_detail(info),
                 "detail_html": with_times(_activity_detail(info) or "", now),
                 "input_json": pretty_json(info.get("input")) if info.get("input") else None,

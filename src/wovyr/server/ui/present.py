@@ -17,7 +17,6 @@ from typing import Any
 from markupsafe import Markup
 
 from wovyr.definition.model import Workflow
-from wovyr.engine.core.decide import retry_policy
 from wovyr.events import EventType
 from wovyr.store.base import EventRecord
 
@@ -89,7 +88,7 @@ def _max_attempts(workflow: Workflow | None, activity_id: str) -> int | None:
     if workflow is None:
         return None
     try:
-        return retry_policy(workflow.activity(activity_id)).max_attempts
+        return workflow.activity(activity_id).effective_retry.max_attempts
     except KeyError:
         return None
 

@@ -1,0 +1,19 @@
+"""The built-in activity kinds, one module each; importing this package registers them.
+
+`tool` (a registered Python function), `http` (one HTTP request), `shell` (one program),
+`set` (values computed from expressions), `wait` (a signal, an approval or a durable timer)
+and `workflow` (a child workflow). A new kind is one more module like these, registered with
+`wovyr.activities.kinds.register_kind` (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+# The order of registration is the order in which errors and the schema list the kinds.
+from wovyr.activities.builtin import tool  # isort: skip
+from wovyr.activities.builtin import http  # isort: skip
+from wovyr.activities.builtin import shell  # isort: skip
+from wovyr.activities.builtin import set  # isort: skip
+from wovyr.activities.builtin import wait  # isort: skip
+from wovyr.activities.builtin import child  # isort: skip
+
+__all__ = ["child", "http", "set", "shell", "tool", "wait"]

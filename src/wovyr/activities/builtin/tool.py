@@ -1,0 +1,37 @@
+"""The `tool` kind: a Python function registered with `@wovyr.activity("name")`, called with
+the rendered `with:` mapping as keyword arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from wovyr.activities.base import call_handler
+from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.fields import NAME_PATTERN, FrozenModel
+
+__all__ = ["KIND", "ToolStep"]
+
+
+class ToolStep(FrozenModel):
+    tool: str = Field(pattern=NAME_PATTERN, description="The registered activity to call")
+    with_: dict[str, Any] = Field(
+        default_factory=dict, alias="with", description="Its keyword arguments"
+    )
+
+
+async def _execute(step: ToolStep, rendered: Any, dispatch: Dispatch) -> Any:
+    handler = dispatch.tools.get(step.tool)
+    return await call_handler(handler, dict(rendered or {}), dispatch.context)
+
+
+KIND = register_kind(
+    ActivityKind(
+        name="tool",
+        model=ToolStep,
+        spec=lambda step: step.with_,
+        execute=_execute,
+        description="a registered Python function",
+    )
+)

@@ -1,0 +1,173 @@
+"""The table of activity kinds: each kind is registered once, with everything it needs.
+
+An activity names its kind by a key (`tool: ...`, `http: {...}`, `wait: {...}`). A kind is
+one `ActivityKind` registered here by its own module (see `wovyr.activities.builtin`):
+
+- `model`: the pydantic model of the keys the kind owns in an activity (`tool` owns `tool`
+  and `with`; `http` owns `http`). The workflow model validates those keys with it, so
+  errors are located at the key, and dumps them back unchanged (content hashes hold).
+- `spec`: the spec builder - the part of a validated step rendered with expressions when
+  an attempt is scheduled (its result is recorded as the attempt's input).
+- `execute`: runs one attempt from the rendered input, or `None` for kinds the pure decider
+  settles itself (`settle="value"`: the rendered spec is the output; `settle="wait"`: a
+  signal, approval or timer).
+- the JSON Schema fragment is the model's own schema (`json_schema` below), merged into the
+  workflow schema by `wovyr.definition.schema`.
+
+A kind that misses a piece fails when it is registered (a type error for mypy, a
+`ConfigError` at import), never with a silent `None` at run time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+from wovyr.activities.base import ActivityContext, ActivityRegistry
+from wovyr.errors import ConfigError
+
+__all__ = [
+    "KINDS",
+    "ActivityKind",
+    "ChildStarted",
+    "Dispatch",
+    "Executor",
+    "KindTable",
+    "Settle",
+    "register_kind",
+]
+
+Settle = Literal["worker", "value", "wait"]
+
+
+@dataclass(frozen=True)
+class ChildStarted:
+    """What an executor returns when its attempt started (or found) a child workflow."""
+
+    execution_id: str
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """What an executor may use for one attempt (built by the worker that runs it)."""
+
+    context: ActivityContext
+    timeout: float | None
+    tools: ActivityRegistry
+    start_child: Callable[[], Awaitable[str]] = field(repr=False)
+
+
+class Executor(Protocol):
+    def __call__(self, step: Any, rendered: Any, dispatch: Dispatch) -> Awaitable[Any]:
+        """Run one attempt; return its output (JSON-able) or a `ChildStarted`, or raise
+        `ActivityError` (its `type` is matched by `retry.non_retryable`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ActivityKind:
+    name: str  # the key that selects the kind in an activity
+    model: type[BaseModel]  # the keys the kind owns in an activity (the selecting key among them)
+    spec: Callable[[Any], Any]  # the part of a step rendered with expressions before an attempt
+    execute: Executor | None  # None only when the decider settles the kind itself
+    settle: Settle = "worker"
+    description: str = ""
+    default_attempts: int = 3  # attempts when the activity has no `retry`
+    compensates: bool = True  # may undo another activity (`compensate: {<kind>: ...}`)
+    per_item: bool = True  # may run once per item of a `for_each`
+    repeat_lost: bool = False  # a lost attempt is repeated (its start is idempotent), not counted
+
+    def __post_init__(self) -> None:
+        if (self.execute is None) != (self.settle != "worker"):
+            raise ConfigError(
+                f"activity kind {self.name!r}: a kind that runs in a worker needs `execute`; "
+                "one the decider settles (settle='value' or 'wait') has none"
+            )
+        if self.name not in self.keys:
+            raise ConfigError(
+                f"activity kind {self.name!r}: its model {self.model.__name__} has no field "
+                f"named (or aliased) {self.name!r}"
+            )
+        if self.default_attempts < 1:
+            raise ConfigError(f"activity kind {self.name!r}: default_attempts must be >= 1")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The activity keys this kind owns (field aliases where they have one)."""
+        return tuple(f.alias or name for name, f in self.model.model_fields.items())
+
+    def json_schema(self) -> dict[str, Any]:
+        """This kind's schema fragment: the JSON Schema of its model (draft 2020-12)."""
+        return self.model.model_json_schema(by_alias=True, mode="validation")
+
+
+class KindTable:
+    """The registered kinds, by the key that selects them. Thread-safe; reads are lock-free."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, ActivityKind] = {}
+        self._owner: dict[str, str] = {}  # activity key -> the kind that owns it
+        self._lock = threading.Lock()
+
+    def register(self, kind: ActivityKind) -> ActivityKind:
+        with self._lock:
+            existing = self._kinds.get(kind.name)
+            if existing is not None and existing != kind:
+                raise ConfigError(f"activity kind {kind.name!r} is already registered")
+            taken = [k for k in kind.keys if self._owner.get(k, kind.name) != kind.name]
+            if taken:
+                raise ConfigError(
+                    f"activity kind {kind.name!r}: keys {taken} belong to another kind"
+                )
+            kinds = dict(self._kinds)
+            kinds[kind.name] = kind
+            owner = dict(self._owner)
+            owner.update(dict.fromkeys(kind.keys, kind.name))
+            self._kinds, self._owner = kinds, owner  # swapped whole: readers take no lock
+        return kind
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._kinds = {k: v for k, v in self._kinds.items() if k != name}
+            self._owner = {k: v for k, v in self._owner.items() if v != name}
+
+    @contextmanager
+    def registered(self, kind: ActivityKind) -> Iterator[ActivityKind]:
+        """Register `kind` for the duration of a `with` block (tests, plugins' checks)."""
+        self.register(kind)
+        try:
+            yield kind
+        finally:
+            self.unregister(kind.name)
+
+    def get(self, name: str) -> ActivityKind:
+        try:
+            return self._kinds[name]
+        except KeyError:
+            raise ConfigError(
+                f"no activity kind {name!r} is registered",
+                hint=f"registered kinds: {', '.join(self.names())}",
+            ) from None
+
+    def names(self) -> list[str]:
+        return list(self._kinds)
+
+    def kinds(self) -> list[ActivityKind]:
+        return list(self._kinds.values())
+
+    def owner_of(self, key: str) -> str | None:
+        """The kind that owns activity key `key` (`with` -> `tool`), or None."""
+        return self._owner.get(key)
+
+
+KINDS = KindTable()
+
+
+def register_kind(kind: ActivityKind) -> ActivityKind:
+    """Add `kind` to the table (idempotent for the same kind); returns it."""
+    return KINDS.register(kind)
