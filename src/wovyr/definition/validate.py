@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from wovyr.activities.kinds import KINDS
 from wovyr.definition.expr import (
     CONTEXT_ROOTS,
     EXECUTION_FIELDS,
@@ -308,12 +309,14 @@ class _Checker:
                     hint="add for_each or remove it",
                 )
             return
-        if act.get("wait") is not None:
-            self.add(
-                "a wait cannot run once per item",
-                path,
-                hint="wait before or after the for_each activity instead",
-            )
+        for key in act:
+            kind = KINDS.get(key) if KINDS.owner_of(key) == key else None
+            if kind is not None and not kind.per_item:
+                self.add(
+                    f"a {kind.name} cannot run once per item",
+                    path,
+                    hint=f"{kind.name} before or after the for_each activity instead",
+                )
         whole = TEMPLATE_RE.fullmatch(value) if isinstance(value, str) else None
         if whole is None or "${{" in whole.group(1):
             self.add(
