@@ -3,8 +3,8 @@ background worker (claims, timers, schedules) for as long as the app runs.
 
     app = create_app(engine, settings)          # uvicorn.run(app) / `wovyr serve`
 
-`create_app` puts a metering wrapper around `engine.store` (see `wovyr.server.metrics`):
-the engine needs no metrics code, and everything else passes through unchanged.
+`create_app` registers a metrics observer with `engine.store` (`wovyr.platform.metrics`):
+the engine needs no metrics code, and the store the handlers see is the engine's own.
 """
 
 from __future__ import annotations
@@ -13,21 +13,20 @@ import importlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, cast
+from typing import Any
 
 from fastapi import FastAPI
 
 from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator
+from wovyr.platform.metrics import meter
 from wovyr.server.api import admin, health, schedules, workflows
 from wovyr.server.background import Background
 from wovyr.server.deps import ServerContext
 from wovyr.server.guard import RequestGuard
-from wovyr.server.metrics import MeteredStore, Metrics
 from wovyr.server.problems import install_problem_handlers
 from wovyr.settings import Settings
-from wovyr.store.base import Store
 
 __all__ = ["create_app"]
 
@@ -37,14 +36,6 @@ def _package_version() -> str:
         return version("wovyr")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
         return "0"
-
-
-def _meter(engine: Engine) -> Metrics:
-    if isinstance(engine.store, MeteredStore):
-        return engine.store.metrics
-    metered = MeteredStore.wrap(engine.store, Metrics())
-    engine.store = cast(Store, metered)
-    return metered.metrics
 
 
 def _ui_mounter() -> Callable[..., Any] | None:
@@ -68,7 +59,7 @@ def create_app(
 ) -> FastAPI:
     """The app. With `start_background`, its lifespan runs a Worker (executions, due timers,
     due schedules every `settings.dispatch_interval`) and stops it gracefully at shutdown."""
-    metrics = _meter(engine)
+    metrics = meter(engine.store)
     clock = clock or engine.clock
     authenticator = Authenticator(engine.store, clock)
     ctx = ServerContext(engine, settings, authenticator, metrics, clock, clock.now())

@@ -18,8 +18,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator, Principal
+from wovyr.platform.metrics import Metrics
 from wovyr.scheduling.schedules import Schedules
-from wovyr.server.metrics import Metrics
 from wovyr.server.problems import ApiProblem
 from wovyr.settings import Settings
 

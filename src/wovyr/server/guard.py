@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wovyr.server.metrics import Metrics
+from wovyr.platform.metrics import Metrics
 from wovyr.server.problems import problem_response
 
 __all__ = ["BodyTooLarge", "RequestGuard", "StrictJsonRoute", "strict_json"]

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import html
-import re
-from importlib import resources
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
+from wovyr.platform.metrics import Sample, store_gauges
 from wovyr.server.deps import Ctx, ServerContext, Viewer
 from wovyr.server.problems import problem_responses
+from wovyr.store import capabilities
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["health"])
-_VERSION = re.compile(r"^(\d+)_.*\.sql$")
 
 
 @router.get("/healthz", summary="Liveness: the process answers")
@@ -24,31 +22,17 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-def _known_migrations(store: Any) -> int | None:
-    """The newest migration this code ships for the store's driver (None: no migrations)."""
-    package = type(getattr(store, "inner", store)).__module__.rpartition(".")[0]
-    try:
-        folder = resources.files(package) / "migrations"
-        versions = [
-            int(m.group(1)) for e in folder.iterdir() if (m := _VERSION.match(e.name)) is not None
-        ]
-    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
-        return None
-    return max(versions) if versions else None
-
-
 def _check_store(ctx: ServerContext) -> tuple[str, str]:
     store = ctx.engine.store
+    schema = capabilities(store).migrations
     try:
-        schema_version = getattr(store, "schema_version", None)
-        if schema_version is None:
+        if schema is None:
             store.next_timer_at()  # a cheap read: the store answers
             return "ok", "n/a"
-        current = int(schema_version())
+        current, known = schema.schema_version(), schema.latest_migration()
     except Exception:
         return "unreachable", "unknown"
-    known = _known_migrations(store)
-    if known is None or current == known:
+    if current == known:
         return "ok", "ok"
     return "ok", f"schema {current}, this server expects {known}"
 
@@ -72,26 +56,8 @@ def readyz(ctx: Ctx) -> JSONResponse:
     )
 
 
-def _sampled(ctx: ServerContext) -> list[tuple[str, str, str, float]]:
-    store, now = ctx.engine.store, ctx.clock.now()
-    due = store.due_timers(now, 1)
-    timer_lag = (now - due[0].fire_at).total_seconds() if due else 0.0
-    schedule_lag = 0.0
-    due_schedules = getattr(store, "due_schedules", None)
-    if due_schedules is not None:
-        late = [s.next_fire_at for s in due_schedules(now, 1) if s.next_fire_at is not None]
-        schedule_lag = max(0.0, (now - late[0]).total_seconds()) if late else 0.0
-    depth = float(store.ready_count(now))
-    out = [
-        ("wovyr_queue_depth", "gauge", "Executions ready to run and not leased.", depth),
-        ("wovyr_timer_lag_seconds", "gauge", "How late the oldest due timer is.", timer_lag),
-        (
-            "wovyr_schedule_lag_seconds",
-            "gauge",
-            "How late the oldest due schedule is.",
-            schedule_lag,
-        ),
-    ]
+def _sampled(ctx: ServerContext) -> list[Sample]:
+    out = store_gauges(ctx.engine.store, ctx.clock.now())
     bg = ctx.background
     if bg is not None:
         status = bg.status()

@@ -1,17 +1,20 @@
 """Prometheus metrics, in the text exposition format, with no client library.
 
-Counters and histograms are kept in this process; they are fed by `MeteredStore`, a thin
-wrapper around the engine's store that looks at what passes through it (executions
-created, the events of each committed step, lease losses), so the engine needs no metrics
-code. Gauges (queue depth, timer and schedule lag) are read from the store at scrape time.
+Counters and histograms are kept in this process; they are fed by `MetricsObserver`, a
+store observer (`store.add_observer`) that looks at what each committed transaction wrote
+(executions created, the events of each committed step, lease losses), so the engine and
+the worker need no metrics code and every process that opens a store can count: the
+server (`/metrics`) and `wovyr worker --metrics-addr`. Gauges (queue depth, timer and
+schedule lag) are read from the store at scrape time (`store_gauges`).
 
 Naming follows Prometheus conventions: the `wovyr_` prefix, base units (seconds), `_total`
 counters, `_seconds` histograms. No execution id is ever a label. Series that carry
-workflow names belong to a tenant and are shown only to that tenant's keys.
+workflow names belong to a tenant: the server shows them only to that tenant's keys.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -20,10 +23,18 @@ from datetime import datetime
 from typing import Any
 
 from wovyr.events import EventType
-from wovyr.store.base import Claim, CommitOutcome, ExecutionRecord, NewExecution, StepWrite
+from wovyr.store.base import (
+    Claim,
+    CommitOutcome,
+    ExecutionRecord,
+    NewExecution,
+    StepWrite,
+    Store,
+)
 
-__all__ = ["MeteredStore", "Metrics"]
+__all__ = ["FAMILIES", "Metrics", "MetricsObserver", "Sample", "meter", "store_gauges"]
 
+log = logging.getLogger("wovyr.metrics")
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 _TERMINAL = {
     EventType.EXECUTION_COMPLETED: "completed",
@@ -31,7 +42,7 @@ _TERMINAL = {
     EventType.EXECUTION_CANCELLED: "cancelled",
 }
 _REMEMBER = 100_000  # executions whose tenant/workflow we keep, and activity starts
-_SUBCLASSES: dict[type, type[MeteredStore]] = {}
+Sample = tuple[str, str, str, float]  # a value read at scrape time: name, type, help, value
 
 
 @dataclass(frozen=True)
@@ -126,9 +137,10 @@ class Metrics:
         with self._lock:
             return self._counters.get((name, tenant, tuple(sorted(labels.items()))), 0.0)
 
-    def render(self, tenant: str, sampled: Sequence[tuple[str, str, str, float]] = ()) -> str:
-        """The exposition text for a caller of `tenant`: global series, that tenant's
-        series, and `sampled` values read at scrape time, as (name, type, help, value)."""
+    def render(self, tenant: str | None, sampled: Sequence[Sample] = ()) -> str:
+        """The exposition text for a caller of `tenant` (None: every tenant's series, for
+        the operator's own endpoint): process-wide series, the tenant's series, and
+        `sampled` values read at scrape time."""
         with self._lock:
             counters = dict(self._counters)
             histograms = {k: list(v) for k, v in self._histograms.items()}
@@ -137,7 +149,9 @@ class Metrics:
             lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
             source: Iterable[Any] = counters if family.kind == "counter" else histograms
             for name, owner, labels in sorted(source):
-                if name != family.name or (family.tenant_scoped and owner != tenant):
+                if name != family.name:
+                    continue
+                if family.tenant_scoped and tenant is not None and owner != tenant:
                     continue
                 shown = (("tenant", owner), *labels) if family.tenant_scoped else labels
                 if family.kind == "counter":
@@ -176,47 +190,64 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def _forward(name: str) -> Callable[..., Any]:
-    def method(self: MeteredStore, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.inner, name)(*args, **kwargs)
+def store_gauges(store: Store, now: datetime) -> list[Sample]:
+    """The gauges read from the store at scrape time: queue depth, timer and schedule lag."""
+    due = store.due_timers(now, 1)
+    timer_lag = (now - due[0].fire_at).total_seconds() if due else 0.0
+    late = [s.next_fire_at for s in store.due_schedules(now, 1) if s.next_fire_at is not None]
+    schedule_lag = max(0.0, (now - late[0]).total_seconds()) if late else 0.0
+    depth = float(store.ready_count(now))
+    return [
+        ("wovyr_queue_depth", "gauge", "Executions ready to run and not leased.", depth),
+        ("wovyr_timer_lag_seconds", "gauge", "How late the oldest due timer is.", timer_lag),
+        (
+            "wovyr_schedule_lag_seconds",
+            "gauge",
+            "How late the oldest due schedule is.",
+            schedule_lag,
+        ),
+    ]
 
-    method.__name__ = name
-    return method
 
+class MetricsObserver:
+    """A store observer that counts what each committed transaction wrote.
 
-class MeteredStore:
-    """Wraps a store: every call passes through unchanged; a few are also counted.
-
-    It remembers which tenant and workflow each execution it has seen belongs to (from
-    creations, claims and loads, a bounded memory) so a committed step can be attributed.
+    A committed step names only its execution, so the observer remembers each execution's
+    tenant and workflow from its creation and its claims (a bounded memory); a step of an
+    execution it has not seen (an API call in this process on an execution another process
+    started) is attributed by reading the execution's record once with `lookup`.
     """
 
-    @classmethod
-    def wrap(cls, inner: Any, metrics: Metrics) -> MeteredStore:
-        """A wrapper whose class also declares every public method of `inner`'s class, so
-        capability checks that look at the class (`isinstance` on a runtime Protocol, which
-        uses static lookup from Python 3.12) still see what the store can do."""
-        kind = type(inner)
-        sub = _SUBCLASSES.get(kind)
-        if sub is None:
-            names = [
-                n
-                for n in dir(kind)
-                if not n.startswith("_") and callable(getattr(kind, n)) and not hasattr(cls, n)
-            ]
-            sub = type(f"Metered{kind.__name__}", (cls,), {n: _forward(n) for n in names})
-            _SUBCLASSES[kind] = sub
-        return sub(inner, metrics)
-
-    def __init__(self, inner: Any, metrics: Metrics) -> None:
-        self.inner = inner
+    def __init__(
+        self,
+        metrics: Metrics,
+        lookup: Callable[[str], ExecutionRecord | None] | None = None,
+    ) -> None:
         self.metrics = metrics
+        self._lookup = lookup
         self._lock = threading.Lock()
         self._owners: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._attempts: OrderedDict[tuple[str, str], datetime] = OrderedDict()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    # --- StoreObserver -------------------------------------------------------------------
+
+    def created(self, new: NewExecution) -> None:
+        self._remember(new.id, new.tenant, new.workflow)
+        self.metrics.inc("wovyr_executions_started_total", new.tenant, workflow=new.workflow)
+        self._observe_step(new.first_step)
+
+    def claimed(self, claims: Sequence[Claim]) -> None:
+        for c in claims:
+            self._remember(c.execution_id, c.tenant, str(c.checkpoint.get("workflow", "")))
+
+    def committed(self, steps: Sequence[StepWrite], outcomes: Sequence[CommitOutcome]) -> None:
+        for step, outcome in zip(steps, outcomes, strict=False):
+            if outcome is CommitOutcome.OK:
+                self._observe_step(step)
+            elif outcome is CommitOutcome.LEASE_LOST:
+                self.metrics.inc("wovyr_lease_losses_total")
+
+    # --- attribution ---------------------------------------------------------------------
 
     def _remember(self, execution_id: str, tenant: str, workflow: str) -> None:
         with self._lock:
@@ -227,56 +258,24 @@ class MeteredStore:
 
     def _owner(self, execution_id: str) -> tuple[str, str] | None:
         with self._lock:
-            return self._owners.get(execution_id)
-
-    def _started(self, new: NewExecution) -> None:
-        self._remember(new.id, new.tenant, new.workflow)
-        self.metrics.inc("wovyr_executions_started_total", new.tenant, workflow=new.workflow)
-        self._observe_step(new.first_step)
-
-    # --- intercepted calls ---------------------------------------------------------------
-
-    def create_execution(
-        self, new: NewExecution, *args: Any, **kwargs: Any
-    ) -> tuple[bool, ExecutionRecord]:
-        created, record = self.inner.create_execution(new, *args, **kwargs)
-        if created:
-            self._started(new)
-        return created, record
-
-    def update_schedule(
-        self, record: Any, expected_version: int, starts: Sequence[Any] = (), **kwargs: Any
-    ) -> bool:
-        applied = bool(self.inner.update_schedule(record, expected_version, starts, **kwargs))
-        if applied:
-            for new in starts:
-                self._started(new)
-        return applied
-
-    def claim(self, *args: Any, **kwargs: Any) -> list[Claim]:
-        claims: list[Claim] = self.inner.claim(*args, **kwargs)
-        for c in claims:
-            self._remember(c.execution_id, c.tenant, str(c.checkpoint.get("workflow", "")))
-        return claims
-
-    def load(self, *args: Any, **kwargs: Any) -> ExecutionRecord | None:
-        record: ExecutionRecord | None = self.inner.load(*args, **kwargs)
-        if record is not None:
-            self._remember(record.id, record.tenant, record.workflow)
-        return record
-
-    def commit(self, steps: Sequence[StepWrite], *args: Any, **kwargs: Any) -> list[CommitOutcome]:
-        outcomes: list[CommitOutcome] = self.inner.commit(steps, *args, **kwargs)
-        for step, outcome in zip(steps, outcomes, strict=False):
-            if outcome is CommitOutcome.OK:
-                self._observe_step(step)
-            elif outcome is CommitOutcome.LEASE_LOST:
-                self.metrics.inc("wovyr_lease_losses_total")
-        return outcomes
+            owner = self._owners.get(execution_id)
+        if owner is not None or self._lookup is None:
+            return owner
+        try:
+            record = self._lookup(execution_id)
+        except Exception as exc:  # a step that cannot be attributed is not counted
+            log.warning("metrics: cannot read execution %s: %s", execution_id, exc)
+            return None
+        if record is None:
+            return None
+        self._remember(record.id, record.tenant, record.workflow)
+        return record.tenant, record.workflow
 
     def _observe_step(self, step: StepWrite) -> None:
+        if not step.events:
+            return
         owner = self._owner(step.execution_id)
-        if owner is None or not step.events:
+        if owner is None:
             return
         tenant, workflow = owner
         inc: Callable[..., None] = self.metrics.inc
@@ -315,3 +314,12 @@ class MeteredStore:
     def _attempt_ended(self, execution_id: str, activity: str) -> datetime | None:
         with self._lock:
             return self._attempts.pop((execution_id, activity), None)
+
+
+def meter(store: Store) -> Metrics:
+    """A new registry, fed from now on by everything `store` commits in this process."""
+    metrics = Metrics()
+    store.add_observer(
+        MetricsObserver(metrics, lambda execution_id: store.load(execution_id, None))
+    )
+    return metrics

@@ -1,0 +1,202 @@
+"""Metrics fed by a store observer, on every store: what a worker commits is counted and
+attributed to its tenant and workflow, with no wrapper around the store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from wovyr.activities.base import ActivityRegistry
+from wovyr.clock import ManualClock
+from wovyr.engine.engine import Engine
+from wovyr.events import Event, EventType
+from wovyr.platform.metrics import Metrics, MetricsObserver, meter, store_gauges
+from wovyr.store.base import Claim, CommitOutcome, NewExecution, StepWrite
+from wovyr.worker import Worker
+
+FLAKY = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: flaky}
+activities:
+  - id: call
+    tool: flaky
+    retry: {max_attempts: 3, initial_interval: 0}
+"""
+WAITS = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: waits}
+activities:
+  - id: go
+    wait: {signal: go}
+"""
+
+
+def flaky_tool(registry: ActivityRegistry) -> None:
+    calls = {"n": 0}
+
+    def flaky() -> str:
+        calls["n"] += 1
+        if calls["n"] < 2:
+            raise RuntimeError("transient")
+        return "ok"
+
+    registry.register("flaky", flaky)
+
+
+def drive(engine: Engine, definition: str) -> str:
+    """Start `definition` and run it until it ends or waits; its execution id."""
+
+    async def main() -> str:
+        worker = Worker(engine, lease_seconds=30)
+        try:
+            record = await worker.start(definition)
+            await worker.run_until_idle()
+            return record.id
+        finally:
+            await worker.close()
+
+    return asyncio.run(main())
+
+
+def test_what_a_worker_commits_is_counted_for_its_tenant(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    flaky_tool(registry)
+    metrics = meter(engine.store)
+    eid = drive(engine.for_tenant("acme"), FLAKY)
+    assert engine.for_tenant("acme").query(eid).status == "completed"
+
+    assert metrics.value("wovyr_executions_started_total", "acme", workflow="flaky") == 1
+    finished = metrics.value(
+        "wovyr_executions_finished_total", "acme", workflow="flaky", status="completed"
+    )
+    assert finished == 1
+    assert metrics.value("wovyr_activity_retries_total", "acme", workflow="flaky") == 1
+    text = metrics.render("acme")
+    duration = "wovyr_activity_duration_seconds_count"
+    assert f'{duration}{{tenant="acme",outcome="completed",workflow="flaky"}} 1' in text
+    assert f'{duration}{{tenant="acme",outcome="retried",workflow="flaky"}} 1' in text
+    assert eid not in text
+    assert "flaky" not in metrics.render("other")  # another tenant sees none of it
+    assert metrics.render(None) == text  # the operator's view: every tenant (one here)
+
+
+def test_the_operators_view_shows_every_tenant(engine: Engine, registry: ActivityRegistry) -> None:
+    flaky_tool(registry)
+    metrics = meter(engine.store)
+    drive(engine.for_tenant("acme"), WAITS)
+    drive(engine.for_tenant("globex"), WAITS)
+    everyone = metrics.render(None)
+    assert 'wovyr_executions_started_total{tenant="acme",workflow="waits"} 1' in everyone
+    assert 'wovyr_executions_started_total{tenant="globex",workflow="waits"} 1' in everyone
+    assert 'tenant="globex"' not in metrics.render("acme")
+
+
+def test_a_step_of_an_execution_started_elsewhere_is_attributed_from_the_store(
+    engine: Engine,
+) -> None:
+    eid = drive(engine.for_tenant("acme"), WAITS)  # before this process counted
+    metrics = meter(engine.store)
+    engine.for_tenant("acme").cancel(eid, "no longer needed")
+    cancelled = metrics.value(
+        "wovyr_executions_finished_total", "acme", workflow="waits", status="cancelled"
+    )
+    assert cancelled == 1
+    assert metrics.value("wovyr_executions_started_total", "acme", workflow="waits") == 0
+
+
+class Raises:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def created(self, new: NewExecution) -> None:
+        self.calls += 1
+        raise RuntimeError("an observer's bug")
+
+    def committed(self, steps: Sequence[StepWrite], outcomes: Sequence[CommitOutcome]) -> None:
+        self.calls += 1
+        raise RuntimeError("an observer's bug")
+
+    def claimed(self, claims: Sequence[Claim]) -> None:
+        self.calls += 1
+        raise RuntimeError("an observer's bug")
+
+
+def test_an_observer_that_raises_breaks_no_commit_and_no_other_observer(
+    engine: Engine, registry: ActivityRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    flaky_tool(registry)
+    broken = Raises()
+    engine.store.add_observer(broken)
+    metrics = meter(engine.store)
+    eid = drive(engine.for_tenant("acme"), FLAKY)
+    assert engine.for_tenant("acme").query(eid).status == "completed"
+    assert [e.type for e in engine.for_tenant("acme").history(eid)][-1] == "ExecutionCompleted"
+    assert broken.calls >= 3
+    assert metrics.value("wovyr_executions_started_total", "acme", workflow="flaky") == 1
+    finished = metrics.value(
+        "wovyr_executions_finished_total", "acme", workflow="flaky", status="completed"
+    )
+    assert finished == 1
+    assert "an observer's bug" in caplog.text
+
+
+def test_a_commit_refused_for_a_lost_lease_is_counted(engine: Engine) -> None:
+    eid = drive(engine, WAITS)
+    metrics = meter(engine.store)
+    record = engine.get(eid)
+    outcomes = engine.store.commit(
+        [
+            StepWrite(
+                execution_id=eid,
+                expected_seq=record.seq,
+                events=(),
+                checkpoint=record.checkpoint or {},
+                status=record.status,
+                updated_at=engine.clock.now(),
+                fence=record.fence + 1,  # a fence no claim ever handed out
+            )
+        ]
+    )
+    assert outcomes == [CommitOutcome.LEASE_LOST]
+    assert metrics.value("wovyr_lease_losses_total") == 1
+    assert "wovyr_lease_losses_total 1" in metrics.render("anyone")
+
+
+def test_gauges_are_read_from_the_store(engine: Engine) -> None:
+    timed = WAITS.replace("wait: {signal: go}", "wait: {timer: {after: 10s}}")
+    drive(engine, timed)
+    clock = engine.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(25)
+    gauges = {name: value for name, _, _, value in store_gauges(engine.store, clock.now())}
+    assert gauges == {
+        "wovyr_queue_depth": 0,
+        "wovyr_timer_lag_seconds": 15,
+        "wovyr_schedule_lag_seconds": 0,
+    }
+
+
+def test_an_unknown_execution_whose_lookup_fails_is_not_counted() -> None:
+    def lookup(execution_id: str) -> None:
+        raise OSError("the store is down")
+
+    metrics = Metrics()
+    observer = MetricsObserver(metrics, lookup)
+    now = ManualClock().now()
+    step = StepWrite(
+        execution_id="wf_x",
+        expected_seq=1,
+        events=(Event(EventType.EXECUTION_COMPLETED, now),),
+        checkpoint={},
+        status="completed",
+        updated_at=now,
+    )
+    observer.committed([step], [CommitOutcome.OK])
+    observer.committed([step], [CommitOutcome.LEASE_LOST])
+    assert "wovyr_executions_finished_total{" not in metrics.render(None)
+    assert metrics.value("wovyr_lease_losses_total") == 1
