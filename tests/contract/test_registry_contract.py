@@ -19,21 +19,21 @@ def rec(
 
 def test_apply_is_idempotent_and_refuses_a_changed_version(store: Store) -> None:
     registry = store  # every store implements DefinitionRegistry
-    assert registry.apply_definition(rec("h1", "1")) == "applied"  # type: ignore[attr-defined]
-    assert registry.apply_definition(rec("h1", "1", 5)) == "unchanged"  # type: ignore[attr-defined]
-    assert registry.apply_definition(rec("h2", "1", 6)) == "conflict"  # type: ignore[attr-defined]
-    assert registry.apply_definition(rec("h2", "2", 7)) == "applied"  # type: ignore[attr-defined]
-    latest = registry.registered_definition("wf")  # type: ignore[attr-defined]
+    assert registry.apply_definition(rec("h1", "1")) == "applied"
+    assert registry.apply_definition(rec("h1", "1", 5)) == "unchanged"
+    assert registry.apply_definition(rec("h2", "1", 6)) == "conflict"
+    assert registry.apply_definition(rec("h2", "2", 7)) == "applied"
+    latest = registry.registered_definition("wf")
     assert latest.hash == "h2" and latest.version == "2" and latest.source == "source h2"
-    assert registry.registered_definition("wf", "1").hash == "h1"  # type: ignore[attr-defined]
-    assert registry.registered_definition("wf", "9") is None  # type: ignore[attr-defined]
-    listed = registry.list_registered()  # type: ignore[attr-defined]
+    assert registry.registered_definition("wf", "1").hash == "h1"
+    assert registry.registered_definition("wf", "9") is None
+    listed = registry.list_registered()
     assert [(r.version, r.hash) for r in listed] == [("2", "h2"), ("1", "h1")]
     assert store.get_definition("h2") is not None
 
 
 def test_registry_is_per_tenant(store: Store) -> None:
-    store.apply_definition(rec("h1", "1"))  # type: ignore[attr-defined]
-    assert store.registered_definition("wf", tenant="b") is None  # type: ignore[attr-defined]
-    assert store.apply_definition(rec("h9", "1", tenant="b")) == "applied"  # type: ignore[attr-defined]
-    assert store.registered_definition("wf").hash == "h1"  # type: ignore[attr-defined]
+    store.apply_definition(rec("h1", "1"))
+    assert store.registered_definition("wf", tenant="b") is None
+    assert store.apply_definition(rec("h9", "1", tenant="b")) == "applied"
+    assert store.registered_definition("wf").hash == "h1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 import click
 
@@ -12,17 +12,12 @@ from wovyr.cli.common import echo_json, store_options
 from wovyr.cli.main import cli
 from wovyr.errors import ConfigError
 from wovyr.settings import Settings
-from wovyr.store import Store, open_store, redact_url
+from wovyr.store import Store, capabilities, open_store, redact_url
+from wovyr.store.capabilities import Migrating
 
 __all__: list[str] = []
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@runtime_checkable
-class _Migratable(Protocol):
-    def migrate(self) -> int: ...
-    def schema_version(self) -> int: ...
 
 
 def _db_options(fn: F) -> F:
@@ -31,20 +26,16 @@ def _db_options(fn: F) -> F:
 
 
 @contextmanager
-def _open(settings: Settings) -> Iterator[tuple[Store, _Migratable]]:
+def _open(settings: Settings) -> Iterator[tuple[Store, Migrating]]:
     # migrate=False: `version` must report the schema as found, `upgrade` migrates itself.
     store = open_store(settings.store_url, migrate=False)
     try:
-        if not isinstance(store, _Migratable):
+        schema = capabilities(store).migrations
+        if schema is None:
             raise ConfigError(f"the store {redact_url(store.url)} has no schema to migrate")
-        yield store, store
+        yield store, schema
     finally:
         store.close()
-
-
-def _pending(store: object) -> list[int]:
-    pending = getattr(store, "pending_migrations", None)
-    return list(pending()) if callable(pending) else []
 
 
 @cli.group("db")
@@ -72,7 +63,7 @@ def upgrade(settings: Settings, as_json: bool) -> None:
 def version(settings: Settings, as_json: bool) -> None:
     """Show the schema version and the migrations not applied yet."""
     with _open(settings) as (store, schema):
-        current, pending = schema.schema_version(), _pending(store)
+        current, pending = schema.schema_version(), schema.pending_migrations()
         if as_json:
             echo_json({"store": redact_url(store.url), "version": current, "pending": pending})
             return

@@ -103,8 +103,7 @@ class Definitions:
     def named(self, name: str, version: str | None = None) -> tuple[Workflow, str]:
         """A registered definition by name (the latest applied version, or `version`);
         falls back to the newest stored definition of that name (e.g. from `wovyr run`)."""
-        registry = getattr(self.store, "registered_definition", None)
-        record = registry(name, version, self.tenant) if registry else None
+        record = self.store.registered_definition(name, version, self.tenant)
         if record is None and version is None:
             record = self.store.latest_definition(name, self.tenant)
         if record is None:

@@ -42,7 +42,7 @@ from wovyr.errors import (
 )
 from wovyr.events import Event, EventType
 from wovyr.ids import child_id, new_id, validate_execution_id
-from wovyr.store import open_store
+from wovyr.store import check_store, open_store
 from wovyr.store.base import (
     DEFAULT_TENANT,
     CommitOutcome,
@@ -77,6 +77,7 @@ class Engine(Definitions):
         max_child_depth: int = 10,
         max_items: int = 10_000,
     ) -> None:
+        check_store(store)  # a partial store fails here, with what it lacks
         self.store = store
         self.max_child_depth = max_child_depth
         self.max_items = max_items

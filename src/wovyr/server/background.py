@@ -78,13 +78,12 @@ class Background:
                 await self._pause(_RESTART_PAUSE)
 
     async def _housekeeping(self) -> None:
-        purge = getattr(self.engine.store, "purge_idempotency_keys", None)
+        purge = self.engine.store.purge_idempotency_keys
         while not self._stop.is_set():
-            if purge is not None:
-                try:
-                    await asyncio.to_thread(purge, self.engine.clock.now() - IDEMPOTENCY_TTL)
-                except Exception as exc:  # retried at the next round
-                    log.warning("purging old idempotency keys failed: %s", exc)
+            try:
+                await asyncio.to_thread(purge, self.engine.clock.now() - IDEMPOTENCY_TTL)
+            except Exception as exc:  # retried at the next round
+                log.warning("purging old idempotency keys failed: %s", exc)
             await self._pause(_HOUSEKEEPING_EVERY)
 
     async def _pause(self, seconds: float) -> None:

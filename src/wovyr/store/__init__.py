@@ -20,8 +20,10 @@ from wovyr.store.base import (
     Store,
     TimerRecord,
 )
+from wovyr.store.capabilities import Capabilities, capabilities, check_store
 
 __all__ = [
+    "Capabilities",
     "Claim",
     "CommitOutcome",
     "DefinitionRecord",
@@ -33,6 +35,8 @@ __all__ = [
     "StepWrite",
     "Store",
     "TimerRecord",
+    "capabilities",
+    "check_store",
     "default_url",
     "open_store",
     "redact_url",
@@ -55,13 +59,23 @@ def redact_url(url: str) -> str:
 
 
 def open_store(url: str, *, migrate: bool = True, db_clock: bool = True) -> Store:
-    """Open the store named by `url`.
+    """Open the store named by `url` (checked to implement the whole contract).
 
     `migrate=False` leaves a PostgreSQL schema as it is (`wovyr db upgrade` migrates it);
     the embedded SQLite store always migrates itself on open. On PostgreSQL, leases are
     measured with the database's clock (`db_clock`, so workers on hosts whose clocks
     disagree share one); `db_clock=False` uses the engine's clock (tests with a ManualClock).
     """
+    store = _driver_store(url, migrate=migrate, db_clock=db_clock)
+    try:
+        check_store(store)
+    except ConfigError:
+        store.close()
+        raise
+    return store
+
+
+def _driver_store(url: str, *, migrate: bool, db_clock: bool) -> Store:
     if url.startswith("sqlite:///"):
         from wovyr.store.sqlite import SQLiteStore
 
@@ -80,8 +94,7 @@ def open_store(url: str, *, migrate: bool = True, db_clock: bool = True) -> Stor
             raise ConfigError(
                 "the PostgreSQL store needs the postgres extra: pip install 'wovyr[postgres]'"
             ) from exc
-        store: Store = PostgresStore(url, auto_migrate=migrate, db_clock=db_clock)
-        return store
+        return PostgresStore(url, auto_migrate=migrate, db_clock=db_clock)
     raise ConfigError(
         f"unknown store URL {url!r}",
         hint="use sqlite:///path/to/wovyr.db, postgresql://user@host/db or memory://",

@@ -13,18 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+
+from wovyr.store.capabilities import Notifying
 
 __all__ = ["Notifying", "WorkListener"]
 
 log = logging.getLogger("wovyr.worker")
-
-
-@runtime_checkable
-class Notifying(Protocol):
-    """A store that can say when work may have arrived (PostgreSQL: LISTEN/NOTIFY)."""
-
-    def wait_for_work(self, timeout: float) -> bool: ...
 
 
 class WorkListener:

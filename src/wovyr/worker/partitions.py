@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Protocol, runtime_checkable
 
 from wovyr.errors import ConfigError
+from wovyr.store.capabilities import Membership
 from wovyr.store.shards import SHARD_COUNT, Peer, coverage_problems, shards_for
 
 __all__ = [
@@ -78,14 +77,6 @@ def assign_partitions(members: Sequence[str], me: str, of: int) -> list[int]:
         return []
     index, count = ordered.index(me), len(ordered)
     return list(range(index * of // count, (index + 1) * of // count))
-
-
-@runtime_checkable
-class Membership(Protocol):
-    """A store that keeps the live workers (PostgreSQL: the `worker_members` table)."""
-
-    def worker_heartbeat(self, me: Peer, now: datetime, ttl_seconds: float) -> list[Peer]: ...
-    def member_leave(self, owner: str) -> None: ...
 
 
 def partition_setup(

@@ -90,7 +90,7 @@ class Worker:
         self.partitions, self.of = partition_setup(engine.store, partitions, of, membership)
         self.coverage_problems: list[str] = []  # what the live workers leave unclaimed
         self.committer = GroupCommitter(engine.store, solo=lambda: len(self.runners) <= 1)
-        self.schedules = Schedules(engine) if hasattr(engine.store, "due_schedules") else None
+        self.schedules = Schedules(engine)
         self.runners: dict[str, ExecutionRunner] = {}
         self.stats = WorkerStats()
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -272,7 +272,7 @@ class Worker:
         if isinstance(self.engine.store, Membership) and not self._joined and only is None:
             await self.rebalance()
         fired = await asyncio.to_thread(self.engine.fire_due_timers, self.timer_batch)
-        if self.schedules is not None and only is None:
+        if only is None:
             fired += await asyncio.to_thread(self.schedules.dispatch_due)
         capacity = self.concurrency - len(self.runners)
         where = self._claim_filter(only)

@@ -234,6 +234,10 @@ class PostgresStore(
 
         return self._run(body, write=False)
 
+    def latest_migration(self) -> int:
+        """The highest migration this code ships."""
+        return max((version for version, _ in migrations()), default=0)
+
     def pending_migrations(self) -> list[int]:
         """The migrations this Wovyr knows that the database has not applied yet."""
         current = self.schema_version()

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -48,13 +49,15 @@ _SUMMARY_COLUMNS = (
 )
 
 
-def _migrations() -> list[tuple[int, str]]:
+@cache
+def _migrations() -> tuple[tuple[int, str], ...]:
+    """(version, script) of every migration, in order."""
     folder = resources.files("wovyr.store.sqlite") / "migrations"
     out = []
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):
             out.append((int(entry.name.split("_", 1)[0]), entry.read_text(encoding="utf-8")))
-    return sorted(out)
+    return tuple(sorted(out))
 
 
 class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
@@ -66,6 +69,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         self._busy_ms = busy_timeout_ms
         self._write_lock = threading.Lock()
         self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []  # every thread's, to close them all
         self._closed = False
         self._observers = Observers()
         self.commits = 0  # durable write transactions issued by this object (for benchmarks)
@@ -101,7 +105,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         if conn is None:
             conn = self._connect()
             self._local.conn = conn
-            self._readers = [*getattr(self, "_readers", []), conn]
+            self._readers = [*self._readers, conn]
         return conn
 
     @contextlib.contextmanager
@@ -158,6 +162,16 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         rows = self._read("SELECT max(version) FROM schema_migrations")
         return int(rows[0][0] or 0)
 
+    def latest_migration(self) -> int:
+        """The highest migration this code ships."""
+        return max((version for version, _ in _migrations()), default=0)
+
+    def pending_migrations(self) -> list[int]:
+        """The migrations this code ships that the file has not applied (none once opened:
+        the embedded store migrates itself on open)."""
+        done = {int(row[0]) for row in self._read("SELECT version FROM schema_migrations")}
+        return [version for version, _ in _migrations() if version not in done]
+
     def add_observer(self, observer: StoreObserver) -> None:
         self._observers.add(observer)
 
@@ -167,7 +181,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         self._closed = True
         with self._write_lock:
             self._writer.close()
-        for conn in getattr(self, "_readers", []):
+        for conn in self._readers:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
 
