@@ -1,12 +1,14 @@
 """Wovyr: durable execution for declarative YAML workflows.
 
 import wovyr
+from pathlib import Path
 
 @wovyr.activity("inventory.reserve")
 def reserve(order_id: str) -> dict: ...
 
 engine = wovyr.Engine.open()                 # ~/.wovyr/wovyr.db
-view = wovyr.run_workflow(engine, "examples/order-saga.yaml", {"order_id": "A-1"})
+view = wovyr.run_workflow(engine, path=Path("examples/order-saga.yaml"), input={"order_id": "A-1"})
+engine.start(name="order-saga", input={"order_id": "A-2"})   # a registered (applied) workflow
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from wovyr.activities.base import (
 from wovyr.clock import Clock, ManualClock, SystemClock
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file
-from wovyr.engine.engine import Engine, ExecutionView
+from wovyr.engine.engine import Engine, ExecutionView, Started
 from wovyr.errors import (
     ActivityNotRegistered,
     ConfigError,
@@ -56,6 +58,7 @@ __all__ = [
     "ManualClock",
     "NonRetryableError",
     "NotFound",
+    "Started",
     "StoreError",
     "SystemClock",
     "Worker",

@@ -170,7 +170,7 @@ def test_depth_guard_stops_runaway_recursion(engine: Engine) -> None:
     small = Engine(
         engine.store, clock=engine.clock, activities=engine.activities, max_child_depth=3
     )
-    rec = small.start("again")
+    rec = small.start(name="again")
     drain(small)
     view = small.query(rec.id)
     assert view.status == "failed"
@@ -329,12 +329,12 @@ V2 = wf(
 def test_pinned_executions_finish_on_their_own_version(engine: Engine, clock: ManualClock) -> None:
     assert engine.apply(V1)[0] == "applied"
     assert engine.apply(V1)[0] == "unchanged"
-    old = [engine.start("flow").id for _ in range(2)]
+    old = [engine.start(name="flow").id for _ in range(2)]
     drain(engine)
     assert engine.apply(V2)[0] == "applied"
     with pytest.raises(DefinitionConflict):
         engine.apply(V2.replace("two", "deux"))
-    new = engine.start("flow").id
+    new = engine.start(name="flow").id
     drain(engine)  # arms v2's timer
     for execution_id in old:
         engine.signal(execution_id, "go")  # only the id is needed

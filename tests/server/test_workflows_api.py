@@ -8,6 +8,9 @@ import json
 import pytest
 from tests.server.conftest import APPROVAL_FLOW, Api
 
+from wovyr.definition.parse import load_definition
+from wovyr.definition.pin import canonical_json
+
 pytestmark = pytest.mark.anyio
 OP, VIEW = "tenant-a:operator", "tenant-a:viewer"
 BASE = "/api/v1/workflows"
@@ -166,6 +169,47 @@ async def test_explicit_id_start_is_idempotent_and_other_tenants_ids_conflict(ap
     )
     assert taken.status_code == 409
     assert "purchase" not in taken.text and "note" not in taken.text
+
+    assert taken.json()["detail"] == "An execution with this id already exists; choose another id."
+    # An id that exists answers 200 with its execution, whatever the rest of the body says.
+    other = await api.call(
+        "POST", BASE, OP, json={"definition": APPROVAL_FLOW, "id": "order-1", "input": {"x": 1}}
+    )
+    assert other.status_code == 200 and other.json()["input"] == first["input"]
+
+
+async def test_a_start_over_http_is_the_engines_start(api: Api) -> None:
+    """The handler only translates: the events of a start over HTTP (text, JSON object, or
+    registered name) are exactly those `Engine.start` stores for the same request."""
+    engine = api.engine.for_tenant("tenant-a")
+    engine.register(APPROVAL_FLOW)
+    as_object = json.loads(canonical_json(load_definition(APPROVAL_FLOW)))
+    bodies = {
+        "text": {"definition": APPROVAL_FLOW},
+        "object": {"definition": as_object},
+        "name": {"workflow": "purchase"},
+    }
+    for form, body in bodies.items():
+        await start(api, {**body, "input": {"note": "same"}, "id": f"http-{form}"})
+    engine.start(APPROVAL_FLOW, {"note": "same"}, execution_id="engine")
+
+    def stored(execution_id: str) -> list[tuple[object, ...]]:
+        return [(e.type, e.at, e.data) for e in engine.history(execution_id)]
+
+    for form in bodies:
+        assert stored(f"http-{form}") == stored("engine"), form
+
+
+async def test_an_idempotency_key_is_not_spent_on_an_invalid_start(api: Api) -> None:
+    key = {"Idempotency-Key": "k-1"}
+    bad = await api.call(
+        "POST", BASE, OP, json={"definition": APPROVAL_FLOW, "input": {"note": 5}}, headers=key
+    )
+    assert bad.status_code == 422 and bad.json()["type"] == "urn:wovyr:problem:invalid"
+    good = await api.call(
+        "POST", BASE, OP, json={"definition": APPROVAL_FLOW, "input": {"note": "5"}}, headers=key
+    )
+    assert good.status_code == 201, good.text
 
 
 async def test_cancel_is_durable_then_409(api: Api) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,13 @@ def exit_code_for(view: ExecutionView) -> int:
 
 
 @cli.command("run")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--workflow",
+    "registered",
+    metavar="NAME[@VERSION]",
+    help="Run a registered workflow (the latest applied version unless @VERSION) instead of FILE.",
+)
 @click.option(
     "-i",
     "--input",
@@ -66,7 +73,8 @@ def exit_code_for(view: ExecutionView) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @engine_options
 def run_command(
-    file: Path,
+    file: Path | None,
+    registered: str | None,
     pairs: tuple[str, ...],
     input_file: str | None,
     execution_id: str | None,
@@ -74,18 +82,25 @@ def run_command(
     as_json: bool,
     settings: Settings,
 ) -> None:
-    """Run the workflow in FILE here until it completes, fails or waits.
+    """Run the workflow in FILE (or --workflow NAME) here until it completes, fails or waits.
 
     Exit codes: 0 completed, 1 failed or cancelled, 2 usage, 3 waiting (suspended).
     """
+    target = _target(file, registered)
     inputs = _inputs(pairs, input_file)
     with open_engine(settings) as engine:
         if detach:
-            record = engine.start(file, inputs, execution_id=execution_id)
+            record = engine.start(
+                input=inputs,
+                path=target.path,
+                name=target.name,
+                version=target.version,
+                execution_id=execution_id,
+            )
             view = engine.query(record.id)
         else:
             view = _run_live(
-                engine, file, inputs, execution_id, settings, show=not as_json and is_tty()
+                engine, target, inputs, execution_id, settings, show=not as_json and is_tty()
             )
     if as_json:
         echo_json(view.to_dict())
@@ -94,9 +109,27 @@ def run_command(
     raise click.exceptions.Exit(EXIT_OK if detach else exit_code_for(view))
 
 
+@dataclass(frozen=True)
+class _Target:
+    """What `wovyr run` starts: a file, or a registered name (and version)."""
+
+    path: Path | None = None
+    name: str | None = None
+    version: str | None = None
+
+
+def _target(file: Path | None, registered: str | None) -> _Target:
+    if (file is None) == (registered is None):
+        raise click.UsageError("give a FILE or --workflow NAME[@VERSION], not both or neither")
+    if registered is None:
+        return _Target(path=file)
+    name, _, version = registered.partition("@")  # names cannot contain '@'
+    return _Target(name=name, version=version or None)
+
+
 def _run_live(
     engine: Engine,
-    file: Path,
+    target: _Target,
     inputs: dict[str, Any],
     execution_id: str | None,
     settings: Settings,
@@ -106,7 +139,13 @@ def _run_live(
     async def main() -> str:
         worker = Worker(engine, lease_seconds=settings.lease_seconds)
         try:
-            record = await worker.start(file, inputs, execution_id=execution_id)
+            record = await worker.start(
+                input=inputs,
+                path=target.path,
+                name=target.name,
+                version=target.version,
+                execution_id=execution_id,
+            )
             drive = asyncio.create_task(worker.run_until_idle(only=[record.id]))
             if show:
                 with Live(console=console, refresh_per_second=8, transient=True) as live:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from wovyr.clock import Clock
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file
 from wovyr.definition.pin import canonical_json, content_hash
-from wovyr.errors import DefinitionConflict, NotFound
+from wovyr.errors import DefinitionConflict, InputError, NotFound, Problem
 from wovyr.store.base import DefinitionRecord, Store
 
 __all__ = ["Definitions"]
@@ -65,7 +67,7 @@ class Definitions:
         record = self.store.get_definition(definition_hash, tenant or self.tenant)
         if record is None:
             raise NotFound(f"definition {definition_hash} not found")
-        workflow = load_definition(record.source, filename=f"<definition {record.name}>")
+        workflow = _stored_workflow(record)
         self._definitions[definition_hash] = workflow
         return workflow
 
@@ -114,13 +116,43 @@ class Definitions:
             )
         return self.definition(record.hash), record.hash
 
-    def resolve(self, definition_or_name: Workflow | str | Path) -> tuple[Workflow, str]:
-        """(definition, hash) for a model, YAML/JSON text, a file path or a registered name."""
-        if isinstance(definition_or_name, str) and "\n" not in definition_or_name:
-            path = Path(definition_or_name)
-            if not path.suffix:
-                return self.named(definition_or_name)
-            definition_or_name = path
-        return self._pin(definition_or_name)
+    def resolve(self, definition: Workflow | str | Path) -> tuple[Workflow, str]:
+        """(definition, hash) of a model, YAML/JSON text or a file `Path`, pinned. A string
+        is always a document: registered names go through `named`."""
+        return self._pin(definition)
 
-    # --- start ---------------------------------------------------------------------------
+    def target(
+        self,
+        definition: Workflow | str | None = None,
+        *,
+        name: str | None = None,
+        version: str | None = None,
+        path: Path | None = None,
+    ) -> tuple[Workflow, str]:
+        """(definition, hash) of what a start names: exactly one of a model or YAML/JSON text
+        (`definition`), a file (`path`), both pinned, or a registered `name` (`version`, else
+        the latest). Nothing is guessed from a string's shape."""
+        given = {"definition": definition, "name": name, "path": path}
+        named = [k for k, v in given.items() if v is not None]
+        if len(named) != 1:
+            found = ", ".join(named) or "none"
+            message = f"give exactly one of definition, name or path (found {found})"
+            raise InputError([Problem(message, path="definition")])
+        if version is not None and name is None:
+            raise InputError([Problem("a version goes with a name", path="version")])
+        if name is not None:
+            return self.named(name, version)
+        if path is not None:
+            return self._pin(path)
+        assert definition is not None
+        return self._pin(definition)
+
+
+def _stored_workflow(record: DefinitionRecord) -> Workflow:
+    """The model of a stored definition, read back from the canonical JSON it was stored as
+    (`canonical_json`): not re-parsed or re-validated as a document, so an execution pinned
+    under an older release keeps running after the validator gets stricter."""
+    try:
+        return Workflow.model_validate_json(record.source)
+    except ValidationError:  # not canonical JSON: read it as the document it is
+        return load_definition(record.source, filename=f"<definition {record.name}>")

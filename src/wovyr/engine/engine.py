@@ -12,6 +12,7 @@ import builtins
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -57,11 +58,29 @@ from wovyr.store.base import (
     TimerRecord,
 )
 
-__all__ = ["Engine", "ExecutionView"]
+__all__ = ["Engine", "ExecutionView", "Started"]
 
 Listener = Callable[[str], None]
 _MAX_RETRIES = 50
 _SOURCE_CACHE = 256
+
+
+@dataclass(frozen=True)
+class Started:
+    """What a start did: the execution, and whether this call created it (False: an
+    execution with that id already existed and is returned unchanged)."""
+
+    record: ExecutionRecord
+    created: bool
+
+
+def _check_id(execution_id: str) -> None:
+    """A caller-chosen execution id is acceptable (derived ids, e.g. children's, are not
+    checked: they may use characters a caller may not)."""
+    try:
+        validate_execution_id(execution_id)
+    except ValueError as exc:
+        raise InputError([Problem(str(exc), path="id")]) from None
 
 
 class Engine(Definitions):
@@ -144,38 +163,83 @@ class Engine(Definitions):
 
     def start(
         self,
-        definition_or_name: Workflow | str | Path,
+        definition: Workflow | str | None = None,
         input: Mapping[str, Any] | None = None,
         *,
+        name: str | None = None,
+        version: str | None = None,
+        path: Path | None = None,
         execution_id: str | None = None,
         parent_id: str | None = None,
         lease_owner: str | None = None,
         lease_seconds: float = 30.0,
     ) -> ExecutionRecord:
-        """Start an execution; starting an id that exists returns that execution unchanged."""
-        workflow, digest = self.resolve(definition_or_name)
+        """Start an execution of exactly one of `definition` (a model or YAML/JSON text),
+        `path` (a file) or `name` (registered; `version`, else the latest); starting an id
+        that exists returns that execution unchanged. `submit` also tells which it was."""
+        return self.submit(
+            definition,
+            input,
+            name=name,
+            version=version,
+            path=path,
+            execution_id=execution_id,
+            parent_id=parent_id,
+            lease_owner=lease_owner,
+            lease_seconds=lease_seconds,
+        ).record
+
+    def submit(
+        self,
+        definition: Workflow | str | None = None,
+        input: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        version: str | None = None,
+        path: Path | None = None,
+        execution_id: str | None = None,
+        claim_id: Callable[[], str] | None = None,
+        parent_id: str | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float = 30.0,
+    ) -> Started:
+        """THE start path (every edge calls it): resolve what is named and check the id; an
+        execution that has the id is returned as it is (its definition and inputs were fixed
+        when it started); else the inputs are checked and the execution is created. Ids are
+        global: another tenant's answers `Conflict`, telling nothing about it. `claim_id`,
+        when given, is called once the request is valid (inputs included) and before anything
+        is read or written under the id, for the id to use: e.g. the execution an
+        Idempotency-Key already holds."""
+        workflow, digest = self.target(definition, name=name, version=version, path=path)
         if execution_id is not None:
-            try:
-                validate_execution_id(execution_id)
-            except ValueError as exc:
-                raise InputError([Problem(str(exc), path="execution_id")]) from None
-            existing = self.store.load(execution_id, self.tenant)
-            if existing is not None:
-                return existing
-        new = self.prepare_start(
+            _check_id(execution_id)
+        inputs = None
+        if claim_id is not None:  # spent only on a valid start, and asked before the id is
+            inputs = resolve_inputs(workflow, input)
+            execution_id = claim_id()
+        existing = self.store.load(execution_id, tenant=None) if execution_id else None
+        if existing is not None:  # its definition and inputs were fixed when it started
+            return Started(self._own(existing), created=False)
+        if inputs is None:
+            inputs = resolve_inputs(workflow, input)
+        new = self._new_execution(
             workflow,
             digest,
-            input,
+            inputs,
             execution_id=execution_id,
             parent_id=parent_id,
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
         )
         created, record = self.store.create_execution(new)
-        if record.tenant != self.tenant:  # ids are global: never hand out another tenant's
-            raise Conflict(f"execution id {new.id!r} cannot be used", hint="choose another id")
+        record = self._own(record)
         if created and lease_owner is None:  # a leased start is driven by its owner already
             self.notify(new.id)
+        return Started(record, created)
+
+    def _own(self, record: ExecutionRecord) -> ExecutionRecord:
+        if record.tenant != self.tenant:  # ids are global: never hand out another tenant's
+            raise Conflict("An execution with this id already exists; choose another id.")
         return record
 
     def prepare_start(
@@ -192,8 +256,32 @@ class Engine(Definitions):
     ) -> NewExecution:
         """The row and first step of a new execution, for a store to create (maybe together
         with other writes, as a schedule fire does). When `lease_owner` will drive it, the
-        first decision (the root activities' `ActivityStarted`) rides in the same commit."""
-        inputs = resolve_inputs(workflow, input)
+        first decision (the root activities' `ActivityStarted`) rides in the same commit.
+        The inputs are checked as `submit` checks them; the id is the caller's to derive."""
+        return self._new_execution(
+            workflow,
+            digest,
+            resolve_inputs(workflow, input),
+            execution_id=execution_id,
+            parent_id=parent_id,
+            lease_owner=lease_owner,
+            lease_seconds=lease_seconds,
+            extra=extra,
+        )
+
+    def _new_execution(
+        self,
+        workflow: Workflow,
+        digest: str,
+        inputs: dict[str, Any],
+        *,
+        execution_id: str | None,
+        parent_id: str | None,
+        lease_owner: str | None,
+        lease_seconds: float,
+        extra: dict[str, Any] | None = None,
+    ) -> NewExecution:
+        """A new execution of `workflow` on inputs already checked."""
         now = self.clock.now()
         exec_id = execution_id or new_id(now)
         events = start_events(workflow, digest, inputs, now, parent_id=parent_id, extra=extra)

@@ -16,18 +16,24 @@ __all__ = ["run_workflow"]
 
 def run_workflow(
     engine: Engine,
-    definition: Workflow | str | Path,
+    definition: Workflow | str | None = None,
     input: Mapping[str, Any] | None = None,
     *,
+    name: str | None = None,
+    version: str | None = None,
+    path: Path | None = None,
     execution_id: str | None = None,
 ) -> ExecutionView:
     """Start (or resume) an execution and drive it in this process until it completes,
-    fails or waits (for a signal, an approval or a future timer)."""
+    fails or waits (for a signal, an approval or a future timer). Name exactly one of
+    `definition` (a model or YAML/JSON text), `path` (a file) or `name` (registered)."""
 
     async def main() -> str:
         worker = Worker(engine)
         try:
-            record = await worker.start(definition, input, execution_id=execution_id)
+            record = await worker.start(
+                definition, input, name=name, version=version, path=path, execution_id=execution_id
+            )
             await worker.run_until_idle(only=[record.id])
             return record.id
         finally:

@@ -143,17 +143,24 @@ class Worker:
 
     async def start(
         self,
-        definition: Workflow | str | Path,
+        definition: Workflow | str | None = None,
         input: Mapping[str, Any] | None = None,
         *,
+        name: str | None = None,
+        version: str | None = None,
+        path: Path | None = None,
         execution_id: str | None = None,
     ) -> ExecutionRecord:
-        """Start an execution leased to this worker and begin driving it (one commit)."""
+        """Start an execution leased to this worker and begin driving it (one commit); what
+        to start is named as for `Engine.start`."""
         self._attach()
         start = functools.partial(
             self.engine.start,
             definition,
             input,
+            name=name,
+            version=version,
+            path=path,
             execution_id=execution_id,
             lease_owner=self.owner,
             lease_seconds=self.lease_seconds,

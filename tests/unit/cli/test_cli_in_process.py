@@ -75,6 +75,19 @@ def test_run_prints_a_table_or_json_and_exits_0(cli: Cli) -> None:
     assert code == 0 and "hello-2" in out
 
 
+def test_run_starts_a_registered_workflow_by_name(cli: Cli, waits: Path) -> None:
+    assert cli("definitions", "apply", str(waits), str(HELLO))[0] == 0
+    view = cli.json("run", "--workflow", "hello", "-i", "name=Ada")
+    assert view["workflow"] == "hello" and view["output"]["greeting"] == "Hello, Ada!"
+    view = cli.json("run", "--workflow", "waits@2", "--id", "w-1")
+    assert (view["workflow"], view["version"], view["status"]) == ("waits", "2", "waiting")
+    code, _, err = cli("run", "--workflow", "waits@7")
+    assert code == 1 and "no workflow 'waits' version '7'" in err
+    for both_or_neither in (("run", str(HELLO), "--workflow", "hello"), ("run",)):
+        code, _, err = cli(*both_or_neither)
+        assert code == 2 and "FILE or --workflow" in err
+
+
 def test_waiting_run_exits_3_and_is_steered_through_the_cli(
     cli: Cli, waits: Path, tmp_path: Path
 ) -> None:

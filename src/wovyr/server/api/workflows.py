@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 from datetime import datetime
@@ -12,11 +13,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Response
 
 from wovyr.clock import utc
-from wovyr.definition.inputs import resolve_inputs
-from wovyr.definition.model import Workflow
 from wovyr.engine.engine import Engine
 from wovyr.errors import NotFound, Problem
-from wovyr.ids import new_id, validate_execution_id
+from wovyr.ids import new_id
 from wovyr.platform.auth import Principal
 from wovyr.server.api.models import (
     ApproveRequest,
@@ -115,30 +114,6 @@ def decode_cursor(text: str | None) -> tuple[datetime, str] | None:
 # --- starting --------------------------------------------------------------------------------
 
 
-def _definition(engine: Engine, body: StartRequest) -> tuple[Workflow | str, Workflow]:
-    """(what to pass to `engine.start`, the parsed workflow). Never a file path: text always
-    carries a newline so the engine reads it as a document, and names go to the registry."""
-    if (body.definition is None) == (body.workflow is None):
-        raise ApiProblem(
-            422,
-            "Give exactly one of `definition` or `workflow`.",
-            problems=[Problem("give exactly one of definition or workflow", path="definition")],
-        )
-    if body.workflow is not None:
-        try:
-            workflow, _ = engine.named(body.workflow, body.version)
-        except NotFound as exc:
-            raise ApiProblem(
-                422, exc.message, problems=[Problem(exc.message, "workflow")]
-            ) from None
-        return workflow, workflow
-    definition = body.definition
-    text = definition if isinstance(definition, str) else json.dumps(definition, indent=2)
-    text = text if text.endswith("\n") else text + "\n"
-    workflow, _ = engine.resolve(text)
-    return text, workflow
-
-
 def _fingerprint(body: StartRequest) -> str:
     canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -176,27 +151,38 @@ def start_workflow(
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)
     ] = None,
 ) -> ExecutionDetail:
-    engine = tenant_engine(ctx, principal)
-    source, workflow = _definition(engine, body)
-    resolve_inputs(workflow, body.input)  # refuse bad inputs before a key is spent on them
-    if body.id is not None:
-        try:
-            validate_execution_id(body.id)
-        except ValueError as exc:
-            raise ApiProblem(422, str(exc), problems=[Problem(str(exc), "id")]) from None
-    execution_id = body.id
+    if (body.definition is None) == (body.workflow is None):
+        raise ApiProblem(
+            422,
+            "Give exactly one of `definition` or `workflow`.",
+            problems=[Problem("give exactly one of definition or workflow", path="definition")],
+        )
+    definition = body.definition
+    if definition is not None and not isinstance(definition, str):
+        definition = json.dumps(definition, indent=2)  # parsed as a document: located errors
+    claim = None  # the key is spent only on a valid start: the engine calls this after checks
     if idempotency_key is not None:
-        execution_id = _claim_key(ctx, principal, idempotency_key, body)
-    existing = engine.store.load(execution_id, tenant=None) if execution_id else None
-    response.status_code = 200 if existing else 201
-    if existing is None:
-        existing = engine.start(source, body.input, execution_id=execution_id)
-    if existing.tenant != principal.tenant:
-        raise ApiProblem(409, "An execution with this id already exists; choose another id.")
-    if response.status_code == 200 and idempotency_key is not None:
+        claim = functools.partial(_claim_key, ctx, principal, idempotency_key, body)
+    engine = tenant_engine(ctx, principal)
+    try:
+        started = engine.submit(
+            definition,
+            body.input,
+            name=body.workflow,
+            version=body.version if body.workflow is not None else None,
+            execution_id=body.id,
+            claim_id=claim,
+        )
+    except NotFound as exc:
+        if body.workflow is None:
+            raise
+        # An unknown name makes the request invalid (a 404 would say the URL is missing).
+        raise ApiProblem(422, exc.message, problems=[Problem(exc.message, "workflow")]) from None
+    response.status_code = 201 if started.created else 200
+    if not started.created and idempotency_key is not None:
         response.headers["Idempotent-Replayed"] = "true"
-    response.headers["Location"] = f"{router.prefix}/{existing.id}"
-    return detail(engine, existing.id)
+    response.headers["Location"] = f"{router.prefix}/{started.record.id}"
+    return detail(engine, started.record.id)
 
 
 # --- reading ---------------------------------------------------------------------------------
