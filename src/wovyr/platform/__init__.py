@@ -1,4 +1,6 @@
-"""Platform services beside the engine: API keys and roles (`auth`)."""
+"""Platform services beside the engine: API keys and roles (`auth`), Prometheus metrics fed
+by a store observer (`metrics`) and their endpoint for processes without the server
+(`metrics_http`)."""
 
 from __future__ import annotations
 

@@ -41,6 +41,7 @@ _TERMINAL = {
     EventType.EXECUTION_FAILED: "failed",
     EventType.EXECUTION_CANCELLED: "cancelled",
 }
+_COUNTED = {EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_FAILED, *_TERMINAL}
 _REMEMBER = 100_000  # executions whose tenant/workflow we keep, and activity starts
 Sample = tuple[str, str, str, float]  # a value read at scrape time: name, type, help, value
 
@@ -272,37 +273,39 @@ class MetricsObserver:
         return record.tenant, record.workflow
 
     def _observe_step(self, step: StepWrite) -> None:
-        if not step.events:
-            return
-        owner = self._owner(step.execution_id)
-        if owner is None:
-            return
-        tenant, workflow = owner
-        inc: Callable[..., None] = self.metrics.inc
-        for event in step.events:
+        execution_id = step.execution_id
+        owner: tuple[str, str] | None = None  # looked up at the first event that counts:
+        for event in step.events:  # a timer fire or a signal costs no read
             kind = event.type
             if kind == EventType.ACTIVITY_STARTED:
-                self._attempt_started(step.execution_id, str(event.data.get("activity")), event.at)
-            elif kind in (EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_FAILED):
-                retry = kind == EventType.ACTIVITY_FAILED and bool(event.data.get("will_retry"))
-                if retry:
-                    inc("wovyr_activity_retries_total", tenant, workflow=workflow)
-                began = self._attempt_ended(step.execution_id, str(event.data.get("activity")))
-                if began is not None:
-                    outcome = "completed" if kind == EventType.ACTIVITY_COMPLETED else "failed"
-                    self.metrics.observe(
-                        "wovyr_activity_duration_seconds",
-                        max(0.0, (event.at - began).total_seconds()),
-                        tenant,
-                        workflow=workflow,
-                        outcome="retried" if retry else outcome,
-                    )
-            elif kind in _TERMINAL:
-                inc(
+                self._attempt_started(execution_id, str(event.get("activity")), event.at)
+                continue
+            if kind not in _COUNTED:
+                continue
+            owner = owner or self._owner(execution_id)
+            if owner is None:
+                return
+            tenant, workflow = owner
+            if kind in _TERMINAL:
+                self.metrics.inc(
                     "wovyr_executions_finished_total",
                     tenant,
                     workflow=workflow,
                     status=_TERMINAL[kind],
+                )
+                continue
+            retry = kind == EventType.ACTIVITY_FAILED and bool(event.get("will_retry"))
+            if retry:
+                self.metrics.inc("wovyr_activity_retries_total", tenant, workflow=workflow)
+            began = self._attempt_ended(execution_id, str(event.get("activity")))
+            if began is not None:
+                outcome = "completed" if kind == EventType.ACTIVITY_COMPLETED else "failed"
+                self.metrics.observe(
+                    "wovyr_activity_duration_seconds",
+                    max(0.0, (event.at - began).total_seconds()),
+                    tenant,
+                    workflow=workflow,
+                    outcome="retried" if retry else outcome,
                 )
 
     def _attempt_started(self, execution_id: str, activity: str, at: datetime) -> None:

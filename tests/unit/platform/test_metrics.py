@@ -13,7 +13,7 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.events import Event, EventType
 from wovyr.platform.metrics import Metrics, MetricsObserver, meter, store_gauges
-from wovyr.store.base import Claim, CommitOutcome, NewExecution, StepWrite
+from wovyr.store.base import Claim, CommitOutcome, ExecutionRecord, NewExecution, StepWrite
 from wovyr.worker import Worker
 
 FLAKY = """\
@@ -200,3 +200,32 @@ def test_an_unknown_execution_whose_lookup_fails_is_not_counted() -> None:
     observer.committed([step], [CommitOutcome.LEASE_LOST])
     assert "wovyr_executions_finished_total{" not in metrics.render(None)
     assert metrics.value("wovyr_lease_losses_total") == 1
+
+
+def test_only_a_step_with_something_to_count_reads_the_store(engine: Engine) -> None:
+    eid = drive(engine.for_tenant("acme"), WAITS)  # before this process counted
+    lookups: list[str] = []
+
+    def lookup(execution_id: str) -> ExecutionRecord | None:
+        lookups.append(execution_id)
+        return engine.store.load(execution_id, None)
+
+    metrics = Metrics()
+    engine.store.add_observer(MetricsObserver(metrics, lookup))
+    engine.for_tenant("acme").signal(eid, "go")  # a SignalReceived step: nothing to count
+    assert lookups == []
+    asyncio.run(_run_until_idle(engine))  # the claim tells the tenant and workflow
+    assert engine.for_tenant("acme").query(eid).status == "completed"
+    assert lookups == []
+    completed = metrics.value(
+        "wovyr_executions_finished_total", "acme", workflow="waits", status="completed"
+    )
+    assert completed == 1
+
+
+async def _run_until_idle(engine: Engine) -> None:
+    worker = Worker(engine, lease_seconds=30)
+    try:
+        await worker.run_until_idle()
+    finally:
+        await worker.close()
