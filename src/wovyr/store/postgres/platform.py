@@ -3,20 +3,26 @@ PostgresStore). Its SQL lives in `platform.sql`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any
 
-import psycopg
+from psycopg.rows import dict_row
 
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
 from wovyr.store.postgres.queries import parse_queries
+from wovyr.store.postgres.support import Connection
+from wovyr.store.rows import (
+    POSTGRES,
+    api_key_params,
+    api_key_record,
+    idempotency_params,
+    idempotency_record,
+)
 
 __all__ = ["PostgresPlatform"]
-
-Connection = psycopg.Connection[Any]
 
 
 @cache
@@ -25,37 +31,20 @@ def _queries() -> dict[str, str]:
     return parse_queries(text)
 
 
-def _dt(value: datetime | None) -> datetime | None:
-    return None if value is None else value.astimezone(UTC)
-
-
-def _key(row: Sequence[Any]) -> ApiKeyRecord:
-    return ApiKeyRecord(
-        id=row[0],
-        tenant=row[1],
-        role=row[2],
-        name=row[3],
-        prefix=row[4],
-        key_hash=row[5],
-        created_at=row[6].astimezone(UTC),
-        revoked_at=_dt(row[7]),
-        last_used_at=_dt(row[8]),
-    )
-
-
-def _idempotency(row: Sequence[Any]) -> IdempotencyRecord:
-    return IdempotencyRecord(row[0], row[1], row[2], row[3], row[4].astimezone(UTC))
-
-
 class PostgresPlatform:
     """Needs `_write()` and `_run()` from PostgresStore."""
 
     _write: Callable[[Callable[[Connection], Any]], Any]
     _run: Callable[..., Any]
 
-    def _platform_read(self, name: str, params: dict[str, Any]) -> list[Any]:
+    def _api_keys(self, name: str, params: dict[str, Any]) -> list[ApiKeyRecord]:
         sql = _queries()[name]
-        return list(self._run(lambda conn: conn.execute(sql, params).fetchall(), write=False))
+
+        def body(conn: Connection) -> list[Any]:
+            return conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
+
+        rows: list[Any] = self._run(body, write=False)
+        return [api_key_record(row, POSTGRES) for row in rows]
 
     def _platform_write(self, name: str, params: dict[str, Any]) -> int:
         sql = _queries()[name]
@@ -64,18 +53,7 @@ class PostgresPlatform:
     # --- API keys ------------------------------------------------------------------------
 
     def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
-        q = _queries()
-        params = {
-            "id": record.id,
-            "tenant": record.tenant,
-            "role": record.role,
-            "name": record.name,
-            "prefix": record.prefix,
-            "key_hash": record.key_hash,
-            "created_at": record.created_at,
-            "revoked_at": record.revoked_at,
-            "last_used_at": record.last_used_at,
-        }
+        q, params = _queries(), api_key_params(record, POSTGRES)
 
         def body(conn: Connection) -> bool:
             if only_if_none:
@@ -87,15 +65,15 @@ class PostgresPlatform:
         return bool(self._write(body))
 
     def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None:
-        rows = self._platform_read("api_key_by_hash", {"key_hash": key_hash})
-        return _key(rows[0]) if rows else None
+        found = self._api_keys("api_key_by_hash", {"key_hash": key_hash})
+        return found[0] if found else None
 
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
-        rows = self._platform_read("api_key_get", {"id": key_id})
-        return _key(rows[0]) if rows else None
+        found = self._api_keys("api_key_get", {"id": key_id})
+        return found[0] if found else None
 
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
-        return [_key(r) for r in self._platform_read("api_key_list", {"tenant": tenant})]
+        return self._api_keys("api_key_list", {"tenant": tenant})
 
     def revoke_api_key(self, key_id: str, at: datetime) -> bool:
         return self._platform_write("api_key_revoke", {"id": key_id, "at": at}) == 1
@@ -106,21 +84,15 @@ class PostgresPlatform:
     # --- idempotency keys ----------------------------------------------------------------
 
     def claim_idempotency_key(self, record: IdempotencyRecord) -> IdempotencyRecord:
-        q = _queries()
-        params = {
-            "tenant": record.tenant,
-            "key": record.key,
-            "fingerprint": record.fingerprint,
-            "execution_id": record.execution_id,
-            "created_at": record.created_at,
-        }
+        q, params = _queries(), idempotency_params(record, POSTGRES)
 
         def body(conn: Connection) -> Any:
-            row = conn.execute(q["idempotency_claim"], params).fetchone()
+            named = conn.cursor(row_factory=dict_row)
+            row = named.execute(q["idempotency_claim"], params).fetchone()
             if row is None:
                 # A concurrent claim committed after this statement's snapshot was taken:
                 # a new statement sees its row.
-                row = conn.execute(
+                row = named.execute(
                     "SELECT tenant, key, fingerprint, execution_id, created_at"
                     " FROM idempotency_keys WHERE tenant = %(tenant)s AND key = %(key)s",
                     params,
@@ -128,7 +100,7 @@ class PostgresPlatform:
             return row
 
         row = self._write(body)
-        return _idempotency(row)
+        return idempotency_record(row, POSTGRES)
 
     def purge_idempotency_keys(self, before: datetime) -> int:
         return self._platform_write("idempotency_purge", {"before": before})

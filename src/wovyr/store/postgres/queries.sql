@@ -9,11 +9,6 @@
 -- unprepared (planned with the actual values, which folds the NULL tests away) when an
 -- index choice depends on them (list_executions).
 
--- name: put_definition
-INSERT INTO definitions (tenant, hash, name, version, source, created_at)
-VALUES (%(tenant)s, %(hash)s, %(name)s, %(version)s, %(source)s, %(created_at)s)
-ON CONFLICT (tenant, hash) DO NOTHING;
-
 -- name: get_definition
 SELECT hash, name, version, source, created_at, tenant
 FROM definitions
@@ -123,7 +118,7 @@ WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text);
 -- executions_by_{created,status,workflow} serve the filters actually given.
 SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
        parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
-       NULL::json
+       NULL::json AS checkpoint
 FROM executions
 WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)

@@ -1,22 +1,22 @@
-"""The DefinitionRegistry half of the PostgreSQL store (mixed into PostgresStore)."""
+"""Definitions by hash and the DefinitionRegistry half of the PostgreSQL store (mixed into
+PostgresStore). Its SQL lives in `registry.sql`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import UTC
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from typing import Any
 
-import psycopg
+from psycopg.rows import dict_row
 
 from wovyr.store.base import DEFAULT_TENANT, DefinitionRecord
 from wovyr.store.postgres.queries import parse_queries
+from wovyr.store.postgres.support import Connection
 from wovyr.store.registry import ApplyOutcome
+from wovyr.store.rows import POSTGRES, definition_params, definition_record
 
 __all__ = ["PostgresRegistry"]
-
-Connection = psycopg.Connection[Any]
 
 
 @cache
@@ -25,28 +25,28 @@ def _queries() -> dict[str, str]:
     return parse_queries(text)
 
 
-def _record(row: Sequence[Any]) -> DefinitionRecord:
-    return DefinitionRecord(row[0], row[1], row[2], row[3], row[4].astimezone(UTC), row[5])
-
-
 class PostgresRegistry:
+    """Needs `_write()` and `_run()` from PostgresStore."""
+
     _write: Callable[[Callable[[Connection], Any]], Any]
     _run: Callable[..., Any]
 
-    def _registry_read(self, name: str, params: dict[str, Any]) -> list[Any]:
+    def _registered(self, name: str, params: dict[str, Any]) -> list[DefinitionRecord]:
         sql = _queries()[name]
-        return list(self._run(lambda conn: conn.execute(sql, params).fetchall(), write=False))
+
+        def body(conn: Connection) -> list[Any]:
+            return conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
+
+        rows: list[Any] = self._run(body, write=False)
+        return [definition_record(row, POSTGRES) for row in rows]
+
+    def put_definition(self, record: DefinitionRecord) -> None:
+        sql, params = _queries()["put_definition"], definition_params(record, POSTGRES)
+        self._run(lambda conn: conn.execute(sql, params), write=True)
 
     def apply_definition(self, record: DefinitionRecord) -> ApplyOutcome:
         q = _queries()
-        params = {
-            "tenant": record.tenant,
-            "hash": record.hash,
-            "name": record.name,
-            "version": record.version,
-            "source": record.source,
-            "created_at": record.created_at,
-        }
+        params = definition_params(record, POSTGRES)
 
         def body(conn: Connection) -> ApplyOutcome:
             conn.execute(
@@ -56,7 +56,7 @@ class PostgresRegistry:
             row = conn.execute(q["registry_lookup"], params).fetchone()
             if row is not None:
                 return "unchanged" if row[0] == record.hash else "conflict"
-            conn.execute(q["registry_put_definition"], params)
+            conn.execute(q["put_definition"], params)
             conn.execute(q["registry_insert"], params)
             return "applied"
 
@@ -67,10 +67,10 @@ class PostgresRegistry:
         self, name: str, version: str | None = None, tenant: str = DEFAULT_TENANT
     ) -> DefinitionRecord | None:
         params = {"tenant": tenant, "name": name, "version": version}
-        rows = self._registry_read(
+        found = self._registered(
             "registry_latest" if version is None else "registry_version", params
         )
-        return _record(rows[0]) if rows else None
+        return found[0] if found else None
 
     def list_registered(self, tenant: str = DEFAULT_TENANT) -> list[DefinitionRecord]:
-        return [_record(r) for r in self._registry_read("registry_list", {"tenant": tenant})]
+        return self._registered("registry_list", {"tenant": tenant})

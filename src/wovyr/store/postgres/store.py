@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
+from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from wovyr.errors import StoreError, StoreUnavailable
@@ -59,6 +60,13 @@ from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
+from wovyr.store.rows import (
+    POSTGRES,
+    claim_record,
+    definition_record,
+    event_record,
+    execution_record,
+)
 from wovyr.store.shards import shards_for, stable_shard
 
 __all__ = ["PostgresStore"]
@@ -189,15 +197,26 @@ class PostgresStore(
         """Several statements in one transaction."""
         return self._run(body, write=True, transaction=True)
 
-    def _write_one(self, name: str, params: dict[str, Any]) -> list[Any]:
-        """One statement, its own transaction (autocommit: no BEGIN/COMMIT round trips)."""
-        sql = self._q[name]
-        return self._run(lambda conn: support.rows(conn.execute(sql, params)), write=True)
-
-    def _read(self, name: str, params: dict[str, Any], *, prepare: bool | None = None) -> list[Any]:
+    def _write_one(self, name: str, params: dict[str, Any], *, named: bool = False) -> list[Any]:
+        """One statement, its own transaction (autocommit: no BEGIN/COMMIT round trips);
+        `named`: rows read by column name (records, see `wovyr.store.rows`)."""
         sql = self._q[name]
         return self._run(
-            lambda conn: support.rows(conn.execute(sql, params, prepare=prepare)), write=False
+            lambda conn: support.rows(_cursor(conn, named).execute(sql, params)), write=True
+        )
+
+    def _read(
+        self,
+        name: str,
+        params: dict[str, Any],
+        *,
+        prepare: bool | None = None,
+        named: bool = False,
+    ) -> list[Any]:
+        sql = self._q[name]
+        return self._run(
+            lambda conn: support.rows(_cursor(conn, named).execute(sql, params, prepare=prepare)),
+            write=False,
         )
 
     def _now(self, now: datetime) -> datetime | None:
@@ -291,28 +310,18 @@ class PostgresStore(
                 self._listener_lost = True
                 raise support.translate(exc, write=False) from exc
 
-    # --- definitions ---------------------------------------------------------------------
-
-    def put_definition(self, record: DefinitionRecord) -> None:
-        params = {
-            "tenant": record.tenant,
-            "hash": record.hash,
-            "name": record.name,
-            "version": record.version,
-            "source": record.source,
-            "created_at": record.created_at,
-        }
-        self._write_one("put_definition", params)
+    # --- definitions (put_definition: in the registry half) ------------------------------
 
     def get_definition(
         self, definition_hash: str, tenant: str = DEFAULT_TENANT
     ) -> DefinitionRecord | None:
-        rows = self._read("get_definition", {"tenant": tenant, "hash": definition_hash})
-        return support.definition(rows[0]) if rows else None
+        params = {"tenant": tenant, "hash": definition_hash}
+        rows = self._read("get_definition", params, named=True)
+        return definition_record(rows[0], POSTGRES) if rows else None
 
     def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
-        rows = self._read("latest_definition", {"tenant": tenant, "name": name})
-        return support.definition(rows[0]) if rows else None
+        rows = self._read("latest_definition", {"tenant": tenant, "name": name}, named=True)
+        return definition_record(rows[0], POSTGRES) if rows else None
 
     # --- executions ----------------------------------------------------------------------
 
@@ -320,7 +329,7 @@ class PostgresStore(
         rows = self._run(lambda conn: self._insert(conn, new), write=True)
         if rows:
             self._observers.created(new)
-            return True, support.execution(rows[0], with_checkpoint=True)
+            return True, execution_record(rows[0], POSTGRES, with_checkpoint=True)
         record = self.load(new.id, tenant=None)  # the id exists: return what is there
         if record is None:  # pragma: no cover - deleted between insert and load
             raise StoreError(f"execution {new.id} vanished right after it was created")
@@ -353,7 +362,7 @@ class PostgresStore(
             "input": dumps(new.input),
             "channel": self.channel,
         }
-        return support.rows(conn.execute(self._q["create_execution"], params))
+        return support.rows(_cursor(conn, True).execute(self._q["create_execution"], params))
 
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
         """Write a batch of steps in one transaction, each checked on its own; with `atomic`,
@@ -422,8 +431,8 @@ class PostgresStore(
     def load(
         self, execution_id: str, tenant: str | None = DEFAULT_TENANT
     ) -> ExecutionRecord | None:
-        rows = self._read("load", {"id": execution_id, "tenant": tenant})
-        return support.execution(rows[0], with_checkpoint=True) if rows else None
+        rows = self._read("load", {"id": execution_id, "tenant": tenant}, named=True)
+        return execution_record(rows[0], POSTGRES, with_checkpoint=True) if rows else None
 
     def list_executions(self, query: ExecutionFilter) -> Page:
         params = {
@@ -439,8 +448,8 @@ class PostgresStore(
         }
         # Unprepared: planned with the values given, so the NULL filters fold away and the
         # index matching the filters actually used serves the page.
-        rows = self._read("list_executions", params, prepare=False)
-        records = [support.execution(r, with_checkpoint=False) for r in rows]
+        rows = self._read("list_executions", params, prepare=False, named=True)
+        records = [execution_record(r, POSTGRES, with_checkpoint=False) for r in rows]
         items = records[: query.limit]
         more = len(records) > query.limit
         return Page(items, (items[-1].created_at, items[-1].id) if more and items else None)
@@ -448,8 +457,9 @@ class PostgresStore(
     def history(
         self, execution_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[EventRecord]:
-        rows = self._read("history", {"id": execution_id, "after_seq": after_seq, "limit": limit})
-        return [EventRecord(execution_id, r[0], r[1], support.utc(r[2]), r[3]) for r in rows]
+        params = {"id": execution_id, "after_seq": after_seq, "limit": limit}
+        rows = self._read("history", params, named=True)
+        return [event_record(execution_id, r, POSTGRES) for r in rows]
 
     # --- work queue ----------------------------------------------------------------------
 
@@ -473,8 +483,8 @@ class PostgresStore(
             "shards": sorted(shards) if shards is not None else None,
             "limit": limit,
         }
-        rows = self._write_one("claim", params)
-        claims = [Claim(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+        rows = self._write_one("claim", params, named=True)
+        claims = [claim_record(r, POSTGRES) for r in rows]
         self._observers.claimed(claims)
         return claims
 
@@ -492,3 +502,8 @@ class PostgresStore(
     def ready_count(self, now: datetime) -> int:
         rows = self._read("ready_count", {"now": self._now(now)})
         return int(rows[0][0])
+
+
+def _cursor(conn: Connection, named: bool) -> psycopg.Cursor[Any]:
+    """A cursor whose rows are dicts by column name (`named`: records) or plain tuples."""
+    return conn.cursor(row_factory=dict_row) if named else conn.cursor()

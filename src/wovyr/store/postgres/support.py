@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import select
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -13,7 +12,7 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
 from wovyr.errors import StoreError, StoreUnavailable
-from wovyr.store.base import DefinitionRecord, ExecutionRecord, StepWrite
+from wovyr.store.base import StepWrite
 from wovyr.store.codec import dumps, loads
 
 __all__ = [
@@ -22,13 +21,10 @@ __all__ = [
     "channel",
     "check_connection",
     "configure",
-    "definition",
-    "execution",
     "rows",
     "step_params",
     "translate",
     "usable",
-    "utc",
 ]
 
 Connection = psycopg.Connection[Any]
@@ -167,35 +163,3 @@ def translate(exc: psycopg.Error, *, write: bool) -> StoreError:
     if lost:
         return StoreUnavailable(f"PostgreSQL is unavailable: {text}")
     return StoreError(f"the PostgreSQL store failed: {text}")
-
-
-def utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
-
-
-def definition(row: Sequence[Any]) -> DefinitionRecord:
-    return DefinitionRecord(row[0], row[1], row[2], row[3], utc(row[4]), row[5])
-
-
-def execution(row: Sequence[Any], *, with_checkpoint: bool) -> ExecutionRecord:
-    return ExecutionRecord(
-        id=row[0],
-        tenant=row[1],
-        workflow=row[2],
-        version=row[3],
-        definition_hash=row[4],
-        status=row[5],
-        created_at=utc(row[6]),
-        updated_at=utc(row[7]),
-        seq=row[8],
-        parent_id=row[9],
-        waiting_on=row[10],
-        input=row[11],
-        output=row[12],
-        error=row[13],
-        ready=row[14],
-        lease_owner=row[15],
-        lease_until=utc(row[16]) if row[16] is not None else None,
-        fence=row[17],
-        checkpoint=row[18] if with_checkpoint else None,
-    )

@@ -7,10 +7,13 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from psycopg.rows import dict_row
+
 from wovyr.store.base import CommitOutcome, StepWrite, TimerRecord, TimerSteps
 from wovyr.store.hooks import Observers
 from wovyr.store.postgres import support
 from wovyr.store.postgres.support import Connection
+from wovyr.store.rows import POSTGRES, execution_record, timer_record
 
 __all__ = ["PostgresTimers"]
 
@@ -26,8 +29,8 @@ class PostgresTimers:
     channel: str
 
     def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
-        rows = self._read("due_timers", {"now": now, "limit": limit})
-        return [TimerRecord(r[0], r[1], support.utc(r[2])) for r in rows]
+        rows = self._read("due_timers", {"now": now, "limit": limit}, named=True)
+        return [timer_record(r, POSTGRES) for r in rows]
 
     def fire_timers(
         self, now: datetime, limit: int, build: TimerSteps
@@ -39,13 +42,17 @@ class PostgresTimers:
             return []
 
         def body(conn: Connection) -> tuple[list[StepWrite], list[Any]]:
-            rows = conn.execute(self._q["lock_due_timers"], {"now": now, "limit": limit})
-            timers = [TimerRecord(r[0], r[1], support.utc(r[2])) for r in rows.fetchall()]
+            named = conn.cursor(row_factory=dict_row)
+            rows = named.execute(self._q["lock_due_timers"], {"now": now, "limit": limit})
+            timers = [timer_record(r, POSTGRES) for r in rows.fetchall()]
             if not timers:
                 return [], []
             ids = sorted({t.execution_id for t in timers})
-            found = conn.execute(self._q["load_many"], {"ids": ids}).fetchall()
-            records = {r.id: r for r in (support.execution(f, with_checkpoint=True) for f in found)}
+            found = named.execute(self._q["load_many"], {"ids": ids}).fetchall()
+            records = {
+                r.id: r
+                for r in (execution_record(f, POSTGRES, with_checkpoint=True) for f in found)
+            }
             steps = build(timers, records)
             if not steps:
                 return [], []
@@ -62,4 +69,4 @@ class PostgresTimers:
 
     def next_timer_at(self) -> datetime | None:
         rows = self._read("next_timer_at", {})
-        return support.utc(rows[0][0]) if rows and rows[0][0] is not None else None
+        return POSTGRES.time_or_none(rows[0][0]) if rows else None

@@ -3,31 +3,25 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from wovyr.store.codec import from_micros, to_micros
+from wovyr.store.codec import to_micros
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
+from wovyr.store.rows import (
+    SQLITE,
+    api_key_params,
+    api_key_record,
+    idempotency_params,
+    idempotency_record,
+)
 
 __all__ = ["SQLitePlatform"]
 
 _KEY_COLUMNS = "id, tenant, role, name, prefix, key_hash, created_at, revoked_at, last_used_at"
-
-
-def _key(row: Sequence[Any]) -> ApiKeyRecord:
-    return ApiKeyRecord(
-        id=row[0],
-        tenant=row[1],
-        role=row[2],
-        name=row[3],
-        prefix=row[4],
-        key_hash=row[5],
-        created_at=from_micros(row[6]),
-        revoked_at=None if row[7] is None else from_micros(row[7]),
-        last_used_at=None if row[8] is None else from_micros(row[8]),
-    )
+_KEY_VALUES = ", ".join(f":{c.strip()}" for c in _KEY_COLUMNS.split(","))
 
 
 class SQLitePlatform:
@@ -39,33 +33,22 @@ class SQLitePlatform:
     # --- API keys ------------------------------------------------------------------------
 
     def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
-        values = (
-            record.id,
-            record.tenant,
-            record.role,
-            record.name,
-            record.prefix,
-            record.key_hash,
-            to_micros(record.created_at),
-            None if record.revoked_at is None else to_micros(record.revoked_at),
-            None if record.last_used_at is None else to_micros(record.last_used_at),
-        )
+        params = api_key_params(record, SQLITE)
         with self._write() as conn:  # BEGIN IMMEDIATE: the emptiness check cannot race
             if only_if_none and conn.execute("SELECT 1 FROM api_keys LIMIT 1").fetchone():
                 return False
             cur = conn.execute(
-                f"INSERT OR IGNORE INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
-                values,
+                f"INSERT OR IGNORE INTO api_keys ({_KEY_COLUMNS}) VALUES ({_KEY_VALUES})", params
             )
             return cur.rowcount == 1
 
     def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None:
         rows = self._read(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_hash = ?", (key_hash,))
-        return _key(rows[0]) if rows else None
+        return api_key_record(rows[0], SQLITE) if rows else None
 
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
         rows = self._read(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_id,))
-        return _key(rows[0]) if rows else None
+        return api_key_record(rows[0], SQLITE) if rows else None
 
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
         if tenant is None:
@@ -75,7 +58,7 @@ class SQLitePlatform:
                 f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant = ? ORDER BY created_at, id",
                 (tenant,),
             )
-        return [_key(r) for r in rows]
+        return [api_key_record(r, SQLITE) for r in rows]
 
     def revoke_api_key(self, key_id: str, at: datetime) -> bool:
         with self._write() as conn:
@@ -97,21 +80,16 @@ class SQLitePlatform:
         with self._write() as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO idempotency_keys"
-                " (tenant, key, fingerprint, execution_id, created_at) VALUES (?, ?, ?, ?, ?)",
-                (
-                    record.tenant,
-                    record.key,
-                    record.fingerprint,
-                    record.execution_id,
-                    to_micros(record.created_at),
-                ),
+                " (tenant, key, fingerprint, execution_id, created_at)"
+                " VALUES (:tenant, :key, :fingerprint, :execution_id, :created_at)",
+                idempotency_params(record, SQLITE),
             )
             row = conn.execute(
                 "SELECT tenant, key, fingerprint, execution_id, created_at FROM idempotency_keys"
                 " WHERE tenant = ? AND key = ?",
                 (record.tenant, record.key),
             ).fetchone()
-        return IdempotencyRecord(row[0], row[1], row[2], row[3], from_micros(row[4]))
+        return idempotency_record(row, SQLITE)
 
     def purge_idempotency_keys(self, before: datetime) -> int:
         with self._write() as conn:

@@ -1,62 +1,53 @@
-"""The DefinitionRegistry half of the SQLite store (mixed into SQLiteStore)."""
+"""Definitions by hash and the DefinitionRegistry half of the SQLite store (mixed into
+SQLiteStore)."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
 from wovyr.store.base import DEFAULT_TENANT, DefinitionRecord
-from wovyr.store.codec import from_micros, to_micros
 from wovyr.store.registry import ApplyOutcome
+from wovyr.store.rows import SQLITE, definition_params, definition_record
 
 __all__ = ["SQLiteRegistry"]
 
+_PUT_DEFINITION = (
+    "INSERT OR IGNORE INTO definitions (tenant, hash, name, version, source, created_at)"
+    " VALUES (:tenant, :hash, :name, :version, :source, :created_at)"
+)
 _SELECT = (
-    "SELECT d.hash, d.name, r.version, d.source, r.applied_at, d.tenant FROM registry r"
-    " JOIN definitions d ON d.tenant = r.tenant AND d.hash = r.hash"
+    "SELECT d.hash, d.name, r.version, d.source, r.applied_at AS created_at, d.tenant"
+    " FROM registry r JOIN definitions d ON d.tenant = r.tenant AND d.hash = r.hash"
 )
 
 
-def _record(row: Sequence[Any]) -> DefinitionRecord:
-    return DefinitionRecord(row[0], row[1], row[2], row[3], from_micros(row[4]), row[5])
-
-
 class SQLiteRegistry:
+    """Needs `_write()` and `_read()` from SQLiteStore."""
+
     _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
     _read: Callable[..., list[Any]]
 
+    def put_definition(self, record: DefinitionRecord) -> None:
+        with self._write() as conn:
+            conn.execute(_PUT_DEFINITION, definition_params(record, SQLITE))
+
     def apply_definition(self, record: DefinitionRecord) -> ApplyOutcome:
+        params = definition_params(record, SQLITE)
         with self._write() as conn:
             row = conn.execute(
                 "SELECT hash FROM registry WHERE tenant = ? AND name = ? AND version = ?",
                 (record.tenant, record.name, record.version),
             ).fetchone()
             if row is not None:
-                return "unchanged" if row[0] == record.hash else "conflict"
-            conn.execute(
-                "INSERT OR IGNORE INTO definitions"
-                " (tenant, hash, name, version, source, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    record.tenant,
-                    record.hash,
-                    record.name,
-                    record.version,
-                    record.source,
-                    to_micros(record.created_at),
-                ),
-            )
+                return "unchanged" if row["hash"] == record.hash else "conflict"
+            conn.execute(_PUT_DEFINITION, params)
             conn.execute(
                 "INSERT INTO registry (tenant, name, version, hash, applied_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (
-                    record.tenant,
-                    record.name,
-                    record.version,
-                    record.hash,
-                    to_micros(record.created_at),
-                ),
+                " VALUES (:tenant, :name, :version, :hash, :created_at)",
+                params,
             )
             return "applied"
 
@@ -74,10 +65,10 @@ class SQLiteRegistry:
                 f"{_SELECT} WHERE r.tenant = ? AND r.name = ? AND r.version = ?",
                 (tenant, name, version),
             )
-        return _record(rows[0]) if rows else None
+        return definition_record(rows[0], SQLITE) if rows else None
 
     def list_registered(self, tenant: str = DEFAULT_TENANT) -> list[DefinitionRecord]:
         rows = self._read(
             f"{_SELECT} WHERE r.tenant = ? ORDER BY r.applied_at DESC, r.rowid DESC", (tenant,)
         )
-        return [_record(r) for r in rows]
+        return [definition_record(r, SQLITE) for r in rows]

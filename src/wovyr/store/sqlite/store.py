@@ -33,12 +33,20 @@ from wovyr.store.base import (
     StepWrite,
     TimerRecord,
 )
-from wovyr.store.codec import dumps, from_micros, loads, to_micros
+from wovyr.store.codec import dumps, from_micros, to_micros
 from wovyr.store.hooks import Observers, StoreObserver
+from wovyr.store.rows import (
+    SQLITE,
+    claim_record,
+    created_record,
+    definition_record,
+    event_record,
+    execution_record,
+    timer_record,
+)
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
-from wovyr.store.sqlite.rows import created_record, definition_record, execution_record
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 
 __all__ = ["SQLiteStore"]
@@ -92,6 +100,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
                 check_same_thread=False,
                 timeout=self._busy_ms / 1000,
             )
+            conn.row_factory = sqlite3.Row  # records are read by column name (store/rows.py)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_ms)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
@@ -185,22 +194,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
 
-    # --- definitions ---------------------------------------------------------------------
-
-    def put_definition(self, record: DefinitionRecord) -> None:
-        with self._write() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO definitions"
-                " (tenant, hash, name, version, source, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    record.tenant,
-                    record.hash,
-                    record.name,
-                    record.version,
-                    record.source,
-                    to_micros(record.created_at),
-                ),
-            )
+    # --- definitions (put_definition: in the registry half) ------------------------------
 
     def get_definition(
         self, definition_hash: str, tenant: str = DEFAULT_TENANT
@@ -210,7 +204,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             "WHERE tenant = ? AND hash = ?",
             (tenant, definition_hash),
         )
-        return definition_record(rows[0]) if rows else None
+        return definition_record(rows[0], SQLITE) if rows else None
 
     def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
         rows = self._read(
@@ -218,7 +212,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             "WHERE tenant = ? AND name = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
             (tenant, name),
         )
-        return definition_record(rows[0]) if rows else None
+        return definition_record(rows[0], SQLITE) if rows else None
 
     # --- executions ----------------------------------------------------------------------
 
@@ -350,7 +344,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             sql += " AND tenant = ?"
             params.append(tenant)
         rows = self._read(sql, params)
-        return execution_record(rows[0], with_checkpoint=True) if rows else None
+        return execution_record(rows[0], SQLITE, with_checkpoint=True) if rows else None
 
     def list_executions(self, query: ExecutionFilter) -> Page:
         where: list[str] = []
@@ -378,7 +372,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
         params.append(query.limit + 1)
-        rows = [execution_record(r, with_checkpoint=False) for r in self._read(sql, params)]
+        rows = [execution_record(r, SQLITE, with_checkpoint=False) for r in self._read(sql, params)]
         more = len(rows) > query.limit
         items = rows[: query.limit]
         cursor = (items[-1].created_at, items[-1].id) if more and items else None
@@ -394,10 +388,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [
-            EventRecord(execution_id, r[0], r[1], from_micros(r[2]), loads(r[3]))
-            for r in self._read(sql, params)
-        ]
+        return [event_record(execution_id, r, SQLITE) for r in self._read(sql, params)]
 
     # --- work queue ----------------------------------------------------------------------
 
@@ -432,7 +423,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
                 " RETURNING id, fence, seq, checkpoint, definition_hash, tenant",
                 (*params, limit),
             ).fetchall()
-        claims = [Claim(r[0], r[1], r[2], loads(r[3]), r[4], r[5]) for r in rows]
+        claims = [claim_record(r, SQLITE) for r in rows]
         self._observers.claimed(claims)
         return claims
 
@@ -472,7 +463,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             " ORDER BY fire_at LIMIT ?",
             (to_micros(now), limit),
         )
-        return [TimerRecord(r[0], r[1], from_micros(r[2])) for r in rows]
+        return [timer_record(r, SQLITE) for r in rows]
 
     def next_timer_at(self) -> datetime | None:
         rows = self._read("SELECT min(fire_at) FROM timers")

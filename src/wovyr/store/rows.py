@@ -1,0 +1,282 @@
+"""Rows to records and records to parameters, once for both SQL stores.
+
+Rows are read by column name (SQLite: `sqlite3.Row`; PostgreSQL: psycopg's `dict_row`), so
+a query's column order is its own business. The dialects differ only in how a value is
+encoded, which a `Dialect` says: SQLite keeps JSON as text and times as integer
+microseconds (UTC); PostgreSQL returns JSON already parsed (the connection parses it with
+the codec) and times as `timestamptz`. Parameters are named (`:name` in SQLite,
+`%(name)s` in PostgreSQL), so one dict serves both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from wovyr.store.codec import dumps, from_micros, loads, to_micros
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
+from wovyr.store.records import (
+    Claim,
+    DefinitionRecord,
+    EventRecord,
+    ExecutionRecord,
+    NewExecution,
+    TimerRecord,
+)
+from wovyr.store.schedules import ScheduleRecord
+
+__all__ = [
+    "POSTGRES",
+    "SQLITE",
+    "Dialect",
+    "Row",
+    "api_key_params",
+    "api_key_record",
+    "claim_record",
+    "created_record",
+    "definition_params",
+    "definition_record",
+    "event_record",
+    "execution_record",
+    "idempotency_params",
+    "idempotency_record",
+    "schedule_params",
+    "schedule_record",
+    "timer_record",
+]
+
+
+class Row(Protocol):
+    """A row whose columns are read by name (`sqlite3.Row`, a psycopg `dict_row`)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """How one SQL store encodes JSON and timestamps."""
+
+    json: Callable[[Any], Any]  # a JSON column as the driver returns it -> the value
+    time: Callable[[Any], datetime]  # a timestamp column -> an aware UTC datetime
+    timestamp: Callable[[datetime], Any]  # a datetime -> the parameter the column takes
+
+    def time_or_none(self, value: Any) -> datetime | None:
+        return None if value is None else self.time(value)
+
+    def timestamp_or_none(self, value: datetime | None) -> Any:
+        return None if value is None else self.timestamp(value)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+SQLITE = Dialect(json=loads, time=from_micros, timestamp=to_micros)
+POSTGRES = Dialect(json=_as_is, time=_utc, timestamp=_as_is)
+
+
+# --- definitions ---------------------------------------------------------------------------
+
+
+def definition_record(row: Row, d: Dialect) -> DefinitionRecord:
+    """Columns hash, name, version, source, created_at, tenant (a registry row gives its
+    `applied_at` as created_at)."""
+    return DefinitionRecord(
+        row["hash"], row["name"], row["version"], row["source"], d.time(row["created_at"]),
+        row["tenant"],
+    )  # fmt: skip
+
+
+def definition_params(record: DefinitionRecord, d: Dialect) -> dict[str, Any]:
+    return {
+        "tenant": record.tenant,
+        "hash": record.hash,
+        "name": record.name,
+        "version": record.version,
+        "source": record.source,
+        "created_at": d.timestamp(record.created_at),
+    }
+
+
+# --- executions, events, timers, claims ----------------------------------------------------
+
+
+def execution_record(row: Row, d: Dialect, *, with_checkpoint: bool) -> ExecutionRecord:
+    return ExecutionRecord(
+        id=row["id"],
+        tenant=row["tenant"],
+        workflow=row["workflow"],
+        version=row["version"],
+        definition_hash=row["definition_hash"],
+        status=row["status"],
+        created_at=d.time(row["created_at"]),
+        updated_at=d.time(row["updated_at"]),
+        seq=row["seq"],
+        parent_id=row["parent_id"],
+        waiting_on=row["waiting_on"],
+        input=d.json(row["input"]),
+        output=d.json(row["output"]),
+        error=d.json(row["error"]),
+        ready=bool(row["ready"]),
+        lease_owner=row["lease_owner"],
+        lease_until=d.time_or_none(row["lease_until"]),
+        fence=row["fence"],
+        checkpoint=d.json(row["checkpoint"]) if with_checkpoint else None,
+    )
+
+
+def created_record(new: NewExecution) -> ExecutionRecord:
+    """The row just inserted, without reading it back."""
+    step = new.first_step
+    return ExecutionRecord(
+        id=new.id,
+        tenant=new.tenant,
+        workflow=new.workflow,
+        version=new.version,
+        definition_hash=new.definition_hash,
+        status=step.status,
+        created_at=new.created_at,
+        updated_at=step.updated_at,
+        seq=len(step.events),
+        parent_id=new.parent_id,
+        waiting_on=step.waiting_on,
+        input=new.input,
+        output=step.output,
+        error=step.error,
+        ready=step.ready,
+        lease_owner=new.lease_owner,
+        lease_until=new.lease_until,
+        fence=1 if new.lease_owner else 0,
+        checkpoint=step.checkpoint,
+    )
+
+
+def event_record(execution_id: str, row: Row, d: Dialect) -> EventRecord:
+    at, data = d.time(row["at"]), d.json(row["data"])
+    return EventRecord(execution_id, row["seq"], row["type"], at, data)
+
+
+def timer_record(row: Row, d: Dialect) -> TimerRecord:
+    return TimerRecord(row["execution_id"], row["timer_id"], d.time(row["fire_at"]))
+
+
+def claim_record(row: Row, d: Dialect) -> Claim:
+    return Claim(
+        row["id"], row["fence"], row["seq"], d.json(row["checkpoint"]), row["definition_hash"],
+        row["tenant"],
+    )  # fmt: skip
+
+
+# --- schedules -----------------------------------------------------------------------------
+
+
+def schedule_record(row: Row, d: Dialect) -> ScheduleRecord:
+    return ScheduleRecord(
+        tenant=row["tenant"],
+        id=row["id"],
+        workflow=row["workflow"],
+        definition_hash=row["definition_hash"],
+        input=d.json(row["input"]),
+        spec=d.json(row["spec"]),
+        overlap=row["overlap"],
+        catchup_window=row["catchup_window"],
+        paused=bool(row["paused"]),
+        note=row["note"],
+        start_at=d.time_or_none(row["start_at"]),
+        end_at=d.time_or_none(row["end_at"]),
+        remaining_actions=row["remaining_actions"],
+        next_fire_at=d.time_or_none(row["next_fire_at"]),
+        last_fire_at=d.time_or_none(row["last_fire_at"]),
+        buffered=tuple(d.json(row["buffered"])),
+        running=tuple(d.json(row["running"])),
+        recent=tuple(d.json(row["recent"])),
+        fired_count=row["fired_count"],
+        skipped_count=row["skipped_count"],
+        missed_count=row["missed_count"],
+        created_at=d.time(row["created_at"]),
+        updated_at=d.time(row["updated_at"]),
+        version=row["version"],
+    )
+
+
+def schedule_params(r: ScheduleRecord, d: Dialect) -> dict[str, Any]:
+    return {
+        "tenant": r.tenant,
+        "id": r.id,
+        "workflow": r.workflow,
+        "definition_hash": r.definition_hash,
+        "input": dumps(r.input),
+        "spec": dumps(r.spec),
+        "overlap": r.overlap,
+        "catchup_window": r.catchup_window,
+        "paused": r.paused,
+        "note": r.note,
+        "start_at": d.timestamp_or_none(r.start_at),
+        "end_at": d.timestamp_or_none(r.end_at),
+        "remaining_actions": r.remaining_actions,
+        "next_fire_at": d.timestamp_or_none(r.next_fire_at),
+        "last_fire_at": d.timestamp_or_none(r.last_fire_at),
+        "buffered": dumps(list(r.buffered)),
+        "running": dumps(list(r.running)),
+        "recent": dumps(list(r.recent)),
+        "fired_count": r.fired_count,
+        "skipped_count": r.skipped_count,
+        "missed_count": r.missed_count,
+        "created_at": d.timestamp(r.created_at),
+        "updated_at": d.timestamp(r.updated_at),
+        "version": r.version,
+    }
+
+
+# --- API keys, idempotency keys ------------------------------------------------------------
+
+
+def api_key_record(row: Row, d: Dialect) -> ApiKeyRecord:
+    return ApiKeyRecord(
+        id=row["id"],
+        tenant=row["tenant"],
+        role=row["role"],
+        name=row["name"],
+        prefix=row["prefix"],
+        key_hash=row["key_hash"],
+        created_at=d.time(row["created_at"]),
+        revoked_at=d.time_or_none(row["revoked_at"]),
+        last_used_at=d.time_or_none(row["last_used_at"]),
+    )
+
+
+def api_key_params(record: ApiKeyRecord, d: Dialect) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "tenant": record.tenant,
+        "role": record.role,
+        "name": record.name,
+        "prefix": record.prefix,
+        "key_hash": record.key_hash,
+        "created_at": d.timestamp(record.created_at),
+        "revoked_at": d.timestamp_or_none(record.revoked_at),
+        "last_used_at": d.timestamp_or_none(record.last_used_at),
+    }
+
+
+def idempotency_record(row: Row, d: Dialect) -> IdempotencyRecord:
+    return IdempotencyRecord(
+        row["tenant"], row["key"], row["fingerprint"], row["execution_id"],
+        d.time(row["created_at"]),
+    )  # fmt: skip
+
+
+def idempotency_params(record: IdempotencyRecord, d: Dialect) -> dict[str, Any]:
+    return {
+        "tenant": record.tenant,
+        "key": record.key,
+        "fingerprint": record.fingerprint,
+        "execution_id": record.execution_id,
+        "created_at": d.timestamp(record.created_at),
+    }
