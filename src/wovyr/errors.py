@@ -14,7 +14,8 @@
     ├── StoreError                 the store failed (driver errors are translated into this)
     │   ├── LeaseLost              our lease was taken over: commit nothing
     │   └── StoreUnavailable       the database could not be reached
-    └── ConfigError                bad settings, flags or URLs
+    ├── ConfigError                bad settings, flags or URLs
+    └── CalendarRangeError         a time or schedule tick beyond years 1-9999 (a ValueError too)
 
 Each class's docstring is its default message. User-facing errors carry a location and a
 hint where one exists, so edges (CLI, HTTP) can print them without a traceback.
@@ -27,6 +28,7 @@ from typing import Any
 
 __all__ = [
     "ActivityNotRegistered",
+    "CalendarRangeError",
     "ConfigError",
     "Conflict",
     "DefinitionConflict",
@@ -155,3 +157,7 @@ class StoreUnavailable(StoreError):
 
 class ConfigError(WovyrError):
     """The configuration is invalid."""
+
+
+class CalendarRangeError(WovyrError, ValueError):
+    """The time lies beyond the calendar Python can represent (years 1 to 9999)."""

@@ -12,7 +12,14 @@ Cron (`CronSpec`)
     both day-of-month and day-of-week are restricted, a day matches if *either* does; a field
     counts as unrestricted when it starts with ``*`` (so ``*/2`` is unrestricted, exactly as
     in Vixie cron). The non-Vixie extensions ``L``, ``W``, ``#`` and ``?`` are refused, so
-    every stored expression means the same thing in any standard cron.
+    every stored expression means the same thing in any standard cron. A stepped range whose
+    ends are equal is that one value, as in Vixie cron (``9-9/3`` is 09 only, ``5-5/1`` is
+    Friday only; cronsim alone would read them as ``9-23/3`` and ``5-7``).
+
+Ends of the calendar
+    A tick exists only where ``datetime`` can hold both its wall time and its instant (years
+    1 to 9999). When no tick can follow a time within that range, `next_after` raises
+    `CalendarRangeError` (a `ValueError` too); `ticks_between` simply ends.
 
 Time zones and daylight saving
     An expression names *wall-clock* times in its IANA zone (default UTC). The rule is
@@ -52,6 +59,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from itertools import islice, takewhile
@@ -60,6 +68,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from wovyr.errors import CalendarRangeError
 from wovyr.fields import format_duration, parse_duration
 
 __all__ = ["CatchUp", "CronSpec", "IntervalSpec", "Spec", "catch_up", "parse_spec"]
@@ -86,6 +95,12 @@ _ALLOWED = {
     "day-of-week": "0-7 (0 and 7 are Sunday) or SUN-SAT",
 }
 _FORMS = "values, ranges (1-5), lists (1,15), steps (*/15, 10-50/10)"
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_NAMES = {
+    "month": {name: number for number, name in enumerate(_MONTHS, 1)},
+    "day-of-week": {name: number for number, name in enumerate(_WEEKDAYS)},
+}
 
 
 @dataclass(frozen=True)
@@ -106,9 +121,14 @@ class CronSpec:
     def next_after(self, after: datetime) -> datetime:
         """The first tick strictly after `after`."""
         start = _aware(after, "after")
-        for tick in self._ticks_after(start):
-            return tick
-        raise ValueError(f"{self.describe()} has no tick in the 50 years after {start}")
+        try:
+            return next(self._walk(start))
+        except StopIteration:  # cronsim gives up after 50 years without a match
+            raise ValueError(
+                f"{self.describe()} has no tick in the 50 years after {start}"
+            ) from None
+        except _PastTheEnd:
+            raise _no_tick_before_the_end(self.describe(), start) from None
 
     def ticks_between(self, start: datetime, end: datetime, limit: int = 1000) -> list[datetime]:
         """Ticks in (start, end], oldest first, at most `limit` of them."""
@@ -120,10 +140,17 @@ class CronSpec:
         return f"{explained} ({self.timezone})"
 
     def _ticks_after(self, after: datetime) -> Iterator[datetime]:
+        """Ticks strictly after `after`, ending where the calendar does."""
+        with suppress(_PastTheEnd):
+            yield from self._walk(after)
+
+    def _walk(self, after: datetime) -> Iterator[datetime]:
+        """Ticks strictly after `after`; raises _PastTheEnd where the next tick's wall time or
+        instant would fall after year 9999."""
         # Cronsim walks naive wall-clock times; each is mapped to its instant here. The
         # mapping never decreases, so skipping instants <= the last one yielded removes both
         # collapsed gap ticks and wall times that were already passed in a fold=1 start.
-        wall = after.astimezone(self._zone).replace(tzinfo=None)
+        wall = _local(after, self._zone).replace(tzinfo=None)
         previous = after
         try:
             for local in CronSim(self._fields, wall):
@@ -131,8 +158,8 @@ class CronSpec:
                 if instant > previous:
                     previous = instant
                     yield instant
-        except OverflowError:  # walked past year 9999
-            return
+        except OverflowError:  # a wall time or its instant past year 9999
+            raise _PastTheEnd from None
 
     def _count_between(self, start: datetime, end: datetime) -> int:
         """How many ticks lie in (start, end]. Whole local days with no UTC-offset change
@@ -141,8 +168,8 @@ class CronSpec:
         matcher = CronSim(self._fields, datetime(2000, 1, 1))
         per_day = len(matcher.hours) * len(matcher.minutes) * len(matcher.seconds)
         total, cursor = 0, start  # ticks after `cursor` are not counted yet
-        day = start.astimezone(self._zone).date() + timedelta(days=1)
-        last = end.astimezone(self._zone).date()
+        first, last = _local(start, self._zone).date(), _local(end, self._zone).date()
+        day = first + timedelta(days=1) if first < last else last  # never past date.max
         while day < last:
             bounds = self._plain_day(day)
             if bounds is not None and cursor < bounds[0] and bounds[1] <= end:
@@ -201,7 +228,11 @@ class IntervalSpec:
 
     def next_after(self, after: datetime) -> datetime:
         """The first tick strictly after `after`."""
-        return self._nth_after(_aware(after, "after"), 1)
+        start = _aware(after, "after")
+        try:
+            return self._nth_after(start, 1)
+        except _PastTheEnd:
+            raise _no_tick_before_the_end(self.describe(), start) from None
 
     def ticks_between(self, start: datetime, end: datetime, limit: int = 1000) -> list[datetime]:
         """Ticks in (start, end], oldest first, at most `limit` of them."""
@@ -221,14 +252,16 @@ class IntervalSpec:
     def _tick(self, index: int) -> datetime:
         try:
             return EPOCH + timedelta(microseconds=index * self._every_us + self._offset_us)
-        except OverflowError:
-            raise ValueError(f"{self.describe()} has no tick within datetime's range") from None
+        except OverflowError:  # ticks are after a representable time: only the end overflows
+            raise _PastTheEnd from None
 
     def _ticks_after(self, after: datetime) -> Iterator[datetime]:
+        """Ticks strictly after `after`, ending where the calendar does."""
         index = self._index_at_or_before(after) + 1
-        while True:
-            yield self._tick(index)
-            index += 1
+        with suppress(_PastTheEnd):
+            while True:
+                yield self._tick(index)
+                index += 1
 
     def _count_between(self, start: datetime, end: datetime) -> int:
         return max(0, self._index_at_or_before(end) - self._index_at_or_before(start))
@@ -342,8 +375,31 @@ def _cron_fields(expression: str) -> str:
                 f"{where}: {name} field {value!r} uses a non-standard extension "
                 "(L, W, #, ?), which is not supported"
             )
-    _check_with_cronsim(expression, parts, where)
-    return expression
+    fields = " ".join(_equal_ends_as_one_value(n, v) for n, v in zip(_FIELDS, parts, strict=True))
+    _check_with_cronsim(expression, parts, where)  # e.g. a zero step, gone from `fields`
+    _check_with_cronsim(fields, parts, where)  # e.g. `31 feb-2/3`: 31 never occurs in Feb
+    return fields
+
+
+def _equal_ends_as_one_value(name: str, value: str) -> str:
+    """`value` with each stepped range whose ends are equal (``9-9/3``) written as that one
+    value, as Vixie cron reads it. Cronsim reads a range holding one value like a lone start
+    (``9/3``: every third hour from 9 through 23)."""
+    terms = []
+    for term in value.split(","):
+        span, stepped = term.partition("/")[0], "/" in term
+        first, ranged, last = span.partition("-")
+        number = _field_number(name, first)
+        one_value = stepped and number is not None and number == _field_number(name, last)
+        terms.append(first if one_value and ranged else term)
+    return ",".join(terms)
+
+
+def _field_number(name: str, text: str) -> int | None:
+    upper = text.upper()
+    if upper.isascii() and upper.isdigit():
+        return int(upper)
+    return _NAMES.get(name, {}).get(upper)
 
 
 def _check_with_cronsim(expression: str, parts: list[str], where: str) -> None:
@@ -381,6 +437,30 @@ def _load_zone(name: str) -> ZoneInfo:
         raise ValueError(f"unknown time zone {name!r}; {hint} (names are case-sensitive)") from None
 
 
+class _PastTheEnd(Exception):
+    """The next tick would fall after 9999-12-31 (its wall time or its instant)."""
+
+
+def _no_tick_before_the_end(described: str, after: datetime) -> CalendarRangeError:
+    return CalendarRangeError(
+        f"{described} has no tick after {after.isoformat()}: the next one would fall after "
+        "the end of the calendar (year 9999)"
+    )
+
+
+def _local(instant: datetime, zone: ZoneInfo) -> datetime:
+    """`instant` in `zone`; near the ends of the calendar its wall time may not exist."""
+    try:
+        return instant.astimezone(zone)
+    except OverflowError:
+        if instant.year > 1:
+            raise _PastTheEnd from None
+        raise CalendarRangeError(
+            f"{instant.isoformat()} lies before the start of the calendar (year 1) "
+            f"in time zone {zone.key}"
+        ) from None
+
+
 def _wall_to_instant(wall: datetime, zone: ZoneInfo) -> datetime:
     """The instant a naive wall-clock tick fires: its first occurrence, or the gap's end."""
     instant = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
@@ -412,7 +492,12 @@ def _check_limit(limit: int) -> None:
 def _aware(value: datetime, name: str) -> datetime:
     if not isinstance(value, datetime) or value.utcoffset() is None:
         raise ValueError(f"{name} must be a timezone-aware datetime, got {value!r}")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise CalendarRangeError(
+            f"{name} {value.isoformat()} lies outside the calendar (years 1 to 9999) in UTC"
+        ) from None
 
 
 def _micros(moment: datetime) -> int:

@@ -9,7 +9,7 @@ America/New_York springs forward 2026-03-08 07:00Z (02:00 EST -> 03:00 EDT) and 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
@@ -18,6 +18,7 @@ from cronsim import CronSim
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from wovyr.errors import CalendarRangeError, WovyrError
 from wovyr.scheduling import spec as spec_module
 from wovyr.scheduling.spec import CatchUp, CronSpec, IntervalSpec, catch_up, parse_spec
 
@@ -177,6 +178,134 @@ def test_expression_whitespace_is_normalised_and_equality_is_by_value() -> None:
     assert CronSpec("  0  9 * *\t1-5 ", BERLIN) == CronSpec("0 9 * * 1-5", BERLIN)
     assert CronSpec("  0  9 * *\t1-5 ").expression == "0 9 * * 1-5"
     assert hash(CronSpec("@daily")) == hash(CronSpec("@daily"))
+
+
+@pytest.mark.parametrize(
+    ("expression", "start", "expected"),
+    [
+        # Vixie cron: a stepped range whose ends are equal is that one value (cronsim alone
+        # reads `9-9/3` as 9-23/3, and `5-5/1` as Friday through Sunday).
+        ("0 9-9/3 * * *", "2026-05-05", ["05 09:00", "06 09:00", "07 09:00"]),
+        ("0 0 * * 5-5/1", "2026-05-05", ["08 00:00", "15 00:00", "22 00:00"]),
+        ("0 0 * * fri-FRI/2", "2026-05-05", ["08 00:00", "15 00:00", "22 00:00"]),
+        ("30-30/7 9 * * *", "2026-05-05", ["05 09:30", "06 09:30", "07 09:30"]),
+        ("0 0 13-13/5 * *", "2026-05-05", ["13 00:00"]),
+        ("0 1,9-9/3 * * *", "2026-05-05", ["05 01:00", "05 09:00", "06 01:00", "06 09:00"]),
+    ],
+)
+def test_a_stepped_range_with_equal_ends_is_that_one_value(
+    expression: str, start: str, expected: list[str]
+) -> None:
+    got = ticks(expression, start, len(expected))
+    assert got == [utc(f"2026-05-{day}") for day in expected]
+
+
+def test_a_stepped_range_with_equal_ends_in_months_is_that_one_month() -> None:
+    assert ticks("0 0 1 feb-2/3 *", "2026-01-01", 2) == [utc("2026-02-01"), utc("2027-02-01")]
+
+
+@pytest.mark.parametrize(
+    ("expression", "described", "first_ticks"),
+    [
+        ("0 9-9/3 * * *", "At 09:00 every day (UTC)", ["05 09:00", "06 09:00"]),
+        ("0 0 * * 5-5/1", "At 00:00 on Friday (UTC)", ["08 00:00", "15 00:00"]),
+        ("0 1,9-9/3 * * *", "At 01:00 and 09:00 every day (UTC)", ["05 01:00", "05 09:00"]),
+    ],
+)
+def test_describe_agrees_with_the_ticks_of_an_equal_ended_stepped_range(
+    expression: str, described: str, first_ticks: list[str]
+) -> None:
+    spec = CronSpec(expression)
+    assert spec.describe() == described
+    assert spec.ticks_between(utc("2026-05-05"), utc("2026-05-16"), 2) == [
+        utc(f"2026-05-{day}") for day in first_ticks
+    ]
+    assert spec.expression == expression  # the text as written is what is stored and shown
+
+
+# --- the ends of the calendar ----------------------------------------------------------------
+
+LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
+FIRST_INSTANT = datetime.min.replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("spec", "after"),
+    [
+        (CronSpec("0 0 * * *"), utc("9999-12-31 12:00")),
+        (CronSpec("0 0 * * *", "Asia/Tokyo"), utc("9999-12-31 12:00")),  # local year 10000
+        (CronSpec("0 23 * * *", NEW_YORK), utc("9999-12-31 12:00")),  # instant in year 10000
+        (CronSpec("0 0 1 1 *", "Pacific/Kiritimati"), utc("9999-01-01")),
+        (CronSpec("0 0 29 2 *"), utc("9997-03-01")),  # the next leap day is in 10000
+        (CronSpec("* * * * *"), LAST_INSTANT),
+        (IntervalSpec(60), LAST_INSTANT),
+        (IntervalSpec(86400 * 365), utc("9999-09-01")),  # ticks on 9999-09-01, then 10000
+    ],
+)
+def test_next_after_near_the_end_of_the_calendar_says_so(
+    spec: CronSpec | IntervalSpec, after: datetime
+) -> None:
+    with pytest.raises(CalendarRangeError, match="after the end of the calendar") as caught:
+        spec.next_after(after)
+    assert isinstance(caught.value, WovyrError)
+    assert isinstance(caught.value, ValueError)  # callers that catch ValueError still do
+    assert spec.describe() in str(caught.value)
+
+
+def test_times_that_cannot_be_placed_in_the_calendar_are_refused_clearly() -> None:
+    with pytest.raises(CalendarRangeError, match="before the start of the calendar"):
+        CronSpec("0 0 * * *", NEW_YORK).next_after(FIRST_INSTANT)  # 0000-12-31 in New York
+    with pytest.raises(CalendarRangeError, match="outside the calendar"):
+        CronSpec("0 0 * * *").next_after(  # 10000-01-01 04:00 in UTC
+            datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5)))
+        )
+
+
+def test_ticks_between_ends_with_the_calendar() -> None:
+    start = LAST_INSTANT - timedelta(minutes=3)
+    last_three = [utc("9999-12-31 23:57"), utc("9999-12-31 23:58"), utc("9999-12-31 23:59")]
+    assert CronSpec("* * * * *", NEW_YORK).ticks_between(start, LAST_INSTANT) == last_three
+    # A cron tick needs its wall time in the calendar too: Tokyo's end at 23:59 local.
+    tokyo = CronSpec("* * * * *", "Asia/Tokyo")
+    assert tokyo.ticks_between(utc("9999-12-31 14:57"), LAST_INSTANT) == [
+        utc("9999-12-31 14:58"),
+        utc("9999-12-31 14:59"),
+    ]
+    assert IntervalSpec(60).ticks_between(start, LAST_INSTANT) == last_three
+    assert CronSpec("0 0 * * *", NEW_YORK).ticks_between(start, LAST_INSTANT) == []
+
+
+def test_catch_up_at_the_end_of_the_calendar_says_so() -> None:
+    with pytest.raises(CalendarRangeError, match="after the end of the calendar"):
+        catch_up(CronSpec("0 * * * *", "Asia/Tokyo"), utc("9999-12-31"), LAST_INSTANT, 86400)
+
+
+EXTREME_ZONES = ["UTC", "Asia/Tokyo", "Pacific/Kiritimati", NEW_YORK, "Etc/GMT+12"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    st.one_of(
+        st.datetimes(min_value=datetime(9990, 1, 1)),
+        st.datetimes(max_value=datetime(1, 1, 3)),
+    ).map(lambda d: d.replace(tzinfo=UTC)),
+    st.sampled_from(EXTREME_ZONES),
+    st.sampled_from(["* * * * *", "0 0 * * *", "30 23 31 12 *", "0 0 29 2 *", "0 12 * * MON"]),
+)
+def test_near_either_end_a_tick_follows_or_the_error_says_why(
+    after: datetime, zone: str, expression: str
+) -> None:
+    spec = CronSpec(expression, zone)
+    found: list[datetime] | str
+    try:
+        found = [spec.next_after(after)]
+        assert spec.ticks_between(after, LAST_INSTANT, limit=1) == found
+    except CalendarRangeError as exc:  # anything else (OverflowError) fails the test
+        found = str(exc)
+    if isinstance(found, str):
+        assert "calendar" in found
+    else:
+        assert found[0] > after
 
 
 # --- daylight saving -------------------------------------------------------------------------
@@ -594,6 +723,7 @@ MINUTES = [
     ("0", {0}),
     ("30", {30}),
     ("5,35", {5, 35}),
+    ("30-30/7", {30}),
     ("10-50/10", {10, 20, 30, 40, 50}),
     ("0-4", {0, 1, 2, 3, 4}),
 ]
@@ -604,6 +734,7 @@ HOURS = [
     ("1-3", {1, 2, 3}),
     ("*/6", {0, 6, 12, 18}),
     ("9,23", {9, 23}),
+    ("9-9/3", {9}),
 ]
 DAYS_OF_MONTH = [
     ("*", set(range(1, 32))),
@@ -612,6 +743,7 @@ DAYS_OF_MONTH = [
     ("29", {29}),
     ("31", {31}),
     ("1-7", set(range(1, 8))),
+    ("13-13/5", {13}),
     ("*/10", {1, 11, 21, 31}),
 ]
 MONTHS = [
@@ -619,6 +751,7 @@ MONTHS = [
     ("2", {2}),
     ("MAR,oct,nov", {3, 10, 11}),
     ("1-6", {1, 2, 3, 4, 5, 6}),
+    ("feb-2/3", {2}),
 ]
 DAYS_OF_WEEK = [  # Sunday = 0
     ("*", set(range(7))),
@@ -627,6 +760,8 @@ DAYS_OF_WEEK = [  # Sunday = 0
     ("7", {0}),
     ("sat,sun", {6, 0}),
     ("*/2", {0, 2, 4, 6}),
+    ("5-5/1", {5}),
+    ("FRI-fri/2", {5}),
 ]
 ZONES = [
     "UTC",
