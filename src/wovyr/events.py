@@ -1,42 +1,60 @@
 """Event records: the durable truth of an execution.
 
-An execution's state is `fold(apply, events)` (see `state.py`). Each event has a `type`, the
-time `at` which the engine recorded it (from the injected clock) and a JSON `data` mapping.
+An execution's state is `fold(apply, events)` (see `engine/core/state.py`). A stored
+`Event` has a `type`, the time `at` at which the engine recorded it (from the injected
+clock) and a JSON `data` mapping.
 
-Types and their data:
+The typed records below are the schema of `data`: one frozen class per event type, whose
+fields are the keys of `data` in the order they are written. Build one with keywords and
+turn it into the stored event with `.at(now)`; read one back with `Cls.parse(event)` or
+`typed(event)`. The stored JSON is the compatibility contract (old logs must keep folding,
+see `tests/unit/engine/test_old_logs.py`), so a key that is written only sometimes has the
+default `ABSENT` and is then left out of `data`, which is not the same as an explicit null.
 
-- ``ExecutionStarted``  workflow, version, definition_hash, input, parent_id, timeout
-- ``ExecutionCompleted`` output          ``ExecutionFailed`` error
-- ``ExecutionCancelled`` reason, by
-- ``ActivityScheduled`` activity, input (the rendered inputs, recorded once)
-- ``ActivityStarted``   activity, attempt, key (the idempotency key of the attempt)
-- ``ActivityCompleted`` activity, attempt, output, signal (the signal consumed, if any)
-- ``ActivityFailed``    activity, attempt, error, will_retry, next_attempt_at
-- ``ActivitySkipped``   activity, reason
-- ``TimerArmed``        timer, activity, purpose, fire_at     ``TimerFired`` timer, fired_at
-- ``TimerCancelled``    timer
-- ``SignalReceived``    name, payload
-- ``ApprovalDecided``   activity, approved, by, comment
-- ``CompensationStarted`` activities (reverse completion order), reason
-- ``CompensationStepStarted`` activity, attempt
-- ``ActivityCompensated`` activity, output    ``CompensationFailed`` activity, error
-- ``CompensationAttemptFailed`` activity, attempt, error (another attempt follows)
-- ``ChildStarted``      activity, index, attempt, child (a child workflow now runs)
-- ``ChildFinished``     activity, index, attempt, child, status, output, error (appended to
-  the parent in the same transaction that finishes the child)
-- ``ItemStarted`` / ``ItemCompleted`` / ``ItemFailed``: one item of a `for_each` activity
-  (activity, index, attempt, and input / output / error, will_retry, next_attempt_at)
-
-Compensation events carry an ``index`` when they undo one item of a `for_each` activity.
+Compensation events and `ChildStarted` carry an ``index`` only when they concern one item of
+a `for_each` activity; `ChildFinished` always carries it (null for a single child).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import enum
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar, Final, Protocol, TypeVar
 
-__all__ = ["Event", "EventType"]
+__all__ = [
+    "ABSENT",
+    "Absent",
+    "ActivityCompensated",
+    "ActivityCompleted",
+    "ActivityFailed",
+    "ActivityScheduled",
+    "ActivitySkipped",
+    "ActivityStarted",
+    "ApprovalDecided",
+    "ChildFinished",
+    "ChildStarted",
+    "CompensationAttemptFailed",
+    "CompensationFailed",
+    "CompensationStarted",
+    "CompensationStepStarted",
+    "Event",
+    "EventData",
+    "EventType",
+    "ExecutionCancelled",
+    "ExecutionCompleted",
+    "ExecutionFailed",
+    "ExecutionStarted",
+    "ItemCompleted",
+    "ItemFailed",
+    "ItemStarted",
+    "SignalReceived",
+    "TimerArmed",
+    "TimerCancelled",
+    "TimerFired",
+    "or_absent",
+    "typed",
+]
 
 
 class EventType:
@@ -74,3 +92,413 @@ class Event:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+
+class Absent(enum.Enum):
+    """The value of a key that is not written (an explicit None is written as null)."""
+
+    ABSENT = "ABSENT"
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Final = Absent.ABSENT
+
+
+class _Stored(Protocol):
+    """An `Event`, or a store's record of one."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def data(self) -> dict[str, Any]: ...
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R", bound="EventData")
+
+
+def or_absent(value: _T | None) -> _T | Absent:
+    """`value`, or ABSENT for None: for keys written only when they have a value."""
+    return ABSENT if value is None else value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventData:
+    """The typed data of one event type (subclasses are the schema)."""
+
+    TYPE: ClassVar[str]
+    _KEYS: ClassVar[tuple[str, ...]] = ()
+
+    def to_data(self) -> dict[str, Any]:
+        """The stored `data`: every field in order, except those left ABSENT."""
+        data: dict[str, Any] = {}
+        for key in self._KEYS:
+            value = getattr(self, key)
+            if value is not ABSENT:
+                data[key] = value
+        return data
+
+    def at(self, now: datetime) -> Event:
+        """The stored event, recorded at `now`."""
+        return Event(self.TYPE, now, self.to_data())
+
+    @classmethod
+    def parse(cls: type[_R], event: _Stored) -> _R:
+        """The record of a stored event of this type (ValueError when its data does not fit)."""
+        if event.type != cls.TYPE:
+            raise ValueError(f"a {event.type} event is not a {cls.TYPE}")
+        try:
+            return cls(**event.data)
+        except TypeError as exc:
+            raise ValueError(f"the data of a {event.type} event does not fit: {exc}") from None
+
+
+_RECORDS: dict[str, type[EventData]] = {}
+
+
+def _record(cls: type[_R]) -> type[_R]:
+    """Register a record class under its TYPE and remember its keys in field order."""
+    cls._KEYS = tuple(f.name for f in fields(cls))
+    assert cls.TYPE not in _RECORDS, cls.TYPE
+    _RECORDS[cls.TYPE] = cls
+    return cls
+
+
+def typed(event: _Stored) -> EventData:
+    """The typed record of a stored event (ValueError for an unknown type or misfit data)."""
+    cls = _RECORDS.get(event.type)
+    if cls is None:
+        raise ValueError(f"unknown event type {event.type!r}")
+    return cls.parse(event)
+
+
+# --- the execution ----------------------------------------------------------------------
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionStarted(EventData):
+    """`parent` ({id, activity, index, attempt}) and `depth` only for a child workflow;
+    `schedule` and `scheduled_at` only for a start by a schedule."""
+
+    TYPE: ClassVar[str] = EventType.EXECUTION_STARTED
+    workflow: str
+    version: str
+    definition_hash: str
+    input: dict[str, Any]
+    parent_id: str | None
+    timeout: float | None
+    activities: list[str]
+    parent: dict[str, Any] | Absent = ABSENT
+    depth: int | Absent = ABSENT
+    schedule: str | Absent = ABSENT
+    scheduled_at: str | Absent = ABSENT
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionCompleted(EventData):
+    TYPE: ClassVar[str] = EventType.EXECUTION_COMPLETED
+    output: Any
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionFailed(EventData):
+    TYPE: ClassVar[str] = EventType.EXECUTION_FAILED
+    error: dict[str, Any]
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionCancelled(EventData):
+    TYPE: ClassVar[str] = EventType.EXECUTION_CANCELLED
+    reason: str | None
+    by: str | None
+
+
+# --- activities -------------------------------------------------------------------------
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityScheduled(EventData):
+    """`input` is the rendered input, recorded once (None for waits, settled values and
+    failures). `wait` only for a wait (what it waits for); `items` only for a `for_each`
+    (the item count; `input` is then the list of items)."""
+
+    TYPE: ClassVar[str] = EventType.ACTIVITY_SCHEDULED
+    activity: str
+    input: Any
+    wait: dict[str, Any] | Absent = ABSENT
+    items: int | Absent = ABSENT
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityStarted(EventData):
+    """`key` is the idempotency key of the attempt."""
+
+    TYPE: ClassVar[str] = EventType.ACTIVITY_STARTED
+    activity: str
+    attempt: int
+    key: str
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityCompleted(EventData):
+    """`signal` only when a signal wait consumed one (its name)."""
+
+    TYPE: ClassVar[str] = EventType.ACTIVITY_COMPLETED
+    activity: str
+    attempt: int
+    output: Any
+    signal: str | Absent = ABSENT
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityFailed(EventData):
+    """`next_attempt_at` (ISO time) only when `will_retry`; `output` only when a failing
+    `for_each` keeps its items' outputs (the saga writes it, maybe null, for an activity
+    lost while the workflow fails)."""
+
+    TYPE: ClassVar[str] = EventType.ACTIVITY_FAILED
+    activity: str
+    attempt: int
+    error: dict[str, Any]
+    will_retry: bool
+    next_attempt_at: str | None
+    output: Any = ABSENT
+
+    @classmethod
+    def final(
+        cls, activity: str, attempt: int, error: dict[str, Any], *, output: Any = ABSENT
+    ) -> ActivityFailed:
+        """A failure no attempt follows."""
+        return cls(
+            activity=activity,
+            attempt=attempt,
+            error=error,
+            will_retry=False,
+            next_attempt_at=None,
+            output=output,
+        )
+
+    @classmethod
+    def retrying(
+        cls, activity: str, attempt: int, error: dict[str, Any], next_attempt_at: str
+    ) -> ActivityFailed:
+        """A failure attempt `attempt + 1` follows, at `next_attempt_at` (ISO time)."""
+        return cls(
+            activity=activity,
+            attempt=attempt,
+            error=error,
+            will_retry=True,
+            next_attempt_at=next_attempt_at,
+        )
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivitySkipped(EventData):
+    TYPE: ClassVar[str] = EventType.ACTIVITY_SKIPPED
+    activity: str
+    reason: str
+
+
+# --- timers, signals, approvals ----------------------------------------------------------
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimerArmed(EventData):
+    """`fire_at` is an ISO time. The workflow timeout has neither `activity` nor `item`; a
+    wait or approval timeout has `activity`; a retry timer has both (`item` null unless it
+    retries one item of a `for_each`)."""
+
+    TYPE: ClassVar[str] = EventType.TIMER_ARMED
+    timer: str
+    activity: str | Absent = ABSENT
+    item: int | Absent | None = ABSENT
+    purpose: str
+    fire_at: str
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimerFired(EventData):
+    TYPE: ClassVar[str] = EventType.TIMER_FIRED
+    timer: str
+    fired_at: str
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimerCancelled(EventData):
+    TYPE: ClassVar[str] = EventType.TIMER_CANCELLED
+    timer: str
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignalReceived(EventData):
+    TYPE: ClassVar[str] = EventType.SIGNAL_RECEIVED
+    name: str
+    payload: Any
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided(EventData):
+    TYPE: ClassVar[str] = EventType.APPROVAL_DECIDED
+    activity: str
+    approved: bool
+    by: str | None
+    comment: str | None
+
+
+# --- compensation ------------------------------------------------------------------------
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompensationStarted(EventData):
+    """`activities` in reverse completion order; `reason` the first failure."""
+
+    TYPE: ClassVar[str] = EventType.COMPENSATION_STARTED
+    activities: list[str]
+    reason: dict[str, Any]
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompensationStepStarted(EventData):
+    TYPE: ClassVar[str] = EventType.COMPENSATION_STEP_STARTED
+    activity: str
+    index: int | Absent = ABSENT
+    attempt: int
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityCompensated(EventData):
+    TYPE: ClassVar[str] = EventType.ACTIVITY_COMPENSATED
+    activity: str
+    index: int | Absent = ABSENT
+    output: Any
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompensationAttemptFailed(EventData):
+    """Another attempt follows."""
+
+    TYPE: ClassVar[str] = EventType.COMPENSATION_ATTEMPT_FAILED
+    activity: str
+    index: int | Absent = ABSENT
+    attempt: int
+    error: dict[str, Any]
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompensationFailed(EventData):
+    TYPE: ClassVar[str] = EventType.COMPENSATION_FAILED
+    activity: str
+    index: int | Absent = ABSENT
+    error: dict[str, Any]
+
+
+# --- child workflows and for_each items -------------------------------------------------
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildStarted(EventData):
+    """A child workflow now runs for this attempt (of one item, when `index` is written)."""
+
+    TYPE: ClassVar[str] = EventType.CHILD_STARTED
+    activity: str
+    index: int | Absent = ABSENT
+    attempt: int
+    child: str
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildFinished(EventData):
+    """Appended to the parent in the same transaction that finishes the child."""
+
+    TYPE: ClassVar[str] = EventType.CHILD_FINISHED
+    activity: str
+    index: int | None
+    attempt: int | None
+    child: str
+    status: str
+    output: Any
+    error: dict[str, Any] | None
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemStarted(EventData):
+    """`input` (the item's rendered input) only on its first attempt, when it rendered."""
+
+    TYPE: ClassVar[str] = EventType.ITEM_STARTED
+    activity: str
+    index: int
+    attempt: int
+    input: Any = ABSENT
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemCompleted(EventData):
+    TYPE: ClassVar[str] = EventType.ITEM_COMPLETED
+    activity: str
+    index: int
+    attempt: int
+    output: Any
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemFailed(EventData):
+    TYPE: ClassVar[str] = EventType.ITEM_FAILED
+    activity: str
+    index: int
+    attempt: int
+    error: dict[str, Any]
+    will_retry: bool
+    next_attempt_at: str | None
+
+    @classmethod
+    def final(cls, activity: str, index: int, attempt: int, error: dict[str, Any]) -> ItemFailed:
+        """A failure of one item no attempt follows."""
+        return cls(
+            activity=activity,
+            index=index,
+            attempt=attempt,
+            error=error,
+            will_retry=False,
+            next_attempt_at=None,
+        )
+
+    @classmethod
+    def retrying(
+        cls, activity: str, index: int, attempt: int, error: dict[str, Any], next_attempt_at: str
+    ) -> ItemFailed:
+        """A failure of one item attempt `attempt + 1` follows, at `next_attempt_at`."""
+        return cls(
+            activity=activity,
+            index=index,
+            attempt=attempt,
+            error=error,
+            will_retry=True,
+            next_attempt_at=next_attempt_at,
+        )

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from wovyr.engine.core.state import ExecutionState, fold, state_from_json, state_to_json
 from wovyr.engine.core.waits import waiting_on
-from wovyr.events import Event, EventType
+from wovyr.events import Event, TimerFired
 from wovyr.store.base import ExecutionRecord, StepWrite, TimerRecord
 
 __all__ = ["make_step", "timer_steps"]
@@ -65,7 +65,7 @@ def timer_steps(
             continue
         state = state_from_json(record.checkpoint or {})
         events = [
-            Event(EventType.TIMER_FIRED, now, {"timer": t, "fired_at": now.isoformat()})
+            TimerFired(timer=t, fired_at=now.isoformat()).at(now)
             for t in timer_ids
             if t in state.timers
         ]

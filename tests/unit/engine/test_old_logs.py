@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from wovyr.engine.core.state import fold, state_to_json
-from wovyr.events import Event
+from wovyr.events import Event, typed
 
 LOGS: dict[str, Any] = json.loads(
     Path(__file__).with_name("golden").joinpath("logs.json").read_text()
@@ -37,3 +37,35 @@ def test_the_old_logs_cover_every_event_type() -> None:
     seen = {e["type"] for log in LOGS.values() for e in log["events"]}
     every = {v for k, v in vars(EventType).items() if k.isupper()}
     assert seen == every
+
+
+@pytest.mark.parametrize("execution_id", sorted(LOGS))
+def test_every_stored_event_reads_back_as_its_typed_record_and_writes_the_same_data(
+    execution_id: str,
+) -> None:
+    for event in events_of(LOGS[execution_id]):
+        record = typed(event)
+        assert record.TYPE == event.type == type(record).__name__
+        data = record.to_data()
+        assert data == event.data
+        assert set(data) == set(event.data)
+        assert record.at(event.at) == event
+
+
+def _canonical(log: dict[str, Any]) -> list[str]:
+    """The events of a log as a multiset (sorted canonical JSON): items that run at once may
+    complete in another order from one run to the next."""
+    return sorted(
+        json.dumps({"type": e["type"], "at": e["at"], "data": e["data"]}, sort_keys=True)
+        for e in log["events"]
+    )
+
+
+def test_todays_engine_writes_the_events_the_old_engine_wrote() -> None:
+    from tests.unit.engine.golden.make_logs import scenarios
+
+    now = json.loads(json.dumps(scenarios()))
+    assert sorted(now) == sorted(LOGS)
+    for execution_id, log in LOGS.items():
+        assert _canonical(now[execution_id]) == _canonical(log), execution_id
+        assert now[execution_id]["status"] == log["status"]

@@ -26,7 +26,6 @@ from wovyr.engine.core.policy import (
     Outcome,
     RunActivity,
     error,
-    ev,
     failure_events,
     retry_due,
     retry_policy,
@@ -35,7 +34,25 @@ from wovyr.engine.core.policy import (
 from wovyr.engine.core.state import ActivityState, ActivityStatus, ExecutionState, apply
 from wovyr.engine.core.waits import begin_wait as _begin_wait
 from wovyr.engine.core.waits import check_wait as _check_wait
-from wovyr.events import Event, EventType
+from wovyr.events import (
+    ActivityCompensated,
+    ActivityCompleted,
+    ActivityFailed,
+    ActivityScheduled,
+    ActivitySkipped,
+    ActivityStarted,
+    ChildStarted,
+    CompensationAttemptFailed,
+    CompensationFailed,
+    Event,
+    EventType,
+    ExecutionCompleted,
+    ExecutionFailed,
+    ExecutionStarted,
+    TimerArmed,
+    TimerCancelled,
+    or_absent,
+)
 
 __all__ = [
     "MAX_ITEMS",
@@ -51,7 +68,7 @@ __all__ = [
 
 MAX_ITEMS = 10_000  # items of one for_each (Engine(max_items=...) changes it)
 _MAX_PASSES = 10_000
-_ev, _error = ev, error
+_error = error
 
 
 @dataclass
@@ -70,27 +87,24 @@ def start_events(
     parent_id: str | None = None,
     extra: dict[str, Any] | None = None,
 ) -> list[Event]:
-    """The events that start an execution (and arm its workflow timeout, if any)."""
-    data = {
-        "workflow": definition.name,
-        "version": definition.version,
-        "definition_hash": definition_hash,
-        "input": inputs,
-        "parent_id": parent_id,
-        "timeout": definition.timeout,
-        "activities": [a.id for a in definition.activities],
+    """The events that start an execution (and arm its workflow timeout, if any). `extra`
+    holds the optional keys of `ExecutionStarted` (a child's `parent` and `depth`, a
+    schedule's `schedule` and `scheduled_at`)."""
+    started = ExecutionStarted(
+        workflow=definition.name,
+        version=definition.version,
+        definition_hash=definition_hash,
+        input=inputs,
+        parent_id=parent_id,
+        timeout=definition.timeout,
+        activities=[a.id for a in definition.activities],
         **(extra or {}),
-    }
-    events = [Event(EventType.EXECUTION_STARTED, now, data)]
+    )
+    events = [started.at(now)]
     if definition.timeout:
         fire_at = (now + timedelta(seconds=definition.timeout)).isoformat()
-        events.append(
-            Event(
-                EventType.TIMER_ARMED,
-                now,
-                {"timer": "workflow:timeout", "purpose": "workflow_timeout", "fire_at": fire_at},
-            )
-        )
+        timer = TimerArmed(timer="workflow:timeout", purpose="workflow_timeout", fire_at=fire_at)
+        events.append(timer.at(now))
     return events
 
 
@@ -141,58 +155,37 @@ def outcome_events(
     if a.status != ActivityStatus.RUNNING or a.attempt != run.attempt:
         return []
     if outcome.child is not None:
-        return [
-            _ev(
-                EventType.CHILD_STARTED,
-                now,
-                activity=act.id,
-                attempt=run.attempt,
-                child=outcome.child,
-            )
-        ]
+        return [ChildStarted(activity=act.id, attempt=run.attempt, child=outcome.child).at(now)]
     return _result_events(act, run.attempt, outcome, now)
 
 
 def _result_events(act: Activity, attempt: int, outcome: Outcome, now: datetime) -> list[Event]:
     """ActivityCompleted, or the failure (and its retry timer) under the activity's policy."""
     if outcome.error is None:
-        return [
-            _ev(
-                EventType.ACTIVITY_COMPLETED,
-                now,
-                activity=act.id,
-                attempt=attempt,
-                output=outcome.output,
-            )
-        ]
+        return [ActivityCompleted(activity=act.id, attempt=attempt, output=outcome.output).at(now)]
     return failure_events(act.id, attempt, outcome.error, outcome.retryable, retry_policy(act), now)
 
 
 def _compensation_outcome(
     act: Activity, a: ActivityState, run: RunActivity, outcome: Outcome, now: datetime
 ) -> list[Event]:
-    where: dict[str, Any] = {"activity": act.id}
     if run.index is not None:
         item = (a.items or ())[run.index]
         if item.get("compensation") != "running" or item.get("compensation_attempt") != run.attempt:
             return []
-        where["index"] = run.index
     elif a.status != ActivityStatus.COMPENSATING or a.compensation_attempt != run.attempt:
         return []
+    index = or_absent(run.index)
     if outcome.error is None:
-        return [_ev(EventType.ACTIVITY_COMPENSATED, now, **where, output=outcome.output)]
+        return [ActivityCompensated(activity=act.id, index=index, output=outcome.output).at(now)]
     assert act.compensate is not None
     if outcome.retryable and run.attempt < retry_policy(act.compensate).max_attempts:
         return [
-            _ev(
-                EventType.COMPENSATION_ATTEMPT_FAILED,
-                now,
-                **where,
-                attempt=run.attempt,
-                error=outcome.error,
-            )
+            CompensationAttemptFailed(
+                activity=act.id, index=index, attempt=run.attempt, error=outcome.error
+            ).at(now)
         ]
-    return [_ev(EventType.COMPENSATION_FAILED, now, **where, error=outcome.error)]
+    return [CompensationFailed(activity=act.id, index=index, error=outcome.error).at(now)]
 
 
 # --- one pass -------------------------------------------------------------------------
@@ -292,9 +285,7 @@ def _maybe_schedule(
     ctx = lazy()
     try:
         if not evaluate_condition(act.when, ctx, where=f"activity '{act.id}' field when"):
-            return [
-                _ev(EventType.ACTIVITY_SKIPPED, now, activity=act.id, reason="condition is false")
-            ], []
+            return [ActivitySkipped(activity=act.id, reason="condition is false").at(now)], []
         if act.for_each is not None:
             return items.schedule_items(act, ctx, now, max_items), []
         settle = act.kind_entry.settle
@@ -303,31 +294,24 @@ def _maybe_schedule(
         rendered = render(spec_of(act), ctx, where=f"activity '{act.id}' field {act.kind}")
         if settle == "value":  # settled here: the rendered spec is the output
             return [
-                _ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None),
-                _ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=rendered),
+                ActivityScheduled(activity=act.id, input=None).at(now),
+                ActivityCompleted(activity=act.id, attempt=1, output=rendered).at(now),
             ], []
     except Exception as exc:  # expression errors fail the activity, never the engine
+        err = _error("ExpressionError", str(exc))
         return [
-            _ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None),
-            _ev(
-                EventType.ACTIVITY_FAILED,
-                now,
-                activity=act.id,
-                attempt=0,
-                error=_error("ExpressionError", str(exc)),
-                will_retry=False,
-                next_attempt_at=None,
-            ),
+            ActivityScheduled(activity=act.id, input=None).at(now),
+            ActivityFailed.final(act.id, 0, err).at(now),
         ], []
     events, runs = _next_attempt(act, 1, rendered, now, state.id)
-    return [_ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=rendered), *events], runs
+    return [ActivityScheduled(activity=act.id, input=rendered).at(now), *events], runs
 
 
 def _next_attempt(
     act: Activity, attempt: int, rendered: Any, now: datetime, execution_id: str
 ) -> tuple[list[Event], list[RunActivity]]:
     key = f"{execution_id}/{act.id}/{attempt}"
-    event = _ev(EventType.ACTIVITY_STARTED, now, activity=act.id, attempt=attempt, key=key)
+    event = ActivityStarted(activity=act.id, attempt=attempt, key=key).at(now)
     return [event], [RunActivity(act.id, attempt, act.kind, rendered)]
 
 
@@ -339,26 +323,8 @@ def _recover_lost_attempt(
     policy = retry_policy(act)
     lost = _error("WorkerLost", f"attempt {a.attempt} was lost with its worker")
     if a.attempt >= policy.max_attempts:
-        return [
-            _ev(
-                EventType.ACTIVITY_FAILED,
-                now,
-                activity=act.id,
-                attempt=a.attempt,
-                error=lost,
-                will_retry=False,
-                next_attempt_at=None,
-            )
-        ], []
-    failed = _ev(
-        EventType.ACTIVITY_FAILED,
-        now,
-        activity=act.id,
-        attempt=a.attempt,
-        error=lost,
-        will_retry=True,
-        next_attempt_at=now.isoformat(),
-    )
+        return [ActivityFailed.final(act.id, a.attempt, lost).at(now)], []
+    failed = ActivityFailed.retrying(act.id, a.attempt, lost, now.isoformat()).at(now)
     events, runs = _next_attempt(act, a.attempt + 1, a.input, now, execution_id)
     return [failed, *events], runs
 
@@ -366,10 +332,10 @@ def _recover_lost_attempt(
 def _complete(
     definition: Workflow, state: ExecutionState, ctx: dict[str, Any], now: datetime
 ) -> list[Event]:
-    cancel = [_ev(EventType.TIMER_CANCELLED, now, timer=t) for t in state.timers]
+    cancel = [TimerCancelled(timer=t).at(now) for t in state.timers]
     try:
         output = render(definition.output, ctx, where="workflow field output")
     except Exception as exc:
         error = _error("ExpressionError", str(exc))
-        return [*cancel, _ev(EventType.EXECUTION_FAILED, now, error=error)]
-    return [*cancel, _ev(EventType.EXECUTION_COMPLETED, now, output=output)]
+        return [*cancel, ExecutionFailed(error=error).at(now)]
+    return [*cancel, ExecutionCompleted(output=output).at(now)]

@@ -15,14 +15,22 @@ from wovyr.engine.core.policy import (
     Outcome,
     RunActivity,
     error,
-    ev,
     failure_events,
     retry_due,
     retry_policy,
     spec_of,
 )
 from wovyr.engine.core.state import ActivityState, ActivityStatus
-from wovyr.events import Event, EventType
+from wovyr.events import (
+    ActivityCompleted,
+    ActivityFailed,
+    ActivityScheduled,
+    ChildStarted,
+    Event,
+    ItemCompleted,
+    ItemFailed,
+    ItemStarted,
+)
 
 __all__ = ["advance_items", "child_outcome", "item_outcome_events", "schedule_items"]
 
@@ -35,7 +43,7 @@ def schedule_items(
     """ActivityScheduled with the item count, or the activity's failure when `for_each` does
     not yield a list (or yields more than `max_items`)."""
     where = f"activity '{act.id}' field for_each"
-    scheduled = ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None)
+    scheduled = ActivityScheduled(activity=act.id, input=None).at(now)
     try:
         values = render(act.for_each, ctx, where=where)
     except Exception as exc:
@@ -62,22 +70,13 @@ def schedule_items(
     if not values:
         return [
             scheduled,
-            ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=[]),
+            ActivityCompleted(activity=act.id, attempt=1, output=[]).at(now),
         ]
-    return [ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=values, items=len(values))]
+    return [ActivityScheduled(activity=act.id, input=values, items=len(values)).at(now)]
 
 
-def _fail(activity_id: str, err: dict[str, Any], now: datetime, output: Any = None) -> Event:
-    data: dict[str, Any] = {
-        "activity": activity_id,
-        "attempt": 0,
-        "error": err,
-        "will_retry": False,
-        "next_attempt_at": None,
-    }
-    if output is not None:
-        data["output"] = output
-    return ev(EventType.ACTIVITY_FAILED, now, **data)
+def _fail(activity_id: str, err: dict[str, Any], now: datetime) -> Event:
+    return ActivityFailed.final(activity_id, 0, err).at(now)
 
 
 def advance_items(
@@ -109,12 +108,11 @@ def advance_items(
             error=items[first].get("error"),
         )
         outputs = [item.get("output") for item in items]
-        return [_fail(act.id, err, now, output=outputs)], []
+        # the failed activity keeps its completed items' outputs
+        return [ActivityFailed.final(act.id, 0, err, output=outputs).at(now)], []
     if all(item["status"] == ActivityStatus.COMPLETED for item in items):
         outputs = [item.get("output") for item in items]
-        return [
-            ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=outputs)
-        ], []
+        return [ActivityCompleted(activity=act.id, attempt=1, output=outputs).at(now)], []
     return _start_pending(act, a, ctx, now, busy)
 
 
@@ -139,22 +137,13 @@ def _advance_item(
         if attempt >= policy.max_attempts:
             return failure_events(act.id, attempt, lost, False, policy, now, index=i), []
         return [
-            ev(
-                EventType.ITEM_FAILED,
-                now,
-                activity=act.id,
-                index=i,
-                attempt=attempt,
-                error=lost,
-                will_retry=True,
-                next_attempt_at=now.isoformat(),
-            ),
-            ev(EventType.ITEM_STARTED, now, activity=act.id, index=i, attempt=attempt + 1),
+            ItemFailed.retrying(act.id, i, attempt, lost, now.isoformat()).at(now),
+            ItemStarted(activity=act.id, index=i, attempt=attempt + 1).at(now),
         ], [RunActivity(act.id, attempt + 1, act.kind, item.get("input"), index=i)]
     if status == ActivityStatus.RETRYING and retry_due(
         item.get("next_attempt_at"), bool(item.get("timer_fired")), now
     ):
-        return [ev(EventType.ITEM_STARTED, now, activity=act.id, index=i, attempt=attempt + 1)], [
+        return [ItemStarted(activity=act.id, index=i, attempt=attempt + 1).at(now)], [
             RunActivity(act.id, attempt + 1, act.kind, item.get("input"), index=i)
         ]
     return [], []
@@ -177,34 +166,14 @@ def _start_pending(
         try:
             rendered = render(spec_of(act), item_ctx, where=where)
         except Exception as exc:
-            events.append(ev(EventType.ITEM_STARTED, now, activity=act.id, index=i, attempt=1))
-            events.append(
-                ev(
-                    EventType.ITEM_FAILED,
-                    now,
-                    activity=act.id,
-                    index=i,
-                    attempt=1,
-                    error=error("ExpressionError", str(exc)),
-                    will_retry=False,
-                    next_attempt_at=None,
-                )
-            )
+            err = error("ExpressionError", str(exc))
+            events.append(ItemStarted(activity=act.id, index=i, attempt=1).at(now))
+            events.append(ItemFailed.final(act.id, i, 1, err).at(now))
             continue
-        events.append(
-            ev(EventType.ITEM_STARTED, now, activity=act.id, index=i, attempt=1, input=rendered)
-        )
+        events.append(ItemStarted(activity=act.id, index=i, attempt=1, input=rendered).at(now))
         if act.kind_entry.settle == "value":  # settled here: the rendered spec is the output
-            events.append(
-                ev(
-                    EventType.ITEM_COMPLETED,
-                    now,
-                    activity=act.id,
-                    index=i,
-                    attempt=1,
-                    output=rendered,
-                )
-            )
+            completed = ItemCompleted(activity=act.id, index=i, attempt=1, output=rendered)
+            events.append(completed.at(now))
             continue
         runs.append(RunActivity(act.id, 1, act.kind, rendered, index=i))
         busy += 1
@@ -231,27 +200,13 @@ def item_outcome_events(
     act: Activity, index: int, attempt: int, outcome: Outcome, now: datetime
 ) -> list[Event]:
     if outcome.child is not None:
-        return [
-            ev(
-                EventType.CHILD_STARTED,
-                now,
-                activity=act.id,
-                index=index,
-                attempt=attempt,
-                child=outcome.child,
-            )
-        ]
+        started = ChildStarted(activity=act.id, index=index, attempt=attempt, child=outcome.child)
+        return [started.at(now)]
     if outcome.error is None:
-        return [
-            ev(
-                EventType.ITEM_COMPLETED,
-                now,
-                activity=act.id,
-                index=index,
-                attempt=attempt,
-                output=outcome.output,
-            )
-        ]
+        completed = ItemCompleted(
+            activity=act.id, index=index, attempt=attempt, output=outcome.output
+        )
+        return [completed.at(now)]
     return failure_events(
         act.id, attempt, outcome.error, outcome.retryable, retry_policy(act), now, index=index
     )

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wovyr.definition.model import Activity, CompensateSpec, RetryPolicy
-from wovyr.events import Event, EventType
+from wovyr.events import ActivityFailed, Event, ItemFailed, TimerArmed
 
-__all__ = ["Outcome", "RunActivity", "error", "ev", "failure_events", "retry_policy", "spec_of"]
+__all__ = ["Outcome", "RunActivity", "error", "failure_events", "retry_policy", "spec_of"]
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,6 @@ def spec_of(act: Activity | CompensateSpec) -> Any:
     return act.kind_entry.spec(act.step)
 
 
-def ev(kind: str, now: datetime, **data: Any) -> Event:
-    return Event(kind, now, data)
-
-
 def error(kind: str, message: str, **details: Any) -> dict[str, Any]:
     err: dict[str, Any] = {"type": kind, "message": message}
     if details:
@@ -76,47 +72,29 @@ def failure_events(
     will_retry = (
         retryable and attempt < policy.max_attempts and err.get("type") not in policy.non_retryable
     )
-    kind = EventType.ACTIVITY_FAILED if index is None else EventType.ITEM_FAILED
-    where: dict[str, Any] = {"activity": activity_id}
-    if index is not None:
-        where["index"] = index
     if not will_retry:
-        return [
-            ev(
-                kind,
-                now,
-                **where,
-                attempt=attempt,
-                error=err,
-                will_retry=False,
-                next_attempt_at=None,
-            )
-        ]
+        if index is None:
+            return [ActivityFailed.final(activity_id, attempt, err).at(now)]
+        return [ItemFailed.final(activity_id, index, attempt, err).at(now)]
     fire_at = now + timedelta(seconds=policy.delay(attempt))
-    events = [
-        ev(
-            kind,
-            now,
-            **where,
-            attempt=attempt,
-            error=err,
-            will_retry=True,
-            next_attempt_at=fire_at.isoformat(),
-        )
-    ]
+    next_at = fire_at.isoformat()
+    failed = (
+        ActivityFailed.retrying(activity_id, attempt, err, next_at)
+        if index is None
+        else ItemFailed.retrying(activity_id, index, attempt, err, next_at)
+    )
+    events = [failed.at(now)]
     if fire_at > now:
         name = activity_id if index is None else f"{activity_id}[{index}]"
-        events.append(
-            ev(
-                EventType.TIMER_ARMED,
-                now,
-                timer=f"{name}:retry:{attempt}",
-                activity=activity_id,
-                item=index,
-                purpose="retry",
-                fire_at=fire_at.isoformat(),
-            )
+        # a retry timer always writes `item`, null when it retries the whole activity
+        armed = TimerArmed(
+            timer=f"{name}:retry:{attempt}",
+            activity=activity_id,
+            item=index,
+            purpose="retry",
+            fire_at=next_at,
         )
+        events.append(armed.at(now))
     return events
 
 

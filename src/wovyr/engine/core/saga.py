@@ -14,9 +14,20 @@ from typing import Any
 from wovyr.definition.expr import render
 from wovyr.definition.model import CompensateSpec, Workflow
 from wovyr.engine.core.context import expression_context
-from wovyr.engine.core.policy import RunActivity, error, ev, retry_policy, spec_of
+from wovyr.engine.core.policy import RunActivity, error, retry_policy, spec_of
 from wovyr.engine.core.state import ActivityStatus, ExecutionState
-from wovyr.events import Event, EventType
+from wovyr.events import (
+    ActivityCompensated,
+    ActivityFailed,
+    ActivitySkipped,
+    CompensationFailed,
+    CompensationStarted,
+    CompensationStepStarted,
+    Event,
+    ExecutionFailed,
+    TimerCancelled,
+    or_absent,
+)
 
 __all__ = ["compensate", "failing", "timeout"]
 
@@ -26,9 +37,8 @@ Step = tuple[list[Event], list[RunActivity]]
 def timeout(definition: Workflow, state: ExecutionState, now: datetime) -> Step:
     """Fail what is active (or, if nothing is, a pending activity) to start the saga."""
     err = error("WorkflowTimeout", f"the workflow did not finish within {definition.timeout}s")
-    fail = {"error": err, "will_retry": False, "next_attempt_at": None}
     events = [
-        ev(EventType.ACTIVITY_FAILED, now, activity=aid, attempt=a.attempt, **fail)
+        ActivityFailed.final(aid, a.attempt, err).at(now)
         for aid, a in state.activities.items()
         if a.status in ActivityStatus.ACTIVE
     ]
@@ -40,7 +50,7 @@ def timeout(definition: Workflow, state: ExecutionState, now: datetime) -> Step:
             if state.activity(a.id).status == ActivityStatus.PENDING
         ]
         if pending:
-            events = [ev(EventType.ACTIVITY_FAILED, now, activity=pending[0], attempt=0, **fail)]
+            events = [ActivityFailed.final(pending[0], 0, err).at(now)]
     return events, []
 
 
@@ -57,23 +67,12 @@ def failing(
                 still_running = True
             else:
                 lost = error("WorkerLost", "lost while the workflow failed")
-                events.append(
-                    ev(
-                        EventType.ACTIVITY_FAILED,
-                        now,
-                        activity=act.id,
-                        attempt=a.attempt,
-                        will_retry=False,
-                        next_attempt_at=None,
-                        error=lost,
-                        output=_item_outputs(a.items),
-                    )
-                )
+                # `output` is written even when null (a for_each keeps its items' outputs)
+                output = _item_outputs(a.items)
+                events.append(ActivityFailed.final(act.id, a.attempt, lost, output=output).at(now))
         elif a.status in (ActivityStatus.PENDING, ActivityStatus.WAITING, ActivityStatus.RETRYING):
-            events.append(
-                ev(EventType.ACTIVITY_SKIPPED, now, activity=act.id, reason="workflow failed")
-            )
-    events.extend(ev(EventType.TIMER_CANCELLED, now, timer=t) for t in state.timers)
+            events.append(ActivitySkipped(activity=act.id, reason="workflow failed").at(now))
+    events.extend(TimerCancelled(timer=t).at(now) for t in state.timers)
     if events or still_running:
         return events, []
     first = min(
@@ -89,7 +88,7 @@ def failing(
         a.id for a in definition.activities if a.compensate is not None and _undoable(state, a.id)
     ]
     order = sorted(undo, key=lambda aid: -(state.activity(aid).completion_order or -1))
-    return [ev(EventType.COMPENSATION_STARTED, now, activities=order, reason=reason)], []
+    return [CompensationStarted(activities=order, reason=reason).at(now)], []
 
 
 def _item_outputs(items: Any) -> Any:
@@ -127,7 +126,7 @@ def compensate(
         )
     err = dict(comp.get("reason") or {})
     err["compensation"] = steps
-    return [ev(EventType.EXECUTION_FAILED, now, error=err)], []
+    return [ExecutionFailed(error=err).at(now)], []
 
 
 def _compensate_one(
@@ -141,7 +140,7 @@ def _compensate_one(
             return [], []
         if a.compensation_attempt >= retry_policy(spec).max_attempts:
             err = a.compensation_error or error("WorkerLost", "compensation attempt lost")
-            return [ev(EventType.COMPENSATION_FAILED, now, activity=aid, error=err)], []
+            return [CompensationFailed(activity=aid, error=err).at(now)], []
         return _attempt(aid, spec, a.compensation_attempt + 1, state, now, None)
     return None
 
@@ -164,17 +163,15 @@ def _compensate_items(
             attempt = int(item.get("compensation_attempt", 1))
             if attempt >= retry_policy(spec).max_attempts:
                 err = item.get("compensation_error") or error("WorkerLost", "compensation lost")
-                return [
-                    ev(EventType.COMPENSATION_FAILED, now, activity=aid, index=i, error=err)
-                ], []
+                return [CompensationFailed(activity=aid, index=i, error=err).at(now)], []
             return _attempt(aid, spec, attempt + 1, state, now, i)
     if a.status in (ActivityStatus.COMPENSATED, ActivityStatus.COMPENSATION_FAILED):
         return None
     failed = [i for i, item in enumerate(items) if item.get("compensation") == "failed"]
     if failed:
         err = error("CompensationFailed", f"items {failed} of {aid} could not be undone")
-        return [ev(EventType.COMPENSATION_FAILED, now, activity=aid, error=err)], []
-    return [ev(EventType.ACTIVITY_COMPENSATED, now, activity=aid, output=None)], []
+        return [CompensationFailed(activity=aid, error=err).at(now)], []
+    return [ActivityCompensated(activity=aid, output=None).at(now)], []
 
 
 def _attempt(
@@ -185,13 +182,12 @@ def _attempt(
     now: datetime,
     index: int | None,
 ) -> Step:
-    where: dict[str, Any] = {"activity": aid}
     extra: dict[str, Any] = {}
     if index is not None:
-        where["index"] = index
         values = state.activity(aid).input
         extra = {"item": values[index] if isinstance(values, list) else None, "index": index}
-    started = ev(EventType.COMPENSATION_STEP_STARTED, now, **where, attempt=attempt)
+    written = or_absent(index)  # the index is written only for an item
+    started = CompensationStepStarted(activity=aid, index=written, attempt=attempt).at(now)
     try:
         rendered = render(
             spec_of(spec),
@@ -199,17 +195,11 @@ def _attempt(
             where=f"activity '{aid}' field compensate",
         )
     except Exception as exc:
-        return [
-            started,
-            ev(
-                EventType.COMPENSATION_FAILED,
-                now,
-                **where,
-                error=error("ExpressionError", str(exc)),
-            ),
-        ], []
+        err = error("ExpressionError", str(exc))
+        return [started, CompensationFailed(activity=aid, index=written, error=err).at(now)], []
     if spec.kind_entry.settle == "value":  # settled here: the rendered spec is the output
-        return [started, ev(EventType.ACTIVITY_COMPENSATED, now, **where, output=rendered)], []
+        compensated = ActivityCompensated(activity=aid, index=written, output=rendered)
+        return [started, compensated.at(now)], []
     return [started], [
         RunActivity(aid, attempt, spec.kind, rendered, compensation=True, index=index)
     ]

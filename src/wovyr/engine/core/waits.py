@@ -9,9 +9,15 @@ from typing import Any
 from wovyr.activities.builtin.wait import WaitStep
 from wovyr.definition.model import Activity
 from wovyr.engine.core.policy import error as _error
-from wovyr.engine.core.policy import ev as _ev
 from wovyr.engine.core.state import ActivityState, ActivityStatus, ExecutionState
-from wovyr.events import Event, EventType
+from wovyr.events import (
+    ActivityCompleted,
+    ActivityFailed,
+    ActivityScheduled,
+    Event,
+    TimerArmed,
+    TimerCancelled,
+)
 
 __all__ = ["begin_wait", "check_wait", "waiting_on"]
 
@@ -26,16 +32,10 @@ def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Even
     elif wait.timer is not None:
         fire_at = wait.timer.at or now + timedelta(seconds=wait.timer.after or 0)
         info = {"kind": "timer", "fire_at": fire_at.isoformat()}
-        events.append(
-            _ev(
-                EventType.TIMER_ARMED,
-                now,
-                timer=f"{act.id}:timer",
-                activity=act.id,
-                purpose="wait",
-                fire_at=fire_at.isoformat(),
-            )
+        armed = TimerArmed(
+            timer=f"{act.id}:timer", activity=act.id, purpose="wait", fire_at=fire_at.isoformat()
         )
+        events.append(armed.at(now))
     else:
         approval = wait.approval
         assert approval is not None
@@ -43,17 +43,14 @@ def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Even
         if approval.timeout is not None:
             timeout_at = (now + timedelta(seconds=approval.timeout)).isoformat()
             info["timeout_at"] = timeout_at
-            events.append(
-                _ev(
-                    EventType.TIMER_ARMED,
-                    now,
-                    timer=f"{act.id}:approval-timeout",
-                    activity=act.id,
-                    purpose="approval_timeout",
-                    fire_at=timeout_at,
-                )
+            armed = TimerArmed(
+                timer=f"{act.id}:approval-timeout",
+                activity=act.id,
+                purpose="approval_timeout",
+                fire_at=timeout_at,
             )
-    return [_ev(EventType.ACTIVITY_SCHEDULED, now, activity=act.id, input=None, wait=info), *events]
+            events.append(armed.at(now))
+    return [ActivityScheduled(activity=act.id, input=None, wait=info).at(now), *events]
 
 
 def check_wait(
@@ -64,32 +61,18 @@ def check_wait(
     if kind == "signal":
         name = wait["name"]
         if state.signals.get(name):
-            return [
-                _ev(
-                    EventType.ACTIVITY_COMPLETED,
-                    now,
-                    activity=act.id,
-                    attempt=1,
-                    output=state.signals[name][0],
-                    signal=name,
-                )
-            ]
+            payload = state.signals[name][0]
+            consumed = ActivityCompleted(activity=act.id, attempt=1, output=payload, signal=name)
+            return [consumed.at(now)]
         return []
     if kind == "timer":
         if a.timer_fired:
-            return [
-                _ev(
-                    EventType.ACTIVITY_COMPLETED,
-                    now,
-                    activity=act.id,
-                    attempt=1,
-                    output={"fired": True, "fire_at": wait.get("fire_at")},
-                )
-            ]
+            output = {"fired": True, "fire_at": wait.get("fire_at")}
+            return [ActivityCompleted(activity=act.id, attempt=1, output=output).at(now)]
         return []
     decision = state.approvals.get(act.id)
     cancel_timer = [
-        _ev(EventType.TIMER_CANCELLED, now, timer=t)
+        TimerCancelled(timer=t).at(now)
         for t, info in state.timers.items()
         if info.get("activity") == act.id
     ]
@@ -97,7 +80,7 @@ def check_wait(
         if decision["approved"]:
             return [
                 *cancel_timer,
-                _ev(EventType.ACTIVITY_COMPLETED, now, activity=act.id, attempt=1, output=decision),
+                ActivityCompleted(activity=act.id, attempt=1, output=decision).at(now),
             ]
         error = _error(
             "ApprovalRejected",
@@ -105,31 +88,10 @@ def check_wait(
             by=decision.get("by"),
             comment=decision.get("comment"),
         )
-        return [
-            *cancel_timer,
-            _ev(
-                EventType.ACTIVITY_FAILED,
-                now,
-                activity=act.id,
-                attempt=1,
-                error=error,
-                will_retry=False,
-                next_attempt_at=None,
-            ),
-        ]
+        return [*cancel_timer, ActivityFailed.final(act.id, 1, error).at(now)]
     if a.timer_fired:
         error = _error("ApprovalTimeout", "no decision before the approval timeout")
-        return [
-            _ev(
-                EventType.ACTIVITY_FAILED,
-                now,
-                activity=act.id,
-                attempt=1,
-                error=error,
-                will_retry=False,
-                next_attempt_at=None,
-            )
-        ]
+        return [ActivityFailed.final(act.id, 1, error).at(now)]
     return []
 
 
