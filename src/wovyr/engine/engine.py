@@ -159,7 +159,7 @@ class Engine(Definitions):
         for listener in list(self._listeners):
             listener(execution_id)
 
-    # --- definitions ---------------------------------------------------------------------
+    # --- starting ------------------------------------------------------------------------
 
     def start(
         self,
@@ -214,7 +214,7 @@ class Engine(Definitions):
         if execution_id is not None:
             _check_id(execution_id)
         inputs = None
-        if claim_id is not None:  # spent only on a valid start, and asked before the id is
+        if claim_id is not None:  # a claim is spent only on a valid start: inputs first
             inputs = resolve_inputs(workflow, input)
             execution_id = claim_id()
         existing = self.store.load(execution_id, tenant=None) if execution_id else None
@@ -239,6 +239,7 @@ class Engine(Definitions):
 
     def _own(self, record: ExecutionRecord) -> ExecutionRecord:
         if record.tenant != self.tenant:  # ids are global: never hand out another tenant's
+            # Said as the API says it (it answers with this text): nothing about the owner.
             raise Conflict("An execution with this id already exists; choose another id.")
         return record
 
