@@ -41,7 +41,13 @@ from wovyr.errors import (
     Problem,
     StoreError,
 )
-from wovyr.events import Event, EventType
+from wovyr.events import (
+    ApprovalDecided,
+    ChildFinished,
+    Event,
+    ExecutionCancelled,
+    SignalReceived,
+)
 from wovyr.ids import child_id, new_id, validate_execution_id
 from wovyr.store import check_store, open_store
 from wovyr.store.base import (
@@ -316,11 +322,7 @@ class Engine(Definitions):
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)
-            return [
-                Event(
-                    EventType.SIGNAL_RECEIVED, self.clock.now(), {"name": name, "payload": payload}
-                )
-            ]
+            return [SignalReceived(name=name, payload=payload).at(self.clock.now())]
 
         return self._append(execution_id, events)
 
@@ -358,18 +360,10 @@ class Engine(Definitions):
                     f"{by!r} may not decide {activity_id!r}",
                     hint=f"approvers: {', '.join(approvers)}",
                 )
-            return [
-                Event(
-                    EventType.APPROVAL_DECIDED,
-                    self.clock.now(),
-                    {
-                        "activity": activity_id,
-                        "approved": bool(approved),
-                        "by": by,
-                        "comment": comment,
-                    },
-                )
-            ]
+            decided = ApprovalDecided(
+                activity=activity_id, approved=bool(approved), by=by, comment=comment
+            )
+            return [decided.at(self.clock.now())]
 
         return self._append(execution_id, events)
 
@@ -380,9 +374,7 @@ class Engine(Definitions):
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)
-            return [
-                Event(EventType.EXECUTION_CANCELLED, self.clock.now(), {"reason": reason, "by": by})
-            ]
+            return [ExecutionCancelled(reason=reason, by=by).at(self.clock.now())]
 
         view = self._append(execution_id, events)
         for child in self.store.list_executions(
@@ -432,19 +424,15 @@ class Engine(Definitions):
                 return self.store.commit([step])[0]
             before = state_from_json(record.checkpoint or {})
             now = self.clock.now()
-            event = Event(
-                EventType.CHILD_FINISHED,
-                now,
-                {
-                    "activity": parent["activity"],
-                    "index": parent.get("index"),
-                    "attempt": parent.get("attempt"),
-                    "child": after.id,
-                    "status": after.status,
-                    "output": after.output,
-                    "error": after.error,
-                },
-            )
+            event = ChildFinished(
+                activity=parent["activity"],
+                index=parent.get("index"),
+                attempt=parent.get("attempt"),
+                child=after.id,
+                status=after.status,
+                output=after.output,
+                error=after.error,
+            ).at(now)
             parent_step = make_step(
                 record.id, before, fold([event], before), [event], now, ready=True
             )
