@@ -1,10 +1,10 @@
 """Static analysis of CEL source: which names an expression reads, without running it.
 
-The `cel` binding can list the identifiers of a program (`Program.variables()`), but it
-cannot tell a free name (`inputs`) from a comprehension variable (`x` in
+The CEL runtime does not tell a free name (`inputs`) from a comprehension variable (`x` in
 `items.map(x, x * 2)`), nor which activity an expression selects (`activities.ship`), nor how
-deeply comprehensions nest. This module answers those questions with a small lexer over
-source that `cel.compile` has already accepted, so it never has to report syntax errors.
+deeply comprehensions nest, nor which functions an expression calls. This module answers those
+questions with a small lexer over source that the CEL parser has already accepted, so it never
+has to report syntax errors.
 
 It tracks scopes: a comprehension variable is bound only inside the parentheses of its macro.
 """
@@ -14,11 +14,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["MACROS", "Analysis", "Token", "analyse", "tokenize"]
+__all__ = ["MACROS", "TYPE_NAMES", "Analysis", "Token", "analyse", "tokenize"]
 
 #: CEL comprehension macros; the first argument of each binds a new name.
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _KEYWORDS = frozenset({"true", "false", "null", "in"})
+#: Type denotations: names of values the language itself defines (`type(x) == int`).
+TYPE_NAMES = frozenset(
+    {"bool", "bytes", "double", "int", "list", "map", "null_type", "string", "type", "uint"}
+)
+#: Operations whose work grows with the size of an operand: inside a comprehension they
+#: iterate once more (`xs.all(x, x in xs)` does len(xs) ** 2 steps).
+_LINEAR_FUNCTIONS = frozenset({"contains", "startsWith", "endsWith", "matches"})
 
 _TOKEN_RE = re.compile(
     r"""
@@ -72,6 +79,7 @@ class Analysis:
     or with a computed key (`activities[inputs.which]`), which a static check cannot follow."""
 
     free: set[str] = field(default_factory=set)
+    functions: set[str] = field(default_factory=set)  # the functions called, macros excluded
     members: dict[str, set[str]] = field(default_factory=dict)
     dynamic: set[str] = field(default_factory=set)
     bound: set[str] = field(default_factory=set)
@@ -80,6 +88,9 @@ class Analysis:
     macro_count: int = 0
     accumulates: bool = False  # map/filter build lists: their cost grows with the square
     concatenations: int = 0
+    #: The deepest nesting of an operation linear in a collection (`in`, `+` on data, string
+    #: search) inside comprehensions: 1 + the number of macros around it; 0 when none is.
+    linear_depth: int = 0
 
 
 @dataclass
@@ -103,9 +114,46 @@ def analyse(src: str) -> Analysis:
             result.dunders.add(tok.text)
         if tok.kind == "op":
             _bracket(tok, tokens, i, stack, result)
+        elif tok.kind == "ident" and nxt is not None and nxt.text == "(":
+            if tok.text not in MACROS and tok.text != "has":
+                result.functions.add(tok.text)
         elif tok.kind == "ident" and not _is_selected(prev):
             _root(tok, tokens, i, stack, result, nxt)
+        if _is_linear(tokens, i, stack):
+            depth = 1 + sum(1 for f in stack if f.macro)
+            result.linear_depth = max(result.linear_depth, depth)
     return result
+
+
+def _is_linear(tokens: list[Token], i: int, stack: list[_Frame]) -> bool:
+    """Whether tokens[i] is an operation linear in a collection, inside a comprehension."""
+    if not any(f.macro for f in stack):
+        return False
+    tok = tokens[i]
+    if tok.text == "in" or (tok.kind == "ident" and tok.text in _LINEAR_FUNCTIONS):
+        return True
+    if tok.text != "+":
+        return False
+    # `l.qty + 1`, `'#' + x` and `a.price + a.tax` (comprehension variables on both sides)
+    # are constant work; `xs + inputs.more` copies a collection from the data every time.
+    before, after = tokens[i - 1], tokens[i + 1] if i + 1 < len(tokens) else None
+    if before.kind in ("number", "string") or (after and after.kind in ("number", "string")):
+        return False
+    bound = {f.binds for f in stack if f.binds}
+    return not (_operand_root(tokens, i, -1) in bound and _operand_root(tokens, i, 1) in bound)
+
+
+def _operand_root(tokens: list[Token], i: int, step: int) -> str | None:
+    """The first name of the selection chain (`a.b.c`) on one side of tokens[i], if simple."""
+    j = i + step
+    names: list[str] = []
+    while 0 <= j < len(tokens) and (tokens[j].kind == "ident" or tokens[j].text == "."):
+        if tokens[j].kind == "ident":
+            names.append(tokens[j].text)
+        j += step
+    if not names:
+        return None
+    return names[-1] if step < 0 else names[0]
 
 
 def _is_selected(prev: Token | None) -> bool:
@@ -154,8 +202,8 @@ def _root(
     nxt: Token | None,
 ) -> None:
     name = tok.text
-    if name in _KEYWORDS or (nxt is not None and nxt.text == "("):
-        return  # a keyword or a global function call such as size(x) or has(x.y)
+    if name in _KEYWORDS or name in TYPE_NAMES or (nxt is not None and nxt.text == "("):
+        return  # a keyword, a type name or a global function call such as size(x) or has(x.y)
     if any(frame.binds == name for frame in stack):
         return  # a comprehension variable (its declaration or a use) inside its macro
     out.free.add(name)
