@@ -128,6 +128,9 @@ def test_the_kind_is_validated_located_and_in_the_schema(echo: ActivityKind) -> 
 
 
 def test_an_unregistered_kind_is_an_unknown_key() -> None:
-    with pytest.raises(DefinitionError, match="exactly one of"):
+    with pytest.raises(DefinitionError, match="unknown field 'echo'") as caught:
         load_definition(doc("activities:\n  - id: a\n    echo: {text: x}\n"))
+    allowed = (caught.value.problems[0].hint or "").removeprefix("allowed fields: ").split(", ")
+    assert {"tool", "with", "http", "wait", "needs"} <= set(allowed)
+    assert not {"echo", "kind", "step"} & set(allowed)
     assert "echo" not in json_schema()["definitions"]["Activity"]["properties"]

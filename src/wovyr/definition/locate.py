@@ -15,9 +15,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
-from wovyr.definition.model import Workflow
+from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.definition.source import DataPath, SourceMap
 from wovyr.errors import Problem
 
@@ -90,7 +91,14 @@ def suggest(name: str, choices: Iterable[str]) -> str | None:
 
 def field_names(model: type[BaseModel]) -> list[str]:
     """The names a document uses for `model`'s fields (aliases where set)."""
-    return [info.alias or name for name, info in model.model_fields.items()]
+    return list(_document_fields(model))
+
+
+def _document_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """`model`'s fields by the key a document uses (an activity's include its kinds' keys)."""
+    if issubclass(model, Activity | CompensateSpec):
+        return model.document_fields()
+    return {info.alias or name: info for name, info in model.model_fields.items()}
 
 
 def model_at(path: DataPath) -> type[BaseModel] | None:
@@ -99,7 +107,7 @@ def model_at(path: DataPath) -> type[BaseModel] | None:
     for step in path:
         annotation = _unwrap(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            fields = {info.alias or name: info for name, info in annotation.model_fields.items()}
+            fields = _document_fields(annotation)
             if step not in fields:
                 return None
             annotation = fields[str(step)].annotation

@@ -6,6 +6,7 @@ cross-references, cycles and expressions (see `validate.py`). Models are frozen.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
@@ -17,6 +18,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic.json_schema import SkipJsonSchema
 
 import wovyr.activities.builtin  # noqa: F401  (registers the built-in kinds)
@@ -91,6 +93,13 @@ class RetryPolicy(_Model):
 _DEFAULT_RETRY = RetryPolicy()
 
 
+@dataclass(frozen=True)
+class _NoKind:
+    """The kind keys of an activity that gave none, several, or one it may not use here."""
+
+    found: tuple[str, ...]
+
+
 class _Runnable(_Model):
     """What activities and compensations share: one kind, chosen by its key (`tool`, `http`,
     ... see `wovyr.activities.kinds`), and how to run it. The keys the kind owns are
@@ -112,8 +121,9 @@ class _Runnable(_Model):
         given = [k for k in data if KINDS.owner_of(k) == k]
         allowed = activity_kinds(compensating=cls.compensating)
         if len(given) != 1 or given[0] not in allowed:
-            what = "none" if not given else ", ".join(given)
-            raise ValueError(f"{cls.what} takes exactly one of {', '.join(allowed)} (found {what})")
+            # Reported after the other keys are checked (see `_one_kind`), as one problem.
+            rest = {k: v for k, v in data.items() if KINDS.owner_of(k) is None}
+            return {**rest, "step": _NoKind(tuple(given))}
         kind = KINDS.get(given[0])
         owned = {k: v for k, v in data.items() if KINDS.owner_of(k) == kind.name}
         rest = {k: v for k, v in data.items() if k not in owned}
@@ -122,6 +132,16 @@ class _Runnable(_Model):
         except ValidationError as exc:
             raise exc from None  # its locations are relative to the activity: kept as they are
         return {**rest, "kind": kind.name, "step": step}
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> _Runnable:
+        if isinstance(self.step, _NoKind):
+            allowed = activity_kinds(compensating=self.compensating)
+            what = ", ".join(self.step.found) or "none"
+            raise ValueError(
+                f"{self.what} takes exactly one of {', '.join(allowed)} (found {what})"
+            )
+        return self
 
     @model_serializer(mode="wrap")
     def _dump_kind_keys(
@@ -139,6 +159,17 @@ class _Runnable(_Model):
                 )
             )
         return data
+
+    @classmethod
+    def document_fields(cls) -> dict[str, FieldInfo]:
+        """The keys a document may use here, by name: the kinds' keys, then the model's own
+        (aliases where set)."""
+        fields: dict[str, FieldInfo] = {}
+        for name in activity_kinds(compensating=cls.compensating):
+            kind = KINDS.get(name)
+            fields.update({f.alias or n: f for n, f in kind.model.model_fields.items()})
+        own = {f.alias or n: f for n, f in cls.model_fields.items() if n not in ("kind", "step")}
+        return {**fields, **own}
 
     @property
     def kind_entry(self) -> ActivityKind:
