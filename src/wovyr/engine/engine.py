@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_registry
-from wovyr.clock import Clock, SystemClock
 from wovyr.activities.builtin.wait import WaitStep
+from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
 from wovyr.engine.core.decide import decide, start_events
