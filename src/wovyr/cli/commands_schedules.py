@@ -115,7 +115,7 @@ def create_command(
         service = Schedules(engine)
         record = service.create(
             schedule_id,
-            workflow=file if file is not None else workflow,
+            workflow=Path(file) if file is not None else workflow,
             cron=cron,
             every=every,
             timezone=timezone,

@@ -405,15 +405,14 @@ class Schedules:
         return name, digest, definition
 
     def _workflow(self, workflow: str | Workflow | Path | None) -> tuple[str, str, Workflow, bool]:
-        """(name, hash, definition, pinned): a file or model is pinned, a name is not."""
+        """(name, hash, definition, pinned): a file (`Path`) or model is pinned, a name (a
+        string, never guessed to be a file) is not."""
         if workflow is None:
             raise _bad("a schedule needs a workflow (a registered name or a file)", "workflow")
-        if isinstance(workflow, str) and not workflow.endswith((".yaml", ".yml", ".json")):
+        if isinstance(workflow, str):
             definition, digest = self.engine.named(workflow)
             return workflow, digest, definition, False
-        definition, digest = self.engine.resolve(
-            Path(workflow) if isinstance(workflow, str) else workflow
-        )
+        definition, digest = self.engine.resolve(workflow)
         return definition.name, digest, definition, True
 
     def _spec(self, cron: str | None, every: Any, timezone: str | None, offset: Any) -> Spec:

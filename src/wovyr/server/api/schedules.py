@@ -87,7 +87,7 @@ def _target(service: Schedules, body: ScheduleCreate) -> str | Workflow:
         return body.workflow
     definition = body.definition
     text = definition if isinstance(definition, str) else json.dumps(definition, indent=2)
-    workflow, _ = service.engine.resolve(text if text.endswith("\n") else text + "\n")
+    workflow, _ = service.engine.resolve(text)
     return workflow
 
 
