@@ -2,7 +2,8 @@
 
 A `tool` handler is a Python callable registered with `@wovyr.activity("name")`. It is
 called with the rendered `with:` mapping as keyword arguments, plus `ctx` when it declares a
-parameter of that name. Sync handlers run in a thread pool; async ones on the event loop.
+parameter of that name; keys that do not fit its signature fail the attempt before it is
+called, as `InvalidActivityInput` (not retried: see `bind_inputs`). Sync handlers run in a thread pool; async ones on the event loop.
 Activities are at-least-once: use `ctx.idempotency_key` (stable per attempt) or
 `ctx.activity_key` (stable across attempts) to make side effects idempotent.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -27,11 +29,15 @@ __all__ = [
     "ActivityContext",
     "ActivityError",
     "ActivityRegistry",
+    "InputProblem",
     "NonRetryableError",
+    "Parameters",
     "activity",
+    "bind_inputs",
     "current_activity",
     "default_registry",
     "load_activity_modules",
+    "parameters_of",
 ]
 
 Handler = Callable[..., Any] | Callable[..., Awaitable[Any]]
@@ -143,11 +149,12 @@ def activity(name: str) -> Callable[[F], F]:
 
 
 async def call_handler(handler: Handler, kwargs: dict[str, Any], ctx: ActivityContext) -> Any:
-    """Run `handler` with its context bound; sync handlers go to a worker thread."""
+    """Run `handler` with its context bound; sync handlers go to a worker thread. The
+    arguments must fit its signature (`bind_inputs` checks them first)."""
     import asyncio
 
     args = dict(kwargs)
-    if _wants_ctx(handler):
+    if parameters_of(handler).wants_ctx:
         args["ctx"] = ctx
     token = _current.set(ctx)
     try:
@@ -158,18 +165,111 @@ async def call_handler(handler: Handler, kwargs: dict[str, Any], ctx: ActivityCo
         _current.reset(token)
 
 
-_WANTS_CTX: dict[Any, bool] = {}
+@dataclass(frozen=True)
+class InputProblem:
+    """One `with:` key a handler cannot take, or one input it needs and did not get."""
+
+    key: str
+    message: str
+    unknown: bool  # True: a key given that no parameter takes; False: a missing input
 
 
-def _wants_ctx(handler: Handler) -> bool:
-    """Whether `handler` declares a `ctx` parameter (cached: signature() is slow)."""
+@dataclass(frozen=True)
+class Parameters:
+    """The keyword arguments a handler takes, read once from its signature.
+
+    Checking `with:` keys against it has the semantics of `inspect.Signature.bind(**kw)`
+    (plus `ctx`, which Wovyr passes itself), answered with the names a user wrote."""
+
+    names: tuple[str, ...]  # taken by keyword, in order (`ctx` left out: it is Wovyr's)
+    required: tuple[str, ...]  # of those, the ones without a default
+    any_keyword: bool  # a `**kwargs` takes any other key
+    wants_ctx: bool
+    readable: bool = True  # False when the signature cannot be read: nothing is checked
+
+    def describe(self) -> str:
+        """`name, greeting (optional)`: what the handler expects."""
+        shown = [n if n in self.required else f"{n} (optional)" for n in self.names]
+        if self.any_keyword:
+            shown.append("any other key (**kwargs)")
+        return ", ".join(shown) or "no inputs"
+
+    def problems(self, tool: str, keys: Iterable[str]) -> list[InputProblem]:
+        """What is wrong with calling the tool with these `with:` keys (none when it fits)."""
+        if not self.readable:
+            return []
+        given = list(keys)
+        out: list[InputProblem] = []
+        for key in given:
+            if key == "ctx" and self.wants_ctx:
+                message = f"input 'ctx' of tool {tool!r} is reserved for the activity context"
+                out.append(InputProblem(key, message, unknown=True))
+            elif key not in self.names and not self.any_keyword:
+                message = f"tool {tool!r} takes no input {key!r}"
+                close = difflib.get_close_matches(key, [n for n in self.names if n not in given])
+                if close:
+                    message += f" (did you mean {close[0]!r}?)"
+                out.append(InputProblem(key, message, unknown=True))
+        for name in self.required:
+            if name not in given:
+                message = f"tool {tool!r} needs input {name!r}"
+                out.append(InputProblem(name, message, unknown=False))
+        return out
+
+
+def parameters_of(handler: Handler) -> Parameters:
+    """The parameters of `handler` (cached per handler: `inspect.signature` is slow)."""
     try:
-        return _WANTS_CTX[handler]
+        return _PARAMETERS[handler]
     except (KeyError, TypeError):
-        wants = "ctx" in inspect.signature(handler).parameters
+        found = _read_parameters(handler)
         with contextlib.suppress(TypeError):  # an unhashable callable: just don't cache
-            _WANTS_CTX[handler] = wants
-        return wants
+            _PARAMETERS[handler] = found
+        return found
+
+
+_PARAMETERS: dict[Any, Parameters] = {}
+_BY_KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _read_parameters(handler: Handler) -> Parameters:
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):  # some builtins: called as they are, unchecked
+        return Parameters((), (), any_keyword=True, wants_ctx=False, readable=False)
+    params = signature.parameters
+    wants_ctx = "ctx" in params
+    names, required = [], []
+    for name, param in params.items():
+        if name == "ctx" and wants_ctx:
+            continue
+        empty = param.default is inspect.Parameter.empty
+        if param.kind in _BY_KEYWORD:
+            names.append(name)
+            if empty:
+                required.append(name)
+        elif param.kind is inspect.Parameter.POSITIONAL_ONLY and empty:
+            required.append(name)  # can never be given by keyword: the call always fails
+    any_keyword = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return Parameters(tuple(names), tuple(required), any_keyword, wants_ctx)
+
+
+def bind_inputs(tool: str, handler: Handler, kwargs: dict[str, Any]) -> None:
+    """Refuse inputs that do not fit the handler's signature, before it is called: a
+    `NonRetryableError` of type `InvalidActivityInput` naming each key (another attempt
+    with the same inputs would fail the same way)."""
+    params = parameters_of(handler)
+    problems = params.problems(tool, kwargs)
+    if not problems:
+        return
+    message = "; ".join(p.message for p in problems) + f"; it takes: {params.describe()}"
+    details = {
+        "tool": tool,
+        "unknown": [p.key for p in problems if p.unknown],
+        "missing": [p.key for p in problems if not p.unknown],
+        "parameters": list(params.names),
+    }
+    raise NonRetryableError(message, type="InvalidActivityInput", details=details)
 
 
 def load_activity_modules(specs: Iterable[str], *, entry_point_group: str | None = None) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.base import ActivityContext, ActivityError
+from wovyr.activities.failures import handler_traceback
 from wovyr.activities.kinds import ChildStarted, Dispatch
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.engine.core.decide import Outcome, RunActivity, decide, outcome_events
@@ -230,19 +231,18 @@ class ExecutionRunner:
                 error={"type": "Timeout", "message": f"attempt exceeded {spec.timeout}s"}
             )
         except ActivityError as exc:
-            return Outcome(
-                error=_error(exc.type, exc.message, exc.details), retryable=exc.retryable
-            )
+            error = _error(exc.type, exc.message, exc.details, exc)
+            return Outcome(error=error, retryable=exc.retryable)
         except ActivityNotRegistered as exc:
             return Outcome(error=_error("ActivityNotRegistered", str(exc)), retryable=False)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, TypeError) and "cannot store" in str(exc):
                 return Outcome(error=_error("OutputNotSerializable", str(exc)), retryable=False)
-            return Outcome(error=_error(type(exc).__name__, str(exc)))
+            return Outcome(error=_error(type(exc).__name__, str(exc), exc=exc))
         except WovyrError as exc:
-            return Outcome(error=_error(type(exc).__name__, str(exc)), retryable=False)
+            return Outcome(error=_error(type(exc).__name__, str(exc), exc=exc), retryable=False)
         except Exception as exc:  # a handler's own exception: retried per the policy
-            return Outcome(error=_error(type(exc).__name__, str(exc)))
+            return Outcome(error=_error(type(exc).__name__, str(exc), exc=exc))
         return Outcome(output=output)
 
 
@@ -262,8 +262,15 @@ def _running_attempts(definition: Workflow, state: ExecutionState) -> list[RunAc
     return runs
 
 
-def _error(kind: str, message: str, details: Any = None) -> dict[str, Any]:
+def _error(
+    kind: str, message: str, details: Any = None, exc: BaseException | None = None
+) -> dict[str, Any]:
+    """The error of a failed attempt; `traceback` holds the handler's own frames of `exc`
+    (capped; absent when the failure came from Wovyr, not from code of the user's)."""
     err: dict[str, Any] = {"type": kind, "message": message}
     if details is not None:
         err["details"] = details
+    trace = handler_traceback(exc) if exc is not None else None
+    if trace is not None:
+        err["traceback"] = trace
     return err

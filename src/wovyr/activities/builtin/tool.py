@@ -1,5 +1,11 @@
 """The `tool` kind: a Python function registered with `@wovyr.activity("name")`, called with
-the rendered `with:` mapping as keyword arguments."""
+the rendered `with:` mapping as keyword arguments.
+
+The keys are bound to the handler's signature before every attempt: a key no parameter takes
+or a required one left out fails the attempt as `InvalidActivityInput`, not retried, before
+the handler runs. `with:` keys are literal (only values hold expressions), so the same check
+runs before a foreground `wovyr run` starts and in `wovyr validate --activities` (`preflight`).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from wovyr.activities.base import call_handler
+from wovyr.activities.base import bind_inputs, call_handler
 from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
 from wovyr.fields import NAME_PATTERN, FrozenModel
 
@@ -23,7 +29,9 @@ class ToolStep(FrozenModel):
 
 async def _execute(step: ToolStep, rendered: Any, dispatch: Dispatch) -> Any:
     handler = dispatch.tools.get(step.tool)
-    return await call_handler(handler, dict(rendered or {}), dispatch.context)
+    inputs = dict(rendered or {})
+    bind_inputs(step.tool, handler, inputs)
+    return await call_handler(handler, inputs, dispatch.context)
 
 
 KIND = register_kind(
