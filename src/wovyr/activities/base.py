@@ -3,9 +3,10 @@
 A `tool` handler is a Python callable registered with `@wovyr.activity("name")`. It is
 called with the rendered `with:` mapping as keyword arguments, plus `ctx` when it declares a
 parameter of that name; keys that do not fit its signature fail the attempt before it is
-called, as `InvalidActivityInput` (not retried: see `bind_inputs`). Sync handlers run in a thread pool; async ones on the event loop.
-Activities are at-least-once: use `ctx.idempotency_key` (stable per attempt) or
-`ctx.activity_key` (stable across attempts) to make side effects idempotent.
+called, as `InvalidActivityInput` (not retried: see `bind_inputs`). Sync handlers run in a
+thread pool; async ones on the event loop. Activities are at-least-once: use
+`ctx.idempotency_key` (stable per attempt) or `ctx.activity_key` (stable across attempts) to
+make side effects idempotent.
 """
 
 from __future__ import annotations
