@@ -13,6 +13,9 @@ one `ActivityKind` registered here by its own module (see `wovyr.activities.buil
   signal, approval or timer).
 - the JSON Schema fragment is the model's own schema (`json_schema` below), merged into the
   workflow schema by `wovyr.definition.schema`.
+- `preflight` (optional): what would fail given the handlers loaded here (a `tool` that no
+  handler is registered as, `with:` keys its handler does not take), checked from the
+  validated step before a foreground `wovyr run` starts and by `wovyr validate --activities`.
 
 A kind that misses a piece fails when it is registered (a type error for mypy, a
 `ConfigError` at import), never with a silent `None` at run time.
@@ -38,7 +41,9 @@ __all__ = [
     "Dispatch",
     "Executor",
     "KindTable",
+    "Preflight",
     "Settle",
+    "StepProblem",
     "register_kind",
 ]
 
@@ -62,6 +67,18 @@ class Dispatch:
     start_child: Callable[[], Awaitable[str]] = field(repr=False)
 
 
+@dataclass(frozen=True)
+class StepProblem:
+    """What `preflight` found, at `path` inside the activity (`("with", "nmae")`)."""
+
+    path: tuple[str, ...]
+    message: str
+    hint: str | None = None
+
+
+Preflight = Callable[[Any, ActivityRegistry], list[StepProblem]]
+
+
 class Executor(Protocol):
     def __call__(self, step: Any, rendered: Any, dispatch: Dispatch) -> Awaitable[Any]:
         """Run one attempt; return its output (JSON-able) or a `ChildStarted`, or raise
@@ -81,6 +98,7 @@ class ActivityKind:
     compensates: bool = True  # may undo another activity (`compensate: {<kind>: ...}`)
     per_item: bool = True  # may run once per item of a `for_each`
     repeat_lost: bool = False  # a lost attempt is repeated (its start is idempotent), not counted
+    preflight: Preflight | None = None  # checks a step against the loaded handlers
 
     def __post_init__(self) -> None:
         if (self.execute is None) != (self.settle != "worker"):

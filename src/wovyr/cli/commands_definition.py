@@ -4,6 +4,9 @@
 summary on stderr; it exits 0 when every file is valid, 1 when any problem is found and 2 on
 usage errors (no file given). Unreadable paths (directories, missing files) are problems of
 that file, not usage errors, so one bad path does not hide the results for the others.
+With `--activities MODULE`, a valid file is also checked against the handlers that module
+(and the `wovyr.activities` entry points) registers: tools with no handler, `with:` keys no
+parameter takes, required inputs left out.
 """
 
 from __future__ import annotations
@@ -13,32 +16,46 @@ from pathlib import Path
 
 import click
 
+from wovyr.activities.base import ENTRY_POINT_GROUP, default_registry, load_activity_modules
 from wovyr.cli.main import EXIT_FAILED, cli
 from wovyr.definition.parse import load_definition_file
+from wovyr.definition.preflight import handler_problems
 from wovyr.definition.schema import schema_text
 from wovyr.errors import DefinitionError, Problem
 
 __all__ = ["schema_command", "validate_command"]
 
 
-def _problems_of(path: str) -> list[Problem]:
+def _problems_of(path: str, handlers: bool = False) -> list[Problem]:
     try:
-        load_definition_file(path)
+        workflow = load_definition_file(path)
     except DefinitionError as err:
         return err.problems or [Problem(err.message, file=path, line=1, column=1)]
-    return []
+    return handler_problems(workflow, default_registry, path=path) if handlers else []
 
 
 @cli.command("validate")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of problems.")
+@click.option(
+    "--activities",
+    "-a",
+    multiple=True,
+    metavar="MODULE",
+    help="Also check tools and their with: keys against the handlers this module or .py file "
+    "registers (repeatable).",
+)
 @click.pass_context
-def validate_command(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
+def validate_command(
+    ctx: click.Context, files: tuple[str, ...], as_json: bool, activities: tuple[str, ...]
+) -> None:
     """Check workflow files; print every problem as FILE:LINE:COL: message."""
+    if activities:
+        load_activity_modules(activities, entry_point_group=ENTRY_POINT_GROUP)
     found: list[Problem] = []
     invalid = 0
     for path in files:
-        problems = _problems_of(path)
+        problems = _problems_of(path, handlers=bool(activities))
         found.extend(problems)
         invalid += bool(problems)
         if not as_json:

@@ -21,8 +21,10 @@ from wovyr.cli.common import (
 )
 from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli
 from wovyr.definition.inputs import parse_cli_inputs
+from wovyr.definition.parse import load_definition_file
+from wovyr.definition.preflight import handler_problems
 from wovyr.engine.engine import Engine, ExecutionView
-from wovyr.errors import InputError, Problem
+from wovyr.errors import DefinitionError, InputError, Problem
 from wovyr.settings import Settings
 from wovyr.worker import Worker
 
@@ -99,6 +101,7 @@ def run_command(
             )
             view = engine.query(record.id)
         else:
+            _check_handlers(engine, target)
             view = _run_live(
                 engine, target, inputs, execution_id, settings, show=not as_json and is_tty()
             )
@@ -125,6 +128,18 @@ def _target(file: Path | None, registered: str | None) -> _Target:
         return _Target(path=file)
     name, _, version = registered.partition("@")  # names cannot contain '@'
     return _Target(name=name, version=version or None)
+
+
+def _check_handlers(engine: Engine, target: _Target) -> None:
+    """Refuse to start when a tool has no handler loaded here or its `with:` keys do not fit
+    the handler: else the activities before it would run first, then fail there."""
+    if target.path is not None:
+        workflow = load_definition_file(target.path)
+    else:
+        workflow, _ = engine.target(name=target.name, version=target.version)
+    problems = handler_problems(workflow, engine.activities, path=target.path)
+    if problems:
+        raise DefinitionError(problems)
 
 
 def _run_live(

@@ -9,12 +9,13 @@ runs before a foreground `wovyr run` starts and in `wovyr validate --activities`
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from pydantic import Field
 
-from wovyr.activities.base import bind_inputs, call_handler
-from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.base import ActivityRegistry, bind_inputs, call_handler, parameters_of
+from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register_kind
 from wovyr.fields import NAME_PATTERN, FrozenModel
 
 __all__ = ["KIND", "ToolStep"]
@@ -34,6 +35,24 @@ async def _execute(step: ToolStep, rendered: Any, dispatch: Dispatch) -> Any:
     return await call_handler(handler, inputs, dispatch.context)
 
 
+def _preflight(step: ToolStep, tools: ActivityRegistry) -> list[StepProblem]:
+    """A tool no handler is registered as; `with:` keys its handler does not take or lacks
+    (keys are literal: only values hold expressions, so the keys are known before a run)."""
+    if step.tool not in tools:
+        known = tools.names()
+        close = difflib.get_close_matches(step.tool, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint += f"registered: {', '.join(known) or 'none'}; load modules with --activities"
+        message = f"no activity handler is registered as {step.tool!r}"
+        return [StepProblem(("tool",), message, hint)]
+    params = parameters_of(tools.get(step.tool))
+    hint = f"it takes: {params.describe()}"
+    return [
+        StepProblem(("with", p.key) if p.unknown else ("with",), p.message, hint)
+        for p in params.problems(step.tool, step.with_)
+    ]
+
+
 KIND = register_kind(
     ActivityKind(
         name="tool",
@@ -41,5 +60,6 @@ KIND = register_kind(
         spec=lambda step: step.with_,
         execute=_execute,
         description="a registered Python function",
+        preflight=_preflight,
     )
 )

@@ -1,0 +1,54 @@
+"""A valid workflow checked against the activity handlers loaded in this process.
+
+Validation alone cannot tell that `tool: greet` has no handler or that `with: {nmae: Ada}`
+misspells its handler's `name`: that depends on the modules loaded with `--activities`.
+Each kind that can tell answers in its `preflight` (see `wovyr.activities.kinds`); this
+module asks every activity and compensation of a workflow, and locates what they answer at
+the key in the document. A foreground `wovyr run` refuses to start on any of it (else the
+activities before the bad one would run first), and `wovyr validate --activities MODULE`
+reports it with the document's own problems.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wovyr.activities.base import ActivityRegistry
+from wovyr.definition.model import Activity, CompensateSpec, Workflow
+from wovyr.definition.parse import parse_document, read_source
+from wovyr.definition.source import DataPath, SourceMap, format_path
+from wovyr.errors import DefinitionError, Problem
+
+__all__ = ["handler_problems"]
+
+
+def handler_problems(
+    workflow: Workflow, tools: ActivityRegistry, *, path: str | Path | None = None
+) -> list[Problem]:
+    """What would fail for want of a handler, or for inputs its handler does not take, in
+    document order; located at the key in the file at `path` (the workflow's source) when
+    given, else by data path only (a stored definition has no lines)."""
+    found: list[tuple[DataPath, str, str | None]] = []
+    for index, act in enumerate(workflow.activities):
+        steps: list[tuple[DataPath, Activity | CompensateSpec]] = [(("activities", index), act)]
+        if act.compensate is not None:
+            steps.append((("activities", index, "compensate"), act.compensate))
+        for where, spec in steps:
+            check = spec.kind_entry.preflight
+            if check is not None:
+                found += [((*where, *p.path), p.message, p.hint) for p in check(spec.step, tools)]
+    if not found:
+        return []
+    smap = _source_map(path) if path is not None else None
+    if smap is None:
+        source = f"workflow {workflow.name} v{workflow.version}"
+        return [Problem(m, path=format_path(at), file=source, hint=h) for at, m, h in found]
+    located = [smap.problem(m, at, key=True, hint=h) for at, m, h in found]
+    return sorted(located, key=lambda p: (p.line or 0, p.column or 0))
+
+
+def _source_map(path: str | Path) -> SourceMap | None:
+    try:
+        return parse_document(read_source(path), str(path))[1]
+    except DefinitionError:  # changed since it was loaded: report by data path
+        return None
