@@ -7,6 +7,11 @@ from the first one outside those on are the user's story. The text is
 at most the innermost `MAX_TRACEBACK_FRAMES` frames of each and `MAX_TRACEBACK_CHARS`
 characters in all. Local variables are never included: only what a default Python
 traceback prints (file, line, function, source line, the exception's type and message).
+
+The traceback is stored as `error["traceback"]` of the attempt's failure event (the error is
+free-form JSON: `type`, `message`, `details`), so it also travels inside the execution's
+error and the API's answers; the CLI and the UI print it as text (`tracebacks_in`) next to
+the error shown without it (`without_tracebacks`).
 """
 
 from __future__ import annotations
@@ -15,10 +20,18 @@ import asyncio
 import concurrent.futures
 import threading
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-__all__ = ["MAX_TRACEBACK_CHARS", "MAX_TRACEBACK_FRAMES", "handler_traceback"]
+__all__ = [
+    "MAX_TRACEBACK_CHARS",
+    "MAX_TRACEBACK_FRAMES",
+    "handler_traceback",
+    "tracebacks_in",
+    "without_tracebacks",
+]
 
 MAX_TRACEBACK_FRAMES = 20
 MAX_TRACEBACK_CHARS = 8_000
@@ -57,3 +70,27 @@ def _capped(text: str) -> str:
     room = MAX_TRACEBACK_CHARS - len(marker.format(cut=len(text)))
     head, tail = text[:_HEAD_CHARS], text[len(text) - (room - _HEAD_CHARS) :]
     return head + marker.format(cut=len(text) - len(head) - len(tail)) + tail
+
+
+def without_tracebacks(value: Any) -> Any:
+    """`value` (an error, or what holds errors) with every `traceback` key left out."""
+    if isinstance(value, Mapping):
+        return {k: without_tracebacks(v) for k, v in value.items() if k != "traceback"}
+    if isinstance(value, list):
+        return [without_tracebacks(v) for v in value]
+    return value
+
+
+def tracebacks_in(errors: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The tracebacks in `errors` (where -> error, e.g. activity id -> its error), also those
+    of errors nested under `error` (an execution's failure holds its activity's); each text
+    once, as (where, text), under the first place it is found."""
+    found: dict[str, str] = {}
+    for where, outer in errors.items():
+        error, nested = outer, 0
+        while isinstance(error, Mapping) and nested < 8:
+            trace = error.get("traceback")
+            if isinstance(trace, str) and trace not in found:
+                found[trace] = where
+            error, nested = error.get("error"), nested + 1
+    return [(where, trace) for trace, where in found.items()]

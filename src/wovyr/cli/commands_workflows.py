@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from wovyr.activities.failures import tracebacks_in, without_tracebacks
 from wovyr.cli.common import (
     activities_table,
     console,
@@ -139,7 +140,20 @@ def show_command(execution_id: str, as_json: bool, settings: Settings) -> None:
     if view.output is not None:
         console.print("output: " + json.dumps(view.output, default=str))
     if view.error is not None:
-        console.print("error: " + json.dumps(view.error, default=str))
+        console.print("error: " + json.dumps(without_tracebacks(view.error), default=str))
+    _print_tracebacks(view)
+
+
+def _print_tracebacks(view: Any) -> None:
+    """The failed handlers' tracebacks (their own frames), as Python prints them."""
+    errors: dict[str, Any] = {}
+    for aid, act in view.activities.items():
+        errors[aid] = act.get("error")
+        errors.update({f"{aid}[{i}]": it.get("error") for i, it in enumerate(act["items"] or [])})
+    errors["the execution"] = view.error  # its activity's, unless it failed on its own
+    for where, trace in tracebacks_in(errors):
+        console.print(f"\ntraceback of {where}:", markup=False)
+        console.print(trace.rstrip("\n"), markup=False, soft_wrap=True)
 
 
 @workflows.command("history")
