@@ -60,9 +60,9 @@ from wovyr.store.base import (
     Page,
     StepWrite,
     Store,
-    TimerLocking,
     TimerRecord,
 )
+from wovyr.store.capabilities import capabilities
 
 __all__ = ["Engine", "ExecutionView", "Started"]
 
@@ -492,8 +492,9 @@ class Engine(Definitions):
         ) -> builtins.list[StepWrite]:
             return timer_steps(now, timers, records)
 
-        if isinstance(store, TimerLocking):
-            done = store.fire_timers(now, limit, build)
+        locking = capabilities(store).timer_locking
+        if locking is not None:
+            done = locking.fire_timers(now, limit, build)
         else:
             timers = store.due_timers(now, limit)
             records = {}

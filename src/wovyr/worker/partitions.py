@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 
 from wovyr.errors import ConfigError
-from wovyr.store.capabilities import Membership
+from wovyr.store.capabilities import Membership, capabilities
 from wovyr.store.shards import SHARD_COUNT, Peer, coverage_problems, shards_for
 
 __all__ = [
@@ -92,7 +92,7 @@ def partition_setup(
     count = DEFAULT_MEMBER_PARTITIONS if of is None else of
     if not 1 <= count <= SHARD_COUNT:
         raise ConfigError(f"the partition count must be between 1 and {SHARD_COUNT}")
-    if not isinstance(store, Membership):
+    if capabilities(store).membership is None:
         raise ConfigError(
             f"the store {type(store).__name__} keeps no worker membership",
             hint="use PostgreSQL, or give --partitions/--of explicitly",

@@ -33,10 +33,10 @@ from wovyr.engine.engine import Engine
 from wovyr.errors import StoreError
 from wovyr.scheduling.schedules import Schedules
 from wovyr.store.base import ExecutionRecord, LeaseState
+from wovyr.store.capabilities import capabilities
 from wovyr.worker.commit import GroupCommitter
-from wovyr.worker.listener import Notifying, WorkListener
+from wovyr.worker.listener import WorkListener
 from wovyr.worker.partitions import (
-    Membership,
     assign_partitions,
     partition_setup,
     peer,
@@ -79,6 +79,7 @@ class Worker:
         heartbeat_interval: float | None = None,
     ) -> None:
         self.engine = engine
+        self.capabilities = capabilities(engine.store)  # what this store can do beyond the contract
         self.owner = owner or _default_owner()
         self.concurrency = concurrency
         self.lease_seconds = lease_seconds
@@ -276,7 +277,7 @@ class Worker:
     async def tick(self, only: list[str] | None = None) -> int:
         """Fire due timers and schedules, then claim what is runnable (up to capacity)."""
         self._attach()
-        if isinstance(self.engine.store, Membership) and not self._joined and only is None:
+        if self.capabilities.membership is not None and not self._joined and only is None:
             await self.rebalance()
         fired = await asyncio.to_thread(self.engine.fire_due_timers, self.timer_batch)
         if only is None:
@@ -341,11 +342,12 @@ class Worker:
         assert self._poke is not None
         stop = stop or asyncio.Event()
         listener = None
-        if isinstance(self.engine.store, Notifying):
+        notifying = self.capabilities.notifications
+        if notifying is not None:
             # Listen before the first claim, so nothing announced after it is missed.
             with contextlib.suppress(Exception):  # the store is down: the thread retries
-                await asyncio.to_thread(self.engine.store.wait_for_work, 0)
-            listener = WorkListener(self.engine.store.wait_for_work, self._work_arrived)
+                await asyncio.to_thread(notifying.wait_for_work, 0)
+            listener = WorkListener(notifying.wait_for_work, self._work_arrived)
             listener.start()
         heartbeat = asyncio.create_task(self._heartbeat_loop())
         delay = _BACKOFF_START
@@ -407,7 +409,7 @@ class Worker:
             elif lease.seq != runner.seq:
                 runner.wake()
         await self._adopt_orphans(leases)
-        if isinstance(self.engine.store, Membership):
+        if self.capabilities.membership is not None:
             await self.rebalance()
 
     async def _adopt_orphans(self, leases: dict[str, LeaseState]) -> None:
@@ -439,8 +441,8 @@ class Worker:
         """Tell the other workers we are alive and how we claim; with membership, recompute
         our partitions from the live members. Then check that the live workers together
         claim every partition (and agree on their count)."""
-        store = self.engine.store
-        assert isinstance(store, Membership)
+        store = self.capabilities.membership
+        assert store is not None, "rebalance needs a store that keeps worker membership"
         me = peer(self.owner, self.mode, self.partitions, self.of)
         try:
             peers = await self.committer.run_sync(
@@ -489,9 +491,9 @@ class Worker:
                 await task
         with contextlib.suppress(Exception):
             await self.committer.run_sync(self.engine.store.release_owner, self.owner)
-        store = self.engine.store
-        if self._joined and isinstance(store, Membership):
+        members = self.capabilities.membership
+        if self._joined and members is not None:
             with contextlib.suppress(Exception):
-                await self.committer.run_sync(store.member_leave, self.owner)
+                await self.committer.run_sync(members.member_leave, self.owner)
         self.engine.remove_listener(self._on_change)
         self.committer.close()
