@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from wovyr.activities.base import ActivityError
-from wovyr.activities.http import ERROR_EXCERPT_BYTES, run_http
+from wovyr.activities.builtin.http import ERROR_EXCERPT_BYTES, run_http
 from wovyr.definition.model import HttpSpec
 
 KEY = "exec-1/call/1"

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from wovyr.activities import shell
 from wovyr.activities.base import ActivityError
-from wovyr.activities.shell import run_shell
+from wovyr.activities.builtin import shell
+from wovyr.activities.builtin.shell import run_shell
 from wovyr.definition.model import ShellSpec
 
 PY = sys.executable

@@ -1,15 +1,27 @@
-"""The `http` kind: one HTTP request (see `wovyr.activities.http` for how it is sent)."""
+"""The `http` kind: one HTTP request with httpx, checked and size-capped.
+
+Failures become `ActivityError`s whose `type` names the cause (`Timeout`, `ConnectionError`,
+`HttpStatus`, `ResponseTooLarge`, `InvalidUrl`, ...) so `retry.non_retryable` can match them.
+Error messages and details leave the URL out: it may carry credentials or tokens, and
+errors end up in the durable event log.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
 from wovyr.fields import FrozenModel
 
-__all__ = ["KIND", "HttpSpec", "HttpStep"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["ERROR_EXCERPT_BYTES", "KIND", "HttpSpec", "HttpStep", "run_http"]
 
 
 class HttpSpec(FrozenModel):
@@ -32,9 +44,199 @@ class HttpStep(FrozenModel):
     http: HttpSpec
 
 
-async def _execute(step: HttpStep, rendered: Any, dispatch: Dispatch) -> Any:
-    from wovyr.activities.http import run_http  # httpx only where a request is sent
+ERROR_EXCERPT_BYTES = 2048
+_ALLOWED_SCHEMES = frozenset({"http", "https"})
+# Throttling and request-timeout statuses are worth another attempt like server errors.
+_RETRYABLE_CLIENT_STATUSES = frozenset({408, 429})
 
+
+async def run_http(
+    spec: HttpSpec,
+    *,
+    timeout: float | None,
+    idempotency_key: str,
+    client: httpx.AsyncClient | None = None,
+) -> dict[str, Any]:
+    """Send the request `spec` describes; return `{status, headers, json | body}`.
+
+    `timeout` bounds the whole exchange, body included (None: no limit of our own). A
+    `client` passed in is used as is (its own timeouts still apply) and left open.
+    """
+    import httpx  # only where a request is sent: parsing a workflow does not load it
+
+    url = _checked_url(spec.url)
+    try:
+        async with asyncio.timeout(timeout):
+            if client is not None:
+                return await _exchange(client, spec, url, idempotency_key)
+            # The deadline above is the only clock: httpx's per-phase timeouts are off.
+            async with httpx.AsyncClient(timeout=None) as owned:
+                return await _exchange(owned, spec, url, idempotency_key)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        after = f" after {timeout}s" if timeout is not None else ""
+        raise ActivityError(f"HTTP request timed out{after}", type="Timeout") from exc
+    except httpx.UnsupportedProtocol as exc:
+        raise NonRetryableError(f"unsupported URL: {exc}", type="InvalidUrl") from exc
+    except httpx.TransportError as exc:
+        raise ActivityError(
+            f"HTTP connection failed: {type(exc).__name__}: {exc}",
+            type="ConnectionError",
+            retryable=True,
+        ) from exc
+    except httpx.TooManyRedirects as exc:
+        # A redirect loop will loop again on the next attempt.
+        raise NonRetryableError(str(exc), type="TooManyRedirects") from exc
+    except httpx.RequestError as exc:
+        raise ActivityError(f"HTTP request failed: {exc}", type="HttpError") from exc
+
+
+def _checked_url(raw: str) -> httpx.URL:
+    import httpx
+
+    try:
+        url = httpx.URL(raw)
+    except httpx.InvalidURL as exc:
+        raise NonRetryableError(f"invalid URL: {exc}", type="InvalidUrl") from exc
+    # Refuse file:, ftp: and friends before any I/O: a workflow must not read local files.
+    if url.scheme not in _ALLOWED_SCHEMES:
+        raise NonRetryableError(
+            f"only http and https URLs are allowed (got scheme {url.scheme!r})", type="InvalidUrl"
+        )
+    if not url.host:
+        raise NonRetryableError("the URL has no host", type="InvalidUrl")
+    return url
+
+
+async def _exchange(
+    client: httpx.AsyncClient, spec: HttpSpec, url: httpx.URL, idempotency_key: str
+) -> dict[str, Any]:
+    request = _build_request(client, spec, url, idempotency_key)
+    response = await client.send(request, stream=True, follow_redirects=spec.follow_redirects)
+    try:
+        if not _status_allowed(response.status_code, spec.allowed_statuses):
+            raise await _status_error(response)
+        content = await _read_capped(response, spec.max_response_bytes)
+        return _output(response, content)
+    finally:
+        await response.aclose()
+
+
+def _build_request(
+    client: httpx.AsyncClient, spec: HttpSpec, url: httpx.URL, idempotency_key: str
+) -> httpx.Request:
+    if spec.json_body is not None and spec.body is not None:
+        raise NonRetryableError("give either 'json' or 'body', not both", type="InvalidRequest")
+    headers = dict(spec.headers)
+    # The key lets the server deduplicate retried attempts; a key the author set wins.
+    if not any(name.lower() == "idempotency-key" for name in headers):
+        headers["Idempotency-Key"] = idempotency_key
+    return client.build_request(
+        spec.method,
+        url,
+        headers=headers,
+        params=_query_params(spec.query),
+        json=spec.json_body,
+        content=spec.body,
+    )
+
+
+def _query_params(query: dict[str, Any]) -> dict[str, Any]:
+    """httpx encodes scalars and lists of scalars; anything nested is sent as JSON text."""
+
+    def scalar(value: Any) -> Any:
+        if value is None or isinstance(value, str | int | float | bool):
+            return value
+        return json.dumps(value, separators=(",", ":"))
+
+    return {
+        name: [scalar(v) for v in value] if isinstance(value, list | tuple) else scalar(value)
+        for name, value in query.items()
+    }
+
+
+def _status_allowed(status: int, allowed: list[int]) -> bool:
+    return status in allowed if allowed else 200 <= status < 300
+
+
+async def _status_error(response: httpx.Response) -> ActivityError:
+    status = response.status_code
+    # Only an excerpt is kept, so a huge error page is not read (nor reported as too large).
+    excerpt = _decode(response, await _read_prefix(response, ERROR_EXCERPT_BYTES))
+    retryable = status >= 500 or status in _RETRYABLE_CLIENT_STATUSES
+    return ActivityError(
+        f"HTTP status {status} is not allowed",
+        type="HttpStatus",
+        retryable=retryable,
+        details={"status": status, "body": excerpt},
+    )
+
+
+async def _read_prefix(response: httpx.Response, limit: int) -> bytes:
+    buffer = bytearray()
+    async for chunk in response.aiter_bytes():
+        buffer += chunk
+        if len(buffer) >= limit:
+            break
+    return bytes(buffer[:limit])
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The whole (decoded) body; fail as soon as it grows past `limit` bytes."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit, declared=int(declared))
+    buffer = bytearray()
+    async for chunk in response.aiter_bytes():
+        buffer += chunk
+        if len(buffer) > limit:
+            raise _too_large(limit)
+    return bytes(buffer)
+
+
+def _too_large(limit: int, *, declared: int | None = None) -> ActivityError:
+    details: dict[str, Any] = {"max_response_bytes": limit}
+    if declared is not None:
+        details["content_length"] = declared
+    # The same URL will send the same oversized body again: retrying cannot help.
+    return ActivityError(
+        f"HTTP response is larger than max_response_bytes ({limit})",
+        type="ResponseTooLarge",
+        retryable=False,
+        details=details,
+    )
+
+
+def _output(response: httpx.Response, content: bytes) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "status": response.status_code,
+        "headers": {name.lower(): value for name, value in response.headers.items()},
+    }
+    if _is_json(response) and content:
+        try:
+            out["json"] = json.loads(content)
+        except ValueError:
+            pass  # a server that mislabels its body still gets its text returned
+        else:
+            return out
+    out["body"] = _decode(response, content)
+    return out
+
+
+def _is_json(response: httpx.Response) -> bool:
+    content_type: str = response.headers.get("content-type", "")
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or media_type.endswith("+json")
+
+
+def _decode(response: httpx.Response, content: bytes) -> str:
+    encoding = response.charset_encoding or "utf-8"
+    try:
+        return content.decode(encoding, errors="replace")
+    except LookupError:  # an unknown charset name in Content-Type
+        return content.decode("utf-8", errors="replace")
+
+
+async def _execute(step: HttpStep, rendered: Any, dispatch: Dispatch) -> Any:
     return await run_http(
         HttpSpec.model_validate(rendered),
         timeout=dispatch.timeout,
