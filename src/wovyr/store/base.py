@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from wovyr.store.capabilities import TimerLocking, TimerSteps
 from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import ApiKeyStore, IdempotencyStore
 from wovyr.store.records import (
@@ -50,9 +49,7 @@ __all__ = [
     "Page",
     "StepWrite",
     "Store",
-    "TimerLocking",
     "TimerRecord",
-    "TimerSteps",
     "TimerStore",
     "WorkQueue",
 ]

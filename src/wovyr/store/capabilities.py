@@ -19,6 +19,7 @@ from functools import cache
 from typing import Protocol, runtime_checkable
 
 from wovyr.errors import ConfigError
+from wovyr.store.base import Store
 from wovyr.store.records import CommitOutcome, ExecutionRecord, StepWrite, TimerRecord
 from wovyr.store.shards import Peer
 
@@ -111,8 +112,6 @@ def capabilities(store: object) -> Capabilities:
 @cache
 def contract_methods() -> tuple[str, ...]:
     """Every method of the `Store` contract, role by role."""
-    from wovyr.store.base import Store  # base imports this module (for TimerLocking)
-
     names: dict[str, None] = {}
     for role in Store.__mro__:
         if role is Protocol or not getattr(role, "_is_protocol", False):

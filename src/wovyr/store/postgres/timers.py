@@ -9,7 +9,8 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from wovyr.store.base import CommitOutcome, StepWrite, TimerRecord, TimerSteps
+from wovyr.store.base import CommitOutcome, StepWrite, TimerRecord
+from wovyr.store.capabilities import TimerSteps
 from wovyr.store.hooks import Observers
 from wovyr.store.postgres import support
 from wovyr.store.postgres.support import Connection
