@@ -124,7 +124,11 @@ class ExecutionDetail(BaseModel):
     status: str
     input: dict[str, Any]
     output: Any
-    error: Any
+    error: Any = Field(
+        description="Why it failed: `type`, `message`, maybe `details` and, for an activity "
+        "(here under `error`, and in `activities`), `traceback`: the handler's own frames "
+        "as Python prints them (the innermost 20, at most 8,000 characters)."
+    )
     created_at: str
     updated_at: str
     definition_hash: str

@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 from markupsafe import Markup
 
 from wovyr.activities.builtin.wait import WaitStep
+from wovyr.activities.failures import tracebacks_in, without_tracebacks
 from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.errors import WovyrError
@@ -333,7 +334,10 @@ def _activity_rows(view: ExecutionView, workflow: Workflow, now: datetime) -> li
                 "output_json": pretty_json(info.get("output"))
                 if info.get("output") is not None
                 else None,
-                "error_json": pretty_json(info.get("error")) if info.get("error") else None,
+                "error_json": pretty_json(without_tracebacks(info["error"]))
+                if info.get("error")
+                else None,
+                "traceback": _traceback(info.get("error")),
                 "started": as_datetime(info.get("started_at")),
                 "finished": as_datetime(info.get("finished_at")),
             }
@@ -374,6 +378,13 @@ def execution_page(
     page.json = {
         "input": pretty_json(view.input),
         "output": pretty_json(view.output) if view.output is not None else "",
-        "error": pretty_json(view.error) if view.error else "",
+        "error": pretty_json(without_tracebacks(view.error)) if view.error else "",
+        "traceback": _traceback(view.error) or "",
     }
     return page
+
+
+def _traceback(error: Any) -> str | None:
+    """The failed handler's traceback in `error` (shown as text, not inside the JSON)."""
+    found = tracebacks_in({"error": error})
+    return found[0][1] if found else None

@@ -16,6 +16,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from wovyr.activities.failures import tracebacks_in, without_tracebacks
 from wovyr.definition.model import Workflow
 from wovyr.events import EventType
 from wovyr.store.base import EventRecord
@@ -152,6 +153,7 @@ class TimelineEntry:
     category: str  # lifecycle, attempt, retry, failure, timer, signal, approval, compensation
     text: Markup
     detail: str | None = None  # pretty JSON shown on demand
+    traceback: str | None = None  # a failed handler's, as Python prints it
 
 
 def _error_text(error: Any, depth: int = 0) -> str:
@@ -273,6 +275,8 @@ def timeline(events: Iterable[EventRecord], now: datetime) -> list[TimelineEntry
         line = _LINES.get(ev.type)
         category, text = line(data) if line else ("lifecycle", ev.type)
         detail = {k: data[k] for k in _DETAIL_KEYS if data.get(k) is not None}
+        traces = tracebacks_in(detail)
+        detail = without_tracebacks(detail)
         entries.append(
             TimelineEntry(
                 seq=ev.seq,
@@ -281,6 +285,7 @@ def timeline(events: Iterable[EventRecord], now: datetime) -> list[TimelineEntry
                 category=category,
                 text=with_times(text, now),
                 detail=pretty_json(detail, 4000) if detail else None,
+                traceback=traces[0][1] if traces else None,
             )
         )
     return entries
