@@ -115,8 +115,10 @@ def test_bad_input_gets_clear_errors_and_exit_codes(home: Path, tmp_path: Path) 
     bad_file = wovyr(home, "run", str(broken))
     assert bad_file.returncode == 1 and f"{broken}:4:" in bad_file.stderr + bad_file.stdout
     unregistered = wovyr(home, "run", str(EXAMPLES / "order-saga.yaml"), "-i", "order_id=x")
-    assert unregistered.returncode == 1
-    assert "ActivityNotRegistered" in unregistered.stdout
+    assert unregistered.returncode == 1 and unregistered.stdout == ""  # refused: not started
+    for tool in ("inventory.reserve", "inventory.release", "payments.refund", "shipping.ship"):
+        assert f"no activity handler is registered as {tool!r}" in unregistered.stderr
+    assert wovyr(home, "workflows", "list", "--json").stdout.count('"order-saga"') == 0
 
 
 def test_definitions_and_schedules_through_the_cli(home: Path) -> None:
