@@ -139,7 +139,9 @@ def _check_handlers(engine: Engine, target: _Target) -> None:
         workflow, _ = engine.target(name=target.name, version=target.version)
     problems = handler_problems(workflow, engine.activities, path=target.path)
     if problems:
-        raise DefinitionError(problems)
+        listed = "".join(f"\n  {p.format()}" for p in problems)
+        message = f"the workflow cannot run with the activity handlers loaded here:{listed}"
+        raise DefinitionError(problems, message=message)
 
 
 def _run_live(
