@@ -95,6 +95,7 @@ BAD = workflow("""
         needs: [hello]
         tool: cli.chrage
         with: {amount: 3}
+        retry: {max_attempts: 1}
     inputs:
       marker: {type: string}
     """)
