@@ -1,8 +1,11 @@
-"""Soak: a bounded loop of start / query / signal / cancel / list against `wovyr serve` on
-loopback, sampling the server's RSS, open file descriptors and request latency. After
-warm-up they must stay flat. CI runs a short soak; a long one is a documented command:
+"""Soak: a counted loop of start / query / signal / cancel / list against `wovyr serve` on
+loopback, sampling the server's RSS and open file descriptors every `SAMPLE_EVERY` rounds.
+After warm-up they must stay flat. The loop is bounded by rounds, not seconds, so it does the
+same work on a fast or a slow machine; request latency is printed, not asserted (machines
+here differ 3x from day to day: timings belong in `bench/`, e.g. `bench/bench_api.py`).
+CI runs a short soak (about 20 s); a long one (about 30 minutes) is a documented command:
 
-    WOVYR_SOAK_SECONDS=1800 .venv/bin/python -m pytest tests/reliability/test_soak.py -s
+    WOVYR_SOAK_ROUNDS=80000 .venv/bin/python -m pytest tests/reliability/test_soak.py -s
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from pathlib import Path
 import pytest
 from tests.server.test_serve_process import Server, client, make_server  # noqa: F401 - fixture
 
-SECONDS = float(os.environ.get("WOVYR_SOAK_SECONDS", "20"))
+ROUNDS = int(os.environ.get("WOVYR_SOAK_ROUNDS", "900"))
+SAMPLE_EVERY = max(1, ROUNDS // 30)
 WAITS = """
 apiVersion: wovyr/v1
 kind: Workflow
@@ -39,14 +43,14 @@ def open_fds(pid: int) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(int(SECONDS) + 180)
-def test_soak_memory_fds_and_latency_stay_flat(make_server: Callable[..., Server]) -> None:  # noqa: F811
+@pytest.mark.timeout(max(300, ROUNDS // 2))  # a safety net: about 40 rounds a second here
+def test_soak_memory_and_fds_stay_flat(make_server: Callable[..., Server]) -> None:  # noqa: F811
     server = make_server()
     server.start()
     assert server.proc is not None
     pid = server.proc.pid
     latencies: list[float] = []
-    samples: list[tuple[float, int, int]] = []
+    samples: list[tuple[int, int, int]] = []  # (round, RSS KiB, open fds)
     with client(server) as http:
 
         def call(method: str, url: str, **kw: object) -> dict[str, object]:
@@ -57,20 +61,15 @@ def test_soak_memory_fds_and_latency_stay_flat(make_server: Callable[..., Server
             body: dict[str, object] = response.json()
             return body
 
-        start = time.monotonic()
-        next_sample = start
-        rounds = 0
-        while time.monotonic() - start < SECONDS and rounds < 100_000:  # bounded both ways
+        for rounds in range(1, ROUNDS + 1):
             kept = call("POST", "/api/v1/workflows", json={"definition": WAITS})["id"]
             dropped = call("POST", "/api/v1/workflows", json={"definition": WAITS})["id"]
             call("GET", f"/api/v1/workflows/{kept}")
             call("POST", f"/api/v1/workflows/{kept}/signal", json={"name": "go"})
             call("DELETE", f"/api/v1/workflows/{dropped}")
             call("GET", "/api/v1/workflows", params={"limit": 20})
-            rounds += 1
-            if time.monotonic() >= next_sample:
-                samples.append((time.monotonic() - start, rss_kib(pid), open_fds(pid)))
-                next_sample += 1.0
+            if rounds % SAMPLE_EVERY == 0:
+                samples.append((rounds, rss_kib(pid), open_fds(pid)))
     assert server.stop() == 0
     assert len(samples) >= 6, "too few samples"
     third = len(samples) // 3
@@ -78,14 +77,13 @@ def test_soak_memory_fds_and_latency_stay_flat(make_server: Callable[..., Server
     rss_middle = statistics.mean(s[1] for s in middle)
     rss_last = statistics.mean(s[1] for s in last)
     span = statistics.mean(s[0] for s in last) - statistics.mean(s[0] for s in middle)
-    slope = (rss_last - rss_middle) / span  # KiB per second after warm-up
+    slope = (rss_last - rss_middle) / span * 100  # KiB per 100 rounds after warm-up
     fds_after_warmup = [s[2] for s in samples[third:]]
     p99 = sorted(latencies)[int(len(latencies) * 0.99)]
     print(
-        f"soak: {rounds} rounds, {len(latencies)} requests in {SECONDS:.0f}s; "
-        f"RSS {samples[third][1]} -> {samples[-1][1]} KiB (slope {slope:.1f} KiB/s), "
+        f"soak: {ROUNDS} rounds, {len(latencies)} requests; "
+        f"RSS {samples[third][1]} -> {samples[-1][1]} KiB (slope {slope:.1f} KiB/100 rounds), "
         f"fds {min(fds_after_warmup)}..{max(fds_after_warmup)}, p99 {p99 * 1000:.1f} ms"
     )
     assert rss_last <= rss_middle * 1.15, f"RSS grew {rss_middle} -> {rss_last} KiB"
     assert max(fds_after_warmup) - min(fds_after_warmup) <= 10, "file descriptors grew"
-    assert p99 < 1.0, f"p99 latency {p99:.3f}s"

@@ -158,14 +158,14 @@ def test_output_is_capped_while_the_child_runs_to_completion() -> None:
 
 
 def test_timeout_kills_the_grandchild(pidfile: Path) -> None:
-    script = f"sleep 30 & echo $! > {pidfile}; wait"
+    # The sleep outlasts the test's own timeout: had the activity waited for it, the test
+    # fails there; gone afterwards means killed.
+    script = f"sleep 3600 & echo $! > {pidfile}; wait"
 
-    started = time.monotonic()
     error = _failure(["sh", "-c", script], timeout=1.0)
 
     assert error.type == "Timeout"
     assert error.retryable is True
-    assert time.monotonic() - started < 5
     assert _wait_gone(_read_pid(pidfile)), "the backgrounded sleep outlived the timeout"
 
 
@@ -187,12 +187,12 @@ def test_a_process_that_left_the_group_cannot_hold_the_activity_open(
     escapee = STUBBORN.replace("signal.signal(", "os.setsid(); signal.signal(")
     script = f'"$0" -c "$1" {pidfile} &'
 
-    started = time.monotonic()
     error = _failure(["sh", "-c", script, PY, escapee], timeout=2.0)
 
     assert error.type == "Timeout"
-    assert time.monotonic() - started < 6
-    assert not _is_gone(_read_pid(pidfile))  # it really escaped; the fixture kills it
+    # It really escaped, and is still alive (it sleeps 30 s): the activity did not wait for
+    # it to let go of the pipes. The fixture kills it.
+    assert not _is_gone(_read_pid(pidfile))
 
 
 def test_cancellation_kills_the_group_and_propagates(pidfile: Path) -> None:
