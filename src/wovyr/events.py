@@ -240,12 +240,16 @@ class ActivityScheduled(EventData):
 @_record
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActivityStarted(EventData):
-    """`key` is the idempotency key of the attempt."""
+    """`key` is the idempotency key of the attempt. `recovery` only when the attempt is run
+    again because its worker was lost (it is the same attempt, with the same key): the
+    activity's n-th such re-run, counted against the engine's `max_recoveries`, never
+    against `retry.max_attempts`."""
 
     TYPE: ClassVar[str] = EventType.ACTIVITY_STARTED
     activity: str
     attempt: int
     key: str
+    recovery: int | Absent = ABSENT
 
 
 @_record
@@ -319,12 +323,15 @@ class ActivitySkipped(EventData):
 class TimerArmed(EventData):
     """`fire_at` is an ISO time. The workflow timeout has neither `activity` nor `item`; a
     wait or approval timeout has `activity`; a retry timer has both (`item` null unless it
-    retries one item of a `for_each`)."""
+    retries one item of a `for_each`). A child workflow's timeout (purpose `child_timeout`)
+    has `activity`, `item` (as a retry timer) and `attempt`, the attempt whose child it
+    bounds."""
 
     TYPE: ClassVar[str] = EventType.TIMER_ARMED
     timer: str
     activity: str | Absent = ABSENT
     item: int | Absent | None = ABSENT
+    attempt: int | Absent = ABSENT
     purpose: str
     fire_at: str
 
@@ -378,10 +385,14 @@ class CompensationStarted(EventData):
 @_record
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompensationStepStarted(EventData):
+    """`recovery` only when the attempt is run again because its worker was lost (as for
+    `ActivityStarted`)."""
+
     TYPE: ClassVar[str] = EventType.COMPENSATION_STEP_STARTED
     activity: str
     index: int | Absent = ABSENT
     attempt: int
+    recovery: int | Absent = ABSENT
 
 
 @_record
@@ -447,13 +458,16 @@ class ChildFinished(EventData):
 @_record
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ItemStarted(EventData):
-    """`input` (the item's rendered input) only on its first attempt, when it rendered."""
+    """`input` (the item's rendered input) only on its first attempt, when it rendered;
+    `recovery` only when the attempt is run again because its worker was lost (as for
+    `ActivityStarted`)."""
 
     TYPE: ClassVar[str] = EventType.ITEM_STARTED
     activity: str
     index: int
     attempt: int
     input: Any = ABSENT
+    recovery: int | Absent = ABSENT
 
 
 @_record

@@ -3,10 +3,11 @@
 Invariants (see `invariants.py`) checked from the durable history and the side-effect log:
 - every execution completes; each step's result is recorded exactly once; the checkpoint
   is the fold of the events;
-- each step ran its side effect once per attempt at most (never twice in one attempt), and
-  only after its attempt was durable;
-- side effects of a step = 1 + the kills that hit inside that step (attempts lost with
-  their worker after the effect was written), and the completing attempt is one of them.
+- each run of a step's side effect follows a durable start of its attempt (a re-run after a
+  lost worker is the same attempt, recorded again with `recovery: n`), never two runs for
+  one start;
+- side effects of a step = 1 + the kills that hit inside that step (runs lost with their
+  worker after the effect was written), and the completing attempt is one of them.
 """
 
 from __future__ import annotations

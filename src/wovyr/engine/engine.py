@@ -23,7 +23,7 @@ from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
 from wovyr.engine.core.decide import decide, start_events
-from wovyr.engine.core.policy import RunActivity
+from wovyr.engine.core.policy import MAX_RECOVERIES, RunActivity, children_to_cancel
 from wovyr.engine.core.state import (
     ActivityStatus,
     ExecutionState,
@@ -32,7 +32,7 @@ from wovyr.engine.core.state import (
 )
 from wovyr.engine.definitions import Definitions
 from wovyr.engine.steps import make_step, timer_steps
-from wovyr.engine.views import ExecutionView, build_view
+from wovyr.engine.views import ExecutionView, build_view, status_filter
 from wovyr.errors import (
     Conflict,
     ExecutionFinished,
@@ -101,11 +101,19 @@ class Engine(Definitions):
         tenant: str = DEFAULT_TENANT,
         max_child_depth: int = 10,
         max_items: int = 10_000,
+        max_recoveries: int = MAX_RECOVERIES,
     ) -> None:
+        """`max_recoveries`: how often an activity (an item, a compensation) is run again
+        after its attempt was lost with its worker (process killed, lease expired) before it
+        fails with `RecoveryBudgetExhausted`; such re-runs never count against its
+        `retry.max_attempts`."""
         check_store(store)  # a partial store fails here, with what it lacks
+        if max_recoveries < 0:
+            raise ValueError("max_recoveries must be 0 or more")
         self.store = store
         self.max_child_depth = max_child_depth
         self.max_items = max_items
+        self.max_recoveries = max_recoveries
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
         self.tenant = tenant
@@ -126,6 +134,7 @@ class Engine(Definitions):
             tenant=tenant,
             max_child_depth=self.max_child_depth,
             max_items=self.max_items,
+            max_recoveries=self.max_recoveries,
         )
         other._definitions = self._definitions  # content-addressed: safe to share
         other._stored = self._stored
@@ -295,7 +304,9 @@ class Engine(Definitions):
         empty = ExecutionState(id=exec_id)
         state = fold(events, empty)
         if lease_owner is not None:
-            decision = decide(workflow, state, now, max_items=self.max_items)
+            decision = decide(
+                workflow, state, now, max_items=self.max_items, max_recoveries=self.max_recoveries
+            )
             assert decision.state is not None
             events, state = events + decision.events, decision.state
         step = make_step(exec_id, empty, state, events, now, ready=True)
@@ -377,6 +388,11 @@ class Engine(Definitions):
             return [ExecutionCancelled(reason=reason, by=by).at(self.clock.now())]
 
         view = self._append(execution_id, events)
+        self._cancel_children(execution_id, by)
+        return view
+
+    def _cancel_children(self, execution_id: str, by: str | None) -> None:
+        """Cancel the running children of a cancelled execution (and theirs)."""
         for child in self.store.list_executions(
             ExecutionFilter(
                 tenant=self.tenant, parent_id=execution_id, status="running", limit=1000
@@ -384,7 +400,6 @@ class Engine(Definitions):
         ).items:
             with contextlib.suppress(ExecutionFinished):
                 self.cancel(child.id, reason=f"parent {execution_id} cancelled", by=by)
-        return view
 
     def _require_running(self, state: ExecutionState) -> None:
         if state.finished:
@@ -413,36 +428,66 @@ class Engine(Definitions):
         raise NotFound(f"execution {execution_id} not found")
 
     def commit_step(self, step: StepWrite, after: ExecutionState) -> CommitOutcome:
-        """Commit one step. When it finishes a child workflow, `ChildFinished` is appended to
-        the parent in the SAME transaction, so a parent never misses its child's end."""
-        parent = after.parent
-        if not (after.finished and parent):
+        """Commit one step, with what it changes in other executions in the SAME transaction:
+        when it finishes a child workflow, `ChildFinished` is appended to the parent, so a
+        parent never misses its child's end; when it fails attempts whose child workflows
+        outlived their `timeout`, those children are cancelled (a crash cannot leave a child
+        running that nobody waits for)."""
+        cancels = children_to_cancel(step.events)
+        if not (after.finished and after.parent) and not cancels:
             return self.store.commit([step])[0]
         for _ in range(_MAX_RETRIES):
-            record = self.store.load(parent["id"], tenant=None)
-            if record is None or record.status != "running":
+            others = self._parent_step(after) + self._cancel_steps(after, cancels)
+            if not others:
                 return self.store.commit([step])[0]
-            before = state_from_json(record.checkpoint or {})
-            now = self.clock.now()
-            event = ChildFinished(
-                activity=parent["activity"],
-                index=parent.get("index"),
-                attempt=parent.get("attempt"),
-                child=after.id,
-                status=after.status,
-                output=after.output,
-                error=after.error,
-            ).at(now)
-            parent_step = make_step(
-                record.id, before, fold([event], before), [event], now, ready=True
-            )
-            own, theirs = self.store.commit([step, parent_step], atomic=True)
+            own, *theirs = self.store.commit([step, *others], atomic=True)
             if own is not CommitOutcome.OK:
                 return own
-            if theirs is CommitOutcome.OK:
-                self.notify(record.id)
+            if all(outcome is CommitOutcome.OK for outcome in theirs):
+                for other in others:
+                    self.notify(other.execution_id)
+                for child in cancels:  # their own children, as a cancel does (best effort)
+                    self._cancel_children(child, after.id)
                 return own
-        raise StoreError(f"the parent of {after.id} kept changing; try again")
+        raise StoreError(f"the executions {after.id} changes kept changing; try again")
+
+    def _parent_step(self, after: ExecutionState) -> builtins.list[StepWrite]:
+        """`ChildFinished` on the parent of a child that `after` finishes (if it runs)."""
+        parent = after.parent
+        if not (after.finished and parent):
+            return []
+        record = self.store.load(parent["id"], tenant=None)
+        if record is None or record.status != "running":
+            return []
+        before = state_from_json(record.checkpoint or {})
+        now = self.clock.now()
+        event = ChildFinished(
+            activity=parent["activity"],
+            index=parent.get("index"),
+            attempt=parent.get("attempt"),
+            child=after.id,
+            status=after.status,
+            output=after.output,
+            error=after.error,
+        ).at(now)
+        return [make_step(record.id, before, fold([event], before), [event], now, ready=True)]
+
+    def _cancel_steps(
+        self, parent: ExecutionState, children: builtins.list[str]
+    ) -> builtins.list[StepWrite]:
+        """`ExecutionCancelled` for each child (still running) whose timeout fired. Its end
+        is not told back to the parent: the parent's step records the timeout itself."""
+        steps = []
+        now = self.clock.now()
+        for child in children:
+            record = self.store.load(child, tenant=None)
+            if record is None or record.status != "running":
+                continue
+            before = state_from_json(record.checkpoint or {})
+            reason = f"the activity that started it in {parent.id} timed out"
+            event = ExecutionCancelled(reason=reason, by=parent.id).at(now)
+            steps.append(make_step(child, before, fold([event], before), [event], now, ready=True))
+        return steps
 
     def start_child(self, parent: ExecutionState, run: RunActivity) -> str:
         """Start (or find) the child workflow of one attempt of a `workflow` activity."""
@@ -538,14 +583,17 @@ class Engine(Definitions):
         limit: int = 50,
         cursor: tuple[datetime, str] | None = None,
     ) -> Page:
-        """Executions newest first; pass `page.next_cursor` back for the next page."""
+        """Executions newest first; pass `page.next_cursor` back for the next page. `status`
+        is the status shown (`waiting` and `running` are told apart by `waiting_on`)."""
         if not 1 <= limit <= 1000:
             raise InputError([Problem("limit must be between 1 and 1000", path="limit")])
+        stored, waiting = status_filter(status)
         return self.store.list_executions(
             ExecutionFilter(
                 tenant=self.tenant,
                 workflow=workflow,
-                status=status,
+                status=stored,
+                waiting=waiting,
                 created_after=created_after,
                 created_before=created_before,
                 parent_id=parent_id,

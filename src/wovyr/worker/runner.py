@@ -18,6 +18,7 @@ from wovyr.activities.failures import handler_traceback
 from wovyr.activities.kinds import ChildStarted, Dispatch
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.engine.core.decide import Outcome, RunActivity, decide, outcome_events
+from wovyr.engine.core.policy import children_to_cancel
 from wovyr.engine.core.state import ActivityStatus, ExecutionState, fold, state_from_json
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, WovyrError
@@ -109,6 +110,7 @@ class ExecutionRunner:
                 now,
                 frozenset(self._tasks),
                 max_items=self.engine.max_items,
+                max_recoveries=self.engine.max_recoveries,
             )
             assert decision.state is not None
             events.extend(decision.events)
@@ -146,7 +148,8 @@ class ExecutionRunner:
             ready=not done,
             release_lease=done,
         )
-        if after.finished and after.parent:  # tell the parent in the same transaction
+        if (after.finished and after.parent) or children_to_cancel(events):
+            # the parent is told, or timed-out children are cancelled, in the same transaction
             outcome = await self.committer.run_sync(self.engine.commit_step, step, after)
         else:
             outcome = await self.committer.commit(step)

@@ -6,8 +6,11 @@ satisfied waits, skips, a finished child, completion) are settled here, so the c
 records one activity's result also records everything it unblocks.
 
 `in_flight` names the attempts running in *this* worker. An attempt the state calls
-running that is not in flight was lost with a crashed worker: a new attempt is recorded
-before it runs again, and after `max_attempts` it fails. (Starting a child workflow is
+running that is not in flight was lost with a crashed worker. That is not the activity's
+failure: the same attempt (same idempotency key) runs again, recorded first as an
+`ActivityStarted` with `recovery: n`; only the recovery budget (`max_recoveries` re-runs
+per activity) bounds it, never `retry.max_attempts`, so a poison activity that kills its
+worker every time ends with `RecoveryBudgetExhausted`. (Starting a child workflow is
 idempotent, so a lost start is simply repeated.) `for_each` items live in `items.py`, the
 failure path and compensation in `saga.py`.
 """
@@ -23,10 +26,14 @@ from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.core import items, saga
 from wovyr.engine.core.context import LazyContext, expression_context
 from wovyr.engine.core.policy import (
+    MAX_RECOVERIES,
     Outcome,
     RunActivity,
+    arm_child_timeout,
+    cancel_child_timeout,
     error,
     failure_events,
+    recovery_exhausted,
     retry_due,
     retry_policy,
     spec_of,
@@ -56,6 +63,7 @@ from wovyr.events import (
 
 __all__ = [
     "MAX_ITEMS",
+    "MAX_RECOVERIES",
     "Decision",
     "Outcome",
     "RunActivity",
@@ -115,12 +123,14 @@ def decide(
     in_flight: frozenset[str] = frozenset(),
     *,
     max_items: int = MAX_ITEMS,
+    max_recoveries: int = MAX_RECOVERIES,
 ) -> Decision:
     """Events to record and attempts to run, settling every pure step to a fixpoint."""
     decision = Decision(state=state)
     current = state
+    limits = _Limits(max_items, max_recoveries)
     for _ in range(_MAX_PASSES):
-        events, runs = _step(definition, current, now, in_flight, max_items)
+        events, runs = _step(definition, current, now, in_flight, limits)
         if not events and not runs:
             break
         for event in events:
@@ -155,7 +165,8 @@ def outcome_events(
     if a.status != ActivityStatus.RUNNING or a.attempt != run.attempt:
         return []
     if outcome.child is not None:
-        return [ChildStarted(activity=act.id, attempt=run.attempt, child=outcome.child).at(now)]
+        started = ChildStarted(activity=act.id, attempt=run.attempt, child=outcome.child)
+        return [started.at(now), *arm_child_timeout(act, None, run.attempt, now)]
     return _result_events(act, run.attempt, outcome, now)
 
 
@@ -191,17 +202,23 @@ def _compensation_outcome(
 # --- one pass -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Limits:
+    max_items: int
+    max_recoveries: int
+
+
 def _step(
     definition: Workflow,
     state: ExecutionState,
     now: datetime,
     in_flight: frozenset[str],
-    max_items: int,
+    limits: _Limits,
 ) -> tuple[list[Event], list[RunActivity]]:
     if state.finished:
         return [], []
     if state.compensation is not None:
-        return saga.compensate(definition, state, now, in_flight)
+        return saga.compensate(definition, state, now, in_flight, limits.max_recoveries)
     if state.timed_out:
         timeout_events, timeout_runs = saga.timeout(definition, state, now)
         if timeout_events:
@@ -215,7 +232,7 @@ def _step(
         a = state.activity(act.id)
         if a.status in _SETTLED:
             continue  # nothing left to decide for it (this keeps a pass cheap in big DAGs)
-        ev_a, run_a = _advance(act, a, state, ctx, now, in_flight, max_items)
+        ev_a, run_a = _advance(act, a, state, ctx, now, in_flight, limits)
         if ev_a:
             events.extend(ev_a)
             if any(e.type in _SETTLING for e in ev_a):
@@ -243,20 +260,22 @@ def _advance(
     ctx: LazyContext,
     now: datetime,
     in_flight: frozenset[str],
-    max_items: int,
+    limits: _Limits,
 ) -> tuple[list[Event], list[RunActivity]]:
     if a.status == ActivityStatus.PENDING and a.started_at is None:
-        return _maybe_schedule(act, state, ctx, now, max_items)
+        return _maybe_schedule(act, state, ctx, now, limits.max_items)
     if a.items is not None:
         if a.status == ActivityStatus.RUNNING:
-            return items.advance_items(act, a, ctx, now, in_flight)
+            return items.advance_items(
+                act, a, ctx, now, in_flight, state.timers, limits.max_recoveries
+            )
         return [], []
     if _child_done(a.child_result, a.status, a.attempt):
-        return outcome_events_for_child(act, a, now), []
+        return outcome_events_for_child(act, a, state, now), []
     if a.status == ActivityStatus.WAITING:
         return _check_wait(act, a, state, now), []
     if a.status == ActivityStatus.RUNNING and act.id not in in_flight:
-        return _recover_lost_attempt(act, a, now, state.id)
+        return _recover_lost_attempt(act, a, now, state.id, limits.max_recoveries)
     if a.status == ActivityStatus.RETRYING and retry_due(a.next_attempt_at, a.timer_fired, now):
         return _next_attempt(act, a.attempt + 1, a.input, now, state.id)
     return [], []
@@ -271,9 +290,14 @@ def _child_done(result: dict[str, Any] | None, status: str, attempt: int) -> boo
     )
 
 
-def outcome_events_for_child(act: Activity, a: ActivityState, now: datetime) -> list[Event]:
+def outcome_events_for_child(
+    act: Activity, a: ActivityState, state: ExecutionState, now: datetime
+) -> list[Event]:
+    """The attempt's result from its child's end (or its timeout's fire)."""
     assert a.child_result is not None
-    return _result_events(act, a.attempt, items.child_outcome(a.child_result), now)
+    cancel = cancel_child_timeout(act.id, None, a.attempt, state.timers, now)
+    outcome = items.child_outcome(a.child_result, act.timeout)
+    return [*cancel, *_result_events(act, a.attempt, outcome, now)]
 
 
 def _maybe_schedule(
@@ -308,25 +332,31 @@ def _maybe_schedule(
 
 
 def _next_attempt(
-    act: Activity, attempt: int, rendered: Any, now: datetime, execution_id: str
+    act: Activity,
+    attempt: int,
+    rendered: Any,
+    now: datetime,
+    execution_id: str,
+    recovery: int | None = None,
 ) -> tuple[list[Event], list[RunActivity]]:
     key = f"{execution_id}/{act.id}/{attempt}"
-    event = ActivityStarted(activity=act.id, attempt=attempt, key=key).at(now)
-    return [event], [RunActivity(act.id, attempt, act.kind, rendered)]
+    started = ActivityStarted(
+        activity=act.id, attempt=attempt, key=key, recovery=or_absent(recovery)
+    )
+    return [started.at(now)], [RunActivity(act.id, attempt, act.kind, rendered)]
 
 
 def _recover_lost_attempt(
-    act: Activity, a: ActivityState, now: datetime, execution_id: str
+    act: Activity, a: ActivityState, now: datetime, execution_id: str, budget: int
 ) -> tuple[list[Event], list[RunActivity]]:
+    """The attempt was lost with its worker: run the same attempt again (same key), recorded
+    first, unless the activity has used its recovery budget."""
     if act.kind_entry.repeat_lost:  # e.g. starting a child is idempotent: start (find) it again
         return [], [RunActivity(act.id, a.attempt, act.kind, a.input)]
-    policy = retry_policy(act)
-    lost = _error("WorkerLost", f"attempt {a.attempt} was lost with its worker")
-    if a.attempt >= policy.max_attempts:
-        return [ActivityFailed.final(act.id, a.attempt, lost).at(now)], []
-    failed = ActivityFailed.retrying(act.id, a.attempt, lost, now.isoformat()).at(now)
-    events, runs = _next_attempt(act, a.attempt + 1, a.input, now, execution_id)
-    return [failed, *events], runs
+    if a.recoveries >= budget:
+        err = recovery_exhausted(f"activity {act.id}", a.attempt, budget)
+        return [ActivityFailed.final(act.id, a.attempt, err).at(now)], []
+    return _next_attempt(act, a.attempt, a.input, now, execution_id, a.recoveries + 1)
 
 
 def _complete(

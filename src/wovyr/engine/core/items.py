@@ -1,11 +1,13 @@
 """The pure decider's part for `for_each` activities: items run as sub-steps, at most
 `max_concurrency` at a time, each with the activity's retry policy; results are collected in
 order. An item that fails for good stops new items; once none is in flight the activity
-fails (and compensation later covers the completed items)."""
+fails (and compensation later covers the completed items). An item's attempt lost with its
+worker runs again as the same attempt (`ItemStarted` with `recovery: n`), within the
+item's recovery budget."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -14,8 +16,12 @@ from wovyr.definition.model import Activity
 from wovyr.engine.core.policy import (
     Outcome,
     RunActivity,
+    arm_child_timeout,
+    cancel_child_timeout,
+    child_timeout_error,
     error,
     failure_events,
+    recovery_exhausted,
     retry_due,
     retry_policy,
     spec_of,
@@ -85,12 +91,14 @@ def advance_items(
     ctx: Callable[[], dict[str, Any]],
     now: datetime,
     in_flight: frozenset[str],
+    timers: Mapping[str, Any],
+    max_recoveries: int,
 ) -> tuple[list[Event], list[RunActivity]]:
     items = a.items or ()
     events: list[Event] = []
     runs: list[RunActivity] = []
     for i, item in enumerate(items):
-        ev_i, run = _advance_item(act, i, item, now, in_flight)
+        ev_i, run = _advance_item(act, i, item, now, in_flight, timers, max_recoveries)
         events.extend(ev_i)
         runs.extend(run)
     if events or runs:
@@ -117,7 +125,13 @@ def advance_items(
 
 
 def _advance_item(
-    act: Activity, i: int, item: dict[str, Any], now: datetime, in_flight: frozenset[str]
+    act: Activity,
+    i: int,
+    item: dict[str, Any],
+    now: datetime,
+    in_flight: frozenset[str],
+    timers: Mapping[str, Any],
+    max_recoveries: int,
 ) -> tuple[list[Event], list[RunActivity]]:
     status, attempt = item["status"], item.get("attempt", 0)
     key = f"{act.id}[{i}]"
@@ -127,19 +141,19 @@ def _advance_item(
         and result is not None
         and result.get("attempt", attempt) == attempt
     ):
-        return item_outcome_events(act, i, attempt, child_outcome(result), now), []
+        cancel = cancel_child_timeout(act.id, i, attempt, timers, now)
+        outcome = child_outcome(result, act.timeout)
+        return [*cancel, *item_outcome_events(act, i, attempt, outcome, now)], []
     if status == ActivityStatus.RUNNING and key not in in_flight:
         run = RunActivity(act.id, attempt, act.kind, item.get("input"), index=i)
         if act.kind_entry.repeat_lost:  # e.g. starting a child is idempotent: start it again
             return [], [run]
-        lost = error("WorkerLost", f"attempt {attempt} of item {i} was lost with its worker")
-        policy = retry_policy(act)
-        if attempt >= policy.max_attempts:
-            return failure_events(act.id, attempt, lost, False, policy, now, index=i), []
-        return [
-            ItemFailed.retrying(act.id, i, attempt, lost, now.isoformat()).at(now),
-            ItemStarted(activity=act.id, index=i, attempt=attempt + 1).at(now),
-        ], [RunActivity(act.id, attempt + 1, act.kind, item.get("input"), index=i)]
+        recoveries = int(item.get("recoveries", 0))
+        if recoveries >= max_recoveries:  # lost with its worker once too often
+            err = recovery_exhausted(f"item {i} of {act.id}", attempt, max_recoveries)
+            return [ItemFailed.final(act.id, i, attempt, err).at(now)], []
+        again = ItemStarted(activity=act.id, index=i, attempt=attempt, recovery=recoveries + 1)
+        return [again.at(now)], [run]  # the same attempt again
     if status == ActivityStatus.RETRYING and retry_due(
         item.get("next_attempt_at"), bool(item.get("timer_fired")), now
     ):
@@ -180,10 +194,13 @@ def _start_pending(
     return events, runs
 
 
-def child_outcome(result: dict[str, Any]) -> Outcome:
-    """The outcome of a child workflow attempt from its ChildFinished data."""
+def child_outcome(result: dict[str, Any], timeout: float | None = None) -> Outcome:
+    """The outcome of a child workflow attempt from its ChildFinished data (or from the
+    fire of its timeout, status `timed_out`: the child is cancelled with that commit)."""
     if result.get("status") == "completed":
         return Outcome(output=result.get("output"))
+    if result.get("status") == "timed_out":
+        return Outcome(error=child_timeout_error(result.get("child"), timeout))
     err = result.get("error") or {}
     return Outcome(
         error=error(
@@ -201,7 +218,7 @@ def item_outcome_events(
 ) -> list[Event]:
     if outcome.child is not None:
         started = ChildStarted(activity=act.id, index=index, attempt=attempt, child=outcome.child)
-        return [started.at(now)]
+        return [started.at(now), *arm_child_timeout(act, index, attempt, now)]
     if outcome.error is None:
         completed = ItemCompleted(
             activity=act.id, index=index, attempt=attempt, output=outcome.output

@@ -1,15 +1,34 @@
-"""Shared pieces of the pure decider: commands, outcomes, retry policy, event helpers."""
+"""Shared pieces of the pure decider: commands, outcomes, retry policy, the recovery budget,
+child timeouts, event helpers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from wovyr.definition.model import Activity, CompensateSpec, RetryPolicy
-from wovyr.events import ActivityFailed, Event, ItemFailed, TimerArmed
+from wovyr.events import ActivityFailed, Event, EventType, ItemFailed, TimerArmed, TimerCancelled
 
-__all__ = ["Outcome", "RunActivity", "error", "failure_events", "retry_policy", "spec_of"]
+__all__ = [
+    "MAX_RECOVERIES",
+    "Outcome",
+    "RunActivity",
+    "arm_child_timeout",
+    "cancel_child_timeout",
+    "child_timeout_error",
+    "children_to_cancel",
+    "error",
+    "failure_events",
+    "recovery_exhausted",
+    "retry_policy",
+    "spec_of",
+]
+
+# Re-runs of attempts lost with their worker, per activity (per item, per compensation),
+# before it fails with RecoveryBudgetExhausted (Engine(max_recoveries=...) changes it).
+MAX_RECOVERIES = 20
 
 
 @dataclass(frozen=True)
@@ -102,3 +121,76 @@ def retry_due(next_attempt_at: str | None, timer_fired: bool, now: datetime) -> 
     if timer_fired or next_attempt_at is None:
         return True
     return datetime.fromisoformat(next_attempt_at) <= now
+
+
+def recovery_exhausted(what: str, attempt: int, budget: int) -> dict[str, Any]:
+    """The error of an activity (item, compensation) whose attempt was lost once more with
+    its worker after `budget` re-runs: most likely it kills the process that runs it."""
+    lost = budget + 1
+    return error(
+        "RecoveryBudgetExhausted",
+        f"{what} lost its worker {lost} times (attempt {attempt}); the recovery budget "
+        f"(max_recoveries) is {budget} re-runs: does it crash or exhaust the worker process?",
+        lost=lost,
+        max_recoveries=budget,
+    )
+
+
+# --- child workflow timeouts -----------------------------------------------------------
+
+
+def _child_timer(activity_id: str, index: int | None, attempt: int) -> str:
+    name = activity_id if index is None else f"{activity_id}[{index}]"
+    return f"{name}:child-timeout:{attempt}"
+
+
+def arm_child_timeout(act: Activity, index: int | None, attempt: int, now: datetime) -> list[Event]:
+    """The durable timer bounding the child an attempt just started (none without a
+    `timeout`). Its fire stands for the child's end, `timed_out` (see the state's fold)."""
+    if not act.timeout:
+        return []
+    fire_at = (now + timedelta(seconds=act.timeout)).isoformat()
+    armed = TimerArmed(
+        timer=_child_timer(act.id, index, attempt),
+        activity=act.id,
+        item=index,
+        attempt=attempt,
+        purpose="child_timeout",
+        fire_at=fire_at,
+    )
+    return [armed.at(now)]
+
+
+def cancel_child_timeout(
+    activity_id: str,
+    index: int | None,
+    attempt: int,
+    timers: Mapping[str, Any],
+    now: datetime,
+) -> list[Event]:
+    """The child ended first: its timeout timer, if one is armed, is cancelled."""
+    timer = _child_timer(activity_id, index, attempt)
+    return [TimerCancelled(timer=timer).at(now)] if timer in timers else []
+
+
+def child_timeout_error(child: str | None, timeout: float | None) -> dict[str, Any]:
+    return error(
+        "Timeout",
+        f"child workflow {child} did not finish within {timeout}s; it is cancelled",
+        child=child,
+        timeout=timeout,
+    )
+
+
+def children_to_cancel(events: Iterable[Event]) -> list[str]:
+    """The child workflows whose attempts these events fail for a timeout: the commit that
+    records those failures also cancels these children (in the same transaction)."""
+    found = []
+    for event in events:
+        if event.type not in (EventType.ACTIVITY_FAILED, EventType.ITEM_FAILED):
+            continue
+        err = event.data.get("error") or {}
+        child = (err.get("details") or {}).get("child")
+        if err.get("type") == "Timeout" and child:
+            found.append(child)
+    return found

@@ -4,6 +4,9 @@ When an activity fails for good nothing new starts; in-flight attempts finish; t
 compensations of completed activities run one at a time in reverse completion order (a
 `for_each` activity's completed items are undone in reverse index order), each recorded, and
 the execution ends `failed` with the first failure and every compensation's outcome.
+A compensation attempt lost with its worker runs again as the same attempt
+(`CompensationStepStarted` with `recovery: n`), within its recovery budget; a failed one is
+retried under the compensation's own `retry`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,12 @@ from typing import Any
 from wovyr.definition.expr import render
 from wovyr.definition.model import CompensateSpec, Workflow
 from wovyr.engine.core.context import expression_context
-from wovyr.engine.core.policy import RunActivity, error, retry_policy, spec_of
+from wovyr.engine.core.policy import (
+    RunActivity,
+    error,
+    recovery_exhausted,
+    spec_of,
+)
 from wovyr.engine.core.state import ActivityStatus, ExecutionState
 from wovyr.events import (
     ActivityCompensated,
@@ -103,7 +111,11 @@ def _undoable(state: ExecutionState, activity_id: str) -> bool:
 
 
 def compensate(
-    definition: Workflow, state: ExecutionState, now: datetime, in_flight: frozenset[str]
+    definition: Workflow,
+    state: ExecutionState,
+    now: datetime,
+    in_flight: frozenset[str],
+    max_recoveries: int,
 ) -> Step:
     """Undo completed activities one at a time, in the recorded order."""
     comp = state.compensation or {}
@@ -112,9 +124,9 @@ def compensate(
         assert spec is not None
         a = state.activity(aid)
         if a.items is not None:
-            step = _compensate_items(aid, spec, state, now, in_flight)
+            step = _compensate_items(aid, spec, state, now, in_flight, max_recoveries)
         else:
-            step = _compensate_one(aid, spec, state, now, in_flight)
+            step = _compensate_one(aid, spec, state, now, in_flight, max_recoveries)
         if step is not None:
             return step
     steps = []
@@ -130,7 +142,12 @@ def compensate(
 
 
 def _compensate_one(
-    aid: str, spec: CompensateSpec, state: ExecutionState, now: datetime, in_flight: frozenset[str]
+    aid: str,
+    spec: CompensateSpec,
+    state: ExecutionState,
+    now: datetime,
+    in_flight: frozenset[str],
+    max_recoveries: int,
 ) -> Step | None:
     a = state.activity(aid)
     if a.status == ActivityStatus.COMPLETED:
@@ -138,15 +155,24 @@ def _compensate_one(
     if a.status == ActivityStatus.COMPENSATING:
         if f"{aid}/compensate" in in_flight:
             return [], []
-        if a.compensation_attempt >= retry_policy(spec).max_attempts:
-            err = a.compensation_error or error("WorkerLost", "compensation attempt lost")
+        attempt = a.compensation_attempt
+        if a.compensation_retry:  # it failed (within its retry policy): the next attempt
+            return _attempt(aid, spec, attempt + 1, state, now, None)
+        if a.compensation_recoveries >= max_recoveries:  # lost with its worker too often
+            err = recovery_exhausted(f"the compensation of {aid}", attempt, max_recoveries)
             return [CompensationFailed(activity=aid, error=err).at(now)], []
-        return _attempt(aid, spec, a.compensation_attempt + 1, state, now, None)
+        recovery = a.compensation_recoveries + 1
+        return _attempt(aid, spec, attempt, state, now, None, recovery)
     return None
 
 
 def _compensate_items(
-    aid: str, spec: CompensateSpec, state: ExecutionState, now: datetime, in_flight: frozenset[str]
+    aid: str,
+    spec: CompensateSpec,
+    state: ExecutionState,
+    now: datetime,
+    in_flight: frozenset[str],
+    max_recoveries: int,
 ) -> Step | None:
     a = state.activity(aid)
     items = a.items or ()
@@ -161,10 +187,14 @@ def _compensate_items(
             if f"{aid}[{i}]/compensate" in in_flight:
                 return [], []
             attempt = int(item.get("compensation_attempt", 1))
-            if attempt >= retry_policy(spec).max_attempts:
-                err = item.get("compensation_error") or error("WorkerLost", "compensation lost")
+            if item.get("compensation_retry"):  # it failed: the next attempt
+                return _attempt(aid, spec, attempt + 1, state, now, i)
+            recoveries = int(item.get("compensation_recoveries", 0))
+            if recoveries >= max_recoveries:  # lost with its worker too often
+                what = f"the compensation of item {i} of {aid}"
+                err = recovery_exhausted(what, attempt, max_recoveries)
                 return [CompensationFailed(activity=aid, index=i, error=err).at(now)], []
-            return _attempt(aid, spec, attempt + 1, state, now, i)
+            return _attempt(aid, spec, attempt, state, now, i, recoveries + 1)
     if a.status in (ActivityStatus.COMPENSATED, ActivityStatus.COMPENSATION_FAILED):
         return None
     failed = [i for i, item in enumerate(items) if item.get("compensation") == "failed"]
@@ -181,13 +211,17 @@ def _attempt(
     state: ExecutionState,
     now: datetime,
     index: int | None,
+    recovery: int | None = None,
 ) -> Step:
+    """Attempt `attempt` of a compensation (again, with `recovery`, after a lost worker)."""
     extra: dict[str, Any] = {}
     if index is not None:
         values = state.activity(aid).input
         extra = {"item": values[index] if isinstance(values, list) else None, "index": index}
     written = or_absent(index)  # the index is written only for an item
-    started = CompensationStepStarted(activity=aid, index=written, attempt=attempt).at(now)
+    started = CompensationStepStarted(
+        activity=aid, index=written, attempt=attempt, recovery=or_absent(recovery)
+    ).at(now)
     try:
         rendered = render(
             spec_of(spec),

@@ -67,6 +67,15 @@ class ActivityState:
     items: tuple[dict[str, Any], ...] | None = None  # the items of a for_each activity
     child: str | None = None  # the child workflow this attempt started
     child_result: dict[str, Any] | None = None  # ChildFinished data, until consumed
+    # Written to the checkpoint only when set (older checkpoints lack them):
+    recoveries: int = 0  # re-runs of lost attempts (ActivityStarted `recovery`)
+    compensation_recoveries: int = 0  # the same for the compensation
+    compensation_retry: bool = False  # the compensation attempt failed; the next follows
+
+
+# ActivityState fields left out of the checkpoint while they hold their default, so that a
+# log without the events that set them folds to the checkpoint an older engine wrote.
+_UNLESS_SET = ("recoveries", "compensation_recoveries", "compensation_retry")
 
 
 @dataclass(frozen=True)
@@ -205,6 +214,7 @@ def _scheduled(state: ExecutionState, e: Event, at: str) -> ExecutionState:
 
 
 def _activity_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    act = state.activity(e.data["activity"])
     return _set_activity(
         state,
         e.data["activity"],
@@ -214,7 +224,8 @@ def _activity_started(state: ExecutionState, e: Event, at: str) -> ExecutionStat
         timer_fired=False,
         child=None,
         child_result=None,
-        started_at=state.activity(e.data["activity"]).started_at or at,
+        started_at=act.started_at or at,
+        recoveries=int(e.data.get("recovery", act.recoveries)),
     )
 
 
@@ -277,6 +288,8 @@ def _timer_armed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         "purpose": e.get("purpose"),
         "item": e.get("item"),
     }
+    if "attempt" in e.data:  # a child timeout: the attempt whose child it bounds
+        timers[e.data["timer"]]["attempt"] = e.data["attempt"]
     return replace(state, timers=timers)
 
 
@@ -287,11 +300,43 @@ def _timer_fired(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         return state
     if timer.get("purpose") == "workflow_timeout":
         return replace(state, timed_out=True)
+    if timer.get("purpose") == "child_timeout":
+        return _child_timed_out(state, timer, e.data["fired_at"])
     if timer.get("item") is not None:
         return _set_item(state, timer["activity"], timer["item"], timer_fired=True)
     if timer.get("activity"):
         return _set_activity(state, timer["activity"], timer_fired=True)
     return state
+
+
+def _child_timed_out(state: ExecutionState, timer: dict[str, Any], fired_at: str) -> ExecutionState:
+    """A child workflow outlived its activity's `timeout`: the fire stands for the child's
+    result (status `timed_out`) unless the attempt moved on or its child already ended."""
+    aid, index, attempt = timer["activity"], timer.get("item"), timer.get("attempt")
+    act = state.activity(aid)
+    if index is not None:
+        items = act.items or ()
+        if not 0 <= index < len(items):
+            return state
+        holder: dict[str, Any] = items[index]
+        status, child = holder["status"], holder.get("child")
+        current, result = holder.get("attempt"), holder.get("child_result")
+    else:
+        status, child, current, result = act.status, act.child, act.attempt, act.child_result
+    waiting = status in (ActivityStatus.RUNNING, ActivityStatus.WAITING)
+    if not waiting or current != attempt or result is not None:
+        return state
+    timed_out = {
+        "activity": aid,
+        "index": index,
+        "attempt": attempt,
+        "child": child,
+        "status": "timed_out",
+        "fired_at": fired_at,
+    }
+    if index is not None:
+        return _set_item(state, aid, index, child_result=timed_out)
+    return _set_activity(state, aid, child_result=timed_out)
 
 
 def _timer_cancelled(state: ExecutionState, e: Event, at: str) -> ExecutionState:
@@ -322,19 +367,26 @@ def _compensation_started(state: ExecutionState, e: Event, at: str) -> Execution
 
 
 def _compensation_step(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    recovery = e.data.get("recovery")
     if e.get("index") is not None:
+        changes: dict[str, Any] = {
+            "compensation": "running",
+            "compensation_attempt": int(e.data["attempt"]),
+        }
+        if recovery is not None:
+            changes["compensation_recoveries"] = int(recovery)
         state = _set_item(
-            state,
-            e.data["activity"],
-            e.data["index"],
-            compensation="running",
-            compensation_attempt=int(e.data["attempt"]),
+            state, e.data["activity"], e.data["index"], _drop=("compensation_retry",), **changes
         )
+        recovery = None  # the item's count, not the activity's
+    act = state.activity(e.data["activity"])
     return _set_activity(
         state,
         e.data["activity"],
         status=ActivityStatus.COMPENSATING,
         compensation_attempt=int(e.data["attempt"]),
+        compensation_retry=False,
+        compensation_recoveries=act.compensation_recoveries if recovery is None else recovery,
     )
 
 
@@ -373,20 +425,36 @@ def _compensation_failed(state: ExecutionState, e: Event, at: str) -> ExecutionS
 
 
 def _compensation_attempt_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    """The attempt failed and another follows (in the same commit): `compensation_retry`
+    tells the decider that the attempt not in flight failed, and was not lost."""
     if e.get("index") is not None:
         return _set_item(
-            state, e.data["activity"], e.data["index"], compensation_error=e.get("error")
+            state,
+            e.data["activity"],
+            e.data["index"],
+            compensation_error=e.get("error"),
+            compensation_retry=True,
         )
-    return _set_activity(state, e.data["activity"], compensation_error=e.get("error"))
+    return _set_activity(
+        state, e.data["activity"], compensation_error=e.get("error"), compensation_retry=True
+    )
 
 
 def _set_item(
-    state: ExecutionState, activity_id: str, index: int, **changes: Any
+    state: ExecutionState,
+    activity_id: str,
+    index: int,
+    _drop: tuple[str, ...] = (),
+    **changes: Any,
 ) -> ExecutionState:
+    """Change item `index` of a for_each (and remove its keys in `_drop`)."""
     items = list(state.activity(activity_id).items or ())
     if not 0 <= index < len(items):
         return state
-    items[index] = {**items[index], **changes}
+    item = {**items[index], **changes}
+    for key in _drop:
+        item.pop(key, None)
+    items[index] = item
     return _set_activity(state, activity_id, items=tuple(items))
 
 
@@ -415,6 +483,8 @@ def _item_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     }
     if "input" in e.data:
         changes["input"] = e.data["input"]
+    if "recovery" in e.data:  # re-run after its worker was lost: same attempt
+        changes["recoveries"] = int(e.data["recovery"])
     return _set_item(state, e.data["activity"], e.data["index"], **changes)
 
 
@@ -474,10 +544,18 @@ def state_to_json(state: ExecutionState) -> dict[str, Any]:
     """The checkpoint form: plain dicts and lists (built by hand: `asdict` deep-copies, and
     this runs on every commit)."""
     data = dict(state.__dict__)
-    data["activities"] = {k: dict(a.__dict__) for k, a in state.activities.items()}
+    data["activities"] = {k: _activity_to_json(a) for k, a in state.activities.items()}
     data["signals"] = {k: list(v) for k, v in state.signals.items()}
     data["approvals"] = dict(state.approvals)
     data["timers"] = dict(state.timers)
+    return data
+
+
+def _activity_to_json(act: ActivityState) -> dict[str, Any]:
+    data = dict(act.__dict__)
+    for key in _UNLESS_SET:
+        if not data[key]:
+            del data[key]
     return data
 
 
