@@ -141,3 +141,25 @@ activities:
     assert latest.newer is None and latest.older == total - 400
     first = execution_page(engine, eid, clock.now(), events_from=0)
     assert first.events[0].seq == 1 and first.newer == 200 and first.older is None
+
+
+def test_a_recovered_attempt_reads_as_a_re_run_not_as_a_retry() -> None:
+    from wovyr.events import ActivityStarted, CompensationStepStarted
+    from wovyr.server.ui.present import timeline
+    from wovyr.store.base import EventRecord
+
+    events = [
+        ActivityStarted(activity="s", attempt=1, key="e/s/1").at(NOW),
+        ActivityStarted(activity="s", attempt=1, key="e/s/1", recovery=2).at(NOW),
+        CompensationStepStarted(activity="s", attempt=1, recovery=1).at(NOW),
+    ]
+    records = [EventRecord("e", i, e.type, e.at, e.data) for i, e in enumerate(events, 1)]
+    lines = [(e.category, _text(e.text)) for e in timeline(records, NOW)]
+    assert lines == [
+        ("attempt", "s attempt 1 started"),
+        ("attempt", "s attempt 1 started again: its worker was lost (recovery 2)"),
+        (
+            "compensation",
+            "compensating s (attempt 1) started again: its worker was lost (recovery 1)",
+        ),
+    ]

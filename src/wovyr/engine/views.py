@@ -54,6 +54,7 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
             "kind": act.kind,
             "attempt": a.attempt,
             "max_attempts": retry_policy(act).max_attempts,
+            "recoveries": a.recoveries,  # re-runs after a lost worker (not attempts)
             "needs": act.needs,
             "input": a.input,
             "output": a.output,

@@ -316,3 +316,25 @@ def test_an_activity_lost_while_the_workflow_fails_is_written_with_output_null()
     assert event.type == EventType.ACTIVITY_FAILED
     assert event.data["activity"] == "lost"
     assert "output" in event.data and event.data["output"] is None
+
+
+def test_a_recovery_and_a_child_timeouts_attempt_are_written_only_when_given() -> None:
+    assert "recovery" not in ActivityStarted(activity="a", attempt=1, key="k").to_data()
+    again = ActivityStarted(activity="a", attempt=1, key="k", recovery=2).at(NOW)
+    assert list(again.data) == ["activity", "attempt", "key", "recovery"]
+    assert typed(again).to_data() == again.data
+    assert ItemStarted(activity="a", index=0, attempt=1, recovery=1).to_data()["recovery"] == 1
+    assert "recovery" not in CompensationStepStarted(activity="a", attempt=1).to_data()
+    step = CompensationStepStarted(activity="a", attempt=1, recovery=3).to_data()
+    assert step == {"activity": "a", "attempt": 1, "recovery": 3}
+    armed = TimerArmed(
+        timer="c:child-timeout:2",
+        activity="c",
+        item=None,
+        attempt=2,
+        purpose="child_timeout",
+        fire_at="x",
+    ).at(NOW)
+    assert list(armed.data) == ["timer", "activity", "item", "attempt", "purpose", "fire_at"]
+    assert typed(armed).to_data() == armed.data
+    assert "attempt" not in TimerArmed(timer="t", purpose="p", fire_at="x").to_data()

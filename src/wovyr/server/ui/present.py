@@ -192,6 +192,13 @@ def _scheduled(d: dict[str, Any]) -> tuple[str, str]:
 def _approval(d: dict[str, Any]) -> tuple[str, str]:
     verdict = "approved" if d.get("approved") else "rejected"
     text = f"{d.get('activity')} {verdict} by {d.get('by') or 'unknown'}"
+def _started(d: dict[str, Any]) -> str:
+    """`started`, or for a re-run after a lost worker (the same attempt, same key), which."""
+    if not d.get("recovery"):
+        return "started"
+    return f"started again: its worker was lost (recovery {d['recovery']})"
+
+
     return "approval", f"{text}: \u201c{d['comment']}\u201d" if d.get("comment") else text
 
 
@@ -213,7 +220,7 @@ _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
     EventType.ACTIVITY_SCHEDULED: _scheduled,
     EventType.ACTIVITY_STARTED: lambda d: (
         "attempt",
-        f"{d.get('activity')} attempt {d.get('attempt')} started",
+        f"{d.get('activity')} attempt {d.get('attempt')} {_started(d)}",
     ),
     EventType.ACTIVITY_COMPLETED: lambda d: (
         "attempt",
@@ -239,7 +246,8 @@ _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
     ),
     EventType.COMPENSATION_STEP_STARTED: lambda d: (
         "compensation",
-        f"compensating {d.get('activity')} (attempt {d.get('attempt')})",
+        f"compensating {d.get('activity')} (attempt {d.get('attempt')})"
+        + (f" {_started(d)}" if d.get("recovery") else ""),
     ),
     EventType.ACTIVITY_COMPENSATED: lambda d: ("compensation", f"{d.get('activity')} compensated"),
     EventType.COMPENSATION_ATTEMPT_FAILED: lambda d: (
