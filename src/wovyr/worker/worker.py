@@ -22,7 +22,7 @@ import functools
 import logging
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -311,15 +311,21 @@ class Worker:
         self.stats.claimed += claimed
         return fired + claimed
 
-    async def run_until_idle(self, only: list[str] | None = None, store_retries: int = 3) -> None:
+    async def run_until_idle(
+        self,
+        only: list[str] | Callable[[], list[str]] | None = None,
+        store_retries: int = 3,
+    ) -> None:
         """Drive until nothing is runnable now: no due timer, no claimable execution. A store
         that keeps failing (a full disk) raises its StoreError after `store_retries` resumes
-        instead of retrying forever; the execution stays leased for a later worker."""
+        instead of retrying forever; the execution stays leased for a later worker. `only`
+        may be a function, asked again before every claim: a set of executions that grows
+        while they run (a foreground run and the children it starts)."""
         self._attach()
         self._store_retries = store_retries
         try:
             while True:
-                did = await self.tick(only)
+                did = await self.tick(only() if callable(only) else only)
                 if self._tasks:
                     done, _ = await asyncio.wait(
                         list(self._tasks.values()), return_when=asyncio.FIRST_COMPLETED
