@@ -38,7 +38,7 @@ from wovyr.errors import (
     StoreError,
     WovyrError,
 )
-from wovyr.worker import Worker, run_workflow
+from wovyr.worker import Worker, arun_workflow, run_workflow
 
 __all__ = [
     "ActivityContext",
@@ -65,6 +65,7 @@ __all__ = [
     "Workflow",
     "WovyrError",
     "activity",
+    "arun_workflow",
     "current_activity",
     "load_definition",
     "load_definition_file",

@@ -120,7 +120,10 @@ class InputError(WovyrError):
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = list(problems)
-        super().__init__("; ".join(p.message for p in self.problems) or None)
+        # Each problem with its hint ("did you mean 'name'?"): the message is all a CLI or
+        # log shows.
+        text = "; ".join(p.message + (f" ({p.hint})" if p.hint else "") for p in self.problems)
+        super().__init__(text or None)
 
 
 class NotFound(WovyrError):

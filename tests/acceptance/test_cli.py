@@ -104,7 +104,7 @@ def test_bad_input_gets_clear_errors_and_exit_codes(home: Path, tmp_path: Path) 
     usage = wovyr(home, "run")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
     missing = wovyr(home, "workflows", "show", "nope")
-    assert missing.returncode == 1 and "not found" in missing.stderr
+    assert missing.returncode == 4 and "not found" in missing.stderr
     assert "Traceback" not in missing.stderr
     bad_input = wovyr(home, "run", str(EXAMPLES / "hello.yaml"), "-i", "nme=x")
     assert bad_input.returncode == 1 and "Traceback" not in bad_input.stderr

@@ -78,8 +78,12 @@ def validate_command(
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
     help="Write the schema to this file instead of stdout.",
 )
-def schema_command(output: Path | None) -> None:
-    """Print the JSON Schema (draft-07) of workflow documents, for editors."""
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --output, print what was written as JSON."
+)
+def schema_command(output: Path | None, as_json: bool) -> None:
+    """Print the JSON Schema (draft-07) of workflow documents, for editors (it is JSON
+    already: --json changes only the report of --output)."""
     text = schema_text()
     if output is None:
         click.echo(text, nl=False)
@@ -88,4 +92,7 @@ def schema_command(output: Path | None) -> None:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise click.FileError(str(output), hint=exc.strerror or str(exc)) from None
-    click.echo(f"wrote {output}", err=True)
+    if as_json:
+        click.echo(json.dumps({"wrote": str(output), "bytes": len(text.encode())}))
+    else:
+        click.echo(f"wrote {output}", err=True)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
 
-from wovyr.cli.common import console, echo_json, engine_options, open_engine
-from wovyr.cli.main import EXIT_FAILED, cli
+from wovyr.cli.common import console, echo_json, engine_options, open_engine, print_table
+from wovyr.cli.main import EXIT_FAILED, cli, error_text
 from wovyr.errors import DefinitionConflict, DefinitionError
 from wovyr.settings import Settings
 
@@ -26,7 +27,7 @@ def definitions() -> None:
 @engine_options
 def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
     """Register each FILE under its metadata name and version (idempotent)."""
-    results = []
+    results: list[dict[str, Any]] = []
     failed = False
     with open_engine(settings, load_activities=False) as engine:
         for file in files:
@@ -44,13 +45,21 @@ def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) ->
                 )
             except (DefinitionError, DefinitionConflict) as exc:
                 failed = True
-                results.append({"file": str(file), "result": "error", "error": str(exc)})
+                problems = exc.problems if isinstance(exc, DefinitionError) else []
+                results.append(
+                    {
+                        "file": str(file),
+                        "result": "error",
+                        "error": error_text(exc),
+                        "problems": [p.to_dict() for p in problems],
+                    }
+                )
     if as_json:
         echo_json(results)
     else:
         for r in results:
             if r["result"] == "error":
-                console.print(f"[red]{r['file']}: {r['error']}[/]")
+                console.print(f"{r['file']}: {r['error']}", style="red", markup=False)
             else:
                 console.print(
                     f"{r['file']}: {r['name']} v{r['version']} {r['result']} ({r['hash'][:19]})"
@@ -84,7 +93,7 @@ def list_command(as_json: bool, settings: Settings) -> None:
         table.add_column(column)
     for r in records:
         table.add_row(r.name, r.version, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.hash[:19])
-    console.print(table)
+    print_table(table)
 
 
 @definitions.command("show")

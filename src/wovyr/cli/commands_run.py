@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,20 +14,24 @@ from rich.live import Live
 
 from wovyr.cli.common import (
     activities_table,
+    cli_inputs,
     console,
     echo_json,
     engine_options,
     is_tty,
     open_engine,
+    print_table,
 )
 from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli
-from wovyr.definition.inputs import parse_cli_inputs
 from wovyr.definition.parse import load_definition_file
 from wovyr.definition.preflight import handler_problems
-from wovyr.engine.engine import Engine, ExecutionView
+from wovyr.engine.engine import Engine
 from wovyr.errors import DefinitionError, InputError, Problem
+from wovyr.fields import parse_duration
 from wovyr.settings import Settings
+from wovyr.store import redact_url
 from wovyr.worker import Worker
+from wovyr.worker.run import Foreground, Wait, drive
 
 __all__: list[str] = []
 
@@ -41,16 +46,28 @@ def _inputs(pairs: tuple[str, ...], input_file: str | None) -> dict[str, Any]:
         if not isinstance(loaded, dict):
             raise InputError([Problem(f"{input_file} must hold a JSON object of inputs")])
         values.update(loaded)
-    values.update(parse_cli_inputs(list(pairs)))
+    values.update(cli_inputs(pairs))
     return values
 
 
-def exit_code_for(view: ExecutionView) -> int:
-    if view.status == "completed":
+def exit_code_for(status: str) -> int:
+    """The exit code of a run that ended with `status` (the status it prints)."""
+    if status == "completed":
         return EXIT_OK
-    if view.status in ("failed", "cancelled"):
+    if status in ("failed", "cancelled"):
         return EXIT_FAILED
     return EXIT_WAITING
+
+
+def _seconds(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--wait-up-to") from None
 
 
 @cli.command("run")
@@ -71,24 +88,40 @@ def exit_code_for(view: ExecutionView) -> int:
 )
 @click.option("--input-file", type=click.Path(dir_okay=False), help="A JSON object of inputs.")
 @click.option("--id", "execution_id", help="Execution id (starting an existing id resumes it).")
+@click.option(
+    "--wait-up-to",
+    "wait_up_to",
+    default="60s",
+    show_default=True,
+    metavar="DURATION",
+    help="Sleep here for timers and retry back-offs due within this long (30s, 5m, 0); "
+    "a later one stops the run (exit 3).",
+)
 @click.option("--detach", is_flag=True, help="Only start it; a worker drives it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @engine_options
+@click.pass_context
 def run_command(
+    ctx: click.Context,
     file: Path | None,
     registered: str | None,
     pairs: tuple[str, ...],
     input_file: str | None,
     execution_id: str | None,
+    wait_up_to: str,
     detach: bool,
     as_json: bool,
     settings: Settings,
 ) -> None:
-    """Run the workflow in FILE (or --workflow NAME) here until it completes, fails or waits.
+    """Run the workflow in FILE (or --workflow NAME) here, with its child workflows, map
+    items, retries and short timers, until it completes or fails, or waits for a signal,
+    an approval or a timer later than --wait-up-to.
 
-    Exit codes: 0 completed, 1 failed or cancelled, 2 usage, 3 waiting (suspended).
+    Exit codes: 0 completed, 1 failed or cancelled, 2 usage, 3 waiting (the command that
+    continues it is printed), 4 not found.
     """
     target = _target(file, registered)
+    horizon = _seconds(wait_up_to)
     inputs = _inputs(pairs, input_file)
     with open_engine(settings) as engine:
         if detach:
@@ -99,17 +132,24 @@ def run_command(
                 version=target.version,
                 execution_id=execution_id,
             )
-            view = engine.query(record.id)
+            ran = Foreground(engine.query(record.id))
         else:
             _check_handlers(engine, target)
-            view = _run_live(
-                engine, target, inputs, execution_id, settings, show=not as_json and is_tty()
+            ran = _run_live(
+                engine,
+                target,
+                inputs,
+                execution_id,
+                settings,
+                horizon,
+                show=not as_json and is_tty(),
             )
+    again = _Again(ctx.params, target)
     if as_json:
-        echo_json(view.to_dict())
+        echo_json(_result_json(ran, again))
     else:
-        _print_result(view)
-    raise click.exceptions.Exit(EXIT_OK if detach else exit_code_for(view))
+        _print_result(ran, again)
+    raise click.exceptions.Exit(EXIT_OK if detach else exit_code_for(ran.status))
 
 
 @dataclass(frozen=True)
@@ -150,10 +190,11 @@ def _run_live(
     inputs: dict[str, Any],
     execution_id: str | None,
     settings: Settings,
+    wait_up_to: float,
     *,
     show: bool,
-) -> ExecutionView:
-    async def main() -> str:
+) -> Foreground:
+    async def main() -> Foreground:
         worker = Worker(engine, lease_seconds=settings.lease_seconds)
         try:
             record = await worker.start(
@@ -163,28 +204,101 @@ def _run_live(
                 version=target.version,
                 execution_id=execution_id,
             )
-            drive = asyncio.create_task(worker.run_until_idle(only=[record.id]))
+            driving = asyncio.create_task(
+                drive(worker, record.id, wait_up_to=wait_up_to, poll=settings.poll_interval)
+            )
             if show:
                 with Live(console=console, refresh_per_second=8, transient=True) as live:
-                    while not drive.done():
+                    while not driving.done():
                         live.update(activities_table(engine.query(record.id)))
-                        await asyncio.wait([drive], timeout=0.1)
-            await drive
-            return record.id
+                        await asyncio.wait([driving], timeout=0.1)
+            return await driving
         finally:
             await worker.close()
 
-    return engine.query(asyncio.run(main()))
+    return asyncio.run(main())
 
 
-def _print_result(view: ExecutionView) -> None:
-    console.print(activities_table(view))
+class _Again:
+    """The commands that continue a stopped run, spelt as this one was invoked (the store
+    and activities flags given, the same FILE or --workflow)."""
+
+    def __init__(self, params: dict[str, Any], target: _Target) -> None:
+        store: list[str] = []
+        if params.get("database_url"):
+            store += ["--db", redact_url(params["database_url"])]
+        if params.get("home"):
+            store += ["--home", params["home"]]
+        self.store = store
+        modules = [arg for module in params.get("activities") or () for arg in ("-a", module)]
+        if target.path is not None:
+            what = [str(target.path)]
+        else:
+            what = [
+                "--workflow",
+                f"{target.name}@{target.version}" if target.version else str(target.name),
+            ]
+        self.run = ["run", *what, *modules]
+
+    def resume(self, execution_id: str) -> str:
+        return _command([*self.run, "--id", execution_id, *self.store])
+
+    def answer(self, wait: Wait) -> str | None:
+        """The command that gives `wait` what it waits for (None for a timer)."""
+        if wait.kind == "signal":
+            args = ["workflows", "signal", wait.execution_id, wait.name or ""]
+        elif wait.kind == "approval":
+            args = ["workflows", "approve", wait.execution_id, wait.activity]
+            if wait.approvers:
+                args += ["--by", wait.approvers[0]]
+        else:
+            return None
+        return _command([*args, *self.store])
+
+
+def _command(args: list[str]) -> str:
+    return shlex.join(["wovyr", *args])
+
+
+def _wait_text(wait: Wait) -> str:
+    where = wait.activity if wait.item is None else f"{wait.activity}[{wait.item}]"
+    if wait.kind == "signal":
+        return f"signal {wait.name!r} ({where} of {wait.execution_id})"
+    if wait.kind == "approval":
+        who = f"; approvers: {', '.join(wait.approvers)}" if wait.approvers else ""
+        return f"approval {where} of {wait.execution_id}{who}"
+    what = "retry of" if wait.kind == "retry" else "timer"
+    return f"{what} {where} of {wait.execution_id} at {wait.fire_at} (later than --wait-up-to)"
+
+
+def _result_json(ran: Foreground, again: _Again) -> dict[str, Any]:
+    data = ran.view.to_dict()
+    data["waits"] = [{**w.to_dict(), "command": again.answer(w)} for w in ran.waits]
+    data["continue_with"] = again.resume(ran.view.id) if ran.status == "waiting" else None
+    return data
+
+
+def _print_result(ran: Foreground, again: _Again) -> None:
+    view = ran.view
+    print_table(activities_table(view))
     console.print(
-        f"\nexecution [bold]{view.id}[/] ({view.workflow} v{view.version}): [bold]{view.status}[/]"
+        f"\nexecution [bold]{view.id}[/] ({view.workflow} v{view.version}): [bold]{view.status}[/]",
+        soft_wrap=True,
     )
-    if view.status == "waiting" and view.waiting_on:
-        console.print(f"waiting on: {view.waiting_on}")
     if view.output is not None:
-        console.print("output: " + json.dumps(view.output, indent=2, default=str))
+        console.print("output: " + json.dumps(view.output, indent=2, default=str), soft_wrap=True)
     if view.error is not None:
-        console.print("error: " + json.dumps(view.error, indent=2, default=str))
+        console.print("error: " + json.dumps(view.error, indent=2, default=str), soft_wrap=True)
+    if view.status != "waiting":
+        return
+    if ran.waits:
+        console.print("waiting on:")
+    for wait in ran.waits:
+        console.print(f"  {_wait_text(wait)}", markup=False, soft_wrap=True)
+        answer = again.answer(wait)
+        if answer:
+            console.print(f"    {answer}", markup=False, soft_wrap=True)
+    console.print(
+        "then continue it here with (or leave it to a running `wovyr worker`):", soft_wrap=True
+    )
+    console.print(f"  {again.resume(view.id)}", markup=False, soft_wrap=True)

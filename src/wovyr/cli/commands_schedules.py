@@ -8,9 +8,16 @@ from typing import Any
 import click
 from rich.table import Table
 
-from wovyr.cli.common import console, echo_json, engine_options, open_engine, short
+from wovyr.cli.common import (
+    cli_inputs,
+    console,
+    echo_json,
+    engine_options,
+    open_engine,
+    print_table,
+    short,
+)
 from wovyr.cli.main import cli
-from wovyr.definition.inputs import parse_cli_inputs
 from wovyr.fields import format_duration, parse_timestamp
 from wovyr.scheduling.schedules import OVERLAP_POLICIES, Schedules, spec_of
 from wovyr.settings import Settings
@@ -122,7 +129,7 @@ def create_command(
             offset=offset,
             overlap=overlap,
             catchup_window=catchup_window,
-            input=parse_cli_inputs(list(pairs)),
+            input=cli_inputs(pairs),
             start_at=_time(start_at, "--start-at"),
             end_at=_time(end_at, "--end-at"),
             remaining_actions=remaining,
@@ -175,7 +182,7 @@ def list_command(as_json: bool, settings: Settings) -> None:
                 r.next_fire_at.isoformat() if r.next_fire_at else "-",
                 str(r.fired_count),
             )
-        console.print(table)
+        print_table(table)
 
 
 @schedules.command("show")
@@ -189,25 +196,38 @@ def show_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
         _show(service.get(schedule_id), service, as_json)
 
 
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
 @schedules.command("pause")
 @click.argument("schedule_id")
 @click.option("--note")
+@_JSON
 @engine_options
-def pause_command(schedule_id: str, note: str | None, settings: Settings) -> None:
+def pause_command(schedule_id: str, note: str | None, as_json: bool, settings: Settings) -> None:
     """Stop firing (nothing missed while paused replays on resume)."""
     with open_engine(settings, load_activities=False) as engine:
-        Schedules(engine).pause(schedule_id, note)
+        service = Schedules(engine)
+        record = service.pause(schedule_id, note)
+        if as_json:
+            echo_json(_as_dict(record, service))
+            return
     console.print(f"{schedule_id} paused")
 
 
 @schedules.command("resume")
 @click.argument("schedule_id")
 @click.option("--note")
+@_JSON
 @engine_options
-def resume_command(schedule_id: str, note: str | None, settings: Settings) -> None:
+def resume_command(schedule_id: str, note: str | None, as_json: bool, settings: Settings) -> None:
     """Fire again from the next tick after now."""
     with open_engine(settings, load_activities=False) as engine:
-        record = Schedules(engine).resume(schedule_id, note)
+        service = Schedules(engine)
+        record = service.resume(schedule_id, note)
+        if as_json:
+            echo_json(_as_dict(record, service))
+            return
     console.print(f"{schedule_id} resumed; next fire {record.next_fire_at}")
 
 
@@ -219,6 +239,7 @@ def resume_command(schedule_id: str, note: str | None, settings: Settings) -> No
 @click.option("--overlap", type=click.Choice(OVERLAP_POLICIES))
 @click.option("--catchup-window")
 @click.option("--note")
+@_JSON
 @engine_options
 def update_command(
     schedule_id: str,
@@ -228,6 +249,7 @@ def update_command(
     overlap: str | None,
     catchup_window: str | None,
     note: str | None,
+    as_json: bool,
     settings: Settings,
 ) -> None:
     """Change a schedule's spec or policies."""
@@ -246,37 +268,55 @@ def update_command(
     if not changes:
         raise click.UsageError("nothing to update")
     with open_engine(settings, load_activities=False) as engine:
-        record = Schedules(engine).update(schedule_id, **changes)
+        service = Schedules(engine)
+        record = service.update(schedule_id, **changes)
+        if as_json:
+            echo_json(_as_dict(record, service))
+            return
     console.print(f"{schedule_id} updated; next fire {record.next_fire_at}")
 
 
 @schedules.command("delete")
 @click.argument("schedule_id")
+@_JSON
 @engine_options
-def delete_command(schedule_id: str, settings: Settings) -> None:
+def delete_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Delete a schedule (executions it started are kept)."""
     with open_engine(settings, load_activities=False) as engine:
         Schedules(engine).delete(schedule_id)
-    console.print(f"{schedule_id} deleted")
+    if as_json:
+        echo_json({"id": schedule_id, "deleted": True})
+    else:
+        console.print(f"{schedule_id} deleted")
 
 
 @schedules.command("trigger")
 @click.argument("schedule_id")
+@_JSON
 @engine_options
-def trigger_command(schedule_id: str, settings: Settings) -> None:
+def trigger_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Start one execution now."""
     with open_engine(settings, load_activities=False) as engine:
         execution_id = Schedules(engine).trigger(schedule_id)
-    console.print(f"started {execution_id}")
+    if as_json:
+        echo_json({"id": schedule_id, "execution_id": execution_id})
+    else:
+        console.print(f"started {execution_id}", soft_wrap=True)
 
 
 @schedules.command("backfill")
 @click.argument("schedule_id")
 @click.option("--start", "start", required=True, help="RFC 3339 (exclusive).")
 @click.option("--end", "end", required=True, help="RFC 3339 (inclusive).")
+@_JSON
 @engine_options
-def backfill_command(schedule_id: str, start: str, end: str, settings: Settings) -> None:
+def backfill_command(
+    schedule_id: str, start: str, end: str, as_json: bool, settings: Settings
+) -> None:
     """Start every tick in (START, END] now; repeating a backfill starts nothing twice."""
     with open_engine(settings, load_activities=False) as engine:
         ids = Schedules(engine).backfill(schedule_id, _time(start, "--start"), _time(end, "--end"))
-    console.print(f"backfilled {len(ids)} ticks")
+    if as_json:
+        echo_json({"id": schedule_id, "execution_ids": ids})
+    else:
+        console.print(f"backfilled {len(ids)} ticks")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import logging.config
 import signal
 import sys
 import threading
@@ -17,7 +18,7 @@ import click
 from rich.table import Table
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
-from wovyr.cli.common import console, echo_json, engine_options, open_engine
+from wovyr.cli.common import echo_json, engine_options, json_log_config, open_engine, print_table
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
@@ -43,8 +44,11 @@ __all__: list[str] = []
     default="info",
     show_default=True,
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="Log JSON lines; print the first admin key as JSON."
+)
 @engine_options
-def serve_command(host: str, port: int, log_level: str, settings: Settings) -> None:
+def serve_command(host: str, port: int, log_level: str, as_json: bool, settings: Settings) -> None:
     """Run the API, the web UI, the worker and the timer and schedule dispatchers.
 
     SIGTERM or Ctrl-C stops claiming work, gives in-flight activities a grace period
@@ -62,7 +66,10 @@ def serve_command(host: str, port: int, log_level: str, settings: Settings) -> N
     with open_engine(settings) as engine:
         app = create_app(engine, settings)
         token = app.state.authenticator.bootstrap_admin_if_empty()
-        if token is not None:
+        if token is not None and as_json:
+            echo_json({"tenant": "default", "role": "admin", "token": token})
+            sys.stdout.flush()
+        elif token is not None:
             click.echo(
                 "No API key existed: created an admin key for tenant 'default'.\n"
                 "It is shown this once; keep it safe:\n\n"
@@ -77,6 +84,7 @@ def serve_command(host: str, port: int, log_level: str, settings: Settings) -> N
             lifespan="on",
             access_log=False,
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)),
+            log_config=json_log_config(log_level) if as_json else uvicorn.config.LOGGING_CONFIG,
         )
         _server_class(uvicorn.Server)(config).run()
 
@@ -165,6 +173,7 @@ def _server_class(base: Any) -> Any:
     help="Serve Prometheus metrics on http://HOST:PORT/metrics, e.g. 127.0.0.1:9464 "
     "(default: off). No authentication: every tenant's series; bind it privately.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Log JSON lines on stderr.")
 @engine_options
 def worker_command(
     concurrency: int,
@@ -176,6 +185,7 @@ def worker_command(
     membership: bool,
     db_clock: bool,
     metrics_addr: str | None,
+    as_json: bool,
     settings: Settings,
 ) -> None:
     """Run a worker (and the timer dispatcher) until SIGINT or SIGTERM.
@@ -188,9 +198,13 @@ def worker_command(
     partitions = _worker_partitions(partition_spec, partition_count, membership)
     # What a long-running worker notices (store failures and retries, adopted leases, its
     # share of the partitions, partitions no live worker claims) goes to stderr.
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    if as_json:
+        logging.config.dictConfig(json_log_config())
+    else:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+    say = logging.getLogger("wovyr.cli").info if as_json else _stderr
     load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
     with Engine(open_store(settings.store_url, db_clock=db_clock)) as engine:
         worker = Worker(
@@ -214,25 +228,26 @@ def worker_command(
                 share = f"a share of {worker.of} partitions (membership)"
             elif partitions is not None:
                 share = f"partitions {partition_spec} of {partition_count}"
-            click.echo(
+            say(
                 f"worker {worker.owner} on {redact_url(engine.store.url)} "
-                f"(concurrency {concurrency}, lease {lease}s, {share})",
-                err=True,
+                f"(concurrency {concurrency}, lease {lease}s, {share})"
             )
             if endpoint is not None:
                 host, port = endpoint.address
-                click.echo(f"metrics on http://{_host(host)}:{port}/metrics", err=True)
+                say(f"metrics on http://{_host(host)}:{port}/metrics")
             started = time.monotonic()
             await worker.run(stop, grace_seconds=grace)
-            click.echo(
-                f"worker stopped after {time.monotonic() - started:.1f}s; leases released", err=True
-            )
+            say(f"worker stopped after {time.monotonic() - started:.1f}s; leases released")
 
         try:
             asyncio.run(main())
         finally:
             if endpoint is not None:
                 endpoint.close()
+
+
+def _stderr(message: str) -> None:
+    click.echo(message, err=True)
 
 
 def _export_metrics(address: str, worker: Worker) -> MetricsEndpoint:
@@ -348,14 +363,18 @@ def list_command(tenant: str | None, as_json: bool, settings: Settings) -> None:
             k.last_used_at.strftime("%Y-%m-%d %H:%M") if k.last_used_at else "-",
             "revoked" if k.revoked_at else "active",
         )
-    console.print(table)
+    print_table(table)
 
 
 @keys.command("revoke")
 @click.argument("key_id")
+@click.option("--json", "as_json", is_flag=True)
 @engine_options
-def revoke_command(key_id: str, settings: Settings) -> None:
+def revoke_command(key_id: str, as_json: bool, settings: Settings) -> None:
     """Revoke a key: requests with it are refused (401) from now on."""
     with open_engine(settings, load_activities=False) as engine:
         Authenticator(engine.store).revoke(key_id)
-    click.echo(f"{key_id} revoked")
+    if as_json:
+        echo_json({"id": key_id, "revoked": True})
+    else:
+        click.echo(f"{key_id} revoked")

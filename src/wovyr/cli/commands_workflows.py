@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.failures import tracebacks_in, without_tracebacks
 from wovyr.cli.common import (
     activities_table,
@@ -16,17 +17,19 @@ from wovyr.cli.common import (
     echo_json,
     engine_options,
     open_engine,
+    print_table,
     short,
     status_style,
 )
 from wovyr.cli.main import cli
+from wovyr.engine.engine import Engine
 from wovyr.fields import parse_timestamp
 from wovyr.settings import Settings
 from wovyr.store.codec import from_micros, to_micros
 
 __all__: list[str] = []
 
-STATUSES = ["running", "completed", "failed", "cancelled"]
+STATUSES = ["running", "waiting", "completed", "failed", "cancelled"]
 
 
 @cli.group("workflows")
@@ -92,16 +95,17 @@ def list_command(
         return
     table = Table(box=None, pad_edge=False)
     for column in ("id", "workflow", "status", "created", "waiting on"):
-        table.add_column(column)
+        # An id is never cut or wrapped: it is what a user copies into the next command.
+        table.add_column(column, no_wrap=column in ("id", "created"))
     for r in page.items:
         table.add_row(
             r.id,
             f"{r.workflow} v{r.version}",
-            status_style(r.status),
+            status_style(r.shown_status),
             r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             short(r.waiting_on or "", 50),
         )
-    console.print(table)
+    print_table(table)
     if next_cursor:
         console.print(f"\nmore: --cursor {next_cursor}")
 
@@ -111,7 +115,7 @@ def _summary(r: Any) -> dict[str, Any]:
         "id": r.id,
         "workflow": r.workflow,
         "version": r.version,
-        "status": r.status,
+        "status": r.shown_status,
         "created_at": r.created_at.isoformat(),
         "updated_at": r.updated_at.isoformat(),
         "waiting_on": r.waiting_on,
@@ -136,7 +140,7 @@ def show_command(execution_id: str, as_json: bool, settings: Settings) -> None:
     console.print(f"created {view.created_at}   events {view.event_count}")
     if view.waiting_on:
         console.print(f"waiting on: {view.waiting_on}")
-    console.print(activities_table(view))
+    print_table(activities_table(view))
     if view.output is not None:
         console.print("output: " + json.dumps(view.output, default=str))
     if view.error is not None:
@@ -178,7 +182,7 @@ def history_command(
         table.add_column(column)
     for e in events:
         table.add_row(str(e.seq), e.at.strftime("%H:%M:%S.%f")[:-3], e.type, short(e.data, 80))
-    console.print(table)
+    print_table(table)
 
 
 def _payload(raw: str | None) -> Any:
@@ -224,9 +228,26 @@ def approve_command(
 ) -> None:
     """Approve (or --reject) the approval ACTIVITY_ID of an execution."""
     with open_engine(settings, load_activities=False) as engine:
+        if by is None:
+            _require_by(engine, execution_id, activity_id)
         view = engine.approve(execution_id, activity_id, not reject, by=by, comment=comment)
     verb = "rejected" if reject else "approved"
     _done(view, as_json, f"{activity_id} {verb} on {execution_id}")
+
+
+def _require_by(engine: Engine, execution_id: str, activity_id: str) -> None:
+    """An approval that names its approvers needs --by: say so, with who may decide."""
+    workflow = engine.definition(engine.get(execution_id).definition_hash)
+    try:
+        step = workflow.activity(activity_id).step_of(WaitStep)
+    except KeyError:
+        return  # the engine answers: no such activity
+    approval = step.wait.approval if step is not None else None
+    if approval is not None and approval.approvers:
+        raise click.UsageError(
+            f"approval {activity_id!r} of {execution_id} may be decided only by "
+            f"{', '.join(approval.approvers)}: say who decides with --by NAME"
+        )
 
 
 @workflows.command("cancel")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,13 +15,24 @@ from rich.console import Console
 from rich.table import Table
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr.definition.inputs import parse_cli_inputs
 from wovyr.engine.engine import Engine
+from wovyr.errors import InputError
 from wovyr.settings import Settings, load_settings
 
-__all__ = ["echo_json", "engine_options", "open_engine", "status_style", "store_options"]
+__all__ = [
+    "JsonLines",
+    "cli_inputs",
+    "echo_json",
+    "engine_options",
+    "open_engine",
+    "print_table",
+    "status_style",
+    "store_options",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # long ids and paths are never broken
 err_console = Console(stderr=True, highlight=False)
 
 STATUS_STYLES = {
@@ -123,3 +135,54 @@ def activities_table(view: Any) -> Table:
 
 def is_tty() -> bool:
     return sys.stdout.isatty()
+
+
+def print_table(table: Table) -> None:
+    """Print a table; outside a terminal (a pipe, a file) nothing is cut or wrapped to fit
+    80 columns, so ids can be copied whole."""
+    if is_tty():
+        console.print(table)
+    else:
+        Console(highlight=False, width=100_000, soft_wrap=True).print(table)
+
+
+def cli_inputs(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """`-i KEY=VALUE` flags as inputs; a malformed one is a usage error (exit 2)."""
+    try:
+        return parse_cli_inputs(list(pairs))
+    except InputError as exc:
+        raise click.BadParameter(str(exc), param_hint="'-i' / '--input'") from None
+
+
+class JsonLines(logging.Formatter):
+    """Log records as JSON objects, one per line (`--json` of the long-running commands)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def json_log_config(level: str = "info") -> dict[str, Any]:
+    """A `logging.config.dictConfig` that writes every record as a JSON line on stderr."""
+    handler = {"handlers": ["json"], "level": level.upper(), "propagate": False}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonLines}},
+        "handlers": {
+            "json": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "loggers": dict.fromkeys(("uvicorn", "uvicorn.access", "wovyr"), handler),
+        "root": {"handlers": ["json"], "level": "WARNING"},
+    }

@@ -1,7 +1,9 @@
 """Entry point of the `wovyr` command.
 
-Exit codes: 0 success, 1 the work failed or a document is invalid, 2 usage error,
-3 the execution is waiting (suspended). Errors from Wovyr are printed without a traceback.
+Exit codes: 0 success, 1 the work failed or a document is invalid, 2 usage error (a bad
+flag, a malformed `-i KEY=VALUE`), 3 the execution is waiting (for a signal, an approval or
+a later timer), 4 not found (no such execution, definition, schedule or key). Errors from
+Wovyr are printed without a traceback; several problems are listed one per line.
 """
 
 from __future__ import annotations
@@ -10,14 +12,15 @@ import sys
 
 import click
 
-from wovyr.errors import WovyrError
+from wovyr.errors import DefinitionError, InputError, NotFound, Problem, WovyrError
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "error_text", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_WAITING = 3
+EXIT_NOT_FOUND = 4
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -39,6 +42,21 @@ def _register() -> None:
     )
 
 
+def error_text(err: WovyrError) -> str:
+    """The error as the CLI prints it: several problems of a document or of the inputs are
+    each on their own line, under a count."""
+    problems = err.problems if isinstance(err, DefinitionError | InputError) else []
+    if len(problems) < 2:
+        return str(err)
+    what = "the workflow definition" if isinstance(err, DefinitionError) else "the inputs"
+    lines = [p.format() if p.file else _input_problem(p) for p in problems]
+    return f"{len(problems)} problems in {what}:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _input_problem(problem: Problem) -> str:
+    return problem.message + (f" ({problem.hint})" if problem.hint else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     _register()
     try:
@@ -58,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         err.show()
         return EXIT_USAGE if err.exit_code == 2 else err.exit_code
     except WovyrError as err:
-        click.echo(f"error: {err}", err=True)
-        return EXIT_FAILED
+        click.echo(f"error: {error_text(err)}", err=True)
+        return EXIT_NOT_FOUND if isinstance(err, NotFound) else EXIT_FAILED
     except KeyboardInterrupt:
         return 130
     return EXIT_OK

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wovyr.worker.run import run_workflow
+from wovyr.worker.run import arun_workflow, run_workflow
 from wovyr.worker.worker import Worker, WorkerStats
 
-__all__ = ["Worker", "WorkerStats", "run_workflow"]
+__all__ = ["Worker", "WorkerStats", "arun_workflow", "run_workflow"]

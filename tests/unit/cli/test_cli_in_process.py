@@ -82,7 +82,7 @@ def test_run_starts_a_registered_workflow_by_name(cli: Cli, waits: Path) -> None
     view = cli.json("run", "--workflow", "waits@2", "--id", "w-1")
     assert (view["workflow"], view["version"], view["status"]) == ("waits", "2", "waiting")
     code, _, err = cli("run", "--workflow", "waits@7")
-    assert code == 1 and "no workflow 'waits' version '7'" in err
+    assert code == 4 and "no workflow 'waits' version '7'" in err
     for both_or_neither in (("run", str(HELLO), "--workflow", "hello"), ("run",)):
         code, _, err = cli(*both_or_neither)
         assert code == 2 and "FILE or --workflow" in err
@@ -94,7 +94,8 @@ def test_waiting_run_exits_3_and_is_steered_through_the_cli(
     inputs = tmp_path / "inputs.json"
     inputs.write_text('{"who": "you"}')
     code, out, _ = cli("run", str(waits), "--id", "w-1", "--input-file", str(inputs))
-    assert code == 3 and "waiting on: signal go" in out
+    assert code == 3 and "waiting on:\n  signal 'go' (go of w-1)" in out
+    assert f"wovyr workflows signal w-1 go --home {cli.home}" in out
     sent = cli.json("workflows", "signal", "w-1", "go", "--payload", '{"n": 1}')
     assert sent["buffered_signals"] == {"go": 1}
     view = cli.json("run", str(waits), "--id", "w-1")  # resume: the signal is consumed
@@ -136,7 +137,7 @@ def test_reject_and_cancel(cli: Cli, waits: Path) -> None:
 
 def test_user_errors_exit_1_or_2_with_a_message(cli: Cli, tmp_path: Path) -> None:
     code, _, err = cli("workflows", "show", "nope")
-    assert code == 1 and err == "error: execution nope not found\n"
+    assert code == 4 and err == "error: execution nope not found\n"
     code, _, err = cli("run", str(HELLO), "--input-file", str(tmp_path / "missing.json"))
     assert code == 1 and err.startswith("error: cannot read inputs from")
     listed = tmp_path / "list.json"
@@ -146,7 +147,7 @@ def test_user_errors_exit_1_or_2_with_a_message(cli: Cli, tmp_path: Path) -> Non
     code, _, err = cli("run", str(tmp_path / "absent.yaml"))
     assert code == 1 and "cannot read the file" in err
     code, _, err = cli("run", str(HELLO), "-i", "no-equals-sign")
-    assert code == 1 and err.startswith("error: ")
+    assert code == 2 and "expected KEY=VALUE, got 'no-equals-sign'" in err
     code, _, err = cli("run", str(HELLO), "--id", "bad id!")
     assert code == 1 and "execution ids are" in err
     code, _, err = cli("workflows", "list", "--limit", "0")
@@ -161,7 +162,7 @@ def test_definitions_apply_list_show(cli: Cli, waits: Path) -> None:
     code, out, _ = cli("definitions", "show", "waits")
     assert code == 0 and '"waits"' in out
     code, _, err = cli("definitions", "show", "nobody")
-    assert code == 1 and err.startswith("error: ")
+    assert code == 4 and err.startswith("error: ")
 
 
 def test_schedules_from_create_to_delete(cli: Cli) -> None:
@@ -198,4 +199,4 @@ def test_schedules_from_create_to_delete(cli: Cli) -> None:
     assert code in (1, 2) and err
     assert cli("schedules", "delete", "often")[0] == 0
     code, _, err = cli("schedules", "show", "often")
-    assert code == 1 and "not found" in err
+    assert code == 4 and "not found" in err
