@@ -64,7 +64,7 @@ def test_keys_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("WOVYR_HOME", str(tmp_path))
-    assert main(["admin", "keys", "revoke", "key_missing"]) == 1
+    assert main(["admin", "keys", "revoke", "key_missing"]) == 4  # not found
     assert "not found" in capsys.readouterr().err
     assert main(["admin", "keys", "create", "--tenant", "a b", "--role", "viewer"]) == 1
     assert main(["admin", "keys", "create", "--tenant", "a", "--role", "root"]) == 2
