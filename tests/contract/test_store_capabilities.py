@@ -50,9 +50,6 @@ class PartialStore:
     ) -> DefinitionRecord | None:
         return self.definitions.get(definition_hash)
 
-    def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
-        return None
-
     def load(
         self, execution_id: str, tenant: str | None = DEFAULT_TENANT
     ) -> ExecutionRecord | None:
@@ -72,7 +69,7 @@ def test_a_partial_store_is_refused_with_every_missing_method_named() -> None:
     assert message.startswith("store PartialStore does not implement the store contract: missing ")
     missing = message.split("missing ", 1)[1].split(" (", 1)[0].split(", ")
     implemented = {"add_observer", "close", "put_definition", "get_definition"}
-    implemented |= {"latest_definition", "load", "due_timers", "next_timer_at"}
+    implemented |= {"load", "due_timers", "next_timer_at"}
     assert missing == [m for m in contract_methods() if m not in implemented]
     for name in ("create_schedule", "list_registered", "commit", "claim", "api_key_by_hash"):
         assert name in missing
@@ -100,7 +97,7 @@ def test_a_store_without_a_url_is_refused(store: Store) -> None:
 def test_the_contract_names_every_role() -> None:
     names = set(contract_methods())
     roles = {
-        "definitions": {"put_definition", "get_definition", "latest_definition"},
+        "definitions": {"put_definition", "get_definition"},
         "registry": {"apply_definition", "registered_definition", "list_registered"},
         "executions": {"create_execution", "commit", "load", "list_executions", "history"},
         "queue": {"claim", "renew_leases", "release_owner", "ready_count"},

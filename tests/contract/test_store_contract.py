@@ -183,15 +183,18 @@ def test_list_filters_tenants_and_pages(store: Store) -> None:
     assert [r.id for r in store.list_executions(ExecutionFilter(tenant="b")).items] == ["secret"]
 
 
-def test_definitions_by_hash_and_latest_by_name(store: Store) -> None:
+def test_definitions_by_hash_are_stored_once_and_name_nothing(store: Store) -> None:
     store.put_definition(DefinitionRecord("h1", "wf", "1", "src1", T0))
-    store.put_definition(DefinitionRecord("h2", "wf", "2", "src2", T0 + timedelta(seconds=1)))
+    store.put_definition(DefinitionRecord("h2", "wf", "1", "src2", T0 + timedelta(seconds=1)))
     store.put_definition(DefinitionRecord("h1", "wf", "1", "src1", T0 + timedelta(seconds=2)))
     got = store.get_definition("h1")
-    assert got is not None and got.source == "src1"
-    latest = store.latest_definition("wf")
-    assert latest is not None and latest.hash == "h2"
+    assert got is not None and got.source == "src1" and got.created_at == T0
     assert store.get_definition("h1", tenant="other") is None
+    # Stored by hash (an ad-hoc run) is not registered: the name and version stay free.
+    assert store.registered_definition("wf") is None
+    assert store.apply_definition(DefinitionRecord("h3", "wf", "1", "src3", T0)) == "applied"
+    registered = store.registered_definition("wf", "1")
+    assert registered is not None and registered.hash == "h3"
 
 
 def test_an_atomic_batch_writes_all_or_nothing(store: Store) -> None:

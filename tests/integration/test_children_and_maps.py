@@ -10,7 +10,7 @@ import pytest
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
-from wovyr.errors import DefinitionConflict
+from wovyr.errors import DefinitionConflict, NotFound
 from wovyr.testing import drain
 
 
@@ -344,3 +344,23 @@ def test_pinned_executions_finish_on_their_own_version(engine: Engine, clock: Ma
     assert engine.query(new).output == "two"
     assert engine.query(new).version == "2" and engine.query(old[0]).version == "1"
     assert engine.named("flow", "1")[0].activities[1].id == "gate"
+
+
+def test_children_and_starts_by_name_find_only_applied_definitions(engine: Engine) -> None:
+    """A definition run from its text claims no name: a child workflow (or a start) naming
+    it fails as unknown until it is applied; applying other content under the same name and
+    version then succeeds, and that is what runs."""
+    engine.start(LINE, {"sku": "ad hoc"})
+    drain(engine)
+    parent = wf("p", "activities:\n  - {id: c, workflow: {name: line, input: {sku: A}}}\n")
+    rec = engine.start(parent)
+    drain(engine)
+    err = engine.query(rec.id).activities["c"]["error"]
+    assert err["type"] == "NotFound" and "'line'" in err["message"]
+    with pytest.raises(NotFound, match="no workflow 'line' is registered"):
+        engine.start(name="line", input={"sku": "B"})
+    assert engine.apply(LINE.replace("cents: 100", "cents: 250"))[0] == "applied"
+    rec = engine.start(parent)
+    drain(engine)
+    assert engine.query(rec.id).status == "completed"
+    assert engine.query(f"{rec.id}::c").output == {"sku": "A", "cents": 250}

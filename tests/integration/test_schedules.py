@@ -34,8 +34,8 @@ activities:
 
 @pytest.fixture
 def schedules(engine: Engine) -> Schedules:
-    engine.register(WAITS)
-    engine.register(QUICK)
+    engine.apply(WAITS)
+    engine.apply(QUICK)
     return Schedules(engine)
 
 

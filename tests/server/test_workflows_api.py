@@ -63,7 +63,7 @@ async def test_detail_is_the_engines_query_plus_a_timeline(api: Api) -> None:
 
 async def test_start_by_registered_name_and_json_object(api: Api) -> None:
     engine = api.engine.for_tenant("tenant-a")
-    engine.register(APPROVAL_FLOW)
+    engine.apply(APPROVAL_FLOW)
     by_name = await start(api, {"workflow": "purchase", "input": {}})
     assert by_name["workflow"] == "purchase"
     as_object = {
@@ -77,6 +77,37 @@ async def test_start_by_registered_name_and_json_object(api: Api) -> None:
     missing = await api.call("POST", BASE, OP, json={"workflow": "nope"})
     assert missing.status_code == 422
     assert missing.json()["problems"][0]["path"] == "workflow"
+
+
+SCRATCH = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: research-agent, version: "1"}
+activities:
+  - {id: draft, set: {from: scratch}}
+output: "${{ activities.draft.output }}"
+"""
+
+
+async def test_start_by_name_starts_only_an_applied_definition(api: Api) -> None:
+    """A definition run from its text is stored by hash and claims no name: starting by name
+    refuses it (422), and applying other content under the same name and version succeeds
+    and is what a start by name then runs."""
+    engine = api.engine.for_tenant("tenant-a")
+    ad_hoc = await start(api, {"definition": SCRATCH})
+    await api.drain()
+    refused = await api.call("POST", BASE, OP, json={"workflow": "research-agent"})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["problems"][0]["path"] == "workflow"
+    assert "research-agent" in refused.json()["detail"]
+    applied = SCRATCH.replace("from: scratch", "from: applied")
+    outcome, digest = engine.apply(applied)
+    assert outcome == "applied" and digest != ad_hoc["definition_hash"]
+    by_name = await start(api, {"workflow": "research-agent"})
+    assert by_name["definition_hash"] == digest
+    await api.drain()
+    done = (await api.call("GET", f"{BASE}/{by_name['id']}", VIEW)).json()
+    assert done["status"] == "completed" and done["output"] == {"from": "applied"}
 
 
 async def test_names_and_single_lines_are_never_read_as_server_files(
@@ -182,7 +213,7 @@ async def test_a_start_over_http_is_the_engines_start(api: Api) -> None:
     """The handler only translates: the events of a start over HTTP (text, JSON object, or
     registered name) are exactly those `Engine.start` stores for the same request."""
     engine = api.engine.for_tenant("tenant-a")
-    engine.register(APPROVAL_FLOW)
+    engine.apply(APPROVAL_FLOW)
     as_object = json.loads(canonical_json(load_definition(APPROVAL_FLOW)))
     bodies = {
         "text": {"definition": APPROVAL_FLOW},

@@ -411,7 +411,7 @@ def test_parent_and_child_link_to_each_other(
     client: UiClient, keys: Keys, ui_engine: Engine
 ) -> None:
     acme = ui_engine.for_tenant("acme")
-    acme.register(CHILD)
+    acme.apply(CHILD)
     parent = acme.start(PARENT).id
     drain(ui_engine)
     client.sign_in(keys.viewer_a)

@@ -103,11 +103,10 @@ class Definitions:
         return str(outcome), digest
 
     def named(self, name: str, version: str | None = None) -> tuple[Workflow, str]:
-        """A registered definition by name (the latest applied version, or `version`);
-        falls back to the newest stored definition of that name (e.g. from `wovyr run`)."""
+        """A registered definition by name (the latest applied version, or `version`). Only
+        `apply` registers: a definition merely run or started from its text (`wovyr run
+        FILE`) is stored by hash and claims no name, so it is never found here."""
         record = self.store.registered_definition(name, version, self.tenant)
-        if record is None and version is None:
-            record = self.store.latest_definition(name, self.tenant)
         if record is None:
             what = f"{name!r} version {version!r}" if version else repr(name)
             raise NotFound(

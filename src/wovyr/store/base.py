@@ -60,9 +60,6 @@ class DefinitionStore(Protocol):
     def get_definition(
         self, definition_hash: str, tenant: str = DEFAULT_TENANT
     ) -> DefinitionRecord | None: ...
-    def latest_definition(
-        self, name: str, tenant: str = DEFAULT_TENANT
-    ) -> DefinitionRecord | None: ...
 
 
 class ExecutionStore(Protocol):

@@ -74,11 +74,6 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
     ) -> DefinitionRecord | None:
         return self._definitions.get((tenant, definition_hash))
 
-    def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
-        with self._lock:
-            found = [d for (t, _), d in self._definitions.items() if t == tenant and d.name == name]
-        return found[-1] if found else None
-
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
         with self._lock:
             created = self._insert_execution(new)

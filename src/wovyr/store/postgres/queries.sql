@@ -14,13 +14,6 @@ SELECT hash, name, version, source, created_at, tenant
 FROM definitions
 WHERE tenant = %(tenant)s AND hash = %(hash)s;
 
--- name: latest_definition
-SELECT hash, name, version, source, created_at, tenant
-FROM definitions
-WHERE tenant = %(tenant)s AND name = %(name)s
-ORDER BY created_at DESC, inserted DESC
-LIMIT 1;
-
 -- name: create_execution
 -- Insert the execution with its first step; a known id inserts nothing (idempotent start).
 -- A lease given as a duration (db_clock) starts at the database's now().

@@ -319,10 +319,6 @@ class PostgresStore(
         rows = self._read("get_definition", params, named=True)
         return definition_record(rows[0], POSTGRES) if rows else None
 
-    def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
-        rows = self._read("latest_definition", {"tenant": tenant, "name": name}, named=True)
-        return definition_record(rows[0], POSTGRES) if rows else None
-
     # --- executions ----------------------------------------------------------------------
 
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:

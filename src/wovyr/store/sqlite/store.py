@@ -206,14 +206,6 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         )
         return definition_record(rows[0], SQLITE) if rows else None
 
-    def latest_definition(self, name: str, tenant: str = DEFAULT_TENANT) -> DefinitionRecord | None:
-        rows = self._read(
-            "SELECT hash, name, version, source, created_at, tenant FROM definitions "
-            "WHERE tenant = ? AND name = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
-            (tenant, name),
-        )
-        return definition_record(rows[0], SQLITE) if rows else None
-
     # --- executions ----------------------------------------------------------------------
 
     def _insert_execution(self, conn: sqlite3.Connection, new: NewExecution) -> bool:
