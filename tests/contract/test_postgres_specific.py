@@ -368,17 +368,22 @@ def test_a_write_that_loses_its_connection_is_unavailable_not_retried(
 
 
 def test_list_filters_use_their_index(pg: PostgresStore, postgres_url: str) -> None:
-    params: dict[str, Any] = dict.fromkeys(
-        ("workflow", "parent_id", "created_after", "created_before", "cursor_at", "cursor_id")
-    )
-    params |= {"tenant": "default", "status": "failed", "limit": 51}
-    with admin(postgres_url) as conn:
-        conn.execute("SET enable_seqscan = off")
-        plan = conn.execute(
-            "EXPLAIN " + queries()["list_executions"], params, prepare=False
-        ).fetchall()
-    text = "\n".join(row[0] for row in plan)
-    assert "executions_by_status" in text, text
+    keys = ("workflow", "parent_id", "created_after", "created_before", "cursor_at", "cursor_id")
+    params: dict[str, Any] = dict.fromkeys(keys)
+
+    def plan(**given: Any) -> str:
+        with admin(postgres_url) as conn:
+            conn.execute("SET enable_seqscan = off")
+            rows = conn.execute(
+                "EXPLAIN " + queries()["list_executions"],
+                {**params, "tenant": "default", "limit": 51, **given},
+                prepare=False,
+            ).fetchall()
+        return "\n".join(row[0] for row in rows)
+
+    assert "executions_by_status" in (text := plan(status="failed", waiting=None)), text
+    # `status=waiting` (stored running, with a waiting_on text) walks its own index
+    assert "executions_waiting" in (text := plan(status="running", waiting=True)), text
 
 
 # --- the CLI ---------------------------------------------------------------------------

@@ -183,6 +183,24 @@ def test_list_filters_tenants_and_pages(store: Store) -> None:
     assert [r.id for r in store.list_executions(ExecutionFilter(tenant="b")).items] == ["secret"]
 
 
+def test_the_waiting_filter_tells_waiting_from_running_rows(store: Store) -> None:
+    """`waiting` True lists the rows with a `waiting_on` text, False those without; with
+    status `running` these are the executions shown `waiting` and `running`."""
+    for i, (eid, status, waits) in enumerate(
+        [("busy", "running", None), ("waits", "running", "child c"), ("done", "completed", None)]
+    ):
+        create(store, eid, at=T0 + timedelta(seconds=i))
+        write = replace(step(eid, 1, status=status), waiting_on=waits)
+        assert store.commit([write]) == [CommitOutcome.OK]
+
+    def ids(status: str | None = None, waiting: bool | None = None) -> list[str]:
+        query = ExecutionFilter(status=status, waiting=waiting)
+        return [r.id for r in store.list_executions(query).items]
+
+    shown = {r.id: r.shown_status for r in store.list_executions(ExecutionFilter()).items}
+    assert shown == {"busy": "running", "waits": "waiting", "done": "completed"}
+
+
 def test_definitions_by_hash_are_stored_once_and_name_nothing(store: Store) -> None:
     store.put_definition(DefinitionRecord("h1", "wf", "1", "src1", T0))
     store.put_definition(DefinitionRecord("h2", "wf", "1", "src2", T0 + timedelta(seconds=1)))

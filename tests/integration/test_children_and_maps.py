@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -344,6 +345,77 @@ def test_pinned_executions_finish_on_their_own_version(engine: Engine, clock: Ma
     assert engine.query(new).output == "two"
     assert engine.query(new).version == "2" and engine.query(old[0]).version == "1"
     assert engine.named("flow", "1")[0].activities[1].id == "gate"
+
+
+def test_a_parent_waiting_on_two_children_waits_on_them_by_id(engine: Engine) -> None:
+    """Its `waiting_on` names each child (it once read `approval line_widget; ...`); the
+    list shows it `waiting` as the view does, and `running` lists none of the waiting."""
+    engine.apply(LINE)
+    rec = engine.start(
+        wf(
+            "order",
+            """
+        activities:
+          - {id: line_widget, workflow: {name: line, input: {sku: W, wait: true}}}
+          - {id: line_gadget, workflow: {name: line, input: {sku: G, wait: true}}}
+        """,
+        )
+    )
+    drain(engine)
+    kids = [f"{rec.id}::line_widget", f"{rec.id}::line_gadget"]
+    view = engine.query(rec.id)
+    assert view.status == "waiting"
+    assert view.waiting_on == f"child {kids[0]}; child {kids[1]}"
+    stored = engine.get(rec.id)
+    assert stored.waiting_on == view.waiting_on and stored.shown_status == "waiting"
+    assert {r.id for r in engine.list(status="waiting").items} == {rec.id, *kids}
+    assert engine.list(status="running").items == []
+    busy = engine.start(input={"sku": "X"}, name="line")  # started, not run yet
+    assert [r.id for r in engine.list(status="running").items] == [busy.id]
+    assert engine.get(busy.id).shown_status == engine.query(busy.id).status == "running"
+
+
+def test_a_map_over_children_says_how_many_are_done(engine: Engine) -> None:
+    engine.apply(LINE)
+    rec = engine.start(MAP_OF_CHILDREN, {"skus": [f"S{i}" for i in range(6)]})
+    drain(engine)
+    assert engine.query(rec.id).waiting_on == "children 0/6 done"
+    for index in (0, 1):
+        engine.signal(f"{rec.id}::lines[{index}]", "go")
+    drain(engine)
+    view = engine.query(rec.id)
+    assert view.status == "waiting" and view.waiting_on == "children 2/6 done"
+    assert engine.get(rec.id).waiting_on == "children 2/6 done"
+
+
+def test_a_for_each_in_back_off_says_its_progress_and_next_retry(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    def charge(n: int, ctx: ActivityContext) -> int:
+        if n == 2 and ctx.attempt == 1:
+            raise RuntimeError("declined")
+        return n
+
+    registry.register("charge", charge)
+    rec = engine.start(
+        wf(
+            "charges",
+            """
+        activities:
+          - id: pay
+            for_each: "${{ [1, 2, 3] }}"
+            tool: charge
+            with: {n: "${{ item }}"}
+            retry: {max_attempts: 2, initial_interval: 30s}
+        """,
+        )
+    )
+    drain(engine)
+    at = (engine.clock.now() + timedelta(seconds=30)).isoformat()
+    view = engine.query(rec.id)
+    assert view.status == "waiting"
+    assert view.waiting_on == f"items 2/3 done; retry pay[1] attempt 2 at {at}"
+    assert engine.get(rec.id).shown_status == "waiting"
 
 
 def test_children_and_starts_by_name_find_only_applied_definitions(engine: Engine) -> None:

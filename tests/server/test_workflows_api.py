@@ -110,6 +110,57 @@ async def test_start_by_name_starts_only_an_applied_definition(api: Api) -> None
     assert done["status"] == "completed" and done["output"] == {"from": "applied"}
 
 
+LINE = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: line}
+activities:
+  - {id: hold, wait: {signal: go}}
+"""
+
+ORDER = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: order}
+activities:
+  - {id: line_widget, workflow: {name: line, input: {}}}
+  - {id: line_gadget, workflow: {name: line, input: {}}}
+"""
+
+
+async def test_a_parent_waiting_on_children_is_waiting_on_them_in_detail_and_list(
+    api: Api,
+) -> None:
+    """`waiting` is a status of the list as of the detail, `?status=waiting` lists exactly the
+    waiting executions and `?status=running` none of them; a child wait reads `child ID`."""
+    api.engine.for_tenant("tenant-a").apply(LINE)
+    parent = str((await start(api, {"definition": ORDER}))["id"])
+    await api.drain()
+    busy = str((await start(api, {"definition": ORDER}))["id"])  # started, not yet run
+    kids = [f"{parent}::line_widget", f"{parent}::line_gadget"]
+    detail = (await api.call("GET", f"{BASE}/{parent}", VIEW)).json()
+    assert detail["status"] == "waiting"
+    assert detail["waiting_on"] == f"child {kids[0]}; child {kids[1]}"
+    listed = (await api.call("GET", BASE, VIEW, params={"limit": 200})).json()["items"]
+    rows = {r["id"]: r for r in listed}
+    assert rows[parent]["status"] == "waiting"
+    assert rows[parent]["waiting_on"] == detail["waiting_on"]
+    for kid in kids:
+        assert rows[kid]["status"] == "waiting" and rows[kid]["waiting_on"] == "signal go"
+    assert rows[busy]["status"] == "running" and rows[busy]["waiting_on"] is None
+
+    def ids(page: dict[str, list[dict[str, str]]]) -> set[str]:
+        return {r["id"] for r in page["items"]}
+
+    waiting = await api.call("GET", BASE, VIEW, params={"status": "waiting"})
+    assert waiting.status_code == 200, waiting.text
+    assert ids(waiting.json()) == {parent, *kids}
+    running = (await api.call("GET", BASE, VIEW, params={"status": "running"})).json()
+    assert ids(running) == {busy}
+    by_name = {"status": "waiting", "workflow": "order"}
+    assert ids((await api.call("GET", BASE, VIEW, params=by_name)).json()) == {parent}
+
+
 async def test_names_and_single_lines_are_never_read_as_server_files(
     api: Api, tmp_path: object
 ) -> None:

@@ -127,8 +127,8 @@ def test_status_counts_follow_the_other_filters(
             )
         )
 
-    assert counts("/ui") == {
-        "running": "1",
+    assert counts("/ui") == {  # each execution counts once: waiting is not also running
+        "running": "0",
         "waiting": "1",
         "completed": "2",
         "failed": "0",
@@ -160,3 +160,44 @@ def test_the_polled_rows_fragment_is_light(client: UiClient, keys: Keys, ui_engi
     done = _start(ui_engine, DONE_FLOW, 1)
     quiet = client.get("/ui?partial=rows&status=completed")
     assert _ids(quiet.text) == done and "data-live-list" not in quiet.text  # stop polling
+
+
+LINE_FLOW = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: line}
+activities:
+  - id: hold
+    wait: {signal: go}
+"""
+ORDER_FLOW = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: order}
+activities:
+  - {id: line_widget, workflow: {name: line}}
+  - {id: line_gadget, workflow: {name: line}}
+"""
+
+
+def test_a_parent_waiting_on_children_shows_them_not_an_approval(
+    client: UiClient, keys: Keys, ui_engine: Engine
+) -> None:
+    ui_engine.for_tenant("acme").apply(LINE_FLOW)
+    (parent,) = _start(ui_engine, ORDER_FLOW, 1)
+    (approval,) = _start(ui_engine, APPROVAL_FLOW, 1)
+    kids = [f"{parent}::line_widget", f"{parent}::line_gadget"]
+    client.sign_in(keys.viewer_a)
+    listed = client.get("/ui").text
+    row = listed[listed.index(f'<tr data-execution="{parent}"') :].split("</tr>", 1)[0]
+    assert ">waiting</span>" in row
+    assert f"child {kids[0]}; child {kids[1]}" in row and "approval" not in row
+    assert _ids(client.get("/ui?waiting=approval").text) == [approval]
+    assert _ids(client.get("/ui?waiting=child").text) == [parent]
+    assert set(_ids(client.get("/ui?status=waiting").text)) == {parent, approval, *kids}
+    assert _ids(client.get("/ui?status=running").text) == []
+    assert _ids(client.get("/ui?status=completed&waiting=signal").text) == []
+    page = client.get(f"/ui/executions/{parent}").text
+    waiting_on = page[page.index('id="waiting-on"') :].split("</dd>", 1)[0]
+    assert f"child {kids[0]}; child {kids[1]}" in waiting_on and "approval" not in waiting_on
+    assert f"waits for child {kids[0]}" in page

@@ -68,6 +68,9 @@ def test_waiting_on_in_words() -> None:
     assert wait_kinds(text) == {"timer", "approval", "signal"}
     assert wait_kinds(retry) == {"retry"}
     assert wait_kinds(None) == set()
+    children = "child o::a; children 2/6 done; items 1/3 done"
+    assert _text(describe_waiting(children, NOW)) == children
+    assert wait_kinds(children) == {"child"}  # a child wait is no approval
 
 
 def test_with_times_escapes_and_marks_up_timestamps() -> None:

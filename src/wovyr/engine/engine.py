@@ -32,7 +32,7 @@ from wovyr.engine.core.state import (
 )
 from wovyr.engine.definitions import Definitions
 from wovyr.engine.steps import make_step, timer_steps
-from wovyr.engine.views import ExecutionView, build_view
+from wovyr.engine.views import ExecutionView, build_view, status_filter
 from wovyr.errors import (
     Conflict,
     ExecutionFinished,
@@ -583,14 +583,17 @@ class Engine(Definitions):
         limit: int = 50,
         cursor: tuple[datetime, str] | None = None,
     ) -> Page:
-        """Executions newest first; pass `page.next_cursor` back for the next page."""
+        """Executions newest first; pass `page.next_cursor` back for the next page. `status`
+        is the status shown (`waiting` and `running` are told apart by `waiting_on`)."""
         if not 1 <= limit <= 1000:
             raise InputError([Problem("limit must be between 1 and 1000", path="limit")])
+        stored, waiting = status_filter(status)
         return self.store.list_executions(
             ExecutionFilter(
                 tenant=self.tenant,
                 workflow=workflow,
-                status=status,
+                status=stored,
+                waiting=waiting,
                 created_after=created_after,
                 created_before=created_before,
                 parent_id=parent_id,

@@ -8,10 +8,10 @@ from typing import Any
 from wovyr.definition.model import Workflow
 from wovyr.engine.core.policy import retry_policy
 from wovyr.engine.core.state import ActivityStatus, ExecutionState
-from wovyr.engine.core.waits import waiting_on
+from wovyr.engine.core.waits import shown_status, waiting_on
 from wovyr.store.base import ExecutionRecord
 
-__all__ = ["ExecutionView", "build_view"]
+__all__ = ["ExecutionView", "build_view", "status_filter"]
 
 
 @dataclass(frozen=True)
@@ -74,18 +74,11 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         }
         if a.status == ActivityStatus.WAITING and a.wait:
             pending.append({"activity": act.id, **a.wait})
-    status = state.status
-    if status == "running":
-        busy = any(a.status == ActivityStatus.RUNNING for a in state.activities.values())
-        if state.compensation is not None:
-            status = "compensating"
-        elif not busy and (pending or waiting_on(state)):
-            status = "waiting"
     return ExecutionView(
         id=record.id,
         workflow=state.workflow,
         version=state.version,
-        status=status,
+        status=shown_status(state),
         input=state.input,
         output=state.output,
         error=state.error,
@@ -99,3 +92,14 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         pending_waits=pending,
         buffered_signals={k: len(v) for k, v in state.signals.items()},
     )
+
+
+def status_filter(status: str | None) -> tuple[str | None, bool | None]:
+    """The stored status and `waiting` filter (`ExecutionFilter`) of the executions shown as
+    `status`: `waiting` ones are stored `running` with a `waiting_on` text, `running` ones
+    without; the others are stored as they are shown."""
+    if status == "waiting":
+        return "running", True
+    if status == "running":
+        return "running", False
+    return status, None

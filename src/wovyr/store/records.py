@@ -67,6 +67,12 @@ class ExecutionRecord:
     fence: int = 0
     checkpoint: dict[str, Any] | None = None
 
+    @property
+    def shown_status(self) -> str:
+        """The status to show: `waiting` for a running execution that waits (the engine
+        sets `waiting_on` exactly then), else `status`."""
+        return "waiting" if self.status == "running" and self.waiting_on else self.status
+
 
 @dataclass(frozen=True)
 class EventRecord:
@@ -144,9 +150,15 @@ class Claim:
 
 @dataclass(frozen=True)
 class ExecutionFilter:
+    """Which executions a list returns. `status` is the stored status; `waiting` True keeps
+    only rows with a `waiting_on` text, False only rows without (so `status="running"` with
+    `waiting=True` lists the waiting executions, with False the busy ones; see
+    `ExecutionRecord.shown_status`)."""
+
     tenant: str | None = DEFAULT_TENANT
     workflow: str | None = None
     status: str | None = None
+    waiting: bool | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
     parent_id: str | None = None

@@ -9,7 +9,12 @@ from typing import Any
 from wovyr.activities.builtin.wait import WaitStep
 from wovyr.definition.model import Activity
 from wovyr.engine.core.policy import error as _error
-from wovyr.engine.core.state import ActivityState, ActivityStatus, ExecutionState
+from wovyr.engine.core.state import (
+    ActivityState,
+    ActivityStatus,
+    ExecutionState,
+    ExecutionStatus,
+)
 from wovyr.events import (
     ActivityCompleted,
     ActivityFailed,
@@ -19,7 +24,7 @@ from wovyr.events import (
     TimerCancelled,
 )
 
-__all__ = ["begin_wait", "check_wait", "waiting_on"]
+__all__ = ["begin_wait", "check_wait", "shown_status", "waiting_on"]
 
 
 def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Event]:
@@ -96,17 +101,55 @@ def check_wait(
 
 
 def waiting_on(state: ExecutionState) -> str | None:
-    """What a running execution waits for, in words: `signal go`, `approval approve`,
-    `timer 2030-01-01T09:00:00+00:00`, `retry charge 2/3 at ...`; None when not waiting."""
-    if state.finished:
+    """What a running execution waits for, in words, while it runs nothing of its own:
+    `signal go`, `approval approve`, `timer wait fires 2030-01-01T09:00:00+00:00`,
+    `retry charge attempt 2 at ...`, `child <id>`, `children 2/6 done` (a map over child
+    workflows), `items 3/10 done` (a for_each whose items wait for their back-offs).
+
+    None when it is finished, compensating, or runs an activity (or a map item) itself: it
+    is then `running`, not `waiting` (see `shown_status`), whatever else it also waits for.
+    """
+    if state.finished or state.compensation is not None:
         return None
     parts: list[str] = []
     for aid, act in state.activities.items():
-        if act.status == ActivityStatus.WAITING and act.wait:
+        if act.status == ActivityStatus.RUNNING:
+            if act.items is None or any(i["status"] == ActivityStatus.RUNNING for i in act.items):
+                return None
+            parts.extend(_items_text(aid, act.items))
+        elif act.status == ActivityStatus.WAITING and act.wait:
             parts.append(_wait_text(aid, act.wait))
         elif act.status == ActivityStatus.RETRYING:
             parts.append(f"retry {aid} attempt {act.attempt + 1} at {act.next_attempt_at}")
     return "; ".join(parts) or None
+
+
+def shown_status(state: ExecutionState) -> str:
+    """The status every reader shows: `waiting` for a running execution that waits (it has a
+    `waiting_on` text), `compensating` while it undoes completed work, else its own status.
+    The stores keep `running` for the first two (with `waiting_on` set for a waiting one,
+    which is how a list tells `waiting` from `running`)."""
+    if state.status != ExecutionStatus.RUNNING:
+        return state.status
+    if state.compensation is not None:
+        return "compensating"
+    return "waiting" if waiting_on(state) else state.status
+
+
+def _items_text(activity_id: str, items: tuple[dict[str, Any], ...]) -> list[str]:
+    """A for_each that runs none of its items: how far it is, and its next item retry."""
+    done = sum(1 for i in items if i["status"] == ActivityStatus.COMPLETED)
+    what = "children" if any(i.get("child") for i in items) else "items"
+    parts = [f"{what} {done}/{len(items)} done"]
+    retrying = [
+        (str(item.get("next_attempt_at")), index, item)
+        for index, item in enumerate(items)
+        if item["status"] == ActivityStatus.RETRYING
+    ]
+    if retrying:
+        at, index, item = min(retrying, key=lambda r: r[0])
+        parts.append(f"retry {activity_id}[{index}] attempt {item.get('attempt', 0) + 1} at {at}")
+    return parts
 
 
 def _wait_text(activity_id: str, wait: dict[str, Any]) -> str:
@@ -115,4 +158,8 @@ def _wait_text(activity_id: str, wait: dict[str, Any]) -> str:
         return f"signal {wait.get('name')}"
     if kind == "timer":
         return f"timer {activity_id} fires {wait.get('fire_at')}"
-    return f"approval {activity_id}"
+    if kind == "child":
+        return f"child {wait.get('id')}"
+    if kind == "approval":
+        return f"approval {activity_id}"
+    return f"{kind} {activity_id}"

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 Name = Field(min_length=1, max_length=200)
-Status = Literal["running", "completed", "failed", "cancelled"]
+Status = Literal["running", "waiting", "completed", "failed", "cancelled"]
 Role = Literal["viewer", "operator", "admin"]
 Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "allow_all"]
 
@@ -95,7 +95,10 @@ class ExecutionSummary(BaseModel):
     id: str
     workflow: str
     version: str
-    status: str
+    status: str = Field(
+        description="`running`, `waiting` (it waits for what `waiting_on` says and runs "
+        "nothing itself), `completed`, `failed` or `cancelled`."
+    )
     created_at: datetime
     updated_at: datetime
     waiting_on: str | None
@@ -121,7 +124,10 @@ class ExecutionDetail(BaseModel):
     id: str
     workflow: str
     version: str
-    status: str
+    status: str = Field(
+        description="As in a list (`running`, `waiting`, ...), and `compensating` while it "
+        "undoes completed work after a failure (listed as `running`)."
+    )
     input: dict[str, Any]
     output: Any
     error: Any = Field(
@@ -134,7 +140,11 @@ class ExecutionDetail(BaseModel):
     definition_hash: str
     parent_id: str | None
     event_count: int
-    waiting_on: str | None
+    waiting_on: str | None = Field(
+        description="What it waits for while `waiting`, clauses joined by `; `: `child ID`, "
+        "`children 2/6 done`, `items 3/10 done`, `retry ACTIVITY attempt N at TIME`, `timer "
+        "ACTIVITY fires TIME`, `signal NAME`, `approval ACTIVITY`."
+    )
     activities: dict[str, dict[str, Any]]
     pending_waits: list[dict[str, Any]]
     buffered_signals: dict[str, int]

@@ -65,7 +65,7 @@ def summary(r: ExecutionRecord) -> ExecutionSummary:
         id=r.id,
         workflow=r.workflow,
         version=r.version,
-        status=r.status,
+        status=r.shown_status,
         created_at=r.created_at,
         updated_at=r.updated_at,
         waiting_on=r.waiting_on,

@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 LIST_STATUSES = ("running", "waiting", "completed", "failed", "cancelled")
-STORED_STATUSES = ("running", "completed", "failed", "cancelled")
 COUNT_CAP = 500
 SCAN_CAP = 5000
 TIMELINE_PAGE = 200
@@ -153,29 +152,28 @@ class Found:
 
 
 def _matcher(filters: ListFilters) -> Callable[[ExecutionRecord], bool] | None:
-    if filters.status != "waiting" and not filters.waiting:
+    if not filters.waiting:
         return None
 
     def matches(record: ExecutionRecord) -> bool:
-        kinds = wait_kinds(record.waiting_on)
-        if filters.status == "waiting" and not record.waiting_on:
-            return False
-        return not filters.waiting or filters.waiting in kinds
+        return filters.waiting in wait_kinds(record.waiting_on)
 
     return matches
 
 
 def find_executions(engine: Engine, filters: ListFilters) -> Found:
-    """One page of the list, newest first. The store filters by workflow, status and
-    creation time through its indexes; "waiting" and the waiting-on kind are derived from
-    each row's `waiting_on`, so those pages scan forward (at most SCAN_CAP rows) until full."""
-    stored = "running" if filters.status == "waiting" else (filters.status or None)
+    """One page of the list, newest first. The store filters by workflow, status (`waiting`
+    included) and creation time through its indexes; the waiting-on kind is read from each
+    row's `waiting_on`, so those pages scan forward (at most SCAN_CAP rows) until full."""
+    status = filters.status or ("waiting" if filters.waiting else None)
+    if filters.waiting and status != "waiting":  # only a waiting execution waits on anything
+        return Found([], None, 0)
     matches = _matcher(filters)
 
     def fetch(limit: int, cursor: tuple[datetime, str] | None) -> Any:
         return engine.list(
             workflow=filters.workflow or None,
-            status=stored,
+            status=status,
             created_after=filters.created_from,
             created_before=filters.created_to,
             limit=limit,
@@ -205,9 +203,10 @@ def find_executions(engine: Engine, filters: ListFilters) -> Found:
 
 
 def status_counts(engine: Engine, filters: ListFilters) -> dict[str, str]:
-    """Executions per status under the same workflow and time filters (capped: `500+`)."""
+    """Executions per status under the same workflow and time filters (capped: `500+`);
+    each execution counts under one status (`running` ones are those not `waiting`)."""
     counts: dict[str, str] = {}
-    for status in STORED_STATUSES:
+    for status in LIST_STATUSES:
         page = engine.list(
             workflow=filters.workflow or None,
             status=status,
@@ -217,14 +216,7 @@ def status_counts(engine: Engine, filters: ListFilters) -> dict[str, str]:
         )
         more = page.next_cursor is not None
         counts[status] = f"{len(page.items)}{'+' if more else ''}"
-        if status == "running":
-            waiting = sum(1 for r in page.items if r.waiting_on)
-            counts["waiting"] = f"{waiting}{'+' if more else ''}"
     return counts
-
-
-def display_status(status: str, waiting_on: str | None) -> str:
-    return "waiting" if status == "running" and waiting_on else status
 
 
 def safe_definition(engine: Engine, digest: str) -> Workflow | None:
@@ -244,7 +236,7 @@ def list_rows(engine: Engine, items: list[ExecutionRecord], now: datetime) -> li
                 "href": quote(record.id, safe=":"),
                 "workflow": record.workflow,
                 "version": record.version,
-                "status": display_status(record.status, record.waiting_on),
+                "status": record.shown_status,
                 "waiting": describe_waiting(record.waiting_on, now, workflow),
                 "created_at": record.created_at,
                 "updated_at": record.updated_at,
@@ -308,6 +300,8 @@ def _activity_detail(info: Mapping[str, Any]) -> str | None:
             return f"waits for signal {wait.get('name')}"
         if wait.get("kind") == "timer":
             return f"waits until {wait.get('fire_at')}"
+        if wait.get("kind") == "child":
+            return f"waits for child {wait.get('id')}"
         return "waits for approval"
     return None
 

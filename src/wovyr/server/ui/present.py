@@ -33,10 +33,11 @@ __all__ = [
     "wait_kinds",
 ]
 
-WAIT_KINDS = ("approval", "signal", "timer", "retry")
+WAIT_KINDS = ("approval", "child", "retry", "signal", "timer")
 _TIMER = re.compile(r"^timer (?P<aid>\S+) fires (?P<at>\S+)$")
 _RETRY = re.compile(r"^retry (?P<aid>\S+) attempt (?P<n>\d+) at (?P<at>\S+)$")
 JSON_LIMIT = 20_000
+_KIND_OF = {"children": "child"}
 
 
 def as_datetime(value: datetime | str | None) -> datetime | None:
@@ -128,10 +129,12 @@ def describe_waiting(
 
 
 def wait_kinds(text: str | None) -> set[str]:
-    """The kinds (`approval`, `signal`, `timer`, `retry`) a `waiting_on` text mentions."""
+    """The kinds (`approval`, `child`, `retry`, `signal`, `timer`) a `waiting_on` text
+    mentions; `children 2/6 done` (a map over child workflows) is `child`."""
     if not text:
         return set()
-    return {p.strip().split(" ", 1)[0] for p in text.split(";") if p.strip()} & set(WAIT_KINDS)
+    words = {p.strip().split(" ", 1)[0] for p in text.split(";") if p.strip()}
+    return {_KIND_OF.get(w, w) for w in words} & set(WAIT_KINDS)
 
 
 def pretty_json(value: Any, limit: int = JSON_LIMIT) -> str:

@@ -195,6 +195,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
                 if (query.tenant is None or r.tenant == query.tenant)
                 and (query.workflow is None or r.workflow == query.workflow)
                 and (query.status is None or r.status == query.status)
+                and (query.waiting is None or bool(r.waiting_on) == query.waiting)
                 and (query.parent_id is None or r.parent_id == query.parent_id)
                 and (query.created_after is None or r.created_at >= query.created_after)
                 and (query.created_before is None or r.created_at < query.created_before)

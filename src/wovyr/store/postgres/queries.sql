@@ -108,7 +108,8 @@ WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text);
 
 -- name: list_executions
 -- Keyset pagination on (created_at, id) DESC; run unprepared so that the indexes
--- executions_by_{created,status,workflow} serve the filters actually given.
+-- executions_by_{created,status,workflow} (and executions_waiting) serve the filters actually
+-- given.
 SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
        parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
        NULL::json AS checkpoint
@@ -116,6 +117,7 @@ FROM executions
 WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(waiting)s::boolean IS NULL OR (waiting_on IS NOT NULL) = %(waiting)s::boolean)
   AND (%(parent_id)s::text IS NULL OR parent_id = %(parent_id)s::text)
   AND (%(created_after)s::timestamptz IS NULL OR created_at >= %(created_after)s::timestamptz)
   AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s::timestamptz)

@@ -435,6 +435,7 @@ class PostgresStore(
             "tenant": query.tenant,
             "workflow": query.workflow,
             "status": query.status,
+            "waiting": query.waiting,
             "parent_id": query.parent_id,
             "created_after": query.created_after,
             "created_before": query.created_before,

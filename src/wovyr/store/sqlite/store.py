@@ -341,15 +341,20 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
     def list_executions(self, query: ExecutionFilter) -> Page:
         where: list[str] = []
         params: list[Any] = []
+        waiting = query.status == "running" and query.waiting
         for column, value in (
             ("tenant", query.tenant),
             ("workflow", query.workflow),
-            ("status", query.status),
+            ("status", None if waiting else query.status),
             ("parent_id", query.parent_id),
         ):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
+        if waiting:  # spelt as the partial index executions_waiting is, so that it serves
+            where.append("status = 'running' AND waiting_on IS NOT NULL")
+        elif query.waiting is not None:
+            where.append("waiting_on IS NOT NULL" if query.waiting else "waiting_on IS NULL")
         if query.created_after is not None:
             where.append("created_at >= ?")
             params.append(to_micros(query.created_after))
