@@ -192,9 +192,6 @@ def _scheduled(d: dict[str, Any]) -> tuple[str, str]:
     return "attempt", f"{d.get('activity')} scheduled"
 
 
-def _approval(d: dict[str, Any]) -> tuple[str, str]:
-    verdict = "approved" if d.get("approved") else "rejected"
-    text = f"{d.get('activity')} {verdict} by {d.get('by') or 'unknown'}"
 def _started(d: dict[str, Any]) -> str:
     """`started`, or for a re-run after a lost worker (the same attempt, same key), which."""
     if not d.get("recovery"):
@@ -202,6 +199,9 @@ def _started(d: dict[str, Any]) -> str:
     return f"started again: its worker was lost (recovery {d['recovery']})"
 
 
+def _approval(d: dict[str, Any]) -> tuple[str, str]:
+    verdict = "approved" if d.get("approved") else "rejected"
+    text = f"{d.get('activity')} {verdict} by {d.get('by') or 'unknown'}"
     return "approval", f"{text}: \u201c{d['comment']}\u201d" if d.get("comment") else text
 
 
