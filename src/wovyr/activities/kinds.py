@@ -32,6 +32,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
+from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.errors import ConfigError
 
 __all__ = [
@@ -65,6 +66,7 @@ class Dispatch:
     timeout: float | None
     tools: ActivityRegistry
     start_child: Callable[[], Awaitable[str]] = field(repr=False)
+    policy: SideEffectPolicy = TRUSTED  # what side effects this attempt may have
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.activities.builtin.wait import WaitStep
+from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
@@ -102,11 +103,13 @@ class Engine(Definitions):
         max_child_depth: int = 10,
         max_items: int = 10_000,
         max_recoveries: int = MAX_RECOVERIES,
+        side_effects: SideEffectPolicy = TRUSTED,
     ) -> None:
         """`max_recoveries`: how often an activity (an item, a compensation) is run again
         after its attempt was lost with its worker (process killed, lease expired) before it
         fails with `RecoveryBudgetExhausted`; such re-runs never count against its
-        `retry.max_attempts`."""
+        `retry.max_attempts`. `side_effects`: what `shell` and `http` activities may do
+        (`TRUSTED`, the local owner's policy, by default)."""
         check_store(store)  # a partial store fails here, with what it lacks
         if max_recoveries < 0:
             raise ValueError("max_recoveries must be 0 or more")
@@ -114,6 +117,7 @@ class Engine(Definitions):
         self.max_child_depth = max_child_depth
         self.max_items = max_items
         self.max_recoveries = max_recoveries
+        self.side_effects = side_effects
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
         self.tenant = tenant
@@ -135,6 +139,7 @@ class Engine(Definitions):
             max_child_depth=self.max_child_depth,
             max_items=self.max_items,
             max_recoveries=self.max_recoveries,
+            side_effects=self.side_effects,
         )
         other._definitions = self._definitions  # content-addressed: safe to share
         other._stored = self._stored

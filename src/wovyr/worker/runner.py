@@ -223,7 +223,9 @@ class ExecutionRunner:
             async def start_child() -> str:
                 return await asyncio.to_thread(self.engine.start_child, self.state, run)
 
-            dispatch = Dispatch(ctx, spec.timeout, self.engine.activities, start_child)
+            dispatch = Dispatch(
+                ctx, spec.timeout, self.engine.activities, start_child, self.engine.side_effects
+            )
             coro = execute(spec.step, run.input, dispatch)
             output = await asyncio.wait_for(coro, spec.timeout) if spec.timeout else await coro
             if isinstance(output, ChildStarted):
