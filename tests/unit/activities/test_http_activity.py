@@ -1,22 +1,34 @@
-"""The `http` activity against a real HTTP server on 127.0.0.1 (stdlib, in a thread)."""
+"""The `http` activity against a real HTTP server on 127.0.0.1 (stdlib, in a thread).
+
+The egress-guard tests only ever connect to servers on 127.0.0.1 that the test started;
+addresses that must never be contacted for real (metadata, private ranges) are checked as
+literals in test_egress.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
-from wovyr.activities.base import ActivityError
-from wovyr.activities.builtin.http import ERROR_EXCERPT_BYTES, run_http
+from wovyr.activities.base import ActivityContext, ActivityError, ActivityRegistry
+from wovyr.activities.builtin.http import ERROR_EXCERPT_BYTES, KIND, HttpStep, run_http
+from wovyr.activities.egress import UNREACHABLE, UNREACHABLE_TYPE
+from wovyr.activities.kinds import Dispatch
+from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy
 from wovyr.definition.model import HttpSpec
 
 KEY = "exec-1/call/1"
@@ -27,6 +39,12 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = False
     release: threading.Event  # lets a blocked handler finish at teardown
     endless_stopped: threading.Event  # set once the endless body's writer saw the client leave
+    connections: int  # connections accepted (counted in the accepting thread, in order)
+    paths: list[str]  # request paths received
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        self.connections += 1
+        return True
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -42,6 +60,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._route()
 
     def _route(self) -> None:
+        self.server.paths.append(self.path)
         path = urlsplit(self.path).path
         # The client hangs up on purpose in the size-cap and timeout tests.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -86,6 +105,17 @@ def _redirect(h: _Handler) -> None:
     h.send(302, b"", "text/plain", Location="/echo")
 
 
+def _to(h: _Handler) -> None:
+    """Redirect to `?url=` with `?status=` (302 by default)."""
+    query = parse_qs(urlsplit(h.path).query)
+    status = int(query.get("status", ["302"])[0])
+    h.send(status, b"", "text/plain", Location=query["url"][0])
+
+
+def _loop(h: _Handler) -> None:
+    h.send(302, b"", "text/plain", Location="/loop")
+
+
 def _sized(h: _Handler) -> None:
     h.send(200, b"x" * int(h.path.split("/")[2]), "application/octet-stream")
 
@@ -121,6 +151,8 @@ _ROUTES: dict[str, Callable[[_Handler], None]] = {
     "mislabelled": _mislabelled,
     "status": _status,
     "redirect": _redirect,
+    "to": _to,
+    "loop": _loop,
     "sized": _sized,
     "endless": _endless,
     "huge-declared": _huge_declared,
@@ -128,11 +160,13 @@ _ROUTES: dict[str, Callable[[_Handler], None]] = {
 }
 
 
-@pytest.fixture
-def server() -> Iterator[_Server]:
+@contextlib.contextmanager
+def _serve() -> Iterator[_Server]:
     srv = _Server(("127.0.0.1", 0), _Handler)
     srv.release = threading.Event()
     srv.endless_stopped = threading.Event()
+    srv.connections = 0
+    srv.paths = []
     thread = threading.Thread(
         target=srv.serve_forever, kwargs={"poll_interval": 0.02}, name="test-http-server"
     )
@@ -144,6 +178,18 @@ def server() -> Iterator[_Server]:
         srv.shutdown()
         srv.server_close()
         thread.join(10)
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    with _serve() as srv:
+        yield srv
+
+
+@pytest.fixture
+def second_server() -> Iterator[_Server]:
+    with _serve() as srv:
+        yield srv
 
 
 def _url(srv: _Server, path: str) -> str:
@@ -160,13 +206,17 @@ def _run(coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
     return asyncio.run(bounded())
 
 
-def _call(spec: HttpSpec, *, timeout: float | None = 5.0) -> dict[str, Any]:
-    return _run(run_http(spec, timeout=timeout, idempotency_key=KEY))
+def _call(
+    spec: HttpSpec, *, timeout: float | None = 5.0, policy: SideEffectPolicy = TRUSTED
+) -> dict[str, Any]:
+    return _run(run_http(spec, timeout=timeout, idempotency_key=KEY, policy=policy))
 
 
-def _failure(spec: HttpSpec, *, timeout: float | None = 5.0) -> ActivityError:
+def _failure(
+    spec: HttpSpec, *, timeout: float | None = 5.0, policy: SideEffectPolicy = TRUSTED
+) -> ActivityError:
     with pytest.raises(ActivityError) as caught:
-        _call(spec, timeout=timeout)
+        _call(spec, timeout=timeout, policy=policy)
     return caught.value
 
 
@@ -356,3 +406,319 @@ def test_a_given_client_is_used_and_left_open(server: _Server) -> None:
 
     assert out["json"]["headers"]["x-from-client"] == "yes"
     assert out["json"]["headers"]["idempotency-key"] == "k2"
+
+
+# --- query string in the URL ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", [TRUSTED, SideEffectPolicy(allow_networks=("127.0.0.0/8",))])
+def test_query_string_in_the_url_is_kept(server: _Server, policy: SideEffectPolicy) -> None:
+    out = _call(HttpSpec(url=_url(server, "/echo?a=1&token=abc&a=2")), policy=policy)
+
+    assert out["json"]["query"] == {"a": ["1", "2"], "token": ["abc"]}
+
+
+def test_query_merges_with_the_url_and_wins_on_the_same_key(server: _Server) -> None:
+    spec = HttpSpec(
+        url=_url(server, "/echo?a=1&token=abc&keep=x"), query={"a": 2, "tags": ["p", "q"]}
+    )
+
+    out = _call(spec)
+
+    assert out["json"]["query"] == {
+        "a": ["2"],
+        "token": ["abc"],
+        "keep": ["x"],
+        "tags": ["p", "q"],
+    }
+
+
+# --- egress guard: policies without private_network ------------------------------------------
+
+LOCAL = SideEffectPolicy(shell=False, private_network=False, allow_networks=("127.0.0.0/8",))
+
+
+def _only(srv: _Server, port_of: _Server | None = None) -> SideEffectPolicy:
+    """Restricted, but `127.0.0.1:PORT` of `port_of` (default `srv`) is admitted."""
+    port = (port_of or srv).server_address[1]
+    return SideEffectPolicy(shell=False, private_network=False, allow_hosts=(f"127.0.0.1:{port}",))
+
+
+def _assert_untouched(srv: _Server) -> None:
+    """Nothing reached `srv` before now: a trusted request afterwards is its first one.
+
+    Connections are accepted in order by one thread, so one made earlier would be counted
+    before the trusted request is answered.
+    """
+    _call(HttpSpec(url=_url(srv, "/echo?probe=1")))
+    assert srv.connections == 1
+    assert srv.paths == ["/echo?probe=1"]
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "127.1",
+        "2130706433",
+        "0x7f000001",
+        "017700000001",
+        "localhost",
+        "LOCALHOST",
+        "0.0.0.0",
+        "0",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+    ],
+)
+def test_restricted_refuses_every_loopback_form_before_connecting(
+    server: _Server, host: str
+) -> None:
+    port = server.server_address[1]
+
+    error = _failure(HttpSpec(url=f"http://{host}:{port}/echo?token=secret"), policy=RESTRICTED)
+
+    assert (error.message, error.type, error.retryable) == (UNREACHABLE, UNREACHABLE_TYPE, False)
+    assert error.details is None
+    assert "secret" not in str(error) and str(port) not in str(error)
+    _assert_untouched(server)
+
+
+def test_https_to_loopback_is_refused_the_same_way(server: _Server) -> None:
+    port = server.server_address[1]
+
+    error = _failure(HttpSpec(url=f"https://localhost:{port}/"), policy=RESTRICTED)
+
+    assert (error.message, error.type) == (UNREACHABLE, UNREACHABLE_TYPE)
+    _assert_untouched(server)
+
+
+def test_refused_closed_and_non_http_targets_fail_with_the_same_text(server: _Server) -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago; nothing listens
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+
+    with socket.socket() as listener:  # answers with something that is not HTTP
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        not_http = listener.getsockname()[1]
+
+        def babble() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+
+        babbler = threading.Thread(target=babble)
+        babbler.start()
+        garbled = _failure(HttpSpec(url=f"http://127.0.0.1:{not_http}/"), policy=LOCAL)
+        babbler.join(5)
+
+    refused = _failure(HttpSpec(url=_url(server, "/echo")), policy=RESTRICTED)
+    unreachable = _failure(HttpSpec(url=f"http://127.0.0.1:{closed}/"), policy=LOCAL)
+
+    for error in (refused, unreachable, garbled):
+        assert (error.message, error.type, error.details) == (UNREACHABLE, UNREACHABLE_TYPE, None)
+    # Only a refusal by policy is final; a target that is down may come back.
+    assert refused.retryable is False
+    assert unreachable.retryable is True
+    assert garbled.retryable is True
+    _assert_untouched(server)
+
+
+def test_allowed_network_admits_the_local_server(server: _Server) -> None:
+    spec = HttpSpec(url=_url(server, "/echo?a=1"), method="POST", json={"n": 1}, query={"b": 2})
+
+    out = _call(spec, policy=LOCAL)
+
+    echoed = out["json"]
+    assert echoed["method"] == "POST"
+    assert echoed["query"] == {"a": ["1"], "b": ["2"]}
+    assert json.loads(echoed["body"]) == {"n": 1}
+    assert echoed["headers"]["idempotency-key"] == KEY
+    assert echoed["headers"]["host"] == f"127.0.0.1:{server.server_address[1]}"
+
+
+def test_allowed_host_by_name_keeps_the_name_in_the_host_header(server: _Server) -> None:
+    # localhost may resolve to ::1 first, where nothing listens: the next checked address
+    # (127.0.0.1) is tried, and the name is what the server is told.
+    port = server.server_address[1]
+    policy = SideEffectPolicy(private_network=False, allow_hosts=(f"localhost:{port}",))
+
+    out = _call(HttpSpec(url=f"http://localhost:{port}/echo"), policy=policy)
+
+    assert out["json"]["headers"]["host"] == f"localhost:{port}"
+
+
+def test_allowed_host_admits_only_its_port(server: _Server, second_server: _Server) -> None:
+    policy = _only(server)
+
+    assert _call(HttpSpec(url=_url(server, "/echo")), policy=policy)["status"] == 200
+    error = _failure(HttpSpec(url=_url(second_server, "/echo")), policy=policy)
+
+    assert (error.message, error.type, error.retryable) == (UNREACHABLE, UNREACHABLE_TYPE, False)
+    _assert_untouched(second_server)
+
+
+def test_guarded_redirects_are_followed_hop_by_hop(server: _Server) -> None:
+    out = _call(HttpSpec(url=_url(server, "/redirect"), follow_redirects=True), policy=LOCAL)
+
+    assert out["json"]["method"] == "GET"
+    assert out["json"]["headers"]["idempotency-key"] == KEY
+    assert server.paths == ["/redirect", "/echo"]
+
+
+def test_guarded_redirects_are_not_followed_by_default(server: _Server) -> None:
+    spec = HttpSpec(url=_url(server, "/redirect"), allowed_statuses=[302])
+
+    out = _call(spec, policy=LOCAL)
+
+    assert out["headers"]["location"] == "/echo"
+    assert server.paths == ["/redirect"]
+
+
+@pytest.mark.parametrize(("status", "method"), [(302, "GET"), (303, "GET"), (307, "POST")])
+def test_guarded_redirect_method_and_body_follow_the_status(
+    server: _Server, second_server: _Server, status: int, method: str
+) -> None:
+    target = _url(second_server, "/echo")
+    spec = HttpSpec(
+        url=_url(server, "/to"),
+        method="POST",
+        query={"url": target, "status": status},
+        body="payload",
+        headers={"Authorization": "Bearer t"},
+        follow_redirects=True,
+    )
+
+    out = _call(spec, policy=LOCAL)
+
+    echoed = out["json"]
+    assert echoed["method"] == method
+    assert echoed["body"] == ("payload" if method == "POST" else "")
+    assert echoed["headers"]["host"] == f"127.0.0.1:{second_server.server_address[1]}"
+    assert "authorization" not in echoed["headers"]  # another origin is not given it
+
+
+def test_redirect_from_an_allowed_host_to_loopback_is_refused(
+    server: _Server, second_server: _Server
+) -> None:
+    spec = HttpSpec(
+        url=_url(server, "/to"),
+        query={"url": _url(second_server, "/echo")},
+        follow_redirects=True,
+    )
+
+    error = _failure(spec, policy=_only(server))
+
+    assert (error.message, error.type, error.retryable) == (UNREACHABLE, UNREACHABLE_TYPE, False)
+    assert [urlsplit(path).path for path in server.paths] == ["/to"]
+    _assert_untouched(second_server)
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.1", "[::1]", "0x7f000001"])
+def test_redirect_to_another_name_of_an_allowed_port_is_refused(server: _Server, host: str) -> None:
+    # Only 127.0.0.1:PORT is allowed; the same listener under another name is not.
+    port = server.server_address[1]
+    spec = HttpSpec(
+        url=_url(server, "/to"), query={"url": f"http://{host}:{port}/echo"}, follow_redirects=True
+    )
+
+    error = _failure(spec, policy=_only(server))
+
+    assert (error.message, error.type) == (UNREACHABLE, UNREACHABLE_TYPE)
+    assert [urlsplit(path).path for path in server.paths] == ["/to"]
+
+
+def test_guarded_redirect_to_another_scheme_is_refused(server: _Server) -> None:
+    spec = HttpSpec(
+        url=_url(server, "/to"), query={"url": "file:///etc/passwd"}, follow_redirects=True
+    )
+
+    error = _failure(spec, policy=LOCAL)
+
+    assert (error.type, error.retryable) == ("InvalidUrl", False)
+
+
+def test_guarded_redirect_loop_stops_at_the_hop_limit(server: _Server) -> None:
+    error = _failure(HttpSpec(url=_url(server, "/loop"), follow_redirects=True), policy=LOCAL)
+
+    assert (error.type, error.retryable) == ("TooManyRedirects", False)
+    assert len(server.paths) == 21  # the first request and 20 redirects
+
+
+def test_the_executor_enforces_the_dispatch_policy(server: _Server) -> None:
+    context = ActivityContext(
+        execution_id="e-1", activity_id="a", attempt=1, workflow="w", idempotency_key=KEY
+    )
+
+    async def start_child() -> str:
+        raise AssertionError("http starts no child")
+
+    def dispatch(policy: SideEffectPolicy) -> Dispatch:
+        return Dispatch(
+            context=context,
+            timeout=5.0,
+            tools=ActivityRegistry(),
+            start_child=start_child,
+            policy=policy,
+        )
+
+    rendered = {"url": _url(server, "/echo")}
+    step = HttpStep.model_validate({"http": rendered})
+
+    async def attempt(policy: SideEffectPolicy) -> Any:
+        return await KIND.execute(step, rendered, dispatch(policy))
+
+    with pytest.raises(ActivityError) as caught:
+        asyncio.run(attempt(RESTRICTED))
+    assert caught.value.type == UNREACHABLE_TYPE
+    _assert_untouched(server)
+    assert asyncio.run(attempt(LOCAL))["json"]["headers"]["idempotency-key"] == KEY
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[_Server, ssl.SSLContext]]:
+    """An HTTPS server on 127.0.0.1 whose certificate names `localhost` only (no IP)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(cert, key)
+    client_side = ssl.create_default_context(cafile=str(cert))
+    with _serve() as srv:
+        srv.socket = server_side.wrap_socket(srv.socket, server_side=True)
+        yield srv, client_side
+
+
+def test_https_to_a_checked_address_still_verifies_the_name(
+    tls_server: tuple[_Server, ssl.SSLContext],
+) -> None:
+    # The connection goes to 127.0.0.1, the certificate names localhost: only a TLS
+    # handshake that sends and verifies the name succeeds.
+    srv, trust = tls_server
+    port = srv.server_address[1]
+
+    async def fetch(url: str) -> dict[str, Any]:
+        async with httpx.AsyncClient(verify=trust) as client:
+            return await run_http(
+                HttpSpec(url=url), timeout=5.0, idempotency_key=KEY, client=client, policy=LOCAL
+            )
+
+    out = _run(fetch(f"https://localhost:{port}/echo"))
+    assert out["json"]["headers"]["host"] == f"localhost:{port}"
+
+    # Addressed by IP, the same certificate does not verify: the name is what is checked.
+    with pytest.raises(ActivityError) as caught:
+        _run(fetch(f"https://127.0.0.1:{port}/echo"))
+    assert caught.value.message == UNREACHABLE

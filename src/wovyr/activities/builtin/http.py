@@ -4,6 +4,12 @@ Failures become `ActivityError`s whose `type` names the cause (`Timeout`, `Conne
 `HttpStatus`, `ResponseTooLarge`, `InvalidUrl`, ...) so `retry.non_retryable` can match them.
 Error messages and details leave the URL out: it may carry credentials or tokens, and
 errors end up in the durable event log.
+
+Under a policy without `private_network` (see `wovyr.activities.egress`) every hop is
+guarded: the host is resolved and checked, the request goes to a checked address (with the
+original `Host` header, and the name as TLS server name), redirects are followed here hop by
+hop with the same check, and every refused or unreachable target fails alike
+(`TargetUnreachable`).
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.fields import FrozenModel
 
 if TYPE_CHECKING:
@@ -56,28 +64,33 @@ async def run_http(
     timeout: float | None,
     idempotency_key: str,
     client: httpx.AsyncClient | None = None,
+    policy: SideEffectPolicy = TRUSTED,
 ) -> dict[str, Any]:
     """Send the request `spec` describes; return `{status, headers, json | body}`.
 
     `timeout` bounds the whole exchange, body included (None: no limit of our own). A
     `client` passed in is used as is (its own timeouts still apply) and left open.
+    `policy.private_network` off guards every hop (see the module docstring).
     """
     import httpx  # only where a request is sent: parsing a workflow does not load it
 
     url = _checked_url(spec.url)
+    guarded = not policy.private_network
     try:
         async with asyncio.timeout(timeout):
             if client is not None:
-                return await _exchange(client, spec, url, idempotency_key)
+                return await _exchange(client, spec, url, idempotency_key, policy)
             # The deadline above is the only clock: httpx's per-phase timeouts are off.
             async with httpx.AsyncClient(timeout=None) as owned:
-                return await _exchange(owned, spec, url, idempotency_key)
+                return await _exchange(owned, spec, url, idempotency_key, policy)
     except (TimeoutError, httpx.TimeoutException) as exc:
         after = f" after {timeout}s" if timeout is not None else ""
         raise ActivityError(f"HTTP request timed out{after}", type="Timeout") from exc
     except httpx.UnsupportedProtocol as exc:
         raise NonRetryableError(f"unsupported URL: {exc}", type="InvalidUrl") from exc
     except httpx.TransportError as exc:
+        if guarded:  # refused, reset, closed, not HTTP: all read the same
+            raise egress.unreachable(retryable=True) from exc
         raise ActivityError(
             f"HTTP connection failed: {type(exc).__name__}: {exc}",
             type="ConnectionError",
@@ -107,11 +120,25 @@ def _checked_url(raw: str) -> httpx.URL:
     return url
 
 
+def _check_scheme(url: httpx.URL) -> None:
+    if url.scheme not in _ALLOWED_SCHEMES or not url.host:
+        raise NonRetryableError(
+            "a redirect led to a URL that is not http or https", type="InvalidUrl"
+        )
+
+
 async def _exchange(
-    client: httpx.AsyncClient, spec: HttpSpec, url: httpx.URL, idempotency_key: str
+    client: httpx.AsyncClient,
+    spec: HttpSpec,
+    url: httpx.URL,
+    idempotency_key: str,
+    policy: SideEffectPolicy,
 ) -> dict[str, Any]:
     request = _build_request(client, spec, url, idempotency_key)
-    response = await client.send(request, stream=True, follow_redirects=spec.follow_redirects)
+    if policy.private_network:
+        response = await client.send(request, stream=True, follow_redirects=spec.follow_redirects)
+    else:
+        response = await _send_guarded(client, request, policy, spec.follow_redirects)
     try:
         if not _status_allowed(response.status_code, spec.allowed_statuses):
             raise await _status_error(response)
@@ -130,13 +157,127 @@ def _build_request(
     # The key lets the server deduplicate retried attempts; a key the author set wins.
     if not any(name.lower() == "idempotency-key" for name in headers):
         headers["Idempotency-Key"] = idempotency_key
+    # A query string in the URL is kept; a key given in `query:` replaces the same key there.
+    params = url.params.merge(_query_params(spec.query))
     return client.build_request(
         spec.method,
         url,
         headers=headers,
-        params=_query_params(spec.query),
+        params=params,
         json=spec.json_body,
         content=spec.body,
+    )
+
+
+async def _send_guarded(
+    client: httpx.AsyncClient, request: httpx.Request, policy: SideEffectPolicy, follow: bool
+) -> httpx.Response:
+    """Send `request` to a checked address; follow redirects here, each hop checked."""
+    hops = 0
+    while True:
+        response = await _send_pinned(client, request, policy)
+        if not (follow and response.has_redirect_location):
+            return response
+        try:
+            if hops >= client.max_redirects:
+                # A redirect loop will loop again on the next attempt.
+                raise NonRetryableError(
+                    f"more than {client.max_redirects} redirects", type="TooManyRedirects"
+                )
+            request = _redirect_request(request, response)
+        finally:
+            await response.aclose()
+        hops += 1
+
+
+async def _send_pinned(
+    client: httpx.AsyncClient, request: httpx.Request, policy: SideEffectPolicy
+) -> httpx.Response:
+    """Send `request` (addressed by name) to the first checked address that connects.
+
+    The request keeps its `Host` header and, over TLS, the name is the server name that is
+    sent and verified; only the address connected to is the one that was checked.
+    """
+    import httpx
+
+    url = request.url
+    _check_scheme(url)
+    host = url.raw_host.decode("ascii")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    addresses = await egress.checked_addresses(host, port, policy)
+    extensions = dict(request.extensions)
+    if url.scheme == "https":
+        extensions["sni_hostname"] = host
+    failure: httpx.ConnectError | None = None
+    for address in addresses:
+        pinned = httpx.Request(
+            request.method,
+            url.copy_with(host=address),
+            headers=request.headers,
+            stream=request.stream,
+            extensions=extensions,
+        )
+        try:
+            return await client.send(pinned, stream=True, follow_redirects=False)
+        except httpx.ConnectError as exc:  # nothing was sent: the next address may answer
+            failure = exc
+    assert failure is not None  # checked_addresses returns at least one address
+    raise failure
+
+
+def _redirect_request(request: httpx.Request, response: httpx.Response) -> httpx.Request:
+    """The request a redirect asks for, as httpx would build it (by name, not address)."""
+    import httpx
+
+    try:
+        location = httpx.URL(response.headers["Location"])
+    except httpx.InvalidURL as exc:
+        raise NonRetryableError("a redirect gave an invalid location", type="InvalidUrl") from exc
+    if location.scheme and not location.host:
+        location = location.copy_with(host=request.url.host)
+    url = request.url.join(location) if location.is_relative_url else location
+    if request.url.fragment and not url.fragment:
+        url = url.copy_with(fragment=request.url.fragment)
+    _check_scheme(url)
+
+    status = response.status_code
+    method = request.method
+    if status in (302, 303) and method != "HEAD":
+        method = "GET"
+    if status == 301 and method == "POST":
+        method = "GET"
+
+    headers = httpx.Headers(request.headers)
+    same_origin = (url.scheme, url.host, url.port) == (
+        request.url.scheme,
+        request.url.host,
+        request.url.port,
+    )
+    if not same_origin:
+        if not _is_https_upgrade(request.url, url):
+            headers.pop("Authorization", None)
+        headers["Host"] = url.netloc.decode("ascii")
+    body_dropped = method != request.method and method == "GET"
+    if body_dropped:
+        headers.pop("Content-Length", None)
+        headers.pop("Transfer-Encoding", None)
+    headers.pop("Cookie", None)
+    return httpx.Request(
+        method,
+        url,
+        headers=headers,
+        stream=None if body_dropped else request.stream,
+        extensions=request.extensions,
+    )
+
+
+def _is_https_upgrade(before: httpx.URL, after: httpx.URL) -> bool:
+    return (
+        before.host == after.host
+        and before.scheme == "http"
+        and before.port in (80, None)
+        and after.scheme == "https"
+        and after.port in (443, None)
     )
 
 
@@ -241,6 +382,7 @@ async def _execute(step: HttpStep, rendered: Any, dispatch: Dispatch) -> Any:
         HttpSpec.model_validate(rendered),
         timeout=dispatch.timeout,
         idempotency_key=dispatch.context.idempotency_key,
+        policy=dispatch.policy,
     )
 
 
