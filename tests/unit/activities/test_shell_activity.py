@@ -252,3 +252,17 @@ def test_missing_cwd_is_not_retryable(tmp_path: Path) -> None:
 
     assert error.type == "CwdNotFound"
     assert error.retryable is False
+
+
+def test_a_program_given_by_relative_path_is_found_in_a_relative_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "sub").mkdir()
+    script = tmp_path / "sub" / "hello"
+    script.write_text("#!/bin/sh\necho hello from sub\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+
+    out = _shell(["./hello"], cwd="sub")
+
+    assert out["stdout"] == "hello from sub\n"

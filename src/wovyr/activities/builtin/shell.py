@@ -1,19 +1,37 @@
-"""The `shell` kind: run one program (an argv list, never a shell).
+"""The `shell` kind: run one program (an argv list, never a shell), inside a sandbox.
 
-The child runs in a session of its own, so on timeout or cancellation the whole process
-group - grandchildren included - is killed, not just the program we started. Its
-environment is built only from an allow-list: a worker's secrets do not leak into commands
-by default. Output is capped but always drained, so a chatty child never blocks on a full
-pipe.
+Every attempt is checked against the `SideEffectPolicy` it is dispatched with before anything
+starts: `shell` off, a `cwd` where the policy gives none, or a program outside
+`shell_commands` is `PolicyDenied` (non-retryable). Then the program runs:
+
+- with an environment built only from the definition's `env` plus the `inherit_env` names
+  the policy's `shell_env` admits - never the worker's environment as a whole;
+- in a fresh, private working directory made for the attempt and removed after it (unless
+  the step names a `cwd` and the policy allows that);
+- in a session of its own, so on timeout or cancellation the whole process group -
+  grandchildren included - is killed, not just the program we started;
+- under the policy's rlimits (CPU seconds, address space, open files, processes, file size).
+  They are set by a tiny launcher (`python -I -S -c`, started with an empty environment,
+  handed its job on stdin) that calls `setrlimit` and then `execve`s the program: no
+  `preexec_fn` (unsafe in a worker that runs tools in threads) and no external `prlimit`
+  (not on every host; and a dynamically linked helper started with the step's environment
+  would let an `LD_PRELOAD` run before the limits are set).
+
+Output is capped but always drained, so a chatty child never blocks on a full pipe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import json
 import os
+import shutil
 import signal
-from collections.abc import Mapping
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +39,13 @@ from pydantic import Field
 
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.fields import FrozenModel
 
 __all__ = [
     "ERROR_EXCERPT_BYTES",
     "KIND",
+    "POLICY_DENIED",
     "TERM_GRACE_SECONDS",
     "ShellSpec",
     "ShellStep",
@@ -49,6 +69,8 @@ class ShellStep(FrozenModel):
 
 
 ERROR_EXCERPT_BYTES = 2048
+# The error type of every policy refusal (not retryable: the same attempt would be refused).
+POLICY_DENIED = "PolicyDenied"
 # How long a timed-out process group gets to exit on SIGTERM before SIGKILL.
 TERM_GRACE_SECONDS = 0.5
 # After the group is killed, how long to wait for the pipes to close. Only a process that
@@ -83,34 +105,40 @@ class _Capture:
 
 
 async def run_shell(
-    spec: ShellSpec, *, timeout: float | None, environ: Mapping[str, str] | None = None
+    spec: ShellSpec,
+    *,
+    timeout: float | None,
+    environ: Mapping[str, str] | None = None,
+    policy: SideEffectPolicy = TRUSTED,
 ) -> dict[str, Any]:
-    """Run `spec.argv`; return `{exit_code, stdout, stderr, stdout_truncated, stderr_truncated}`.
+    """Run `spec.argv` under `policy`; return `{exit_code, stdout, stderr, stdout_truncated,
+    stderr_truncated}`.
 
-    `environ` is where `spec.inherit_env` names are looked up (default: `os.environ`).
-    A non-zero exit raises `ActivityError(type="NonZeroExit")`; the timeout raises
-    `ActivityError(type="Timeout")` after killing the process group.
+    `environ` is the worker's environment (default: `os.environ`): where `spec.inherit_env`
+    names are looked up, and whose PATH finds a bare program name under a command allow-list.
+    A policy refusal raises `ActivityError(type="PolicyDenied", retryable=False)` before
+    anything starts. A non-zero exit raises `ActivityError(type="NonZeroExit")`; the timeout
+    raises `ActivityError(type="Timeout")` after killing the process group.
     """
-    env = _child_environment(spec, os.environ if environ is None else environ)
-    process = await _start(spec, env)
-    stdout = _Capture(spec.max_output_bytes)
-    stderr = _Capture(spec.max_output_bytes)
-    try:
-        exit_code = await _supervise(process, stdout, stderr, timeout)
-    except TimeoutError:
-        raise ActivityError(
-            f"{spec.argv[0]} timed out after {timeout}s; its process group was killed",
-            type="Timeout",
-            retryable=True,
-        ) from None
+    worker_env = os.environ if environ is None else environ
+    _check_allowed(spec, policy)
+    env = _child_environment(spec, worker_env, policy)
+    async with _working_directory(spec) as cwd:
+        program = _resolve_program(spec.argv[0], env, cwd, worker_env, policy)
+        launch = _Launch(spec.argv, program, env, cwd, _limits(policy))
+        process = await _start(launch)
+        stdout = _Capture(spec.max_output_bytes)
+        stderr = _Capture(spec.max_output_bytes)
+        try:
+            exit_code = await _supervise(process, stdout, stderr, timeout)
+        except TimeoutError:
+            raise ActivityError(
+                f"{spec.argv[0]} timed out after {timeout}s; its process group was killed",
+                type="Timeout",
+                retryable=True,
+            ) from None
     if exit_code != 0:
-        raise ActivityError(
-            f"{spec.argv[0]} exited with code {exit_code}",
-            type="NonZeroExit",
-            retryable=True,
-            # The end of stderr is where programs put the reason they failed.
-            details={"exit_code": exit_code, "stderr": stderr.tail(ERROR_EXCERPT_BYTES)},
-        )
+        raise _exit_error(spec, launch, exit_code, stderr)
     return {
         "exit_code": exit_code,
         "stdout": stdout.text(),
@@ -120,16 +148,194 @@ async def run_shell(
     }
 
 
-def _child_environment(spec: ShellSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    """Only the allow-listed variables that exist in `environ`, then `spec.env` on top."""
-    env = {name: environ[name] for name in spec.inherit_env if name in environ}
+def _denied(message: str) -> NonRetryableError:
+    return NonRetryableError(message, type=POLICY_DENIED)
+
+
+def _check_allowed(spec: ShellSpec, policy: SideEffectPolicy) -> None:
+    if not policy.shell:
+        raise _denied(
+            "activity kind `shell` is not allowed by the side-effect policy "
+            "(shell: false); an admin must allow shell for this tenant"
+        )
+    if spec.cwd is not None and not policy.shell_cwd:
+        raise _denied(
+            f"`shell` may not choose its working directory ({spec.cwd!r}): the side-effect "
+            "policy runs shell steps only in their fresh per-attempt directory (shell_cwd: false)"
+        )
+    if policy.shell_commands is not None:
+        loader = sorted(name for name in spec.env if name.startswith("LD_"))
+        if loader:
+            raise _denied(
+                f"`shell` may not set {', '.join(loader)} under a command allow-list "
+                "(the side-effect policy's shell_commands)"
+            )
+
+
+def _child_environment(
+    spec: ShellSpec, environ: Mapping[str, str], policy: SideEffectPolicy
+) -> dict[str, str]:
+    """The `inherit_env` names the policy admits that exist in `environ`, then `spec.env`."""
+    admitted = policy.shell_env
+    env = {
+        name: environ[name]
+        for name in spec.inherit_env
+        if name in environ and (admitted is None or name in admitted)
+    }
     env.update(spec.env)
     return env
 
 
-async def _start(spec: ShellSpec, env: dict[str, str]) -> asyncio.subprocess.Process:
+@contextlib.asynccontextmanager
+async def _working_directory(spec: ShellSpec) -> AsyncIterator[str]:
+    """The step's own `cwd` (checked to exist), or a fresh private directory removed after."""
+    if spec.cwd is not None:
+        if not os.path.isdir(spec.cwd):
+            raise NonRetryableError(f"working directory not found: {spec.cwd}", type="CwdNotFound")
+        yield spec.cwd
+        return
+    fresh = tempfile.mkdtemp(prefix="wovyr-shell-")
+    try:
+        yield fresh
+    finally:
+        # Off the event loop (a step may leave many files); shielded so a second cancel
+        # does not stop the removal, which the thread finishes anyway.
+        await asyncio.shield(asyncio.to_thread(shutil.rmtree, fresh, ignore_errors=True))
+
+
+def _resolve_program(
+    argv0: str,
+    env: Mapping[str, str],
+    cwd: str,
+    worker_env: Mapping[str, str],
+    policy: SideEffectPolicy,
+) -> str:
+    """The path that will be executed; checked against `policy.shell_commands`.
+
+    A name with a `/` is taken relative to the working directory. A bare name is looked up
+    on the step's PATH - except under a command allow-list, where it is looked up on the
+    worker's PATH so a definition cannot point an allowed name at another program.
+    """
+    commands = policy.shell_commands
+    if "/" in argv0:
+        program = os.path.normpath(os.path.join(os.path.abspath(cwd), argv0))
+    else:
+        source = env if commands is None else worker_env
+        found = shutil.which(argv0, path=source.get("PATH", os.defpath))
+        if found is None:
+            raise NonRetryableError(f"program not found: {argv0}", type="ProgramNotFound")
+        program = os.path.normpath(os.path.abspath(found))
+    if commands is not None:
+        paths = {os.path.normpath(entry) for entry in commands if "/" in entry}
+        if not (("/" not in argv0 and argv0 in commands) or program in paths):
+            raise _denied(
+                f"`shell` may not run {argv0!r} ({program}): it is not in the side-effect "
+                "policy's command allow-list (shell_commands)"
+            )
+    return program
+
+
+# RLIMIT name, the policy field; CPU gets a hard limit one second above the soft one, so a
+# program is first sent SIGXCPU (reported as CpuLimitExceeded) and SIGKILLed if it ignores it.
+_RLIMITS = (
+    ("RLIMIT_CPU", "shell_cpu_seconds"),
+    ("RLIMIT_AS", "shell_memory_bytes"),
+    ("RLIMIT_NOFILE", "shell_open_files"),
+    ("RLIMIT_NPROC", "shell_processes"),
+    ("RLIMIT_FSIZE", "shell_file_bytes"),
+)
+
+
+def _limits(policy: SideEffectPolicy) -> list[tuple[str, int, int]]:
+    limits: list[tuple[str, int, int]] = []
+    for name, attribute in _RLIMITS:
+        value: int | None = getattr(policy, attribute)
+        if value is not None:
+            limits.append((name, value, value + 1 if name == "RLIMIT_CPU" else value))
+    return limits
+
+
+# The launcher: read the job from stdin, put /dev/null there, lower the limits (never above
+# a hard limit the worker already has), exec. An exec failure is reported after a marker.
+_EXEC_FAILED = "\x00wovyr-shell-exec-failed:"
+_LAUNCHER = f"""\
+import json, os, resource, signal, sys
+job = json.loads(sys.stdin.buffer.read())
+null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(null, 0)
+os.close(null)
+for name, soft, hard in job["limits"]:
+    which = getattr(resource, name)
+    old = resource.getrlimit(which)[1]
+    if old != resource.RLIM_INFINITY:
+        soft, hard = min(soft, old), min(hard, old)
+    resource.setrlimit(which, (soft, hard))
+# Python ignores these at startup and an ignored signal stays ignored across exec.
+for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
+    if hasattr(signal, name):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+try:
+    os.execve(job["program"], job["argv"], job["env"])
+except OSError as exc:
+    sys.stderr.write({_EXEC_FAILED!r} + json.dumps([exc.errno, str(exc)]))
+    sys.stderr.flush()
+    os._exit(127)
+"""
+
+
+@dataclass(frozen=True)
+class _Launch:
+    argv: list[str]
+    program: str  # what is executed (argv[0] is passed as written)
+    env: dict[str, str]
+    cwd: str
+    limits: list[tuple[str, int, int]]  # (RLIMIT name, soft, hard); empty: no launcher
+
+    def job(self) -> bytes:
+        return json.dumps(
+            {"program": self.program, "argv": self.argv, "env": self.env, "limits": self.limits}
+        ).encode()
+
+
+def _exit_error(
+    spec: ShellSpec, launch: _Launch, exit_code: int, stderr: _Capture
+) -> ActivityError:
+    program = spec.argv[0]
+    if launch.limits and exit_code == 127 and stderr.text().startswith(_EXEC_FAILED):
+        code, text = json.loads(stderr.text()[len(_EXEC_FAILED) :])
+        return _spawn_error(program, OSError(code, text))
+    if exit_code == -signal.SIGXCPU:
+        return NonRetryableError(
+            f"{program} was killed at its CPU time limit ({_cpu_text(launch)})",
+            type="CpuLimitExceeded",
+            details={"exit_code": exit_code, "signal": "SIGXCPU"},
+        )
+    if exit_code == -signal.SIGXFSZ:
+        return NonRetryableError(
+            f"{program} was killed writing past its file size limit",
+            type="FileSizeLimitExceeded",
+            details={"exit_code": exit_code, "signal": "SIGXFSZ"},
+        )
+    details: dict[str, Any] = {"exit_code": exit_code, "stderr": stderr.tail(ERROR_EXCERPT_BYTES)}
+    if exit_code < 0:
+        details["signal"] = signal.Signals(-exit_code).name
+    return ActivityError(
+        f"{program} exited with code {exit_code}",
+        type="NonZeroExit",
+        retryable=True,
+        # The end of stderr is where programs put the reason they failed.
+        details=details,
+    )
+
+
+def _cpu_text(launch: _Launch) -> str:
+    seconds = next((soft for name, soft, _ in launch.limits if name == "RLIMIT_CPU"), None)
+    return "the worker's own" if seconds is None else f"{seconds} s"
+
+
+async def _start(launch: _Launch) -> asyncio.subprocess.Process:
     """Spawn the child; if cancelled meanwhile, let the spawn finish and kill the group."""
-    starting = asyncio.ensure_future(_spawn(spec, env))
+    starting = asyncio.ensure_future(_spawn(launch))
     try:
         return await asyncio.shield(starting)
     except asyncio.CancelledError:
@@ -149,31 +355,56 @@ async def _kill_when_started(starting: asyncio.Future[asyncio.subprocess.Process
     await _settle(process, _watch(process, _Capture(0), _Capture(0)))
 
 
-async def _spawn(spec: ShellSpec, env: dict[str, str]) -> asyncio.subprocess.Process:
-    program = spec.argv[0]
+async def _spawn(launch: _Launch) -> asyncio.subprocess.Process:
+    program = launch.argv[0]
+    pipes: dict[str, Any] = {
+        "stdout": asyncio.subprocess.PIPE,
+        "stderr": asyncio.subprocess.PIPE,
+        "cwd": launch.cwd,
+        "start_new_session": True,  # own process group; unlike preexec_fn, thread-safe
+    }
     try:
-        return await asyncio.create_subprocess_exec(
-            *spec.argv,
-            cwd=spec.cwd,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # own process group; unlike preexec_fn, thread-safe
+        if not launch.limits:
+            return await asyncio.create_subprocess_exec(
+                *launch.argv,
+                executable=launch.program,
+                env=launch.env,
+                stdin=asyncio.subprocess.DEVNULL,
+                **pipes,
+            )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            _LAUNCHER,
+            env={},
+            stdin=asyncio.subprocess.PIPE,
+            **pipes,
         )
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        # subprocess reports a failed chdir with the cwd as the filename.
-        if spec.cwd is not None and exc.filename == spec.cwd:
-            raise NonRetryableError(
-                f"working directory not found: {spec.cwd}", type="CwdNotFound"
-            ) from exc
-        raise NonRetryableError(f"program not found: {program}", type="ProgramNotFound") from exc
-    except PermissionError as exc:
-        raise NonRetryableError(
+    except OSError as exc:
+        raise _spawn_error(program, exc) from exc
+    stdin = process.stdin
+    assert stdin is not None
+    # If the launcher died early its exit status tells why; the write's failure adds nothing.
+    with contextlib.suppress(ConnectionError):
+        stdin.write(launch.job())
+        await stdin.drain()
+    stdin.close()
+    with contextlib.suppress(ConnectionError):
+        await stdin.wait_closed()
+    return process
+
+
+def _spawn_error(program: str, exc: OSError) -> ActivityError:
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return NonRetryableError(f"program not found: {program}", type="ProgramNotFound")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return NonRetryableError(
             f"permission denied running {program}: {exc}", type="PermissionDenied"
-        ) from exc
-    except OSError as exc:  # e.g. EAGAIN when the host is out of processes: may pass later
-        raise ActivityError(f"cannot start {program}: {exc}", type="SpawnFailed") from exc
+        )
+    # e.g. EAGAIN when the host is out of processes: may pass later
+    return ActivityError(f"cannot start {program}: {exc}", type="SpawnFailed")
 
 
 async def _supervise(
@@ -248,7 +479,9 @@ def _signal_group(pgid: int, signum: signal.Signals) -> None:
 
 
 async def _execute(step: ShellStep, rendered: Any, dispatch: Dispatch) -> Any:
-    return await run_shell(ShellSpec.model_validate(rendered), timeout=dispatch.timeout)
+    return await run_shell(
+        ShellSpec.model_validate(rendered), timeout=dispatch.timeout, policy=dispatch.policy
+    )
 
 
 KIND = register_kind(
