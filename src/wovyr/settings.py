@@ -27,6 +27,8 @@ class Settings:
     dispatch_interval: float = 2.0
     max_body_bytes: int = 1_048_576  # the HTTP API refuses larger request bodies (413)
     shutdown_grace: float = 10.0  # seconds in-flight activities get when the server stops
+    default_timeout: float = 300.0  # seconds an attempt may take when its definition says not
+    max_payload_bytes: int = 2_097_152  # largest stored input, signal payload, output (JSON)
 
     @property
     def store_url(self) -> str:
@@ -56,8 +58,9 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
 def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Settings:
     """Settings from the environment (`WOVYR_HOME`, `WOVYR_DATABASE_URL`, `WOVYR_ACTIVITIES`,
     `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`,
-    `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`), overridden by
-    flags that are not None."""
+    `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`,
+    `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`), overridden by flags that are not
+    None."""
     env = os.environ if env is None else env
     settings = Settings(
         home=Path(env.get("WOVYR_HOME") or "~/.wovyr").expanduser(),
@@ -69,6 +72,8 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         concurrency=_int(env, "WOVYR_CONCURRENCY", 64),
         max_body_bytes=_int(env, "WOVYR_MAX_BODY_BYTES", 1_048_576),
         shutdown_grace=_float(env, "WOVYR_SHUTDOWN_GRACE_SECS", 10.0),
+        default_timeout=_float(env, "WOVYR_DEFAULT_TIMEOUT_SECS", 300.0),
+        max_payload_bytes=_int(env, "WOVYR_MAX_PAYLOAD_BYTES", 2_097_152),
     )
     given = {k: v for k, v in flags.items() if v is not None and v != ()}
     if "activities" in given:

@@ -244,3 +244,15 @@ def test_values_are_stored_as_json_and_a_batch_with_an_unstorable_one_writes_not
         store.commit([step("a", 2), bad])
     assert len(store.history("a")) == 2 and len(store.history("b")) == 1
     assert store.commit([step("a", 2), step("b", 1)]) == [CommitOutcome.OK] * 2
+
+
+def test_revoked_sessions_are_kept_until_purged_after_they_expire(store: Store) -> None:
+    assert not store.session_revoked("s1")
+    store.revoke_session("s1", T0 + timedelta(hours=1))
+    store.revoke_session("s2", T0 + timedelta(hours=3))
+    store.revoke_session("s2", T0 + timedelta(hours=2))  # the later `until` is kept
+    assert store.session_revoked("s1") and store.session_revoked("s2")
+    assert not store.session_revoked("s3")
+    assert store.purge_revoked_sessions(T0 + timedelta(hours=1)) == 0
+    assert store.purge_revoked_sessions(T0 + timedelta(hours=2, minutes=59)) == 1
+    assert not store.session_revoked("s1") and store.session_revoked("s2")

@@ -137,3 +137,46 @@ def test_a_configured_secret_signs_the_cookies(tmp_path: Path) -> None:
         secret="a-configured-secret-of-some-length",
     )
     assert not (tmp_path / SECRET_FILE).exists()
+
+
+def test_sign_out_survives_a_restart_on_the_same_store(tmp_path: Path) -> None:
+    """Two sessions; one signs out. A new app, engine and store over the same SQLite file
+    (a restarted server) refuses the signed-out cookie and still takes the other."""
+    from fastapi import FastAPI
+
+    from wovyr.engine.engine import Engine
+    from wovyr.server.ui import mount_ui
+    from wovyr.server.ui.routes import SESSION_COOKIE
+    from wovyr.settings import Settings
+
+    settings = Settings(home=tmp_path / "home")
+    url = f"sqlite:///{tmp_path / 'wovyr.db'}"
+
+    def server() -> tuple[Engine, FastAPI]:
+        engine = Engine.open(url)
+        app = FastAPI()
+        mount_ui(app, engine, settings, Authenticator(engine.store))
+        return engine, app
+
+    engine, app = server()
+    _, token = Authenticator(engine.store).create_key("acme", "operator", "op")
+    cookies = {}
+    for name in ("leaves", "stays"):
+        client = UiClient(app)
+        assert client.sign_in(token).status_code == 303
+        cookies[name] = client.cookies[SESSION_COOKIE]
+        if name == "leaves":
+            csrf = client.csrf("/ui")
+            assert client.post("/ui/logout", {"csrf_token": csrf}).status_code == 303
+        client.close()
+    engine.close()
+
+    engine, app = server()  # restarted: nothing of the first process is left in memory
+    client = UiClient(app)
+    try:
+        for name, works in (("leaves", False), ("stays", True)):
+            page = client.get("/ui", headers={"cookie": f"{SESSION_COOKIE}={cookies[name]}"})
+            assert (page.status_code == 200) is works, (name, page.status_code)
+    finally:
+        client.close()
+        engine.close()

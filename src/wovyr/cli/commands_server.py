@@ -206,7 +206,11 @@ def worker_command(
         )
     say = logging.getLogger("wovyr.cli").info if as_json else _stderr
     load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
-    with Engine(open_store(settings.store_url, db_clock=db_clock)) as engine:
+    with Engine(
+        open_store(settings.store_url, db_clock=db_clock),
+        default_timeout=settings.default_timeout,
+        max_payload_bytes=settings.max_payload_bytes,
+    ) as engine:
         worker = Worker(
             engine,
             concurrency=concurrency,

@@ -99,7 +99,11 @@ def engine_options(fn: F) -> F:
 def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator[Engine]:
     if load_activities:
         load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
-    engine = Engine.open(settings.store_url)
+    engine = Engine.open(
+        settings.store_url,
+        default_timeout=settings.default_timeout,
+        max_payload_bytes=settings.max_payload_bytes,
+    )
     try:
         yield engine
     finally:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.activities.builtin.wait import WaitStep
@@ -64,10 +64,13 @@ from wovyr.store.base import (
     TimerRecord,
 )
 from wovyr.store.capabilities import capabilities
+from wovyr.store.codec import MAX_PAYLOAD_BYTES, PayloadRefused, check_payload
 
-__all__ = ["Engine", "ExecutionView", "Started"]
+__all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started"]
 
 Listener = Callable[[str], None]
+DEFAULT_TIMEOUT = 300.0  # seconds an attempt may take when its definition gives no timeout
+_T = TypeVar("_T")
 _MAX_RETRIES = 50
 _SOURCE_CACHE = 256
 
@@ -104,20 +107,29 @@ class Engine(Definitions):
         max_items: int = 10_000,
         max_recoveries: int = MAX_RECOVERIES,
         side_effects: SideEffectPolicy = TRUSTED,
+        default_timeout: float = DEFAULT_TIMEOUT,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
     ) -> None:
         """`max_recoveries`: how often an activity (an item, a compensation) is run again
         after its attempt was lost with its worker (process killed, lease expired) before it
         fails with `RecoveryBudgetExhausted`; such re-runs never count against its
         `retry.max_attempts`. `side_effects`: what `shell` and `http` activities may do
-        (`TRUSTED`, the local owner's policy, by default)."""
+        (`TRUSTED`, the local owner's policy, by default). `default_timeout`: the seconds an
+        attempt (an activity's or a compensation's) may take when its definition gives no
+        `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's payload
+        or an activity's output may be (each also nests at most 64 levels deep)."""
         check_store(store)  # a partial store fails here, with what it lacks
         if max_recoveries < 0:
             raise ValueError("max_recoveries must be 0 or more")
+        if default_timeout <= 0 or max_payload_bytes <= 0:
+            raise ValueError("default_timeout and max_payload_bytes must be positive")
         self.store = store
         self.max_child_depth = max_child_depth
         self.max_items = max_items
         self.max_recoveries = max_recoveries
         self.side_effects = side_effects
+        self.default_timeout = default_timeout
+        self.max_payload_bytes = max_payload_bytes
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
         self.tenant = tenant
@@ -140,6 +152,8 @@ class Engine(Definitions):
             max_items=self.max_items,
             max_recoveries=self.max_recoveries,
             side_effects=self.side_effects,
+            default_timeout=self.default_timeout,
+            max_payload_bytes=self.max_payload_bytes,
         )
         other._definitions = self._definitions  # content-addressed: safe to share
         other._stored = self._stored
@@ -154,10 +168,18 @@ class Engine(Definitions):
         *,
         clock: Clock | None = None,
         activities: ActivityRegistry | None = None,
+        default_timeout: float = DEFAULT_TIMEOUT,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
     ) -> Engine:
         from wovyr.store import default_url
 
-        return cls(open_store(url or default_url()), clock=clock, activities=activities)
+        return cls(
+            open_store(url or default_url()),
+            clock=clock,
+            activities=activities,
+            default_timeout=default_timeout,
+            max_payload_bytes=max_payload_bytes,
+        )
 
     def close(self) -> None:
         self.store.close()
@@ -235,13 +257,13 @@ class Engine(Definitions):
             _check_id(execution_id)
         inputs = None
         if claim_id is not None:  # a claim is spent only on a valid start: inputs first
-            inputs = resolve_inputs(workflow, input)
+            inputs = self._checked("the input", resolve_inputs(workflow, input), "input")
             execution_id = claim_id()
         existing = self.store.load(execution_id, tenant=None) if execution_id else None
         if existing is not None:  # its definition and inputs were fixed when it started
             return Started(self._own(existing), created=False)
         if inputs is None:
-            inputs = resolve_inputs(workflow, input)
+            inputs = self._checked("the input", resolve_inputs(workflow, input), "input")
         new = self._new_execution(
             workflow,
             digest,
@@ -256,6 +278,16 @@ class Engine(Definitions):
         if created and lease_owner is None:  # a leased start is driven by its owner already
             self.notify(new.id)
         return Started(record, created)
+
+    def _checked(self, what: str, value: _T, path: str) -> _T:
+        """`value`, if the store may keep it (size and depth caps), else `InputError`."""
+        try:
+            check_payload(value, what, max_bytes=self.max_payload_bytes)
+        except PayloadRefused as exc:
+            raise InputError([Problem(exc.message, path=path)]) from None
+        except TypeError as exc:
+            raise InputError([Problem(str(exc), path=path)]) from None
+        return value
 
     def _own(self, record: ExecutionRecord) -> ExecutionRecord:
         if record.tenant != self.tenant:  # ids are global: never hand out another tenant's
@@ -335,6 +367,7 @@ class Engine(Definitions):
         """Deliver a signal; buffered until an activity waits for `name`."""
         if not name or not isinstance(name, str):
             raise InputError([Problem("a signal needs a name", path="name")])
+        self._checked("the signal's payload", payload, "payload")
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)

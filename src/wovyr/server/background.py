@@ -78,12 +78,14 @@ class Background:
                 await self._pause(_RESTART_PAUSE)
 
     async def _housekeeping(self) -> None:
-        purge = self.engine.store.purge_idempotency_keys
+        store = self.engine.store
         while not self._stop.is_set():
+            now = self.engine.clock.now()
             try:
-                await asyncio.to_thread(purge, self.engine.clock.now() - IDEMPOTENCY_TTL)
+                await asyncio.to_thread(store.purge_idempotency_keys, now - IDEMPOTENCY_TTL)
+                await asyncio.to_thread(store.purge_revoked_sessions, now)
             except Exception as exc:  # retried at the next round
-                log.warning("purging old idempotency keys failed: %s", exc)
+                log.warning("purging old idempotency keys or signed-out sessions: %s", exc)
             await self._pause(_HOUSEKEEPING_EVERY)
 
     async def _pause(self, seconds: float) -> None:

@@ -1,5 +1,6 @@
-"""The outermost ASGI layer (request body cap, crash guard, request metrics), and strict
-JSON for request bodies (`StrictJsonRoute`).
+"""The outermost ASGI layer (request body cap, crash guard, request metrics, and
+`Cache-Control: no-store` on every response: they carry tenant data), and strict JSON for
+request bodies (`StrictJsonRoute`, which also refuses nesting deeper than the stores keep).
 
 The body cap is checked twice: a declared `Content-Length` over the cap is refused before
 the application runs, and the bytes actually received are counted as they stream in (a
@@ -23,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wovyr.platform.metrics import Metrics
 from wovyr.server.problems import problem_response
+from wovyr.store.codec import MAX_DEPTH
 
 __all__ = ["BodyTooLarge", "RequestGuard", "StrictJsonRoute", "strict_json"]
 
@@ -51,6 +53,10 @@ class RequestGuard:
             if message["type"] == "http.response.start":
                 state["status"] = int(message["status"])
                 state["sent"] = True
+                headers = list(message.get("headers", ()))
+                if not any(name.lower() == b"cache-control" for name, _ in headers):
+                    headers.append((b"cache-control", b"no-store"))
+                    message = {**message, "headers": headers}
             await send(message)
 
         async def counting_receive() -> Message:
@@ -120,8 +126,11 @@ _NUL = "NUL characters (U+0000) are not accepted in requests."
 
 
 class BadJson(HTTPException):
-    def __init__(self, detail: str) -> None:
-        super().__init__(400, detail)
+    def __init__(self, detail: str, status: int = 400) -> None:
+        super().__init__(status, detail)
+
+
+_TOO_DEEP = f"The request body is nested more than {MAX_DEPTH} levels deep."
 
 
 def _no_constants(name: str) -> Any:
@@ -131,16 +140,22 @@ def _no_constants(name: str) -> Any:
 def strict_json(body: bytes) -> Any:
     """RFC 8259 JSON only: no NaN/Infinity (Python's parser takes them; PostgreSQL does
     not), no unpaired surrogates (they cannot be stored as UTF-8) and no NUL characters
-    (PostgreSQL text cannot hold them) in strings."""
-    value = json.loads(body, parse_constant=_no_constants)
-    stack = [value]
-    while stack:  # iterative: the parser's own nesting limit stays the only one
-        item = stack.pop()
+    (PostgreSQL text cannot hold them) in strings; nesting deeper than `MAX_DEPTH` is a 422
+    (the stores refuse it), whatever the parser could have read."""
+    try:
+        value = json.loads(body, parse_constant=_no_constants)
+    except RecursionError:
+        raise BadJson(_TOO_DEEP, 422) from None
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:  # iterative: any depth is measured without recursion
+        item, depth = stack.pop()
+        if isinstance(item, dict | list) and depth >= MAX_DEPTH + 1:
+            raise BadJson(_TOO_DEEP, 422)
         if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+            stack.extend((k, depth + 1) for k in item)
+            stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):
-            stack.extend(item)
+            stack.extend((v, depth + 1) for v in item)
         elif isinstance(item, str):
             try:
                 item.encode("utf-8")

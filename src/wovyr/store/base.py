@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.hooks import StoreObserver
-from wovyr.store.platform import ApiKeyStore, IdempotencyStore
+from wovyr.store.platform import ApiKeyStore, IdempotencyStore, SessionStore
 from wovyr.store.records import (
     DEFAULT_TENANT,
     Claim,
@@ -115,6 +115,7 @@ class Store(
     ScheduleStore,
     ApiKeyStore,
     IdempotencyStore,
+    SessionStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

@@ -5,6 +5,12 @@ on every step's path); values it refuses (integers beyond 64 bits, nesting deepe
 strings with lone surrogates) go through the standard library, which stores them or raises
 the same clear `TypeError` as before. JSON has no NaN or infinity: such floats are stored as
 null.
+
+Caps on what is stored (`check_payload`): a value nested deeper than `MAX_DEPTH` (64) or
+whose JSON is larger than a byte cap (`MAX_PAYLOAD_BYTES`, 2 MiB, by default) is refused
+with `PayloadRefused` before anything holds it, so nothing accepted can later fail to load.
+Rows written before the caps may still hold deeper values: `loads` reads them whatever
+their depth (a value too deep for both parsers reads as a marker, never an exception).
 """
 
 from __future__ import annotations
@@ -16,7 +22,21 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "from_micros", "loads", "to_micros"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_PAYLOAD_BYTES",
+    "PayloadRefused",
+    "check_payload",
+    "dumps",
+    "from_micros",
+    "json_depth",
+    "loads",
+    "to_micros",
+]
+
+MAX_DEPTH = 64  # arrays and objects inside each other
+MAX_PAYLOAD_BYTES = 2 * 1024 * 1024  # bytes of JSON of one stored value
+UNREADABLE = {"unreadable": "a value nested too deeply to read"}
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Non-string keys become strings as `json` does; dataclasses are not data we store.
@@ -37,8 +57,64 @@ def loads(text: str | bytes | None) -> Any:
         return None
     try:
         return orjson.loads(text)
-    except orjson.JSONDecodeError:  # e.g. NaN written by an earlier version
-        return json.loads(text)
+    except orjson.JSONDecodeError:  # e.g. NaN written by an earlier version, or too deep
+        try:
+            return json.loads(text)
+        except RecursionError:  # deeper than even the standard library reads
+            return dict(UNREADABLE)
+
+
+class PayloadRefused(Exception):
+    """A value the store will not keep: `type` is "PayloadTooLarge" or "PayloadTooDeep"."""
+
+    def __init__(self, type: str, message: str) -> None:
+        super().__init__(message)
+        self.type = type
+        self.message = message
+
+
+def json_depth(value: Any, limit: int | None = None) -> int:
+    """How deeply arrays and objects nest in `value` (a scalar: 0); iterative, so any depth
+    is measured; stops early once `limit` is exceeded (the answer is then `limit + 1`)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple | set | frozenset):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > deepest:
+            deepest = depth
+            if limit is not None and depth > limit:
+                return depth
+        stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def check_payload(
+    value: Any,
+    what: str,
+    *,
+    max_bytes: int = MAX_PAYLOAD_BYTES,
+    max_depth: int = MAX_DEPTH,
+) -> int:
+    """Refuse (`PayloadRefused`) a value nested deeper than `max_depth` or whose JSON is
+    larger than `max_bytes`; return its size in bytes. `what` names it in the message ("the
+    output"). A value JSON cannot hold raises `TypeError`, as `dumps` does."""
+    if json_depth(value, max_depth) > max_depth:
+        raise PayloadRefused(
+            "PayloadTooDeep", f"{what} is nested more than {max_depth} levels deep"
+        )
+    size = len(dumps(value).encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise PayloadRefused(
+            "PayloadTooLarge", f"{what} is {size} bytes of JSON, over the cap of {max_bytes}"
+        )
+    return size
 
 
 def _finite(value: Any) -> Any:

@@ -1,9 +1,10 @@
-"""Platform records and contracts: API keys and idempotency keys.
+"""Platform records and contracts: API keys, idempotency keys and signed-out UI sessions.
 
 An API key row never holds the token, only its SHA-256 (`key_hash`) and a short display
 prefix. An idempotency row binds a client's `Idempotency-Key` (per tenant) to the
 fingerprint of the request body and the execution that request started, so a retry with
-the same key and body finds the same execution.
+the same key and body finds the same execution. A revoked session row keeps a signed-out
+web UI session's id until the session would have expired anyway.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-__all__ = ["ApiKeyRecord", "ApiKeyStore", "IdempotencyRecord", "IdempotencyStore"]
+__all__ = [
+    "ApiKeyRecord",
+    "ApiKeyStore",
+    "IdempotencyRecord",
+    "IdempotencyStore",
+    "SessionStore",
+]
 
 
 @dataclass(frozen=True)
@@ -72,4 +79,19 @@ class IdempotencyStore(Protocol):
 
     def purge_idempotency_keys(self, before: datetime) -> int:
         """Forget keys created before `before`; return how many."""
+        ...
+
+
+class SessionStore(Protocol):
+    def revoke_session(self, session_id: str, until: datetime) -> None:
+        """Remember that `session_id` was signed out (until `until`, when it expires anyway);
+        revoking again keeps the later `until`."""
+        ...
+
+    def session_revoked(self, session_id: str) -> bool:
+        """Whether `session_id` was signed out (and not purged yet)."""
+        ...
+
+    def purge_revoked_sessions(self, before: datetime) -> int:
+        """Forget sessions whose `until` is before `before`; return how many."""
         ...

@@ -24,7 +24,7 @@ from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, WovyrError
 from wovyr.events import Event
 from wovyr.store.base import CommitOutcome
-from wovyr.store.codec import dumps
+from wovyr.store.codec import PayloadRefused, check_payload
 
 if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
@@ -212,6 +212,8 @@ class ExecutionRunner:
             idempotency_key=f"{self.execution_id}/{name}{suffix}/{run.attempt}",
         )
         self.stats.attempts += 1
+        # every attempt has a deadline: the definition's, else the engine's default
+        timeout = spec.timeout or self.engine.default_timeout
         try:
             execute = spec.kind_entry.execute
             if execute is None:
@@ -224,17 +226,18 @@ class ExecutionRunner:
                 return await asyncio.to_thread(self.engine.start_child, self.state, run)
 
             dispatch = Dispatch(
-                ctx, spec.timeout, self.engine.activities, start_child, self.engine.side_effects
+                ctx, timeout, self.engine.activities, start_child, self.engine.side_effects
             )
             coro = execute(spec.step, run.input, dispatch)
-            output = await asyncio.wait_for(coro, spec.timeout) if spec.timeout else await coro
+            output = await asyncio.wait_for(coro, timeout)
             if isinstance(output, ChildStarted):
                 return Outcome(child=output.execution_id)
-            dumps(output)  # refuse what cannot be stored, as the activity's failure
+            # refuse what cannot be stored (too large, too deep, not JSON) as the failure
+            check_payload(output, "the output", max_bytes=self.engine.max_payload_bytes)
         except TimeoutError:
-            return Outcome(
-                error={"type": "Timeout", "message": f"attempt exceeded {spec.timeout}s"}
-            )
+            return Outcome(error={"type": "Timeout", "message": f"attempt exceeded {timeout}s"})
+        except PayloadRefused as exc:
+            return Outcome(error=_error(exc.type, exc.message), retryable=False)
         except ActivityError as exc:
             error = _error(exc.type, exc.message, exc.details, exc)
             return Outcome(error=error, retryable=exc.retryable)

@@ -49,7 +49,7 @@ def mount_ui(
             "web UI: cannot keep a session secret under %s (%s); using one in memory", home, exc
         )
         key = secrets.token_bytes(32)
-    codec = SessionCodec(key, lifetime_seconds=session_lifetime_seconds)
+    codec = SessionCodec(key, lifetime_seconds=session_lifetime_seconds, revoked=engine.store)
     routes = UiRoutes(engine, authenticator, codec)
     app.include_router(routes.router())
     app.mount("/ui/static", StaticFiles(directory=STATIC_DIR), name="wovyr-ui-static")

@@ -243,7 +243,7 @@ class UiRoutes:
                 )
             if not self.codec.check_csrf(session, form.get("csrf_token")):
                 return self.forbidden(request, session, "The form expired; reload and retry.")
-            self.codec.end(session)
+            await run_in_threadpool(self.codec.end, session)
         response.delete_cookie(SESSION_COOKIE, path=self.base(request))
         return response
 

@@ -4,7 +4,9 @@ Signing in checks an API key once with the authenticator; the cookie then carrie
 random session id, the key's id, its tenant and role and an expiry, signed with HMAC-SHA256
 under a server secret. The raw key is never stored in the cookie or on the server. CSRF
 tokens are an HMAC of the session id, so a form posted from another site (which cannot
-read our pages) cannot carry one.
+read our pages) cannot carry one. Signing out records the session id in the store
+(`SessionStore.revoke_session`) until the session would have expired: a replayed cookie is
+refused by every server sharing the store, and after a restart.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from wovyr.platform.auth import role_at_least
+from wovyr.store.platform import SessionStore
 
 __all__ = [
     "Authenticator",
@@ -81,7 +85,8 @@ def _unb64(text: str) -> bytes:
 
 
 class SessionCodec:
-    """Issues and reads session cookies; remembers sessions signed out in this process."""
+    """Issues and reads session cookies; remembers sessions signed out in `revoked` (the
+    store), or in this process only when there is none."""
 
     def __init__(
         self,
@@ -89,12 +94,14 @@ class SessionCodec:
         *,
         lifetime_seconds: int = _LIFETIME,
         now: Callable[[], float] = time.time,
+        revoked: SessionStore | None = None,
     ) -> None:
         if len(secret) < 16:
             raise ValueError("the UI session secret must be at least 16 bytes")
         self._secret = secret
         self.lifetime_seconds = lifetime_seconds
         self._now = now
+        self._revoked = revoked
         self._ended: dict[str, int] = {}  # sid -> expiry, for sign-out before expiry
         self._lock = threading.Lock()
 
@@ -151,10 +158,15 @@ class SessionCodec:
         with self._lock:
             if session.sid in self._ended:
                 return None
+        if self._revoked is not None and self._revoked.session_revoked(session.sid):
+            return None
         return session
 
     def end(self, session: Session) -> None:
-        """Sign out: this cookie stops working here even if a copy of it is replayed."""
+        """Sign out: this cookie stops working (here, and wherever the store is shared) even
+        if a copy of it is replayed."""
+        if self._revoked is not None:
+            self._revoked.revoke_session(session.sid, datetime.fromtimestamp(session.expires, UTC))
         now = self._now()
         with self._lock:
             for sid in [s for s, exp in self._ended.items() if exp <= now]:

@@ -1,5 +1,5 @@
-"""The platform half of the in-memory store (API keys, idempotency keys; mixed into
-MemoryStore, which creates the tables)."""
+"""The platform half of the in-memory store (API keys, idempotency keys, revoked sessions;
+mixed into MemoryStore, which creates the tables)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ class MemoryPlatform:
     _lock: threading.RLock
     _api_keys: dict[str, ApiKeyRecord]
     _idempotency_keys: dict[tuple[str, str], IdempotencyRecord]
+    _revoked_sessions: dict[str, datetime]
 
     def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
         with self._lock:
@@ -64,6 +65,23 @@ class MemoryPlatform:
         with self._lock:
             table = self._idempotency_keys
             old = [k for k, r in table.items() if r.created_at < before]
+            for k in old:
+                del table[k]
+            return len(old)
+
+    def revoke_session(self, session_id: str, until: datetime) -> None:
+        with self._lock:
+            known = self._revoked_sessions.get(session_id)
+            self._revoked_sessions[session_id] = until if known is None else max(known, until)
+
+    def session_revoked(self, session_id: str) -> bool:
+        with self._lock:
+            return session_id in self._revoked_sessions
+
+    def purge_revoked_sessions(self, before: datetime) -> int:
+        with self._lock:
+            table = self._revoked_sessions
+            old = [k for k, until in table.items() if until < before]
             for k in old:
                 del table[k]
             return len(old)

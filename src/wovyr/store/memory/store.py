@@ -56,6 +56,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         self._registered: list[DefinitionRecord] = []  # in the order applied
         self._api_keys: dict[str, ApiKeyRecord] = {}
         self._idempotency_keys: dict[tuple[str, str], IdempotencyRecord] = {}  # (tenant, key)
+        self._revoked_sessions: dict[str, datetime] = {}  # session id -> until
         self._observers = Observers()
         self.commits = 0
 

@@ -1,4 +1,5 @@
-"""The platform half of the PostgreSQL store (API keys, idempotency keys; mixed into
+"""The platform half of the PostgreSQL store (API keys, idempotency keys, revoked sessions;
+mixed into
 PostgresStore). Its SQL lives in `platform.sql`."""
 
 from __future__ import annotations
@@ -104,3 +105,19 @@ class PostgresPlatform:
 
     def purge_idempotency_keys(self, before: datetime) -> int:
         return self._platform_write("idempotency_purge", {"before": before})
+
+    # --- revoked UI sessions -------------------------------------------------------------
+
+    def revoke_session(self, session_id: str, until: datetime) -> None:
+        self._platform_write("session_revoke", {"session_id": session_id, "until": until})
+
+    def session_revoked(self, session_id: str) -> bool:
+        sql = _queries()["session_revoked"]
+
+        def body(conn: Connection) -> bool:
+            return conn.execute(sql, {"session_id": session_id}).fetchone() is not None
+
+        return bool(self._run(body, write=False))
+
+    def purge_revoked_sessions(self, before: datetime) -> int:
+        return self._platform_write("session_purge", {"before": before})

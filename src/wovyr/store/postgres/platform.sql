@@ -1,5 +1,6 @@
--- Named queries of the platform half of the PostgreSQL store (API keys, idempotency keys),
--- loaded by wovyr.store.postgres.platform. Parameters are psycopg's %(name)s.
+-- Named queries of the platform half of the PostgreSQL store (API keys, idempotency keys,
+-- revoked UI sessions), loaded by wovyr.store.postgres.platform. Parameters are psycopg's
+-- %(name)s.
 
 -- name: api_key_lock
 -- Serialises bootstrap: "insert only if there is no key yet" must not race.
@@ -50,3 +51,13 @@ WHERE tenant = %(tenant)s AND key = %(key)s AND NOT EXISTS (SELECT 1 FROM insert
 
 -- name: idempotency_purge
 DELETE FROM idempotency_keys WHERE created_at < %(before)s;
+
+-- name: session_revoke
+INSERT INTO revoked_sessions (session_id, until) VALUES (%(session_id)s, %(until)s)
+ON CONFLICT (session_id) DO UPDATE SET until = greatest(revoked_sessions.until, excluded.until);
+
+-- name: session_revoked
+SELECT 1 FROM revoked_sessions WHERE session_id = %(session_id)s;
+
+-- name: session_purge
+DELETE FROM revoked_sessions WHERE until < %(before)s;

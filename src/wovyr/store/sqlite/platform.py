@@ -1,4 +1,5 @@
-"""The platform half of the SQLite store (API keys, idempotency keys; mixed into SQLiteStore)."""
+"""The platform half of the SQLite store (API keys, idempotency keys, revoked sessions; mixed
+into SQLiteStore)."""
 
 from __future__ import annotations
 
@@ -95,4 +96,25 @@ class SQLitePlatform:
         with self._write() as conn:
             return conn.execute(
                 "DELETE FROM idempotency_keys WHERE created_at < ?", (to_micros(before),)
+            ).rowcount
+
+    # --- revoked UI sessions -------------------------------------------------------------
+
+    def revoke_session(self, session_id: str, until: datetime) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO revoked_sessions (session_id, until) VALUES (?, ?)"
+                " ON CONFLICT (session_id) DO UPDATE SET until = max(until, excluded.until)",
+                (session_id, to_micros(until)),
+            )
+
+    def session_revoked(self, session_id: str) -> bool:
+        return bool(
+            self._read("SELECT 1 FROM revoked_sessions WHERE session_id = ?", (session_id,))
+        )
+
+    def purge_revoked_sessions(self, before: datetime) -> int:
+        with self._write() as conn:
+            return conn.execute(
+                "DELETE FROM revoked_sessions WHERE until < ?", (to_micros(before),)
             ).rowcount
