@@ -279,22 +279,45 @@ def test_limits_never_raise_a_hard_limit_the_worker_already_has() -> None:
 # --- starting failures and the group kill through the launcher -------------------------------
 
 
-def test_a_missing_program_is_not_found_under_the_sandbox(tmp_path: Path) -> None:
-    assert _failure(["wovyr-no-such-program-x"], SANDBOX).type == "ProgramNotFound"
-    assert _failure([str(tmp_path / "missing")], SANDBOX).type == "ProgramNotFound"
+@pytest.mark.parametrize("policy", [TRUSTED, SANDBOX], ids=["trusted", "sandbox"])
+def test_a_missing_program_is_not_found(tmp_path: Path, policy: SideEffectPolicy) -> None:
+    assert _failure(["wovyr-no-such-program-x"], policy).type == "ProgramNotFound"
+    assert _failure([str(tmp_path / "missing")], policy).type == "ProgramNotFound"
 
 
-def test_a_file_that_is_not_executable_is_permission_denied_under_the_sandbox(
-    tmp_path: Path,
+@pytest.mark.parametrize("policy", [TRUSTED, SANDBOX], ids=["trusted", "sandbox"])
+def test_a_file_that_is_not_executable_is_permission_denied(
+    tmp_path: Path, policy: SideEffectPolicy
 ) -> None:
     script = tmp_path / "script"
     script.write_text("#!/bin/sh\necho hi\n")
     script.chmod(0o644)
 
-    error = _failure([str(script)], SANDBOX)
+    error = _failure([str(script)], policy)
 
     assert error.type == "PermissionDenied"
     assert error.retryable is False
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"argv": ["echo", "a\0b"]}, "argv[1] contains a NUL byte"),
+        ({"argv": ["echo"], "env": {"A=B": "x"}}, "env name 'A=B'"),
+        ({"argv": ["echo"], "env": {"A": "x\0"}}, "env A contains a NUL byte"),
+    ],
+)
+@pytest.mark.parametrize("policy", [TRUSTED, SANDBOX], ids=["trusted", "sandbox"])
+def test_what_no_exec_accepts_is_invalid_input_not_retried(
+    fields: dict[str, Any], problem: str, policy: SideEffectPolicy
+) -> None:
+    rest = {key: value for key, value in fields.items() if key != "argv"}
+
+    error = _failure(fields["argv"], policy, **rest)
+
+    assert error.type == "InvalidActivityInput"
+    assert error.retryable is False
+    assert problem in error.message
 
 
 @pytest.fixture

@@ -121,6 +121,7 @@ async def run_shell(
     raises `ActivityError(type="Timeout")` after killing the process group.
     """
     worker_env = os.environ if environ is None else environ
+    _check_input(spec)
     _check_allowed(spec, policy)
     env = _child_environment(spec, worker_env, policy)
     async with _working_directory(spec) as cwd:
@@ -150,6 +151,18 @@ async def run_shell(
 
 def _denied(message: str) -> NonRetryableError:
     return NonRetryableError(message, type=POLICY_DENIED)
+
+
+def _check_input(spec: ShellSpec) -> None:
+    """What no exec accepts: fails every attempt alike, so it is not retried."""
+    problems = [f"argv[{i}] contains a NUL byte" for i, arg in enumerate(spec.argv) if "\0" in arg]
+    for name, value in spec.env.items():
+        if not name or "=" in name or "\0" in name:
+            problems.append(f"env name {name!r} is not a variable name")
+        elif "\0" in value:
+            problems.append(f"env {name} contains a NUL byte")
+    if problems:
+        raise NonRetryableError("; ".join(problems), type="InvalidActivityInput")
 
 
 def _check_allowed(spec: ShellSpec, policy: SideEffectPolicy) -> None:
@@ -363,8 +376,8 @@ async def _spawn(launch: _Launch) -> asyncio.subprocess.Process:
         "cwd": launch.cwd,
         "start_new_session": True,  # own process group; unlike preexec_fn, thread-safe
     }
-    try:
-        if not launch.limits:
+    if not launch.limits:
+        try:
             return await asyncio.create_subprocess_exec(
                 *launch.argv,
                 executable=launch.program,
@@ -372,6 +385,9 @@ async def _spawn(launch: _Launch) -> asyncio.subprocess.Process:
                 stdin=asyncio.subprocess.DEVNULL,
                 **pipes,
             )
+        except OSError as exc:
+            raise _spawn_error(program, exc) from exc
+    try:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",
@@ -382,8 +398,11 @@ async def _spawn(launch: _Launch) -> asyncio.subprocess.Process:
             stdin=asyncio.subprocess.PIPE,
             **pipes,
         )
-    except OSError as exc:
-        raise _spawn_error(program, exc) from exc
+    except OSError as exc:  # the worker's own interpreter: e.g. EAGAIN, out of processes
+        raise ActivityError(
+            f"cannot start the launcher ({sys.executable}) for {program}: {exc}",
+            type="SpawnFailed",
+        ) from exc
     stdin = process.stdin
     assert stdin is not None
     # If the launcher died early its exit status tells why; the write's failure adds nothing.
