@@ -263,6 +263,33 @@ def test_the_program_starts_with_the_signal_dispositions_of_a_direct_start() -> 
     assert _shell(probe, SANDBOX)["stdout"] == _shell(probe, TRUSTED)["stdout"]
 
 
+def test_the_program_runs_under_every_limit_of_the_policy() -> None:
+    # RLIMIT_NPROC cannot be shown to bite as root (exempt): that it is set is shown here.
+    policy = replace(
+        SANDBOX,
+        shell_cpu_seconds=7,
+        shell_memory_bytes=512 * MIB,
+        shell_open_files=64,
+        shell_processes=100,
+        shell_file_bytes=3 * MIB,
+    )
+    names = ["RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_FSIZE"]
+    code = (
+        "import resource, sys\n"
+        "for name in sys.argv[1:]: print(*resource.getrlimit(getattr(resource, name)))"
+    )
+
+    out = _shell([PY, "-c", code, *names], policy)
+
+    assert _lines(out) == [
+        "7 8",
+        f"{512 * MIB} {512 * MIB}",
+        "64 64",
+        "100 100",
+        f"{3 * MIB} {3 * MIB}",
+    ]
+
+
 def test_limits_never_raise_a_hard_limit_the_worker_already_has() -> None:
     # The launcher only lowers limits: a policy above the worker's hard limit keeps the latter.
     worker_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
