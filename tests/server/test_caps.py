@@ -211,3 +211,42 @@ async def test_every_api_and_ui_response_says_no_store(capped: Api) -> None:
     ):
         r = await capped.call("GET", path, who)
         assert r.headers.get("cache-control") == "no-store", (path, r.status_code)
+
+
+CHILD = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: child}
+inputs:
+  data: {type: string}
+activities:
+  - id: noop
+    set: {ok: true}
+"""
+
+PARENT = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: parent}
+inputs:
+  part: {type: string}
+activities:
+  - id: spawn
+    workflow: {name: child, input: {data: "${{ inputs.part + inputs.part }}"}}
+    retry: {max_attempts: 3}
+"""
+
+
+async def test_a_child_input_over_the_cap_fails_the_parents_activity_for_good(
+    capped: Api,
+) -> None:
+    tenant = capped.engine.for_tenant("tenant-a")
+    tenant.apply(CHILD)
+    body = {"definition": PARENT, "input": {"part": "z" * (CAP // 2 + 10)}}
+    r = await capped.call("POST", BASE, OP, json=body)
+    assert r.status_code == 201, r.text
+    await capped.drain()
+    spawn = await _activity(capped, r.json()["id"], "spawn")
+    assert spawn["status"] == "failed", spawn
+    assert spawn["attempt"] == 1 and "over the cap of 4096" in spawn["error"]["message"]
+    assert [e["workflow"] for e in await _executions(capped)] == ["parent"]

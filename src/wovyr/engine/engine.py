@@ -314,7 +314,7 @@ class Engine(Definitions):
         return self._new_execution(
             workflow,
             digest,
-            resolve_inputs(workflow, input),
+            self._checked("the input", resolve_inputs(workflow, input), "input"),
             execution_id=execution_id,
             parent_id=parent_id,
             lease_owner=lease_owner,
