@@ -124,6 +124,7 @@ class Engine(Definitions):
         if default_timeout <= 0 or max_payload_bytes <= 0:
             raise ValueError("default_timeout and max_payload_bytes must be positive")
         self.store = store
+        self._timer_locking = capabilities(store).timer_locking  # asked once, not per tick
         self.max_child_depth = max_child_depth
         self.max_items = max_items
         self.max_recoveries = max_recoveries
@@ -575,7 +576,7 @@ class Engine(Definitions):
         ) -> builtins.list[StepWrite]:
             return timer_steps(now, timers, records)
 
-        locking = capabilities(store).timer_locking
+        locking = self._timer_locking
         if locking is not None:
             done = locking.fire_timers(now, limit, build)
         else:
