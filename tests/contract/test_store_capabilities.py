@@ -106,6 +106,7 @@ def test_the_contract_names_every_role() -> None:
         "api keys": {"create_api_key", "api_key_by_hash", "revoke_api_key", "touch_api_key"},
         "idempotency": {"claim_idempotency_key", "purge_idempotency_keys"},
         "sessions": {"revoke_session", "session_revoked", "purge_revoked_sessions"},
+        "tenants": {"get_tenant", "put_tenant", "list_tenants"},
         "life": {"add_observer", "close"},
     }
     for role, methods in roles.items():

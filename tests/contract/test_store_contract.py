@@ -16,6 +16,7 @@ from wovyr.store.base import (
     StepWrite,
     Store,
 )
+from wovyr.store.platform import TenantRecord
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -256,3 +257,18 @@ def test_revoked_sessions_are_kept_until_purged_after_they_expire(store: Store) 
     assert store.purge_revoked_sessions(T0 + timedelta(hours=1)) == 0
     assert store.purge_revoked_sessions(T0 + timedelta(hours=2, minutes=59)) == 1
     assert not store.session_revoked("s1") and store.session_revoked("s2")
+
+
+def test_tenant_settings_are_kept_per_tenant_and_replaced_whole(store: Store) -> None:
+    assert store.get_tenant("beta") is None and store.list_tenants() == []
+    policy = {"shell": False, "allow_networks": ["10.0.0.0/8"], "nested": {"a": [1, 2]}}
+    store.put_tenant(TenantRecord("beta", policy, T0, "cli"))
+    store.put_tenant(TenantRecord("alpha", None, T0, "key_1"))
+    got = store.get_tenant("beta")
+    assert got == TenantRecord("beta", policy, T0, "cli")
+    later = T0 + timedelta(minutes=5)
+    store.put_tenant(TenantRecord("beta", {"shell": True}, later, "key_2"))
+    assert store.get_tenant("beta") == TenantRecord("beta", {"shell": True}, later, "key_2")
+    assert [t.tenant for t in store.list_tenants()] == ["alpha", "beta"]
+    assert store.get_tenant("alpha") == TenantRecord("alpha", None, T0, "key_1")
+    assert store.get_tenant("gamma") is None

@@ -1,6 +1,8 @@
-"""The side-effect policy reaches `shell` through the engine, on every store: a refusal fails
-the activity at its first attempt (not retried, nothing run), a policy tightened after the
-start stops the execution at dispatch, and a sandboxed step runs under its limits."""
+"""Tenants' side-effect policies reach `shell` through the engine, on every store: a step the
+tenant's policy refuses is refused when the definition is accepted (start, apply, schedule
+create), a policy tightened after the start stops the execution at dispatch (not retried,
+nothing run), and a sandboxed step runs under its limits. The local owner's tenant
+`default` is trusted until restricted; every other tenant is restricted until opened."""
 
 from __future__ import annotations
 
@@ -10,8 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from wovyr.activities.policy import RESTRICTED, SideEffectPolicy
+import pytest
+
+from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy
 from wovyr.engine.engine import Engine
+from wovyr.engine.tenants import policy_of, set_policy
+from wovyr.errors import InputError
+from wovyr.scheduling.schedules import Schedules
+from wovyr.store.platform import TenantRecord
 from wovyr.testing import drain
 
 SANDBOX = replace(RESTRICTED, shell=True, shell_env=("PATH",))
@@ -33,10 +41,10 @@ def shell_step(code: str) -> str:
     )
 
 
-def under(engine: Engine, policy: SideEffectPolicy) -> Engine:
-    return Engine(
-        engine.store, clock=engine.clock, activities=engine.activities, side_effects=policy
-    )
+def opened(engine: Engine, tenant: str, policy: SideEffectPolicy) -> Engine:
+    """`engine` acting for `tenant`, whose stored policy is now `policy`."""
+    set_policy(engine.store, tenant, policy, by="test", at=engine.clock.now())
+    return engine.for_tenant(tenant)
 
 
 def failure(engine: Engine, execution_id: str) -> tuple[int, dict[str, Any]]:
@@ -48,39 +56,70 @@ def failure(engine: Engine, execution_id: str) -> tuple[int, dict[str, Any]]:
     return len(started), error
 
 
-def test_shell_refused_by_the_policy_fails_at_once_and_runs_nothing(
+def test_a_new_tenant_is_restricted_and_its_shell_step_is_refused_at_start(
     engine: Engine, tmp_path: Path
 ) -> None:
-    proof = tmp_path / "ran"
-    restricted = under(engine, RESTRICTED)
+    beta = engine.for_tenant("beta")
+    assert policy_of(engine.store, "beta").policy == RESTRICTED
+    assert policy_of(engine.store, "default").policy == TRUSTED
 
-    record = restricted.start(shell_step(f"open({str(proof)!r}, 'w')"))
-    drain(restricted)
+    with pytest.raises(InputError) as caught:
+        beta.start(shell_step("print(1)"), execution_id="refused-1")
 
-    assert restricted.query(record.id).status == "failed"
-    attempts, error = failure(restricted, record.id)
-    assert attempts == 1
-    assert error["type"] == "PolicyDenied"
-    assert "shell" in error["message"]
-    assert not proof.exists()
+    (problem,) = caught.value.problems
+    assert problem.path == "activities[0].shell"
+    assert "activity 'step' (shell)" in problem.message
+    assert "tenant 'beta'" in problem.message and "shell: false" in problem.message
+    assert "wovyr admin tenants set beta" in (problem.hint or "")
+    assert engine.store.load("refused-1", tenant=None) is None  # nothing was stored
+
+
+def test_apply_and_schedule_create_refuse_what_the_policy_refuses(engine: Engine) -> None:
+    beta = engine.for_tenant("beta")
+    with pytest.raises(InputError, match="refused by the side-effect policy"):
+        beta.apply(shell_step("print(1)"))
+    assert engine.store.registered_definition("sandboxed", None, "beta") is None
+    with pytest.raises(InputError, match="refused by the side-effect policy"):
+        Schedules(beta).create("nightly", workflow=beta.resolve(shell_step("print(1)"))[0],
+                               every="1h")  # fmt: skip
+    assert engine.store.get_schedule("nightly", "beta") is None
 
 
 def test_a_policy_tightened_after_the_start_stops_the_execution_at_dispatch(
     engine: Engine, tmp_path: Path
 ) -> None:
     proof = tmp_path / "ran"
-    record = engine.start(shell_step(f"open({str(proof)!r}, 'w')"))  # TRUSTED: accepted
+    record = engine.start(shell_step(f"open({str(proof)!r}, 'w')"))  # default: trusted
 
-    tightened = under(engine, RESTRICTED)
-    drain(tightened)
+    set_policy(engine.store, "default", RESTRICTED, by="test", at=engine.clock.now())
+    drain(engine)
 
-    assert tightened.query(record.id).status == "failed"
-    assert failure(tightened, record.id)[1]["type"] == "PolicyDenied"
+    assert engine.query(record.id).status == "failed"
+    attempts, error = failure(engine, record.id)
+    assert attempts == 1  # not retried
+    assert error["type"] == "PolicyDenied" and "shell" in error["message"]
     assert not proof.exists()
 
 
+def test_a_policy_set_back_to_the_default_and_a_broken_stored_policy(engine: Engine) -> None:
+    set_policy(engine.store, "beta", TRUSTED, by="test", at=engine.clock.now())
+    assert policy_of(engine.store, "beta").policy == TRUSTED
+    back = set_policy(engine.store, "beta", None, by="test", at=engine.clock.now())
+    assert back.policy == RESTRICTED and back.source == "default"
+    # a row written by hand that does not parse fails closed, for the trusted tenant too
+    engine.store.put_tenant(TenantRecord("default", {"shell": "yes"}, engine.clock.now()))
+    assert policy_of(engine.store, "default").policy == RESTRICTED
+
+
+def test_an_engine_given_one_policy_applies_it_to_every_tenant(engine: Engine) -> None:
+    fixed = Engine(engine.store, clock=engine.clock, side_effects=RESTRICTED)
+    with pytest.raises(InputError, match="tenant 'default'"):
+        fixed.start(shell_step("print(1)"))
+    assert fixed.for_tenant("beta").side_effect_policy() == RESTRICTED
+
+
 def test_a_sandboxed_step_is_stopped_at_its_cpu_limit_and_not_retried(engine: Engine) -> None:
-    sandboxed = under(engine, replace(SANDBOX, shell_cpu_seconds=1))
+    sandboxed = opened(engine, "beta", replace(SANDBOX, shell_cpu_seconds=1))
 
     record = sandboxed.start(shell_step("while True: pass"))
     drain(sandboxed)
@@ -92,7 +131,7 @@ def test_a_sandboxed_step_is_stopped_at_its_cpu_limit_and_not_retried(engine: En
 
 
 def test_a_sandboxed_step_completes_in_its_fresh_directory(engine: Engine) -> None:
-    sandboxed = under(engine, SANDBOX)
+    sandboxed = opened(engine, "beta", SANDBOX)
 
     record = sandboxed.start(shell_step("import os; print(sorted(os.listdir('.')))"))
     drain(sandboxed)

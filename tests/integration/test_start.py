@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from wovyr.activities.policy import TRUSTED
 from wovyr.clock import ManualClock
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file
 from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.engine.engine import Engine, Started
+from wovyr.engine.tenants import set_policy
 from wovyr.errors import Conflict, DefinitionError, InputError, NotFound
 from wovyr.events import EventType
 from wovyr.store.base import DefinitionRecord, Store
@@ -128,6 +130,7 @@ def test_an_existing_id_returns_that_execution_unchanged(engine: Engine) -> None
 
 def test_another_tenants_id_is_a_conflict_that_tells_nothing(engine: Engine) -> None:
     engine.for_tenant("a").start(FLOW, {"n": 7}, execution_id="shared")
+    set_policy(engine.store, "b", TRUSTED, by="test", at=engine.clock.now())  # hello: shell
     b = engine.for_tenant("b")
     answers = []
     for attempt in (

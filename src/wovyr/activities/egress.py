@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import ipaddress
+import re
 import socket
 
 from wovyr.activities.base import ActivityError
@@ -29,6 +30,7 @@ __all__ = [
     "admitted",
     "checked_addresses",
     "is_public",
+    "literal_address",
     "unreachable",
 ]
 
@@ -104,6 +106,28 @@ def _public_one(address: IPAddress) -> bool:
     if isinstance(address, ipaddress.IPv4Address):
         return not any(address in network for network in _REFUSED_V4)
     return not address.is_site_local and not any(address in network for network in _REFUSED_V6)
+
+
+_LEGACY_V4 = re.compile(r"^(?:0x[0-9a-f]*|\d+)(?:\.(?:0x[0-9a-f]*|\d+)){0,3}$")
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """The address a host written in a URL names without any lookup: an IP literal (also
+    the shorthand and decimal/hex IPv4 forms `127.1`, `2130706433`, `0x7f.1`), or loopback
+    for `localhost` and its subdomains; None for a name only DNS can answer."""
+    name = _host_key(host)
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        pass
+    if name == "localhost" or name.endswith(".localhost"):
+        return ipaddress.IPv4Address("127.0.0.1")
+    if _LEGACY_V4.match(name):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(name))
+        except OSError:
+            return None
+    return None
 
 
 def admitted(address: IPAddress, *, host: str, port: int, policy: SideEffectPolicy) -> bool:

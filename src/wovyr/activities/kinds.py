@@ -16,6 +16,11 @@ one `ActivityKind` registered here by its own module (see `wovyr.activities.buil
 - `preflight` (optional): what would fail given the handlers loaded here (a `tool` that no
   handler is registered as, `with:` keys its handler does not take), checked from the
   validated step before a foreground `wovyr run` starts and by `wovyr validate --activities`.
+- `side_effects`: the kind enforces the tenant's `SideEffectPolicy` when it runs (the worker
+  reads the policy for each attempt of such a kind and hands it over in `Dispatch.policy`);
+  `admits` (optional) says what a policy refuses of a step before anything runs (`shell`
+  when shell is off, an `http` URL at a literal private address): checked whenever a
+  definition is accepted for a tenant (start, apply, schedule create).
 
 A kind that misses a piece fails when it is registered (a type error for mypy, a
 `ConfigError` at import), never with a silent `None` at run time.
@@ -38,6 +43,7 @@ from wovyr.errors import ConfigError
 __all__ = [
     "KINDS",
     "ActivityKind",
+    "Admits",
     "ChildStarted",
     "Dispatch",
     "Executor",
@@ -79,6 +85,7 @@ class StepProblem:
 
 
 Preflight = Callable[[Any, ActivityRegistry], list[StepProblem]]
+Admits = Callable[[Any, SideEffectPolicy], list[StepProblem]]
 
 
 class Executor(Protocol):
@@ -101,6 +108,8 @@ class ActivityKind:
     per_item: bool = True  # may run once per item of a `for_each`
     repeat_lost: bool = False  # a lost attempt is repeated (its start is idempotent), not counted
     preflight: Preflight | None = None  # checks a step against the loaded handlers
+    side_effects: bool = False  # enforces the tenant's side-effect policy when it runs
+    admits: Admits | None = None  # what a policy refuses of a step, known before it runs
 
     def __post_init__(self) -> None:
         if (self.execute is None) != (self.settle != "worker"):

@@ -1,11 +1,16 @@
 """What side-effecting activity kinds may do: the policy an executor is handed at dispatch.
 
 A `SideEffectPolicy` travels in `Dispatch.policy`; the `shell` and `http` kinds enforce it
-on every attempt (so a policy tightened later stops executions already in flight). Which
-policy applies is decided above this layer: today the engine holds one
-(`Engine(side_effects=...)`), `TRUSTED` by default - the local owner of an embedded store
-runs anything, exactly as before. Per-tenant policies stored with the tenant are the next
-step (issue: sandboxed side effects).
+on every attempt (so a policy tightened later stops executions already in flight), and each
+kind's `admits` says, before anything runs, what a policy refuses of a step (checked when a
+definition is accepted). Which policy applies is decided above this layer: the engine reads
+the tenant's policy from the store (`wovyr admin tenants set`), and a tenant with none stored
+gets its default - `TRUSTED` for the local owner's tenant `default`, `RESTRICTED` for every
+other (see docs/security.md).
+
+`to_dict`/`parse_policy` are the stored and API form: a JSON object of the fields below
+(lists for the tuples), every field optional, unknown fields refused; `widened` tells which
+fields of one policy reach further than another's (the API may only tighten).
 
 `shell` fields (see docs/dsl.md, "Shell steps: what they can reach"):
 
@@ -24,9 +29,14 @@ step (issue: sandboxed side effects).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
-__all__ = ["RESTRICTED", "TRUSTED", "SideEffectPolicy"]
+from wovyr.errors import InputError, Problem
+
+__all__ = ["RESTRICTED", "TRUSTED", "SideEffectPolicy", "parse_policy", "to_dict", "widened"]
 
 _MIB = 1024 * 1024
 
@@ -63,3 +73,120 @@ RESTRICTED = SideEffectPolicy(
     shell_file_bytes=256 * _MIB,
     private_network=False,
 )
+
+
+_TUPLES = ("shell_commands", "shell_env", "allow_networks", "allow_hosts")
+_BOOLS = ("shell", "shell_cwd", "private_network")
+_LIMITS = (
+    "shell_cpu_seconds",
+    "shell_memory_bytes",
+    "shell_open_files",
+    "shell_processes",
+    "shell_file_bytes",
+)
+_MAX_ENTRIES = 256
+
+
+def to_dict(policy: SideEffectPolicy) -> dict[str, Any]:
+    """The JSON form of `policy` (every field; lists for the tuples)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(policy).items()}
+
+
+def parse_policy(data: object, *, base: SideEffectPolicy = RESTRICTED) -> SideEffectPolicy:
+    """A policy from its JSON form: the fields given replace `base`'s. `InputError` naming
+    every bad field (unknown, wrong type, a CIDR or `host:port` that does not parse)."""
+    if not isinstance(data, Mapping):
+        raise InputError([Problem("a side-effect policy is a JSON object", path="policy")])
+    known = {f.name for f in fields(SideEffectPolicy)}
+    problems: list[Problem] = []
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"policy.{key}"
+        if key not in known:
+            problems.append(Problem(f"unknown policy field {key!r}", path=path))
+        elif key in _BOOLS:
+            if isinstance(value, bool):
+                values[key] = value
+            else:
+                problems.append(Problem(f"{key} is true or false", path=path))
+        elif key in _LIMITS:
+            if value is None or (
+                isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**62
+            ):
+                values[key] = value
+            else:
+                problems.append(Problem(f"{key} is a positive integer or null", path=path))
+        else:
+            entries = _entries(key, value, path, problems)
+            if entries is not None or key in ("shell_commands", "shell_env"):
+                values[key] = entries
+    if problems:
+        raise InputError(problems)
+    return SideEffectPolicy(**{**asdict(base), **values}) if values else base
+
+
+def _entries(key: str, value: object, path: str, problems: list[Problem]) -> tuple[str, ...] | None:
+    nullable = key in ("shell_commands", "shell_env")  # None: any
+    if value is None and nullable:
+        return None
+    if not isinstance(value, list | tuple) or len(value) > _MAX_ENTRIES:
+        what = "a list of strings" + (" or null (any)" if nullable else "")
+        problems.append(Problem(f"{key} is {what}, at most {_MAX_ENTRIES}", path=path))
+        return None if nullable else ()
+    out: list[str] = []
+    for i, entry in enumerate(value):
+        reason = _bad_entry(key, entry)
+        if reason:
+            problems.append(Problem(reason, path=f"{path}[{i}]"))
+        else:
+            out.append(str(entry).strip())
+    return tuple(out)
+
+
+def _bad_entry(key: str, entry: object) -> str | None:
+    if not isinstance(entry, str) or not entry.strip() or len(entry) > 1024:
+        return "an entry is a non-empty string of at most 1024 characters"
+    text = entry.strip()
+    if key == "allow_networks":
+        try:
+            ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            return f"{text!r} is not a network in CIDR form (10.0.0.0/8, fd00::/8)"
+    if key == "allow_hosts":
+        host, sep, port = text.rpartition(":")
+        if not (sep and host.strip("[]") and port.isdigit() and 0 < int(port) < 65536):
+            return f"{text!r} is not host:port (internal.example:8443, [fd00::1]:80)"
+    if key == "shell_commands" and "/" in text and not text.startswith("/"):
+        return f"{text!r}: a command is a bare name or an absolute path"
+    return None
+
+
+def widened(policy: SideEffectPolicy, ceiling: SideEffectPolicy) -> list[str]:
+    """The fields of `policy` that allow more than `ceiling`'s (empty: `policy` is within)."""
+    wider: list[str] = []
+    for name in _BOOLS:
+        if getattr(policy, name) and not getattr(ceiling, name):
+            wider.append(name)
+    for name in ("shell_commands", "shell_env"):
+        mine, theirs = getattr(policy, name), getattr(ceiling, name)
+        if theirs is not None and (mine is None or not set(mine) <= set(theirs)):
+            wider.append(name)
+    for name in _LIMITS:
+        mine, theirs = getattr(policy, name), getattr(ceiling, name)
+        if theirs is not None and (mine is None or mine > theirs):
+            wider.append(name)
+    if not ceiling.private_network:
+        if not all(_net_within(n, ceiling.allow_networks) for n in policy.allow_networks):
+            wider.append("allow_networks")
+        if not set(policy.allow_hosts) <= set(ceiling.allow_hosts):
+            wider.append("allow_hosts")
+    return wider
+
+
+def _net_within(cidr: str, allowed: tuple[str, ...]) -> bool:
+    net = ipaddress.ip_network(cidr, strict=False)
+    for entry in allowed:
+        outer = ipaddress.ip_network(entry, strict=False)
+        if net.version == outer.version and net.subnet_of(outer):  # type: ignore[arg-type]
+            return True
+    return False

@@ -14,12 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from wovyr.activities.base import ActivityRegistry
+from wovyr.activities.policy import SideEffectPolicy
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.definition.parse import parse_document, read_source
 from wovyr.definition.source import DataPath, SourceMap, format_path
 from wovyr.errors import DefinitionError, Problem
 
-__all__ = ["handler_problems"]
+__all__ = ["handler_problems", "policy_problems"]
 
 
 def handler_problems(
@@ -45,6 +46,24 @@ def handler_problems(
         return [Problem(m, path=format_path(at), file=source, hint=h) for at, m, h in found]
     located = [smap.problem(m, at, key=True, hint=h) for at, m, h in found]
     return sorted(located, key=lambda p: (p.line or 0, p.column or 0))
+
+
+def policy_problems(
+    workflow: Workflow, policy: SideEffectPolicy
+) -> list[tuple[str, str, str, str]]:
+    """What `policy` refuses of the steps of `workflow` before anything runs (each kind's
+    `admits`), as (activity id, kind, data path, message) in document order."""
+    found: list[tuple[str, str, str, str]] = []
+    for index, act in enumerate(workflow.activities):
+        steps: list[tuple[DataPath, Activity | CompensateSpec]] = [(("activities", index), act)]
+        if act.compensate is not None:
+            steps.append((("activities", index, "compensate"), act.compensate))
+        for where, spec in steps:
+            check = spec.kind_entry.admits
+            if check is not None:
+                for p in check(spec.step, policy):
+                    found.append((act.id, spec.kind, format_path((*where, *p.path)), p.message))
+    return found
 
 
 def _source_map(path: str | Path) -> SourceMap | None:

@@ -1,16 +1,21 @@
 """The definition half of the engine: parse (cached), pin by content hash, register by
-name and version, and resolve what a caller names into a pinned definition."""
+name and version, resolve what a caller names into a pinned definition, and check it
+against the tenant's side-effect policy when it is accepted (`check_side_effects`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from wovyr.activities.kinds import ActivityKind
+from wovyr.activities.policy import SideEffectPolicy
 from wovyr.clock import Clock
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file
 from wovyr.definition.pin import canonical_json, content_hash
+from wovyr.engine.tenants import policy_of, refusals
 from wovyr.errors import DefinitionConflict, InputError, NotFound, Problem
 from wovyr.store.base import DefinitionRecord, Store
 
@@ -25,9 +30,27 @@ class Definitions:
     store: Store
     clock: Clock
     tenant: str
+    side_effects: SideEffectPolicy | None
     _definitions: dict[str, Workflow]
     _stored: set[tuple[str, str]]
     _sources: dict[str, tuple[Workflow, str]]
+
+    def side_effect_policy(self) -> SideEffectPolicy:
+        """The policy this tenant's side effects run under now: the engine's own when it
+        was given one, else the tenant's (stored, or its default)."""
+        if self.side_effects is not None:
+            return self.side_effects
+        return policy_of(self.store, self.tenant).policy
+
+    def check_side_effects(self, workflow: Workflow) -> None:
+        """`InputError` naming every step of `workflow` this tenant's policy refuses before
+        it runs (shell where shell is off, ...); the policy is read only when a step has a
+        kind with side effects."""
+        if not any(k.admits is not None for k in _kinds(workflow)):
+            return
+        error = refusals(workflow, self.side_effect_policy(), self.tenant)
+        if error is not None:
+            raise error
 
     def register(self, definition: Workflow | str | Path) -> str:
         """Store a definition by its content hash (idempotent); return the hash."""
@@ -82,6 +105,7 @@ class Definitions:
         """Register a definition under its name and version: ("applied" | "unchanged", hash).
         A different definition under an existing name and version is refused."""
         workflow = self._as_workflow(definition)
+        self.check_side_effects(workflow)
         digest = content_hash(workflow)
         record = DefinitionRecord(
             digest,
@@ -155,3 +179,10 @@ def _stored_workflow(record: DefinitionRecord) -> Workflow:
         return Workflow.model_validate_json(record.source)
     except ValidationError:  # not canonical JSON: read it as the document it is
         return load_definition(record.source, filename=f"<definition {record.name}>")
+
+
+def _kinds(workflow: Workflow) -> Iterator[ActivityKind]:
+    for act in workflow.activities:
+        yield act.kind_entry
+        if act.compensate is not None:
+            yield act.compensate.kind_entry

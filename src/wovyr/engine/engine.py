@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.activities.builtin.wait import WaitStep
-from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+from wovyr.activities.policy import SideEffectPolicy
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
@@ -106,15 +106,17 @@ class Engine(Definitions):
         max_child_depth: int = 10,
         max_items: int = 10_000,
         max_recoveries: int = MAX_RECOVERIES,
-        side_effects: SideEffectPolicy = TRUSTED,
+        side_effects: SideEffectPolicy | None = None,
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
     ) -> None:
         """`max_recoveries`: how often an activity (an item, a compensation) is run again
         after its attempt was lost with its worker (process killed, lease expired) before it
         fails with `RecoveryBudgetExhausted`; such re-runs never count against its
-        `retry.max_attempts`. `side_effects`: what `shell` and `http` activities may do
-        (`TRUSTED`, the local owner's policy, by default). `default_timeout`: the seconds an
+        `retry.max_attempts`. `side_effects`: one policy for what `shell` and `http`
+        activities of every tenant may do; None (the default) reads each tenant's from the
+        store (`wovyr.engine.tenants`: the local owner's tenant `default` is trusted, any
+        other restricted until an administrator opens it). `default_timeout`: the seconds an
         attempt (an activity's or a compensation's) may take when its definition gives no
         `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's payload
         or an activity's output may be (each also nests at most 64 levels deep)."""
@@ -256,6 +258,7 @@ class Engine(Definitions):
         workflow, digest = self.target(definition, name=name, version=version, path=path)
         if execution_id is not None:
             _check_id(execution_id)
+        self.check_side_effects(workflow)
         inputs = None
         if claim_id is not None:  # a claim is spent only on a valid start: inputs first
             inputs = self._checked("the input", resolve_inputs(workflow, input), "input")
@@ -311,7 +314,9 @@ class Engine(Definitions):
         """The row and first step of a new execution, for a store to create (maybe together
         with other writes, as a schedule fire does). When `lease_owner` will drive it, the
         first decision (the root activities' `ActivityStarted`) rides in the same commit.
-        The inputs are checked as `submit` checks them; the id is the caller's to derive."""
+        The inputs and the side-effect policy are checked as `submit` checks them; the id is
+        the caller's to derive."""
+        self.check_side_effects(workflow)
         return self._new_execution(
             workflow,
             digest,

@@ -95,6 +95,7 @@ class Schedules:
             raise _bad("schedule ids are 1-128 letters, digits, '.', '_' or '-'", "id")
         spec = self._spec(cron, every, timezone, offset)
         name, digest, definition, pinned = self._workflow(workflow)
+        self.engine.check_side_effects(definition)
         inputs = resolve_inputs(definition, input or {})
         window = self._window(catchup_window)
         if overlap not in OVERLAP_POLICIES:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.hooks import StoreObserver
-from wovyr.store.platform import ApiKeyStore, IdempotencyStore, SessionStore
+from wovyr.store.platform import ApiKeyStore, IdempotencyStore, SessionStore, TenantStore
 from wovyr.store.records import (
     DEFAULT_TENANT,
     Claim,
@@ -116,6 +116,7 @@ class Store(
     ApiKeyStore,
     IdempotencyStore,
     SessionStore,
+    TenantStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

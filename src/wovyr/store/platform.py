@@ -1,17 +1,20 @@
-"""Platform records and contracts: API keys, idempotency keys and signed-out UI sessions.
+"""Platform records and contracts: API keys, idempotency keys, signed-out UI sessions and
+tenants (their settings, today the side-effect policy).
 
 An API key row never holds the token, only its SHA-256 (`key_hash`) and a short display
 prefix. An idempotency row binds a client's `Idempotency-Key` (per tenant) to the
 fingerprint of the request body and the execution that request started, so a retry with
 the same key and body finds the same execution. A revoked session row keeps a signed-out
-web UI session's id until the session would have expired anyway.
+web UI session's id until the session would have expired anyway. A tenant row holds what
+an administrator set for a tenant (its side-effect policy as JSON); a tenant with no row
+has the defaults.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "ApiKeyRecord",
@@ -19,6 +22,8 @@ __all__ = [
     "IdempotencyRecord",
     "IdempotencyStore",
     "SessionStore",
+    "TenantRecord",
+    "TenantStore",
 ]
 
 
@@ -46,6 +51,14 @@ class IdempotencyRecord:
     fingerprint: str  # hex SHA-256 of the canonical request body
     execution_id: str
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class TenantRecord:
+    tenant: str
+    policy: dict[str, Any] | None  # the side-effect policy's JSON form; None: the default
+    updated_at: datetime
+    updated_by: str = ""  # who set it (a key id, or "cli" for the host's administrator)
 
 
 class ApiKeyStore(Protocol):
@@ -94,4 +107,18 @@ class SessionStore(Protocol):
 
     def purge_revoked_sessions(self, before: datetime) -> int:
         """Forget sessions whose `until` is before `before`; return how many."""
+        ...
+
+
+class TenantStore(Protocol):
+    def get_tenant(self, tenant: str) -> TenantRecord | None:
+        """What is set for `tenant`; None when nothing is."""
+        ...
+
+    def put_tenant(self, record: TenantRecord) -> None:
+        """Insert or replace the row of `record.tenant`."""
+        ...
+
+    def list_tenants(self) -> list[TenantRecord]:
+        """Every tenant with settings, by name."""
         ...

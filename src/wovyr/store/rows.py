@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
 from wovyr.store.records import (
     Claim,
     DefinitionRecord,
@@ -44,6 +44,8 @@ __all__ = [
     "idempotency_record",
     "schedule_params",
     "schedule_record",
+    "tenant_params",
+    "tenant_record",
     "timer_record",
 ]
 
@@ -279,4 +281,23 @@ def idempotency_params(record: IdempotencyRecord, d: Dialect) -> dict[str, Any]:
         "fingerprint": record.fingerprint,
         "execution_id": record.execution_id,
         "created_at": d.timestamp(record.created_at),
+    }
+
+
+def tenant_record(row: Row, d: Dialect) -> TenantRecord:
+    policy = row["policy"]
+    return TenantRecord(
+        tenant=row["tenant"],
+        policy=None if policy is None else d.json(policy),
+        updated_at=d.time(row["updated_at"]),
+        updated_by=row["updated_by"],
+    )
+
+
+def tenant_params(record: TenantRecord, d: Dialect) -> dict[str, Any]:
+    return {
+        "tenant": record.tenant,
+        "policy": None if record.policy is None else dumps(record.policy),
+        "updated_at": d.timestamp(record.updated_at),
+        "updated_by": record.updated_by,
     }

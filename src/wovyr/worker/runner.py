@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from wovyr.activities.base import ActivityContext, ActivityError
 from wovyr.activities.failures import handler_traceback
 from wovyr.activities.kinds import ChildStarted, Dispatch
+from wovyr.activities.policy import TRUSTED
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.engine.core.decide import Outcome, RunActivity, decide, outcome_events
 from wovyr.engine.core.policy import children_to_cancel
@@ -214,6 +215,11 @@ class ExecutionRunner:
         self.stats.attempts += 1
         # every attempt has a deadline: the definition's, else the engine's default
         timeout = spec.timeout or self.engine.default_timeout
+        policy = TRUSTED  # what a kind without side effects is handed (it never looks)
+        if spec.kind_entry.side_effects:  # read for every attempt: a tightening applies now
+            # (outside the `try`: a store that cannot answer loses the attempt, which is
+            # run again, rather than failing the activity)
+            policy = await asyncio.to_thread(self.engine.side_effect_policy)
         try:
             execute = spec.kind_entry.execute
             if execute is None:
@@ -225,9 +231,7 @@ class ExecutionRunner:
             async def start_child() -> str:
                 return await asyncio.to_thread(self.engine.start_child, self.state, run)
 
-            dispatch = Dispatch(
-                ctx, timeout, self.engine.activities, start_child, self.engine.side_effects
-            )
+            dispatch = Dispatch(ctx, timeout, self.engine.activities, start_child, policy)
             coro = execute(spec.step, run.input, dispatch)
             output = await asyncio.wait_for(coro, timeout)
             if isinstance(output, ChildStarted):

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field
 
 from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register_kind
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.fields import FrozenModel
 
@@ -386,6 +387,30 @@ async def _execute(step: HttpStep, rendered: Any, dispatch: Dispatch) -> Any:
     )
 
 
+def _admits(step: HttpStep, policy: SideEffectPolicy) -> list[StepProblem]:
+    """A URL written as a literal address (or `localhost`) the policy refuses; a host name is
+    resolved and checked at dispatch, on every attempt and redirect hop, never here."""
+    url = step.http.url
+    if policy.private_network or "${{" in url:
+        return []
+    try:
+        parsed = urlsplit(url)
+        host = parsed.hostname or ""
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        return []  # the attempt reports it
+    address = egress.literal_address(host)
+    if address is None or egress.admitted(address, host=host, port=port, policy=policy):
+        return []
+    return [
+        StepProblem(
+            ("http", "url"),
+            f"{host} is a loopback, private, link-local or metadata address "
+            "(private_network: false)",
+        )
+    ]
+
+
 KIND = register_kind(
     ActivityKind(
         name="http",
@@ -393,5 +418,7 @@ KIND = register_kind(
         spec=lambda step: step.http.model_dump(by_alias=True, mode="json", exclude_none=True),
         execute=_execute,
         description="one HTTP request",
+        side_effects=True,
+        admits=_admits,
     )
 )

@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import Field
 
 from wovyr.activities.base import ActivityError, NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register_kind
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.fields import FrozenModel
 
@@ -503,6 +503,32 @@ async def _execute(step: ShellStep, rendered: Any, dispatch: Dispatch) -> Any:
     )
 
 
+def _admits(step: ShellStep, policy: SideEffectPolicy) -> list[StepProblem]:
+    """What `policy` refuses of this step, known before it runs (the rest - a program
+    named by an expression, one found on PATH - is checked by `run_shell` at dispatch)."""
+    spec = step.shell
+    if not policy.shell:
+        return [StepProblem(("shell",), "`shell` is not allowed (shell: false)")]
+    found: list[StepProblem] = []
+    if spec.cwd is not None and not policy.shell_cwd:
+        found.append(
+            StepProblem(("shell", "cwd"), "a shell step may not choose its cwd (shell_cwd: false)")
+        )
+    commands = policy.shell_commands
+    argv0 = spec.argv[0]
+    if commands is not None and "${{" not in argv0:
+        paths = {os.path.normpath(entry) for entry in commands if "/" in entry}
+        if "/" not in argv0:
+            refused = argv0 not in commands
+        else:  # a relative path is only known in the attempt's directory
+            refused = argv0.startswith("/") and os.path.normpath(argv0) not in paths
+        if refused:
+            found.append(StepProblem(("shell", "argv"), f"{argv0!r} is not in shell_commands"))
+    if commands is not None and any(name.startswith("LD_") for name in spec.env):
+        found.append(StepProblem(("shell", "env"), "LD_* variables under a command allow-list"))
+    return found
+
+
 KIND = register_kind(
     ActivityKind(
         name="shell",
@@ -510,5 +536,7 @@ KIND = register_kind(
         spec=lambda step: step.shell.model_dump(mode="json", exclude_none=True),
         execute=_execute,
         description="one program, run without a shell",
+        side_effects=True,
+        admits=_admits,
     )
 )

@@ -1,5 +1,5 @@
-"""The platform half of the in-memory store (API keys, idempotency keys, revoked sessions;
-mixed into MemoryStore, which creates the tables)."""
+"""The platform half of the in-memory store (API keys, idempotency keys, revoked sessions,
+tenants; mixed into MemoryStore, which creates the tables)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 from dataclasses import replace
 from datetime import datetime
 
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
 
 __all__ = ["MemoryPlatform"]
 
@@ -17,6 +17,7 @@ class MemoryPlatform:
     _api_keys: dict[str, ApiKeyRecord]
     _idempotency_keys: dict[tuple[str, str], IdempotencyRecord]
     _revoked_sessions: dict[str, datetime]
+    _tenants: dict[str, TenantRecord]
 
     def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
         with self._lock:
@@ -85,3 +86,15 @@ class MemoryPlatform:
             for k in old:
                 del table[k]
             return len(old)
+
+    def get_tenant(self, tenant: str) -> TenantRecord | None:
+        with self._lock:
+            return self._tenants.get(tenant)
+
+    def put_tenant(self, record: TenantRecord) -> None:
+        with self._lock:
+            self._tenants[record.tenant] = record
+
+    def list_tenants(self) -> list[TenantRecord]:
+        with self._lock:
+            return [self._tenants[name] for name in sorted(self._tenants)]

@@ -31,7 +31,7 @@ from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.shards import shards_for, stable_shard
 
@@ -57,6 +57,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         self._api_keys: dict[str, ApiKeyRecord] = {}
         self._idempotency_keys: dict[tuple[str, str], IdempotencyRecord] = {}  # (tenant, key)
         self._revoked_sessions: dict[str, datetime] = {}  # session id -> until
+        self._tenants: dict[str, TenantRecord] = {}
         self._observers = Observers()
         self.commits = 0
 

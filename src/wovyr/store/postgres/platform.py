@@ -1,6 +1,5 @@
-"""The platform half of the PostgreSQL store (API keys, idempotency keys, revoked sessions;
-mixed into
-PostgresStore). Its SQL lives in `platform.sql`."""
+"""The platform half of the PostgreSQL store (API keys, idempotency keys, revoked sessions,
+tenants; mixed into PostgresStore). Its SQL lives in `platform.sql`."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 from wovyr.store.rows import (
@@ -21,6 +20,8 @@ from wovyr.store.rows import (
     api_key_record,
     idempotency_params,
     idempotency_record,
+    tenant_params,
+    tenant_record,
 )
 
 __all__ = ["PostgresPlatform"]
@@ -121,3 +122,24 @@ class PostgresPlatform:
 
     def purge_revoked_sessions(self, before: datetime) -> int:
         return self._platform_write("session_purge", {"before": before})
+
+    # --- tenants ---------------------------------------------------------------------------
+
+    def _tenants(self, name: str, params: dict[str, Any]) -> list[TenantRecord]:
+        sql = _queries()[name]
+
+        def body(conn: Connection) -> list[Any]:
+            return conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
+
+        rows: list[Any] = self._run(body, write=False)
+        return [tenant_record(row, POSTGRES) for row in rows]
+
+    def get_tenant(self, tenant: str) -> TenantRecord | None:
+        found = self._tenants("tenant_get", {"tenant": tenant})
+        return found[0] if found else None
+
+    def put_tenant(self, record: TenantRecord) -> None:
+        self._platform_write("tenant_put", tenant_params(record, POSTGRES))
+
+    def list_tenants(self) -> list[TenantRecord]:
+        return self._tenants("tenant_list", {})

@@ -61,3 +61,15 @@ SELECT 1 FROM revoked_sessions WHERE session_id = %(session_id)s;
 
 -- name: session_purge
 DELETE FROM revoked_sessions WHERE until < %(before)s;
+
+-- name: tenant_get
+SELECT tenant, policy, updated_at, updated_by FROM tenants WHERE tenant = %(tenant)s;
+
+-- name: tenant_put
+INSERT INTO tenants (tenant, policy, updated_at, updated_by)
+VALUES (%(tenant)s, %(policy)s, %(updated_at)s, %(updated_by)s)
+ON CONFLICT (tenant) DO UPDATE SET policy = excluded.policy, updated_at = excluded.updated_at,
+    updated_by = excluded.updated_by;
+
+-- name: tenant_list
+SELECT tenant, policy, updated_at, updated_by FROM tenants ORDER BY tenant;

@@ -1,5 +1,5 @@
-"""The platform half of the SQLite store (API keys, idempotency keys, revoked sessions; mixed
-into SQLiteStore)."""
+"""The platform half of the SQLite store (API keys, idempotency keys, revoked sessions,
+tenants; mixed into SQLiteStore)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from datetime import datetime
 from typing import Any
 
 from wovyr.store.codec import to_micros
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
 from wovyr.store.rows import (
     SQLITE,
     api_key_params,
     api_key_record,
     idempotency_params,
     idempotency_record,
+    tenant_params,
+    tenant_record,
 )
 
 __all__ = ["SQLitePlatform"]
@@ -118,3 +120,28 @@ class SQLitePlatform:
             return conn.execute(
                 "DELETE FROM revoked_sessions WHERE until < ?", (to_micros(before),)
             ).rowcount
+
+    # --- tenants ---------------------------------------------------------------------------
+
+    def get_tenant(self, tenant: str) -> TenantRecord | None:
+        rows = self._read(
+            "SELECT tenant, policy, updated_at, updated_by FROM tenants WHERE tenant = ?",
+            (tenant,),
+        )
+        return tenant_record(rows[0], SQLITE) if rows else None
+
+    def put_tenant(self, record: TenantRecord) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO tenants (tenant, policy, updated_at, updated_by)"
+                " VALUES (:tenant, :policy, :updated_at, :updated_by)"
+                " ON CONFLICT (tenant) DO UPDATE SET policy = excluded.policy,"
+                " updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+                tenant_params(record, SQLITE),
+            )
+
+    def list_tenants(self) -> list[TenantRecord]:
+        rows = self._read(
+            "SELECT tenant, policy, updated_at, updated_by FROM tenants ORDER BY tenant"
+        )
+        return [tenant_record(r, SQLITE) for r in rows]

@@ -1,0 +1,98 @@
+"""Tenants' side-effect policies: the default, the stored one, and changing it.
+
+Which `SideEffectPolicy` a tenant's `shell` and `http` activities run under:
+
+- what an administrator set for it (`wovyr admin tenants set`, or the admin API, which may
+  only tighten), stored in the tenant's row;
+- else its default: `TRUSTED` for the local owner's tenant `default` (an embedded
+  `wovyr run FILE` or the Python API runs anything, as it always has), `RESTRICTED` (no
+  `shell`, no private network for `http`) for every other tenant.
+
+The policy is read when a definition is accepted for the tenant (start, apply, schedule
+create: `refusals` names every step it refuses) and again for every attempt of a kind with
+side effects, so tightening a policy stops executions already in flight. A stored policy
+that no longer parses (written by hand into the store) counts as `RESTRICTED`: a broken row
+fails closed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from wovyr.activities.policy import (
+    RESTRICTED,
+    TRUSTED,
+    SideEffectPolicy,
+    parse_policy,
+    to_dict,
+)
+from wovyr.definition.model import Workflow
+from wovyr.definition.preflight import policy_problems
+from wovyr.errors import InputError, Problem
+from wovyr.store.base import DEFAULT_TENANT
+from wovyr.store.platform import TenantRecord, TenantStore
+
+__all__ = ["TenantPolicy", "default_policy", "policy_of", "refusals", "set_policy"]
+
+log = logging.getLogger("wovyr.tenants")
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    """A tenant's effective policy and where it comes from."""
+
+    tenant: str
+    policy: SideEffectPolicy
+    stored: TenantRecord | None  # None: the tenant's default applies
+
+    @property
+    def source(self) -> str:
+        return "default" if self.stored is None or self.stored.policy is None else "set"
+
+
+def default_policy(tenant: str) -> SideEffectPolicy:
+    """The policy of a tenant nobody set one for."""
+    return TRUSTED if tenant == DEFAULT_TENANT else RESTRICTED
+
+
+def policy_of(store: TenantStore, tenant: str) -> TenantPolicy:
+    """The policy `tenant`'s side effects run under now (one read of the tenant's row)."""
+    record = store.get_tenant(tenant)
+    if record is None or record.policy is None:
+        return TenantPolicy(tenant, default_policy(tenant), record)
+    try:
+        policy = parse_policy(record.policy, base=RESTRICTED)
+    except InputError as exc:
+        log.error("the stored policy of tenant %r is invalid (%s): it runs restricted", tenant, exc)
+        policy = RESTRICTED
+    return TenantPolicy(tenant, policy, record)
+
+
+def set_policy(
+    store: TenantStore, tenant: str, policy: SideEffectPolicy | None, *, by: str, at: datetime
+) -> TenantPolicy:
+    """Store `policy` for `tenant` (None: back to the tenant's default); return it."""
+    record = TenantRecord(tenant, None if policy is None else to_dict(policy), at, by)
+    store.put_tenant(record)
+    return policy_of(store, tenant)
+
+
+def refusals(workflow: Workflow, policy: SideEffectPolicy, tenant: str) -> InputError | None:
+    """The error naming every step of `workflow` that `policy` refuses, or None."""
+    found = policy_problems(workflow, policy)
+    if not found:
+        return None
+    hint = f"the server host's administrator can change it: `wovyr admin tenants set {tenant} ...`"
+    return InputError(
+        [
+            Problem(
+                f"activity {activity!r} ({kind}) is refused by the side-effect policy of "
+                f"tenant {tenant!r}: {message}",
+                path=path,
+                hint=hint,
+            )
+            for activity, kind, path, message in found
+        ]
+    )
