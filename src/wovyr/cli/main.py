@@ -32,6 +32,7 @@ def cli() -> None:
 def _register() -> None:
     # Each command group lives in its own module and adds itself to `cli`.
     from wovyr.cli import (  # noqa: F401
+        commands_admin,
         commands_db,
         commands_definition,
         commands_registry,

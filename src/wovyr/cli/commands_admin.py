@@ -1,0 +1,232 @@
+"""`wovyr admin tenants list|show|set`: tenants' side-effect policies, on the server host.
+
+Whoever runs these commands holds the store itself (its file, or its database URL), so they
+may open a tenant up as far as they like: the HTTP API lets a tenant's admin only tighten
+its own tenant's policy (see docs/security.md).
+
+`set` starts from `--preset` (default: the tenant's policy now), then a `--policy-file`
+(a JSON object of policy fields), then the flags; `--preset default` with nothing else puts
+the tenant back on its default (trusted for `default`, restricted for every other).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
+from wovyr.cli.commands_server import admin
+from wovyr.cli.common import echo_json, engine_options, open_engine, print_table
+from wovyr.engine.tenants import TenantPolicy, default_policy, policy_of, set_policy
+from wovyr.errors import InputError, Problem
+from wovyr.platform.auth import validate_tenant
+from wovyr.settings import Settings
+
+__all__: list[str] = []
+
+_PRESETS = {"restricted": RESTRICTED, "trusted": TRUSTED}
+_LIMIT = click.IntRange(min=1)
+
+
+@admin.group("tenants")
+def tenants() -> None:
+    """Show and set tenants' side-effect policies (what shell and http steps may reach)."""
+
+
+def _tenant_dict(found: TenantPolicy) -> dict[str, Any]:
+    stored = found.stored if found.source == "set" else None
+    return {
+        "tenant": found.tenant,
+        "source": found.source,
+        "policy": to_dict(found.policy),
+        "updated_at": stored.updated_at.isoformat() if stored else None,
+        "updated_by": stored.updated_by if stored else None,
+    }
+
+
+def _summary(policy: SideEffectPolicy) -> str:
+    shell = "shell" if policy.shell else "no shell"
+    if policy.shell and policy.shell_commands is not None:
+        shell += f" ({len(policy.shell_commands)} commands)"
+    net = "private network" if policy.private_network else "public network"
+    extra = len(policy.allow_networks) + len(policy.allow_hosts)
+    return f"{shell}; {net}" + (
+        f" + {extra} allowed" if extra and not policy.private_network else ""
+    )
+
+
+@tenants.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def list_command(as_json: bool, settings: Settings) -> None:
+    """Every tenant with a policy set or an API key, and the policy it runs under."""
+    with open_engine(settings, load_activities=False) as engine:
+        store = engine.store
+        names = {t.tenant for t in store.list_tenants()} | {k.tenant for k in store.list_api_keys()}
+        found = [policy_of(store, name) for name in sorted(names | {"default"})]
+    if as_json:
+        echo_json([_tenant_dict(f) for f in found])
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("tenant", "policy", "source"):
+        table.add_column(column)
+    for f in found:
+        table.add_row(f.tenant, _summary(f.policy), f.source)
+    print_table(table)
+
+
+@tenants.command("show")
+@click.argument("tenant")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def show_command(tenant: str, as_json: bool, settings: Settings) -> None:
+    """The side-effect policy TENANT's shell and http steps run under now."""
+    validate_tenant(tenant)
+    with open_engine(settings, load_activities=False) as engine:
+        found = policy_of(engine.store, tenant)
+    _print(found, as_json)
+
+
+def _print(found: TenantPolicy, as_json: bool) -> None:
+    if as_json:
+        echo_json(_tenant_dict(found))
+        return
+    origin = "its default" if found.source == "default" else "set"
+    if found.source == "set" and found.stored is not None:
+        origin += f" {found.stored.updated_at:%Y-%m-%d %H:%M} by {found.stored.updated_by}"
+    click.echo(f"tenant {found.tenant}: {_summary(found.policy)} ({origin})")
+    table = Table(box=None, pad_edge=False)
+    table.add_column("field")
+    table.add_column("value")
+    for name, value in to_dict(found.policy).items():
+        if value is None:  # no list: anything; no limit: the worker's own
+            shown = "any" if name in ("shell_commands", "shell_env") else "the worker's"
+        else:
+            shown = json.dumps(value)
+        table.add_row(name, shown)
+    print_table(table)
+
+
+@tenants.command("set")
+@click.argument("tenant")
+@click.option(
+    "--preset",
+    type=click.Choice(["restricted", "trusted", "default"]),
+    help="Start from this policy instead of the tenant's current one ('default': the "
+    "tenant's default; alone, it removes what was set).",
+)
+@click.option(
+    "--policy-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A JSON object of policy fields (docs/security.md).",
+)
+@click.option("--shell/--no-shell", "shell", default=None, help="May shell steps run at all.")
+@click.option(
+    "--shell-command",
+    "commands",
+    multiple=True,
+    help="Allow only these programs (a bare name or an absolute path; repeat).",
+)
+@click.option("--any-command", is_flag=True, help="Drop the command allow-list.")
+@click.option(
+    "--shell-env", "env", multiple=True, help="Worker variables a step may inherit (repeat)."
+)
+@click.option("--shell-cwd/--no-shell-cwd", "cwd", default=None, help="May a step pick its cwd.")
+@click.option(
+    "--cpu-seconds", type=click.IntRange(min=1), help="CPU seconds of a shell step (RLIMIT_CPU)."
+)
+@click.option(
+    "--memory-bytes", type=click.IntRange(min=1), help="Address space of a shell step (RLIMIT_AS)."
+)
+@click.option(
+    "--open-files", type=click.IntRange(min=1), help="Open files of a shell step (RLIMIT_NOFILE)."
+)
+@click.option(
+    "--processes", type=click.IntRange(min=1), help="Processes of the worker's user (RLIMIT_NPROC)."
+)
+@click.option(
+    "--file-bytes",
+    type=click.IntRange(min=1),
+    help="Largest file a shell step writes (RLIMIT_FSIZE).",
+)
+@click.option(
+    "--private-network/--no-private-network",
+    "private",
+    default=None,
+    help="May http reach loopback, private, link-local and metadata addresses.",
+)
+@click.option("--allow-network", "networks", multiple=True, help="A CIDR http may reach (repeat).")
+@click.option("--allow-host", "hosts", multiple=True, help="A host:port http may reach (repeat).")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def set_command(
+    tenant: str,
+    preset: str | None,
+    policy_file: Path | None,
+    shell: bool | None,
+    commands: tuple[str, ...],
+    any_command: bool,
+    env: tuple[str, ...],
+    cwd: bool | None,
+    cpu_seconds: int | None,
+    memory_bytes: int | None,
+    open_files: int | None,
+    processes: int | None,
+    file_bytes: int | None,
+    private: bool | None,
+    networks: tuple[str, ...],
+    hosts: tuple[str, ...],
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """Set TENANT's side-effect policy; it applies to the next attempt of every execution."""
+    validate_tenant(tenant)
+    if commands and any_command:
+        raise click.UsageError("--shell-command and --any-command exclude each other")
+    fields: dict[str, Any] = {}
+    if policy_file is not None:
+        fields.update(_read_policy_file(policy_file))
+    flags: dict[str, Any] = {
+        "shell": shell,
+        "shell_cwd": cwd,
+        "shell_cpu_seconds": cpu_seconds,
+        "shell_memory_bytes": memory_bytes,
+        "shell_open_files": open_files,
+        "shell_processes": processes,
+        "shell_file_bytes": file_bytes,
+        "private_network": private,
+        "shell_commands": list(commands) if commands else None if any_command else ...,
+        "shell_env": list(env) or ...,
+        "allow_networks": list(networks) or ...,
+        "allow_hosts": list(hosts) or ...,
+    }
+    fields.update({k: v for k, v in flags.items() if v is not None and v is not ...})
+    if any_command:
+        fields["shell_commands"] = None
+    with open_engine(settings, load_activities=False) as engine:
+        store = engine.store
+        if preset == "default" and not fields:
+            found = set_policy(store, tenant, None, by="cli", at=engine.clock.now())
+        else:
+            if preset is None:
+                base = policy_of(store, tenant).policy
+            else:
+                base = _PRESETS.get(preset) or default_policy(tenant)
+            policy = parse_policy(fields, base=base) if fields else replace(base)
+            found = set_policy(store, tenant, policy, by="cli", at=engine.clock.now())
+    _print(found, as_json)
+
+
+def _read_policy_file(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError([Problem(f"cannot read {path}: {exc}", path="--policy-file")]) from None
+    if not isinstance(data, dict):
+        raise InputError([Problem("the policy file holds one JSON object", path="--policy-file")])
+    return data
