@@ -42,6 +42,8 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/admin/keys"): "admin",
     ("POST", "/api/v1/admin/keys"): "admin",
     ("DELETE", "/api/v1/admin/keys/{key_id}"): "admin",
+    ("GET", "/api/v1/admin/policy"): "admin",
+    ("PATCH", "/api/v1/admin/policy"): "admin",
     ("GET", "/metrics"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",
@@ -61,6 +63,8 @@ def body_for(method: str, path: str) -> Any:
         return {"activity": "gate", "approved": False, "comment": "b"}
     if path.endswith("/backfill"):
         return {"start": "2029-12-31T00:00:00Z", "end": "2030-01-01T00:00:00Z"}
+    if (method, path) == ("PATCH", "/api/v1/admin/policy"):
+        return {"shell_cpu_seconds": 30}  # tightening: allowed
     if method == "PATCH":
         return {"note": "b was here"}
     if path.endswith(("/pause", "/resume")):
