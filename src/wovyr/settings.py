@@ -28,6 +28,7 @@ class Settings:
     max_body_bytes: int = 1_048_576  # the HTTP API refuses larger request bodies (413)
     shutdown_grace: float = 10.0  # seconds in-flight activities get when the server stops
     default_timeout: float = 300.0  # seconds an attempt may take when its definition says not
+    tenant: str = "default"  # the tenant CLI engine commands act for (--tenant, WOVYR_TENANT)
     max_payload_bytes: int = 2_097_152  # largest stored input, signal payload, output (JSON)
 
     @property

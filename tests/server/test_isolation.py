@@ -14,12 +14,15 @@ import httpx
 import pytest
 from tests.server.conftest import APPROVAL_FLOW, Api
 
+from wovyr.definition.parse import load_definition
+
 pytestmark = pytest.mark.anyio
 
 CANARY = "canary-7f3a"
 A_FLOW = APPROVAL_FLOW.replace("name: purchase", f"name: {CANARY}-flow")
 B_FLOW = APPROVAL_FLOW.replace("name: purchase", "name: b-flow")
 _fresh = itertools.count()
+B_DOCUMENT = load_definition(B_FLOW).model_dump(by_alias=True, mode="json", exclude_defaults=True)
 
 # The role each operation needs: the test is the spec. A route missing here fails the test.
 REQUIRED_ROLE = {
@@ -30,6 +33,10 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/workflows/{execution_id}/history"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/signal"): "operator",
     ("POST", "/api/v1/workflows/{execution_id}/approve"): "operator",
+    ("POST", "/api/v1/definitions"): "operator",
+    ("GET", "/api/v1/definitions"): "viewer",
+    ("GET", "/api/v1/definitions/{name}"): "viewer",
+    ("GET", "/api/v1/definitions/{name}/{version}"): "viewer",
     ("POST", "/api/v1/schedules"): "operator",
     ("GET", "/api/v1/schedules"): "viewer",
     ("GET", "/api/v1/schedules/{schedule_id}"): "viewer",
@@ -57,6 +64,8 @@ def body_for(method: str, path: str) -> Any:
         return {"definition": B_FLOW, "input": {"note": "from b"}}
     if (method, path) == ("POST", "/api/v1/schedules"):
         return {"id": f"b-sched-{n}", "definition": B_FLOW, "every": "1h"}
+    if (method, path) == ("POST", "/api/v1/definitions"):
+        return B_DOCUMENT
     if path.endswith("/signal"):
         return {"name": "go", "payload": "b"}
     if path.endswith("/approve"):
@@ -101,10 +110,20 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "POST", "/api/v1/admin/keys", "tenant-a:admin", json={"role": "viewer", "name": CANARY}
     )
     assert key.status_code == 201
+    applied = await api.call(
+        "POST",
+        "/api/v1/definitions",
+        a,
+        content=A_FLOW,
+        headers={"Content-Type": "application/yaml"},
+    )
+    assert applied.status_code == 201, applied.text
     return {
         "execution_id": f"{CANARY}-exec",
         "schedule_id": f"{CANARY}-sched",
         "key_id": key.json()["id"],
+        "name": f"{CANARY}-flow",
+        "version": "1",
     }
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import click
 from rich.table import Table
 
-from wovyr.cli.common import console, echo_json, engine_options, open_engine, print_table
+from wovyr.cli.common import console, echo_json, open_engine, print_table, tenant_options
 from wovyr.cli.main import EXIT_FAILED, cli, error_text
-from wovyr.errors import DefinitionConflict, DefinitionError
+from wovyr.errors import DefinitionConflict, DefinitionError, InputError
 from wovyr.settings import Settings
 
 __all__: list[str] = []
@@ -24,7 +24,7 @@ def definitions() -> None:
 @definitions.command("apply")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
     """Register each FILE under its metadata name and version (idempotent)."""
     results: list[dict[str, Any]] = []
@@ -43,9 +43,9 @@ def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) ->
                         "result": outcome,
                     }
                 )
-            except (DefinitionError, DefinitionConflict) as exc:
+            except (DefinitionError, DefinitionConflict, InputError) as exc:
                 failed = True
-                problems = exc.problems if isinstance(exc, DefinitionError) else []
+                problems = exc.problems if isinstance(exc, DefinitionError | InputError) else []
                 results.append(
                     {
                         "file": str(file),
@@ -70,7 +70,7 @@ def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) ->
 
 @definitions.command("list")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """List registered definitions, newest first."""
     with open_engine(settings, load_activities=False) as engine:
@@ -100,7 +100,7 @@ def list_command(as_json: bool, settings: Settings) -> None:
 @click.argument("name")
 @click.option("--version", "version", help="A specific version (default: the latest).")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def show_command(name: str, version: str | None, as_json: bool, settings: Settings) -> None:
     """Print a registered definition (canonical JSON)."""
     with open_engine(settings, load_activities=False) as engine:

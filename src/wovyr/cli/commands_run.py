@@ -17,10 +17,10 @@ from wovyr.cli.common import (
     cli_inputs,
     console,
     echo_json,
-    engine_options,
     is_tty,
     open_engine,
     print_table,
+    tenant_options,
 )
 from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli
 from wovyr.definition.parse import load_definition_file
@@ -99,7 +99,7 @@ def _seconds(value: str) -> float:
 )
 @click.option("--detach", is_flag=True, help="Only start it; a worker drives it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@engine_options
+@tenant_options
 @click.pass_context
 def run_command(
     ctx: click.Context,

@@ -12,10 +12,10 @@ from wovyr.cli.common import (
     cli_inputs,
     console,
     echo_json,
-    engine_options,
     open_engine,
     print_table,
     short,
+    tenant_options,
 )
 from wovyr.cli.main import cli
 from wovyr.fields import format_duration, parse_timestamp
@@ -93,7 +93,7 @@ def schedules() -> None:
 @click.option("--paused", is_flag=True)
 @click.option("--note")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def create_command(
     schedule_id: str,
     workflow: str | None,
@@ -161,7 +161,7 @@ def _show(record: ScheduleRecord, service: Schedules, as_json: bool) -> None:
 
 @schedules.command("list")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """List schedules."""
     with open_engine(settings, load_activities=False) as engine:
@@ -188,7 +188,7 @@ def list_command(as_json: bool, settings: Settings) -> None:
 @schedules.command("show")
 @click.argument("schedule_id")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def show_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Show a schedule with its next 5 fire times."""
     with open_engine(settings, load_activities=False) as engine:
@@ -203,7 +203,7 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result a
 @click.argument("schedule_id")
 @click.option("--note")
 @_JSON
-@engine_options
+@tenant_options
 def pause_command(schedule_id: str, note: str | None, as_json: bool, settings: Settings) -> None:
     """Stop firing (nothing missed while paused replays on resume)."""
     with open_engine(settings, load_activities=False) as engine:
@@ -219,7 +219,7 @@ def pause_command(schedule_id: str, note: str | None, as_json: bool, settings: S
 @click.argument("schedule_id")
 @click.option("--note")
 @_JSON
-@engine_options
+@tenant_options
 def resume_command(schedule_id: str, note: str | None, as_json: bool, settings: Settings) -> None:
     """Fire again from the next tick after now."""
     with open_engine(settings, load_activities=False) as engine:
@@ -240,7 +240,7 @@ def resume_command(schedule_id: str, note: str | None, as_json: bool, settings: 
 @click.option("--catchup-window")
 @click.option("--note")
 @_JSON
-@engine_options
+@tenant_options
 def update_command(
     schedule_id: str,
     cron: str | None,
@@ -279,7 +279,7 @@ def update_command(
 @schedules.command("delete")
 @click.argument("schedule_id")
 @_JSON
-@engine_options
+@tenant_options
 def delete_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Delete a schedule (executions it started are kept)."""
     with open_engine(settings, load_activities=False) as engine:
@@ -293,7 +293,7 @@ def delete_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
 @schedules.command("trigger")
 @click.argument("schedule_id")
 @_JSON
-@engine_options
+@tenant_options
 def trigger_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Start one execution now."""
     with open_engine(settings, load_activities=False) as engine:
@@ -309,7 +309,7 @@ def trigger_command(schedule_id: str, as_json: bool, settings: Settings) -> None
 @click.option("--start", "start", required=True, help="RFC 3339 (exclusive).")
 @click.option("--end", "end", required=True, help="RFC 3339 (inclusive).")
 @_JSON
-@engine_options
+@tenant_options
 def backfill_command(
     schedule_id: str, start: str, end: str, as_json: bool, settings: Settings
 ) -> None:

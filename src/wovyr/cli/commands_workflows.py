@@ -15,11 +15,11 @@ from wovyr.cli.common import (
     activities_table,
     console,
     echo_json,
-    engine_options,
     open_engine,
     print_table,
     short,
     status_style,
+    tenant_options,
 )
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
@@ -66,7 +66,7 @@ def _cursor(value: str | None) -> tuple[datetime, str] | None:
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @click.option("--cursor", help="Continue after a previous page.")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def list_command(
     workflow: str | None,
     status: str | None,
@@ -126,7 +126,7 @@ def _summary(r: Any) -> dict[str, Any]:
 @workflows.command("show")
 @click.argument("execution_id")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def show_command(execution_id: str, as_json: bool, settings: Settings) -> None:
     """Show one execution's state (a query: changes nothing)."""
     with open_engine(settings, load_activities=False) as engine:
@@ -165,7 +165,7 @@ def _print_tracebacks(view: Any) -> None:
 @click.option("--after", type=click.IntRange(0), default=0, help="Only events after this seq.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=None)
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def history_command(
     execution_id: str, after: int, limit: int | None, as_json: bool, settings: Settings
 ) -> None:
@@ -199,7 +199,7 @@ def _payload(raw: str | None) -> Any:
 @click.argument("name")
 @click.option("--payload", help="JSON payload (a plain string if it is not JSON).")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def signal_command(
     execution_id: str, name: str, payload: str | None, as_json: bool, settings: Settings
 ) -> None:
@@ -216,7 +216,7 @@ def signal_command(
 @click.option("--by", help="Who decides (recorded).")
 @click.option("--comment", help="A comment (recorded).")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def approve_command(
     execution_id: str,
     activity_id: str,
@@ -254,7 +254,7 @@ def _require_by(engine: Engine, execution_id: str, activity_id: str) -> None:
 @click.argument("execution_id")
 @click.option("--reason", help="Why (recorded).")
 @click.option("--json", "as_json", is_flag=True)
-@engine_options
+@tenant_options
 def cancel_command(
     execution_id: str, reason: str | None, as_json: bool, settings: Settings
 ) -> None:

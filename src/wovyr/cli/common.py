@@ -8,6 +8,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
@@ -18,6 +19,7 @@ from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.definition.inputs import parse_cli_inputs
 from wovyr.engine.engine import Engine
 from wovyr.errors import InputError
+from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings, load_settings
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "print_table",
     "status_style",
     "store_options",
+    "tenant_options",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -95,8 +98,33 @@ def engine_options(fn: F) -> F:
     )(store_options(fn))
 
 
+def tenant_options(fn: F) -> F:
+    """`engine_options` plus `--tenant` (env `WOVYR_TENANT`, default `default`): the tenant a
+    command acts for. Whoever runs the CLI holds the store, so they may act for any tenant
+    (docs/security.md); the tenant's side-effect policy still applies to what it runs."""
+
+    @click.option(
+        "--tenant",
+        default="default",
+        envvar="WOVYR_TENANT",
+        show_default=True,
+        metavar="TENANT",
+        help="The tenant to act for. Env: WOVYR_TENANT.",
+    )
+    @functools.wraps(fn)
+    def wrapper(*args: Any, tenant: str, settings: Settings, **kwargs: Any) -> Any:
+        try:
+            validate_tenant(tenant)
+        except InputError as exc:
+            raise click.BadParameter(str(exc), param_hint="--tenant") from None
+        return fn(*args, settings=replace(settings, tenant=tenant), **kwargs)
+
+    return engine_options(wrapper)  # type: ignore[return-value]
+
+
 @contextmanager
 def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator[Engine]:
+    """The engine over the configured store, acting for `settings.tenant`."""
     if load_activities:
         load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
     engine = Engine.open(
@@ -105,7 +133,7 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
         max_payload_bytes=settings.max_payload_bytes,
     )
     try:
-        yield engine
+        yield engine.for_tenant(settings.tenant)
     finally:
         engine.close()
 

@@ -21,7 +21,7 @@ from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator
 from wovyr.platform.metrics import meter
-from wovyr.server.api import admin, health, policy, schedules, workflows
+from wovyr.server.api import admin, definitions, health, policy, schedules, workflows
 from wovyr.server.background import Background
 from wovyr.server.deps import ServerContext
 from wovyr.server.guard import RequestGuard
@@ -89,7 +89,7 @@ def create_app(
     app.state.settings = settings
     app.state.authenticator = authenticator
     install_problem_handlers(app)
-    for module in (workflows, schedules, admin, policy, health):
+    for module in (workflows, definitions, schedules, admin, policy, health):
         app.include_router(module.router)
     mount_ui = _ui_mounter()
     if mount_ui is not None:

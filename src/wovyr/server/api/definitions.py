@@ -1,0 +1,145 @@
+"""`/api/v1/definitions`: the tenant's definition registry (apply, list, show).
+
+`POST` takes the workflow document itself: YAML text (`Content-Type: application/yaml`,
+`text/yaml` or `text/plain`) or a JSON object (`application/json`), and registers it under
+its `metadata.name` and `metadata.version` in the caller's tenant (201 applied, 200
+unchanged, 409 when that name and version hold different content). It is checked like any
+accepted definition: the document (422 with located problems) and the tenant's side-effect
+policy. Start-by-name and child workflows resolve in the caller's tenant only.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel
+
+from wovyr.errors import InputError, NotFound, Problem
+from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
+from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.store.records import DefinitionRecord
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/api/v1/definitions",
+    tags=["definitions"],
+    responses=problem_responses(401, 403, 404, 413, 422),
+)
+
+_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
+
+
+class DefinitionOut(BaseModel):
+    name: str
+    version: str
+    hash: str
+    applied_at: datetime
+
+
+class DefinitionApplied(DefinitionOut):
+    result: str  # "applied" or "unchanged"
+
+
+class DefinitionDetail(DefinitionOut):
+    definition: dict[str, Any]
+
+
+def _out(record: DefinitionRecord) -> DefinitionOut:
+    return DefinitionOut(
+        name=record.name, version=record.version, hash=record.hash, applied_at=record.created_at
+    )
+
+
+async def _document(request: Request) -> str:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    raw = await request.body()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError([Problem("the document is not UTF-8 text", path="body")]) from None
+    if kind == "application/json":
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            raise InputError([Problem("the body is not valid JSON", path="body")]) from None
+        if not isinstance(data, dict):
+            raise InputError([Problem("a JSON body is the workflow object", path="body")])
+        return json.dumps(data, indent=2)  # parsed as a document: located errors
+    if kind in _YAML_TYPES:
+        return text
+    raise ApiProblem(
+        415,
+        "Send the workflow as YAML (application/yaml) or as a JSON object (application/json).",
+    )
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=DefinitionApplied,
+    summary="Apply a definition (YAML or JSON body)",
+    responses={
+        200: {"description": "Already applied with the same content."},
+        **problem_responses(409, 415),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/yaml": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"type": "object"}},
+            },
+        }
+    },
+)
+async def apply_definition(
+    request: Request, response: Response, ctx: Ctx, principal: Operator
+) -> DefinitionApplied:
+    text = await _document(request)
+    engine = tenant_engine(ctx, principal)
+    outcome, digest = await _in_thread(engine.apply, text)
+    workflow = engine.definition(digest)
+    record = engine.store.registered_definition(workflow.name, workflow.version, engine.tenant)
+    assert record is not None  # just applied
+    response.status_code = 201 if outcome == "applied" else 200
+    response.headers["Location"] = f"{router.prefix}/{record.name}/{record.version}"
+    return DefinitionApplied(**_out(record).model_dump(), result=outcome)
+
+
+async def _in_thread(fn: Any, *args: Any) -> Any:
+    """Parsing and validating an untrusted document is CPU work: never on the event loop."""
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(fn, *args)
+
+
+@router.get("", response_model=list[DefinitionOut], summary="The tenant's definitions")
+def list_definitions(ctx: Ctx, principal: Viewer) -> list[DefinitionOut]:
+    engine = tenant_engine(ctx, principal)
+    return [_out(r) for r in engine.store.list_registered(engine.tenant)]
+
+
+@router.get(
+    "/{name}", response_model=DefinitionDetail, summary="A definition's latest applied version"
+)
+def latest_definition(name: str, ctx: Ctx, principal: Viewer) -> DefinitionDetail:
+    return _detail(ctx, principal, name, None)
+
+
+@router.get("/{name}/{version}", response_model=DefinitionDetail, summary="One version")
+def one_definition(name: str, version: str, ctx: Ctx, principal: Viewer) -> DefinitionDetail:
+    return _detail(ctx, principal, name, version)
+
+
+def _detail(ctx: Ctx, principal: Viewer, name: str, version: str | None) -> DefinitionDetail:
+    engine = tenant_engine(ctx, principal)
+    record = engine.store.registered_definition(name, version, engine.tenant)
+    if record is None:
+        raise NotFound(f"definition {name!r} not found")
+    workflow = engine.definition(record.hash, engine.tenant)
+    data = workflow.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+    return DefinitionDetail(**_out(record).model_dump(), definition=data)
