@@ -76,11 +76,11 @@ async def test_metrics_exposition(api: Api, engine: Engine, registry: ActivityRe
     duration = "wovyr_activity_duration_seconds_count"
     assert f'{duration}{{tenant="tenant-a",outcome="completed",workflow="flaky"}} 1' in text
     assert "# TYPE wovyr_activity_duration_seconds histogram" in text
-    assert "wovyr_queue_depth 0" in text
-    assert "wovyr_timer_lag_seconds 0" in text
-    assert "wovyr_lease_losses_total" in text
-    assert 'route="/api/v1/workflows",status="201"' in text
+    assert 'tenant="tenant-a",method="POST",route="/api/v1/workflows",status="201"' in text
     assert eid not in text  # never an execution id as a label
+    # a tenant's key sees its own series only: no process-wide ones, nothing of tenant b's
+    assert "wovyr_queue_depth" not in text and "wovyr_lease_losses_total 0" not in text
+    assert 'tenant="tenant-b"' not in text and 'tenant=""' not in text
     for name in re.findall(r"^# TYPE (\S+) counter$", text, re.MULTILINE):
         assert name.endswith("_total"), name
     for name in re.findall(r"^# TYPE (\S+) histogram$", text, re.MULTILINE):
@@ -88,7 +88,24 @@ async def test_metrics_exposition(api: Api, engine: Engine, registry: ActivityRe
 
     other = (await api.call("GET", "/metrics", "tenant-b:viewer")).text
     assert "flaky" not in other and "purchase" not in other  # another tenant's series are hidden
+    assert 'tenant="tenant-a"' not in other
     assert (await api.client.get("/metrics")).status_code == 401
+
+    # the host's scrape key sees every tenant and the process-wide series
+    _, token = api.authenticator.create_key("default", "metrics", "prometheus")
+    scrape = {"Authorization": f"Bearer {token}"}
+    everything = (await api.client.get("/metrics", headers=scrape)).text
+    assert 'wovyr_executions_started_total{tenant="tenant-a",workflow="flaky"} 1' in everything
+    assert 'tenant="tenant-b",method="GET",route="/metrics",status="200"' in everything
+    assert "wovyr_queue_depth 0" in everything and "wovyr_timer_lag_seconds 0" in everything
+    assert "wovyr_lease_losses_total" in everything
+    assert 'method="GET",route="/metrics",status="401"' in everything  # unauthenticated
+    # ... and nothing else
+    assert (await api.client.get("/api/v1/workflows", headers=scrape)).status_code == 403
+    assert (await api.client.get("/api/v1/schedules", headers=scrape)).status_code == 403
+    # only the host creates one: a tenant admin cannot
+    made = await api.call("POST", "/api/v1/admin/keys", "tenant-a:admin", json={"role": "metrics"})
+    assert made.status_code == 422
 
 
 async def test_timer_lag_is_measured(api: Api) -> None:
@@ -96,7 +113,8 @@ async def test_timer_lag_is_measured(api: Api) -> None:
     await api.call("POST", "/api/v1/workflows", "tenant-a:operator", json={"definition": flow})
     await api.drain()
     api.clock.advance(25)
-    text = (await api.call("GET", "/metrics", "tenant-a:viewer")).text
+    _, token = api.authenticator.create_key("default", "metrics", "prometheus")
+    text = (await api.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})).text
     assert "wovyr_timer_lag_seconds 15" in text
 
 

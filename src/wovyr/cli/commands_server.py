@@ -22,7 +22,7 @@ from wovyr.cli.common import echo_json, engine_options, json_log_config, open_en
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
-from wovyr.platform.auth import ROLES, Authenticator
+from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
 from wovyr.platform.metrics import meter, store_gauges
 from wovyr.platform.metrics_http import MetricsEndpoint
 from wovyr.settings import Settings
@@ -327,7 +327,12 @@ def _key_dict(k: ApiKeyRecord) -> dict[str, Any]:
 
 @keys.command("create")
 @click.option("--tenant", required=True, help="The tenant the key acts for.")
-@click.option("--role", type=click.Choice(ROLES), required=True)
+@click.option(
+    "--role",
+    type=click.Choice((*ROLES, METRICS_ROLE)),
+    required=True,
+    help="metrics: a scrape key that reads /metrics of every tenant and nothing else.",
+)
 @click.option("--name", default="", help="A label, e.g. who holds the key.")
 @click.option("--json", "as_json", is_flag=True)
 @engine_options

@@ -28,6 +28,7 @@ from wovyr.store.base import DEFAULT_TENANT
 from wovyr.store.platform import ApiKeyRecord, ApiKeyStore
 
 __all__ = [
+    "METRICS_ROLE",
     "ROLES",
     "ApiKeyRecord",
     "Authenticator",
@@ -40,6 +41,9 @@ __all__ = [
 log = logging.getLogger("wovyr.auth")
 ROLES = ("viewer", "operator", "admin")
 _RANK = {role: rank for rank, role in enumerate(ROLES)}
+# A key for the host's metrics scraper: reads `/metrics` with every tenant's series and
+# nothing else (it ranks below viewer). Created on the server host only.
+METRICS_ROLE = "metrics"
 TOKEN_PREFIX = "wvr_"
 _PREFIX_CHARS = 12  # "wvr_" + 8 characters: enough to tell keys apart, useless to guess
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -105,7 +109,9 @@ class Authenticator:
         return None if record is None else self._principal(record)
 
     def _principal(self, record: ApiKeyRecord) -> Principal | None:
-        if record.revoked_at is not None or record.role not in _RANK:
+        if record.revoked_at is not None or (
+            record.role not in _RANK and record.role != METRICS_ROLE
+        ):
             return None
         now = self.clock.now()
         if record.last_used_at is None or now - record.last_used_at >= _TOUCH_EVERY:
@@ -145,8 +151,9 @@ class Authenticator:
 
     def _new_record(self, tenant: str, role: str, name: str) -> tuple[ApiKeyRecord, str]:
         validate_tenant(tenant)
-        if role not in _RANK:
-            raise InputError([Problem(f"role must be one of {', '.join(ROLES)}", path="role")])
+        if role not in _RANK and role != METRICS_ROLE:
+            roles = ", ".join((*ROLES, METRICS_ROLE))
+            raise InputError([Problem(f"role must be one of {roles}", path="role")])
         if len(name) > 200:
             raise InputError([Problem("a key name is at most 200 characters", path="name")])
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)

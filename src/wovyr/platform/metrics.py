@@ -90,14 +90,14 @@ FAMILIES = {
         _Family(
             "wovyr_http_requests_total",
             "counter",
-            "HTTP requests, by method, route template and status code.",
-            False,
+            "HTTP requests, by the caller's tenant, method, route template and status code.",
+            True,
         ),
         _Family(
             "wovyr_http_request_duration_seconds",
             "histogram",
-            "HTTP request duration, by method and route template.",
-            False,
+            "HTTP request duration, by the caller's tenant, method and route template.",
+            True,
         ),
     )
 }
@@ -129,9 +129,16 @@ class Metrics:
             slots[-2] += seconds
             slots[-1] += 1
 
-    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.inc("wovyr_http_requests_total", method=method, route=route, status=str(status))
-        self.observe("wovyr_http_request_duration_seconds", seconds, method=method, route=route)
+    def observe_request(
+        self, method: str, route: str, status: int, seconds: float, tenant: str = ""
+    ) -> None:
+        """One HTTP request, counted for the caller's tenant ("": not authenticated)."""
+        self.inc(
+            "wovyr_http_requests_total", tenant, method=method, route=route, status=str(status)
+        )
+        self.observe(
+            "wovyr_http_request_duration_seconds", seconds, tenant, method=method, route=route
+        )
 
     def value(self, name: str, tenant: str = "", **labels: str) -> float:
         """A counter's value (for tests and health checks)."""
@@ -139,8 +146,9 @@ class Metrics:
             return self._counters.get((name, tenant, tuple(sorted(labels.items()))), 0.0)
 
     def render(self, tenant: str | None, sampled: Sequence[Sample] = ()) -> str:
-        """The exposition text for a caller of `tenant` (None: every tenant's series, for
-        the operator's own endpoint): process-wide series, the tenant's series, and
+        """The exposition text for a caller of `tenant`: that tenant's series only (no
+        process-wide series: they would tell one tenant about the others' work). None: every
+        series, every tenant's (for the host's scrape key and a worker's own endpoint), and
         `sampled` values read at scrape time."""
         with self._lock:
             counters = dict(self._counters)
@@ -152,14 +160,16 @@ class Metrics:
             for name, owner, labels in sorted(source):
                 if name != family.name:
                     continue
-                if family.tenant_scoped and tenant is not None and owner != tenant:
+                if tenant is not None and (not family.tenant_scoped or owner != tenant):
                     continue
                 shown = (("tenant", owner), *labels) if family.tenant_scoped else labels
+                if family.tenant_scoped and not owner:  # a request nobody authenticated
+                    shown = labels
                 if family.kind == "counter":
                     lines.append(f"{name}{_labels(shown)} {_num(counters[(name, owner, labels)])}")
                 else:
                     lines += _histogram_lines(name, shown, histograms[(name, owner, labels)])
-        for name, kind, help_text, value in sampled:
+        for name, kind, help_text, value in sampled if tenant is None else ():
             lines += [
                 f"# HELP {name} {help_text}",
                 f"# TYPE {name} {kind}",

@@ -20,6 +20,7 @@ from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator, Principal
 from wovyr.platform.metrics import Metrics
 from wovyr.scheduling.schedules import Schedules
+from wovyr.server.guard import CALLER_TENANT
 from wovyr.server.problems import ApiProblem
 from wovyr.settings import Settings
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Admin",
+    "Caller",
     "Ctx",
     "Operator",
     "ServerContext",
@@ -69,6 +71,7 @@ Ctx = Annotated[ServerContext, Depends(context)]
 
 def authenticate(
     ctx: Ctx,
+    request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
 ) -> Principal:
     if credentials is None:
@@ -76,7 +79,11 @@ def authenticate(
     principal = ctx.authenticator.verify(credentials.credentials)
     if principal is None:
         raise ApiProblem(401, "The API key is invalid or revoked.", headers=_CHALLENGE)
+    setattr(request.state, CALLER_TENANT, principal.tenant)  # the request counts for it
     return principal
+
+
+Caller = Annotated[Principal, Depends(authenticate)]  # any valid key, whatever its role
 
 
 def require(role: str) -> object:

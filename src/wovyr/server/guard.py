@@ -26,9 +26,12 @@ from wovyr.platform.metrics import Metrics
 from wovyr.server.problems import problem_response
 from wovyr.store.codec import MAX_DEPTH
 
-__all__ = ["BodyTooLarge", "RequestGuard", "StrictJsonRoute", "strict_json"]
+__all__ = ["CALLER_TENANT", "BodyTooLarge", "RequestGuard", "StrictJsonRoute", "strict_json"]
 
 log = logging.getLogger("wovyr.server")
+# The key in the request's state where authentication leaves the caller's tenant, so the
+# request is counted for that tenant (and shown only to it).
+CALLER_TENANT = "wovyr_tenant"
 
 
 class BodyTooLarge(HTTPException):
@@ -87,6 +90,7 @@ class RequestGuard:
                 _route_template(scope),
                 state["status"],
                 time.perf_counter() - started,
+                tenant=str(scope.get("state", {}).get(CALLER_TENANT, "")),
             )
 
     def _declared_too_large(self, scope: Scope) -> bool:

@@ -7,9 +7,10 @@ import html
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
+from wovyr.platform.auth import METRICS_ROLE
 from wovyr.platform.metrics import Sample, store_gauges
-from wovyr.server.deps import Ctx, ServerContext, Viewer
-from wovyr.server.problems import problem_responses
+from wovyr.server.deps import Caller, Ctx, ServerContext
+from wovyr.server.problems import ApiProblem, problem_responses
 from wovyr.store import capabilities
 
 __all__ = ["router"]
@@ -81,11 +82,16 @@ def _sampled(ctx: ServerContext) -> list[Sample]:
 @router.get(
     "/metrics",
     response_class=PlainTextResponse,
-    summary="Prometheus metrics (the caller's tenant, plus process-wide series)",
+    summary="Prometheus metrics: the caller's tenant's series (a metrics key: every series)",
     responses=problem_responses(401, 403),
 )
-def metrics(ctx: Ctx, principal: Viewer) -> PlainTextResponse:
-    text = ctx.metrics.render(principal.tenant, _sampled(ctx))
+def metrics(ctx: Ctx, principal: Caller) -> PlainTextResponse:
+    if principal.role == METRICS_ROLE:  # the host's scraper: every tenant, process gauges
+        text = ctx.metrics.render(None, _sampled(ctx))
+    elif principal.can("viewer"):
+        text = ctx.metrics.render(principal.tenant)
+    else:  # pragma: no cover - every other role ranks at least viewer
+        raise ApiProblem(403, "This key may not read metrics.")
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
