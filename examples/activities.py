@@ -49,3 +49,16 @@ def refund(charge_id: str, amount: float) -> dict[str, Any]:
 def ship(order_id: str, reservation_id: str, express: bool,
          ctx: wovyr.ActivityContext) -> dict[str, Any]:
     return {"tracking_number": _ref("T", ctx.activity_key), "express": express}
+
+
+@wovyr.activity("models.primary")
+def primary_model(prompt: str, available: bool) -> dict[str, Any]:
+    """A stand-in for a large model behind a flaky endpoint: down when `available` is false."""
+    if not available:
+        raise wovyr.ActivityError("the primary model is unavailable", type="ModelUnavailable")
+    return {"text": f"[large] {prompt}", "model": "large"}
+
+
+@wovyr.activity("models.fallback")
+def fallback_model(prompt: str) -> dict[str, Any]:
+    return {"text": f"[small] {prompt}", "model": "small"}

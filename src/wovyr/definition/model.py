@@ -211,6 +211,17 @@ class Activity(_Runnable):
         le=10_000,
         description="Items of a for_each run at most this many at once",
     )
+    on_failure: Literal["fail", "continue"] = Field(
+        default="fail",
+        description="continue: once its retries are exhausted the activity ends failed and "
+        "the workflow goes on; downstream activities read activities.ID.status and .error "
+        "and route with `when`",
+    )
+
+    @property
+    def continues(self) -> bool:
+        """A failure of this activity (retries exhausted) is caught: the workflow goes on."""
+        return self.on_failure == "continue"
 
 
 class Workflow(_Model):

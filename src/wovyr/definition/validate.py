@@ -7,7 +7,10 @@
   reading activity (a compensation may also read its own activity; the workflow `output` may
   read any activity);
 * input defaults and enum values match the declared type; retry intervals and timeouts are
-  sane; a workflow does not unconditionally start itself as a child.
+  sane; a workflow does not unconditionally start itself as a child;
+* the `output` of an activity with `on_failure: continue` (which may end failed while the
+  workflow goes on) is read only behind a guard: the same expression, or the reading
+  activity's `when`, reads its `status` or `error`.
 
 The checks run on plain data (as parsed) so that `parse.load_definition` can run them even
 when the model rejected the document; every access is therefore defensive.
@@ -30,6 +33,7 @@ from wovyr.definition.expr import (
     compile_expression,
     template_sources,
 )
+from wovyr.definition.expr_static import Token, tokenize
 from wovyr.definition.inputs import json_equal, type_matches, type_name
 from wovyr.definition.locate import suggest
 from wovyr.definition.model import IDENT_PATTERN, Workflow
@@ -73,6 +77,7 @@ class _Scope:
     owner: str | None = None  # the activity id, None for the workflow output
     upstream: int = 0  # a bit set of upstream activities (bits from _Checker.bit)
     compensation: bool = False
+    guarded: frozenset[str] = frozenset()  # activities whose status the owner's `when` reads
 
 
 class _Checker:
@@ -90,6 +95,12 @@ class _Checker:
         self.bit: dict[str, int] = {}  # id -> its bit in upstream sets
         inputs = data.get("inputs")
         self.inputs: dict[str, Any] = inputs if isinstance(inputs, dict) else {}
+        # activities that may end failed while the workflow goes on
+        self.continuing = {
+            a["id"]
+            for _, a in self.activities
+            if a.get("on_failure") == "continue" and isinstance(a.get("id"), str)
+        }
 
     def add(
         self, message: str, path: DataPath, *, hint: str | None = None, key: bool = False
@@ -247,6 +258,7 @@ class _Checker:
             roots=frozenset(CONTEXT_ROOTS) - (frozenset() if mapped else _ITEM_ROOTS),
             owner=ident,
             upstream=upstream.get(ident, 0) if ident else 0,
+            guarded=_status_reads(act.get("when")),
         )
         self._runnable(act, base)
         self._when(act.get("when"), (*base, "when"))
@@ -356,6 +368,24 @@ class _Checker:
                 self.add(err.message, path, hint=err.hint)
                 continue
             self._refs(refs, path, scope)
+            if self.continuing & refs.activities:
+                self._guarded(source, path, scope)
+
+    def _guarded(self, source: str, path: DataPath, scope: _Scope) -> None:
+        """An `output` read of an activity that may have failed needs a status check."""
+        fields = _activity_fields(source)
+        for name in sorted(self.continuing):
+            if (name, "output") not in fields or name == scope.owner:  # own: its compensation
+                continue
+            if name in scope.guarded or {(name, "status"), (name, "error")} & fields:
+                continue
+            self.add(
+                f"activities.{name}.output is read without checking that {name!r} completed: "
+                "it may fail and let the workflow go on (on_failure: continue)",
+                path,
+                hint=f"guard it: when: \"${{{{ activities.{name}.status == 'completed' }}}}\", "
+                f"or test activities.{name}.status in the same expression",
+            )
 
     def _refs(self, refs: Refs, path: DataPath, scope: _Scope) -> None:
         for root in sorted(refs.roots - scope.roots):
@@ -461,3 +491,45 @@ def _seconds(value: Any) -> float | None:
 
 def _list(names: Any) -> str:
     return ", ".join(sorted(names))
+
+
+def _status_reads(when: Any) -> frozenset[str]:
+    """The activities whose `status` or `error` a `when` reads."""
+    if not isinstance(when, str):
+        return frozenset()
+    try:
+        sources = template_sources(when)
+    except ExpressionError:
+        return frozenset()
+    found = set()
+    for source in sources:
+        found |= {name for name, f in _activity_fields(source) if f in ("status", "error")}
+    return frozenset(found)
+
+
+def _activity_fields(source: str) -> set[tuple[str, str]]:
+    """(activity, field) for each `activities.X.field` (or `activities["X"]["field"]`) read."""
+    tokens = tokenize(source)
+    found: set[tuple[str, str]] = set()
+    for i, tok in enumerate(tokens):
+        if tok.text != "activities" or (i and tokens[i - 1].text == "."):
+            continue
+        name, j = _selected(tokens, i + 1)
+        if name is None:
+            continue
+        field, _ = _selected(tokens, j)
+        if field is not None:
+            found.add((name, field))
+    return found
+
+
+def _selected(tokens: list[Token], i: int) -> tuple[str | None, int]:
+    """The name selected at tokens[i] (`.name` or `["name"]`) and the index after it."""
+    rest = tokens[i : i + 3]
+    if len(rest) >= 2 and rest[0].text == "." and rest[1].kind == "ident":
+        return rest[1].text, i + 2
+    if len(rest) == 3 and rest[0].text == "[" and rest[1].kind == "string" and rest[2].text == "]":
+        text = rest[1].text
+        if text[:1] in "'\"" and "\\" not in text and len(text) >= 2:
+            return text[1:-1], i + 3
+    return None, i

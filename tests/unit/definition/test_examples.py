@@ -26,6 +26,7 @@ def test_the_expected_examples_exist() -> None:
         "parent-child.yaml",
         "order-line.yaml",
         "hello.yaml",
+        "llm-with-fallback.yaml",
     } <= names
 
 
@@ -88,3 +89,10 @@ def test_hello_needs_no_tools() -> None:
     assert {a.kind for a in hello.activities} <= {"set", "shell"}
     assert resolve_inputs(hello, {}) == {"name": "world"}
     assert hello.output
+
+
+def test_llm_with_fallback_catches_the_primary_and_routes_on_its_status() -> None:
+    flow = load_definition_file(_by_name("llm-with-fallback.yaml"))
+    assert flow.activity("primary").continues
+    assert not flow.activity("fallback").continues
+    assert "activities.primary.status == 'failed'" in str(flow.activity("fallback").when)

@@ -340,3 +340,68 @@ def test_for_each_pairs_with_runnable_kinds_and_max_concurrency_needs_it() -> No
         "a wait cannot run once per item",
         "max_concurrency only applies to a for_each activity",
     ]
+
+
+# --- on_failure: continue --------------------------------------------------------------------
+
+
+def test_an_unguarded_output_read_of_a_continuing_activity_is_located() -> None:
+    problem = only_problem(
+        workflow_text("""\
+        activities:
+          - {id: primary, tool: t, on_failure: continue}
+          - {id: use, needs: [primary], set: {v: "${{ activities.primary.output.text }}"}}
+        """)
+    )
+    assert problem.message.startswith("activities.primary.output is read without checking")
+    assert "on_failure: continue" in problem.message
+    assert "activities.primary.status == 'completed'" in (problem.hint or "")
+    assert (problem.line, problem.path) == (6, "activities[1].set.v")
+
+
+@pytest.mark.parametrize(
+    "reader",
+    [
+        # the reading activity's `when` checks the status (or the error)
+        """{id: use, needs: [primary], when: "${{ activities.primary.status == 'completed' }}",
+             set: {v: "${{ activities.primary.output }}"}}""",
+        """{id: use, needs: [primary], when: "${{ activities.primary.error == null }}",
+             set: {v: "${{ activities.primary.output }}"}}""",
+        # the expression itself checks it, in either spelling
+        """{id: use, needs: [primary], set: {v: "${{ activities.primary.status == 'completed'
+             ? activities['primary']['output'] : 'none' }}"}}""",
+        # reading only the status or the error needs no guard
+        """{id: use, needs: [primary], set: {v: "${{ activities.primary.error }}"}}""",
+    ],
+)
+def test_a_guarded_read_is_fine(reader: str) -> None:
+    text = workflow_text(f"""\
+        activities:
+          - {{id: primary, tool: t, on_failure: continue}}
+          - {reader}
+        """)
+    assert load_definition(text).activity("primary").continues  # no problem raised
+
+
+def test_the_workflow_output_must_guard_too_and_other_activities_need_no_guard() -> None:
+    found = messages(
+        workflow_text("""\
+        activities:
+          - {id: primary, tool: t, on_failure: continue}
+          - {id: plain, tool: t}
+        output:
+          a: "${{ activities.primary.output }}"
+          b: "${{ activities.plain.output }}"
+        """)
+    )
+    assert len(found) == 1 and found[0].startswith("activities.primary.output is read")
+
+
+def test_on_failure_takes_fail_or_continue() -> None:
+    found = messages(
+        workflow_text("""\
+        activities:
+          - {id: primary, tool: t, on_failure: ignore}
+        """)
+    )
+    assert len(found) == 1 and "'fail' or 'continue'" in found[0]

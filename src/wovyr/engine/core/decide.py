@@ -223,16 +223,16 @@ def _step(
         timeout_events, timeout_runs = saga.timeout(definition, state, now)
         if timeout_events:
             return timeout_events, timeout_runs
-    if any(a.status == ActivityStatus.FAILED for a in state.activities.values()):
+    if any(uncaught_failure(act, state) for act in definition.activities):
         return saga.failing(definition, state, now, in_flight)
     events: list[Event] = []
     runs: list[RunActivity] = []
     ctx = LazyContext(state)
     for act in definition.activities:
         a = state.activity(act.id)
-        if a.status in _SETTLED:
+        if a.status in _SETTLED or a.status == ActivityStatus.FAILED:  # (a caught failure)
             continue  # nothing left to decide for it (this keeps a pass cheap in big DAGs)
-        ev_a, run_a = _advance(act, a, state, ctx, now, in_flight, limits)
+        ev_a, run_a = _advance(definition, act, a, state, ctx, now, in_flight, limits)
         if ev_a:
             events.extend(ev_a)
             if any(e.type in _SETTLING for e in ev_a):
@@ -241,9 +241,21 @@ def _step(
         runs.extend(run_a)
     if events or runs:
         return events, runs
-    if all(state.activity(a.id).status in ActivityStatus.DONE_OK for a in definition.activities):
+    if all(_done(act, state) for act in definition.activities):
         return _complete(definition, state, ctx(), now), []
     return [], []
+
+
+def uncaught_failure(act: Activity, state: ExecutionState) -> bool:
+    """The activity failed for good and its failure fails the workflow."""
+    return state.activity(act.id).status == ActivityStatus.FAILED and not act.continues
+
+
+def _done(act: Activity, state: ExecutionState) -> bool:
+    """Finished in a way that lets its dependents run: completed, skipped (compensated
+    later), or failed with `on_failure: continue`."""
+    status = state.activity(act.id).status
+    return status in ActivityStatus.DONE_OK or (status == ActivityStatus.FAILED and act.continues)
 
 
 _SETTLING = frozenset(
@@ -254,6 +266,7 @@ _SETTLED = frozenset({ActivityStatus.COMPLETED, ActivityStatus.SKIPPED})
 
 
 def _advance(
+    definition: Workflow,
     act: Activity,
     a: ActivityState,
     state: ExecutionState,
@@ -263,7 +276,7 @@ def _advance(
     limits: _Limits,
 ) -> tuple[list[Event], list[RunActivity]]:
     if a.status == ActivityStatus.PENDING and a.started_at is None:
-        return _maybe_schedule(act, state, ctx, now, limits.max_items)
+        return _maybe_schedule(definition, act, state, ctx, now, limits.max_items)
     if a.items is not None:
         if a.status == ActivityStatus.RUNNING:
             return items.advance_items(
@@ -301,11 +314,22 @@ def outcome_events_for_child(
 
 
 def _maybe_schedule(
-    act: Activity, state: ExecutionState, lazy: LazyContext, now: datetime, max_items: int
+    definition: Workflow,
+    act: Activity,
+    state: ExecutionState,
+    lazy: LazyContext,
+    now: datetime,
+    max_items: int,
 ) -> tuple[list[Event], list[RunActivity]]:
+    needs: list[Activity] = []
     for need in act.needs:
-        if state.activity(need).status not in ActivityStatus.DONE_OK:
-            return [], []
+        status = state.activity(need).status
+        if status not in ActivityStatus.DONE_OK:
+            if status != ActivityStatus.FAILED:
+                return [], []
+            needs.append(definition.activity(need))
+    if needs and not all(n.continues for n in needs):  # pragma: no cover - saga took over
+        return [], []
     ctx = lazy()
     try:
         if not evaluate_condition(act.when, ctx, where=f"activity '{act.id}' field when"):

@@ -84,7 +84,11 @@ def failing(
     if events or still_running:
         return events, []
     first = min(
-        (a for a in definition.activities if state.activity(a.id).status == ActivityStatus.FAILED),
+        (
+            a
+            for a in definition.activities
+            if state.activity(a.id).status == ActivityStatus.FAILED and not a.continues
+        ),
         key=lambda a: state.activity(a.id).finished_at or "",
     )
     reason = {
