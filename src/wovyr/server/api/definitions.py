@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from wovyr.errors import InputError, NotFound, Problem
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
@@ -101,20 +102,14 @@ async def apply_definition(
 ) -> DefinitionApplied:
     text = await _document(request)
     engine = tenant_engine(ctx, principal)
-    outcome, digest = await _in_thread(engine.apply, text)
+    # parsing and validating an untrusted document is CPU work: never on the event loop
+    outcome, digest = await run_in_threadpool(engine.apply, text)
     workflow = engine.definition(digest)
     record = engine.store.registered_definition(workflow.name, workflow.version, engine.tenant)
     assert record is not None  # just applied
     response.status_code = 201 if outcome == "applied" else 200
     response.headers["Location"] = f"{router.prefix}/{record.name}/{record.version}"
     return DefinitionApplied(**_out(record).model_dump(), result=outcome)
-
-
-async def _in_thread(fn: Any, *args: Any) -> Any:
-    """Parsing and validating an untrusted document is CPU work: never on the event loop."""
-    from starlette.concurrency import run_in_threadpool
-
-    return await run_in_threadpool(fn, *args)
 
 
 @router.get("", response_model=list[DefinitionOut], summary="The tenant's definitions")
