@@ -308,3 +308,29 @@ async def test_a_tenant_admin_sees_and_tightens_its_policy_but_cannot_open_it(ap
     assert a["source"] == "default" and a["policy"]["shell_cpu_seconds"] == 60
     for who in (OPERATOR, "tenant-b:viewer"):
         assert (await api.call("GET", "/api/v1/admin/policy", who)).status_code == 403
+
+
+# --- the local owner's tenant once the store is served ------------------------------------------
+
+
+async def test_serving_a_store_restricts_tenant_default_unless_it_was_set(
+    api: Api, tmp_path: Path
+) -> None:
+    from wovyr.engine.tenants import policy_of, served
+
+    found = policy_of(api.engine.store, "default")
+    assert found.policy == RESTRICTED and found.source == "set"
+    assert found.stored is not None and found.stored.updated_by == "serve"
+    # an operator of tenant default gets no shell either
+    _, token = api.authenticator.create_key("default", "operator", "colleague")
+    r = await api.client.post(
+        "/api/v1/workflows",
+        json={"definition": shell_flow(tmp_path / "ran")},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert r.status_code == 422 and "tenant 'default'" in r.text
+    # an explicit choice of the host's administrator is never overridden
+    set_policy(api.engine.store, "default", replace(RESTRICTED, shell=True), by="cli",
+               at=api.clock.now())  # fmt: skip
+    assert served(api.engine.store, api.clock.now()) is False
+    assert policy_of(api.engine.store, "default").policy.shell is True

@@ -8,6 +8,12 @@ Which `SideEffectPolicy` a tenant's `shell` and `http` activities run under:
   `wovyr run FILE` or the Python API runs anything, as it always has), `RESTRICTED` (no
   `shell`, no private network for `http`) for every other tenant.
 
+A store served over HTTP is no longer the local owner's alone: the first time the server
+opens it (`served`), tenant `default` gets an explicit `RESTRICTED` policy unless one is
+already set, so no API key - not even one of tenant `default` - buys a shell on the host or
+a view of its private network until the host's administrator says so
+(`wovyr admin tenants set default --preset trusted`).
+
 The policy is read when a definition is accepted for the tenant (start, apply, schedule
 create: `refusals` names every step it refuses) and again for every attempt of a kind with
 side effects, so tightening a policy stops executions already in flight. A stored policy
@@ -34,7 +40,7 @@ from wovyr.errors import InputError, Problem
 from wovyr.store.base import DEFAULT_TENANT
 from wovyr.store.platform import TenantRecord, TenantStore
 
-__all__ = ["TenantPolicy", "default_policy", "policy_of", "refusals", "set_policy"]
+__all__ = ["TenantPolicy", "default_policy", "policy_of", "refusals", "served", "set_policy"]
 
 log = logging.getLogger("wovyr.tenants")
 
@@ -77,6 +83,20 @@ def set_policy(
     record = TenantRecord(tenant, None if policy is None else to_dict(policy), at, by)
     store.put_tenant(record)
     return policy_of(store, tenant)
+
+
+def served(store: TenantStore, at: datetime) -> bool:
+    """The store is about to be served over HTTP: restrict tenant `default` unless a policy
+    is set for it already. True when this call restricted it."""
+    if store.get_tenant(DEFAULT_TENANT) is not None:
+        return False
+    set_policy(store, DEFAULT_TENANT, RESTRICTED, by="serve", at=at)
+    log.warning(
+        "tenant 'default' runs restricted (no shell, public network only) now that this store "
+        "is served over HTTP: API keys must not buy a shell on the host. To trust it: "
+        "wovyr admin tenants set default --preset trusted"
+    )
+    return True
 
 
 def refusals(workflow: Workflow, policy: SideEffectPolicy, tenant: str) -> InputError | None:

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 
 from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
+from wovyr.engine.tenants import served
 from wovyr.platform.auth import Authenticator
 from wovyr.platform.metrics import meter
 from wovyr.server.api import admin, definitions, health, policy, schedules, workflows
@@ -61,6 +62,7 @@ def create_app(
     due schedules every `settings.dispatch_interval`) and stops it gracefully at shutdown."""
     metrics = meter(engine.store)
     clock = clock or engine.clock
+    served(engine.store, clock.now())  # tenant default is the owner's only until served
     authenticator = Authenticator(engine.store, clock)
     ctx = ServerContext(engine, settings, authenticator, metrics, clock, clock.now())
 
