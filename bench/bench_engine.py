@@ -85,7 +85,7 @@ async def run_workflows(engine: Engine, source: str, count: int, in_flight: int)
 
         async def one() -> None:
             record = await worker.start(source)
-            task = worker._tasks.get(record.id)
+            task = worker._tasks.get(record.key)
             if task is not None:
                 await task
 
@@ -160,7 +160,7 @@ def b4(folder: Path, history: int = 10_000, sample: int = 200) -> dict[str, floa
     engine = make_engine(folder, "b4")
     record = engine.start(BASELINE)
     store = engine.store
-    state = state_from_json(store.load(record.id).checkpoint or {})  # type: ignore[union-attr]
+    state = state_from_json(store.load(record.id, "default").checkpoint or {})  # type: ignore[union-attr]
 
     def append() -> float:
         nonlocal state
@@ -168,7 +168,7 @@ def b4(folder: Path, history: int = 10_000, sample: int = 200) -> dict[str, floa
         events = [Event("SignalReceived", now, {"name": "bench", "payload": None})]
         after = fold(events, state)
         after = type(after)(**{**after.__dict__, "signals": {}})  # keep the checkpoint flat
-        step = make_step(record.id, state, after, events, now, ready=False)
+        step = make_step(record.id, state, after, events, now, tenant=record.tenant, ready=False)
         start = time.perf_counter()
         assert store.commit([step])[0].value == "ok"
         elapsed = time.perf_counter() - start

@@ -1,15 +1,43 @@
-"""Identifiers: time-sortable execution ids (UUID version 7) and derived child ids."""
+"""Identifiers: time-sortable execution ids (UUID version 7), derived child ids, and the one
+alphabet every execution id obeys.
+
+Every execution id, chosen by a caller or derived by the engine (a child's
+`<parent>::<activity>[<index>]~<attempt>`, a schedule tick's `<schedule>-<time>Z`), is 1-200
+characters of letters, digits and `. _ : - ~ [ ]`, starting with a letter or digit: no `/`,
+whitespace or control character, so every id can be addressed in a URL path segment and a
+log line. Ids are per tenant: the same id in two tenants names two executions.
+
+A derived id that would be longer than 200 characters (deep nesting, long activity names)
+is shortened deterministically by `derived_id`: its first 181 characters, `~h` and 17 hex
+digits of the SHA-256 of the whole derived text; the same parent, activity, item and attempt
+always give the same id, so a repeated child start stays idempotent.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import uuid
 from datetime import datetime
 
-__all__ = ["child_id", "new_id", "validate_execution_id"]
+__all__ = [
+    "ID_MAX_LENGTH",
+    "ID_RULE",
+    "child_id",
+    "derived_id",
+    "is_execution_id",
+    "new_id",
+    "validate_execution_id",
+]
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,199}$")
+ID_MAX_LENGTH = 200
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:~\[\]\-]{0,199}")
+_HASH_DIGITS = 17
+ID_RULE = (
+    f"execution ids are 1-{ID_MAX_LENGTH} characters of letters, digits, '.', '_', ':', '-', "
+    "'~', '[' and ']', starting with a letter or digit"
+)
 
 
 def new_id(now: datetime) -> str:
@@ -21,17 +49,33 @@ def new_id(now: datetime) -> str:
     return str(uuid.UUID(int=value))
 
 
-def child_id(parent: str, activity: str, index: int | None = None) -> str:
-    """The id of the child workflow started by `activity` of `parent` (and item `index`)."""
-    base = f"{parent}::{activity}"
-    return base if index is None else f"{base}[{index}]"
+def is_execution_id(value: object) -> bool:
+    """True when `value` is a string in the execution id alphabet and length."""
+    return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
 
 
 def validate_execution_id(value: str) -> str:
-    """Return `value` if it is an acceptable caller-chosen execution id, else raise ValueError."""
-    if not _ID_RE.match(value):
-        raise ValueError(
-            "execution ids are 1-200 characters of letters, digits, '.', '_', ':' and '-', "
-            "starting with a letter or digit"
-        )
+    """Return `value` if it is an acceptable execution id, else raise ValueError."""
+    if not is_execution_id(value):
+        raise ValueError(ID_RULE)
     return value
+
+
+def derived_id(text: str) -> str:
+    """`text` as an execution id: unchanged when it fits, shortened (first characters, `~h`
+    and a hash of the whole) when only its length is too much. Its characters must already
+    be in the alphabet (the parts it is built from were validated), else ValueError."""
+    if len(text) > ID_MAX_LENGTH:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:_HASH_DIGITS]
+        text = f"{text[: ID_MAX_LENGTH - _HASH_DIGITS - 2]}~h{digest}"
+    return validate_execution_id(text)
+
+
+def child_id(parent: str, activity: str, index: int | None = None, attempt: int = 1) -> str:
+    """The id of the child workflow started by attempt `attempt` of `activity` of `parent`
+    (and item `index`): `<parent>::<activity>[<index>]~<attempt>` (no `~1` for a first
+    attempt), shortened by `derived_id` when too long."""
+    base = f"{parent}::{activity}"
+    if index is not None:
+        base = f"{base}[{index}]"
+    return derived_id(base if attempt == 1 else f"{base}~{attempt}")

@@ -73,9 +73,9 @@ def _plain(value: Any) -> Any:
 
 def assert_checkpoint_is_fold(store: ExecutionStore, execution_id: str) -> None:
     """The stored checkpoint is exactly the fold of the stored events (and seq matches)."""
-    record = store.load(execution_id, tenant=None)
+    record = store.load(execution_id, "default")
     assert record is not None, f"{execution_id} is missing"
-    history = store.history(execution_id)
+    history = store.history(execution_id, tenant="default")
     assert [e.seq for e in history] == list(range(1, len(history) + 1)), "a gap in the events"
     assert record.seq == len(history), (execution_id, record.seq, len(history))
     folded = fold((Event(e.type, e.at, e.data) for e in history), id=execution_id)
@@ -94,12 +94,12 @@ def check_recovered(
     report = CrashReport()
     steps = list(steps)
     for ex in execution_ids:
-        record = store.load(ex, tenant=None)
+        record = store.load(ex, "default")
         assert record is not None, f"{ex} is missing"
         assert record.status == "completed", (ex, record.status)
         assert not record.ready and record.lease_owner is None, (ex, "still queued or leased")
         assert_checkpoint_is_fold(store, ex)
-        history = store.history(ex)
+        history = store.history(ex, tenant="default")
         for step in steps:
             ours = [e for e in history if e.data.get("activity") == step]
             done = [e for e in ours if e.type == "ActivityCompleted"]

@@ -211,17 +211,17 @@ def test_db_clock_measures_leases_with_the_database_clock(postgres_url: str) -> 
         before = datetime.now(UTC)
         # `now` is ignored: the lease is 30 s from the database's now, not from 2030.
         [claim] = store.claim("A", T0, 30, 10, only=["e1"])
-        record = store.load("e1")
+        record = store.load("e1", "default")
         assert record is not None and record.lease_until is not None
         assert before < record.lease_until < datetime.now(UTC) + timedelta(seconds=31)
         # By the engine clock (2030) the lease has long expired; by the database's it has not.
         assert store.claim("B", T0 + timedelta(days=1), 30, 10) == []
         assert store.ready_count(T0 + timedelta(days=1)) == 0
         leases = store.renew_leases("A", T0, 0.5)
-        assert leases["e1"].fence == claim.fence
+        assert leases[("default", "e1")].fence == claim.fence
         time.sleep(0.6)
         assert [c.execution_id for c in store.claim("B", T0, 30, 10, only=["e1"])] == ["e1"]
-        other = store.load("e2")
+        other = store.load("e2", "default")
         assert other is not None and other.lease_until is not None
         assert other.lease_until < datetime.now(UTC) + timedelta(seconds=31)
     finally:
@@ -271,11 +271,11 @@ def test_wait_for_work_survives_a_lost_listener(
 
 def test_no_driver_error_escapes(pg: PostgresStore) -> None:
     with pytest.raises(StoreError) as info:
-        pg.history("e1", limit=-1)  # the server refuses a negative LIMIT
+        pg.history("e1", limit=-1, tenant="default")  # the server refuses a negative LIMIT
     assert not isinstance(info.value, StoreUnavailable)
     pg.close()
     with pytest.raises(StoreError, match="closed"):
-        pg.load("e1")
+        pg.load("e1", "default")
     with pytest.raises(StoreError, match="closed"):
         pg.commit([step("e1", 1)])
     with pytest.raises(StoreError, match="closed"):
@@ -297,7 +297,10 @@ def test_a_refused_batch_writes_nothing(pg: PostgresStore) -> None:
         with pytest.raises(StoreError) as info:
             pg.commit(batch)
         assert not isinstance(info.value, StoreUnavailable)
-    assert [len(pg.history(i)) for i in ("a", "b")] == [1, 1]  # nothing of the batch stayed
+    assert [len(pg.history(i, tenant="default")) for i in ("a", "b")] == [
+        1,
+        1,
+    ]  # nothing of the batch stayed
     assert pg.commit([step("a", 1), step("b", 1)]) == [CommitOutcome.OK] * 2
 
 
@@ -326,7 +329,7 @@ def test_terminated_connections_are_replaced(
             time.sleep(0.01)
     # A write is never retried: the pool's check must have replaced the dead connection.
     assert pg.commit([step("e1", 1)]) == [CommitOutcome.OK]
-    assert pg.load("e1") is not None
+    assert pg.load("e1", "default") is not None
 
 
 def test_a_write_that_loses_its_connection_is_unavailable_not_retried(
@@ -359,7 +362,7 @@ def test_a_write_that_loses_its_connection_is_unavailable_not_retried(
         thread.join(10)
     assert killed and len(failure) == 1
     assert isinstance(failure[0], StoreUnavailable), failure[0]
-    record = pg.load("e1")
+    record = pg.load("e1", "default")
     assert record is not None and record.seq == 1  # not applied, and not retried
     assert pg.commit([step("e1", 1)]) == [CommitOutcome.OK]
 

@@ -87,22 +87,26 @@ def test_a_batch_of_many_executions_checks_each_step_on_its_own(store: Store) ->
         CommitOutcome.OK,
         CommitOutcome.OK,
     ]
-    ok = store.load("ok")
+    ok = store.load("ok", "default")
     assert ok is not None and ok.seq == 4 and ok.output == {"b": 1, "a": 2}
     assert ok.checkpoint == {"seq": 4, "who": "ok", "nested": {"b": 1, "a": [2]}}
-    history = store.history("ok")
+    history = store.history("ok", tenant="default")
     assert [e.seq for e in history] == [1, 2, 3, 4]
     assert [e.data["n"] for e in history[1:]] == [1, 2, 3]
     assert history[1].data["q"] == 'a "quoted" \\ text'
     assert history[3].at == T0 + timedelta(seconds=2)
     for name in ("stale", "lost"):
-        record = store.load(name)
-        assert record is not None and record.seq == 1 and len(store.history(name)) == 1
+        record = store.load(name, "default")
+        assert (
+            record is not None
+            and record.seq == 1
+            and len(store.history(name, tenant="default")) == 1
+        )
     due = store.due_timers(T0 + timedelta(hours=1), 10)
     assert sorted((t.timer_id, t.fire_at) for t in due) == [("kept", t2), ("new", t1)]
-    released = store.load("released")
+    released = store.load("released", "default")
     assert released is not None and released.lease_owner is None and not released.ready
-    assert store.renew_leases("A", T0, 30).keys() == {"lost"}
+    assert store.renew_leases("A", T0, 30).keys() == {("default", "lost")}
 
 
 def test_two_steps_of_one_execution_in_a_batch_see_each_other(store: Store) -> None:
@@ -115,7 +119,7 @@ def test_two_steps_of_one_execution_in_a_batch_see_each_other(store: Store) -> N
         CommitOutcome.OK,
         CommitOutcome.CONFLICT,
     ]
-    assert [e.seq for e in store.history("e1")] == [1, 2, 3]
+    assert [e.seq for e in store.history("e1", tenant="default")] == [1, 2, 3]
 
 
 # --- PostgreSQL only ----------------------------------------------------------------------

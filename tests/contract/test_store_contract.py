@@ -33,6 +33,7 @@ def step(
     armed: tuple[tuple[str, datetime], ...] = (),
     removed: tuple[str, ...] = (),
     at: datetime = T0,
+    tenant: str = "default",
 ) -> StepWrite:
     events = [Event("Thing", at, {"i": seq + i}) for i in range(n_events)]
     return StepWrite(
@@ -47,6 +48,7 @@ def step(
         release_lease=release,
         timers_armed=armed,
         timers_removed=removed,
+        tenant=tenant,
     )
 
 
@@ -59,6 +61,7 @@ def create(
     workflow: str = "wf",
     owner: str | None = None,
     status: str = "running",
+    parent_id: str | None = None,
 ) -> None:
     created, record = store.create_execution(
         NewExecution(
@@ -69,7 +72,8 @@ def create(
             definition_hash="h",
             created_at=at,
             input={"x": 1},
-            first_step=step(execution_id, 0, status=status, at=at),
+            first_step=step(execution_id, 0, status=status, at=at, tenant=tenant),
+            parent_id=parent_id,
             lease_owner=owner,
             lease_until=at + timedelta(seconds=30) if owner else None,
         )
@@ -92,7 +96,7 @@ def test_create_is_idempotent_on_id(store: Store) -> None:
         )
     )
     assert not created and record.workflow == "wf"
-    assert len(store.history("e1")) == 1
+    assert len(store.history("e1", tenant="default")) == 1
 
 
 def test_commit_appends_events_in_order_and_checks_sequence(store: Store) -> None:
@@ -100,12 +104,12 @@ def test_commit_appends_events_in_order_and_checks_sequence(store: Store) -> Non
     assert store.commit([step("e1", 1, 3)]) == [CommitOutcome.OK]
     assert store.commit([step("e1", 1, 1)]) == [CommitOutcome.CONFLICT]
     assert store.commit([step("missing", 0)]) == [CommitOutcome.NOT_FOUND]
-    history = store.history("e1")
+    history = store.history("e1", tenant="default")
     assert [e.seq for e in history] == [1, 2, 3, 4]
     assert [e.data["i"] for e in history[1:]] == [1, 2, 3]
-    record = store.load("e1")
+    record = store.load("e1", "default")
     assert record is not None and record.seq == 4 and record.checkpoint == {"seq": 4}
-    assert [e.seq for e in store.history("e1", after_seq=2, limit=1)] == [3]
+    assert [e.seq for e in store.history("e1", after_seq=2, limit=1, tenant="default")] == [3]
 
 
 def test_a_batch_commits_each_step_on_its_own_merits(store: Store) -> None:
@@ -113,7 +117,10 @@ def test_a_batch_commits_each_step_on_its_own_merits(store: Store) -> None:
     create(store, "b")
     outcomes = store.commit([step("a", 1), step("b", 7), step("a", 2)])
     assert outcomes == [CommitOutcome.OK, CommitOutcome.CONFLICT, CommitOutcome.OK]
-    assert len(store.history("a")) == 3 and len(store.history("b")) == 1
+    assert (
+        len(store.history("a", tenant="default")) == 3
+        and len(store.history("b", tenant="default")) == 1
+    )
 
 
 def test_claim_lease_fence_and_takeover(store: Store) -> None:
@@ -127,7 +134,7 @@ def test_claim_lease_fence_and_takeover(store: Store) -> None:
     assert store.commit([step("e1", 1, fence=b.fence, release=True, ready=False)]) == [
         CommitOutcome.OK
     ]
-    record = store.load("e1")
+    record = store.load("e1", "default")
     assert record is not None and record.lease_owner is None and not record.ready
     assert store.claim("C", T0 + timedelta(hours=1), 30, 10) == []
 
@@ -143,7 +150,7 @@ def test_claim_only_and_limit(store: Store) -> None:
 def test_renew_and_release_owner(store: Store) -> None:
     create(store, "e1", owner="A")
     leases = store.renew_leases("A", T0 + timedelta(seconds=20), 30)
-    assert set(leases) == {"e1"} and leases["e1"].fence == 1
+    assert set(leases) == {("default", "e1")} and leases[("default", "e1")].fence == 1
     assert store.claim("B", T0 + timedelta(seconds=40), 30, 10) == []  # renewed to 50 s
     assert store.release_owner("A") == 1
     assert [c.execution_id for c in store.claim("B", T0 + timedelta(seconds=40), 30, 10)] == ["e1"]
@@ -180,7 +187,7 @@ def test_list_filters_tenants_and_pages(store: Store) -> None:
         )
     )
     assert [r.id for r in ranged.items] == ["e3", "e2"]
-    assert store.load("secret") is None and store.load("secret", tenant="b") is not None
+    assert store.load("secret", "default") is None and store.load("secret", tenant="b") is not None
     assert [r.id for r in store.list_executions(ExecutionFilter(tenant="b")).items] == ["secret"]
 
 
@@ -220,9 +227,15 @@ def test_an_atomic_batch_writes_all_or_nothing(store: Store) -> None:
     create(store, "a")
     create(store, "b")
     assert store.commit([step("a", 1), step("b", 5)], atomic=True)[1] is CommitOutcome.CONFLICT
-    assert len(store.history("a")) == 1 and len(store.history("b")) == 1
+    assert (
+        len(store.history("a", tenant="default")) == 1
+        and len(store.history("b", tenant="default")) == 1
+    )
     assert store.commit([step("a", 1), step("b", 1)], atomic=True) == [CommitOutcome.OK] * 2
-    assert len(store.history("a")) == 2 and len(store.history("b")) == 2
+    assert (
+        len(store.history("a", tenant="default")) == 2
+        and len(store.history("b", tenant="default")) == 2
+    )
 
 
 def test_values_are_stored_as_json_and_a_batch_with_an_unstorable_one_writes_nothing(
@@ -236,14 +249,21 @@ def test_values_are_stored_as_json_and_a_batch_with_an_unstorable_one_writes_not
         output={"big": 2**70},
     )
     assert store.commit([odd]) == [CommitOutcome.OK]
-    assert store.history("a")[-1].data == {"t": [1, 2], "nan": None, "at": T0.isoformat()}
-    loaded = store.load("a")
+    assert store.history("a", tenant="default")[-1].data == {
+        "t": [1, 2],
+        "nan": None,
+        "at": T0.isoformat(),
+    }
+    loaded = store.load("a", "default")
     assert loaded is not None and loaded.output == {"big": 2**70}
 
     bad = replace(step("b", 1), output={"x": object()})
     with pytest.raises(TypeError, match="cannot store"):
         store.commit([step("a", 2), bad])
-    assert len(store.history("a")) == 2 and len(store.history("b")) == 1
+    assert (
+        len(store.history("a", tenant="default")) == 2
+        and len(store.history("b", tenant="default")) == 1
+    )
     assert store.commit([step("a", 2), step("b", 1)]) == [CommitOutcome.OK] * 2
 
 
@@ -272,3 +292,58 @@ def test_tenant_settings_are_kept_per_tenant_and_replaced_whole(store: Store) ->
     assert [t.tenant for t in store.list_tenants()] == ["alpha", "beta"]
     assert store.get_tenant("alpha") == TenantRecord("alpha", None, T0, "key_1")
     assert store.get_tenant("gamma") is None
+
+
+def test_the_same_id_in_two_tenants_is_two_executions(store: Store) -> None:
+    """Executions are named by (tenant, id): create, commit, history, timers, claims,
+    leases and children of one tenant never touch the other's execution of the same id."""
+    create(store, "same", tenant="a", workflow="wa")
+    create(store, "same", tenant="b", workflow="wb", owner="W")
+    created, existing = store.create_execution(
+        NewExecution(
+            id="same",
+            tenant="b",
+            workflow="other",
+            version="9",
+            definition_hash="h2",
+            created_at=T0,
+            input={},
+            first_step=step("same", 0, tenant="b"),
+        )
+    )
+    assert not created and existing.tenant == "b" and existing.workflow == "wb"
+    a, b = store.load("same", "a"), store.load("same", "b")
+    assert a is not None and b is not None
+    assert (a.tenant, a.workflow, b.tenant, b.workflow) == ("a", "wa", "b", "wb")
+    assert store.load("same", "c") is None
+    # A commit goes to its tenant's execution only, checked on that execution's seq.
+    t1 = T0 + timedelta(minutes=1)
+    assert store.commit([step("same", 1, 2, tenant="a", armed=(("t", t1),))]) == [CommitOutcome.OK]
+    assert store.commit([step("same", 3, tenant="b", fence=1)]) == [CommitOutcome.CONFLICT]
+    assert store.commit([step("same", 1, tenant="b", fence=2)]) == [CommitOutcome.LEASE_LOST]
+    assert store.commit([step("same", 1, tenant="c")]) == [CommitOutcome.NOT_FOUND]
+    assert [e.seq for e in store.history("same", tenant="a")] == [1, 2, 3]
+    assert [e.seq for e in store.history("same", tenant="b")] == [1]
+    assert store.history("same", tenant="c") == []
+    # Both in one batch (the set-based path on PostgreSQL): each to its own.
+    both = [step("same", 3, tenant="a", removed=("t",)), step("same", 1, tenant="b", fence=1)]
+    assert store.commit(both) == [CommitOutcome.OK, CommitOutcome.OK]
+    assert [len(store.history("same", tenant=t)) for t in ("a", "b")] == [4, 2]
+    assert store.due_timers(t1, 10) == []
+    store.commit([step("same", 2, tenant="b", fence=1, armed=(("t", t1),))])
+    [due] = store.due_timers(t1, 10)
+    assert (due.tenant, due.execution_id, due.timer_id) == ("b", "same", "t")
+    # Claims and leases name the tenant; `only` is of one tenant.
+    assert set(store.renew_leases("W", T0, 30)) == {("b", "same")}
+    assert store.release_owner("W") == 1
+    claims = store.claim("X", T0, 30, 10, only=["same"], tenant="a")
+    assert [(c.tenant, c.execution_id) for c in claims] == [("a", "same")]
+    rest = store.claim("Y", T0, 30, 10)
+    assert [(c.tenant, c.execution_id) for c in rest] == [("b", "same")]
+    assert set(store.renew_leases("X", T0, 30)) == {("a", "same")}
+    # Children are found in their parent's tenant.
+    create(store, "kid", tenant="a", parent_id="same")
+    create(store, "kid", tenant="b", parent_id="same", at=T0 + timedelta(seconds=1))
+    for tenant in ("a", "b"):
+        kids = store.list_executions(ExecutionFilter(tenant=tenant, parent_id="same"))
+        assert [(k.tenant, k.id) for k in kids.items] == [(tenant, "kid")]

@@ -118,7 +118,7 @@ def test_a_failing_observer_neither_fails_nor_undoes_the_write(
         assert store.commit([step("a", 1)]) == [CommitOutcome.OK]
         [claim] = store.claim("w", T0 + timedelta(seconds=1), 30, 10)
     assert claim.execution_id == "a"
-    record = store.load("a")
+    record = store.load("a", "default")
     assert record is not None and record.seq == 2 and record.lease_owner == "w"
     assert [kind for kind, _ in recorder.seen] == ["created", "committed", "claimed"]
     broke = [r.getMessage() for r in caplog.records if r.name == "wovyr.store"]

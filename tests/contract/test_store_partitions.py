@@ -94,12 +94,12 @@ def test_claim_by_partition_combines_with_only(store: Store) -> None:
 def test_values_round_trip_with_their_key_order(store: Store) -> None:
     data = {"zeta": 1, "alpha": {"b": [1, 2.5, None], "a": "é"}, "mid": True, "": "empty key"}
     start(store, "e1", data=data)
-    record = store.load("e1")
+    record = store.load("e1", "default")
     assert record is not None
     for value in (record.input, record.output, record.checkpoint["data"]):  # type: ignore[index]
         assert value == data
         assert list(value) == list(data) and list(value["alpha"]) == ["b", "a"]
-    [event] = store.history("e1")
+    [event] = store.history("e1", tenant="default")
     assert list(event.data["input"]) == list(data)
 
 

@@ -385,10 +385,10 @@ def test_cancel_skips_pending_and_is_final(engine: Engine) -> None:
 def test_query_changes_nothing(engine: Engine) -> None:
     rec = engine.start(SIGNALS)
     drain(engine)
-    before = engine.store.load(rec.id)
+    before = engine.store.load(rec.id, "default")
     for _ in range(3):
         engine.query(rec.id)
-    after = engine.store.load(rec.id)
+    after = engine.store.load(rec.id, "default")
     assert before is not None and after is not None
     assert (before.seq, before.lease_owner, before.fence, before.updated_at) == (
         after.seq,
@@ -528,8 +528,8 @@ def test_due_timers_fire_in_one_batch(engine: Engine, clock: ManualClock) -> Non
     assert {engine.query(i).status for i in ids} == {"completed"}
 
 
-def test_another_tenants_execution_id_cannot_be_reused(engine: Engine, calls: list[Any]) -> None:
+def test_another_tenants_execution_id_is_its_own(engine: Engine, calls: list[Any]) -> None:
     engine.start(THREE_STEPS, execution_id="shared")
-    with pytest.raises(Conflict):
-        engine.for_tenant("b").start(THREE_STEPS, execution_id="shared")
-    assert engine.for_tenant("b").list().items == []
+    other = engine.for_tenant("b").start(THREE_STEPS, execution_id="shared")
+    assert other.tenant == "b" and other.seq == 1
+    assert [r.id for r in engine.for_tenant("b").list().items] == ["shared"]

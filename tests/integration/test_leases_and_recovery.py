@@ -39,24 +39,38 @@ def test_stale_owner_commits_nothing(engine: Engine, clock: ManualClock) -> None
     state = state_from_json(a.checkpoint)
     events = [Event("SignalReceived", clock.now(), {"name": "x", "payload": 1})]
     stale = make_step(
-        rec.id, state, fold(events, state), events, clock.now(), fence=a.fence, ready=True
+        rec.id,
+        state,
+        fold(events, state),
+        events,
+        clock.now(),
+        tenant=rec.tenant,
+        fence=a.fence,
+        ready=True,
     )
     assert store.commit([stale]) == [CommitOutcome.LEASE_LOST]
     fresh = make_step(
-        rec.id, state, fold(events, state), events, clock.now(), fence=b.fence, ready=True
+        rec.id,
+        state,
+        fold(events, state),
+        events,
+        clock.now(),
+        tenant=rec.tenant,
+        fence=b.fence,
+        ready=True,
     )
     assert store.commit([fresh]) == [CommitOutcome.OK]
-    assert [e.type for e in store.history(rec.id)][-1] == "SignalReceived"
-    assert len(store.history(rec.id)) == state.seq + 1
+    assert [e.type for e in store.history(rec.id, tenant="default")][-1] == "SignalReceived"
+    assert len(store.history(rec.id, tenant="default")) == state.seq + 1
 
 
 def test_renew_reports_fence_and_seq(engine: Engine, clock: ManualClock) -> None:
     rec = engine.start(ONE_STEP)
     [claim] = engine.store.claim("A", clock.now(), 30, 10)
     leases = engine.store.renew_leases("A", clock.now(), 30)
-    assert leases[rec.id].fence == claim.fence and leases[rec.id].seq == claim.seq
+    assert leases[rec.key].fence == claim.fence and leases[rec.key].seq == claim.seq
     engine.signal(rec.id, "poke")
-    assert engine.store.renew_leases("A", clock.now(), 30)[rec.id].seq == claim.seq + 1
+    assert engine.store.renew_leases("A", clock.now(), 30)[rec.key].seq == claim.seq + 1
     assert engine.store.release_owner("A") == 1
     assert engine.store.renew_leases("A", clock.now(), 30) == {}
 

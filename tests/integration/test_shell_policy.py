@@ -71,7 +71,7 @@ def test_a_new_tenant_is_restricted_and_its_shell_step_is_refused_at_start(
     assert "activity 'step' (shell)" in problem.message
     assert "tenant 'beta'" in problem.message and "shell: false" in problem.message
     assert "wovyr admin tenants set beta" in (problem.hint or "")
-    assert engine.store.load("refused-1", tenant=None) is None  # nothing was stored
+    assert engine.store.load("refused-1", "default") is None  # nothing was stored
 
 
 def test_apply_and_schedule_create_refuse_what_the_policy_refuses(engine: Engine) -> None:

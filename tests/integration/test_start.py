@@ -16,7 +16,7 @@ from wovyr.definition.parse import load_definition, load_definition_file
 from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.engine.engine import Engine, Started
 from wovyr.engine.tenants import set_policy
-from wovyr.errors import Conflict, DefinitionError, InputError, NotFound
+from wovyr.errors import DefinitionError, InputError, NotFound
 from wovyr.events import EventType
 from wovyr.store.base import DefinitionRecord, Store
 
@@ -128,28 +128,28 @@ def test_an_existing_id_returns_that_execution_unchanged(engine: Engine) -> None
     assert (fresh.created, fresh.record.id, fresh.record.input) == (True, "order-2", {"n": 5})
 
 
-def test_another_tenants_id_is_a_conflict_that_tells_nothing(engine: Engine) -> None:
+def test_another_tenants_id_is_another_execution(engine: Engine) -> None:
     engine.for_tenant("a").start(FLOW, {"n": 7}, execution_id="shared")
     set_policy(engine.store, "b", TRUSTED, by="test", at=engine.clock.now())  # hello: shell
     b = engine.for_tenant("b")
-    answers = []
-    for attempt in (
-        lambda: b.submit(FLOW, {"n": 1}, execution_id="shared"),
-        lambda: b.submit(path=EXAMPLES / "hello.yaml", execution_id="shared"),
-        lambda: b.submit(FLOW, {"n": 1}, claim_id=lambda: "shared"),
-    ):
-        with pytest.raises(Conflict) as caught:
-            attempt()
-        answers.append(str(caught.value))
-    assert answers == ["An execution with this id already exists; choose another id."] * 3
-    # Reading it, tenant b gets exactly what a missing id gets.
+    # Before b has it, reading it answers exactly what a missing id answers.
     with pytest.raises(NotFound) as theirs:
         b.query("shared")
     with pytest.raises(NotFound) as missing:
         b.query("absent")
     assert str(theirs.value) == str(missing.value).replace("absent", "shared")
     assert b.list().items == []
+    first = b.submit(FLOW, {"n": 1}, execution_id="shared")
+    assert first.created and first.record.tenant == "b" and first.record.input == {"n": 1}
+    for attempt in (  # every form of start now finds b's own
+        lambda: b.submit(FLOW, {"n": 2}, execution_id="shared"),
+        lambda: b.submit(path=EXAMPLES / "hello.yaml", execution_id="shared"),
+        lambda: b.submit(FLOW, {"n": 3}, claim_id=lambda: "shared"),
+    ):
+        again = attempt()
+        assert not again.created and again.record.input == {"n": 1}
     assert engine.for_tenant("a").query("shared").input == {"n": 7}
+    assert [r.id for r in b.list().items] == ["shared"]
 
 
 def test_a_leased_start_carries_its_first_decision(engine: Engine) -> None:

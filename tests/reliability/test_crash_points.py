@@ -95,7 +95,7 @@ def recover_and_check(url: str, workdir: Path, killed: bool) -> CrashReport:
             assert len(started) == EXECUTIONS and len(done) == EXECUTIONS, acks
         report = check_recovered(engine.store, ids, STEPS, read_effects(workdir / "effects"))
         for execution_id, seq in done.items():
-            record = engine.store.load(execution_id, tenant=None)
+            record = engine.store.load(execution_id, "default")
             assert record is not None and record.seq == seq, (execution_id, "changed after done")
         for key, attempts in report.lost.items():
             assert len(attempts) <= (1 if killed else 0), (key, attempts, "one kill, one loss")

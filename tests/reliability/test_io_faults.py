@@ -118,7 +118,7 @@ def check_nothing_acknowledged_lost(workdir: Path, outcome: Outcome) -> None:
         stored = store.list_executions(ExecutionFilter(tenant=None, limit=100)).items
         assert {r.id for r in stored} == set(done), "a start reported failed yet applied"
         for execution_id, seq in done.items():
-            record = store.load(execution_id, tenant=None)
+            record = store.load(execution_id, "default")
             assert record is not None and record.seq == seq, (execution_id, "changed")
         check_recovered(store, done, STEPS, read_effects(workdir / "effects"))
     finally:

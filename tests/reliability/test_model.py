@@ -187,7 +187,7 @@ class StoreMachine(RuleBasedStateMachine):
     def signal(self, data: st.DataObject, payload: int) -> None:
         STEPS_RUN.append(1)
         execution_id = data.draw(st.sampled_from(self.ids))
-        before = self.store.load(execution_id, tenant=None)
+        before = self.store.load(execution_id, "default")
         assert before is not None
         try:
             self.engine.signal(execution_id, "go", payload)
@@ -201,7 +201,7 @@ class StoreMachine(RuleBasedStateMachine):
     def cancel(self, data: st.DataObject) -> None:
         STEPS_RUN.append(1)
         execution_id = data.draw(st.sampled_from(self.ids))
-        before = self.store.load(execution_id, tenant=None)
+        before = self.store.load(execution_id, "default")
         assert before is not None
         try:
             view = self.engine.cancel(execution_id, reason="model")
@@ -209,7 +209,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert before.status in TERMINAL
         else:
             assert view.status == "cancelled"
-            after = self.store.load(execution_id, tenant=None)
+            after = self.store.load(execution_id, "default")
             assert after is not None and after.status == "cancelled" and not after.ready
 
     @rule(seconds=st.sampled_from([1, 11, 31, 61]))
@@ -233,7 +233,7 @@ class StoreMachine(RuleBasedStateMachine):
     def claim(self, worker: str) -> None:
         STEPS_RUN.append(1)
         now = self.now()
-        ready = {i: r.ready for i in self.ids if (r := self.store.load(i, tenant=None))}
+        ready = {i: r.ready for i in self.ids if (r := self.store.load(i, "default"))}
         claimable = {
             i
             for i in self.ids
@@ -256,8 +256,8 @@ class StoreMachine(RuleBasedStateMachine):
         now = self.now()
         renewed = self.store.renew_leases(worker, now, LEASE)
         owned = {i for i, lease in self.leases.items() if lease.owner == worker}
-        assert set(renewed) == owned, "a heartbeat renews exactly the owner's leases"
-        for execution_id, got in renewed.items():
+        assert {i for _, i in renewed} == owned, "a heartbeat renews exactly the owner's leases"
+        for (_, execution_id), got in renewed.items():
             lease = self.leases[execution_id]
             assert got.fence == lease.fence
             lease.until = now + timedelta(seconds=LEASE)
@@ -309,6 +309,7 @@ class StoreMachine(RuleBasedStateMachine):
             decision.state,
             events,
             now,
+            tenant="default",
             fence=held.fence,
             ready=not done,
             release_lease=done,
@@ -331,7 +332,7 @@ class StoreMachine(RuleBasedStateMachine):
         else:
             assert result is CommitOutcome.CONFLICT, result
             assert lease.fence == held.fence, "a stale fence must be told LEASE_LOST"
-            record = self.store.load(execution_id, tenant=None)
+            record = self.store.load(execution_id, "default")
             assert record is not None and record.seq != held.state.seq
             held.state = state_from_json(record.checkpoint or {})
             if held.state.finished:
@@ -372,7 +373,7 @@ class StoreMachine(RuleBasedStateMachine):
     @invariant()
     def store_matches_the_model(self) -> None:
         for execution_id in self.ids:
-            record = self.store.load(execution_id, tenant=None)
+            record = self.store.load(execution_id, "default")
             assert record is not None
             lease = self.leases[execution_id]
             assert (record.lease_owner, record.fence) == (lease.owner, lease.fence)
@@ -396,7 +397,7 @@ class StoreMachine(RuleBasedStateMachine):
             self._close()
 
     def _status(self, execution_id: str) -> str:
-        record = self.store.load(execution_id, tenant=None)
+        record = self.store.load(execution_id, "default")
         assert record is not None
         return record.status
 
@@ -407,7 +408,7 @@ class StoreMachine(RuleBasedStateMachine):
             running = [
                 i
                 for i in self.ids
-                if (r := self.store.load(i, tenant=None)) and r.status not in TERMINAL
+                if (r := self.store.load(i, "default")) and r.status not in TERMINAL
             ]
             if not running:
                 break
@@ -415,7 +416,7 @@ class StoreMachine(RuleBasedStateMachine):
                 self.engine.signal(execution_id, "go")
             drain(self.engine)
         for execution_id in self.ids:
-            record = self.store.load(execution_id, tenant=None)
+            record = self.store.load(execution_id, "default")
             assert record is not None and record.status in TERMINAL, (execution_id, record)
             self._check_final(execution_id, record.status, record.ready)
             assert_checkpoint_is_fold(self.store, execution_id)

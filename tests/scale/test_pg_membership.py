@@ -110,7 +110,7 @@ def test_claims_follow_the_assignment(
             for w in workers:
                 await w.tick()  # claims its partitions only; the steps hold their leases
             for i in ids:
-                record = store.load(i)
+                record = store.load(i, "default")
                 assert record is not None and record.lease_owner is not None, i
                 owner = next(w for w in workers if w.owner == record.lease_owner)
                 assert stable_shard(i) % OF in (owner.partitions or [])

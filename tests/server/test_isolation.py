@@ -234,3 +234,48 @@ async def test_owner_binding_survives_a_new_app(engine: Any, settings: Any) -> N
         assert CANARY not in listed.text
         mine = await second.call("GET", "/api/v1/workflows", "tenant-a:viewer")
         assert CANARY in mine.text
+
+
+async def test_the_same_ids_and_names_in_two_tenants_are_independent(api: Api) -> None:
+    """Ids are per tenant: B starts, signals, cancels and schedules with A's very ids and
+    names and gets objects of its own; A's are untouched."""
+    a_ids = await seed_tenant_a(api)
+    eid, sid = a_ids["execution_id"], a_ids["schedule_id"]
+    b = "tenant-b:operator"
+    r = await api.call(
+        "POST", "/api/v1/workflows", b, json={"definition": B_FLOW, "id": eid, "input": {}}
+    )
+    assert r.status_code == 201 and r.json()["id"] == eid
+    assert CANARY not in r.text.replace(eid, ""), "B's start shows nothing of A's"
+    again = await api.call("POST", "/api/v1/workflows", b, json={"definition": B_FLOW, "id": eid})
+    assert again.status_code == 200 and again.json()["workflow"] == "b-flow"
+    await api.drain()
+    r = await api.call("POST", f"/api/v1/workflows/{eid}/signal", b, json={"name": "go"})
+    assert r.status_code in (200, 202), r.text
+    r = await api.call("DELETE", f"/api/v1/workflows/{eid}", b)
+    assert r.status_code in (200, 202), r.text
+    mine = (await api.call("GET", f"/api/v1/workflows/{eid}", b)).json()
+    assert mine["status"] == "cancelled" and mine["workflow"] == "b-flow"
+    r = await api.call(
+        "POST", "/api/v1/schedules", b, json={"id": sid, "definition": B_FLOW, "every": "1h"}
+    )
+    assert r.status_code == 201, r.text
+    assert CANARY not in r.text.replace(sid, ""), "B's schedule shows nothing of A's"
+    trig = await api.call("POST", f"/api/v1/schedules/{sid}/trigger", b)
+    assert trig.status_code in (200, 201, 202), trig.text
+    a = "tenant-a:admin"
+    theirs = (await api.call("GET", f"/api/v1/workflows/{eid}", a)).json()
+    assert theirs["status"] == "waiting" and theirs["input"] == {"note": CANARY}
+    sched = (await api.call("GET", f"/api/v1/schedules/{sid}", a)).json()
+    assert sched["fired"] == 0 and sched["note"] == CANARY
+
+
+async def test_ids_outside_the_alphabet_are_refused(api: Api) -> None:
+    for bad in ("a/b", "new\nline", "cr\r\nlf", "x" * 201, " lead", "tab\tbed"):
+        r = await api.call(
+            "POST", "/api/v1/workflows", "tenant-b:operator", json={"definition": B_FLOW, "id": bad}
+        )
+        assert r.status_code == 422, (bad, r.status_code, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+    listed = await api.call("GET", "/api/v1/workflows", "tenant-b:viewer")
+    assert listed.json()["items"] == []

@@ -263,7 +263,7 @@ def test_sigterm_exits_cleanly_and_releases_leases(
 
     store = SQLiteStore(server.home / "wovyr.db")
     try:
-        record = store.load("held", tenant=None)
+        record = store.load("held", "default")
         assert record is not None and record.lease_owner is None  # released, not left to expire
     finally:
         store.close()

@@ -144,7 +144,9 @@ def test_approve_with_a_comment_then_complete(
     assert 'id="execution-status">completed<' in page.text
     assert "approve approved by a-op: \u201cok\u201d" in page.text
     assert f'action="/ui/executions/{eid}/approve"' not in page.text  # finished: no actions
-    decided = [e for e in ui_engine.store.history(eid) if e.type == "ApprovalDecided"]
+    decided = [
+        e for e in ui_engine.store.history(eid, tenant="acme") if e.type == "ApprovalDecided"
+    ]
     assert decided[0].data == {
         "activity": "approve",
         "approved": True,

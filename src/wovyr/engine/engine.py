@@ -49,7 +49,7 @@ from wovyr.events import (
     ExecutionCancelled,
     SignalReceived,
 )
-from wovyr.ids import child_id, new_id, validate_execution_id
+from wovyr.ids import ID_RULE, child_id, derived_id, is_execution_id, new_id, validate_execution_id
 from wovyr.store import check_store, open_store
 from wovyr.store.base import (
     DEFAULT_TENANT,
@@ -68,7 +68,7 @@ from wovyr.store.codec import MAX_PAYLOAD_BYTES, PayloadRefused, check_payload
 
 __all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started"]
 
-Listener = Callable[[str], None]
+Listener = Callable[[str, str], None]  # told (tenant, execution id) of each change
 DEFAULT_TIMEOUT = 300.0  # seconds an attempt may take when its definition gives no timeout
 _T = TypeVar("_T")
 _MAX_RETRIES = 50
@@ -85,8 +85,8 @@ class Started:
 
 
 def _check_id(execution_id: str) -> None:
-    """A caller-chosen execution id is acceptable (derived ids, e.g. children's, are not
-    checked: they may use characters a caller may not)."""
+    """A caller-chosen execution id is acceptable (one alphabet and length for every id,
+    chosen or derived: `wovyr.ids`)."""
     try:
         validate_execution_id(execution_id)
     except ValueError as exc:
@@ -200,9 +200,12 @@ class Engine(Definitions):
         if listener in self._listeners:
             self._listeners.remove(listener)
 
-    def notify(self, execution_id: str) -> None:
+    def notify(self, execution_id: str, tenant: str | None = None) -> None:
+        """Tell the listeners that execution `execution_id` of `tenant` (default: this
+        engine's) changed."""
+        tenant = tenant or self.tenant
         for listener in list(self._listeners):
-            listener(execution_id)
+            listener(tenant, execution_id)
 
     # --- starting ------------------------------------------------------------------------
 
@@ -251,7 +254,8 @@ class Engine(Definitions):
         """THE start path (every edge calls it): resolve what is named and check the id; an
         execution that has the id is returned as it is (its definition and inputs were fixed
         when it started); else the inputs are checked and the execution is created. Ids are
-        global: another tenant's answers `Conflict`, telling nothing about it. `claim_id`,
+        per tenant: another tenant's execution with the same id is another execution, never
+        seen nor touched from here. `claim_id`,
         when given, is called once the request is valid (inputs included) and before anything
         is read or written under the id, for the id to use: e.g. the execution an
         Idempotency-Key already holds."""
@@ -263,9 +267,9 @@ class Engine(Definitions):
         if claim_id is not None:  # a claim is spent only on a valid start: inputs first
             inputs = self._checked("the input", resolve_inputs(workflow, input), "input")
             execution_id = claim_id()
-        existing = self.store.load(execution_id, tenant=None) if execution_id else None
+        existing = self.store.load(execution_id, self.tenant) if execution_id else None
         if existing is not None:  # its definition and inputs were fixed when it started
-            return Started(self._own(existing), created=False)
+            return Started(existing, created=False)
         if inputs is None:
             inputs = self._checked("the input", resolve_inputs(workflow, input), "input")
         new = self._new_execution(
@@ -278,7 +282,6 @@ class Engine(Definitions):
             lease_seconds=lease_seconds,
         )
         created, record = self.store.create_execution(new)
-        record = self._own(record)
         if created and lease_owner is None:  # a leased start is driven by its owner already
             self.notify(new.id)
         return Started(record, created)
@@ -292,12 +295,6 @@ class Engine(Definitions):
         except TypeError as exc:
             raise InputError([Problem(str(exc), path=path)]) from None
         return value
-
-    def _own(self, record: ExecutionRecord) -> ExecutionRecord:
-        if record.tenant != self.tenant:  # ids are global: never hand out another tenant's
-            # Said as the API says it (it answers with this text): nothing about the owner.
-            raise Conflict("An execution with this id already exists; choose another id.")
-        return record
 
     def prepare_start(
         self,
@@ -352,7 +349,7 @@ class Engine(Definitions):
             )
             assert decision.state is not None
             events, state = events + decision.events, decision.state
-        step = make_step(exec_id, empty, state, events, now, ready=True)
+        step = make_step(exec_id, empty, state, events, now, tenant=self.tenant, ready=True)
         return NewExecution(
             id=exec_id,
             tenant=self.tenant,
@@ -460,7 +457,9 @@ class Engine(Definitions):
             workflow = self.definition(record.definition_hash)
             events = make_events(state, workflow)
             after = fold(events, state)
-            step = make_step(execution_id, state, after, events, self.clock.now(), ready=True)
+            step = make_step(
+                execution_id, state, after, events, self.clock.now(), tenant=self.tenant, ready=True
+            )
             outcome = self.commit_step(step, after)
             if outcome is CommitOutcome.OK:
                 self.notify(execution_id)
@@ -480,8 +479,9 @@ class Engine(Definitions):
         cancels = children_to_cancel(step.events)
         if not (after.finished and after.parent) and not cancels:
             return self.store.commit([step])[0]
+        tenant = step.tenant  # a parent and its children are of one tenant
         for _ in range(_MAX_RETRIES):
-            others = self._parent_step(after) + self._cancel_steps(after, cancels)
+            others = self._parent_step(tenant, after) + self._cancel_steps(tenant, after, cancels)
             if not others:
                 return self.store.commit([step])[0]
             own, *theirs = self.store.commit([step, *others], atomic=True)
@@ -489,18 +489,20 @@ class Engine(Definitions):
                 return own
             if all(outcome is CommitOutcome.OK for outcome in theirs):
                 for other in others:
-                    self.notify(other.execution_id)
+                    self.notify(other.execution_id, tenant)
+                owner = self.for_tenant(tenant)
                 for child in cancels:  # their own children, as a cancel does (best effort)
-                    self._cancel_children(child, after.id)
+                    owner._cancel_children(child, after.id)
                 return own
         raise StoreError(f"the executions {after.id} changes kept changing; try again")
 
-    def _parent_step(self, after: ExecutionState) -> builtins.list[StepWrite]:
-        """`ChildFinished` on the parent of a child that `after` finishes (if it runs)."""
+    def _parent_step(self, tenant: str, after: ExecutionState) -> builtins.list[StepWrite]:
+        """`ChildFinished` on the parent (of `tenant`) of a child that `after` finishes (if
+        it runs)."""
         parent = after.parent
         if not (after.finished and parent):
             return []
-        record = self.store.load(parent["id"], tenant=None)
+        record = self.store.load(parent["id"], tenant)
         if record is None or record.status != "running":
             return []
         before = state_from_json(record.checkpoint or {})
@@ -514,30 +516,41 @@ class Engine(Definitions):
             output=after.output,
             error=after.error,
         ).at(now)
-        return [make_step(record.id, before, fold([event], before), [event], now, ready=True)]
+        after_parent = fold([event], before)
+        return [make_step(record.id, before, after_parent, [event], now, tenant=tenant, ready=True)]
 
     def _cancel_steps(
-        self, parent: ExecutionState, children: builtins.list[str]
+        self, tenant: str, parent: ExecutionState, children: builtins.list[str]
     ) -> builtins.list[StepWrite]:
         """`ExecutionCancelled` for each child (still running) whose timeout fired. Its end
         is not told back to the parent: the parent's step records the timeout itself."""
         steps = []
         now = self.clock.now()
         for child in children:
-            record = self.store.load(child, tenant=None)
+            record = self.store.load(child, tenant)
             if record is None or record.status != "running":
                 continue
             before = state_from_json(record.checkpoint or {})
             reason = f"the activity that started it in {parent.id} timed out"
             event = ExecutionCancelled(reason=reason, by=parent.id).at(now)
-            steps.append(make_step(child, before, fold([event], before), [event], now, ready=True))
+            after = fold([event], before)
+            steps.append(make_step(child, before, after, [event], now, tenant=tenant, ready=True))
         return steps
 
     def start_child(self, parent: ExecutionState, run: RunActivity) -> str:
-        """Start (or find) the child workflow of one attempt of a `workflow` activity."""
+        """Start (or find) the child workflow of one attempt of a `workflow` activity, in
+        this engine's tenant. Its id is derived (`wovyr.ids.child_id`), or the `id` the
+        activity gives (which must be a valid execution id: else the attempt fails for good
+        with `InvalidChildId`), with `~<attempt>` after a first attempt."""
         spec = ChildWorkflowSpec.model_validate(run.input)
-        base = spec.id or child_id(parent.id, run.activity_id, run.index)
-        execution_id = base if run.attempt == 1 else f"{base}~{run.attempt}"
+        if spec.id is not None and not is_execution_id(spec.id):
+            raise NonRetryableError(
+                f"the child workflow id {spec.id!r} is refused: {ID_RULE}", type="InvalidChildId"
+            )
+        if spec.id is None:
+            execution_id = child_id(parent.id, run.activity_id, run.index, run.attempt)
+        else:
+            execution_id = derived_id(spec.id if run.attempt == 1 else f"{spec.id}~{run.attempt}")
         if self.store.load(execution_id, self.tenant) is not None:
             return execution_id
         if parent.depth + 1 > self.max_child_depth:
@@ -577,7 +590,7 @@ class Engine(Definitions):
         store = self.store
 
         def build(
-            timers: builtins.list[TimerRecord], records: Mapping[str, ExecutionRecord]
+            timers: builtins.list[TimerRecord], records: Mapping[tuple[str, str], ExecutionRecord]
         ) -> builtins.list[StepWrite]:
             return timer_steps(now, timers, records)
 
@@ -587,17 +600,17 @@ class Engine(Definitions):
         else:
             timers = store.due_timers(now, limit)
             records = {}
-            for execution_id in dict.fromkeys(t.execution_id for t in timers):
-                record = store.load(execution_id, tenant=None)
+            for tenant, execution_id in dict.fromkeys((t.tenant, t.execution_id) for t in timers):
+                record = store.load(execution_id, tenant)
                 if record is not None:
-                    records[execution_id] = record
+                    records[record.key] = record
             steps = build(timers, records)
             done = list(zip(steps, store.commit(steps), strict=True)) if steps else []
         fired = 0
         for step, outcome in done:
             if outcome is CommitOutcome.OK and step.events:
                 fired += len(step.events)
-                self.notify(step.execution_id)
+                self.notify(step.execution_id, step.tenant)
         return fired
 
     # --- reads ---------------------------------------------------------------------------
@@ -650,7 +663,7 @@ class Engine(Definitions):
         self, execution_id: str, after_seq: int = 0, limit: int | None = None
     ) -> builtins.list[EventRecord]:
         self._load(execution_id)
-        return self.store.history(execution_id, after_seq, limit)
+        return self.store.history(execution_id, after_seq, limit, tenant=self.tenant)
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
         return build_view(self.definition(record.definition_hash), record, state)

@@ -21,11 +21,13 @@ def make_step(
     events: Sequence[Event],
     now: datetime,
     *,
+    tenant: str,
     fence: int | None = None,
     ready: bool,
     release_lease: bool = False,
 ) -> StepWrite:
-    """The write for `before -> after`: timer rows follow the state's armed timers."""
+    """The write for `before -> after` of execution (`tenant`, `execution_id`): timer rows
+    follow the state's armed timers."""
     armed = [
         (tid, datetime.fromisoformat(info["fire_at"]))
         for tid, info in after.timers.items()
@@ -47,20 +49,24 @@ def make_step(
         error=after.error,
         timers_armed=armed,
         timers_removed=removed,
+        tenant=tenant,
     )
 
 
 def timer_steps(
-    now: datetime, timers: list[TimerRecord], records: Mapping[str, ExecutionRecord]
+    now: datetime,
+    timers: list[TimerRecord],
+    records: Mapping[tuple[str, str], ExecutionRecord],
 ) -> list[StepWrite]:
     """One step per execution with due timers: its `TimerFired` events (and the removal of
-    rows for timers its state no longer holds; such a step alone does not wake it)."""
-    due: dict[str, list[str]] = {}
+    rows for timers its state no longer holds; such a step alone does not wake it).
+    `records` holds the executions by (tenant, id)."""
+    due: dict[tuple[str, str], list[str]] = {}
     for timer in timers:
-        due.setdefault(timer.execution_id, []).append(timer.timer_id)
+        due.setdefault((timer.tenant, timer.execution_id), []).append(timer.timer_id)
     steps = []
-    for execution_id, timer_ids in due.items():
-        record = records.get(execution_id)
+    for (tenant, execution_id), timer_ids in due.items():
+        record = records.get((tenant, execution_id))
         if record is None:
             continue
         state = state_from_json(record.checkpoint or {})
@@ -70,7 +76,7 @@ def timer_steps(
             if t in state.timers
         ]
         after = fold(events, state)
-        step = make_step(execution_id, state, after, events, now, ready=bool(events))
+        step = make_step(execution_id, state, after, events, now, tenant=tenant, ready=bool(events))
         stale = [t for t in timer_ids if t not in state.timers]
         if not events:  # stale rows only: remove them without waking the execution
             step = replace(step, timers_removed=stale, ready=record.ready)

@@ -223,22 +223,23 @@ def store_gauges(store: Store, now: datetime) -> list[Sample]:
 class MetricsObserver:
     """A store observer that counts what each committed transaction wrote.
 
-    A committed step names only its execution, so the observer remembers each execution's
-    tenant and workflow from its creation and its claims (a bounded memory); a step of an
-    execution it has not seen (an API call in this process on an execution another process
-    started) is attributed by reading the execution's record once with `lookup`.
+    A committed step names only its execution (tenant and id), so the observer remembers
+    each execution's workflow from its creation and its claims (a bounded memory); a step of
+    an execution it has not seen (an API call in this process on an execution another
+    process started) is attributed by reading the execution's record once with
+    `lookup(tenant, execution_id)`.
     """
 
     def __init__(
         self,
         metrics: Metrics,
-        lookup: Callable[[str], ExecutionRecord | None] | None = None,
+        lookup: Callable[[str, str], ExecutionRecord | None] | None = None,
     ) -> None:
         self.metrics = metrics
         self._lookup = lookup
         self._lock = threading.Lock()
-        self._owners: OrderedDict[str, tuple[str, str]] = OrderedDict()
-        self._attempts: OrderedDict[tuple[str, str], datetime] = OrderedDict()
+        self._owners: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+        self._attempts: OrderedDict[tuple[str, str, str], datetime] = OrderedDict()
 
     # --- StoreObserver -------------------------------------------------------------------
 
@@ -262,18 +263,18 @@ class MetricsObserver:
 
     def _remember(self, execution_id: str, tenant: str, workflow: str) -> None:
         with self._lock:
-            self._owners[execution_id] = (tenant, workflow)
-            self._owners.move_to_end(execution_id)
+            self._owners[(tenant, execution_id)] = (tenant, workflow)
+            self._owners.move_to_end((tenant, execution_id))
             while len(self._owners) > _REMEMBER:
                 self._owners.popitem(last=False)
 
-    def _owner(self, execution_id: str) -> tuple[str, str] | None:
+    def _owner(self, execution_id: tuple[str, str]) -> tuple[str, str] | None:
         with self._lock:
             owner = self._owners.get(execution_id)
         if owner is not None or self._lookup is None:
             return owner
         try:
-            record = self._lookup(execution_id)
+            record = self._lookup(*execution_id)
         except Exception as exc:  # a step that cannot be attributed is not counted
             log.warning("metrics: cannot read execution %s: %s", execution_id, exc)
             return None
@@ -283,7 +284,7 @@ class MetricsObserver:
         return record.tenant, record.workflow
 
     def _observe_step(self, step: StepWrite) -> None:
-        execution_id = step.execution_id
+        execution_id = step.key
         owner: tuple[str, str] | None = None  # looked up at the first event that counts:
         for event in step.events:  # a timer fire or a signal costs no read
             kind = event.type
@@ -318,21 +319,21 @@ class MetricsObserver:
                     outcome="retried" if retry else outcome,
                 )
 
-    def _attempt_started(self, execution_id: str, activity: str, at: datetime) -> None:
+    def _attempt_started(self, execution_id: tuple[str, str], activity: str, at: datetime) -> None:
         with self._lock:
-            self._attempts[(execution_id, activity)] = at
+            self._attempts[(*execution_id, activity)] = at
             while len(self._attempts) > _REMEMBER:
                 self._attempts.popitem(last=False)
 
-    def _attempt_ended(self, execution_id: str, activity: str) -> datetime | None:
+    def _attempt_ended(self, execution_id: tuple[str, str], activity: str) -> datetime | None:
         with self._lock:
-            return self._attempts.pop((execution_id, activity), None)
+            return self._attempts.pop((*execution_id, activity), None)
 
 
 def meter(store: Store) -> Metrics:
     """A new registry, fed from now on by everything `store` commits in this process."""
     metrics = Metrics()
     store.add_observer(
-        MetricsObserver(metrics, lambda execution_id: store.load(execution_id, None))
+        MetricsObserver(metrics, lambda tenant, execution_id: store.load(execution_id, tenant))
     )
     return metrics

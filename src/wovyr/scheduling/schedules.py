@@ -33,9 +33,10 @@ from wovyr.definition.model import Workflow
 from wovyr.engine.engine import Engine
 from wovyr.errors import Conflict, ExecutionFinished, InputError, NotFound, Problem
 from wovyr.fields import parse_duration
+from wovyr.ids import validate_execution_id
 from wovyr.scheduling.overlap import OVERLAP_POLICIES, plan_overlap
 from wovyr.scheduling.spec import CronSpec, IntervalSpec, Spec, catch_up, parse_spec
-from wovyr.store.base import DEFAULT_TENANT, NewExecution
+from wovyr.store.base import NewExecution
 from wovyr.store.schedules import ScheduleRecord, ScheduleStore
 
 __all__ = ["OVERLAP_POLICIES", "Schedules", "spec_of", "tick_execution_id"]
@@ -50,13 +51,14 @@ def spec_of(record: ScheduleRecord) -> Spec:
     return parse_spec(s.get("cron"), s.get("every"), s.get("timezone"), s.get("offset"))
 
 
-def tick_execution_id(schedule_id: str, tick: datetime, tenant: str = DEFAULT_TENANT) -> str:
-    """`[<tenant>.]<schedule>-<YYYYmmddTHHMMSS>[.ffffff]Z`: one id per tick (execution ids
-    are global, so another tenant's schedule of the same name gets its own), so no tick
-    starts twice."""
+def tick_execution_id(schedule_id: str, tick: datetime) -> str:
+    """`<schedule>-<YYYYmmddTHHMMSS>[.ffffff]Z`: one id per tick, so no tick starts twice.
+    Ids are per tenant, so another tenant's schedule of the same name has its own ticks (ids
+    written before that had `<tenant>.` in front for tenants other than `default`; those
+    executions keep them). A schedule id is at most 128 characters of the execution id
+    alphabet, so a tick id is always a valid execution id."""
     fraction = f".{tick.microsecond:06d}" if tick.microsecond else ""
-    prefix = "" if tenant == DEFAULT_TENANT else f"{tenant}."
-    return f"{prefix}{schedule_id}-{tick.strftime('%Y%m%dT%H%M%S')}{fraction}Z"
+    return validate_execution_id(f"{schedule_id}-{tick.strftime('%Y%m%dT%H%M%S')}{fraction}Z")
 
 
 def _bad(message: str, path: str) -> InputError:
@@ -227,7 +229,7 @@ class Schedules:
         """Start one execution now, whatever the spec and overlap policy say."""
         now = self.engine.clock.now()
         record = self.get(schedule_id)
-        manual = tick_execution_id(f"{schedule_id}-manual", now, record.tenant)
+        manual = tick_execution_id(f"{schedule_id}-manual", now)
         new = self._prepare(record, now, manual)
         self._commit_fire(
             record,
@@ -251,10 +253,7 @@ class Schedules:
         if len(ticks) > _MAX_BACKFILL:
             raise _bad(f"a backfill starts at most {_MAX_BACKFILL} ticks; narrow the range", "end")
         now = self.engine.clock.now()
-        starts = [
-            self._prepare(record, now, tick_execution_id(schedule_id, t, record.tenant), t)
-            for t in ticks
-        ]
+        starts = [self._prepare(record, now, tick_execution_id(schedule_id, t), t) for t in ticks]
         self._commit_fire(
             record,
             now,
@@ -303,12 +302,11 @@ class Schedules:
             record.overlap,
             queue,
             running,
-            lambda tick: tick_execution_id(record.id, tick, record.tenant),
+            lambda tick: tick_execution_id(record.id, tick),
             record.remaining_actions,
         )
         starts = [
-            self._prepare(record, now, tick_execution_id(record.id, t, record.tenant), t)
-            for t in plan.start
+            self._prepare(record, now, tick_execution_id(record.id, t), t) for t in plan.start
         ]
         cancels, buffered, skipped = plan.cancel, plan.buffered, plan.skipped
         remaining = record.remaining_actions
@@ -381,7 +379,7 @@ class Schedules:
         if not self.store.update_schedule(updated, record.version, starts):
             return False
         for new in starts:
-            self.engine.notify(new.id)
+            self.engine.notify(new.id, new.tenant)
         return True
 
     # --- helpers -------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from wovyr.store.records import (
     DefinitionRecord,
     EventRecord,
     ExecutionFilter,
+    ExecutionKey,
     ExecutionRecord,
     LeaseState,
     NewExecution,
@@ -42,6 +43,7 @@ __all__ = [
     "DefinitionStore",
     "EventRecord",
     "ExecutionFilter",
+    "ExecutionKey",
     "ExecutionRecord",
     "ExecutionStore",
     "LeaseState",
@@ -63,14 +65,19 @@ class DefinitionStore(Protocol):
 
 
 class ExecutionStore(Protocol):
-    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]: ...
+    """Executions are named by (tenant, id): the same id in two tenants is two executions,
+    and no method reaches another tenant's execution through an id."""
+
+    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+        """Create `new` unless its tenant has an execution with its id (then return that
+        one, with False)."""
+        ...
+
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]: ...
-    def load(
-        self, execution_id: str, tenant: str | None = DEFAULT_TENANT
-    ) -> ExecutionRecord | None: ...
+    def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None: ...
     def list_executions(self, query: ExecutionFilter) -> Page: ...
     def history(
-        self, execution_id: str, after_seq: int = 0, limit: int | None = None
+        self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
     ) -> list[EventRecord]: ...
 
 
@@ -83,26 +90,34 @@ class WorkQueue(Protocol):
         limit: int,
         only: Sequence[str] | None = None,
         *,
+        tenant: str = DEFAULT_TENANT,
         partitions: Sequence[int] | None = None,
         of: int | None = None,
     ) -> list[Claim]:
-        """Lease up to `limit` ready executions whose lease is free or expired at `now`.
+        """Lease up to `limit` ready executions (of every tenant) whose lease is free or
+        expired at `now`.
 
         Each claim increments the execution's fence. `only` restricts the claim to those
-        ids; `partitions` of `of` to executions with `stable_shard(id) % of` in
+        ids of `tenant`; `partitions` of `of` to executions with `stable_shard(id) % of` in
         `partitions` (see `wovyr.store.shards`).
         """
         ...
 
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float
-    ) -> dict[str, LeaseState]: ...
+    ) -> dict[ExecutionKey, LeaseState]:
+        """Renew every lease `owner` holds; the answer is keyed by (tenant, id)."""
+        ...
+
     def release_owner(self, owner: str) -> int: ...
     def ready_count(self, now: datetime) -> int: ...
 
 
 class TimerStore(Protocol):
-    def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]: ...
+    def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
+        """Due timers of every tenant (each record names its execution's tenant)."""
+        ...
+
     def next_timer_at(self) -> datetime | None: ...
 
 

@@ -35,7 +35,10 @@ __all__ = [
     "contract_methods",
 ]
 
-TimerSteps = Callable[[list[TimerRecord], Mapping[str, ExecutionRecord]], list[StepWrite]]
+TimerSteps = Callable[
+    [list[TimerRecord], Mapping[tuple[str, str], ExecutionRecord]], list[StepWrite]
+]
+"""Build the steps that fire `timers`, given their executions keyed by (tenant, id)."""
 
 
 @runtime_checkable

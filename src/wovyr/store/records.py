@@ -22,6 +22,7 @@ __all__ = [
     "DefinitionRecord",
     "EventRecord",
     "ExecutionFilter",
+    "ExecutionKey",
     "ExecutionRecord",
     "LeaseState",
     "NewExecution",
@@ -68,6 +69,11 @@ class ExecutionRecord:
     checkpoint: dict[str, Any] | None = None
 
     @property
+    def key(self) -> tuple[str, str]:
+        """(tenant, id): what names the execution (ids are per tenant)."""
+        return (self.tenant, self.id)
+
+    @property
     def shown_status(self) -> str:
         """The status to show: `waiting` for a running execution that waits (the engine
         sets `waiting_on` exactly then), else `status`."""
@@ -83,11 +89,16 @@ class EventRecord:
     data: dict[str, Any]
 
 
+ExecutionKey = tuple[str, str]
+"""(tenant, execution id): an execution's name in a store."""
+
+
 @dataclass(frozen=True)
 class TimerRecord:
     execution_id: str
     timer_id: str
     fire_at: datetime
+    tenant: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,8 @@ class StepWrite:
 
     The write applies only if the execution's `seq` still equals `expected_seq` and, when
     `fence` is given, the lease fence still equals it (the writer still owns the lease).
+    An execution is named by (`tenant`, `execution_id`): the same id in two tenants is two
+    executions.
     """
 
     execution_id: str
@@ -112,6 +125,12 @@ class StepWrite:
     error: Any = None
     timers_armed: Sequence[tuple[str, datetime]] = ()
     timers_removed: Sequence[str] = ()
+    tenant: str = DEFAULT_TENANT
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(tenant, execution id): what names the execution."""
+        return (self.tenant, self.execution_id)
 
 
 @dataclass(frozen=True)
@@ -146,6 +165,10 @@ class Claim:
     checkpoint: dict[str, Any]
     definition_hash: str
     tenant: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.tenant, self.execution_id)
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,7 @@ def event_record(execution_id: str, row: Row, d: Dialect) -> EventRecord:
 
 
 def timer_record(row: Row, d: Dialect) -> TimerRecord:
-    return TimerRecord(row["execution_id"], row["timer_id"], d.time(row["fire_at"]))
+    return TimerRecord(row["execution_id"], row["timer_id"], d.time(row["fire_at"]), row["tenant"])
 
 
 def claim_record(row: Row, d: Dialect) -> Claim:

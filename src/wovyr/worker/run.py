@@ -87,7 +87,7 @@ def _look(engine: Engine, root_id: str) -> _Look:
         if execution_id in seen:
             continue
         seen.add(execution_id)
-        record = engine.store.load(execution_id, tenant=None)
+        record = engine.store.load(execution_id, engine.tenant)
         if record is None:
             continue
         state = state_from_json(record.checkpoint or {})
@@ -155,8 +155,10 @@ class _Tree:
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
 
-    def heard(self, execution_id: str) -> None:
+    def heard(self, tenant: str, execution_id: str) -> None:
         """An engine listener: called from any thread after a change."""
+        if tenant != self.engine.tenant:  # the tree is of one tenant
+            return
         with self._lock:
             self._heard.append(execution_id)
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
@@ -168,7 +170,7 @@ class _Tree:
         for execution_id in dict.fromkeys(heard):
             if execution_id in self.members:
                 continue
-            record = self.engine.store.load(execution_id, tenant=None)
+            record = self.engine.store.load(execution_id, self.engine.tenant)
             if record is not None and record.parent_id in self.members:
                 self.members[execution_id] = None
         return list(self.members)

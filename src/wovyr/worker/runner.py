@@ -145,6 +145,7 @@ class ExecutionRunner:
             after,
             events,
             self.engine.clock.now(),
+            tenant=self.engine.tenant,
             fence=self.fence,
             ready=not done,
             release_lease=done,
@@ -158,7 +159,7 @@ class ExecutionRunner:
         return outcome
 
     def _reload(self) -> None:
-        record = self.engine.store.load(self.execution_id, tenant=None)
+        record = self.engine.store.load(self.execution_id, self.engine.tenant)
         if record is None or record.fence != self.fence:
             self._lost = True
             return

@@ -32,7 +32,7 @@ from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.errors import StoreError
 from wovyr.scheduling.schedules import Schedules
-from wovyr.store.base import ExecutionRecord, LeaseState
+from wovyr.store.base import ExecutionKey, ExecutionRecord, LeaseState
 from wovyr.store.capabilities import capabilities
 from wovyr.worker.commit import GroupCommitter
 from wovyr.worker.listener import WorkListener
@@ -92,15 +92,15 @@ class Worker:
         self.coverage_problems: list[str] = []  # what the live workers leave unclaimed
         self.committer = GroupCommitter(engine.store, solo=lambda: len(self.runners) <= 1)
         self.schedules = Schedules(engine)
-        self.runners: dict[str, ExecutionRunner] = {}
+        self.runners: dict[ExecutionKey, ExecutionRunner] = {}  # by (tenant, id)
         self.stats = WorkerStats()
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks: dict[ExecutionKey, asyncio.Task[None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poke: asyncio.Event | None = None
         self._stopping = False
         self._store_retries: int | None = None  # None: resume after store failures forever
         self._joined = False
-        self._orphans: set[str] = set()
+        self._orphans: set[ExecutionKey] = set()
 
     @property
     def mode(self) -> str:
@@ -117,14 +117,14 @@ class Worker:
             self._poke = asyncio.Event()
             self.engine.add_listener(self._on_change)
 
-    def _on_change(self, execution_id: str) -> None:
+    def _on_change(self, tenant: str, execution_id: str) -> None:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._changed, execution_id)
+                loop.call_soon_threadsafe(self._changed, (tenant, execution_id))
 
-    def _changed(self, execution_id: str) -> None:
-        runner = self.runners.get(execution_id)
+    def _changed(self, key: ExecutionKey) -> None:
+        runner = self.runners.get(key)
         if runner is not None:
             runner.wake()
         elif self._poke is not None:
@@ -168,9 +168,14 @@ class Worker:
         )
         # Alone, a thread hop costs more than it saves; busy, keep the loop responsive.
         record = start() if not self.runners else await asyncio.to_thread(start)
-        if record.lease_owner == self.owner and record.id not in self.runners:
+        if record.lease_owner == self.owner and record.key not in self.runners:
             self._spawn(
-                record.id, record.fence, record.checkpoint or {}, record.definition_hash, adopt=True
+                record.id,
+                record.fence,
+                record.checkpoint or {},
+                record.definition_hash,
+                tenant=record.tenant,
+                adopt=True,
             )
         return record
 
@@ -180,12 +185,12 @@ class Worker:
         fence: int,
         checkpoint: dict[str, Any],
         digest: str,
-        tenant: str | None,
+        tenant: str,
         *,
         adopt: bool = False,
     ) -> ExecutionRunner:
         runner = ExecutionRunner(
-            self.engine.for_tenant(tenant or self.engine.tenant),
+            self.engine.for_tenant(tenant),
             self.committer,
             execution_id,
             fence,
@@ -193,7 +198,7 @@ class Worker:
             self.engine.definition(digest, tenant),
             adopt_running=adopt,
         )
-        self.runners[execution_id] = runner
+        self.runners[(tenant, execution_id)] = runner
         return runner
 
     def _spawn(
@@ -203,16 +208,17 @@ class Worker:
         checkpoint: dict[str, Any],
         digest: str,
         *,
-        tenant: str | None = None,
+        tenant: str,
         adopt: bool = False,
     ) -> None:
         runner = self._runner(execution_id, fence, checkpoint, digest, tenant, adopt=adopt)
         task = asyncio.create_task(self._drive(runner), name=f"wovyr-run-{execution_id}")
-        self._tasks[execution_id] = task
+        key = (tenant, execution_id)
+        self._tasks[key] = task
 
         def done(_: asyncio.Task[None]) -> None:
-            self.runners.pop(execution_id, None)
-            self._tasks.pop(execution_id, None)
+            self.runners.pop(key, None)
+            self._tasks.pop(key, None)
             if self._poke is not None:
                 self._poke.set()
 
@@ -249,7 +255,7 @@ class Worker:
             await asyncio.sleep(delay)
             try:
                 record = await self.committer.run_sync(
-                    self.engine.store.load, runner.execution_id, None
+                    self.engine.store.load, runner.execution_id, runner.engine.tenant
                 )
             except StoreError:
                 delay = min(delay * 2, _BACKOFF_MAX)
@@ -275,7 +281,8 @@ class Worker:
         return {"partitions": self.partitions, "of": self.of}
 
     async def tick(self, only: list[str] | None = None) -> int:
-        """Fire due timers and schedules, then claim what is runnable (up to capacity)."""
+        """Fire due timers and schedules, then claim what is runnable (up to capacity);
+        `only`: just those executions of this worker's engine's tenant."""
         self._attach()
         if self.capabilities.membership is not None and not self._joined and only is None:
             await self.rebalance()
@@ -293,10 +300,11 @@ class Worker:
                 self.lease_seconds,
                 capacity,
                 only,
+                tenant=self.engine.tenant,
                 **where,
             )
             for c in await self.committer.run_sync(claim):
-                runner = self.runners.get(c.execution_id)
+                runner = self.runners.get(c.key)
                 if runner is not None:
                     # Our own lease had expired (a missed heartbeat) and we took it again.
                     if c.seq == runner.seq:
@@ -408,8 +416,8 @@ class Worker:
         leases = await self.committer.run_sync(
             self.engine.store.renew_leases, self.owner, self.engine.clock.now(), self.lease_seconds
         )
-        for execution_id, runner in list(self.runners.items()):
-            lease = leases.get(execution_id)
+        for key, runner in list(self.runners.items()):
+            lease = leases.get(key)
             if lease is None or lease.fence != runner.fence:
                 runner.lease_lost()
             elif lease.seq != runner.seq:
@@ -418,23 +426,25 @@ class Worker:
         if self.capabilities.membership is not None:
             await self.rebalance()
 
-    async def _adopt_orphans(self, leases: dict[str, LeaseState]) -> None:
+    async def _adopt_orphans(self, leases: dict[ExecutionKey, LeaseState]) -> None:
         """A lease we hold but nobody drives (a claim that applied although its answer was
         lost, a runner that failed) would be renewed forever: drive it. Only a lease seen
         runner-less on two heartbeats in a row counts, so a start in flight is left alone."""
-        orphans = {eid for eid in leases if eid not in self.runners}
+        orphans = {key for key in leases if key not in self.runners}
         adopt, self._orphans = orphans & self._orphans, orphans - self._orphans
-        for execution_id in sorted(adopt):
-            record = await self.committer.run_sync(self.engine.store.load, execution_id, None)
+        for tenant, execution_id in sorted(adopt):
+            record = await self.committer.run_sync(self.engine.store.load, execution_id, tenant)
             if (
                 record is None
-                or record.id in self.runners
+                or record.key in self.runners
                 or record.lease_owner != self.owner
-                or record.fence != leases[execution_id].fence
+                or record.fence != leases[(tenant, execution_id)].fence
             ):
                 continue
             self.stats.adopted += 1
-            log.warning("worker %s: adopting execution %s", self.owner, execution_id)
+            log.warning(
+                "worker %s: adopting execution %s of tenant %s", self.owner, execution_id, tenant
+            )
             self._spawn(
                 record.id,
                 record.fence,

@@ -183,7 +183,7 @@ def test_gauges_are_read_from_the_store(engine: Engine) -> None:
 
 
 def test_an_unknown_execution_whose_lookup_fails_is_not_counted() -> None:
-    def lookup(execution_id: str) -> None:
+    def lookup(tenant: str, execution_id: str) -> None:
         raise OSError("the store is down")
 
     metrics = Metrics()
@@ -207,9 +207,9 @@ def test_only_a_step_with_something_to_count_reads_the_store(engine: Engine) -> 
     eid = drive(engine.for_tenant("acme"), WAITS)  # before this process counted
     lookups: list[str] = []
 
-    def lookup(execution_id: str) -> ExecutionRecord | None:
+    def lookup(tenant: str, execution_id: str) -> ExecutionRecord | None:
         lookups.append(execution_id)
-        return engine.store.load(execution_id, None)
+        return engine.store.load(execution_id, "default")
 
     metrics = Metrics()
     engine.store.add_observer(MetricsObserver(metrics, lookup))

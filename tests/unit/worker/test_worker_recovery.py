@@ -114,7 +114,7 @@ def test_a_lease_nobody_drives_is_adopted_on_the_second_heartbeat(clock: ManualC
             await worker.heartbeat()
             assert worker.stats.adopted == 0 and not worker.runners  # maybe a start in flight
             await worker.heartbeat()
-            assert worker.stats.adopted == 1 and ex in worker.runners
+            assert worker.stats.adopted == 1 and ("default", ex) in worker.runners
             await asyncio.wait(list(worker._tasks.values()))
         finally:
             await worker.close()
@@ -148,8 +148,8 @@ def test_its_own_expired_lease_taken_again_carries_on(clock: ManualClock) -> Non
             await asyncio.wait_for(entered.wait(), 10)  # `a` is running
             clock.advance(31)  # no heartbeat came: our lease expired...
             assert await worker.tick() == 0  # ...and we took it again ourselves
-            runner = worker.runners[ex]
-            record = store.load(ex)
+            runner = worker.runners[("default", ex)]
+            record = store.load(ex, "default")
             assert record is not None and runner.fence == record.fence == 2
             gate.set()
             await asyncio.wait(list(worker._tasks.values()))

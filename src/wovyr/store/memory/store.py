@@ -19,6 +19,7 @@ from wovyr.store.base import (
     DefinitionRecord,
     EventRecord,
     ExecutionFilter,
+    ExecutionKey,
     ExecutionRecord,
     LeaseState,
     NewExecution,
@@ -49,9 +50,10 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         self.url = "memory://"
         self._lock = threading.RLock()
         self._definitions: dict[tuple[str, str], DefinitionRecord] = {}
-        self._executions: dict[str, ExecutionRecord] = {}
-        self._events: dict[str, list[EventRecord]] = {}
-        self._timers: dict[tuple[str, str], datetime] = {}
+        # Executions, their events and timers by (tenant, id): ids are per tenant.
+        self._executions: dict[ExecutionKey, ExecutionRecord] = {}
+        self._events: dict[ExecutionKey, list[EventRecord]] = {}
+        self._timers: dict[tuple[str, str, str], datetime] = {}  # (tenant, id, timer)
         self._schedules: dict[tuple[str, str], ScheduleRecord] = {}  # (tenant, id)
         self._registered: list[DefinitionRecord] = []  # in the order applied
         self._api_keys: dict[str, ApiKeyRecord] = {}
@@ -79,7 +81,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
         with self._lock:
             created = self._insert_execution(new)
-            record = self._executions[new.id]
+            record = self._executions[(new.tenant, new.id)]
         if created:
             self._observers.created(new)
         return created, record
@@ -87,11 +89,12 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
     def _insert_execution(self, new: NewExecution) -> bool:
         """Insert `new` with its first step unless its id exists (the caller holds the lock
         and tells the observers); True when inserted."""
-        if new.id in self._executions:
+        key = (new.tenant, new.id)
+        if key in self._executions:
             return False
         step = new.first_step
         encoded = self._encode(step)  # before any change: a value JSON cannot hold changes nothing
-        self._executions[new.id] = ExecutionRecord(
+        self._executions[key] = ExecutionRecord(
             id=new.id,
             tenant=new.tenant,
             workflow=new.workflow,
@@ -108,8 +111,8 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
             fence=1 if new.lease_owner else 0,
             checkpoint={},
         )
-        self._events[new.id] = []
-        self._apply(step, encoded)
+        self._events[key] = []
+        self._apply(step, encoded, key)
         self.commits += 1
         return True
 
@@ -135,7 +138,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         return outcome
 
     def _check(self, step: StepWrite) -> CommitOutcome:
-        current = self._executions.get(step.execution_id)
+        current = self._executions.get(step.key)
         if current is None:
             return CommitOutcome.NOT_FOUND
         if step.fence is not None and current.fence != step.fence:
@@ -157,17 +160,25 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         }
         return data, values
 
-    def _apply(self, step: StepWrite, encoded: tuple[list[Any], dict[str, object]]) -> None:
-        current = self._executions[step.execution_id]
+    def _apply(
+        self,
+        step: StepWrite,
+        encoded: tuple[list[Any], dict[str, object]],
+        key: ExecutionKey | None = None,
+    ) -> None:
+        """Apply `step` to execution `key` (default: the step's own; a new execution's first
+        step is applied to the new execution, as the SQL stores do)."""
+        key = key or step.key
+        current = self._executions[key]
         base = current.seq
         data, values = encoded
-        events = self._events[step.execution_id]
+        events = self._events[key]
         for i, (e, stored) in enumerate(zip(step.events, data, strict=True)):
             events.append(EventRecord(step.execution_id, base + i + 1, e.type, e.at, stored))
         for timer in step.timers_removed:
-            self._timers.pop((step.execution_id, timer), None)
+            self._timers.pop((*key, timer), None)
         for timer, at in step.timers_armed:
-            self._timers[(step.execution_id, timer)] = at
+            self._timers[(*key, timer)] = at
         changes: dict[str, object] = {
             **values,
             "seq": base + len(step.events),
@@ -178,14 +189,12 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         }
         if step.release_lease:
             changes.update(lease_owner=None, lease_until=None)
-        self._executions[step.execution_id] = replace(current, **changes)  # type: ignore[arg-type]
+        self._executions[key] = replace(current, **changes)  # type: ignore[arg-type]
 
-    def load(
-        self, execution_id: str, tenant: str | None = DEFAULT_TENANT
-    ) -> ExecutionRecord | None:
+    def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
         with self._lock:
-            record = self._executions.get(execution_id)
-            if record is None or (tenant is not None and record.tenant != tenant):
+            record = self._executions.get((tenant, execution_id))
+            if record is None:
                 return None
             return replace(record, checkpoint=_stored(record.checkpoint))
 
@@ -209,10 +218,10 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         return Page(items, (items[-1].created_at, items[-1].id) if more and items else None)
 
     def history(
-        self, execution_id: str, after_seq: int = 0, limit: int | None = None
+        self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
     ) -> list[EventRecord]:
         with self._lock:
-            events = [e for e in self._events.get(execution_id, []) if e.seq > after_seq]
+            events = [e for e in self._events.get((tenant, execution_id), []) if e.seq > after_seq]
         return events[:limit] if limit is not None else events
 
     def claim(
@@ -223,6 +232,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         limit: int,
         only: Sequence[str] | None = None,
         *,
+        tenant: str = DEFAULT_TENANT,
         partitions: Sequence[int] | None = None,
         of: int | None = None,
     ) -> list[Claim]:
@@ -232,7 +242,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
             for r in list(self._executions.values()):
                 if len(claims) >= limit:
                     break
-                if only is not None and r.id not in only:
+                if only is not None and (r.tenant != tenant or r.id not in only):
                     continue
                 if shards is not None and stable_shard(r.id) not in shards:
                     continue
@@ -243,7 +253,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
                         fence=r.fence + 1,
                         lease_until=now + timedelta(seconds=lease_seconds),
                     )
-                    self._executions[r.id] = new
+                    self._executions[r.key] = new
                     self.commits += len(claims) == 0
                     claims.append(
                         Claim(
@@ -260,15 +270,15 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
 
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float
-    ) -> dict[str, LeaseState]:
+    ) -> dict[ExecutionKey, LeaseState]:
         out = {}
         with self._lock:
             for r in list(self._executions.values()):
                 if r.lease_owner == owner:
-                    self._executions[r.id] = replace(
+                    self._executions[r.key] = replace(
                         r, lease_until=now + timedelta(seconds=lease_seconds)
                     )
-                    out[r.id] = LeaseState(fence=r.fence, seq=r.seq)
+                    out[r.key] = LeaseState(fence=r.fence, seq=r.seq)
         return out
 
     def release_owner(self, owner: str) -> int:
@@ -276,7 +286,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         with self._lock:
             for r in list(self._executions.values()):
                 if r.lease_owner == owner:
-                    self._executions[r.id] = replace(r, lease_owner=None, lease_until=None)
+                    self._executions[r.key] = replace(r, lease_owner=None, lease_until=None)
                     count += 1
         return count
 
@@ -290,8 +300,10 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
 
     def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
         with self._lock:
-            due = sorted((at, ex, t) for (ex, t), at in self._timers.items() if at <= now)
-        return [TimerRecord(ex, t, at) for at, ex, t in due[:limit]]
+            due = sorted(
+                (at, ex, t, tenant) for (tenant, ex, t), at in self._timers.items() if at <= now
+            )
+        return [TimerRecord(ex, t, at, tenant) for at, ex, t, tenant in due[:limit]]
 
     def next_timer_at(self) -> datetime | None:
         with self._lock:

@@ -29,23 +29,23 @@ WITH created AS (
         COALESCE(now() + %(lease_for)s::interval, %(lease_until)s::timestamptz),
         %(fence)s, %(shard)s, %(waiting_on)s,
         %(input)s::json, %(output)s::json, %(error)s::json, %(checkpoint)s::json)
-    ON CONFLICT (id) DO NOTHING
+    ON CONFLICT (tenant, id) DO NOTHING
     RETURNING id, tenant, workflow, version, definition_hash, status, created_at, updated_at,
         seq, parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until,
         fence, checkpoint, ready AND lease_owner IS NULL AS claimable
 ), appended AS (
-    INSERT INTO events (execution_id, seq, type, at, data)
-    SELECT created.id, e.n, e.type, e.at, e.data::json
+    INSERT INTO events (tenant, execution_id, seq, type, at, data)
+    SELECT created.tenant, created.id, e.n, e.type, e.at, e.data::json
     FROM created,
         unnest(%(ev_type)b::text[], %(ev_at)b::timestamptz[], %(ev_data)b::text[])
             WITH ORDINALITY AS e(type, at, data, n)
 ), armed AS (
-    INSERT INTO timers (execution_id, timer_id, fire_at)
-    SELECT created.id, t.timer_id, t.fire_at
+    INSERT INTO timers (tenant, execution_id, timer_id, fire_at)
+    SELECT created.tenant, created.id, t.timer_id, t.fire_at
     FROM created, unnest(%(armed_id)b::text[], %(armed_at)b::timestamptz[]) AS t(timer_id, fire_at)
-    ON CONFLICT (execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
+    ON CONFLICT (tenant, execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
 )
--- The new row (no row: the id existed), announced when it can be claimed.
+-- The new row (no row: the tenant had the id), announced when it can be claimed.
 SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
        parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
        checkpoint,
@@ -69,24 +69,25 @@ WITH step AS (
         error = %(error)s::json,
         lease_owner = CASE WHEN %(release)s THEN NULL ELSE lease_owner END,
         lease_until = CASE WHEN %(release)s THEN NULL ELSE lease_until END
-    WHERE id = %(id)s
+    WHERE tenant = %(tenant)s AND id = %(id)s
       AND seq = %(expected_seq)s::bigint
       AND (%(fence)s::bigint IS NULL OR fence = %(fence)s::bigint)
-    RETURNING id, ready AND lease_owner IS NULL AS claimable
+    RETURNING tenant, id, ready AND lease_owner IS NULL AS claimable
 ), appended AS (
-    INSERT INTO events (execution_id, seq, type, at, data)
-    SELECT step.id, %(expected_seq)s::bigint + e.n, e.type, e.at, e.data::json
+    INSERT INTO events (tenant, execution_id, seq, type, at, data)
+    SELECT step.tenant, step.id, %(expected_seq)s::bigint + e.n, e.type, e.at, e.data::json
     FROM step,
         unnest(%(ev_type)b::text[], %(ev_at)b::timestamptz[], %(ev_data)b::text[])
             WITH ORDINALITY AS e(type, at, data, n)
 ), removed AS (
     DELETE FROM timers USING step
-    WHERE timers.execution_id = step.id AND timers.timer_id = ANY(%(removed)b::text[])
+    WHERE timers.tenant = step.tenant AND timers.execution_id = step.id
+      AND timers.timer_id = ANY(%(removed)b::text[])
 ), armed AS (
-    INSERT INTO timers (execution_id, timer_id, fire_at)
-    SELECT step.id, t.timer_id, t.fire_at
+    INSERT INTO timers (tenant, execution_id, timer_id, fire_at)
+    SELECT step.tenant, step.id, t.timer_id, t.fire_at
     FROM step, unnest(%(armed_id)b::text[], %(armed_at)b::timestamptz[]) AS t(timer_id, fire_at)
-    ON CONFLICT (execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
+    ON CONFLICT (tenant, execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
 )
 SELECT
     (SELECT count(*) FROM step),
@@ -94,17 +95,17 @@ SELECT
     x.fence,
     (SELECT count(*) FROM (SELECT pg_notify(%(channel)s, id) FROM step WHERE claimable) n)
 FROM (VALUES (1)) AS one
-LEFT JOIN executions AS x ON x.id = %(id)s;
+LEFT JOIN executions AS x ON x.tenant = %(tenant)s AND x.id = %(id)s;
 
 -- name: seq_and_fence
-SELECT seq, fence FROM executions WHERE id = %(id)s;
+SELECT seq, fence FROM executions WHERE tenant = %(tenant)s AND id = %(id)s;
 
 -- name: load
 SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
        parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
        checkpoint
 FROM executions
-WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text);
+WHERE tenant = %(tenant)s AND id = %(id)s;
 
 -- name: list_executions
 -- Keyset pagination on (created_at, id) DESC; run unprepared so that the indexes
@@ -129,7 +130,7 @@ LIMIT %(limit)s;
 -- name: history
 SELECT seq, type, at, data
 FROM events
-WHERE execution_id = %(id)s AND seq > %(after_seq)s
+WHERE tenant = %(tenant)s AND execution_id = %(id)s AND seq > %(after_seq)s
 ORDER BY seq
 LIMIT %(limit)s;
 
@@ -141,12 +142,12 @@ UPDATE executions AS x
 SET lease_owner = %(owner)s,
     lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
     fence = x.fence + 1
-WHERE x.id IN (
-    SELECT id
+WHERE (x.tenant, x.id) IN (
+    SELECT tenant, id
     FROM executions
     WHERE ready
       AND (lease_until IS NULL OR lease_until < COALESCE(%(now)s::timestamptz, now()))
-      AND (%(only)b::text[] IS NULL OR id = ANY(%(only)b::text[]))
+      AND (%(only)b::text[] IS NULL OR (tenant = %(tenant)s AND id = ANY(%(only)b::text[])))
       AND (%(shards)b::integer[] IS NULL OR shard = ANY(%(shards)b::integer[]))
     ORDER BY lease_until NULLS FIRST
     LIMIT %(limit)s
@@ -157,7 +158,7 @@ RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
 UPDATE executions
 SET lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval
 WHERE lease_owner = %(owner)s
-RETURNING id, fence, seq;
+RETURNING tenant, id, fence, seq;
 
 -- name: release_owner
 -- Released executions that are still ready become claimable: announce them.
@@ -177,10 +178,10 @@ FROM executions
 WHERE ready AND (lease_until IS NULL OR lease_until < COALESCE(%(now)s::timestamptz, now()));
 
 -- name: due_timers
-SELECT execution_id, timer_id, fire_at
+SELECT tenant, execution_id, timer_id, fire_at
 FROM timers
 WHERE fire_at <= %(now)s
-ORDER BY fire_at, execution_id, timer_id
+ORDER BY fire_at, tenant, execution_id, timer_id
 LIMIT %(limit)s;
 
 -- name: any_due_timer
@@ -189,10 +190,10 @@ SELECT 1 FROM timers WHERE fire_at <= %(now)s LIMIT 1;
 -- name: lock_due_timers
 -- The due timers no other dispatcher holds, locked until this transaction ends (it fires
 -- them): concurrent dispatchers split the due rows instead of racing for the same ones.
-SELECT execution_id, timer_id, fire_at
+SELECT tenant, execution_id, timer_id, fire_at
 FROM timers
 WHERE fire_at <= %(now)s
-ORDER BY fire_at, execution_id, timer_id
+ORDER BY fire_at, tenant, execution_id, timer_id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -201,7 +202,7 @@ SELECT id, tenant, workflow, version, definition_hash, status, created_at, updat
        parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
        checkpoint
 FROM executions
-WHERE id = ANY(%(ids)s);
+WHERE (tenant, id) IN (SELECT * FROM unnest(%(tenants)s::text[], %(ids)s::text[]));
 
 -- name: next_timer_at
 SELECT min(fire_at) FROM timers;
@@ -341,11 +342,11 @@ ORDER BY owner;
 WITH s AS (
     SELECT *
     FROM unnest(
-        %(id)b::text[], %(expected_seq)b::bigint[], %(fence)b::bigint[], %(status)b::text[],
+        %(tenant)b::text[], %(id)b::text[], %(expected_seq)b::bigint[], %(fence)b::bigint[], %(status)b::text[],
         %(updated_at)b::timestamptz[], %(checkpoint)b::text[], %(ready)b::boolean[],
         %(waiting_on)b::text[], %(output)b::text[], %(error)b::text[], %(release)b::boolean[],
         %(events)b::integer[])
-        WITH ORDINALITY AS s(id, expected_seq, fence, status, updated_at, checkpoint, ready,
+        WITH ORDINALITY AS s(tenant, id, expected_seq, fence, status, updated_at, checkpoint, ready,
                              waiting_on, output, error, release, events, i)
 ), step AS (
     UPDATE executions AS x
@@ -360,32 +361,33 @@ WITH s AS (
         lease_owner = CASE WHEN s.release THEN NULL ELSE x.lease_owner END,
         lease_until = CASE WHEN s.release THEN NULL ELSE x.lease_until END
     FROM s
-    WHERE x.id = s.id
+    WHERE x.tenant = s.tenant AND x.id = s.id
       AND x.seq = s.expected_seq
       AND (s.fence IS NULL OR x.fence = s.fence)
-    RETURNING x.id, s.i, s.expected_seq, x.ready AND x.lease_owner IS NULL AS claimable
+    RETURNING x.tenant, x.id, s.i, s.expected_seq, x.ready AND x.lease_owner IS NULL AS claimable
 ), appended AS (
-    INSERT INTO events (execution_id, seq, type, at, data)
-    SELECT step.id, step.expected_seq + e.n, e.type, e.at, e.data::json
+    INSERT INTO events (tenant, execution_id, seq, type, at, data)
+    SELECT step.tenant, step.id, step.expected_seq + e.n, e.type, e.at, e.data::json
     FROM unnest(%(ev_step)b::bigint[], %(ev_n)b::bigint[], %(ev_type)b::text[],
                 %(ev_at)b::timestamptz[], %(ev_data)b::text[]) AS e(i, n, type, at, data)
     JOIN step ON step.i = e.i
 ), removed AS (
     DELETE FROM timers AS t
     USING step, unnest(%(rm_step)b::bigint[], %(rm_timer)b::text[]) AS r(i, timer_id)
-    WHERE r.i = step.i AND t.execution_id = step.id AND t.timer_id = r.timer_id
+    WHERE r.i = step.i AND t.tenant = step.tenant AND t.execution_id = step.id
+      AND t.timer_id = r.timer_id
 ), armed AS (
-    INSERT INTO timers (execution_id, timer_id, fire_at)
-    SELECT step.id, a.timer_id, a.fire_at
+    INSERT INTO timers (tenant, execution_id, timer_id, fire_at)
+    SELECT step.tenant, step.id, a.timer_id, a.fire_at
     FROM unnest(%(arm_step)b::bigint[], %(arm_timer)b::text[], %(arm_at)b::timestamptz[])
         AS a(i, timer_id, fire_at)
     JOIN step ON step.i = a.i
-    ON CONFLICT (execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
+    ON CONFLICT (tenant, execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
 ), notified AS (
     SELECT count(*) AS n FROM (SELECT pg_notify(%(channel)s, id) FROM step WHERE claimable) q
 )
 SELECT step.id IS NOT NULL, x.seq, x.fence, (SELECT n FROM notified)
 FROM s
 LEFT JOIN step ON step.i = s.i
-LEFT JOIN executions AS x ON x.id = s.id
+LEFT JOIN executions AS x ON x.tenant = s.tenant AND x.id = s.id
 ORDER BY s.i;

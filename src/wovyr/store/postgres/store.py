@@ -44,6 +44,7 @@ from wovyr.store.base import (
     DefinitionRecord,
     EventRecord,
     ExecutionFilter,
+    ExecutionKey,
     ExecutionRecord,
     LeaseState,
     NewExecution,
@@ -326,13 +327,13 @@ class PostgresStore(
         if rows:
             self._observers.created(new)
             return True, execution_record(rows[0], POSTGRES, with_checkpoint=True)
-        record = self.load(new.id, tenant=None)  # the id exists: return what is there
+        record = self.load(new.id, new.tenant)  # the tenant has the id: return what is there
         if record is None:  # pragma: no cover - deleted between insert and load
             raise StoreError(f"execution {new.id} vanished right after it was created")
         return False, record
 
     def _insert_execution(self, conn: Connection, new: NewExecution) -> bool:
-        """Insert `new` with its first step unless its id exists; True when inserted."""
+        """Insert `new` with its first step unless its tenant has its id; True when inserted."""
         return bool(self._insert(conn, new))
 
     def _insert(self, conn: Connection, new: NewExecution) -> list[Any]:
@@ -370,7 +371,7 @@ class PostgresStore(
         return outcomes
 
     def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
-        distinct = len({step.execution_id for step in steps}) == len(steps)
+        distinct = len({step.key for step in steps}) == len(steps)
         if len(steps) > 1 and distinct and not atomic:
             # One set-based statement for the batch: its own transaction, one fsync, one
             # round trip, and a fraction of the per-statement cost on both sides.
@@ -418,15 +419,13 @@ class PostgresStore(
         if step.fence is not None and fence == step.fence and seq == step.expected_seq:
             # The row matched the statement's snapshot, but the UPDATE met a newer version
             # (a concurrent claim or commit held the row lock): look again to tell which.
-            fresh = self._read("seq_and_fence", {"id": step.execution_id})
+            fresh = self._read("seq_and_fence", {"tenant": step.tenant, "id": step.execution_id})
             fence = fresh[0][1] if fresh else fence
         if step.fence is not None and fence != step.fence:
             return CommitOutcome.LEASE_LOST
         return CommitOutcome.CONFLICT
 
-    def load(
-        self, execution_id: str, tenant: str | None = DEFAULT_TENANT
-    ) -> ExecutionRecord | None:
+    def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
         rows = self._read("load", {"id": execution_id, "tenant": tenant}, named=True)
         return execution_record(rows[0], POSTGRES, with_checkpoint=True) if rows else None
 
@@ -452,9 +451,9 @@ class PostgresStore(
         return Page(items, (items[-1].created_at, items[-1].id) if more and items else None)
 
     def history(
-        self, execution_id: str, after_seq: int = 0, limit: int | None = None
+        self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
     ) -> list[EventRecord]:
-        params = {"id": execution_id, "after_seq": after_seq, "limit": limit}
+        params = {"tenant": tenant, "id": execution_id, "after_seq": after_seq, "limit": limit}
         rows = self._read("history", params, named=True)
         return [event_record(execution_id, r, POSTGRES) for r in rows]
 
@@ -468,6 +467,7 @@ class PostgresStore(
         limit: int,
         only: Sequence[str] | None = None,
         *,
+        tenant: str = DEFAULT_TENANT,
         partitions: Sequence[int] | None = None,
         of: int | None = None,
     ) -> list[Claim]:
@@ -477,6 +477,7 @@ class PostgresStore(
             "now": self._now(now),
             "lease": timedelta(seconds=lease_seconds),
             "only": list(only) if only is not None else None,
+            "tenant": tenant,
             "shards": sorted(shards) if shards is not None else None,
             "limit": limit,
         }
@@ -487,10 +488,10 @@ class PostgresStore(
 
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float
-    ) -> dict[str, LeaseState]:
+    ) -> dict[ExecutionKey, LeaseState]:
         params = {"owner": owner, "now": self._now(now), "lease": timedelta(seconds=lease_seconds)}
         rows = self._write_one("renew_leases", params)
-        return {r[0]: LeaseState(fence=r[1], seq=r[2]) for r in rows}
+        return {(r[0], r[1]): LeaseState(fence=r[2], seq=r[3]) for r in rows}
 
     def release_owner(self, owner: str) -> int:
         rows = self._write_one("release_owner", {"owner": owner, "channel": self.channel})

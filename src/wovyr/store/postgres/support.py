@@ -85,6 +85,7 @@ def step_params(step: StepWrite) -> dict[str, Any]:
     """The parameters shared by `apply_step` and `create_execution`."""
     armed = dict(step.timers_armed)  # the last arming of a timer wins, as in SQLite
     return {
+        "tenant": step.tenant,
         "id": step.execution_id,
         "expected_seq": step.expected_seq,
         "fence": step.fence,
@@ -112,12 +113,13 @@ def batch_params(steps: Sequence[StepWrite], channel: str) -> dict[str, Any]:
     columns: dict[str, list[Any]] = {
         name: []
         for name in (
-            "id", "expected_seq", "fence", "status", "updated_at", "checkpoint", "ready",
+            "tenant", "id", "expected_seq", "fence", "status", "updated_at", "checkpoint", "ready",
             "waiting_on", "output", "error", "release", "events", "ev_step", "ev_n", "ev_type",
             "ev_at", "ev_data", "rm_step", "rm_timer", "arm_step", "arm_timer", "arm_at",
         )
     }  # fmt: skip
     for i, step in enumerate(steps, start=1):
+        columns["tenant"].append(step.tenant)
         columns["id"].append(step.execution_id)
         columns["expected_seq"].append(step.expected_seq)
         columns["fence"].append(step.fence)

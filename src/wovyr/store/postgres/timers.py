@@ -48,10 +48,13 @@ class PostgresTimers:
             timers = [timer_record(r, POSTGRES) for r in rows.fetchall()]
             if not timers:
                 return [], []
-            ids = sorted({t.execution_id for t in timers})
-            found = named.execute(self._q["load_many"], {"ids": ids}).fetchall()
+            keys = sorted({(t.tenant, t.execution_id) for t in timers})
+            found = named.execute(
+                self._q["load_many"],
+                {"tenants": [k[0] for k in keys], "ids": [k[1] for k in keys]},
+            ).fetchall()
             records = {
-                r.id: r
+                r.key: r
                 for r in (execution_record(f, POSTGRES, with_checkpoint=True) for f in found)
             }
             steps = build(timers, records)

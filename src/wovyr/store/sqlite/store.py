@@ -26,6 +26,7 @@ from wovyr.store.base import (
     DefinitionRecord,
     EventRecord,
     ExecutionFilter,
+    ExecutionKey,
     ExecutionRecord,
     LeaseState,
     NewExecution,
@@ -240,7 +241,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         )
         created = cur.rowcount == 1
         if created:
-            self._write_children(conn, new.id, 0, step)
+            self._write_children(conn, new.tenant, new.id, 0, step)
         return created
 
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
@@ -249,7 +250,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         if created:
             self._observers.created(new)
             return True, created_record(new)
-        record = self.load(new.id, tenant=None)
+        record = self.load(new.id, new.tenant)
         assert record is not None
         return created, record
 
@@ -287,55 +288,54 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         ]
         if step.release_lease:
             sql += ", lease_owner = NULL, lease_until = NULL"
-        sql += " WHERE id = ? AND seq = ?"
-        params += [step.execution_id, step.expected_seq]
+        sql += " WHERE tenant = ? AND id = ? AND seq = ?"
+        params += [step.tenant, step.execution_id, step.expected_seq]
         if step.fence is not None:
             sql += " AND fence = ?"
             params.append(step.fence)
         if conn.execute(sql, params).rowcount != 1:
             row = conn.execute(
-                "SELECT seq, fence FROM executions WHERE id = ?", (step.execution_id,)
+                "SELECT seq, fence FROM executions WHERE tenant = ? AND id = ?",
+                (step.tenant, step.execution_id),
             ).fetchone()
             if row is None:
                 return CommitOutcome.NOT_FOUND
             if step.fence is not None and row[1] != step.fence:
                 return CommitOutcome.LEASE_LOST
             return CommitOutcome.CONFLICT
-        self._write_children(conn, step.execution_id, step.expected_seq, step)
+        self._write_children(conn, step.tenant, step.execution_id, step.expected_seq, step)
         return CommitOutcome.OK
 
     @staticmethod
     def _write_children(
-        conn: sqlite3.Connection, execution_id: str, base_seq: int, step: StepWrite
+        conn: sqlite3.Connection, tenant: str, execution_id: str, base_seq: int, step: StepWrite
     ) -> None:
         if step.events:
             conn.executemany(
-                "INSERT INTO events (execution_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO events (tenant, execution_id, seq, type, at, data)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
                 [
-                    (execution_id, base_seq + i + 1, e.type, to_micros(e.at), dumps(e.data))
+                    (tenant, execution_id, base_seq + i + 1, e.type, to_micros(e.at), dumps(e.data))
                     for i, e in enumerate(step.events)
                 ],
             )
         if step.timers_removed:
             conn.executemany(
-                "DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
-                [(execution_id, t) for t in step.timers_removed],
+                "DELETE FROM timers WHERE tenant = ? AND execution_id = ? AND timer_id = ?",
+                [(tenant, execution_id, t) for t in step.timers_removed],
             )
         if step.timers_armed:
             conn.executemany(
-                "INSERT OR REPLACE INTO timers (execution_id, timer_id, fire_at) VALUES (?, ?, ?)",
-                [(execution_id, t, to_micros(at)) for t, at in step.timers_armed],
+                "INSERT OR REPLACE INTO timers (tenant, execution_id, timer_id, fire_at)"
+                " VALUES (?, ?, ?, ?)",
+                [(tenant, execution_id, t, to_micros(at)) for t, at in step.timers_armed],
             )
 
-    def load(
-        self, execution_id: str, tenant: str | None = DEFAULT_TENANT
-    ) -> ExecutionRecord | None:
-        sql = f"SELECT {_SUMMARY_COLUMNS}, checkpoint FROM executions WHERE id = ?"
-        params: list[Any] = [execution_id]
-        if tenant is not None:
-            sql += " AND tenant = ?"
-            params.append(tenant)
-        rows = self._read(sql, params)
+    def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
+        rows = self._read(
+            f"SELECT {_SUMMARY_COLUMNS}, checkpoint FROM executions WHERE tenant = ? AND id = ?",
+            (tenant, execution_id),
+        )
         return execution_record(rows[0], SQLITE, with_checkpoint=True) if rows else None
 
     def list_executions(self, query: ExecutionFilter) -> Page:
@@ -376,12 +376,13 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         return Page(items=items, next_cursor=cursor)
 
     def history(
-        self, execution_id: str, after_seq: int = 0, limit: int | None = None
+        self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
     ) -> list[EventRecord]:
         sql = (
-            "SELECT seq, type, at, data FROM events WHERE execution_id = ? AND seq > ? ORDER BY seq"
+            "SELECT seq, type, at, data FROM events"
+            " WHERE tenant = ? AND execution_id = ? AND seq > ? ORDER BY seq"
         )
-        params: list[Any] = [execution_id, after_seq]
+        params: list[Any] = [tenant, execution_id, after_seq]
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
@@ -397,6 +398,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         limit: int,
         only: Sequence[str] | None = None,
         *,
+        tenant: str = DEFAULT_TENANT,
         partitions: Sequence[int] | None = None,
         of: int | None = None,
     ) -> list[Claim]:
@@ -405,15 +407,17 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         only_sql = ""
         params: list[Any] = [owner, until, to_micros(now)]
         if only is not None:
-            only_sql = f" AND id IN ({','.join('?' * len(only))})" if only else " AND 0"
-            params += list(only)
+            only_sql = (
+                f" AND tenant = ? AND id IN ({','.join('?' * len(only))})" if only else " AND 0"
+            )
+            params += [tenant, *only] if only else []
         if shards is not None:
             only_sql += f" AND shard IN ({','.join('?' * len(shards))})" if shards else " AND 0"
             params += sorted(shards)
         with self._write() as conn:
             rows = conn.execute(
                 "UPDATE executions SET lease_owner = ?, lease_until = ?, fence = fence + 1"
-                " WHERE id IN (SELECT id FROM executions WHERE ready = 1"
+                " WHERE rowid IN (SELECT rowid FROM executions WHERE ready = 1"
                 "   AND (lease_until IS NULL OR lease_until < ?)"
                 + only_sql
                 + " ORDER BY lease_until LIMIT ?)"
@@ -426,15 +430,15 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
 
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float
-    ) -> dict[str, LeaseState]:
+    ) -> dict[ExecutionKey, LeaseState]:
         until = to_micros(now + timedelta(seconds=lease_seconds))
         with self._write() as conn:
             rows = conn.execute(
                 "UPDATE executions SET lease_until = ? WHERE lease_owner = ?"
-                " RETURNING id, fence, seq",
+                " RETURNING tenant, id, fence, seq",
                 (until, owner),
             ).fetchall()
-        return {r[0]: LeaseState(fence=r[1], seq=r[2]) for r in rows}
+        return {(r[0], r[1]): LeaseState(fence=r[2], seq=r[3]) for r in rows}
 
     def release_owner(self, owner: str) -> int:
         with self._write() as conn:
@@ -456,7 +460,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
 
     def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
         rows = self._read(
-            "SELECT execution_id, timer_id, fire_at FROM timers WHERE fire_at <= ?"
+            "SELECT tenant, execution_id, timer_id, fire_at FROM timers WHERE fire_at <= ?"
             " ORDER BY fire_at LIMIT ?",
             (to_micros(now), limit),
         )
