@@ -30,6 +30,9 @@ class Settings:
     default_timeout: float = 300.0  # seconds an attempt may take when its definition says not
     tenant: str = "default"  # the tenant CLI engine commands act for (--tenant, WOVYR_TENANT)
     max_payload_bytes: int = 2_097_152  # largest stored input, signal payload, output (JSON)
+    # The server drives executions in a child process, away from its HTTP event loop
+    # (`wovyr serve` turns it on for SQLite and PostgreSQL; see wovyr.server.background).
+    worker_process: bool = False
 
     @property
     def store_url(self) -> str:

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -51,6 +52,9 @@ __all__: list[str] = []
 def serve_command(host: str, port: int, log_level: str, as_json: bool, settings: Settings) -> None:
     """Run the API, the web UI, the worker and the timer and schedule dispatchers.
 
+    The worker (executions, timers, schedules) runs in a child process that this one
+    supervises (restarted if it dies), so the HTTP event loop only does I/O.
+
     SIGTERM or Ctrl-C stops claiming work, gives in-flight activities a grace period
     (WOVYR_SHUTDOWN_GRACE_SECS), releases leases and exits. The first start on a store with
     no API key prints one admin key for tenant "default", once.
@@ -64,7 +68,13 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
             f"the server needs the server extra: pip install 'wovyr[server]' ({exc})"
         ) from None
     with open_engine(settings) as engine:
-        app = create_app(engine, settings)
+        # Executions are driven in a child process, so no workflow's CPU work can stall
+        # HTTP; a memory store lives in this process only, so its worker must too.
+        in_child = not engine.store.url.startswith("memory:")
+        app = create_app(engine, replace(settings, worker_process=in_child))
+        # Requests check untrusted bodies and definitions in threads; hand the GIL over
+        # every millisecond (default 5) so the event loop waits less behind them.
+        sys.setswitchinterval(0.001)
         token = app.state.authenticator.bootstrap_admin_if_empty()
         if token is not None and as_json:
             echo_json({"tenant": "default", "role": "admin", "token": token})

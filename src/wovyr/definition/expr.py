@@ -63,6 +63,7 @@ __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
     "CompiledExpression",
     "EXECUTION_FIELDS",
     "FUNCTIONS",
+    "MAX_COPY_BYTES",
     "MAX_COST",
     "MAX_DATA_DEPTH",
     "MAX_MACRO_DEPTH",
@@ -91,6 +92,13 @@ MAX_DATA_DEPTH = 256  # the CEL binding converts data recursively and crashes ne
 #: The CEL runtime's parser and planner refuse expressions nested deeper (a fixed limit).
 MAX_NESTING = 32
 MAX_COST = 2_000_000  # roughly 0.1 s of comprehension work on this runtime
+#: The bytes an expression may copy: `+` chains and `map` bodies that yield data from
+#: outside their element build new values, whose conversion back to Python is the slow part
+#: (`xs.map(x, inputs.s)` over 1,400 items and a 900 KB string built 1.2 GB in 16 s).
+MAX_COPY_BYTES = 64 * 1_048_576
+#: What converting one value (number, string, list, map) costs, in bytes of string copied:
+#: about 1 us against 2 ns per byte on this runtime, so the bound is about 0.1 s either way.
+_VALUE_BYTES = 500
 #: The names the engine puts in an evaluation context.
 CONTEXT_ROOTS = ("inputs", "activities", "execution", "item", "index")
 #: Functions of the CEL runtime we use (standard definitions it implements). Anything else,
@@ -133,13 +141,18 @@ class CompiledExpression:
     linear_depth: int  # see expr_static.Analysis.linear_depth
     width: int  # how many collections `+` may join into one
     literal_items: int  # an upper bound on the length of a list literal in the source
+    map_reads: frozenset[tuple[str, str | None]]  # see expr_static.Analysis.map_reads
+    map_read_depth: int
     program: Any
 
     def evaluate(self, context: Mapping[str, Any], *, where: str = "") -> Any:
         """The JSON value of this expression in `context`; ExpressionError on any failure."""
         data = self._select(context)
+        if _weight(data, MAX_COPY_BYTES, _VALUE_BYTES) > MAX_COPY_BYTES:  # before walking it all
+            self._check_copies(data, 0, where)
         largest = _measure(data, where)
         self._check_cost(largest, where)
+        self._check_copies(data, largest, where)
         try:
             raw = self.program.eval(data=data)
             failed = raw.type() == cel.Type.ERROR
@@ -175,6 +188,31 @@ class CompiledExpression:
                 f"collections of up to {size} items at comprehension depth {self.macro_depth})",
                 where=where,
                 hint="iterate a smaller list, avoid nesting, or compute this in an activity",
+            )
+
+    def _check_copies(self, data: Mapping[str, Any], largest: int, where: str) -> None:
+        """Refuse an expression that would convert or build more than MAX_COPY_BYTES: the
+        data it reads is converted for the runtime on every evaluation, a chain of `+`
+        copies its operands once per step (a left fold: width**2 / 2 times the data at
+        most), and a `map` body copies what it reads from outside its element once per item
+        (at each level of nesting). A value costs like _VALUE_BYTES bytes of string."""
+        width = self.width
+        copies = max(1, width * (width - 1) // 2) * _weight(data, MAX_COPY_BYTES, _VALUE_BYTES)
+        if self.map_read_depth and copies <= MAX_COPY_BYTES:
+            body = sum(
+                _weight(_read(data, root, member), MAX_COPY_BYTES, _VALUE_BYTES)
+                for root, member in self.map_reads
+            )
+            items = max(largest, self.literal_items, 1) ** self.map_read_depth
+            copies += items * width * body
+        if copies > MAX_COPY_BYTES:
+            raise ExpressionError(
+                f"expression would convert or build too much data (an estimated "
+                f"{copies / 1_048_576:.0f} MiB or more, limit {MAX_COPY_BYTES // 1_048_576} MiB, "
+                f"a value counting as {_VALUE_BYTES} bytes)",
+                where=where,
+                hint="read less data, concatenate less, map over what the element holds "
+                "rather than copying other data into every item, or use an activity",
             )
 
 
@@ -222,6 +260,8 @@ def _compile(src: str) -> CompiledExpression:
         linear_depth=info.linear_depth,
         width=info.concatenations + 1,
         literal_items=src.count(",") + 1,
+        map_reads=frozenset(info.map_reads),
+        map_read_depth=info.map_read_depth,
         program=program,
     )
 
@@ -478,6 +518,39 @@ def _measure(data: Any, where: str) -> int:
     return largest
 
 
+def _read(data: Mapping[str, Any], root: str, member: str | None) -> Any:
+    """`data[root][member]` (the whole root when member is None or not a key), or None."""
+    value = data.get(root)
+    if member is not None and isinstance(value, Mapping) and member in value:
+        return value[member]
+    return value
+
+
+def _weight(value: Any, stop: int, per_value: int = 1) -> int:
+    """With `per_value` 1, a lower bound on the bytes of `value` as JSON (a string counts its
+    characters and quotes, any other scalar 1, a container 2 plus a comma per item); each
+    value counts `per_value - 1` more otherwise. Counted up to just past `stop`: cheap to
+    ask of any value, however big."""
+    total = 0
+    stack = [value]
+    extra = per_value - 1
+    while stack and total <= stop:
+        item = stack.pop()
+        total += extra
+        if isinstance(item, str):
+            total += len(item) + 2
+        elif isinstance(item, Mapping):
+            total += 2 + 2 * len(item) - extra * len(item)  # keys are not values
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            total += 2 + len(item)
+            stack.extend(item)
+        else:
+            total += 1
+    return total
+
+
 def to_json_value(value: Any, *, where: str = "", _depth: int = 0) -> Any:
     """A plain JSON value (dict, list, str, int, float, bool, None) from a CEL result."""
     if _depth > MAX_DATA_DEPTH:
@@ -550,6 +623,12 @@ def _json_key(key: Any, where: str) -> str:
 
 
 def _check_size(value: Any, where: str) -> None:
+    if _weight(value, MAX_RESULT_BYTES) > MAX_RESULT_BYTES:  # over for sure: skip encoding it
+        raise ExpressionError(
+            f"result is more than {MAX_RESULT_BYTES} bytes as JSON (limit {MAX_RESULT_BYTES})",
+            where=where,
+            hint="return less data, e.g. select the fields you need",
+        )
     if isinstance(value, str):
         size = len(value.encode("utf-8", "surrogatepass"))
     else:

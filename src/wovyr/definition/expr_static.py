@@ -91,6 +91,11 @@ class Analysis:
     #: The deepest nesting of an operation linear in a collection (`in`, `+` on data, string
     #: search) inside comprehensions: 1 + the number of macros around it; 0 when none is.
     linear_depth: int = 0
+    #: What `map` bodies read from outside their own element: (root, member or None for the
+    #: whole root). A body yielding `inputs.s` copies that value once per item.
+    map_reads: set[tuple[str, str | None]] = field(default_factory=set)
+    #: How many `map` macros enclose the deepest such read (0: none).
+    map_read_depth: int = 0
 
 
 @dataclass
@@ -100,6 +105,7 @@ class _Frame:
     closer: str
     macro: bool = False
     binds: str | None = None
+    name: str = ""  # the macro's name
 
 
 def analyse(src: str) -> Analysis:
@@ -174,6 +180,7 @@ def _bracket(tok: Token, tokens: list[Token], i: int, stack: list[_Frame], out: 
             and tokens[i - 2].text == "."
         ):
             frame.macro = True
+            frame.name = name.text
             frame.binds = _bound_name(tokens, i)
             out.macro_count += 1
             out.accumulates = out.accumulates or name.text in ("map", "filter")
@@ -212,6 +219,10 @@ def _root(
         out.dynamic.add(name)
     else:
         out.members.setdefault(name, set()).add(member)
+    maps = sum(1 for frame in stack if frame.macro and frame.name == "map")
+    if maps:
+        out.map_reads.add((name, member))
+        out.map_read_depth = max(out.map_read_depth, maps)
 
 
 def _member(tokens: list[Token], i: int) -> str | None:

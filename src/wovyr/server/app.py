@@ -69,7 +69,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if start_background:
-            ctx.background = Background(engine, settings)
+            ctx.background = Background(engine, settings, metrics)
             ctx.background.start()
         try:
             yield

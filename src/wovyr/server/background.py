@@ -6,17 +6,37 @@ heartbeats its leases. Its `concurrency` bounds how many executions it drives at
 a start-up on a store full of interrupted work takes them in waves instead of all at once.
 If the worker ever stops with an error it is replaced after a pause. On shutdown it stops
 claiming, gives in-flight activities `shutdown_grace` seconds, and releases its leases.
+
+Where the Worker runs (`Settings.worker_process`):
+
+- **In a child process** (`wovyr serve` over SQLite or PostgreSQL). Driving executions is
+  CPU work on untrusted input: the decider, rendering `${{ }}` expressions (the CEL runtime
+  is C++ that holds the GIL and cannot be interrupted), converting large payloads. On the
+  server's event loop, or in a thread of its process, one tenant's worst workflow stalls
+  every request (measured: a 6,000-activity definition held `/healthz` for over a minute).
+  In its own process it cannot: the server's loop only does I/O. The child shares the store
+  (both backends take several processes), is told of each change the API makes over a pipe
+  (so new work starts at once, without polling), reports how many executions it drives and
+  its metrics the same way, and is restarted after a pause if it dies. One process, not a
+  pool: the store's leases already split work among any number of `wovyr worker`s.
+- **On the server's loop** (the default of `create_app`: tests on a `ManualClock`, a memory
+  store, embedding), as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
+import sys
 from datetime import timedelta
 from typing import Any
 
 from wovyr.engine.engine import Engine
+from wovyr.platform.metrics import Metrics
+from wovyr.server.worker_process import CONFIG_ENV, WorkerConfig, replay
 from wovyr.settings import Settings
 from wovyr.worker import Worker
 
@@ -25,21 +45,28 @@ __all__ = ["Background"]
 log = logging.getLogger("wovyr.server")
 _RESTART_PAUSE = 1.0
 _HOUSEKEEPING_EVERY = 3600.0
+_EXIT_MARGIN = 10.0  # seconds a stopping worker process gets beyond the grace period
 IDEMPOTENCY_TTL = timedelta(hours=24)
 
 
 class Background:
-    def __init__(self, engine: Engine, settings: Settings) -> None:
+    def __init__(self, engine: Engine, settings: Settings, metrics: Metrics | None = None) -> None:
         self.engine = engine
         self.settings = settings
-        self.worker: Worker | None = None
+        self.metrics = metrics
+        self.worker: Worker | None = None  # the in-process worker (None in process mode)
+        self.process: asyncio.subprocess.Process | None = None
         self.restarts = 0
+        self._running = 0  # what the worker process last reported
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
+        supervise = self._supervise_process if self.settings.worker_process else self._supervise
+        self._loop = asyncio.get_running_loop()
         self._tasks = [
-            asyncio.create_task(self._supervise(), name="wovyr-worker"),
+            asyncio.create_task(supervise(), name="wovyr-worker"),
             asyncio.create_task(self._housekeeping(), name="wovyr-housekeeping"),
         ]
 
@@ -55,11 +82,12 @@ class Background:
 
     def status(self) -> dict[str, Any]:
         worker = self.worker
-        return {
-            "alive": self.alive(),
-            "restarts": self.restarts,
-            "running": len(worker.runners) if worker is not None else 0,
-        }
+        running = self._running if self.settings.worker_process else 0
+        if worker is not None:
+            running = len(worker.runners)
+        return {"alive": self.alive(), "restarts": self.restarts, "running": running}
+
+    # --- in this process -------------------------------------------------------------------
 
     async def _supervise(self) -> None:
         while not self._stop.is_set():
@@ -76,6 +104,101 @@ class Background:
                 self.restarts += 1
                 log.exception("the background worker failed; starting a new one")
                 await self._pause(_RESTART_PAUSE)
+
+    # --- in a child process ----------------------------------------------------------------
+
+    def _config(self) -> WorkerConfig:
+        s = self.settings
+        return WorkerConfig(
+            store_url=self.engine.store.url,
+            activities=s.activities,
+            concurrency=s.concurrency,
+            lease_seconds=s.lease_seconds,
+            poll_interval=s.dispatch_interval,
+            shutdown_grace=s.shutdown_grace,
+            default_timeout=s.default_timeout,
+            max_payload_bytes=s.max_payload_bytes,
+        )
+
+    async def _supervise_process(self) -> None:
+        self.engine.add_listener(self._changed)
+        try:
+            while not self._stop.is_set():
+                code = await self._run_process()
+                if self._stop.is_set():
+                    break
+                self.restarts += 1
+                log.error("the worker process exited (code %s); starting a new one", code)
+                await self._pause(_RESTART_PAUSE)
+        finally:
+            self.engine.remove_listener(self._changed)
+
+    async def _run_process(self) -> int | None:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            "from wovyr.server.worker_process import main; main()",
+            # in the environment, not argv: the store URL may hold a password
+            env={**os.environ, CONFIG_ENV: self._config().to_json()},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=1 << 20,
+        )
+        self.process = process
+        reading = asyncio.create_task(self._read(process))
+        stopping = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if self._stop.is_set() and process.returncode is None:
+                self._tell(process, {"stop": True})
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        process.wait(), self.settings.shutdown_grace + _EXIT_MARGIN
+                    )
+            if process.returncode is None:
+                process.kill()
+            return await process.wait()
+        finally:
+            self.process = None
+            self._running = 0
+            stopping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
+
+    async def _read(self, process: asyncio.subprocess.Process) -> None:
+        """The worker process's reports, until its output ends (it exited)."""
+        assert process.stdout is not None
+        while line := await process.stdout.readline():
+            try:
+                message = json.loads(line)
+            except ValueError:
+                log.warning("unreadable report from the worker process: %r", line[:200])
+                continue
+            if "running" in message:
+                self._running = int(message["running"])
+            elif self.metrics is not None:
+                replay(self.metrics, message)
+
+    def _changed(self, tenant: str, execution_id: str) -> None:
+        """An engine listener (called from request threads): pass the change on."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._notify, tenant, execution_id)
+
+    def _notify(self, tenant: str, execution_id: str) -> None:
+        process = self.process
+        if process is not None and process.returncode is None:
+            self._tell(process, {"notify": [tenant, execution_id]})
+
+    @staticmethod
+    def _tell(process: asyncio.subprocess.Process, message: dict[str, Any]) -> None:
+        stdin = process.stdin
+        if stdin is not None and not stdin.is_closing():
+            with contextlib.suppress(ConnectionError):
+                stdin.write(json.dumps(message).encode() + b"\n")
+
+    # --- housekeeping ----------------------------------------------------------------------
 
     async def _housekeeping(self) -> None:
         store = self.engine.store

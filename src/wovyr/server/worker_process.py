@@ -1,0 +1,175 @@
+"""The server's worker process: `python -m wovyr.server.worker_process`.
+
+`wovyr serve` drives executions here, not on the event loop that serves HTTP (see
+`wovyr.server.background`). The process (configured by the
+JSON in `WOVYR_WORKER_PROCESS_CONFIG`) opens the same store, runs one `Worker` and talks
+to its server over its standard streams, one JSON object per line:
+
+- stdin, from the server: `{"notify": [tenant, id]}` when the API changed an execution
+  (start, signal, approve, cancel: the worker picks it up at once, without polling), and
+  `{"stop": true}` to stop claiming, give in-flight work the grace period and exit. End of
+  input (the server died) stops it the same way.
+- stdout, to the server: `{"running": n}` when the number of executions it drives changes,
+  and `{"inc": [...]}` / `{"observe": [...]}` for each metric the store observer records,
+  which the server replays into its own registry so `/metrics` shows the worker's series.
+
+SIGINT is ignored (Ctrl-C reaches the whole process group; the server decides when its
+worker stops); SIGTERM stops it like `{"stop": true}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any, TextIO
+
+from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr.engine.engine import Engine
+from wovyr.platform.metrics import Metrics, MetricsObserver
+from wovyr.store import open_store
+from wovyr.worker import Worker
+
+__all__ = ["CONFIG_ENV", "WorkerConfig", "main", "replay"]
+
+log = logging.getLogger("wovyr.server")
+#: The environment variable holding the JSON `WorkerConfig` (not argv: the store URL may
+#: hold a password, and any user can read another's command line).
+CONFIG_ENV = "WOVYR_WORKER_PROCESS_CONFIG"
+_STATUS_EVERY = 0.25  # seconds between checks of how many executions the worker drives
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What the worker process needs of the server's settings."""
+
+    store_url: str
+    activities: tuple[str, ...]
+    concurrency: int
+    lease_seconds: float
+    poll_interval: float
+    shutdown_grace: float
+    default_timeout: float
+    max_payload_bytes: int
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerConfig:
+        data = json.loads(text)
+        data["activities"] = tuple(data["activities"])
+        return cls(**data)
+
+
+class _ForwardingMetrics(Metrics):
+    """A registry that sends every count to the server instead of keeping it."""
+
+    def __init__(self, out: TextIO) -> None:
+        super().__init__()
+        self._out = out
+
+    def inc(self, name: str, tenant: str = "", value: float = 1.0, **labels: str) -> None:
+        _send(self._out, {"inc": [name, tenant, value, labels]})
+
+    def observe(self, name: str, seconds: float, tenant: str = "", **labels: str) -> None:
+        _send(self._out, {"observe": [name, tenant, seconds, labels]})
+
+
+_SENDING = threading.Lock()  # commits (and so metrics) come from the committer's thread too
+
+
+def _send(out: TextIO, message: dict[str, Any]) -> None:
+    line = json.dumps(message, separators=(",", ":")) + "\n"
+    with _SENDING:
+        out.write(line)
+        out.flush()
+
+
+def replay(metrics: Metrics, message: dict[str, Any]) -> bool:
+    """Apply one metric line of the worker process to `metrics`; False if it is none."""
+    if "inc" in message:
+        name, tenant, value, labels = message["inc"]
+        metrics.inc(name, tenant, value, **labels)
+        return True
+    if "observe" in message:
+        name, tenant, seconds, labels = message["observe"]
+        metrics.observe(name, seconds, tenant, **labels)
+        return True
+    return False
+
+
+async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
+    worker = Worker(
+        engine,
+        concurrency=config.concurrency,
+        lease_seconds=config.lease_seconds,
+        poll_interval=config.poll_interval,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    reader = asyncio.StreamReader(limit=1 << 20)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+
+    async def commands() -> None:
+        while not stop.is_set():
+            line = await reader.readline()
+            if not line:  # the server is gone
+                break
+            message = json.loads(line)
+            if message.get("stop"):
+                break
+            tenant, execution_id = message["notify"]
+            engine.notify(execution_id, tenant)
+        stop.set()
+
+    async def status() -> None:
+        shown = -1
+        while not stop.is_set():
+            running = len(worker.runners)
+            if running != shown:
+                _send(out, {"running": running})
+                shown = running
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), _STATUS_EVERY)
+
+    helpers = [asyncio.create_task(commands()), asyncio.create_task(status())]
+    try:
+        await worker.run(stop, grace_seconds=config.shutdown_grace)
+    finally:
+        stop.set()
+        for task in helpers:
+            task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+
+
+def main() -> int:
+    config = WorkerConfig.from_json(os.environ[CONFIG_ENV])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # The protocol owns stdout: anything else printed there would break it.
+    out, sys.stdout = sys.stdout, sys.stderr
+    load_activity_modules(config.activities, entry_point_group=ENTRY_POINT_GROUP)
+    store = open_store(config.store_url)
+    with Engine(
+        store,
+        default_timeout=config.default_timeout,
+        max_payload_bytes=config.max_payload_bytes,
+    ) as engine:
+        metrics = _ForwardingMetrics(out)
+        store.add_observer(MetricsObserver(metrics, lambda t, i: store.load(i, t)))
+        asyncio.run(_serve(config, engine, out))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run as a process by the server
+    sys.exit(main())
