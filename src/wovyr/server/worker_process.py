@@ -8,7 +8,8 @@ to its server over its standard streams, one JSON object per line:
 - stdin, from the server: `{"notify": [tenant, id]}` when the API changed an execution
   (start, signal, approve, cancel: the worker picks it up at once, without polling), and
   `{"stop": true}` to stop claiming, give in-flight work the grace period and exit. End of
-  input (the server died) stops it the same way.
+  input without it means the server died (SIGKILL, a crash): the worker exits at once,
+  exactly as if it had run inside the server, and its leases expire for the next one.
 - stdout, to the server: `{"running": n}` when the number of executions it drives changes,
   and `{"inc": [...]}` / `{"observe": [...]}` for each metric the store observer records,
   which the server replays into its own registry so `/metrics` shows the worker's series.
@@ -121,8 +122,8 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
     async def commands() -> None:
         while not stop.is_set():
             line = await reader.readline()
-            if not line:  # the server is gone
-                break
+            if not line:  # the server died without stopping us: die with it, as one process
+                os._exit(1)
             message = json.loads(line)
             if message.get("stop"):
                 break
