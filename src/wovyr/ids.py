@@ -71,11 +71,15 @@ def derived_id(text: str) -> str:
     return validate_execution_id(text)
 
 
-def child_id(parent: str, activity: str, index: int | None = None, attempt: int = 1) -> str:
+def child_id(
+    parent: str, activity: str, index: int | None = None, attempt: int = 1, *, shorten: bool = True
+) -> str:
     """The id of the child workflow started by attempt `attempt` of `activity` of `parent`
     (and item `index`): `<parent>::<activity>[<index>]~<attempt>` (no `~1` for a first
-    attempt), shortened by `derived_id` when too long."""
+    attempt), shortened by `derived_id` when too long (`shorten=False`: the text as it is,
+    which is how an engine before the length rule named such a child)."""
     base = f"{parent}::{activity}"
     if index is not None:
         base = f"{base}[{index}]"
-    return derived_id(base if attempt == 1 else f"{base}~{attempt}")
+    text = base if attempt == 1 else f"{base}~{attempt}"
+    return derived_id(text) if shorten else text

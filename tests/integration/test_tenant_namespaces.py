@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from wovyr.clock import ManualClock
+from wovyr.engine.core.policy import RunActivity
+from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.errors import InputError, NotFound
 from wovyr.ids import ID_MAX_LENGTH, child_id, derived_id, is_execution_id
@@ -168,6 +170,21 @@ def test_schedules_of_the_same_name_fire_each_in_its_tenant(
     ]
 
 
+def test_a_tick_the_tenant_already_has_is_neither_started_nor_counted(
+    engine: Engine, clock: ManualClock, a: Engine
+) -> None:
+    a.start(name="waits", execution_id="five-20300101T091500Z")
+    Schedules(a).create("five", workflow="quick", every="15m", overlap="allow_all")
+    for minute in (15, 30, 45):
+        clock.set(datetime(2030, 1, 1, 9, minute, tzinfo=UTC))
+        drain(engine)
+    [schedule] = Schedules(a).list()
+    started = sorted(r.id for r in a.list(workflow="quick").items)
+    assert started == [f"five-20300101T09{m}00Z" for m in ("30", "45")]
+    assert schedule.fired_count == len(started) == 2
+    assert a.query("five-20300101T091500Z").workflow == "waits"
+
+
 def test_ids_obey_one_alphabet_and_length(a: Engine) -> None:
     for bad in ("a/b", "line\nbreak", "crlf\r\n", "x" * (ID_MAX_LENGTH + 1), "", "-lead"):
         with pytest.raises(InputError) as caught:
@@ -199,3 +216,23 @@ def test_a_child_id_outside_the_alphabet_fails_the_activity(a: Engine) -> None:
         assert view.status == "failed"
         assert "InvalidChildId" in str(view.error)
     assert [r.workflow for r in a.list(workflow="quick").items] == []
+
+
+def test_a_long_child_id_is_shortened_and_a_legacy_one_is_still_found(a: Engine) -> None:
+    long_parent = "p" * 199
+    a.start(name="parent", execution_id=long_parent)
+    drain(a)
+    short = child_id(long_parent, "c")
+    assert len(short) == ID_MAX_LENGTH and a.query(short).parent_id == long_parent
+    run = RunActivity(activity_id="c", attempt=2, kind="workflow", input={"name": "waits"})
+    parent = state_from_json(a.get(long_parent).checkpoint or {})
+    # A child an earlier engine created under the unshortened id is still the child.
+    legacy = child_id(long_parent, "c", attempt=2, shorten=False)
+    assert len(legacy) > ID_MAX_LENGTH
+    workflow, digest = a.named("waits")
+    a.store.create_execution(
+        a.prepare_start(workflow, digest, None, execution_id=legacy, parent_id=long_parent)
+    )
+    assert a.start_child(parent, run) == legacy
+    children = a.list(workflow="waits", parent_id=long_parent).items
+    assert sorted(r.id for r in children) == sorted([legacy, short])

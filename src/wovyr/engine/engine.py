@@ -548,9 +548,12 @@ class Engine(Definitions):
                 f"the child workflow id {spec.id!r} is refused: {ID_RULE}", type="InvalidChildId"
             )
         if spec.id is None:
-            execution_id = child_id(parent.id, run.activity_id, run.index, run.attempt)
+            text = child_id(parent.id, run.activity_id, run.index, run.attempt, shorten=False)
         else:
-            execution_id = derived_id(spec.id if run.attempt == 1 else f"{spec.id}~{run.attempt}")
+            text = spec.id if run.attempt == 1 else f"{spec.id}~{run.attempt}"
+        execution_id = derived_id(text)
+        if text != execution_id and self.store.load(text, self.tenant) is not None:
+            return text  # started before ids were shortened: the same child
         if self.store.load(execution_id, self.tenant) is not None:
             return execution_id
         if parent.depth + 1 > self.max_child_depth:

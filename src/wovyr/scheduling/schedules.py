@@ -306,7 +306,9 @@ class Schedules:
             record.remaining_actions,
         )
         starts = [
-            self._prepare(record, now, tick_execution_id(record.id, t), t) for t in plan.start
+            self._prepare(record, now, tick_execution_id(record.id, t), t)
+            for t in plan.start
+            if not self._exists(tick_execution_id(record.id, t))
         ]
         cancels, buffered, skipped = plan.cancel, plan.buffered, plan.skipped
         remaining = record.remaining_actions
@@ -440,6 +442,11 @@ class Schedules:
         if record.remaining_actions == 0:
             return None
         return tick
+
+    def _exists(self, execution_id: str) -> bool:
+        """The tenant already has this tick's execution (a backfill or trigger started it,
+        or someone chose its id): the tick is not started, nor counted, again."""
+        return self.engine.store.load(execution_id, self.engine.tenant) is not None
 
     def _is_running(self, execution_id: str) -> bool:
         found = self.engine.store.load(execution_id, self.engine.tenant)
