@@ -62,3 +62,9 @@ def primary_model(prompt: str, available: bool) -> dict[str, Any]:
 @wovyr.activity("models.fallback")
 def fallback_model(prompt: str) -> dict[str, Any]:
     return {"text": f"[small] {prompt}", "model": "small"}
+
+
+@wovyr.activity("jobs.check")
+def check_job(job: str, ready_after: int, n: int) -> dict[str, Any]:
+    """A stand-in for polling a remote job: it reports `done` from check `ready_after` on."""
+    return {"job": job, "state": "done" if n >= ready_after else "running", "check": n}

@@ -48,6 +48,8 @@ __all__ = [
     "ItemCompleted",
     "ItemFailed",
     "ItemStarted",
+    "IterationCompleted",
+    "IterationStarted",
     "SignalReceived",
     "TimerArmed",
     "TimerCancelled",
@@ -82,6 +84,8 @@ class EventType:
     ITEM_COMPLETED = "ItemCompleted"
     ITEM_FAILED = "ItemFailed"
     COMPENSATION_FAILED = "CompensationFailed"
+    ITERATION_STARTED = "IterationStarted"
+    ITERATION_COMPLETED = "IterationCompleted"
 
 
 @dataclass(frozen=True)
@@ -453,6 +457,35 @@ class ChildFinished(EventData):
     status: str
     output: Any
     error: dict[str, Any] | None
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IterationStarted(EventData):
+    """Iteration `iteration` (2, 3, ...) of a `repeat` activity begins with `input`, its
+    rendering (the first iteration is the activity's `ActivityScheduled`)."""
+
+    TYPE: ClassVar[str] = EventType.ITERATION_STARTED
+    activity: str
+    iteration: int
+    input: Any
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IterationCompleted(EventData):
+    """Iteration `iteration` of a `repeat` activity ended with `output`. `follows` when
+    another iteration comes (`next_at`: when its durable timer fires, absent when at once);
+    otherwise an `ActivityCompleted` or `ActivityFailed` follows in the same step.
+    `exhausted` when `max_iterations` ended the loop with `until` still false."""
+
+    TYPE: ClassVar[str] = EventType.ITERATION_COMPLETED
+    activity: str
+    iteration: int
+    output: Any
+    follows: bool
+    next_at: str | Absent = ABSENT
+    exhausted: bool | Absent = ABSENT
 
 
 @_record

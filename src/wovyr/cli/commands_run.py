@@ -267,7 +267,7 @@ def _wait_text(wait: Wait) -> str:
     if wait.kind == "approval":
         who = f"; approvers: {', '.join(wait.approvers)}" if wait.approvers else ""
         return f"approval {where} of {wait.execution_id}{who}"
-    what = "retry of" if wait.kind == "retry" else "timer"
+    what = {"retry": "retry of", "repeat": "next iteration of"}.get(wait.kind, "timer")
     return f"{what} {where} of {wait.execution_id} at {wait.fire_at} (later than --wait-up-to)"
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "InputSpec",
     "InputType",
     "Metadata",
+    "RepeatSpec",
     "RetryPolicy",
     "ShellSpec",
     "TimerWait",
@@ -196,6 +197,27 @@ class CompensateSpec(_Runnable):
     compensating: ClassVar[bool] = True
 
 
+class RepeatSpec(FrozenModel):
+    """Run the activity again until `until` holds: each iteration is a full run of the step
+    (with its own retries), a durable timer of `every` between iterations."""
+
+    until: str = Field(
+        description="A single ${{ }} expression evaluated after each iteration; `output` is "
+        "that iteration's output and `iteration` its number (1, 2, ...)"
+    )
+    every: Duration | None = Field(
+        default=None, description="Wait this long between iterations (a durable timer)"
+    )
+    max_iterations: int = Field(
+        default=100, ge=1, le=1_000_000, description="Then the activity ends as on_exhausted says"
+    )
+    on_exhausted: Literal["fail", "continue"] = Field(
+        default="fail",
+        description="fail: the activity fails (RepeatExhausted); continue: it completes with "
+        "the last output and activities.ID.exhausted true",
+    )
+
+
 class Activity(_Runnable):
     id: str = Field(pattern=IDENT_PATTERN)
     description: str | None = None
@@ -210,6 +232,9 @@ class Activity(_Runnable):
         ge=1,
         le=10_000,
         description="Items of a for_each run at most this many at once",
+    )
+    repeat: RepeatSpec | None = Field(
+        default=None, description="Run the step again until a condition holds"
     )
     on_failure: Literal["fail", "continue"] = Field(
         default="fail",

@@ -45,6 +45,8 @@ __all__ = ["validate", "validate_data"]
 
 _INPUT_TYPES = ("string", "number", "integer", "boolean", "object", "array")
 _ITEM_ROOTS = frozenset({"item", "index"})
+_ITERATION = frozenset({"iteration"})  # in scope inside a `repeat` activity
+_MAX_INSTANT_ITERATIONS = 1000  # a settled (`set`) repeat without `every`: one decision
 _NOT_RENDERED = frozenset({"id", "needs", "description"})
 _IDENT = re.compile(IDENT_PATTERN)
 
@@ -254,8 +256,10 @@ class _Checker:
         ident = act.get("id") if isinstance(act.get("id"), str) else None
         base: DataPath = ("activities", index)
         mapped = act.get("for_each") is not None
+        repeat = act.get("repeat")
+        roots = frozenset(CONTEXT_ROOTS) - (frozenset() if mapped else _ITEM_ROOTS)
         scope = _Scope(
-            roots=frozenset(CONTEXT_ROOTS) - (frozenset() if mapped else _ITEM_ROOTS),
+            roots=roots | (_ITERATION if isinstance(repeat, dict) else frozenset()),
             owner=ident,
             upstream=upstream.get(ident, 0) if ident else 0,
             guarded=_status_reads(act.get("when")),
@@ -263,12 +267,17 @@ class _Checker:
         self._runnable(act, base)
         self._when(act.get("when"), (*base, "when"))
         self._for_each(act, base)
+        self._repeat(act, base)
         for key, value in act.items():
             if key in _NOT_RENDERED:
                 continue
             inner = replace(scope, compensation=True) if key == "compensate" else scope
             if key in ("for_each", "when"):  # decided before any item exists
-                inner = replace(scope, roots=scope.roots - _ITEM_ROOTS)
+                inner = replace(scope, roots=roots - _ITEM_ROOTS)
+            if key == "compensate":  # undoes the activity as a whole, not one iteration
+                inner = replace(inner, roots=roots)
+            if key == "repeat":  # `until` reads the iteration's output too
+                inner = replace(scope, roots=scope.roots | {"output"})
             for path, text in _strings(value, (*base, key)):
                 self._text(text, path, inner)
         compensate = act.get("compensate")
@@ -276,6 +285,47 @@ class _Checker:
             self._runnable(compensate, (*base, "compensate"))
         self._wait(act.get("wait"), (*base, "wait"))
         self._child(act, base)
+
+    def _repeat(self, act: dict[str, Any], base: DataPath) -> None:
+        repeat = act.get("repeat")
+        if not isinstance(repeat, dict):
+            return
+        path = (*base, "repeat")
+        if act.get("for_each") is not None:
+            self.add(
+                "an activity cannot both repeat and run for_each items",
+                path,
+                hint="repeat a child workflow that maps, or map over a repeating child",
+            )
+        kind = next((k for k in KINDS.kinds() if k.name in act), None)
+        if kind is not None and kind.settle == "wait":
+            self.add(
+                f"a {kind.name} step cannot repeat",
+                path,
+                hint="repeat the step that checks, with `every` between iterations",
+            )
+        if (
+            kind is not None
+            and kind.settle == "value"
+            and repeat.get("every") is None
+            and isinstance(repeat.get("max_iterations"), int)
+            and repeat["max_iterations"] > _MAX_INSTANT_ITERATIONS
+        ):
+            self.add(
+                f"a {kind.name} step repeated without `every` runs at most "
+                f"{_MAX_INSTANT_ITERATIONS} iterations",
+                (*path, "max_iterations"),
+                hint="add `every` between iterations",
+            )
+        until = repeat.get("until")
+        if isinstance(until, str):
+            whole = TEMPLATE_RE.fullmatch(until)
+            if whole is None or "${{" in whole.group(1):
+                self.add(
+                    "'until' must be a single '${{ ... }}' expression",
+                    (*path, "until"),
+                    hint="e.g. until: \"${{ output.state == 'done' }}\"",
+                )
 
     def _runnable(self, spec: dict[str, Any], base: DataPath) -> None:
         self._duration_positive(spec.get("timeout"), (*base, "timeout"))

@@ -547,10 +547,14 @@ class Engine(Definitions):
             raise NonRetryableError(
                 f"the child workflow id {spec.id!r} is refused: {ID_RULE}", type="InvalidChildId"
             )
+        # iteration n > 1 of a `repeat` starts a child of its own: `~i<n>` names it
+        again = f"~i{run.iteration}" if run.iteration > 1 else ""
         if spec.id is None:
-            text = child_id(parent.id, run.activity_id, run.index, run.attempt, shorten=False)
+            activity = run.activity_id + again
+            text = child_id(parent.id, activity, run.index, run.attempt, shorten=False)
         else:
-            text = spec.id if run.attempt == 1 else f"{spec.id}~{run.attempt}"
+            text = spec.id + again
+            text = text if run.attempt == 1 else f"{text}~{run.attempt}"
         execution_id = derived_id(text)
         if text != execution_id and self.store.load(text, self.tenant) is not None:
             return text  # started before ids were shortened: the same child

@@ -63,6 +63,9 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
             "finished_at": a.finished_at,
             "next_attempt_at": a.next_attempt_at,
             "wait": a.wait,
+            "iterations": a.iterations,  # of a `repeat`: completed so far
+            "max_iterations": act.repeat.max_iterations if act.repeat is not None else None,
+            "exhausted": a.exhausted,
             "skip_reason": a.skip_reason,
             "child": a.child,
             "items": [

@@ -205,6 +205,8 @@ class ExecutionRunner:
             assert act.compensate is not None
             spec = act.compensate
         name = run.activity_id if run.index is None else f"{run.activity_id}[{run.index}]"
+        if run.iteration > 1:  # an iteration of a `repeat`: its attempts are its own
+            name = f"{name}~{run.iteration}"
         suffix = "/compensate" if run.compensation else ""
         ctx = ActivityContext(
             execution_id=self.execution_id,

@@ -27,6 +27,7 @@ def test_the_expected_examples_exist() -> None:
         "order-line.yaml",
         "hello.yaml",
         "llm-with-fallback.yaml",
+        "poll-until-done.yaml",
     } <= names
 
 
@@ -96,3 +97,10 @@ def test_llm_with_fallback_catches_the_primary_and_routes_on_its_status() -> Non
     assert flow.activity("primary").continues
     assert not flow.activity("fallback").continues
     assert "activities.primary.status == 'failed'" in str(flow.activity("fallback").when)
+
+
+def test_poll_until_done_repeats_with_a_durable_timer() -> None:
+    flow = load_definition_file(_by_name("poll-until-done.yaml"))
+    repeat = flow.activity("poll").repeat
+    assert repeat is not None and repeat.every == 2 and repeat.max_iterations == 20
+    assert "output.state == 'done'" in repeat.until

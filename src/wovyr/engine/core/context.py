@@ -16,7 +16,13 @@ def expression_context(
     return {
         "inputs": state.input,
         "activities": {
-            aid: {"output": a.output, "status": a.status, "error": a.error}
+            aid: {
+                "output": a.output,
+                "status": a.status,
+                "error": a.error,
+                "iterations": a.iterations,
+                "exhausted": a.exhausted,
+            }
             for aid, a in state.activities.items()
         },
         "execution": {

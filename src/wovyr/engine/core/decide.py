@@ -56,6 +56,8 @@ from wovyr.events import (
     ExecutionCompleted,
     ExecutionFailed,
     ExecutionStarted,
+    IterationCompleted,
+    IterationStarted,
     TimerArmed,
     TimerCancelled,
     or_absent,
@@ -164,17 +166,70 @@ def outcome_events(
         return items.item_outcome_events(act, run.index, run.attempt, outcome, now)
     if a.status != ActivityStatus.RUNNING or a.attempt != run.attempt:
         return []
+    if act.repeat is not None and run.iteration != a.iterations + 1:
+        return []  # an attempt of an earlier iteration
     if outcome.child is not None:
         started = ChildStarted(activity=act.id, attempt=run.attempt, child=outcome.child)
         return [started.at(now), *arm_child_timeout(act, None, run.attempt, now)]
-    return _result_events(act, run.attempt, outcome, now)
+    return _result_events(act, run.attempt, outcome, now, state)
 
 
-def _result_events(act: Activity, attempt: int, outcome: Outcome, now: datetime) -> list[Event]:
-    """ActivityCompleted, or the failure (and its retry timer) under the activity's policy."""
+def _result_events(
+    act: Activity, attempt: int, outcome: Outcome, now: datetime, state: ExecutionState
+) -> list[Event]:
+    """ActivityCompleted (or the end of one iteration of a `repeat`), or the failure (and its
+    retry timer) under the activity's policy."""
     if outcome.error is None:
+        if act.repeat is not None:
+            return _iteration_end(act, state, attempt, outcome.output, now)
         return [ActivityCompleted(activity=act.id, attempt=attempt, output=outcome.output).at(now)]
     return failure_events(act.id, attempt, outcome.error, outcome.retryable, retry_policy(act), now)
+
+
+def _iteration_end(
+    act: Activity, state: ExecutionState, attempt: int, output: Any, now: datetime
+) -> list[Event]:
+    """An iteration of a `repeat` activity succeeded: `until` decides whether the activity
+    completes, another iteration follows (after `every`), or `max_iterations` ends it."""
+    spec = act.repeat
+    assert spec is not None
+    n = state.activity(act.id).iterations + 1
+    ctx = {**expression_context(state), "output": output, "iteration": n}
+    try:
+        done = evaluate_condition(spec.until, ctx, where=f"activity '{act.id}' field repeat.until")
+    except Exception as exc:
+        return [ActivityFailed.final(act.id, attempt, _error("ExpressionError", str(exc))).at(now)]
+    if done:
+        return [
+            IterationCompleted(activity=act.id, iteration=n, output=output, follows=False).at(now),
+            ActivityCompleted(activity=act.id, attempt=attempt, output=output).at(now),
+        ]
+    if n >= spec.max_iterations:
+        last = IterationCompleted(
+            activity=act.id, iteration=n, output=output, follows=False, exhausted=True
+        )
+        if spec.on_exhausted == "continue":
+            end = ActivityCompleted(activity=act.id, attempt=attempt, output=output)
+            return [last.at(now), end.at(now)]
+        err = _error(
+            "RepeatExhausted",
+            f"activity {act.id!r} ran {n} iterations (max_iterations) and `until` never held",
+            iterations=n,
+        )
+        return [last.at(now), ActivityFailed.final(act.id, attempt, err).at(now)]
+    if not spec.every:
+        return [
+            IterationCompleted(activity=act.id, iteration=n, output=output, follows=True).at(now)
+        ]
+    fire_at = (now + timedelta(seconds=spec.every)).isoformat()
+    return [
+        IterationCompleted(
+            activity=act.id, iteration=n, output=output, follows=True, next_at=fire_at
+        ).at(now),
+        TimerArmed(
+            timer=f"{act.id}:repeat:{n}", activity=act.id, purpose="repeat", fire_at=fire_at
+        ).at(now),
+    ]
 
 
 def _compensation_outcome(
@@ -286,12 +341,35 @@ def _advance(
     if _child_done(a.child_result, a.status, a.attempt):
         return outcome_events_for_child(act, a, state, now), []
     if a.status == ActivityStatus.WAITING:
+        if a.wait is not None and a.wait.get("kind") == "repeat":
+            return _next_iteration(act, a, state, ctx, now)
         return _check_wait(act, a, state, now), []
     if a.status == ActivityStatus.RUNNING and act.id not in in_flight:
         return _recover_lost_attempt(act, a, now, state.id, limits.max_recoveries)
     if a.status == ActivityStatus.RETRYING and retry_due(a.next_attempt_at, a.timer_fired, now):
-        return _next_attempt(act, a.attempt + 1, a.input, now, state.id)
+        return _next_attempt(act, a.attempt + 1, a.input, now, state.id, it=a.iterations + 1)
     return [], []
+
+
+def _next_iteration(
+    act: Activity, a: ActivityState, state: ExecutionState, lazy: LazyContext, now: datetime
+) -> tuple[list[Event], list[RunActivity]]:
+    """The next iteration of a `repeat` activity, once its timer fired (or at once)."""
+    if not retry_due(a.next_attempt_at, a.timer_fired, now):
+        return [], []
+    n = a.iterations + 1
+    ctx = {**lazy(), "iteration": n}
+    try:
+        rendered = render(spec_of(act), ctx, where=f"activity '{act.id}' field {act.kind}")
+    except Exception as exc:  # expression errors fail the activity, never the engine
+        err = _error("ExpressionError", str(exc))
+        return [ActivityFailed.final(act.id, a.attempt, err).at(now)], []
+    started = IterationStarted(activity=act.id, iteration=n, input=rendered).at(now)
+    if act.kind_entry.settle == "value":  # settled here: the rendered spec is the output
+        after = apply(state, started)
+        return [started, *_iteration_end(act, after, 1, rendered, now)], []
+    events, runs = _next_attempt(act, 1, rendered, now, state.id, it=n)
+    return [started, *events], runs
 
 
 def _child_done(result: dict[str, Any] | None, status: str, attempt: int) -> bool:
@@ -310,7 +388,7 @@ def outcome_events_for_child(
     assert a.child_result is not None
     cancel = cancel_child_timeout(act.id, None, a.attempt, state.timers, now)
     outcome = items.child_outcome(a.child_result, act.timeout)
-    return [*cancel, *_result_events(act, a.attempt, outcome, now)]
+    return [*cancel, *_result_events(act, a.attempt, outcome, now, state)]
 
 
 def _maybe_schedule(
@@ -339,10 +417,16 @@ def _maybe_schedule(
         settle = act.kind_entry.settle
         if settle == "wait":
             return _begin_wait(act, state, now), []
+        if act.repeat is not None:
+            ctx = {**ctx, "iteration": 1}
         rendered = render(spec_of(act), ctx, where=f"activity '{act.id}' field {act.kind}")
         if settle == "value":  # settled here: the rendered spec is the output
+            scheduled = ActivityScheduled(activity=act.id, input=None).at(now)
+            if act.repeat is not None:
+                after = apply(state, scheduled)
+                return [scheduled, *_iteration_end(act, after, 1, rendered, now)], []
             return [
-                ActivityScheduled(activity=act.id, input=None).at(now),
+                scheduled,
                 ActivityCompleted(activity=act.id, attempt=1, output=rendered).at(now),
             ], []
     except Exception as exc:  # expression errors fail the activity, never the engine
@@ -362,12 +446,16 @@ def _next_attempt(
     now: datetime,
     execution_id: str,
     recovery: int | None = None,
+    *,
+    it: int = 1,
 ) -> tuple[list[Event], list[RunActivity]]:
-    key = f"{execution_id}/{act.id}/{attempt}"
+    """Attempt `attempt` (of iteration `it` of a `repeat`: its idempotency key names it)."""
+    name = act.id if it == 1 else f"{act.id}~{it}"
+    key = f"{execution_id}/{name}/{attempt}"
     started = ActivityStarted(
         activity=act.id, attempt=attempt, key=key, recovery=or_absent(recovery)
     )
-    return [started.at(now)], [RunActivity(act.id, attempt, act.kind, rendered)]
+    return [started.at(now)], [RunActivity(act.id, attempt, act.kind, rendered, iteration=it)]
 
 
 def _recover_lost_attempt(
@@ -375,12 +463,13 @@ def _recover_lost_attempt(
 ) -> tuple[list[Event], list[RunActivity]]:
     """The attempt was lost with its worker: run the same attempt again (same key), recorded
     first, unless the activity has used its recovery budget."""
+    it = a.iterations + 1
     if act.kind_entry.repeat_lost:  # e.g. starting a child is idempotent: start (find) it again
-        return [], [RunActivity(act.id, a.attempt, act.kind, a.input)]
+        return [], [RunActivity(act.id, a.attempt, act.kind, a.input, iteration=it)]
     if a.recoveries >= budget:
         err = recovery_exhausted(f"activity {act.id}", a.attempt, budget)
         return [ActivityFailed.final(act.id, a.attempt, err).at(now)], []
-    return _next_attempt(act, a.attempt, a.input, now, execution_id, a.recoveries + 1)
+    return _next_attempt(act, a.attempt, a.input, now, execution_id, a.recoveries + 1, it=it)
 
 
 def _complete(

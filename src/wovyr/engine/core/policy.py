@@ -42,6 +42,7 @@ class RunActivity:
     input: Any
     compensation: bool = False
     index: int | None = None
+    iteration: int = 1  # of a `repeat` activity (its attempts count from 1 in each)
 
     @property
     def key(self) -> str:

@@ -71,11 +71,19 @@ class ActivityState:
     recoveries: int = 0  # re-runs of lost attempts (ActivityStarted `recovery`)
     compensation_recoveries: int = 0  # the same for the compensation
     compensation_retry: bool = False  # the compensation attempt failed; the next follows
+    iterations: int = 0  # iterations of a `repeat` activity completed so far
+    exhausted: bool = False  # a `repeat` ended by max_iterations with `until` still false
 
 
 # ActivityState fields left out of the checkpoint while they hold their default, so that a
 # log without the events that set them folds to the checkpoint an older engine wrote.
-_UNLESS_SET = ("recoveries", "compensation_recoveries", "compensation_retry")
+_UNLESS_SET = (
+    "recoveries",
+    "compensation_recoveries",
+    "compensation_retry",
+    "iterations",
+    "exhausted",
+)
 
 
 @dataclass(frozen=True)
@@ -277,6 +285,42 @@ def _skipped(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         skip_reason=e.get("reason"),
         finished_at=at,
         wait=None,
+    )
+
+
+def _iteration_completed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    """One iteration ended: its output is the activity's latest; when another follows, the
+    activity waits for it (a `repeat` wait, due at `next_at` or at once)."""
+    changes: dict[str, Any] = {
+        "iterations": int(e.data["iteration"]),
+        "output": e.get("output"),
+        "child_result": None,  # consumed: the next iteration starts a child of its own
+    }
+    if e.get("exhausted"):
+        changes["exhausted"] = True
+    if e.get("follows"):
+        next_at = e.get("next_at")
+        changes.update(
+            status=ActivityStatus.WAITING,
+            wait={"kind": "repeat", "iteration": int(e.data["iteration"]) + 1, "at": next_at},
+            next_attempt_at=next_at,
+            timer_fired=False,
+        )
+    return _set_activity(state, e.data["activity"], **changes)
+
+
+def _iteration_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    return _set_activity(
+        state,
+        e.data["activity"],
+        status=ActivityStatus.PENDING,
+        input=e.get("input"),
+        attempt=0,
+        wait=None,
+        error=None,
+        next_attempt_at=None,
+        timer_fired=False,
+        recoveries=0,
     )
 
 
@@ -524,6 +568,8 @@ _HANDLERS: dict[str, Any] = {
     EventType.ACTIVITY_SKIPPED: _skipped,
     EventType.TIMER_ARMED: _timer_armed,
     EventType.TIMER_FIRED: _timer_fired,
+    EventType.ITERATION_COMPLETED: _iteration_completed,
+    EventType.ITERATION_STARTED: _iteration_started,
     EventType.TIMER_CANCELLED: _timer_cancelled,
     EventType.SIGNAL_RECEIVED: _signal,
     EventType.APPROVAL_DECIDED: _approval,

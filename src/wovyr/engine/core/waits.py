@@ -162,4 +162,9 @@ def _wait_text(activity_id: str, wait: dict[str, Any]) -> str:
         return f"child {wait.get('id')}"
     if kind == "approval":
         return f"approval {activity_id}"
+    if kind == "repeat":
+        at = wait.get("at")
+        return f"repeat {activity_id} iteration {wait.get('iteration')}" + (
+            f" at {at}" if at else ""
+        )
     return f"{kind} {activity_id}"

@@ -302,6 +302,11 @@ def _activity_detail(info: Mapping[str, Any]) -> str | None:
             return f"waits until {wait.get('fire_at')}"
         if wait.get("kind") == "child":
             return f"waits for child {wait.get('id')}"
+        if wait.get("kind") == "repeat":
+            limit = info.get("max_iterations")
+            at = wait.get("at")
+            of = f" of ≤ {limit}" if limit else ""
+            return f"iteration {wait.get('iteration')}{of}, " + (f"next at {at}" if at else "next")
         return "waits for approval"
     return None
 

@@ -192,6 +192,16 @@ def _scheduled(d: dict[str, Any]) -> tuple[str, str]:
     return "attempt", f"{d.get('activity')} scheduled"
 
 
+def _iteration(d: dict[str, Any]) -> tuple[str, str]:
+    text = f"{d.get('activity')} iteration {d.get('iteration')} done"
+    if d.get("follows"):
+        at = d.get("next_at")
+        return "timer", text + (f"; the next at {at}" if at else "; the next at once")
+    if d.get("exhausted"):
+        return "failure", text + ": max_iterations reached, `until` never held"
+    return "completion", text + ": `until` holds"
+
+
 def _started(d: dict[str, Any]) -> str:
     """`started`, or for a re-run after a lost worker (the same attempt, same key), which."""
     if not d.get("recovery"):
@@ -261,6 +271,11 @@ _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
         "failure",
         f"compensation of {d.get('activity')} failed: {_error_text(d.get('error'))}",
     ),
+    EventType.ITERATION_STARTED: lambda d: (
+        "attempt",
+        f"{d.get('activity')} iteration {d.get('iteration')} started",
+    ),
+    EventType.ITERATION_COMPLETED: _iteration,
 }
 _DETAIL_KEYS = ("input", "output", "error", "payload", "reason", "comment")
 

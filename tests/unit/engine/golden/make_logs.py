@@ -1,9 +1,10 @@
 """Writes `logs.json`: event logs and checkpoints recorded by the engine, kept as the
 compatibility contract of the stored event JSON (see `test_old_logs.py`).
 
-Run it only to ADD scenarios (`python -m tests.unit.engine.golden.make_logs`); the logs
-already in the file were written by an earlier engine and must keep folding to the same
-state. Each scenario drives real workers on a memory store with a ManualClock.
+Run it to ADD scenarios (`python -m tests.unit.engine.golden.make_logs`): it writes only the
+executions the file does not hold yet; the logs already in it were written by an earlier
+engine and must keep folding to the same state. Each scenario drives real workers on a
+memory store with a ManualClock.
 """
 
 from __future__ import annotations
@@ -130,6 +131,22 @@ UNDO_FAILS = wf(
 )
 
 
+REPEAT = wf(
+    """
+    activities:
+      - id: poll
+        tool: ok
+        with: {v: "${{ iteration }}"}
+        repeat: {until: "${{ output == 3 }}", every: 1m, max_iterations: 5}
+      - id: count
+        needs: [poll]
+        set: {n: "${{ iteration }}"}
+        repeat: {until: "${{ output.n == 2 }}"}
+    output: "${{ activities.poll.iterations }}"
+    """
+)
+
+
 def scenarios() -> dict[str, Any]:
     engine = memory_engine()
     flaky_calls: list[int] = []
@@ -191,6 +208,12 @@ def scenarios() -> dict[str, Any]:
     ids["undo_fails"] = engine.start(UNDO_FAILS, execution_id="undo_fails").id
     drain(engine)
 
+    ids["repeat"] = engine.start(REPEAT, execution_id="repeat").id
+    drain(engine)
+    for _ in range(2):
+        engine.clock.advance(minutes=1)
+        drain(engine)
+
     every = [r.id for r in engine.list(limit=1000).items]
     out: dict[str, Any] = {}
     for execution_id in sorted(every):
@@ -207,5 +230,7 @@ def scenarios() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    OUT.write_text(json.dumps(scenarios(), indent=1, sort_keys=True) + "\n")
-    print(f"wrote {OUT}")
+    kept = json.loads(OUT.read_text()) if OUT.exists() else {}
+    added = {k: v for k, v in scenarios().items() if k not in kept}
+    OUT.write_text(json.dumps({**kept, **added}, indent=1, sort_keys=True) + "\n")
+    print(f"added {sorted(added)} to {OUT}")
