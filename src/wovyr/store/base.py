@@ -26,6 +26,7 @@ from wovyr.store.records import (
     ExecutionFilter,
     ExecutionKey,
     ExecutionRecord,
+    FairShare,
     LeaseState,
     NewExecution,
     Page,
@@ -46,6 +47,7 @@ __all__ = [
     "ExecutionKey",
     "ExecutionRecord",
     "ExecutionStore",
+    "FairShare",
     "LeaseState",
     "NewExecution",
     "Page",
@@ -93,13 +95,16 @@ class WorkQueue(Protocol):
         tenant: str = DEFAULT_TENANT,
         partitions: Sequence[int] | None = None,
         of: int | None = None,
+        fair: FairShare | None = None,
     ) -> list[Claim]:
         """Lease up to `limit` ready executions (of every tenant) whose lease is free or
         expired at `now`.
 
         Each claim increments the execution's fence. `only` restricts the claim to those
         ids of `tenant`; `partitions` of `of` to executions with `stable_shard(id) % of` in
-        `partitions` (see `wovyr.store.shards`).
+        `partitions` (see `wovyr.store.shards`). Without `fair` the oldest ready come first
+        (plain order); with it, tenants share the claim as `FairShare` says (weighted turns,
+        a cap per tenant), still one statement. `fair` is ignored with `only` (one tenant).
         """
         ...
 

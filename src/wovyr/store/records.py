@@ -8,7 +8,7 @@ when the expected sequence number or the lease fence no longer holds.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,6 +24,7 @@ __all__ = [
     "ExecutionFilter",
     "ExecutionKey",
     "ExecutionRecord",
+    "FairShare",
     "LeaseState",
     "NewExecution",
     "Page",
@@ -169,6 +170,34 @@ class Claim:
     @property
     def key(self) -> tuple[str, str]:
         return (self.tenant, self.execution_id)
+
+
+@dataclass(frozen=True)
+class FairShare:
+    """How a fair claim (`claim(..., fair=FairShare(...))`) shares slots between tenants.
+
+    `held`: the slots each tenant holds now (in the claiming worker); `weights`: a tenant's
+    share relative to the others (default 1.0); `cap`: the most slots one tenant may hold,
+    held + claimed (None: no cap). A tenant's k-th claimable execution (in the plain claim
+    order) scores `(held + k) / weight`; the claim takes the lowest scores, ties in the plain
+    order. So one claim round serves every tenant with ready work before any tenant's next
+    one, and a freed slot goes to the tenant holding the fewest (weighted): one tenant's
+    backlog delays another's execution by a slot's turn, not by the backlog.
+    """
+
+    held: Mapping[str, int] = field(default_factory=dict)
+    weights: Mapping[str, float] = field(default_factory=dict)
+    cap: int | None = None
+
+    def room(self, tenant: str, limit: int) -> int:
+        """How many executions of `tenant` one claim of `limit` may consider."""
+        if self.cap is None:
+            return limit
+        return max(0, min(limit, self.cap - self.held.get(tenant, 0)))
+
+    def score(self, tenant: str, rank: int) -> float:
+        """The score of `tenant`'s `rank`-th (from 1) claimable execution; lowest first."""
+        return (self.held.get(tenant, 0) + rank) / self.weights.get(tenant, 1.0)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,13 @@ thread, so work is picked up at once whatever the poll interval. When the store 
 (connections terminated, the server restarting) the worker backs off and goes on: a runner
 whose commit had an unknown outcome is rebuilt from the stored checkpoint if the lease is
 still its own, and a lease held with no runner (a claim whose answer was lost) is adopted.
+
+Fair share: the claim is fair between tenants (`FairShare`): the worker tells it how many
+slots each tenant holds here, so each round serves every tenant with ready work and a freed
+slot goes to the tenant holding the fewest (weighted by `tenant_weights`). One tenant's
+backlog then delays another tenant's execution by one slot's turn (the next slot to free),
+not by the backlog. `max_per_tenant` caps the slots one tenant may hold in this worker, so
+that slots stay free for others even while one tenant's executions are all slow.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import functools
 import logging
 import os
 import socket
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +40,7 @@ from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.errors import StoreError
 from wovyr.scheduling.schedules import Schedules
-from wovyr.store.base import ExecutionKey, ExecutionRecord, LeaseState
+from wovyr.store.base import ExecutionKey, ExecutionRecord, FairShare, LeaseState
 from wovyr.store.capabilities import capabilities
 from wovyr.worker.commit import GroupCommitter
 from wovyr.worker.listener import WorkListener
@@ -77,11 +85,18 @@ class Worker:
         of: int | None = None,
         membership: bool = False,
         heartbeat_interval: float | None = None,
+        fair_share: bool = True,
+        max_per_tenant: int | None = None,
+        tenant_weights: Mapping[str, float] | None = None,
     ) -> None:
         self.engine = engine
         self.capabilities = capabilities(engine.store)  # what this store can do beyond the contract
         self.owner = owner or _default_owner()
         self.concurrency = concurrency
+        # Fair share between tenants (module docstring); a cap implies the fair claim.
+        self.fair_share = fair_share or max_per_tenant is not None
+        self.max_per_tenant = max_per_tenant
+        self.tenant_weights = dict(tenant_weights or {})
         self.lease_seconds = lease_seconds
         self.poll_interval = poll_interval
         self.timer_batch = timer_batch
@@ -280,6 +295,13 @@ class Worker:
             return None
         return {"partitions": self.partitions, "of": self.of}
 
+    def _fair_share(self) -> FairShare | None:
+        """What the fair claim needs to know: the slots each tenant holds here."""
+        if not self.fair_share:
+            return None
+        held = Counter(tenant for tenant, _ in self.runners)
+        return FairShare(held=held, weights=self.tenant_weights, cap=self.max_per_tenant)
+
     async def tick(self, only: list[str] | None = None) -> int:
         """Fire due timers and schedules, then claim what is runnable (up to capacity);
         `only`: just those executions of this worker's engine's tenant."""
@@ -301,6 +323,7 @@ class Worker:
                 capacity,
                 only,
                 tenant=self.engine.tenant,
+                fair=self._fair_share() if only is None else None,
                 **where,
             )
             for c in await self.committer.run_sync(claim):

@@ -21,6 +21,7 @@ from wovyr.store.base import (
     ExecutionFilter,
     ExecutionKey,
     ExecutionRecord,
+    FairShare,
     LeaseState,
     NewExecution,
     Page,
@@ -235,36 +236,39 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         tenant: str = DEFAULT_TENANT,
         partitions: Sequence[int] | None = None,
         of: int | None = None,
+        fair: FairShare | None = None,
     ) -> list[Claim]:
         shards = shards_for(partitions, of)
         claims: list[Claim] = []
         with self._lock:
-            for r in list(self._executions.values()):
-                if len(claims) >= limit:
-                    break
+            chosen: list[ExecutionRecord] = []
+            for r in self._executions.values():
                 if only is not None and (r.tenant != tenant or r.id not in only):
                     continue
                 if shards is not None and stable_shard(r.id) not in shards:
                     continue
                 if r.ready and (r.lease_until is None or r.lease_until < now):
-                    new = replace(
-                        r,
-                        lease_owner=owner,
-                        fence=r.fence + 1,
-                        lease_until=now + timedelta(seconds=lease_seconds),
+                    chosen.append(r)
+            chosen = _fair_order(chosen, limit, fair) if fair and only is None else chosen
+            for r in chosen[:limit]:
+                new = replace(
+                    r,
+                    lease_owner=owner,
+                    fence=r.fence + 1,
+                    lease_until=now + timedelta(seconds=lease_seconds),
+                )
+                self._executions[r.key] = new
+                self.commits += len(claims) == 0
+                claims.append(
+                    Claim(
+                        r.id,
+                        new.fence,
+                        new.seq,
+                        _stored(new.checkpoint or {}),
+                        new.definition_hash,
+                        new.tenant,
                     )
-                    self._executions[r.key] = new
-                    self.commits += len(claims) == 0
-                    claims.append(
-                        Claim(
-                            r.id,
-                            new.fence,
-                            new.seq,
-                            _stored(new.checkpoint or {}),
-                            new.definition_hash,
-                            new.tenant,
-                        )
-                    )
+                )
         self._observers.claimed(claims)
         return claims
 
@@ -308,3 +312,16 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
     def next_timer_at(self) -> datetime | None:
         with self._lock:
             return min(self._timers.values(), default=None)
+
+
+def _fair_order(ready: list[ExecutionRecord], limit: int, fair: FairShare) -> list[ExecutionRecord]:
+    """The fair claim's choice (see `FairShare`): each tenant's first `room` claimable
+    executions, scored by rank, lowest first; ties keep the plain (insertion) order."""
+    ranks: dict[str, int] = {}
+    scored: list[tuple[float, int, ExecutionRecord]] = []
+    for position, r in enumerate(ready):
+        rank = ranks[r.tenant] = ranks.get(r.tenant, 0) + 1
+        if rank <= fair.room(r.tenant, limit):
+            scored.append((fair.score(r.tenant, rank), position, r))
+    scored.sort(key=lambda s: (s[0], s[1]))
+    return [r for _, _, r in scored[:limit]]

@@ -154,6 +154,52 @@ WHERE (x.tenant, x.id) IN (
     FOR UPDATE SKIP LOCKED)
 RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
 
+-- name: claim_fair
+-- The fair claim (see `FairShare`), still one statement. `tenants` finds the tenants with
+-- ready work by skipping through executions_ready_by_tenant (one index probe per tenant,
+-- however long a tenant's backlog); each tenant's first `room` claimable rows (room: the
+-- limit, less what its cap leaves) are locked there with SKIP LOCKED; rank k of a tenant
+-- scores (held + k) / weight and the lowest `limit` scores are leased.
+WITH RECURSIVE tenants AS (
+    (SELECT tenant FROM executions WHERE ready ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.tenant FROM executions e
+            WHERE e.ready AND e.tenant > t.tenant ORDER BY e.tenant LIMIT 1)
+    FROM tenants t
+    WHERE t.tenant IS NOT NULL
+), shares AS (
+    SELECT t.tenant, COALESCE(s.held, 0) AS held, COALESCE(s.weight, 1.0) AS weight
+    FROM tenants t
+    LEFT JOIN unnest(%(tenants)b::text[], %(held)b::integer[], %(weights)b::float8[])
+        AS s(tenant, held, weight) USING (tenant)
+    WHERE t.tenant IS NOT NULL
+), candidates AS (
+    SELECT c.tenant, c.id, c.lease_until,
+           (s.held + row_number() OVER (PARTITION BY c.tenant
+                                        ORDER BY c.lease_until NULLS FIRST, c.id)) / s.weight
+               AS score
+    FROM shares s
+    CROSS JOIN LATERAL (
+        SELECT e.tenant, e.id, e.lease_until
+        FROM executions e
+        WHERE e.ready
+          AND e.tenant = s.tenant
+          AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
+          AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
+        ORDER BY e.lease_until NULLS FIRST
+        LIMIT GREATEST(0, LEAST(%(limit)s, COALESCE(%(cap)s::integer - s.held, %(limit)s)))
+        FOR UPDATE SKIP LOCKED) c
+)
+UPDATE executions AS x
+SET lease_owner = %(owner)s,
+    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    fence = x.fence + 1
+WHERE (x.tenant, x.id) IN (
+    SELECT tenant, id FROM candidates
+    ORDER BY score, lease_until NULLS FIRST, tenant, id
+    LIMIT %(limit)s)
+RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
+
 -- name: renew_leases
 UPDATE executions
 SET lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval

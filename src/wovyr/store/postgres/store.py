@@ -46,6 +46,7 @@ from wovyr.store.base import (
     ExecutionFilter,
     ExecutionKey,
     ExecutionRecord,
+    FairShare,
     LeaseState,
     NewExecution,
     Page,
@@ -470,9 +471,10 @@ class PostgresStore(
         tenant: str = DEFAULT_TENANT,
         partitions: Sequence[int] | None = None,
         of: int | None = None,
+        fair: FairShare | None = None,
     ) -> list[Claim]:
         shards = shards_for(partitions, of)
-        params = {
+        params: dict[str, Any] = {
             "owner": owner,
             "now": self._now(now),
             "lease": timedelta(seconds=lease_seconds),
@@ -481,7 +483,15 @@ class PostgresStore(
             "shards": sorted(shards) if shards is not None else None,
             "limit": limit,
         }
-        rows = self._write_one("claim", params, named=True)
+        query = "claim"
+        if fair is not None and only is None:
+            query = "claim_fair"
+            named = sorted({*fair.held, *fair.weights})
+            params["tenants"] = named
+            params["held"] = [fair.held.get(t, 0) for t in named]
+            params["weights"] = [float(fair.weights.get(t, 1.0)) for t in named]
+            params["cap"] = fair.cap
+        rows = self._write_one(query, params, named=True)
         claims = [claim_record(r, POSTGRES) for r in rows]
         self._observers.claimed(claims)
         return claims

@@ -28,6 +28,7 @@ from wovyr.store.base import (
     ExecutionFilter,
     ExecutionKey,
     ExecutionRecord,
+    FairShare,
     LeaseState,
     NewExecution,
     Page,
@@ -56,6 +57,37 @@ _SUMMARY_COLUMNS = (
     "id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq, "
     "parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence"
 )
+
+
+# The fair claim (see `SQLiteStore._claim_fair`); `/*shards*/` is the partition filter.
+_CLAIM_FAIR = """
+WITH RECURSIVE tenants(tenant) AS (
+    SELECT (SELECT min(tenant) FROM executions WHERE ready = 1)
+    UNION ALL
+    SELECT (SELECT min(e.tenant) FROM executions e WHERE e.ready = 1 AND e.tenant > t.tenant)
+    FROM tenants t WHERE t.tenant IS NOT NULL
+), shares(tenant, held, weight) AS (
+    SELECT t.tenant, coalesce(json_extract(s.value, '$[0]'), 0),
+           coalesce(json_extract(s.value, '$[1]'), 1.0)
+    FROM tenants t LEFT JOIN json_each(:shares) s ON s.key = t.tenant
+    WHERE t.tenant IS NOT NULL
+), candidates AS (
+    SELECT x.rowid AS rid, x.tenant, x.lease_until, s.held, s.weight,
+           s.held + row_number() OVER (PARTITION BY x.tenant ORDER BY x.lease_until, x.rowid)
+               AS slots
+    FROM shares s JOIN executions x ON x.rowid IN (
+        SELECT e.rowid FROM executions e
+        WHERE e.ready = 1 AND e.tenant = s.tenant
+          AND (e.lease_until IS NULL OR e.lease_until < :now)/*shards*/
+        ORDER BY e.lease_until
+        LIMIT :limit)
+)
+UPDATE executions SET lease_owner = :owner, lease_until = :until, fence = fence + 1
+WHERE rowid IN (
+    SELECT rid FROM candidates WHERE :cap IS NULL OR slots <= :cap
+    ORDER BY slots * 1.0 / weight, lease_until, tenant, rid LIMIT :limit)
+RETURNING id, fence, seq, checkpoint, definition_hash, tenant
+"""
 
 
 @cache
@@ -401,9 +433,12 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         tenant: str = DEFAULT_TENANT,
         partitions: Sequence[int] | None = None,
         of: int | None = None,
+        fair: FairShare | None = None,
     ) -> list[Claim]:
         until = to_micros(now + timedelta(seconds=lease_seconds))
         shards = shards_for(partitions, of)
+        if fair is not None and only is None:
+            return self._claim_fair(owner, until, to_micros(now), limit, shards, fair)
         only_sql = ""
         params: list[Any] = [owner, until, to_micros(now)]
         if only is not None:
@@ -424,6 +459,40 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
                 " RETURNING id, fence, seq, checkpoint, definition_hash, tenant",
                 (*params, limit),
             ).fetchall()
+        claims = [claim_record(r, SQLITE) for r in rows]
+        self._observers.claimed(claims)
+        return claims
+
+    def _claim_fair(
+        self,
+        owner: str,
+        until: int,
+        now: int,
+        limit: int,
+        shards: frozenset[int] | None,
+        fair: FairShare,
+    ) -> list[Claim]:
+        """The fair claim (see `FairShare`), one statement: `tenants` skips through
+        executions_ready_by_tenant (one probe per tenant with ready work, however long its
+        backlog), each tenant's first `room` claimable rows are read from the same index,
+        rank k of a tenant scores (held + k) / weight (kept if held + k is within the cap),
+        and the lowest `limit` are leased."""
+        named = {*fair.held, *fair.weights}
+        shares = {t: [fair.held.get(t, 0), fair.weights.get(t, 1.0)] for t in named}
+        shard_sql = ""
+        params: dict[str, Any] = {
+            "owner": owner,
+            "until": until,
+            "now": now,
+            "limit": limit,
+            "cap": fair.cap,
+            "shares": dumps(shares),
+        }
+        if shards is not None:
+            shard_sql = f" AND e.shard IN ({','.join(str(int(s)) for s in sorted(shards))})"
+            shard_sql = shard_sql if shards else " AND 0"
+        with self._write() as conn:
+            rows = conn.execute(_CLAIM_FAIR.replace("/*shards*/", shard_sql), params).fetchall()
         claims = [claim_record(r, SQLITE) for r in rows]
         self._observers.claimed(claims)
         return claims

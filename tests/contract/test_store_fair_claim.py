@@ -1,0 +1,101 @@
+"""Contract: the fair claim (`claim(..., fair=FairShare(...))`) on every store. One tenant's
+backlog does not push another tenant's ready execution out of a claim; a freed slot goes to
+the tenant holding the fewest; weights and caps shape the share; partitions still apply."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+from wovyr.events import Event
+from wovyr.store.base import FairShare, NewExecution, StepWrite, Store
+from wovyr.store.shards import stable_shard
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def start(store: Store, tenant: str, execution_id: str, at: datetime = T0) -> None:
+    first = StepWrite(
+        execution_id=execution_id,
+        expected_seq=0,
+        events=[Event("ExecutionStarted", at, {})],
+        checkpoint={},
+        status="running",
+        updated_at=at,
+        ready=True,
+        tenant=tenant,
+    )
+    created, _ = store.create_execution(
+        NewExecution(
+            id=execution_id,
+            tenant=tenant,
+            workflow="wf",
+            version="1",
+            definition_hash="h",
+            created_at=at,
+            input=None,
+            first_step=first,
+        )
+    )
+    assert created
+
+
+def backlog(store: Store, tenant: str, n: int) -> None:
+    for i in range(n):
+        start(store, tenant, f"{tenant}-{i:03}")
+
+
+def tenants(claims: list[object]) -> Counter[str]:
+    return Counter(c.tenant for c in claims)  # type: ignore[attr-defined]
+
+
+def test_a_backlog_does_not_push_another_tenant_out_of_the_claim(store: Store) -> None:
+    backlog(store, "a", 40)
+    start(store, "b", "b-only")
+    # The plain claim takes the oldest first: all of A's backlog is ahead of B.
+    plain = store.claim("W", T0, 30, 4)
+    assert tenants(plain) == {"a": 4}
+    got = store.claim("W", T0, 30, 4, fair=FairShare())
+    assert tenants(got) == {"a": 3, "b": 1}
+    assert ("b", "b-only") in {c.key for c in got}
+
+
+def test_one_free_slot_goes_to_the_tenant_holding_the_fewest(store: Store) -> None:
+    backlog(store, "a", 20)
+    start(store, "b", "b-only")
+    [claim] = store.claim("W", T0, 30, 1, fair=FairShare(held={"a": 3}))
+    assert claim.key == ("b", "b-only")
+    # With B's execution taken, A's backlog is claimed as before.
+    assert tenants(store.claim("W", T0, 30, 5, fair=FairShare(held={"a": 3, "b": 1}))) == {"a": 5}
+
+
+def test_rounds_rotate_between_tenants_and_follow_weights(store: Store) -> None:
+    for tenant in ("a", "b", "c"):
+        backlog(store, tenant, 10)
+    assert tenants(store.claim("W", T0, 30, 6, fair=FairShare())) == {"a": 2, "b": 2, "c": 2}
+    weights = FairShare(held={"a": 2, "b": 2, "c": 2}, weights={"a": 2.0})
+    # A's next ranks score (2 + k) / 2 -> 1.5, 2, 2.5, 3; B's and C's (2 + k) -> 3, 4.
+    assert tenants(store.claim("W", T0, 30, 6, fair=weights)) == {"a": 4, "b": 1, "c": 1}
+
+
+def test_a_cap_bounds_what_one_tenant_holds(store: Store) -> None:
+    backlog(store, "a", 10)
+    capped = FairShare(held={"a": 2}, cap=3)
+    assert tenants(store.claim("W", T0, 30, 8, fair=capped)) == {"a": 1}
+    assert store.claim("W", T0, 30, 8, fair=FairShare(held={"a": 3}, cap=3)) == []
+    start(store, "b", "b-only")
+    assert tenants(store.claim("W", T0, 30, 8, fair=FairShare(held={"a": 3}, cap=3))) == {"b": 1}
+
+
+def test_the_fair_claim_keeps_partitions_leases_and_fences(store: Store) -> None:
+    backlog(store, "a", 30)
+    backlog(store, "b", 30)
+    got = store.claim("W", T0, 30, 100, partitions=[1], of=2, fair=FairShare())
+    assert got and all(stable_shard(c.execution_id) % 2 == 1 for c in got)
+    assert all(c.fence == 1 for c in got)
+    # Leased rows are not claimable again until the lease expires.
+    rest = store.claim("V", T0, 30, 100, fair=FairShare())
+    assert {c.key for c in rest}.isdisjoint({c.key for c in got})
+    assert len(got) + len(rest) == 60
+    again = store.claim("X", T0 + timedelta(seconds=31), 30, 100, fair=FairShare())
+    assert len(again) == 60 and all(c.fence == 2 for c in again)

@@ -1,0 +1,125 @@
+"""Fair share between tenants on SQLite (in-process worker, ManualClock, no sleeps): tenant A
+queues 500 slow executions (each holds its slot until the test hands it a turn), then tenant
+B starts one. The bound is in claim rounds and A's completions, not in time:
+
+- fair claim, no cap: B is claimed in the first round after one slot frees, so it completes
+  after at most ONE of A's executions (one slot's turn; the plain claim would make it wait
+  for A's whole backlog);
+- with `max_per_tenant` below the concurrency: B is claimed in the very next round, after
+  NONE of A's executions completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from wovyr.activities.base import ActivityRegistry
+from wovyr.clock import ManualClock
+from wovyr.engine.engine import Engine
+from wovyr.store.sqlite import SQLiteStore
+from wovyr.worker import Worker
+
+BACKLOG = 500
+CONCURRENCY = 4
+
+
+def one_step(name: str, tool: str) -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: wovyr/v1
+        kind: Workflow
+        metadata: {{name: {name}}}
+        activities:
+          - {{id: s, tool: {tool}}}
+        """)
+
+
+class Turns:
+    """A's slow tool: each call waits for a turn the test hands out."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[None] = asyncio.Queue()
+        self.done = 0
+
+    async def slow(self) -> str:
+        await self.queue.get()
+        self.done += 1
+        return "slow"
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path, clock: ManualClock) -> Engine:
+    return Engine(SQLiteStore(tmp_path / "wovyr.db"), clock=clock, activities=ActivityRegistry())
+
+
+def queue_backlog(engine: Engine, turns: Turns) -> tuple[Engine, Engine]:
+    engine.activities.register("slow", turns.slow)
+    engine.activities.register("quick", lambda: "quick")
+    a, b = engine.for_tenant("a"), engine.for_tenant("b")
+    a.apply(one_step("slow", "slow"))
+    b.apply(one_step("quick", "quick"))
+    for i in range(BACKLOG):
+        a.start(name="slow", execution_id=f"a-{i:03}")
+    return a, b
+
+
+async def one_finishes(worker: Worker) -> None:
+    await asyncio.wait(list(worker._tasks.values()), return_when=asyncio.FIRST_COMPLETED)
+
+
+def tenants_running(worker: Worker) -> list[str]:
+    return sorted(tenant for tenant, _ in worker.runners)
+
+
+@pytest.mark.parametrize("fair", [True, False], ids=["fair", "plain"])
+def test_a_backlog_delays_another_tenant_by_one_slots_turn(
+    sqlite_engine: Engine, fair: bool
+) -> None:
+    asyncio.run(one_slots_turn(sqlite_engine, fair))
+
+
+def test_a_cap_per_tenant_keeps_a_slot_for_another_tenant(sqlite_engine: Engine) -> None:
+    asyncio.run(capped(sqlite_engine))
+
+
+async def one_slots_turn(sqlite_engine: Engine, fair: bool) -> None:
+    turns = Turns()
+    _, b = queue_backlog(sqlite_engine, turns)
+    worker = Worker(sqlite_engine, concurrency=CONCURRENCY, fair_share=fair)
+    try:
+        assert await worker.tick() == CONCURRENCY  # round 1: A's executions fill the slots
+        b.start(name="quick", execution_id="b-1")
+        assert await worker.tick() == 0  # round 2: no free slot
+        turns.queue.put_nowait(None)  # one of A's executions ends: one slot's turn
+        await one_finishes(worker)
+        assert await worker.tick() == 1  # round 3: the freed slot
+        if not fair:
+            # The plain claim gives it to A's backlog: B waits for all of it.
+            assert ("b", "b-1") not in worker.runners
+            return
+        assert ("b", "b-1") in worker.runners
+        await one_finishes(worker)
+        assert b.get("b-1").status == "completed"
+        assert turns.done == 1  # B completed after one of A's 500, not after the backlog
+    finally:
+        await worker.shutdown(grace_seconds=0)
+
+
+async def capped(sqlite_engine: Engine) -> None:
+    turns = Turns()
+    _, b = queue_backlog(sqlite_engine, turns)
+    worker = Worker(sqlite_engine, concurrency=CONCURRENCY, max_per_tenant=CONCURRENCY - 1)
+    try:
+        assert await worker.tick() == CONCURRENCY - 1  # A holds at most its cap
+        assert await worker.tick() == 0
+        b.start(name="quick", execution_id="b-1")
+        assert await worker.tick() == 1  # the next round: B, with none of A's done
+        assert tenants_running(worker) == ["a", "a", "a", "b"]
+        await one_finishes(worker)
+        assert b.get("b-1").status == "completed"
+        assert turns.done == 0
+    finally:
+        await worker.shutdown(grace_seconds=0)
