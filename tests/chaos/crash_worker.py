@@ -42,8 +42,9 @@ def main() -> None:
                 await worker.run_until_idle()
             finally:
                 await worker.close()
-            if not engine.list(status="running", limit=1).items:
-                return
+            busy = engine.list(status="running", limit=1).items
+            if not busy and not engine.list(status="waiting", limit=1).items:
+                return  # (a waiting execution waits for a timer: fired on a later round)
             await asyncio.sleep(lease / 4)  # others' leases have yet to expire
 
     asyncio.run(run())
