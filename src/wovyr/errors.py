@@ -39,6 +39,7 @@ __all__ = [
     "LeaseLost",
     "NotFound",
     "Problem",
+    "QuotaExceeded",
     "StoreError",
     "StoreUnavailable",
     "WovyrError",
@@ -132,6 +133,24 @@ class NotFound(WovyrError):
 
 class Conflict(WovyrError):
     """The request conflicts with the current state."""
+
+
+class QuotaExceeded(WovyrError):
+    """The tenant's quota is used up."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        budget: str = "",
+        limit: float | None = None,
+        retry_after: float = 1.0,
+        hint: str | None = None,
+    ) -> None:
+        self.budget = budget  # which budget refused: executions_per_day, ...
+        self.limit = limit
+        self.retry_after = retry_after  # seconds until the budget has room again
+        super().__init__(message, hint=hint)
 
 
 class ExecutionFinished(Conflict):

@@ -31,7 +31,7 @@ DISPATCHER = Path(__file__).with_name("dispatcher.py")
 def test_killed_dispatchers_start_each_tick_exactly_once(tmp_path: Path) -> None:
     rng = random.Random(42)
     db = tmp_path / "w.db"
-    engine = Engine(SQLiteStore(db))
+    engine = Engine(SQLiteStore(db), min_schedule_interval=0.05)  # below the 1 s default
     engine.apply(QUICK)
     created = Schedules(engine).create(
         "fast", workflow="tick", every="50ms", overlap="allow_all", catchup_window="1h"

@@ -51,6 +51,8 @@ REQUIRED_ROLE = {
     ("DELETE", "/api/v1/admin/keys/{key_id}"): "admin",
     ("GET", "/api/v1/admin/policy"): "admin",
     ("PATCH", "/api/v1/admin/policy"): "admin",
+    ("GET", "/api/v1/admin/quotas"): "admin",
+    ("PATCH", "/api/v1/admin/quotas"): "admin",
     ("GET", "/metrics"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",
@@ -74,6 +76,8 @@ def body_for(method: str, path: str) -> Any:
         return {"start": "2029-12-31T00:00:00Z", "end": "2030-01-01T00:00:00Z"}
     if (method, path) == ("PATCH", "/api/v1/admin/policy"):
         return {"shell_cpu_seconds": 30}  # tightening: allowed
+    if (method, path) == ("PATCH", "/api/v1/admin/quotas"):
+        return {"executions_per_day": 100_000}  # setting where none is: allowed
     if method == "PATCH":
         return {"note": "b was here"}
     if path.endswith(("/pause", "/resume")):

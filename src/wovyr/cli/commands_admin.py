@@ -1,4 +1,5 @@
-"""`wovyr admin tenants list|show|set`: tenants' side-effect policies, on the server host.
+"""`wovyr admin tenants list|show|set` and `wovyr admin quotas show|set`: tenants'
+side-effect policies and quotas, on the server host.
 
 Whoever runs these commands holds the store itself (its file, or its database URL), so they
 may open a tenant up as far as they like: the HTTP API lets a tenant's admin only tighten
@@ -22,6 +23,7 @@ from rich.table import Table
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table
+from wovyr.engine.quotas import parse_quotas
 from wovyr.engine.tenants import TenantPolicy, default_policy, policy_of, set_policy
 from wovyr.errors import InputError, Problem
 from wovyr.platform.auth import validate_tenant
@@ -230,3 +232,99 @@ def _read_policy_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError([Problem("the policy file holds one JSON object", path="--policy-file")])
     return data
+
+
+# --- quotas --------------------------------------------------------------------------------
+
+
+@admin.group("quotas")
+def quotas() -> None:
+    """Show and set tenants' quotas (daily executions and activity seconds, concurrent
+    executions, schedule rate). Here they may be raised; a tenant's admin may only lower
+    them over the API."""
+
+
+def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        echo_json(usage)
+        return
+    click.echo(f"tenant {usage['tenant']}: usage of UTC day {usage['day']}")
+    table = Table(box=None, pad_edge=False)
+    table.add_column("quota")
+    table.add_column("limit")
+    table.add_column("used")
+    used = {
+        "executions_per_day": usage["used"].get("executions", 0),
+        "activity_seconds_per_day": usage["used"].get("activity_seconds", 0),
+        "concurrent_executions": usage["running"],
+    }
+    for name, limit in usage["quotas"].items():
+        shown = "none" if limit is None else f"{limit:g}"
+        table.add_row(name.replace("_", "-"), shown, f"{used[name]:g}" if name in used else "")
+    print_table(table)
+
+
+@quotas.command("show")
+@click.argument("tenant")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def quotas_show_command(tenant: str, as_json: bool, settings: Settings) -> None:
+    """TENANT's quotas and what it used today (UTC)."""
+    validate_tenant(tenant)
+    with open_engine(settings, load_activities=False) as engine:
+        usage = engine.for_tenant(tenant).quota_usage()
+    _print_quotas(usage, as_json)
+
+
+_COUNT = click.IntRange(min=0)
+
+
+@quotas.command("set")
+@click.argument("tenant")
+@click.option("--executions-per-day", type=_COUNT, help="New executions per UTC day.")
+@click.option(
+    "--activity-seconds-per-day",
+    type=click.FloatRange(min=0),
+    help="Seconds of activity attempts per UTC day.",
+)
+@click.option("--concurrent-executions", type=_COUNT, help="Executions running at once.")
+@click.option(
+    "--max-schedule-rate",
+    type=click.FloatRange(min=0),
+    help="Fires per minute one schedule may be set to.",
+)
+@click.option(
+    "--clear", "clear", multiple=True, metavar="QUOTA", help="Remove a limit (repeatable)."
+)
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def quotas_set_command(
+    tenant: str,
+    executions_per_day: int | None,
+    activity_seconds_per_day: float | None,
+    concurrent_executions: int | None,
+    max_schedule_rate: float | None,
+    clear: tuple[str, ...],
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """Set TENANT's quotas (the ones not given keep their value)."""
+    validate_tenant(tenant)
+    given = {
+        "executions_per_day": executions_per_day,
+        "activity_seconds_per_day": activity_seconds_per_day,
+        "concurrent_executions": concurrent_executions,
+        "max_schedule_rate": max_schedule_rate,
+    }
+    with open_engine(settings, load_activities=False) as opened:
+        engine = opened.for_tenant(tenant)
+        fields = engine.quotas().to_dict()
+        fields.update({k: v for k, v in given.items() if v is not None})
+        for name in clear:
+            key = name.replace("-", "_")
+            if key not in fields:
+                raise InputError([Problem(f"unknown quota {name!r}", path="--clear")])
+            fields[key] = None
+        engine.set_quotas(parse_quotas(fields), by="cli")
+        usage = engine.quota_usage()
+    _print_quotas(usage, as_json)

@@ -156,7 +156,10 @@ def _show(record: ScheduleRecord, service: Schedules, as_json: bool) -> None:
     for tick in data["next_fire_times"]:
         console.print(f"  next: {tick}")
     for fire in record.recent:
-        console.print(f"  fired: {fire.get('tick')} -> {fire.get('execution_id')}")
+        if "skipped" in fire:
+            console.print(f"  skipped: {fire.get('tick')}: {fire['skipped']}")
+        else:
+            console.print(f"  fired: {fire.get('tick')} -> {fire.get('execution_id')}")
 
 
 @schedules.command("list")

@@ -32,6 +32,15 @@ from wovyr.engine.core.state import (
     state_from_json,
 )
 from wovyr.engine.definitions import Definitions
+from wovyr.engine.quotas import (
+    SECONDS,
+    QuotaCache,
+    Quotas,
+    day_of,
+    quotas_of,
+    set_quotas,
+    start_debits,
+)
 from wovyr.engine.steps import make_step, timer_steps
 from wovyr.engine.views import ExecutionView, build_view, status_filter
 from wovyr.errors import (
@@ -65,6 +74,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import capabilities
 from wovyr.store.codec import MAX_PAYLOAD_BYTES, PayloadRefused, check_payload
+from wovyr.store.records import Debit
 
 __all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started"]
 
@@ -109,6 +119,7 @@ class Engine(Definitions):
         side_effects: SideEffectPolicy | None = None,
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        min_schedule_interval: float = 1.0,
     ) -> None:
         """`max_recoveries`: how often an activity (an item, a compensation) is run again
         after its attempt was lost with its worker (process killed, lease expired) before it
@@ -119,7 +130,9 @@ class Engine(Definitions):
         other restricted until an administrator opens it). `default_timeout`: the seconds an
         attempt (an activity's or a compensation's) may take when its definition gives no
         `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's payload
-        or an activity's output may be (each also nests at most 64 levels deep)."""
+        or an activity's output may be (each also nests at most 64 levels deep).
+        `min_schedule_interval`: the fewest seconds between two fires any schedule may be
+        set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more)."""
         check_store(store)  # a partial store fails here, with what it lacks
         if max_recoveries < 0:
             raise ValueError("max_recoveries must be 0 or more")
@@ -133,6 +146,8 @@ class Engine(Definitions):
         self.side_effects = side_effects
         self.default_timeout = default_timeout
         self.max_payload_bytes = max_payload_bytes
+        self.min_schedule_interval = min_schedule_interval
+        self._quota_cache = QuotaCache()  # shared by `for_tenant` engines
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
         self.tenant = tenant
@@ -157,7 +172,9 @@ class Engine(Definitions):
             side_effects=self.side_effects,
             default_timeout=self.default_timeout,
             max_payload_bytes=self.max_payload_bytes,
+            min_schedule_interval=self.min_schedule_interval,
         )
+        other._quota_cache = self._quota_cache
         other._definitions = self._definitions  # content-addressed: safe to share
         other._stored = self._stored
         other._sources = self._sources
@@ -350,6 +367,7 @@ class Engine(Definitions):
             assert decision.state is not None
             events, state = events + decision.events, decision.state
         step = make_step(exec_id, empty, state, events, now, tenant=self.tenant, ready=True)
+        quotas = self.quotas()
         return NewExecution(
             id=exec_id,
             tenant=self.tenant,
@@ -362,7 +380,45 @@ class Engine(Definitions):
             parent_id=parent_id,
             lease_owner=lease_owner,
             lease_until=now + timedelta(seconds=lease_seconds) if lease_owner else None,
+            debits=start_debits(quotas, now),
+            max_running=quotas.concurrent_executions,
         )
+
+    # --- quotas --------------------------------------------------------------------------
+
+    def quotas(self) -> Quotas:
+        """This tenant's quotas (cached for a moment: a start of a tenant without quotas
+        costs no read; a change made through this engine applies at once)."""
+        return self._quota_cache.get(self.store, self.tenant)
+
+    def set_quotas(self, quotas: Quotas, *, by: str) -> Quotas:
+        """Store this tenant's quotas (the caller checked who may); return them."""
+        try:
+            return set_quotas(self.store, self.tenant, quotas, by=by, at=self.clock.now())
+        finally:
+            self._quota_cache.forget(self.tenant)
+
+    def quota_usage(self) -> dict[str, Any]:
+        """This tenant's quotas, what it used of each daily budget today (UTC) and how many
+        of its executions run now."""
+        now = self.clock.now()
+        running = self.store.list_executions(
+            ExecutionFilter(tenant=self.tenant, status="running", limit=10_000)
+        )
+        return {
+            "tenant": self.tenant,
+            "day": day_of(now).isoformat(),
+            "quotas": quotas_of(self.store, self.tenant).to_dict(),
+            "used": self.store.quota_usage(self.tenant, day_of(now)),
+            "running": len(running.items),
+        }
+
+    def attempt_debits(self, seconds: float) -> tuple[Debit, ...]:
+        """What attempts that took `seconds` in all debit when their results commit: their
+        seconds, when this tenant has an activity-seconds quota (else nothing is written)."""
+        if seconds <= 0 or self.quotas().activity_seconds_per_day is None:
+            return ()
+        return (Debit(SECONDS, seconds, day_of(self.clock.now())),)
 
     # --- external changes ----------------------------------------------------------------
 

@@ -80,7 +80,9 @@ def set_policy(
     store: TenantStore, tenant: str, policy: SideEffectPolicy | None, *, by: str, at: datetime
 ) -> TenantPolicy:
     """Store `policy` for `tenant` (None: back to the tenant's default); return it."""
-    record = TenantRecord(tenant, None if policy is None else to_dict(policy), at, by)
+    stored = None if policy is None else to_dict(policy)
+    current = store.get_tenant(tenant)  # its quotas are kept
+    record = TenantRecord(tenant, stored, at, by, quotas=current.quotas if current else None)
     store.put_tenant(record)
     return policy_of(store, tenant)
 

@@ -15,14 +15,22 @@ Catch-up after downtime follows `spec.catch_up`: ticks within ``catchup_window``
 in order, subject to overlap; older ones are skipped and counted as missed. Pausing stops
 firing; resuming starts from the next tick after now (nothing missed while paused replays,
 unless a backfill asks for it).
+
+Quotas (`wovyr.engine.quotas`): no schedule fires more often than the store-wide minimum
+interval (`Engine.min_schedule_interval`, default 1 s) nor than its tenant's
+`max_schedule_rate` allows, refused when it is created or changed. A fire whose starts the
+tenant's quota refuses starts none of them: its ticks are counted as skipped and the fire
+is listed in `recent` with `skipped` (the reason) instead of an execution.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
+import itertools
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,7 +39,14 @@ from typing import Any
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import Workflow
 from wovyr.engine.engine import Engine
-from wovyr.errors import Conflict, ExecutionFinished, InputError, NotFound, Problem
+from wovyr.errors import (
+    Conflict,
+    ExecutionFinished,
+    InputError,
+    NotFound,
+    Problem,
+    QuotaExceeded,
+)
 from wovyr.fields import parse_duration
 from wovyr.ids import validate_execution_id
 from wovyr.scheduling.overlap import OVERLAP_POLICIES, plan_overlap
@@ -312,6 +327,7 @@ class Schedules:
         ]
         cancels, buffered, skipped = plan.cancel, plan.buffered, plan.skipped
         remaining = record.remaining_actions
+        next_if_refused = next_fire_at  # a refused fire uses up no remaining action
         if remaining is not None and remaining - len(starts) <= 0:
             next_fire_at = None
         unchanged = (
@@ -325,16 +341,31 @@ class Schedules:
         )
         if unchanged:
             return 0
-        if not self._commit_fire(
-            record,
-            now,
-            starts,
-            running,
-            skipped=skipped,
-            missed=missed,
-            next_fire_at=next_fire_at,
-            buffered=buffered,
-        ):
+        try:
+            committed = self._commit_fire(
+                record,
+                now,
+                starts,
+                running,
+                skipped=skipped,
+                missed=missed,
+                next_fire_at=next_fire_at,
+                buffered=buffered,
+            )
+        except QuotaExceeded as exc:  # nothing was written: the ticks are skipped, with why
+            self._commit_fire(
+                record,
+                now,
+                [],
+                running,
+                skipped=skipped + len(starts),
+                missed=missed,
+                next_fire_at=next_if_refused,
+                buffered=buffered,
+                refused=[(s, exc.message) for s in starts],
+            )
+            return 0
+        if not committed:
             return 0
         for execution_id in cancels:
             with contextlib.suppress(ExecutionFinished, NotFound):
@@ -352,14 +383,19 @@ class Schedules:
         missed: int,
         next_fire_at: datetime | None,
         buffered: tuple[str, ...],
+        refused: Sequence[tuple[NewExecution, str]] = (),
     ) -> bool:
-        fired = [
+        fired: builtins.list[dict[str, Any]] = [
             {
                 "tick": s.first_step.events[0].data.get("scheduled_at"),
                 "execution_id": s.id,
                 "started_at": now.isoformat(),
             }
             for s in starts
+        ]
+        fired += [
+            {"tick": s.first_step.events[0].data.get("scheduled_at"), "skipped": reason}
+            for s, reason in refused
         ]
         remaining = record.remaining_actions
         if remaining is not None:
@@ -417,10 +453,21 @@ class Schedules:
         return definition.name, digest, definition, True
 
     def _spec(self, cron: str | None, every: Any, timezone: str | None, offset: Any) -> Spec:
+        path = "cron" if cron else "every"
         try:
-            return parse_spec(cron, every, timezone, offset)
+            spec = parse_spec(cron, every, timezone, offset)
         except ValueError as exc:
-            raise _bad(str(exc), "cron" if cron else "every") from None
+            raise _bad(str(exc), path) from None
+        floor, why = self.engine.min_schedule_interval, "the store's minimum interval"
+        rate = self.engine.quotas().max_schedule_rate
+        if rate is not None and (rate <= 0 or 60.0 / rate > floor):
+            floor = math.inf if rate <= 0 else 60.0 / rate
+            why = f"tenant {self.engine.tenant!r}'s max-schedule-rate quota ({rate:g} per minute)"
+        gap = _smallest_gap(spec, self.engine.clock.now())
+        if gap < floor:
+            shown = "no schedule" if math.isinf(floor) else f"at least {floor:g}s between fires"
+            raise _bad(f"the schedule fires every {gap:g}s: {why} allows {shown}", path)
+        return spec
 
     def _window(self, value: str | float) -> float:
         try:
@@ -462,6 +509,16 @@ class Schedules:
             if self.store.update_schedule(updated, record.version):
                 return updated
         raise Conflict(f"schedule {schedule_id!r} kept changing; try again")
+
+
+def _smallest_gap(spec: Spec, now: datetime) -> float:
+    """The fewest seconds between two fires of `spec` (a cron's over its next 60 ticks)."""
+    if isinstance(spec, IntervalSpec):
+        return spec.every
+    ticks = [spec.next_after(now)]
+    for _ in range(60):
+        ticks.append(spec.next_after(ticks[-1]))
+    return min((b - a).total_seconds() for a, b in itertools.pairwise(ticks))
 
 
 def _spec_dict(spec: Spec) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from wovyr.errors import (
     InputError,
     NotFound,
     Problem,
+    QuotaExceeded,
     StoreError,
     StoreUnavailable,
     WovyrError,
@@ -167,6 +169,9 @@ def _wovyr_error(exc: WovyrError) -> Response:
         return problem_response(422, str(exc))
     if isinstance(exc, Conflict):
         return problem_response(409, str(exc))
+    if isinstance(exc, QuotaExceeded):
+        wait = str(max(1, math.ceil(exc.retry_after)))
+        return problem_response(429, str(exc), headers={"Retry-After": wait})
     if isinstance(exc, StoreUnavailable):
         log.warning("store unavailable: %s", exc)
         return problem_response(503, "The store is unavailable; try again.", headers=_RETRY)

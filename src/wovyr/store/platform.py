@@ -6,14 +6,16 @@ prefix. An idempotency row binds a client's `Idempotency-Key` (per tenant) to th
 fingerprint of the request body and the execution that request started, so a retry with
 the same key and body finds the same execution. A revoked session row keeps a signed-out
 web UI session's id until the session would have expired anyway. A tenant row holds what
-an administrator set for a tenant (its side-effect policy as JSON); a tenant with no row
-has the defaults.
+an administrator set for a tenant (its side-effect policy and its quotas, as JSON); a
+tenant with no row has the defaults. The quota ledger (`quota_usage`) holds what a tenant
+used of each daily budget per UTC day; it is written only through the `debits` of the
+writes that use it (`wovyr.store.records.Debit`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Protocol
 
 __all__ = [
@@ -59,6 +61,7 @@ class TenantRecord:
     policy: dict[str, Any] | None  # the side-effect policy's JSON form; None: the default
     updated_at: datetime
     updated_by: str = ""  # who set it (a key id, or "cli" for the host's administrator)
+    quotas: dict[str, Any] | None = None  # the quotas' JSON form; None: no quotas
 
 
 class ApiKeyStore(Protocol):
@@ -121,4 +124,8 @@ class TenantStore(Protocol):
 
     def list_tenants(self) -> list[TenantRecord]:
         """Every tenant with settings, by name."""
+        ...
+
+    def quota_usage(self, tenant: str, day: date) -> dict[str, float]:
+        """What `tenant` used of each budget on UTC `day` (budgets it never used: absent)."""
         ...

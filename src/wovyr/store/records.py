@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from wovyr.events import Event
@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_TENANT",
     "Claim",
     "CommitOutcome",
+    "Debit",
     "DefinitionRecord",
     "EventRecord",
     "ExecutionFilter",
@@ -103,6 +104,32 @@ class TimerRecord:
 
 
 @dataclass(frozen=True)
+class Debit:
+    """An amount of one of a tenant's daily budgets (`executions`, `activity_seconds`, later
+    model tokens and cost) that a write uses, added to the ledger row (tenant, budget, UTC
+    `day`) in the write's own transaction.
+
+    With a `limit`, a new execution's debit refuses the whole write (`QuotaExceeded`, with
+    `retry_after`) when the row would pass it (`used + amount > limit`, or `used >= limit`
+    for an amount of 0: a gate that only checks): the check and the addition are one
+    statement, so two writers never both take the last unit. A step's debits pay for work
+    already done and are always added; their budget is enforced at the next start.
+    """
+
+    budget: str
+    amount: float
+    day: date
+    limit: float | None = None
+    retry_after: float = 1.0  # what a refusal tells the caller: seconds until the next day
+
+    def allows(self, used: float) -> bool:
+        """Whether a ledger row at `used` takes this debit."""
+        if self.limit is None:
+            return True
+        return used + self.amount <= self.limit and used < self.limit
+
+
+@dataclass(frozen=True)
 class StepWrite:
     """Everything one step of one execution changes, written in one transaction.
 
@@ -127,6 +154,7 @@ class StepWrite:
     timers_armed: Sequence[tuple[str, datetime]] = ()
     timers_removed: Sequence[str] = ()
     tenant: str = DEFAULT_TENANT
+    debits: Sequence[Debit] = ()  # the tenant's budgets this step used (always added)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -149,6 +177,11 @@ class NewExecution:
     parent_id: str | None = None
     lease_owner: str | None = None
     lease_until: datetime | None = None
+    # Quotas, checked and debited in the creating transaction, only when it creates: the
+    # ledger debits, and the most executions of the tenant that may be running (this one
+    # not counted yet); over either, the store raises `QuotaExceeded` and writes nothing.
+    debits: Sequence[Debit] = ()
+    max_running: int | None = None
 
 
 class CommitOutcome(enum.Enum):

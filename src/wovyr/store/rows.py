@@ -285,12 +285,13 @@ def idempotency_params(record: IdempotencyRecord, d: Dialect) -> dict[str, Any]:
 
 
 def tenant_record(row: Row, d: Dialect) -> TenantRecord:
-    policy = row["policy"]
+    policy, quotas = row["policy"], row["quotas"]
     return TenantRecord(
         tenant=row["tenant"],
         policy=None if policy is None else d.json(policy),
         updated_at=d.time(row["updated_at"]),
         updated_by=row["updated_by"],
+        quotas=None if quotas is None else d.json(quotas),
     )
 
 
@@ -300,4 +301,5 @@ def tenant_params(record: TenantRecord, d: Dialect) -> dict[str, Any]:
         "policy": None if record.policy is None else dumps(record.policy),
         "updated_at": d.timestamp(record.updated_at),
         "updated_by": record.updated_by,
+        "quotas": None if record.quotas is None else dumps(record.quotas),
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.base import ActivityContext, ActivityError
@@ -70,6 +70,7 @@ class ExecutionRunner:
         self._tasks: dict[str, tuple[RunActivity, asyncio.Task[Outcome]]] = {}
         self._results: list[tuple[RunActivity, Outcome]] = []
         self._adopt = adopt_running
+        self._unbilled = 0.0  # seconds of finished attempts no commit has debited yet
 
     @property
     def seq(self) -> int:
@@ -150,11 +151,16 @@ class ExecutionRunner:
             ready=not done,
             release_lease=done,
         )
+        billed = self._unbilled
+        if billed:
+            step = replace(step, debits=self.engine.attempt_debits(billed))
         if (after.finished and after.parent) or children_to_cancel(events):
             # the parent is told, or timed-out children are cancelled, in the same transaction
             outcome = await self.committer.run_sync(self.engine.commit_step, step, after)
         else:
             outcome = await self.committer.commit(step)
+        if outcome is CommitOutcome.OK:
+            self._unbilled -= billed
         self.stats.commits += 1
         return outcome
 
@@ -173,9 +179,18 @@ class ExecutionRunner:
         self._tasks.clear()
 
     def _launch(self, run: RunActivity) -> None:
-        task = asyncio.create_task(self._execute(run))
+        task = asyncio.create_task(self._timed(run))
         task.add_done_callback(self._attempt_done)
         self._tasks[run.key] = (run, task)
+
+    async def _timed(self, run: RunActivity) -> Outcome:
+        """Run the attempt; its seconds (by the engine's clock) are debited by the next
+        commit (the tenant's activity-seconds quota)."""
+        started = self.engine.clock.now()
+        try:
+            return await self._execute(run)
+        finally:
+            self._unbilled += (self.engine.clock.now() - started).total_seconds()
 
     def _attempt_done(self, _: asyncio.Task[Outcome]) -> None:
         self._ready.set()

@@ -4,10 +4,13 @@ tenants; mixed into MemoryStore, which creates the tables)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import date, datetime
 
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
+from wovyr.store.quotas import debit_refused, running_refused
+from wovyr.store.records import Debit, ExecutionRecord, NewExecution
 
 __all__ = ["MemoryPlatform"]
 
@@ -18,6 +21,8 @@ class MemoryPlatform:
     _idempotency_keys: dict[tuple[str, str], IdempotencyRecord]
     _revoked_sessions: dict[str, datetime]
     _tenants: dict[str, TenantRecord]
+    _quota_usage: dict[tuple[str, str, date], float]  # (tenant, budget, day) -> used
+    _executions: dict[tuple[str, str], ExecutionRecord]
 
     def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
         with self._lock:
@@ -98,3 +103,41 @@ class MemoryPlatform:
     def list_tenants(self) -> list[TenantRecord]:
         with self._lock:
             return [self._tenants[name] for name in sorted(self._tenants)]
+
+    def quota_usage(self, tenant: str, day: date) -> dict[str, float]:
+        with self._lock:
+            return {
+                budget: used
+                for (t, budget, d), used in self._quota_usage.items()
+                if t == tenant and d == day
+            }
+
+    def _check_quotas(self, *starts: NewExecution) -> None:
+        """Raise `QuotaExceeded` when `starts` (those whose ids are new) may not all be
+        created, each counting the ones before it (the caller holds the lock)."""
+        used = dict(self._quota_usage)
+        running: dict[str, int] = {}
+        for new in starts:
+            if (new.tenant, new.id) in self._executions:
+                continue
+            if new.max_running is not None:
+                if new.tenant not in running:
+                    running[new.tenant] = sum(
+                        1
+                        for r in self._executions.values()
+                        if r.tenant == new.tenant and r.status == "running"
+                    )
+                if running[new.tenant] >= new.max_running:
+                    raise running_refused(new.max_running)
+            for debit in new.debits:
+                key = (new.tenant, debit.budget, debit.day)
+                if not debit.allows(used.get(key, 0.0)):
+                    raise debit_refused(debit)
+                used[key] = used.get(key, 0.0) + debit.amount
+            if new.tenant in running and new.first_step.status == "running":
+                running[new.tenant] += 1
+
+    def _add_debits(self, tenant: str, debits: Sequence[Debit]) -> None:
+        for debit in debits:
+            key = (tenant, debit.budget, debit.day)
+            self._quota_usage[key] = self._quota_usage.get(key, 0.0) + debit.amount

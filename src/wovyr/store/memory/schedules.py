@@ -19,6 +19,7 @@ class MemorySchedules:
     _schedules: dict[tuple[str, str], ScheduleRecord]
     _observers: Observers
     _insert_execution: Callable[[NewExecution], bool]
+    _check_quotas: Callable[..., None]
 
     def create_schedule(self, record: ScheduleRecord) -> bool:
         with self._lock:
@@ -61,6 +62,7 @@ class MemorySchedules:
             current = table.get((record.tenant, record.id))
             if current is None or current.version != expected_version:
                 return False
+            self._check_quotas(*starts)  # all or nothing, as one SQL transaction
             table[(record.tenant, record.id)] = record
             created = [new for new in starts if self._insert_execution(new)]
         for new in created:

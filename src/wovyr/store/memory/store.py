@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from wovyr.store.base import (
@@ -61,6 +61,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         self._idempotency_keys: dict[tuple[str, str], IdempotencyRecord] = {}  # (tenant, key)
         self._revoked_sessions: dict[str, datetime] = {}  # session id -> until
         self._tenants: dict[str, TenantRecord] = {}
+        self._quota_usage: dict[tuple[str, str, date], float] = {}  # (tenant, budget, day)
         self._observers = Observers()
         self.commits = 0
 
@@ -95,6 +96,8 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
             return False
         step = new.first_step
         encoded = self._encode(step)  # before any change: a value JSON cannot hold changes nothing
+        self._check_quotas(new)
+        self._add_debits(new.tenant, new.debits)
         self._executions[key] = ExecutionRecord(
             id=new.id,
             tenant=new.tenant,
@@ -172,6 +175,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         key = key or step.key
         current = self._executions[key]
         base = current.seq
+        self._add_debits(key[0], step.debits)
         data, values = encoded
         events = self._events[key]
         for i, (e, stored) in enumerate(zip(step.events, data, strict=True)):

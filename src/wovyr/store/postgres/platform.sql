@@ -63,13 +63,35 @@ SELECT 1 FROM revoked_sessions WHERE session_id = %(session_id)s;
 DELETE FROM revoked_sessions WHERE until < %(before)s;
 
 -- name: tenant_get
-SELECT tenant, policy, updated_at, updated_by FROM tenants WHERE tenant = %(tenant)s;
+SELECT tenant, policy, updated_at, updated_by, quotas FROM tenants WHERE tenant = %(tenant)s;
 
 -- name: tenant_put
-INSERT INTO tenants (tenant, policy, updated_at, updated_by)
-VALUES (%(tenant)s, %(policy)s, %(updated_at)s, %(updated_by)s)
+INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas)
+VALUES (%(tenant)s, %(policy)s, %(updated_at)s, %(updated_by)s, %(quotas)s)
 ON CONFLICT (tenant) DO UPDATE SET policy = excluded.policy, updated_at = excluded.updated_at,
-    updated_by = excluded.updated_by;
+    updated_by = excluded.updated_by, quotas = excluded.quotas;
 
 -- name: tenant_list
-SELECT tenant, policy, updated_at, updated_by FROM tenants ORDER BY tenant;
+SELECT tenant, policy, updated_at, updated_by, quotas FROM tenants ORDER BY tenant;
+
+-- name: quota_usage
+SELECT budget, used FROM quota_usage WHERE tenant = %(tenant)s AND day = %(day)s;
+
+-- name: quota_debit
+-- Add a debit to the tenant's ledger row of the day, unless the row would pass the limit
+-- (NULL: no limit); one statement, so the row lock orders concurrent debits: no row back
+-- means refused.
+INSERT INTO quota_usage (tenant, budget, day, used)
+VALUES (%(tenant)s, %(budget)s, %(day)s, %(amount)s)
+ON CONFLICT (tenant, budget, day) DO UPDATE SET used = quota_usage.used + excluded.used
+WHERE %(limit)s::double precision IS NULL
+    OR (quota_usage.used + excluded.used <= %(limit)s::double precision
+        AND quota_usage.used < %(limit)s::double precision)
+RETURNING used;
+
+-- name: running_lock
+-- Serialises the starts of one tenant that check its concurrent-executions quota.
+SELECT pg_advisory_xact_lock(hashtext('wovyr.running'), hashtext(%(tenant)s));
+
+-- name: running_count
+SELECT count(*) FROM executions WHERE tenant = %(tenant)s AND status = 'running';

@@ -324,7 +324,10 @@ class PostgresStore(
     # --- executions ----------------------------------------------------------------------
 
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
-        rows = self._run(lambda conn: self._insert(conn, new), write=True)
+        if new.debits or new.max_running is not None:  # quotas: a transaction, not a statement
+            rows = self._run(lambda conn: self._insert(conn, new), write=True, transaction=True)
+        else:
+            rows = self._run(lambda conn: self._insert(conn, new), write=True)
         if rows:
             self._observers.created(new)
             return True, execution_record(rows[0], POSTGRES, with_checkpoint=True)
@@ -360,7 +363,10 @@ class PostgresStore(
             "input": dumps(new.input),
             "channel": self.channel,
         }
-        return support.rows(_cursor(conn, True).execute(self._q["create_execution"], params))
+        rows = support.rows(_cursor(conn, True).execute(self._q["create_execution"], params))
+        if rows and (new.debits or new.max_running is not None):
+            self._check_start(conn, new)  # in the caller's transaction
+        return rows
 
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
         """Write a batch of steps in one transaction, each checked on its own; with `atomic`,
@@ -372,6 +378,8 @@ class PostgresStore(
         return outcomes
 
     def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
+        if any(step.debits for step in steps):
+            return self._commit_with_debits(steps, atomic)
         distinct = len({step.key for step in steps}) == len(steps)
         if len(steps) > 1 and distinct and not atomic:
             # One set-based statement for the batch: its own transaction, one fsync, one
@@ -405,6 +413,26 @@ class PostgresStore(
                     rows.append(conn.execute(self._q["apply_step"], p).fetchone())
                     if not rows[-1][0]:
                         raise psycopg.Rollback()  # leaves the block, rolled back, no error
+            return rows
+
+        rows = self._run(body, write=True)
+        outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=False)]
+        return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
+
+    def _commit_with_debits(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
+        """The steps one statement each, and the debits of those that apply, in one
+        transaction (only steps that use a budget with a limit carry debits)."""
+        params = [{**support.step_params(step), "channel": self.channel} for step in steps]
+
+        def body(conn: Connection) -> list[Any]:
+            rows: list[Any] = []
+            with conn.transaction():
+                for step, p in zip(steps, params, strict=True):
+                    rows.append(conn.execute(self._q["apply_step"], p).fetchone())
+                    if rows[-1][0]:
+                        self._debit(conn, step.tenant, step.debits, checked=False)
+                    elif atomic:
+                        raise psycopg.Rollback()
             return rows
 
         rows = self._run(body, write=True)

@@ -4,13 +4,15 @@ tenants; mixed into SQLiteStore)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from wovyr.store.codec import to_micros
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
+from wovyr.store.quotas import debit_refused, running_refused
+from wovyr.store.records import Debit, NewExecution
 from wovyr.store.rows import (
     SQLITE,
     api_key_params,
@@ -125,7 +127,7 @@ class SQLitePlatform:
 
     def get_tenant(self, tenant: str) -> TenantRecord | None:
         rows = self._read(
-            "SELECT tenant, policy, updated_at, updated_by FROM tenants WHERE tenant = ?",
+            "SELECT tenant, policy, updated_at, updated_by, quotas FROM tenants WHERE tenant = ?",
             (tenant,),
         )
         return tenant_record(rows[0], SQLITE) if rows else None
@@ -133,15 +135,64 @@ class SQLitePlatform:
     def put_tenant(self, record: TenantRecord) -> None:
         with self._write() as conn:
             conn.execute(
-                "INSERT INTO tenants (tenant, policy, updated_at, updated_by)"
-                " VALUES (:tenant, :policy, :updated_at, :updated_by)"
+                "INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas)"
+                " VALUES (:tenant, :policy, :updated_at, :updated_by, :quotas)"
                 " ON CONFLICT (tenant) DO UPDATE SET policy = excluded.policy,"
-                " updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+                " updated_at = excluded.updated_at, updated_by = excluded.updated_by,"
+                " quotas = excluded.quotas",
                 tenant_params(record, SQLITE),
             )
 
     def list_tenants(self) -> list[TenantRecord]:
         rows = self._read(
-            "SELECT tenant, policy, updated_at, updated_by FROM tenants ORDER BY tenant"
+            "SELECT tenant, policy, updated_at, updated_by, quotas FROM tenants ORDER BY tenant"
         )
         return [tenant_record(r, SQLITE) for r in rows]
+
+    def quota_usage(self, tenant: str, day: date) -> dict[str, float]:
+        rows = self._read(
+            "SELECT budget, used FROM quota_usage WHERE tenant = ? AND day = ?",
+            (tenant, day.isoformat()),
+        )
+        return {row[0]: float(row[1]) for row in rows}
+
+    # --- quotas (inside the transaction of the write they guard) ---------------------------
+
+    @staticmethod
+    def _debit(
+        conn: sqlite3.Connection, tenant: str, debits: Sequence[Debit], *, checked: bool = True
+    ) -> None:
+        """Add `debits` to the ledger; when `checked`, one its limit refuses raises
+        `QuotaExceeded` (and the caller's transaction is rolled back)."""
+        for debit in debits:
+            limit = debit.limit if checked else None
+            if limit is not None and not debit.allows(0.0):
+                raise debit_refused(debit)
+            cur = conn.execute(
+                "INSERT INTO quota_usage (tenant, budget, day, used)"
+                " VALUES (:tenant, :budget, :day, :amount)"
+                " ON CONFLICT (tenant, budget, day) DO UPDATE SET used = used + excluded.used"
+                " WHERE :limit IS NULL OR (used + excluded.used <= :limit AND used < :limit)",
+                {
+                    "tenant": tenant,
+                    "budget": debit.budget,
+                    "day": debit.day.isoformat(),
+                    "amount": debit.amount,
+                    "limit": limit,
+                },
+            )
+            if cur.rowcount != 1:
+                raise debit_refused(debit)
+
+    @classmethod
+    def _check_start(cls, conn: sqlite3.Connection, new: NewExecution) -> None:
+        """The quotas of `new`, just inserted: the running count, then the debits."""
+        if new.max_running is not None:
+            row = conn.execute(
+                "SELECT count(*) FROM executions WHERE tenant = ? AND status = 'running'"
+                " AND id != ?",
+                (new.tenant, new.id),
+            ).fetchone()
+            if int(row[0]) >= new.max_running:
+                raise running_refused(new.max_running)
+        cls._debit(conn, new.tenant, new.debits)

@@ -273,6 +273,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         )
         created = cur.rowcount == 1
         if created:
+            if new.debits or new.max_running is not None:
+                self._check_start(conn, new)
             self._write_children(conn, new.tenant, new.id, 0, step)
         return created
 
@@ -336,6 +338,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
                 return CommitOutcome.LEASE_LOST
             return CommitOutcome.CONFLICT
         self._write_children(conn, step.tenant, step.execution_id, step.expected_seq, step)
+        if step.debits:
+            self._debit(conn, step.tenant, step.debits, checked=False)
         return CommitOutcome.OK
 
     @staticmethod

@@ -1,0 +1,191 @@
+"""Tenants' quotas: what is set, what a start or an attempt debits, and changing them.
+
+A tenant's quotas are stored with its row (`TenantRecord.quotas`, set by the host's
+administrator with `wovyr admin quotas set`, or lowered by the tenant's own admin over the
+API); a tenant without quotas has no limits. The daily budgets are counted in the store's
+ledger per UTC day (`quota_usage`), debited in the same transaction as the work they pay
+for, so no restart, crash or second server resets or overspends a day:
+
+- `executions_per_day`: every new execution (a start, a schedule fire, a child) debits 1;
+  the start that would pass the limit is refused (`QuotaExceeded`, retry after the next
+  UTC midnight by the engine's clock).
+- `activity_seconds_per_day`: an attempt's measured seconds are debited by the commit that
+  records its result. Work already done is never refused: the attempts in flight finish
+  and their seconds count, possibly past the limit; from then on the tenant's new
+  executions are refused until the next UTC day.
+- `concurrent_executions`: a start is refused while that many executions of the tenant
+  are running (waiting ones count), retry after a few seconds.
+- `max_schedule_rate`: the most fires per minute one schedule of the tenant may be set to
+  (its interval at least 60 / rate seconds), checked when a schedule is created or changed.
+
+The ledger is generic (`Debit(budget, amount, day, limit)`): a later budget (model tokens,
+cost) is one more name debited by the step that uses it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from wovyr.errors import InputError, Problem
+from wovyr.store.platform import TenantRecord, TenantStore
+from wovyr.store.records import Debit
+
+__all__ = [
+    "EXECUTIONS",
+    "QUOTA_NAMES",
+    "SECONDS",
+    "QuotaCache",
+    "Quotas",
+    "day_of",
+    "parse_quotas",
+    "quotas_of",
+    "seconds_to_midnight",
+    "set_quotas",
+    "start_debits",
+]
+
+EXECUTIONS = "executions"  # the ledger's budget names
+SECONDS = "activity_seconds"
+
+QUOTA_NAMES = (
+    "executions_per_day",
+    "activity_seconds_per_day",
+    "concurrent_executions",
+    "max_schedule_rate",
+)
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """A tenant's limits; None: no limit."""
+
+    executions_per_day: int | None = None
+    activity_seconds_per_day: float | None = None
+    concurrent_executions: int | None = None
+    max_schedule_rate: float | None = None  # fires per minute of one schedule
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def raises(self, new: Quotas) -> list[str]:
+        """The quotas that `new` raises or removes compared to these (what only the host's
+        administrator may do)."""
+        out = []
+        for name in QUOTA_NAMES:
+            old, value = getattr(self, name), getattr(new, name)
+            if old is not None and (value is None or value > old):
+                out.append(name)
+        return out
+
+
+def parse_quotas(data: dict[str, Any] | None) -> Quotas:
+    """Quotas from their JSON form; `InputError` naming each bad key."""
+    if not data:
+        return Quotas()
+    problems = [Problem(f"unknown quota {k!r}", path=k) for k in data if k not in QUOTA_NAMES]
+    values: dict[str, Any] = {}
+    for name in QUOTA_NAMES:
+        value = data.get(name)
+        if value is None:
+            continue
+        whole = name in ("executions_per_day", "concurrent_executions")
+        ok = (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value >= 0
+            and (not whole or float(value).is_integer())
+        )
+        if not ok:
+            kind = "a whole number" if whole else "a number"
+            problems.append(Problem(f"{name} must be {kind}, 0 or more", path=name))
+            continue
+        values[name] = int(value) if whole else float(value)
+    if problems:
+        raise InputError(problems)
+    return Quotas(**values)
+
+
+def quotas_of(store: TenantStore, tenant: str) -> Quotas:
+    """`tenant`'s quotas now (one read of its row); stored quotas that no longer parse
+    (written by hand into the store) fail closed: every limit 0."""
+    record = store.get_tenant(tenant)
+    if record is None or not record.quotas:
+        return Quotas()
+    try:
+        return parse_quotas(record.quotas)
+    except InputError:
+        return Quotas(0, 0.0, 0, 0.0)
+
+
+def set_quotas(store: TenantStore, tenant: str, quotas: Quotas, *, by: str, at: datetime) -> Quotas:
+    """Store `quotas` for `tenant` (its policy kept); return them as stored."""
+    current = store.get_tenant(tenant)
+    stored = None if quotas.empty else quotas.to_dict()
+    if current is None:
+        record = TenantRecord(tenant, None, at, by, quotas=stored)
+    else:
+        record = replace(current, quotas=stored, updated_at=at, updated_by=by)
+    store.put_tenant(record)
+    return quotas_of(store, tenant)
+
+
+def day_of(now: datetime) -> date:
+    """The UTC day `now` falls in: the ledger's day."""
+    return now.astimezone(UTC).date()
+
+
+def seconds_to_midnight(now: datetime) -> float:
+    """Seconds from `now` to the next UTC midnight (at least 1)."""
+    utc = now.astimezone(UTC)
+    midnight = datetime.combine(utc.date() + timedelta(days=1), datetime.min.time(), UTC)
+    return max(1.0, math.ceil((midnight - utc).total_seconds()))
+
+
+def start_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:
+    """What a new execution debits under `quotas`: one execution, and a check (an amount
+    of 0) that the day's activity seconds are not used up."""
+    if quotas.executions_per_day is None and quotas.activity_seconds_per_day is None:
+        return ()
+    day, wait = day_of(now), seconds_to_midnight(now)
+    out = []
+    if quotas.executions_per_day is not None:
+        out.append(Debit(EXECUTIONS, 1, day, quotas.executions_per_day, wait))
+    if quotas.activity_seconds_per_day is not None:
+        out.append(Debit(SECONDS, 0, day, quotas.activity_seconds_per_day, wait))
+    return tuple(out)
+
+
+class QuotaCache:
+    """Tenants' quotas read at most once per `ttl` seconds per process: a start of a tenant
+    without quotas costs no extra read. A change made through this process is seen at once
+    (`forget`); one made elsewhere within `ttl`."""
+
+    def __init__(self, ttl: float = 2.0) -> None:
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._known: dict[str, tuple[float, Quotas]] = {}
+
+    def get(self, store: TenantStore, tenant: str) -> Quotas:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._known.get(tenant)
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]
+        quotas = quotas_of(store, tenant)
+        with self._lock:
+            self._known[tenant] = (now, quotas)
+        return quotas
+
+    def forget(self, tenant: str) -> None:
+        with self._lock:
+            self._known.pop(tenant, None)

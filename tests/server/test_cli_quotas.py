@@ -1,0 +1,45 @@
+"""`wovyr admin quotas set|show` against the embedded store, and a CLI start over quota."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from wovyr.cli.main import main
+
+QUICK = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: quick}
+activities:
+  - id: x
+    set: {ok: true}
+"""
+
+
+def test_quotas_set_show_and_a_refused_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WOVYR_HOME", str(tmp_path))
+    args = ["admin", "quotas", "set", "default", "--executions-per-day", "1"]
+    assert main([*args, "--concurrent-executions", "4", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["quotas"]["executions_per_day"] == 1
+    assert shown["quotas"]["concurrent_executions"] == 4
+    assert main(["admin", "quotas", "set", "default", "--clear", "concurrent-executions"]) == 0
+    assert "concurrent-executions" in capsys.readouterr().out
+    flow = tmp_path / "quick.yaml"
+    flow.write_text(QUICK, encoding="utf-8")
+    assert main(["run", str(flow)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(flow)]) == 1
+    err = capsys.readouterr().err
+    assert "quota exceeded: executions per day is 1" in err
+    assert main(["admin", "quotas", "show", "default", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["used"] == {"executions": 1.0}
+    assert shown["quotas"]["concurrent_executions"] is None
+    assert main(["admin", "quotas", "show", "default"]) == 0
+    assert "executions-per-day" in capsys.readouterr().out
