@@ -55,9 +55,12 @@ def test_a_backlog_does_not_push_another_tenant_out_of_the_claim(store: Store) -
     # The plain claim takes the oldest first: all of A's backlog is ahead of B.
     plain = store.claim("W", T0, 30, 4)
     assert tenants(plain) == {"a": 4}
+    # The fair claim gives each tenant with claimable work its turn: limit / tenants each
+    # (B has one; the next claim takes more of A's).
     got = store.claim("W", T0, 30, 4, fair=FairShare())
-    assert tenants(got) == {"a": 3, "b": 1}
+    assert tenants(got) == {"a": 2, "b": 1}
     assert ("b", "b-only") in {c.key for c in got}
+    assert tenants(store.claim("W", T0, 30, 4, fair=FairShare(held={"a": 2, "b": 1}))) == {"a": 4}
 
 
 def test_one_free_slot_goes_to_the_tenant_holding_the_fewest(store: Store) -> None:
@@ -74,7 +77,8 @@ def test_rounds_rotate_between_tenants_and_follow_weights(store: Store) -> None:
         backlog(store, tenant, 10)
     assert tenants(store.claim("W", T0, 30, 6, fair=FairShare())) == {"a": 2, "b": 2, "c": 2}
     weights = FairShare(held={"a": 2, "b": 2, "c": 2}, weights={"a": 2.0})
-    # A's next ranks score (2 + k) / 2 -> 1.5, 2, 2.5, 3; B's and C's (2 + k) -> 3, 4.
+    # Shares up to the level S = (6 + 6) / (2 + 1 + 1) = 3: A's ranks score (2 + k) / 2 ->
+    # 1.5, 2, 2.5, 3; B's and C's (2 + k) -> 3: four of A's, one each of B's and C's.
     assert tenants(store.claim("W", T0, 30, 6, fair=weights)) == {"a": 4, "b": 1, "c": 1}
 
 

@@ -2,7 +2,8 @@
 SIGTERM, with the tools of `tools.py`.
 
 Usage: python pg_worker.py URL [--lease S] [--poll S] [--concurrency N] [--partitions 0-3
---of 8] [--membership] [--heartbeat S] [--ready FILE] [--go FILE] [--report FILE]
+--of 8] [--membership] [--heartbeat S] [--max-per-tenant N] [--plain-claim] [--ready FILE]
+[--go FILE] [--report FILE]
 
 --ready: touched once the store is open (the caller waits for it); --go: wait for this file
 before working (so several workers start together); --report: on exit, a JSON line with the
@@ -40,6 +41,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--partitions", default=None)
     p.add_argument("--of", type=int, default=None)
     p.add_argument("--membership", action="store_true")
+    p.add_argument("--max-per-tenant", type=int, default=None)
+    p.add_argument("--plain-claim", action="store_true")
     p.add_argument("--pool", type=int, default=4)
     p.add_argument("--ready", default=None)
     p.add_argument("--go", default=None)
@@ -57,6 +60,8 @@ async def work(engine: Engine, args: argparse.Namespace) -> None:
         partitions=parse_partitions(args.partitions, args.of) if args.partitions else None,
         of=args.of,
         membership=args.membership,
+        fair_share=not args.plain_claim,
+        max_per_tenant=args.max_per_tenant,
     )
     refused: list[str] = []
     commit = worker.committer.commit

@@ -8,7 +8,8 @@ when the expected sequence number or the lease fence no longer holds.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -222,15 +223,34 @@ class FairShare:
     weights: Mapping[str, float] = field(default_factory=dict)
     cap: int | None = None
 
-    def room(self, tenant: str, limit: int) -> int:
-        """How many executions of `tenant` one claim of `limit` may consider."""
-        if self.cap is None:
-            return limit
-        return max(0, min(limit, self.cap - self.held.get(tenant, 0)))
+    def rooms(self, waiting: Iterable[str], limit: int) -> dict[str, int]:
+        """How many claimable executions of each tenant in `waiting` (those with any) one
+        claim of `limit` considers: its share up to the water level S = (limit + the slots
+        they hold) / (their weights), i.e. ceil(S * weight) - held, within the limit and the
+        cap. The rooms add up to at least `limit` (a tenant above the level gets none), so
+        a claim reads about `limit` rows, plus one per waiting tenant at most, however long
+        the backlogs; it leases fewer than `limit` only when a tenant has fewer claimable
+        executions than its room (the next claim takes more of the others)."""
+        tenants = list(waiting)
+        if not tenants:
+            return {}
+        held = sum(self.held.get(t, 0) for t in tenants)
+        level = (limit + held) / sum(self._weight(t) for t in tenants)
+        rooms = {}
+        for t in tenants:
+            held = self.held.get(t, 0)
+            room = min(limit, math.ceil(level * self._weight(t)) - held)
+            if self.cap is not None:
+                room = min(room, self.cap - held)
+            rooms[t] = max(0, room)
+        return rooms
+
+    def _weight(self, tenant: str) -> float:
+        return float(self.weights.get(tenant, 1.0))
 
     def score(self, tenant: str, rank: int) -> float:
         """The score of `tenant`'s `rank`-th (from 1) claimable execution; lowest first."""
-        return (self.held.get(tenant, 0) + rank) / self.weights.get(tenant, 1.0)
+        return (self.held.get(tenant, 0) + rank) / self._weight(tenant)
 
 
 @dataclass(frozen=True)

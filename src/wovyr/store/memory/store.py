@@ -321,11 +321,12 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
 def _fair_order(ready: list[ExecutionRecord], limit: int, fair: FairShare) -> list[ExecutionRecord]:
     """The fair claim's choice (see `FairShare`): each tenant's first `room` claimable
     executions, scored by rank, lowest first; ties keep the plain (insertion) order."""
+    rooms = fair.rooms(dict.fromkeys(r.tenant for r in ready), limit)
     ranks: dict[str, int] = {}
     scored: list[tuple[float, int, ExecutionRecord]] = []
     for position, r in enumerate(ready):
         rank = ranks[r.tenant] = ranks.get(r.tenant, 0) + 1
-        if rank <= fair.room(r.tenant, limit):
+        if rank <= rooms[r.tenant]:
             scored.append((fair.score(r.tenant, rank), position, r))
     scored.sort(key=lambda s: (s[0], s[1]))
     return [r for _, _, r in scored[:limit]]

@@ -157,9 +157,12 @@ RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
 -- name: claim_fair
 -- The fair claim (see `FairShare`), still one statement. `tenants` finds the tenants with
 -- ready work by skipping through executions_ready_by_tenant (one index probe per tenant,
--- however long a tenant's backlog); each tenant's first `room` claimable rows (room: the
--- limit, less what its cap leaves) are locked there with SKIP LOCKED; rank k of a tenant
--- scores (held + k) / weight and the lowest `limit` scores are leased.
+-- however long a tenant's backlog); `shares` keeps those with a claimable row (a probe each:
+-- claimable rows come first in a tenant's part of that index). Each tenant's first `room`
+-- claimable rows are locked there with SKIP LOCKED, room being its turn (`FairShare.rooms`:
+-- ceil(S * weight) - held, S = (limit + the slots they hold) / (their weights); so a claim
+-- reads about `limit` rows however long the backlogs), within the limit and its cap.
+-- Rank k of a tenant scores (held + k) / weight; the lowest `limit` scores are leased.
 WITH RECURSIVE tenants AS (
     (SELECT tenant FROM executions WHERE ready ORDER BY tenant LIMIT 1)
     UNION ALL
@@ -173,12 +176,24 @@ WITH RECURSIVE tenants AS (
     LEFT JOIN unnest(%(tenants)b::text[], %(held)b::integer[], %(weights)b::float8[])
         AS s(tenant, held, weight) USING (tenant)
     WHERE t.tenant IS NOT NULL
+      AND EXISTS (
+          SELECT FROM executions e
+          WHERE e.ready
+            AND e.tenant = t.tenant
+            AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
+            AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[])))
+), turns AS (
+    SELECT s.*,
+           GREATEST(0, LEAST(%(limit)s, COALESCE(%(cap)s::integer - s.held, %(limit)s),
+               ceil((%(limit)s + sum(s.held) OVER ()) / sum(s.weight) OVER () * s.weight)::integer
+               - s.held)) AS room
+    FROM shares s
 ), candidates AS (
     SELECT c.tenant, c.id, c.lease_until,
            (s.held + row_number() OVER (PARTITION BY c.tenant
                                         ORDER BY c.lease_until NULLS FIRST, c.id)) / s.weight
                AS score
-    FROM shares s
+    FROM turns s
     CROSS JOIN LATERAL (
         SELECT e.tenant, e.id, e.lease_until
         FROM executions e
@@ -187,7 +202,7 @@ WITH RECURSIVE tenants AS (
           AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
           AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
         ORDER BY e.lease_until NULLS FIRST
-        LIMIT GREATEST(0, LEAST(%(limit)s, COALESCE(%(cap)s::integer - s.held, %(limit)s)))
+        LIMIT s.room
         FOR UPDATE SKIP LOCKED) c
 )
 UPDATE executions AS x

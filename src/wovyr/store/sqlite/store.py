@@ -70,22 +70,34 @@ WITH RECURSIVE tenants(tenant) AS (
     SELECT t.tenant, coalesce(json_extract(s.value, '$[0]'), 0),
            coalesce(json_extract(s.value, '$[1]'), 1.0)
     FROM tenants t LEFT JOIN json_each(:shares) s ON s.key = t.tenant
-    WHERE t.tenant IS NOT NULL
+    WHERE t.tenant IS NOT NULL AND EXISTS (
+        SELECT 1 FROM executions e
+        WHERE e.ready = 1 AND e.tenant = t.tenant
+          AND (e.lease_until IS NULL OR e.lease_until < :now)/*shards*/)
+), levels AS (
+    SELECT tenant, held, weight,
+           (:limit + sum(held) OVER ()) * 1.0 / sum(weight) OVER () * weight AS upto
+    FROM shares
+), turns AS (
+    SELECT tenant, held, weight,
+           max(0, min(:limit, coalesce(:cap - held, :limit),
+               CAST(upto AS INTEGER) + (upto > CAST(upto AS INTEGER)) - held)) AS room
+    FROM levels
 ), candidates AS (
-    SELECT x.rowid AS rid, x.tenant, x.lease_until, s.held, s.weight,
-           s.held + row_number() OVER (PARTITION BY x.tenant ORDER BY x.lease_until, x.rowid)
-               AS slots
-    FROM shares s JOIN executions x ON x.rowid IN (
+    SELECT x.rowid AS rid, x.tenant, x.lease_until, s.weight, s.room,
+           row_number() OVER (PARTITION BY x.tenant ORDER BY x.lease_until, x.rowid) AS k,
+           s.held
+    FROM turns s JOIN executions x ON x.rowid IN (
         SELECT e.rowid FROM executions e
         WHERE e.ready = 1 AND e.tenant = s.tenant
           AND (e.lease_until IS NULL OR e.lease_until < :now)/*shards*/
         ORDER BY e.lease_until
-        LIMIT :limit)
+        LIMIT (SELECT max(room) FROM turns))
 )
 UPDATE executions SET lease_owner = :owner, lease_until = :until, fence = fence + 1
 WHERE rowid IN (
-    SELECT rid FROM candidates WHERE :cap IS NULL OR slots <= :cap
-    ORDER BY slots * 1.0 / weight, lease_until, tenant, rid LIMIT :limit)
+    SELECT rid FROM candidates WHERE k <= room
+    ORDER BY (held + k) * 1.0 / weight, lease_until, tenant, rid LIMIT :limit)
 RETURNING id, fence, seq, checkpoint, definition_hash, tenant
 """
 
@@ -478,9 +490,10 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
     ) -> list[Claim]:
         """The fair claim (see `FairShare`), one statement: `tenants` skips through
         executions_ready_by_tenant (one probe per tenant with ready work, however long its
-        backlog), each tenant's first `room` claimable rows are read from the same index,
-        rank k of a tenant scores (held + k) / weight (kept if held + k is within the cap),
-        and the lowest `limit` are leased."""
+        backlog), `shares` keeps those with a claimable row (a probe each), `turns` gives
+        each its room (`FairShare.rooms`, ceil(S * weight) - held, written without ceil(),
+        which not every SQLite has), each tenant's first claimable rows are read from the
+        same index, rank k scores (held + k) / weight, and the lowest `limit` are leased."""
         named = {*fair.held, *fair.weights}
         shares = {t: [fair.held.get(t, 0), fair.weights.get(t, 1.0)] for t in named}
         shard_sql = ""

@@ -1,0 +1,183 @@
+"""Claim throughput with fair share on, as a ratio to the plain claim (target >= 0.9).
+
+A store holds N ready executions; a claimer takes them `limit` (64) at a time until none is
+left, once with the plain claim and once with the fair claim (`FairShare`, told the tenants
+of its previous batch as the slots it holds, as a worker does), alternating, `rounds` times;
+leases are cleared between runs (not timed). Figures: executions claimed per second, and
+fair/plain per round and overall (medians). Mixes:
+
+  one     one tenant holds every execution (the fair claim's overhead alone)
+  skewed  one tenant holds 90%, nine tenants share the rest (a backlog and its neighbours)
+  many    100 tenants, equal shares
+
+On SQLite (a file under a temporary folder) and PostgreSQL (a fresh schema, dropped).
+Usage: python bench/bench_fair_claim.py [--count 20000] [--rounds 5] [--limit 64]
+       [--url postgresql://postgres@127.0.0.1:5432/test] [--only sqlite,postgres] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from wovyr.store.base import FairShare, Store
+from wovyr.store.postgres import PostgresStore
+from wovyr.store.shards import stable_shard
+from wovyr.store.sqlite import SQLiteStore
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+MIXES = ("one", "skewed", "many")
+
+
+def tenant_of(mix: str, i: int, count: int) -> str:
+    if mix == "one":
+        return "t0"
+    if mix == "skewed":
+        return "t0" if i < count * 9 // 10 else f"t{1 + i % 9}"
+    return f"t{i % 100}"
+
+
+def rows(mix: str, count: int) -> Iterator[tuple[str, str, int]]:
+    for i in range(count):
+        execution_id = f"e{i:07}"
+        yield tenant_of(mix, i, count), execution_id, stable_shard(execution_id)
+
+
+def drain(store: Store, limit: int, fair: bool) -> tuple[int, float]:
+    """Claim everything, `limit` at a time: (executions claimed, seconds)."""
+    held: Counter[str] = Counter()
+    claimed = 0
+    began = time.perf_counter()
+    while True:
+        share = FairShare(held=held) if fair else None
+        got = store.claim("bench", NOW, 3600, limit, fair=share)
+        if not got:
+            return claimed, time.perf_counter() - began
+        claimed += len(got)
+        held = Counter(c.tenant for c in got)
+
+
+def compare(
+    store: Store, reset: Callable[[], None], count: int, limit: int, rounds: int
+) -> dict[str, Any]:
+    plain: list[float] = []
+    fair: list[float] = []
+    for n in range(rounds):
+        # Alternate which goes first, so a warming cache or a checkpoint favours neither.
+        order = (False, True) if n % 2 == 0 else (True, False)
+        for is_fair in order:
+            reset()
+            claimed, seconds = drain(store, limit, is_fair)
+            assert claimed == count, (claimed, count)
+            (fair if is_fair else plain).append(claimed / seconds)
+    ratios = [f / p for f, p in zip(fair, plain, strict=True)]
+    return {
+        "plain_per_s": round(statistics.median(plain)),
+        "fair_per_s": round(statistics.median(fair)),
+        "ratio": round(statistics.median(ratios), 3),
+        "ratios": [round(r, 3) for r in ratios],
+    }
+
+
+SQLITE_INSERT = (
+    "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
+    " created_at, updated_at, seq, ready, checkpoint, shard)"
+    " VALUES (?, ?, 'wf', '1', 'h', 'running', 0, 0, 1, 1, '{}', ?)"
+)
+
+
+def bench_sqlite(mix: str, count: int, limit: int, rounds: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        store = SQLiteStore(Path(folder) / "bench.db")
+        try:
+            with store._write() as conn:
+                conn.executemany(SQLITE_INSERT, rows(mix, count))
+
+            def reset() -> None:
+                with store._write() as conn:
+                    conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
+
+            return compare(store, reset, count, limit, rounds)
+        finally:
+            store.close()
+
+
+@contextmanager
+def fresh_schema(url: str) -> Iterator[str]:
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+PG_INSERT = (
+    "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
+    " created_at, updated_at, seq, ready, checkpoint, shard)"
+    " VALUES (%s, %s, 'wf', '1', 'h', 'running', now(), now(), 1, true, '{}', %s)"
+)
+
+
+def bench_postgres(url: str, mix: str, count: int, limit: int, rounds: int) -> dict[str, Any]:
+    with fresh_schema(url) as schema_url:
+        store = PostgresStore(schema_url, max_size=2)
+        try:
+            with psycopg.connect(schema_url, autocommit=True) as conn:
+                with conn.cursor() as cur:
+                    cur.executemany(PG_INSERT, list(rows(mix, count)))
+                conn.execute("VACUUM ANALYZE executions")
+
+                def reset() -> None:
+                    conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
+                    conn.execute("VACUUM executions")
+
+                return compare(store, reset, count, limit, rounds)
+        finally:
+            store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--count", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--limit", type=int, default=64)
+    parser.add_argument("--only", default="sqlite,postgres")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results: dict[str, Any] = {"count": args.count, "limit": args.limit, "rounds": args.rounds}
+    for backend in args.only.split(","):
+        for mix in MIXES:
+            if backend == "sqlite":
+                found = bench_sqlite(mix, args.count, args.limit, args.rounds)
+            else:
+                found = bench_postgres(args.url, mix, args.count, args.limit, args.rounds)
+            results[f"{backend}_{mix}"] = found
+    if args.json:
+        print(json.dumps(results))
+        return
+    print(f"claim throughput, {args.count} ready executions, {args.limit} per claim")
+    print(f"{'store / mix':<18}{'plain/s':>10}{'fair/s':>10}{'fair/plain':>12}  (target >= 0.9)")
+    for key, found in results.items():
+        if isinstance(found, dict):
+            plain, fair, ratio = found["plain_per_s"], found["fair_per_s"], found["ratio"]
+            print(f"{key:<18}{plain:>10}{fair:>10}{ratio:>12.3f}  rounds {found['ratios']}")
+
+
+if __name__ == "__main__":
+    main()
