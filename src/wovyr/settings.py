@@ -30,6 +30,8 @@ class Settings:
     default_timeout: float = 300.0  # seconds an attempt may take when its definition says not
     tenant: str = "default"  # the tenant CLI engine commands act for (--tenant, WOVYR_TENANT)
     max_payload_bytes: int = 2_097_152  # largest stored input, signal payload, output (JSON)
+    min_schedule_interval: float = 1.0  # the fewest seconds between two fires of a schedule
+    max_per_tenant: int | None = None  # slots of one worker one tenant may hold (fair share)
     # The server drives executions in a child process, away from its HTTP event loop
     # (`wovyr serve` turns it on for SQLite and PostgreSQL; see wovyr.server.background).
     worker_process: bool = False
@@ -63,8 +65,8 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     """Settings from the environment (`WOVYR_HOME`, `WOVYR_DATABASE_URL`, `WOVYR_ACTIVITIES`,
     `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`,
     `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`,
-    `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`), overridden by flags that are not
-    None."""
+    `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
+    `WOVYR_MAX_PER_TENANT`), overridden by flags that are not None."""
     env = os.environ if env is None else env
     settings = Settings(
         home=Path(env.get("WOVYR_HOME") or "~/.wovyr").expanduser(),
@@ -78,6 +80,8 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         shutdown_grace=_float(env, "WOVYR_SHUTDOWN_GRACE_SECS", 10.0),
         default_timeout=_float(env, "WOVYR_DEFAULT_TIMEOUT_SECS", 300.0),
         max_payload_bytes=_int(env, "WOVYR_MAX_PAYLOAD_BYTES", 2_097_152),
+        min_schedule_interval=_float(env, "WOVYR_MIN_SCHEDULE_INTERVAL_SECS", 1.0),
+        max_per_tenant=_int(env, "WOVYR_MAX_PER_TENANT", 0) or None,
     )
     given = {k: v for k, v in flags.items() if v is not None and v != ()}
     if "activities" in given:

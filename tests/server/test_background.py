@@ -127,3 +127,15 @@ async def test_readyz_reports_a_stopped_background(engine: Engine, settings: Set
 
 async def _value(result: Any) -> Any:
     return result
+
+
+async def test_the_server_worker_caps_slots_per_tenant_as_set(
+    engine: Engine, settings: Settings
+) -> None:
+    async with serve(engine, replace(settings, max_per_tenant=2), background=True) as api:
+        background = api.app.state.wovyr.background
+        await eventually(lambda: _value(background.worker is not None))
+        worker = background.worker
+        assert worker is not None and worker.fair_share and worker.max_per_tenant == 2
+        config = background._config()  # what a worker process would be given
+        assert config.max_per_tenant == 2

@@ -103,3 +103,12 @@ def test_store_urls(tmp_path: Path) -> None:
     sqlite = open_store(f"sqlite:///{tmp_path / 'x' / 'w.db'}")
     assert (tmp_path / "x" / "w.db").exists()
     sqlite.close()
+
+
+def test_schedule_floor_and_tenant_cap_come_from_the_environment() -> None:
+    default = load_settings({})
+    assert (default.min_schedule_interval, default.max_per_tenant) == (1.0, None)
+    tuned = load_settings({"WOVYR_MIN_SCHEDULE_INTERVAL_SECS": "0.25", "WOVYR_MAX_PER_TENANT": "3"})
+    assert (tuned.min_schedule_interval, tuned.max_per_tenant) == (0.25, 3)
+    with pytest.raises(ConfigError, match="must be positive"):
+        load_settings({"WOVYR_MAX_PER_TENANT": "0"})

@@ -183,6 +183,14 @@ def _server_class(base: Any) -> Any:
     help="Serve Prometheus metrics on http://HOST:PORT/metrics, e.g. 127.0.0.1:9464 "
     "(default: off). No authentication: every tenant's series; bind it privately.",
 )
+@click.option(
+    "--max-per-tenant",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    help="Slots of this worker one tenant may hold (fair share between tenants is always "
+    "on; this keeps slots for other tenants when one tenant's executions are slow). "
+    "Env: WOVYR_MAX_PER_TENANT.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Log JSON lines on stderr.")
 @engine_options
 def worker_command(
@@ -195,6 +203,7 @@ def worker_command(
     membership: bool,
     db_clock: bool,
     metrics_addr: str | None,
+    max_per_tenant: int | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
@@ -220,6 +229,7 @@ def worker_command(
         open_store(settings.store_url, db_clock=db_clock),
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
+        min_schedule_interval=settings.min_schedule_interval,
     ) as engine:
         worker = Worker(
             engine,
@@ -229,6 +239,7 @@ def worker_command(
             partitions=partitions,
             of=partition_count,
             membership=membership,
+            max_per_tenant=max_per_tenant or settings.max_per_tenant,
         )
         endpoint = _export_metrics(metrics_addr, worker) if metrics_addr else None
 

@@ -131,6 +131,7 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
         settings.store_url,
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
+        min_schedule_interval=settings.min_schedule_interval,
     )
     try:
         yield engine.for_tenant(settings.tenant)

@@ -190,6 +190,7 @@ class Engine(Definitions):
         activities: ActivityRegistry | None = None,
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        min_schedule_interval: float = 1.0,
     ) -> Engine:
         from wovyr.store import default_url
 
@@ -199,6 +200,7 @@ class Engine(Definitions):
             activities=activities,
             default_timeout=default_timeout,
             max_payload_bytes=max_payload_bytes,
+            min_schedule_interval=min_schedule_interval,
         )
 
     def close(self) -> None:

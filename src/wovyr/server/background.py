@@ -96,6 +96,7 @@ class Background:
                 concurrency=self.settings.concurrency,
                 lease_seconds=self.settings.lease_seconds,
                 poll_interval=self.settings.dispatch_interval,
+                max_per_tenant=self.settings.max_per_tenant,
             )
             self.worker = worker
             try:
@@ -118,6 +119,7 @@ class Background:
             shutdown_grace=s.shutdown_grace,
             default_timeout=s.default_timeout,
             max_payload_bytes=s.max_payload_bytes,
+            max_per_tenant=s.max_per_tenant,
         )
 
     async def _supervise_process(self) -> None:

@@ -58,6 +58,7 @@ class WorkerConfig:
     shutdown_grace: float
     default_timeout: float
     max_payload_bytes: int
+    max_per_tenant: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -112,6 +113,7 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
         concurrency=config.concurrency,
         lease_seconds=config.lease_seconds,
         poll_interval=config.poll_interval,
+        max_per_tenant=config.max_per_tenant,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
