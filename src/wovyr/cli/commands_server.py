@@ -325,7 +325,7 @@ def _worker_partitions(spec: str | None, count: int | None, membership: bool) ->
 
 @cli.group("admin")
 def admin() -> None:
-    """Administration on the server host: API keys."""
+    """Administration on the server host: API keys, tenants' policies and quotas."""
 
 
 @admin.group("keys")

@@ -8,6 +8,7 @@ Wovyr are printed without a traceback; several problems are listed one per line.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -23,24 +24,85 @@ EXIT_WAITING = 3
 EXIT_NOT_FOUND = 4
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# Where each top-level command lives, and its one-line help: its module (and any that
+# extend it) is imported only when that command runs, so `wovyr --version`, `wovyr --help`
+# or `wovyr workflows show` never import the server, the scheduler or the workers they do
+# not use. (tests/unit/cli/test_cli_startup.py checks these lines against the commands.)
+_COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "admin": (
+        ("commands_server", "commands_admin"),
+        "Administration on the server host: API keys, tenants' policies and quotas.",
+    ),
+    "db": (("commands_db",), "The store's schema: apply migrations, show the version."),
+    "definitions": (
+        ("commands_registry",),
+        "Register workflow definitions by name and version.",
+    ),
+    "run": (
+        ("commands_run",),
+        "Run the workflow in FILE (or --workflow NAME) here, with its child workflows, map "
+        "items, retries and short timers, until it completes or fails, or waits for a signal, "
+        "an approval or a timer later than --wait-up-to.",
+    ),
+    "schedules": (("commands_schedules",), "Run workflows on a cron or interval schedule."),
+    "schema": (
+        ("commands_definition",),
+        "Print the JSON Schema (draft-07) of workflow documents, for editors (it is JSON "
+        "already: --json changes only the report of --output).",
+    ),
+    "serve": (
+        ("commands_server",),
+        "Run the API, the web UI, the worker and the timer and schedule dispatchers.",
+    ),
+    "validate": (
+        ("commands_definition",),
+        "Check workflow files; print every problem as FILE:LINE:COL: message.",
+    ),
+    "worker": (
+        ("commands_server",),
+        "Run a worker (and the timer dispatcher) until SIGINT or SIGTERM.",
+    ),
+    "workflows": (("commands_workflows",), "Inspect and steer executions."),
+}
+
+
+class _LazyGroup(click.Group):
+    """The top-level group: commands are known by name and loaded on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(_COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        for module in _COMMANDS.get(cmd_name, ((), ""))[0]:
+            importlib.import_module(f"wovyr.cli.{module}")  # it adds itself to `cli`
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from `_COMMANDS`: `--help` loads no command module."""
+        limit = formatter.width - 6 - max(len(name) for name in _COMMANDS)
+        rows = []
+        for name in self.list_commands(ctx):
+            known = _COMMANDS.get(name)
+            stand_in = click.Command(name, help=known[1]) if known else self.commands[name]
+            rows.append((name, stand_in.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="wovyr")
 def cli() -> None:
     """Wovyr: durable execution for declarative workflows."""
 
 
 def _register() -> None:
-    # Each command group lives in its own module and adds itself to `cli`.
-    from wovyr.cli import (  # noqa: F401
-        commands_admin,
-        commands_db,
-        commands_definition,
-        commands_registry,
-        commands_run,
-        commands_schedules,
-        commands_server,
-        commands_workflows,
-    )
+    """Load every command (for callers that walk the whole tree; `main` loads lazily)."""
+    for modules, _ in _COMMANDS.values():
+        for module in modules:
+            importlib.import_module(f"wovyr.cli.{module}")
 
 
 def error_text(err: WovyrError) -> str:
@@ -59,7 +121,6 @@ def _input_problem(problem: Problem) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _register()
     try:
         # Without standalone mode, click catches `Exit` (ctx.exit) itself and *returns* the code.
         code = cli.main(args=argv, prog_name="wovyr", standalone_mode=False)

@@ -1,0 +1,74 @@
+"""CLI start-up imports only what a command needs: `wovyr --version` and `--help` load no
+engine, no pydantic, no expression runtime; a command that reads (`workflows show`) loads
+the engine but never the server, the scheduler, the workers, an HTTP client or a database
+driver it does not use. Checked in a fresh interpreter (this one has imported everything)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+HEAVY_FOR_VERSION = (
+    "pydantic", "cel_expr_python", "ruamel", "rich", "wovyr.engine", "wovyr.store",
+    "wovyr.definition", "wovyr.activities", "fastapi", "httpx", "psycopg", "cronsim",
+)  # fmt: skip
+NOT_FOR_READING = (
+    "fastapi", "starlette", "uvicorn", "jinja2", "httpx", "psycopg", "cronsim",
+    "wovyr.server", "wovyr.scheduling", "wovyr.worker",
+)  # fmt: skip
+
+
+def loaded_after(argv: list[str], home: Path) -> dict[str, bool]:
+    code = (
+        "import json, sys\n"
+        "from wovyr.cli.main import main\n"
+        f"code = main({argv!r})\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+    )
+    env = {**os.environ, "WOVYR_HOME": str(home)}
+    env.pop("WOVYR_DATABASE_URL", None)
+    argv_ = [sys.executable, "-c", code]
+    done = subprocess.run(argv_, env=env, capture_output=True, text=True, check=False)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    modules = set(report["modules"])
+    return {"ok": report["code"] in (0, 4), **{m: m in modules for m in modules}}
+
+
+def test_version_and_help_import_no_engine(tmp_path: Path) -> None:
+    for argv in (["--version"], ["--help"]):
+        loaded = loaded_after(argv, tmp_path)
+        assert loaded["ok"], argv
+        assert [m for m in HEAVY_FOR_VERSION if loaded.get(m)] == [], argv
+
+
+def test_reading_an_execution_imports_no_server_scheduler_or_worker(tmp_path: Path) -> None:
+    loaded = loaded_after(["workflows", "show", "no-such-id"], tmp_path)
+    assert loaded["ok"] and loaded.get("wovyr.engine.engine")  # it did open the engine
+    assert [m for m in NOT_FOR_READING if loaded.get(m)] == []
+
+
+def test_the_public_api_still_loads_on_use() -> None:
+    import wovyr
+
+    assert wovyr.Engine.__name__ == "Engine" and callable(wovyr.activity)
+    assert "Engine" in dir(wovyr)
+    with pytest.raises(AttributeError, match="NoSuchThing"):
+        wovyr.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_help_lines_are_the_commands_own() -> None:
+    """`--help` lists commands without loading them: its lines must say what each says."""
+    from wovyr.cli.main import _COMMANDS, _register, cli
+
+    _register()
+    ctx = click.Context(cli)
+    for name, (_, line) in _COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
+        assert command.get_short_help_str(limit=1000) == line, name
