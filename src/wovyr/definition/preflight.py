@@ -11,6 +11,7 @@ reports it with the document's own problems.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from wovyr.activities.base import ActivityRegistry
@@ -20,7 +21,7 @@ from wovyr.definition.parse import parse_document, read_source
 from wovyr.definition.source import DataPath, SourceMap, format_path
 from wovyr.errors import DefinitionError, Problem
 
-__all__ = ["handler_problems", "policy_problems"]
+__all__ = ["handler_problems", "policy_problems", "workflow_steps"]
 
 
 def handler_problems(
@@ -30,14 +31,10 @@ def handler_problems(
     document order; located at the key in the file at `path` (the workflow's source) when
     given, else by data path only (a stored definition has no lines)."""
     found: list[tuple[DataPath, str, str | None]] = []
-    for index, act in enumerate(workflow.activities):
-        steps: list[tuple[DataPath, Activity | CompensateSpec]] = [(("activities", index), act)]
-        if act.compensate is not None:
-            steps.append((("activities", index, "compensate"), act.compensate))
-        for where, spec in steps:
-            check = spec.kind_entry.preflight
-            if check is not None:
-                found += [((*where, *p.path), p.message, p.hint) for p in check(spec.step, tools)]
+    for where, _, spec in workflow_steps(workflow):
+        check = spec.kind_entry.preflight
+        if check is not None:
+            found += [((*where, *p.path), p.message, p.hint) for p in check(spec.step, tools)]
     if not found:
         return []
     smap = _source_map(path) if path is not None else None
@@ -54,16 +51,23 @@ def policy_problems(
     """What `policy` refuses of the steps of `workflow` before anything runs (each kind's
     `admits`), as (activity id, kind, data path, message) in document order."""
     found: list[tuple[str, str, str, str]] = []
-    for index, act in enumerate(workflow.activities):
-        steps: list[tuple[DataPath, Activity | CompensateSpec]] = [(("activities", index), act)]
-        if act.compensate is not None:
-            steps.append((("activities", index, "compensate"), act.compensate))
-        for where, spec in steps:
-            check = spec.kind_entry.admits
-            if check is not None:
-                for p in check(spec.step, policy):
-                    found.append((act.id, spec.kind, format_path((*where, *p.path)), p.message))
+    for where, act, spec in workflow_steps(workflow):
+        check = spec.kind_entry.admits
+        if check is not None:
+            for p in check(spec.step, policy):
+                found.append((act.id, spec.kind, format_path((*where, *p.path)), p.message))
     return found
+
+
+def workflow_steps(
+    workflow: Workflow,
+) -> Iterator[tuple[DataPath, Activity, Activity | CompensateSpec]]:
+    """Every step of `workflow` in document order: each activity, then its compensation,
+    with its data path and the activity it belongs to."""
+    for index, act in enumerate(workflow.activities):
+        yield ("activities", index), act, act
+        if act.compensate is not None:
+            yield ("activities", index, "compensate"), act, act.compensate
 
 
 def _source_map(path: str | Path) -> SourceMap | None:

@@ -317,15 +317,12 @@ class _Checker:
                 (*path, "max_iterations"),
                 hint="add `every` between iterations",
             )
-        until = repeat.get("until")
-        if isinstance(until, str):
-            whole = TEMPLATE_RE.fullmatch(until)
-            if whole is None or "${{" in whole.group(1):
-                self.add(
-                    "'until' must be a single '${{ ... }}' expression",
-                    (*path, "until"),
-                    hint="e.g. until: \"${{ output.state == 'done' }}\"",
-                )
+        self._one_expression(
+            repeat.get("until"),
+            (*path, "until"),
+            "'until' must be a single '${{ ... }}' expression",
+            "e.g. until: \"${{ output.state == 'done' }}\"",
+        )
 
     def _runnable(self, spec: dict[str, Any], base: DataPath) -> None:
         self._duration_positive(spec.get("timeout"), (*base, "timeout"))
@@ -388,15 +385,20 @@ class _Checker:
             )
 
     def _when(self, when: Any, path: DataPath) -> None:
-        if not isinstance(when, str):
+        self._one_expression(
+            when,
+            path,
+            "'when' must be true, false or a single '${{ ... }}' expression",
+            'e.g. when: "${{ inputs.amount > 1000 }}"',
+        )
+
+    def _one_expression(self, value: Any, path: DataPath, message: str, hint: str) -> None:
+        """A text that must be exactly one `${{ }}` (a condition): else `message`."""
+        if not isinstance(value, str):
             return
-        whole = TEMPLATE_RE.fullmatch(when)
+        whole = TEMPLATE_RE.fullmatch(value)
         if whole is None or "${{" in whole.group(1):
-            self.add(
-                "'when' must be true, false or a single '${{ ... }}' expression",
-                path,
-                hint='e.g. when: "${{ inputs.amount > 1000 }}"',
-            )
+            self.add(message, path, hint=hint)
 
     # -- expressions ---------------------------------------------------------------------
 

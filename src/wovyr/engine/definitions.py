@@ -4,17 +4,16 @@ against the tenant's side-effect policy when it is accepted (`check_side_effects
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from wovyr.activities.kinds import ActivityKind
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.clock import Clock
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file
 from wovyr.definition.pin import canonical_json, content_hash
+from wovyr.definition.preflight import workflow_steps
 from wovyr.engine.tenants import policy_of, refusals
 from wovyr.errors import DefinitionConflict, InputError, NotFound, Problem
 from wovyr.store.base import DefinitionRecord, Store
@@ -46,7 +45,7 @@ class Definitions:
         """`InputError` naming every step of `workflow` this tenant's policy refuses before
         it runs (shell where shell is off, ...); the policy is read only when a step has a
         kind with side effects."""
-        if not any(k.admits is not None for k in _kinds(workflow)):
+        if not any(spec.kind_entry.admits for _, _, spec in workflow_steps(workflow)):
             return
         error = refusals(workflow, self.side_effect_policy(), self.tenant)
         if error is not None:
@@ -179,10 +178,3 @@ def _stored_workflow(record: DefinitionRecord) -> Workflow:
         return Workflow.model_validate_json(record.source)
     except ValidationError:  # not canonical JSON: read it as the document it is
         return load_definition(record.source, filename=f"<definition {record.name}>")
-
-
-def _kinds(workflow: Workflow) -> Iterator[ActivityKind]:
-    for act in workflow.activities:
-        yield act.kind_entry
-        if act.compensate is not None:
-            yield act.compensate.kind_entry

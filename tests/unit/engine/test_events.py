@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import wovyr.events as events_module
+from wovyr.activities.base import ActivityRegistry
 from wovyr.definition import load_definition
 from wovyr.engine.core import saga
 from wovyr.engine.core.decide import start_events
@@ -215,7 +216,7 @@ def test_parse_refuses_data_that_does_not_fit_and_typed_refuses_unknown_types() 
 
 
 def _engine() -> Engine:
-    engine = memory_engine()
+    engine = memory_engine(ActivityRegistry())  # not the process's default registry
 
     @engine.activities.activity("flaky")
     def flaky(v: Any = None) -> Any:

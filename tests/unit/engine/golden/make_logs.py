@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from wovyr.activities.base import ActivityRegistry
 from wovyr.testing import drain, memory_engine
 
 OUT = Path(__file__).with_name("logs.json")
@@ -148,7 +149,7 @@ REPEAT = wf(
 
 
 def scenarios() -> dict[str, Any]:
-    engine = memory_engine()
+    engine = memory_engine(ActivityRegistry())  # not the process's default registry
     flaky_calls: list[int] = []
 
     @engine.activities.activity("ok")
