@@ -183,6 +183,10 @@ class AuditStore(Protocol):
         """Append `entry` on its own (for an action that changes nothing else in the store)."""
         ...
 
+    def audit_head(self) -> AuditRecord | None:
+        """The last record of the chain (None while it is empty)."""
+        ...
+
     def audit_records(
         self,
         *,

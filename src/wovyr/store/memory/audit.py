@@ -33,6 +33,10 @@ class MemoryAudit:
         assert record is not None
         return record
 
+    def audit_head(self) -> AuditRecord | None:
+        with self._lock:
+            return self._audit_log[-1] if self._audit_log else None
+
     def audit_records(
         self,
         *,

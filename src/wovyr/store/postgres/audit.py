@@ -56,6 +56,10 @@ def append_audit_row(conn: Connection, entry: AuditEntry | None) -> AuditRecord 
     return record
 
 
+def _record(r: Any) -> AuditRecord:
+    return AuditRecord(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+
+
 class PostgresAudit:
     """Needs `_write()` and `_run()` from PostgresStore."""
 
@@ -65,6 +69,11 @@ class PostgresAudit:
     def append_audit(self, entry: AuditEntry) -> AuditRecord:
         record: AuditRecord = self._write(lambda conn: append_audit_row(conn, entry))
         return record
+
+    def audit_head(self) -> AuditRecord | None:
+        sql = _queries()["audit_last"]
+        rows: list[Any] = self._run(lambda conn: conn.execute(sql).fetchall(), write=False)
+        return _record(rows[0]) if rows else None
 
     def audit_records(
         self,
@@ -77,9 +86,7 @@ class PostgresAudit:
         sql = _queries()["audit_list"]
         params = {"after_seq": after_seq, "limit": limit, "tenant": tenant, "since": since}
         rows: list[Any] = self._run(lambda conn: conn.execute(sql, params).fetchall(), write=False)
-        return [
-            AuditRecord(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]) for r in rows
-        ]
+        return [_record(r) for r in rows]
 
     def add_audit_anchor(self, anchor: AuditAnchor) -> None:
         sql = _queries()["audit_anchor_insert"]

@@ -12,6 +12,10 @@ VALUES (%(seq)s, %(at)s, %(tenant)s, %(actor)s, %(action)s, %(target)s, %(detail
 -- name: audit_head_move
 UPDATE audit_head SET seq = %(seq)s, hash = %(hash)s WHERE id = 1;
 
+-- name: audit_last
+SELECT seq, at, tenant, actor, action, target, details, prev_hash, hash FROM audit_log
+ORDER BY seq DESC LIMIT 1;
+
 -- name: audit_list
 SELECT seq, at, tenant, actor, action, target, details, prev_hash, hash FROM audit_log
 WHERE seq > %(after_seq)s

@@ -70,6 +70,10 @@ class SQLiteAudit:
         assert record is not None
         return record
 
+    def audit_head(self) -> AuditRecord | None:
+        rows = self._read(f"SELECT {_COLUMNS} FROM audit_log ORDER BY seq DESC LIMIT 1")
+        return _record(rows[0]) if rows else None
+
     def audit_records(
         self,
         *,
