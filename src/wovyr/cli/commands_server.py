@@ -325,7 +325,8 @@ def _worker_partitions(spec: str | None, count: int | None, membership: bool) ->
 
 @cli.group("admin")
 def admin() -> None:
-    """Administration on the server host: API keys, tenants' policies and quotas."""
+    """Administration on the server host: API keys, tenants' policies and quotas, the audit
+    chain."""
 
 
 @admin.group("keys")
