@@ -76,7 +76,9 @@ class Raw:
         sets = ", ".join(f"{c} = ?" for c in COLUMNS)
         if isinstance(self.store, PostgresStore):  # details is jsonb there
             sets = sets.replace("details = ?", "details = ?::jsonb")
-            values = tuple(json.dumps(v) if c == "details" else v for c, v in zip(COLUMNS, values))
+            values = tuple(
+                json.dumps(v) if c == "details" else v for c, v in zip(COLUMNS, values, strict=True)
+            )
         self.run(f"UPDATE audit_log SET {sets} WHERE seq = ?", *values, seq)
 
     def rewrite(self, records: list[AuditRecord]) -> None:
@@ -159,7 +161,9 @@ def test_an_untouched_chain_verifies(
     assert code == 0, out
     assert out["ok"] and out["records"] == 7 and out["anchors"] == 2 and out["anchors_verified"]
     assert main(["admin", "audit", "verify"]) == 0
-    assert "audit chain OK: 7 record(s), head seq 7, 2 anchor(s) verified" in capsys.readouterr().out
+    assert (
+        "audit chain OK: 7 record(s), head seq 7, 2 anchor(s) verified" in capsys.readouterr().out
+    )
 
 
 @pytest.mark.parametrize("name", list(TAMPERING))
