@@ -52,7 +52,6 @@ def append_audit_row(conn: Connection, entry: AuditEntry | None) -> AuditRecord 
             "hash": record.hash,
         },
     )
-    conn.execute(q["audit_head_move"], {"seq": record.seq, "hash": record.hash})
     return record
 
 

@@ -5,11 +5,12 @@
 SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE;
 
 -- name: audit_insert
-INSERT INTO audit_log (seq, at, tenant, actor, action, target, details, prev_hash, hash)
-VALUES (%(seq)s, %(at)s, %(tenant)s, %(actor)s, %(action)s, %(target)s, %(details)s::jsonb,
-        %(prev_hash)s, %(hash)s);
-
--- name: audit_head_move
+-- The record and the head that names it, in one statement (one round trip).
+WITH record AS (
+    INSERT INTO audit_log (seq, at, tenant, actor, action, target, details, prev_hash, hash)
+    VALUES (%(seq)s, %(at)s, %(tenant)s, %(actor)s, %(action)s, %(target)s,
+            %(details)s::jsonb, %(prev_hash)s, %(hash)s)
+)
 UPDATE audit_head SET seq = %(seq)s, hash = %(hash)s WHERE id = 1;
 
 -- name: audit_last
