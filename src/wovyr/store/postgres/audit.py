@@ -21,7 +21,7 @@ from wovyr.store.codec import dumps
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 
-__all__ = ["PostgresAudit", "append_audit_row"]
+__all__ = ["PostgresAudit", "append_audit_row", "audit_head_lock_sql"]
 
 
 @cache
@@ -30,14 +30,24 @@ def _queries() -> dict[str, str]:
     return parse_queries(text)
 
 
-def append_audit_row(conn: Connection, entry: AuditEntry | None) -> AuditRecord | None:
-    """Append `entry` (if any) in the transaction open on `conn`."""
+def audit_head_lock_sql() -> str:
+    """The statement that locks the chain's head and reads its (seq, hash)."""
+    return _queries()["audit_head_lock"]
+
+
+def append_audit_row(
+    conn: Connection, entry: AuditEntry | None, *, head: tuple[int, str] | None = None
+) -> AuditRecord | None:
+    """Append `entry` (if any) in the transaction open on `conn`; `head`: the (seq, hash)
+    the caller already read with `audit_head_lock_sql()` in this transaction."""
     if entry is None:
         return None
     q = _queries()
-    head = conn.execute(q["audit_head_lock"]).fetchone()
-    assert head is not None  # the migration inserts the one head row
-    record = next_record(entry, int(head[0]), head[1])
+    if head is None:
+        top = conn.execute(q["audit_head_lock"]).fetchone()
+        assert top is not None  # the migration inserts the one head row
+        head = (int(top[0]), top[1])
+    record = next_record(entry, *head)
     conn.execute(
         q["audit_insert"],
         {
