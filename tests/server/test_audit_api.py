@@ -159,3 +159,20 @@ async def test_an_admin_lists_its_own_tenant_only(api: Api) -> None:
     assert late["items"] == []
     bad = await api.call("GET", "/api/v1/audit?limit=0", ADMIN)
     assert bad.status_code == 422
+
+
+async def test_the_table_covers_every_mutating_route(api: Api) -> None:
+    """A new POST/PATCH/PUT/DELETE route must be added to ROUTES (and so be audited)."""
+    spec = (await api.client.get("/openapi.json")).json()
+    mutating = {
+        (method.upper(), path)
+        for path, items in spec["paths"].items()
+        for method in items
+        if method.upper() != "GET"
+    }
+    ids = {"e1": "{execution_id}", "e2": "{execution_id}", "s1": "{schedule_id}"}
+    covered = {("DELETE", "/api/v1/admin/keys/{key_id}")}  # revoked after the table
+    for route in ROUTES:
+        parts = [ids.get(part, part) for part in route.path.split("?")[0].split("/")]
+        covered.add((route.method, "/".join(parts)))
+    assert mutating == covered
