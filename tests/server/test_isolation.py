@@ -53,6 +53,7 @@ REQUIRED_ROLE = {
     ("PATCH", "/api/v1/admin/policy"): "admin",
     ("GET", "/api/v1/admin/quotas"): "admin",
     ("PATCH", "/api/v1/admin/quotas"): "admin",
+    ("GET", "/api/v1/audit"): "admin",
     ("GET", "/metrics"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",

@@ -153,6 +153,13 @@ def test_approve_with_a_comment_then_complete(
         "by": "a-op",
         "comment": "ok",
     }
+    # audited as the key the session signed in with, in the decision's transaction
+    principal = Authenticator(ui_engine.store).verify(keys.operator_a)
+    assert principal is not None
+    audited = ui_engine.store.audit_records(tenant="acme")
+    assert [(r.action, r.actor, r.target) for r in audited] == [
+        ("execution.approve", f"key:{principal.key_id}/operator", eid)
+    ]
 
 
 def test_reject_fails_the_execution(client: UiClient, keys: Keys, ui_engine: Engine) -> None:

@@ -213,14 +213,18 @@ def set_command(
     with open_engine(settings, load_activities=False) as engine:
         store = engine.store
         if preset == "default" and not fields:
-            found = set_policy(store, tenant, None, by="cli", at=engine.clock.now())
+            found = set_policy(
+                store, tenant, None, by="cli", at=engine.clock.now(), actor=engine.actor
+            )
         else:
             if preset is None:
                 base = policy_of(store, tenant).policy
             else:
                 base = _PRESETS.get(preset) or default_policy(tenant)
             policy = parse_policy(fields, base=base) if fields else replace(base)
-            found = set_policy(store, tenant, policy, by="cli", at=engine.clock.now())
+            found = set_policy(
+                store, tenant, policy, by="cli", at=engine.clock.now(), actor=engine.actor
+            )
     _print(found, as_json)
 
 

@@ -325,7 +325,8 @@ def _worker_partitions(spec: str | None, count: int | None, membership: bool) ->
 
 @cli.group("admin")
 def admin() -> None:
-    """Administration on the server host: API keys, tenants' policies and quotas."""
+    """Administration on the server host: API keys, tenants' policies and quotas, the audit
+    chain."""
 
 
 @admin.group("keys")
@@ -360,7 +361,9 @@ def _key_dict(k: ApiKeyRecord) -> dict[str, Any]:
 def create_command(tenant: str, role: str, name: str, as_json: bool, settings: Settings) -> None:
     """Create a key; its token is printed once and never stored."""
     with open_engine(settings, load_activities=False) as engine:
-        key_id, token = Authenticator(engine.store).create_key(tenant, role, name)
+        key_id, token = Authenticator(engine.store).create_key(
+            tenant, role, name, actor=engine.actor
+        )
     if as_json:
         echo_json({"id": key_id, "tenant": tenant, "role": role, "name": name, "token": token})
         return
@@ -403,7 +406,7 @@ def list_command(tenant: str | None, as_json: bool, settings: Settings) -> None:
 def revoke_command(key_id: str, as_json: bool, settings: Settings) -> None:
     """Revoke a key: requests with it are refused (401) from now on."""
     with open_engine(settings, load_activities=False) as engine:
-        Authenticator(engine.store).revoke(key_id)
+        Authenticator(engine.store).revoke(key_id, actor=engine.actor)
     if as_json:
         echo_json({"id": key_id, "revoked": True})
     else:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import getpass
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +29,7 @@ __all__ = [
     "cli_inputs",
     "echo_json",
     "engine_options",
+    "local_actor",
     "open_engine",
     "print_table",
     "status_style",
@@ -134,9 +137,19 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
         min_schedule_interval=settings.min_schedule_interval,
     )
     try:
-        yield engine.for_tenant(settings.tenant)
+        yield engine.for_tenant(settings.tenant).acting(local_actor())
     finally:
         engine.close()
+
+
+def local_actor() -> str:
+    """Who a CLI command's changes are audited as: `local:<the OS user>` (whoever runs the
+    CLI holds the store; the chain says which account did it, not that it was allowed)."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no name for this uid (a bare container)
+        user = f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+    return f"local:{user}"
 
 
 def echo_json(value: Any) -> None:

@@ -30,8 +30,9 @@ EXIT_NOT_FOUND = 4
 # not use. (tests/unit/cli/test_cli_startup.py checks these lines against the commands.)
 _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "admin": (
-        ("commands_server", "commands_admin"),
-        "Administration on the server host: API keys, tenants' policies and quotas.",
+        ("commands_server", "commands_admin", "commands_audit"),
+        "Administration on the server host: API keys, tenants' policies and quotas, the audit "
+        "chain.",
     ),
     "db": (("commands_db",), "The store's schema: apply migrations, show the version."),
     "definitions": (

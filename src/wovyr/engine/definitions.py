@@ -4,7 +4,9 @@ against the tenant's side-effect policy when it is accepted (`check_side_effects
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -16,6 +18,7 @@ from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.definition.preflight import workflow_steps
 from wovyr.engine.tenants import policy_of, refusals
 from wovyr.errors import DefinitionConflict, InputError, NotFound, Problem
+from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DefinitionRecord, Store
 
 __all__ = ["Definitions"]
@@ -33,6 +36,25 @@ class Definitions:
     _definitions: dict[str, Workflow]
     _stored: set[tuple[str, str]]
     _sources: dict[str, tuple[Workflow, str]]
+    actor: str | None = None  # who the changes made through this engine are audited as
+
+    def audit_entry(
+        self, action: str, target: str, details: Mapping[str, Any] | None = None
+    ) -> AuditEntry | None:
+        """The audit record of a change this engine's actor makes now (None without an
+        actor: a change the system makes itself, a worker's step, a schedule's fire, a
+        child's start, is in the execution's own log, not in the audit chain). The store
+        appends it in the transaction of the change (`wovyr.store.audit`)."""
+        if self.actor is None:
+            return None
+        return AuditEntry(
+            at=self.clock.now(),
+            tenant=self.tenant,
+            actor=self.actor,
+            action=action,
+            target=target,
+            details=dict(details or {}),
+        )
 
     def side_effect_policy(self) -> SideEffectPolicy:
         """The policy this tenant's side effects run under now: the engine's own when it
@@ -114,7 +136,12 @@ class Definitions:
             self.clock.now(),
             self.tenant,
         )
-        outcome = self.store.apply_definition(record)
+        audit = self.audit_entry(
+            "definition.apply",
+            f"{workflow.name}@{workflow.version}",
+            {"definition_hash": digest},
+        )
+        outcome = self.store.apply_definition(record, audit=audit)
         if outcome == "conflict":
             raise DefinitionConflict(
                 f"{workflow.name} version {workflow.version} is already applied with "

@@ -12,7 +12,7 @@ import builtins
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,6 +60,7 @@ from wovyr.events import (
 )
 from wovyr.ids import ID_RULE, child_id, derived_id, is_execution_id, new_id, validate_execution_id
 from wovyr.store import check_store, open_store
+from wovyr.store.audit import payload_digest
 from wovyr.store.base import (
     DEFAULT_TENANT,
     CommitOutcome,
@@ -161,6 +162,20 @@ class Engine(Definitions):
         """The same engine (store, clock, activities, listeners) acting for `tenant`."""
         if tenant == self.tenant:
             return self
+        return self._view_as(tenant, self.actor)
+
+    def acting(self, actor: str | None) -> Engine:
+        """The same engine whose changes are audited as made by `actor` (`key:<id>/<role>`
+        over the API, `local:<user>` on the host's CLI); None: not audited (the system's own
+        changes). The edges set it once per request or command: every start, signal,
+        approval, cancel, definition apply and quota change through the engine, and the
+        schedule changes through `Schedules(engine)`, then append one audit record in the
+        transaction of the change."""
+        if actor == self.actor:
+            return self
+        return self._view_as(self.tenant, actor)
+
+    def _view_as(self, tenant: str, actor: str | None) -> Engine:
         other = Engine(
             self.store,
             clock=self.clock,
@@ -174,6 +189,7 @@ class Engine(Definitions):
             max_payload_bytes=self.max_payload_bytes,
             min_schedule_interval=self.min_schedule_interval,
         )
+        other.actor = actor
         other._quota_cache = self._quota_cache
         other._definitions = self._definitions  # content-addressed: safe to share
         other._stored = self._stored
@@ -300,7 +316,17 @@ class Engine(Definitions):
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
         )
-        created, record = self.store.create_execution(new)
+        audit = self.audit_entry(
+            "execution.start",
+            new.id,
+            {
+                "workflow": new.workflow,
+                "version": new.version,
+                "definition_hash": digest,
+                "input": payload_digest(inputs),
+            },
+        )
+        created, record = self.store.create_execution(replace(new, audit=audit))
         if created and lease_owner is None:  # a leased start is driven by its owner already
             self.notify(new.id)
         return Started(record, created)
@@ -396,7 +422,12 @@ class Engine(Definitions):
     def set_quotas(self, quotas: Quotas, *, by: str) -> Quotas:
         """Store this tenant's quotas (the caller checked who may); return them."""
         try:
-            return set_quotas(self.store, self.tenant, quotas, by=by, at=self.clock.now())
+            audit = self.audit_entry(
+                "tenant.quotas", self.tenant, {"quotas": payload_digest(quotas.to_dict())}
+            )
+            return set_quotas(
+                self.store, self.tenant, quotas, by=by, at=self.clock.now(), audit=audit
+            )
         finally:
             self._quota_cache.forget(self.tenant)
 
@@ -434,7 +465,8 @@ class Engine(Definitions):
             self._require_running(state)
             return [SignalReceived(name=name, payload=payload).at(self.clock.now())]
 
-        return self._append(execution_id, events)
+        details = {"name": name, "payload": payload_digest(payload)}
+        return self._append(execution_id, events, ("execution.signal", details))
 
     def approve(
         self,
@@ -475,7 +507,14 @@ class Engine(Definitions):
             )
             return [decided.at(self.clock.now())]
 
-        return self._append(execution_id, events)
+        details = {
+            "activity": activity_id,
+            "approved": bool(approved),
+            "by": by,
+            "comment": None if comment is None else payload_digest(comment),
+        }
+        action = "execution.approve" if approved else "execution.deny"
+        return self._append(execution_id, events, (action, details))
 
     def cancel(
         self, execution_id: str, reason: str | None = None, *, by: str | None = None
@@ -486,8 +525,10 @@ class Engine(Definitions):
             self._require_running(state)
             return [ExecutionCancelled(reason=reason, by=by).at(self.clock.now())]
 
-        view = self._append(execution_id, events)
-        self._cancel_children(execution_id, by)
+        details = {"by": by, "reason": None if reason is None else payload_digest(reason)}
+        view = self._append(execution_id, events, ("execution.cancel", details))
+        # the cascade is part of this one audited cancel, not a change of its own
+        self.acting(None)._cancel_children(execution_id, by)
         return view
 
     def _cancel_children(self, execution_id: str, by: str | None) -> None:
@@ -508,7 +549,10 @@ class Engine(Definitions):
         self,
         execution_id: str,
         make_events: Callable[[ExecutionState, Workflow], list[Event]],
+        audit: tuple[str, dict[str, Any]] | None = None,
     ) -> ExecutionView:
+        """Append what `make_events` returns (recomputed when the log moved); `audit`, the
+        (action, details) of the change, rides on the step that applies."""
         for _ in range(_MAX_RETRIES):
             record = self._load(execution_id)
             state = state_from_json(record.checkpoint or {})
@@ -518,6 +562,8 @@ class Engine(Definitions):
             step = make_step(
                 execution_id, state, after, events, self.clock.now(), tenant=self.tenant, ready=True
             )
+            if audit is not None:
+                step = replace(step, audit=self.audit_entry(audit[0], execution_id, audit[1]))
             outcome = self.commit_step(step, after)
             if outcome is CommitOutcome.OK:
                 self.notify(execution_id)

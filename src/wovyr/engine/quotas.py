@@ -32,6 +32,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from wovyr.errors import InputError, Problem
+from wovyr.store.audit import AuditEntry
 from wovyr.store.platform import TenantRecord, TenantStore
 from wovyr.store.records import Debit
 
@@ -127,15 +128,24 @@ def quotas_of(store: TenantStore, tenant: str) -> Quotas:
         return Quotas(0, 0.0, 0, 0.0)
 
 
-def set_quotas(store: TenantStore, tenant: str, quotas: Quotas, *, by: str, at: datetime) -> Quotas:
-    """Store `quotas` for `tenant` (its policy kept); return them as stored."""
+def set_quotas(
+    store: TenantStore,
+    tenant: str,
+    quotas: Quotas,
+    *,
+    by: str,
+    at: datetime,
+    audit: AuditEntry | None = None,
+) -> Quotas:
+    """Store `quotas` for `tenant` (its policy kept; `audit` appended in the same
+    transaction); return them as stored."""
     current = store.get_tenant(tenant)
     stored = None if quotas.empty else quotas.to_dict()
     if current is None:
         record = TenantRecord(tenant, None, at, by, quotas=stored)
     else:
         record = replace(current, quotas=stored, updated_at=at, updated_by=by)
-    store.put_tenant(record)
+    store.put_tenant(record, audit=audit)
     return quotas_of(store, tenant)
 
 

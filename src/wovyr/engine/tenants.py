@@ -37,6 +37,7 @@ from wovyr.activities.policy import (
 from wovyr.definition.model import Workflow
 from wovyr.definition.preflight import policy_problems
 from wovyr.errors import InputError, Problem
+from wovyr.store.audit import AuditEntry, payload_digest
 from wovyr.store.base import DEFAULT_TENANT
 from wovyr.store.platform import TenantRecord, TenantStore
 
@@ -77,13 +78,24 @@ def policy_of(store: TenantStore, tenant: str) -> TenantPolicy:
 
 
 def set_policy(
-    store: TenantStore, tenant: str, policy: SideEffectPolicy | None, *, by: str, at: datetime
+    store: TenantStore,
+    tenant: str,
+    policy: SideEffectPolicy | None,
+    *,
+    by: str,
+    at: datetime,
+    actor: str | None = None,
 ) -> TenantPolicy:
-    """Store `policy` for `tenant` (None: back to the tenant's default); return it."""
+    """Store `policy` for `tenant` (None: back to the tenant's default); return it. With an
+    `actor`, the change is appended to the audit chain in the same transaction."""
     stored = None if policy is None else to_dict(policy)
     current = store.get_tenant(tenant)  # its quotas are kept
     record = TenantRecord(tenant, stored, at, by, quotas=current.quotas if current else None)
-    store.put_tenant(record)
+    audit = None
+    if actor is not None:
+        details = {"policy": None if stored is None else payload_digest(stored)}
+        audit = AuditEntry(at, tenant, actor, "tenant.policy", tenant, details)
+    store.put_tenant(record, audit=audit)
     return policy_of(store, tenant)
 
 

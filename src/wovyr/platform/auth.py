@@ -24,6 +24,7 @@ from typing import cast
 
 from wovyr.clock import Clock, SystemClock
 from wovyr.errors import InputError, NotFound, Problem, StoreError
+from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DEFAULT_TENANT
 from wovyr.store.platform import ApiKeyRecord, ApiKeyStore
 
@@ -81,6 +82,12 @@ class Principal:
         return role_at_least(self.role, needed)
 
     @property
+    def audit_actor(self) -> str:
+        """Who this caller is in the audit chain: the key's id and role (both fixed for the
+        key's life; its name is the owner's label and may repeat)."""
+        return f"key:{self.key_id}/{self.role}"
+
+    @property
     def actor(self) -> str:
         """How decisions by this caller are recorded (an approval's `by`)."""
         return self.name or self.key_id
@@ -121,10 +128,18 @@ class Authenticator:
                 log.warning("could not record the use of key %s: %s", record.id, exc)
         return Principal(record.tenant, record.role, record.id, record.name)
 
-    def create_key(self, tenant: str, role: str, name: str = "") -> tuple[str, str]:
-        """A new key: returns (key id, token). The token is shown once and never stored."""
+    def create_key(
+        self, tenant: str, role: str, name: str = "", *, actor: str | None = None
+    ) -> tuple[str, str]:
+        """A new key: returns (key id, token). The token is shown once and never stored.
+        With an `actor`, the creation is appended to the audit chain in its transaction."""
         record, token = self._new_record(tenant, role, name)
-        if not self.store.create_api_key(record):  # pragma: no cover - 128-bit id collision
+        audit = self._audit(
+            actor, tenant, "api_key.create", record.id, {"role": role, "name": name}
+        )
+        if not self.store.create_api_key(
+            record, audit=audit
+        ):  # pragma: no cover - 128-bit id collision
             raise InputError([Problem("could not create the key; try again")])
         return record.id, token
 
@@ -143,11 +158,22 @@ class Authenticator:
             raise NotFound(f"API key {key_id!r} not found")
         return record
 
-    def revoke(self, key_id: str, tenant: str | None = None) -> ApiKeyRecord:
-        """Revoke a key (of `tenant`, when given); revoking twice keeps the first time."""
-        self.get_key(key_id, tenant)
-        self.store.revoke_api_key(key_id, self.clock.now())
+    def revoke(
+        self, key_id: str, tenant: str | None = None, *, actor: str | None = None
+    ) -> ApiKeyRecord:
+        """Revoke a key (of `tenant`, when given); revoking twice keeps the first time. With
+        an `actor`, the revocation is appended to the audit chain in its transaction."""
+        found = self.get_key(key_id, tenant)
+        audit = self._audit(actor, found.tenant, "api_key.revoke", key_id, {"role": found.role})
+        self.store.revoke_api_key(key_id, self.clock.now(), audit=audit)
         return self.get_key(key_id, tenant)
+
+    def _audit(
+        self, actor: str | None, tenant: str, action: str, target: str, details: dict[str, str]
+    ) -> AuditEntry | None:
+        if actor is None:
+            return None
+        return AuditEntry(self.clock.now(), tenant, actor, action, target, details)
 
     def _new_record(self, tenant: str, role: str, name: str) -> tuple[ApiKeyRecord, str]:
         validate_tenant(tenant)

@@ -51,6 +51,7 @@ from wovyr.fields import parse_duration
 from wovyr.ids import validate_execution_id
 from wovyr.scheduling.overlap import OVERLAP_POLICIES, plan_overlap
 from wovyr.scheduling.spec import CronSpec, IntervalSpec, Spec, catch_up, parse_spec
+from wovyr.store.audit import AuditEntry, payload_digest
 from wovyr.store.base import NewExecution
 from wovyr.store.schedules import ScheduleRecord, ScheduleStore
 
@@ -140,7 +141,16 @@ class Schedules:
             remaining_actions=remaining_actions,
         )
         record = replace(record, next_fire_at=None if paused else self._first_tick(record, now))
-        if not self.store.create_schedule(record):
+        details = {
+            "workflow": name,
+            "definition_hash": record.definition_hash,
+            "spec": record.spec,
+            "overlap": overlap,
+            "paused": paused,
+            "input": payload_digest(inputs),
+        }
+        audit = self.engine.audit_entry("schedule.create", schedule_id, details)
+        if not self.store.create_schedule(record, audit=audit):
             raise Conflict(f"schedule {schedule_id!r} already exists")
         return record
 
@@ -165,12 +175,14 @@ class Schedules:
         return out[:count]
 
     def delete(self, schedule_id: str) -> None:
-        if not self.store.delete_schedule(schedule_id, self.engine.tenant):
+        audit = self.engine.audit_entry("schedule.delete", schedule_id)
+        if not self.store.delete_schedule(schedule_id, self.engine.tenant, audit=audit):
             raise NotFound(f"schedule {schedule_id!r} not found")
 
     def pause(self, schedule_id: str, note: str | None = None) -> ScheduleRecord:
         return self._change(
             schedule_id,
+            "schedule.pause",
             lambda r, now: replace(
                 r, paused=True, note=note if note is not None else r.note, next_fire_at=None
             ),
@@ -179,6 +191,7 @@ class Schedules:
     def resume(self, schedule_id: str, note: str | None = None) -> ScheduleRecord:
         return self._change(
             schedule_id,
+            "schedule.resume",
             lambda r, now: replace(
                 r,
                 paused=False,
@@ -238,7 +251,8 @@ class Schedules:
                 updated = replace(updated, next_fire_at=self._first_tick(updated, now))
             return updated
 
-        return self._change(schedule_id, apply)
+        changed = {k: payload_digest(v) if k == "input" else v for k, v in changes.items()}
+        return self._change(schedule_id, "schedule.update", apply, {"changes": changed})
 
     def trigger(self, schedule_id: str) -> str:
         """Start one execution now, whatever the spec and overlap policy say."""
@@ -255,6 +269,9 @@ class Schedules:
             missed=0,
             next_fire_at=record.next_fire_at,
             buffered=record.buffered,
+            audit=self.engine.audit_entry(
+                "schedule.trigger", schedule_id, {"execution_id": new.id}
+            ),
         )
         return new.id
 
@@ -269,6 +286,7 @@ class Schedules:
             raise _bad(f"a backfill starts at most {_MAX_BACKFILL} ticks; narrow the range", "end")
         now = self.engine.clock.now()
         starts = [self._prepare(record, now, tick_execution_id(schedule_id, t), t) for t in ticks]
+        details = {"start": start.isoformat(), "end": end.isoformat(), "ticks": len(starts)}
         self._commit_fire(
             record,
             now,
@@ -278,6 +296,7 @@ class Schedules:
             missed=0,
             next_fire_at=record.next_fire_at,
             buffered=record.buffered,
+            audit=self.engine.audit_entry("schedule.backfill", schedule_id, details),
         )
         return [s.id for s in starts]
 
@@ -384,6 +403,7 @@ class Schedules:
         next_fire_at: datetime | None,
         buffered: tuple[str, ...],
         refused: Sequence[tuple[NewExecution, str]] = (),
+        audit: AuditEntry | None = None,
     ) -> bool:
         fired: builtins.list[dict[str, Any]] = [
             {
@@ -414,7 +434,7 @@ class Schedules:
             updated_at=now,
             version=record.version + 1,
         )
-        if not self.store.update_schedule(updated, record.version, starts):
+        if not self.store.update_schedule(updated, record.version, starts, audit=audit):
             return False
         for new in starts:
             self.engine.notify(new.id, new.tenant)
@@ -500,13 +520,18 @@ class Schedules:
         return found is not None and found.status == "running"
 
     def _change(
-        self, schedule_id: str, fn: Callable[[ScheduleRecord, datetime], ScheduleRecord]
+        self,
+        schedule_id: str,
+        action: str,
+        fn: Callable[[ScheduleRecord, datetime], ScheduleRecord],
+        details: dict[str, Any] | None = None,
     ) -> ScheduleRecord:
         for _ in range(20):
             record = self.get(schedule_id)
             now = self.engine.clock.now()
             updated = replace(fn(record, now), updated_at=now, version=record.version + 1)
-            if self.store.update_schedule(updated, record.version):
+            audit = self.engine.audit_entry(action, schedule_id, details)
+            if self.store.update_schedule(updated, record.version, audit=audit):
                 return updated
         raise Conflict(f"schedule {schedule_id!r} kept changing; try again")
 

@@ -22,7 +22,16 @@ from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import served
 from wovyr.platform.auth import Authenticator
 from wovyr.platform.metrics import meter
-from wovyr.server.api import admin, definitions, health, policy, quotas, schedules, workflows
+from wovyr.server.api import (
+    admin,
+    audit,
+    definitions,
+    health,
+    policy,
+    quotas,
+    schedules,
+    workflows,
+)
 from wovyr.server.background import Background
 from wovyr.server.deps import ServerContext
 from wovyr.server.guard import RequestGuard
@@ -91,7 +100,7 @@ def create_app(
     app.state.settings = settings
     app.state.authenticator = authenticator
     install_problem_handlers(app)
-    for module in (workflows, definitions, schedules, admin, policy, quotas, health):
+    for module in (workflows, definitions, schedules, admin, policy, quotas, audit, health):
         app.include_router(module.router)
     mount_ui = _ui_mounter()
     if mount_ui is not None:

@@ -35,9 +35,10 @@ from datetime import timedelta
 from typing import Any
 
 from wovyr.engine.engine import Engine
+from wovyr.platform.audit import write_anchor
 from wovyr.platform.metrics import Metrics
 from wovyr.server.worker_process import CONFIG_ENV, WorkerConfig, replay
-from wovyr.settings import Settings
+from wovyr.settings import ROOT_KEY_ENV, Settings, audit_anchor_key
 from wovyr.worker import Worker
 
 __all__ = ["Background"]
@@ -61,6 +62,8 @@ class Background:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._anchor_key = audit_anchor_key(settings)  # a bad root key fails the start
+        self._anchored = 0  # the head seq this server signed last
 
     def start(self) -> None:
         supervise = self._supervise_process if self.settings.worker_process else self._supervise
@@ -68,6 +71,7 @@ class Background:
         self._tasks = [
             asyncio.create_task(supervise(), name="wovyr-worker"),
             asyncio.create_task(self._housekeeping(), name="wovyr-housekeeping"),
+            asyncio.create_task(self._anchoring(), name="wovyr-audit-anchors"),
         ]
 
     def alive(self) -> bool:
@@ -212,6 +216,39 @@ class Background:
             except Exception as exc:  # retried at the next round
                 log.warning("purging old idempotency keys or signed-out sessions: %s", exc)
             await self._pause(_HOUSEKEEPING_EVERY)
+
+    async def _anchoring(self) -> None:
+        """Sign the audit chain's head every `audit_anchor_interval` seconds when it moved,
+        and once more at shutdown (several servers may each sign: anchors only add proof)."""
+        if self._anchor_key is None:
+            log.warning(
+                "no root key (%s): audit anchors are not written, so `wovyr admin audit verify` "
+                "cannot detect a truncated or rewritten audit chain",
+                ROOT_KEY_ENV,
+            )
+            await self._stop.wait()  # a task that ended would read as a dead background
+            return
+        while True:
+            stopping = self._stop.is_set()
+            try:
+                await asyncio.to_thread(self.anchor_now)
+            except Exception as exc:  # retried at the next round
+                log.warning("signing the audit chain's head: %s", exc)
+            if stopping:
+                return
+            await self._pause(self.settings.audit_anchor_interval)
+
+    def anchor_now(self) -> bool:
+        """Sign the chain's head if it moved since this server signed last; True if signed."""
+        key = self._anchor_key
+        store = self.engine.store
+        head = store.audit_head()
+        if key is None or head is None or head.seq <= self._anchored:
+            return False
+        anchor = write_anchor(store, key, self.engine.clock.now())
+        if anchor is not None:
+            self._anchored = anchor.seq
+        return anchor is not None
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

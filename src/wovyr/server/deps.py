@@ -105,7 +105,9 @@ Admin = Annotated[Principal, require("admin")]
 
 
 def tenant_engine(ctx: ServerContext, principal: Principal) -> Engine:
-    return ctx.engine.for_tenant(principal.tenant)
+    """The engine of the caller's tenant, acting as the caller: every change a handler
+    makes through it is appended to the audit chain as made by the caller's key."""
+    return ctx.engine.for_tenant(principal.tenant).acting(principal.audit_actor)
 
 
 def schedules_for(ctx: ServerContext, principal: Principal) -> Schedules:

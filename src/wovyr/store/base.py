@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from wovyr.store.audit import AuditStore
 from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import ApiKeyStore, IdempotencyStore, SessionStore, TenantStore
 from wovyr.store.records import (
@@ -137,6 +138,7 @@ class Store(
     IdempotencyStore,
     SessionStore,
     TenantStore,
+    AuditStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

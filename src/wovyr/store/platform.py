@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Protocol
 
+from wovyr.store.audit import AuditEntry
+
 __all__ = [
     "ApiKeyRecord",
     "ApiKeyStore",
@@ -65,9 +67,13 @@ class TenantRecord:
 
 
 class ApiKeyStore(Protocol):
-    def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
+    def create_api_key(
+        self, record: ApiKeyRecord, *, only_if_none: bool = False, audit: AuditEntry | None = None
+    ) -> bool:
         """Insert; with `only_if_none`, only when the table holds no key at all (atomic, so
-        two servers starting at once bootstrap one key). False when nothing was inserted."""
+        two servers starting at once bootstrap one key). False when nothing was inserted.
+        `audit` (here and below) is appended to the audit chain in the same transaction,
+        when the write applies."""
         ...
 
     def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None: ...
@@ -78,7 +84,7 @@ class ApiKeyStore(Protocol):
         """Keys of `tenant` (every tenant's when None), oldest first."""
         ...
 
-    def revoke_api_key(self, key_id: str, at: datetime) -> bool:
+    def revoke_api_key(self, key_id: str, at: datetime, *, audit: AuditEntry | None = None) -> bool:
         """Mark revoked (once: a second revoke keeps the first time); False if unknown."""
         ...
 
@@ -118,7 +124,7 @@ class TenantStore(Protocol):
         """What is set for `tenant`; None when nothing is."""
         ...
 
-    def put_tenant(self, record: TenantRecord) -> None:
+    def put_tenant(self, record: TenantRecord, *, audit: AuditEntry | None = None) -> None:
         """Insert or replace the row of `record.tenant`."""
         ...
 

@@ -15,6 +15,7 @@ from datetime import date, datetime
 from typing import Any
 
 from wovyr.events import Event
+from wovyr.store.audit import AuditEntry
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -156,6 +157,7 @@ class StepWrite:
     timers_removed: Sequence[str] = ()
     tenant: str = DEFAULT_TENANT
     debits: Sequence[Debit] = ()  # the tenant's budgets this step used (always added)
+    audit: AuditEntry | None = None  # appended to the audit chain when (and only if) it applies
 
     @property
     def key(self) -> tuple[str, str]:
@@ -183,6 +185,7 @@ class NewExecution:
     # not counted yet); over either, the store raises `QuotaExceeded` and writes nothing.
     debits: Sequence[Debit] = ()
     max_running: int | None = None
+    audit: AuditEntry | None = None  # appended to the audit chain when (and only if) created
 
 
 class CommitOutcome(enum.Enum):

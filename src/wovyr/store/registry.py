@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.records import DEFAULT_TENANT, DefinitionRecord
 
 __all__ = ["ApplyOutcome", "DefinitionRegistry"]
@@ -17,9 +18,12 @@ ApplyOutcome = Literal["applied", "unchanged", "conflict"]
 
 
 class DefinitionRegistry(Protocol):
-    def apply_definition(self, record: DefinitionRecord) -> ApplyOutcome:
+    def apply_definition(
+        self, record: DefinitionRecord, *, audit: AuditEntry | None = None
+    ) -> ApplyOutcome:
         """Store the definition (by hash) and register it under its name and version, in one
-        transaction; `record.created_at` is the time applied."""
+        transaction; `record.created_at` is the time applied. `audit` is appended to the
+        audit chain in that transaction when it applies (not when unchanged or refused)."""
         ...
 
     def registered_definition(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.records import DEFAULT_TENANT, NewExecution
 
 __all__ = ["ScheduleRecord", "ScheduleStore"]
@@ -46,8 +47,9 @@ class ScheduleRecord:
 
 
 class ScheduleStore(Protocol):
-    def create_schedule(self, record: ScheduleRecord) -> bool:
-        """Insert; False when the id exists for that tenant."""
+    def create_schedule(self, record: ScheduleRecord, *, audit: AuditEntry | None = None) -> bool:
+        """Insert; False when the id exists for that tenant. `audit` (here and below) is
+        appended to the audit chain in the same transaction, when the write applies."""
         ...
 
     def get_schedule(
@@ -56,12 +58,19 @@ class ScheduleStore(Protocol):
 
     def list_schedules(self, tenant: str = DEFAULT_TENANT) -> list[ScheduleRecord]: ...
 
-    def delete_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> bool: ...
+    def delete_schedule(
+        self, schedule_id: str, tenant: str = DEFAULT_TENANT, *, audit: AuditEntry | None = None
+    ) -> bool: ...
 
     def due_schedules(self, now: datetime, limit: int) -> list[ScheduleRecord]: ...
 
     def update_schedule(
-        self, record: ScheduleRecord, expected_version: int, starts: Sequence[NewExecution] = ()
+        self,
+        record: ScheduleRecord,
+        expected_version: int,
+        starts: Sequence[NewExecution] = (),
+        *,
+        audit: AuditEntry | None = None,
     ) -> bool:
         """Write `record` (its version must be expected_version + 1) and create `starts`
         (ignoring ids that exist) in one transaction; False if the version moved."""

@@ -44,11 +44,13 @@ def list_keys(ctx: Ctx, principal: Admin) -> list[KeyOut]:
 
 @router.post("", status_code=201, response_model=KeyCreated, summary="Create an API key")
 def create_key(body: KeyCreate, ctx: Ctx, principal: Admin) -> KeyCreated:
-    key_id, token = ctx.authenticator.create_key(principal.tenant, body.role, body.name)
+    key_id, token = ctx.authenticator.create_key(
+        principal.tenant, body.role, body.name, actor=principal.audit_actor
+    )
     record = ctx.authenticator.get_key(key_id, principal.tenant)
     return KeyCreated(**key_out(record).model_dump(), token=token)
 
 
 @router.delete("/{key_id}", response_model=KeyOut, summary="Revoke an API key")
 def revoke_key(key_id: str, ctx: Ctx, principal: Admin) -> KeyOut:
-    return key_out(ctx.authenticator.revoke(key_id, principal.tenant))
+    return key_out(ctx.authenticator.revoke(key_id, principal.tenant, actor=principal.audit_actor))

@@ -76,5 +76,12 @@ def tighten_policy(
             "tightened. Opening a tenant up is done on the server host: "
             f"`wovyr admin tenants set {principal.tenant} ...`.",
         )
-    return _out(set_policy(store, principal.tenant, proposed, by=principal.key_id,
-                           at=ctx.clock.now()))  # fmt: skip
+    found = set_policy(
+        store,
+        principal.tenant,
+        proposed,
+        by=principal.key_id,
+        at=ctx.clock.now(),
+        actor=principal.audit_actor,
+    )
+    return _out(found)

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Body
 from pydantic import BaseModel
 
 from wovyr.engine.quotas import QUOTA_NAMES, parse_quotas
-from wovyr.server.deps import Admin, Ctx
+from wovyr.server.deps import Admin, Ctx, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import ApiProblem, problem_responses
 
@@ -58,7 +58,7 @@ def lower_quotas(
         examples=[{"executions_per_day": 1000, "concurrent_executions": 10}],
     ),
 ) -> QuotasOut:
-    engine = ctx.engine.for_tenant(principal.tenant)
+    engine = tenant_engine(ctx, principal)
     current = engine.quotas()
     proposed = parse_quotas({**current.to_dict(), **fields})
     raised = current.raises(proposed)

@@ -352,7 +352,9 @@ class UiRoutes:
             return self.forbidden(request, session, "The form expired; reload the page and retry.")
         if not session.can("operator"):
             return self.forbidden(request, session, f"Your role ({session.role}) may only read.")
-        engine = self.engine.for_tenant(session.tenant)
+        # the change is audited as made by the key the session signed in with
+        actor = f"key:{session.key_id}/{session.role}"
+        engine = self.engine.for_tenant(session.tenant).acting(actor)
         try:
             notice = await run_in_threadpool(perform, engine, session, execution_id, action, form)
         except NotFound:

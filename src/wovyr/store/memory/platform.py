@@ -4,10 +4,11 @@ tenants; mixed into MemoryStore, which creates the tables)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import date, datetime
 
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
 from wovyr.store.quotas import debit_refused, running_refused
 from wovyr.store.records import Debit, ExecutionRecord, NewExecution
@@ -23,8 +24,11 @@ class MemoryPlatform:
     _tenants: dict[str, TenantRecord]
     _quota_usage: dict[tuple[str, str, date], float]  # (tenant, budget, day) -> used
     _executions: dict[tuple[str, str], ExecutionRecord]
+    _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
 
-    def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
+    def create_api_key(
+        self, record: ApiKeyRecord, *, only_if_none: bool = False, audit: AuditEntry | None = None
+    ) -> bool:
         with self._lock:
             keys = self._api_keys
             if (only_if_none and keys) or record.id in keys:
@@ -32,6 +36,7 @@ class MemoryPlatform:
             if any(k.key_hash == record.key_hash for k in keys.values()):
                 return False
             keys[record.id] = record
+            self._append_audit(audit)
             return True
 
     def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None:
@@ -47,7 +52,7 @@ class MemoryPlatform:
             found = [k for k in self._api_keys.values() if tenant is None or k.tenant == tenant]
         return sorted(found, key=lambda k: (k.created_at, k.id))
 
-    def revoke_api_key(self, key_id: str, at: datetime) -> bool:
+    def revoke_api_key(self, key_id: str, at: datetime, *, audit: AuditEntry | None = None) -> bool:
         with self._lock:
             keys = self._api_keys
             current = keys.get(key_id)
@@ -55,6 +60,7 @@ class MemoryPlatform:
                 return False
             if current.revoked_at is None:
                 keys[key_id] = replace(current, revoked_at=at)
+            self._append_audit(audit)
             return True
 
     def touch_api_key(self, key_id: str, at: datetime) -> None:
@@ -96,9 +102,10 @@ class MemoryPlatform:
         with self._lock:
             return self._tenants.get(tenant)
 
-    def put_tenant(self, record: TenantRecord) -> None:
+    def put_tenant(self, record: TenantRecord, *, audit: AuditEntry | None = None) -> None:
         with self._lock:
             self._tenants[record.tenant] = record
+            self._append_audit(audit)
 
     def list_tenants(self) -> list[TenantRecord]:
         with self._lock:

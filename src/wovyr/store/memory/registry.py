@@ -4,8 +4,10 @@ the table)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import DEFAULT_TENANT, DefinitionRecord
 from wovyr.store.registry import ApplyOutcome
 
@@ -17,7 +19,11 @@ class MemoryRegistry:
     _definitions: dict[tuple[str, str], DefinitionRecord]  # (tenant, hash)
     _registered: list[DefinitionRecord]
 
-    def apply_definition(self, record: DefinitionRecord) -> ApplyOutcome:
+    _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
+
+    def apply_definition(
+        self, record: DefinitionRecord, *, audit: AuditEntry | None = None
+    ) -> ApplyOutcome:
         with self._lock:
             for known in self._registered:
                 if (known.tenant, known.name, known.version) == (
@@ -28,6 +34,7 @@ class MemoryRegistry:
                     return "unchanged" if known.hash == record.hash else "conflict"
             self._definitions.setdefault((record.tenant, record.hash), record)
             self._registered.append(record)
+            self._append_audit(audit)
             return "applied"
 
     def registered_definition(

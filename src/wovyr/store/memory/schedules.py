@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.hooks import Observers
 from wovyr.store.schedules import ScheduleRecord
@@ -20,13 +21,15 @@ class MemorySchedules:
     _observers: Observers
     _insert_execution: Callable[[NewExecution], bool]
     _check_quotas: Callable[..., None]
+    _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
 
-    def create_schedule(self, record: ScheduleRecord) -> bool:
+    def create_schedule(self, record: ScheduleRecord, *, audit: AuditEntry | None = None) -> bool:
         with self._lock:
             table = self._schedules
             if (record.tenant, record.id) in table:
                 return False
             table[(record.tenant, record.id)] = record
+            self._append_audit(audit)
             return True
 
     def get_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> ScheduleRecord | None:
@@ -40,9 +43,14 @@ class MemorySchedules:
                 key=lambda r: r.id,
             )
 
-    def delete_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> bool:
+    def delete_schedule(
+        self, schedule_id: str, tenant: str = DEFAULT_TENANT, *, audit: AuditEntry | None = None
+    ) -> bool:
         with self._lock:
-            return self._schedules.pop((tenant, schedule_id), None) is not None
+            if self._schedules.pop((tenant, schedule_id), None) is None:
+                return False
+            self._append_audit(audit)
+            return True
 
     def due_schedules(self, now: datetime, limit: int) -> list[ScheduleRecord]:
         with self._lock:
@@ -55,7 +63,12 @@ class MemorySchedules:
         return sorted(due, key=lambda r: r.next_fire_at or now)[:limit]
 
     def update_schedule(
-        self, record: ScheduleRecord, expected_version: int, starts: Sequence[NewExecution] = ()
+        self,
+        record: ScheduleRecord,
+        expected_version: int,
+        starts: Sequence[NewExecution] = (),
+        *,
+        audit: AuditEntry | None = None,
     ) -> bool:
         with self._lock:
             table = self._schedules
@@ -65,6 +78,7 @@ class MemorySchedules:
             self._check_quotas(*starts)  # all or nothing, as one SQL transaction
             table[(record.tenant, record.id)] = record
             created = [new for new in starts if self._insert_execution(new)]
+            self._append_audit(audit)
         for new in created:
             self._observers.created(new)
         return True

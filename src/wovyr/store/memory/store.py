@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from wovyr.store.audit import AuditAnchor, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
     Claim,
@@ -30,6 +31,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.codec import dumps, loads
 from wovyr.store.hooks import Observers, StoreObserver
+from wovyr.store.memory.audit import MemoryAudit
 from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
@@ -46,7 +48,7 @@ def _stored(value: object) -> Any:
     return loads(dumps(value))
 
 
-class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
+class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit):
     def __init__(self) -> None:
         self.url = "memory://"
         self._lock = threading.RLock()
@@ -62,6 +64,8 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         self._revoked_sessions: dict[str, datetime] = {}  # session id -> until
         self._tenants: dict[str, TenantRecord] = {}
         self._quota_usage: dict[tuple[str, str, date], float] = {}  # (tenant, budget, day)
+        self._audit_log: list[AuditRecord] = []
+        self._audit_anchors: list[AuditAnchor] = []
         self._observers = Observers()
         self.commits = 0
 
@@ -117,6 +121,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         )
         self._events[key] = []
         self._apply(step, encoded, key)
+        self._append_audit(new.audit)
         self.commits += 1
         return True
 
@@ -139,6 +144,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         outcome = self._check(step)
         if outcome is CommitOutcome.OK:
             self._apply(step, encoded)
+            self._append_audit(step.audit)
         return outcome
 
     def _check(self, step: StepWrite) -> CommitOutcome:

@@ -11,7 +11,9 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
+from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 from wovyr.store.quotas import debit_refused, running_refused
@@ -50,13 +52,25 @@ class PostgresPlatform:
         rows: list[Any] = self._run(body, write=False)
         return [api_key_record(row, POSTGRES) for row in rows]
 
-    def _platform_write(self, name: str, params: dict[str, Any]) -> int:
+    def _platform_write(
+        self, name: str, params: dict[str, Any], audit: AuditEntry | None = None
+    ) -> int:
+        """One statement in a transaction; `audit` is appended in it when a row changed."""
         sql = _queries()[name]
-        return int(self._write(lambda conn: conn.execute(sql, params).rowcount))
+
+        def body(conn: Connection) -> int:
+            count = conn.execute(sql, params).rowcount
+            if count:
+                append_audit_row(conn, audit)
+            return count
+
+        return int(self._write(body))
 
     # --- API keys ------------------------------------------------------------------------
 
-    def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
+    def create_api_key(
+        self, record: ApiKeyRecord, *, only_if_none: bool = False, audit: AuditEntry | None = None
+    ) -> bool:
         q, params = _queries(), api_key_params(record, POSTGRES)
 
         def body(conn: Connection) -> bool:
@@ -64,7 +78,10 @@ class PostgresPlatform:
                 conn.execute(q["api_key_lock"])
                 if conn.execute(q["api_key_any"]).fetchone() is not None:
                     return False
-            return conn.execute(q["api_key_insert"], params).rowcount == 1
+            if conn.execute(q["api_key_insert"], params).rowcount != 1:
+                return False
+            append_audit_row(conn, audit)
+            return True
 
         return bool(self._write(body))
 
@@ -79,8 +96,8 @@ class PostgresPlatform:
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
         return self._api_keys("api_key_list", {"tenant": tenant})
 
-    def revoke_api_key(self, key_id: str, at: datetime) -> bool:
-        return self._platform_write("api_key_revoke", {"id": key_id, "at": at}) == 1
+    def revoke_api_key(self, key_id: str, at: datetime, *, audit: AuditEntry | None = None) -> bool:
+        return self._platform_write("api_key_revoke", {"id": key_id, "at": at}, audit) == 1
 
     def touch_api_key(self, key_id: str, at: datetime) -> None:
         self._platform_write("api_key_touch", {"id": key_id, "at": at})
@@ -140,8 +157,8 @@ class PostgresPlatform:
         found = self._tenants("tenant_get", {"tenant": tenant})
         return found[0] if found else None
 
-    def put_tenant(self, record: TenantRecord) -> None:
-        self._platform_write("tenant_put", tenant_params(record, POSTGRES))
+    def put_tenant(self, record: TenantRecord, *, audit: AuditEntry | None = None) -> None:
+        self._platform_write("tenant_put", tenant_params(record, POSTGRES), audit)
 
     def list_tenants(self) -> list[TenantRecord]:
         return self._tenants("tenant_list", {})

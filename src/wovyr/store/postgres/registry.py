@@ -10,7 +10,9 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DEFAULT_TENANT, DefinitionRecord
+from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 from wovyr.store.registry import ApplyOutcome
@@ -44,7 +46,9 @@ class PostgresRegistry:
         sql, params = _queries()["put_definition"], definition_params(record, POSTGRES)
         self._run(lambda conn: conn.execute(sql, params), write=True)
 
-    def apply_definition(self, record: DefinitionRecord) -> ApplyOutcome:
+    def apply_definition(
+        self, record: DefinitionRecord, *, audit: AuditEntry | None = None
+    ) -> ApplyOutcome:
         q = _queries()
         params = definition_params(record, POSTGRES)
 
@@ -58,6 +62,7 @@ class PostgresRegistry:
                 return "unchanged" if row[0] == record.hash else "conflict"
             conn.execute(q["put_definition"], params)
             conn.execute(q["registry_insert"], params)
+            append_audit_row(conn, audit)
             return "applied"
 
         outcome: ApplyOutcome = self._write(body)

@@ -55,6 +55,7 @@ from wovyr.store.base import (
 from wovyr.store.codec import dumps
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
+from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
@@ -78,7 +79,12 @@ RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
 class PostgresStore(
-    PostgresSchedules, PostgresRegistry, PostgresMembers, PostgresPlatform, PostgresTimers
+    PostgresSchedules,
+    PostgresRegistry,
+    PostgresMembers,
+    PostgresPlatform,
+    PostgresTimers,
+    PostgresAudit,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
@@ -326,6 +332,8 @@ class PostgresStore(
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
         if new.debits or new.max_running is not None:  # quotas: a transaction, not a statement
             rows = self._run(lambda conn: self._insert(conn, new), write=True, transaction=True)
+        elif new.audit is not None:
+            rows = self._run(lambda conn: self._insert_audited(conn, new), write=True)
         else:
             rows = self._run(lambda conn: self._insert(conn, new), write=True)
         if rows:
@@ -342,11 +350,20 @@ class PostgresStore(
 
     def _insert(self, conn: Connection, new: NewExecution) -> list[Any]:
         """One statement: the execution, its first events and timers, the notification."""
+        params = self._insert_params(new)
+        rows = support.rows(_cursor(conn, True).execute(self._q["create_execution"], params))
+        if rows and (new.debits or new.max_running is not None):
+            self._check_start(conn, new)  # in the caller's transaction
+        if rows:
+            append_audit_row(conn, new.audit)
+        return rows
+
+    def _insert_params(self, new: NewExecution) -> dict[str, Any]:
         step = new.first_step
         lease_for = None
         if self.db_clock and new.lease_owner and new.lease_until is not None:
             lease_for = new.lease_until - new.created_at  # the same lease, on the DB's clock
-        params = {
+        return {
             **support.step_params(step),
             "id": new.id,
             "tenant": new.tenant,
@@ -363,9 +380,22 @@ class PostgresStore(
             "input": dumps(new.input),
             "channel": self.channel,
         }
-        rows = support.rows(_cursor(conn, True).execute(self._q["create_execution"], params))
-        if rows and (new.debits or new.max_running is not None):
-            self._check_start(conn, new)  # in the caller's transaction
+
+    def _insert_audited(self, conn: Connection, new: NewExecution) -> list[Any]:
+        """`_insert` and its audit record in one transaction of two round trips: BEGIN, the
+        insert and the chain head's lock go out together; the record (whose hash needs the
+        head) and COMMIT go out together. The head stays locked for one round trip and the
+        commit, which is what every audited write of every process waits for."""
+        with conn.pipeline(), conn.transaction():
+            cursor = _cursor(conn, True).execute(
+                self._q["create_execution"], self._insert_params(new)
+            )
+            head = conn.execute(audit_head_lock_sql())
+            top = head.fetchone()  # the first round trip
+            rows = cursor.fetchall()
+            if rows:
+                assert top is not None  # the migration inserts the one head row
+                append_audit_row(conn, new.audit, head=(int(top[0]), top[1]))
         return rows
 
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
@@ -378,7 +408,7 @@ class PostgresStore(
         return outcomes
 
     def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
-        if any(step.debits for step in steps):
+        if any(step.debits or step.audit is not None for step in steps):
             return self._commit_with_debits(steps, atomic)
         distinct = len({step.key for step in steps}) == len(steps)
         if len(steps) > 1 and distinct and not atomic:
@@ -420,8 +450,9 @@ class PostgresStore(
         return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
 
     def _commit_with_debits(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
-        """The steps one statement each, and the debits of those that apply, in one
-        transaction (only steps that use a budget with a limit carry debits)."""
+        """The steps one statement each, and the debits and audit records of those that
+        apply, in one transaction (only steps that use a budget with a limit carry debits;
+        only steps of the facade's external changes carry an audit record)."""
         params = [{**support.step_params(step), "channel": self.channel} for step in steps]
 
         def body(conn: Connection) -> list[Any]:
@@ -431,6 +462,7 @@ class PostgresStore(
                     rows.append(conn.execute(self._q["apply_step"], p).fetchone())
                     if rows[-1][0]:
                         self._debit(conn, step.tenant, step.debits, checked=False)
+                        append_audit_row(conn, step.audit)
                     elif atomic:
                         raise psycopg.Rollback()
             return rows

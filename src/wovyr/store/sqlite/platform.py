@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
 from wovyr.store.quotas import debit_refused, running_refused
@@ -22,6 +23,7 @@ from wovyr.store.rows import (
     tenant_params,
     tenant_record,
 )
+from wovyr.store.sqlite.audit import append_audit_row
 
 __all__ = ["SQLitePlatform"]
 
@@ -37,7 +39,9 @@ class SQLitePlatform:
 
     # --- API keys ------------------------------------------------------------------------
 
-    def create_api_key(self, record: ApiKeyRecord, *, only_if_none: bool = False) -> bool:
+    def create_api_key(
+        self, record: ApiKeyRecord, *, only_if_none: bool = False, audit: AuditEntry | None = None
+    ) -> bool:
         params = api_key_params(record, SQLITE)
         with self._write() as conn:  # BEGIN IMMEDIATE: the emptiness check cannot race
             if only_if_none and conn.execute("SELECT 1 FROM api_keys LIMIT 1").fetchone():
@@ -45,7 +49,10 @@ class SQLitePlatform:
             cur = conn.execute(
                 f"INSERT OR IGNORE INTO api_keys ({_KEY_COLUMNS}) VALUES ({_KEY_VALUES})", params
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            append_audit_row(conn, audit)
+            return True
 
     def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None:
         rows = self._read(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_hash = ?", (key_hash,))
@@ -65,13 +72,16 @@ class SQLitePlatform:
             )
         return [api_key_record(r, SQLITE) for r in rows]
 
-    def revoke_api_key(self, key_id: str, at: datetime) -> bool:
+    def revoke_api_key(self, key_id: str, at: datetime, *, audit: AuditEntry | None = None) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?",
                 (to_micros(at), key_id),
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            append_audit_row(conn, audit)
+            return True
 
     def touch_api_key(self, key_id: str, at: datetime) -> None:
         with self._write() as conn:
@@ -132,7 +142,7 @@ class SQLitePlatform:
         )
         return tenant_record(rows[0], SQLITE) if rows else None
 
-    def put_tenant(self, record: TenantRecord) -> None:
+    def put_tenant(self, record: TenantRecord, *, audit: AuditEntry | None = None) -> None:
         with self._write() as conn:
             conn.execute(
                 "INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas)"
@@ -142,6 +152,7 @@ class SQLitePlatform:
                 " quotas = excluded.quotas",
                 tenant_params(record, SQLITE),
             )
+            append_audit_row(conn, audit)
 
     def list_tenants(self) -> list[TenantRecord]:
         rows = self._read(

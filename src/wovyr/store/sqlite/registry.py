@@ -8,9 +8,11 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DEFAULT_TENANT, DefinitionRecord
 from wovyr.store.registry import ApplyOutcome
 from wovyr.store.rows import SQLITE, definition_params, definition_record
+from wovyr.store.sqlite.audit import append_audit_row
 
 __all__ = ["SQLiteRegistry"]
 
@@ -34,7 +36,9 @@ class SQLiteRegistry:
         with self._write() as conn:
             conn.execute(_PUT_DEFINITION, definition_params(record, SQLITE))
 
-    def apply_definition(self, record: DefinitionRecord) -> ApplyOutcome:
+    def apply_definition(
+        self, record: DefinitionRecord, *, audit: AuditEntry | None = None
+    ) -> ApplyOutcome:
         params = definition_params(record, SQLITE)
         with self._write() as conn:
             row = conn.execute(
@@ -49,6 +53,7 @@ class SQLiteRegistry:
                 " VALUES (:tenant, :name, :version, :hash, :created_at)",
                 params,
             )
+            append_audit_row(conn, audit)
             return "applied"
 
     def registered_definition(

@@ -8,11 +8,13 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.codec import to_micros
 from wovyr.store.hooks import Observers
 from wovyr.store.rows import SQLITE, schedule_params, schedule_record
 from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.sqlite.audit import append_audit_row
 
 __all__ = ["SQLiteSchedules"]
 
@@ -39,9 +41,12 @@ class SQLiteSchedules:
     _insert_execution: Callable[[sqlite3.Connection, NewExecution], bool]
     _observers: Observers
 
-    def create_schedule(self, record: ScheduleRecord) -> bool:
+    def create_schedule(self, record: ScheduleRecord, *, audit: AuditEntry | None = None) -> bool:
         with self._write() as conn:
-            return conn.execute(_INSERT, schedule_params(record, SQLITE)).rowcount == 1
+            if conn.execute(_INSERT, schedule_params(record, SQLITE)).rowcount != 1:
+                return False
+            append_audit_row(conn, audit)
+            return True
 
     def get_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> ScheduleRecord | None:
         rows = self._read(
@@ -55,12 +60,17 @@ class SQLiteSchedules:
         )
         return [schedule_record(r, SQLITE) for r in rows]
 
-    def delete_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> bool:
+    def delete_schedule(
+        self, schedule_id: str, tenant: str = DEFAULT_TENANT, *, audit: AuditEntry | None = None
+    ) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "DELETE FROM schedules WHERE tenant = ? AND id = ?", (tenant, schedule_id)
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            append_audit_row(conn, audit)
+            return True
 
     def due_schedules(self, now: datetime, limit: int) -> list[ScheduleRecord]:
         rows = self._read(
@@ -76,13 +86,19 @@ class SQLiteSchedules:
         return [schedule_record(r, SQLITE) for r in rows]
 
     def update_schedule(
-        self, record: ScheduleRecord, expected_version: int, starts: Sequence[NewExecution] = ()
+        self,
+        record: ScheduleRecord,
+        expected_version: int,
+        starts: Sequence[NewExecution] = (),
+        *,
+        audit: AuditEntry | None = None,
     ) -> bool:
         params = {**schedule_params(record, SQLITE), "expected_version": expected_version}
         with self._write() as conn:
             if conn.execute(_UPDATE, params).rowcount != 1:
                 return False
             created = [new for new in starts if self._insert_execution(conn, new)]
+            append_audit_row(conn, audit)
         for new in created:
             self._observers.created(new)
         return True

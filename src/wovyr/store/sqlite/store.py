@@ -47,6 +47,7 @@ from wovyr.store.rows import (
     timer_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.schedules import SQLiteSchedules
@@ -113,7 +114,7 @@ def _migrations() -> tuple[tuple[int, str], ...]:
     return tuple(sorted(out))
 
 
-class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
+class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
@@ -288,6 +289,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
             if new.debits or new.max_running is not None:
                 self._check_start(conn, new)
             self._write_children(conn, new.tenant, new.id, 0, step)
+            append_audit_row(conn, new.audit)
         return created
 
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
@@ -352,6 +354,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform):
         self._write_children(conn, step.tenant, step.execution_id, step.expected_seq, step)
         if step.debits:
             self._debit(conn, step.tenant, step.debits, checked=False)
+        append_audit_row(conn, step.audit)
         return CommitOutcome.OK
 
     @staticmethod

@@ -1,0 +1,145 @@
+"""`wovyr admin audit verify|list|anchor`: the audit chain, on the server host.
+
+Whoever runs these commands holds the store, so they see every tenant's records (`list
+--tenant T` narrows); over the API a tenant's admin sees only its own tenant's
+(`GET /api/v1/audit`). `verify` walks the WHOLE chain: records of every tenant are links
+of one chain, so only the host can check it. Exit codes of `verify`: 0 the chain holds,
+1 it does not (the first bad seq and why are printed).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.table import Table
+
+from wovyr.cli.commands_server import admin
+from wovyr.cli.common import echo_json, engine_options, open_engine, print_table, short
+from wovyr.errors import InputError
+from wovyr.platform.audit import verify_chain, write_anchor
+from wovyr.platform.auth import validate_tenant
+from wovyr.settings import ROOT_KEY_ENV, Settings, audit_anchor_key
+
+__all__: list[str] = []
+
+
+@admin.group("audit")
+def audit() -> None:
+    """The tamper-evident audit chain: verify it, list it, sign its head."""
+
+
+@audit.command("verify")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def verify_command(as_json: bool, settings: Settings) -> None:
+    """Check every record's hash and link, and the chain against every signed anchor."""
+    key = audit_anchor_key(settings)
+    with open_engine(settings, load_activities=False) as engine:
+        verdict = verify_chain(engine.store, key)
+    unsigned = None
+    if key is None:
+        unsigned = (
+            f"anchors not checked: no root key ({ROOT_KEY_ENV}) is configured, so their "
+            "signatures cannot be verified and no anchor is written; the links of the chain "
+            "were checked, which does not detect a truncated tail or a full rewrite"
+        )
+    if as_json:
+        echo_json(
+            {
+                "ok": verdict.ok,
+                "records": verdict.records,
+                "head_seq": verdict.head_seq,
+                "anchors": verdict.anchors,
+                "anchors_verified": verdict.anchors_signed,
+                "note": unsigned,
+                "problems": [{"seq": s, "reason": r} for s, r in verdict.problems],
+            }
+        )
+    else:
+        if unsigned:
+            click.echo(f"warning: {unsigned}", err=True)
+        if verdict.first is not None:
+            seq, reason = verdict.first
+            click.echo(f"audit chain BROKEN at seq {seq}: {reason}")
+            for seq, reason in verdict.problems[1:]:
+                click.echo(f"  also at seq {seq}: {reason}")
+        else:
+            anchors = f"{verdict.anchors} anchor(s)" + (
+                " verified" if verdict.anchors_signed else " (signatures not checked)"
+            )
+            records = f"{verdict.records} record(s), head seq {verdict.head_seq}"
+            click.echo(f"audit chain OK: {records}, {anchors}")
+    if not verdict.ok:
+        raise click.exceptions.Exit(1)
+
+
+@audit.command("anchor")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def anchor_command(as_json: bool, settings: Settings) -> None:
+    """Sign the chain's head now (HMAC with a key derived from the root key)."""
+    key = audit_anchor_key(settings)
+    if key is None:
+        raise click.UsageError(f"no root key: set {ROOT_KEY_ENV} (64 hex digits) to sign anchors")
+    with open_engine(settings, load_activities=False) as engine:
+        anchor = write_anchor(engine.store, key, engine.clock.now())
+    if anchor is None:
+        out: dict[str, Any] = {"anchored": False, "reason": "the chain is empty"}
+    else:
+        out = {
+            "anchored": True,
+            "seq": anchor.seq,
+            "hash": anchor.hash,
+            "at": anchor.at.isoformat(),
+        }
+    if as_json:
+        echo_json(out)
+    elif anchor is None:
+        click.echo("nothing to anchor: the chain is empty")
+    else:
+        click.echo(f"anchored seq {anchor.seq} ({anchor.hash[:16]}…)")
+
+
+@audit.command("list")
+@click.option("--tenant", default=None, help="Only this tenant's records.")
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]),
+    default=None,
+    help="Only records at or after this time (UTC unless an offset is given).",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def list_command(
+    tenant: str | None, since: datetime | None, limit: int, as_json: bool, settings: Settings
+) -> None:
+    """List audit records, oldest first."""
+    if tenant is not None:
+        try:
+            validate_tenant(tenant)
+        except InputError as exc:
+            raise click.BadParameter(str(exc), param_hint="--tenant") from None
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    with open_engine(settings, load_activities=False) as engine:
+        records = engine.store.audit_records(tenant=tenant, since=since, limit=limit)
+    if as_json:
+        echo_json([r.to_dict() for r in records])
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("seq", "at", "tenant", "actor", "action", "target", "details"):
+        table.add_column(column, no_wrap=column in ("seq", "at"))
+    for r in records:
+        table.add_row(
+            str(r.seq),
+            r.at.strftime("%Y-%m-%d %H:%M:%S"),
+            r.tenant,
+            r.actor,
+            r.action,
+            r.target,
+            short(r.details, 60) if r.details else "",
+        )
+    print_table(table)

@@ -1,0 +1,75 @@
+"""`/api/v1/audit`: a tenant's admin reads its own tenant's audit records.
+
+Only the caller's tenant's records are listed; another tenant's never are, and a viewer or
+operator key gets 403. Verifying the chain is not offered here: records of every tenant are
+links of ONE chain (each record's `prev_hash` is the hash of the record before it, whoever's
+it is), so checking it needs every tenant's records: `wovyr admin audit verify`, on the
+host. For the same reason a record is shown without its `prev_hash` (the hash of another
+tenant's record); its `seq` is the chain's, so gaps between a tenant's seqs are other
+tenants' records (the host's volume of changes shows, nothing about them).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel
+
+from wovyr.server.deps import Admin, Ctx
+from wovyr.server.guard import StrictJsonRoute
+from wovyr.server.problems import problem_responses
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/api/v1/audit",
+    tags=["admin"],
+    route_class=StrictJsonRoute,
+    responses=problem_responses(401, 403, 422),
+)
+
+
+class AuditOut(BaseModel):
+    seq: int
+    at: datetime
+    tenant: str
+    actor: str  # `key:<id>/<role>` (an API key) or `local:<user>` (the host's CLI)
+    action: str
+    target: str
+    details: dict[str, Any]  # hashes of payloads, never payloads
+    hash: str
+
+
+class AuditPage(BaseModel):
+    items: list[AuditOut]
+    next_after: int | None  # pass as `after` for the next page; None: no more
+
+
+@router.get("", response_model=AuditPage, summary="The tenant's audit records, oldest first")
+def list_audit(
+    ctx: Ctx,
+    principal: Admin,
+    after: Annotated[int, Query(ge=0, description="Records after this seq.")] = 0,
+    since: Annotated[datetime | None, Query(description="Records at or after this time.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> AuditPage:
+    records = ctx.engine.store.audit_records(
+        after_seq=after, limit=limit + 1, tenant=principal.tenant, since=since
+    )
+    more = len(records) > limit
+    items = [
+        AuditOut(
+            seq=r.seq,
+            at=r.at,
+            tenant=r.tenant,
+            actor=r.actor,
+            action=r.action,
+            target=r.target,
+            details=r.details,
+            hash=r.hash,
+        )
+        for r in records[:limit]
+    ]
+    return AuditPage(items=items, next_after=items[-1].seq if more else None)

@@ -1,0 +1,239 @@
+"""Tampering with the audit chain in the database is caught by `wovyr admin audit verify`,
+which exits 1 naming the first bad seq and why: an edited record, a deleted one, two
+swapped, a truncated tail (through the latest anchor) and a full rewrite with recomputed
+hashes (through the anchors' HMACs). The attacker here writes to the SQLite file (or the
+PostgreSQL schema) directly, as someone holding the database but not the root key would.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wovyr.cli.main import main
+from wovyr.platform.audit import verify_chain, write_anchor
+from wovyr.settings import Settings, audit_anchor_key
+from wovyr.store.audit import AuditEntry, AuditRecord, chain_hash
+from wovyr.store.base import Store
+from wovyr.store.postgres import PostgresStore
+from wovyr.store.sqlite import SQLiteStore
+
+ROOT = "ab" * 32
+AT = datetime(2030, 1, 1, 9, tzinfo=UTC)
+COLUMNS = ("at", "tenant", "actor", "action", "target", "details", "prev_hash", "hash")
+
+
+def anchor_key() -> bytes:
+    key = audit_anchor_key(Settings(), {"WOVYR_KMS_ROOT_KEY": ROOT})
+    assert key is not None
+    return key
+
+
+def fill(store: Store) -> None:
+    """Seven records, anchored at seq 3 and at seq 6 (the head when the last anchor was
+    signed), then one more record after it."""
+    for i in range(1, 8):
+        at = AT + timedelta(seconds=i)
+        store.append_audit(AuditEntry(at, "t1", "local:alice", "execution.start", f"e{i}", {}))
+        if i in (3, 6):
+            write_anchor(store, anchor_key(), at)
+
+
+class Raw:
+    """The attacker's direct connection to the database."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        if isinstance(store, SQLiteStore):
+            self.conn: Any = sqlite3.connect(store.path, isolation_level=None)
+            self.mark = "?"
+        else:
+            import psycopg
+
+            assert isinstance(store, PostgresStore)
+            self.conn = psycopg.connect(store.url, autocommit=True)
+            self.mark = "%s"
+
+    def run(self, sql: str, *params: Any) -> None:
+        self.conn.execute(sql.replace("?", self.mark), params)
+
+    def row(self, seq: int) -> tuple[Any, ...]:
+        cur = self.conn.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM audit_log WHERE seq = {self.mark}", (seq,)
+        )
+        found = cur.fetchone()
+        assert found is not None
+        return tuple(found)
+
+    def put(self, seq: int, values: tuple[Any, ...]) -> None:
+        sets = ", ".join(f"{c} = ?" for c in COLUMNS)
+        if isinstance(self.store, PostgresStore):  # details is jsonb there
+            sets = sets.replace("details = ?", "details = ?::jsonb")
+            values = tuple(
+                json.dumps(v) if c == "details" else v for c, v in zip(COLUMNS, values, strict=True)
+            )
+        self.run(f"UPDATE audit_log SET {sets} WHERE seq = ?", *values, seq)
+
+    def rewrite(self, records: list[AuditRecord]) -> None:
+        """Change record 2 and recompute every hash after it, links included."""
+        prev = records[0].hash
+        for r in records[1:]:
+            target = "forged" if r.seq == 2 else r.target
+            digest = chain_hash(r.seq, r.at, r.tenant, r.actor, r.action, target, r.details, prev)
+            self.run(
+                "UPDATE audit_log SET target = ?, prev_hash = ?, hash = ? WHERE seq = ?",
+                target,
+                prev,
+                digest,
+                r.seq,
+            )
+            prev = digest
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def edit(raw: Raw) -> None:
+    raw.run("UPDATE audit_log SET actor = 'local:mallory' WHERE seq = 4")
+
+
+def delete(raw: Raw) -> None:
+    raw.run("DELETE FROM audit_log WHERE seq = 4")
+
+
+def swap(raw: Raw) -> None:
+    four, five = raw.row(4), raw.row(5)
+    raw.put(4, five)
+    raw.put(5, four)
+
+
+def truncate(raw: Raw) -> None:
+    raw.run("DELETE FROM audit_log WHERE seq >= 5")
+
+
+def rewrite(raw: Raw) -> None:
+    raw.rewrite(raw.store.audit_records())
+
+
+def rewrite_and_forge_anchors(raw: Raw) -> None:
+    rewrite(raw)
+    for r in raw.store.audit_records():  # the anchors now name the new hashes...
+        raw.run("UPDATE audit_anchors SET hash = ? WHERE seq = ?", r.hash, r.seq)
+    # ...but their HMACs cannot be recomputed without the key
+
+
+TAMPERING: dict[str, tuple[Callable[[Raw], None], int, str]] = {
+    "edit": (edit, 4, "does not match its contents"),
+    "delete": (delete, 4, "record 4 is missing (deleted)"),
+    "swap": (swap, 4, "does not match its contents"),
+    "truncate": (truncate, 5, "records 5..6 were removed (truncated)"),
+    "rewrite": (rewrite, 3, "the chain was rewritten"),
+    "forged-anchors": (rewrite_and_forge_anchors, 3, "bad signature"),
+}
+
+
+@pytest.fixture
+def sqlite_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SQLiteStore]:
+    monkeypatch.setenv("WOVYR_HOME", str(tmp_path))
+    monkeypatch.setenv("WOVYR_KMS_ROOT_KEY", ROOT)
+    store = SQLiteStore(tmp_path / "wovyr.db")
+    fill(store)
+    yield store
+    store.close()
+
+
+def verify(capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["admin", "audit", "verify", "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_an_untouched_chain_verifies(
+    sqlite_home: SQLiteStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = verify(capsys)
+    assert code == 0, out
+    assert out["ok"] and out["records"] == 7 and out["anchors"] == 2 and out["anchors_verified"]
+    assert main(["admin", "audit", "verify"]) == 0
+    assert (
+        "audit chain OK: 7 record(s), head seq 7, 2 anchor(s) verified" in capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize("name", list(TAMPERING))
+def test_tampering_is_detected_with_the_first_bad_seq(
+    name: str, sqlite_home: SQLiteStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tamper, seq, reason = TAMPERING[name]
+    raw = Raw(sqlite_home)
+    try:
+        tamper(raw)
+    finally:
+        raw.close()
+    code, out = verify(capsys)
+    assert code == 1
+    assert out["problems"][0]["seq"] == seq, out
+    assert reason in out["problems"][0]["reason"], out
+    assert main(["admin", "audit", "verify"]) == 1
+    assert f"audit chain BROKEN at seq {seq}: " in capsys.readouterr().out
+
+
+def test_without_the_root_key_verify_says_anchors_are_not_checked(
+    sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("WOVYR_KMS_ROOT_KEY")
+    raw = Raw(sqlite_home)
+    try:
+        rewrite_and_forge_anchors(raw)  # undetectable without the key...
+    finally:
+        raw.close()
+    assert main(["admin", "audit", "verify"]) == 0
+    captured = capsys.readouterr()
+    assert "2 anchor(s) (signatures not checked)" in captured.out
+    assert "anchors not checked: no root key (WOVYR_KMS_ROOT_KEY)" in captured.err
+    # ...and anchoring refuses to run without one
+    assert main(["admin", "audit", "anchor"]) == 2
+    assert "no root key" in capsys.readouterr().err
+
+
+def test_a_bad_root_key_is_a_clear_error(
+    sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WOVYR_KMS_ROOT_KEY", "abcd")
+    assert main(["admin", "audit", "verify"]) == 1
+    assert "WOVYR_KMS_ROOT_KEY must be 32 bytes" in capsys.readouterr().err
+    monkeypatch.setenv("WOVYR_KMS_ROOT_KEY", "zz" * 32)
+    assert main(["admin", "audit", "verify"]) == 1
+    assert "must be hex" in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", list(TAMPERING))
+def test_tampering_is_detected_on_postgres(name: str, postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, max_size=2)
+    try:
+        fill(store)
+        assert verify_chain(store, anchor_key()).ok
+        tamper, seq, reason = TAMPERING[name]
+        raw = Raw(store)
+        try:
+            tamper(raw)
+        finally:
+            raw.close()
+        verdict = verify_chain(store, anchor_key())
+        assert verdict.first is not None
+        assert verdict.first[0] == seq and reason in verdict.first[1], verdict.problems
+    finally:
+        store.close()
+
+
+def test_a_moved_record_time_is_an_edit(sqlite_home: SQLiteStore) -> None:
+    first = sqlite_home.audit_records()[0]
+    later = replace(first, at=first.at + timedelta(microseconds=1))
+    assert later.expected_hash() != first.hash  # the time is covered to the microsecond
