@@ -42,6 +42,7 @@ STATUS_STYLES = {
     "completed": "green",
     "failed": "red",
     "cancelled": "magenta",
+    "continued": "blue",
     "running": "cyan",
     "waiting": "yellow",
     "retrying": "yellow",
