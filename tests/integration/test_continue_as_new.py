@@ -5,10 +5,12 @@ the same transaction as the step that ends the last."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.errors import InputError
@@ -125,3 +127,69 @@ def test_a_caller_may_not_choose_a_chain_run_id(engine: Engine) -> None:
 
 def _runs(engine: Engine, prefix: str) -> list[Any]:
     return [r for r in engine.list(limit=100).items if r.id.startswith(prefix)]
+
+
+def test_next_inputs_that_do_not_fit_fail_the_run_with_a_clear_error(
+    engine: Engine, clock: ManualClock
+) -> None:
+    bad = TICKER.replace('input: {n: "${{ inputs.n + 1 }}"', "input: {n: \"${{ 'x' }}\"")
+    engine.start(bad, {"last": 3}, execution_id="bad")
+    drain(engine)
+    engine.signal("bad", "ping", 1)
+    clock.advance(61)
+    drain(engine)
+    view = engine.query("bad")
+    assert (view.id, view.status, view.continued_as) == ("bad", "failed", None)
+    assert view.error["type"] == "ContinueAsNewError"
+    assert "input 'n'" in view.error["message"]
+    assert engine.store.load("bad~c2", engine.tenant) is None
+
+
+PARENT = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: parent}
+activities:
+  - {id: kid, workflow: {name: ticker}, retry: {max_attempts: 3}}
+"""
+
+
+def test_a_workflow_that_continues_is_refused_as_a_child(engine: Engine) -> None:
+    engine.apply(TICKER)
+    engine.start(PARENT, execution_id="p")
+    drain(engine)
+    view = engine.query("p")
+    assert view.status == "failed"
+    error = view.activities["kid"]["error"]
+    assert error["type"] == "ContinueAsNewChild"
+    assert "declares continue_as_new and cannot run as a child" in error["message"]
+    assert view.activities["kid"]["attempt"] == 1  # refused for good, not retried
+
+
+BILLING = Path(__file__).parents[2] / "examples" / "monthly-billing.yaml"
+
+
+def test_the_monthly_billing_example_bills_each_month_in_its_own_run(
+    engine: Engine, registry: ActivityRegistry, clock: ManualClock
+) -> None:
+    charged: list[tuple[int, str]] = []
+
+    @registry.activity("billing.charge")
+    def charge(customer: str, month: int, amount: float, ctx: ActivityContext) -> dict[str, Any]:
+        charged.append((month, ctx.idempotency_key))
+        return {"customer": customer, "month": month, "amount": amount}
+
+    engine.start(path=BILLING, input={"customer": "C-1", "last_month": 3}, execution_id="sub")
+    for month in (1, 2, 3):
+        drain(engine)
+        assert [m for m, _ in charged] == list(range(1, month))  # the month has not passed
+        clock.advance(30 * 86400)
+        drain(engine)
+    view = engine.query("sub")
+    assert (view.id, view.status) == ("sub~c3", "completed")
+    assert view.output == {"customer": "C-1", "month": 3, "billed": pytest.approx(3 * 9.99)}
+    assert [key for _, key in charged] == [
+        "sub/charge/1",
+        "sub~c2/charge/1",
+        "sub~c3/charge/1",
+    ]
