@@ -4,8 +4,9 @@ Usage: python crash_child.py run STORE_URL WORKDIR EXECUTIONS
        python crash_child.py zygote
 
 `zygote` imports everything once, then forks one child per JSON line read from stdin
-(``{"workload": "crash" | "io" | "chain", "url": ..., "workdir": ..., "count": ...}``; `io`
-is the workload of `io_child.py`, `chain` a continue-as-new chain of four runs), printing ``pid <pid>`` and later
+(``{"workload": "crash" | "io" | "chain", "url": ..., "workdir": ..., "count": ...}``;
+`io` is the workload of `io_child.py`, `chain` a continue-as-new chain of four runs),
+printing ``pid <pid>`` and later
 ``exit <pid> <code>`` (a negative code is the signal that ended it). Each forked child first
 waits until a tracer makes `getppid()` return `TRACED_MARK` (strace
 ``-e inject=getppid:retval=...``): from then on every syscall the test injects into is

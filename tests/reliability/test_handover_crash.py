@@ -17,6 +17,7 @@ all three hand-overs that way (the kills at either side of each hand-over's comm
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -60,7 +61,7 @@ def chain_as_stored(url: str) -> list[tuple[str, str, str | None, str | None]]:
     assert [r[0] for r in runs] == RUNS[: len(runs)], "the runs are not a prefix of the chain"
     live = [r for r in runs if r[1] == "running"]
     assert len(live) <= 1, f"two live runs: {runs}"
-    for i, (run_id, status, continued_as, continued_from) in enumerate(runs):
+    for i, (_, status, continued_as, continued_from) in enumerate(runs):
         assert continued_from == (RUNS[i - 1] if i else None), runs
         if i < len(runs) - 1:
             assert (status, continued_as) == ("continued", RUNS[i + 1]), runs
@@ -126,8 +127,8 @@ def test_a_kill_at_any_write_of_the_hand_over_leaves_one_live_run(tmp_path: Path
                     raise AssertionError(f"after a kill at {call} #{n}: {exc}") from exc
     assert killed == sum(counts.values()), (killed, counts)
     writes = seen["pwrite64"]
-    hand_overs = [k for k, after in zip(writes, writes[1:], strict=False) if after == k + 1 and k]
-    moved = [n + 2 for n, (a, b) in enumerate(zip(writes, writes[1:], strict=False)) if a != b]
+    hand_overs = [k for k, after in itertools.pairwise(writes) if after == k + 1 and k]
+    moved = [n + 2 for n, (a, b) in enumerate(itertools.pairwise(writes)) if a != b]
     print(
         f"hand-over crash points: pwrite64 {counts['pwrite64']}, fdatasync "
         f"{counts['fdatasync']}, all killed; the runs shown grow at pwrite64 #{moved}"
