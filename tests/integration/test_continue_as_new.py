@@ -5,6 +5,9 @@ the same transaction as the step that ends the last."""
 
 from __future__ import annotations
 
+import cProfile
+import pstats
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,8 @@ def test_fifty_runs_in_a_row_each_short_signals_reach_the_live_run(
         sizes.append(len(engine.history(continued_id("bill", n), follow=False)))
     last = engine.query("bill")
     assert (last.id, last.status) == ("bill~c50", "completed")
+    loads = _store_loads(lambda: engine.query("bill"))
+    assert 2 <= loads <= 14, loads  # O(log n) loads for 50 runs, not one per run
     assert last.output == {"n": 50, "total": sum(range(1, 51))}  # every signal reached a run
     assert max(sizes) == min(sizes)  # the same short history in run 1 and run 50
     assert max(sizes) <= 20
@@ -123,6 +128,22 @@ def test_a_caller_may_not_choose_a_chain_run_id(engine: Engine) -> None:
     with pytest.raises(InputError) as info:
         engine.start(TICKER, {}, execution_id="x~c2")
     assert "reserved" in str(info.value)
+
+
+def _store_loads(call: Callable[[], object]) -> int:
+    """How many times `call` loaded an execution from the store (counted, not timed)."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        call()
+    finally:
+        profiler.disable()
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    return sum(
+        calls
+        for (path, _, name), (_, calls, *_) in stats.items()
+        if name == "load" and "wovyr/store" in path.replace("\\", "/")
+    )
 
 
 def _runs(engine: Engine, prefix: str) -> list[Any]:
