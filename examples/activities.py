@@ -68,3 +68,12 @@ def fallback_model(prompt: str) -> dict[str, Any]:
 def check_job(job: str, ready_after: int, n: int) -> dict[str, Any]:
     """A stand-in for polling a remote job: it reports `done` from check `ready_after` on."""
     return {"job": job, "state": "done" if n >= ready_after else "running", "check": n}
+
+
+@wovyr.activity("billing.charge")
+def charge_month(customer: str, month: int, amount: float,
+                 ctx: wovyr.ActivityContext) -> dict[str, Any]:
+    """A stand-in for a payment provider: one charge per month (the idempotency key names
+    the run, so a retried month is charged once by a real provider)."""
+    return {"customer": customer, "month": month, "amount": amount,
+            "charge_id": _ref("B", ctx.idempotency_key)}

@@ -43,6 +43,7 @@ __all__ = [
     "EventType",
     "ExecutionCancelled",
     "ExecutionCompleted",
+    "ExecutionContinued",
     "ExecutionFailed",
     "ExecutionStarted",
     "ItemCompleted",
@@ -86,6 +87,7 @@ class EventType:
     COMPENSATION_FAILED = "CompensationFailed"
     ITERATION_STARTED = "IterationStarted"
     ITERATION_COMPLETED = "IterationCompleted"
+    EXECUTION_CONTINUED = "ExecutionContinued"
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,9 @@ def typed(event: _Stored) -> EventData:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionStarted(EventData):
     """`parent` ({id, activity, index, attempt}) and `depth` only for a child workflow;
-    `schedule` and `scheduled_at` only for a start by a schedule."""
+    `schedule` and `scheduled_at` only for a start by a schedule; `continued_from` (the run
+    it continues) and `chain` ({root, run}: the chain's logical id and this run's number)
+    only for a run that continue-as-new started."""
 
     TYPE: ClassVar[str] = EventType.EXECUTION_STARTED
     workflow: str
@@ -200,6 +204,8 @@ class ExecutionStarted(EventData):
     depth: int | Absent = ABSENT
     schedule: str | Absent = ABSENT
     scheduled_at: str | Absent = ABSENT
+    continued_from: str | Absent = ABSENT
+    chain: dict[str, Any] | Absent = ABSENT
 
 
 @_record
@@ -207,6 +213,20 @@ class ExecutionStarted(EventData):
 class ExecutionCompleted(EventData):
     TYPE: ClassVar[str] = EventType.EXECUTION_COMPLETED
     output: Any
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionContinued(EventData):
+    """The workflow would have completed with `output` and its `continue_as_new.when` held:
+    this run ends `continued`, and run `run` of its chain, `continued_as`, starts with
+    `input` in the same transaction (its `ExecutionStarted` names this run)."""
+
+    TYPE: ClassVar[str] = EventType.EXECUTION_CONTINUED
+    output: Any
+    input: dict[str, Any]
+    continued_as: str
+    run: int
 
 
 @_record

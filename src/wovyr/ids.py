@@ -11,6 +11,11 @@ A derived id that would be longer than 200 characters (deep nesting, long activi
 is shortened deterministically by `derived_id`: its first 181 characters, `~h` and 17 hex
 digits of the SHA-256 of the whole derived text; the same parent, activity, item and attempt
 always give the same id, so a repeated child start stays idempotent.
+
+A chain of runs made by continue-as-new keeps its first run's id as its logical id: run 1
+is `<id>`, run n > 1 is `<id>~c<n>` (shortened like any derived id), so lists group a chain
+by its prefix and the engine finds any run of it from the logical id. A caller may not
+choose an id ending in `~c<digits>`: those are the chains'.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ __all__ = [
     "ID_MAX_LENGTH",
     "ID_RULE",
     "child_id",
+    "continued_id",
     "derived_id",
+    "is_chain_run_id",
     "is_execution_id",
     "new_id",
     "validate_execution_id",
@@ -34,6 +41,7 @@ __all__ = [
 ID_MAX_LENGTH = 200
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:~\[\]\-]{0,199}")
 _HASH_DIGITS = 17
+_CHAIN_SUFFIX = re.compile(r"~c[0-9]+$")
 ID_RULE = (
     f"execution ids are 1-{ID_MAX_LENGTH} characters of letters, digits, '.', '_', ':', '-', "
     "'~', '[' and ']', starting with a letter or digit"
@@ -83,3 +91,15 @@ def child_id(
         base = f"{base}[{index}]"
     text = base if attempt == 1 else f"{base}~{attempt}"
     return derived_id(text) if shorten else text
+
+
+def continued_id(root: str, run: int) -> str:
+    """The id of run `run` (from 1) of the continue-as-new chain whose first run is `root`:
+    `root` itself for run 1, else `<root>~c<run>` (shortened by `derived_id` when too long)."""
+    return root if run <= 1 else derived_id(f"{root}~c{run}")
+
+
+def is_chain_run_id(value: str) -> bool:
+    """True for an id that ends as a chain's later runs do (`~c<digits>`): reserved, a
+    caller may not choose one."""
+    return _CHAIN_SUFFIX.search(value) is not None

@@ -118,3 +118,42 @@ def test_a_foreground_run_sleeps_through_the_iterations_it_may_wait_for(
     assert "next iteration of poll of fg at" in capsys.readouterr().out
     assert main([*argv, "--id", "fg"]) == 0  # within the default 60 s: slept through
     assert "J-3 done after 2 checks" in capsys.readouterr().out
+
+
+def test_the_stored_checkpoint_stays_the_same_size_over_a_thousand_iterations(
+    tmp_path: Path,
+) -> None:
+    """By bytes, on a real SQLite file: the checkpoint stored at iteration 1,000 is the one
+    stored at iteration 10 plus a few digits, and each iteration adds the same events."""
+    from wovyr.store.codec import dumps
+    from wovyr.store.sqlite import SQLiteStore
+
+    registry = ActivityRegistry()
+    engine = Engine(SQLiteStore(tmp_path / "w.db"), clock=ManualClock(), activities=registry)
+    seen: dict[int, tuple[int, int]] = {}
+
+    def tick(n: int) -> int:
+        if n in (10, 1000):  # as the previous iteration's commit left it
+            record = engine.store.load("loop", engine.tenant)
+            assert record is not None
+            seen[n] = (len(dumps(record.checkpoint)), record.seq)
+        return n
+
+    registry.register("tick", tick)
+    loop = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: loop}
+activities:
+  - id: poll
+    tool: tick
+    with: {n: "${{ iteration }}"}
+    repeat: {until: "${{ iteration == 1000 }}", max_iterations: 1000}
+"""
+    engine.start(loop, execution_id="loop")
+    drain(engine)
+    assert engine.query("loop").activities["poll"]["iterations"] == 1000
+    (early, early_seq), (late, late_seq) = seen[10], seen[1000]
+    assert late - early <= 12, seen  # the extra digits of a few numbers, not per iteration
+    assert (late_seq - early_seq) == 3 * (1000 - 10)  # three events per iteration
+    engine.close()

@@ -266,3 +266,54 @@ def test_a_start_beyond_representable_time_is_an_input_error(schedules: Schedule
             start_at=datetime(9999, 12, 31, 23, 59, tzinfo=UTC),
         )
     assert schedules.list() == []
+
+
+CHAINED = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: chained}
+inputs:
+  n: {type: integer, default: 1}
+activities:
+  - id: hold
+    wait: {signal: done}
+output: "${{ inputs.n }}"
+continue_as_new: {when: "${{ inputs.n < 3 }}", input: {n: "${{ inputs.n + 1 }}"}}
+"""
+
+
+def test_a_tick_that_continued_as_new_still_runs_as_its_chain(
+    engine: Engine, clock: ManualClock, schedules: Schedules
+) -> None:
+    engine.apply(CHAINED)
+    schedules.create("c", workflow="chained", every="15m")  # overlap: skip
+    first = "c-20300101T091500Z"
+    _tick(engine, clock, 15)
+    engine.signal(first, "done")  # run 1 continues as c-...~c2, which waits
+    drain(engine)
+    assert engine.query(first, follow=False).status == "continued"
+    _tick(engine, clock, 30)
+    assert started(engine, "chained") == [first, f"{first}~c2"]  # the tick was skipped
+    assert schedules.get("c").skipped_count == 1
+    for _ in range(2):  # runs 2 and 3 end the chain
+        engine.signal(first, "done")
+        drain(engine)
+    assert engine.query(first).id == f"{first}~c3"
+    assert engine.query(first).status == "completed"
+    _tick(engine, clock, 45)
+    assert "c-20300101T094500Z" in started(engine, "chained")
+
+
+def test_cancel_other_cancels_a_chains_live_run(
+    engine: Engine, clock: ManualClock, schedules: Schedules
+) -> None:
+    engine.apply(CHAINED)
+    schedules.create("c", workflow="chained", every="15m", overlap="cancel_other")
+    first = "c-20300101T091500Z"
+    _tick(engine, clock, 15)
+    engine.signal(first, "done")
+    drain(engine)
+    _tick(engine, clock, 30)
+    assert engine.query(first).id == f"{first}~c2"
+    assert engine.query(first).status == "cancelled"
+    assert engine.query("c-20300101T093000Z").status == "waiting"

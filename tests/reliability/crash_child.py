@@ -4,8 +4,9 @@ Usage: python crash_child.py run STORE_URL WORKDIR EXECUTIONS
        python crash_child.py zygote
 
 `zygote` imports everything once, then forks one child per JSON line read from stdin
-(``{"workload": "crash" | "io", "url": ..., "workdir": ..., "count": ...}``; `io` is the
-workload of `io_child.py`), printing ``pid <pid>`` and later
+(``{"workload": "crash" | "io" | "chain", "url": ..., "workdir": ..., "count": ...}``;
+`io` is the workload of `io_child.py`, `chain` a continue-as-new chain of four runs),
+printing ``pid <pid>`` and later
 ``exit <pid> <code>`` (a negative code is the signal that ended it). Each forked child first
 waits until a tracer makes `getppid()` return `TRACED_MARK` (strace
 ``-e inject=getppid:retval=...``): from then on every syscall the test injects into is
@@ -62,6 +63,20 @@ activities:
 output: {last: "${{ activities.s3.output }}"}
 """
 STEPS = ("s1", "s2", "s3")
+# The `chain` workload: one execution that continues as new three times (runs chain,
+# chain~c2, chain~c3, chain~c4), each run one `effect` step (`run1` ... `run4`).
+CHAIN = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: crash-chain}
+inputs: {n: {type: integer, default: 1}}
+activities:
+  - {id: s, tool: effect, with: {step: "${{ 'run' + string(inputs.n) }}"},
+     retry: {max_attempts: 5, initial_interval: 0}}
+output: "${{ inputs.n }}"
+continue_as_new: {when: "${{ inputs.n < 4 }}", input: {n: "${{ inputs.n + 1 }}"}}
+"""
+CHAIN_RUNS = 4
 TRACED_MARK = 999_999_999  # what an injected getppid() returns: no real pid is this large
 NOT_TRACED = 97  # exit code of a forked child no tracer attached to in time
 T = TypeVar("T")
@@ -136,6 +151,29 @@ def run(url: str, workdir: Path, count: int) -> None:
     engine.close()
 
 
+def run_chain(url: str, workdir: Path) -> None:
+    """Start the chain (ack `start chain`), drive it to its end, ack `done <run> <seq>` for
+    the run the chain's logical id answers with once it completed."""
+    single_threaded()
+    acks = workdir / "acks"
+    engine = Engine(open_store(url), activities=effect_registry(workdir / "effects"))
+
+    async def drive() -> None:
+        worker = Worker(engine, lease_seconds=60)
+        try:
+            record = await worker.start(CHAIN, execution_id="chain")
+            append_line(acks, f"start {record.id}")
+            await worker.run_until_idle()
+        finally:
+            await worker.close()
+        view = engine.query("chain")
+        if view.status == "completed":
+            append_line(acks, f"done {view.id} {view.event_count}")
+
+    asyncio.run(drive())
+    engine.close()
+
+
 def _warm_up() -> None:
     """Import and compile now what a child would otherwise load lazily (under the tracer,
     every file a lazy import touches costs several traced syscalls)."""
@@ -148,6 +186,7 @@ def _warm_up() -> None:
     with contextlib.suppress(ImportError):
         from wovyr.store.postgres import PostgresStore  # noqa: F401
     load_definition(THREE_STEPS)
+    load_definition(CHAIN)
 
 
 def _workload(name: str) -> Callable[[str, Path, int], int]:
@@ -155,6 +194,13 @@ def _workload(name: str) -> Callable[[str, Path, int], int]:
         from io_child import io_run  # this folder is sys.path[0]: the script's own
 
         return io_run
+    if name == "chain":
+
+        def chain(url: str, workdir: Path, count: int) -> int:
+            run_chain(url, workdir)
+            return 0
+
+        return chain
 
     def crash(url: str, workdir: Path, count: int) -> int:
         run(url, workdir, count)

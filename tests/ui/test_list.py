@@ -133,6 +133,7 @@ def test_status_counts_follow_the_other_filters(
         "completed": "2",
         "failed": "0",
         "cancelled": "0",
+        "continued": "0",
     }
     assert counts("/ui?workflow=quick")["completed"] == "2"
     assert counts("/ui?workflow=quick")["running"] == "0"

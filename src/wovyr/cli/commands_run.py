@@ -51,7 +51,8 @@ def _inputs(pairs: tuple[str, ...], input_file: str | None) -> dict[str, Any]:
 
 
 def exit_code_for(status: str) -> int:
-    """The exit code of a run that ended with `status` (the status it prints)."""
+    """The exit code of a run that ended with `status` (the status it prints). A run that
+    `continued` as new exits as waiting: its chain goes on in the next run."""
     if status == "completed":
         return EXIT_OK
     if status in ("failed", "cancelled"):
@@ -118,7 +119,8 @@ def run_command(
     an approval or a timer later than --wait-up-to.
 
     Exit codes: 0 completed, 1 failed or cancelled, 2 usage, 3 waiting (the command that
-    continues it is printed), 4 not found.
+    continues it is printed) or continued as new (a worker drives the chain's next run),
+    4 not found.
     """
     target = _target(file, registered)
     horizon = _seconds(wait_up_to)
@@ -132,7 +134,7 @@ def run_command(
                 version=target.version,
                 execution_id=execution_id,
             )
-            ran = Foreground(engine.query(record.id))
+            ran = Foreground(engine.query(record.id, follow=False))
         else:
             _check_handlers(engine, target)
             ran = _run_live(
@@ -210,7 +212,7 @@ def _run_live(
             if show:
                 with Live(console=console, refresh_per_second=8, transient=True) as live:
                     while not driving.done():
-                        live.update(activities_table(engine.query(record.id)))
+                        live.update(activities_table(engine.query(record.id, follow=False)))
                         await asyncio.wait([driving], timeout=0.1)
             return await driving
         finally:
@@ -289,6 +291,13 @@ def _print_result(ran: Foreground, again: _Again) -> None:
         console.print("output: " + json.dumps(view.output, indent=2, default=str), soft_wrap=True)
     if view.error is not None:
         console.print("error: " + json.dumps(view.error, indent=2, default=str), soft_wrap=True)
+    if view.continued_as:  # the chain goes on in its next run (a worker drives it)
+        console.print(
+            f"continued as {view.continued_as} (follow the chain with: "
+            f"wovyr workflows show {(view.chain or {}).get('root', view.id)})",
+            markup=False,
+            soft_wrap=True,
+        )
     if view.status != "waiting":
         return
     if ran.waits:

@@ -29,7 +29,13 @@ from wovyr.store.codec import from_micros, to_micros
 
 __all__: list[str] = []
 
-STATUSES = ["running", "waiting", "completed", "failed", "cancelled"]
+STATUSES = ["running", "waiting", "completed", "failed", "cancelled", "continued"]
+_NO_FOLLOW = click.option(
+    "--no-follow",
+    "no_follow",
+    is_flag=True,
+    help="This run itself, not its continue-as-new chain's live (or last) run.",
+)
 
 
 @cli.group("workflows")
@@ -126,11 +132,13 @@ def _summary(r: Any) -> dict[str, Any]:
 @workflows.command("show")
 @click.argument("execution_id")
 @click.option("--json", "as_json", is_flag=True)
+@_NO_FOLLOW
 @tenant_options
-def show_command(execution_id: str, as_json: bool, settings: Settings) -> None:
-    """Show one execution's state (a query: changes nothing)."""
+def show_command(execution_id: str, as_json: bool, no_follow: bool, settings: Settings) -> None:
+    """Show one execution's state (a query: changes nothing). A run that continued as new
+    shows its chain's live (or last) run, unless --no-follow."""
     with open_engine(settings, load_activities=False) as engine:
-        view = engine.query(execution_id)
+        view = engine.query(execution_id, follow=not no_follow)
     if as_json:
         echo_json(view.to_dict())
         return
@@ -138,6 +146,12 @@ def show_command(execution_id: str, as_json: bool, settings: Settings) -> None:
         f"[bold]{view.id}[/]  {view.workflow} v{view.version}  {status_style(view.status)}"
     )
     console.print(f"created {view.created_at}   events {view.event_count}")
+    if view.chain is not None:
+        console.print(f"chain {view.chain['root']}   run {view.chain['run']}")
+    if view.continued_from:
+        console.print(f"continued from: {view.continued_from}")
+    if view.continued_as:
+        console.print(f"continued as: {view.continued_as}")
     if view.waiting_on:
         console.print(f"waiting on: {view.waiting_on}")
     print_table(activities_table(view))
@@ -165,13 +179,20 @@ def _print_tracebacks(view: Any) -> None:
 @click.option("--after", type=click.IntRange(0), default=0, help="Only events after this seq.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=None)
 @click.option("--json", "as_json", is_flag=True)
+@_NO_FOLLOW
 @tenant_options
 def history_command(
-    execution_id: str, after: int, limit: int | None, as_json: bool, settings: Settings
+    execution_id: str,
+    after: int,
+    limit: int | None,
+    as_json: bool,
+    no_follow: bool,
+    settings: Settings,
 ) -> None:
-    """Print an execution's events in order."""
+    """Print an execution's events in order (of a chain's live or last run, unless
+    --no-follow)."""
     with open_engine(settings, load_activities=False) as engine:
-        events = engine.history(execution_id, after, limit)
+        events = engine.history(execution_id, after, limit, follow=not no_follow)
     if as_json:
         echo_json(
             [{"seq": e.seq, "type": e.type, "at": e.at.isoformat(), "data": e.data} for e in events]

@@ -45,6 +45,7 @@ STATUS_STYLES = {
     "completed": "green",
     "failed": "red",
     "cancelled": "magenta",
+    "continued": "blue",
     "running": "cyan",
     "waiting": "yellow",
     "retrying": "yellow",

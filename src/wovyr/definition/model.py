@@ -36,6 +36,7 @@ __all__ = [
     "ApprovalWait",
     "ChildWorkflowSpec",
     "CompensateSpec",
+    "ContinueAsNewSpec",
     "Duration",
     "HttpSpec",
     "InputSpec",
@@ -249,6 +250,21 @@ class Activity(_Runnable):
         return self.on_failure == "continue"
 
 
+class ContinueAsNewSpec(FrozenModel):
+    """When the workflow would complete and `when` holds, this run ends `continued` and a
+    new run of the same definition version starts with `input`, in the same transaction."""
+
+    when: str = Field(
+        description="A single ${{ }} expression, evaluated when the workflow would complete "
+        "(`output` is the workflow's output)"
+    )
+    input: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The next run's inputs (expressions allowed); inputs not named keep "
+        "this run's values",
+    )
+
+
 class Workflow(_Model):
     api_version: Literal["wovyr/v1"] = Field(alias="apiVersion")
     kind: Literal["Workflow"]
@@ -257,6 +273,11 @@ class Workflow(_Model):
     activities: list[Activity] = Field(min_length=1, max_length=10_000)
     output: Any = None
     timeout: Duration | None = None
+    continue_as_new: ContinueAsNewSpec | None = Field(
+        default=None,
+        description="End this run `continued` and start the next run of the chain when "
+        "`when` holds at completion (bounded history for workflows that live forever)",
+    )
 
     @property
     def name(self) -> str:

@@ -117,6 +117,7 @@ class _Checker:
         for index, act in self.activities:
             self._activity(index, act, upstream)
         self._output()
+        self._continue_as_new()
         self._duration_positive(self.data.get("timeout"), ("timeout",))
         return self.problems
 
@@ -357,6 +358,13 @@ class _Checker:
                 (*base, "workflow", "name"),
                 hint="add a 'when' condition that ends it",
             )
+        if child.get("name") == meta.get("name") and self.data.get("continue_as_new"):
+            self.add(
+                "a workflow with continue_as_new cannot run as a child (its chain would "
+                "outlive the step that waits for it)",
+                (*base, "workflow", "name"),
+                hint="start the chain on its own, or drop continue_as_new",
+            )
 
     def _for_each(self, act: dict[str, Any], base: DataPath) -> None:
         value, path = act.get("for_each"), (*base, "for_each")
@@ -406,6 +414,47 @@ class _Checker:
         scope = _Scope(roots=frozenset({"inputs", "activities", "execution"}))
         for path, text in _strings(self.data.get("output"), ("output",)):
             self._text(text, path, scope)
+
+    def _continue_as_new(self) -> None:
+        """`when` is one condition; `input` names declared inputs only, literal values of
+        their types; expressions read what the workflow `output` reads, and `output`."""
+        spec = self.data.get("continue_as_new")
+        if not isinstance(spec, dict):
+            return
+        base: DataPath = ("continue_as_new",)
+        self._one_expression(
+            spec.get("when"),
+            (*base, "when"),
+            "'continue_as_new.when' must be a single '${{ ... }}' expression",
+            'e.g. when: "${{ output.next_month <= inputs.last_month }}"',
+        )
+        given = spec.get("input")
+        if isinstance(given, dict):
+            for name, value in given.items():
+                path = (*base, "input", name)
+                declared = self.inputs.get(name)
+                if declared is None:
+                    known = ", ".join(sorted(map(str, self.inputs))) or "none"
+                    hint = suggest(str(name), map(str, self.inputs))
+                    self.add(
+                        f"continue_as_new.input names unknown input {name!r}",
+                        path,
+                        key=True,
+                        hint=hint or f"declared inputs: {known}",
+                    )
+                    continue
+                kind = declared.get("type") if isinstance(declared, dict) else None
+                literal = not (isinstance(value, str) and "${{" in value)
+                typed = literal and isinstance(kind, str) and value is not None
+                if typed and not type_matches(value, str(kind)):
+                    self.add(
+                        f"continue_as_new.input {name!r} must be {kind}, not {type_name(value)}",
+                        path,
+                    )
+        scope = _Scope(roots=frozenset({"inputs", "activities", "execution", "output"}))
+        for key in ("when", "input"):
+            for path, text in _strings(spec.get(key), (*base, key)):
+                self._text(text, path, scope)
 
     def _text(self, text: str, path: DataPath, scope: _Scope) -> None:
         try:

@@ -28,6 +28,7 @@ from wovyr.engine.core.policy import MAX_RECOVERIES, RunActivity, children_to_ca
 from wovyr.engine.core.state import (
     ActivityStatus,
     ExecutionState,
+    ExecutionStatus,
     fold,
     state_from_json,
 )
@@ -36,6 +37,7 @@ from wovyr.engine.quotas import (
     SECONDS,
     QuotaCache,
     Quotas,
+    continued_debits,
     day_of,
     quotas_of,
     set_quotas,
@@ -55,10 +57,20 @@ from wovyr.events import (
     ApprovalDecided,
     ChildFinished,
     Event,
+    EventType,
     ExecutionCancelled,
     SignalReceived,
 )
-from wovyr.ids import ID_RULE, child_id, derived_id, is_execution_id, new_id, validate_execution_id
+from wovyr.ids import (
+    ID_RULE,
+    child_id,
+    continued_id,
+    derived_id,
+    is_chain_run_id,
+    is_execution_id,
+    new_id,
+    validate_execution_id,
+)
 from wovyr.store import check_store, open_store
 from wovyr.store.audit import payload_digest
 from wovyr.store.base import (
@@ -102,6 +114,17 @@ def _check_id(execution_id: str) -> None:
         validate_execution_id(execution_id)
     except ValueError as exc:
         raise InputError([Problem(str(exc), path="id")]) from None
+    if is_chain_run_id(execution_id):
+        raise InputError(
+            [
+                Problem(
+                    "ids ending in '~c<number>' are reserved for the runs of a "
+                    "continue-as-new chain",
+                    path="id",
+                    hint="choose another id; a chain's later runs are reached by its first id",
+                )
+            ]
+        )
 
 
 class Engine(Definitions):
@@ -381,11 +404,15 @@ class Engine(Definitions):
         lease_owner: str | None,
         lease_seconds: float,
         extra: dict[str, Any] | None = None,
+        carried: builtins.list[Event] | None = None,
     ) -> NewExecution:
-        """A new execution of `workflow` on inputs already checked."""
+        """A new execution of `workflow` on inputs already checked. `carried`: events that
+        follow its start in its first step (the buffered signals a continued run takes
+        over); with them, it is the next run of a chain (its own debits, see below)."""
         now = self.clock.now()
         exec_id = execution_id or new_id(now)
         events = start_events(workflow, digest, inputs, now, parent_id=parent_id, extra=extra)
+        events += carried or []
         empty = ExecutionState(id=exec_id)
         state = fold(events, empty)
         if lease_owner is not None:
@@ -393,7 +420,10 @@ class Engine(Definitions):
                 workflow, state, now, max_items=self.max_items, max_recoveries=self.max_recoveries
             )
             assert decision.state is not None
-            events, state = events + decision.events, decision.state
+            # a run that would continue as new at once is left to its worker, whose commit
+            # creates the chain's next run with it
+            if decision.state.status != ExecutionStatus.CONTINUED:
+                events, state = events + decision.events, decision.state
         step = make_step(exec_id, empty, state, events, now, tenant=self.tenant, ready=True)
         quotas = self.quotas()
         return NewExecution(
@@ -408,9 +438,79 @@ class Engine(Definitions):
             parent_id=parent_id,
             lease_owner=lease_owner,
             lease_until=now + timedelta(seconds=lease_seconds) if lease_owner else None,
-            debits=start_debits(quotas, now),
-            max_running=quotas.concurrent_executions,
+            debits=continued_debits(quotas, now)
+            if carried is not None
+            else start_debits(quotas, now),
+            # a chain's next run replaces its last: the running count does not grow
+            max_running=None if carried is not None else quotas.concurrent_executions,
         )
+
+    def continuation(self, after: ExecutionState, events: builtins.list[Event]) -> NewExecution:
+        """The chain's next run, for the step that ends `after` with `ExecutionContinued`
+        (among `events`): the same pinned definition, the event's inputs and id, linked to
+        this run, with this run's buffered signals (those no wait consumed) carried over in
+        the order each name received them."""
+        ended = next(e for e in reversed(events) if e.type == EventType.EXECUTION_CONTINUED)
+        workflow = self.definition(after.definition_hash)
+        now = self.clock.now()
+        carried = [
+            SignalReceived(name=name, payload=payload).at(now)
+            for name, payloads in after.signals.items()
+            for payload in payloads
+        ]
+        chain = {"root": after.chain_root, "run": int(ended.data["run"])}
+        return self._new_execution(
+            workflow,
+            after.definition_hash,
+            dict(ended.data["input"]),
+            execution_id=str(ended.data["continued_as"]),
+            parent_id=None,
+            lease_owner=None,
+            lease_seconds=0.0,
+            extra={"continued_from": after.id, "chain": chain},
+            carried=carried,
+        )
+
+    def live(self, execution_id: str) -> ExecutionRecord:
+        """The execution `execution_id` names, following a continue-as-new chain: a run that
+        ended `continued` leads to the chain's last run (the live one while the chain goes
+        on). Runs are named `continued_id(root, n)`, so the last is found in O(log n) loads
+        (doubling, then halving); each found run must name the same chain, so an unrelated
+        execution with a look-alike id is never followed. NotFound for a missing id."""
+        record = self._load(execution_id)
+        if record.status != ExecutionStatus.CONTINUED:
+            return record
+        state = state_from_json(record.checkpoint or {})
+        root, known = state.chain_root, state.chain_run
+
+        def run(n: int) -> ExecutionRecord | None:
+            found = self.store.load(continued_id(root, n), self.tenant)
+            if found is None:
+                return None
+            if state_from_json(found.checkpoint or {}).chain_root != root:
+                return None
+            return found
+
+        last, step = record, 1
+        while True:  # doubling: the highest run that exists, up to a power of two beyond
+            found = run(known + step)
+            if found is None:
+                break
+            last, known = found, known + step
+            if found.status != ExecutionStatus.CONTINUED:
+                return found  # only a chain's last run ends otherwise (or runs)
+            step *= 2
+        low, high = known, known + step  # low exists, high does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            found = run(middle)
+            if found is None:
+                high = middle
+                continue
+            last, low = found, middle
+            if found.status != ExecutionStatus.CONTINUED:
+                return found
+        return last
 
     # --- quotas --------------------------------------------------------------------------
 
@@ -519,7 +619,8 @@ class Engine(Definitions):
     def cancel(
         self, execution_id: str, reason: str | None = None, *, by: str | None = None
     ) -> ExecutionView:
-        """Cancel: `ExecutionCancelled` is durable when this returns; late results are refused."""
+        """Cancel: `ExecutionCancelled` is durable when this returns; late results are refused.
+        A chain's logical id (or any of its runs) cancels its live run, which ends the chain."""
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)
@@ -528,7 +629,7 @@ class Engine(Definitions):
         details = {"by": by, "reason": None if reason is None else payload_digest(reason)}
         view = self._append(execution_id, events, ("execution.cancel", details))
         # the cascade is part of this one audited cancel, not a change of its own
-        self.acting(None)._cancel_children(execution_id, by)
+        self.acting(None)._cancel_children(view.id, by)
         return view
 
     def _cancel_children(self, execution_id: str, by: str | None) -> None:
@@ -554,19 +655,19 @@ class Engine(Definitions):
         """Append what `make_events` returns (recomputed when the log moved); `audit`, the
         (action, details) of the change, rides on the step that applies."""
         for _ in range(_MAX_RETRIES):
-            record = self._load(execution_id)
+            record = self.live(execution_id)  # a chain's live run (re-read on each conflict)
             state = state_from_json(record.checkpoint or {})
             workflow = self.definition(record.definition_hash)
             events = make_events(state, workflow)
             after = fold(events, state)
             step = make_step(
-                execution_id, state, after, events, self.clock.now(), tenant=self.tenant, ready=True
+                record.id, state, after, events, self.clock.now(), tenant=self.tenant, ready=True
             )
             if audit is not None:
-                step = replace(step, audit=self.audit_entry(audit[0], execution_id, audit[1]))
+                step = replace(step, audit=self.audit_entry(audit[0], record.id, audit[1]))
             outcome = self.commit_step(step, after)
             if outcome is CommitOutcome.OK:
-                self.notify(execution_id)
+                self.notify(record.id)
                 return self._view(record, after)
             if outcome is CommitOutcome.NOT_FOUND:
                 break
@@ -672,6 +773,13 @@ class Engine(Definitions):
                 type="ChildDepthExceeded",
             )
         workflow, digest = self.named(spec.name, spec.version)
+        if workflow.continue_as_new is not None:
+            raise NonRetryableError(
+                f"workflow {spec.name!r} v{workflow.version} declares continue_as_new and "
+                f"cannot run as a child of activity {run.activity_id!r}: a chain outlives "
+                "the step that waits for it; start it on its own (a schedule, a start)",
+                type="ContinueAsNewChild",
+            )
         origin = {
             "id": parent.id,
             "activity": run.activity_id,
@@ -732,9 +840,10 @@ class Engine(Definitions):
             raise NotFound(f"execution {execution_id} not found")
         return record
 
-    def query(self, execution_id: str) -> ExecutionView:
-        """The live state: appends no event and takes no lease."""
-        record = self._load(execution_id)
+    def query(self, execution_id: str, *, follow: bool = True) -> ExecutionView:
+        """The live state: appends no event and takes no lease. A run that continued as new
+        answers with its chain's live (or last) run unless `follow` is False."""
+        record = self.live(execution_id) if follow else self._load(execution_id)
         return self._view(record, state_from_json(record.checkpoint or {}))
 
     def get(self, execution_id: str) -> ExecutionRecord:
@@ -771,10 +880,16 @@ class Engine(Definitions):
         )
 
     def history(
-        self, execution_id: str, after_seq: int = 0, limit: int | None = None
+        self,
+        execution_id: str,
+        after_seq: int = 0,
+        limit: int | None = None,
+        *,
+        follow: bool = True,
     ) -> builtins.list[EventRecord]:
-        self._load(execution_id)
-        return self.store.history(execution_id, after_seq, limit, tenant=self.tenant)
+        """The events of one run: a chain's live (or last) run unless `follow` is False."""
+        record = self.live(execution_id) if follow else self._load(execution_id)
+        return self.store.history(record.id, after_seq, limit, tenant=self.tenant)
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
         return build_view(self.definition(record.definition_hash), record, state)

@@ -175,6 +175,17 @@ def start_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:
     return tuple(out)
 
 
+def continued_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:
+    """What the next run of a continue-as-new chain debits: one execution of the day, as
+    any start (Temporal counts a continued run as a new run too), but without a limit: the
+    chain was admitted when its first run started, and refusing the hand-over would leave
+    it with no live run. So a chain's runs count toward executions-per-day and may take the
+    day's count past the limit; new starts are then refused as usual."""
+    if quotas.executions_per_day is None:
+        return ()
+    return (Debit(EXECUTIONS, 1, day_of(now)),)
+
+
 class QuotaCache:
     """Tenants' quotas read at most once per `ttl` seconds per process: a start of a tenant
     without quotas costs no extra read. A change made through this process is seen at once

@@ -7,7 +7,7 @@ from typing import Any
 
 from wovyr.definition.model import Workflow
 from wovyr.engine.core.policy import retry_policy
-from wovyr.engine.core.state import ActivityStatus, ExecutionState
+from wovyr.engine.core.state import ActivityStatus, ExecutionState, ExecutionStatus
 from wovyr.engine.core.waits import shown_status, waiting_on
 from wovyr.store.base import ExecutionRecord
 
@@ -34,10 +34,15 @@ class ExecutionView:
     activities: dict[str, dict[str, Any]] = field(default_factory=dict)
     pending_waits: list[dict[str, Any]] = field(default_factory=list)
     buffered_signals: dict[str, int] = field(default_factory=dict)
+    # continue-as-new: the run this one continues, the run that continues it, and the
+    # chain ({root: its logical id, run: this run's number}); None outside a chain
+    continued_from: str | None = None
+    continued_as: str | None = None
+    chain: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
-        return self.status in ("completed", "failed", "cancelled")
+        return self.status in ExecutionStatus.TERMINAL
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +99,9 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         activities=activities,
         pending_waits=pending,
         buffered_signals={k: len(v) for k, v in state.signals.items()},
+        continued_from=state.continued_from,
+        continued_as=state.continued_as,
+        chain={"root": state.chain_root, "run": state.chain_run} if state.chain else None,
     )
 
 

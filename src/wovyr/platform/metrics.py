@@ -40,6 +40,7 @@ _TERMINAL = {
     EventType.EXECUTION_COMPLETED: "completed",
     EventType.EXECUTION_FAILED: "failed",
     EventType.EXECUTION_CANCELLED: "cancelled",
+    EventType.EXECUTION_CONTINUED: "continued",  # a run of a chain ended; the chain goes on
 }
 _COUNTED = {EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_FAILED, *_TERMINAL}
 _REMEMBER = 100_000  # executions whose tenant/workflow we keep, and activity starts

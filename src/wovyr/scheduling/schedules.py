@@ -516,7 +516,11 @@ class Schedules:
         return self.engine.store.load(execution_id, self.engine.tenant) is not None
 
     def _is_running(self, execution_id: str) -> bool:
+        """The tick's execution still runs; one that continued as new runs as its chain
+        until the chain's last run ends (its live run is found from the tick's id)."""
         found = self.engine.store.load(execution_id, self.engine.tenant)
+        if found is not None and found.status == "continued":
+            found = self.engine.live(execution_id)
         return found is not None and found.status == "running"
 
     def _change(

@@ -6,7 +6,8 @@ observers at the same fixed points, after the transaction committed and outside 
 store's locks:
 
 - `created(new)`: an execution was inserted (by `create_execution`, or by a schedule fire:
-  `update_schedule(..., starts)`), once per execution actually inserted; a start whose id
+  `update_schedule(..., starts)`, or by a committed step that continues as new:
+  `step.continued_as`), once per execution actually inserted; a start whose id
   existed is not reported. Its first step (`new.first_step`) is part of it: it is not
   reported again through `committed`.
 - `committed(steps, outcomes)`: a `commit` batch (or, on PostgreSQL, a `fire_timers`
@@ -75,6 +76,9 @@ class Observers:
                 observer.committed(steps, outcomes)
             except Exception:
                 log.exception("store observer %r failed on a commit", observer)
+        for step, outcome in zip(steps, outcomes, strict=False):
+            if step.continued_as is not None and outcome is CommitOutcome.OK:
+                self.created(step.continued_as)  # the chain's next run, inserted with it
 
     def claimed(self, claims: Sequence[Claim]) -> None:
         if not claims:

@@ -158,6 +158,10 @@ class StepWrite:
     tenant: str = DEFAULT_TENANT
     debits: Sequence[Debit] = ()  # the tenant's budgets this step used (always added)
     audit: AuditEntry | None = None  # appended to the audit chain when (and only if) it applies
+    # Continue-as-new: the chain's next run, created in the same transaction when the step
+    # applies (never when it is refused). Its id must be new to the tenant: a store that
+    # finds it taken refuses the whole transaction (StoreError), so a chain never forks.
+    continued_as: NewExecution | None = None
 
     @property
     def key(self) -> tuple[str, str]:

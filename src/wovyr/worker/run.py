@@ -197,7 +197,7 @@ async def drive(
             tree.changed.clear()
             look = await asyncio.to_thread(_look, engine, execution_id)
             if look.root is None or look.root.finished:
-                return Foreground(engine.query(execution_id))
+                return Foreground(engine.query(execution_id, follow=False))
             tree.members = dict.fromkeys(look.members)
             now = engine.clock.now()
             if look.elsewhere:

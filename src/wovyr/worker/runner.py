@@ -20,7 +20,13 @@ from wovyr.activities.policy import TRUSTED
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.engine.core.decide import Outcome, RunActivity, decide, outcome_events
 from wovyr.engine.core.policy import children_to_cancel
-from wovyr.engine.core.state import ActivityStatus, ExecutionState, fold, state_from_json
+from wovyr.engine.core.state import (
+    ActivityStatus,
+    ExecutionState,
+    ExecutionStatus,
+    fold,
+    state_from_json,
+)
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, WovyrError
 from wovyr.events import Event
@@ -154,6 +160,10 @@ class ExecutionRunner:
         billed = self._unbilled
         if billed:
             step = replace(step, debits=self.engine.attempt_debits(billed))
+        if after.status == ExecutionStatus.CONTINUED and self.state.status != after.status:
+            # the chain's next run is created by this very commit (one transaction)
+            new = await asyncio.to_thread(self.engine.continuation, after, events)
+            step = replace(step, continued_as=new)
         if (after.finished and after.parent) or children_to_cancel(events):
             # the parent is told, or timed-out children are cancelled, in the same transaction
             outcome = await self.committer.run_sync(self.engine.commit_step, step, after)
@@ -161,6 +171,8 @@ class ExecutionRunner:
             outcome = await self.committer.commit(step)
         if outcome is CommitOutcome.OK:
             self._unbilled -= billed
+            if step.continued_as is not None:
+                self.engine.notify(step.continued_as.id)
         self.stats.commits += 1
         return outcome
 

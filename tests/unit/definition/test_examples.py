@@ -28,6 +28,7 @@ def test_the_expected_examples_exist() -> None:
         "hello.yaml",
         "llm-with-fallback.yaml",
         "poll-until-done.yaml",
+        "monthly-billing.yaml",
     } <= names
 
 
@@ -104,3 +105,15 @@ def test_poll_until_done_repeats_with_a_durable_timer() -> None:
     repeat = flow.activity("poll").repeat
     assert repeat is not None and repeat.every == 2 and repeat.max_iterations == 20
     assert "output.state == 'done'" in repeat.until
+
+
+def test_monthly_billing_waits_a_month_and_continues_as_new() -> None:
+    flow = load_definition_file(_by_name("monthly-billing.yaml"))
+    wait = flow.activity("month_passes").step_of(WaitStep)
+    assert wait is not None and wait.wait.timer is not None
+    assert flow.continue_as_new is not None
+    assert "inputs.month < inputs.last_month" in flow.continue_as_new.when
+    assert flow.continue_as_new.input == {
+        "month": "${{ inputs.month + 1 }}",
+        "billed": "${{ output.billed }}",
+    }

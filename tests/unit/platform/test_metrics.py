@@ -230,3 +230,33 @@ async def _run_until_idle(engine: Engine) -> None:
         await worker.run_until_idle()
     finally:
         await worker.close()
+
+
+CHAIN = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: chain}
+inputs: {n: {type: integer, default: 1}}
+activities:
+  - {id: a, set: {n: "${{ inputs.n }}"}}
+output: "${{ inputs.n }}"
+continue_as_new: {when: "${{ inputs.n < 3 }}", input: {n: "${{ inputs.n + 1 }}"}}
+"""
+
+
+def test_a_chain_counts_each_run_started_and_each_hand_over_as_continued(
+    engine: Engine,
+) -> None:
+    metrics = meter(engine.store)
+    acme = engine.for_tenant("acme")
+    eid = drive(acme, CHAIN)
+    assert acme.query(eid).status == "completed" and acme.query(eid).chain == {
+        "root": eid,
+        "run": 3,
+    }
+    assert metrics.value("wovyr_executions_started_total", "acme", workflow="chain") == 3
+    for status, count in (("continued", 2), ("completed", 1)):
+        value = metrics.value(
+            "wovyr_executions_finished_total", "acme", workflow="chain", status=status
+        )
+        assert value == count, status

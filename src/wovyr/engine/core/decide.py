@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wovyr.definition.expr import evaluate_condition, render
+from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.core import items, saga
 from wovyr.engine.core.context import LazyContext, expression_context
@@ -54,6 +55,7 @@ from wovyr.events import (
     Event,
     EventType,
     ExecutionCompleted,
+    ExecutionContinued,
     ExecutionFailed,
     ExecutionStarted,
     IterationCompleted,
@@ -62,6 +64,7 @@ from wovyr.events import (
     TimerCancelled,
     or_absent,
 )
+from wovyr.ids import continued_id
 
 __all__ = [
     "MAX_ITEMS",
@@ -481,4 +484,31 @@ def _complete(
     except Exception as exc:
         error = _error("ExpressionError", str(exc))
         return [*cancel, ExecutionFailed(error=error).at(now)]
+    if definition.continue_as_new is not None and state.parent is None:
+        try:
+            continued = _continuation(definition, state, ctx, output)
+        except Exception as exc:  # an expression or the next run's inputs failed
+            error = _error("ContinueAsNewError", str(exc))
+            return [*cancel, ExecutionFailed(error=error).at(now)]
+        if continued is not None:
+            return [*cancel, continued.at(now)]
     return [*cancel, ExecutionCompleted(output=output).at(now)]
+
+
+def _continuation(
+    definition: Workflow, state: ExecutionState, ctx: dict[str, Any], output: Any
+) -> ExecutionContinued | None:
+    """`ExecutionContinued` when `continue_as_new.when` holds (`output` in scope): the next
+    run's id (`wovyr.ids.continued_id`) and its inputs, this run's overlaid with the rendered
+    `input` and checked as a start checks them (InputError when they do not fit)."""
+    spec = definition.continue_as_new
+    assert spec is not None
+    scope = {**ctx, "output": output}
+    if not evaluate_condition(spec.when, scope, where="workflow field continue_as_new.when"):
+        return None
+    given = render(spec.input, scope, where="workflow field continue_as_new.input")
+    inputs = resolve_inputs(definition, {**state.input, **given})
+    run = state.chain_run + 1
+    return ExecutionContinued(
+        output=output, input=inputs, continued_as=continued_id(state.chain_root, run), run=run
+    )

@@ -29,7 +29,8 @@ class ExecutionStatus:
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
-    TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+    CONTINUED = "continued"  # ended by continue-as-new: the chain goes on in its next run
+    TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, CONTINUED})
 
 
 class ActivityStatus:
@@ -109,6 +110,22 @@ class ExecutionState:
     compensation: dict[str, Any] | None = None  # {"order": [...], "reason": {...}}
     completions: int = 0
     seq: int = 0
+    # Continue-as-new (written to the checkpoint only when set): the chain's {root, run}
+    # (absent for run 1 until it continues), the run this one continues, the run that
+    # continues this one.
+    chain: dict[str, Any] | None = None
+    continued_from: str | None = None
+    continued_as: str | None = None
+
+    @property
+    def chain_root(self) -> str:
+        """The chain's logical id: its first run's id (this run's, outside a chain)."""
+        return str((self.chain or {}).get("root") or self.id)
+
+    @property
+    def chain_run(self) -> int:
+        """This run's number in its chain (1 for the first run and outside a chain)."""
+        return int((self.chain or {}).get("run") or 1)
 
     @property
     def finished(self) -> bool:
@@ -117,6 +134,9 @@ class ExecutionState:
     def activity(self, activity_id: str) -> ActivityState:
         return self.activities.get(activity_id) or ActivityState()
 
+
+# ExecutionState fields left out of the checkpoint while None (see _UNLESS_SET).
+_STATE_UNLESS_SET = ("chain", "continued_from", "continued_as")
 
 _T = TypeVar("_T", "ExecutionState", "ActivityState")
 
@@ -171,6 +191,8 @@ def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         parent_id=e.get("parent_id"),
         parent=e.get("parent"),
         depth=int(e.get("depth") or 0),
+        chain=e.get("chain"),
+        continued_from=e.get("continued_from"),
         created_at=at,
         status=ExecutionStatus.RUNNING,
         activities={aid: ActivityState() for aid in e.get("activities") or ()},
@@ -196,6 +218,14 @@ def _finished(status: str) -> Any:
         )
 
     return handler
+
+
+def _continued(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    """Ends the run as `continued`, with the output it would have completed with."""
+    run = int(e.get("run") or 2)
+    ended: ExecutionState = _finished(ExecutionStatus.CONTINUED)(state, e, at)
+    chain = {"root": state.chain_root, "run": run - 1}
+    return replace(ended, output=e.get("output"), continued_as=e.get("continued_as"), chain=chain)
 
 
 def _scheduled(state: ExecutionState, e: Event, at: str) -> ExecutionState:
@@ -561,6 +591,7 @@ _HANDLERS: dict[str, Any] = {
     EventType.EXECUTION_COMPLETED: _finished(ExecutionStatus.COMPLETED),
     EventType.EXECUTION_FAILED: _finished(ExecutionStatus.FAILED),
     EventType.EXECUTION_CANCELLED: _finished(ExecutionStatus.CANCELLED),
+    EventType.EXECUTION_CONTINUED: _continued,
     EventType.ACTIVITY_SCHEDULED: _scheduled,
     EventType.ACTIVITY_STARTED: _activity_started,
     EventType.ACTIVITY_COMPLETED: _activity_completed,
@@ -594,6 +625,9 @@ def state_to_json(state: ExecutionState) -> dict[str, Any]:
     data["signals"] = {k: list(v) for k, v in state.signals.items()}
     data["approvals"] = dict(state.approvals)
     data["timers"] = dict(state.timers)
+    for key in _STATE_UNLESS_SET:
+        if data[key] is None:
+            del data[key]
     return data
 
 

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 Name = Field(min_length=1, max_length=200)
-Status = Literal["running", "waiting", "completed", "failed", "cancelled"]
+Status = Literal["running", "waiting", "completed", "failed", "cancelled", "continued"]
 Role = Literal["viewer", "operator", "admin"]
 Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "allow_all"]
 
@@ -97,7 +97,8 @@ class ExecutionSummary(BaseModel):
     version: str
     status: str = Field(
         description="`running`, `waiting` (it waits for what `waiting_on` says and runs "
-        "nothing itself), `completed`, `failed` or `cancelled`."
+        "nothing itself), `completed`, `failed`, `cancelled` or `continued` (ended by "
+        "continue-as-new: its chain goes on in the run named `continued_as`)."
     )
     created_at: datetime
     updated_at: datetime
@@ -148,6 +149,17 @@ class ExecutionDetail(BaseModel):
     activities: dict[str, dict[str, Any]]
     pending_waits: list[dict[str, Any]]
     buffered_signals: dict[str, int]
+    continued_from: str | None = Field(
+        description="Continue-as-new: the run of the chain this run continues."
+    )
+    continued_as: str | None = Field(
+        description="Continue-as-new: the run that continues this one (status `continued`)."
+    )
+    chain: dict[str, Any] | None = Field(
+        description="Continue-as-new: `root`, the chain's logical id (its first run's id: "
+        "signals, approvals, cancels and reads addressed to it reach the live run), and "
+        "`run`, this run's number (ids: `<root>`, then `<root>~c<run>`)."
+    )
     timeline: list[EventOut] = Field(description="The newest events, oldest first.")
 
 

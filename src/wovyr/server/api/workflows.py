@@ -80,12 +80,19 @@ def event_out(e: EventRecord) -> EventOut:
     return EventOut(seq=e.seq, type=e.type, at=e.at, data=e.data)
 
 
-def detail(engine: Engine, execution_id: str, events: int = _TIMELINE) -> ExecutionDetail:
-    view = engine.query(execution_id)
+_FOLLOW = (
+    "A run that continued as new answers with its chain's live (or last) run; false: "
+    "this run itself."
+)
+
+
+def detail(
+    engine: Engine, execution_id: str, events: int = _TIMELINE, *, follow: bool = True
+) -> ExecutionDetail:
+    """One execution (a chain's live or last run, when `follow`), with its newest events."""
+    view = engine.query(execution_id, follow=follow)
     first = max(0, view.event_count - events)
-    timeline = (
-        engine.store.history(execution_id, first, events, tenant=engine.tenant) if events else []
-    )
+    timeline = engine.store.history(view.id, first, events, tenant=engine.tenant) if events else []
     return ExecutionDetail(**view.to_dict(), timeline=[event_out(e) for e in timeline])
 
 
@@ -220,8 +227,9 @@ def get_workflow(
     ctx: Ctx,
     principal: Viewer,
     events: Annotated[int, Query(ge=0, le=500, description="Newest events to include.")] = 50,
+    follow: Annotated[bool, Query(description=_FOLLOW)] = True,
 ) -> ExecutionDetail:
-    return detail(tenant_engine(ctx, principal), execution_id, events)
+    return detail(tenant_engine(ctx, principal), execution_id, events, follow=follow)
 
 
 @router.get("/{execution_id}/history", response_model=HistoryPage, summary="Events, paged")
@@ -231,11 +239,13 @@ def get_history(
     principal: Viewer,
     after_seq: Annotated[int | None, Query(ge=0, description="Default: the newest page.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    follow: Annotated[bool, Query(description=_FOLLOW)] = True,
 ) -> HistoryPage:
     engine = tenant_engine(ctx, principal)
-    total = engine.get(execution_id).seq
+    record = engine.live(execution_id) if follow else engine.get(execution_id)
+    total = record.seq
     start = max(0, total - limit) if after_seq is None else after_seq
-    items = engine.store.history(execution_id, start, limit, tenant=engine.tenant)
+    items = engine.store.history(record.id, start, limit, tenant=engine.tenant)
     last = items[-1].seq if items else start
     return HistoryPage(
         items=[event_out(e) for e in items],

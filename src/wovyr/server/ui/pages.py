@@ -39,7 +39,7 @@ __all__ = [
     "status_counts",
 ]
 
-LIST_STATUSES = ("running", "waiting", "completed", "failed", "cancelled")
+LIST_STATUSES = ("running", "waiting", "completed", "failed", "cancelled", "continued")
 COUNT_CAP = 500
 SCAN_CAP = 5000
 TIMELINE_PAGE = 200
@@ -347,8 +347,10 @@ def _activity_rows(view: ExecutionView, workflow: Workflow, now: datetime) -> li
 def execution_page(
     engine: Engine, execution_id: str, now: datetime, events_from: int | None = None
 ) -> ExecutionPage:
-    """Everything one execution's page shows (raises NotFound like `engine.query`)."""
-    view = engine.query(execution_id)
+    """Everything one execution's page shows (raises NotFound like `engine.query`). Each
+    run of a continue-as-new chain has its own page (not followed), linked to the run it
+    continues and to the run that continues it."""
+    view = engine.query(execution_id, follow=False)
     workflow = engine.definition(view.definition_hash)
     rows = _activity_rows(view, workflow, now)
     layout = _layout(view.definition_hash, workflow)
@@ -356,7 +358,9 @@ def execution_page(
     total = view.event_count
     start = max(0, total - TIMELINE_PAGE) if events_from is None else events_from
     start = min(max(0, start), max(0, total - 1))
-    events = timeline(engine.history(execution_id, after_seq=start, limit=TIMELINE_PAGE), now)
+    events = timeline(
+        engine.history(execution_id, after_seq=start, limit=TIMELINE_PAGE, follow=False), now
+    )
     approvals = [w for w in view.pending_waits if w.get("kind") == "approval"]
     signals = sorted({str(w.get("name")) for w in view.pending_waits if w.get("kind") == "signal"})
     page = ExecutionPage(

@@ -218,9 +218,14 @@ def _approval(d: dict[str, Any]) -> tuple[str, str]:
 _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
     EventType.EXECUTION_STARTED: lambda d: (
         "lifecycle",
-        f"started {d.get('workflow')} v{d.get('version')}",
+        f"started {d.get('workflow')} v{d.get('version')}"
+        + (f", continuing {d['continued_from']}" if d.get("continued_from") else ""),
     ),
     EventType.EXECUTION_COMPLETED: lambda d: ("lifecycle", "execution completed"),
+    EventType.EXECUTION_CONTINUED: lambda d: (
+        "lifecycle",
+        f"continued as new: run {d.get('run')} is {d.get('continued_as')}",
+    ),
     EventType.EXECUTION_FAILED: lambda d: (
         "failure",
         f"execution failed: {_error_text(d.get('error'))}",

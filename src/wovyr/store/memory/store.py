@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from wovyr.errors import StoreError
 from wovyr.store.audit import AuditAnchor, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
@@ -128,6 +129,10 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit):
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
         encoded = [self._encode(step) for step in steps]
         with self._lock:
+            for step in steps:  # a taken id refuses the batch before anything changes
+                new = step.continued_as
+                if new is not None and (new.tenant, new.id) in self._executions:
+                    raise StoreError(f"the continued run's id {new.id} is taken")
             outcomes = [self._check(step) for step in steps] if atomic else []
             if not any(c is not CommitOutcome.OK for c in outcomes):
                 outcomes = [
@@ -144,6 +149,8 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit):
         outcome = self._check(step)
         if outcome is CommitOutcome.OK:
             self._apply(step, encoded)
+            if step.continued_as is not None:
+                self._insert_execution(step.continued_as)
             self._append_audit(step.audit)
         return outcome
 

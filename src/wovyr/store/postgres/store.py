@@ -408,7 +408,7 @@ class PostgresStore(
         return outcomes
 
     def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
-        if any(step.debits or step.audit is not None for step in steps):
+        if any(step.debits or step.audit is not None or step.continued_as for step in steps):
             return self._commit_with_debits(steps, atomic)
         distinct = len({step.key for step in steps}) == len(steps)
         if len(steps) > 1 and distinct and not atomic:
@@ -452,7 +452,8 @@ class PostgresStore(
     def _commit_with_debits(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
         """The steps one statement each, and the debits and audit records of those that
         apply, in one transaction (only steps that use a budget with a limit carry debits;
-        only steps of the facade's external changes carry an audit record)."""
+        only steps of the facade's external changes carry an audit record), with the chain's
+        next run of a step that continues as new (a taken id refuses it all)."""
         params = [{**support.step_params(step), "channel": self.channel} for step in steps]
 
         def body(conn: Connection) -> list[Any]:
@@ -462,6 +463,9 @@ class PostgresStore(
                     rows.append(conn.execute(self._q["apply_step"], p).fetchone())
                     if rows[-1][0]:
                         self._debit(conn, step.tenant, step.debits, checked=False)
+                        new = step.continued_as
+                        if new is not None and not self._insert(conn, new):
+                            raise StoreError(f"the continued run's id {new.id} is taken")
                         append_audit_row(conn, step.audit)
                     elif atomic:
                         raise psycopg.Rollback()

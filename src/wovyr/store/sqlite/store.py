@@ -354,6 +354,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit):
         self._write_children(conn, step.tenant, step.execution_id, step.expected_seq, step)
         if step.debits:
             self._debit(conn, step.tenant, step.debits, checked=False)
+        if step.continued_as is not None and not self._insert_execution(conn, step.continued_as):
+            raise StoreError(f"the continued run's id {step.continued_as.id} is taken")
         append_audit_row(conn, step.audit)
         return CommitOutcome.OK
 

@@ -148,6 +148,18 @@ REPEAT = wf(
 )
 
 
+CHAIN = wf(
+    """
+    inputs: {n: {type: integer, default: 1}}
+    activities:
+      - id: go
+        wait: {signal: go}
+    output: "${{ inputs.n }}"
+    continue_as_new: {when: "${{ inputs.n < 2 }}", input: {n: "${{ inputs.n + 1 }}"}}
+    """
+)
+
+
 def scenarios() -> dict[str, Any]:
     engine = memory_engine(ActivityRegistry())  # not the process's default registry
     flaky_calls: list[int] = []
@@ -215,6 +227,12 @@ def scenarios() -> dict[str, Any]:
         engine.clock.advance(minutes=1)
         drain(engine)
 
+    ids["chain"] = engine.start(CHAIN, execution_id="chain").id
+    drain(engine)
+    engine.signal("chain", "go", 1)
+    engine.signal("chain", "go", 2)  # buffered: carried over to run 2 (chain~c2)
+    drain(engine)
+
     every = [r.id for r in engine.list(limit=1000).items]
     out: dict[str, Any] = {}
     for execution_id in sorted(every):
@@ -223,7 +241,7 @@ def scenarios() -> dict[str, Any]:
             "status": record.status,
             "events": [
                 {"type": e.type, "at": e.at.isoformat(), "data": e.data}
-                for e in engine.history(execution_id)
+                for e in engine.history(execution_id, follow=False)
             ],
             "checkpoint": record.checkpoint,
         }
