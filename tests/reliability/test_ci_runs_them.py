@@ -14,11 +14,12 @@ import pytest
 pytestmark = pytest.mark.slow  # like the rest of this tier (it starts pytest twice)
 
 REPO = Path(__file__).resolve().parents[2]
-# Three tests (the second is parametrized twice); without strace, their fixture decides
+# Four tests (the second is parametrized twice); without strace, their fixture decides
 # before they do anything.
 STRACE_TESTS = [
     "tests/reliability/test_crash_points.py::test_sqlite_crash_points",
     "tests/reliability/test_io_faults.py::test_fsync_eio_is_an_error_and_the_store_recovers_in_process",
+    "tests/reliability/test_handover_crash.py::test_a_kill_at_any_write_of_the_hand_over_leaves_one_live_run",
 ]
 
 
@@ -47,7 +48,7 @@ def test_without_strace_the_tests_fail_in_ci_and_skip_elsewhere(ci: str, tmp_pat
     assert "strace is not installed" in ran.stdout, ran.stdout
     if ci:
         assert ran.returncode == 1, ran.stdout
-        assert "3 errors" in summary and "skipped" not in summary, summary
+        assert "4 errors" in summary and "skipped" not in summary, summary
     else:
         assert ran.returncode == 0, ran.stdout
-        assert "3 skipped" in summary, summary
+        assert "4 skipped" in summary, summary
