@@ -35,6 +35,7 @@ from wovyr.store.records import (
 )
 from wovyr.store.registry import DefinitionRegistry
 from wovyr.store.schedules import ScheduleStore
+from wovyr.store.secrets import SecretStore
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -137,6 +138,7 @@ class Store(
     IdempotencyStore,
     SessionStore,
     TenantStore,
+    SecretStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

@@ -33,8 +33,10 @@ from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
+from wovyr.store.memory.secrets import MemorySecrets
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
 from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
 
 __all__ = ["MemoryStore"]
@@ -46,7 +48,7 @@ def _stored(value: object) -> Any:
     return loads(dumps(value))
 
 
-class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
+class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemorySecrets):
     def __init__(self) -> None:
         self.url = "memory://"
         self._lock = threading.RLock()
@@ -62,6 +64,9 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         self._revoked_sessions: dict[str, datetime] = {}  # session id -> until
         self._tenants: dict[str, TenantRecord] = {}
         self._quota_usage: dict[tuple[str, str, date], float] = {}  # (tenant, budget, day)
+        self._data_keys: dict[tuple[str, int], DataKeyRecord] = {}  # (tenant, version)
+        self._secrets: dict[tuple[str, str], SecretRecord] = {}  # (tenant, name)
+        self._kms_roots: dict[str, KmsRootRecord] = {}
         self._observers = Observers()
         self.commits = 0
 

@@ -60,6 +60,7 @@ from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
+from wovyr.store.postgres.secrets import PostgresSecrets
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
 from wovyr.store.rows import (
@@ -78,7 +79,12 @@ RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
 class PostgresStore(
-    PostgresSchedules, PostgresRegistry, PostgresMembers, PostgresPlatform, PostgresTimers
+    PostgresSchedules,
+    PostgresRegistry,
+    PostgresMembers,
+    PostgresPlatform,
+    PostgresSecrets,
+    PostgresTimers,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
