@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.activities.builtin.wait import WaitStep
+from wovyr.activities.kinds import SecretResolver
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
@@ -42,7 +43,7 @@ from wovyr.engine.quotas import (
     start_debits,
 )
 from wovyr.engine.steps import make_step, timer_steps
-from wovyr.engine.views import ExecutionView, build_view, status_filter
+from wovyr.engine.views import ExecutionView, build_view, shown_events, status_filter
 from wovyr.errors import (
     Conflict,
     ExecutionFinished,
@@ -120,6 +121,7 @@ class Engine(Definitions):
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
+        secrets: SecretResolver | None = None,
     ) -> None:
         """`max_recoveries`: how often an activity (an item, a compensation) is run again
         after its attempt was lost with its worker (process killed, lease expired) before it
@@ -132,7 +134,10 @@ class Engine(Definitions):
         `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's payload
         or an activity's output may be (each also nests at most 64 levels deep).
         `min_schedule_interval`: the fewest seconds between two fires any schedule may be
-        set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more)."""
+        set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more).
+        `secrets`: what workers resolve `${{ secrets.NAME }}` with at dispatch (the edges
+        pass `wovyr.platform.secrets.Secrets`); None: an attempt that references a secret
+        fails, not retried, saying no secrets are configured."""
         check_store(store)  # a partial store fails here, with what it lacks
         if max_recoveries < 0:
             raise ValueError("max_recoveries must be 0 or more")
@@ -147,6 +152,7 @@ class Engine(Definitions):
         self.default_timeout = default_timeout
         self.max_payload_bytes = max_payload_bytes
         self.min_schedule_interval = min_schedule_interval
+        self.secrets = secrets
         self._quota_cache = QuotaCache()  # shared by `for_tenant` engines
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
@@ -173,6 +179,7 @@ class Engine(Definitions):
             default_timeout=self.default_timeout,
             max_payload_bytes=self.max_payload_bytes,
             min_schedule_interval=self.min_schedule_interval,
+            secrets=self.secrets,
         )
         other._quota_cache = self._quota_cache
         other._definitions = self._definitions  # content-addressed: safe to share
@@ -191,6 +198,7 @@ class Engine(Definitions):
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
+        secrets: SecretResolver | None = None,
     ) -> Engine:
         from wovyr.store import default_url
 
@@ -201,6 +209,7 @@ class Engine(Definitions):
             default_timeout=default_timeout,
             max_payload_bytes=max_payload_bytes,
             min_schedule_interval=min_schedule_interval,
+            secrets=secrets,
         )
 
     def close(self) -> None:
@@ -727,8 +736,11 @@ class Engine(Definitions):
     def history(
         self, execution_id: str, after_seq: int = 0, limit: int | None = None
     ) -> builtins.list[EventRecord]:
-        self._load(execution_id)
-        return self.store.history(execution_id, after_seq, limit, tenant=self.tenant)
+        """The events (after `after_seq`, at most `limit`) as they may be shown: rendered
+        inputs through their kind's `redact`."""
+        record = self._load(execution_id)
+        events = self.store.history(execution_id, after_seq, limit, tenant=self.tenant)
+        return shown_events(self.definition(record.definition_hash), events)
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
         return build_view(self.definition(record.definition_hash), record, state)

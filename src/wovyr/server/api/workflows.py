@@ -83,9 +83,7 @@ def event_out(e: EventRecord) -> EventOut:
 def detail(engine: Engine, execution_id: str, events: int = _TIMELINE) -> ExecutionDetail:
     view = engine.query(execution_id)
     first = max(0, view.event_count - events)
-    timeline = (
-        engine.store.history(execution_id, first, events, tenant=engine.tenant) if events else []
-    )
+    timeline = engine.history(execution_id, first, events) if events else []
     return ExecutionDetail(**view.to_dict(), timeline=[event_out(e) for e in timeline])
 
 
@@ -235,7 +233,7 @@ def get_history(
     engine = tenant_engine(ctx, principal)
     total = engine.get(execution_id).seq
     start = max(0, total - limit) if after_seq is None else after_seq
-    items = engine.store.history(execution_id, start, limit, tenant=engine.tenant)
+    items = engine.history(execution_id, start, limit)
     last = items[-1].seq if items else start
     return HistoryPage(
         items=[event_out(e) for e in items],
