@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from wovyr.store.base import Store
-from wovyr.store.secrets import DataKeyRecord, KmsRootRecord
+from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord
 
 AT = datetime(2030, 1, 1, 9, tzinfo=UTC)
 
@@ -85,3 +85,21 @@ def test_kms_root_rows(store: Store) -> None:
     rotated = replace(escrowed, rotated_at=AT + timedelta(hours=2))
     store.put_kms_root(rotated)
     assert store.kms_root("r1") == rotated
+
+
+def test_shredding_destroys_one_tenants_data_keys_and_keeps_their_versions(
+    store: Store,
+) -> None:
+    store.add_data_key(DataKeyRecord("t1", 1, b"k1", "root-a", AT))
+    store.add_data_key(DataKeyRecord("t1", 2, b"k2", "root-a", AT))
+    store.add_data_key(DataKeyRecord("t2", 1, b"other", "root-a", AT))
+    assert store.shred_data_keys("t1") == 2
+    assert store.shred_data_keys("t1") == 0  # once
+    assert store.shred_data_keys("nobody") == 0
+    for version in (1, 2):
+        shredded = store.data_key("t1", version)
+        assert shredded is not None
+        assert (shredded.wrapped, shredded.root_id) == (b"", SHREDDED)
+    assert store.data_key("t1") == store.data_key("t1", 2)
+    assert store.data_key("t2") == DataKeyRecord("t2", 1, b"other", "root-a", AT)
+    assert not store.rewrap_data_key("t1", 1, "root-a", b"x", "root-b")

@@ -47,7 +47,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from wovyr.errors import KmsError
 from wovyr.files import atomic_write
-from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretStore
+from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretStore
 
 __all__ = [
     "DEV_KEY_FILE",
@@ -193,6 +193,12 @@ class Kms:
         known = self._unwrapped.get(cache_key)
         if known is not None:
             return known
+        if record.root_id == SHREDDED:
+            raise KmsError(
+                f"the data key of tenant {record.tenant!r} (version {record.version}) was "
+                "shredded: what it sealed is gone for good",
+                hint="set the secret again",
+            )
         root = self._keys.get(record.root_id)
         if root is None:
             raise KmsError(
@@ -371,7 +377,7 @@ def rotate(
     already = sum(1 for k in store.list_data_keys() if k.root_id == new.key_id)
     rewrapped = 0
     while True:  # again until none is left: a data key created meanwhile is caught too
-        pending = [k for k in store.list_data_keys() if k.root_id != new.key_id]
+        pending = [k for k in store.list_data_keys() if k.root_id not in (new.key_id, SHREDDED)]
         if not pending:
             break
         for record in pending:

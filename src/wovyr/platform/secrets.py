@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wovyr.errors import InputError, NotFound, Problem
-from wovyr.store.secrets import SecretRecord, SecretStore
+from wovyr.store.secrets import SHREDDED, SecretRecord, SecretStore
 
 if TYPE_CHECKING:  # loaded with the KMS, on first use: `cryptography` costs a CLI start
     from wovyr.platform.kms import Kms
@@ -35,6 +35,7 @@ __all__ = [
     "Secrets",
     "check_secret_name",
     "open_secrets",
+    "shred_tenant",
 ]
 
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -123,9 +124,10 @@ class Secrets:
         """The tenant's latest data key (created on first use)."""
         kms = self.kms
         record = self.store.data_key(tenant)
-        if record is None:
+        if record is None or record.root_id == SHREDDED:  # a shredded tenant starts afresh
             kms.register(self.store, at)
-            record = self.store.add_data_key(kms.new_data_key(tenant, 1, at))
+            version = 1 if record is None else record.version + 1
+            record = self.store.add_data_key(kms.new_data_key(tenant, version, at))
         return record.version, kms.unwrap(record)
 
     def set_secret(
@@ -187,3 +189,11 @@ def open_secrets(store: SecretStore, home: Path, env: Mapping[str, str] | None =
         return load_kms(home, env)
 
     return Secrets(store, load)
+
+
+def shred_tenant(store: SecretStore, tenant: str, *, by: str, at: datetime) -> int:
+    """Crypto-shred `tenant`: destroy its data keys, so every secret they sealed is
+    unreadable everywhere, copies of the database included (the ciphertexts stay, and never
+    open again); other tenants are untouched. Returns how many data keys were destroyed.
+    Audited action (`by`, `at` are for the audit record)."""
+    return store.shred_data_keys(tenant)

@@ -18,7 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-__all__ = ["DataKeyRecord", "KmsRootRecord", "SecretRecord", "SecretStore"]
+__all__ = ["SHREDDED", "DataKeyRecord", "KmsRootRecord", "SecretRecord", "SecretStore"]
+
+#: The `root_id` of a shredded data key (its `wrapped` is empty): the versions stay, so a
+#: tenant's next data key gets a higher one, and what the shredded keys sealed never opens.
+SHREDDED = "shredded"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,11 @@ class SecretStore(Protocol):
     ) -> bool:
         """Replace the wrapping of (tenant, version) if it is still by `old_root_id`; False
         when it is not (already re-wrapped, or gone)."""
+        ...
+
+    def shred_data_keys(self, tenant: str) -> int:
+        """Destroy every data key of `tenant` (each row kept as a `SHREDDED` tombstone with
+        nothing wrapped); return how many were destroyed now."""
         ...
 
     # --- secrets -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from wovyr.cli.main import main
+from wovyr.errors import KmsError
 from wovyr.platform.kms import NEW_ROOT_ENV, ROOT_ENV, load_kms
 from wovyr.platform.secrets import open_secrets
 from wovyr.store import open_store
@@ -123,3 +124,16 @@ def test_a_root_key_of_the_wrong_length_is_a_one_line_error(
     monkeypatch.setenv(ROOT_ENV, "ab" * 32)
     code, _, err = cli("admin", "kms", "rotate")
     assert code == 1 and "a rotation needs the new root key" in err
+
+
+def test_shredding_a_tenant_needs_yes_and_leaves_others_readable(cli: Cli) -> None:
+    cli.json("secrets", "set", "A", "--tenant", "t1", stdin="one")
+    cli.json("secrets", "set", "A", "--tenant", "t2", stdin="two")
+    code, _, err = cli("admin", "tenants", "shred", "t1")
+    assert code == 2 and "--yes" in err
+    assert cli.resolve("t1", "A") == "one"
+    done = cli.json("admin", "tenants", "shred", "t1", "--yes")
+    assert done == {"tenant": "t1", "data_keys_destroyed": 1}
+    assert cli.resolve("t2", "A") == "two"
+    with pytest.raises(KmsError, match="was shredded"):
+        cli.resolve("t1", "A")

@@ -22,8 +22,9 @@ from wovyr.platform.kms import (
     load_kms,
     parse_root_key,
     record_escrow,
+    rotate,
 )
-from wovyr.platform.secrets import Secrets
+from wovyr.platform.secrets import Secrets, shred_tenant
 from wovyr.store.memory import MemoryStore
 
 AT = datetime(2030, 1, 1, tzinfo=UTC)
@@ -157,3 +158,27 @@ def test_status_and_escrow() -> None:
     record_escrow(kms, store, by="ops", at=AT)
     status = kms_status(kms, store)
     assert (status.escrowed_at, status.escrowed_by) == (AT, "ops")
+
+
+def test_shredding_a_tenant_makes_its_secrets_unreadable_and_spares_the_others() -> None:
+    store = MemoryStore()
+    kms = Kms(RootKey(bytes.fromhex(KEY)), "production")
+    secrets = Secrets(store, kms)
+    secrets.set_secret("t1", "A", "one", by="cli", at=AT)
+    secrets.set_secret("t2", "A", "two", by="cli", at=AT)
+    assert shred_tenant(store, "t1", by="cli", at=AT) == 1
+    for reader in (secrets, Secrets(store, Kms(RootKey(bytes.fromhex(KEY)), "production"))):
+        with pytest.raises(KmsError, match="was shredded"):
+            reader.resolve_secret("t1", "A")
+        assert reader.resolve_secret("t2", "A") == "two"
+    assert [i.name for i in secrets.list_secrets("t1")] == ["A"]  # the names stay, unreadable
+    # a secret set afterwards gets a new data key (version 2) and reads
+    secrets.set_secret("t1", "B", "fresh", by="cli", at=AT)
+    assert secrets.resolve_secret("t1", "B") == "fresh"
+    with pytest.raises(KmsError, match="was shredded"):
+        secrets.resolve_secret("t1", "A")
+    # a rotation skips the shredded key and moves the others
+    new = RootKey(bytes.fromhex("ef" * 32))
+    result = rotate(kms, store, new, at=AT)
+    assert result.rewrapped == 2
+    assert Secrets(store, Kms(new, "production")).resolve_secret("t1", "B") == "fresh"

@@ -6,7 +6,7 @@ import threading
 from dataclasses import replace
 from datetime import datetime
 
-from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
+from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretRecord
 
 __all__ = ["MemorySecrets"]
 
@@ -41,6 +41,15 @@ class MemorySecrets:
                 return False
             self._data_keys[(tenant, version)] = replace(current, wrapped=wrapped, root_id=root_id)
             return True
+
+    def shred_data_keys(self, tenant: str) -> int:
+        with self._lock:
+            found = [
+                k for k, r in self._data_keys.items() if k[0] == tenant and r.root_id != SHREDDED
+            ]
+            for key in found:
+                self._data_keys[key] = replace(self._data_keys[key], wrapped=b"", root_id=SHREDDED)
+            return len(found)
 
     def put_secret(
         self, tenant: str, name: str, ciphertext: bytes, key_version: int, at: datetime, by: str

@@ -21,7 +21,7 @@ from wovyr.store.rows import (
     kms_root_record,
     secret_record,
 )
-from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
+from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretRecord
 
 __all__ = ["PostgresSecrets"]
 
@@ -76,6 +76,10 @@ class PostgresSecrets:
             "root_id": root_id,
         }
         return int(self._write(lambda conn: conn.execute(sql, params).rowcount)) == 1
+
+    def shred_data_keys(self, tenant: str) -> int:
+        sql, params = _queries()["data_key_shred"], {"tenant": tenant, "shredded": SHREDDED}
+        return int(self._write(lambda conn: conn.execute(sql, params).rowcount))
 
     def put_secret(
         self, tenant: str, name: str, ciphertext: bytes, key_version: int, at: datetime, by: str

@@ -18,6 +18,10 @@ SELECT tenant, version, wrapped, root_id, created_at FROM data_keys ORDER BY ten
 UPDATE data_keys SET wrapped = %(wrapped)s, root_id = %(root_id)s
 WHERE tenant = %(tenant)s AND version = %(version)s AND root_id = %(old_root_id)s;
 
+-- name: data_key_shred
+UPDATE data_keys SET wrapped = ''::bytea, root_id = %(shredded)s
+WHERE tenant = %(tenant)s AND root_id != %(shredded)s;
+
 -- name: secret_put
 INSERT INTO secrets AS s (tenant, name, version, ciphertext, key_version, created_at,
                           updated_at, updated_by)

@@ -17,7 +17,7 @@ from wovyr.store.rows import (
     kms_root_record,
     secret_record,
 )
-from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
+from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretRecord
 
 __all__ = ["SQLiteSecrets"]
 
@@ -72,6 +72,14 @@ class SQLiteSecrets:
                 (wrapped, root_id, tenant, version, old_root_id),
             )
             return cur.rowcount == 1
+
+    def shred_data_keys(self, tenant: str) -> int:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE data_keys SET wrapped = x'', root_id = ? WHERE tenant = ? AND root_id != ?",
+                (SHREDDED, tenant, SHREDDED),
+            )
+            return cur.rowcount
 
     def put_secret(
         self, tenant: str, name: str, ciphertext: bytes, key_version: int, at: datetime, by: str
