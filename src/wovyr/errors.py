@@ -15,6 +15,7 @@
     │   ├── LeaseLost              our lease was taken over: commit nothing
     │   └── StoreUnavailable       the database could not be reached
     ├── ConfigError                bad settings, flags or URLs
+    ├── KmsError                   a key or a sealed value could not be used (never shows one)
     └── CalendarRangeError         a time or schedule tick beyond years 1-9999 (a ValueError too)
 
 Each class's docstring is its default message. User-facing errors carry a location and a
@@ -36,6 +37,7 @@ __all__ = [
     "ExecutionFinished",
     "ExpressionError",
     "InputError",
+    "KmsError",
     "LeaseLost",
     "NotFound",
     "Problem",
@@ -179,6 +181,10 @@ class StoreUnavailable(StoreError):
 
 class ConfigError(WovyrError):
     """The configuration is invalid."""
+
+
+class KmsError(WovyrError):
+    """A key or a sealed value could not be used."""
 
 
 class CalendarRangeError(WovyrError, ValueError):

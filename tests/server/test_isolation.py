@@ -54,10 +54,20 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/admin/quotas"): "admin",
     ("PATCH", "/api/v1/admin/quotas"): "admin",
     ("GET", "/api/v1/audit"): "admin",
+    ("GET", "/api/v1/secrets"): "admin",
+    ("GET", "/api/v1/secrets/{name}"): "admin",
+    ("PUT", "/api/v1/secrets/{name}"): "admin",
+    ("DELETE", "/api/v1/secrets/{name}"): "admin",
     ("GET", "/metrics"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",
 }
+
+
+# A PUT names the secret it sets: tenant B setting one of the same name sets its own (so
+# the test has B set another name, then checks A's secret is untouched).
+_PUT_SECRET = ("PUT", "/api/v1/secrets/{name}")
+A_SECRET = "A_SECRET"
 
 
 def body_for(method: str, path: str) -> Any:
@@ -83,6 +93,8 @@ def body_for(method: str, path: str) -> Any:
         return {"note": "b was here"}
     if path.endswith(("/pause", "/resume")):
         return {"note": "b"}
+    if (method, path) == _PUT_SECRET:
+        return {"value": "b's own value"}
     if (method, path) == ("POST", "/api/v1/admin/keys"):
         return {"role": "viewer", "name": f"b-{n}"}
     return None
@@ -123,12 +135,17 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         headers={"Content-Type": "application/yaml"},
     )
     assert applied.status_code == 201, applied.text
+    secret = await api.call(
+        "PUT", f"/api/v1/secrets/{A_SECRET}", "tenant-a:admin", json={"value": CANARY}
+    )
+    assert secret.status_code == 200, secret.text
     return {
         "execution_id": f"{CANARY}-exec",
         "schedule_id": f"{CANARY}-sched",
         "key_id": key.json()["id"],
         "name": f"{CANARY}-flow",
         "version": "1",
+        "secret": A_SECRET,
     }
 
 
@@ -141,6 +158,8 @@ def operations(spec: dict[str, Any]) -> list[tuple[str, str, bool]]:
 
 
 def fill(path: str, ids: dict[str, str]) -> str:
+    if path.startswith("/api/v1/secrets/"):
+        ids = {**ids, "name": ids["secret"].replace("-", "_")}  # a valid secret name
     return re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
 
 
@@ -162,7 +181,7 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     for method, path, secured in ops:
         role = REQUIRED_ROLE[(method, path)]
         assert secured == bool(role), f"{method} {path}: security does not match its role"
-        url = fill(path, a_ids)
+        url = fill(path, {**a_ids, "secret": "B_OWN"} if (method, path) == _PUT_SECRET else a_ids)
 
         async def call(
             headers: dict[str, str], url: str = url, method: str = method, path: str = path
@@ -201,7 +220,9 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
             who = f"tenant-b:{b_role}"
             r = await call(api.as_(who))
             assert_clean(r, f"{method} {path} as {who}")
-            if "{" in path:
+            if (method, path) == _PUT_SECRET:
+                assert r.status_code == 200, f"{method} {path} as {who}: {r.text[:200]}"
+            elif "{" in path:
                 assert r.status_code == 404, f"{method} {path} as {who}: {r.status_code}"
                 gone = await call(api.as_(who), fill(path, missing_ids))
                 assert (gone.status_code, gone.content) == (r.status_code, r.content)
@@ -214,6 +235,10 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     assert after["event_count"] == a_before["event_count"] and after["status"] == "waiting"
     sched = (await api.call("GET", f"/api/v1/schedules/{a_ids['schedule_id']}", a)).json()
     assert sched["paused"] is False and sched["note"] == CANARY and sched["fired"] == 0
+    secret = (await api.call("GET", f"/api/v1/secrets/{A_SECRET}", a)).json()
+    assert secret["version"] == 1
+    assert api.engine.secrets is not None
+    assert api.engine.secrets.resolve_secret("tenant-a", A_SECRET) == CANARY
     keys = (await api.call("GET", "/api/v1/admin/keys", a)).json()
     assert [k["revoked_at"] for k in keys if k["id"] == a_ids["key_id"]] == [None]
     # ... and A still sees its own data (the canary is real).

@@ -16,6 +16,13 @@ one `ActivityKind` registered here by its own module (see `wovyr.activities.buil
 - `preflight` (optional): what would fail given the handlers loaded here (a `tool` that no
   handler is registered as, `with:` keys its handler does not take), checked from the
   validated step before a foreground `wovyr run` starts and by `wovyr validate --activities`.
+- `secrets`: the kind's rendered input may reference `${{ secrets.NAME }}` (resolved by the
+  worker at dispatch into its in-memory copy only): kinds whose input is only handed to the
+  attempt. Kinds whose rendered spec is stored as a value (`set`), or handed on to be stored
+  (a child workflow's inputs), must not.
+- `redact` (optional): the rendered input as it may be shown (API, UI, CLI), with the
+  fields known to hold credentials (an `Authorization` header, a `secret_env` entry)
+  masked even when they hold literals.
 - `side_effects`: the kind enforces the tenant's `SideEffectPolicy` when it runs (the worker
   reads the policy for each attempt of such a kind and hands it over in `Dispatch.policy`);
   `admits` (optional) says what a policy refuses of a step before anything runs (`shell`
@@ -49,6 +56,7 @@ __all__ = [
     "Executor",
     "KindTable",
     "Preflight",
+    "SecretResolver",
     "Settle",
     "StepProblem",
     "register_kind",
@@ -73,6 +81,15 @@ class Dispatch:
     tools: ActivityRegistry
     start_child: Callable[[], Awaitable[str]] = field(repr=False)
     policy: SideEffectPolicy = TRUSTED  # what side effects this attempt may have
+
+
+class SecretResolver(Protocol):
+    """What the worker resolves `${{ secrets.NAME }}` with at dispatch
+    (`wovyr.platform.secrets.Secrets`): a secret's value, or an error naming it (never a
+    value): `NotFound` when the tenant has no such secret, `KmsError` when it does not
+    decrypt."""
+
+    def resolve_secret(self, tenant: str, name: str) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -110,6 +127,8 @@ class ActivityKind:
     preflight: Preflight | None = None  # checks a step against the loaded handlers
     side_effects: bool = False  # enforces the tenant's side-effect policy when it runs
     admits: Admits | None = None  # what a policy refuses of a step, known before it runs
+    secrets: bool = False  # its input may reference `${{ secrets.NAME }}`
+    redact: Callable[[Any], Any] | None = None  # its rendered input as it may be shown
 
     def __post_init__(self) -> None:
         if (self.execute is None) != (self.settle != "worker"):
@@ -121,6 +140,10 @@ class ActivityKind:
             raise ConfigError(
                 f"activity kind {self.name!r}: its model {self.model.__name__} has no field "
                 f"named (or aliased) {self.name!r}"
+            )
+        if self.secrets and self.settle != "worker":
+            raise ConfigError(
+                f"activity kind {self.name!r}: only a kind run in a worker may read secrets"
             )
         if self.default_attempts < 1:
             raise ConfigError(f"activity kind {self.name!r}: default_attempts must be >= 1")

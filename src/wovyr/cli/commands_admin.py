@@ -332,3 +332,28 @@ def quotas_set_command(
         engine.set_quotas(parse_quotas(fields), by="cli")
         usage = engine.quota_usage()
     _print_quotas(usage, as_json)
+
+
+# --- crypto-shredding ------------------------------------------------------------------------
+
+
+@tenants.command("shred")
+@click.argument("tenant")
+@click.option("--yes", is_flag=True, help="Confirm: this cannot be undone.")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def shred_command(tenant: str, yes: bool, as_json: bool, settings: Settings) -> None:
+    """Destroy TENANT's data keys: every secret they sealed becomes unreadable for good,
+    in this database and in every copy of it (other tenants are untouched). New secrets
+    set after it get a new data key."""
+    from wovyr.platform.secrets import shred_tenant
+
+    validate_tenant(tenant)
+    if not yes:
+        raise click.UsageError(f"shredding tenant {tenant!r} cannot be undone: add --yes")
+    with open_engine(settings, load_activities=False) as engine:
+        destroyed = shred_tenant(engine.store, tenant, by="cli", at=engine.clock.now())
+    if as_json:
+        echo_json({"tenant": tenant, "data_keys_destroyed": destroyed})
+    else:
+        click.echo(f"tenant {tenant}: {destroyed} data keys destroyed")

@@ -22,6 +22,7 @@ from wovyr.definition.parse import load_definition_file
 from wovyr.definition.preflight import handler_problems
 from wovyr.definition.schema import schema_text
 from wovyr.errors import DefinitionError, Problem
+from wovyr.files import atomic_write
 
 __all__ = ["schema_command", "validate_command"]
 
@@ -89,7 +90,7 @@ def schema_command(output: Path | None, as_json: bool) -> None:
         click.echo(text, nl=False)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        atomic_write(output, text)
     except OSError as exc:
         raise click.FileError(str(output), hint=exc.strerror or str(exc)) from None
     if as_json:

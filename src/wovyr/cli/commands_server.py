@@ -26,6 +26,7 @@ from wovyr.errors import ConfigError
 from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
 from wovyr.platform.metrics import meter, store_gauges
 from wovyr.platform.metrics_http import MetricsEndpoint
+from wovyr.platform.secrets import open_secrets
 from wovyr.settings import Settings
 from wovyr.store import open_store, redact_url
 from wovyr.store.platform import ApiKeyRecord
@@ -68,6 +69,9 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
             f"the server needs the server extra: pip install 'wovyr[server]' ({exc})"
         ) from None
     with open_engine(settings) as engine:
+        secrets = open_secrets(engine.store, settings.home)
+        secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
+        engine.secrets = secrets
         # Executions are driven in a child process, so no workflow's CPU work can stall
         # HTTP; a memory store lives in this process only, so its worker must too.
         in_child = not engine.store.url.startswith("memory:")
@@ -225,11 +229,15 @@ def worker_command(
         )
     say = logging.getLogger("wovyr.cli").info if as_json else _stderr
     load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
+    store = open_store(settings.store_url, db_clock=db_clock)
+    secrets = open_secrets(store, settings.home)
+    secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
     with Engine(
-        open_store(settings.store_url, db_clock=db_clock),
+        store,
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,
+        secrets=secrets,
     ) as engine:
         worker = Worker(
             engine,
@@ -325,8 +333,8 @@ def _worker_partitions(spec: str | None, count: int | None, membership: bool) ->
 
 @cli.group("admin")
 def admin() -> None:
-    """Administration on the server host: API keys, tenants' policies and quotas, the audit
-    chain."""
+    """Administration on the server host: API keys, tenants' policies and quotas, the KMS, the
+    audit chain."""
 
 
 @admin.group("keys")

@@ -30,9 +30,9 @@ EXIT_NOT_FOUND = 4
 # not use. (tests/unit/cli/test_cli_startup.py checks these lines against the commands.)
 _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "admin": (
-        ("commands_server", "commands_admin", "commands_audit"),
-        "Administration on the server host: API keys, tenants' policies and quotas, the audit "
-        "chain.",
+        ("commands_server", "commands_admin", "commands_kms", "commands_audit"),
+        "Administration on the server host: API keys, tenants' policies and quotas, the KMS, "
+        "the audit chain.",
     ),
     "db": (("commands_db",), "The store's schema: apply migrations, show the version."),
     "definitions": (
@@ -50,6 +50,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_definition",),
         "Print the JSON Schema (draft-07) of workflow documents, for editors (it is JSON "
         "already: --json changes only the report of --output).",
+    ),
+    "secrets": (
+        ("commands_secrets",),
+        "Tenants' secrets: set, list, delete (values are never shown).",
     ),
     "serve": (
         ("commands_server",),

@@ -47,7 +47,7 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -71,6 +71,8 @@ __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
     "MAX_RESULT_BYTES",
     "MAX_SOURCE_CHARS",
     "Refs",
+    "SECRET_REF",
+    "SECRET_SOURCE",
     "TEMPLATE_RE",
     "compile_expression",
     "duration_text",
@@ -79,12 +81,20 @@ __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
     "iter_expressions",
     "references",
     "render",
+    "secret_names",
+    "substitute_secrets",
     "template_sources",
     "timestamp_text",
     "to_json_value",
 ]
 
 TEMPLATE_RE = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
+#: The source of a secret reference, `${{ secrets.NAME }}`: the only form a secret is read
+#: in. Rendering keeps it as written (normalised); only the worker's in-memory copy of an
+#: attempt's input gets the value (`substitute_secrets`), so what is stored keeps the name.
+SECRET_SOURCE = re.compile(r"^\s*secrets\.([A-Za-z_][A-Za-z0-9_]{0,127})\s*$")
+#: A (normalised) secret reference inside rendered text.
+SECRET_REF = re.compile(r"\$\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]{0,127})\s*\}\}")
 MAX_SOURCE_CHARS = 4096
 MAX_MACRO_DEPTH = 2
 MAX_RESULT_BYTES = 1_048_576
@@ -446,6 +456,8 @@ def _render_text(text: str, context: Mapping[str, Any], where: str) -> Any:
         return text
     template_sources(text, where=where)  # rejects an unterminated '${{'
     matches = list(TEMPLATE_RE.finditer(text))
+    if any(SECRET_SOURCE.match(m.group(1)) for m in matches):
+        return _render_with_secrets(text, matches, context, where)
     if len(matches) == 1 and matches[0].span() == (0, len(text)):
         return evaluate(matches[0].group(1), context, where=where)
     pieces: list[str] = []
@@ -458,6 +470,70 @@ def _render_text(text: str, context: Mapping[str, Any], where: str) -> Any:
     result = "".join(pieces)
     _check_size(result, where)
     return result
+
+
+def _render_with_secrets(
+    text: str, matches: list[re.Match[str]], context: Mapping[str, Any], where: str
+) -> str:
+    """Text holding secret references: they stay references (`${{ secrets.NAME }}`), the
+    other expressions are spliced in as text, and a spliced value may not contain `${{`
+    (data must never become a reference the worker would resolve)."""
+    pieces: list[str] = []
+    last = 0
+    for match in matches:
+        pieces.append(text[last : match.start()])
+        secret = SECRET_SOURCE.match(match.group(1))
+        if secret is not None:
+            pieces.append("${{ secrets." + secret.group(1) + " }}")
+        else:
+            piece = _as_text(evaluate(match.group(1), context, where=where))
+            if "${{" in piece:
+                raise ExpressionError(
+                    "a value spliced beside a secret reference may not contain '${{'",
+                    where=where,
+                )
+            pieces.append(piece)
+        last = match.end()
+    pieces.append(text[last:])
+    result = "".join(pieces)
+    _check_size(result, where)
+    return result
+
+
+def secret_names(value: Any) -> list[str]:
+    """The secrets referenced in the strings of `value` (a spec), each once, in order."""
+    found: dict[str, None] = {}
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "secrets." in item:
+                found.update(dict.fromkeys(m.group(1) for m in SECRET_REF.finditer(item)))
+        elif isinstance(item, Mapping):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed(item))
+    return list(found)
+
+
+def substitute_secrets(spec: Any, rendered: Any, lookup: Callable[[str], str]) -> Any:
+    """`rendered` (the stored input rendered from `spec`) with the secret references that
+    `spec` itself holds replaced by `lookup(name)`: only strings at the places of the spec
+    that reference secrets are touched, so data that merely looks like a reference is
+    never resolved. The result is for the attempt's in-memory use only."""
+    if isinstance(spec, str):
+        if isinstance(rendered, str) and SECRET_REF.search(spec):
+            return SECRET_REF.sub(lambda m: lookup(m.group(1)), rendered)
+        return rendered
+    if isinstance(spec, Mapping) and isinstance(rendered, Mapping):
+        return {
+            k: substitute_secrets(spec[k], v, lookup) if k in spec else v
+            for k, v in rendered.items()
+        }
+    if isinstance(spec, list | tuple) and isinstance(rendered, list | tuple):
+        head = [substitute_secrets(s, r, lookup) for s, r in zip(spec, rendered, strict=False)]
+        return head + list(rendered[len(spec) :])
+    return rendered
 
 
 def _as_text(value: Any) -> str:

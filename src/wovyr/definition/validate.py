@@ -28,6 +28,7 @@ from wovyr.activities.kinds import KINDS
 from wovyr.definition.expr import (
     CONTEXT_ROOTS,
     EXECUTION_FIELDS,
+    SECRET_SOURCE,
     TEMPLATE_RE,
     Refs,
     compile_expression,
@@ -48,6 +49,7 @@ _ITEM_ROOTS = frozenset({"item", "index"})
 _ITERATION = frozenset({"iteration"})  # in scope inside a `repeat` activity
 _MAX_INSTANT_ITERATIONS = 1000  # a settled (`set`) repeat without `every`: one decision
 _NOT_RENDERED = frozenset({"id", "needs", "description"})
+_SECRETS = frozenset({"secrets"})  # in scope only in the input of a kind that reads secrets
 _IDENT = re.compile(IDENT_PATTERN)
 
 
@@ -279,6 +281,13 @@ class _Checker:
                 inner = replace(inner, roots=roots)
             if key == "repeat":  # `until` reads the iteration's output too
                 inner = replace(scope, roots=scope.roots | {"output"})
+            if key == "compensate" and isinstance(value, dict):
+                for sub, part in value.items():
+                    own = replace(inner, roots=inner.roots | _secret_roots(sub))
+                    for path, text in _strings(part, (*base, key, sub)):
+                        self._text(text, path, own)
+                continue
+            inner = replace(inner, roots=inner.roots | _secret_roots(key))
             for path, text in _strings(value, (*base, key)):
                 self._text(text, path, inner)
         compensate = act.get("compensate")
@@ -468,6 +477,8 @@ class _Checker:
             except ExpressionError as err:
                 self.add(err.message, path, hint=err.hint)
                 continue
+            if "secrets" in refs.roots:
+                self._secret(source, refs, path, scope)
             self._refs(refs, path, scope)
             if self.continuing & refs.activities:
                 self._guarded(source, path, scope)
@@ -488,8 +499,25 @@ class _Checker:
                 f"or test activities.{name}.status in the same expression",
             )
 
+    def _secret(self, source: str, refs: Refs, path: DataPath, scope: _Scope) -> None:
+        """`secrets` is read only as `${{ secrets.NAME }}`, only where it is not stored."""
+        if "secrets" not in scope.roots:
+            self.add(
+                "a secret can be read only in the input of an activity run by a worker "
+                "(tool `with`, http, shell): here its value would be stored or shown",
+                path,
+                hint="pass the secret to the activity that needs it, never into an output, "
+                "`set`, a condition, a child workflow's inputs or the workflow's output",
+            )
+        elif SECRET_SOURCE.match(source) is None:
+            self.add(
+                "a secret is read as '${{ secrets.NAME }}' alone in its expression",
+                path,
+                hint="combine it with text around the expression: 'Bearer ${{ secrets.TOKEN }}'",
+            )
+
     def _refs(self, refs: Refs, path: DataPath, scope: _Scope) -> None:
-        for root in sorted(refs.roots - scope.roots):
+        for root in sorted(refs.roots - scope.roots - _SECRETS):
             hint = suggest(root, scope.roots) or f"expressions here can read {_list(scope.roots)}"
             if root in ("item", "index"):
                 hint = f"{root!r} exists only inside an activity"
@@ -568,6 +596,12 @@ def _components(names: list[str], edges: dict[str, list[str]]) -> list[list[str]
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
     return out
+
+
+def _secret_roots(key: str) -> frozenset[str]:
+    """`secrets` where `key` belongs to a kind whose rendered input may read secrets."""
+    owner = KINDS.owner_of(key)
+    return _SECRETS if owner is not None and KINDS.get(owner).secrets else frozenset()
 
 
 def _strings(value: Any, base: DataPath) -> Iterator[tuple[DataPath, str]]:

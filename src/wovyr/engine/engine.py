@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.activities.builtin.wait import WaitStep
+from wovyr.activities.kinds import SecretResolver
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
@@ -44,7 +45,7 @@ from wovyr.engine.quotas import (
     start_debits,
 )
 from wovyr.engine.steps import make_step, timer_steps
-from wovyr.engine.views import ExecutionView, build_view, status_filter
+from wovyr.engine.views import ExecutionView, build_view, shown_events, status_filter
 from wovyr.errors import (
     Conflict,
     ExecutionFinished,
@@ -144,6 +145,7 @@ class Engine(Definitions):
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
+        secrets: SecretResolver | None = None,
     ) -> None:
         """`max_recoveries`: how often an activity (an item, a compensation) is run again
         after its attempt was lost with its worker (process killed, lease expired) before it
@@ -156,7 +158,10 @@ class Engine(Definitions):
         `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's payload
         or an activity's output may be (each also nests at most 64 levels deep).
         `min_schedule_interval`: the fewest seconds between two fires any schedule may be
-        set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more)."""
+        set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more).
+        `secrets`: what workers resolve `${{ secrets.NAME }}` with at dispatch (the edges
+        pass `wovyr.platform.secrets.Secrets`); None: an attempt that references a secret
+        fails, not retried, saying no secrets are configured."""
         check_store(store)  # a partial store fails here, with what it lacks
         if max_recoveries < 0:
             raise ValueError("max_recoveries must be 0 or more")
@@ -171,6 +176,7 @@ class Engine(Definitions):
         self.default_timeout = default_timeout
         self.max_payload_bytes = max_payload_bytes
         self.min_schedule_interval = min_schedule_interval
+        self.secrets = secrets
         self._quota_cache = QuotaCache()  # shared by `for_tenant` engines
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
@@ -211,6 +217,7 @@ class Engine(Definitions):
             default_timeout=self.default_timeout,
             max_payload_bytes=self.max_payload_bytes,
             min_schedule_interval=self.min_schedule_interval,
+            secrets=self.secrets,
         )
         other.actor = actor
         other._quota_cache = self._quota_cache
@@ -230,6 +237,7 @@ class Engine(Definitions):
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
+        secrets: SecretResolver | None = None,
     ) -> Engine:
         from wovyr.store import default_url
 
@@ -240,6 +248,7 @@ class Engine(Definitions):
             default_timeout=default_timeout,
             max_payload_bytes=max_payload_bytes,
             min_schedule_interval=min_schedule_interval,
+            secrets=secrets,
         )
 
     def close(self) -> None:
@@ -887,9 +896,12 @@ class Engine(Definitions):
         *,
         follow: bool = True,
     ) -> builtins.list[EventRecord]:
-        """The events of one run: a chain's live (or last) run unless `follow` is False."""
+        """The events of one run (after `after_seq`, at most `limit`) as they may be shown:
+        rendered inputs through their kind's `redact`. A chain's live (or last) run unless
+        `follow` is False."""
         record = self.live(execution_id) if follow else self._load(execution_id)
-        return self.store.history(record.id, after_seq, limit, tenant=self.tenant)
+        events = self.store.history(record.id, after_seq, limit, tenant=self.tenant)
+        return shown_events(self.definition(record.definition_hash), events)
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
         return build_view(self.definition(record.definition_hash), record, state)

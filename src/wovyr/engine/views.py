@@ -1,17 +1,29 @@
-"""What `query` returns: a read-only picture of one execution."""
+"""What `query` returns: a read-only picture of one execution, and events as they are shown.
+
+An activity's rendered input is shown through its kind's `redact` (credentials in known
+fields masked: `Authorization` headers, shell `env` entries marked secret), in the view and
+in the history alike. The store keeps what was recorded; secret *values* are never in it
+(only `${{ secrets.NAME }}` references).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from wovyr.definition.model import Workflow
+from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.core.policy import retry_policy
 from wovyr.engine.core.state import ActivityStatus, ExecutionState, ExecutionStatus
 from wovyr.engine.core.waits import shown_status, waiting_on
-from wovyr.store.base import ExecutionRecord
+from wovyr.events import EventType
+from wovyr.store.base import EventRecord, ExecutionRecord
 
-__all__ = ["ExecutionView", "build_view", "status_filter"]
+__all__ = ["ExecutionView", "build_view", "shown_events", "shown_input", "status_filter"]
+
+_INPUT_EVENTS = frozenset(
+    {EventType.ACTIVITY_SCHEDULED, EventType.ITERATION_STARTED, EventType.ITEM_STARTED}
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,7 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
             "max_attempts": retry_policy(act).max_attempts,
             "recoveries": a.recoveries,  # re-runs after a lost worker (not attempts)
             "needs": act.needs,
-            "input": a.input,
+            "input": shown_input(act, a.input),
             "output": a.output,
             "error": a.error,
             "started_at": a.started_at,
@@ -114,3 +126,28 @@ def status_filter(status: str | None) -> tuple[str | None, bool | None]:
     if status == "running":
         return "running", False
     return status, None
+
+
+def shown_input(act: Activity, value: Any) -> Any:
+    """`act`'s rendered input as it may be shown (its kind's `redact`)."""
+    redact = act.kind_entry.redact
+    return value if redact is None or value is None else redact(value)
+
+
+def shown_events(workflow: Workflow, events: Sequence[EventRecord]) -> list[EventRecord]:
+    """`events` with the rendered inputs they carry as they may be shown."""
+    out = []
+    for event in events:
+        data = event.data
+        if event.type in _INPUT_EVENTS and "input" in data and "items" not in data:
+            try:
+                act = workflow.activity(str(data.get("activity")))
+            except KeyError:  # an activity the definition lacks: shown as recorded
+                out.append(event)
+                continue
+            if act.kind_entry.redact is not None:
+                shown = {**data, "input": shown_input(act, data["input"])}
+                out.append(replace(event, data=shown))
+                continue
+        out.append(event)
+    return out

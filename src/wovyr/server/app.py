@@ -22,6 +22,7 @@ from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import served
 from wovyr.platform.auth import Authenticator
 from wovyr.platform.metrics import meter
+from wovyr.platform.secrets import Secrets, open_secrets
 from wovyr.server.api import (
     admin,
     audit,
@@ -30,6 +31,7 @@ from wovyr.server.api import (
     policy,
     quotas,
     schedules,
+    secrets,
     workflows,
 )
 from wovyr.server.background import Background
@@ -74,6 +76,11 @@ def create_app(
     served(engine.store, clock.now())  # tenant default is the owner's only until served
     authenticator = Authenticator(engine.store, clock)
     ctx = ServerContext(engine, settings, authenticator, metrics, clock, clock.now())
+    if isinstance(engine.secrets, Secrets):
+        ctx.secrets = engine.secrets
+    else:  # the KMS of the server's home, loaded on first use
+        ctx.secrets = open_secrets(engine.store, settings.home)
+        engine.secrets = engine.secrets or ctx.secrets
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -100,7 +107,17 @@ def create_app(
     app.state.settings = settings
     app.state.authenticator = authenticator
     install_problem_handlers(app)
-    for module in (workflows, definitions, schedules, admin, policy, quotas, audit, health):
+    for module in (
+        workflows,
+        definitions,
+        schedules,
+        admin,
+        policy,
+        quotas,
+        secrets,
+        audit,
+        health,
+    ):
         app.include_router(module.router)
     mount_ui = _ui_mounter()
     if mount_ui is not None:

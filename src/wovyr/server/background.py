@@ -124,6 +124,7 @@ class Background:
             default_timeout=s.default_timeout,
             max_payload_bytes=s.max_payload_bytes,
             max_per_tenant=s.max_per_tenant,
+            home=str(s.home),
         )
 
     async def _supervise_process(self) -> None:

@@ -19,6 +19,7 @@ from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator, Principal
 from wovyr.platform.metrics import Metrics
+from wovyr.platform.secrets import Secrets
 from wovyr.scheduling.schedules import Schedules
 from wovyr.server.guard import CALLER_TENANT
 from wovyr.server.problems import ApiProblem
@@ -58,6 +59,7 @@ class ServerContext:
     clock: Clock
     started_at: datetime
     background: Background | None = None
+    secrets: Secrets | None = None  # the tenants' secrets (the engine's resolver too)
     checks: dict[str, str] = field(default_factory=dict)
 
 

@@ -27,6 +27,7 @@ from wovyr.errors import (
     DefinitionError,
     ExpressionError,
     InputError,
+    KmsError,
     NotFound,
     Problem,
     QuotaExceeded,
@@ -175,6 +176,9 @@ def _wovyr_error(exc: WovyrError) -> Response:
     if isinstance(exc, StoreUnavailable):
         log.warning("store unavailable: %s", exc)
         return problem_response(503, "The store is unavailable; try again.", headers=_RETRY)
+    if isinstance(exc, KmsError):  # its message names keys and objects, never a value
+        log.error("key management failed: %s", exc)
+        return problem_response(500, f"The server's key management failed: {exc.message}")
     if isinstance(exc, StoreError | ConfigError):
         log.error("request failed: %s", exc)
         return problem_response(500, "The server failed to handle the request.")

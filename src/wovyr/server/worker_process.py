@@ -29,11 +29,13 @@ import signal
 import sys
 import threading
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.engine.engine import Engine
 from wovyr.platform.metrics import Metrics, MetricsObserver
+from wovyr.platform.secrets import open_secrets
 from wovyr.store import open_store
 from wovyr.worker import Worker
 
@@ -59,6 +61,7 @@ class WorkerConfig:
     default_timeout: float
     max_payload_bytes: int
     max_per_tenant: int | None = None
+    home: str = ""  # WOVYR_HOME: where a development KMS key lives
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -167,6 +170,7 @@ def main() -> int:
         store,
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
+        secrets=open_secrets(store, Path(config.home)),  # the server warned about the key
     ) as engine:
         metrics = _ForwardingMetrics(out)
         store.add_observer(MetricsObserver(metrics, lambda t, i: store.load(i, t)))

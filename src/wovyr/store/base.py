@@ -36,6 +36,7 @@ from wovyr.store.records import (
 )
 from wovyr.store.registry import DefinitionRegistry
 from wovyr.store.schedules import ScheduleStore
+from wovyr.store.secrets import SecretStore
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -139,6 +140,7 @@ class Store(
     SessionStore,
     TenantStore,
     AuditStore,
+    SecretStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

@@ -26,6 +26,7 @@ from wovyr.store.records import (
     TimerRecord,
 )
 from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 
 __all__ = [
     "POSTGRES",
@@ -36,14 +37,19 @@ __all__ = [
     "api_key_record",
     "claim_record",
     "created_record",
+    "data_key_params",
+    "data_key_record",
     "definition_params",
     "definition_record",
     "event_record",
     "execution_record",
     "idempotency_params",
     "idempotency_record",
+    "kms_root_params",
+    "kms_root_record",
     "schedule_params",
     "schedule_record",
+    "secret_record",
     "tenant_params",
     "tenant_record",
     "timer_record",
@@ -302,4 +308,49 @@ def tenant_params(record: TenantRecord, d: Dialect) -> dict[str, Any]:
         "updated_at": d.timestamp(record.updated_at),
         "updated_by": record.updated_by,
         "quotas": None if record.quotas is None else dumps(record.quotas),
+    }
+
+
+# --- KMS and secrets -----------------------------------------------------------------------
+
+
+def data_key_record(row: Row, d: Dialect) -> DataKeyRecord:
+    return DataKeyRecord(
+        row["tenant"], int(row["version"]), bytes(row["wrapped"]), row["root_id"],
+        d.time(row["created_at"]),
+    )  # fmt: skip
+
+
+def data_key_params(record: DataKeyRecord, d: Dialect) -> dict[str, Any]:
+    return {
+        "tenant": record.tenant,
+        "version": record.version,
+        "wrapped": record.wrapped,
+        "root_id": record.root_id,
+        "created_at": d.timestamp(record.created_at),
+    }
+
+
+def secret_record(row: Row, d: Dialect) -> SecretRecord:
+    return SecretRecord(
+        row["tenant"], row["name"], int(row["version"]), bytes(row["ciphertext"]),
+        int(row["key_version"]), d.time(row["created_at"]), d.time(row["updated_at"]),
+        row["updated_by"],
+    )  # fmt: skip
+
+
+def kms_root_record(row: Row, d: Dialect) -> KmsRootRecord:
+    return KmsRootRecord(
+        row["root_id"], d.time(row["created_at"]), d.time_or_none(row["escrowed_at"]),
+        row["escrowed_by"], d.time_or_none(row["rotated_at"]),
+    )  # fmt: skip
+
+
+def kms_root_params(record: KmsRootRecord, d: Dialect) -> dict[str, Any]:
+    return {
+        "root_id": record.root_id,
+        "created_at": d.timestamp(record.created_at),
+        "escrowed_at": d.timestamp_or_none(record.escrowed_at),
+        "escrowed_by": record.escrowed_by,
+        "rotated_at": d.timestamp_or_none(record.rotated_at),
     }

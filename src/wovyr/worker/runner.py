@@ -17,9 +17,11 @@ from wovyr.activities.base import ActivityContext, ActivityError
 from wovyr.activities.failures import handler_traceback
 from wovyr.activities.kinds import ChildStarted, Dispatch
 from wovyr.activities.policy import TRUSTED
+from wovyr.activities.redact import scrub, secret_forms
+from wovyr.definition.expr import secret_names, substitute_secrets
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.engine.core.decide import Outcome, RunActivity, decide, outcome_events
-from wovyr.engine.core.policy import children_to_cancel
+from wovyr.engine.core.policy import children_to_cancel, spec_of
 from wovyr.engine.core.state import (
     ActivityStatus,
     ExecutionState,
@@ -28,7 +30,7 @@ from wovyr.engine.core.state import (
     state_from_json,
 )
 from wovyr.engine.steps import make_step
-from wovyr.errors import ActivityNotRegistered, WovyrError
+from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
 from wovyr.events import Event
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
@@ -77,6 +79,8 @@ class ExecutionRunner:
         self._results: list[tuple[RunActivity, Outcome]] = []
         self._adopt = adopt_running
         self._unbilled = 0.0  # seconds of finished attempts no commit has debited yet
+        # (activity, compensation) -> the spec's secret references (kinds that read them)
+        self._secret_refs: dict[tuple[str, bool], tuple[Any, list[str]]] = {}
 
     @property
     def seq(self) -> int:
@@ -226,6 +230,57 @@ class ExecutionRunner:
     # --- running one attempt -------------------------------------------------------------
 
     async def _execute(self, run: RunActivity) -> Outcome:
+        forms: list[str] = []
+        outcome = await self._attempt(run, forms)
+        if forms and outcome.error is not None:  # an error never repeats a secret's value
+            outcome = replace(outcome, error=scrub(outcome.error, forms))
+        return outcome
+
+    async def _with_secrets(
+        self, spec: Activity | CompensateSpec, run: RunActivity
+    ) -> tuple[Any, list[str]]:
+        """The attempt's input with the secrets its spec references resolved (a copy: the
+        stored input keeps the references), and the forms of their values to scrub."""
+        key = (run.activity_id, run.compensation)
+        known = self._secret_refs.get(key)
+        if known is None:
+            template = spec_of(spec)
+            known = self._secret_refs[key] = (template, secret_names(template))
+        template, names = known
+        if not names:
+            return run.input, []
+        resolver = self.engine.secrets
+        if resolver is None:
+            raise ActivityError(
+                "this activity references secrets, and this engine has none configured",
+                type="SecretsUnavailable",
+                retryable=False,
+            )
+        tenant = self.engine.tenant
+        values: dict[str, str] = {}
+
+        def resolve() -> None:
+            for name in names:
+                try:
+                    values[name] = resolver.resolve_secret(tenant, name)
+                except KmsError as exc:
+                    raise ActivityError(
+                        f"secret {name!r} cannot be read: {exc.message}",
+                        type="SecretUnreadable",
+                        retryable=False,
+                    ) from None
+                except NotFound:
+                    raise ActivityError(
+                        f"secret {name!r} is not set for tenant {tenant!r}",
+                        type="SecretNotFound",
+                        retryable=False,
+                    ) from None
+
+        await asyncio.to_thread(resolve)
+        given = substitute_secrets(template, run.input, values.__getitem__)
+        return given, secret_forms(values.values())
+
+    async def _attempt(self, run: RunActivity, forms: list[str]) -> Outcome:
         act = self.definition.activity(run.activity_id)
         spec: Activity | CompensateSpec = act
         if run.compensation:
@@ -262,12 +317,17 @@ class ExecutionRunner:
                 return await asyncio.to_thread(self.engine.start_child, self.state, run)
 
             dispatch = Dispatch(ctx, timeout, self.engine.activities, start_child, policy)
-            coro = execute(spec.step, run.input, dispatch)
+            given = run.input
+            if spec.kind_entry.secrets:
+                given, found = await self._with_secrets(spec, run)
+                forms.extend(found)
+            coro = execute(spec.step, given, dispatch)
             output = await asyncio.wait_for(coro, timeout)
             if isinstance(output, ChildStarted):
                 return Outcome(child=output.execution_id)
             # refuse what cannot be stored (too large, too deep, not JSON) as the failure
             check_payload(output, "the output", max_bytes=self.engine.max_payload_bytes)
+            output = scrub(output, forms)  # a handler that echoes its input
         except TimeoutError:
             return Outcome(error={"type": "Timeout", "message": f"attempt exceeded {timeout}s"})
         except PayloadRefused as exc:

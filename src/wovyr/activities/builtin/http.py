@@ -25,6 +25,7 @@ from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register_kind
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+from wovyr.activities.redact import mask
 from wovyr.fields import FrozenModel
 
 if TYPE_CHECKING:
@@ -411,6 +412,21 @@ def _admits(step: HttpStep, policy: SideEffectPolicy) -> list[StepProblem]:
     ]
 
 
+#: Request headers that carry credentials: masked wherever a step's input is shown, even
+#: when they hold literals (a secret reference is shown as written: it reveals no value).
+SENSITIVE_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+
+
+def _redact(rendered: Any) -> Any:
+    if not isinstance(rendered, dict) or not isinstance(rendered.get("headers"), dict):
+        return rendered
+    headers = {
+        name: mask(value) if name.lower() in SENSITIVE_HEADERS else value
+        for name, value in rendered["headers"].items()
+    }
+    return {**rendered, "headers": headers}
+
+
 KIND = register_kind(
     ActivityKind(
         name="http",
@@ -420,5 +436,7 @@ KIND = register_kind(
         description="one HTTP request",
         side_effects=True,
         admits=_admits,
+        secrets=True,
+        redact=_redact,
     )
 )

@@ -40,6 +40,7 @@ from pydantic import Field
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register_kind
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+from wovyr.activities.redact import mask
 from wovyr.fields import FrozenModel
 
 __all__ = [
@@ -62,6 +63,9 @@ class ShellSpec(FrozenModel):
         description="Variables copied from the worker (allow-list)",
     )
     max_output_bytes: int = Field(default=1_048_576, ge=1, le=64 * 1_048_576)
+    secret_env: list[str] | None = Field(
+        default=None, description="Names of `env` entries masked wherever the step is shown"
+    )
 
 
 class ShellStep(FrozenModel):
@@ -529,6 +533,15 @@ def _admits(step: ShellStep, policy: SideEffectPolicy) -> list[StepProblem]:
     return found
 
 
+def _redact(rendered: Any) -> Any:
+    """`env` entries named in `secret_env` masked (literals too)."""
+    if not isinstance(rendered, dict) or not isinstance(rendered.get("env"), dict):
+        return rendered
+    marked = set(rendered.get("secret_env") or ())
+    env = {k: mask(v) if k in marked else v for k, v in rendered["env"].items()}
+    return {**rendered, "env": env}
+
+
 KIND = register_kind(
     ActivityKind(
         name="shell",
@@ -538,5 +551,7 @@ KIND = register_kind(
         description="one program, run without a shell",
         side_effects=True,
         admits=_admits,
+        secrets=True,
+        redact=_redact,
     )
 )

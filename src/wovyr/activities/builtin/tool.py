@@ -61,5 +61,6 @@ KIND = register_kind(
         execute=_execute,
         description="a registered Python function",
         preflight=_preflight,
+        secrets=True,
     )
 )

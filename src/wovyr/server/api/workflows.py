@@ -92,7 +92,7 @@ def detail(
     """One execution (a chain's live or last run, when `follow`), with its newest events."""
     view = engine.query(execution_id, follow=follow)
     first = max(0, view.event_count - events)
-    timeline = engine.store.history(view.id, first, events, tenant=engine.tenant) if events else []
+    timeline = engine.history(view.id, first, events, follow=False) if events else []
     return ExecutionDetail(**view.to_dict(), timeline=[event_out(e) for e in timeline])
 
 
@@ -245,7 +245,7 @@ def get_history(
     record = engine.live(execution_id) if follow else engine.get(execution_id)
     total = record.seq
     start = max(0, total - limit) if after_seq is None else after_seq
-    items = engine.store.history(record.id, start, limit, tenant=engine.tenant)
+    items = engine.history(record.id, start, limit, follow=False)
     last = items[-1].seq if items else start
     return HistoryPage(
         items=[event_out(e) for e in items],

@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import threading
 import time
@@ -26,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from wovyr.files import atomic_write
 from wovyr.platform.auth import role_at_least
 from wovyr.store.platform import SessionStore
 
@@ -200,25 +200,8 @@ def load_secret(home: Path, configured: str | bytes | None = None) -> bytes:
     with contextlib.suppress(FileNotFoundError):
         return _read_secret(path)
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = home / f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, secrets.token_hex(32).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # fails if another process published first: use theirs
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(home, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    # exclusive: if another process published first, its secret is kept and used
+    atomic_write(path, secrets.token_hex(32), 0o600, exclusive=True)
     return _read_secret(path)
 
 

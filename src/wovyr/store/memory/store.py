@@ -36,8 +36,10 @@ from wovyr.store.memory.audit import MemoryAudit
 from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
+from wovyr.store.memory.secrets import MemorySecrets
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
 from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
 
 __all__ = ["MemoryStore"]
@@ -49,7 +51,7 @@ def _stored(value: object) -> Any:
     return loads(dumps(value))
 
 
-class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit):
+class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, MemorySecrets):
     def __init__(self) -> None:
         self.url = "memory://"
         self._lock = threading.RLock()
@@ -67,6 +69,9 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit):
         self._quota_usage: dict[tuple[str, str, date], float] = {}  # (tenant, budget, day)
         self._audit_log: list[AuditRecord] = []
         self._audit_anchors: list[AuditAnchor] = []
+        self._data_keys: dict[tuple[str, int], DataKeyRecord] = {}  # (tenant, version)
+        self._secrets: dict[tuple[str, str], SecretRecord] = {}  # (tenant, name)
+        self._kms_roots: dict[str, KmsRootRecord] = {}
         self._observers = Observers()
         self.commits = 0
 

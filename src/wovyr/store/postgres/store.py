@@ -61,6 +61,7 @@ from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
+from wovyr.store.postgres.secrets import PostgresSecrets
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
 from wovyr.store.rows import (
@@ -83,8 +84,9 @@ class PostgresStore(
     PostgresRegistry,
     PostgresMembers,
     PostgresPlatform,
-    PostgresTimers,
     PostgresAudit,
+    PostgresSecrets,
+    PostgresTimers,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 

@@ -51,6 +51,7 @@ from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.schedules import SQLiteSchedules
+from wovyr.store.sqlite.secrets import SQLiteSecrets
 
 __all__ = ["SQLiteStore"]
 
@@ -114,7 +115,7 @@ def _migrations() -> tuple[tuple[int, str], ...]:
     return tuple(sorted(out))
 
 
-class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit):
+class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit, SQLiteSecrets):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:

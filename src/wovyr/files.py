@@ -1,0 +1,71 @@
+"""Writing files so that a crash never leaves a torn one: `atomic_write`.
+
+Every file the project writes (the KMS development key, the web UI's session secret,
+`wovyr schema -o`, ...) goes through `atomic_write`: the data is written to a temporary file
+in the same folder, fsynced, renamed over the target (or linked, when the target must not be
+replaced), and the folder is fsynced so the rename itself survives a power loss. A process
+killed at any point leaves either the old file or the new one, never a mix, and at worst a
+stray `.<name>.*.tmp` beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["atomic_write"]
+
+
+def atomic_write(
+    path: str | os.PathLike[str],
+    data: bytes | str,
+    mode: int = 0o644,
+    *,
+    exclusive: bool = False,
+) -> bool:
+    """Write `data` (text is UTF-8) to `path` atomically, the file created with `mode`.
+
+    With `exclusive`, an existing file is kept (never replaced) and False is returned: two
+    processes creating the same key file at once agree on the first one published.
+    """
+    target = Path(path)
+    folder = target.parent
+    body = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = folder / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        try:
+            view = memoryview(body)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fchmod(fd, mode)  # the umask may have narrowed it
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if exclusive:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                return False
+            finally:
+                tmp.unlink()
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_folder(folder)
+    return True
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # some filesystems cannot open a folder for reading
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

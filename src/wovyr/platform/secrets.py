@@ -1,0 +1,199 @@
+"""Tenants' secrets: set, list, delete, and `resolve_secret` at dispatch.
+
+A secret is a named text value of one tenant (an API key, a password), sealed with the
+tenant's data key (`wovyr.platform.kms`) and stored in the same database as everything else
+(`SecretStore`). Its value is never returned by anything but `resolve_secret`, which the
+worker calls when it dispatches an attempt whose input references `${{ secrets.NAME }}`
+(and which a provider gateway calls for its API keys). Listing gives names, versions and
+times only. Another tenant's secret answers exactly like a missing one.
+
+Setting and deleting are the audited actions of this module (`Secrets.set_secret`,
+`Secrets.delete_secret`: the one place each change is made).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wovyr.errors import InputError, NotFound, Problem
+from wovyr.store.secrets import SHREDDED, SecretRecord, SecretStore
+
+if TYPE_CHECKING:  # loaded with the KMS, on first use: `cryptography` costs a CLI start
+    from wovyr.platform.kms import Kms
+
+__all__ = [
+    "MAX_SECRET_BYTES",
+    "SECRET_NAME",
+    "SecretInfo",
+    "SecretMissing",
+    "Secrets",
+    "check_secret_name",
+    "open_secrets",
+    "shred_tenant",
+]
+
+SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_SECRET_BYTES = 65_536
+_KIND = "secret"
+
+
+class SecretMissing(NotFound):
+    """No such secret."""
+
+
+@dataclass(frozen=True)
+class SecretInfo:
+    """What may be shown of a secret: never its value."""
+
+    name: str
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    updated_by: str
+
+    @classmethod
+    def of(cls, record: SecretRecord) -> SecretInfo:
+        return cls(
+            record.name, record.version, record.created_at, record.updated_at, record.updated_by
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "updated_by": self.updated_by,
+        }
+
+
+def check_secret_name(name: str, path: str = "name") -> str:
+    """`name` if it is a secret name (a letter or `_`, then letters, digits, `_`; at most
+    128), else `InputError`."""
+    if not isinstance(name, str) or not SECRET_NAME.match(name):
+        raise InputError(
+            [
+                Problem(
+                    "a secret name is a letter or '_' followed by letters, digits or '_' "
+                    "(at most 128)",
+                    path=path,
+                    hint="e.g. OPENAI_API_KEY",
+                )
+            ]
+        )
+    return name
+
+
+def _check_value(value: str) -> bytes:
+    if not isinstance(value, str) or not value:
+        raise InputError([Problem("a secret's value must be non-empty text", path="value")])
+    data = value.encode("utf-8")
+    if len(data) > MAX_SECRET_BYTES:
+        raise InputError(
+            [Problem(f"a secret's value is at most {MAX_SECRET_BYTES} bytes", path="value")]
+        )
+    return data
+
+
+class Secrets:
+    """Secrets over a store, with the KMS loaded on first use (`kms`: the KMS, or a function
+    that loads it, so processes that never touch a secret never load a key)."""
+
+    def __init__(self, store: SecretStore, kms: Kms | Callable[[], Kms]) -> None:
+        self.store = store
+        self._kms: Kms | None = None if callable(kms) else kms
+        self._load: Callable[[], Kms] | None = kms if callable(kms) else None
+        self._lock = threading.Lock()
+
+    @property
+    def kms(self) -> Kms:
+        if self._kms is None:
+            with self._lock:
+                if self._kms is None:
+                    assert self._load is not None
+                    self._kms = self._load()
+        return self._kms
+
+    def _data_key(self, tenant: str, at: datetime) -> tuple[int, bytes]:
+        """The tenant's latest data key (created on first use)."""
+        kms = self.kms
+        record = self.store.data_key(tenant)
+        if record is None or record.root_id == SHREDDED:  # a shredded tenant starts afresh
+            kms.register(self.store, at)
+            version = 1 if record is None else record.version + 1
+            record = self.store.add_data_key(kms.new_data_key(tenant, version, at))
+        return record.version, kms.unwrap(record)
+
+    def set_secret(
+        self, tenant: str, name: str, value: str, *, by: str, at: datetime
+    ) -> SecretInfo:
+        """Seal and store `value` as `tenant`'s secret `name` (a new version). Audited."""
+        check_secret_name(name)
+        data = _check_value(value)
+        version, data_key = self._data_key(tenant, at)
+        sealed = self.kms.seal(data_key, tenant, _KIND, name, version, data)
+        return SecretInfo.of(self.store.put_secret(tenant, name, sealed, version, at, by))
+
+    def delete_secret(self, tenant: str, name: str, *, by: str, at: datetime) -> None:
+        """Delete `tenant`'s secret `name`; `SecretMissing` if it has none. Audited (`by`,
+        `at` are for the audit record)."""
+        check_secret_name(name)
+        if not self.store.delete_secret(tenant, name):
+            raise SecretMissing(f"no secret {name!r}")
+
+    def list_secrets(self, tenant: str) -> list[SecretInfo]:
+        return [SecretInfo.of(r) for r in self.store.list_secrets(tenant)]
+
+    def secret_info(self, tenant: str, name: str) -> SecretInfo:
+        check_secret_name(name)
+        record = self.store.get_secret(tenant, name)
+        if record is None:
+            raise SecretMissing(f"no secret {name!r}")
+        return SecretInfo.of(record)
+
+    def resolve_secret(self, tenant: str, name: str) -> str:
+        """The value of `tenant`'s secret `name`: `SecretMissing` naming it when there is
+        none, `KmsError` when it does not decrypt (never a value in either)."""
+        record = self.store.get_secret(tenant, name) if SECRET_NAME.match(name) else None
+        if record is None:
+            raise SecretMissing(
+                f"no secret {name!r} in tenant {tenant!r}",
+                hint=f"set it: wovyr secrets set {name} --tenant {tenant}",
+            )
+        kms = self.kms
+        key = self.store.data_key(tenant, record.key_version)
+        if key is None:
+            raise SecretMissing(
+                f"the data key that sealed secret {name!r} of tenant {tenant!r} is gone",
+                hint="set the secret again",
+            )
+        data_key = kms.unwrap(key)
+        opened = kms.open(data_key, tenant, _KIND, name, record.key_version, record.ciphertext)
+        return opened.decode("utf-8")
+
+
+def open_secrets(store: SecretStore, home: Path, env: Mapping[str, str] | None = None) -> Secrets:
+    """The secrets of `store`, with the KMS of `home` and the environment loaded on first
+    use (`.kms` loads it at once: what a server or worker does at start, to warn and to fail
+    early on a bad key)."""
+
+    def load() -> Kms:
+        from wovyr.platform.kms import load_kms
+
+        return load_kms(home, env)
+
+    return Secrets(store, load)
+
+
+def shred_tenant(store: SecretStore, tenant: str, *, by: str, at: datetime) -> int:
+    """Crypto-shred `tenant`: destroy its data keys, so every secret they sealed is
+    unreadable everywhere, copies of the database included (the ciphertexts stay, and never
+    open again); other tenants are untouched. Returns how many data keys were destroyed.
+    Audited action (`by`, `at` are for the audit record)."""
+    return store.shred_data_keys(tenant)

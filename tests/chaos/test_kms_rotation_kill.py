@@ -1,0 +1,150 @@
+"""`wovyr admin kms rotate` killed (SIGKILL) at many points of a real process: after each
+kill every secret is readable with the old root key or with the new one (each data key is
+wrapped by one of them, and says which), and running the rotation again finishes it: then
+every secret reads with the new key alone, and the old key reads none.
+
+The development mode's files too: killed after the next key was written, the key file and
+`kms-root.key.next` hold every key a data key is wrapped by.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from wovyr.errors import KmsError
+from wovyr.platform.kms import DEV_KEY_FILE, NEXT_KEY_FILE, Kms, RootKey, load_kms
+from wovyr.platform.secrets import Secrets
+from wovyr.store import open_store
+from wovyr.store.base import Store
+
+pytestmark = pytest.mark.slow
+
+WOVYR = [sys.executable, "-c", "import sys; from wovyr.cli.main import main; sys.exit(main())"]
+OLD = RootKey(bytes.fromhex("11" * 32))
+NEW = RootKey(bytes.fromhex("22" * 32))
+TENANTS = [f"t{i:02d}" for i in range(40)]
+AT = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def _reads(store: Store, key: RootKey, tenant: str) -> bool:
+    try:
+        value = Secrets(store, Kms(key, "production")).resolve_secret(tenant, "TOKEN")
+    except KmsError:
+        return False
+    assert value == f"value-of-{tenant}"
+    return True
+
+
+def _rotate_until_killed(env: dict[str, str], lines: int) -> int:
+    """Start a rotation, kill it after `lines` progress lines (0: after its first line);
+    return its exit status."""
+    proc = subprocess.Popen(
+        [*WOVYR, "admin", "kms", "rotate", "--verbose"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    for _ in range(lines):
+        if not proc.stdout.readline():
+            break
+    proc.send_signal(signal.SIGKILL)
+    code = proc.wait(timeout=60)
+    proc.stdout.close()
+    assert first.startswith("rotating") or first == "" or code == 0
+    return code
+
+
+def test_a_rotation_killed_anywhere_leaves_every_secret_readable(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    url = f"sqlite:///{home / 'wovyr.db'}"
+    store = open_store(url)
+    secrets = Secrets(store, Kms(OLD, "production"))
+    for tenant in TENANTS:
+        secrets.set_secret(tenant, "TOKEN", f"value-of-{tenant}", by="test", at=AT)
+    env = {
+        **os.environ,
+        "WOVYR_HOME": str(home),
+        "WOVYR_KMS_ROOT_KEY": OLD.key.hex(),
+        "WOVYR_KMS_NEW_ROOT_KEY": NEW.key.hex(),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    progress: list[int] = []
+    kills = 0
+    for round_ in range(40):
+        code = _rotate_until_killed(env, round_ % 3)
+        kills += code == -signal.SIGKILL
+        keys = store.list_data_keys()
+        assert {k.root_id for k in keys} <= {OLD.key_id, NEW.key_id}
+        for tenant in TENANTS:  # readable with one of the keys
+            assert _reads(store, OLD, tenant) or _reads(store, NEW, tenant), tenant
+        moved = sum(k.root_id == NEW.key_id for k in keys)
+        progress.append(moved)
+        if moved == len(TENANTS):
+            break
+    assert kills >= 5
+    assert len(set(progress)) >= 4, progress  # the kills landed at different points
+    finished = subprocess.run(
+        [*WOVYR, "admin", "kms", "rotate", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert all(k.root_id == NEW.key_id for k in store.list_data_keys())
+    for tenant in TENANTS:
+        assert _reads(store, NEW, tenant)
+        assert not _reads(store, OLD, tenant)
+    root = store.kms_root(NEW.key_id)
+    assert root is not None and root.rotated_at is not None
+    store.close()
+
+
+def test_a_development_rotation_killed_after_the_next_key_was_written(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    store = open_store(f"sqlite:///{home / 'wovyr.db'}")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("WOVYR_KMS")},
+        "WOVYR_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    first = load_kms(home, env, warn=False)
+    secrets = Secrets(store, first)
+    for tenant in TENANTS:
+        secrets.set_secret(tenant, "TOKEN", f"value-of-{tenant}", by="test", at=AT)
+    midway = 0
+    for _ in range(10):
+        _rotate_until_killed(env, 1)
+        loaded = load_kms(home, env, warn=False)  # the key file, and the next one if any
+        for tenant in TENANTS:
+            assert Secrets(store, loaded).resolve_secret(tenant, "TOKEN") == f"value-of-{tenant}"
+        if not (home / NEXT_KEY_FILE).exists():
+            break
+        midway += 1  # killed between writing the next key and replacing the key file
+        assert loaded.key_id == first.key_id and loaded.next_key is not None
+    assert midway >= 1
+    finished = subprocess.run(
+        [*WOVYR, "admin", "kms", "rotate"], capture_output=True, env=env, check=False
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert not (home / NEXT_KEY_FILE).exists()
+    after = load_kms(home, env, warn=False)
+    assert after.key_id != first.key_id
+    assert all(k.root_id == after.key_id for k in store.list_data_keys())
+    assert (home / DEV_KEY_FILE).stat().st_mode & 0o777 == 0o600
+    for tenant in TENANTS:
+        assert Secrets(store, after).resolve_secret(tenant, "TOKEN") == f"value-of-{tenant}"
+    store.close()
