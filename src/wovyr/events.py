@@ -50,10 +50,12 @@ __all__ = [
     "ItemStarted",
     "IterationCompleted",
     "IterationStarted",
+    "ModelCallCompleted",
     "SignalReceived",
     "TimerArmed",
     "TimerCancelled",
     "TimerFired",
+    "ToolCallCompleted",
     "or_absent",
     "typed",
 ]
@@ -86,6 +88,8 @@ class EventType:
     COMPENSATION_FAILED = "CompensationFailed"
     ITERATION_STARTED = "IterationStarted"
     ITERATION_COMPLETED = "IterationCompleted"
+    MODEL_CALL_COMPLETED = "ModelCallCompleted"
+    TOOL_CALL_COMPLETED = "ToolCallCompleted"
 
 
 @dataclass(frozen=True)
@@ -486,6 +490,42 @@ class IterationCompleted(EventData):
     follows: bool
     next_at: str | Absent = ABSENT
     exhausted: bool | Absent = ABSENT
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallCompleted(EventData):
+    """Turn `turn` (1, 2, ...) of an `agent` activity: its model call answered `message`
+    (the assistant message: `content`, `tool_calls`). Recorded once the call returns, in a
+    commit of its own, so a crash after it never repeats the call. `cost` is null when the
+    provider has no prices configured."""
+
+    TYPE: ClassVar[str] = EventType.MODEL_CALL_COMPLETED
+    activity: str
+    turn: int
+    attempt: int
+    message: dict[str, Any]
+    usage: dict[str, int]
+    cost: float | None
+    model: str
+    finish_reason: str | None
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallCompleted(EventData):
+    """One tool call the model asked for in turn `turn` of an `agent` activity ended with
+    `result` (what the model is sent back). `error` when the tool failed, was not allowed
+    or got arguments it cannot take: the model sees the error as the result."""
+
+    TYPE: ClassVar[str] = EventType.TOOL_CALL_COMPLETED
+    activity: str
+    turn: int
+    call_id: str
+    tool: str
+    arguments: Any
+    result: Any
+    error: dict[str, Any] | Absent = ABSENT
 
 
 @_record

@@ -38,7 +38,9 @@ from pydantic import BaseModel
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+from wovyr.activities.providers import ModelAccess
 from wovyr.errors import ConfigError
+from wovyr.events import EventData
 
 __all__ = [
     "KINDS",
@@ -47,6 +49,7 @@ __all__ = [
     "ChildStarted",
     "Dispatch",
     "Executor",
+    "Journal",
     "KindTable",
     "Preflight",
     "Settle",
@@ -73,6 +76,21 @@ class Dispatch:
     tools: ActivityRegistry
     start_child: Callable[[], Awaitable[str]] = field(repr=False)
     policy: SideEffectPolicy = TRUSTED  # what side effects this attempt may have
+    models: ModelAccess | None = None  # model providers, their keys, the response cache
+    journal: Journal | None = None  # the steps of this activity recorded so far (`agent`)
+
+
+class Journal(Protocol):
+    """The durable sub-steps of one activity (an `agent`'s model calls and tool calls).
+
+    `steps` are those recorded so far (kept across attempts and recoveries of the
+    activity, in order); `record` appends events to the execution's log and returns once
+    they are committed (it raises when the attempt is no longer the current one)."""
+
+    @property
+    def steps(self) -> tuple[dict[str, Any], ...]: ...
+
+    async def record(self, *events: EventData) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -225,8 +225,11 @@ def worker_command(
         )
     say = logging.getLogger("wovyr.cli").info if as_json else _stderr
     load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
+    providers, credentials = settings.model_providers()
     with Engine(
         open_store(settings.store_url, db_clock=db_clock),
+        providers=providers,
+        credentials=credentials,
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_registry
 from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.policy import SideEffectPolicy
+from wovyr.activities.providers import CredentialResolver, Providers, StaticCredentials
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
@@ -120,17 +121,21 @@ class Engine(Definitions):
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
+        providers: Providers | None = None,
+        credentials: CredentialResolver | None = None,
     ) -> None:
-        """`max_recoveries`: how often an activity (an item, a compensation) is run again
-        after its attempt was lost with its worker (process killed, lease expired) before it
-        fails with `RecoveryBudgetExhausted`; such re-runs never count against its
+        """`providers`: the model providers `llm` and `agent` activities may call (none by default);
+        `credentials`: where their API keys come from, asked in the worker for each call
+        (never stored). `max_recoveries`: how often an activity (an item, a compensation) is
+        run again after its attempt was lost with its worker (process killed, lease expired)
+        before it fails with `RecoveryBudgetExhausted`; such re-runs never count against its
         `retry.max_attempts`. `side_effects`: one policy for what `shell` and `http`
         activities of every tenant may do; None (the default) reads each tenant's from the
         store (`wovyr.engine.tenants`: the local owner's tenant `default` is trusted, any
         other restricted until an administrator opens it). `default_timeout`: the seconds an
         attempt (an activity's or a compensation's) may take when its definition gives no
-        `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's payload
-        or an activity's output may be (each also nests at most 64 levels deep).
+        `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's
+        payload or an activity's output may be (each also nests at most 64 levels deep).
         `min_schedule_interval`: the fewest seconds between two fires any schedule may be
         set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more)."""
         check_store(store)  # a partial store fails here, with what it lacks
@@ -147,6 +152,8 @@ class Engine(Definitions):
         self.default_timeout = default_timeout
         self.max_payload_bytes = max_payload_bytes
         self.min_schedule_interval = min_schedule_interval
+        self.providers = providers or Providers()
+        self.credentials: CredentialResolver = credentials or StaticCredentials()
         self._quota_cache = QuotaCache()  # shared by `for_tenant` engines
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
@@ -173,6 +180,8 @@ class Engine(Definitions):
             default_timeout=self.default_timeout,
             max_payload_bytes=self.max_payload_bytes,
             min_schedule_interval=self.min_schedule_interval,
+            providers=self.providers,
+            credentials=self.credentials,
         )
         other._quota_cache = self._quota_cache
         other._definitions = self._definitions  # content-addressed: safe to share
@@ -191,6 +200,8 @@ class Engine(Definitions):
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
+        providers: Providers | None = None,
+        credentials: CredentialResolver | None = None,
     ) -> Engine:
         from wovyr.store import default_url
 
@@ -201,6 +212,8 @@ class Engine(Definitions):
             default_timeout=default_timeout,
             max_payload_bytes=max_payload_bytes,
             min_schedule_interval=min_schedule_interval,
+            providers=providers,
+            credentials=credentials,
         )
 
     def close(self) -> None:

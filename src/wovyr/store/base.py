@@ -16,7 +16,13 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.hooks import StoreObserver
-from wovyr.store.platform import ApiKeyStore, IdempotencyStore, SessionStore, TenantStore
+from wovyr.store.platform import (
+    ApiKeyStore,
+    IdempotencyStore,
+    ResponseCacheStore,
+    SessionStore,
+    TenantStore,
+)
 from wovyr.store.records import (
     DEFAULT_TENANT,
     Claim,
@@ -137,6 +143,7 @@ class Store(
     IdempotencyStore,
     SessionStore,
     TenantStore,
+    ResponseCacheStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

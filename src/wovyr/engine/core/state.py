@@ -73,6 +73,8 @@ class ActivityState:
     compensation_retry: bool = False  # the compensation attempt failed; the next follows
     iterations: int = 0  # iterations of a `repeat` activity completed so far
     exhausted: bool = False  # a `repeat` ended by max_iterations with `until` still false
+    # the sub-steps recorded so far (an `agent`'s model and tool calls), kept across attempts
+    journal: tuple[dict[str, Any], ...] = ()
 
 
 # ActivityState fields left out of the checkpoint while they hold their default, so that a
@@ -83,6 +85,7 @@ _UNLESS_SET = (
     "compensation_retry",
     "iterations",
     "exhausted",
+    "journal",
 )
 
 
@@ -321,7 +324,19 @@ def _iteration_started(state: ExecutionState, e: Event, at: str) -> ExecutionSta
         next_attempt_at=None,
         timer_fired=False,
         recoveries=0,
+        journal=(),
     )
+
+
+def _journal_step(kind: str) -> Any:
+    """A sub-step of an activity (a model call, a tool call) joins its journal."""
+
+    def handler(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+        aid = e.data["activity"]
+        step = {"step": kind, **{k: v for k, v in e.data.items() if k != "activity"}}
+        return _set_activity(state, aid, journal=(*state.activity(aid).journal, step))
+
+    return handler
 
 
 def _timer_armed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
@@ -583,6 +598,8 @@ _HANDLERS: dict[str, Any] = {
     EventType.ITEM_STARTED: _item_started,
     EventType.ITEM_COMPLETED: _item_completed,
     EventType.ITEM_FAILED: _item_failed,
+    EventType.MODEL_CALL_COMPLETED: _journal_step("model"),
+    EventType.TOOL_CALL_COMPLETED: _journal_step("tool"),
 }
 
 
@@ -609,7 +626,11 @@ def state_from_json(data: Mapping[str, Any]) -> ExecutionState:
     raw = dict(data)
     raw["activities"] = {
         k: ActivityState(
-            **{**v, "items": tuple(v["items"]) if v.get("items") is not None else None}
+            **{
+                **v,
+                "items": tuple(v["items"]) if v.get("items") is not None else None,
+                "journal": tuple(v.get("journal") or ()),
+            }
         )
         for k, v in (raw.get("activities") or {}).items()
     }

@@ -62,6 +62,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform):
         self._revoked_sessions: dict[str, datetime] = {}  # session id -> until
         self._tenants: dict[str, TenantRecord] = {}
         self._quota_usage: dict[tuple[str, str, date], float] = {}  # (tenant, budget, day)
+        self._responses: dict[tuple[str, str], dict[str, Any]] = {}  # (tenant, request hash)
         self._observers = Observers()
         self.commits = 0
 

@@ -146,10 +146,45 @@ REPEAT = wf(
     output: "${{ activities.poll.iterations }}"
     """
 )
+AGENT = wf(
+    """
+    activities:
+      - id: think
+        agent:
+          model: m1
+          instructions: Use the tools.
+          input: go
+          tools: [ok, bad]
+    output: "${{ activities.think.output.text }}"
+    """
+)
+
+
+def _agent_script() -> list[Any]:
+    from tests.llm_server import text, tool_calls
+
+    return [
+        tool_calls(("ok", {"v": 1}, "c1"), usage=(12, 4)),
+        tool_calls(("bad", {}, "c2"), ("nope", {}, "c3")),
+        text("done"),
+    ]
 
 
 def scenarios() -> dict[str, Any]:
+    from tests.llm_server import ScriptedLLM
+
+    from wovyr.activities.providers import ProviderConfig, Providers
+
+    llm = ScriptedLLM(_agent_script(), pick="turn").__enter__()
+    try:
+        return _scenarios(Providers({"default": ProviderConfig("default", llm.base_url)}))
+    finally:
+        llm.__exit__(None, None, None)
+
+
+def _scenarios(providers: Any) -> dict[str, Any]:
     engine = memory_engine(ActivityRegistry())  # not the process's default registry
+    engine.providers = providers  # the scripted model server of `_agent_script`
     flaky_calls: list[int] = []
 
     @engine.activities.activity("ok")
@@ -214,6 +249,9 @@ def scenarios() -> dict[str, Any]:
     for _ in range(2):
         engine.clock.advance(minutes=1)
         drain(engine)
+
+    ids["agent"] = engine.start(AGENT, execution_id="agent").id
+    drain(engine)
 
     every = [r.id for r in engine.list(limit=1000).items]
     out: dict[str, Any] = {}
