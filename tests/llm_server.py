@@ -16,21 +16,18 @@ calls), `stream=True` on either (sent as SSE chunks when the request asks for `s
 Every request is recorded (`Recorded`: path, headers, parsed body) before it is answered;
 `delay` holds a reply back (a slow model).
 
-It runs in a daemon thread of the test process (a `ThreadingHTTPServer`), or as its own
-process with `python tests/llm_server.py SCRIPT.json PORT_FILE` (the chaos test kills
-workers, never the model: a subprocess keeps its count across them).
+It runs in a daemon thread of the test process (a `ThreadingHTTPServer`): the chaos tests
+kill worker processes, never the model, so its record spans their lives.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
@@ -55,33 +52,6 @@ class Reply:
     delay: float = 0.0
     usage: tuple[int, int] = (10, 5)  # prompt, completion tokens
     body: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "content": self.content,
-            "calls": [list(c) for c in self.calls],
-            "status": self.status,
-            "retry_after": self.retry_after,
-            "stream": self.stream,
-            "delay": self.delay,
-            "usage": list(self.usage),
-            "body": self.body,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Reply:
-        return cls(
-            kind=data["kind"],
-            content=data["content"],
-            calls=tuple(tuple(c) for c in data["calls"]),  # type: ignore[misc]
-            status=data["status"],
-            retry_after=data["retry_after"],
-            stream=data["stream"],
-            delay=data["delay"],
-            usage=(data["usage"][0], data["usage"][1]),
-            body=data["body"],
-        )
 
 
 def text(
@@ -139,17 +109,11 @@ class _Script:
     pick: Literal["order", "turn"]
     requests: list[Recorded] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    log: Path | None = None  # one JSON line per request (the subprocess form)
 
     def next_reply(self, recorded: Recorded) -> Reply:
         with self.lock:
             self.requests.append(recorded)
             n = len(self.requests) - 1
-            if self.log is not None:
-                line = {"path": recorded.path, "turn": recorded.turn, "body": recorded.body}
-                line["authorization"] = recorded.authorization
-                with self.log.open("a") as out:
-                    out.write(json.dumps(line) + "\n")
         index = recorded.turn if self.pick == "turn" else n
         return self.replies[min(index, len(self.replies) - 1)]
 
@@ -286,9 +250,8 @@ class ScriptedLLM:
         *,
         pick: Literal["order", "turn"] = "order",
         port: int = 0,
-        log: Path | None = None,
     ) -> None:
-        self._script = _Script(list(replies), pick, log=log)
+        self._script = _Script(list(replies), pick)
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self._script))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -318,21 +281,3 @@ class ScriptedLLM:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
-
-
-def write_script(path: Path, replies: Sequence[Reply]) -> None:
-    path.write_text(json.dumps([r.to_json() for r in replies]))
-
-
-def main() -> None:  # pragma: no cover - run as a process by tests
-    script_path, port_file, log = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    replies = [Reply.from_json(r) for r in json.loads(script_path.read_text())]
-    server = ScriptedLLM(replies, pick="turn", log=log)
-    tmp = port_file.with_suffix(".tmp")
-    tmp.write_text(str(server.port))
-    tmp.rename(port_file)
-    server._server.serve_forever()
-
-
-if __name__ == "__main__":
-    main()

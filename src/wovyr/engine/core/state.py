@@ -329,12 +329,15 @@ def _iteration_started(state: ExecutionState, e: Event, at: str) -> ExecutionSta
 
 
 def _journal_step(kind: str) -> Any:
-    """A sub-step of an activity (a model call, a tool call) joins its journal."""
+    """A sub-step of an activity (a model call, a tool call) joins its journal. It is
+    progress: the recovery budget counts the attempt's losses since the last one (a step
+    that kills its worker every time still exhausts it; a long agent loop does not)."""
 
     def handler(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         aid = e.data["activity"]
         step = {"step": kind, **{k: v for k, v in e.data.items() if k != "activity"}}
-        return _set_activity(state, aid, journal=(*state.activity(aid).journal, step))
+        journal = (*state.activity(aid).journal, step)
+        return _set_activity(state, aid, journal=journal, recoveries=0)
 
     return handler
 
