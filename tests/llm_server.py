@@ -72,7 +72,7 @@ def tool_calls(
     made = []
     for n, call in enumerate(calls):
         name, args = call[0], call[1]
-        call_id = call[2] if len(call) == 3 else f"call_{n}"  # type: ignore[misc]
+        call_id = call[2] if len(call) == 3 else f"call_{n}"
         arguments = (raw_arguments or {}).get(n, json.dumps(args))
         made.append((call_id, name, arguments))
     return Reply("tools", calls=tuple(made), stream=stream, delay=delay, usage=usage)
@@ -186,6 +186,7 @@ def _chunks(reply: Reply, model: str, with_usage: bool) -> Iterator[dict[str, An
 def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out in separate writes
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: tests read `requests`

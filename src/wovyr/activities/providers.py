@@ -25,8 +25,10 @@ reachable where the policy allows private networks, or lists the host).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -164,7 +166,9 @@ async def chat(
         async with asyncio.timeout(timeout):
             if client is not None:
                 return await _exchange(client, url, api_key, body, policy)
-            async with httpx.AsyncClient(timeout=None) as owned:
+            # One TLS context per process: building one (loading the CA bundle) costs more
+            # than a local model call.
+            async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as owned:
                 return await _exchange(owned, url, api_key, body, policy)
     except (TimeoutError, httpx.TimeoutException) as exc:
         after = f" after {timeout}s" if timeout is not None else ""
@@ -186,6 +190,13 @@ async def chat(
         if api_key and api_key in exc.message:  # never: messages are built without it
             exc.message = exc.message.replace(api_key, "***")
         raise
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 async def _exchange(
