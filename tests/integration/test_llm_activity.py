@@ -17,7 +17,9 @@ from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy
 from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
 from wovyr.clock import ManualClock
+from wovyr.definition import load_definition
 from wovyr.engine.engine import Engine
+from wovyr.errors import DefinitionError
 from wovyr.settings import load_settings
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
@@ -296,3 +298,21 @@ def test_the_default_provider_comes_from_the_environment_at_the_edge() -> None:
     assert credentials.api_key("any", "default") == KEY
     assert KEY not in repr(credentials)
     assert load_settings({}).model_providers()[0].names() == []
+
+
+@pytest.mark.parametrize(
+    ("llm", "says"),
+    [
+        ("{prompt: hi, response_schema: {type: 12}}", "not a valid JSON Schema"),
+        ("{prompt: hi, messages: []}", "exactly one of `prompt` and `messages`"),
+        ("{model: m1}", "exactly one of `prompt` and `messages`"),
+        ("{prompt: hi, schema_retries: 9}", "schema_retries"),
+        ("{prompt: hi, tempreature: 1}", "tempreature"),
+    ],
+)
+def test_bad_llm_steps_are_located_errors(llm: str, says: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        load_definition(_workflow(llm))
+    text_of = str(caught.value)
+    assert says in text_of
+    assert ":8:" in text_of or "line 8" in text_of  # the `llm:` line of the document
