@@ -28,11 +28,9 @@ import asyncio
 import functools
 import json
 import math
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wovyr.activities import egress
@@ -40,6 +38,8 @@ from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 __all__ = [
@@ -194,6 +194,8 @@ async def chat(
 
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
+    import ssl
+
     import certifi
 
     return ssl.create_default_context(cafile=certifi.where())
@@ -278,6 +280,8 @@ def retry_after_seconds(value: str | None) -> float | None:
     """`Retry-After` as seconds (a number, or an HTTP date relative to now), at most a day."""
     if not value:
         return None
+    from email.utils import parsedate_to_datetime
+
     value = value.strip()
     try:
         seconds = float(value)
