@@ -28,9 +28,11 @@ __all__ = [
     "ActivityCompensated",
     "ActivityCompleted",
     "ActivityFailed",
+    "ActivityResumed",
     "ActivityScheduled",
     "ActivitySkipped",
     "ActivityStarted",
+    "ActivitySuspended",
     "ApprovalDecided",
     "ChildFinished",
     "ChildStarted",
@@ -90,6 +92,8 @@ class EventType:
     ITERATION_COMPLETED = "IterationCompleted"
     MODEL_CALL_COMPLETED = "ModelCallCompleted"
     TOOL_CALL_COMPLETED = "ToolCallCompleted"
+    ACTIVITY_SUSPENDED = "ActivitySuspended"
+    ACTIVITY_RESUMED = "ActivityResumed"
 
 
 @dataclass(frozen=True)
@@ -526,6 +530,31 @@ class ToolCallCompleted(EventData):
     arguments: Any
     result: Any
     error: dict[str, Any] | Absent = ABSENT
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivitySuspended(EventData):
+    """Attempt `attempt` paused to wait for an approval (an `agent`'s tool call listed in
+    `require_approval`); `wait` says for what (`kind: approval`, and the kind's own keys).
+    The approval is decided like a `wait: {approval}` step's (`ApprovalDecided`)."""
+
+    TYPE: ClassVar[str] = EventType.ACTIVITY_SUSPENDED
+    activity: str
+    attempt: int
+    wait: dict[str, Any]
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityResumed(EventData):
+    """The approval a suspended attempt waited for was decided: the same attempt runs
+    again, with the decision (and what it was asked for) added to the activity's journal."""
+
+    TYPE: ClassVar[str] = EventType.ACTIVITY_RESUMED
+    activity: str
+    attempt: int
+    decision: dict[str, Any]
 
 
 @_record

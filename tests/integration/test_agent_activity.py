@@ -279,3 +279,82 @@ def test_tool_schemas_come_from_signatures_and_check_arguments() -> None:
     assert function_name("maps.place", set()) == "maps_place"
     assert function_name("maps.place", {"maps_place"}) == "maps_place_2"
     assert json.dumps(schema)  # plain JSON
+
+
+APPROVAL = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: mailer}
+activities:
+  - id: think
+    agent:
+      model: m1
+      input: Mail a and b.
+      tools: [mail.send, geo.where]
+      require_approval: [mail.send]
+output: "${{ activities.think.output }}"
+"""
+
+
+def test_require_approval_waits_for_a_person_and_a_denial_reaches_the_model(
+    tmp_path: Path,
+) -> None:
+    sent: list[str] = []
+    looked: list[str] = []
+    registry = ActivityRegistry()
+
+    def send(to: str) -> str:
+        """Send a mail."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    def where(city: str) -> str:
+        looked.append(city)
+        return "FR"
+
+    registry.register("mail.send", send)
+    registry.register("geo.where", where)
+    script = [
+        tool_calls(("mail_send", {"to": "a@x"}, "c1"), ("geo_where", {"city": "Paris"}, "c2")),
+        tool_calls(("mail_send", {"to": "b@x"}, "c3")),
+        text("mailed a; b was refused"),
+    ]
+    with ScriptedLLM(script, pick="turn") as llm:
+        engine = _engine(tmp_path / "w.db", llm, registry)
+        engine.start(APPROVAL, execution_id="e1")
+        drain(engine)
+        view = engine.query("e1")
+        think = view.activities["think"]
+        assert (view.status, think["status"]) == ("waiting", "waiting")
+        assert think["wait"]["kind"] == "approval"
+        assert (think["wait"]["tool"], think["wait"]["call_id"]) == ("mail.send", "c1")
+        assert json.loads(think["wait"]["arguments"]) == {"to": "a@x"}
+        assert (sent, looked) == ([], ["Paris"])  # the call that needs no approval ran
+        drain(engine)  # nothing happens without a decision
+        assert engine.query("e1").status == "waiting" and len(llm.completions) == 1
+
+        engine.approve("e1", "think", True, by="ada")
+        drain(engine)
+        think = engine.query("e1").activities["think"]
+        assert (think["wait"]["tool"], think["wait"]["call_id"]) == ("mail.send", "c3")
+        assert sent == ["a@x"]
+
+        engine.approve("e1", "think", False, by="bob", comment="not to b")
+        drain(engine)
+        view = engine.query("e1")
+        assert view.status == "completed"
+        assert view.output["text"] == "mailed a; b was refused"
+        assert (sent, looked) == (["a@x"], ["Paris"])  # nothing ran twice
+        assert len(llm.completions) == 3  # no model call was made again
+        last = llm.completions[2].body["messages"]
+        told = {m["tool_call_id"]: m["content"] for m in last if m["role"] == "tool"}
+        assert told == {
+            "c1": "sent to a@x",
+            "c2": "FR",
+            "c3": "error: ApprovalDenied: bob denied this call: not to b",
+        }
+        kinds = [e.type for e in engine.history("e1")]
+        assert kinds.count("ActivitySuspended") == 2
+        assert kinds.count("ActivityResumed") == 2
+        assert kinds.count("ApprovalDecided") == 2
+        engine.close()

@@ -46,6 +46,7 @@ __all__ = [
     "KINDS",
     "ActivityKind",
     "Admits",
+    "AwaitApproval",
     "ChildStarted",
     "Dispatch",
     "Executor",
@@ -65,6 +66,17 @@ class ChildStarted:
     """What an executor returns when its attempt started (or found) a child workflow."""
 
     execution_id: str
+
+
+@dataclass(frozen=True)
+class AwaitApproval:
+    """What an executor returns when its attempt must wait for a person's approval (an
+    `agent`'s tool call in `require_approval`): the activity waits (`ActivitySuspended`)
+    until the approval is decided, then the same attempt runs again with the decision as
+    the last step of `Dispatch.journal` (`{"step": "approval", **asked, approved, by,
+    comment}`). `asked` says what is to be approved (shown with the wait)."""
+
+    asked: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -108,7 +120,8 @@ Admits = Callable[[Any, SideEffectPolicy], list[StepProblem]]
 
 class Executor(Protocol):
     def __call__(self, step: Any, rendered: Any, dispatch: Dispatch) -> Awaitable[Any]:
-        """Run one attempt; return its output (JSON-able) or a `ChildStarted`, or raise
+        """Run one attempt; return its output (JSON-able), a `ChildStarted` or an
+        `AwaitApproval`, or raise
         `ActivityError` (its `type` is matched by `retry.non_retryable`)."""
         ...
 

@@ -470,14 +470,18 @@ class Engine(Definitions):
                 ) from None
             wait = act.step_of(WaitStep)
             approval = wait.wait.approval if wait is not None else None
-            if approval is None:
-                raise Conflict(f"activity {activity_id!r} is not an approval")
             current = state.activity(activity_id)
+            # an attempt that paused for an approval (an agent's tool call) is decided alike
+            suspended = current.status == ActivityStatus.WAITING and bool(
+                (current.wait or {}).get("suspended")
+            )
+            if approval is None and not suspended:
+                raise Conflict(f"activity {activity_id!r} is not an approval")
             if current.status not in (ActivityStatus.PENDING, ActivityStatus.WAITING):
                 raise Conflict(f"approval {activity_id!r} is already {current.status}")
             if activity_id in state.approvals:
                 raise Conflict(f"approval {activity_id!r} was already decided")
-            approvers = approval.approvers
+            approvers = approval.approvers if approval is not None else ()
             if approvers and by not in approvers:
                 raise Conflict(
                     f"{by!r} may not decide {activity_id!r}",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.base import ActivityContext, ActivityError
 from wovyr.activities.failures import handler_traceback
-from wovyr.activities.kinds import ChildStarted, Dispatch
+from wovyr.activities.kinds import AwaitApproval, ChildStarted, Dispatch
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
@@ -309,6 +309,11 @@ class ExecutionRunner:
             output = await asyncio.wait_for(coro, timeout)
             if isinstance(output, ChildStarted):
                 return Outcome(child=output.execution_id)
+            if isinstance(output, AwaitApproval):
+                check_payload(
+                    output.asked, "the approval asked", max_bytes=self.engine.max_payload_bytes
+                )
+                return Outcome(suspend=output.asked)
             # refuse what cannot be stored (too large, too deep, not JSON) as the failure
             check_payload(output, "the output", max_bytes=self.engine.max_payload_bytes)
         except TimeoutError:

@@ -44,7 +44,14 @@ from pydantic import Field
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, call_handler
 from wovyr.activities.builtin.llm import call_model, model_for
-from wovyr.activities.kinds import ActivityKind, Dispatch, Journal, StepProblem, register_kind
+from wovyr.activities.kinds import (
+    ActivityKind,
+    AwaitApproval,
+    Dispatch,
+    Journal,
+    StepProblem,
+    register_kind,
+)
 from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
 from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
@@ -70,6 +77,9 @@ class AgentSpec(FrozenModel):
     )
     max_turns: int = Field(default=10, ge=1, le=1000, description="Model calls at most")
     budget: AgentBudget = Field(default_factory=AgentBudget)
+    require_approval: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
+        default_factory=list, description="Tools whose every call waits for a person's approval"
+    )
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, description="Per model answer")
 
@@ -98,6 +108,7 @@ class _Run:
 
 
 async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
+    """The loop (see the module docstring); an `AwaitApproval` when a call waits for one."""
     try:
         spec = AgentSpec.model_validate(rendered)
     except ValueError as exc:
@@ -116,6 +127,7 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
     offered, names = _offered_tools(spec.tools, dispatch.tools)
     models = {s["turn"]: s for s in journal.steps if s["step"] == "model"}
     tools = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "tool"}
+    decided = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "approval"}
     messages: list[dict[str, Any]] = []
     if spec.instructions:
         messages.append({"role": "system", "content": spec.instructions})
@@ -152,10 +164,17 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
                 "model": made["model"],
                 "finish_reason": made["finish_reason"],
             }
+        waiting = _first_unapproved(calls, turn, names, spec.require_approval, tools, decided)
+        ready = [c for c in calls if not _needs_decision(c, turn, names, spec, tools, decided)]
         results = await asyncio.gather(
-            *(_tool_call(call, turn, names, tools, dispatch, journal, spec.tools) for call in calls)
+            *(
+                _tool_call(call, turn, names, tools, dispatch, journal, spec.tools, decided)
+                for call in ready
+            )
         )
-        for call, result in zip(calls, results, strict=True):
+        if waiting is not None:  # the calls that need no decision ran (and are recorded)
+            return AwaitApproval(waiting)
+        for call, result in zip(ready, results, strict=True):
             run.calls.append({k: v for k, v in result.items() if k not in ("step", "activity")})
             messages.append(
                 {"role": "tool", "tool_call_id": call["id"], "content": _content(result)}
@@ -231,6 +250,52 @@ def _offered_tools(
     return offered, names
 
 
+def _tool_of(call: dict[str, Any], names: dict[str, str]) -> str:
+    name = str((call.get("function") or {}).get("name"))
+    return names.get(name, name)
+
+
+def _needs_decision(
+    call: dict[str, Any],
+    turn: int,
+    names: dict[str, str],
+    spec: AgentSpec,
+    recorded: dict[tuple[int, str], dict[str, Any]],
+    decided: dict[tuple[int, str], dict[str, Any]],
+) -> bool:
+    """A call of a tool in `require_approval`, neither run nor decided yet."""
+    key = (turn, str(call.get("id")))
+    return (
+        _tool_of(call, names) in spec.require_approval
+        and _tool_of(call, names) in names.values()
+        and key not in recorded
+        and key not in decided
+    )
+
+
+def _first_unapproved(
+    calls: list[dict[str, Any]],
+    turn: int,
+    names: dict[str, str],
+    require: list[str],
+    recorded: dict[tuple[int, str], dict[str, Any]],
+    decided: dict[tuple[int, str], dict[str, Any]],
+) -> dict[str, Any] | None:
+    """What to ask a person about: the first call of this turn that waits for a decision
+    (one at a time: each is its own approval of the activity)."""
+    for call in calls:
+        key = (turn, str(call.get("id")))
+        tool = _tool_of(call, names)
+        if tool in require and tool in names.values() and key not in recorded | decided.keys():
+            return {
+                "turn": turn,
+                "call_id": key[1],
+                "tool": tool,
+                "arguments": str((call.get("function") or {}).get("arguments") or ""),
+            }
+    return None
+
+
 async def _tool_call(
     call: dict[str, Any],
     turn: int,
@@ -239,6 +304,7 @@ async def _tool_call(
     dispatch: Dispatch,
     journal: Journal,
     allowed: list[str],
+    decided: dict[tuple[int, str], dict[str, Any]],
 ) -> dict[str, Any]:
     call_id = str(call.get("id"))
     found = recorded.get((turn, call_id))
@@ -251,7 +317,15 @@ async def _tool_call(
     arguments: Any = text
     error: dict[str, Any] | None = None
     result: Any = None
-    if tool not in names.values():
+    decision = decided.get((turn, call_id))
+    if decision is not None and not decision.get("approved"):
+        by = decision.get("by") or "a person"
+        comment = decision.get("comment")
+        error = {
+            "type": "ApprovalDenied",
+            "message": f"{by} denied this call" + (f": {comment}" if comment else ""),
+        }
+    elif tool not in names.values():
         close = difflib.get_close_matches(name, list(names), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         error = {

@@ -60,6 +60,7 @@ class Outcome:
     retryable: bool = True
     child: str | None = None
     retry_after: float | None = None  # the delay the server asked for (429 `Retry-After`)
+    suspend: dict[str, Any] | None = None  # the attempt waits for an approval (`wait` info)
 
 
 def retry_policy(activity: Activity | CompensateSpec) -> RetryPolicy:

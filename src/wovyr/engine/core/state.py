@@ -328,6 +328,29 @@ def _iteration_started(state: ExecutionState, e: Event, at: str) -> ExecutionSta
     )
 
 
+def _suspended(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    """The attempt waits for an approval; `suspended` tells the decider to resume it."""
+    wait = {**e.data["wait"], "suspended": True}
+    return _set_activity(state, e.data["activity"], status=ActivityStatus.WAITING, wait=wait)
+
+
+def _resumed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    """The decision joins the journal and is consumed: a later approval is asked anew."""
+    aid = e.data["activity"]
+    act = state.activity(aid)
+    step = {"step": "approval", **(e.data.get("decision") or {})}
+    if aid in state.approvals:
+        state = replace(state, approvals={k: v for k, v in state.approvals.items() if k != aid})
+    return _set_activity(
+        state,
+        aid,
+        status=ActivityStatus.RUNNING,
+        wait=None,
+        journal=(*act.journal, step),
+        recoveries=0,
+    )
+
+
 def _journal_step(kind: str) -> Any:
     """A sub-step of an activity (a model call, a tool call) joins its journal. It is
     progress: the recovery budget counts the attempt's losses since the last one (a step
@@ -601,6 +624,8 @@ _HANDLERS: dict[str, Any] = {
     EventType.ITEM_STARTED: _item_started,
     EventType.ITEM_COMPLETED: _item_completed,
     EventType.ITEM_FAILED: _item_failed,
+    EventType.ACTIVITY_SUSPENDED: _suspended,
+    EventType.ACTIVITY_RESUMED: _resumed,
     EventType.MODEL_CALL_COMPLETED: _journal_step("model"),
     EventType.TOOL_CALL_COMPLETED: _journal_step("tool"),
 }

@@ -287,6 +287,16 @@ _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
     ),
     EventType.ITERATION_COMPLETED: _iteration,
     EventType.MODEL_CALL_COMPLETED: lambda d: ("attempt", _model_call(d)),
+    EventType.ACTIVITY_SUSPENDED: lambda d: (
+        "approval",
+        f"{d.get('activity')} waits for an approval of "
+        f"{(d.get('wait') or {}).get('tool') or 'a step'}",
+    ),
+    EventType.ACTIVITY_RESUMED: lambda d: (
+        "approval",
+        f"{d.get('activity')} resumed: {(d.get('decision') or {}).get('tool') or 'the step'} "
+        + ("approved" if (d.get("decision") or {}).get("approved") else "denied"),
+    ),
     EventType.TOOL_CALL_COMPLETED: lambda d: (
         "failure" if d.get("error") else "attempt",
         f"{d.get('activity')} turn {d.get('turn')}: tool {d.get('tool')} "

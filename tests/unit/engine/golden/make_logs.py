@@ -158,6 +158,18 @@ AGENT = wf(
     output: "${{ activities.think.output.text }}"
     """
 )
+AGENT_APPROVAL = wf(
+    """
+    activities:
+      - id: think
+        agent:
+          model: m1
+          input: go
+          tools: [ok, bad]
+          require_approval: [ok, bad]
+    output: "${{ activities.think.output.text }}"
+    """
+)
 
 
 def _agent_script() -> list[Any]:
@@ -251,6 +263,13 @@ def _scenarios(providers: Any) -> dict[str, Any]:
         drain(engine)
 
     ids["agent"] = engine.start(AGENT, execution_id="agent").id
+    drain(engine)
+
+    ids["agent_approval"] = engine.start(AGENT_APPROVAL, execution_id="agent_approval").id
+    drain(engine)
+    engine.approve("agent_approval", "think", True, by="ada")
+    drain(engine)
+    engine.approve("agent_approval", "think", False, by="bob", comment="no")
     drain(engine)
 
     every = [r.id for r in engine.list(limit=1000).items]
