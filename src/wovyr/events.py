@@ -28,9 +28,11 @@ __all__ = [
     "ActivityCompensated",
     "ActivityCompleted",
     "ActivityFailed",
+    "ActivityResumed",
     "ActivityScheduled",
     "ActivitySkipped",
     "ActivityStarted",
+    "ActivitySuspended",
     "ApprovalDecided",
     "ChildFinished",
     "ChildStarted",
@@ -51,10 +53,12 @@ __all__ = [
     "ItemStarted",
     "IterationCompleted",
     "IterationStarted",
+    "ModelCallCompleted",
     "SignalReceived",
     "TimerArmed",
     "TimerCancelled",
     "TimerFired",
+    "ToolCallCompleted",
     "or_absent",
     "typed",
 ]
@@ -88,6 +92,10 @@ class EventType:
     ITERATION_STARTED = "IterationStarted"
     ITERATION_COMPLETED = "IterationCompleted"
     EXECUTION_CONTINUED = "ExecutionContinued"
+    MODEL_CALL_COMPLETED = "ModelCallCompleted"
+    TOOL_CALL_COMPLETED = "ToolCallCompleted"
+    ACTIVITY_SUSPENDED = "ActivitySuspended"
+    ACTIVITY_RESUMED = "ActivityResumed"
 
 
 @dataclass(frozen=True)
@@ -506,6 +514,67 @@ class IterationCompleted(EventData):
     follows: bool
     next_at: str | Absent = ABSENT
     exhausted: bool | Absent = ABSENT
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallCompleted(EventData):
+    """Turn `turn` (1, 2, ...) of an `agent` activity: its model call answered `message`
+    (the assistant message: `content`, `tool_calls`). Recorded once the call returns, in a
+    commit of its own, so a crash after it never repeats the call. `cost` is null when the
+    provider has no prices configured."""
+
+    TYPE: ClassVar[str] = EventType.MODEL_CALL_COMPLETED
+    activity: str
+    turn: int
+    attempt: int
+    message: dict[str, Any]
+    usage: dict[str, int]
+    cost: float | None
+    model: str
+    finish_reason: str | None
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallCompleted(EventData):
+    """One tool call the model asked for in turn `turn` of an `agent` activity ended with
+    `result` (what the model is sent back). `error` when the tool failed, was not allowed
+    or got arguments it cannot take: the model sees the error as the result."""
+
+    TYPE: ClassVar[str] = EventType.TOOL_CALL_COMPLETED
+    activity: str
+    turn: int
+    call_id: str
+    tool: str
+    arguments: Any
+    result: Any
+    error: dict[str, Any] | Absent = ABSENT
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivitySuspended(EventData):
+    """Attempt `attempt` paused to wait for an approval (an `agent`'s tool call listed in
+    `require_approval`); `wait` says for what (`kind: approval`, and the kind's own keys).
+    The approval is decided like a `wait: {approval}` step's (`ApprovalDecided`)."""
+
+    TYPE: ClassVar[str] = EventType.ACTIVITY_SUSPENDED
+    activity: str
+    attempt: int
+    wait: dict[str, Any]
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityResumed(EventData):
+    """The approval a suspended attempt waited for was decided: the same attempt runs
+    again, with the decision (and what it was asked for) added to the activity's journal."""
+
+    TYPE: ClassVar[str] = EventType.ACTIVITY_RESUMED
+    activity: str
+    attempt: int
+    decision: dict[str, Any]
 
 
 @_record

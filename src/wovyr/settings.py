@@ -11,9 +11,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wovyr.errors import ConfigError
+
+if TYPE_CHECKING:
+    from wovyr.activities.providers import Providers, StaticCredentials
 
 __all__ = ["ROOT_KEY_ENV", "Settings", "audit_anchor_key", "load_settings"]
 
@@ -38,10 +41,38 @@ class Settings:
     # (`wovyr serve` turns it on for SQLite and PostgreSQL; see wovyr.server.background).
     worker_process: bool = False
     audit_anchor_interval: float = 60.0  # seconds between the server's audit anchors
+    # The model provider named `default` (WOVYR_LLM_*): `llm` and `agent` activities use it.
+    llm_base_url: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)  # never printed
+    llm_model: str | None = None
+    llm_price_in: float | None = None  # per 1M input tokens; None: cost unknown
+    llm_price_out: float | None = None  # per 1M output tokens
 
     @property
     def store_url(self) -> str:
         return self.database_url or f"sqlite:///{self.home / 'wovyr.db'}"
+
+    def model_providers(self) -> tuple[Providers, StaticCredentials]:
+        """The providers an engine may call (`default` when WOVYR_LLM_BASE_URL is set) and
+        their keys, for `Engine(providers=..., credentials=...)`."""
+        from wovyr.activities.providers import (
+            DEFAULT_PROVIDER,
+            ProviderConfig,
+            Providers,
+            StaticCredentials,
+        )
+
+        if not self.llm_base_url:
+            return Providers(), StaticCredentials()
+        default = ProviderConfig(
+            DEFAULT_PROVIDER,
+            self.llm_base_url,
+            default_model=self.llm_model,
+            price_in=self.llm_price_in,
+            price_out=self.llm_price_out,
+        )
+        keys = {DEFAULT_PROVIDER: self.llm_api_key} if self.llm_api_key else {}
+        return Providers({DEFAULT_PROVIDER: default}), StaticCredentials(keys)
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -64,12 +95,27 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     return int(value)
 
 
+def _price(env: Mapping[str, str], name: str) -> float | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number (per 1M tokens), got {raw!r}") from None
+    if not value >= 0:  # (NaN too)
+        raise ConfigError(f"{name} must be 0 or more, got {raw!r}")
+    return value
+
+
 def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Settings:
     """Settings from the environment (`WOVYR_HOME`, `WOVYR_DATABASE_URL`, `WOVYR_ACTIVITIES`,
     `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`,
     `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`,
     `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
-    `WOVYR_MAX_PER_TENANT`, `WOVYR_AUDIT_ANCHOR_SECS`), overridden by flags that are not None."""
+    `WOVYR_MAX_PER_TENANT`, `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_LLM_BASE_URL`,
+    `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`),
+    overridden by flags that are not None."""
     env = os.environ if env is None else env
     settings = Settings(
         home=Path(env.get("WOVYR_HOME") or "~/.wovyr").expanduser(),
@@ -86,6 +132,11 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         min_schedule_interval=_float(env, "WOVYR_MIN_SCHEDULE_INTERVAL_SECS", 1.0),
         max_per_tenant=_int(env, "WOVYR_MAX_PER_TENANT", 0) or None,
         audit_anchor_interval=_float(env, "WOVYR_AUDIT_ANCHOR_SECS", 60.0),
+        llm_base_url=env.get("WOVYR_LLM_BASE_URL") or None,
+        llm_api_key=env.get("WOVYR_LLM_API_KEY") or None,
+        llm_model=env.get("WOVYR_LLM_MODEL") or None,
+        llm_price_in=_price(env, "WOVYR_LLM_PRICE_IN"),
+        llm_price_out=_price(env, "WOVYR_LLM_PRICE_OUT"),
     )
     given = {k: v for k, v in flags.items() if v is not None and v != ()}
     if "activities" in given:

@@ -166,3 +166,54 @@ def test_a_recovered_attempt_reads_as_a_re_run_not_as_a_retry() -> None:
             "compensating s (attempt 1) started again: its worker was lost (recovery 1)",
         ),
     ]
+
+
+def test_an_agents_model_and_tool_calls_read_as_a_conversation() -> None:
+    from wovyr.events import ModelCallCompleted, ToolCallCompleted
+    from wovyr.server.ui.present import timeline
+    from wovyr.store.base import EventRecord
+
+    asked = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}, {"id": "c2"}]}
+    usage = {"input_tokens": 120, "output_tokens": 30}
+    events = [
+        ModelCallCompleted(
+            activity="think",
+            turn=1,
+            attempt=1,
+            message=asked,
+            usage=usage,
+            cost=None,
+            model="m1",
+            finish_reason="tool_calls",
+        ).at(NOW),
+        ToolCallCompleted(
+            activity="think", turn=1, call_id="c1", tool="math.add", arguments={}, result=5
+        ).at(NOW),
+        ToolCallCompleted(
+            activity="think",
+            turn=1,
+            call_id="c2",
+            tool="explode",
+            arguments={},
+            result=None,
+            error={"type": "RuntimeError", "message": "the tool broke"},
+        ).at(NOW),
+        ModelCallCompleted(
+            activity="think",
+            turn=2,
+            attempt=1,
+            message={"role": "assistant", "content": "5"},
+            usage=usage,
+            cost=0.1,
+            model="m1",
+            finish_reason="stop",
+        ).at(NOW),
+    ]
+    records = [EventRecord("e", i, e.type, e.at, e.data) for i, e in enumerate(events, 1)]
+    lines = [(e.category, _text(e.text)) for e in timeline(records, NOW)]
+    assert lines == [
+        ("attempt", "think turn 1: model m1 asked for 2 tool calls (120 in, 30 out tokens)"),
+        ("attempt", "think turn 1: tool math.add returned"),
+        ("failure", "think turn 1: tool explode failed: RuntimeError: the tool broke"),
+        ("attempt", "think turn 2: model m1 answered (120 in, 30 out tokens)"),
+    ]

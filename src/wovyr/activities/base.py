@@ -86,12 +86,16 @@ class ActivityError(Exception):
         type: str | None = None,
         retryable: bool = True,
         details: Any = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.type = type or self.__class__.__name__
         self.retryable = retryable
         self.details = details
+        # seconds the next attempt must wait (a server's `Retry-After`): the retry timer is
+        # armed for this delay instead of the policy's back-off
+        self.retry_after = retry_after
 
 
 class NonRetryableError(ActivityError):

@@ -45,15 +45,19 @@ from pydantic import BaseModel
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+from wovyr.activities.providers import ModelAccess
 from wovyr.errors import ConfigError
+from wovyr.events import EventData
 
 __all__ = [
     "KINDS",
     "ActivityKind",
     "Admits",
+    "AwaitApproval",
     "ChildStarted",
     "Dispatch",
     "Executor",
+    "Journal",
     "KindTable",
     "Preflight",
     "SecretResolver",
@@ -73,6 +77,17 @@ class ChildStarted:
 
 
 @dataclass(frozen=True)
+class AwaitApproval:
+    """What an executor returns when its attempt must wait for a person's approval (an
+    `agent`'s tool call in `require_approval`): the activity waits (`ActivitySuspended`)
+    until the approval is decided, then the same attempt runs again with the decision as
+    the last step of `Dispatch.journal` (`{"step": "approval", **asked, approved, by,
+    comment}`). `asked` says what is to be approved (shown with the wait)."""
+
+    asked: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Dispatch:
     """What an executor may use for one attempt (built by the worker that runs it)."""
 
@@ -81,6 +96,21 @@ class Dispatch:
     tools: ActivityRegistry
     start_child: Callable[[], Awaitable[str]] = field(repr=False)
     policy: SideEffectPolicy = TRUSTED  # what side effects this attempt may have
+    models: ModelAccess | None = None  # model providers, their keys, the response cache
+    journal: Journal | None = None  # the steps of this activity recorded so far (`agent`)
+
+
+class Journal(Protocol):
+    """The durable sub-steps of one activity (an `agent`'s model calls and tool calls).
+
+    `steps` are those recorded so far (kept across attempts and recoveries of the
+    activity, in order); `record` appends events to the execution's log and returns once
+    they are committed (it raises when the attempt is no longer the current one)."""
+
+    @property
+    def steps(self) -> tuple[dict[str, Any], ...]: ...
+
+    async def record(self, *events: EventData) -> None: ...
 
 
 class SecretResolver(Protocol):
@@ -107,7 +137,8 @@ Admits = Callable[[Any, SideEffectPolicy], list[StepProblem]]
 
 class Executor(Protocol):
     def __call__(self, step: Any, rendered: Any, dispatch: Dispatch) -> Awaitable[Any]:
-        """Run one attempt; return its output (JSON-able) or a `ChildStarted`, or raise
+        """Run one attempt; return its output (JSON-able), a `ChildStarted` or an
+        `AwaitApproval`, or raise
         `ActivityError` (its `type` is matched by `retry.non_retryable`)."""
         ...
 

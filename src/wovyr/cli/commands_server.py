@@ -232,8 +232,11 @@ def worker_command(
     store = open_store(settings.store_url, db_clock=db_clock)
     secrets = open_secrets(store, settings.home)
     secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
+    providers, credentials = settings.model_providers()
     with Engine(
         store,
+        providers=providers,
+        credentials=credentials,
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,

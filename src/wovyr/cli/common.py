@@ -131,8 +131,11 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
     """The engine over the configured store, acting for `settings.tenant`."""
     if load_activities:
         load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
+    providers, credentials = settings.model_providers()
     engine = Engine.open(
         settings.store_url,
+        providers=providers,
+        credentials=credentials,
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,

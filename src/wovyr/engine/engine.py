@@ -21,6 +21,7 @@ from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_r
 from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.kinds import SecretResolver
 from wovyr.activities.policy import SideEffectPolicy
+from wovyr.activities.providers import CredentialResolver, Providers, StaticCredentials
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
@@ -146,17 +147,21 @@ class Engine(Definitions):
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
         secrets: SecretResolver | None = None,
+        providers: Providers | None = None,
+        credentials: CredentialResolver | None = None,
     ) -> None:
-        """`max_recoveries`: how often an activity (an item, a compensation) is run again
-        after its attempt was lost with its worker (process killed, lease expired) before it
-        fails with `RecoveryBudgetExhausted`; such re-runs never count against its
+        """`providers`: the model providers `llm` and `agent` activities may call (none by default);
+        `credentials`: where their API keys come from, asked in the worker for each call
+        (never stored). `max_recoveries`: how often an activity (an item, a compensation) is
+        run again after its attempt was lost with its worker (process killed, lease expired)
+        before it fails with `RecoveryBudgetExhausted`; such re-runs never count against its
         `retry.max_attempts`. `side_effects`: one policy for what `shell` and `http`
         activities of every tenant may do; None (the default) reads each tenant's from the
         store (`wovyr.engine.tenants`: the local owner's tenant `default` is trusted, any
         other restricted until an administrator opens it). `default_timeout`: the seconds an
         attempt (an activity's or a compensation's) may take when its definition gives no
-        `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's payload
-        or an activity's output may be (each also nests at most 64 levels deep).
+        `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's
+        payload or an activity's output may be (each also nests at most 64 levels deep).
         `min_schedule_interval`: the fewest seconds between two fires any schedule may be
         set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more).
         `secrets`: what workers resolve `${{ secrets.NAME }}` with at dispatch (the edges
@@ -177,6 +182,8 @@ class Engine(Definitions):
         self.max_payload_bytes = max_payload_bytes
         self.min_schedule_interval = min_schedule_interval
         self.secrets = secrets
+        self.providers = providers or Providers()
+        self.credentials: CredentialResolver = credentials or StaticCredentials()
         self._quota_cache = QuotaCache()  # shared by `for_tenant` engines
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
@@ -218,6 +225,8 @@ class Engine(Definitions):
             max_payload_bytes=self.max_payload_bytes,
             min_schedule_interval=self.min_schedule_interval,
             secrets=self.secrets,
+            providers=self.providers,
+            credentials=self.credentials,
         )
         other.actor = actor
         other._quota_cache = self._quota_cache
@@ -238,6 +247,8 @@ class Engine(Definitions):
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
         secrets: SecretResolver | None = None,
+        providers: Providers | None = None,
+        credentials: CredentialResolver | None = None,
     ) -> Engine:
         from wovyr.store import default_url
 
@@ -249,6 +260,8 @@ class Engine(Definitions):
             max_payload_bytes=max_payload_bytes,
             min_schedule_interval=min_schedule_interval,
             secrets=secrets,
+            providers=providers,
+            credentials=credentials,
         )
 
     def close(self) -> None:
@@ -598,14 +611,18 @@ class Engine(Definitions):
                 ) from None
             wait = act.step_of(WaitStep)
             approval = wait.wait.approval if wait is not None else None
-            if approval is None:
-                raise Conflict(f"activity {activity_id!r} is not an approval")
             current = state.activity(activity_id)
+            # an attempt that paused for an approval (an agent's tool call) is decided alike
+            suspended = current.status == ActivityStatus.WAITING and bool(
+                (current.wait or {}).get("suspended")
+            )
+            if approval is None and not suspended:
+                raise Conflict(f"activity {activity_id!r} is not an approval")
             if current.status not in (ActivityStatus.PENDING, ActivityStatus.WAITING):
                 raise Conflict(f"approval {activity_id!r} is already {current.status}")
             if activity_id in state.approvals:
                 raise Conflict(f"approval {activity_id!r} was already decided")
-            approvers = approval.approvers
+            approvers = approval.approvers if approval is not None else ()
             if approvers and by not in approvers:
                 raise Conflict(
                     f"{by!r} may not decide {activity_id!r}",

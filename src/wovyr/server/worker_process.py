@@ -36,6 +36,7 @@ from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.engine.engine import Engine
 from wovyr.platform.metrics import Metrics, MetricsObserver
 from wovyr.platform.secrets import open_secrets
+from wovyr.settings import load_settings
 from wovyr.store import open_store
 from wovyr.worker import Worker
 
@@ -166,8 +167,13 @@ def main() -> int:
     out, sys.stdout = sys.stdout, sys.stderr
     load_activity_modules(config.activities, entry_point_group=ENTRY_POINT_GROUP)
     store = open_store(config.store_url)
+    # The model providers (and their keys) come from this process's own environment,
+    # inherited from the server: they never travel in the config.
+    providers, credentials = load_settings().model_providers()
     with Engine(
         store,
+        providers=providers,
+        credentials=credentials,
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
         secrets=open_secrets(store, Path(config.home)),  # the server warned about the key

@@ -17,7 +17,13 @@ from typing import Protocol
 
 from wovyr.store.audit import AuditStore
 from wovyr.store.hooks import StoreObserver
-from wovyr.store.platform import ApiKeyStore, IdempotencyStore, SessionStore, TenantStore
+from wovyr.store.platform import (
+    ApiKeyStore,
+    IdempotencyStore,
+    ResponseCacheStore,
+    SessionStore,
+    TenantStore,
+)
 from wovyr.store.records import (
     DEFAULT_TENANT,
     Claim,
@@ -141,6 +147,7 @@ class Store(
     TenantStore,
     AuditStore,
     SecretStore,
+    ResponseCacheStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

@@ -25,6 +25,7 @@ __all__ = [
     "ApiKeyStore",
     "IdempotencyRecord",
     "IdempotencyStore",
+    "ResponseCacheStore",
     "SessionStore",
     "TenantRecord",
     "TenantStore",
@@ -134,4 +135,20 @@ class TenantStore(Protocol):
 
     def quota_usage(self, tenant: str, day: date) -> dict[str, float]:
         """What `tenant` used of each budget on UTC `day` (budgets it never used: absent)."""
+        ...
+
+
+class ResponseCacheStore(Protocol):
+    """The per-tenant memo of model responses (`llm` with `cache: true`): a response stored
+    under the hash of its request (provider, model, messages, parameters) answers the same
+    request again. Another tenant's entry answers exactly like a missing one."""
+
+    def get_cached_response(self, tenant: str, key: str) -> dict[str, Any] | None:
+        """The response stored for `key` in `tenant`, or None."""
+        ...
+
+    def put_cached_response(
+        self, tenant: str, key: str, response: dict[str, Any], at: datetime
+    ) -> None:
+        """Store `response` for `key` unless one is stored (the first one stays)."""
         ...

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.base import ActivityContext, ActivityError
 from wovyr.activities.failures import handler_traceback
-from wovyr.activities.kinds import ChildStarted, Dispatch
+from wovyr.activities.kinds import AwaitApproval, ChildStarted, Dispatch
 from wovyr.activities.policy import TRUSTED
+from wovyr.activities.providers import ModelAccess
 from wovyr.activities.redact import scrub, secret_forms
 from wovyr.definition.expr import secret_names, substitute_secrets
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
@@ -31,7 +32,7 @@ from wovyr.engine.core.state import (
 )
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
-from wovyr.events import Event
+from wovyr.events import Event, EventData
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
 
@@ -81,6 +82,8 @@ class ExecutionRunner:
         self._unbilled = 0.0  # seconds of finished attempts no commit has debited yet
         # (activity, compensation) -> the spec's secret references (kinds that read them)
         self._secret_refs: dict[tuple[str, bool], tuple[Any, list[str]]] = {}
+        # sub-steps running attempts asked to record (an agent's calls): committed by the loop
+        self._journal: list[tuple[RunActivity, tuple[EventData, ...], asyncio.Future[None]]] = []
 
     @property
     def seq(self) -> int:
@@ -102,6 +105,7 @@ class ExecutionRunner:
                     self._launch(run)
             await self._loop()
         finally:
+            self._fail_journal()
             for _, task in self._tasks.values():
                 task.cancel()
             for _, task in self._tasks.values():
@@ -116,6 +120,22 @@ class ExecutionRunner:
                 produced = outcome_events(self.definition, working, run, outcome, now)
                 working = fold(produced, working)
                 events.extend(produced)
+            recorded: list[asyncio.Future[None]] = []
+            for run, datas, future in self._journal:
+                if future.done():
+                    continue
+                a = working.activity(run.activity_id)
+                if (
+                    working.finished
+                    or a.status != ActivityStatus.RUNNING
+                    or a.attempt != run.attempt
+                ):
+                    future.set_exception(_not_current(run))
+                    continue
+                produced = [d.at(now) for d in datas]
+                working = fold(produced, working)
+                events.extend(produced)
+                recorded.append(future)
             decision = decide(
                 self.definition,
                 working,
@@ -135,9 +155,13 @@ class ExecutionRunner:
                     continue
                 if result is not CommitOutcome.OK:
                     self._lost = self.stats.lease_lost = result is CommitOutcome.LEASE_LOST
+                    self._fail_journal()
                     return
                 self.state = decision.state
                 self._results.clear()
+                for future in recorded:
+                    future.set_result(None)
+                self._journal = [j for j in self._journal if not j[2].done()]
             if done:
                 return
             if self.state.finished:
@@ -188,6 +212,19 @@ class ExecutionRunner:
         self.state = state_from_json(record.checkpoint or {})
         if self.state.finished:
             self._cancel_tasks()
+
+    def record(self, run: RunActivity, datas: tuple[EventData, ...]) -> asyncio.Future[None]:
+        """Ask the loop to commit the sub-step events of the running attempt `run`."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._journal.append((run, datas, future))
+        self._ready.set()
+        return future
+
+    def _fail_journal(self) -> None:
+        for run, _, future in self._journal:
+            if not future.done():
+                future.set_exception(_not_current(run))
+        self._journal.clear()
 
     def _cancel_tasks(self) -> None:
         for _, task in self._tasks.values():
@@ -316,7 +353,25 @@ class ExecutionRunner:
             async def start_child() -> str:
                 return await asyncio.to_thread(self.engine.start_child, self.state, run)
 
-            dispatch = Dispatch(ctx, timeout, self.engine.activities, start_child, policy)
+            models = ModelAccess(
+                self.engine.tenant,
+                self.engine.providers,
+                self.engine.credentials,
+                _TenantCache(self.engine),
+            )
+            journal = None
+            if run.index is None and not run.compensation:
+                steps = self.state.activity(run.activity_id).journal
+                journal = _AttemptJournal(self, run, steps)
+            dispatch = Dispatch(
+                ctx,
+                timeout,
+                self.engine.activities,
+                start_child,
+                policy,
+                models=models,
+                journal=journal,
+            )
             given = run.input
             if spec.kind_entry.secrets:
                 given, found = await self._with_secrets(spec, run)
@@ -325,6 +380,11 @@ class ExecutionRunner:
             output = await asyncio.wait_for(coro, timeout)
             if isinstance(output, ChildStarted):
                 return Outcome(child=output.execution_id)
+            if isinstance(output, AwaitApproval):
+                check_payload(
+                    output.asked, "the approval asked", max_bytes=self.engine.max_payload_bytes
+                )
+                return Outcome(suspend=output.asked)
             # refuse what cannot be stored (too large, too deep, not JSON) as the failure
             check_payload(output, "the output", max_bytes=self.engine.max_payload_bytes)
             output = scrub(output, forms)  # a handler that echoes its input
@@ -334,7 +394,7 @@ class ExecutionRunner:
             return Outcome(error=_error(exc.type, exc.message), retryable=False)
         except ActivityError as exc:
             error = _error(exc.type, exc.message, exc.details, exc)
-            return Outcome(error=error, retryable=exc.retryable)
+            return Outcome(error=error, retryable=exc.retryable, retry_after=exc.retry_after)
         except ActivityNotRegistered as exc:
             return Outcome(error=_error("ActivityNotRegistered", str(exc)), retryable=False)
         except (TypeError, ValueError) as exc:
@@ -346,6 +406,44 @@ class ExecutionRunner:
         except Exception as exc:  # a handler's own exception: retried per the policy
             return Outcome(error=_error(type(exc).__name__, str(exc), exc=exc))
         return Outcome(output=output)
+
+
+class _AttemptJournal:
+    """The `Journal` of one attempt: the activity's recorded sub-steps, and a way to add."""
+
+    def __init__(
+        self, runner: ExecutionRunner, run: RunActivity, steps: tuple[dict[str, Any], ...]
+    ) -> None:
+        self._runner, self._run, self._steps = runner, run, steps
+
+    @property
+    def steps(self) -> tuple[dict[str, Any], ...]:
+        return self._steps
+
+    async def record(self, *events: EventData) -> None:
+        await self._runner.record(self._run, events)
+
+
+class _TenantCache:
+    """The store's response cache, seen by one tenant (`ResponseCache`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._engine.store.get_cached_response(self._engine.tenant, key)
+
+    def put(self, key: str, response: dict[str, Any]) -> None:
+        now = self._engine.clock.now()
+        self._engine.store.put_cached_response(self._engine.tenant, key, response, now)
+
+
+def _not_current(run: RunActivity) -> ActivityError:
+    return ActivityError(
+        f"attempt {run.attempt} of {run.activity_id} is no longer current; nothing recorded",
+        type="AttemptNotCurrent",
+        retryable=False,
+    )
 
 
 def _running_attempts(definition: Workflow, state: ExecutionState) -> list[RunActivity]:

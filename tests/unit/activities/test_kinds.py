@@ -23,12 +23,21 @@ async def run_ping(step: Any, rendered: Any, dispatch: Dispatch) -> Any:
 
 
 def test_the_built_in_kinds_are_registered_in_their_documented_order() -> None:
-    assert KINDS.names() == ["tool", "http", "shell", "set", "wait", "workflow"]
+    assert KINDS.names() == [
+        "tool",
+        "http",
+        "shell",
+        "set",
+        "wait",
+        "workflow",
+        "llm",
+        "agent",
+    ]
     assert KINDS.owner_of("with") == "tool"
     assert KINDS.owner_of("needs") is None
     every = {k.name: k for k in KINDS.kinds()}
     assert [n for n, k in every.items() if k.execute is None] == ["set", "wait"]
-    assert [n for n, k in every.items() if not k.compensates] == ["wait", "workflow"]
+    assert [n for n, k in every.items() if not k.compensates] == ["wait", "workflow", "agent"]
 
 
 def test_a_worker_kind_without_an_executor_is_refused() -> None:

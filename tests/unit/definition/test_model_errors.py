@@ -63,8 +63,8 @@ def test_kind_keys_are_checked_per_activity() -> None:
     text = [(p.line, p.message) for p in found]
     assert (
         5,
-        "an activity takes exactly one of tool, http, shell, set, wait, workflow "
-        "(found tool, shell)",
+        "an activity takes exactly one of tool, http, shell, set, wait, workflow, llm, "
+        "agent (found tool, shell)",
     ) in text
     assert any(line == 6 and "(found none)" in m for line, m in text)
     assert any(line == 7 and "a compensation takes exactly one" in m for line, m in text)

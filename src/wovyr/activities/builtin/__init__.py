@@ -1,9 +1,10 @@
 """The built-in activity kinds, one module each; importing this package registers them.
 
 `tool` (a registered Python function), `http` (one HTTP request), `shell` (one program),
-`set` (values computed from expressions), `wait` (a signal, an approval or a durable timer)
-and `workflow` (a child workflow). A new kind is one more module like these, registered with
-`wovyr.activities.kinds.register_kind` (see docs/architecture.md).
+`set` (values computed from expressions), `wait` (a signal, an approval or a durable timer),
+`workflow` (a child workflow), `llm` (one model answer) and `agent` (a tool-calling loop).
+A new kind is one more module like these, registered with
+`wovyr.activities.kinds.register_kind` (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -15,5 +16,7 @@ from wovyr.activities.builtin import shell  # isort: skip
 from wovyr.activities.builtin import set  # isort: skip
 from wovyr.activities.builtin import wait  # isort: skip
 from wovyr.activities.builtin import child  # isort: skip
+from wovyr.activities.builtin import llm  # isort: skip
+from wovyr.activities.builtin import agent  # isort: skip
 
-__all__ = ["child", "http", "set", "shell", "tool", "wait"]
+__all__ = ["agent", "child", "http", "llm", "set", "shell", "tool", "wait"]

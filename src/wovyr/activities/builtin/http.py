@@ -31,7 +31,7 @@ from wovyr.fields import FrozenModel
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["ERROR_EXCERPT_BYTES", "KIND", "HttpSpec", "HttpStep", "run_http"]
+__all__ = ["ERROR_EXCERPT_BYTES", "KIND", "HttpSpec", "HttpStep", "run_http", "send_checked"]
 
 
 class HttpSpec(FrozenModel):
@@ -137,10 +137,7 @@ async def _exchange(
     policy: SideEffectPolicy,
 ) -> dict[str, Any]:
     request = _build_request(client, spec, url, idempotency_key)
-    if policy.private_network:
-        response = await client.send(request, stream=True, follow_redirects=spec.follow_redirects)
-    else:
-        response = await _send_guarded(client, request, policy, spec.follow_redirects)
+    response = await send_checked(client, request, policy, follow=spec.follow_redirects)
     try:
         if not _status_allowed(response.status_code, spec.allowed_statuses):
             raise await _status_error(response)
@@ -169,6 +166,17 @@ def _build_request(
         json=spec.json_body,
         content=spec.body,
     )
+
+
+async def send_checked(
+    client: httpx.AsyncClient, request: httpx.Request, policy: SideEffectPolicy, *, follow: bool
+) -> httpx.Response:
+    """Send `request` as the policy allows (streamed: the caller reads and closes it). Under
+    a policy without `private_network` every hop goes to a checked address (the module
+    docstring); other kinds that talk HTTP (`llm`, `agent`) send through here too."""
+    if policy.private_network:
+        return await client.send(request, stream=True, follow_redirects=follow)
+    return await _send_guarded(client, request, policy, follow)
 
 
 async def _send_guarded(

@@ -46,9 +46,11 @@ from wovyr.events import (
     ActivityCompensated,
     ActivityCompleted,
     ActivityFailed,
+    ActivityResumed,
     ActivityScheduled,
     ActivitySkipped,
     ActivityStarted,
+    ActivitySuspended,
     ChildStarted,
     CompensationAttemptFailed,
     CompensationFailed,
@@ -174,6 +176,9 @@ def outcome_events(
     if outcome.child is not None:
         started = ChildStarted(activity=act.id, attempt=run.attempt, child=outcome.child)
         return [started.at(now), *arm_child_timeout(act, None, run.attempt, now)]
+    if outcome.suspend is not None:
+        wait = {**outcome.suspend, "kind": "approval"}
+        return [ActivitySuspended(activity=act.id, attempt=run.attempt, wait=wait).at(now)]
     return _result_events(act, run.attempt, outcome, now, state)
 
 
@@ -186,7 +191,15 @@ def _result_events(
         if act.repeat is not None:
             return _iteration_end(act, state, attempt, outcome.output, now)
         return [ActivityCompleted(activity=act.id, attempt=attempt, output=outcome.output).at(now)]
-    return failure_events(act.id, attempt, outcome.error, outcome.retryable, retry_policy(act), now)
+    return failure_events(
+        act.id,
+        attempt,
+        outcome.error,
+        outcome.retryable,
+        retry_policy(act),
+        now,
+        retry_after=outcome.retry_after,
+    )
 
 
 def _iteration_end(
@@ -346,6 +359,8 @@ def _advance(
     if a.status == ActivityStatus.WAITING:
         if a.wait is not None and a.wait.get("kind") == "repeat":
             return _next_iteration(act, a, state, ctx, now)
+        if a.wait is not None and a.wait.get("suspended"):
+            return _resume(act, a, state, now)
         return _check_wait(act, a, state, now), []
     if a.status == ActivityStatus.RUNNING and act.id not in in_flight:
         return _recover_lost_attempt(act, a, now, state.id, limits.max_recoveries)
@@ -373,6 +388,28 @@ def _next_iteration(
         return [started, *_iteration_end(act, after, 1, rendered, now)], []
     events, runs = _next_attempt(act, 1, rendered, now, state.id, it=n)
     return [started, *events], runs
+
+
+def _resume(
+    act: Activity, a: ActivityState, state: ExecutionState, now: datetime
+) -> tuple[list[Event], list[RunActivity]]:
+    """A suspended attempt runs again (the same attempt) once its approval is decided."""
+    decision = state.approvals.get(act.id)
+    if decision is None:
+        return [], []
+    asked = {k: v for k, v in (a.wait or {}).items() if k not in ("kind", "suspended")}
+    resumed = ActivityResumed(
+        activity=act.id,
+        attempt=a.attempt,
+        decision={
+            **asked,
+            "approved": bool(decision.get("approved")),
+            "by": decision.get("by"),
+            "comment": decision.get("comment"),
+        },
+    )
+    run = RunActivity(act.id, a.attempt, act.kind, a.input, iteration=a.iterations + 1)
+    return [resumed.at(now)], [run]
 
 
 def _child_done(result: dict[str, Any] | None, status: str, attempt: int) -> bool:

@@ -225,5 +225,12 @@ def item_outcome_events(
         )
         return [completed.at(now)]
     return failure_events(
-        act.id, attempt, outcome.error, outcome.retryable, retry_policy(act), now, index=index
+        act.id,
+        attempt,
+        outcome.error,
+        outcome.retryable,
+        retry_policy(act),
+        now,
+        index=index,
+        retry_after=outcome.retry_after,
     )

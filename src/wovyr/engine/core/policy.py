@@ -59,6 +59,8 @@ class Outcome:
     error: dict[str, Any] | None = None
     retryable: bool = True
     child: str | None = None
+    retry_after: float | None = None  # the delay the server asked for (429 `Retry-After`)
+    suspend: dict[str, Any] | None = None  # the attempt waits for an approval (`wait` info)
 
 
 def retry_policy(activity: Activity | CompensateSpec) -> RetryPolicy:
@@ -87,8 +89,11 @@ def failure_events(
     policy: RetryPolicy,
     now: datetime,
     index: int | None = None,
+    retry_after: float | None = None,
 ) -> list[Event]:
-    """ActivityFailed (or ItemFailed), and a retry timer when another attempt follows."""
+    """ActivityFailed (or ItemFailed), and a retry timer when another attempt follows: after
+    the policy's back-off, or after `retry_after` seconds when the failure asked for them
+    (a provider's 429 `Retry-After` is honoured as it is)."""
     will_retry = (
         retryable and attempt < policy.max_attempts and err.get("type") not in policy.non_retryable
     )
@@ -96,7 +101,8 @@ def failure_events(
         if index is None:
             return [ActivityFailed.final(activity_id, attempt, err).at(now)]
         return [ItemFailed.final(activity_id, index, attempt, err).at(now)]
-    fire_at = now + timedelta(seconds=policy.delay(attempt))
+    delay = policy.delay(attempt) if retry_after is None else max(0.0, retry_after)
+    fire_at = now + timedelta(seconds=delay)
     next_at = fire_at.isoformat()
     failed = (
         ActivityFailed.retrying(activity_id, attempt, err, next_at)

@@ -74,6 +74,8 @@ class ActivityState:
     compensation_retry: bool = False  # the compensation attempt failed; the next follows
     iterations: int = 0  # iterations of a `repeat` activity completed so far
     exhausted: bool = False  # a `repeat` ended by max_iterations with `until` still false
+    # the sub-steps recorded so far (an `agent`'s model and tool calls), kept across attempts
+    journal: tuple[dict[str, Any], ...] = ()
 
 
 # ActivityState fields left out of the checkpoint while they hold their default, so that a
@@ -84,6 +86,7 @@ _UNLESS_SET = (
     "compensation_retry",
     "iterations",
     "exhausted",
+    "journal",
 )
 
 
@@ -351,7 +354,45 @@ def _iteration_started(state: ExecutionState, e: Event, at: str) -> ExecutionSta
         next_attempt_at=None,
         timer_fired=False,
         recoveries=0,
+        journal=(),
     )
+
+
+def _suspended(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    """The attempt waits for an approval; `suspended` tells the decider to resume it."""
+    wait = {**e.data["wait"], "suspended": True}
+    return _set_activity(state, e.data["activity"], status=ActivityStatus.WAITING, wait=wait)
+
+
+def _resumed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    """The decision joins the journal and is consumed: a later approval is asked anew."""
+    aid = e.data["activity"]
+    act = state.activity(aid)
+    step = {"step": "approval", **(e.data.get("decision") or {})}
+    if aid in state.approvals:
+        state = replace(state, approvals={k: v for k, v in state.approvals.items() if k != aid})
+    return _set_activity(
+        state,
+        aid,
+        status=ActivityStatus.RUNNING,
+        wait=None,
+        journal=(*act.journal, step),
+        recoveries=0,
+    )
+
+
+def _journal_step(kind: str) -> Any:
+    """A sub-step of an activity (a model call, a tool call) joins its journal. It is
+    progress: the recovery budget counts the attempt's losses since the last one (a step
+    that kills its worker every time still exhausts it; a long agent loop does not)."""
+
+    def handler(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+        aid = e.data["activity"]
+        step = {"step": kind, **{k: v for k, v in e.data.items() if k != "activity"}}
+        journal = (*state.activity(aid).journal, step)
+        return _set_activity(state, aid, journal=journal, recoveries=0)
+
+    return handler
 
 
 def _timer_armed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
@@ -614,6 +655,10 @@ _HANDLERS: dict[str, Any] = {
     EventType.ITEM_STARTED: _item_started,
     EventType.ITEM_COMPLETED: _item_completed,
     EventType.ITEM_FAILED: _item_failed,
+    EventType.ACTIVITY_SUSPENDED: _suspended,
+    EventType.ACTIVITY_RESUMED: _resumed,
+    EventType.MODEL_CALL_COMPLETED: _journal_step("model"),
+    EventType.TOOL_CALL_COMPLETED: _journal_step("tool"),
 }
 
 
@@ -643,7 +688,11 @@ def state_from_json(data: Mapping[str, Any]) -> ExecutionState:
     raw = dict(data)
     raw["activities"] = {
         k: ActivityState(
-            **{**v, "items": tuple(v["items"]) if v.get("items") is not None else None}
+            **{
+                **v,
+                "items": tuple(v["items"]) if v.get("items") is not None else None,
+                "journal": tuple(v.get("journal") or ()),
+            }
         )
         for k, v in (raw.get("activities") or {}).items()
     }

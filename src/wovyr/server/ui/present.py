@@ -209,6 +209,16 @@ def _started(d: dict[str, Any]) -> str:
     return f"started again: its worker was lost (recovery {d['recovery']})"
 
 
+def _model_call(d: dict[str, Any]) -> str:
+    """`think turn 2: model m1 asked for 3 tool calls (120 in, 30 out tokens)`."""
+    message = d.get("message") or {}
+    calls = len(message.get("tool_calls") or ())
+    usage = d.get("usage") or {}
+    said = f"asked for {calls} tool call{'s' if calls != 1 else ''}" if calls else "answered"
+    tokens = f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out tokens"
+    return f"{d.get('activity')} turn {d.get('turn')}: model {d.get('model')} {said} ({tokens})"
+
+
 def _approval(d: dict[str, Any]) -> tuple[str, str]:
     verdict = "approved" if d.get("approved") else "rejected"
     text = f"{d.get('activity')} {verdict} by {d.get('by') or 'unknown'}"
@@ -281,6 +291,22 @@ _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
         f"{d.get('activity')} iteration {d.get('iteration')} started",
     ),
     EventType.ITERATION_COMPLETED: _iteration,
+    EventType.MODEL_CALL_COMPLETED: lambda d: ("attempt", _model_call(d)),
+    EventType.ACTIVITY_SUSPENDED: lambda d: (
+        "approval",
+        f"{d.get('activity')} waits for an approval of "
+        f"{(d.get('wait') or {}).get('tool') or 'a step'}",
+    ),
+    EventType.ACTIVITY_RESUMED: lambda d: (
+        "approval",
+        f"{d.get('activity')} resumed: {(d.get('decision') or {}).get('tool') or 'the step'} "
+        + ("approved" if (d.get("decision") or {}).get("approved") else "denied"),
+    ),
+    EventType.TOOL_CALL_COMPLETED: lambda d: (
+        "failure" if d.get("error") else "attempt",
+        f"{d.get('activity')} turn {d.get('turn')}: tool {d.get('tool')} "
+        + (f"failed: {_error_text(d['error'])}" if d.get("error") else "returned"),
+    ),
 }
 _DETAIL_KEYS = ("input", "output", "error", "payload", "reason", "comment")
 

@@ -3,10 +3,12 @@ tenants; mixed into MemoryStore, which creates the tables)."""
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import date, datetime
+from typing import Any
 
 from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
@@ -25,6 +27,18 @@ class MemoryPlatform:
     _quota_usage: dict[tuple[str, str, date], float]  # (tenant, budget, day) -> used
     _executions: dict[tuple[str, str], ExecutionRecord]
     _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
+    _responses: dict[tuple[str, str], dict[str, Any]]  # (tenant, request hash) -> response
+
+    def get_cached_response(self, tenant: str, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._responses.get((tenant, key))
+            return copy.deepcopy(found) if found is not None else None
+
+    def put_cached_response(
+        self, tenant: str, key: str, response: dict[str, Any], at: datetime
+    ) -> None:
+        with self._lock:
+            self._responses.setdefault((tenant, key), copy.deepcopy(response))
 
     def create_api_key(
         self, record: ApiKeyRecord, *, only_if_none: bool = False, audit: AuditEntry | None = None

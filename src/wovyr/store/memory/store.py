@@ -72,6 +72,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
         self._data_keys: dict[tuple[str, int], DataKeyRecord] = {}  # (tenant, version)
         self._secrets: dict[tuple[str, str], SecretRecord] = {}  # (tenant, name)
         self._kms_roots: dict[str, KmsRootRecord] = {}
+        self._responses: dict[tuple[str, str], dict[str, Any]] = {}  # (tenant, request hash)
         self._observers = Observers()
         self.commits = 0
 

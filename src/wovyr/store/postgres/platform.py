@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from wovyr.store.audit import AuditEntry
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
@@ -141,6 +142,23 @@ class PostgresPlatform:
 
     def purge_revoked_sessions(self, before: datetime) -> int:
         return self._platform_write("session_purge", {"before": before})
+
+    # --- cached model responses ------------------------------------------------------------
+
+    def get_cached_response(self, tenant: str, key: str) -> dict[str, Any] | None:
+        sql = _queries()["response_get"]
+
+        def body(conn: Connection) -> Any:
+            return conn.execute(sql, {"tenant": tenant, "key": key}).fetchone()
+
+        row = self._run(body, write=False)
+        return dict(row[0]) if row is not None else None
+
+    def put_cached_response(
+        self, tenant: str, key: str, response: dict[str, Any], at: datetime
+    ) -> None:
+        params = {"tenant": tenant, "key": key, "response": Jsonb(response), "at": at}
+        self._platform_write("response_put", params)
 
     # --- tenants ---------------------------------------------------------------------------
 

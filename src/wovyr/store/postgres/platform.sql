@@ -95,3 +95,11 @@ SELECT pg_advisory_xact_lock(hashtext('wovyr.running'), hashtext(%(tenant)s));
 
 -- name: running_count
 SELECT count(*) FROM executions WHERE tenant = %(tenant)s AND status = 'running';
+
+-- name: response_get
+SELECT response FROM llm_responses WHERE tenant = %(tenant)s AND request_hash = %(key)s;
+
+-- name: response_put
+INSERT INTO llm_responses (tenant, request_hash, response, created_at)
+VALUES (%(tenant)s, %(key)s, %(response)s, %(at)s)
+ON CONFLICT (tenant, request_hash) DO NOTHING;

@@ -3,6 +3,7 @@ tenants; mixed into SQLiteStore)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -132,6 +133,25 @@ class SQLitePlatform:
             return conn.execute(
                 "DELETE FROM revoked_sessions WHERE until < ?", (to_micros(before),)
             ).rowcount
+
+    # --- cached model responses ------------------------------------------------------------
+
+    def get_cached_response(self, tenant: str, key: str) -> dict[str, Any] | None:
+        rows = self._read(
+            "SELECT response FROM llm_responses WHERE tenant = ? AND request_hash = ?",
+            (tenant, key),
+        )
+        return dict(json.loads(rows[0][0])) if rows else None
+
+    def put_cached_response(
+        self, tenant: str, key: str, response: dict[str, Any], at: datetime
+    ) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO llm_responses (tenant, request_hash, response, created_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (tenant, request_hash) DO NOTHING",
+                (tenant, key, json.dumps(response, separators=(",", ":")), to_micros(at)),
+            )
 
     # --- tenants ---------------------------------------------------------------------------
 

@@ -146,6 +146,40 @@ REPEAT = wf(
     output: "${{ activities.poll.iterations }}"
     """
 )
+AGENT = wf(
+    """
+    activities:
+      - id: think
+        agent:
+          model: m1
+          instructions: Use the tools.
+          input: go
+          tools: [ok, bad]
+    output: "${{ activities.think.output.text }}"
+    """
+)
+AGENT_APPROVAL = wf(
+    """
+    activities:
+      - id: think
+        agent:
+          model: m1
+          input: go
+          tools: [ok, bad]
+          require_approval: [ok, bad]
+    output: "${{ activities.think.output.text }}"
+    """
+)
+
+
+def _agent_script() -> list[Any]:
+    from tests.llm_server import text, tool_calls
+
+    return [
+        tool_calls(("ok", {"v": 1}, "c1"), usage=(12, 4)),
+        tool_calls(("bad", {}, "c2"), ("nope", {}, "c3")),
+        text("done"),
+    ]
 
 
 CHAIN = wf(
@@ -161,7 +195,20 @@ CHAIN = wf(
 
 
 def scenarios() -> dict[str, Any]:
+    from tests.llm_server import ScriptedLLM
+
+    from wovyr.activities.providers import ProviderConfig, Providers
+
+    llm = ScriptedLLM(_agent_script(), pick="turn").__enter__()
+    try:
+        return _scenarios(Providers({"default": ProviderConfig("default", llm.base_url)}))
+    finally:
+        llm.__exit__(None, None, None)
+
+
+def _scenarios(providers: Any) -> dict[str, Any]:
     engine = memory_engine(ActivityRegistry())  # not the process's default registry
+    engine.providers = providers  # the scripted model server of `_agent_script`
     flaky_calls: list[int] = []
 
     @engine.activities.activity("ok")
@@ -231,6 +278,14 @@ def scenarios() -> dict[str, Any]:
     drain(engine)
     engine.signal("chain", "go", 1)
     engine.signal("chain", "go", 2)  # buffered: carried over to run 2 (chain~c2)
+    ids["agent"] = engine.start(AGENT, execution_id="agent").id
+    drain(engine)
+
+    ids["agent_approval"] = engine.start(AGENT_APPROVAL, execution_id="agent_approval").id
+    drain(engine)
+    engine.approve("agent_approval", "think", True, by="ada")
+    drain(engine)
+    engine.approve("agent_approval", "think", False, by="bob", comment="no")
     drain(engine)
 
     every = [r.id for r in engine.list(limit=1000).items]

@@ -1,0 +1,414 @@
+"""The `agent` kind: a tool-calling loop whose every model call and tool call is a durable
+step of the execution.
+
+    - id: research
+      agent:
+        provider: default
+        model: gpt-4o-mini
+        instructions: You answer with sources.
+        input: "${{ inputs.question }}"
+        tools: [search.web, pages.fetch]     # registered `tool` activities
+        max_turns: 8
+        budget: {tokens: 50000, cost: 0.50}
+      timeout: 10m                           # the whole loop (an attempt)
+
+One turn is one model call (offered the allowed tools, with the JSON Schema of each
+derived from its signature) and then the tool calls it asked for, run concurrently. Each
+model call is recorded as `ModelCallCompleted` and each tool call as `ToolCallCompleted`
+in the execution's log, in a commit of its own, as soon as it ends (`Dispatch.journal`).
+A later attempt of the activity (after a retry, or after its worker was killed) replays
+the recorded steps and carries on from the first step not recorded: a completed model call
+or tool call is never made again; one in flight at a crash is made again.
+
+A tool that raises, a tool not in `tools`, or arguments that do not fit the tool's
+signature are sent to the model as that call's result (an error it can act on), never a
+crash. The loop fails, not retried, with `MaxTurnsExceeded` when the model still asks for
+tools after `max_turns` turns, and with `BudgetExceeded` at the turn whose model call took
+the run past `budget.tokens` or `budget.cost`. A model call's provider errors fail the
+attempt as the `llm` kind's do (429 and 5xx retried per the activity's `retry`, honouring
+`Retry-After`; the next attempt resumes the loop).
+
+Output: `{text, turns, tool_calls: [{turn, id, tool, arguments, result, error?}], usage:
+{input_tokens, output_tokens}, cost, model, finish_reason}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import difflib
+import json
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from wovyr.activities.base import ActivityRegistry, NonRetryableError, call_handler
+from wovyr.activities.builtin.llm import call_model, model_for
+from wovyr.activities.kinds import (
+    ActivityKind,
+    AwaitApproval,
+    Dispatch,
+    Journal,
+    StepProblem,
+    register_kind,
+)
+from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
+from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
+from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
+from wovyr.fields import NAME_PATTERN, FrozenModel
+
+__all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep"]
+
+MAX_RESULT_CHARS = 16_000  # of one tool result sent to the model (and recorded)
+
+
+class AgentBudget(FrozenModel):
+    tokens: int | None = Field(default=None, ge=1, description="Input + output tokens")
+    cost: float | None = Field(default=None, gt=0, description="In the provider's prices")
+
+
+class AgentSpec(FrozenModel):
+    provider: str = Field(default=DEFAULT_PROVIDER, description="The provider's name")
+    model: str | None = Field(default=None, description="Default: the provider's model")
+    instructions: str | None = Field(default=None, description="The system message")
+    input: Any = Field(description="The task (text, or any value sent as JSON)")
+    tools: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
+        default_factory=list, description="Registered tools it may call"
+    )
+    max_turns: int = Field(default=10, ge=1, le=1000, description="Model calls at most")
+    budget: AgentBudget = Field(default_factory=AgentBudget)
+    require_approval: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
+        default_factory=list, description="Tools whose every call waits for a person's approval"
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, description="Per model answer")
+
+
+class AgentStep(FrozenModel):
+    agent: AgentSpec
+
+
+@dataclasses.dataclass
+class _Run:
+    """The loop's running totals."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = 0.0
+    calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def add(self, usage: dict[str, int], cost: float | None) -> None:
+        self.input_tokens += int(usage.get("input_tokens", 0))
+        self.output_tokens += int(usage.get("output_tokens", 0))
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+
+async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
+    """The loop (see the module docstring); an `AwaitApproval` when a call waits for one."""
+    try:
+        spec = AgentSpec.model_validate(rendered)
+    except ValueError as exc:
+        raise NonRetryableError(f"invalid agent input: {exc}", type="InvalidInput") from None
+    if dispatch.models is None or dispatch.journal is None:
+        raise NonRetryableError("this worker cannot run agents", type="UnknownProvider")
+    access, journal = dispatch.models, dispatch.journal
+    model = model_for(access, spec.provider, spec.model)
+    provider = access.providers.get(spec.provider)
+    if spec.budget.cost is not None and provider.cost(0, 0) is None:
+        raise NonRetryableError(
+            f"budget.cost needs prices for provider {spec.provider!r} "
+            "(WOVYR_LLM_PRICE_IN and WOVYR_LLM_PRICE_OUT for `default`)",
+            type="InvalidInput",
+        )
+    offered, names = _offered_tools(spec.tools, dispatch.tools)
+    models = {s["turn"]: s for s in journal.steps if s["step"] == "model"}
+    tools = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "tool"}
+    decided = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "approval"}
+    messages: list[dict[str, Any]] = []
+    if spec.instructions:
+        messages.append({"role": "system", "content": spec.instructions})
+    task = spec.input if isinstance(spec.input, str) else json.dumps(spec.input)
+    messages.append({"role": "user", "content": task})
+    run = _Run()
+    turn = 0
+    while True:
+        turn += 1
+        if turn > spec.max_turns:
+            raise NonRetryableError(
+                f"the agent reached max_turns ({spec.max_turns}) and the model still asks "
+                "for tools",
+                type="MaxTurnsExceeded",
+                details=_details(run, turn - 1),
+            )
+        made = models.get(turn)
+        if made is None:
+            made = await _model_call(
+                spec, model, messages, offered, turn, access, dispatch, journal
+            )
+        message = made["message"]
+        run.add(made["usage"], made["cost"])
+        messages.append(message)
+        _check_budget(spec, run, turn)
+        calls = message.get("tool_calls") or []
+        if not calls:
+            return {
+                "text": message.get("content"),
+                "turns": turn,
+                "tool_calls": run.calls,
+                "usage": run.usage,
+                "cost": run.cost,
+                "model": made["model"],
+                "finish_reason": made["finish_reason"],
+            }
+        waiting = _first_unapproved(calls, turn, names, spec.require_approval, tools, decided)
+        ready = [c for c in calls if not _needs_decision(c, turn, names, spec, tools, decided)]
+        results = await asyncio.gather(
+            *(
+                _tool_call(call, turn, names, tools, dispatch, journal, spec.tools, decided)
+                for call in ready
+            )
+        )
+        if waiting is not None:  # the calls that need no decision ran (and are recorded)
+            return AwaitApproval(waiting)
+        for call, result in zip(ready, results, strict=True):
+            run.calls.append({k: v for k, v in result.items() if k not in ("step", "activity")})
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": _content(result)}
+            )
+
+
+async def _model_call(
+    spec: AgentSpec,
+    model: str,
+    messages: list[dict[str, Any]],
+    offered: list[dict[str, Any]],
+    turn: int,
+    access: ModelAccess,
+    dispatch: Dispatch,
+    journal: Journal,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if offered:
+        body["tools"] = offered
+    if spec.temperature is not None:
+        body["temperature"] = spec.temperature
+    if spec.max_tokens is not None:
+        body["max_tokens"] = spec.max_tokens
+    result = await call_model(
+        access, spec.provider, body, timeout=dispatch.timeout, policy=dispatch.policy
+    )
+    provider = access.providers.get(spec.provider)
+    event = ModelCallCompleted(
+        activity=dispatch.context.activity_id,
+        turn=turn,
+        attempt=dispatch.context.attempt,
+        message=result.message,
+        usage={"input_tokens": result.input_tokens, "output_tokens": result.output_tokens},
+        cost=provider.cost(result.input_tokens, result.output_tokens),
+        model=result.model,
+        finish_reason=result.finish_reason,
+    )
+    await journal.record(event)
+    return {k: v for k, v in event.to_data().items() if k != "activity"}
+
+
+def _check_budget(spec: AgentSpec, run: _Run, turn: int) -> None:
+    tokens = run.input_tokens + run.output_tokens
+    over = []
+    if spec.budget.tokens is not None and tokens > spec.budget.tokens:
+        over.append(f"{tokens} tokens > budget.tokens {spec.budget.tokens}")
+    if spec.budget.cost is not None and run.cost is not None and run.cost > spec.budget.cost:
+        over.append(f"cost {run.cost:g} > budget.cost {spec.budget.cost:g}")
+    if over:
+        raise NonRetryableError(
+            f"the agent exceeded its budget at turn {turn}: {'; '.join(over)}",
+            type="BudgetExceeded",
+            details=_details(run, turn),
+        )
+
+
+def _details(run: _Run, turns: int) -> dict[str, Any]:
+    return {"turns": turns, "usage": run.usage, "cost": run.cost, "tool_calls": len(run.calls)}
+
+
+def _offered_tools(
+    allowed: list[str], registry: ActivityRegistry
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The `tools` entries offered to the model, and function name -> registered name."""
+    offered: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for tool in allowed:
+        if tool not in registry:
+            continue  # not offered; a call to it is answered with an error
+        name = function_name(tool, set(names))
+        names[name] = tool
+        offered.append(tool_signature(tool, registry.get(tool)).function(name))
+    return offered, names
+
+
+def _tool_of(call: dict[str, Any], names: dict[str, str]) -> str:
+    name = str((call.get("function") or {}).get("name"))
+    return names.get(name, name)
+
+
+def _needs_decision(
+    call: dict[str, Any],
+    turn: int,
+    names: dict[str, str],
+    spec: AgentSpec,
+    recorded: dict[tuple[int, str], dict[str, Any]],
+    decided: dict[tuple[int, str], dict[str, Any]],
+) -> bool:
+    """A call of a tool in `require_approval`, neither run nor decided yet."""
+    key = (turn, str(call.get("id")))
+    return (
+        _tool_of(call, names) in spec.require_approval
+        and _tool_of(call, names) in names.values()
+        and key not in recorded
+        and key not in decided
+    )
+
+
+def _first_unapproved(
+    calls: list[dict[str, Any]],
+    turn: int,
+    names: dict[str, str],
+    require: list[str],
+    recorded: dict[tuple[int, str], dict[str, Any]],
+    decided: dict[tuple[int, str], dict[str, Any]],
+) -> dict[str, Any] | None:
+    """What to ask a person about: the first call of this turn that waits for a decision
+    (one at a time: each is its own approval of the activity)."""
+    for call in calls:
+        key = (turn, str(call.get("id")))
+        tool = _tool_of(call, names)
+        if tool in require and tool in names.values() and key not in recorded | decided.keys():
+            return {
+                "turn": turn,
+                "call_id": key[1],
+                "tool": tool,
+                "arguments": str((call.get("function") or {}).get("arguments") or ""),
+            }
+    return None
+
+
+async def _tool_call(
+    call: dict[str, Any],
+    turn: int,
+    names: dict[str, str],
+    recorded: dict[tuple[int, str], dict[str, Any]],
+    dispatch: Dispatch,
+    journal: Journal,
+    allowed: list[str],
+    decided: dict[tuple[int, str], dict[str, Any]],
+) -> dict[str, Any]:
+    call_id = str(call.get("id"))
+    found = recorded.get((turn, call_id))
+    if found is not None:
+        return found
+    function = call.get("function") or {}
+    name = str(function.get("name"))
+    tool = names.get(name, name)
+    text = function.get("arguments")
+    arguments: Any = text
+    error: dict[str, Any] | None = None
+    result: Any = None
+    decision = decided.get((turn, call_id))
+    if decision is not None and not decision.get("approved"):
+        by = decision.get("by") or "a person"
+        comment = decision.get("comment")
+        error = {
+            "type": "ApprovalDenied",
+            "message": f"{by} denied this call" + (f": {comment}" if comment else ""),
+        }
+    elif tool not in names.values():
+        close = difflib.get_close_matches(name, list(names), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        error = {
+            "type": "ToolNotAllowed",
+            "message": f"there is no tool {name!r}{hint}; tools: {', '.join(names) or 'none'}",
+        }
+        if tool in allowed:
+            error = {"type": "ToolNotRegistered", "message": f"tool {tool!r} is not loaded"}
+    else:
+        handler = dispatch.tools.get(tool)
+        try:
+            kwargs = tool_signature(tool, handler).arguments(text)
+            arguments = _jsonable(kwargs)
+        except InvalidToolArguments as exc:
+            error = {"type": "InvalidArguments", "message": str(exc)}
+        else:
+            ctx = dataclasses.replace(
+                dispatch.context,
+                idempotency_key=f"{dispatch.context.activity_key}/t{turn}/{call_id}",
+            )
+            try:
+                result = _jsonable(await call_handler(handler, kwargs, ctx))
+            except Exception as exc:  # the model sees the error; the loop goes on
+                error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+    event = ToolCallCompleted(
+        activity=dispatch.context.activity_id,
+        turn=turn,
+        call_id=call_id,
+        tool=tool,
+        arguments=arguments,
+        result=result,
+        error=or_absent(error),
+    )
+    await journal.record(event)
+    return {k: v for k, v in event.to_data().items() if k != "activity"}
+
+
+def _jsonable(value: Any) -> Any:
+    """`value` as JSON data (pydantic models dumped; anything else by its text)."""
+    return json.loads(json.dumps(value, default=_default))
+
+
+def _default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return str(value)
+
+
+def _content(result: dict[str, Any]) -> str:
+    """What the model is sent back for one tool call."""
+    if "error" in result:
+        error = result["error"]
+        return f"error: {error.get('type')}: {error.get('message')}"
+    value = result.get("result")
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text[:MAX_RESULT_CHARS]
+
+
+def _preflight(step: AgentStep, tools: ActivityRegistry) -> list[StepProblem]:
+    """A tool in `tools` that no handler is registered as."""
+    problems = []
+    for i, tool in enumerate(step.agent.tools):
+        if tool not in tools:
+            close = difflib.get_close_matches(tool, tools.names(), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint += f"registered: {', '.join(tools.names()) or 'none'}"
+            message = f"no activity handler is registered as {tool!r}"
+            problems.append(StepProblem(("agent", "tools", str(i)), message, hint))
+    return problems
+
+
+KIND = register_kind(
+    ActivityKind(
+        name="agent",
+        model=AgentStep,
+        spec=lambda step: step.agent.model_dump(mode="json", exclude_none=True),
+        execute=_execute,
+        description="a tool-calling loop, each model call and tool call a durable step",
+        default_attempts=3,
+        compensates=False,
+        per_item=False,  # its steps are recorded per activity
+        preflight=_preflight,
+        side_effects=True,  # the provider's address is checked at dispatch, like `http`'s
+    )
+)

@@ -1,0 +1,295 @@
+"""The `llm` kind: one model answer from an OpenAI-compatible provider.
+
+    - id: summarize
+      llm:
+        provider: default            # the provider's name (default: `default`)
+        model: gpt-4o-mini           # default: the provider's default model
+        system: You are terse.
+        prompt: "Summarize: ${{ inputs.text }}"     # or messages: [{role, content}, ...]
+        temperature: 0.2
+        max_tokens: 300
+        response_schema: {type: object, required: [title], properties: {title: {type: string}}}
+        cache: true
+
+Output: `{text, json, usage: {input_tokens, output_tokens}, cost, model, finish_reason}`
+(`json` is the parsed answer when `response_schema` is given, else null; `cost` is null
+unless the provider has prices). With `response_schema`, an answer that is not JSON or does
+not validate is sent back to the model with the validation error, at most `schema_retries`
+times (default 2) within the attempt; every rejected answer is kept in the output's
+`schema_failures` (or in the failure's details, `SchemaValidationFailed`, not retried).
+
+With `cache: true` an identical request (provider, model, messages, parameters, schema)
+is answered from the tenant's response cache: the output then says `cached: true`, so the
+hit is in the history. Only validated answers are cached.
+
+The call goes through `wovyr.activities.providers`: the engine's retry policy governs it
+(429 and 5xx retried, a `Retry-After` honoured), the API key never leaves the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from wovyr.activities.base import NonRetryableError
+from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.policy import SideEffectPolicy
+from wovyr.activities.providers import DEFAULT_PROVIDER, ChatResult, ModelAccess, chat
+from wovyr.fields import FrozenModel
+
+__all__ = [
+    "KIND",
+    "LlmSpec",
+    "LlmStep",
+    "Message",
+    "check_json_schema",
+    "model_for",
+    "parse_json_answer",
+    "schema_errors",
+]
+
+
+class Message(FrozenModel):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class LlmSpec(FrozenModel):
+    provider: str = Field(default=DEFAULT_PROVIDER, description="The provider's name")
+    model: str | None = Field(default=None, description="Default: the provider's model")
+    system: str | None = Field(default=None, description="The system message")
+    prompt: str | None = Field(default=None, description="The user message")
+    messages: list[Message] | str | None = Field(
+        default=None, description="The conversation (instead of prompt), or an expression"
+    )
+    temperature: float | str | None = Field(default=None, description="0 to 2")
+    max_tokens: int | str | None = Field(default=None, description="The answer's token limit")
+    response_schema: dict[str, Any] | None = Field(
+        default=None, description="A JSON Schema the answer must be JSON valid against"
+    )
+    schema_retries: int = Field(
+        default=2, ge=0, le=5, description="Answers sent back with their validation error"
+    )
+    cache: bool = Field(default=False, description="Answer an identical request from cache")
+    stream: bool = Field(default=False, description="Receive the answer as streamed chunks")
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> LlmSpec:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of `prompt` and `messages`")
+        return self
+
+    @field_validator("response_schema")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_json_schema(value)
+        return value
+
+
+class LlmStep(FrozenModel):
+    llm: LlmSpec
+
+
+def check_json_schema(schema: dict[str, Any]) -> None:
+    """ValueError naming what is wrong when `schema` is not a JSON Schema (draft 2020-12)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path)
+        raise ValueError(
+            f"not a valid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
+        ) from None
+
+
+def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
+    """What is wrong with `value` under `schema` (at most 5 messages, each located)."""
+    from jsonschema import Draft202012Validator
+
+    found = []
+    for error in Draft202012Validator(schema).iter_errors(value):
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        found.append(f"{where}: {error.message}"[:300])
+        if len(found) == 5:
+            break
+    return found
+
+
+def parse_json_answer(text: str | None) -> Any:
+    """The JSON in a model's answer (a ```json fence around it is allowed); ValueError."""
+    body = (text or "").strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    return json.loads(body)
+
+
+def model_for(access: ModelAccess, provider: str, model: str | None) -> str:
+    if model:
+        return model
+    default = access.providers.get(provider).default_model
+    if not default:
+        raise NonRetryableError(
+            f"no model given and provider {provider!r} has no default model "
+            "(set `model:` or WOVYR_LLM_MODEL)",
+            type="ModelNotGiven",
+        )
+    return default
+
+
+def _messages(spec: LlmSpec) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if spec.system:
+        out.append({"role": "system", "content": spec.system})
+    if spec.prompt is not None:
+        out.append({"role": "user", "content": spec.prompt})
+    elif isinstance(spec.messages, list):
+        out += [m.model_dump(mode="json", exclude_none=True) for m in spec.messages]
+    else:
+        raise NonRetryableError(
+            "`messages` must render to a list of {role, content} messages", type="InvalidInput"
+        )
+    return out
+
+
+def _body(spec: LlmSpec, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if spec.temperature is not None:
+        body["temperature"] = spec.temperature
+    if spec.max_tokens is not None:
+        body["max_tokens"] = spec.max_tokens
+    if spec.response_schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": spec.response_schema},
+        }
+    if spec.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def cache_key(provider: str, body: dict[str, Any]) -> str:
+    canonical = json.dumps(
+        {"provider": provider, "request": body}, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _access(dispatch: Dispatch) -> ModelAccess:
+    if dispatch.models is None:
+        raise NonRetryableError("this worker has no model providers", type="UnknownProvider")
+    return dispatch.models
+
+
+async def call_model(
+    access: ModelAccess,
+    provider_name: str,
+    body: dict[str, Any],
+    *,
+    timeout: float | None,
+    policy: SideEffectPolicy,
+) -> ChatResult:
+    """One model call through the gateway, with the provider's key from the resolver."""
+    provider = access.providers.get(provider_name)
+    key = await asyncio.to_thread(access.api_key, provider_name)
+    return await chat(provider, key, body, timeout=timeout, policy=policy)
+
+
+async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
+    try:
+        spec = LlmSpec.model_validate(rendered)
+    except ValueError as exc:
+        raise NonRetryableError(f"invalid llm input: {exc}", type="InvalidInput") from None
+    access = _access(dispatch)
+    model = model_for(access, spec.provider, spec.model)
+    messages = _messages(spec)
+    body = _body(spec, model, messages)
+    key = cache_key(spec.provider, body) if spec.cache else None
+    cache = access.cache
+    if key is not None and cache is not None:
+        hit = await asyncio.to_thread(cache.get, key)
+        if hit is not None:
+            return {**hit, "cached": True}
+    provider = access.providers.get(spec.provider)
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    failures: list[dict[str, Any]] = []
+    while True:
+        result = await call_model(
+            access, spec.provider, body, timeout=dispatch.timeout, policy=dispatch.policy
+        )
+        usage["input_tokens"] += result.input_tokens
+        usage["output_tokens"] += result.output_tokens
+        text = result.message.get("content")
+        parsed, problem = _validated(text, spec.response_schema)
+        if problem is None:
+            break
+        failures.append({"text": text, "error": problem})
+        if len(failures) > spec.schema_retries:
+            raise NonRetryableError(
+                f"the model's answer did not match response_schema after {len(failures)} "
+                f"tries: {problem}",
+                type="SchemaValidationFailed",
+                details={"failures": failures, "usage": usage},
+            )
+        body = {
+            **body,
+            "messages": [
+                *body["messages"],
+                {"role": "assistant", "content": text or ""},
+                {
+                    "role": "user",
+                    "content": "Your answer does not match the required JSON schema: "
+                    f"{problem}. Answer again with only the corrected JSON.",
+                },
+            ],
+        }
+    output: dict[str, Any] = {
+        "text": text,
+        "json": parsed,
+        "usage": usage,
+        "cost": provider.cost(usage["input_tokens"], usage["output_tokens"]),
+        "model": result.model,
+        "finish_reason": result.finish_reason,
+    }
+    if failures:
+        output["schema_failures"] = failures
+    if key is not None and cache is not None:
+        await asyncio.to_thread(cache.put, key, output)
+        output["cached"] = False
+    return output
+
+
+def _validated(text: str | None, schema: dict[str, Any] | None) -> tuple[Any, str | None]:
+    """(the parsed answer, None) or (None, what is wrong); (None, None) without a schema."""
+    if schema is None:
+        return None, None
+    try:
+        value = parse_json_answer(text)
+    except ValueError as exc:
+        return None, f"the answer is not JSON ({exc})"
+    errors = schema_errors(value, schema)
+    if errors:
+        return None, "; ".join(errors)
+    return value, None
+
+
+KIND = register_kind(
+    ActivityKind(
+        name="llm",
+        model=LlmStep,
+        spec=lambda step: step.llm.model_dump(mode="json", exclude_none=True),
+        execute=_execute,
+        description="one answer of a model (an OpenAI-compatible provider)",
+        side_effects=True,  # the provider's address is checked at dispatch, like `http`'s
+    )
+)

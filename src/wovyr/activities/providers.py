@@ -1,0 +1,396 @@
+"""The model-provider gateway: OpenAI-compatible chat completions over httpx.
+
+One call is one HTTP exchange and nothing more: no retry of its own. The engine's retry
+policy governs every model call (a failed call fails the attempt, whose retry is a durable
+timer), so a failure is mapped here to an `ActivityError` whose `type` says what happened:
+
+- `ProviderRateLimited` (429) and `ProviderUnavailable` (5xx, connection refused or reset):
+  retryable; a `Retry-After` header (seconds or an HTTP date) becomes the attempt's
+  `retry_after`, the delay of the next attempt's timer.
+- `ProviderAuthFailed` (401, 403), `ModelNotFound` (404), `ProviderBadRequest` (other 4xx):
+  not retryable.
+- `ProviderMalformedResponse` (a 200 whose body is not a chat completion): retryable.
+- `Timeout`: retryable.
+
+The API key is resolved for each call through one seam, `CredentialResolver` (today the
+key of the `default` provider given at the edge, `WOVYR_LLM_API_KEY`; a tenant's secrets
+store later), is sent only in the `Authorization` header, and is scrubbed from every
+message this module builds: errors end up in the durable event log.
+
+The request is sent through `send_checked` of the `http` kind, so the tenant's
+`SideEffectPolicy` applies to a provider like to any `http` target (a loopback provider is
+reachable where the policy allows private networks, or lists the host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from wovyr.activities import egress
+from wovyr.activities.base import ActivityError, NonRetryableError
+from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+
+__all__ = [
+    "DEFAULT_PROVIDER",
+    "MAX_RESPONSE_BYTES",
+    "ChatResult",
+    "CredentialResolver",
+    "ModelAccess",
+    "ProviderConfig",
+    "Providers",
+    "ResponseCache",
+    "StaticCredentials",
+    "chat",
+]
+
+DEFAULT_PROVIDER = "default"
+MAX_RESPONSE_BYTES = 8 * 1_048_576
+_ERROR_EXCERPT = 512
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """An OpenAI-compatible endpoint. Prices are per 1M tokens (None: cost unknown)."""
+
+    name: str
+    base_url: str  # up to the version: `https://api.openai.com/v1`
+    default_model: str | None = None
+    price_in: float | None = None
+    price_out: float | None = None
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float | None:
+        if self.price_in is None or self.price_out is None:
+            return None
+        return (input_tokens * self.price_in + output_tokens * self.price_out) / 1_000_000
+
+
+class Providers:
+    """The providers a worker knows, by name."""
+
+    def __init__(self, providers: Mapping[str, ProviderConfig] | None = None) -> None:
+        self._providers = dict(providers or {})
+
+    def get(self, name: str) -> ProviderConfig:
+        try:
+            return self._providers[name]
+        except KeyError:
+            known = ", ".join(sorted(self._providers)) or "none"
+            hint = " (set WOVYR_LLM_BASE_URL for `default`)" if name == DEFAULT_PROVIDER else ""
+            raise NonRetryableError(
+                f"no model provider named {name!r} is configured{hint}; configured: {known}",
+                type="UnknownProvider",
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._providers)
+
+
+class CredentialResolver(Protocol):
+    """Where a provider's API key comes from, asked for each call in the worker (the seam
+    the tenant's secrets store plugs into). None: the provider needs no key."""
+
+    def api_key(self, tenant: str, provider: str) -> str | None: ...
+
+
+class StaticCredentials:
+    """Keys given at the edge (`WOVYR_LLM_API_KEY` for `default`), the same for every
+    tenant; never shown by `repr`."""
+
+    def __init__(self, keys: Mapping[str, str] | None = None) -> None:
+        self._keys = {k: v for k, v in (keys or {}).items() if v}
+
+    def api_key(self, tenant: str, provider: str) -> str | None:
+        return self._keys.get(provider)
+
+    def __repr__(self) -> str:
+        return f"StaticCredentials(providers={sorted(self._keys)})"
+
+
+class ResponseCache(Protocol):
+    """The per-tenant memo of `llm` responses (`cache: true`), keyed by request hash."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, response: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class ModelAccess:
+    """What a model-calling kind gets for one attempt (built by the worker)."""
+
+    tenant: str
+    providers: Providers
+    credentials: CredentialResolver = field(repr=False)
+    cache: ResponseCache | None = field(default=None, repr=False)
+
+    def api_key(self, provider: str) -> str | None:
+        return self.credentials.api_key(self.tenant, provider)
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    message: dict[str, Any]  # the assistant message: role, content, tool_calls
+    finish_reason: str | None
+    input_tokens: int
+    output_tokens: int
+    model: str
+
+
+async def chat(
+    provider: ProviderConfig,
+    api_key: str | None,
+    body: dict[str, Any],
+    *,
+    timeout: float | None,
+    policy: SideEffectPolicy = TRUSTED,
+    client: httpx.AsyncClient | None = None,
+) -> ChatResult:
+    """One `POST {base_url}/chat/completions` with `body` (streamed when `body["stream"]`:
+    the chunks are assembled into one result)."""
+    import httpx
+
+    url = provider.base_url.rstrip("/") + "/chat/completions"
+    try:
+        async with asyncio.timeout(timeout):
+            if client is not None:
+                return await _exchange(client, url, api_key, body, policy)
+            # One TLS context per process: building one (loading the CA bundle) costs more
+            # than a local model call.
+            async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as owned:
+                return await _exchange(owned, url, api_key, body, policy)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        after = f" after {timeout}s" if timeout is not None else ""
+        raise ActivityError(
+            f"model provider {provider.name!r} did not answer{after}", type="Timeout"
+        ) from exc
+    except httpx.TransportError as exc:
+        if not policy.private_network:
+            raise egress.unreachable(retryable=True) from exc
+        raise ActivityError(
+            f"model provider {provider.name!r} is unreachable: {type(exc).__name__}",
+            type="ProviderUnavailable",
+        ) from exc
+    except httpx.InvalidURL as exc:
+        raise NonRetryableError(
+            f"model provider {provider.name!r} has an invalid base URL", type="InvalidUrl"
+        ) from exc
+    except ActivityError as exc:
+        if api_key and api_key in exc.message:  # never: messages are built without it
+            exc.message = exc.message.replace(api_key, "***")
+        raise
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    import ssl
+
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+async def _exchange(
+    client: httpx.AsyncClient,
+    url: str,
+    api_key: str | None,
+    body: dict[str, Any],
+    policy: SideEffectPolicy,
+) -> ChatResult:
+    from wovyr.activities.builtin.http import send_checked
+
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = client.build_request("POST", url, headers=headers, json=body)
+    response = await send_checked(client, request, policy, follow=False)
+    try:
+        if response.status_code != 200:
+            raise await _status_error(response, str(body.get("model")))
+        if body.get("stream"):
+            return await _read_stream(response, str(body.get("model")))
+        content = bytearray()
+        async for chunk in response.aiter_bytes():
+            content += chunk
+            if len(content) > MAX_RESPONSE_BYTES:
+                raise _malformed("the response is larger than 8 MiB")
+        return _parse_completion(bytes(content), str(body.get("model")))
+    finally:
+        await response.aclose()
+
+
+async def _status_error(response: httpx.Response, model: str) -> ActivityError:
+    status = response.status_code
+    excerpt = ""
+    async for chunk in response.aiter_bytes():
+        excerpt = chunk[:_ERROR_EXCERPT].decode("utf-8", errors="replace")
+        break
+    details: dict[str, Any] = {"status": status, "body": excerpt}
+    if status == 429:
+        after = retry_after_seconds(response.headers.get("retry-after"))
+        if after is not None:
+            details["retry_after"] = after
+        return ActivityError(
+            "the model provider is rate limiting (429)"
+            + (f"; it asks to retry after {after:g}s" if after is not None else ""),
+            type="ProviderRateLimited",
+            details=details,
+            retry_after=after,
+        )
+    if status >= 500:
+        after = retry_after_seconds(response.headers.get("retry-after"))
+        return ActivityError(
+            f"the model provider failed (HTTP {status})",
+            type="ProviderUnavailable",
+            details=details,
+            retry_after=after,
+        )
+    if status in (401, 403):
+        return NonRetryableError(
+            f"the model provider refused the credentials (HTTP {status}): check the API key "
+            "of the provider (WOVYR_LLM_API_KEY for `default`)",
+            type="ProviderAuthFailed",
+            details=details,
+        )
+    if status == 404:
+        return NonRetryableError(
+            f"the model provider does not know model {model!r} or the endpoint (HTTP 404)",
+            type="ModelNotFound",
+            details=details,
+        )
+    return NonRetryableError(
+        f"the model provider refused the request (HTTP {status})",
+        type="ProviderBadRequest",
+        details=details,
+    )
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """`Retry-After` as seconds (a number, or an HTTP date relative to now), at most a day."""
+    if not value:
+        return None
+    from email.utils import parsedate_to_datetime
+
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    if math.isnan(seconds) or seconds < 0:
+        return 0.0
+    return min(seconds, 86_400.0)
+
+
+def _malformed(why: str) -> ActivityError:
+    return ActivityError(
+        f"the model provider sent a malformed response: {why}", type="ProviderMalformedResponse"
+    )
+
+
+def _parse_completion(content: bytes, model: str) -> ChatResult:
+    try:
+        data = json.loads(content)
+        choice = data["choices"][0]
+        message = choice["message"]
+        if not isinstance(message, dict):
+            raise TypeError("message is not an object")
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise _malformed(f"{type(exc).__name__}: {exc}"[:200]) from None
+    usage = data.get("usage") or {}
+    return ChatResult(
+        message=_clean_message(message),
+        finish_reason=choice.get("finish_reason"),
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        model=str(data.get("model") or model),
+    )
+
+
+def _clean_message(message: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    calls = message.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [
+            {
+                "id": str(c.get("id")),
+                "type": "function",
+                "function": {
+                    "name": str((c.get("function") or {}).get("name")),
+                    "arguments": str((c.get("function") or {}).get("arguments") or ""),
+                },
+            }
+            for c in calls
+        ]
+    return out
+
+
+async def _read_stream(response: httpx.Response, model: str) -> ChatResult:
+    """Assemble SSE chunks: content pieces concatenated, tool call fragments by `index`."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    usage: dict[str, Any] = {}
+    name = model
+    done = False
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            done = True
+            break
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise _malformed("a stream chunk is not JSON") from None
+        name = str(chunk.get("model") or name)
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                content.append(str(delta["content"]))
+            for piece in delta.get("tool_calls") or ():
+                call = calls.setdefault(int(piece.get("index", 0)), {"arguments": ""})
+                if piece.get("id"):
+                    call["id"] = piece["id"]
+                function = piece.get("function") or {}
+                if function.get("name"):
+                    call["name"] = function["name"]
+                call["arguments"] += function.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    if not done:
+        raise _malformed("the stream ended before [DONE]")
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": str(c.get("id")),
+                "type": "function",
+                "function": {"name": str(c.get("name")), "arguments": c["arguments"]},
+            }
+            for _, c in sorted(calls.items())
+        ]
+    return ChatResult(
+        message=message,
+        finish_reason=finish,
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        model=name,
+    )

@@ -1,0 +1,284 @@
+"""A scripted OpenAI-compatible chat-completions server for tests: real HTTP on 127.0.0.1.
+
+    with ScriptedLLM([text("hello"), tool_calls(("search", {"q": "x"}))]) as llm:
+        base_url = llm.base_url            # http://127.0.0.1:PORT/v1
+        ...
+        llm.requests                       # every request received (headers + JSON body)
+
+`POST /v1/chat/completions` answers with the scripted replies. By default they are served
+in order (`pick="order"`; past the end the last one repeats). With `pick="turn"` a request
+gets the reply indexed by the number of assistant messages in its conversation, so a request
+repeated after a crash gets the same reply again (what the agent chaos test relies on).
+
+A reply is one of: `text(...)` (a plain answer), `tool_calls(...)` (one or several parallel
+calls), `stream=True` on either (sent as SSE chunks when the request asks for `stream`),
+`status(429, retry_after=3)`, `status(500)`, `malformed()` (a 200 whose body is not JSON).
+Every request is recorded (`Recorded`: path, headers, parsed body) before it is answered;
+`delay` holds a reply back (a slow model).
+
+It runs in a daemon thread of the test process (a `ThreadingHTTPServer`): the chaos tests
+kill worker processes, never the model, so its record spans their lives.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+__all__ = [
+    "Recorded",
+    "Reply",
+    "ScriptedLLM",
+    "malformed",
+    "status",
+    "text",
+    "tool_calls",
+]
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: Literal["text", "tools", "status", "malformed"]
+    content: str = ""
+    calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments JSON text)
+    status: int = 200
+    retry_after: str | None = None
+    stream: bool = False
+    delay: float = 0.0
+    usage: tuple[int, int] = (10, 5)  # prompt, completion tokens
+    body: str = ""
+
+
+def text(
+    content: str, *, stream: bool = False, delay: float = 0.0, usage: tuple[int, int] = (10, 5)
+) -> Reply:
+    return Reply("text", content=content, stream=stream, delay=delay, usage=usage)
+
+
+def tool_calls(
+    *calls: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str],
+    stream: bool = False,
+    delay: float = 0.0,
+    usage: tuple[int, int] = (10, 5),
+    raw_arguments: dict[int, str] | None = None,
+) -> Reply:
+    """Calls `(name, arguments)` (ids `call_<n>`) or `(name, arguments, id)`, in one reply;
+    `raw_arguments` replaces the JSON text of call n (to send invalid arguments)."""
+    made = []
+    for n, call in enumerate(calls):
+        name, args = call[0], call[1]
+        call_id = call[2] if len(call) == 3 else f"call_{n}"
+        arguments = (raw_arguments or {}).get(n, json.dumps(args))
+        made.append((call_id, name, arguments))
+    return Reply("tools", calls=tuple(made), stream=stream, delay=delay, usage=usage)
+
+
+def status(code: int, *, retry_after: str | None = None, body: str = "") -> Reply:
+    return Reply("status", status=code, retry_after=retry_after, body=body or '{"error": {}}')
+
+
+def malformed(body: str = '{"choices": [ this is not json') -> Reply:
+    return Reply("malformed", body=body)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: Any  # the parsed JSON body (None when it was not JSON)
+
+    @property
+    def authorization(self) -> str | None:
+        return self.headers.get("authorization")
+
+    @property
+    def turn(self) -> int:
+        """The number of assistant messages in the conversation sent."""
+        messages = (self.body or {}).get("messages") or []
+        return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+@dataclass
+class _Script:
+    replies: list[Reply]
+    pick: Literal["order", "turn"]
+    requests: list[Recorded] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_reply(self, recorded: Recorded) -> Reply:
+        with self.lock:
+            self.requests.append(recorded)
+            n = len(self.requests) - 1
+        index = recorded.turn if self.pick == "turn" else n
+        return self.replies[min(index, len(self.replies) - 1)]
+
+
+def _message(reply: Reply) -> dict[str, Any]:
+    if reply.kind == "tools":
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for i, n, a in reply.calls
+            ],
+        }
+    return {"role": "assistant", "content": reply.content}
+
+
+def _completion(reply: Reply, model: str) -> dict[str, Any]:
+    prompt, completion = reply.usage
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": _message(reply),
+                "finish_reason": "tool_calls" if reply.kind == "tools" else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def _chunks(reply: Reply, model: str, with_usage: bool) -> Iterator[dict[str, Any]]:
+    """The reply as streamed chunks: content in pieces, tool call arguments in fragments."""
+    base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    yield chunk({"role": "assistant"})
+    if reply.kind == "tools":
+        for index, (call_id, name, arguments) in enumerate(reply.calls):
+            head = {"index": index, "id": call_id, "type": "function"}
+            yield chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
+            for start in range(0, len(arguments), 7):
+                piece = arguments[start : start + 7]
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        yield chunk({}, "tool_calls")
+    else:
+        for start in range(0, len(reply.content), 4):
+            yield chunk({"content": reply.content[start : start + 4]})
+        yield chunk({}, "stop")
+    if with_usage:
+        prompt, completion = reply.usage
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        yield {**base, "choices": [], "usage": usage}
+
+
+def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out in separate writes
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: tests read `requests`
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            recorded = Recorded(self.path, headers, body)
+            if not self.path.endswith("/chat/completions"):
+                self._send(404, b'{"error": {"message": "not found"}}')
+                return
+            reply = script.next_reply(recorded)
+            if reply.delay:
+                time.sleep(reply.delay)
+            model = (body or {}).get("model") or "scripted"
+            if reply.kind == "status":
+                extra = {"Retry-After": reply.retry_after} if reply.retry_after else {}
+                self._send(reply.status, reply.body.encode(), extra)
+            elif reply.kind == "malformed":
+                self._send(200, reply.body.encode())
+            elif (body or {}).get("stream"):
+                options = (body or {}).get("stream_options") or {}
+                self._stream(_chunks(reply, model, bool(options.get("include_usage"))))
+            else:
+                self._send(200, json.dumps(_completion(reply, model)).encode())
+
+        def _send(self, code: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in (extra or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _stream(self, chunks: Iterator[dict[str, Any]]) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for item in chunks:
+                self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+    return Handler
+
+
+class ScriptedLLM:
+    """The server, in a thread of this process (a context manager)."""
+
+    def __init__(
+        self,
+        replies: Sequence[Reply],
+        *,
+        pick: Literal["order", "turn"] = "order",
+        port: int = 0,
+    ) -> None:
+        self._script = _Script(list(replies), pick)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self._script))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[Recorded]:
+        with self._script.lock:
+            return list(self._script.requests)
+
+    @property
+    def completions(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def __enter__(self) -> ScriptedLLM:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
