@@ -32,7 +32,7 @@ from wovyr.store.base import (
     Store,
 )
 
-__all__ = ["FAMILIES", "Metrics", "MetricsObserver", "Sample", "meter", "store_gauges"]
+__all__ = ["FAMILIES", "REMEMBER", "Metrics", "MetricsObserver", "Sample", "meter", "store_gauges"]
 
 log = logging.getLogger("wovyr.metrics")
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
@@ -42,7 +42,11 @@ _TERMINAL = {
     EventType.EXECUTION_CANCELLED: "cancelled",
 }
 _COUNTED = {EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_FAILED, *_TERMINAL}
-_REMEMBER = 100_000  # executions whose tenant/workflow we keep, and activity starts
+# Executions whose tenant/workflow (and running attempts' start times) an observer keeps,
+# least recently used first out; an execution is also forgotten when it ends. About 0.4 KB
+# each, so at most ~2 MB however many executions a long-running process sees. One pushed
+# out costs a record read at its next counted step (a worker re-learns it at each claim).
+REMEMBER = 4_096
 Sample = tuple[str, str, str, float]  # a value read at scrape time: name, type, help, value
 
 
@@ -224,8 +228,9 @@ class MetricsObserver:
     """A store observer that counts what each committed transaction wrote.
 
     A committed step names only its execution (tenant and id), so the observer remembers
-    each execution's workflow from its creation and its claims (a bounded memory); a step of
-    an execution it has not seen (an API call in this process on an execution another
+    each execution's workflow from its creation and its claims until it ends, in a memory
+    of at most `remember` executions (least recently used out first); a step of an
+    execution it does not remember (an API call in this process on an execution another
     process started) is attributed by reading the execution's record once with
     `lookup(tenant, execution_id)`.
     """
@@ -234,12 +239,21 @@ class MetricsObserver:
         self,
         metrics: Metrics,
         lookup: Callable[[str, str], ExecutionRecord | None] | None = None,
+        *,
+        remember: int = REMEMBER,
     ) -> None:
         self.metrics = metrics
         self._lookup = lookup
+        self._remember_at_most = remember
         self._lock = threading.Lock()
         self._owners: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
-        self._attempts: OrderedDict[tuple[str, str, str], datetime] = OrderedDict()
+        # execution -> activity -> when its running attempt started
+        self._attempts: OrderedDict[tuple[str, str], dict[str, datetime]] = OrderedDict()
+
+    def remembered(self) -> tuple[int, int]:
+        """How many executions' owners, and how many running attempts, are remembered."""
+        with self._lock:
+            return len(self._owners), sum(len(a) for a in self._attempts.values())
 
     # --- StoreObserver -------------------------------------------------------------------
 
@@ -265,8 +279,14 @@ class MetricsObserver:
         with self._lock:
             self._owners[(tenant, execution_id)] = (tenant, workflow)
             self._owners.move_to_end((tenant, execution_id))
-            while len(self._owners) > _REMEMBER:
+            while len(self._owners) > self._remember_at_most:
                 self._owners.popitem(last=False)
+
+    def _forget(self, execution_id: tuple[str, str]) -> None:
+        """An execution ended: nothing more of it will be counted here."""
+        with self._lock:
+            self._owners.pop(execution_id, None)
+            self._attempts.pop(execution_id, None)
 
     def _owner(self, execution_id: tuple[str, str]) -> tuple[str, str] | None:
         with self._lock:
@@ -304,6 +324,7 @@ class MetricsObserver:
                     workflow=workflow,
                     status=_TERMINAL[kind],
                 )
+                self._forget(execution_id)
                 continue
             retry = kind == EventType.ACTIVITY_FAILED and bool(event.get("will_retry"))
             if retry:
@@ -321,13 +342,24 @@ class MetricsObserver:
 
     def _attempt_started(self, execution_id: tuple[str, str], activity: str, at: datetime) -> None:
         with self._lock:
-            self._attempts[(*execution_id, activity)] = at
-            while len(self._attempts) > _REMEMBER:
+            running = self._attempts.get(execution_id)
+            if running is None:
+                running = self._attempts[execution_id] = {}
+            else:
+                self._attempts.move_to_end(execution_id)
+            running[activity] = at
+            while len(self._attempts) > self._remember_at_most:
                 self._attempts.popitem(last=False)
 
     def _attempt_ended(self, execution_id: tuple[str, str], activity: str) -> datetime | None:
         with self._lock:
-            return self._attempts.pop((*execution_id, activity), None)
+            running = self._attempts.get(execution_id)
+            if running is None:
+                return None
+            began = running.pop(activity, None)
+            if not running:
+                del self._attempts[execution_id]
+            return began
 
 
 def meter(store: Store) -> Metrics:

@@ -230,3 +230,58 @@ async def _run_until_idle(engine: Engine) -> None:
         await worker.run_until_idle()
     finally:
         await worker.close()
+
+
+ONE_STEP = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: one-step}
+activities:
+  - id: call
+    tool: flaky
+"""
+
+
+def drive_many(engine: Engine, definitions: Sequence[str]) -> None:
+    """Start each of `definitions` on one worker and run them until they end or wait."""
+
+    async def main() -> None:
+        worker = Worker(engine, lease_seconds=30)
+        try:
+            for definition in definitions:
+                await worker.start(definition)
+                await worker.run_until_idle()
+        finally:
+            await worker.close()
+
+    asyncio.run(main())
+
+
+def test_an_observer_forgets_each_execution_when_it_ends(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    registry.register("flaky", lambda: "ok")
+    metrics = Metrics()
+    observer = MetricsObserver(metrics, lambda t, i: engine.store.load(i, t))
+    engine.store.add_observer(observer)
+    n = 50
+    drive_many(engine, [ONE_STEP] * n)
+    finished = metrics.value(
+        "wovyr_executions_finished_total", engine.tenant, workflow="one-step", status="completed"
+    )
+    assert finished == n  # every one counted, from what the observer remembered
+    assert observer.remembered() == (0, 0)  # and nothing kept of any of them
+
+
+def test_an_observer_remembers_at_most_its_bound_of_executions_that_do_not_end(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    registry.register("flaky", lambda: "ok")
+    metrics = Metrics()
+    observer = MetricsObserver(metrics, lambda t, i: engine.store.load(i, t), remember=8)
+    engine.store.add_observer(observer)
+    drive_many(engine, [WAITS] * 40)  # each left waiting for its signal
+    owners, attempts = observer.remembered()
+    assert 0 < owners <= 8
+    assert attempts <= 8
+    assert metrics.value("wovyr_executions_started_total", engine.tenant, workflow="waits") == 40
