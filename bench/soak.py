@@ -47,7 +47,7 @@ inputs:
   n: {type: number, default: 0}
 activities:
   - id: a
-    set: {x: "${{ inputs.n + 1 }}"}
+    set: {x: "${{ inputs.n + 1.0 }}"}
 output: {x: "${{ activities.a.output.x }}"}
 """
 WAITING = """\
