@@ -32,7 +32,17 @@ from wovyr.store.base import (
     Store,
 )
 
-__all__ = ["FAMILIES", "REMEMBER", "Metrics", "MetricsObserver", "Sample", "meter", "store_gauges"]
+__all__ = [
+    "FAMILIES",
+    "MAX_SERIES",
+    "OTHER",
+    "REMEMBER",
+    "Metrics",
+    "MetricsObserver",
+    "Sample",
+    "meter",
+    "store_gauges",
+]
 
 log = logging.getLogger("wovyr.metrics")
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
@@ -47,6 +57,8 @@ _COUNTED = {EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_FAILED, *_TERMINAL}
 # each, so at most ~2 MB however many executions a long-running process sees. One pushed
 # out costs a record read at its next counted step (a worker re-learns it at each claim).
 REMEMBER = 4_096
+MAX_SERIES = 1_000  # label sets per metric and tenant (Metrics)
+OTHER = "_other"  # the label value of what is counted beyond them
 Sample = tuple[str, str, str, float]  # a value read at scrape time: name, type, help, value
 
 
@@ -109,21 +121,45 @@ Labels = tuple[tuple[str, str], ...]
 
 
 class Metrics:
-    """Thread-safe counters and histograms; `render` writes the exposition text."""
+    """Thread-safe counters and histograms; `render` writes the exposition text.
 
-    def __init__(self) -> None:
+    Label values come from outside (workflow names a tenant chooses, the method of any
+    request, authenticated or not), so each metric keeps at most `max_series` label sets per
+    tenant; later ones are counted together under the label value `OTHER`, and a
+    long-running server's registry stays bounded whatever its clients send."""
+
+    def __init__(self, *, max_series: int = MAX_SERIES) -> None:
+        self.max_series = max_series
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, str, Labels], float] = {}
         self._histograms: dict[tuple[str, str, Labels], list[float]] = {}  # buckets + sum, n
+        self._series: dict[tuple[str, str], int] = {}  # label sets kept per (name, tenant)
+
+    def _key(self, name: str, tenant: str, labels: dict[str, str], kept: dict[Any, Any]) -> Any:
+        """The series `labels` are counted in (called under the lock)."""
+        key = (name, tenant, tuple(sorted(labels.items())))
+        if key in kept:
+            return key
+        if self._series.get((name, tenant), 0) >= self.max_series:
+            key = (name, tenant, tuple((k, OTHER) for k, _ in key[2]))
+            if key in kept:
+                return key
+        self._series[(name, tenant)] = self._series.get((name, tenant), 0) + 1
+        return key
+
+    def series(self) -> int:
+        """How many series are kept (every metric, every tenant)."""
+        with self._lock:
+            return len(self._counters) + len(self._histograms)
 
     def inc(self, name: str, tenant: str = "", value: float = 1.0, **labels: str) -> None:
-        key = (name, tenant, tuple(sorted(labels.items())))
         with self._lock:
+            key = self._key(name, tenant, labels, self._counters)
             self._counters[key] = self._counters.get(key, 0.0) + value
 
     def observe(self, name: str, seconds: float, tenant: str = "", **labels: str) -> None:
-        key = (name, tenant, tuple(sorted(labels.items())))
         with self._lock:
+            key = self._key(name, tenant, labels, self._histograms)
             slots = self._histograms.get(key)
             if slots is None:
                 slots = self._histograms[key] = [0.0] * (len(_SECONDS_BUCKETS) + 2)

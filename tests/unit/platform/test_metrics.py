@@ -12,7 +12,7 @@ from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.events import Event, EventType
-from wovyr.platform.metrics import Metrics, MetricsObserver, meter, store_gauges
+from wovyr.platform.metrics import OTHER, Metrics, MetricsObserver, meter, store_gauges
 from wovyr.store.base import Claim, CommitOutcome, ExecutionRecord, NewExecution, StepWrite
 from wovyr.worker import Worker
 
@@ -285,3 +285,45 @@ def test_an_observer_remembers_at_most_its_bound_of_executions_that_do_not_end(
     assert 0 < owners <= 8
     assert attempts <= 8
     assert metrics.value("wovyr_executions_started_total", engine.tenant, workflow="waits") == 40
+
+
+def named(n: int) -> str:
+    return f"""\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {{name: wf-{n}}}
+activities:
+  - id: a
+    set: {{n: {n}}}
+"""
+
+
+def test_distinct_workflow_names_keep_a_bounded_number_of_series(engine: Engine) -> None:
+    metrics = Metrics(max_series=5)
+    engine.store.add_observer(MetricsObserver(metrics, lambda t, i: engine.store.load(i, t)))
+    n = 30
+    drive_many(engine, [named(i) for i in range(n)])
+    tenant = engine.tenant
+    # started, finished (one status here), activity duration: at most 5 + "_other" each
+    assert metrics.series() <= 3 * (5 + 1)
+    started = [
+        metrics.value("wovyr_executions_started_total", tenant, workflow=f"wf-{i}")
+        for i in range(n)
+    ]
+    assert started == [1.0] * 5 + [0.0] * (n - 5)  # the first five have their own series
+    other = metrics.value("wovyr_executions_started_total", tenant, workflow=OTHER)
+    assert other == n - 5  # and nothing is lost: the rest are counted together
+    finished = metrics.value(
+        "wovyr_executions_finished_total", tenant, workflow=OTHER, status=OTHER
+    )
+    assert finished == n - 5
+    assert f'workflow="{OTHER}"' in metrics.render(tenant)
+
+
+def test_request_methods_nobody_authenticated_keep_a_bounded_number_of_series() -> None:
+    metrics = Metrics(max_series=4)
+    for i in range(500):  # any token is a method to the HTTP parser
+        metrics.observe_request(f"M{i}", "unmatched", 405, 0.001)
+    assert metrics.series() <= 2 * (4 + 1)  # the counter and the duration histogram
+    total = metrics.value("wovyr_http_requests_total", method=OTHER, route=OTHER, status=OTHER)
+    assert total == 500 - 4
