@@ -264,8 +264,9 @@ class MetricsObserver:
     """A store observer that counts what each committed transaction wrote.
 
     A committed step names only its execution (tenant and id), so the observer remembers
-    each execution's workflow from its creation and its claims until it ends, in a memory
-    of at most `remember` executions (least recently used out first); a step of an
+    each execution's workflow from its creation and its claims until it ends or is released
+    (suspended executions cost nothing here), in a memory of at most `remember` executions
+    (least recently used out first); a step of an
     execution it does not remember (an API call in this process on an execution another
     process started) is attributed by reading the execution's record once with
     `lookup(tenant, execution_id)`.
@@ -306,6 +307,9 @@ class MetricsObserver:
         for step, outcome in zip(steps, outcomes, strict=False):
             if outcome is CommitOutcome.OK:
                 self._observe_step(step)
+                if step.release_lease:  # suspended: its next owner re-learns it at its claim
+                    with self._lock:
+                        self._owners.pop(step.key, None)
             elif outcome is CommitOutcome.LEASE_LOST:
                 self.metrics.inc("wovyr_lease_losses_total")
 
