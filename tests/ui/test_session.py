@@ -180,3 +180,23 @@ def test_sign_out_survives_a_restart_on_the_same_store(tmp_path: Path) -> None:
     finally:
         client.close()
         engine.close()
+
+
+def test_with_a_store_sign_outs_are_kept_there_not_in_the_process(tmp_path: Path) -> None:
+    from wovyr.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "wovyr.db")
+    try:
+        codec = SessionCodec(b"k" * 32, revoked=store)
+        other = SessionCodec(b"k" * 32, revoked=store)  # another process on the same store
+        cookies = []
+        for _ in range(50):
+            session, cookie = codec.issue(Who())
+            codec.end(session)
+            cookies.append(cookie)
+        assert all(codec.read(c) is None and other.read(c) is None for c in cookies)
+        assert len(codec._ended) == 0  # nothing per sign-out in this process
+        _, fresh = codec.issue(Who())
+        assert codec.read(fresh) is not None
+    finally:
+        store.close()

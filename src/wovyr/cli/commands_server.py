@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import logging.config
+import os
 import signal
 import sys
 import threading
@@ -64,10 +65,12 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
         import uvicorn
 
         from wovyr.server import create_app
+        from wovyr.server.memtrace import install as install_memtrace
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ConfigError(
             f"the server needs the server extra: pip install 'wovyr[server]' ({exc})"
         ) from None
+    install_memtrace("server", os.environ)  # opt-in debugging aid; nothing when unset
     with open_engine(settings) as engine:
         secrets = open_secrets(engine.store, settings.home)
         secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error

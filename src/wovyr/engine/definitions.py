@@ -4,9 +4,11 @@ against the tenant's side-effect policy when it is accepted (`check_side_effects
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
@@ -21,9 +23,50 @@ from wovyr.errors import DefinitionConflict, InputError, NotFound, Problem
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DefinitionRecord, Store
 
-__all__ = ["Definitions"]
+__all__ = ["DEFINITION_CACHE", "SOURCE_CACHE", "STORED_CACHE", "Definitions", "Lru"]
 
-_SOURCE_CACHE = 256
+# A long-running engine sees any number of distinct definitions (clients that start inline
+# text made per request); each cache keeps the most recently used, and a miss costs a parse
+# (sources), a store read (definitions) or an idempotent write (stored).
+SOURCE_CACHE = 256  # source text -> parsed and hashed
+DEFINITION_CACHE = 512  # content hash -> parsed (what executions run on)
+STORED_CACHE = 4096  # (tenant, hash) known to be in the store
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class Lru(Generic[_K, _V]):
+    """At most `size` entries, the least recently used dropped first; thread-safe (request
+    threads and the worker share an engine's caches)."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("an LRU cache holds at least one entry")
+        self.size = size
+        self._entries: OrderedDict[_K, _V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def get(self, key: _K) -> _V | None:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: _K, value: _V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
 
 
 class Definitions:
@@ -33,9 +76,9 @@ class Definitions:
     clock: Clock
     tenant: str
     side_effects: SideEffectPolicy | None
-    _definitions: dict[str, Workflow]
-    _stored: set[tuple[str, str]]
-    _sources: dict[str, tuple[Workflow, str]]
+    _definitions: Lru[str, Workflow]
+    _stored: Lru[tuple[str, str], bool]
+    _sources: Lru[str, tuple[Workflow, str]]
     actor: str | None = None  # who the changes made through this engine are audited as
 
     def audit_entry(
@@ -86,9 +129,7 @@ class Definitions:
             workflow = self._as_workflow(definition)
             digest = content_hash(workflow)
             if isinstance(definition, str):
-                if len(self._sources) >= _SOURCE_CACHE:
-                    self._sources.pop(next(iter(self._sources)))
-                self._sources[definition] = (workflow, digest)
+                self._sources.put(definition, (workflow, digest))
         if (self.tenant, digest) not in self._stored:
             record = DefinitionRecord(
                 digest,
@@ -99,8 +140,8 @@ class Definitions:
                 self.tenant,
             )
             self.store.put_definition(record)
-            self._stored.add((self.tenant, digest))
-            self._definitions.setdefault(digest, workflow)
+            self._stored.put((self.tenant, digest), True)
+            self._definitions.put(digest, workflow)
         return workflow, digest
 
     def definition(self, definition_hash: str, tenant: str | None = None) -> Workflow:
@@ -112,7 +153,7 @@ class Definitions:
         if record is None:
             raise NotFound(f"definition {definition_hash} not found")
         workflow = _stored_workflow(record)
-        self._definitions[definition_hash] = workflow
+        self._definitions.put(definition_hash, workflow)
         return workflow
 
     def _as_workflow(self, definition: Workflow | str | Path) -> Workflow:
@@ -148,8 +189,8 @@ class Definitions:
                 "different content",
                 hint="bump metadata.version to apply a new version",
             )
-        self._stored.add((self.tenant, digest))
-        self._definitions.setdefault(digest, workflow)
+        self._stored.put((self.tenant, digest), True)
+        self._definitions.put(digest, workflow)
         return str(outcome), digest
 
     def named(self, name: str, version: str | None = None) -> tuple[Workflow, str]:

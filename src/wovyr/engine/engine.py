@@ -34,7 +34,13 @@ from wovyr.engine.core.state import (
     fold,
     state_from_json,
 )
-from wovyr.engine.definitions import Definitions
+from wovyr.engine.definitions import (
+    DEFINITION_CACHE,
+    SOURCE_CACHE,
+    STORED_CACHE,
+    Definitions,
+    Lru,
+)
 from wovyr.engine.quotas import (
     SECONDS,
     QuotaCache,
@@ -188,9 +194,10 @@ class Engine(Definitions):
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
         self.tenant = tenant
-        self._definitions: dict[str, Workflow] = {}  # by content hash
-        self._stored: set[tuple[str, str]] = set()  # (tenant, hash) known to be in the store
-        self._sources: dict[str, tuple[Workflow, str]] = {}  # source text -> parsed, hashed
+        # by content hash; (tenant, hash) known to be in the store; source text -> parsed
+        self._definitions: Lru[str, Workflow] = Lru(DEFINITION_CACHE)
+        self._stored: Lru[tuple[str, str], bool] = Lru(STORED_CACHE)
+        self._sources: Lru[str, tuple[Workflow, str]] = Lru(SOURCE_CACHE)
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 

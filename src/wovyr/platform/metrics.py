@@ -32,7 +32,17 @@ from wovyr.store.base import (
     Store,
 )
 
-__all__ = ["FAMILIES", "Metrics", "MetricsObserver", "Sample", "meter", "store_gauges"]
+__all__ = [
+    "FAMILIES",
+    "MAX_SERIES",
+    "OTHER",
+    "REMEMBER",
+    "Metrics",
+    "MetricsObserver",
+    "Sample",
+    "meter",
+    "store_gauges",
+]
 
 log = logging.getLogger("wovyr.metrics")
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
@@ -43,7 +53,13 @@ _TERMINAL = {
     EventType.EXECUTION_CONTINUED: "continued",  # a run of a chain ended; the chain goes on
 }
 _COUNTED = {EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_FAILED, *_TERMINAL}
-_REMEMBER = 100_000  # executions whose tenant/workflow we keep, and activity starts
+# Executions whose tenant/workflow (and running attempts' start times) an observer keeps,
+# least recently used first out; an execution is also forgotten when it ends. About 0.4 KB
+# each, so at most ~2 MB however many executions a long-running process sees. One pushed
+# out costs a record read at its next counted step (a worker re-learns it at each claim).
+REMEMBER = 4_096
+MAX_SERIES = 1_000  # label sets per metric and tenant (Metrics)
+OTHER = "_other"  # the label value of what is counted beyond them
 Sample = tuple[str, str, str, float]  # a value read at scrape time: name, type, help, value
 
 
@@ -106,21 +122,45 @@ Labels = tuple[tuple[str, str], ...]
 
 
 class Metrics:
-    """Thread-safe counters and histograms; `render` writes the exposition text."""
+    """Thread-safe counters and histograms; `render` writes the exposition text.
 
-    def __init__(self) -> None:
+    Label values come from outside (workflow names a tenant chooses, the method of any
+    request, authenticated or not), so each metric keeps at most `max_series` label sets per
+    tenant; later ones are counted together under the label value `OTHER`, and a
+    long-running server's registry stays bounded whatever its clients send."""
+
+    def __init__(self, *, max_series: int = MAX_SERIES) -> None:
+        self.max_series = max_series
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, str, Labels], float] = {}
         self._histograms: dict[tuple[str, str, Labels], list[float]] = {}  # buckets + sum, n
+        self._series: dict[tuple[str, str], int] = {}  # label sets kept per (name, tenant)
+
+    def _key(self, name: str, tenant: str, labels: dict[str, str], kept: dict[Any, Any]) -> Any:
+        """The series `labels` are counted in (called under the lock)."""
+        key = (name, tenant, tuple(sorted(labels.items())))
+        if key in kept:
+            return key
+        if self._series.get((name, tenant), 0) >= self.max_series:
+            key = (name, tenant, tuple((k, OTHER) for k, _ in key[2]))
+            if key in kept:
+                return key
+        self._series[(name, tenant)] = self._series.get((name, tenant), 0) + 1
+        return key
+
+    def series(self) -> int:
+        """How many series are kept (every metric, every tenant)."""
+        with self._lock:
+            return len(self._counters) + len(self._histograms)
 
     def inc(self, name: str, tenant: str = "", value: float = 1.0, **labels: str) -> None:
-        key = (name, tenant, tuple(sorted(labels.items())))
         with self._lock:
+            key = self._key(name, tenant, labels, self._counters)
             self._counters[key] = self._counters.get(key, 0.0) + value
 
     def observe(self, name: str, seconds: float, tenant: str = "", **labels: str) -> None:
-        key = (name, tenant, tuple(sorted(labels.items())))
         with self._lock:
+            key = self._key(name, tenant, labels, self._histograms)
             slots = self._histograms.get(key)
             if slots is None:
                 slots = self._histograms[key] = [0.0] * (len(_SECONDS_BUCKETS) + 2)
@@ -225,8 +265,10 @@ class MetricsObserver:
     """A store observer that counts what each committed transaction wrote.
 
     A committed step names only its execution (tenant and id), so the observer remembers
-    each execution's workflow from its creation and its claims (a bounded memory); a step of
-    an execution it has not seen (an API call in this process on an execution another
+    each execution's workflow from its creation and its claims until it ends or is released
+    (suspended executions cost nothing here), in a memory of at most `remember` executions
+    (least recently used out first); a step of an
+    execution it does not remember (an API call in this process on an execution another
     process started) is attributed by reading the execution's record once with
     `lookup(tenant, execution_id)`.
     """
@@ -235,12 +277,21 @@ class MetricsObserver:
         self,
         metrics: Metrics,
         lookup: Callable[[str, str], ExecutionRecord | None] | None = None,
+        *,
+        remember: int = REMEMBER,
     ) -> None:
         self.metrics = metrics
         self._lookup = lookup
+        self._remember_at_most = remember
         self._lock = threading.Lock()
         self._owners: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
-        self._attempts: OrderedDict[tuple[str, str, str], datetime] = OrderedDict()
+        # execution -> activity -> when its running attempt started
+        self._attempts: OrderedDict[tuple[str, str], dict[str, datetime]] = OrderedDict()
+
+    def remembered(self) -> tuple[int, int]:
+        """How many executions' owners, and how many running attempts, are remembered."""
+        with self._lock:
+            return len(self._owners), sum(len(a) for a in self._attempts.values())
 
     # --- StoreObserver -------------------------------------------------------------------
 
@@ -257,6 +308,9 @@ class MetricsObserver:
         for step, outcome in zip(steps, outcomes, strict=False):
             if outcome is CommitOutcome.OK:
                 self._observe_step(step)
+                if step.release_lease:  # suspended: its next owner re-learns it at its claim
+                    with self._lock:
+                        self._owners.pop(step.key, None)
             elif outcome is CommitOutcome.LEASE_LOST:
                 self.metrics.inc("wovyr_lease_losses_total")
 
@@ -266,8 +320,14 @@ class MetricsObserver:
         with self._lock:
             self._owners[(tenant, execution_id)] = (tenant, workflow)
             self._owners.move_to_end((tenant, execution_id))
-            while len(self._owners) > _REMEMBER:
+            while len(self._owners) > self._remember_at_most:
                 self._owners.popitem(last=False)
+
+    def _forget(self, execution_id: tuple[str, str]) -> None:
+        """An execution ended: nothing more of it will be counted here."""
+        with self._lock:
+            self._owners.pop(execution_id, None)
+            self._attempts.pop(execution_id, None)
 
     def _owner(self, execution_id: tuple[str, str]) -> tuple[str, str] | None:
         with self._lock:
@@ -305,6 +365,7 @@ class MetricsObserver:
                     workflow=workflow,
                     status=_TERMINAL[kind],
                 )
+                self._forget(execution_id)
                 continue
             retry = kind == EventType.ACTIVITY_FAILED and bool(event.get("will_retry"))
             if retry:
@@ -322,13 +383,24 @@ class MetricsObserver:
 
     def _attempt_started(self, execution_id: tuple[str, str], activity: str, at: datetime) -> None:
         with self._lock:
-            self._attempts[(*execution_id, activity)] = at
-            while len(self._attempts) > _REMEMBER:
+            running = self._attempts.get(execution_id)
+            if running is None:
+                running = self._attempts[execution_id] = {}
+            else:
+                self._attempts.move_to_end(execution_id)
+            running[activity] = at
+            while len(self._attempts) > self._remember_at_most:
                 self._attempts.popitem(last=False)
 
     def _attempt_ended(self, execution_id: tuple[str, str], activity: str) -> datetime | None:
         with self._lock:
-            return self._attempts.pop((*execution_id, activity), None)
+            running = self._attempts.get(execution_id)
+            if running is None:
+                return None
+            began = running.pop(activity, None)
+            if not running:
+                del self._attempts[execution_id]
+            return began
 
 
 def meter(store: Store) -> Metrics:

@@ -36,6 +36,7 @@ from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.engine.engine import Engine
 from wovyr.platform.metrics import Metrics, MetricsObserver
 from wovyr.platform.secrets import open_secrets
+from wovyr.server.memtrace import install as install_memtrace
 from wovyr.settings import load_settings
 from wovyr.store import open_store
 from wovyr.worker import Worker
@@ -159,6 +160,7 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
 
 def main() -> int:
     config = WorkerConfig.from_json(os.environ[CONFIG_ENV])
+    install_memtrace("worker", os.environ)  # opt-in debugging aid; nothing when unset
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

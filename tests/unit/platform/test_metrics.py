@@ -12,7 +12,7 @@ from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.events import Event, EventType
-from wovyr.platform.metrics import Metrics, MetricsObserver, meter, store_gauges
+from wovyr.platform.metrics import OTHER, Metrics, MetricsObserver, meter, store_gauges
 from wovyr.store.base import Claim, CommitOutcome, ExecutionRecord, NewExecution, StepWrite
 from wovyr.worker import Worker
 
@@ -260,3 +260,114 @@ def test_a_chain_counts_each_run_started_and_each_hand_over_as_continued(
             "wovyr_executions_finished_total", "acme", workflow="chain", status=status
         )
         assert value == count, status
+
+
+ONE_STEP = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: one-step}
+activities:
+  - id: call
+    tool: flaky
+"""
+
+
+def drive_many(engine: Engine, definitions: Sequence[str]) -> None:
+    """Start each of `definitions` on one worker and run them until they end or wait."""
+
+    async def main() -> None:
+        worker = Worker(engine, lease_seconds=30)
+        try:
+            for definition in definitions:
+                await worker.start(definition)
+                await worker.run_until_idle()
+        finally:
+            await worker.close()
+
+    asyncio.run(main())
+
+
+def test_an_observer_forgets_each_execution_when_it_ends(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    registry.register("flaky", lambda: "ok")
+    metrics = Metrics()
+    observer = MetricsObserver(metrics, lambda t, i: engine.store.load(i, t))
+    engine.store.add_observer(observer)
+    n = 50
+    drive_many(engine, [ONE_STEP] * n)
+    finished = metrics.value(
+        "wovyr_executions_finished_total", engine.tenant, workflow="one-step", status="completed"
+    )
+    assert finished == n  # every one counted, from what the observer remembered
+    assert observer.remembered() == (0, 0)  # and nothing kept of any of them
+
+
+def test_an_observer_keeps_nothing_of_suspended_executions(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    metrics = Metrics()
+    observer = MetricsObserver(metrics, lambda t, i: engine.store.load(i, t))
+    engine.store.add_observer(observer)
+    ids = []
+    for _ in range(20):
+        ids.append(drive(engine, WAITS))  # each left waiting for its signal, lease released
+    assert observer.remembered() == (0, 0)
+    engine.cancel(ids[0], "done waiting")  # a later step is still attributed (one read)
+    cancelled = metrics.value(
+        "wovyr_executions_finished_total", engine.tenant, workflow="waits", status="cancelled"
+    )
+    assert cancelled == 1
+
+
+def test_an_observer_remembers_at_most_its_bound_of_executions(engine: Engine) -> None:
+    metrics = Metrics()
+    observer = MetricsObserver(metrics, lambda t, i: engine.store.load(i, t), remember=8)
+    engine.store.add_observer(observer)
+    for _ in range(40):
+        engine.start(WAITS)  # started here, driven by no one in this process
+    owners, attempts = observer.remembered()
+    assert (owners, attempts) == (8, 0)
+    assert metrics.value("wovyr_executions_started_total", engine.tenant, workflow="waits") == 40
+
+
+def named(n: int) -> str:
+    return f"""\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {{name: wf-{n}}}
+activities:
+  - id: a
+    set: {{n: {n}}}
+"""
+
+
+def test_distinct_workflow_names_keep_a_bounded_number_of_series(engine: Engine) -> None:
+    metrics = Metrics(max_series=5)
+    engine.store.add_observer(MetricsObserver(metrics, lambda t, i: engine.store.load(i, t)))
+    n = 30
+    drive_many(engine, [named(i) for i in range(n)])
+    tenant = engine.tenant
+    # started, finished (one status here), activity duration: at most 5 + "_other" each
+    assert metrics.series() <= 3 * (5 + 1)
+    started = [
+        metrics.value("wovyr_executions_started_total", tenant, workflow=f"wf-{i}")
+        for i in range(n)
+    ]
+    assert started == [1.0] * 5 + [0.0] * (n - 5)  # the first five have their own series
+    other = metrics.value("wovyr_executions_started_total", tenant, workflow=OTHER)
+    assert other == n - 5  # and nothing is lost: the rest are counted together
+    finished = metrics.value(
+        "wovyr_executions_finished_total", tenant, workflow=OTHER, status=OTHER
+    )
+    assert finished == n - 5
+    assert f'workflow="{OTHER}"' in metrics.render(tenant)
+
+
+def test_request_methods_nobody_authenticated_keep_a_bounded_number_of_series() -> None:
+    metrics = Metrics(max_series=4)
+    for i in range(500):  # any token is a method to the HTTP parser
+        metrics.observe_request(f"M{i}", "unmatched", 405, 0.001)
+    assert metrics.series() <= 2 * (4 + 1)  # the counter and the duration histogram
+    total = metrics.value("wovyr_http_requests_total", method=OTHER, route=OTHER, status=OTHER)
+    assert total == 500 - 4

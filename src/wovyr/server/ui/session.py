@@ -102,7 +102,7 @@ class SessionCodec:
         self.lifetime_seconds = lifetime_seconds
         self._now = now
         self._revoked = revoked
-        self._ended: dict[str, int] = {}  # sid -> expiry, for sign-out before expiry
+        self._ended: dict[str, int] = {}  # sid -> expiry: sign-outs, when there is no store
         self._lock = threading.Lock()
 
     def _mac(self, purpose: str, data: str) -> bytes:
@@ -165,8 +165,9 @@ class SessionCodec:
     def end(self, session: Session) -> None:
         """Sign out: this cookie stops working (here, and wherever the store is shared) even
         if a copy of it is replayed."""
-        if self._revoked is not None:
+        if self._revoked is not None:  # the store remembers it, for every process
             self._revoked.revoke_session(session.sid, datetime.fromtimestamp(session.expires, UTC))
+            return  # (a copy here would grow with every sign-out for a session's lifetime)
         now = self._now()
         with self._lock:
             for sid in [s for s, exp in self._ended.items() if exp <= now]:
