@@ -1,13 +1,16 @@
 """Claim throughput with fair share on, as a ratio to the plain claim (target >= 0.9).
 
 A store holds N ready executions; a claimer takes them `limit` (64) at a time until none is
-left, once with the plain claim and once with the fair claim (`FairShare`, told the tenants
-of its previous batch as the slots it holds, as a worker does), alternating, `rounds` times;
-leases are cleared between runs (not timed). Figures: executions claimed per second, and
-fair/plain per round and overall (medians). Mixes:
+left, with the plain claim, with the workers' fair claim (`wovyr.worker.fair.FairClaimer`:
+turns decided in memory over the tenants with claimable work, one indexed statement per
+claim) and with the store's own fair claim (`FairShare` without turns: it looks through
+every tenant with ready work on each claim), each told the tenants of its previous batch as
+the slots it holds, as a worker does; in a rotating order, `rounds` times; leases are
+cleared between runs (not timed). Figures: executions claimed per second, and fair/plain
+and scan/plain per round and overall (medians). Mixes:
 
-  one     one tenant holds every execution (the fair claim's overhead alone)
-  skewed  one tenant holds 90%, nine tenants share the rest (a backlog and its neighbours)
+  one     1 tenant holds every execution (the fair claim's overhead alone)
+  skewed  10 tenants: one holds 90%, nine share the rest (a backlog and its neighbours)
   many    100 tenants, equal shares
 
 On SQLite (a file under a temporary folder) and PostgreSQL (a fresh schema, dropped).
@@ -36,6 +39,7 @@ from wovyr.store.base import FairShare, Store
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.shards import stable_shard
 from wovyr.store.sqlite import SQLiteStore
+from wovyr.worker.fair import FairClaimer
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 MIXES = ("one", "skewed", "many")
@@ -55,14 +59,21 @@ def rows(mix: str, count: int) -> Iterator[tuple[str, str, int]]:
         yield tenant_of(mix, i, count), execution_id, stable_shard(execution_id)
 
 
-def drain(store: Store, limit: int, fair: bool) -> tuple[int, float]:
+KINDS = ("plain", "fair", "scan")
+
+
+def drain(store: Store, limit: int, kind: str) -> tuple[int, float]:
     """Claim everything, `limit` at a time: (executions claimed, seconds)."""
     held: Counter[str] = Counter()
     claimed = 0
+    claimer = FairClaimer(store)
     began = time.perf_counter()
     while True:
-        share = FairShare(held=held) if fair else None
-        got = store.claim("bench", NOW, 3600, limit, fair=share)
+        if kind == "fair":
+            got = claimer.claim("bench", NOW, 3600, limit, held)
+        else:
+            share = FairShare(held=held) if kind == "scan" else None
+            got = store.claim("bench", NOW, 3600, limit, fair=share)
         if not got:
             return claimed, time.perf_counter() - began
         claimed += len(got)
@@ -72,22 +83,24 @@ def drain(store: Store, limit: int, fair: bool) -> tuple[int, float]:
 def compare(
     store: Store, reset: Callable[[], None], count: int, limit: int, rounds: int
 ) -> dict[str, Any]:
-    plain: list[float] = []
-    fair: list[float] = []
+    rates: dict[str, list[float]] = {kind: [] for kind in KINDS}
     for n in range(rounds):
-        # Alternate which goes first, so a warming cache or a checkpoint favours neither.
-        order = (False, True) if n % 2 == 0 else (True, False)
-        for is_fair in order:
+        # Rotate which goes first, so a warming cache or a checkpoint favours none.
+        for kind in KINDS[n % 3 :] + KINDS[: n % 3]:
             reset()
-            claimed, seconds = drain(store, limit, is_fair)
-            assert claimed == count, (claimed, count)
-            (fair if is_fair else plain).append(claimed / seconds)
-    ratios = [f / p for f, p in zip(fair, plain, strict=True)]
+            claimed, seconds = drain(store, limit, kind)
+            assert claimed == count, (kind, claimed, count)
+            rates[kind].append(claimed / seconds)
+    plain = rates["plain"]
+    ratios = [f / p for f, p in zip(rates["fair"], plain, strict=True)]
+    scans = [f / p for f, p in zip(rates["scan"], plain, strict=True)]
     return {
         "plain_per_s": round(statistics.median(plain)),
-        "fair_per_s": round(statistics.median(fair)),
+        "fair_per_s": round(statistics.median(rates["fair"])),
+        "scan_per_s": round(statistics.median(rates["scan"])),
         "ratio": round(statistics.median(ratios), 3),
         "ratios": [round(r, 3) for r in ratios],
+        "scan_ratio": round(statistics.median(scans), 3),
     }
 
 
@@ -172,11 +185,18 @@ def main() -> None:
         print(json.dumps(results))
         return
     print(f"claim throughput, {args.count} ready executions, {args.limit} per claim")
-    print(f"{'store / mix':<18}{'plain/s':>10}{'fair/s':>10}{'fair/plain':>12}  (target >= 0.9)")
+    print(
+        f"{'store / mix':<18}{'plain/s':>10}{'fair/s':>10}{'fair/plain':>12}"
+        f"{'scan/s':>10}{'scan/plain':>12}  (target fair/plain >= 0.9)"
+    )
     for key, found in results.items():
         if isinstance(found, dict):
             plain, fair, ratio = found["plain_per_s"], found["fair_per_s"], found["ratio"]
-            print(f"{key:<18}{plain:>10}{fair:>10}{ratio:>12.3f}  rounds {found['ratios']}")
+            scan, scan_ratio = found["scan_per_s"], found["scan_ratio"]
+            print(
+                f"{key:<18}{plain:>10}{fair:>10}{ratio:>12.3f}{scan:>10}{scan_ratio:>12.3f}"
+                f"  fair/plain rounds {found['ratios']}"
+            )
 
 
 if __name__ == "__main__":
