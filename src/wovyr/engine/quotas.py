@@ -12,7 +12,10 @@ for, so no restart, crash or second server resets or overspends a day:
 - `activity_seconds_per_day`: an attempt's measured seconds are debited by the commit that
   records its result. Work already done is never refused: the attempts in flight finish
   and their seconds count, possibly past the limit; from then on the tenant's new
-  executions are refused until the next UTC day.
+  executions are refused, and its running executions start no new attempt (a worker
+  about to start one holds the execution instead: a durable timer to the next UTC
+  midnight, `waiting_on` "quota: activity seconds for tenant T exhausted until ... 00:00
+  UTC"; `Engine.quota_hold`), until the next UTC day.
 - `concurrent_executions`: a start is refused while that many executions of the tenant
   are running (waiting ones count), retry after a few seconds.
 - `max_schedule_rate`: the most fires per minute one schedule of the tenant may be set to
@@ -49,6 +52,7 @@ __all__ = [
     "QuotaCache",
     "Quotas",
     "day_of",
+    "midnight_after",
     "parse_quotas",
     "quotas_of",
     "seconds_to_midnight",
@@ -177,11 +181,16 @@ def day_of(now: datetime) -> date:
     return now.astimezone(UTC).date()
 
 
+def midnight_after(now: datetime) -> datetime:
+    """The next UTC midnight after `now`: when the ledger's next day begins."""
+    utc = now.astimezone(UTC)
+    return datetime.combine(utc.date() + timedelta(days=1), datetime.min.time(), UTC)
+
+
 def seconds_to_midnight(now: datetime) -> float:
     """Seconds from `now` to the next UTC midnight (at least 1)."""
-    utc = now.astimezone(UTC)
-    midnight = datetime.combine(utc.date() + timedelta(days=1), datetime.min.time(), UTC)
-    return max(1.0, math.ceil((midnight - utc).total_seconds()))
+    midnight = midnight_after(now)
+    return max(1.0, math.ceil((midnight - now.astimezone(UTC)).total_seconds()))
 
 
 def start_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:
