@@ -26,11 +26,12 @@ and the ceiling (`max_per_tenant`).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from operator import itemgetter
 from typing import Any
@@ -194,7 +195,7 @@ class FairClaimer:
         self.refresh_seconds = refresh_seconds
         self._monotonic = monotonic
         self._tenants: list[str] = []  # with claimable work at the last look (by name)
-        self._cursor = 0  # where ties start in `_tenants`
+        self._after = ""  # ties start at the first tenant from this name on (the cursor)
         self._claims = 0  # since the last look
         self._looked_at: float | None = None
         self._hinted: set[str] = set()
@@ -248,7 +249,6 @@ class FairClaimer:
     def _look(self, now: datetime, where: Mapping[str, Any]) -> None:
         self._tenants = self.store.claimable_tenants(now, **where)
         self._claims, self._looked_at = 0, self._monotonic()
-        self._cursor %= max(1, len(self._tenants))
         self.looks += 1
         self.shares.refresh()
 
@@ -268,7 +268,8 @@ class FairClaimer:
         where: Mapping[str, Any],
     ) -> list[Claim]:
         tenants = self._tenants
-        turns = plan_turns(tenants, held, limit, self.shares, start=self._cursor)
+        start = bisect.bisect_left(tenants, self._after)
+        turns = plan_turns(tenants, held, limit, self.shares, start=start)
         if not turns:
             return []
         got = self.store.claim(
@@ -278,18 +279,11 @@ class FairClaimer:
         short = {t for t, n in turns.items() if counts[t] < n}
         # The cursor moves past the last tenant served, so ties go round.
         positions = {t: i for i, t in enumerate(tenants)}
-        last = max(turns, key=lambda t: (positions[t] - self._cursor) % len(tenants))
-        after = tenants[(positions[last] + 1) % len(tenants)]
+        last = max(turns, key=lambda t: (positions[t] - start) % len(tenants))
+        self._after = tenants[(positions[last] + 1) % len(tenants)]
         if short:
             self._tenants = [t for t in tenants if t not in short]
-        kept = self._tenants
-        self._cursor = kept.index(after) if after in kept else _next_index(kept, after)
         return got
 
 
 _EQUAL = TenantShares(None)
-
-
-def _next_index(tenants: Iterable[str], after: str) -> int:
-    """Where `after` (no longer listed) would stand in the sorted `tenants`."""
-    return sum(1 for t in tenants if t < after)
