@@ -357,7 +357,8 @@ class TimerArmed(EventData):
     wait or approval timeout has `activity`; a retry timer has both (`item` null unless it
     retries one item of a `for_each`). A child workflow's timeout (purpose `child_timeout`)
     has `activity`, `item` (as a retry timer) and `attempt`, the attempt whose child it
-    bounds."""
+    bounds. A quota hold (purpose `quota`) has neither, and `reason`: what the execution
+    waits for, in words (its `waiting_on` while held)."""
 
     TYPE: ClassVar[str] = EventType.TIMER_ARMED
     timer: str
@@ -366,6 +367,7 @@ class TimerArmed(EventData):
     attempt: int | Absent = ABSENT
     purpose: str
     fire_at: str
+    reason: str | Absent = ABSENT
 
 
 @_record

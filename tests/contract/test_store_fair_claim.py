@@ -1,14 +1,19 @@
 """Contract: the fair claim (`claim(..., fair=FairShare(...))`) on every store. One tenant's
 backlog does not push another tenant's ready execution out of a claim; a freed slot goes to
-the tenant holding the fewest; weights and caps shape the share; partitions still apply."""
+the tenant holding the fewest; weights and caps shape the share; partitions still apply.
+The claim by turns (`FairShare.turns`, decided by a worker's `FairClaimer`) and the look
+for tenants with claimable work (`claimable_tenants`) that it relies on."""
 
 from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from wovyr.events import Event
 from wovyr.store.base import FairShare, NewExecution, StepWrite, Store
+from wovyr.store.records import MAX_TURN_TENANTS
 from wovyr.store.shards import stable_shard
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -103,3 +108,50 @@ def test_the_fair_claim_keeps_partitions_leases_and_fences(store: Store) -> None
     assert len(got) + len(rest) == 60
     again = store.claim("X", T0 + timedelta(seconds=31), 30, 100, fair=FairShare())
     assert len(again) == 60 and all(c.fence == 2 for c in again)
+
+
+# --- the claim by turns and the look for tenants (what a worker's FairClaimer uses) --------
+
+
+def test_claimable_tenants_names_each_tenant_with_claimable_work_once(store: Store) -> None:
+    assert store.claimable_tenants(T0) == []
+    backlog(store, "b", 30)
+    backlog(store, "a", 2)
+    start(store, "c", "c-only")
+    assert store.claimable_tenants(T0) == ["a", "b", "c"]
+    # C's one execution leased: C has no claimable work until the lease expires.
+    assert [c.key for c in store.claim("W", T0, 30, 1, fair=FairShare(turns={"c": 1}))] == [
+        ("c", "c-only")
+    ]
+    assert store.claimable_tenants(T0) == ["a", "b"]
+    assert store.claimable_tenants(T0 + timedelta(seconds=31)) == ["a", "b", "c"]
+    # Partitions: only tenants with claimable work in them.
+    ours = {stable_shard(f"a-{i:03}") % 4 for i in range(2)}
+    other = next(p for p in range(4) if p not in ours)
+    assert "a" not in store.claimable_tenants(T0, partitions=[other], of=4)
+    assert "a" in store.claimable_tenants(T0, partitions=sorted(ours), of=4)
+
+
+def test_the_claim_by_turns_takes_each_tenants_turns_and_no_others(store: Store) -> None:
+    backlog(store, "a", 10)
+    backlog(store, "b", 10)
+    backlog(store, "c", 10)
+    got = store.claim("W", T0, 30, 8, fair=FairShare(turns={"a": 3, "b": 1}))
+    assert tenants(got) == {"a": 3, "b": 1}
+    # Within a tenant, the plain order (the oldest, here the first started).
+    assert sorted(c.execution_id for c in got if c.tenant == "a") == ["a-000", "a-001", "a-002"]
+    assert all(c.fence == 1 for c in got)
+    # Never more than the limit; a tenant with fewer claimable than its turns gives what it
+    # has (the caller learns it ran out); zero turns and unknown tenants take nothing.
+    assert len(store.claim("W", T0, 30, 2, fair=FairShare(turns={"c": 5}))) == 2
+    got = store.claim("W", T0, 30, 50, fair=FairShare(turns={"a": 20, "b": 0, "zz": 4}))
+    assert tenants(got) == {"a": 7}
+    assert store.claim("W", T0, 30, 5, fair=FairShare(turns={})) == []
+    # Partitions still apply.
+    got = store.claim("W", T0, 30, 50, partitions=[1], of=2, fair=FairShare(turns={"b": 9}))
+    assert got and all(stable_shard(c.execution_id) % 2 == 1 for c in got)
+
+
+def test_the_claim_by_turns_names_at_most_so_many_tenants() -> None:
+    with pytest.raises(ValueError, match="at most"):
+        FairShare(turns={f"t{i}": 1 for i in range(MAX_TURN_TENANTS + 1)})

@@ -20,6 +20,7 @@ import pytest
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
+from wovyr.engine.quotas import Quotas
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker import Worker
 
@@ -121,5 +122,24 @@ async def capped(sqlite_engine: Engine) -> None:
         await one_finishes(worker)
         assert b.get("b-1").status == "completed"
         assert turns.done == 0
+    finally:
+        await worker.shutdown(grace_seconds=0)
+
+
+def test_a_stored_slot_cap_applies_to_a_worker(sqlite_engine: Engine) -> None:
+    asyncio.run(stored_cap(sqlite_engine))
+
+
+async def stored_cap(sqlite_engine: Engine) -> None:
+    turns = Turns()
+    a, b = queue_backlog(sqlite_engine, turns)
+    a.set_quotas(Quotas(max_slots=2), by="cli")  # what `wovyr admin quotas set a` stores
+    worker = Worker(sqlite_engine, concurrency=CONCURRENCY, max_per_tenant=3)
+    try:
+        assert await worker.tick() == 2  # the stored cap, below the worker's ceiling of 3
+        assert await worker.tick() == 0
+        b.start(name="quick", execution_id="b-1")
+        assert await worker.tick() == 1
+        assert tenants_running(worker) == ["a", "a", "b"]
     finally:
         await worker.shutdown(grace_seconds=0)

@@ -131,3 +131,49 @@ def test_schedules_faster_than_the_minimum_interval_are_refused(engine: Engine) 
     with pytest.raises(InputError, match="max-schedule-rate"):
         schedules.create("cron", workflow="quick", cron="* * * * *")
     schedules.create("slow", workflow="quick", every="5m")
+
+
+def test_used_up_activity_seconds_hold_the_next_attempt_until_the_next_utc_day(
+    store: Store, clock: ManualClock, registry: ActivityRegistry, engine: Engine
+) -> None:
+    took: list[float] = []
+
+    @registry.activity("take")
+    def take(seconds: float) -> dict[str, float]:
+        clock.advance(seconds)  # the attempt takes exactly this long by the engine's clock
+        took.append(seconds)
+        return {"took": seconds}
+
+    engine.set_quotas(Quotas(activity_seconds_per_day=2), by="test")
+    started = engine.start(SLOW)  # a takes 2.5 s, then b 4 s
+    drain(engine)
+    # a's attempt finished (and counts, past the limit); b's is not started: it waits.
+    view = engine.query(started.id)
+    assert took == [2.5]
+    assert view.status == "waiting"
+    held = "quota: activity seconds for tenant default exhausted until 2030-01-02 00:00 UTC"
+    assert view.waiting_on == held
+    assert [a["status"] for a in view.activities.values()] == ["completed", "pending"]
+    record = store.load(started.id, "default")
+    assert record is not None and record.waiting_on == held and not record.ready
+    assert store.quota_usage("default", date(2030, 1, 1)) == {"activity_seconds": 2.5}
+    # a signal wakes it the same day: still held, nothing runs
+    clock.set(datetime(2030, 1, 1, 23, 59, 59, tzinfo=UTC))
+    engine.signal(started.id, "nudge")
+    drain(engine)
+    assert took == [2.5] and engine.query(started.id).waiting_on == held
+    # the next UTC day: the hold's timer fires and b runs
+    clock.set(datetime(2030, 1, 2, tzinfo=UTC))
+    drain(engine)
+    assert took == [2.5, 4.0]
+    assert engine.query(started.id).status == "completed"
+    assert store.quota_usage("default", date(2030, 1, 2)) == {"activity_seconds": 4.0}
+    assert store.quota_usage("default", date(2030, 1, 1)) == {"activity_seconds": 2.5}
+    # what the hold recorded: a durable timer to midnight and its fire
+    timers = [
+        (e.type, e.data.get("purpose"), e.data.get("fire_at"))
+        for e in engine.history(started.id)
+        if e.type.startswith("Timer")
+    ]
+    assert timers[0] == ("TimerArmed", "quota", "2030-01-02T00:00:00+00:00")
+    assert timers[-1][0] == "TimerFired"

@@ -43,3 +43,19 @@ def test_quotas_set_show_and_a_refused_start(
     assert shown["quotas"]["concurrent_executions"] is None
     assert main(["admin", "quotas", "show", "default"]) == 0
     assert "executions-per-day" in capsys.readouterr().out
+
+
+def test_quotas_set_weight_and_max_slots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WOVYR_HOME", str(tmp_path))
+    assert main(["admin", "quotas", "show", "t1"]) == 0
+    assert "default (1)" in capsys.readouterr().out
+    args = ["admin", "quotas", "set", "t1", "--weight", "3", "--max-slots", "2", "--json"]
+    assert main(args) == 0
+    shown = json.loads(capsys.readouterr().out)["quotas"]
+    assert (shown["weight"], shown["max_slots"]) == (3.0, 2)
+    assert main(["admin", "quotas", "set", "t1", "--weight", "0"]) == 2  # click refuses it
+    assert "--weight" in capsys.readouterr().err
+    assert main(["admin", "quotas", "set", "t1", "--clear", "weight", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["quotas"]["weight"] is None

@@ -70,3 +70,26 @@ async def test_an_admin_reads_and_lowers_its_quotas_but_never_raises_them(
         # tenant-b's admin sees its own (none), not tenant-a's
         other = (await api.call("GET", "/api/v1/admin/quotas", "tenant-b:admin")).json()
         assert other["quotas"]["executions_per_day"] is None
+
+
+async def test_an_admin_may_lower_its_fair_share_never_raise_it(
+    engine: Engine, settings: Settings
+) -> None:
+    path = "/api/v1/admin/quotas"
+    async with serve(engine, settings) as api:
+        # No weight stored: the default 1 is what the host granted.
+        refused = await api.call("PATCH", path, ADMIN, json={"weight": 2})
+        assert refused.status_code == 403 and "raise weight" in refused.json()["detail"]
+        lowered = await api.call("PATCH", path, ADMIN, json={"weight": 0.5, "max_slots": 4})
+        assert lowered.status_code == 200
+        assert lowered.json()["quotas"]["weight"] == 0.5
+        for raise_ in ({"weight": 0.8}, {"weight": None}, {"max_slots": 5}, {"max_slots": None}):
+            refused = await api.call("PATCH", path, ADMIN, json=raise_)
+            assert refused.status_code == 403, raise_
+        # The host raises it; the tenant's admin may then go down from there.
+        engine.for_tenant("tenant-a").set_quotas(Quotas(weight=3.0, max_slots=4), by="cli")
+        assert (await api.call("PATCH", path, ADMIN, json={"weight": 2})).status_code == 200
+        assert (await api.call("PATCH", path, ADMIN, json={"weight": 2.5})).status_code == 403
+        bad = await api.call("PATCH", path, ADMIN, json={"weight": 0})
+        assert bad.status_code == 422
+        assert engine.for_tenant("tenant-a").quotas().weight == 2.0

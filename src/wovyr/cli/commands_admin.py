@@ -23,7 +23,7 @@ from rich.table import Table
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table
-from wovyr.engine.quotas import parse_quotas
+from wovyr.engine.quotas import DEFAULT_WEIGHT, MAX_WEIGHT, parse_quotas
 from wovyr.engine.tenants import TenantPolicy, default_policy, policy_of, set_policy
 from wovyr.errors import InputError, Problem
 from wovyr.platform.auth import validate_tenant
@@ -244,8 +244,8 @@ def _read_policy_file(path: Path) -> dict[str, Any]:
 @admin.group("quotas")
 def quotas() -> None:
     """Show and set tenants' quotas (daily executions and activity seconds, concurrent
-    executions, schedule rate). Here they may be raised; a tenant's admin may only lower
-    them over the API."""
+    executions, schedule rate) and fair-share settings (weight, slots per worker). Here
+    they may be raised; a tenant's admin may only lower them over the API."""
 
 
 def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
@@ -264,6 +264,8 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
     }
     for name, limit in usage["quotas"].items():
         shown = "none" if limit is None else f"{limit:g}"
+        if name == "weight" and limit is None:
+            shown = f"default ({DEFAULT_WEIGHT:g})"
         table.add_row(name.replace("_", "-"), shown, f"{used[name]:g}" if name in used else "")
     print_table(table)
 
@@ -298,6 +300,16 @@ _COUNT = click.IntRange(min=0)
     help="Fires per minute one schedule may be set to.",
 )
 @click.option(
+    "--weight",
+    type=click.FloatRange(min=0, min_open=True, max=MAX_WEIGHT),
+    help="Fair-share weight: the tenant's share of a worker's slots beside others (default 1).",
+)
+@click.option(
+    "--max-slots",
+    type=_LIMIT,
+    help="Slots of one worker the tenant's executions may hold at once (under fair share).",
+)
+@click.option(
     "--clear", "clear", multiple=True, metavar="QUOTA", help="Remove a limit (repeatable)."
 )
 @click.option("--json", "as_json", is_flag=True)
@@ -308,6 +320,8 @@ def quotas_set_command(
     activity_seconds_per_day: float | None,
     concurrent_executions: int | None,
     max_schedule_rate: float | None,
+    weight: float | None,
+    max_slots: int | None,
     clear: tuple[str, ...],
     as_json: bool,
     settings: Settings,
@@ -319,6 +333,8 @@ def quotas_set_command(
         "activity_seconds_per_day": activity_seconds_per_day,
         "concurrent_executions": concurrent_executions,
         "max_schedule_rate": max_schedule_rate,
+        "weight": weight,
+        "max_slots": max_slots,
     }
     with open_engine(settings, load_activities=False) as opened:
         engine = opened.for_tenant(tenant)

@@ -269,6 +269,11 @@ def _wait_text(wait: Wait) -> str:
     if wait.kind == "approval":
         who = f"; approvers: {', '.join(wait.approvers)}" if wait.approvers else ""
         return f"approval {where} of {wait.execution_id}{who}"
+    if wait.kind == "quota":
+        return (
+            f"the tenant's activity-seconds quota ({wait.execution_id} holds its next attempts"
+            f" until {wait.fire_at}, later than --wait-up-to)"
+        )
     what = {"retry": "retry of", "repeat": "next iteration of"}.get(wait.kind, "timer")
     return f"{what} {where} of {wait.execution_id} at {wait.fire_at} (later than --wait-up-to)"
 

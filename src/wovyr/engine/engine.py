@@ -34,6 +34,7 @@ from wovyr.engine.core.state import (
     fold,
     state_from_json,
 )
+from wovyr.engine.core.waits import QUOTA_HOLD
 from wovyr.engine.definitions import (
     DEFINITION_CACHE,
     SOURCE_CACHE,
@@ -47,6 +48,7 @@ from wovyr.engine.quotas import (
     Quotas,
     continued_debits,
     day_of,
+    midnight_after,
     quotas_of,
     set_quotas,
     start_debits,
@@ -68,6 +70,7 @@ from wovyr.events import (
     EventType,
     ExecutionCancelled,
     SignalReceived,
+    TimerArmed,
 )
 from wovyr.ids import (
     ID_RULE,
@@ -581,6 +584,33 @@ class Engine(Definitions):
         if seconds <= 0 or self.quotas().activity_seconds_per_day is None:
             return ()
         return (Debit(SECONDS, seconds, day_of(self.clock.now())),)
+
+    def quota_hold(self, state: ExecutionState, unbilled: float = 0.0) -> list[Event] | None:
+        """Whether the execution in `state` may start its next attempts: None when it may
+        (no activity-seconds quota, or today's seconds, with the `unbilled` seconds of its
+        finished attempts that the same commit debits, not used up); else the events that
+        hold them until the next UTC midnight by this engine's clock (a durable timer whose
+        `reason` is the execution's `waiting_on`; none when that hold is armed already).
+        One read of today's usage, only for a tenant with the quota."""
+        limit = self.quotas().activity_seconds_per_day
+        if limit is None:
+            return None
+        now = self.clock.now()
+        used = self.store.quota_usage(self.tenant, day_of(now)).get(SECONDS, 0.0)
+        if used + unbilled < limit:
+            return None
+        until = midnight_after(now)
+        timer = f"{QUOTA_HOLD}:{SECONDS}:{until.date().isoformat()}"
+        if timer in state.timers:
+            return []
+        reason = (
+            f"quota: activity seconds for tenant {self.tenant} exhausted until "
+            f"{until.date().isoformat()} 00:00 UTC"
+        )
+        armed = TimerArmed(
+            timer=timer, purpose=QUOTA_HOLD, fire_at=until.isoformat(), reason=reason
+        )
+        return [armed.at(now)]
 
     # --- external changes ----------------------------------------------------------------
 

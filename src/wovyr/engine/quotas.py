@@ -12,11 +12,19 @@ for, so no restart, crash or second server resets or overspends a day:
 - `activity_seconds_per_day`: an attempt's measured seconds are debited by the commit that
   records its result. Work already done is never refused: the attempts in flight finish
   and their seconds count, possibly past the limit; from then on the tenant's new
-  executions are refused until the next UTC day.
+  executions are refused, and its running executions start no new attempt (a worker
+  about to start one holds the execution instead: a durable timer to the next UTC
+  midnight, `waiting_on` "quota: activity seconds for tenant T exhausted until ... 00:00
+  UTC"; `Engine.quota_hold`), until the next UTC day.
 - `concurrent_executions`: a start is refused while that many executions of the tenant
   are running (waiting ones count), retry after a few seconds.
 - `max_schedule_rate`: the most fires per minute one schedule of the tenant may be set to
   (its interval at least 60 / rate seconds), checked when a schedule is created or changed.
+- `weight` and `max_slots`: the tenant's share of a worker's slots under fair share (its
+  weight relative to the other tenants with work, default 1) and the most slots of one
+  worker its executions may hold at once. Workers read them (`TenantShares`, cached for
+  a moment) and apply them; a worker's own `--max-per-tenant` stays a ceiling, its
+  `tenant_weights` the default of a tenant with no stored weight.
 
 The ledger is generic (`Debit(budget, amount, day, limit)`): a later budget (model tokens,
 cost) is one more name debited by the step that uses it.
@@ -37,17 +45,21 @@ from wovyr.store.platform import TenantRecord, TenantStore
 from wovyr.store.records import Debit
 
 __all__ = [
+    "DEFAULT_WEIGHT",
     "EXECUTIONS",
+    "MAX_WEIGHT",
     "QUOTA_NAMES",
     "SECONDS",
     "QuotaCache",
     "Quotas",
     "day_of",
+    "midnight_after",
     "parse_quotas",
     "quotas_of",
     "seconds_to_midnight",
     "set_quotas",
     "start_debits",
+    "stored_quotas",
 ]
 
 EXECUTIONS = "executions"  # the ledger's budget names
@@ -58,7 +70,12 @@ QUOTA_NAMES = (
     "activity_seconds_per_day",
     "concurrent_executions",
     "max_schedule_rate",
+    "weight",
+    "max_slots",
 )
+DEFAULT_WEIGHT = 1.0  # the fair-share weight of a tenant none is set for
+MAX_WEIGHT = 1000.0
+_WHOLE = ("executions_per_day", "concurrent_executions", "max_slots")
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,8 @@ class Quotas:
     activity_seconds_per_day: float | None = None
     concurrent_executions: int | None = None
     max_schedule_rate: float | None = None  # fires per minute of one schedule
+    weight: float | None = None  # fair share of worker slots; None: the default (1)
+    max_slots: int | None = None  # slots of one worker the tenant may hold at once
 
     @property
     def empty(self) -> bool:
@@ -83,9 +102,20 @@ class Quotas:
         out = []
         for name in QUOTA_NAMES:
             old, value = getattr(self, name), getattr(new, name)
+            if name == "weight":  # no weight set is the default weight, not "no limit"
+                old = DEFAULT_WEIGHT if old is None else old
+                value = DEFAULT_WEIGHT if value is None else value
             if old is not None and (value is None or value > old):
                 out.append(name)
         return out
+
+
+_BOUNDS = {"weight": (0.0, MAX_WEIGHT), "max_slots": (1.0, math.inf)}
+_RANGES = {
+    **dict.fromkeys(QUOTA_NAMES, "0 or more"),
+    "weight": f"more than 0 and at most {MAX_WEIGHT:g}",
+    "max_slots": "1 or more",
+}
 
 
 def parse_quotas(data: dict[str, Any] | None) -> Quotas:
@@ -98,17 +128,19 @@ def parse_quotas(data: dict[str, Any] | None) -> Quotas:
         value = data.get(name)
         if value is None:
             continue
-        whole = name in ("executions_per_day", "concurrent_executions")
+        whole = name in _WHOLE
+        low, high = _BOUNDS.get(name, (0.0, math.inf))
         ok = (
             isinstance(value, int | float)
             and not isinstance(value, bool)
             and math.isfinite(value)
-            and value >= 0
+            and (value > low if name == "weight" else value >= low)
+            and value <= high
             and (not whole or float(value).is_integer())
         )
         if not ok:
             kind = "a whole number" if whole else "a number"
-            problems.append(Problem(f"{name} must be {kind}, 0 or more", path=name))
+            problems.append(Problem(f"{name} must be {kind}, {_RANGES[name]}", path=name))
             continue
         values[name] = int(value) if whole else float(value)
     if problems:
@@ -118,14 +150,19 @@ def parse_quotas(data: dict[str, Any] | None) -> Quotas:
 
 def quotas_of(store: TenantStore, tenant: str) -> Quotas:
     """`tenant`'s quotas now (one read of its row); stored quotas that no longer parse
-    (written by hand into the store) fail closed: every limit 0."""
+    (written by hand into the store) fail closed: every limit 0, one slot at most."""
     record = store.get_tenant(tenant)
-    if record is None or not record.quotas:
+    return stored_quotas(record.quotas if record is not None else None)
+
+
+def stored_quotas(data: dict[str, Any] | None) -> Quotas:
+    """The quotas a tenant row holds (see `quotas_of`)."""
+    if not data:
         return Quotas()
     try:
-        return parse_quotas(record.quotas)
+        return parse_quotas(data)
     except InputError:
-        return Quotas(0, 0.0, 0, 0.0)
+        return Quotas(0, 0.0, 0, 0.0, max_slots=1)
 
 
 def set_quotas(
@@ -154,11 +191,16 @@ def day_of(now: datetime) -> date:
     return now.astimezone(UTC).date()
 
 
+def midnight_after(now: datetime) -> datetime:
+    """The next UTC midnight after `now`: when the ledger's next day begins."""
+    utc = now.astimezone(UTC)
+    return datetime.combine(utc.date() + timedelta(days=1), datetime.min.time(), UTC)
+
+
 def seconds_to_midnight(now: datetime) -> float:
     """Seconds from `now` to the next UTC midnight (at least 1)."""
-    utc = now.astimezone(UTC)
-    midnight = datetime.combine(utc.date() + timedelta(days=1), datetime.min.time(), UTC)
-    return max(1.0, math.ceil((midnight - utc).total_seconds()))
+    midnight = midnight_after(now)
+    return max(1.0, math.ceil((midnight - now.astimezone(UTC)).total_seconds()))
 
 
 def start_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:

@@ -116,6 +116,14 @@ class WorkQueue(Protocol):
         """
         ...
 
+    def claimable_tenants(
+        self, now: datetime, *, partitions: Sequence[int] | None = None, of: int | None = None
+    ) -> list[str]:
+        """The tenants with at least one execution `claim` could lease at `now` (in
+        `partitions` of `of`), by name: one index probe or two per such tenant, however
+        long its backlog (a fair claimer's look for tenants, see `FairShare.turns`)."""
+        ...
+
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float
     ) -> dict[ExecutionKey, LeaseState]:

@@ -19,6 +19,7 @@ from wovyr.store.audit import AuditEntry
 
 __all__ = [
     "DEFAULT_TENANT",
+    "MAX_TURN_TENANTS",
     "Claim",
     "CommitOutcome",
     "Debit",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 DEFAULT_TENANT = "default"
+MAX_TURN_TENANTS = 256  # tenants one claim's `FairShare.turns` may name (one probe each)
 
 
 @dataclass(frozen=True)
@@ -224,11 +226,22 @@ class FairShare:
     order. So one claim round serves every tenant with ready work before any tenant's next
     one, and a freed slot goes to the tenant holding the fewest (weighted): one tenant's
     backlog delays another's execution by a slot's turn, not by the backlog.
+
+    `turns`: the claim's share decided by the caller (a worker's `FairClaimer`, which keeps
+    the tenants with claimable work and serves them in turn): up to `turns[t]` claimable
+    executions of each tenant t (in the plain order within it) and none of any other, one
+    indexed probe per tenant and no look for tenants; `held`, `weights` and `cap` are then
+    not read. None: the store finds the tenants with claimable work and their rooms itself.
     """
 
     held: Mapping[str, int] = field(default_factory=dict)
     weights: Mapping[str, float] = field(default_factory=dict)
     cap: int | None = None
+    turns: Mapping[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.turns is not None and len(self.turns) > MAX_TURN_TENANTS:
+            raise ValueError(f"a claim's turns name at most {MAX_TURN_TENANTS} tenants")
 
     def rooms(self, waiting: Iterable[str], limit: int) -> dict[str, int]:
         """How many claimable executions of each tenant in `waiting` (those with any) one

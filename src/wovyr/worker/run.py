@@ -33,15 +33,16 @@ __all__ = ["DEFAULT_WAIT_UP_TO", "Foreground", "Wait", "arun_workflow", "drive",
 DEFAULT_WAIT_UP_TO = 60.0
 # Timers a tree waits on. Others are deadlines (an approval's or the workflow's timeout):
 # they end a wait badly, they are not what it waits for.
-_WAITED_TIMERS = {"retry": "retry", "wait": "timer", "repeat": "repeat"}
+_WAITED_TIMERS = {"retry": "retry", "wait": "timer", "repeat": "repeat", "quota": "quota"}
 
 
 @dataclass(frozen=True)
 class Wait:
     """What a stopped foreground run waits for, in one execution of its tree: a `signal`
     (`name`), an `approval` (`approvers`, empty when anyone may decide), or a `timer`, a
-    `retry` back-off or the next iteration of a `repeat` due at `fire_at` (ISO 8601), later
-    than the run was allowed to wait."""
+    `retry` back-off, the next iteration of a `repeat` or the end of a `quota` hold (the
+    tenant's activity seconds used up) due at `fire_at` (ISO 8601), later than the run was
+    allowed to wait."""
 
     execution_id: str
     activity: str

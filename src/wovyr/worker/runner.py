@@ -21,7 +21,7 @@ from wovyr.activities.providers import ModelAccess
 from wovyr.activities.redact import scrub, secret_forms
 from wovyr.definition.expr import secret_names, substitute_secrets
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
-from wovyr.engine.core.decide import Outcome, RunActivity, decide, outcome_events
+from wovyr.engine.core.decide import Decision, Outcome, RunActivity, decide, outcome_events
 from wovyr.engine.core.policy import children_to_cancel, spec_of
 from wovyr.engine.core.state import (
     ActivityStatus,
@@ -144,6 +144,10 @@ class ExecutionRunner:
                 max_items=self.engine.max_items,
                 max_recoveries=self.engine.max_recoveries,
             )
+            if decision.runs:
+                hold = await self._quota_hold(working)
+                if hold is not None:  # the tenant's seconds are used up: no new attempt
+                    decision = Decision(events=hold, state=fold(hold, working))
             assert decision.state is not None
             events.extend(decision.events)
             done = not self._tasks and not decision.runs
@@ -203,6 +207,14 @@ class ExecutionRunner:
                 self.engine.notify(step.continued_as.id)
         self.stats.commits += 1
         return outcome
+
+    async def _quota_hold(self, state: ExecutionState) -> list[Event] | None:
+        """The events holding this execution's next attempts while its tenant's activity
+        seconds are used up today (`Engine.quota_hold`); None when they may start. A tenant
+        without that quota costs no read."""
+        if self.engine.quotas().activity_seconds_per_day is None:
+            return None
+        return await asyncio.to_thread(self.engine.quota_hold, state, self._unbilled)
 
     def _reload(self) -> None:
         record = self.engine.store.load(self.execution_id, self.engine.tenant)

@@ -13,12 +13,14 @@ thread, so work is picked up at once whatever the poll interval. When the store 
 whose commit had an unknown outcome is rebuilt from the stored checkpoint if the lease is
 still its own, and a lease held with no runner (a claim whose answer was lost) is adopted.
 
-Fair share: the claim is fair between tenants (`FairShare`): the worker tells it how many
-slots each tenant holds here, so each round serves every tenant with ready work and a freed
-slot goes to the tenant holding the fewest (weighted by `tenant_weights`). One tenant's
+Fair share: the claim is fair between tenants (`FairClaimer`, `wovyr.worker.fair`): from
+the slots each tenant holds here, each round serves every tenant with claimable work in
+turn and a freed slot goes to the tenant holding the fewest (weighted). One tenant's
 backlog then delays another tenant's execution by one slot's turn (the next slot to free),
-not by the backlog. `max_per_tenant` caps the slots one tenant may hold in this worker, so
-that slots stay free for others even while one tenant's executions are all slow.
+not by the backlog. A tenant's weight and slot cap are stored with the tenant (`wovyr admin
+quotas set T --weight W --max-slots N`); `tenant_weights` are the default weights of
+tenants with none stored, `max_per_tenant` caps every tenant's slots in this worker (so
+slots stay free for others even while one tenant's executions are all slow).
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.errors import StoreError
 from wovyr.scheduling.schedules import Schedules
-from wovyr.store.base import ExecutionKey, ExecutionRecord, FairShare, LeaseState
+from wovyr.store.base import Claim, ExecutionKey, ExecutionRecord, LeaseState
 from wovyr.store.capabilities import capabilities
 from wovyr.worker.commit import GroupCommitter
+from wovyr.worker.fair import FairClaimer, TenantShares
 from wovyr.worker.listener import WorkListener
 from wovyr.worker.partitions import (
     assign_partitions,
@@ -97,6 +100,8 @@ class Worker:
         self.fair_share = fair_share or max_per_tenant is not None
         self.max_per_tenant = max_per_tenant
         self.tenant_weights = dict(tenant_weights or {})
+        self.shares = TenantShares(engine.store, weights=tenant_weights, ceiling=max_per_tenant)
+        self.claimer = FairClaimer(engine.store, self.shares) if self.fair_share else None
         self.lease_seconds = lease_seconds
         self.poll_interval = poll_interval
         self.timer_batch = timer_batch
@@ -142,7 +147,10 @@ class Worker:
         runner = self.runners.get(key)
         if runner is not None:
             runner.wake()
-        elif self._poke is not None:
+            return
+        if self.claimer is not None:
+            self.claimer.hint(key[0])  # its tenant may have work now
+        if self._poke is not None:
             self._poke.set()
 
     def _work_arrived(self) -> None:
@@ -295,12 +303,27 @@ class Worker:
             return None
         return {"partitions": self.partitions, "of": self.of}
 
-    def _fair_share(self) -> FairShare | None:
-        """What the fair claim needs to know: the slots each tenant holds here."""
-        if not self.fair_share:
-            return None
-        held = Counter(tenant for tenant, _ in self.runners)
-        return FairShare(held=held, weights=self.tenant_weights, cap=self.max_per_tenant)
+    def _claim_call(
+        self, capacity: int, only: list[str] | None, where: dict[str, Any]
+    ) -> Callable[[], list[Claim]]:
+        """The claim this round makes: fair (`FairClaimer`, told the slots each tenant
+        holds here) unless fair share is off or the claim is for `only` some executions."""
+        now = self.engine.clock.now()
+        if self.claimer is not None and only is None:
+            held = Counter(tenant for tenant, _ in self.runners)
+            return functools.partial(
+                self.claimer.claim, self.owner, now, self.lease_seconds, capacity, held, **where
+            )
+        return functools.partial(
+            self.engine.store.claim,
+            self.owner,
+            now,
+            self.lease_seconds,
+            capacity,
+            only,
+            tenant=self.engine.tenant,
+            **where,
+        )
 
     async def tick(self, only: list[str] | None = None) -> int:
         """Fire due timers and schedules, then claim what is runnable (up to capacity);
@@ -315,17 +338,7 @@ class Worker:
         where = self._claim_filter(only)
         claimed = 0
         if capacity > 0 and not self._stopping and where is not None:
-            claim = functools.partial(
-                self.engine.store.claim,
-                self.owner,
-                self.engine.clock.now(),
-                self.lease_seconds,
-                capacity,
-                only,
-                tenant=self.engine.tenant,
-                fair=self._fair_share() if only is None else None,
-                **where,
-            )
+            claim = self._claim_call(capacity, only, where)
             for c in await self.committer.run_sync(claim):
                 runner = self.runners.get(c.key)
                 if runner is not None:

@@ -405,6 +405,8 @@ def _timer_armed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     }
     if "attempt" in e.data:  # a child timeout: the attempt whose child it bounds
         timers[e.data["timer"]]["attempt"] = e.data["attempt"]
+    if "reason" in e.data:  # a quota hold: what the execution waits for
+        timers[e.data["timer"]]["reason"] = e.data["reason"]
     return replace(state, timers=timers)
 
 

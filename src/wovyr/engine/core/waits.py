@@ -24,7 +24,9 @@ from wovyr.events import (
     TimerCancelled,
 )
 
-__all__ = ["begin_wait", "check_wait", "shown_status", "waiting_on"]
+__all__ = ["QUOTA_HOLD", "begin_wait", "check_wait", "shown_status", "waiting_on"]
+
+QUOTA_HOLD = "quota"  # the purpose of a timer that holds an execution's next attempts
 
 
 def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Event]:
@@ -104,7 +106,8 @@ def waiting_on(state: ExecutionState) -> str | None:
     """What a running execution waits for, in words, while it runs nothing of its own:
     `signal go`, `approval approve`, `timer wait fires 2030-01-01T09:00:00+00:00`,
     `retry charge attempt 2 at ...`, `child <id>`, `children 2/6 done` (a map over child
-    workflows), `items 3/10 done` (a for_each whose items wait for their back-offs).
+    workflows), `items 3/10 done` (a for_each whose items wait for their back-offs), `quota:
+    activity seconds for tenant T exhausted until 2030-01-02 00:00 UTC` (a quota hold).
 
     None when it is finished, compensating, or runs an activity (or a map item) itself: it
     is then `running`, not `waiting` (see `shown_status`), whatever else it also waits for.
@@ -121,6 +124,11 @@ def waiting_on(state: ExecutionState) -> str | None:
             parts.append(_wait_text(aid, act.wait))
         elif act.status == ActivityStatus.RETRYING:
             parts.append(f"retry {aid} attempt {act.attempt + 1} at {act.next_attempt_at}")
+    parts.extend(
+        str(info.get("reason") or f"quota until {info['fire_at']}")
+        for info in state.timers.values()
+        if info.get("purpose") == QUOTA_HOLD
+    )
     return "; ".join(parts) or None
 
 

@@ -5,7 +5,9 @@ An admin reads its tenant's quotas (`wovyr.engine.quotas`) with today's (UTC) us
 may lower them or set a limit where none was. Raising or removing a limit is refused with
 403: a tenant must not buy itself more of the server than its host granted, so that is
 done on the server host (`wovyr admin quotas set TENANT ...`). A lowered quota applies to
-the next start.
+the next start. The fair-share `weight` counts as a limit too: over the API it may only
+go down from the stored weight (from 1, the default, when none is stored); `max_slots`
+may be set or lowered. Workers read both within seconds.
 """
 
 from __future__ import annotations

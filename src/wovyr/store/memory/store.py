@@ -272,7 +272,8 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
                     continue
                 if r.ready and (r.lease_until is None or r.lease_until < now):
                     chosen.append(r)
-            chosen = _fair_order(chosen, limit, fair) if fair and only is None else chosen
+            if fair is not None and only is None:
+                chosen = _fair_order(chosen, limit, fair)
             for r in chosen[:limit]:
                 new = replace(
                     r,
@@ -294,6 +295,21 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
                 )
         self._observers.claimed(claims)
         return claims
+
+    def claimable_tenants(
+        self, now: datetime, *, partitions: Sequence[int] | None = None, of: int | None = None
+    ) -> list[str]:
+        shards = shards_for(partitions, of)
+        with self._lock:
+            return sorted(
+                {
+                    r.tenant
+                    for r in self._executions.values()
+                    if r.ready
+                    and (r.lease_until is None or r.lease_until < now)
+                    and (shards is None or stable_shard(r.id) in shards)
+                }
+            )
 
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float
@@ -339,7 +355,16 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
 
 def _fair_order(ready: list[ExecutionRecord], limit: int, fair: FairShare) -> list[ExecutionRecord]:
     """The fair claim's choice (see `FairShare`): each tenant's first `room` claimable
-    executions, scored by rank, lowest first; ties keep the plain (insertion) order."""
+    executions (its `turns` when given), scored by rank, lowest first; ties keep the plain
+    (insertion) order."""
+    if fair.turns is not None:
+        taken: dict[str, int] = {}
+        out = []
+        for r in ready:
+            if taken.get(r.tenant, 0) < fair.turns.get(r.tenant, 0):
+                taken[r.tenant] = taken.get(r.tenant, 0) + 1
+                out.append(r)
+        return out[:limit]
     rooms = fair.rooms(dict.fromkeys(r.tenant for r in ready), limit)
     ranks: dict[str, int] = {}
     scored: list[tuple[float, int, ExecutionRecord]] = []

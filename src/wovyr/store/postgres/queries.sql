@@ -215,6 +215,51 @@ WHERE (x.tenant, x.id) IN (
     LIMIT %(limit)s)
 RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
 
+-- name: claim_turns
+-- The claim by turns (`FairShare.turns`, decided by the caller): each named tenant's first
+-- `room` claimable rows, locked with SKIP LOCKED from executions_ready_by_tenant (one
+-- index probe per tenant, no look for tenants), at most `limit` in all.
+UPDATE executions AS x
+SET lease_owner = %(owner)s,
+    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    fence = x.fence + 1
+WHERE (x.tenant, x.id) IN (
+    SELECT c.tenant, c.id
+    FROM unnest(%(tenants)b::text[], %(rooms)b::integer[]) AS p(tenant, room)
+    CROSS JOIN LATERAL (
+        SELECT e.tenant, e.id
+        FROM executions e
+        WHERE e.ready
+          AND e.tenant = p.tenant
+          AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
+          AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
+        ORDER BY e.lease_until NULLS FIRST
+        LIMIT p.room
+        FOR UPDATE SKIP LOCKED) c
+    LIMIT %(limit)s)
+RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
+
+-- name: claimable_tenants
+-- The tenants with claimable work: skip through executions_ready_by_tenant (one probe per
+-- tenant with ready work), then one probe each for a claimable row.
+WITH RECURSIVE tenants AS (
+    (SELECT tenant FROM executions WHERE ready ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.tenant FROM executions e
+            WHERE e.ready AND e.tenant > t.tenant ORDER BY e.tenant LIMIT 1)
+    FROM tenants t
+    WHERE t.tenant IS NOT NULL
+)
+SELECT t.tenant
+FROM tenants t
+WHERE t.tenant IS NOT NULL
+  AND EXISTS (
+      SELECT FROM executions e
+      WHERE e.ready
+        AND e.tenant = t.tenant
+        AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
+        AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[])));
+
 -- name: renew_leases
 UPDATE executions
 SET lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval

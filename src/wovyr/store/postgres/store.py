@@ -550,7 +550,14 @@ class PostgresStore(
             "limit": limit,
         }
         query = "claim"
-        if fair is not None and only is None:
+        if fair is not None and only is None and fair.turns is not None:
+            query = "claim_turns"
+            wanted = [(t, n) for t, n in fair.turns.items() if n > 0]
+            if not wanted or limit <= 0:
+                return []
+            params["tenants"] = [t for t, _ in wanted]
+            params["rooms"] = [min(n, limit) for _, n in wanted]
+        elif fair is not None and only is None:
             query = "claim_fair"
             named = sorted({*fair.held, *fair.weights})
             params["tenants"] = named
@@ -561,6 +568,13 @@ class PostgresStore(
         claims = [claim_record(r, POSTGRES) for r in rows]
         self._observers.claimed(claims)
         return claims
+
+    def claimable_tenants(
+        self, now: datetime, *, partitions: Sequence[int] | None = None, of: int | None = None
+    ) -> list[str]:
+        shards = shards_for(partitions, of)
+        params = {"now": self._now(now), "shards": sorted(shards) if shards is not None else None}
+        return sorted(r[0] for r in self._read("claimable_tenants", params))
 
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cache
 from importlib import resources
@@ -102,6 +102,51 @@ WHERE rowid IN (
     ORDER BY (held + k) * 1.0 / weight, lease_until, tenant, rid LIMIT :limit)
 RETURNING id, fence, seq, checkpoint, definition_hash, tenant
 """
+
+
+# The tenants with claimable work (see `SQLiteStore.claimable_tenants`): skip through
+# executions_ready_by_tenant, one probe per tenant, then one probe for a claimable row.
+_CLAIMABLE_TENANTS = """
+WITH RECURSIVE tenants(tenant) AS (
+    SELECT (SELECT min(tenant) FROM executions WHERE ready = 1)
+    UNION ALL
+    SELECT (SELECT min(e.tenant) FROM executions e WHERE e.ready = 1 AND e.tenant > t.tenant)
+    FROM tenants t WHERE t.tenant IS NOT NULL
+)
+SELECT t.tenant FROM tenants t
+WHERE t.tenant IS NOT NULL AND EXISTS (
+    SELECT 1 FROM executions e
+    WHERE e.ready = 1 AND e.tenant = t.tenant
+      AND (e.lease_until IS NULL OR e.lease_until < ?)/*shards*/)
+"""
+
+# One tenant's part of a claim by turns: its first `room` claimable executions.
+_TURN = (
+    "SELECT rowid FROM (SELECT rowid FROM executions"
+    " WHERE ready = 1 AND tenant = :t{i} AND (lease_until IS NULL OR lease_until < :now)"
+    "/*shards*/ ORDER BY lease_until LIMIT :r{i})"
+)
+
+
+@cache
+def _claim_by_turns(parts: int) -> str:
+    """The claim by `FairShare.turns` for up to `parts` tenants (a power of two, so that a
+    few statement texts serve every claim and stay in the driver's statement cache)."""
+    union = " UNION ALL ".join(_TURN.format(i=i) for i in range(parts))
+    return (
+        "UPDATE executions SET lease_owner = :owner, lease_until = :until, fence = fence + 1"
+        f" WHERE rowid IN (SELECT rowid FROM ({union}) LIMIT :limit)"
+        " RETURNING id, fence, seq, checkpoint, definition_hash, tenant"
+    )
+
+
+def _shard_sql(shards: frozenset[int] | None, alias: str = "") -> str:
+    """The partition filter of a claim's SQL ('' for every partition)."""
+    if shards is None:
+        return ""
+    if not shards:
+        return " AND 0"
+    return f" AND {alias}shard IN ({','.join(str(int(s)) for s in sorted(shards))})"
 
 
 @cache
@@ -460,6 +505,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit, 
         until = to_micros(now + timedelta(seconds=lease_seconds))
         shards = shards_for(partitions, of)
         if fair is not None and only is None:
+            if fair.turns is not None:
+                return self._claim_turns(owner, until, to_micros(now), limit, shards, fair.turns)
             return self._claim_fair(owner, until, to_micros(now), limit, shards, fair)
         only_sql = ""
         params: list[Any] = [owner, until, to_micros(now)]
@@ -502,7 +549,6 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit, 
         same index, rank k scores (held + k) / weight, and the lowest `limit` are leased."""
         named = {*fair.held, *fair.weights}
         shares = {t: [fair.held.get(t, 0), fair.weights.get(t, 1.0)] for t in named}
-        shard_sql = ""
         params: dict[str, Any] = {
             "owner": owner,
             "until": until,
@@ -511,14 +557,45 @@ class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit, 
             "cap": fair.cap,
             "shares": dumps(shares),
         }
-        if shards is not None:
-            shard_sql = f" AND e.shard IN ({','.join(str(int(s)) for s in sorted(shards))})"
-            shard_sql = shard_sql if shards else " AND 0"
         with self._write() as conn:
-            rows = conn.execute(_CLAIM_FAIR.replace("/*shards*/", shard_sql), params).fetchall()
+            sql = _CLAIM_FAIR.replace("/*shards*/", _shard_sql(shards, "e."))
+            rows = conn.execute(sql, params).fetchall()
         claims = [claim_record(r, SQLITE) for r in rows]
         self._observers.claimed(claims)
         return claims
+
+    def _claim_turns(
+        self,
+        owner: str,
+        until: int,
+        now: int,
+        limit: int,
+        shards: frozenset[int] | None,
+        turns: Mapping[str, int],
+    ) -> list[Claim]:
+        """The claim by turns (`FairShare.turns`): one statement, each named tenant's first
+        claimable rows read from executions_ready_by_tenant (one probe per tenant)."""
+        wanted = [(t, n) for t, n in turns.items() if n > 0]
+        if not wanted or limit <= 0:
+            return []
+        parts = 1 << (len(wanted) - 1).bit_length()  # padded with empty turns
+        params: dict[str, Any] = {"owner": owner, "until": until, "now": now, "limit": limit}
+        for i in range(parts):
+            tenant, room = wanted[i] if i < len(wanted) else ("", 0)
+            params[f"t{i}"], params[f"r{i}"] = tenant, min(room, limit)
+        sql = _claim_by_turns(parts).replace("/*shards*/", _shard_sql(shards))
+        with self._write() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        claims = [claim_record(r, SQLITE) for r in rows]
+        self._observers.claimed(claims)
+        return claims
+
+    def claimable_tenants(
+        self, now: datetime, *, partitions: Sequence[int] | None = None, of: int | None = None
+    ) -> list[str]:
+        shards = shards_for(partitions, of)
+        sql = _CLAIMABLE_TENANTS.replace("/*shards*/", _shard_sql(shards, "e."))
+        return sorted(r[0] for r in self._read(sql, (to_micros(now),)))
 
     def renew_leases(
         self, owner: str, now: datetime, lease_seconds: float
