@@ -5,8 +5,6 @@ The engine never reads the environment; it gets what it needs through constructo
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -18,7 +16,7 @@ from wovyr.errors import ConfigError
 if TYPE_CHECKING:
     from wovyr.activities.providers import Providers, StaticCredentials
 
-__all__ = ["ROOT_KEY_ENV", "Settings", "audit_anchor_key", "load_settings"]
+__all__ = ["Settings", "load_settings"]
 
 
 @dataclass(frozen=True)
@@ -144,39 +142,3 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     if "home" in given:
         given["home"] = Path(given["home"]).expanduser()
     return replace(settings, **given)
-
-
-ROOT_KEY_ENV = "WOVYR_KMS_ROOT_KEY"
-
-
-def audit_anchor_key(settings: Settings, env: Mapping[str, str] | None = None) -> bytes | None:
-    """The key that signs audit anchors, derived from the root key; None when no root key
-    is configured (then no anchor is written and `wovyr admin audit verify` says so).
-
-    The ONE place the anchor key is looked up. Until the KMS (`wovyr.platform.kms`) lands it
-    reads the root key from `WOVYR_KMS_ROOT_KEY` (hex, 32 bytes) and derives with HKDF-SHA256
-    (RFC 5869, no salt, info `wovyr audit-anchor`); then it becomes
-    `kms.derive_key("audit-anchor")`. `settings` is what that call will need."""
-    del settings  # the KMS will read its mode and key file from it
-    env = os.environ if env is None else env
-    raw = (env.get(ROOT_KEY_ENV) or "").strip()
-    if not raw:
-        return None
-    try:
-        root = bytes.fromhex(raw)
-    except ValueError:
-        raise ConfigError(f"{ROOT_KEY_ENV} must be hex (64 hex digits: 32 bytes)") from None
-    if len(root) != 32:
-        raise ConfigError(f"{ROOT_KEY_ENV} must be 32 bytes (64 hex digits), got {len(root)}")
-    return _hkdf_sha256(root, b"wovyr audit-anchor", 32)
-
-
-def _hkdf_sha256(key: bytes, info: bytes, length: int) -> bytes:
-    """HKDF-SHA256 (RFC 5869) with an empty salt: extract, then expand."""
-    prk = hmac.new(b"\x00" * hashlib.sha256().digest_size, key, hashlib.sha256).digest()
-    out, block, counter = b"", b"", 1
-    while len(out) < length:
-        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
-        out += block
-        counter += 1
-    return out[:length]

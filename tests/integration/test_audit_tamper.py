@@ -3,10 +3,15 @@ which exits 1 naming the first bad seq and why: an edited record, a deleted one,
 swapped, a truncated tail (through the latest anchor) and a full rewrite with recomputed
 hashes (through the anchors' HMACs). The attacker here writes to the SQLite file (or the
 PostgreSQL schema) directly, as someone holding the database but not the root key would.
+
+The anchor key comes from a KMS data key (`audit_anchor_key`): anchors signed before
+`wovyr admin kms rotate` still verify after it, tampering is still caught after it, and
+shredding a tenant leaves them verifiable.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -18,22 +23,24 @@ from typing import Any
 import pytest
 
 from wovyr.cli.main import main
+from wovyr.errors import KmsError
 from wovyr.platform.audit import verify_chain, write_anchor
-from wovyr.settings import Settings, audit_anchor_key
+from wovyr.platform.kms import NEW_ROOT_ENV, ROOT_ENV, Kms, RootKey
+from wovyr.platform.secrets import AUDIT_ANCHOR_OWNER, Secrets, audit_anchor_key, shred_tenant
 from wovyr.store.audit import AuditEntry, AuditRecord, chain_hash
 from wovyr.store.base import Store
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.sqlite import SQLiteStore
 
 ROOT = "ab" * 32
+NEW_ROOT = "ef" * 32
 AT = datetime(2030, 1, 1, 9, tzinfo=UTC)
 COLUMNS = ("at", "tenant", "actor", "action", "target", "details", "prev_hash", "hash")
 
 
-def anchor_key() -> bytes:
-    key = audit_anchor_key(Settings(), {"WOVYR_KMS_ROOT_KEY": ROOT})
-    assert key is not None
-    return key
+def anchor_key(store: Store, root: str = ROOT) -> bytes:
+    kms = Kms(RootKey(bytes.fromhex(root), ROOT_ENV), "production")
+    return audit_anchor_key(Secrets(store, kms), AT)
 
 
 def fill(store: Store) -> None:
@@ -43,7 +50,7 @@ def fill(store: Store) -> None:
         at = AT + timedelta(seconds=i)
         store.append_audit(AuditEntry(at, "t1", "local:alice", "execution.start", f"e{i}", {}))
         if i in (3, 6):
-            write_anchor(store, anchor_key(), at)
+            write_anchor(store, anchor_key(store), at)
 
 
 class Raw:
@@ -142,7 +149,9 @@ TAMPERING: dict[str, tuple[Callable[[Raw], None], int, str]] = {
 @pytest.fixture
 def sqlite_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SQLiteStore]:
     monkeypatch.setenv("WOVYR_HOME", str(tmp_path))
-    monkeypatch.setenv("WOVYR_KMS_ROOT_KEY", ROOT)
+    monkeypatch.setenv(ROOT_ENV, ROOT)
+    monkeypatch.delenv(NEW_ROOT_ENV, raising=False)
+    monkeypatch.delenv("WOVYR_DATABASE_URL", raising=False)
     store = SQLiteStore(tmp_path / "wovyr.db")
     fill(store)
     yield store
@@ -187,7 +196,7 @@ def test_tampering_is_detected_with_the_first_bad_seq(
 def test_without_the_root_key_verify_says_anchors_are_not_checked(
     sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv("WOVYR_KMS_ROOT_KEY")
+    monkeypatch.delenv(ROOT_ENV)  # a development key is made, which wraps no data key here
     raw = Raw(sqlite_home)
     try:
         rewrite_and_forge_anchors(raw)  # undetectable without the key...
@@ -196,21 +205,83 @@ def test_without_the_root_key_verify_says_anchors_are_not_checked(
     assert main(["admin", "audit", "verify"]) == 0
     captured = capsys.readouterr()
     assert "2 anchor(s) (signatures not checked)" in captured.out
-    assert "anchors not checked: no root key (WOVYR_KMS_ROOT_KEY)" in captured.err
-    # ...and anchoring refuses to run without one
-    assert main(["admin", "audit", "anchor"]) == 2
-    assert "no root key" in capsys.readouterr().err
+    assert "anchors not checked: the KMS did not load (the data key of tenant" in captured.err
+    # ...and anchoring refuses to run without it
+    assert main(["admin", "audit", "anchor"]) == 1
+    assert "is wrapped by root key" in capsys.readouterr().err
 
 
 def test_a_bad_root_key_is_a_clear_error(
     sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("WOVYR_KMS_ROOT_KEY", "abcd")
-    assert main(["admin", "audit", "verify"]) == 1
-    assert "WOVYR_KMS_ROOT_KEY must be 32 bytes" in capsys.readouterr().err
-    monkeypatch.setenv("WOVYR_KMS_ROOT_KEY", "zz" * 32)
-    assert main(["admin", "audit", "verify"]) == 1
-    assert "must be hex" in capsys.readouterr().err
+    monkeypatch.setenv(ROOT_ENV, "abcd")
+    assert main(["admin", "audit", "verify"]) == 0  # the links hold; the anchors: unchecked
+    err = capsys.readouterr().err
+    assert "anchors not checked: the KMS did not load (WOVYR_KMS_ROOT_KEY holds 2 bytes" in err
+    assert "abcd" not in err
+    monkeypatch.setenv(ROOT_ENV, "zz" * 32)
+    assert main(["admin", "audit", "anchor"]) == 1
+    assert "WOVYR_KMS_ROOT_KEY is not a hex string" in capsys.readouterr().err
+
+
+def rotate_root_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`wovyr admin kms rotate` from ROOT to NEW_ROOT; then every process has NEW_ROOT."""
+    monkeypatch.setenv(NEW_ROOT_ENV, NEW_ROOT)
+    assert main(["admin", "kms", "rotate"]) == 0
+    monkeypatch.setenv(ROOT_ENV, NEW_ROOT)
+    monkeypatch.delenv(NEW_ROOT_ENV)
+
+
+def test_anchors_signed_before_a_rotation_verify_after_it(
+    sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = anchor_key(sqlite_home)
+    rotate_root_key(monkeypatch)
+    assert anchor_key(sqlite_home, NEW_ROOT) == before  # the same key, re-wrapped
+    with pytest.raises(KmsError):  # the old root key no longer opens it
+        anchor_key(sqlite_home, ROOT)
+    capsys.readouterr()
+    code, out = verify(capsys)
+    assert code == 0 and out["ok"] and out["anchors"] == 2 and out["anchors_verified"], out
+    assert main(["admin", "audit", "anchor"]) == 0  # signs the kms.rotate record, same key
+    capsys.readouterr()
+    code, out = verify(capsys)
+    assert code == 0 and out["anchors"] == 3 and out["anchors_verified"], out
+
+
+@pytest.mark.parametrize("name", list(TAMPERING))
+def test_tampering_is_still_detected_after_a_rotation(
+    name: str,
+    sqlite_home: SQLiteStore,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rotate_root_key(monkeypatch)
+    tamper, seq, reason = TAMPERING[name]
+    raw = Raw(sqlite_home)
+    try:
+        tamper(raw)
+    finally:
+        raw.close()
+    capsys.readouterr()
+    code, out = verify(capsys)
+    assert code == 1 and out["anchors_verified"]
+    assert out["problems"][0]["seq"] == seq, out
+    assert reason in out["problems"][0]["reason"], out
+
+
+def test_shredding_a_tenant_leaves_anchors_verifiable(
+    sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"v")))
+    assert main(["secrets", "set", "A", "--tenant", "t1"]) == 0
+    assert main(["admin", "tenants", "shred", "t1", "--yes"]) == 0
+    with pytest.raises(ValueError, match="never shredded"):
+        shred_tenant(sqlite_home, AUDIT_ANCHOR_OWNER, by="test", at=AT)
+    capsys.readouterr()
+    code, out = verify(capsys)
+    assert code == 0 and out["ok"] and out["anchors"] == 2 and out["anchors_verified"], out
+    assert out["records"] == 9  # the secret's set and the shred
 
 
 @pytest.mark.postgres
@@ -219,14 +290,14 @@ def test_tampering_is_detected_on_postgres(name: str, postgres_url: str) -> None
     store = PostgresStore(postgres_url, max_size=2)
     try:
         fill(store)
-        assert verify_chain(store, anchor_key()).ok
+        assert verify_chain(store, anchor_key(store)).ok
         tamper, seq, reason = TAMPERING[name]
         raw = Raw(store)
         try:
             tamper(raw)
         finally:
             raw.close()
-        verdict = verify_chain(store, anchor_key())
+        verdict = verify_chain(store, anchor_key(store))
         assert verdict.first is not None
         assert verdict.first[0] == seq and reason in verdict.first[1], verdict.problems
     finally:

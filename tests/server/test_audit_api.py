@@ -6,6 +6,7 @@ admin lists its own tenant's records only, and a viewer or operator is refused."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from hashlib import sha256
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ FLOW = APPROVAL_FLOW.replace(
 )
 SCHEDULES = "/api/v1/schedules"
 RUNS = "/api/v1/workflows"
+SECRETS = "/api/v1/secrets"
+SECRET_VALUE = "hunter2"  # low entropy: neither it nor a hash of it may be recorded
 
 
 @dataclass
@@ -67,6 +70,11 @@ ROUTES = [
           {"shell": False}),
     Route(ADMIN, "PATCH", "/api/v1/admin/quotas", "tenant.quotas", "tenant-a",
           {"executions_per_day": 1000}),
+    Route(ADMIN, "PUT", f"{SECRETS}/API_TOKEN", "secret.set", "API_TOKEN",
+          {"value": SECRET_VALUE}),
+    Route(ADMIN, "PUT", f"{SECRETS}/API_TOKEN", "secret.set", "API_TOKEN",
+          {"value": SECRET_VALUE + "-2"}),
+    Route(ADMIN, "DELETE", f"{SECRETS}/API_TOKEN", "secret.delete", "API_TOKEN", status=204),
 ]  # fmt: skip
 
 
@@ -110,6 +118,13 @@ async def test_every_mutating_route_appends_exactly_one_record(api: Api) -> None
     assert approve["comment"] == payload_digest("ok")
     text = str([rec.to_dict() for rec in records(api)])
     assert "secret-ish" not in text and "'ok'" not in text  # payloads only as hashes
+    sets = [rec for rec in records(api) if rec.action == "secret.set"]
+    assert [rec.details for rec in sets] == [{"key_version": 1}, {"key_version": 1}]
+    for value in (SECRET_VALUE, SECRET_VALUE + "-2"):
+        assert value not in text
+        assert (
+            payload_digest(value)[7:] not in text and sha256(value.encode()).hexdigest() not in text
+        )
     assert verify_chain(api.engine.store, None).ok
 
 
@@ -126,6 +141,12 @@ async def test_requests_that_change_nothing_append_nothing(api: Api) -> None:
     assert (
         await api.call("POST", f"{RUNS}/same/signal", "tenant-a:viewer", json={"name": "x"})
     ).status_code == 403
+    assert (await api.call("DELETE", f"{SECRETS}/NOPE", ADMIN)).status_code == 404
+    put = await api.call("PUT", f"{SECRETS}/MINE", "tenant-b:admin", json={"value": "v"})
+    assert put.status_code == 200
+    count += 1  # tenant-b's set; its secret is missing for tenant-a:
+    assert (await api.call("DELETE", f"{SECRETS}/MINE", ADMIN)).status_code == 404
+    assert (await api.call("PUT", f"{SECRETS}/BAD", ADMIN, json={"value": 1})).status_code == 422
     assert len(records(api)) == count
 
 
@@ -170,7 +191,12 @@ async def test_the_table_covers_every_mutating_route(api: Api) -> None:
         for method in items
         if method.upper() != "GET"
     }
-    ids = {"e1": "{execution_id}", "e2": "{execution_id}", "s1": "{schedule_id}"}
+    ids = {
+        "e1": "{execution_id}",
+        "e2": "{execution_id}",
+        "s1": "{schedule_id}",
+        "API_TOKEN": "{name}",
+    }
     covered = {("DELETE", "/api/v1/admin/keys/{key_id}")}  # revoked after the table
     for route in ROUTES:
         parts = [ids.get(part, part) for part in route.path.split("?")[0].split("/")]

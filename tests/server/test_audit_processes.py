@@ -1,7 +1,9 @@
 """Acceptance: several real processes extend ONE audit chain.
 
 - SQLite: a `wovyr serve` process taking starts over HTTP while `wovyr` CLI processes start
-  executions on the same file; the server signs anchors meanwhile;
+  executions on the same file; the server signs anchors meanwhile, with the KMS's
+  development key (no `WOVYR_KMS_ROOT_KEY`), and they still verify after `wovyr admin kms
+  rotate` replaced that key;
 - PostgreSQL: three `wovyr serve` processes on one database, each taking starts at once.
 
 Afterwards `wovyr admin audit verify` (a process of its own) finds one gap-free chain that
@@ -82,12 +84,12 @@ def verified(env: dict[str, str]) -> dict[str, object]:
 def test_cli_and_server_extend_one_chain_on_one_sqlite_file(
     servers: Callable[..., Server], tmp_path: Path
 ) -> None:
-    server = servers("home")
+    server = servers("home", WOVYR_KMS_ROOT_KEY="")  # development mode: the key file
     server.start()
     token = server.bootstrap_token()
     flow = tmp_path / "tick.yaml"
     flow.write_text(TICK_FLOW)
-    env = {"WOVYR_HOME": str(server.home), "WOVYR_KMS_ROOT_KEY": ROOT}
+    env = {"WOVYR_HOME": str(server.home), "WOVYR_KMS_ROOT_KEY": ""}
     errors: list[str] = []
     over_http = threading.Thread(target=http_starts, args=(server, token, 40, errors))
     over_http.start()
@@ -106,6 +108,14 @@ def test_cli_and_server_extend_one_chain_on_one_sqlite_file(
     actors = {r["actor"] for r in listed}
     assert len(actors) == 2 and any(a.startswith("local:") for a in actors)
     assert {r["action"] for r in listed} == {"execution.start"}
+    # the server's anchors survive a rotation of the development key (a process of its own)
+    old_key = (server.home / "kms-root.key").read_text()
+    rotated = cli(env, "admin", "kms", "rotate")
+    assert rotated.returncode == 0, rotated.stderr
+    assert (server.home / "kms-root.key").read_text() != old_key
+    out = verified(env)
+    assert out["records"] == 40 + cli_runs + 1  # and kms.rotate
+    assert out["anchors_verified"] and out["ok"] and int(str(out["anchors"])) >= 1
     # the CLI's anchor extends the proof; a tampered record is then caught by a new process
     assert cli(env, "admin", "audit", "anchor").returncode == 0
     with sqlite3.connect(server.home / "wovyr.db") as conn:

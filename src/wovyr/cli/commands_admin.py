@@ -368,7 +368,9 @@ def shred_command(tenant: str, yes: bool, as_json: bool, settings: Settings) -> 
     if not yes:
         raise click.UsageError(f"shredding tenant {tenant!r} cannot be undone: add --yes")
     with open_engine(settings, load_activities=False) as engine:
-        destroyed = shred_tenant(engine.store, tenant, by="cli", at=engine.clock.now())
+        destroyed = shred_tenant(
+            engine.store, tenant, by="cli", at=engine.clock.now(), actor=engine.actor
+        )
     if as_json:
         echo_json({"tenant": tenant, "data_keys_destroyed": destroyed})
     else:

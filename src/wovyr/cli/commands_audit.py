@@ -5,6 +5,9 @@ Whoever runs these commands holds the store, so they see every tenant's records 
 (`GET /api/v1/audit`). `verify` walks the WHOLE chain: records of every tenant are links
 of one chain, so only the host can check it. Exit codes of `verify`: 0 the chain holds,
 1 it does not (the first bad seq and why are printed).
+
+The anchor key comes from the KMS (`wovyr.platform.secrets.audit_anchor_key`): `anchor`
+needs it, and `verify` without a KMS that loads checks the links only and says so.
 """
 
 from __future__ import annotations
@@ -17,12 +20,25 @@ from rich.table import Table
 
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table, short
-from wovyr.errors import InputError
+from wovyr.engine.engine import Engine
+from wovyr.errors import InputError, KmsError
 from wovyr.platform.audit import verify_chain, write_anchor
 from wovyr.platform.auth import validate_tenant
-from wovyr.settings import ROOT_KEY_ENV, Settings, audit_anchor_key
+from wovyr.platform.secrets import Secrets, audit_anchor_key
+from wovyr.settings import Settings
 
 __all__: list[str] = []
+
+
+def _anchor_key(engine: Engine) -> tuple[bytes | None, str]:
+    """The anchor key from the engine's KMS, or None and why it could not load."""
+    secrets = engine.secrets
+    if not isinstance(secrets, Secrets):  # pragma: no cover - open_engine always sets it
+        return None, "no KMS is configured"
+    try:
+        return audit_anchor_key(secrets, engine.clock.now()), ""
+    except KmsError as exc:
+        return None, f"the KMS did not load ({exc})"
 
 
 @admin.group("audit")
@@ -35,15 +51,15 @@ def audit() -> None:
 @engine_options
 def verify_command(as_json: bool, settings: Settings) -> None:
     """Check every record's hash and link, and the chain against every signed anchor."""
-    key = audit_anchor_key(settings)
     with open_engine(settings, load_activities=False) as engine:
+        key, why = _anchor_key(engine)
         verdict = verify_chain(engine.store, key)
     unsigned = None
     if key is None:
         unsigned = (
-            f"anchors not checked: no root key ({ROOT_KEY_ENV}) is configured, so their "
-            "signatures cannot be verified and no anchor is written; the links of the chain "
-            "were checked, which does not detect a truncated tail or a full rewrite"
+            f"anchors not checked: {why}, so their signatures cannot be verified and no "
+            "anchor is written; the links of the chain were checked, which does not detect "
+            "a truncated tail or a full rewrite"
         )
     if as_json:
         echo_json(
@@ -79,11 +95,11 @@ def verify_command(as_json: bool, settings: Settings) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @engine_options
 def anchor_command(as_json: bool, settings: Settings) -> None:
-    """Sign the chain's head now (HMAC with a key derived from the root key)."""
-    key = audit_anchor_key(settings)
-    if key is None:
-        raise click.UsageError(f"no root key: set {ROOT_KEY_ENV} (64 hex digits) to sign anchors")
+    """Sign the chain's head now (HMAC with the KMS's audit anchor key)."""
     with open_engine(settings, load_activities=False) as engine:
+        secrets = engine.secrets
+        assert isinstance(secrets, Secrets)
+        key = audit_anchor_key(secrets, engine.clock.now())  # KmsError: the CLI's exit 2
         anchor = write_anchor(engine.store, key, engine.clock.now())
     if anchor is None:
         out: dict[str, Any] = {"anchored": False, "reason": "the chain is empty"}

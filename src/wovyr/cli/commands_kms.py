@@ -78,7 +78,7 @@ def escrowed_command(by: str, as_json: bool, settings: Settings) -> None:
     the database and its backups)."""
     kms = load_kms(settings.home, warn=False)
     with open_engine(settings, load_activities=False) as engine:
-        record = record_escrow(kms, engine.store, by=by, at=engine.clock.now())
+        record = record_escrow(kms, engine.store, by=by, at=engine.clock.now(), actor=engine.actor)
     assert record.escrowed_at is not None
     if as_json:
         echo_json(
@@ -114,12 +114,12 @@ def rotate_command(
         if kms.mode == "development" and new_key_file is None:
             if verbose:
                 click.echo("rotating the development key")
-            result = rotate_development(kms, store, at=now, step=step)
+            result = rotate_development(kms, store, at=now, step=step, actor=engine.actor)
         else:
             new = _new_key(new_key_file)
             if verbose:
                 click.echo(f"rotating from {kms.key_id} to {new.key_id}")
-            result = rotate(kms, store, new, at=now, step=step)
+            result = rotate(kms, store, new, at=now, step=step, actor=engine.actor)
     if as_json:
         echo_json(
             {

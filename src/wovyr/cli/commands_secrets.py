@@ -81,7 +81,7 @@ def set_command(name: str, from_file: Path | None, as_json: bool, settings: Sett
     value = _read_value(from_file)
     with open_engine(settings, load_activities=False) as engine:
         info = _secrets(engine).set_secret(
-            engine.tenant, name, value, by="cli", at=engine.clock.now()
+            engine.tenant, name, value, by="cli", at=engine.clock.now(), actor=engine.actor
         )
     if as_json:
         echo_json(info.to_dict())
@@ -115,7 +115,9 @@ def delete_command(name: str, as_json: bool, settings: Settings) -> None:
     """Delete secret NAME of the tenant (steps that reference it then fail, not retried)."""
     check_secret_name(name, "NAME")
     with open_engine(settings, load_activities=False) as engine:
-        _secrets(engine).delete_secret(engine.tenant, name, by="cli", at=engine.clock.now())
+        _secrets(engine).delete_secret(
+            engine.tenant, name, by="cli", at=engine.clock.now(), actor=engine.actor
+        )
     if as_json:
         echo_json({"deleted": name, "tenant": settings.tenant})
     else:

@@ -6,13 +6,14 @@ change in the change's transaction. This module signs and checks what proves it 
 - every record's `hash` is the SHA-256 of its canonical fields and its `prev_hash`, and
   every `prev_hash` is the previous record's `hash`, seqs 1, 2, 3... without a gap: an
   edited, deleted, inserted or moved record breaks the walk at its seq;
-- an anchor is an HMAC-SHA256, under a key derived from the root key, over (seq, hash) of
+- an anchor is an HMAC-SHA256, under the KMS's audit anchor key, over (seq, hash) of
   the head at some moment, kept in a table of its own: a chain that ends before an anchor's
   seq was truncated, and a chain rewritten with recomputed hashes no longer has the hash an
   anchor signed (an attacker without the key cannot sign new anchors).
 
 Every function that needs the key takes it as `anchor_key: bytes`; where it comes from is
-the edge's business (`wovyr.settings.audit_anchor_key`).
+the edge's business (`wovyr.platform.secrets.audit_anchor_key`: from a KMS data key that a
+rotation re-wraps, so anchors outlive a rotation of the root key).
 """
 
 from __future__ import annotations

@@ -16,7 +16,13 @@ so a ciphertext copied to another tenant, kind or name does not open. A sealed b
 `b"\\x01" + nonce + ciphertext`.
 
 **Derived keys**: `derive_key(purpose)` is HKDF-SHA256 of the root key for one purpose (32
-bytes), e.g. the audit chain's anchors (`"audit-anchor"`): no second key to escrow.
+bytes). It changes with the root key: a key that must outlive a rotation (the audit
+anchors') comes from a data key instead (`wovyr.platform.secrets.audit_anchor_key`).
+
+**Audit**: `record_escrow` (`kms.escrowed`) and the final step of `rotate` (`kms.rotate`,
+the write that marks the rotation done) take an `actor` and append their record in that
+write's transaction. The KMS is the host's, not a tenant's: their records have tenant `""`
+(listed by `wovyr admin audit list`, shown to no tenant over the API).
 
 **Rotation** (`rotate`): re-wraps every data key under a new root key, one row per
 transaction, each a compare-and-set on the wrapping key's id. A rotation killed at any point
@@ -47,10 +53,12 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from wovyr.errors import KmsError
 from wovyr.files import atomic_write
+from wovyr.store.audit import AuditEntry
 from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretStore
 
 __all__ = [
     "DEV_KEY_FILE",
+    "HOST_TENANT",
     "NEW_ROOT_ENV",
     "NEXT_KEY_FILE",
     "ROOT_ENV",
@@ -343,10 +351,20 @@ def kms_status(kms: Kms, store: SecretStore) -> KmsStatus:
     )
 
 
-def record_escrow(kms: Kms, store: SecretStore, *, by: str, at: datetime) -> KmsRootRecord:
-    """Record that the root key in use was escrowed (by `by`, at `at`). Audited action."""
+#: The tenant of the KMS's audit records: the root key is the host's, no tenant's.
+HOST_TENANT = ""
+
+
+def record_escrow(
+    kms: Kms, store: SecretStore, *, by: str, at: datetime, actor: str | None = None
+) -> KmsRootRecord:
+    """Record that the root key in use was escrowed (by `by`, at `at`). With an `actor`,
+    `kms.escrowed` is appended to the audit chain in the same transaction."""
     record = replace(kms.register(store, at), escrowed_at=at, escrowed_by=by)
-    store.put_kms_root(record)
+    audit = None
+    if actor is not None:
+        audit = AuditEntry(at, HOST_TENANT, actor, "kms.escrowed", kms.key_id, {"by": by})
+    store.put_kms_root(record, audit=audit)
     return record
 
 
@@ -365,11 +383,13 @@ def rotate(
     *,
     at: datetime,
     step: Callable[[DataKeyRecord], None] | None = None,
+    actor: str | None = None,
 ) -> Rotation:
     """Re-wrap every data key under `new`, one compare-and-set per row (see the module
     docstring), until none is left under another key; `step` is called after each row.
-    Running it again after a kill finishes the job. Audited action (`wovyr admin kms
-    rotate` is its one caller at the edge)."""
+    Running it again after a kill finishes the job. With an `actor`, `kms.rotate` is
+    appended to the audit chain in the transaction of the last write, the one that marks
+    the rotation done (a killed run leaves no record; the run that finishes it does)."""
     both = Kms(kms.root, kms.mode, next_key=new, path=kms.path)
     previous = store.kms_root(new.key_id)
     if previous is None:
@@ -390,7 +410,11 @@ def rotate(
             if step is not None:
                 step(record)
     done = store.kms_root(new.key_id) or KmsRootRecord(new.key_id, at)
-    store.put_kms_root(replace(done, rotated_at=at))
+    audit = None
+    if actor is not None:
+        details = {"from": kms.key_id, "rewrapped": rewrapped, "already": already}
+        audit = AuditEntry(at, HOST_TENANT, actor, "kms.rotate", new.key_id, details)
+    store.put_kms_root(replace(done, rotated_at=at), audit=audit)
     return Rotation(kms.key_id, new.key_id, rewrapped, already)
 
 
@@ -400,6 +424,7 @@ def rotate_development(
     *,
     at: datetime,
     step: Callable[[DataKeyRecord], None] | None = None,
+    actor: str | None = None,
 ) -> Rotation:
     """A rotation of a development key file: the new key is written to `kms-root.key.next`
     first (or the one a killed run left there is reused), the data keys are re-wrapped, the
@@ -412,7 +437,7 @@ def rotate_development(
     else:
         new = RootKey.generate(str(pending))
         atomic_write(pending, new.key.hex() + "\n", 0o600)
-    result = rotate(kms, store, new, at=at, step=step)
+    result = rotate(kms, store, new, at=at, step=step, actor=actor)
     atomic_write(kms.path, new.key.hex() + "\n", 0o600)
     pending.unlink(missing_ok=True)
     return result

@@ -7,12 +7,23 @@ worker calls when it dispatches an attempt whose input references `${{ secrets.N
 (and which a provider gateway calls for its API keys). Listing gives names, versions and
 times only. Another tenant's secret answers exactly like a missing one.
 
-Setting and deleting are the audited actions of this module (`Secrets.set_secret`,
-`Secrets.delete_secret`: the one place each change is made).
+Setting, deleting and shredding are the audited actions of this module
+(`Secrets.set_secret`, `Secrets.delete_secret`, `shred_tenant`: the one place each change
+is made). With an `actor`, each appends one audit record in the change's transaction; the
+secret's name is the target, and the record never holds the value nor a hash of it (a
+low-entropy value could be guessed offline from a hash).
+
+**The audit anchor key** (`audit_anchor_key`) comes from a data key like a tenant's, of the
+reserved owner `AUDIT_ANCHOR_OWNER` (outside the tenant alphabet, so no tenant can have it
+and shredding a tenant never touches it): the KMS creates it on first use and a rotation
+re-wraps it like every other, so the anchor key, and every anchor signed with it, survives
+`wovyr admin kms rotate`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -22,17 +33,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wovyr.errors import InputError, NotFound, Problem
+from wovyr.store.audit import AuditEntry
 from wovyr.store.secrets import SHREDDED, SecretRecord, SecretStore
 
 if TYPE_CHECKING:  # loaded with the KMS, on first use: `cryptography` costs a CLI start
     from wovyr.platform.kms import Kms
 
 __all__ = [
+    "AUDIT_ANCHOR_OWNER",
     "MAX_SECRET_BYTES",
     "SECRET_NAME",
     "SecretInfo",
     "SecretMissing",
     "Secrets",
+    "audit_anchor_key",
     "check_secret_name",
     "open_secrets",
     "shred_tenant",
@@ -41,6 +55,11 @@ __all__ = [
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_SECRET_BYTES = 65_536
 _KIND = "secret"
+
+#: The owner of the data key the audit anchor key comes from: `~` is outside the tenant
+#: alphabet (`wovyr.platform.auth.validate_tenant`), so no tenant is ever called this.
+AUDIT_ANCHOR_OWNER = "~audit-anchor"
+_ANCHOR_INFO = b"wovyr audit-anchor"
 
 
 class SecretMissing(NotFound):
@@ -131,20 +150,36 @@ class Secrets:
         return record.version, kms.unwrap(record)
 
     def set_secret(
-        self, tenant: str, name: str, value: str, *, by: str, at: datetime
+        self,
+        tenant: str,
+        name: str,
+        value: str,
+        *,
+        by: str,
+        at: datetime,
+        actor: str | None = None,
     ) -> SecretInfo:
-        """Seal and store `value` as `tenant`'s secret `name` (a new version). Audited."""
+        """Seal and store `value` as `tenant`'s secret `name` (a new version). With an
+        `actor`, `secret.set` is appended to the audit chain in the same transaction."""
         check_secret_name(name)
         data = _check_value(value)
         version, data_key = self._data_key(tenant, at)
         sealed = self.kms.seal(data_key, tenant, _KIND, name, version, data)
-        return SecretInfo.of(self.store.put_secret(tenant, name, sealed, version, at, by))
+        audit = None
+        if actor is not None:  # never the value, nor a hash of it
+            audit = AuditEntry(at, tenant, actor, "secret.set", name, {"key_version": version})
+        record = self.store.put_secret(tenant, name, sealed, version, at, by, audit=audit)
+        return SecretInfo.of(record)
 
-    def delete_secret(self, tenant: str, name: str, *, by: str, at: datetime) -> None:
-        """Delete `tenant`'s secret `name`; `SecretMissing` if it has none. Audited (`by`,
-        `at` are for the audit record)."""
+    def delete_secret(
+        self, tenant: str, name: str, *, by: str, at: datetime, actor: str | None = None
+    ) -> None:
+        """Delete `tenant`'s secret `name`; `SecretMissing` if it has none. With an
+        `actor`, `secret.delete` is appended to the audit chain in the same transaction
+        (nothing when there was no such secret)."""
         check_secret_name(name)
-        if not self.store.delete_secret(tenant, name):
+        audit = None if actor is None else AuditEntry(at, tenant, actor, "secret.delete", name)
+        if not self.store.delete_secret(tenant, name, audit=audit):
             raise SecretMissing(f"no secret {name!r}")
 
     def list_secrets(self, tenant: str) -> list[SecretInfo]:
@@ -191,9 +226,25 @@ def open_secrets(store: SecretStore, home: Path, env: Mapping[str, str] | None =
     return Secrets(store, load)
 
 
-def shred_tenant(store: SecretStore, tenant: str, *, by: str, at: datetime) -> int:
+def shred_tenant(
+    store: SecretStore, tenant: str, *, by: str, at: datetime, actor: str | None = None
+) -> int:
     """Crypto-shred `tenant`: destroy its data keys, so every secret they sealed is
     unreadable everywhere, copies of the database included (the ciphertexts stay, and never
     open again); other tenants are untouched. Returns how many data keys were destroyed.
-    Audited action (`by`, `at` are for the audit record)."""
-    return store.shred_data_keys(tenant)
+    With an `actor`, `tenant.shred` is appended to the audit chain in the same transaction.
+    The audit anchor key's owner is never shredded (`ValueError`)."""
+    if tenant == AUDIT_ANCHOR_OWNER:
+        raise ValueError("the audit anchor key is not a tenant's: it is never shredded")
+    audit = None if actor is None else AuditEntry(at, tenant, actor, "tenant.shred", tenant)
+    return store.shred_data_keys(tenant, audit=audit)
+
+
+def audit_anchor_key(secrets: Secrets, at: datetime) -> bytes:
+    """The key that signs and checks audit anchors: HMAC-SHA256, info `wovyr audit-anchor`,
+    of the data key of `AUDIT_ANCHOR_OWNER` (created on first use, at `at`, like a tenant's;
+    re-wrapped, never changed, by a rotation). The ONE place the anchor key is looked up.
+    Loads the KMS: `KmsError` when it cannot (a bad root key, or not the one this store's
+    data keys are wrapped by)."""
+    _, data_key = secrets._data_key(AUDIT_ANCHOR_OWNER, at)
+    return hmac.new(data_key, _ANCHOR_INFO, hashlib.sha256).digest()

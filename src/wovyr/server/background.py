@@ -37,8 +37,9 @@ from typing import Any
 from wovyr.engine.engine import Engine
 from wovyr.platform.audit import write_anchor
 from wovyr.platform.metrics import Metrics
+from wovyr.platform.secrets import Secrets, audit_anchor_key
 from wovyr.server.worker_process import CONFIG_ENV, WorkerConfig, replay
-from wovyr.settings import ROOT_KEY_ENV, Settings, audit_anchor_key
+from wovyr.settings import Settings
 from wovyr.worker import Worker
 
 __all__ = ["Background"]
@@ -62,7 +63,10 @@ class Background:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._anchor_key = audit_anchor_key(settings)  # a bad root key fails the start
+        secrets = engine.secrets  # a bad root key fails the start: KmsError
+        self._anchor_key = (
+            audit_anchor_key(secrets, engine.clock.now()) if isinstance(secrets, Secrets) else None
+        )
         self._anchored = 0  # the head seq this server signed last
 
     def start(self) -> None:
@@ -223,9 +227,8 @@ class Background:
         and once more at shutdown (several servers may each sign: anchors only add proof)."""
         if self._anchor_key is None:
             log.warning(
-                "no root key (%s): audit anchors are not written, so `wovyr admin audit verify` "
-                "cannot detect a truncated or rewritten audit chain",
-                ROOT_KEY_ENV,
+                "no KMS: audit anchors are not written, so `wovyr admin audit verify` "
+                "cannot detect a truncated or rewritten audit chain"
             )
             await self._stop.wait()  # a task that ended would read as a dead background
             return

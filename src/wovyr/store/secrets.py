@@ -10,6 +10,10 @@ last re-wrapped onto it (`wovyr admin kms status`).
 Re-wrapping (`rewrap_data_key`) is a compare-and-set on the wrapping key's id, one row per
 transaction: a rotation killed at any point leaves every row wrapped by the old root key or
 by the new one, and the row says which.
+
+The audited writes (`put_secret`, `delete_secret`, `shred_data_keys`, `put_kms_root`) take
+`audit=`, appended to the audit chain in the change's transaction (`wovyr.store.audit`):
+`delete_secret` appends it only when a secret was deleted.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
+
+from wovyr.store.audit import AuditEntry
 
 __all__ = ["SHREDDED", "DataKeyRecord", "KmsRootRecord", "SecretRecord", "SecretStore"]
 
@@ -78,9 +84,10 @@ class SecretStore(Protocol):
         when it is not (already re-wrapped, or gone)."""
         ...
 
-    def shred_data_keys(self, tenant: str) -> int:
+    def shred_data_keys(self, tenant: str, *, audit: AuditEntry | None = None) -> int:
         """Destroy every data key of `tenant` (each row kept as a `SHREDDED` tombstone with
-        nothing wrapped); return how many were destroyed now."""
+        nothing wrapped); return how many were destroyed now. `audit` is appended even when
+        none was left (the shred was asked for)."""
         ...
 
     # --- secrets -------------------------------------------------------------------------
@@ -93,6 +100,8 @@ class SecretStore(Protocol):
         key_version: int,
         at: datetime,
         by: str,
+        *,
+        audit: AuditEntry | None = None,
     ) -> SecretRecord:
         """Insert or replace the value of (tenant, name), its version one more than the
         last; return the row."""
@@ -104,14 +113,14 @@ class SecretStore(Protocol):
         """`tenant`'s secrets, by name."""
         ...
 
-    def delete_secret(self, tenant: str, name: str) -> bool:
-        """False if `tenant` has no secret `name`."""
+    def delete_secret(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        """False if `tenant` has no secret `name` (and `audit` is not appended)."""
         ...
 
     # --- root keys -----------------------------------------------------------------------
 
     def kms_root(self, root_id: str) -> KmsRootRecord | None: ...
 
-    def put_kms_root(self, record: KmsRootRecord) -> None:
+    def put_kms_root(self, record: KmsRootRecord, *, audit: AuditEntry | None = None) -> None:
         """Insert or replace the row of `record.root_id`."""
         ...

@@ -5,6 +5,7 @@ a one-line error, never a traceback."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import sys
@@ -137,3 +138,53 @@ def test_shredding_a_tenant_needs_yes_and_leaves_others_readable(cli: Cli) -> No
     assert cli.resolve("t2", "A") == "two"
     with pytest.raises(KmsError, match="was shredded"):
         cli.resolve("t1", "A")
+
+
+def test_secret_kms_and_shred_changes_are_audited_and_anchors_survive_rotation(
+    cli: Cli,
+) -> None:
+    import getpass
+    import sqlite3
+
+    weak = "hunter2"  # low entropy: neither it nor a hash of it may be recorded
+    cli.json("secrets", "set", "API_KEY", stdin=weak)
+    cli.json("secrets", "set", "API_KEY", "--tenant", "acme", stdin="acme-value")
+    cli.json("secrets", "set", "OTHER", "--tenant", "acme", stdin="x")
+    cli.json("secrets", "delete", "OTHER", "--tenant", "acme")
+    assert cli("secrets", "delete", "NOPE")[0] == 4  # nothing deleted: nothing audited
+    first = cli.json("admin", "audit", "anchor")
+    assert first["anchored"] and first["seq"] == 4
+    key_id = cli.json("admin", "kms", "status")["key_id"]
+    cli.json("admin", "kms", "escrowed", "--by", "ops")
+    rotated = cli.json("admin", "kms", "rotate")
+    assert rotated["rewrapped"] == 3  # default's, acme's and the audit anchor key's
+    assert cli.json("admin", "tenants", "shred", "acme", "--yes")["data_keys_destroyed"] == 1
+    listed = cli.json("admin", "audit", "list")
+    assert [(r["action"], r["tenant"], r["target"]) for r in listed] == [
+        ("secret.set", "default", "API_KEY"),
+        ("secret.set", "acme", "API_KEY"),
+        ("secret.set", "acme", "OTHER"),
+        ("secret.delete", "acme", "OTHER"),
+        ("kms.escrowed", "", key_id),
+        ("kms.rotate", "", rotated["new_key_id"]),
+        ("tenant.shred", "acme", "acme"),
+    ]
+    assert {r["actor"] for r in listed} == {f"local:{getpass.getuser()}"}
+    assert listed[0]["details"] == {"key_version": 1}
+    assert listed[4]["details"] == {"by": "ops"}
+    assert listed[5]["details"] == {"from": key_id, "rewrapped": 3, "already": 0}
+    text = json.dumps(listed)
+    assert weak not in text and "acme-value" not in text
+    assert hashlib.sha256(weak.encode()).hexdigest() not in text
+    # the anchor signed before the rotation and the shred still verifies, with a new one
+    assert cli.json("admin", "audit", "anchor")["seq"] == 7
+    verdict = cli.json("admin", "audit", "verify")
+    assert verdict["ok"] and verdict["anchors"] == 2 and verdict["anchors_verified"]
+    assert verdict["note"] is None
+    # a record rewritten with a recomputed hash, after the rotation, is still caught
+    db = sqlite3.connect(cli.home / "wovyr.db")
+    db.execute("UPDATE audit_log SET target = 'other' WHERE seq = 7")
+    db.commit()
+    db.close()
+    code, out, _ = cli("admin", "audit", "verify")
+    assert code == 1 and "BROKEN at seq 7" in out

@@ -73,12 +73,19 @@ def put_secret(
             problems.append(Problem("'value' must be a string", path="value"))
         raise InputError(problems)  # the body is never echoed: it may hold the value
     info = _secrets(ctx).set_secret(
-        principal.tenant, name, value, by=principal.key_id, at=ctx.clock.now()
+        principal.tenant,
+        name,
+        value,
+        by=principal.key_id,
+        at=ctx.clock.now(),
+        actor=principal.audit_actor,
     )
     return _out(info)
 
 
 @router.delete("/{name}", status_code=204, summary="Delete a secret")
 def delete_secret(name: str, ctx: Ctx, principal: Admin) -> Response:
-    _secrets(ctx).delete_secret(principal.tenant, name, by=principal.key_id, at=ctx.clock.now())
+    _secrets(ctx).delete_secret(
+        principal.tenant, name, by=principal.key_id, at=ctx.clock.now(), actor=principal.audit_actor
+    )
     return Response(status_code=204)

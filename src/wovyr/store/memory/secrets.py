@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretRecord
 
 __all__ = ["MemorySecrets"]
@@ -16,6 +18,7 @@ class MemorySecrets:
     _data_keys: dict[tuple[str, int], DataKeyRecord]
     _secrets: dict[tuple[str, str], SecretRecord]
     _kms_roots: dict[str, KmsRootRecord]
+    _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
 
     def add_data_key(self, record: DataKeyRecord) -> DataKeyRecord:
         with self._lock:
@@ -42,17 +45,26 @@ class MemorySecrets:
             self._data_keys[(tenant, version)] = replace(current, wrapped=wrapped, root_id=root_id)
             return True
 
-    def shred_data_keys(self, tenant: str) -> int:
+    def shred_data_keys(self, tenant: str, *, audit: AuditEntry | None = None) -> int:
         with self._lock:
             found = [
                 k for k, r in self._data_keys.items() if k[0] == tenant and r.root_id != SHREDDED
             ]
             for key in found:
                 self._data_keys[key] = replace(self._data_keys[key], wrapped=b"", root_id=SHREDDED)
+            self._append_audit(audit)
             return len(found)
 
     def put_secret(
-        self, tenant: str, name: str, ciphertext: bytes, key_version: int, at: datetime, by: str
+        self,
+        tenant: str,
+        name: str,
+        ciphertext: bytes,
+        key_version: int,
+        at: datetime,
+        by: str,
+        *,
+        audit: AuditEntry | None = None,
     ) -> SecretRecord:
         with self._lock:
             old = self._secrets.get((tenant, name))
@@ -61,6 +73,7 @@ class MemorySecrets:
                 at if old is None else old.created_at, at, by,
             )  # fmt: skip
             self._secrets[(tenant, name)] = record
+            self._append_audit(audit)
             return record
 
     def get_secret(self, tenant: str, name: str) -> SecretRecord | None:
@@ -71,14 +84,18 @@ class MemorySecrets:
         with self._lock:
             return [r for (t, n), r in sorted(self._secrets.items()) if t == tenant]
 
-    def delete_secret(self, tenant: str, name: str) -> bool:
+    def delete_secret(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         with self._lock:
-            return self._secrets.pop((tenant, name), None) is not None
+            if self._secrets.pop((tenant, name), None) is None:
+                return False
+            self._append_audit(audit)
+            return True
 
     def kms_root(self, root_id: str) -> KmsRootRecord | None:
         with self._lock:
             return self._kms_roots.get(root_id)
 
-    def put_kms_root(self, record: KmsRootRecord) -> None:
+    def put_kms_root(self, record: KmsRootRecord, *, audit: AuditEntry | None = None) -> None:
         with self._lock:
             self._kms_roots[record.root_id] = record
+            self._append_audit(audit)

@@ -11,6 +11,8 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
+from wovyr.store.audit import AuditEntry
+from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 from wovyr.store.rows import (
@@ -77,12 +79,26 @@ class PostgresSecrets:
         }
         return int(self._write(lambda conn: conn.execute(sql, params).rowcount)) == 1
 
-    def shred_data_keys(self, tenant: str) -> int:
+    def shred_data_keys(self, tenant: str, *, audit: AuditEntry | None = None) -> int:
         sql, params = _queries()["data_key_shred"], {"tenant": tenant, "shredded": SHREDDED}
-        return int(self._write(lambda conn: conn.execute(sql, params).rowcount))
+
+        def body(conn: Connection) -> int:
+            count = conn.execute(sql, params).rowcount
+            append_audit_row(conn, audit)
+            return count
+
+        return int(self._write(body))
 
     def put_secret(
-        self, tenant: str, name: str, ciphertext: bytes, key_version: int, at: datetime, by: str
+        self,
+        tenant: str,
+        name: str,
+        ciphertext: bytes,
+        key_version: int,
+        at: datetime,
+        by: str,
+        *,
+        audit: AuditEntry | None = None,
     ) -> SecretRecord:
         sql = _queries()["secret_put"]
         params = {
@@ -95,7 +111,9 @@ class PostgresSecrets:
         }
 
         def body(conn: Connection) -> Any:
-            return conn.cursor(row_factory=dict_row).execute(sql, params).fetchone()
+            row = conn.cursor(row_factory=dict_row).execute(sql, params).fetchone()
+            append_audit_row(conn, audit)
+            return row
 
         return secret_record(self._write(body), POSTGRES)
 
@@ -106,15 +124,27 @@ class PostgresSecrets:
     def list_secrets(self, tenant: str) -> list[SecretRecord]:
         return [secret_record(r, POSTGRES) for r in self._rows("secret_list", {"tenant": tenant})]
 
-    def delete_secret(self, tenant: str, name: str) -> bool:
+    def delete_secret(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         sql = _queries()["secret_delete"]
         params = {"tenant": tenant, "name": name}
-        return int(self._write(lambda conn: conn.execute(sql, params).rowcount)) == 1
+
+        def body(conn: Connection) -> bool:
+            if conn.execute(sql, params).rowcount != 1:
+                return False
+            append_audit_row(conn, audit)
+            return True
+
+        return bool(self._write(body))
 
     def kms_root(self, root_id: str) -> KmsRootRecord | None:
         rows = self._rows("kms_root_get", {"root_id": root_id})
         return kms_root_record(rows[0], POSTGRES) if rows else None
 
-    def put_kms_root(self, record: KmsRootRecord) -> None:
+    def put_kms_root(self, record: KmsRootRecord, *, audit: AuditEntry | None = None) -> None:
         sql, params = _queries()["kms_root_put"], kms_root_params(record, POSTGRES)
-        self._write(lambda conn: conn.execute(sql, params))
+
+        def body(conn: Connection) -> None:
+            conn.execute(sql, params)
+            append_audit_row(conn, audit)
+
+        self._write(body)

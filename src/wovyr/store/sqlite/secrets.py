@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
 from wovyr.store.rows import (
     SQLITE,
@@ -18,6 +19,7 @@ from wovyr.store.rows import (
     secret_record,
 )
 from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretRecord
+from wovyr.store.sqlite.audit import append_audit_row
 
 __all__ = ["SQLiteSecrets"]
 
@@ -73,16 +75,25 @@ class SQLiteSecrets:
             )
             return cur.rowcount == 1
 
-    def shred_data_keys(self, tenant: str) -> int:
+    def shred_data_keys(self, tenant: str, *, audit: AuditEntry | None = None) -> int:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE data_keys SET wrapped = x'', root_id = ? WHERE tenant = ? AND root_id != ?",
                 (SHREDDED, tenant, SHREDDED),
             )
+            append_audit_row(conn, audit)
             return cur.rowcount
 
     def put_secret(
-        self, tenant: str, name: str, ciphertext: bytes, key_version: int, at: datetime, by: str
+        self,
+        tenant: str,
+        name: str,
+        ciphertext: bytes,
+        key_version: int,
+        at: datetime,
+        by: str,
+        *,
+        audit: AuditEntry | None = None,
     ) -> SecretRecord:
         micros = to_micros(at)
         with self._write() as conn:
@@ -96,6 +107,7 @@ class SQLiteSecrets:
             row = conn.execute(
                 f"SELECT {_SECRET} FROM secrets WHERE tenant = ? AND name = ?", (tenant, name)
             ).fetchone()
+            append_audit_row(conn, audit)
         return secret_record(row, SQLITE)
 
     def get_secret(self, tenant: str, name: str) -> SecretRecord | None:
@@ -110,19 +122,23 @@ class SQLiteSecrets:
         )
         return [secret_record(r, SQLITE) for r in rows]
 
-    def delete_secret(self, tenant: str, name: str) -> bool:
+    def delete_secret(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         with self._write() as conn:
             cur = conn.execute("DELETE FROM secrets WHERE tenant = ? AND name = ?", (tenant, name))
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            append_audit_row(conn, audit)
+            return True
 
     def kms_root(self, root_id: str) -> KmsRootRecord | None:
         rows = self._read(f"SELECT {_ROOT} FROM kms_roots WHERE root_id = ?", (root_id,))
         return kms_root_record(rows[0], SQLITE) if rows else None
 
-    def put_kms_root(self, record: KmsRootRecord) -> None:
+    def put_kms_root(self, record: KmsRootRecord, *, audit: AuditEntry | None = None) -> None:
         with self._write() as conn:
             conn.execute(
                 f"INSERT OR REPLACE INTO kms_roots ({_ROOT})"
                 " VALUES (:root_id, :created_at, :escrowed_at, :escrowed_by, :rotated_at)",
                 kms_root_params(record, SQLITE),
             )
+            append_audit_row(conn, audit)
