@@ -92,15 +92,21 @@ def _worker(db: Path, effects: Path, llm: ScriptedLLM, life: int) -> subprocess.
     return subprocess.Popen(argv)
 
 
-def _await_progress(proc: subprocess.Popen[bytes], llm: ScriptedLLM, effects: Path) -> None:
+def _await_progress(proc: subprocess.Popen[bytes], llm: ScriptedLLM, effects: Path) -> bool:
     """Until the new worker has asked the model or run a tool (its start-up, and the wait
-    for the killed one's lease, take seconds on a loaded machine)."""
+    for the killed one's lease, take seconds on a loaded machine); False when it finished
+    the work without either: a kill that landed after a run's last recorded call left that
+    run only its completing commit."""
     asked, done = len(llm.completions), effects.stat().st_size
     deadline = time.monotonic() + 120
     while len(llm.completions) == asked and effects.stat().st_size == done:
-        assert proc.poll() is None, "the worker process ended early"
+        code = proc.poll()
+        if code is not None:
+            assert code == 0, f"the worker process failed ({code})"
+            return False
         assert time.monotonic() < deadline, "the worker made no progress"
         time.sleep(0.01)
+    return True
 
 
 @pytest.mark.slow
@@ -112,6 +118,7 @@ def test_sigkill_during_agent_runs_repeats_no_completed_call(tmp_path: Path) -> 
     runs: list[str] = []
     at_kill: dict[int, tuple[set[tuple[str, int]], set[str]]] = {}  # life -> recorded
     rng = random.Random()
+    lives = 0  # worker processes started: each its own life (some finish before a kill)
     with ScriptedLLM(_script(), pick="turn") as llm:
         while len(at_kill) < MIN_KILLS:
             if all(engine.query(r).status == "completed" for r in runs):
@@ -119,14 +126,15 @@ def test_sigkill_during_agent_runs_repeats_no_completed_call(tmp_path: Path) -> 
                 for run in batch:
                     engine.start(AGENT, {"run": run}, execution_id=run)
                 runs += batch
-            life = len(at_kill)
+            life, lives = lives, lives + 1
             proc = _worker(db, effects, llm, life)
-            _await_progress(proc, llm, effects)
+            if not _await_progress(proc, llm, effects):
+                continue  # it completed what a kill had left: nothing in flight to kill
             time.sleep(rng.uniform(0, 1.2))  # a random point of the loop
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             at_kill[life] = _recorded(engine, runs)  # the dead worker writes no more
-        final = _worker(db, effects, llm, len(at_kill))
+        final = _worker(db, effects, llm, lives)
         assert final.wait(timeout=300) == 0
         requests = llm.completions
 
