@@ -125,6 +125,7 @@ def ensure_server_running() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # the restart would break whatever other test uses the server meanwhile
 @pytest.mark.timeout(300)
 def test_server_restart_during_a_load(cluster: Cluster) -> None:
     if shutil.which("pg_ctlcluster") is None or _pg_cluster() is None or os.geteuid() != 0:
