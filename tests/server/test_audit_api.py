@@ -67,6 +67,9 @@ ROUTES = [
           {"shell": False}),
     Route(ADMIN, "PATCH", "/api/v1/admin/quotas", "tenant.quotas", "tenant-a",
           {"executions_per_day": 1000}),
+    Route(ADMIN, "PUT", "/api/v1/providers/p1", "provider.set", "p1",
+          {"base_url": "https://llm.example/v1", "api_key_secret": "P1_KEY"}),
+    Route(ADMIN, "DELETE", "/api/v1/providers/p1", "provider.delete", "p1", status=204),
 ]  # fmt: skip
 
 
@@ -170,7 +173,7 @@ async def test_the_table_covers_every_mutating_route(api: Api) -> None:
         for method in items
         if method.upper() != "GET"
     }
-    ids = {"e1": "{execution_id}", "e2": "{execution_id}", "s1": "{schedule_id}"}
+    ids = {"e1": "{execution_id}", "e2": "{execution_id}", "s1": "{schedule_id}", "p1": "{name}"}
     covered = {("DELETE", "/api/v1/admin/keys/{key_id}")}  # revoked after the table
     for route in ROUTES:
         parts = [ids.get(part, part) for part in route.path.split("?")[0].split("/")]

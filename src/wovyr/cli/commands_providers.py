@@ -7,8 +7,6 @@ audited as made by the local user.
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 from rich.table import Table
 
@@ -16,6 +14,7 @@ from wovyr.cli.common import echo_json, open_engine, print_table, tenant_options
 from wovyr.cli.main import cli
 from wovyr.platform.providers import (
     ProviderInfo,
+    audit_details,
     check_provider_name,
     delete_provider,
     list_providers,
@@ -24,7 +23,6 @@ from wovyr.platform.providers import (
     set_provider,
 )
 from wovyr.settings import Settings
-from wovyr.store.audit import payload_digest
 
 __all__: list[str] = []
 
@@ -48,17 +46,6 @@ def _show(info: ProviderInfo, tenant: str) -> None:
         + ("" if info.price_in is not None else " (cost unknown)")
     )
     click.echo(f"  updated:        {info.updated_at:%Y-%m-%d %H:%M:%S} UTC by {info.updated_by}")
-
-
-def audit_details(info: ProviderInfo) -> dict[str, Any]:
-    """What the audit record of a change to a provider holds: small facts and a digest."""
-    fields = info.to_dict()
-    del fields["updated_at"], fields["updated_by"]
-    return {
-        "base_url": info.base_url,
-        "api_key_secret": info.api_key_secret,
-        "provider": payload_digest(fields),
-    }
 
 
 @providers_group.command("set")

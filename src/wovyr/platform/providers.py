@@ -31,7 +31,7 @@ from wovyr.activities.base import NonRetryableError
 from wovyr.activities.providers import CredentialResolver, ProviderConfig, Providers
 from wovyr.errors import InputError, KmsError, NotFound, Problem
 from wovyr.platform.secrets import SECRET_NAME
-from wovyr.store.audit import AuditEntry
+from wovyr.store.audit import AuditEntry, payload_digest
 from wovyr.store.platform import ProviderRecord, ProviderStore
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "ProviderInfo",
     "ProviderMissing",
     "SecretCredentials",
+    "audit_details",
     "check_provider_name",
     "delete_provider",
     "list_providers",
@@ -96,6 +97,18 @@ class ProviderInfo:
             "updated_at": self.updated_at.isoformat(),
             "updated_by": self.updated_by,
         }
+
+
+def audit_details(info: ProviderInfo) -> dict[str, Any]:
+    """What the audit record of setting a provider holds: small facts (its URL, its secret's
+    name) and the digest of all its fields."""
+    fields = info.to_dict()
+    del fields["updated_at"], fields["updated_by"]
+    return {
+        "base_url": info.base_url,
+        "api_key_secret": info.api_key_secret,
+        "provider": payload_digest(fields),
+    }
 
 
 def check_provider_name(name: str, path: str = "name") -> str:

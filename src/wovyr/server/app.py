@@ -31,6 +31,7 @@ from wovyr.server.api import (
     definitions,
     health,
     policy,
+    providers,
     quotas,
     schedules,
     secrets,
@@ -119,6 +120,7 @@ def create_app(
         policy,
         quotas,
         secrets,
+        providers,
         audit,
         health,
     ):
