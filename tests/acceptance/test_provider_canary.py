@@ -96,3 +96,52 @@ def test_a_stored_provider_in_a_served_worker(tmp_path: Path) -> None:
     assert files
     for path in files:
         assert not leaks(path.read_bytes()), path.name
+
+
+@pytest.mark.timeout(180)
+def test_a_stored_provider_in_wovyr_worker(tmp_path: Path) -> None:
+    """The same through the CLI: `wovyr secrets set`, `wovyr providers set`, `wovyr run
+    --detach`, then a `wovyr worker` process drives the step."""
+    home = tmp_path / "home"
+    env = {**Server(home, {}).env, "WOVYR_KMS_ROOT_KEY": ROOT_KEY, "WOVYR_LLM_BASE_URL": ""}
+    flow = tmp_path / "ask.yaml"
+    flow.write_text(FLOW)
+
+    def wovyr(*args: str, stdin: str = "") -> str:
+        done = subprocess.run(
+            [*WOVYR, *args], check=False, env=env, input=stdin.encode(), capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout.decode() + done.stderr.decode()
+
+    outputs: list[str] = []
+    with ScriptedLLM([text("worked", usage=(10, 1))]) as llm:
+        outputs.append(wovyr("secrets", "set", "ACME_KEY", stdin=CANARY))
+        outputs.append(wovyr("providers", "set", "acme", "--base-url", llm.base_url,
+                             "--api-key-secret", "ACME_KEY", "--default-model", "m1"))  # fmt: skip
+        outputs.append(wovyr("run", str(flow), "--id", "e1", "--detach"))
+        with (tmp_path / "worker.out").open("wb") as out:
+            worker = subprocess.Popen(
+                [*WOVYR, "worker", "--poll-interval", "0.1"], stdout=out,
+                stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
+        try:
+            wait_for(lambda: llm.completions, 60, "the model call")
+
+            def finished() -> str | None:
+                shown = wovyr("workflows", "show", "e1", "--json")
+                return shown if '"completed"' in shown or '"failed"' in shown else None
+
+            outputs.append(wait_for(finished, 60, "the execution to finish"))
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+        assert [c.authorization for c in llm.completions] == [f"Bearer {CANARY}"]
+    assert '"completed"' in outputs[-1], outputs[-1]
+    outputs.append(wovyr("providers", "show", "acme", "--json"))
+    outputs.append(wovyr("workflows", "history", "e1", "--json"))
+    outputs.append((tmp_path / "worker.out").read_text(errors="replace"))
+    assert not any(leaks(o.encode()) for o in outputs)
+    for path in (p for p in home.iterdir() if p.name.startswith("wovyr.db")):
+        assert not leaks(path.read_bytes()), path.name
