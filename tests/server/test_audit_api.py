@@ -75,6 +75,9 @@ ROUTES = [
     Route(ADMIN, "PUT", f"{SECRETS}/API_TOKEN", "secret.set", "API_TOKEN",
           {"value": SECRET_VALUE + "-2"}),
     Route(ADMIN, "DELETE", f"{SECRETS}/API_TOKEN", "secret.delete", "API_TOKEN", status=204),
+    Route(ADMIN, "PUT", "/api/v1/providers/p1", "provider.set", "p1",
+          {"base_url": "https://llm.example/v1", "api_key_secret": "P1_KEY"}),
+    Route(ADMIN, "DELETE", "/api/v1/providers/p1", "provider.delete", "p1", status=204),
 ]  # fmt: skip
 
 
@@ -196,6 +199,7 @@ async def test_the_table_covers_every_mutating_route(api: Api) -> None:
         "e2": "{execution_id}",
         "s1": "{schedule_id}",
         "API_TOKEN": "{name}",
+        "p1": "{name}",
     }
     covered = {("DELETE", "/api/v1/admin/keys/{key_id}")}  # revoked after the table
     for route in ROUTES:

@@ -58,6 +58,10 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/secrets/{name}"): "admin",
     ("PUT", "/api/v1/secrets/{name}"): "admin",
     ("DELETE", "/api/v1/secrets/{name}"): "admin",
+    ("GET", "/api/v1/providers"): "admin",
+    ("GET", "/api/v1/providers/{name}"): "admin",
+    ("PUT", "/api/v1/providers/{name}"): "admin",
+    ("DELETE", "/api/v1/providers/{name}"): "admin",
     ("GET", "/metrics"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",
@@ -68,6 +72,9 @@ REQUIRED_ROLE = {
 # the test has B set another name, then checks A's secret is untouched).
 _PUT_SECRET = ("PUT", "/api/v1/secrets/{name}")
 A_SECRET = "A_SECRET"
+# The same for a provider: B setting one sets its own.
+_PUT_PROVIDER = ("PUT", "/api/v1/providers/{name}")
+A_PROVIDER = "a-provider"
 
 
 def body_for(method: str, path: str) -> Any:
@@ -95,6 +102,8 @@ def body_for(method: str, path: str) -> Any:
         return {"note": "b"}
     if (method, path) == _PUT_SECRET:
         return {"value": "b's own value"}
+    if (method, path) == _PUT_PROVIDER:
+        return {"base_url": "http://b.example/v1", "api_key_secret": "B_KEY"}
     if (method, path) == ("POST", "/api/v1/admin/keys"):
         return {"role": "viewer", "name": f"b-{n}"}
     return None
@@ -139,6 +148,13 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "PUT", f"/api/v1/secrets/{A_SECRET}", "tenant-a:admin", json={"value": CANARY}
     )
     assert secret.status_code == 200, secret.text
+    provider = await api.call(
+        "PUT",
+        f"/api/v1/providers/{A_PROVIDER}",
+        "tenant-a:admin",
+        json={"base_url": f"http://{CANARY}.example/v1", "api_key_secret": A_SECRET},
+    )
+    assert provider.status_code == 200, provider.text
     return {
         "execution_id": f"{CANARY}-exec",
         "schedule_id": f"{CANARY}-sched",
@@ -146,6 +162,7 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "name": f"{CANARY}-flow",
         "version": "1",
         "secret": A_SECRET,
+        "provider": A_PROVIDER,
     }
 
 
@@ -160,6 +177,8 @@ def operations(spec: dict[str, Any]) -> list[tuple[str, str, bool]]:
 def fill(path: str, ids: dict[str, str]) -> str:
     if path.startswith("/api/v1/secrets/"):
         ids = {**ids, "name": ids["secret"].replace("-", "_")}  # a valid secret name
+    if path.startswith("/api/v1/providers/"):
+        ids = {**ids, "name": ids["provider"]}
     return re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
 
 
@@ -181,7 +200,8 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     for method, path, secured in ops:
         role = REQUIRED_ROLE[(method, path)]
         assert secured == bool(role), f"{method} {path}: security does not match its role"
-        url = fill(path, {**a_ids, "secret": "B_OWN"} if (method, path) == _PUT_SECRET else a_ids)
+        own = {_PUT_SECRET: {"secret": "B_OWN"}, _PUT_PROVIDER: {"provider": "b-own"}}
+        url = fill(path, {**a_ids, **own.get((method, path), {})})
 
         async def call(
             headers: dict[str, str], url: str = url, method: str = method, path: str = path
@@ -220,7 +240,7 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
             who = f"tenant-b:{b_role}"
             r = await call(api.as_(who))
             assert_clean(r, f"{method} {path} as {who}")
-            if (method, path) == _PUT_SECRET:
+            if (method, path) in (_PUT_SECRET, _PUT_PROVIDER):
                 assert r.status_code == 200, f"{method} {path} as {who}: {r.text[:200]}"
             elif "{" in path:
                 assert r.status_code == 404, f"{method} {path} as {who}: {r.status_code}"
@@ -239,6 +259,8 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     assert secret["version"] == 1
     assert api.engine.secrets is not None
     assert api.engine.secrets.resolve_secret("tenant-a", A_SECRET) == CANARY
+    provider = (await api.call("GET", f"/api/v1/providers/{A_PROVIDER}", a)).json()
+    assert provider["base_url"] == f"http://{CANARY}.example/v1"
     keys = (await api.call("GET", "/api/v1/admin/keys", a)).json()
     assert [k["revoked_at"] for k in keys if k["id"] == a_ids["key_id"]] == [None]
     # ... and A still sees its own data (the canary is real).

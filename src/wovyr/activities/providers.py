@@ -12,10 +12,11 @@ timer), so a failure is mapped here to an `ActivityError` whose `type` says what
 - `ProviderMalformedResponse` (a 200 whose body is not a chat completion): retryable.
 - `Timeout`: retryable.
 
-The API key is resolved for each call through one seam, `CredentialResolver` (today the
-key of the `default` provider given at the edge, `WOVYR_LLM_API_KEY`; a tenant's secrets
-store later), is sent only in the `Authorization` header, and is scrubbed from every
-message this module builds: errors end up in the durable event log.
+The API key is resolved for each call through one seam, `CredentialResolver` (the key of
+the `default` provider given at the edge, `WOVYR_LLM_API_KEY`; for a tenant's stored
+provider the value of its secret, `wovyr.platform.providers.SecretCredentials`), is sent
+only in the `Authorization` header, and is scrubbed from every message this module builds:
+errors end up in the durable event log.
 
 The request is sent through `send_checked` of the `http` kind, so the tenant's
 `SideEffectPolicy` applies to a provider like to any `http` target (a loopback provider is
@@ -87,7 +88,11 @@ class Providers:
             return self._providers[name]
         except KeyError:
             known = ", ".join(sorted(self._providers)) or "none"
-            hint = " (set WOVYR_LLM_BASE_URL for `default`)" if name == DEFAULT_PROVIDER else ""
+            hint = (
+                " (set WOVYR_LLM_BASE_URL for `default`, or `wovyr providers set`)"
+                if name == DEFAULT_PROVIDER
+                else " (set it: `wovyr providers set`)"
+            )
             raise NonRetryableError(
                 f"no model provider named {name!r} is configured{hint}; configured: {known}",
                 type="UnknownProvider",

@@ -27,6 +27,7 @@ from wovyr.errors import ConfigError
 from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
 from wovyr.platform.metrics import meter, store_gauges
 from wovyr.platform.metrics_http import MetricsEndpoint
+from wovyr.platform.providers import SecretCredentials
 from wovyr.platform.secrets import open_secrets
 from wovyr.settings import Settings
 from wovyr.store import open_store, redact_url
@@ -235,11 +236,11 @@ def worker_command(
     store = open_store(settings.store_url, db_clock=db_clock)
     secrets = open_secrets(store, settings.home)
     secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
-    providers, credentials = settings.model_providers()
+    providers, static = settings.model_providers()
     with Engine(
         store,
         providers=providers,
-        credentials=credentials,
+        credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,

@@ -140,9 +140,11 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,
     )
+    from wovyr.platform.providers import SecretCredentials
     from wovyr.platform.secrets import open_secrets
 
     engine.secrets = open_secrets(engine.store, settings.home)  # the KMS loads on first use
+    engine.credentials = SecretCredentials(engine.store, engine.secrets, credentials)
     try:
         yield engine.for_tenant(settings.tenant).acting(local_actor())
     finally:

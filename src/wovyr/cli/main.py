@@ -39,6 +39,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_registry",),
         "Register workflow definitions by name and version.",
     ),
+    "providers": (
+        ("commands_providers",),
+        "Tenants' model providers for `llm` and `agent` steps: set, list, show, delete.",
+    ),
     "run": (
         ("commands_run",),
         "Run the workflow in FILE (or --workflow NAME) here, with its child workflows, map "

@@ -17,11 +17,13 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from wovyr.activities.providers import StaticCredentials
 from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import served
 from wovyr.platform.auth import Authenticator
 from wovyr.platform.metrics import meter
+from wovyr.platform.providers import SecretCredentials
 from wovyr.platform.secrets import Secrets, open_secrets
 from wovyr.server.api import (
     admin,
@@ -29,6 +31,7 @@ from wovyr.server.api import (
     definitions,
     health,
     policy,
+    providers,
     quotas,
     schedules,
     secrets,
@@ -81,6 +84,8 @@ def create_app(
     else:  # the KMS of the server's home, loaded on first use
         ctx.secrets = open_secrets(engine.store, settings.home)
         engine.secrets = engine.secrets or ctx.secrets
+    if isinstance(engine.credentials, StaticCredentials):  # an in-process worker's keys
+        engine.credentials = SecretCredentials(engine.store, ctx.secrets, engine.credentials)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -115,6 +120,7 @@ def create_app(
         policy,
         quotas,
         secrets,
+        providers,
         audit,
         health,
     ):

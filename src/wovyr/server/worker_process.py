@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.engine.engine import Engine
 from wovyr.platform.metrics import Metrics, MetricsObserver
+from wovyr.platform.providers import SecretCredentials
 from wovyr.platform.secrets import open_secrets
 from wovyr.server.memtrace import install as install_memtrace
 from wovyr.settings import load_settings
@@ -171,14 +172,15 @@ def main() -> int:
     store = open_store(config.store_url)
     # The model providers (and their keys) come from this process's own environment,
     # inherited from the server: they never travel in the config.
-    providers, credentials = load_settings().model_providers()
+    providers, static = load_settings().model_providers()
+    secrets = open_secrets(store, Path(config.home))  # the server warned about the key
     with Engine(
         store,
         providers=providers,
-        credentials=credentials,
+        credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
-        secrets=open_secrets(store, Path(config.home)),  # the server warned about the key
+        secrets=secrets,
     ) as engine:
         metrics = _ForwardingMetrics(out)
         store.add_observer(MetricsObserver(metrics, lambda t, i: store.load(i, t)))

@@ -20,6 +20,7 @@ from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import (
     ApiKeyStore,
     IdempotencyStore,
+    ProviderStore,
     ResponseCacheStore,
     SessionStore,
     TenantStore,
@@ -156,6 +157,7 @@ class Store(
     AuditStore,
     SecretStore,
     ResponseCacheStore,
+    ProviderStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

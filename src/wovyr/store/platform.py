@@ -25,6 +25,8 @@ __all__ = [
     "ApiKeyStore",
     "IdempotencyRecord",
     "IdempotencyStore",
+    "ProviderRecord",
+    "ProviderStore",
     "ResponseCacheStore",
     "SessionStore",
     "TenantRecord",
@@ -151,4 +153,39 @@ class ResponseCacheStore(Protocol):
         self, tenant: str, key: str, response: dict[str, Any], at: datetime
     ) -> None:
         """Store `response` for `key` unless one is stored (the first one stays)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ProviderRecord:
+    """A tenant's model provider: an OpenAI-compatible endpoint, the NAME of the tenant's
+    secret that holds its API key (never a value), and prices per 1M tokens."""
+
+    tenant: str
+    name: str
+    base_url: str
+    api_key_secret: str | None
+    default_model: str | None
+    price_in: float | None
+    price_out: float | None
+    updated_at: datetime
+    updated_by: str = ""
+
+
+class ProviderStore(Protocol):
+    """Tenants' model providers. Another tenant's provider answers exactly like a missing
+    one."""
+
+    def put_provider(self, record: ProviderRecord, *, audit: AuditEntry | None = None) -> None:
+        """Insert or replace the row of (`record.tenant`, `record.name`)."""
+        ...
+
+    def get_provider(self, tenant: str, name: str) -> ProviderRecord | None: ...
+
+    def list_providers(self, tenant: str) -> list[ProviderRecord]:
+        """`tenant`'s providers, by name."""
+        ...
+
+    def delete_provider(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        """False if `tenant` has no provider `name`."""
         ...

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
 from wovyr.store.records import (
     Claim,
     DefinitionRecord,
@@ -47,6 +47,8 @@ __all__ = [
     "idempotency_record",
     "kms_root_params",
     "kms_root_record",
+    "provider_params",
+    "provider_record",
     "schedule_params",
     "schedule_record",
     "secret_record",
@@ -353,4 +355,33 @@ def kms_root_params(record: KmsRootRecord, d: Dialect) -> dict[str, Any]:
         "escrowed_at": d.timestamp_or_none(record.escrowed_at),
         "escrowed_by": record.escrowed_by,
         "rotated_at": d.timestamp_or_none(record.rotated_at),
+    }
+
+
+def provider_record(row: Row, d: Dialect) -> ProviderRecord:
+    price_in, price_out = row["price_in"], row["price_out"]
+    return ProviderRecord(
+        tenant=row["tenant"],
+        name=row["name"],
+        base_url=row["base_url"],
+        api_key_secret=row["api_key_secret"],
+        default_model=row["default_model"],
+        price_in=None if price_in is None else float(price_in),
+        price_out=None if price_out is None else float(price_out),
+        updated_at=d.time(row["updated_at"]),
+        updated_by=row["updated_by"],
+    )
+
+
+def provider_params(record: ProviderRecord, d: Dialect) -> dict[str, Any]:
+    return {
+        "tenant": record.tenant,
+        "name": record.name,
+        "base_url": record.base_url,
+        "api_key_secret": record.api_key_secret,
+        "default_model": record.default_model,
+        "price_in": record.price_in,
+        "price_out": record.price_out,
+        "updated_at": d.timestamp(record.updated_at),
+        "updated_by": record.updated_by,
     }

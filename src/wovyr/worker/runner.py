@@ -33,6 +33,7 @@ from wovyr.engine.core.state import (
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
 from wovyr.events import Event, EventData
+from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
 
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     from wovyr.worker.commit import GroupCommitter
 
 __all__ = ["ExecutionRunner", "RunnerStats"]
+
+#: The kinds that call model providers: their attempts see the tenant's stored providers.
+_MODEL_KINDS = frozenset({"llm", "agent"})
 
 
 @dataclass
@@ -365,9 +369,14 @@ class ExecutionRunner:
             async def start_child() -> str:
                 return await asyncio.to_thread(self.engine.start_child, self.state, run)
 
+            providers = self.engine.providers
+            if spec.kind in _MODEL_KINDS:  # the tenant's stored providers, read for this attempt
+                providers = await asyncio.to_thread(
+                    tenant_providers, self.engine.store, self.engine.tenant, providers
+                )
             models = ModelAccess(
                 self.engine.tenant,
-                self.engine.providers,
+                providers,
                 self.engine.credentials,
                 _TenantCache(self.engine),
             )

@@ -140,7 +140,7 @@ def model_for(access: ModelAccess, provider: str, model: str | None) -> str:
     if not default:
         raise NonRetryableError(
             f"no model given and provider {provider!r} has no default model "
-            "(set `model:` or WOVYR_LLM_MODEL)",
+            "(set `model:`, the provider's --default-model, or WOVYR_LLM_MODEL for `default`)",
             type="ModelNotGiven",
         )
     return default

@@ -11,7 +11,7 @@ from datetime import date, datetime
 from typing import Any
 
 from wovyr.store.audit import AuditEntry, AuditRecord
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
 from wovyr.store.quotas import debit_refused, running_refused
 from wovyr.store.records import Debit, ExecutionRecord, NewExecution
 
@@ -28,6 +28,7 @@ class MemoryPlatform:
     _executions: dict[tuple[str, str], ExecutionRecord]
     _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
     _responses: dict[tuple[str, str], dict[str, Any]]  # (tenant, request hash) -> response
+    _providers: dict[tuple[str, str], ProviderRecord]  # (tenant, name) -> provider
 
     def get_cached_response(self, tenant: str, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -39,6 +40,26 @@ class MemoryPlatform:
     ) -> None:
         with self._lock:
             self._responses.setdefault((tenant, key), copy.deepcopy(response))
+
+    def put_provider(self, record: ProviderRecord, *, audit: AuditEntry | None = None) -> None:
+        with self._lock:
+            self._providers[(record.tenant, record.name)] = record
+            self._append_audit(audit)
+
+    def get_provider(self, tenant: str, name: str) -> ProviderRecord | None:
+        with self._lock:
+            return self._providers.get((tenant, name))
+
+    def list_providers(self, tenant: str) -> list[ProviderRecord]:
+        with self._lock:
+            return [r for (t, _), r in sorted(self._providers.items()) if t == tenant]
+
+    def delete_provider(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        with self._lock:
+            if self._providers.pop((tenant, name), None) is None:
+                return False
+            self._append_audit(audit)
+            return True
 
     def create_api_key(
         self, record: ApiKeyRecord, *, only_if_none: bool = False, audit: AuditEntry | None = None

@@ -37,7 +37,7 @@ from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
 from wovyr.store.memory.secrets import MemorySecrets
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
@@ -73,6 +73,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
         self._secrets: dict[tuple[str, str], SecretRecord] = {}  # (tenant, name)
         self._kms_roots: dict[str, KmsRootRecord] = {}
         self._responses: dict[tuple[str, str], dict[str, Any]] = {}  # (tenant, request hash)
+        self._providers: dict[tuple[str, str], ProviderRecord] = {}  # (tenant, name)
         self._observers = Observers()
         self.commits = 0
 

@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from wovyr.store.audit import AuditEntry
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
 from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
@@ -25,6 +25,8 @@ from wovyr.store.rows import (
     api_key_record,
     idempotency_params,
     idempotency_record,
+    provider_params,
+    provider_record,
     tenant_params,
     tenant_record,
 )
@@ -159,6 +161,31 @@ class PostgresPlatform:
     ) -> None:
         params = {"tenant": tenant, "key": key, "response": Jsonb(response), "at": at}
         self._platform_write("response_put", params)
+
+    # --- model providers -------------------------------------------------------------------
+
+    def _providers(self, name: str, params: dict[str, Any]) -> list[ProviderRecord]:
+        sql = _queries()[name]
+
+        def body(conn: Connection) -> list[Any]:
+            return conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
+
+        rows: list[Any] = self._run(body, write=False)
+        return [provider_record(row, POSTGRES) for row in rows]
+
+    def put_provider(self, record: ProviderRecord, *, audit: AuditEntry | None = None) -> None:
+        self._platform_write("provider_put", provider_params(record, POSTGRES), audit)
+
+    def get_provider(self, tenant: str, name: str) -> ProviderRecord | None:
+        found = self._providers("provider_get", {"tenant": tenant, "name": name})
+        return found[0] if found else None
+
+    def list_providers(self, tenant: str) -> list[ProviderRecord]:
+        return self._providers("provider_list", {"tenant": tenant})
+
+    def delete_provider(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        params = {"tenant": tenant, "name": name}
+        return self._platform_write("provider_delete", params, audit) == 1
 
     # --- tenants ---------------------------------------------------------------------------
 

@@ -103,3 +103,26 @@ SELECT response FROM llm_responses WHERE tenant = %(tenant)s AND request_hash = 
 INSERT INTO llm_responses (tenant, request_hash, response, created_at)
 VALUES (%(tenant)s, %(key)s, %(response)s, %(at)s)
 ON CONFLICT (tenant, request_hash) DO NOTHING;
+
+-- name: provider_put
+INSERT INTO providers (tenant, name, base_url, api_key_secret, default_model, price_in,
+                       price_out, updated_at, updated_by)
+VALUES (%(tenant)s, %(name)s, %(base_url)s, %(api_key_secret)s, %(default_model)s,
+        %(price_in)s, %(price_out)s, %(updated_at)s, %(updated_by)s)
+ON CONFLICT (tenant, name) DO UPDATE SET base_url = excluded.base_url,
+    api_key_secret = excluded.api_key_secret, default_model = excluded.default_model,
+    price_in = excluded.price_in, price_out = excluded.price_out,
+    updated_at = excluded.updated_at, updated_by = excluded.updated_by;
+
+-- name: provider_get
+SELECT tenant, name, base_url, api_key_secret, default_model, price_in, price_out,
+       updated_at, updated_by
+FROM providers WHERE tenant = %(tenant)s AND name = %(name)s;
+
+-- name: provider_list
+SELECT tenant, name, base_url, api_key_secret, default_model, price_in, price_out,
+       updated_at, updated_by
+FROM providers WHERE tenant = %(tenant)s ORDER BY name;
+
+-- name: provider_delete
+DELETE FROM providers WHERE tenant = %(tenant)s AND name = %(name)s;

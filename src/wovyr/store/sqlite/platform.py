@@ -12,7 +12,7 @@ from typing import Any
 
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, TenantRecord
+from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
 from wovyr.store.quotas import debit_refused, running_refused
 from wovyr.store.records import Debit, NewExecution
 from wovyr.store.rows import (
@@ -21,6 +21,8 @@ from wovyr.store.rows import (
     api_key_record,
     idempotency_params,
     idempotency_record,
+    provider_params,
+    provider_record,
     tenant_params,
     tenant_record,
 )
@@ -30,6 +32,11 @@ __all__ = ["SQLitePlatform"]
 
 _KEY_COLUMNS = "id, tenant, role, name, prefix, key_hash, created_at, revoked_at, last_used_at"
 _KEY_VALUES = ", ".join(f":{c.strip()}" for c in _KEY_COLUMNS.split(","))
+_PROVIDER = (
+    "tenant, name, base_url, api_key_secret, default_model, price_in, price_out,"
+    " updated_at, updated_by"
+)
+_PROVIDER_VALUES = ", ".join(f":{c.strip()}" for c in _PROVIDER.split(","))
 
 
 class SQLitePlatform:
@@ -152,6 +159,43 @@ class SQLitePlatform:
                 " VALUES (?, ?, ?, ?) ON CONFLICT (tenant, request_hash) DO NOTHING",
                 (tenant, key, json.dumps(response, separators=(",", ":")), to_micros(at)),
             )
+
+    # --- model providers -------------------------------------------------------------------
+
+    def put_provider(self, record: ProviderRecord, *, audit: AuditEntry | None = None) -> None:
+        with self._write() as conn:
+            conn.execute(
+                f"INSERT INTO providers ({_PROVIDER}) VALUES ({_PROVIDER_VALUES})"
+                " ON CONFLICT (tenant, name) DO UPDATE SET base_url = excluded.base_url,"
+                " api_key_secret = excluded.api_key_secret,"
+                " default_model = excluded.default_model, price_in = excluded.price_in,"
+                " price_out = excluded.price_out, updated_at = excluded.updated_at,"
+                " updated_by = excluded.updated_by",
+                provider_params(record, SQLITE),
+            )
+            append_audit_row(conn, audit)
+
+    def get_provider(self, tenant: str, name: str) -> ProviderRecord | None:
+        rows = self._read(
+            f"SELECT {_PROVIDER} FROM providers WHERE tenant = ? AND name = ?", (tenant, name)
+        )
+        return provider_record(rows[0], SQLITE) if rows else None
+
+    def list_providers(self, tenant: str) -> list[ProviderRecord]:
+        rows = self._read(
+            f"SELECT {_PROVIDER} FROM providers WHERE tenant = ? ORDER BY name", (tenant,)
+        )
+        return [provider_record(r, SQLITE) for r in rows]
+
+    def delete_provider(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "DELETE FROM providers WHERE tenant = ? AND name = ?", (tenant, name)
+            )
+            if cur.rowcount != 1:
+                return False
+            append_audit_row(conn, audit)
+            return True
 
     # --- tenants ---------------------------------------------------------------------------
 

@@ -1,0 +1,149 @@
+"""`wovyr providers set|list|show|delete`: a tenant's model providers, on the store directly.
+
+A provider's API key is never an argument: `--api-key-secret` names a secret of the tenant
+(`wovyr secrets set NAME`), whose value the worker sends at dispatch. Every change is
+audited as made by the local user.
+"""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from wovyr.cli.common import echo_json, open_engine, print_table, tenant_options
+from wovyr.cli.main import cli
+from wovyr.platform.providers import (
+    ProviderInfo,
+    audit_details,
+    check_provider_name,
+    delete_provider,
+    list_providers,
+    parse_provider,
+    provider_info,
+    set_provider,
+)
+from wovyr.settings import Settings
+
+__all__: list[str] = []
+
+
+@cli.group("providers")
+def providers_group() -> None:
+    """Tenants' model providers for `llm` and `agent` steps: set, list, show, delete."""
+
+
+def _price(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _show(info: ProviderInfo, tenant: str) -> None:
+    click.echo(f"provider {info.name} of tenant {tenant}")
+    click.echo(f"  base URL:       {info.base_url}")
+    click.echo(f"  API key secret: {info.api_key_secret or '- (no key sent)'}")
+    click.echo(f"  default model:  {info.default_model or '-'}")
+    click.echo(
+        f"  price per 1M:   in {_price(info.price_in)}, out {_price(info.price_out)}"
+        + ("" if info.price_in is not None else " (cost unknown)")
+    )
+    click.echo(f"  updated:        {info.updated_at:%Y-%m-%d %H:%M:%S} UTC by {info.updated_by}")
+
+
+@providers_group.command("set")
+@click.argument("name")
+@click.option("--base-url", required=True, help="The OpenAI-compatible base URL (…/v1).")
+@click.option(
+    "--api-key-secret",
+    metavar="SECRET",
+    help="The NAME of the tenant's secret holding the API key (wovyr secrets set).",
+)
+@click.option("--default-model", metavar="MODEL", help="The model of steps that name none.")
+@click.option("--price-in", type=float, help="Price per 1M input tokens (with --price-out).")
+@click.option("--price-out", type=float, help="Price per 1M output tokens (with --price-in).")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def set_command(
+    name: str,
+    base_url: str,
+    api_key_secret: str | None,
+    default_model: str | None,
+    price_in: float | None,
+    price_out: float | None,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """Set model provider NAME of the tenant (replacing one of that name); `llm` and
+    `agent` steps use it as `provider: NAME`."""
+    check_provider_name(name, "NAME")
+    fields = {
+        "base_url": base_url,
+        "api_key_secret": api_key_secret,
+        "default_model": default_model,
+        "price_in": price_in,
+        "price_out": price_out,
+    }
+    with open_engine(settings, load_activities=False) as engine:
+        record = parse_provider(engine.tenant, name, fields, by="cli", at=engine.clock.now())
+        info = ProviderInfo.of(record)
+        audit = engine.audit_entry("provider.set", name, audit_details(info))
+        set_provider(engine.store, record, audit=audit)
+    if as_json:
+        echo_json(info.to_dict())
+    else:
+        click.echo(f"provider {name} of tenant {settings.tenant} set")
+
+
+@providers_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def list_command(as_json: bool, settings: Settings) -> None:
+    """The tenant's model providers (secret names, never values)."""
+    with open_engine(settings, load_activities=False) as engine:
+        found = list_providers(engine.store, engine.tenant)
+    if as_json:
+        echo_json([info.to_dict() for info in found])
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("name", "base URL", "key secret", "default model", "in/1M", "out/1M"):
+        table.add_column(column)
+    for info in found:
+        table.add_row(
+            info.name,
+            info.base_url,
+            info.api_key_secret or "-",
+            info.default_model or "-",
+            _price(info.price_in),
+            _price(info.price_out),
+        )
+    print_table(table)
+
+
+@providers_group.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def show_command(name: str, as_json: bool, settings: Settings) -> None:
+    """Model provider NAME of the tenant (its secret's name, never a value)."""
+    check_provider_name(name, "NAME")
+    with open_engine(settings, load_activities=False) as engine:
+        info = provider_info(engine.store, engine.tenant, name)
+    if as_json:
+        echo_json(info.to_dict())
+    else:
+        _show(info, settings.tenant)
+
+
+@providers_group.command("delete")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def delete_command(name: str, as_json: bool, settings: Settings) -> None:
+    """Delete model provider NAME of the tenant (steps naming it then fail, not retried,
+    unless the environment defines one of that name)."""
+    check_provider_name(name, "NAME")
+    with open_engine(settings, load_activities=False) as engine:
+        audit = engine.audit_entry("provider.delete", name)
+        delete_provider(engine.store, engine.tenant, name, audit=audit)
+    if as_json:
+        echo_json({"deleted": name, "tenant": settings.tenant})
+    else:
+        click.echo(f"deleted provider {name} of tenant {settings.tenant}")

@@ -1,0 +1,299 @@
+"""Tenants' model providers: set, list, show, delete, and their resolution at dispatch.
+
+A provider is an OpenAI-compatible endpoint a tenant's `llm` and `agent` steps name
+(`provider: NAME`): its base URL, the NAME of the tenant's secret that holds its API key
+(never a value: the key stays sealed in `wovyr.platform.secrets` until the worker sends it),
+an optional default model and prices per 1M tokens (which make a step's `cost` known).
+Another tenant's provider answers exactly like a missing one.
+
+At dispatch a step's provider is the tenant's stored one of that name, else the one the
+worker's environment defines (`default`, from `WOVYR_LLM_*`): `tenant_providers` builds that
+view for one attempt, and `SecretCredentials` (the `CredentialResolver` the edges give the
+engine) resolves a stored provider's key from the tenant's secret. The base URL is checked
+here for its form only (http or https, a host, no credentials in it); the tenant's
+side-effect policy still governs every call.
+
+Setting and deleting are audited: the caller passes the audit entry, appended in the
+transaction of the change.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from wovyr.activities.base import NonRetryableError
+from wovyr.activities.providers import CredentialResolver, ProviderConfig, Providers
+from wovyr.errors import InputError, KmsError, NotFound, Problem
+from wovyr.platform.secrets import SECRET_NAME
+from wovyr.store.audit import AuditEntry, payload_digest
+from wovyr.store.platform import ProviderRecord, ProviderStore
+
+__all__ = [
+    "PROVIDER_FIELDS",
+    "PROVIDER_NAME",
+    "ProviderInfo",
+    "ProviderMissing",
+    "SecretCredentials",
+    "audit_details",
+    "check_provider_name",
+    "delete_provider",
+    "list_providers",
+    "parse_provider",
+    "provider_info",
+    "set_provider",
+    "tenant_providers",
+]
+
+PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+PROVIDER_FIELDS = ("base_url", "api_key_secret", "default_model", "price_in", "price_out")
+_MAX_URL = 2048
+_MAX_MODEL = 256
+
+
+class ProviderMissing(NotFound):
+    """No such provider."""
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    """What is shown of a provider: its secret's name, never a value."""
+
+    name: str
+    base_url: str
+    api_key_secret: str | None
+    default_model: str | None
+    price_in: float | None
+    price_out: float | None
+    updated_at: datetime
+    updated_by: str
+
+    @classmethod
+    def of(cls, record: ProviderRecord) -> ProviderInfo:
+        return cls(
+            record.name,
+            record.base_url,
+            record.api_key_secret,
+            record.default_model,
+            record.price_in,
+            record.price_out,
+            record.updated_at,
+            record.updated_by,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "base_url": self.base_url,
+            "api_key_secret": self.api_key_secret,
+            "default_model": self.default_model,
+            "price_in": self.price_in,
+            "price_out": self.price_out,
+            "updated_at": self.updated_at.isoformat(),
+            "updated_by": self.updated_by,
+        }
+
+
+def audit_details(info: ProviderInfo) -> dict[str, Any]:
+    """What the audit record of setting a provider holds: small facts (its URL, its secret's
+    name) and the digest of all its fields."""
+    fields = info.to_dict()
+    del fields["updated_at"], fields["updated_by"]
+    return {
+        "base_url": info.base_url,
+        "api_key_secret": info.api_key_secret,
+        "provider": payload_digest(fields),
+    }
+
+
+def check_provider_name(name: str, path: str = "name") -> str:
+    """`name` if it is a provider name (a letter or digit, then letters, digits, `_`, `.`,
+    `-`; at most 64), else `InputError`."""
+    if not isinstance(name, str) or not PROVIDER_NAME.match(name):
+        raise InputError(
+            [
+                Problem(
+                    "a provider name is a letter or digit followed by letters, digits, '_', "
+                    "'.' or '-' (at most 64)",
+                    path=path,
+                    hint="e.g. openai, local-vllm",
+                )
+            ]
+        )
+    return name
+
+
+def _url(value: Any, problems: list[Problem]) -> str:
+    if not isinstance(value, str) or not value:
+        problems.append(Problem("the base URL is required, text", path="base_url"))
+        return ""
+    if len(value) > _MAX_URL:
+        problems.append(Problem(f"the base URL is at most {_MAX_URL} characters", "base_url"))
+        return ""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        problems.append(Problem("the base URL is not a URL", path="base_url"))
+        return ""
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        problems.append(
+            Problem(
+                "the base URL must be http:// or https:// with a host",
+                path="base_url",
+                hint="e.g. https://api.openai.com/v1",
+            )
+        )
+    elif parts.username is not None or parts.password is not None:
+        problems.append(
+            Problem(
+                "the base URL must not hold credentials: keep the key in a secret",
+                path="base_url",
+                hint="--api-key-secret NAME",
+            )
+        )
+    elif parts.query or parts.fragment:
+        problems.append(Problem("the base URL takes no query or fragment", path="base_url"))
+    return value
+
+
+def _price(value: Any, path: str, problems: list[Problem]) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        problems.append(Problem("a price is a number (per 1M tokens)", path=path))
+        return None
+    price = float(value)
+    if not math.isfinite(price) or price < 0:
+        problems.append(Problem("a price is a finite number, 0 or more", path=path))
+        return None
+    return price
+
+
+def parse_provider(
+    tenant: str, name: str, fields: Mapping[str, Any], *, by: str, at: datetime
+) -> ProviderRecord:
+    """The record `fields` (those of `PROVIDER_FIELDS`) describe, or `InputError` naming
+    every problem."""
+    check_provider_name(name)
+    problems = [Problem(f"unknown field {k!r}", path=str(k)) for k in fields]
+    problems = [p for p in problems if p.path not in PROVIDER_FIELDS]
+    base_url = _url(fields.get("base_url"), problems)
+    secret = fields.get("api_key_secret")
+    if secret is not None and (not isinstance(secret, str) or not SECRET_NAME.match(secret)):
+        problems.append(
+            Problem(
+                "api_key_secret is the NAME of a secret of the tenant (a letter or '_' "
+                "followed by letters, digits or '_'), not a key",
+                path="api_key_secret",
+                hint="wovyr secrets set NAME, then --api-key-secret NAME",
+            )
+        )
+    model = fields.get("default_model")
+    if model is not None and (
+        not isinstance(model, str) or not model.strip() or len(model) > _MAX_MODEL
+    ):
+        problems.append(
+            Problem(f"default_model is non-empty text (at most {_MAX_MODEL})", "default_model")
+        )
+    price_in = _price(fields.get("price_in"), "price_in", problems)
+    price_out = _price(fields.get("price_out"), "price_out", problems)
+    if (fields.get("price_in") is None) != (fields.get("price_out") is None):
+        problems.append(
+            Problem("give both prices (price_in and price_out) or neither", path="price_in")
+        )
+    if problems:
+        raise InputError(problems)
+    return ProviderRecord(tenant, name, base_url, secret, model, price_in, price_out, at, by)
+
+
+def set_provider(
+    store: ProviderStore, record: ProviderRecord, *, audit: AuditEntry | None = None
+) -> ProviderInfo:
+    """Store `record` (replacing the tenant's provider of that name); `audit` is appended in
+    the same transaction."""
+    store.put_provider(record, audit=audit)
+    return ProviderInfo.of(record)
+
+
+def provider_info(store: ProviderStore, tenant: str, name: str) -> ProviderInfo:
+    check_provider_name(name)
+    record = store.get_provider(tenant, name)
+    if record is None:
+        raise ProviderMissing(f"no provider {name!r}")
+    return ProviderInfo.of(record)
+
+
+def list_providers(store: ProviderStore, tenant: str) -> list[ProviderInfo]:
+    return [ProviderInfo.of(r) for r in store.list_providers(tenant)]
+
+
+def delete_provider(
+    store: ProviderStore, tenant: str, name: str, *, audit: AuditEntry | None = None
+) -> None:
+    """Delete `tenant`'s provider `name`; `ProviderMissing` if it has none."""
+    check_provider_name(name)
+    if not store.delete_provider(tenant, name, audit=audit):
+        raise ProviderMissing(f"no provider {name!r}")
+
+
+def _config(record: ProviderRecord) -> ProviderConfig:
+    return ProviderConfig(
+        record.name, record.base_url, record.default_model, record.price_in, record.price_out
+    )
+
+
+def tenant_providers(store: ProviderStore, tenant: str, base: Providers) -> Providers:
+    """The providers `tenant`'s steps may name now: its stored ones, then those of the
+    worker's environment (`base`) that it has no stored one of the same name for."""
+    merged = {name: base.get(name) for name in base.names()}
+    merged.update({r.name: _config(r) for r in store.list_providers(tenant)})
+    return Providers(merged)
+
+
+class _SecretResolver(Protocol):
+    def resolve_secret(self, tenant: str, name: str) -> str: ...
+
+
+class SecretCredentials:
+    """The `CredentialResolver` of a worker with a secrets store: a tenant's stored provider
+    has the value of its `api_key_secret`; any other provider, what `fallback` says (the
+    environment's key for `default`)."""
+
+    def __init__(
+        self, store: ProviderStore, secrets: _SecretResolver, fallback: CredentialResolver
+    ) -> None:
+        self._store = store
+        self._secrets = secrets
+        self._fallback = fallback
+
+    def api_key(self, tenant: str, provider: str) -> str | None:
+        record = self._store.get_provider(tenant, provider)
+        if record is None:
+            return self._fallback.api_key(tenant, provider)
+        secret = record.api_key_secret
+        if secret is None:
+            return None
+        try:
+            return self._secrets.resolve_secret(tenant, secret)
+        except NotFound:
+            raise NonRetryableError(
+                f"the API key of model provider {provider!r} is secret {secret!r}, which "
+                f"tenant {tenant!r} does not have (set it: wovyr secrets set {secret} "
+                f"--tenant {tenant})",
+                type="SecretMissing",
+            ) from None
+        except KmsError as exc:
+            raise NonRetryableError(
+                f"secret {secret!r} (the API key of model provider {provider!r}) cannot be "
+                f"opened: {exc}",
+                type="SecretUnreadable",
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"SecretCredentials(fallback={self._fallback!r})"

@@ -1,0 +1,98 @@
+"""`/api/v1/providers`: an admin sets, lists, shows and deletes its own tenant's model
+providers (`llm` and `agent` steps name them as `provider: NAME`).
+
+A provider holds the NAME of a secret of the tenant for its API key (`api_key_secret`),
+never a key: what is shown is that name. Another tenant's provider answers exactly like a
+missing one (404). Every change is audited as made by the calling key, in the transaction
+of the change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Response
+from pydantic import BaseModel
+
+from wovyr.platform.providers import (
+    ProviderInfo,
+    audit_details,
+    delete_provider,
+    list_providers,
+    parse_provider,
+    provider_info,
+    set_provider,
+)
+from wovyr.server.deps import Admin, Ctx, tenant_engine
+from wovyr.server.guard import StrictJsonRoute
+from wovyr.server.problems import problem_responses
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/api/v1/providers",
+    tags=["admin"],
+    route_class=StrictJsonRoute,
+    responses=problem_responses(401, 403, 404, 413, 422),
+)
+
+
+class ProviderOut(BaseModel):
+    name: str
+    base_url: str
+    api_key_secret: str | None  # the secret's NAME, never its value
+    default_model: str | None
+    price_in: float | None  # per 1M input tokens
+    price_out: float | None  # per 1M output tokens
+    updated_at: str
+    updated_by: str
+
+
+def _out(info: ProviderInfo) -> ProviderOut:
+    return ProviderOut(**info.to_dict())
+
+
+@router.get("", response_model=list[ProviderOut], summary="The tenant's model providers")
+def get_providers(ctx: Ctx, principal: Admin) -> list[ProviderOut]:
+    return [_out(i) for i in list_providers(ctx.engine.store, principal.tenant)]
+
+
+@router.get("/{name}", response_model=ProviderOut, summary="A model provider")
+def get_provider(name: str, ctx: Ctx, principal: Admin) -> ProviderOut:
+    return _out(provider_info(ctx.engine.store, principal.tenant, name))
+
+
+@router.put("/{name}", response_model=ProviderOut, summary="Set a model provider")
+def put_provider(
+    name: str,
+    ctx: Ctx,
+    principal: Admin,
+    body: dict[str, Any] = Body(  # noqa: B008 - FastAPI's way to take the whole body
+        description="base_url (http or https), api_key_secret (the NAME of a secret of the "
+        "tenant), default_model, price_in and price_out (per 1M tokens, both or neither)",
+        examples=[
+            {
+                "base_url": "https://api.openai.com/v1",
+                "api_key_secret": "OPENAI_API_KEY",
+                "default_model": "gpt-4o-mini",
+                "price_in": 0.15,
+                "price_out": 0.6,
+            }
+        ],
+    ),
+) -> ProviderOut:
+    engine = tenant_engine(ctx, principal)
+    record = parse_provider(principal.tenant, name, body, by=principal.key_id, at=ctx.clock.now())
+    info = ProviderInfo.of(record)
+    set_provider(
+        engine.store, record, audit=engine.audit_entry("provider.set", name, audit_details(info))
+    )
+    return _out(info)
+
+
+@router.delete("/{name}", status_code=204, summary="Delete a model provider")
+def remove_provider(name: str, ctx: Ctx, principal: Admin) -> Response:
+    engine = tenant_engine(ctx, principal)
+    audit = engine.audit_entry("provider.delete", name)
+    delete_provider(engine.store, principal.tenant, name, audit=audit)
+    return Response(status_code=204)
