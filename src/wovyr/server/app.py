@@ -25,6 +25,7 @@ from wovyr.platform.metrics import meter
 from wovyr.platform.secrets import Secrets, open_secrets
 from wovyr.server.api import (
     admin,
+    agents,
     audit,
     definitions,
     health,
@@ -110,6 +111,7 @@ def create_app(
     for module in (
         workflows,
         definitions,
+        agents,
         schedules,
         admin,
         policy,
