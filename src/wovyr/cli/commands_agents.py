@@ -180,8 +180,9 @@ def run_command(
         async def main() -> Foreground:
             worker = Worker(engine, lease_seconds=settings.lease_seconds)
             try:
+                task_text = task_input if isinstance(task_input, str) else json.dumps(task_input)
                 started = await worker.start(
-                    input={"input": task_input},
+                    input={"input": task_text},
                     name=record.name,
                     version=record.version,
                     execution_id=run_id,

@@ -8,8 +8,10 @@ An agent document
     spec: {provider, model, instructions, tools, max_turns, budget, require_approval, ...}
 
 is checked with located problems like a workflow, then becomes the workflow
-`agent.<name>` of one `agent` activity whose input is the run's `input`, and whose output is
-that activity's output. That workflow is what the definitions registry stores (pinned by its
+`agent.<name>` of one `agent` activity whose input is the run's `input` (a string input:
+a task given as another JSON value is sent as its JSON text, which is what the `agent`
+activity sends the model for such a value anyway), and whose output is that activity's
+output. That workflow is what the definitions registry stores (pinned by its
 content hash, tenant-scoped, name and version conflicts refused) and what a run starts: the
 registry and the start path are the workflows' own. The workflow carries the label
 `wovyr.agent: <name>`, which is what tells an agent from a workflow that merely has a name
@@ -129,6 +131,7 @@ def agent_workflow(document: AgentDocument) -> Workflow:
             "apiVersion": "wovyr/v1",
             "kind": "Workflow",
             "metadata": metadata,
+            "inputs": {"input": {"type": "string", "required": True}},
             "activities": [{"id": "agent", "agent": {**spec, "input": "${{ inputs.input }}"}}],
             "output": "${{ activities.agent.output }}",
         }

@@ -3,7 +3,7 @@
 Applying an agent registers the workflow it runs as (`agent.<name>`, one `agent`
 activity) through `Engine.apply`, audited as `agent.apply` in the same transaction; a run is
 an ordinary execution of that workflow started through `Engine.submit` with the input
-`{"input": <the run's input>}`, so it is in the execution lists and the UI, is held by the
+`{"input": <the task, as text>}`, so it is in the execution lists and the UI, is held by the
 worker (not by a connection) and survives restarts. A run's view is read from the
 execution: its status, the turns recorded so far (`ModelCallCompleted` events), their usage
 and cost, and the result once it ended.
@@ -11,6 +11,7 @@ and cost, and the result once it ended.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from wovyr.definition.agent import (
     workflow_name,
 )
 from wovyr.definition.parse import read_source
-from wovyr.errors import DefinitionError, NotFound
+from wovyr.errors import DefinitionError, InputError, NotFound, Problem
 from wovyr.events import EventType
 from wovyr.store.records import DefinitionRecord
 
@@ -92,8 +93,11 @@ def named_agent(
 def start_agent_run(engine: Engine, name: str, input: Any, *, run_id: str | None = None) -> Started:
     """Start a run of a registered agent (an execution of its workflow)."""
     _, record = named_agent(engine, name)
+    if input is None:
+        raise InputError([Problem("a run needs an input (the task)", path="input")])
+    task = input if isinstance(input, str) else json.dumps(input, ensure_ascii=False)
     return engine.submit(
-        None, {"input": input}, name=record.name, version=record.version, execution_id=run_id
+        None, {"input": task}, name=record.name, version=record.version, execution_id=run_id
     )
 
 

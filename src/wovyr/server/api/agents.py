@@ -4,7 +4,7 @@
 and registers it like a definition (operator; 201 applied, 200 unchanged, 409 when that
 name and version hold different content, 422 with located problems; a tool no handler is
 registered as is refused when this process has handlers loaded). A run is an execution
-(`wovyr.engine.agents`): `POST /api/v1/agents/{name}/runs` with `{input}` starts it and
+(`wovyr.engine.agents`): `POST /api/v1/agents/{agent}/runs` with `{input}` starts it and
 waits for its end at most `wait` seconds (default 10), answering 200 with the result, or
 202 and `Location: /api/v1/agents/runs/{id}` when it has not ended; with the header
 `Prefer: respond-async` it answers 202 at once. The worker holds the run, never this
@@ -168,14 +168,14 @@ def get_run(run_id: str, ctx: Ctx, principal: Viewer) -> RunOut:
     return _run_out(agent_run(tenant_engine(ctx, principal), run_id))
 
 
-@router.get("/{name}", response_model=AgentDetail, summary="An agent's latest version")
+@router.get("/{agent}", response_model=AgentDetail, summary="An agent's latest version")
 def show(
-    name: str,
+    agent: str,
     ctx: Ctx,
     principal: Viewer,
     version: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
 ) -> AgentDetail:
-    document, record = named_agent(tenant_engine(ctx, principal), name, version)
+    document, record = named_agent(tenant_engine(ctx, principal), agent, version)
     return AgentDetail(
         name=document.name,
         version=document.version,
@@ -186,14 +186,14 @@ def show(
 
 
 @router.post(
-    "/{name}/runs",
+    "/{agent}/runs",
     status_code=200,
     response_model=RunOut,
     summary="Run an agent (synchronous with a bounded wait, or `Prefer: respond-async`)",
     responses={202: {"description": "Started and not ended yet: poll `Location`."}},
 )
 async def run(
-    name: str,
+    agent: str,
     body: RunRequest,
     response: Response,
     ctx: Ctx,
@@ -204,7 +204,7 @@ async def run(
     prefer: Annotated[str | None, Header(max_length=500)] = None,
 ) -> RunOut:
     engine = tenant_engine(ctx, principal)
-    started = await run_in_threadpool(start_agent_run, engine, name, body.input, run_id=body.id)
+    started = await run_in_threadpool(start_agent_run, engine, agent, body.input, run_id=body.id)
     run_id = started.record.id
     location = f"{router.prefix}/runs/{run_id}"
     asynchronous = prefer is not None and "respond-async" in prefer.lower()
