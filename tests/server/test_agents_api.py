@@ -10,15 +10,20 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.llm_server import ScriptedLLM, text, tool_calls
-from tests.server.conftest import APPROVAL_FLOW, Api
+from tests.server.conftest import APPROVAL_FLOW, Api, serve
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ProviderConfig, Providers
+from wovyr.clock import ManualClock
+from wovyr.engine.engine import Engine
+from wovyr.settings import Settings
+from wovyr.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 OP, VIEW, B_OP = "tenant-a:operator", "tenant-a:viewer", "tenant-b:operator"
@@ -209,3 +214,43 @@ async def test_a_sync_run_returns_the_result_or_202_when_it_has_not_ended(
             # a run needs a task
             r = await api.call("POST", f"{AGENTS}/helper/runs", OP, json={})
             assert r.status_code == 422, r.text
+
+
+async def test_a_run_outlives_the_server_that_started_it(
+    tmp_path: Path, clock: ManualClock, registry: ActivityRegistry
+) -> None:
+    """The run is the worker's, not the request's: started on one server over a SQLite
+    file, it is completed by the worker of another server opened on the same file."""
+    db = tmp_path / "agents.db"
+    registry.register("greet", lambda name: f"hello {name}")
+
+    def engine(llm: ScriptedLLM) -> Engine:
+        opened = Engine(SQLiteStore(db), clock=clock, activities=registry)
+        opened.providers = Providers({"default": ProviderConfig("default", llm.base_url)})
+        opened.side_effects = TRUSTED
+        return opened
+
+    with ScriptedLLM([text("after the restart")]) as llm:
+        first = engine(llm)
+        async with serve(first, Settings(home=tmp_path / "home")) as api:
+            r = await api.call("POST", AGENTS, OP, content=AGENT, headers=YAML)
+            assert r.status_code == 201, r.text
+            r = await api.call(
+                "POST", f"{AGENTS}/helper/runs", OP, json={"input": "q", "id": "r1"}, headers=ASYNC
+            )
+            assert r.status_code == 202, r.text
+        first.close()
+        assert llm.completions == []
+
+        second = engine(llm)
+        try:
+            async with serve(second, Settings(home=tmp_path / "home")) as api:
+                waiting = (await api.call("GET", f"{AGENTS}/runs/r1", VIEW)).json()
+                assert waiting["status"] == "running" and waiting["result"] is None
+                await api.drain()
+                done = (await api.call("GET", f"{AGENTS}/runs/r1", VIEW)).json()
+                assert (done["status"], done["turns"]) == ("completed", 1)
+                assert done["result"]["text"] == "after the restart"
+        finally:
+            second.close()
+        assert len(llm.completions) == 1
