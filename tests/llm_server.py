@@ -14,7 +14,8 @@ A reply is one of: `text(...)` (a plain answer), `tool_calls(...)` (one or sever
 calls), `stream=True` on either (sent as SSE chunks when the request asks for `stream`),
 `status(429, retry_after=3)`, `status(500)`, `malformed()` (a 200 whose body is not JSON).
 Every request is recorded (`Recorded`: path, headers, parsed body) before it is answered;
-`delay` holds a reply back (a slow model).
+`delay` holds a reply back (a slow model); `gate` (a `threading.Event`) holds it until the
+test sets the event, which orders what the test sees without any timing.
 
 It runs in a daemon thread of the test process (a `ThreadingHTTPServer`): the chaos tests
 kill worker processes, never the model, so its record spans their lives.
@@ -52,12 +53,18 @@ class Reply:
     delay: float = 0.0
     usage: tuple[int, int] = (10, 5)  # prompt, completion tokens
     body: str = ""
+    gate: threading.Event | None = field(default=None, compare=False)
 
 
 def text(
-    content: str, *, stream: bool = False, delay: float = 0.0, usage: tuple[int, int] = (10, 5)
+    content: str,
+    *,
+    stream: bool = False,
+    delay: float = 0.0,
+    usage: tuple[int, int] = (10, 5),
+    gate: threading.Event | None = None,
 ) -> Reply:
-    return Reply("text", content=content, stream=stream, delay=delay, usage=usage)
+    return Reply("text", content=content, stream=stream, delay=delay, usage=usage, gate=gate)
 
 
 def tool_calls(
@@ -204,6 +211,8 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
                 self._send(404, b'{"error": {"message": "not found"}}')
                 return
             reply = script.next_reply(recorded)
+            if reply.gate is not None:
+                reply.gate.wait(timeout=60)  # a bound: a test that forgets it still ends
             if reply.delay:
                 time.sleep(reply.delay)
             model = (body or {}).get("model") or "scripted"

@@ -27,6 +27,12 @@ SCHEDULES = "/api/v1/schedules"
 RUNS = "/api/v1/workflows"
 SECRETS = "/api/v1/secrets"
 SECRET_VALUE = "hunter2"  # low entropy: neither it nor a hash of it may be recorded
+AGENT = """\
+apiVersion: wovyr/v1
+kind: Agent
+metadata: {name: helper, version: "2"}
+spec: {model: m1}
+"""
 
 
 @dataclass
@@ -50,6 +56,11 @@ ROUTES = [
           {"name": "go", "payload": {"x": 1}}),
     Route(OP, "POST", f"{RUNS}/e1/approve", "execution.approve", "e1",
           {"activity": "gate", "approved": True, "comment": "ok"}),
+    Route(OP, "POST", "/api/v1/agents", "agent.apply", "helper@2",
+          kw={"content": AGENT, "headers": YAML}, status=201),
+    Route(OP, "POST", "/api/v1/agents/helper/runs", "execution.start", "r1",
+          {"input": "a task", "id": "r1"}, kw={"headers": {"Prefer": "respond-async"}},
+          status=202),
     Route(OP, "POST", RUNS, "execution.start", "e2", {"definition": FLOW, "id": "e2"},
           status=201),
     Route(OP, "POST", f"{RUNS}/e2/approve", "execution.deny", "e2",
@@ -200,6 +211,7 @@ async def test_the_table_covers_every_mutating_route(api: Api) -> None:
         "s1": "{schedule_id}",
         "API_TOKEN": "{name}",
         "p1": "{name}",
+        "helper": "{agent}",
     }
     covered = {("DELETE", "/api/v1/admin/keys/{key_id}")}  # revoked after the table
     for route in ROUTES:

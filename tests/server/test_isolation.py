@@ -23,6 +23,13 @@ A_FLOW = APPROVAL_FLOW.replace("name: purchase", f"name: {CANARY}-flow")
 B_FLOW = APPROVAL_FLOW.replace("name: purchase", "name: b-flow")
 _fresh = itertools.count()
 B_DOCUMENT = load_definition(B_FLOW).model_dump(by_alias=True, mode="json", exclude_defaults=True)
+A_AGENT = f"""\
+apiVersion: wovyr/v1
+kind: Agent
+metadata: {{name: {CANARY}-agent}}
+spec: {{model: m1, instructions: {CANARY}}}
+"""
+B_AGENT = {"apiVersion": "wovyr/v1", "kind": "Agent", "metadata": {"name": "b-agent"}}
 
 # The role each operation needs: the test is the spec. A route missing here fails the test.
 REQUIRED_ROLE = {
@@ -37,6 +44,11 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/definitions"): "viewer",
     ("GET", "/api/v1/definitions/{name}"): "viewer",
     ("GET", "/api/v1/definitions/{name}/{version}"): "viewer",
+    ("POST", "/api/v1/agents"): "operator",
+    ("GET", "/api/v1/agents"): "viewer",
+    ("GET", "/api/v1/agents/{agent}"): "viewer",
+    ("POST", "/api/v1/agents/{agent}/runs"): "operator",
+    ("GET", "/api/v1/agents/runs/{run_id}"): "viewer",
     ("POST", "/api/v1/schedules"): "operator",
     ("GET", "/api/v1/schedules"): "viewer",
     ("GET", "/api/v1/schedules/{schedule_id}"): "viewer",
@@ -86,6 +98,10 @@ def body_for(method: str, path: str) -> Any:
         return {"id": f"b-sched-{n}", "definition": B_FLOW, "every": "1h"}
     if (method, path) == ("POST", "/api/v1/definitions"):
         return B_DOCUMENT
+    if (method, path) == ("POST", "/api/v1/agents"):
+        return B_AGENT
+    if (method, path) == ("POST", "/api/v1/agents/{agent}/runs"):
+        return {"input": "from b"}
     if path.endswith("/signal"):
         return {"name": "go", "payload": "b"}
     if path.endswith("/approve"):
@@ -144,6 +160,18 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         headers={"Content-Type": "application/yaml"},
     )
     assert applied.status_code == 201, applied.text
+    agent = await api.call(
+        "POST", "/api/v1/agents", a, content=A_AGENT, headers={"Content-Type": "application/yaml"}
+    )
+    assert agent.status_code == 201, agent.text
+    run = await api.call(
+        "POST",
+        f"/api/v1/agents/{CANARY}-agent/runs",
+        a,
+        json={"input": CANARY, "id": f"{CANARY}-run"},
+        headers={"Prefer": "respond-async"},
+    )
+    assert run.status_code == 202, run.text
     secret = await api.call(
         "PUT", f"/api/v1/secrets/{A_SECRET}", "tenant-a:admin", json={"value": CANARY}
     )
@@ -163,6 +191,8 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "version": "1",
         "secret": A_SECRET,
         "provider": A_PROVIDER,
+        "agent": f"{CANARY}-agent",
+        "run_id": f"{CANARY}-run",
     }
 
 

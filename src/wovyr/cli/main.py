@@ -34,6 +34,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         "Administration on the server host: API keys, tenants' policies and quotas, the KMS, "
         "the audit chain.",
     ),
+    "agents": (
+        ("commands_agents",),
+        "Agents: apply, list and show agent definitions, run one in the foreground.",
+    ),
     "db": (("commands_db",), "The store's schema: apply migrations, show the version."),
     "definitions": (
         ("commands_registry",),

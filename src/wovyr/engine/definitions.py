@@ -163,9 +163,16 @@ class Definitions:
             return load_definition_file(definition)
         return load_definition(definition)
 
-    def apply(self, definition: Workflow | str | Path) -> tuple[str, str]:
+    def apply(
+        self,
+        definition: Workflow | str | Path,
+        *,
+        audit_as: tuple[str, str] | None = None,
+    ) -> tuple[str, str]:
         """Register a definition under its name and version: ("applied" | "unchanged", hash).
-        A different definition under an existing name and version is refused."""
+        A different definition under an existing name and version is refused. `audit_as`:
+        the (action, target) the change is audited as (default `definition.apply`,
+        `name@version`)."""
         workflow = self._as_workflow(definition)
         self.check_side_effects(workflow)
         digest = content_hash(workflow)
@@ -177,11 +184,8 @@ class Definitions:
             self.clock.now(),
             self.tenant,
         )
-        audit = self.audit_entry(
-            "definition.apply",
-            f"{workflow.name}@{workflow.version}",
-            {"definition_hash": digest},
-        )
+        action, target = audit_as or ("definition.apply", f"{workflow.name}@{workflow.version}")
+        audit = self.audit_entry(action, target, {"definition_hash": digest})
         outcome = self.store.apply_definition(record, audit=audit)
         if outcome == "conflict":
             raise DefinitionConflict(

@@ -27,6 +27,7 @@ from wovyr.platform.providers import SecretCredentials
 from wovyr.platform.secrets import Secrets, open_secrets
 from wovyr.server.api import (
     admin,
+    agents,
     audit,
     definitions,
     health,
@@ -115,6 +116,7 @@ def create_app(
     for module in (
         workflows,
         definitions,
+        agents,
         schedules,
         admin,
         policy,

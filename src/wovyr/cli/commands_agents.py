@@ -1,0 +1,228 @@
+"""`wovyr agents apply|list|show|run`: the agents registry (`wovyr.engine.agents`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from wovyr.cli.common import (
+    cli_inputs,
+    console,
+    echo_json,
+    open_engine,
+    print_table,
+    tenant_options,
+)
+from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli, error_text
+from wovyr.definition.agent import agent_tool_problems
+from wovyr.engine.agents import agent_run, apply_agent, list_agents, named_agent
+from wovyr.errors import DefinitionConflict, DefinitionError, InputError
+from wovyr.settings import Settings
+from wovyr.worker import Worker
+from wovyr.worker.run import Foreground, drive
+
+__all__: list[str] = []
+
+WAIT_UP_TO = 60.0  # timers and retry back-offs due within this long are slept through here
+
+
+@cli.group("agents")
+def agents() -> None:
+    """Agents: apply, list and show agent definitions, run one in the foreground."""
+
+
+@agents.command("apply")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
+    """Register each agent FILE under its metadata name and version (idempotent). With
+    --activities, a tool that no loaded handler is registered as is refused."""
+    results: list[dict[str, Any]] = []
+    failed = False
+    with open_engine(settings) as engine:
+        for file in files:
+            try:
+                outcome, digest, document = apply_agent(engine, file)
+                results.append(
+                    {
+                        "file": str(file),
+                        "name": document.name,
+                        "version": document.version,
+                        "hash": digest,
+                        "result": outcome,
+                    }
+                )
+            except (DefinitionError, DefinitionConflict, InputError) as exc:
+                failed = True
+                problems = exc.problems if isinstance(exc, DefinitionError | InputError) else []
+                results.append(
+                    {
+                        "file": str(file),
+                        "result": "error",
+                        "error": error_text(exc),
+                        "problems": [p.to_dict() for p in problems],
+                    }
+                )
+    if as_json:
+        echo_json(results)
+    else:
+        for r in results:
+            if r["result"] == "error":
+                console.print(f"{r['file']}: {r['error']}", style="red", markup=False)
+            else:
+                console.print(
+                    f"{r['file']}: agent {r['name']} v{r['version']} {r['result']} "
+                    f"({r['hash'][:19]})",
+                    markup=False,
+                )
+    if failed:
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+@agents.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def list_command(as_json: bool, settings: Settings) -> None:
+    """List the tenant's agents, newest first."""
+    with open_engine(settings, load_activities=False) as engine:
+        found = list_agents(engine)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "name": d.name,
+                    "version": d.version,
+                    "hash": r.hash,
+                    "model": d.spec.model,
+                    "tools": d.spec.tools,
+                    "applied_at": r.created_at.isoformat(),
+                }
+                for d, r in found
+            ]
+        )
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("name", "version", "model", "tools", "applied", "hash"):
+        table.add_column(column)
+    for d, r in found:
+        table.add_row(
+            d.name,
+            d.version,
+            d.spec.model or "",
+            ", ".join(d.spec.tools),
+            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            r.hash[:19],
+        )
+    print_table(table)
+
+
+@agents.command("show")
+@click.argument("name")
+@click.option("--version", "version", help="A specific version (default: the latest).")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def show_command(name: str, version: str | None, as_json: bool, settings: Settings) -> None:
+    """Print a registered agent."""
+    with open_engine(settings, load_activities=False) as engine:
+        document, record = named_agent(engine, name, version)
+    data = document.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+    if as_json:
+        echo_json({"hash": record.hash, "agent": data})
+    else:
+        console.print(f"{document.name} v{document.version}  {record.hash}", markup=False)
+        echo_json(data)
+
+
+@agents.command("run")
+@click.argument("name")
+@click.option(
+    "-i",
+    "--input",
+    "pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A value of the task object (JSON if it parses, else a string). Repeatable.",
+)
+@click.option("--text", "task", help="The task as text (instead of -i pairs).")
+@click.option("--id", "run_id", help="The run's id (starting an existing id resumes it).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+@tenant_options
+def run_command(
+    name: str,
+    pairs: tuple[str, ...],
+    task: str | None,
+    run_id: str | None,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """Run the agent NAME here until it ends and print its final answer. The task is the
+    object of the -i pairs, or --text.
+
+    Exit codes: 0 completed, 1 failed, 3 waiting (an approval), 4 not found.
+    """
+    if task is not None and pairs:
+        raise click.UsageError("give -i pairs or --text, not both")
+    task_input: Any = task if task is not None else cli_inputs(pairs)
+    with open_engine(settings) as engine:
+        document, record = named_agent(engine, name)
+        problems = agent_tool_problems(document, None, engine.activities)
+        if problems:  # refused before it starts, like a foreground `wovyr run`
+            listed = "".join(f"\n  {p.format()}" for p in problems)
+            message = f"the agent cannot run with the activity handlers loaded here:{listed}"
+            raise DefinitionError(problems, message=message)
+
+        async def main() -> Foreground:
+            worker = Worker(engine, lease_seconds=settings.lease_seconds)
+            try:
+                task_text = task_input if isinstance(task_input, str) else json.dumps(task_input)
+                started = await worker.start(
+                    input={"input": task_text},
+                    name=record.name,
+                    version=record.version,
+                    execution_id=run_id,
+                )
+                return await drive(
+                    worker, started.id, wait_up_to=WAIT_UP_TO, poll=settings.poll_interval
+                )
+            finally:
+                await worker.close()
+
+        ran = asyncio.run(main())
+        result = agent_run(engine, ran.view.id)
+    if as_json:
+        echo_json(
+            {
+                "id": result.id,
+                "agent": result.agent,
+                "version": result.version,
+                "status": result.status,
+                "turns": result.turns,
+                "usage": result.usage,
+                "cost": result.cost,
+                "result": result.result,
+                "error": result.error,
+            }
+        )
+    elif result.status == "completed":
+        answer = result.result.get("text") if isinstance(result.result, dict) else None
+        click.echo(answer if isinstance(answer, str) else json.dumps(result.result))
+        click.echo(
+            f"run {result.id}: {result.turns} turns, {result.usage['input_tokens']} + "
+            f"{result.usage['output_tokens']} tokens",
+            err=True,
+        )
+    else:
+        console.print(
+            f"run {result.id} ({result.agent} v{result.version}): {result.status}",
+            markup=False,
+        )
+        if result.error is not None:
+            console.print("error: " + json.dumps(result.error, default=str), markup=False)
+    code = {"completed": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_FAILED}
+    raise click.exceptions.Exit(code.get(result.status, EXIT_WAITING))
