@@ -13,7 +13,6 @@ request. `GET /api/v1/agents/runs/{id}` reads its status, turns so far, usage an
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -30,9 +29,9 @@ from wovyr.engine.agents import (
     named_agent,
     start_agent_run,
 )
-from wovyr.errors import InputError, Problem
+from wovyr.server.api.documents import DOCUMENT_BODY, read_document
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
-from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.server.problems import problem_responses
 
 __all__ = ["router"]
 
@@ -42,7 +41,6 @@ router = APIRouter(
     responses=problem_responses(401, 403, 404, 413, 422),
 )
 
-_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
 POLL_SECONDS = 0.05  # how often a synchronous run's request looks at the execution
 MAX_WAIT = 60.0
 
@@ -94,28 +92,6 @@ def _run_out(run: AgentRun) -> RunOut:
     )
 
 
-async def _document(request: Request) -> str:
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    raw = await request.body()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError([Problem("the document is not UTF-8 text", path="body")]) from None
-    if kind == "application/json":
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            raise InputError([Problem("the body is not valid JSON", path="body")]) from None
-        if not isinstance(data, dict):
-            raise InputError([Problem("a JSON body is the agent object", path="body")])
-        return json.dumps(data, indent=2)  # parsed as a document: located errors
-    if kind in _YAML_TYPES:
-        return text
-    raise ApiProblem(
-        415, "Send the agent as YAML (application/yaml) or as a JSON object (application/json)."
-    )
-
-
 @router.post(
     "",
     status_code=201,
@@ -125,20 +101,12 @@ async def _document(request: Request) -> str:
         200: {"description": "Already applied with the same content."},
         **problem_responses(409, 415),
     },
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/yaml": {"schema": {"type": "string"}},
-                "application/json": {"schema": {"type": "object"}},
-            },
-        }
-    },
+    openapi_extra=DOCUMENT_BODY,
 )
 async def apply(
     request: Request, response: Response, ctx: Ctx, principal: Operator
 ) -> AgentApplied:
-    text = await _document(request)
+    text = await read_document(request, "agent")
     engine = tenant_engine(ctx, principal)
     # parsing and validating an untrusted document is CPU work: never on the event loop
     outcome, _, document = await run_in_threadpool(apply_agent, engine, text)

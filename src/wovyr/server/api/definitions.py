@@ -10,7 +10,6 @@ policy. Start-by-name and child workflows resolve in the caller's tenant only.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -18,9 +17,10 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from wovyr.errors import InputError, NotFound, Problem
+from wovyr.errors import NotFound
+from wovyr.server.api.documents import DOCUMENT_BODY, read_document
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
-from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.server.problems import problem_responses
 from wovyr.store.records import DefinitionRecord
 
 __all__ = ["router"]
@@ -30,8 +30,6 @@ router = APIRouter(
     tags=["definitions"],
     responses=problem_responses(401, 403, 404, 413, 422),
 )
-
-_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
 
 
 class DefinitionOut(BaseModel):
@@ -55,29 +53,6 @@ def _out(record: DefinitionRecord) -> DefinitionOut:
     )
 
 
-async def _document(request: Request) -> str:
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    raw = await request.body()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError([Problem("the document is not UTF-8 text", path="body")]) from None
-    if kind == "application/json":
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            raise InputError([Problem("the body is not valid JSON", path="body")]) from None
-        if not isinstance(data, dict):
-            raise InputError([Problem("a JSON body is the workflow object", path="body")])
-        return json.dumps(data, indent=2)  # parsed as a document: located errors
-    if kind in _YAML_TYPES:
-        return text
-    raise ApiProblem(
-        415,
-        "Send the workflow as YAML (application/yaml) or as a JSON object (application/json).",
-    )
-
-
 @router.post(
     "",
     status_code=201,
@@ -87,20 +62,12 @@ async def _document(request: Request) -> str:
         200: {"description": "Already applied with the same content."},
         **problem_responses(409, 415),
     },
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/yaml": {"schema": {"type": "string"}},
-                "application/json": {"schema": {"type": "object"}},
-            },
-        }
-    },
+    openapi_extra=DOCUMENT_BODY,
 )
 async def apply_definition(
     request: Request, response: Response, ctx: Ctx, principal: Operator
 ) -> DefinitionApplied:
-    text = await _document(request)
+    text = await read_document(request, "workflow")
     engine = tenant_engine(ctx, principal)
     # parsing and validating an untrusted document is CPU work: never on the event loop
     outcome, digest = await run_in_threadpool(engine.apply, text)
