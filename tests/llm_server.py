@@ -98,6 +98,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any  # the parsed JSON body (None when it was not JSON)
+    at: float = field(default_factory=time.time)  # when it arrived (wall clock)
 
     @property
     def authorization(self) -> str | None:

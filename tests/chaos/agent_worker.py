@@ -2,8 +2,8 @@
 end, with the `default` model provider at BASE_URL.
 
 Usage: python agent_worker.py DB EFFECTS_FILE LEASE_SECONDS BASE_URL LIFE
-The tool `effect` appends "<idempotency key> <life>" to EFFECTS_FILE (fsync'd) and then
-pauses a little, so kills land before, inside and after tool calls. The test gives every
+The tool `effect` appends "<idempotency key> <life> <wall time>" to EFFECTS_FILE (fsync'd)
+and then pauses a little, so kills land before, inside and after tool calls. The test gives every
 worker process its own LIFE and BASE_URL (`.../life-<n>/v1`): it can tell which process
 made each model request and each side effect.
 """
@@ -14,6 +14,7 @@ import asyncio
 import os
 import random
 import sys
+import time
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
@@ -32,7 +33,7 @@ def main() -> None:
         """Do one thing with side effects."""
         fd = os.open(effects_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, f"{ctx.idempotency_key} {life}\n".encode())
+            os.write(fd, f"{ctx.idempotency_key} {life} {time.time()!r}\n".encode())
             os.fsync(fd)
         finally:
             os.close(fd)
