@@ -1,0 +1,241 @@
+"""Live streams over Server-Sent Events: one shared follower per execution, many readers.
+
+A `Follower` is the only thing that reads an execution's stream from the store while it is
+watched: one task that reads a page (`wovyr.engine.streams.read_stream_page`), keeps the
+messages in a bounded buffer (each rendered once), and wakes every reader; it polls only
+when a page came back empty, every `interval` seconds, and stops when its execution is
+finished and read to the end or its last reader leaves. A reader serves itself from the
+buffer from its own position; one whose position is older than the buffer (it reconnected
+with an old `Last-Event-ID`, or fell behind a full buffer) reads pages of its own from the
+store until it reaches the buffer: a catch-up, never a poll.
+
+The `id:` of each message is the reader's position after it (`StreamCursor`), so positions
+are exact whatever order the reader saw the two sequences in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from wovyr.engine.streams import StreamCursor, StreamMessage, read_stream_page
+
+if TYPE_CHECKING:
+    from wovyr.store.base import Store
+
+__all__ = ["EventStream", "Follower", "StreamHub"]
+
+log = logging.getLogger("wovyr.server")
+
+INTERVAL = 0.1  # seconds between reads of a watched execution that had nothing new
+CAPACITY = 4096  # messages a follower keeps for its readers
+PAGE = 500
+KEEPALIVE = 15.0  # seconds of silence before a comment line keeps proxies from timing out
+
+
+def render(message: StreamMessage) -> bytes:
+    data = json.dumps(message.data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return f"event: {message.kind}\ndata: {data}\n".encode()
+
+
+def _frame(body: bytes, cursor: StreamCursor) -> bytes:
+    return b"id: " + str(cursor).encode() + b"\n" + body + b"\n"
+
+
+def _end(status: str, cursor: StreamCursor) -> bytes:
+    data = json.dumps({"status": status})
+    return f"id: {cursor}\nevent: end\ndata: {data}\n\n".encode()
+
+
+@dataclass
+class _Entry:
+    message: StreamMessage
+    body: bytes  # rendered once for every reader
+
+
+@dataclass
+class Follower:
+    store: Store
+    tenant: str
+    execution_id: str
+    head: StreamCursor  # the position after the last message read
+    interval: float = INTERVAL
+    capacity: int = CAPACITY
+    base: StreamCursor = field(init=False)  # the position before the buffer's first entry
+    entries: deque[_Entry] = field(default_factory=deque)
+    first: int = 0  # the index of entries[0] among all the messages this follower read
+    complete: bool = False
+    status: str = "running"
+    failed: BaseException | None = None
+    readers: int = 0
+    reads: int = 0  # pages read from the store (for tests and benchmarks)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.base = self.head
+
+    @property
+    def next(self) -> int:
+        return self.first + len(self.entries)
+
+    def holds(self, cursor: StreamCursor) -> bool:
+        """Whether everything after `cursor` is in the buffer or yet to come."""
+        return cursor.events >= self.base.events and cursor.chunks >= self.base.chunks
+
+    def start(self) -> None:
+        if self._task is None and not self.complete:
+            self._task = asyncio.create_task(self._follow())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def changed(self, timeout: float) -> None:
+        """Until the follower read something new (or `timeout` seconds passed)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    def _wake(self) -> None:
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    async def _follow(self) -> None:
+        try:
+            while True:
+                page = await asyncio.to_thread(
+                    read_stream_page,
+                    self.store,
+                    self.tenant,
+                    self.execution_id,
+                    self.head,
+                    PAGE,
+                )
+                self.reads += 1
+                for message in page.messages:
+                    self.entries.append(_Entry(message, render(message)))
+                    if len(self.entries) > self.capacity:
+                        dropped = self.entries.popleft()
+                        self.base = self.base.after(dropped.message)
+                        self.first += 1
+                self.head, self.status = page.cursor, page.status
+                if page.complete:
+                    self.complete = True
+                if page.messages or page.complete:
+                    self._wake()
+                if page.complete:
+                    return
+                if not page.messages:
+                    await asyncio.sleep(self.interval)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the store failed: readers end their streams
+            log.exception("following the stream of %s failed", self.execution_id)
+            self.failed = exc
+            self._wake()
+
+
+class EventStream(StreamingResponse):
+    """A `text/event-stream` response that stops its generator as soon as the client goes
+    away (a reader that left must not hold its follower: the server would otherwise learn of
+    it only from a failed write, which some servers never report)."""
+
+    media_type = "text/event-stream"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def stream() -> None:
+                await self.stream_response(send)
+                group.cancel_scope.cancel()
+
+            group.start_soon(stream)
+            await self.listen_for_disconnect(receive)
+            group.cancel_scope.cancel()
+
+
+class StreamHub:
+    """The followers of the executions being watched, by (tenant, id)."""
+
+    def __init__(self, *, interval: float = INTERVAL, capacity: int = CAPACITY) -> None:
+        self.interval, self.capacity = interval, capacity
+        self.followers: dict[tuple[str, str], Follower] = {}
+
+    def join(self, store: Store, tenant: str, execution_id: str, at: StreamCursor) -> Follower:
+        key = (tenant, execution_id)
+        follower = self.followers.get(key)
+        if follower is None:
+            follower = Follower(store, tenant, execution_id, at, self.interval, self.capacity)
+            self.followers[key] = follower
+        follower.readers += 1
+        follower.start()
+        return follower
+
+    async def leave(self, follower: Follower) -> None:
+        follower.readers -= 1
+        if follower.readers <= 0:
+            key = (follower.tenant, follower.execution_id)
+            if self.followers.get(key) is follower:
+                del self.followers[key]
+            await follower.stop()
+
+    async def messages(
+        self, store: Store, tenant: str, execution_id: str, cursor: StreamCursor
+    ) -> AsyncIterator[bytes]:
+        """The SSE frames of one reader from `cursor` on, until the execution's `end`."""
+        follower = self.join(store, tenant, execution_id, cursor)
+        try:
+            index: int | None = None  # the next buffer entry to look at, when in the buffer
+            while True:
+                if follower.failed is not None:
+                    return
+                if not follower.holds(cursor) or (index is not None and index < follower.first):
+                    index = None
+                    page = await asyncio.to_thread(
+                        read_stream_page, store, tenant, execution_id, cursor, PAGE
+                    )
+                    for message in page.messages:
+                        cursor = cursor.after(message)
+                        yield _frame(render(message), cursor)
+                    if page.complete:
+                        yield _end(page.status, cursor)
+                        return
+                    if page.messages:
+                        continue
+                if index is None:
+                    index = follower.first
+                sent = False
+                while index < follower.next:
+                    entry = follower.entries[index - follower.first]
+                    index += 1
+                    if not cursor.covers(entry.message):
+                        cursor = cursor.after(entry.message)
+                        sent = True
+                        yield _frame(entry.body, cursor)
+                        if index < follower.first:  # the buffer moved on while we sent
+                            break
+                if index < follower.first:
+                    continue
+                if follower.complete and index >= follower.next:
+                    yield _end(follower.status, cursor)
+                    return
+                if not sent:
+                    waiting = follower.changed(KEEPALIVE)
+                    await waiting
+                    if index >= follower.next and not follower.complete:
+                        yield b": keep-alive\n\n"
+        finally:
+            await self.leave(follower)
