@@ -55,8 +55,13 @@ def test_an_append_with_a_moved_fence_writes_nothing(store: Store) -> None:
     assert claim.fence == fence + 1
     assert not store.append_stream("default", "e1", fence, _pieces(1, "late"), T0)
     assert store.read_stream("default", "e1") == []
-    assert store.append_stream("default", "e1", claim.fence, _pieces(2, "now"), T0)
-    assert [c.text for c in store.read_stream("default", "e1")] == ["", "now"]
+    rerun = [NewChunk("ask", 1, 1, "attempt", "", 1), NewChunk("ask", 1, 1, "text", "now", 1)]
+    assert store.append_stream("default", "e1", claim.fence, rerun, T0)
+    chunks = store.read_stream("default", "e1")
+    assert [(c.kind, c.attempt, c.recovery, c.text) for c in chunks] == [
+        ("attempt", 1, 1, ""),
+        ("text", 1, 1, "now"),
+    ]
     assert not store.append_stream("default", "missing", 0, _pieces(1, "x"), T0)
 
 

@@ -9,10 +9,12 @@ interleaving of the two it saw before.
 Messages (`event:` name, `data:` JSON):
 
 - `event`: `{seq, type, at, data}`, one committed event (as `GET .../history` shows it);
-- `attempt`: `{activity, attempt, turn}`, a model call began streaming. Text of that
-  activity (and turn) sent before it belongs to an earlier attempt, which failed or was cut
-  by a crash: a reader drops it, or shows it as superseded;
-- `token`: `{activity, attempt, turn, text}`, the next piece of that generation's text;
+- `attempt`: `{activity, attempt, recovery, turn}`, a model call began streaming. Text of
+  that activity (and turn) sent before it belongs to an earlier try, which failed or was cut
+  by a crash (`recovery` counts the re-runs of an attempt lost with its worker): a reader
+  drops it, or shows it as superseded;
+- `token`: `{activity, attempt, recovery, turn, text}`, the next piece of that generation's
+  text;
 - `end`: `{status}`, the execution is finished and everything was sent.
 
 Readers: the server's shared followers (`wovyr.server.streams`) and `wovyr workflows watch`.
@@ -96,6 +98,7 @@ def chunk_message(chunk: StreamChunk) -> StreamMessage:
     data: dict[str, Any] = {
         "activity": chunk.activity,
         "attempt": chunk.attempt,
+        "recovery": chunk.recovery,
         "turn": chunk.turn,
     }
     if chunk.kind == "text":

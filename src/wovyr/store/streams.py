@@ -8,9 +8,11 @@ step's transaction. Each execution's chunks are numbered 1, 2, ... in the order 
 committed, so `(tenant, execution, n)` names one and a reader resumes after any `n`.
 
 A generation (one model call streaming: an `llm` attempt, or one turn of an `agent`
-attempt) opens with an `attempt` chunk naming `(activity, attempt, turn)` and carries its
-text in `text` chunks after it. A retried generation (after a crash, a timeout, a 5xx) opens
-with its own `attempt` chunk: a reader is told, never handed a splice of two answers.
+attempt) opens with an `attempt` chunk naming `(activity, attempt, recovery, turn)` and
+carries its text in `text` chunks after it. A retried generation (a new attempt after a
+timeout or a 5xx, or the same attempt re-run after its worker died: `recovery` counts
+those) opens with its own `attempt` chunk: a reader is told, never handed a splice of two
+answers.
 
 Appends are fenced like commits: they are refused, and nothing is written, once the
 writer's lease was taken over (a worker that lost its execution cannot interleave its
@@ -39,6 +41,7 @@ class NewChunk:
     turn: int  # the generation within the attempt (an agent's turn; 1 for an `llm` answer)
     kind: ChunkKind
     text: str = ""
+    recovery: int = 0  # re-runs of this attempt after it was lost with a worker
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class StreamChunk:
     kind: ChunkKind
     text: str
     at: datetime
+    recovery: int = 0
 
 
 class StreamStore(Protocol):

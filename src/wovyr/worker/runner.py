@@ -388,7 +388,10 @@ class ExecutionRunner:
                 steps = self.state.activity(run.activity_id).journal
                 journal = _AttemptJournal(self, run, steps)
             if spec.kind in _MODEL_KINDS and not run.compensation:
-                stream = AttemptStream(self._stream_journal(), name, run.attempt)
+                recovery = (
+                    0 if run.index is not None else self.state.activity(run.activity_id).recoveries
+                )
+                stream = AttemptStream(self._stream_journal(), name, run.attempt, recovery)
             dispatch = Dispatch(
                 ctx,
                 timeout,

@@ -130,24 +130,29 @@ class StreamJournal:
 
 
 class AttemptStream:
-    """The `StreamSink` of one attempt of `activity`."""
+    """The `StreamSink` of one run of an attempt of `activity` (`recovery`: how many times
+    the attempt was re-run after a lost worker)."""
 
-    def __init__(self, journal: StreamJournal, activity: str, attempt: int) -> None:
-        self._journal, self._activity, self._attempt = journal, activity, attempt
+    def __init__(
+        self, journal: StreamJournal, activity: str, attempt: int, recovery: int = 0
+    ) -> None:
+        self._journal = journal
+        self._activity, self._attempt, self._recovery = activity, attempt, recovery
 
     def generation(self, turn: int) -> _Generation:
-        self._journal.add(NewChunk(self._activity, self._attempt, turn, "attempt"))
-        return _Generation(self._journal, self._activity, self._attempt, turn)
+        marker = NewChunk(self._activity, self._attempt, turn, "attempt", "", self._recovery)
+        self._journal.add(marker)
+        return _Generation(self._journal, marker)
 
 
 class _Generation:
-    def __init__(self, journal: StreamJournal, activity: str, attempt: int, turn: int) -> None:
-        self._journal = journal
-        self._activity, self._attempt, self._turn = activity, attempt, turn
+    def __init__(self, journal: StreamJournal, marker: NewChunk) -> None:
+        self._journal, self._marker = journal, marker
 
     def text(self, piece: str) -> None:
         if piece:
-            self._journal.add(NewChunk(self._activity, self._attempt, self._turn, "text", piece))
+            m = self._marker
+            self._journal.add(NewChunk(m.activity, m.attempt, m.turn, "text", piece, m.recovery))
 
     async def close(self) -> None:
         await self._journal.flush()

@@ -86,7 +86,7 @@ class AgentSpec(FrozenModel):
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, description="Per model answer")
-    stream: bool = Field(default=False, description="Stream and journal each answer's text")
+    stream: bool | None = Field(default=None, description="Stream and journal each answer's text")
 
 
 class AgentStep(FrozenModel):

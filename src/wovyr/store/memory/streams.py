@@ -43,6 +43,7 @@ class MemoryStreams:
                         chunk.kind,
                         chunk.text,
                         at,
+                        chunk.recovery,
                     )
                 )
             return True

@@ -54,6 +54,7 @@ class PostgresStreams:
                             "n": last + i,
                             "activity": c.activity,
                             "attempt": c.attempt,
+                            "recovery": c.recovery,
                             "turn": c.turn,
                             "kind": c.kind,
                             "text": c.text,
@@ -77,6 +78,8 @@ class PostgresStreams:
 
         rows: list[Any] = self._run(body, write=False)
         return [
-            StreamChunk(int(r[0]), str(r[1]), int(r[2]), int(r[3]), r[4], str(r[5]), r[6])
+            StreamChunk(
+                int(r[0]), str(r[1]), int(r[2]), int(r[3]), r[4], str(r[5]), r[6], int(r[7])
+            )
             for r in rows
         ]

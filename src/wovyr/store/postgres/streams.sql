@@ -8,11 +8,12 @@ SELECT coalesce(max(n), 0) FROM stream_chunks
 WHERE tenant = %(tenant)s AND execution_id = %(id)s;
 
 -- name: stream_insert
-INSERT INTO stream_chunks (tenant, execution_id, n, activity, attempt, turn, kind, text, at)
-VALUES (%(tenant)s, %(id)s, %(n)s, %(activity)s, %(attempt)s, %(turn)s, %(kind)s, %(text)s,
-        %(at)s);
+INSERT INTO stream_chunks (tenant, execution_id, n, activity, attempt, recovery, turn, kind,
+                           text, at)
+VALUES (%(tenant)s, %(id)s, %(n)s, %(activity)s, %(attempt)s, %(recovery)s, %(turn)s,
+        %(kind)s, %(text)s, %(at)s);
 
 -- name: stream_read
-SELECT n, activity, attempt, turn, kind, text, at FROM stream_chunks
+SELECT n, activity, attempt, turn, kind, text, at, recovery FROM stream_chunks
 WHERE tenant = %(tenant)s AND execution_id = %(id)s AND n > %(after)s
 ORDER BY n LIMIT %(limit)s;

@@ -42,8 +42,8 @@ class SQLiteStreams:
             micros = to_micros(at)
             conn.executemany(
                 "INSERT INTO stream_chunks"
-                " (tenant, execution_id, n, activity, attempt, turn, kind, text, at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " (tenant, execution_id, n, activity, attempt, recovery, turn, kind, text, at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         tenant,
@@ -51,6 +51,7 @@ class SQLiteStreams:
                         last + i,
                         c.activity,
                         c.attempt,
+                        c.recovery,
                         c.turn,
                         c.kind,
                         c.text,
@@ -65,13 +66,20 @@ class SQLiteStreams:
         self, tenant: str, execution_id: str, after: int = 0, limit: int = 500
     ) -> list[StreamChunk]:
         rows = self._read(
-            "SELECT n, activity, attempt, turn, kind, text, at FROM stream_chunks"
+            "SELECT n, activity, attempt, turn, kind, text, at, recovery FROM stream_chunks"
             " WHERE tenant = ? AND execution_id = ? AND n > ? ORDER BY n LIMIT ?",
             (tenant, execution_id, after, limit),
         )
         return [
             StreamChunk(
-                int(r[0]), str(r[1]), int(r[2]), int(r[3]), r[4], str(r[5]), from_micros(r[6])
+                int(r[0]),
+                str(r[1]),
+                int(r[2]),
+                int(r[3]),
+                r[4],
+                str(r[5]),
+                from_micros(r[6]),
+                int(r[7]),
             )
             for r in rows
         ]

@@ -7,6 +7,7 @@ CREATE TABLE stream_chunks (
     n            bigint NOT NULL,
     activity     text NOT NULL,
     attempt      integer NOT NULL,
+    recovery     integer NOT NULL,
     turn         integer NOT NULL,
     kind         text NOT NULL,
     text         text NOT NULL,

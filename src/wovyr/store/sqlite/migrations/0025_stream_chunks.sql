@@ -7,6 +7,7 @@ CREATE TABLE stream_chunks (
     n            INTEGER NOT NULL,
     activity     TEXT NOT NULL,
     attempt      INTEGER NOT NULL,
+    recovery     INTEGER NOT NULL,
     turn         INTEGER NOT NULL,
     kind         TEXT NOT NULL,
     text         TEXT NOT NULL,
