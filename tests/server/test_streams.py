@@ -151,6 +151,40 @@ def test_reconnects_with_last_event_id_lose_and_repeat_nothing(live: Live) -> No
     _wait_until(lambda: not live.hub.followers, "the followers to stop with their readers")
 
 
+def test_readers_share_one_follower_and_late_ones_catch_up(live: Live) -> None:
+    """Three readers of one execution, on a hub whose buffer holds 16 messages: one from the
+    start, two joining later from the beginning (read from the store until they reach the
+    buffer, or fall behind it and catch up again). All read the whole answer; one follower
+    served them."""
+    live.hub.capacity = 16
+    record = live.engine.for_tenant("tenant-a").start(FLOW)
+    results: dict[int, list[Message]] = {}
+    followers: list[int] = []
+
+    def reader(n: int) -> None:
+        results[n] = _read(live, record.id, None, None)
+
+    first = threading.Thread(target=reader, args=(0,))
+    first.start()
+    _wait_until(lambda: bool(live.hub.followers), "the first reader")
+    follower = next(iter(live.hub.followers.values()))
+    _wait_until(lambda: follower.next > 100, "some of the answer")
+    late = [threading.Thread(target=reader, args=(n,)) for n in (1, 2)]
+    for thread in late:
+        thread.start()
+    _wait_until(lambda: follower.readers == 3 or 0 in results, "the late readers")
+    followers.append(len(live.hub.followers))
+    for thread in [first, *late]:
+        thread.join(timeout=DEADLINE)
+    assert followers == [1]
+    for seen in results.values():
+        assert seen[-1].event == "end"
+        ids = [m.id for m in seen[:-1]]
+        assert len(set(ids)) == len(ids)
+        assert "".join(m.data["text"] for m in seen if m.event == "token") == ANSWER
+    assert follower.first > 0  # the buffer moved on: the late readers caught up from the store
+
+
 def test_another_tenants_stream_is_not_found(live: Live) -> None:
     record = live.engine.for_tenant("tenant-a").start(FLOW)
     url = f"{live.url}/api/v1/workflows/{record.id}/stream"

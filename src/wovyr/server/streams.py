@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -38,7 +37,7 @@ __all__ = ["EventStream", "Follower", "StreamHub"]
 log = logging.getLogger("wovyr.server")
 
 INTERVAL = 0.1  # seconds between reads of a watched execution that had nothing new
-CAPACITY = 4096  # messages a follower keeps for its readers
+CAPACITY = 4096  # messages a follower keeps for its readers (up to twice as many)
 PAGE = 500
 KEEPALIVE = 15.0  # seconds of silence before a comment line keeps proxies from timing out
 
@@ -72,7 +71,7 @@ class Follower:
     interval: float = INTERVAL
     capacity: int = CAPACITY
     base: StreamCursor = field(init=False)  # the position before the buffer's first entry
-    entries: deque[_Entry] = field(default_factory=deque)
+    entries: list[_Entry] = field(default_factory=list)
     first: int = 0  # the index of entries[0] among all the messages this follower read
     complete: bool = False
     status: str = "running"
@@ -125,12 +124,13 @@ class Follower:
                     PAGE,
                 )
                 self.reads += 1
-                for message in page.messages:
-                    self.entries.append(_Entry(message, render(message)))
-                    if len(self.entries) > self.capacity:
-                        dropped = self.entries.popleft()
-                        self.base = self.base.after(dropped.message)
-                        self.first += 1
+                self.entries += [_Entry(m, render(m)) for m in page.messages]
+                if len(self.entries) > 2 * self.capacity:  # keep the newest `capacity`
+                    dropped = len(self.entries) - self.capacity
+                    for entry in self.entries[:dropped]:
+                        self.base = self.base.after(entry.message)
+                    del self.entries[:dropped]
+                    self.first += dropped
                 self.head, self.status = page.cursor, page.status
                 if page.complete:
                     self.complete = True
@@ -207,34 +207,36 @@ class StreamHub:
                     page = await asyncio.to_thread(
                         read_stream_page, store, tenant, execution_id, cursor, PAGE
                     )
+                    frames = []
                     for message in page.messages:
                         cursor = cursor.after(message)
-                        yield _frame(render(message), cursor)
+                        frames.append(_frame(render(message), cursor))
                     if page.complete:
-                        yield _end(page.status, cursor)
+                        frames.append(_end(page.status, cursor))
+                    if frames:  # one write for the page, not one per message
+                        yield b"".join(frames)
+                    if page.complete:
                         return
                     if page.messages:
                         continue
                 if index is None:
                     index = follower.first
-                sent = False
-                while index < follower.next:
-                    entry = follower.entries[index - follower.first]
-                    index += 1
+                frames = []
+                start = max(index, follower.first)
+                for entry in follower.entries[start - follower.first :]:
                     if not cursor.covers(entry.message):
                         cursor = cursor.after(entry.message)
-                        sent = True
-                        yield _frame(entry.body, cursor)
-                        if index < follower.first:  # the buffer moved on while we sent
-                            break
-                if index < follower.first:
-                    continue
-                if follower.complete and index >= follower.next:
-                    yield _end(follower.status, cursor)
+                        frames.append(_frame(entry.body, cursor))
+                index = follower.next
+                done = follower.complete
+                if done:
+                    frames.append(_end(follower.status, cursor))
+                if frames:  # what came since the last write, in one write
+                    yield b"".join(frames)
+                if done:
                     return
-                if not sent:
-                    waiting = follower.changed(KEEPALIVE)
-                    await waiting
+                if not frames:
+                    await follower.changed(KEEPALIVE)
                     if index >= follower.next and not follower.complete:
                         yield b": keep-alive\n\n"
         finally:
