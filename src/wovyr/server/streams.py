@@ -2,8 +2,9 @@
 
 A `Follower` is the only thing that reads an execution's stream from the store while it is
 watched: one task that reads a page (`wovyr.engine.streams.read_stream_page`), keeps the
-messages in a bounded buffer (each rendered once), and wakes every reader; it polls only
-when a page came back empty, every `interval` seconds, and stops when its execution is
+messages in a bounded buffer (each rendered once, off the event loop), and wakes every
+reader; it polls only when a page came back empty, after `interval` seconds growing to
+`IDLE_MAX` while nothing comes, and stops when its execution is
 finished and read to the end or its last reader leaves. A reader serves itself from the
 buffer from its own position; one whose position is older than the buffer (it reconnected
 with an old `Last-Event-ID`, or fell behind a full buffer) reads pages of its own from the
@@ -27,7 +28,7 @@ import anyio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from wovyr.engine.streams import StreamCursor, StreamMessage, read_stream_page
+from wovyr.engine.streams import StreamCursor, StreamMessage, StreamPage, read_stream_page
 
 if TYPE_CHECKING:
     from wovyr.store.base import Store
@@ -36,7 +37,8 @@ __all__ = ["EventStream", "Follower", "StreamHub"]
 
 log = logging.getLogger("wovyr.server")
 
-INTERVAL = 0.1  # seconds between reads of a watched execution that had nothing new
+INTERVAL = 0.1  # seconds between reads of a watched execution that had nothing new...
+IDLE_MAX = 1.0  # ... growing to this while nothing comes
 CAPACITY = 4096  # messages a follower keeps for its readers (up to twice as many)
 PAGE = 500
 KEEPALIVE = 15.0  # seconds of silence before a comment line keeps proxies from timing out
@@ -45,6 +47,15 @@ KEEPALIVE = 15.0  # seconds of silence before a comment line keeps proxies from 
 def render(message: StreamMessage) -> bytes:
     data = json.dumps(message.data, ensure_ascii=False, separators=(",", ":"), default=str)
     return f"event: {message.kind}\ndata: {data}\n".encode()
+
+
+def _read(
+    store: Store, tenant: str, execution_id: str, cursor: StreamCursor
+) -> tuple[StreamPage, list[bytes]]:
+    """A page and its messages rendered (in a worker thread: an event may be large, and the
+    event loop that serves HTTP only does I/O)."""
+    page = read_stream_page(store, tenant, execution_id, cursor, PAGE)
+    return page, [render(m) for m in page.messages]
 
 
 def _frame(body: bytes, cursor: StreamCursor) -> bytes:
@@ -113,18 +124,14 @@ class Follower:
         event.set()
 
     async def _follow(self) -> None:
+        idle = self.interval
         try:
             while True:
-                page = await asyncio.to_thread(
-                    read_stream_page,
-                    self.store,
-                    self.tenant,
-                    self.execution_id,
-                    self.head,
-                    PAGE,
+                page, bodies = await asyncio.to_thread(
+                    _read, self.store, self.tenant, self.execution_id, self.head
                 )
                 self.reads += 1
-                self.entries += [_Entry(m, render(m)) for m in page.messages]
+                self.entries += [_Entry(m, b) for m, b in zip(page.messages, bodies, strict=True)]
                 if len(self.entries) > 2 * self.capacity:  # keep the newest `capacity`
                     dropped = len(self.entries) - self.capacity
                     for entry in self.entries[:dropped]:
@@ -138,8 +145,11 @@ class Follower:
                     self._wake()
                 if page.complete:
                     return
-                if not page.messages:
-                    await asyncio.sleep(self.interval)
+                if page.messages:
+                    idle = self.interval
+                else:  # nothing new: read again soon, less often the longer nothing comes
+                    await asyncio.sleep(idle)
+                    idle = min(idle * 1.5, IDLE_MAX)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the store failed: readers end their streams
@@ -204,13 +214,13 @@ class StreamHub:
                     return
                 if not follower.holds(cursor) or (index is not None and index < follower.first):
                     index = None
-                    page = await asyncio.to_thread(
-                        read_stream_page, store, tenant, execution_id, cursor, PAGE
+                    page, bodies = await asyncio.to_thread(
+                        _read, store, tenant, execution_id, cursor
                     )
                     frames = []
-                    for message in page.messages:
+                    for message, body in zip(page.messages, bodies, strict=True):
                         cursor = cursor.after(message)
-                        frames.append(_frame(render(message), cursor))
+                        frames.append(_frame(body, cursor))
                     if page.complete:
                         frames.append(_end(page.status, cursor))
                     if frames:  # one write for the page, not one per message
