@@ -1,4 +1,4 @@
-"""`GET /api/v1/workflows/{id}/stream` over a real uvicorn server and a real SQLite file: an
+"""`GET /api/v1/workflows/{id}/stream` over a real uvicorn server, on SQLite and PostgreSQL: an
 SSE client reads a 500-token streamed answer, disconnects at random points and reconnects
 with `Last-Event-ID`; what it read, concatenated, is the final answer exactly, with no
 message twice. Another tenant's stream answers like a missing one."""
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.conftest import make_store
 from tests.llm_server import ScriptedLLM, text
 from tests.sse import Message, messages
 
@@ -24,7 +25,6 @@ from wovyr.activities.providers import ProviderConfig, Providers, StaticCredenti
 from wovyr.engine.engine import Engine
 from wovyr.server.streams import StreamHub
 from wovyr.settings import Settings
-from wovyr.store.sqlite import SQLiteStore
 
 ANSWER = "".join(f"t{i:03d}" for i in range(500))  # 500 pieces of 4 characters
 FLOW = """\
@@ -73,13 +73,14 @@ def llm() -> Iterator[ScriptedLLM]:
         yield server
 
 
-@pytest.fixture
-def live(tmp_path: Path, llm: ScriptedLLM) -> Iterator[Live]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def live(request: pytest.FixtureRequest, tmp_path: Path, llm: ScriptedLLM) -> Iterator[Live]:
     import uvicorn
 
     from wovyr.server.app import create_app
 
-    store = SQLiteStore(tmp_path / "wovyr.db")
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    store = make_store(request.param, tmp_path, url)
     engine = Engine(
         store,
         activities=ActivityRegistry(),
