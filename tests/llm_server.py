@@ -14,8 +14,9 @@ A reply is one of: `text(...)` (a plain answer), `tool_calls(...)` (one or sever
 calls), `stream=True` on either (sent as SSE chunks when the request asks for `stream`),
 `status(429, retry_after=3)`, `status(500)`, `malformed()` (a 200 whose body is not JSON).
 Every request is recorded (`Recorded`: path, headers, parsed body) before it is answered;
-`delay` holds a reply back (a slow model); `gate` (a `threading.Event`) holds it until the
-test sets the event, which orders what the test sees without any timing.
+`delay` holds a reply back (a slow model), `chunk_delay` paces a streamed one; `gate` (a
+`threading.Event`) holds it until the test sets the event, which orders what the test sees
+without any timing.
 
 It runs in a daemon thread of the test process (a `ThreadingHTTPServer`): the chaos tests
 kill worker processes, never the model, so its record spans their lives.
@@ -51,6 +52,7 @@ class Reply:
     retry_after: str | None = None
     stream: bool = False
     delay: float = 0.0
+    chunk_delay: float = 0.0  # between streamed chunks (a model generating slowly)
     usage: tuple[int, int] = (10, 5)  # prompt, completion tokens
     body: str = ""
     gate: threading.Event | None = field(default=None, compare=False)
@@ -63,8 +65,17 @@ def text(
     delay: float = 0.0,
     usage: tuple[int, int] = (10, 5),
     gate: threading.Event | None = None,
+    chunk_delay: float = 0.0,
 ) -> Reply:
-    return Reply("text", content=content, stream=stream, delay=delay, usage=usage, gate=gate)
+    return Reply(
+        "text",
+        content=content,
+        stream=stream,
+        delay=delay,
+        usage=usage,
+        gate=gate,
+        chunk_delay=chunk_delay,
+    )
 
 
 def tool_calls(
@@ -224,7 +235,8 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
                 self._send(200, reply.body.encode())
             elif (body or {}).get("stream"):
                 options = (body or {}).get("stream_options") or {}
-                self._stream(_chunks(reply, model, bool(options.get("include_usage"))))
+                chunks = _chunks(reply, model, bool(options.get("include_usage")))
+                self._stream(chunks, reply.chunk_delay)
             else:
                 self._send(200, json.dumps(_completion(reply, model)).encode())
 
@@ -237,7 +249,7 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def _stream(self, chunks: Iterator[dict[str, Any]]) -> None:
+        def _stream(self, chunks: Iterator[dict[str, Any]], pause: float = 0.0) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
@@ -245,6 +257,8 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
             for item in chunks:
                 self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
                 self.wfile.flush()
+                if pause:
+                    time.sleep(pause)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
             self.close_connection = True

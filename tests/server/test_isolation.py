@@ -36,6 +36,7 @@ REQUIRED_ROLE = {
     ("POST", "/api/v1/workflows"): "operator",
     ("GET", "/api/v1/workflows"): "viewer",
     ("GET", "/api/v1/workflows/{execution_id}"): "viewer",
+    ("GET", "/api/v1/workflows/{execution_id}/stream"): "viewer",
     ("DELETE", "/api/v1/workflows/{execution_id}"): "operator",
     ("GET", "/api/v1/workflows/{execution_id}/history"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/signal"): "operator",

@@ -57,12 +57,14 @@ __all__ = [
     "ChildStarted",
     "Dispatch",
     "Executor",
+    "Generation",
     "Journal",
     "KindTable",
     "Preflight",
     "SecretResolver",
     "Settle",
     "StepProblem",
+    "StreamSink",
     "register_kind",
 ]
 
@@ -98,6 +100,7 @@ class Dispatch:
     policy: SideEffectPolicy = TRUSTED  # what side effects this attempt may have
     models: ModelAccess | None = None  # model providers, their keys, the response cache
     journal: Journal | None = None  # the steps of this activity recorded so far (`agent`)
+    stream: StreamSink | None = None  # where a model call streams its text (`llm`, `agent`)
 
 
 class Journal(Protocol):
@@ -111,6 +114,23 @@ class Journal(Protocol):
     def steps(self) -> tuple[dict[str, Any], ...]: ...
 
     async def record(self, *events: EventData) -> None: ...
+
+
+class Generation(Protocol):
+    """One streamed model answer of an attempt: its text pieces as they arrive (`text`,
+    never blocking: they are journaled in batches), and `close` once it ended or failed,
+    which returns when every piece is journaled."""
+
+    def text(self, piece: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class StreamSink(Protocol):
+    """The stream journal of one attempt (`wovyr.store.streams`): each generation opens with
+    an attempt marker, so a reader tells a retried answer from the one before it."""
+
+    def generation(self, turn: int) -> Generation: ...
 
 
 class SecretResolver(Protocol):

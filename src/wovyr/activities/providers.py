@@ -29,7 +29,7 @@ import asyncio
 import functools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -161,20 +161,22 @@ async def chat(
     timeout: float | None,
     policy: SideEffectPolicy = TRUSTED,
     client: httpx.AsyncClient | None = None,
+    on_text: Callable[[str], None] | None = None,
 ) -> ChatResult:
     """One `POST {base_url}/chat/completions` with `body` (streamed when `body["stream"]`:
-    the chunks are assembled into one result)."""
+    the chunks are assembled into one result, and `on_text` is handed each piece of the
+    answer's text as it arrives)."""
     import httpx
 
     url = provider.base_url.rstrip("/") + "/chat/completions"
     try:
         async with asyncio.timeout(timeout):
             if client is not None:
-                return await _exchange(client, url, api_key, body, policy)
+                return await _exchange(client, url, api_key, body, policy, on_text)
             # One TLS context per process: building one (loading the CA bundle) costs more
             # than a local model call.
             async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as owned:
-                return await _exchange(owned, url, api_key, body, policy)
+                return await _exchange(owned, url, api_key, body, policy, on_text)
     except (TimeoutError, httpx.TimeoutException) as exc:
         after = f" after {timeout}s" if timeout is not None else ""
         raise ActivityError(
@@ -212,6 +214,7 @@ async def _exchange(
     api_key: str | None,
     body: dict[str, Any],
     policy: SideEffectPolicy,
+    on_text: Callable[[str], None] | None = None,
 ) -> ChatResult:
     from wovyr.activities.builtin.http import send_checked
 
@@ -224,7 +227,7 @@ async def _exchange(
         if response.status_code != 200:
             raise await _status_error(response, str(body.get("model")))
         if body.get("stream"):
-            return await _read_stream(response, str(body.get("model")))
+            return await _read_stream(response, str(body.get("model")), on_text)
         content = bytearray()
         async for chunk in response.aiter_bytes():
             content += chunk
@@ -346,8 +349,11 @@ def _clean_message(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _read_stream(response: httpx.Response, model: str) -> ChatResult:
-    """Assemble SSE chunks: content pieces concatenated, tool call fragments by `index`."""
+async def _read_stream(
+    response: httpx.Response, model: str, on_text: Callable[[str], None] | None = None
+) -> ChatResult:
+    """Assemble SSE chunks: content pieces concatenated (each handed to `on_text` as it
+    arrives), tool call fragments by `index`."""
     content: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     finish: str | None = None
@@ -370,7 +376,10 @@ async def _read_stream(response: httpx.Response, model: str) -> ChatResult:
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
             if delta.get("content"):
-                content.append(str(delta["content"]))
+                piece = str(delta["content"])
+                content.append(piece)
+                if on_text is not None:
+                    on_text(piece)
             for piece in delta.get("tool_calls") or ():
                 call = calls.setdefault(int(piece.get("index", 0)), {"arguments": ""})
                 if piece.get("id"):

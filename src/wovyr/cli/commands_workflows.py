@@ -1,4 +1,4 @@
-"""`wovyr workflows list|show|history|signal|approve|cancel`."""
+"""`wovyr workflows list|show|history|watch|signal|approve|cancel`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from wovyr.activities.builtin.wait import WaitStep
@@ -204,6 +205,99 @@ def history_command(
     for e in events:
         table.add_row(str(e.seq), e.at.strftime("%H:%M:%S.%f")[:-3], e.type, short(e.data, 80))
     print_table(table)
+
+
+@workflows.command("watch")
+@click.argument("execution_id")
+@click.option(
+    "--after", metavar="ID", help="Continue after this message (an `id` printed by --json)."
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.01, 60),
+    default=0.2,
+    show_default=True,
+    help="Seconds between reads of the store while nothing new came.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line: id, event, data.")
+@tenant_options
+def watch_command(
+    execution_id: str, after: str | None, interval: float, as_json: bool, settings: Settings
+) -> None:
+    """Follow an execution live: its events as they commit and the text its model calls
+    stream, until it ends (exit 0 when it completed, 1 otherwise). Ctrl-C stops watching;
+    the execution goes on."""
+    import time
+
+    from wovyr.engine.streams import StreamCursor, read_stream_page
+
+    try:
+        cursor = StreamCursor.parse(after) if after else StreamCursor()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--after") from None
+    printer = _WatchPrinter(as_json)
+    with open_engine(settings, load_activities=False) as engine:
+        engine.get(execution_id)  # not found: exit 4
+        try:
+            while True:
+                page = read_stream_page(engine.store, engine.tenant, execution_id, cursor)
+                for message in page.messages:
+                    cursor = cursor.after(message)
+                    printer.show(str(cursor), message.kind, message.data)
+                if page.complete:
+                    printer.show(str(cursor), "end", {"status": page.status})
+                    break
+                if not page.messages:
+                    time.sleep(interval)
+        except KeyboardInterrupt:
+            printer.close()
+            return
+    if page.status != "completed":
+        raise SystemExit(1)
+
+
+class _WatchPrinter:
+    """Streamed text inline as it comes, each event on a line of its own."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.in_text = False
+        self.seen: set[tuple[str, int]] = set()  # (activity, turn) that streamed already
+
+    def close(self) -> None:
+        if self.in_text:
+            console.print()
+            self.in_text = False
+
+    def show(self, ident: str, kind: str, data: dict[str, Any]) -> None:
+        if self.as_json:
+            click.echo(json.dumps({"id": ident, "event": kind, "data": data}, default=str))
+            return
+        if kind == "token":
+            console.print(data["text"], end="", markup=False, highlight=False, soft_wrap=True)
+            self.in_text = True
+            return
+        self.close()
+        if kind == "attempt":
+            where = (str(data["activity"]), int(data["turn"]))
+            label = f"{data['activity']} attempt {data['attempt']}"
+            if data.get("recovery"):
+                label += f" (re-run {data['recovery']} after a lost worker)"
+            if where[1] > 1:
+                label += f", turn {where[1]}"
+            if where in self.seen:
+                label += ": the text above for it is superseded"
+            self.seen.add(where)
+            console.print(f"[dim]--- {label} ---[/]")
+        elif kind == "event":
+            at, shown = str(data["at"])[11:23], escape(short(data["data"], 80))
+            console.print(
+                f"[dim]{data['seq']:>4}  {at}[/]  {data['type']}  {shown}",
+                markup=True,
+                highlight=False,
+            )
+        elif kind == "end":
+            console.print(f"end: {status_style(str(data['status']))}")
 
 
 def _payload(raw: str | None) -> Any:

@@ -69,6 +69,7 @@ class AgentDefinitionSpec(FrozenModel):
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
+    stream: bool | None = Field(default=None, description="Stream and journal each answer's text")
 
 
 class AgentDocument(FrozenModel):

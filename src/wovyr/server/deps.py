@@ -23,6 +23,7 @@ from wovyr.platform.secrets import Secrets
 from wovyr.scheduling.schedules import Schedules
 from wovyr.server.guard import CALLER_TENANT
 from wovyr.server.problems import ApiProblem
+from wovyr.server.streams import StreamHub
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class ServerContext:
     background: Background | None = None
     secrets: Secrets | None = None  # the tenants' secrets (the engine's resolver too)
     checks: dict[str, str] = field(default_factory=dict)
+    streams: StreamHub = field(default_factory=StreamHub)  # the followers of live streams
 
 
 def context(request: Request) -> ServerContext:

@@ -44,6 +44,7 @@ from wovyr.store.records import (
 from wovyr.store.registry import DefinitionRegistry
 from wovyr.store.schedules import ScheduleStore
 from wovyr.store.secrets import SecretStore
+from wovyr.store.streams import StreamStore
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -158,6 +159,7 @@ class Store(
     SecretStore,
     ResponseCacheStore,
     ProviderStore,
+    StreamStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

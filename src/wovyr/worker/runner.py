@@ -36,6 +36,7 @@ from wovyr.events import Event, EventData
 from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
+from wovyr.worker.streams import AttemptStream, StreamJournal
 
 if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
@@ -88,6 +89,7 @@ class ExecutionRunner:
         self._secret_refs: dict[tuple[str, bool], tuple[Any, list[str]]] = {}
         # sub-steps running attempts asked to record (an agent's calls): committed by the loop
         self._journal: list[tuple[RunActivity, tuple[EventData, ...], asyncio.Future[None]]] = []
+        self._stream: StreamJournal | None = None  # what model calls stream (made when used)
 
     @property
     def seq(self) -> int:
@@ -381,9 +383,15 @@ class ExecutionRunner:
                 _TenantCache(self.engine),
             )
             journal = None
+            stream = None
             if run.index is None and not run.compensation:
                 steps = self.state.activity(run.activity_id).journal
                 journal = _AttemptJournal(self, run, steps)
+            if spec.kind in _MODEL_KINDS and not run.compensation:
+                recovery = (
+                    0 if run.index is not None else self.state.activity(run.activity_id).recoveries
+                )
+                stream = AttemptStream(self._stream_journal(), name, run.attempt, recovery)
             dispatch = Dispatch(
                 ctx,
                 timeout,
@@ -392,6 +400,7 @@ class ExecutionRunner:
                 policy,
                 models=models,
                 journal=journal,
+                stream=stream,
             )
             given = run.input
             if spec.kind_entry.secrets:
@@ -427,6 +436,14 @@ class ExecutionRunner:
         except Exception as exc:  # a handler's own exception: retried per the policy
             return Outcome(error=_error(type(exc).__name__, str(exc), exc=exc))
         return Outcome(output=output)
+
+    def _stream_journal(self) -> StreamJournal:
+        if self._stream is None:
+            engine = self.engine
+            self._stream = StreamJournal(
+                engine.store, engine.clock, engine.tenant, self.execution_id, self.fence
+            )
+        return self._stream
 
 
 class _AttemptJournal:

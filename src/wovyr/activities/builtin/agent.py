@@ -28,6 +28,10 @@ the run past `budget.tokens` or `budget.cost`. A model call's provider errors fa
 attempt as the `llm` kind's do (429 and 5xx retried per the activity's `retry`, honouring
 `Retry-After`; the next attempt resumes the loop).
 
+With `stream: true` every model call is streamed and its text journaled as it arrives (each
+turn a generation of the attempt: see the `llm` kind), for `GET .../stream` and
+`wovyr workflows watch`.
+
 Output: `{text, turns, tool_calls: [{turn, id, tool, arguments, result, error?}], usage:
 {input_tokens, output_tokens}, cost, model, finish_reason}`.
 """
@@ -82,6 +86,7 @@ class AgentSpec(FrozenModel):
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, description="Per model answer")
+    stream: bool | None = Field(default=None, description="Stream and journal each answer's text")
 
 
 class AgentStep(FrozenModel):
@@ -198,8 +203,17 @@ async def _model_call(
         body["temperature"] = spec.temperature
     if spec.max_tokens is not None:
         body["max_tokens"] = spec.max_tokens
+    if spec.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
     result = await call_model(
-        access, spec.provider, body, timeout=dispatch.timeout, policy=dispatch.policy
+        access,
+        spec.provider,
+        body,
+        timeout=dispatch.timeout,
+        policy=dispatch.policy,
+        stream=dispatch.stream,
+        turn=turn,
     )
     provider = access.providers.get(spec.provider)
     event = ModelCallCompleted(

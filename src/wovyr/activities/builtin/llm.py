@@ -22,6 +22,10 @@ With `cache: true` an identical request (provider, model, messages, parameters, 
 is answered from the tenant's response cache: the output then says `cached: true`, so the
 hit is in the history. Only validated answers are cached.
 
+With `stream: true` the answer is received as streamed chunks, and its text is journaled
+as it arrives (in batches, beside the events): `GET /api/v1/workflows/{id}/stream` and
+`wovyr workflows watch` show it live, and a retried answer opens with an attempt marker.
+
 The call goes through `wovyr.activities.providers`: the engine's retry policy governs it
 (429 and 5xx retried, a `Retry-After` honoured), the API key never leaves the request.
 """
@@ -36,7 +40,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.kinds import ActivityKind, Dispatch, StreamSink, register_kind
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import DEFAULT_PROVIDER, ChatResult, ModelAccess, chat
 from wovyr.fields import FrozenModel
@@ -198,11 +202,23 @@ async def call_model(
     *,
     timeout: float | None,
     policy: SideEffectPolicy,
+    stream: StreamSink | None = None,
+    turn: int = 1,
 ) -> ChatResult:
-    """One model call through the gateway, with the provider's key from the resolver."""
+    """One model call through the gateway, with the provider's key from the resolver. A
+    streamed call (`body["stream"]`) journals its text as generation `turn` of the attempt
+    in `stream`, when given (every piece journaled before this returns or raises)."""
     provider = access.providers.get(provider_name)
     key = await asyncio.to_thread(access.api_key, provider_name)
-    return await chat(provider, key, body, timeout=timeout, policy=policy)
+    if stream is None or not body.get("stream"):
+        return await chat(provider, key, body, timeout=timeout, policy=policy)
+    generation = stream.generation(turn)
+    try:
+        return await chat(
+            provider, key, body, timeout=timeout, policy=policy, on_text=generation.text
+        )
+    finally:
+        await generation.close()
 
 
 async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
@@ -225,7 +241,13 @@ async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
     failures: list[dict[str, Any]] = []
     while True:
         result = await call_model(
-            access, spec.provider, body, timeout=dispatch.timeout, policy=dispatch.policy
+            access,
+            spec.provider,
+            body,
+            timeout=dispatch.timeout,
+            policy=dispatch.policy,
+            stream=dispatch.stream,
+            turn=len(failures) + 1,
         )
         usage["input_tokens"] += result.input_tokens
         usage["output_tokens"] += result.output_tokens

@@ -1,7 +1,8 @@
-"""`/api/v1/workflows`: start, list, inspect, history, signal, approve, cancel."""
+"""`/api/v1/workflows`: start, list, inspect, history, live stream, signal, approve, cancel."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import functools
@@ -11,9 +12,11 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
+from fastapi.responses import StreamingResponse
 
 from wovyr.clock import utc
 from wovyr.engine.engine import Engine
+from wovyr.engine.streams import StreamCursor
 from wovyr.errors import NotFound, Problem
 from wovyr.ids import new_id
 from wovyr.platform.auth import Principal
@@ -32,6 +35,7 @@ from wovyr.server.api.models import (
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.server.streams import EventStream
 from wovyr.store.base import EventRecord, ExecutionRecord
 from wovyr.store.codec import from_micros, to_micros
 from wovyr.store.platform import IdempotencyRecord, IdempotencyStore
@@ -251,6 +255,56 @@ def get_history(
         items=[event_out(e) for e in items],
         total=total,
         next_after_seq=last if last < total else None,
+    )
+
+
+_STREAM = """Server-Sent Events: `event` (an event as it commits), `attempt` (a model call
+began streaming: earlier text of that activity and turn was an earlier attempt's), `token`
+(the next piece of its text), `end` (finished, all sent). Every message has an `id`:
+reconnect with `Last-Event-ID` to continue exactly after it."""
+
+
+@router.get(
+    "/{execution_id}/stream",
+    summary="Live events and streamed model text (Server-Sent Events)",
+    description=_STREAM,
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def stream_workflow(
+    execution_id: str,
+    ctx: Ctx,
+    principal: Viewer,
+    last_event_id: Annotated[
+        str | None, Header(description="The id of the last message received.")
+    ] = None,
+    after: Annotated[
+        str | None, Query(description="As `Last-Event-ID`, for clients that cannot set it.")
+    ] = None,
+) -> StreamingResponse:
+    engine = tenant_engine(ctx, principal)
+    return await sse_response(ctx, engine, execution_id, last_event_id or after)
+
+
+async def sse_response(
+    ctx: ServerContext, engine: Engine, execution_id: str, position: str | None
+) -> StreamingResponse:
+    """The stream of `engine`'s tenant's execution from `position` (a message id)."""
+    cursor = StreamCursor()
+    if position:
+        try:
+            cursor = StreamCursor.parse(position)
+        except ValueError:
+            raise ApiProblem(
+                400,
+                "Last-Event-ID is not an id this stream sent.",
+                problems=[Problem("bad stream position", "Last-Event-ID")],
+            ) from None
+    await asyncio.to_thread(engine.get, execution_id)  # another tenant's: the uniform 404
+    frames = ctx.streams.messages(engine.store, engine.tenant, execution_id, cursor)
+    return EventStream(
+        frames,
+        headers={"X-Accel-Buffering": "no"},  # a proxy must not hold the stream back
     )
 
 

@@ -21,7 +21,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from wovyr.engine.engine import Engine
+from wovyr.engine.streams import StreamCursor
 from wovyr.errors import Conflict, InputError, NotFound, WovyrError
+from wovyr.server.streams import EventStream, StreamHub
 from wovyr.server.ui.pages import (
     LIST_STATUSES,
     ListFilters,
@@ -78,6 +80,7 @@ class UiRoutes:
         self.engine = engine
         self.authenticator = authenticator
         self.codec = codec
+        self.streams = StreamHub()  # when the UI is mounted without the API's (tests)
         lookup = getattr(authenticator, "principal_for_key", None)
         self.principal_for_key: Callable[[str], Principal | None] | None = (
             lookup if callable(lookup) else None
@@ -164,6 +167,7 @@ class UiRoutes:
         r.add_api_route("/ui/logout", self.logout, methods=["POST"])
         r.add_api_route("/ui/executions/{execution_id}", self.execution, methods=["GET"])
         r.add_api_route("/ui/executions/{execution_id}/live", self.live, methods=["GET"])
+        r.add_api_route("/ui/executions/{execution_id}/stream", self.stream, methods=["GET"])
         for action in ("signal", "approve", "cancel"):
             r.add_api_route(
                 f"/ui/executions/{{execution_id}}/{action}",
@@ -329,6 +333,27 @@ class UiRoutes:
         return self.execution_response(
             request, session, execution_id, events_from=events_param(request), template="live.html"
         )
+
+    async def stream(self, request: Request, execution_id: str) -> Response:
+        """The execution's live stream (`GET /api/v1/workflows/{id}/stream`) for the signed-in
+        session: what the page shows as the model's text arrives. `Last-Event-ID` resumes."""
+        session = await run_in_threadpool(self.session, request)
+        if session is None:
+            return Response(status_code=401)
+        engine = self.engine.for_tenant(session.tenant)
+        position = request.headers.get("last-event-id")
+        try:
+            cursor = StreamCursor.parse(position) if position else StreamCursor()
+        except ValueError:
+            return Response(status_code=400)
+        if await run_in_threadpool(engine.store.load, execution_id, engine.tenant) is None:
+            return Response(status_code=404)
+        server = getattr(request.app.state, "wovyr", None)
+        hub: StreamHub = server.streams if server is not None else self.streams
+        frames = hub.messages(engine.store, engine.tenant, execution_id, cursor)
+        response = EventStream(frames, headers={"X-Accel-Buffering": "no"})
+        secure_headers(response)
+        return response
 
     def action_handler(self, action: str) -> Callable[[Request, str], Any]:
         async def handle(request: Request, execution_id: str) -> Response:

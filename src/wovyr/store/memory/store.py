@@ -37,10 +37,12 @@ from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
 from wovyr.store.memory.secrets import MemorySecrets
+from wovyr.store.memory.streams import MemoryStreams
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.streams import StreamChunk
 
 __all__ = ["MemoryStore"]
 
@@ -51,7 +53,9 @@ def _stored(value: object) -> Any:
     return loads(dumps(value))
 
 
-class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, MemorySecrets):
+class MemoryStore(
+    MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, MemorySecrets, MemoryStreams
+):
     def __init__(self) -> None:
         self.url = "memory://"
         self._lock = threading.RLock()
@@ -74,6 +78,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
         self._kms_roots: dict[str, KmsRootRecord] = {}
         self._responses: dict[tuple[str, str], dict[str, Any]] = {}  # (tenant, request hash)
         self._providers: dict[tuple[str, str], ProviderRecord] = {}  # (tenant, name)
+        self._streams: dict[ExecutionKey, list[StreamChunk]] = {}  # the stream journals
         self._observers = Observers()
         self.commits = 0
 

@@ -62,6 +62,7 @@ from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.secrets import PostgresSecrets
+from wovyr.store.postgres.streams import PostgresStreams
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
 from wovyr.store.rows import (
@@ -87,6 +88,7 @@ class PostgresStore(
     PostgresAudit,
     PostgresSecrets,
     PostgresTimers,
+    PostgresStreams,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 

@@ -52,6 +52,7 @@ from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 from wovyr.store.sqlite.secrets import SQLiteSecrets
+from wovyr.store.sqlite.streams import SQLiteStreams
 
 __all__ = ["SQLiteStore"]
 
@@ -160,7 +161,9 @@ def _migrations() -> tuple[tuple[int, str], ...]:
     return tuple(sorted(out))
 
 
-class SQLiteStore(SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit, SQLiteSecrets):
+class SQLiteStore(
+    SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit, SQLiteSecrets, SQLiteStreams
+):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
@@ -645,8 +648,19 @@ class _Rollback(Exception):
 
 
 def _split_sql(script: str) -> list[str]:
+    """The statements of a migration; a `;` ends one only where SQLite says it is complete
+    (a trigger's body holds several)."""
     lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    out, current = [], ""
+    for piece in "\n".join(lines).split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \n;"):
+                out.append(current.strip().rstrip(";").strip())
+            current = ""
+    if current.strip(" \n;"):
+        out.append(current.strip().rstrip(";").strip())
+    return out
 
 
 def _translate(exc: sqlite3.Error) -> StoreError:

@@ -1,6 +1,9 @@
 /* Wovyr web UI: the one script. Pages work without it; with it, times stay relative and a
    running execution refreshes itself politely: every 2 s while it changes, backing off to
-   10 s while it does not, paused while the tab is hidden, stopped when it finishes. */
+   10 s while it does not, paused while the tab is hidden, stopped when it finishes. The
+   text its model calls stream is shown as it arrives (Server-Sent Events; the browser
+   resumes after a dropped connection with Last-Event-ID), a retried answer below the one
+   it supersedes. */
 (function () {
   "use strict";
 
@@ -150,11 +153,41 @@
     });
   }
 
+  function watchStream(section) {
+    var box = section.querySelector("#stream-text"), current = {};
+    var source = new EventSource(section.getAttribute("data-stream-url"));
+    function key(d) { return d.activity + "/" + d.turn; }
+    source.addEventListener("attempt", function (e) {
+      var d = JSON.parse(e.data), k = key(d), before = current[k];
+      if (before) before.className = "generation superseded";
+      var block = document.createElement("div"), title = document.createElement("h3");
+      var text = document.createElement("pre");
+      block.className = "generation";
+      block.setAttribute("data-activity", d.activity);
+      block.setAttribute("data-attempt", d.attempt);
+      title.textContent = d.activity + " · attempt " + d.attempt +
+        (d.recovery ? " (re-run " + d.recovery + " after a lost worker)" : "") +
+        (d.turn > 1 ? " · turn " + d.turn : "");
+      block.appendChild(title);
+      block.appendChild(text);
+      box.appendChild(block);
+      current[k] = block;
+      section.hidden = false;
+    });
+    source.addEventListener("token", function (e) {
+      var d = JSON.parse(e.data), block = current[key(d)];
+      if (block) block.querySelector("pre").appendChild(document.createTextNode(d.text));
+    });
+    source.addEventListener("end", function () { source.close(); });
+  }
+
   function start() {
     refreshTimes(document);
     setInterval(function () { if (!document.hidden) refreshTimes(document); }, 30000);
     var live = document.getElementById("live");
     if (live && live.getAttribute("data-live-url") && window.fetch && window.DOMParser) watchExecution(live);
+    var stream = document.getElementById("stream");
+    if (stream && window.EventSource) watchStream(stream);
     var list = document.querySelector("[data-live-list]");
     if (list && window.fetch && window.DOMParser) watchList(list);
   }

@@ -1,0 +1,110 @@
+"""The execution page in a real headless Chromium shows a streamed answer as it arrives:
+part of the text is on the page while the model is still generating, then all of it (the
+execution's output), over a real uvicorn server, a real SQLite file and a scripted model."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.llm_server import ScriptedLLM, text
+from tests.ui.test_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DEADLINE,
+    LiveServer,
+    _free_port,
+    _require_browser,
+    _wait_until,
+)
+
+from wovyr.activities.base import ActivityRegistry
+from wovyr.activities.policy import TRUSTED
+from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.engine.engine import Engine
+from wovyr.settings import Settings
+from wovyr.store.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.slow
+
+ANSWER = "".join(f"w{i:03d} " for i in range(250))
+FLOW = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: talk}
+activities:
+  - id: ask
+    llm: {model: m1, prompt: "go", stream: true}
+output: "${{ activities.ask.output.text }}"
+"""
+
+
+@pytest.fixture
+def streaming_server(tmp_path: Path) -> Iterator[LiveServer]:
+    import uvicorn
+
+    from wovyr.server.app import create_app
+
+    with ScriptedLLM([text(ANSWER, stream=True, chunk_delay=0.015)]) as llm:
+        store = SQLiteStore(tmp_path / "wovyr.db")
+        engine = Engine(
+            store,
+            activities=ActivityRegistry(),
+            providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
+            credentials=StaticCredentials({}),
+            side_effects=TRUSTED,
+        )
+        settings = Settings(home=tmp_path / "home", dispatch_interval=0.2, poll_interval=0.2)
+        app = create_app(engine, settings)
+        port = _free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        _wait_until(lambda: server.started, "the server to start")
+        try:
+            yield LiveServer(f"http://127.0.0.1:{port}", engine, app.state.authenticator)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=15)
+            store.close()
+
+
+def test_the_page_shows_tokens_as_they_arrive(streaming_server: LiveServer) -> None:
+    sync_api: Any = _require_browser()
+    live = streaming_server
+    engine = live.engine.for_tenant("acme")
+    _, token = live.authenticator.create_key("acme", "viewer", "watcher")
+    record = None
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(DEADLINE * 1000)
+            problems: list[str] = []
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda exc: problems.append(str(exc)))
+            page.goto(f"{live.url}/ui/login")
+            page.fill("#api_key", token)
+            page.click("button[type=submit]")
+            page.wait_for_selector("table.executions")
+            record = engine.start(FLOW)  # started once signed in: the page sees it begin
+            page.goto(f"{live.url}/ui/executions/{record.id}")
+            page.wait_for_selector("#stream .generation pre")
+            _wait_until(lambda: bool(page.inner_text("#stream .generation pre")), "some text")
+            partial = page.inner_text("#stream .generation pre")
+            assert partial and ANSWER.startswith(partial) and len(partial) < len(ANSWER)
+            assert engine.query(record.id).status == "running"  # shown while generating
+            _wait_until(
+                lambda: page.inner_text("#stream .generation pre") == ANSWER, "the whole answer"
+            )
+            assert page.get_attribute("#stream .generation", "data-attempt") == "1"
+            assert problems == []
+        finally:
+            browser.close()
+    assert record is not None
+    _wait_until(lambda: engine.query(record.id).status == "completed", "the execution's end")
+    assert engine.query(record.id).output == ANSWER
