@@ -122,6 +122,17 @@ def test_migrations_twice_are_a_no_op_and_match_a_fresh_install(postgres_url: st
     with admin(postgres_url) as conn:
         applied = conn.execute("SELECT version FROM wovyr_schema_migrations ORDER BY 1")
         assert [r[0] for r in applied] == [v for v, _ in migrations()]
+    # a branch's migration numbered below the highest applied is still reported pending
+    middle = sorted(v for v, _ in migrations())[len(migrations()) // 2]
+    with admin(postgres_url) as conn:
+        conn.execute("DELETE FROM wovyr_schema_migrations WHERE version = %s", (middle,))
+    store = PostgresStore(postgres_url, auto_migrate=False)
+    try:
+        assert store.pending_migrations() == [middle]
+    finally:
+        store.close()
+    with admin(postgres_url) as conn:
+        conn.execute("INSERT INTO wovyr_schema_migrations (version) VALUES (%s)", (middle,))
     # A fresh install in another schema gives the same tables, columns and indexes.
     other = f"t_{uuid.uuid4().hex[:12]}"
     base_url = postgres_url.split("?", 1)[0]

@@ -270,9 +270,17 @@ class PostgresStore(
         return max((version for version, _ in migrations()), default=0)
 
     def pending_migrations(self) -> list[int]:
-        """The migrations this Wovyr knows that the database has not applied yet."""
-        current = self.schema_version()
-        return [version for version, _ in migrations() if version > current]
+        """The migrations this Wovyr knows that the database has not applied yet (by set, not
+        by the highest applied: a migration numbered below one applied can still be pending)."""
+
+        def body(conn: Connection) -> set[int]:
+            exists = conn.execute(self._q["migrations_table_exists"]).fetchone()
+            if not exists or not exists[0]:
+                return set()
+            return {int(row[0]) for row in conn.execute(self._q["migrations_applied"])}
+
+        done = self._run(body, write=False)
+        return [version for version, _ in migrations() if version not in done]
 
     def add_observer(self, observer: StoreObserver) -> None:
         self._observers.add(observer)
