@@ -40,7 +40,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from wovyr.errors import WovyrError
 from wovyr.events import Event, EventType
+from wovyr.store.audit import AuditEntry
 from wovyr.store.base import (
     DEFAULT_TENANT,
     Claim,
@@ -60,6 +62,7 @@ from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.platform import TenantRecord
 from wovyr.store.records import TimerRecord
 from wovyr.store.rows import created_record
+from wovyr.store.schedules import ScheduleRecord
 
 __all__ = [
     "SEALED",
@@ -157,6 +160,10 @@ class SealingStore:
         self._read_at: float | None = None
         self._lock = threading.Lock()
         self._observers = Observers()
+        # The plain form of each new execution being written sealed (by the id of its sealed
+        # form): the inner store tells of the executions it creates, here told in plain.
+        self._plain: dict[int, NewExecution] = {}
+        inner.add_observer(_Created(self))
 
     def __getattr__(self, name: str) -> Any:
         # Only called for what this class lacks: the inner store's (bound once, then cached).
@@ -273,18 +280,38 @@ class SealingStore:
 
     # --- writes --------------------------------------------------------------------------
 
-    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+    def _sealed_new(self, new: NewExecution) -> NewExecution:
+        """`new` as written (sealed when its tenant seals), its plain form remembered."""
         if not self.sealing(new.tenant):
-            created, record = self.inner.create_execution(new)
-            if created:
-                self._observers.created(new)
-                return created, record
-            return created, self._open_record(record)
-        created, record = self.inner.create_execution(self._seal_new(new))
+            return new
+        sealed = self._seal_new(new)
+        self._plain[id(sealed)] = new
+        return sealed
+
+    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+        written = self._sealed_new(new)
+        try:
+            created, record = self.inner.create_execution(written)
+        finally:
+            self._plain.pop(id(written), None)
         if created:
-            self._observers.created(new)
-            return True, created_record(new)
+            return True, record if written is new else created_record(new)
         return False, self._open_record(record)
+
+    def update_schedule(
+        self,
+        record: ScheduleRecord,
+        expected_version: int,
+        starts: Sequence[NewExecution] = (),
+        *,
+        audit: AuditEntry | None = None,
+    ) -> bool:
+        written = [self._sealed_new(new) for new in starts]
+        try:
+            return self.inner.update_schedule(record, expected_version, written, audit=audit)
+        finally:
+            for new in written:
+                self._plain.pop(id(new), None)
 
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
         if not steps:
@@ -297,7 +324,7 @@ class SealingStore:
                 continue
             try:
                 written.append(self._seal_step(step))
-            except Exception as exc:  # the writer stops; the others go on
+            except WovyrError as exc:  # no key here (KmsError): the writer stops, others go on
                 if atomic:
                     raise
                 log.error(
@@ -404,6 +431,23 @@ class SealingStore:
         if result:
             self._observers.committed([s for s, _ in result], [o for _, o in result])
         return result
+
+
+class _Created:
+    """The inner store's observer: its new executions, told to the sealing store's observers
+    in plain (what it commits and claims, the sealing store tells itself)."""
+
+    def __init__(self, outer: SealingStore) -> None:
+        self.outer = outer
+
+    def created(self, new: NewExecution) -> None:
+        self.outer._observers.created(self.outer._plain.get(id(new), new))
+
+    def committed(self, steps: Sequence[StepWrite], outcomes: Sequence[CommitOutcome]) -> None:
+        return None
+
+    def claimed(self, claims: Sequence[Claim]) -> None:
+        return None
 
 
 def _fallback_checkpoint(record: ExecutionRecord, marker: str) -> dict[str, Any]:
