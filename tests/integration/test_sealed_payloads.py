@@ -26,6 +26,7 @@ from wovyr.errors import ExecutionFinished, KmsError
 from wovyr.platform.kms import Kms, RootKey
 from wovyr.platform.payloads import fail_shredded_executions, sealed_store
 from wovyr.platform.secrets import Secrets, shred_tenant
+from wovyr.scheduling.schedules import Schedules
 from wovyr.store.base import Store
 from wovyr.store.sealing import SHREDDED_MARKER, SealingStore
 from wovyr.testing import drain
@@ -205,6 +206,7 @@ def test_after_a_shred_sealed_payloads_read_as_the_marker(setup: Setup) -> None:
     done = sealed_engine.query(ids[SEALED])
     assert done.status == "completed"  # ids, names, statuses and times stay readable
     assert done.input == {"sealed": SHREDDED_MARKER}
+    assert done.output == {"sealed": SHREDDED_MARKER}
     record = sealed_engine.get(ids[SEALED])
     assert record.input == SHREDDED_MARKER and record.output == SHREDDED_MARKER
     history = sealed_engine.history(ids[SEALED])
@@ -267,3 +269,17 @@ def test_another_process_reads_with_the_same_root_key_and_not_with_another(
         check_readable(wrong, PLAIN, ids[PLAIN])  # nothing else breaks
     finally:
         wrong.inner.close()
+
+
+def test_a_run_a_schedule_starts_is_sealed_too(setup: Setup) -> None:
+    engine = setup.tenant(SEALED)
+    engine.apply(FLOW)
+    schedules = Schedules(engine)
+    schedules.create("nightly", workflow="canary", every="15m", input={"word": CANARY})
+    setup.clock.set(datetime(2030, 1, 1, 9, 15, tzinfo=UTC))
+    drain(engine)
+    (rid,) = [r.id for r in engine.list().items]
+    raw = setup.inner.load(rid, SEALED)
+    assert raw is not None and set(raw.input) == {"$sealed"}
+    assert engine.query(rid).input == {"word": CANARY}
+    assert engine.query(rid).activities["echo"]["output"] == f"out:{CANARY}"

@@ -465,6 +465,8 @@ def _fallback_checkpoint(record: ExecutionRecord, marker: str) -> dict[str, Any]
         "updated_at": record.updated_at.isoformat(),
         "seq": record.seq,
     }
+    if record.output is not None:
+        checkpoint["output"] = {"sealed": marker}
     if record.status == _FAILED:
         checkpoint["error"] = {"type": "PayloadUnreadable", "message": marker}
     return checkpoint

@@ -1,0 +1,96 @@
+"""Acceptance, processes and the CLI: `wovyr admin tenants set T --seal-payloads` (audited)
+makes a run's payloads sealed in the SQLite file; another process with the same
+`WOVYR_KMS_ROOT_KEY` shows them, one with another key gets a clear error (no traceback)
+and still reads the unsealed tenant; `wovyr admin tenants shred T --yes` leaves the marker
+in what `show` and `history` print."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.server.test_serve_process import WOVYR
+
+from wovyr.store.sealing import SHREDDED_MARKER
+
+pytestmark = pytest.mark.slow
+
+ROOT_KEY = "3c" * 32
+CANARY = 'cnry-cli-41f0/+"x'
+FLOW = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: canary}
+inputs:
+  word: {type: string}
+activities:
+  - id: keep
+    set: {kept: "${{ inputs.word }}"}
+output: {kept: "${{ activities.keep.output.kept }}"}
+"""
+
+
+def wovyr(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*WOVYR, *args], check=False, capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def ok_json(env: dict[str, str], *args: str) -> Any:
+    done = wovyr(env, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_sealed_payloads_through_the_cli_and_processes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(FLOW)
+    env = {
+        **os.environ,
+        "WOVYR_HOME": str(home),
+        "WOVYR_KMS_ROOT_KEY": ROOT_KEY,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    env.pop("WOVYR_DATABASE_URL", None)
+    shown = ok_json(env, "admin", "tenants", "set", "acme", "--seal-payloads")
+    assert shown["seal_payloads"] is True
+    audit = ok_json(env, "admin", "audit", "list", "--tenant", "acme")
+    assert [r["action"] for r in audit] == ["tenant.seal_payloads"]
+
+    sealed = ok_json(env, "run", str(flow), "-i", f"word={CANARY}", "--tenant", "acme")
+    plain = ok_json(env, "run", str(flow), "-i", "word=plain-word", "--tenant", "other")
+    assert sealed["output"] == {"kept": CANARY}
+    stored = b"".join(p.read_bytes() for p in home.iterdir() if p.name.startswith("wovyr.db"))
+    assert CANARY.encode() not in stored and json.dumps(CANARY)[1:-1].encode() not in stored
+    assert b"plain-word" in stored
+
+    # a second process with the same root key reads them
+    view = ok_json(env, "workflows", "show", sealed["id"], "--tenant", "acme")
+    assert view["input"] == {"word": CANARY} and view["output"] == {"kept": CANARY}
+
+    # another root key: a clear error for the sealed tenant; the other still reads
+    wrong = {**env, "WOVYR_KMS_ROOT_KEY": "c3" * 32}
+    done = wovyr(wrong, "workflows", "show", sealed["id"], "--tenant", "acme")
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: the data key of tenant 'acme' is wrapped by root key")
+    assert "Traceback" not in done.stderr and CANARY not in done.stdout + done.stderr
+    assert ok_json(wrong, "workflows", "show", plain["id"], "--tenant", "other")["output"] == {
+        "kept": "plain-word"
+    }
+
+    shred = ok_json(env, "admin", "tenants", "shred", "acme", "--yes")
+    assert shred["data_keys_destroyed"] == 1
+    view = ok_json(env, "workflows", "show", sealed["id"], "--tenant", "acme")
+    assert view["status"] == "completed" and view["input"] == {"sealed": SHREDDED_MARKER}
+    history = ok_json(env, "workflows", "history", sealed["id"], "--tenant", "acme")
+    assert history and all(e["data"] == {"sealed": SHREDDED_MARKER} for e in history)
+    done = wovyr(env, "workflows", "show", sealed["id"], "--tenant", "acme")
+    assert done.returncode == 0 and "shredded" in done.stdout
+    actions = [r["action"] for r in ok_json(env, "admin", "audit", "list", "--tenant", "acme")]
+    assert actions[-1] == "tenant.shred"
