@@ -283,3 +283,24 @@ def test_a_run_a_schedule_starts_is_sealed_too(setup: Setup) -> None:
     assert raw is not None and set(raw.input) == {"$sealed"}
     assert engine.query(rid).input == {"word": CANARY}
     assert engine.query(rid).activities["echo"]["output"] == f"out:{CANARY}"
+
+
+TIMER_FLOW = FLOW.replace("wait: {signal: go}", "wait: {timer: {after: 1h}}").replace(
+    "name: canary", "name: later"
+)
+
+
+def test_a_sealed_run_waits_on_a_timer_and_goes_on(setup: Setup) -> None:
+    """Timers fire through the store (on PostgreSQL, in one locked transaction that loads
+    the executions and writes their steps): sealed in, sealed out."""
+    engine = setup.tenant(SEALED)
+    rid = engine.start(TIMER_FLOW, {"word": CANARY}).id
+    drain(engine)
+    assert engine.query(rid).status == "waiting"
+    setup.clock.advance(3601)
+    drain(engine)
+    view = engine.query(rid)
+    assert view.status == "completed" and view.output["echoed"] == f"out:{CANARY}"
+    events = setup.inner.history(rid, tenant=SEALED)
+    assert "TimerFired" in [e.type for e in events]
+    assert all(set(e.data) == {"$sealed"} for e in events)
