@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,65 @@ def test_sealed_payloads_through_the_cli_and_processes(tmp_path: Path) -> None:
     assert done.returncode == 0 and "shredded" in done.stdout
     actions = [r["action"] for r in ok_json(env, "admin", "audit", "list", "--tenant", "acme")]
     assert actions[-1] == "tenant.shred"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    """None: the embedded SQLite store under WOVYR_HOME; else a PostgreSQL URL (a schema)."""
+    if request.param == "sqlite":
+        return None
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def test_a_worker_process_runs_a_sealed_tenants_execution(
+    tmp_path: Path, database: str | None
+) -> None:
+    home = tmp_path / "home"
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(FLOW)
+    env = {
+        **os.environ,
+        "WOVYR_HOME": str(home),
+        "WOVYR_KMS_ROOT_KEY": ROOT_KEY,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    env.pop("WOVYR_DATABASE_URL", None)
+    if database is not None:
+        env["WOVYR_DATABASE_URL"] = database
+        assert wovyr(env, "db", "upgrade").returncode == 0
+    ok_json(env, "admin", "tenants", "set", "acme", "--seal-payloads")
+    started = ok_json(env, "run", str(flow), "-i", f"word={CANARY}", "--tenant", "acme", "--detach")
+    worker = subprocess.Popen(
+        [*WOVYR, "worker", "--poll-interval", "0.05"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        view: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            view = ok_json(env, "workflows", "show", started["id"], "--tenant", "acme")
+            if view["status"] == "completed":
+                break
+            time.sleep(0.2)
+        assert view["status"] == "completed", view
+        assert view["output"] == {"kept": CANARY}
+    finally:
+        worker.terminate()
+        _, err = worker.communicate(timeout=30)
+    assert "Traceback" not in err
+    if database is None:
+        stored = b"".join(p.read_bytes() for p in home.iterdir() if p.name.startswith("wovyr.db"))
+    else:
+        import psycopg
+
+        with psycopg.connect(database) as conn:
+            rows = conn.execute(
+                "SELECT input::text, output::text, checkpoint::text FROM executions"
+                " UNION ALL SELECT data::text, '', '' FROM events"
+            ).fetchall()
+        stored = repr(rows).encode()
+    assert b"$sealed" in stored  # the rows were read: what they hold is sealed
+    assert CANARY.encode() not in stored and json.dumps(CANARY)[1:-1].encode() not in stored

@@ -23,11 +23,12 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import set_sealing
 from wovyr.errors import ExecutionFinished, KmsError
+from wovyr.events import Event
 from wovyr.platform.kms import Kms, RootKey
-from wovyr.platform.payloads import fail_shredded_executions, sealed_store
+from wovyr.platform.payloads import sealed_store, shred_tenant_payloads
 from wovyr.platform.secrets import Secrets, shred_tenant
 from wovyr.scheduling.schedules import Schedules
-from wovyr.store.base import Store
+from wovyr.store.base import CommitOutcome, StepWrite, Store
 from wovyr.store.sealing import SHREDDED_MARKER, SealingStore
 from wovyr.testing import drain
 
@@ -200,8 +201,8 @@ def test_after_a_shred_sealed_payloads_read_as_the_marker(setup: Setup) -> None:
     drain(setup.engine.for_tenant(PLAIN))
     assert sealed_engine.query(waiting).status == "waiting"
 
-    assert shred_tenant(setup.inner, SEALED, by="test", at=setup.clock.now()) == 1
-    assert fail_shredded_executions(setup.store, SEALED, setup.clock.now()) == 1
+    at = setup.clock.now()
+    assert shred_tenant_payloads(setup.store, SEALED, by="test", at=at) == (1, 1)
 
     done = sealed_engine.query(ids[SEALED])
     assert done.status == "completed"  # ids, names, statuses and times stay readable
@@ -304,3 +305,29 @@ def test_a_sealed_run_waits_on_a_timer_and_goes_on(setup: Setup) -> None:
     events = setup.inner.history(rid, tenant=SEALED)
     assert "TimerFired" in [e.type for e in events]
     assert all(set(e.data) == {"$sealed"} for e in events)
+
+
+def test_a_step_in_flight_during_a_shred_is_dropped_not_sealed_again(setup: Setup) -> None:
+    """What a worker held in plain when the shred came (its state, a signal it was about
+    to write) never reaches the store under a new key: the shred fails the run first, so
+    the late step conflicts."""
+    engine = setup.tenant(SEALED)
+    rid = engine.start(FLOW, {"word": CANARY}).id
+    drain(engine)
+    held = setup.store.load(rid, SEALED)  # the worker's plain copy
+    assert held is not None and held.checkpoint is not None
+    at = setup.clock.now()
+    assert shred_tenant_payloads(setup.store, SEALED, by="test", at=at) == (1, 1)
+    late = StepWrite(
+        execution_id=rid,
+        expected_seq=held.seq,
+        events=[Event("SignalReceived", at, {"name": "go", "payload": CANARY})],
+        checkpoint=held.checkpoint,
+        status="running",
+        updated_at=at,
+        ready=True,
+        tenant=SEALED,
+    )
+    assert setup.store.commit([late]) == [CommitOutcome.CONFLICT]
+    assert engine.query(rid).status == "failed"
+    assert all(e.data.get("payload") != CANARY for e in engine.history(rid))

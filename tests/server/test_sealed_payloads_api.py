@@ -18,8 +18,8 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import set_sealing
 from wovyr.platform.kms import Kms, RootKey
-from wovyr.platform.payloads import fail_shredded_executions, sealed_store
-from wovyr.platform.secrets import Secrets, shred_tenant
+from wovyr.platform.payloads import sealed_store, shred_tenant_payloads
+from wovyr.platform.secrets import Secrets
 from wovyr.settings import Settings
 from wovyr.store.sealing import SHREDDED_MARKER
 from wovyr.store.sqlite import SQLiteStore
@@ -98,8 +98,7 @@ async def test_sealed_payloads_over_the_api_and_ui_then_the_shred_marker(
     )
     await api.drain()
     store = api.engine.store
-    shred_tenant(store, "tenant-a", by="test", at=api.clock.now())
-    assert fail_shredded_executions(store, "tenant-a", api.clock.now()) == 1
+    assert shred_tenant_payloads(store, "tenant-a", by="test", at=api.clock.now()) == (1, 1)
 
     r = await api.call("GET", f"{BASE}/{sealed}", "tenant-a:viewer")
     assert r.status_code == 200, r.text

@@ -389,17 +389,15 @@ def shred_command(tenant: str, yes: bool, as_json: bool, settings: Settings) -> 
     in this database and in every copy of it (other tenants are untouched). New secrets
     set after it get a new data key. Sealed execution payloads (--seal-payloads) become
     unreadable too, and the tenant's running executions with them are failed."""
-    from wovyr.platform.payloads import fail_shredded_executions
-    from wovyr.platform.secrets import shred_tenant
+    from wovyr.platform.payloads import shred_tenant_payloads
 
     validate_tenant(tenant)
     if not yes:
         raise click.UsageError(f"shredding tenant {tenant!r} cannot be undone: add --yes")
     with open_engine(settings, load_activities=False) as engine:
-        destroyed = shred_tenant(
+        destroyed, failed = shred_tenant_payloads(
             engine.store, tenant, by="cli", at=engine.clock.now(), actor=engine.actor
         )
-        failed = fail_shredded_executions(engine.store, tenant, engine.clock.now())
     if as_json:
         echo_json({"tenant": tenant, "data_keys_destroyed": destroyed, "executions_failed": failed})
     else:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from wovyr.errors import KmsError
-from wovyr.platform.secrets import Secrets, open_secrets
+from wovyr.platform.secrets import Secrets, open_secrets, shred_tenant
 from wovyr.store.base import Store
 from wovyr.store.sealing import (
     NotSealed,
@@ -36,9 +36,9 @@ from wovyr.store.secrets import SHREDDED
 __all__ = [
     "KEY_TTL",
     "KmsPayloadSealer",
-    "fail_shredded_executions",
     "open_sealed",
     "sealed_store",
+    "shred_tenant_payloads",
 ]
 
 KEY_TTL = 1.0
@@ -131,12 +131,19 @@ def open_sealed(
     return sealed_store(store, secrets), secrets
 
 
-def fail_shredded_executions(store: Store, tenant: str, at: datetime) -> int:
-    """After `tenant`'s data keys were shredded (`shred_tenant`): forget them here and fail
-    every running execution of the tenant whose checkpoint no longer opens (none when the
-    store does not seal). Returns how many were failed."""
+def shred_tenant_payloads(
+    store: Store, tenant: str, *, by: str, at: datetime, actor: str | None = None
+) -> tuple[int, int]:
+    """Crypto-shred `tenant` (`shred_tenant`: its data keys, so its secrets and its sealed
+    payloads never open again, here and in every copy of the database) and fail its running
+    executions with sealed payloads: they cannot run on. Those are failed just before the
+    keys go (so a step a worker has in flight conflicts and is dropped, never sealed again
+    under a new key) and once more after (any started meanwhile). Returns (data keys
+    destroyed, executions failed). On a store that does not seal, only the shred."""
     if not isinstance(store, SealingStore):
-        return 0
+        return shred_tenant(store, tenant, by=by, at=at, actor=actor), 0
+    failed = fail_shredded(store, tenant, at, before=True)
+    destroyed = shred_tenant(store, tenant, by=by, at=at, actor=actor)
     if isinstance(store.sealer, KmsPayloadSealer):
         store.sealer.forget(tenant)
-    return fail_shredded(store, tenant, at)
+    return destroyed, failed + fail_shredded(store, tenant, at)

@@ -398,8 +398,8 @@ class SealingStore:
                 continue
             try:
                 opened = self._open(c.tenant, _CHECKPOINT, c.execution_id, c.checkpoint)
-            except _Unreadable as exc:
-                fail_unreadable(self, c.tenant, c.execution_id, now, exc.marker, fence=c.fence)
+            except _Unreadable:
+                fail_unreadable(self, c.tenant, c.execution_id, now, fence=c.fence)
                 continue
             out.append(replace(c, checkpoint=opened))
         self._observers.claimed(out)
@@ -477,20 +477,24 @@ def fail_unreadable(
     tenant: str,
     execution_id: str,
     at: datetime,
-    marker: str = SHREDDED_MARKER,
     *,
     fence: int | None = None,
+    readable_too: bool = False,
 ) -> bool:
-    """Fail `tenant`'s running execution `execution_id` when its checkpoint cannot be opened
-    (its key was shredded, or it is corrupt): it cannot run on. One step: `ExecutionFailed`
-    with error `PayloadUnreadable`, the lease released, nothing ready. True when it was
-    failed now (False: finished already, readable, or it moved meanwhile)."""
+    """Fail `tenant`'s running execution `execution_id` when its sealed checkpoint cannot be
+    opened (its key was shredded, or it is corrupt), or - `readable_too`, what a shred does
+    first - whenever its checkpoint is sealed: it cannot run on. One step, written as it is
+    (it holds no payload): `ExecutionFailed` with error `PayloadUnreadable` and the marker,
+    the lease released, nothing ready. True when it was failed now (False: finished already,
+    not sealed, readable, or it moved meanwhile)."""
     record = store.inner.load(execution_id, tenant)
     if record is None or record.status != _RUNNING or not is_sealed(record.checkpoint):
         return False
+    marker = SHREDDED_MARKER
     try:
         store._open(tenant, _CHECKPOINT, execution_id, record.checkpoint)
-        return False
+        if not readable_too:
+            return False
     except _Unreadable as exc:
         marker = exc.marker
     error = {"type": "PayloadUnreadable", "message": marker}
@@ -508,15 +512,18 @@ def fail_unreadable(
         error=error,
         tenant=tenant,
     )
-    outcome = store.commit([step])[0]
+    outcome = store.inner.commit([step])[0]
+    store._observers.committed([step], [outcome])
     if outcome is CommitOutcome.OK:
         log.warning("execution %s of tenant %r failed: %s", execution_id, tenant, marker)
     return outcome is CommitOutcome.OK
 
 
-def fail_shredded(store: SealingStore, tenant: str, at: datetime) -> int:
-    """Fail every running execution of `tenant` whose checkpoint no longer opens (after a
-    shred); return how many."""
+def fail_shredded(store: SealingStore, tenant: str, at: datetime, *, before: bool = False) -> int:
+    """Fail every running execution of `tenant` whose sealed checkpoint no longer opens
+    (after a shred), or with `before`, every one whose checkpoint is sealed (just before a
+    shred: a worker's step in flight then conflicts with the failure and is dropped, never
+    sealed again under a new key); return how many."""
     failed = 0
     cursor = None
     while True:
@@ -524,7 +531,7 @@ def fail_shredded(store: SealingStore, tenant: str, at: datetime) -> int:
             ExecutionFilter(tenant=tenant, status=_RUNNING, limit=500, cursor=cursor)
         )
         for record in page.items:
-            if fail_unreadable(store, tenant, record.id, at):
+            if fail_unreadable(store, tenant, record.id, at, readable_too=before):
                 failed += 1
         if page.next_cursor is None:
             return failed
