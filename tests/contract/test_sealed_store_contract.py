@@ -4,11 +4,12 @@ a store answers. The rows below hold the sealed form (checked here once per stor
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from tests.conftest import STORE_KINDS, make_store
+from tests.contract import test_store_continued as continued
 from tests.contract import test_store_contract as contract
 from tests.contract.test_store_continued import *  # noqa: F403 - the same tests, sealed
 from tests.contract.test_store_contract import *  # noqa: F403
@@ -18,7 +19,7 @@ from wovyr.engine.tenants import set_sealing
 from wovyr.platform.kms import Kms, RootKey
 from wovyr.platform.payloads import sealed_store
 from wovyr.platform.secrets import Secrets
-from wovyr.store.base import Store
+from wovyr.store.base import CommitOutcome, NewExecution, StepWrite, Store
 from wovyr.store.sealing import SealingStore
 
 TENANTS = ("default", "a", "b", "c", "t1", "other")
@@ -47,3 +48,28 @@ def test_what_the_store_below_holds_is_sealed(store: Store) -> None:
     assert [list(e.data) for e in store.inner.history("x1", tenant="default")] == [["$sealed"]]
     opened = store.load("x1", "default")
     assert opened is not None and opened.input == {"x": 1} and opened.checkpoint == {"seq": 1}
+
+
+def test_observers_are_told_once_and_in_plain(store: Store) -> None:
+    seen: list[tuple[str, object]] = []
+
+    class Observer:
+        def created(self, new: NewExecution) -> None:
+            seen.append(("created", new.input))
+
+        def committed(self, steps: Sequence[StepWrite], outcomes: Sequence[object]) -> None:
+            seen.extend(("committed", dict(e.data)) for s in steps for e in s.events)
+
+        def claimed(self, claims: Sequence[object]) -> None:
+            seen.append(("claimed", len(claims)))
+
+    store.add_observer(Observer())
+    store.create_execution(continued._new("r1"))
+    assert store.commit([continued._hand_over("r1", 2, "r2")]) == [CommitOutcome.OK]
+    assert seen == [
+        ("created", {"n": 1}),
+        ("committed", {"seq": 2}),
+        ("created", {"n": 1}),  # the continued run, once
+    ]
+    raw = store.inner.load("r2", "t1")  # type: ignore[attr-defined]
+    assert raw is not None and list(raw.input) == ["$sealed"]

@@ -163,6 +163,9 @@ class SealingStore:
         # The plain form of each new execution being written sealed (by the id of its sealed
         # form): the inner store tells of the executions it creates, here told in plain.
         self._plain: dict[int, NewExecution] = {}
+        # The continued runs of steps being committed: told by this store's own observers
+        # with their step (`Observers.committed`), so not again when the inner store tells.
+        self._continued: set[int] = set()
         inner.add_observer(_Created(self))
 
     def __getattr__(self, name: str) -> Any:
@@ -194,8 +197,8 @@ class SealingStore:
             self._sealing = frozenset(t.tenant for t in tenants if t.seal_payloads)
             self._read_at = self._monotonic()
 
-    def put_tenant(self, record: TenantRecord, **kwargs: Any) -> None:
-        self.inner.put_tenant(record, **kwargs)
+    def put_tenant(self, record: TenantRecord, *, audit: AuditEntry | None = None) -> None:
+        self.inner.put_tenant(record, audit=audit)
         self.reload_tenants()
 
     def add_observer(self, observer: StoreObserver) -> None:
@@ -334,7 +337,12 @@ class SealingStore:
                     exc,
                 )
                 refused[i] = CommitOutcome.LEASE_LOST
-        outcomes = iter(self.inner.commit(written, atomic) if written else [])
+        continued = {id(w.continued_as) for w in written if w.continued_as is not None}
+        self._continued |= continued
+        try:
+            outcomes = iter(self.inner.commit(written, atomic) if written else [])
+        finally:
+            self._continued -= continued
         result = [refused[i] if i in refused else next(outcomes) for i in range(len(steps))]
         self._observers.committed(steps, result)
         return result
@@ -441,7 +449,8 @@ class _Created:
         self.outer = outer
 
     def created(self, new: NewExecution) -> None:
-        self.outer._observers.created(self.outer._plain.get(id(new), new))
+        if id(new) not in self.outer._continued:
+            self.outer._observers.created(self.outer._plain.get(id(new), new))
 
     def committed(self, steps: Sequence[StepWrite], outcomes: Sequence[CommitOutcome]) -> None:
         return None
