@@ -268,6 +268,14 @@ def test_another_process_reads_with_the_same_root_key_and_not_with_another(
         with pytest.raises(KmsError, match="root key"):
             wrong.tenant(SEALED).query(ids[SEALED])
         check_readable(wrong, PLAIN, ids[PLAIN])  # nothing else breaks
+        # its worker leaves the sealed tenant's ready run alone and runs the other's
+        ready = setup.tenant(SEALED).start(FLOW, {"word": CANARY}).id
+        other = setup.tenant(PLAIN).start(FLOW, {"word": CANARY}).id
+        drain(wrong.engine)
+        assert wrong.tenant(PLAIN).query(other).status == "waiting"
+        assert wrong.tenant(PLAIN).query(other).activities["echo"]["output"] == f"out:{CANARY}"
+        left = setup.inner.load(ready, SEALED)
+        assert left is not None and (left.status, left.seq) == ("running", 1)  # not run
     finally:
         wrong.inner.close()
 

@@ -409,6 +409,15 @@ class SealingStore:
             except _Unreadable:
                 fail_unreadable(self, c.tenant, c.execution_id, now, fence=c.fence)
                 continue
+            except WovyrError as exc:  # this process cannot unwrap the key (another root key)
+                log.error(
+                    "execution %s of tenant %r is left to a process that can open it: %s",
+                    c.execution_id,
+                    c.tenant,
+                    exc,
+                )
+                continue  # its lease runs out; the other claims go on
+
             out.append(replace(c, checkpoint=opened))
         self._observers.claimed(out)
         return out
