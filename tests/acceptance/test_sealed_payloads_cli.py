@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from tests.server.test_serve_process import WOVYR
+from tests.server.test_serve_process import WOVYR, free_port, wait_for
 
 from wovyr.store.sealing import SHREDDED_MARKER
 
@@ -157,3 +158,58 @@ def test_a_worker_process_runs_a_sealed_tenants_execution(
         stored = repr(rows).encode()
     assert b"$sealed" in stored  # the rows were read: what they hold is sealed
     assert CANARY.encode() not in stored and json.dumps(CANARY)[1:-1].encode() not in stored
+
+
+def test_the_server_and_its_worker_process_run_and_show_a_sealed_run(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "WOVYR_HOME": str(home),
+        "WOVYR_KMS_ROOT_KEY": ROOT_KEY,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    env.pop("WOVYR_DATABASE_URL", None)
+    ok_json(env, "admin", "tenants", "set", "default", "--seal-payloads")
+    port = free_port()
+    log_path = tmp_path / "serve.out"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [*WOVYR, "serve", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            assert server.poll() is None, log_path.read_text()
+            try:
+                return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(ready, 60, "the server")
+        token = next(
+            line.strip()
+            for line in log_path.read_text().splitlines()
+            if line.strip().startswith("wvr_")
+        )
+        with httpx.Client(
+            base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30
+        ) as http:
+            body = {"definition": FLOW, "input": {"word": CANARY}}
+            started = http.post("/api/v1/workflows", json=body)
+            assert started.status_code == 201, started.text
+            execution = started.json()["id"]
+
+            def finished() -> dict[str, Any] | None:
+                shown: dict[str, Any] = http.get(f"/api/v1/workflows/{execution}").json()
+                return shown if shown["status"] in ("completed", "failed") else None
+
+            shown = wait_for(finished, 60, "the execution")
+            assert shown["status"] == "completed", shown
+            assert shown["input"] == {"word": CANARY} and shown["output"] == {"kept": CANARY}
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    stored = b"".join(p.read_bytes() for p in home.iterdir() if p.name.startswith("wovyr.db"))
+    assert CANARY.encode() not in stored and json.dumps(CANARY)[1:-1].encode() not in stored
+    assert "Traceback" not in log_path.read_text()
