@@ -20,11 +20,15 @@ here within that time.
 **Unreadable payloads.** A value whose data key was shredded (`wovyr admin tenants shred`)
 reads as `SHREDDED_MARKER`, the same for a value that does not decrypt (`UNREADABLE_MARKER`):
 an input, output or error as that text, an event's data as `{"sealed": text}`, a
-checkpoint as a minimal one built from the plain columns. An execution whose checkpoint is
-unreadable cannot run on: `fail_unreadable` fails it (`PayloadUnreadable`), which the shred
-command does for every running execution of the tenant, and a claim does for any it meets.
-A process with a root key that does not unwrap the tenant's data key gets the sealer's
-error (`KmsError`), never a marker: that is a misconfiguration, not a lost payload.
+checkpoint as a minimal one built from the plain columns (the status it has; the
+activities' states are gone). An execution whose checkpoint is unreadable cannot run on:
+`fail_unreadable` fails it (`PayloadUnreadable`, written without payloads), which the shred
+(`fail_shredded`, before and after the keys go) does for every running execution of the
+tenant, and a claim does for any it meets. A process with a root key that does not unwrap
+the tenant's data key gets the sealer's error (`KmsError`), never a marker: that is a
+misconfiguration, not a lost payload; its claims leave such an execution to another
+process. A step whose payloads cannot be sealed here (that error) is refused as
+`LEASE_LOST`, the other steps of its batch written.
 
 Observers (`add_observer`) registered here see the plain steps; the store below sees only
 sealed ones. Everything else is the inner store's, reached through `__getattr__`.
