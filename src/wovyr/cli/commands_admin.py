@@ -24,7 +24,13 @@ from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table
 from wovyr.engine.quotas import DEFAULT_WEIGHT, MAX_WEIGHT, parse_quotas
-from wovyr.engine.tenants import TenantPolicy, default_policy, policy_of, set_policy
+from wovyr.engine.tenants import (
+    TenantPolicy,
+    default_policy,
+    policy_of,
+    set_policy,
+    set_sealing,
+)
 from wovyr.errors import InputError, Problem
 from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings
@@ -46,6 +52,7 @@ def _tenant_dict(found: TenantPolicy) -> dict[str, Any]:
         "tenant": found.tenant,
         "source": found.source,
         "policy": to_dict(found.policy),
+        "seal_payloads": found.seal_payloads,
         "updated_at": stored.updated_at.isoformat() if stored else None,
         "updated_by": stored.updated_by if stored else None,
     }
@@ -102,6 +109,8 @@ def _print(found: TenantPolicy, as_json: bool) -> None:
     if found.source == "set" and found.stored is not None:
         origin += f" {found.stored.updated_at:%Y-%m-%d %H:%M} by {found.stored.updated_by}"
     click.echo(f"tenant {found.tenant}: {_summary(found.policy)} ({origin})")
+    if found.seal_payloads:
+        click.echo("execution payloads: sealed with the tenant's data key")
     table = Table(box=None, pad_edge=False)
     table.add_column("field")
     table.add_column("value")
@@ -164,6 +173,13 @@ def _print(found: TenantPolicy, as_json: bool) -> None:
 )
 @click.option("--allow-network", "networks", multiple=True, help="A CIDR http may reach (repeat).")
 @click.option("--allow-host", "hosts", multiple=True, help="A host:port http may reach (repeat).")
+@click.option(
+    "--seal-payloads/--no-seal-payloads",
+    "seal",
+    default=None,
+    help="Store the tenant's execution payloads (inputs, outputs, errors, signal payloads, "
+    "approvals, events, checkpoints) sealed with its data key, from now on.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @engine_options
 def set_command(
@@ -183,10 +199,13 @@ def set_command(
     private: bool | None,
     networks: tuple[str, ...],
     hosts: tuple[str, ...],
+    seal: bool | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
-    """Set TENANT's side-effect policy; it applies to the next attempt of every execution."""
+    """Set TENANT's side-effect policy; it applies to the next attempt of every execution.
+    --seal-payloads (alone, or with policy changes) seals the tenant's execution payloads
+    from now on."""
     validate_tenant(tenant)
     if commands and any_command:
         raise click.UsageError("--shell-command and --any-command exclude each other")
@@ -212,6 +231,13 @@ def set_command(
         fields["shell_commands"] = None
     with open_engine(settings, load_activities=False) as engine:
         store = engine.store
+        if seal is not None:
+            found = set_sealing(
+                store, tenant, seal, by="cli", at=engine.clock.now(), actor=engine.actor
+            )
+            if preset is None and not fields and not any_command:
+                _print(found, as_json)
+                return
         if preset == "default" and not fields:
             found = set_policy(
                 store, tenant, None, by="cli", at=engine.clock.now(), actor=engine.actor
@@ -361,17 +387,20 @@ def quotas_set_command(
 def shred_command(tenant: str, yes: bool, as_json: bool, settings: Settings) -> None:
     """Destroy TENANT's data keys: every secret they sealed becomes unreadable for good,
     in this database and in every copy of it (other tenants are untouched). New secrets
-    set after it get a new data key."""
-    from wovyr.platform.secrets import shred_tenant
+    set after it get a new data key. Sealed execution payloads (--seal-payloads) become
+    unreadable too, and the tenant's running executions with them are failed."""
+    from wovyr.platform.payloads import shred_tenant_payloads
 
     validate_tenant(tenant)
     if not yes:
         raise click.UsageError(f"shredding tenant {tenant!r} cannot be undone: add --yes")
     with open_engine(settings, load_activities=False) as engine:
-        destroyed = shred_tenant(
+        destroyed, failed = shred_tenant_payloads(
             engine.store, tenant, by="cli", at=engine.clock.now(), actor=engine.actor
         )
     if as_json:
-        echo_json({"tenant": tenant, "data_keys_destroyed": destroyed})
+        echo_json({"tenant": tenant, "data_keys_destroyed": destroyed, "executions_failed": failed})
     else:
         click.echo(f"tenant {tenant}: {destroyed} data keys destroyed")
+        if failed:
+            click.echo(f"{failed} running executions failed: their sealed payloads are gone")

@@ -27,8 +27,9 @@ from wovyr.errors import ConfigError
 from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
 from wovyr.platform.metrics import meter, store_gauges
 from wovyr.platform.metrics_http import MetricsEndpoint
+from wovyr.platform.payloads import open_sealed
 from wovyr.platform.providers import SecretCredentials
-from wovyr.platform.secrets import open_secrets
+from wovyr.platform.secrets import Secrets
 from wovyr.settings import Settings
 from wovyr.store import open_store, redact_url
 from wovyr.store.platform import ApiKeyRecord
@@ -73,9 +74,9 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
         ) from None
     install_memtrace("server", os.environ)  # opt-in debugging aid; nothing when unset
     with open_engine(settings) as engine:
-        secrets = open_secrets(engine.store, settings.home)
+        secrets = engine.secrets  # the one the store seals payloads with
+        assert isinstance(secrets, Secrets)
         secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
-        engine.secrets = secrets
         # Executions are driven in a child process, so no workflow's CPU work can stall
         # HTTP; a memory store lives in this process only, so its worker must too.
         in_child = not engine.store.url.startswith("memory:")
@@ -233,8 +234,7 @@ def worker_command(
         )
     say = logging.getLogger("wovyr.cli").info if as_json else _stderr
     load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
-    store = open_store(settings.store_url, db_clock=db_clock)
-    secrets = open_secrets(store, settings.home)
+    store, secrets = open_sealed(open_store(settings.store_url, db_clock=db_clock), settings.home)
     secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
     providers, static = settings.model_providers()
     with Engine(

@@ -155,6 +155,8 @@ def show_command(execution_id: str, as_json: bool, no_follow: bool, settings: Se
         console.print(f"continued as: {view.continued_as}")
     if view.waiting_on:
         console.print(f"waiting on: {view.waiting_on}")
+    if isinstance(view.input, dict) and set(view.input) == {"sealed"}:  # its payloads are gone
+        console.print(f"payloads: {view.input['sealed']}", markup=False)
     print_table(activities_table(view))
     if view.output is not None:
         console.print("output: " + json.dumps(view.output, default=str))

@@ -23,6 +23,7 @@ from wovyr.engine.engine import Engine
 from wovyr.errors import InputError
 from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings, load_settings
+from wovyr.store import open_store
 
 __all__ = [
     "JsonLines",
@@ -132,18 +133,20 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
     if load_activities:
         load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
     providers, credentials = settings.model_providers()
-    engine = Engine.open(
-        settings.store_url,
+    from wovyr.platform.payloads import open_sealed
+    from wovyr.platform.providers import SecretCredentials
+
+    # the KMS loads on first use; sealing tenants' payloads are sealed with it
+    store, secrets = open_sealed(open_store(settings.store_url), settings.home)
+    engine = Engine(
+        store,
         providers=providers,
         credentials=credentials,
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,
     )
-    from wovyr.platform.providers import SecretCredentials
-    from wovyr.platform.secrets import open_secrets
-
-    engine.secrets = open_secrets(engine.store, settings.home)  # the KMS loads on first use
+    engine.secrets = secrets
     engine.credentials = SecretCredentials(engine.store, engine.secrets, credentials)
     try:
         yield engine.for_tenant(settings.tenant).acting(local_actor())

@@ -24,7 +24,7 @@ fails closed.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from wovyr.activities.policy import (
@@ -41,7 +41,15 @@ from wovyr.store.audit import AuditEntry, payload_digest
 from wovyr.store.base import DEFAULT_TENANT
 from wovyr.store.platform import TenantRecord, TenantStore
 
-__all__ = ["TenantPolicy", "default_policy", "policy_of", "refusals", "served", "set_policy"]
+__all__ = [
+    "TenantPolicy",
+    "default_policy",
+    "policy_of",
+    "refusals",
+    "served",
+    "set_policy",
+    "set_sealing",
+]
 
 log = logging.getLogger("wovyr.tenants")
 
@@ -53,6 +61,11 @@ class TenantPolicy:
     tenant: str
     policy: SideEffectPolicy
     stored: TenantRecord | None  # None: the tenant's default applies
+
+    @property
+    def seal_payloads(self) -> bool:
+        """Whether the tenant's execution payloads are stored sealed."""
+        return self.stored is not None and self.stored.seal_payloads
 
     @property
     def source(self) -> str:
@@ -89,12 +102,44 @@ def set_policy(
     """Store `policy` for `tenant` (None: back to the tenant's default); return it. With an
     `actor`, the change is appended to the audit chain in the same transaction."""
     stored = None if policy is None else to_dict(policy)
-    current = store.get_tenant(tenant)  # its quotas are kept
-    record = TenantRecord(tenant, stored, at, by, quotas=current.quotas if current else None)
+    current = store.get_tenant(tenant)  # its quotas and sealing are kept
+    record = TenantRecord(
+        tenant,
+        stored,
+        at,
+        by,
+        quotas=current.quotas if current else None,
+        seal_payloads=current.seal_payloads if current else False,
+    )
     audit = None
     if actor is not None:
         details = {"policy": None if stored is None else payload_digest(stored)}
         audit = AuditEntry(at, tenant, actor, "tenant.policy", tenant, details)
+    store.put_tenant(record, audit=audit)
+    return policy_of(store, tenant)
+
+
+def set_sealing(
+    store: TenantStore,
+    tenant: str,
+    seal: bool,
+    *,
+    by: str,
+    at: datetime,
+    actor: str | None = None,
+) -> TenantPolicy:
+    """Turn sealed execution payloads on or off for `tenant` (`wovyr.store.sealing`): what
+    its executions write from now on is sealed (or not); what was written reads back either
+    way. Its policy and quotas are kept. With an `actor`, `tenant.seal_payloads` is appended
+    to the audit chain in the same transaction."""
+    current = store.get_tenant(tenant)
+    if current is None:
+        record = TenantRecord(tenant, None, at, by, seal_payloads=seal)
+    else:
+        record = replace(current, seal_payloads=seal, updated_at=at, updated_by=by)
+    audit = None
+    if actor is not None:
+        audit = AuditEntry(at, tenant, actor, "tenant.seal_payloads", tenant, {"seal": seal})
     store.put_tenant(record, audit=audit)
     return policy_of(store, tenant)
 

@@ -35,8 +35,8 @@ from typing import Any, TextIO
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.engine.engine import Engine
 from wovyr.platform.metrics import Metrics, MetricsObserver
+from wovyr.platform.payloads import open_sealed
 from wovyr.platform.providers import SecretCredentials
-from wovyr.platform.secrets import open_secrets
 from wovyr.server.memtrace import install as install_memtrace
 from wovyr.settings import load_settings
 from wovyr.store import open_store
@@ -173,7 +173,8 @@ def main() -> int:
     # The model providers (and their keys) come from this process's own environment,
     # inherited from the server: they never travel in the config.
     providers, static = load_settings().model_providers()
-    secrets = open_secrets(store, Path(config.home))  # the server warned about the key
+    # the server warned about the key; sealing tenants' payloads are sealed with it
+    store, secrets = open_sealed(store, Path(config.home))
     with Engine(
         store,
         providers=providers,

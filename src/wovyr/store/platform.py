@@ -67,6 +67,8 @@ class TenantRecord:
     updated_at: datetime
     updated_by: str = ""  # who set it (a key id, or "cli" for the host's administrator)
     quotas: dict[str, Any] | None = None  # the quotas' JSON form; None: no quotas
+    # Its execution payloads are stored sealed with its data key (`wovyr.store.sealing`).
+    seal_payloads: bool = False
 
 
 class ApiKeyStore(Protocol):

@@ -300,6 +300,7 @@ def tenant_record(row: Row, d: Dialect) -> TenantRecord:
         updated_at=d.time(row["updated_at"]),
         updated_by=row["updated_by"],
         quotas=None if quotas is None else d.json(quotas),
+        seal_payloads=bool(row["seal_payloads"]),
     )
 
 
@@ -310,6 +311,7 @@ def tenant_params(record: TenantRecord, d: Dialect) -> dict[str, Any]:
         "updated_at": d.timestamp(record.updated_at),
         "updated_by": record.updated_by,
         "quotas": None if record.quotas is None else dumps(record.quotas),
+        "seal_payloads": record.seal_payloads if d is POSTGRES else int(record.seal_payloads),
     }
 
 

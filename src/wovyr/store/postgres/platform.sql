@@ -63,16 +63,17 @@ SELECT 1 FROM revoked_sessions WHERE session_id = %(session_id)s;
 DELETE FROM revoked_sessions WHERE until < %(before)s;
 
 -- name: tenant_get
-SELECT tenant, policy, updated_at, updated_by, quotas FROM tenants WHERE tenant = %(tenant)s;
+SELECT tenant, policy, updated_at, updated_by, quotas, seal_payloads FROM tenants WHERE tenant = %(tenant)s;
 
 -- name: tenant_put
-INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas)
-VALUES (%(tenant)s, %(policy)s, %(updated_at)s, %(updated_by)s, %(quotas)s)
+INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas, seal_payloads)
+VALUES (%(tenant)s, %(policy)s, %(updated_at)s, %(updated_by)s, %(quotas)s, %(seal_payloads)s)
 ON CONFLICT (tenant) DO UPDATE SET policy = excluded.policy, updated_at = excluded.updated_at,
-    updated_by = excluded.updated_by, quotas = excluded.quotas;
+    updated_by = excluded.updated_by, quotas = excluded.quotas,
+    seal_payloads = excluded.seal_payloads;
 
 -- name: tenant_list
-SELECT tenant, policy, updated_at, updated_by, quotas FROM tenants ORDER BY tenant;
+SELECT tenant, policy, updated_at, updated_by, quotas, seal_payloads FROM tenants ORDER BY tenant;
 
 -- name: quota_usage
 SELECT budget, used FROM quota_usage WHERE tenant = %(tenant)s AND day = %(day)s;

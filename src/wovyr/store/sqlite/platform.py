@@ -30,6 +30,7 @@ from wovyr.store.sqlite.audit import append_audit_row
 
 __all__ = ["SQLitePlatform"]
 
+_TENANT_COLUMNS = "tenant, policy, updated_at, updated_by, quotas, seal_payloads"
 _KEY_COLUMNS = "id, tenant, role, name, prefix, key_hash, created_at, revoked_at, last_used_at"
 _KEY_VALUES = ", ".join(f":{c.strip()}" for c in _KEY_COLUMNS.split(","))
 _PROVIDER = (
@@ -201,7 +202,7 @@ class SQLitePlatform:
 
     def get_tenant(self, tenant: str) -> TenantRecord | None:
         rows = self._read(
-            "SELECT tenant, policy, updated_at, updated_by, quotas FROM tenants WHERE tenant = ?",
+            f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE tenant = ?",
             (tenant,),
         )
         return tenant_record(rows[0], SQLITE) if rows else None
@@ -209,19 +210,18 @@ class SQLitePlatform:
     def put_tenant(self, record: TenantRecord, *, audit: AuditEntry | None = None) -> None:
         with self._write() as conn:
             conn.execute(
-                "INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas)"
-                " VALUES (:tenant, :policy, :updated_at, :updated_by, :quotas)"
+                "INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas,"
+                " seal_payloads)"
+                " VALUES (:tenant, :policy, :updated_at, :updated_by, :quotas, :seal_payloads)"
                 " ON CONFLICT (tenant) DO UPDATE SET policy = excluded.policy,"
                 " updated_at = excluded.updated_at, updated_by = excluded.updated_by,"
-                " quotas = excluded.quotas",
+                " quotas = excluded.quotas, seal_payloads = excluded.seal_payloads",
                 tenant_params(record, SQLITE),
             )
             append_audit_row(conn, audit)
 
     def list_tenants(self) -> list[TenantRecord]:
-        rows = self._read(
-            "SELECT tenant, policy, updated_at, updated_by, quotas FROM tenants ORDER BY tenant"
-        )
+        rows = self._read(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY tenant")
         return [tenant_record(r, SQLITE) for r in rows]
 
     def quota_usage(self, tenant: str, day: date) -> dict[str, float]:

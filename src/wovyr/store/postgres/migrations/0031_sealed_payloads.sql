@@ -1,0 +1,3 @@
+-- Sealed execution payloads (opt-in per tenant, `wovyr admin tenants set T --seal-payloads`):
+-- true when the tenant's execution payloads are stored sealed with its data key.
+ALTER TABLE tenants ADD COLUMN seal_payloads boolean NOT NULL DEFAULT false;

@@ -1,0 +1,560 @@
+"""Sealed execution payloads: a store that seals a tenant's payloads on their way in and
+opens them on their way out (`SealingStore`), over any store.
+
+A tenant whose record says `seal_payloads` (`wovyr admin tenants set T --seal-payloads`)
+has every payload of its executions stored sealed: the execution's input, output and error,
+its checkpoint (the folded state: activities' inputs, outputs and errors, signals' payloads,
+approvals' data) and the data of each of its events. Each such value is written as a
+one-key JSON object `{"$sealed": "<text>"}`, the text made by a `PayloadSealer` (the KMS's,
+in `wovyr.platform.payloads`: AES-256-GCM under the tenant's data key, associated data
+binding the tenant, the kind of object and the execution's id, and for an event its seq).
+What the engine queries stays plain: ids, the tenant, workflow name and version, the
+definition hash, status, `waiting_on`, sequence numbers, times, leases, timers' ids.
+
+Reading is self-describing: a sealed value is opened whatever the tenant's setting is now,
+so turning sealing off (or on) applies to what is written next and both kinds of rows read
+back. Whether a tenant seals is read from the tenant rows at most every `refresh_seconds`
+(and at once after a change made through this store): another process's change applies
+here within that time.
+
+**Unreadable payloads.** A value whose data key was shredded (`wovyr admin tenants shred`)
+reads as `SHREDDED_MARKER`, the same for a value that does not decrypt (`UNREADABLE_MARKER`):
+an input, output or error as that text, an event's data as `{"sealed": text}`, a
+checkpoint as a minimal one built from the plain columns (the status it has; the
+activities' states are gone). An execution whose checkpoint is unreadable cannot run on:
+`fail_unreadable` fails it (`PayloadUnreadable`, written without payloads), which the shred
+(`fail_shredded`, before and after the keys go) does for every running execution of the
+tenant, and a claim does for any it meets. A process with a root key that does not unwrap
+the tenant's data key gets the sealer's error (`KmsError`), never a marker: that is a
+misconfiguration, not a lost payload; its claims leave such an execution to another
+process. A step whose payloads cannot be sealed here (that error) is refused as
+`LEASE_LOST`, the other steps of its batch written.
+
+Observers (`add_observer`) registered here see the plain steps; the store below sees only
+sealed ones. Everything else is the inner store's, reached through `__getattr__`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Protocol
+
+from wovyr.errors import WovyrError
+from wovyr.events import Event, EventType
+from wovyr.store.audit import AuditEntry
+from wovyr.store.base import (
+    DEFAULT_TENANT,
+    Claim,
+    CommitOutcome,
+    EventRecord,
+    ExecutionFilter,
+    ExecutionRecord,
+    FairShare,
+    NewExecution,
+    Page,
+    StepWrite,
+    Store,
+)
+from wovyr.store.capabilities import TimerSteps
+from wovyr.store.codec import dumps, loads
+from wovyr.store.hooks import Observers, StoreObserver
+from wovyr.store.platform import TenantRecord
+from wovyr.store.records import TimerRecord
+from wovyr.store.rows import created_record
+from wovyr.store.schedules import ScheduleRecord
+
+__all__ = [
+    "SEALED",
+    "SHREDDED_MARKER",
+    "UNREADABLE_MARKER",
+    "NotSealed",
+    "PayloadKeyShredded",
+    "PayloadSealer",
+    "PayloadUndecryptable",
+    "SealingStore",
+    "fail_shredded",
+    "fail_unreadable",
+    "is_sealed",
+]
+
+log = logging.getLogger("wovyr.sealing")
+
+SEALED = "$sealed"
+SHREDDED_MARKER = "sealed: the tenant's key was shredded"
+UNREADABLE_MARKER = "sealed: does not decrypt (corrupt, or not sealed for this execution)"
+_RUNNING = "running"
+_FAILED = "failed"
+
+
+class NotSealed(ValueError):
+    """A `{"$sealed": ...}` value that is no sealer's text (a user's own data): kept as is."""
+
+
+class PayloadKeyShredded(Exception):
+    """The data key that sealed the value was shredded."""
+
+
+class PayloadUndecryptable(Exception):
+    """The value does not decrypt under its data key (corrupt, or moved from elsewhere)."""
+
+
+class PayloadSealer(Protocol):
+    """Seals and opens one tenant's payload texts; `kind` and `name` are bound into each
+    (a sealed text opens only as what it was sealed as)."""
+
+    def seal(self, tenant: str, kind: str, name: str, text: str) -> str:
+        """The sealed form of `text` (with the tenant's latest data key, made when it has
+        none or it was shredded)."""
+        ...
+
+    def open(self, tenant: str, kind: str, name: str, text: str) -> str:
+        """The text sealed as `text`: `NotSealed` when `text` is no sealed form,
+        `PayloadKeyShredded`, `PayloadUndecryptable`, or the KMS's error when this process's
+        root key cannot unwrap the data key."""
+        ...
+
+
+def is_sealed(value: Any) -> bool:
+    return type(value) is dict and len(value) == 1 and type(value.get(SEALED)) is str
+
+
+# --- the names bound into each sealed value ---------------------------------------------------
+
+_INPUT, _OUTPUT, _ERROR, _CHECKPOINT, _EVENT = (
+    "execution.input",
+    "execution.output",
+    "execution.error",
+    "execution.checkpoint",
+    "execution.event",
+)
+
+
+def _event_name(execution_id: str, seq: int) -> str:
+    return f"{execution_id}/{seq}"
+
+
+class _Unreadable(Exception):
+    def __init__(self, marker: str) -> None:
+        super().__init__(marker)
+        self.marker = marker
+
+
+class SealingStore:
+    """`inner` with the payloads of sealing tenants sealed by `sealer` (see the module)."""
+
+    def __init__(
+        self,
+        inner: Store,
+        sealer: PayloadSealer,
+        *,
+        refresh_seconds: float = 2.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.inner = inner
+        self.sealer = sealer
+        self.url = inner.url
+        self._refresh = refresh_seconds
+        self._monotonic = monotonic
+        self._sealing: frozenset[str] = frozenset()
+        self._read_at: float | None = None
+        self._lock = threading.Lock()
+        self._observers = Observers()
+        # The plain form of each new execution being written sealed (by the id of its sealed
+        # form): the inner store tells of the executions it creates, here told in plain.
+        self._plain: dict[int, NewExecution] = {}
+        # The continued runs of steps being committed: told by this store's own observers
+        # with their step (`Observers.committed`), so not again when the inner store tells.
+        self._continued: set[int] = set()
+        inner.add_observer(_Created(self))
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for what this class lacks: the inner store's (bound once, then cached).
+        if name == "fire_timers":
+            if not hasattr(self.inner, "fire_timers"):
+                raise AttributeError(name)
+            return self._fire_timers
+        value = getattr(self.inner, name)
+        if callable(value):
+            self.__dict__[name] = value
+        return value
+
+    def __repr__(self) -> str:
+        return f"SealingStore({self.inner!r})"
+
+    # --- which tenants seal ------------------------------------------------------------
+
+    def sealing(self, tenant: str) -> bool:
+        """Whether `tenant`'s payloads are sealed when written now."""
+        read_at = self._read_at
+        if read_at is None or self._monotonic() - read_at >= self._refresh:
+            self.reload_tenants()
+        return tenant in self._sealing
+
+    def reload_tenants(self) -> None:
+        with self._lock:
+            tenants = self.inner.list_tenants()
+            self._sealing = frozenset(t.tenant for t in tenants if t.seal_payloads)
+            self._read_at = self._monotonic()
+
+    def put_tenant(self, record: TenantRecord, *, audit: AuditEntry | None = None) -> None:
+        self.inner.put_tenant(record, audit=audit)
+        self.reload_tenants()
+
+    def add_observer(self, observer: StoreObserver) -> None:
+        self._observers.add(observer)
+
+    # --- values --------------------------------------------------------------------------
+
+    def _seal(self, tenant: str, kind: str, name: str, value: Any) -> Any:
+        if value is None:
+            return None
+        return {SEALED: self.sealer.seal(tenant, kind, name, dumps(value))}
+
+    def _open(self, tenant: str, kind: str, name: str, value: Any) -> Any:
+        """The value sealed as `value` (`value` itself when it is not sealed); `_Unreadable`
+        with the marker when it cannot be opened."""
+        if not is_sealed(value):
+            return value
+        try:
+            return loads(self.sealer.open(tenant, kind, name, value[SEALED]))
+        except NotSealed:
+            return value
+        except PayloadKeyShredded:
+            raise _Unreadable(SHREDDED_MARKER) from None
+        except PayloadUndecryptable:
+            raise _Unreadable(UNREADABLE_MARKER) from None
+
+    def _shown(self, tenant: str, kind: str, name: str, value: Any) -> Any:
+        try:
+            return self._open(tenant, kind, name, value)
+        except _Unreadable as exc:
+            return exc.marker
+
+    def _seal_step(self, step: StepWrite, base: int | None = None) -> StepWrite:
+        """`step` sealed; its events are numbered from `base` (its expected seq)."""
+        tenant, eid = step.tenant, step.execution_id
+        first = step.expected_seq if base is None else base
+        events = [
+            Event(e.type, e.at, self._seal(tenant, _EVENT, _event_name(eid, first + i), e.data))
+            for i, e in enumerate(step.events, 1)
+        ]
+        continued = step.continued_as
+        if continued is not None and self.sealing(continued.tenant):
+            continued = self._seal_new(continued)
+        return replace(
+            step,
+            events=events,
+            checkpoint=self._seal(tenant, _CHECKPOINT, eid, step.checkpoint),
+            output=self._seal(tenant, _OUTPUT, eid, step.output),
+            error=self._seal(tenant, _ERROR, eid, step.error),
+            continued_as=continued,
+        )
+
+    def _seal_new(self, new: NewExecution) -> NewExecution:
+        return replace(
+            new,
+            input=self._seal(new.tenant, _INPUT, new.id, new.input),
+            first_step=self._seal_step(new.first_step, base=0),  # a new run's events: 1, 2...
+        )
+
+    def _open_record(self, record: ExecutionRecord) -> ExecutionRecord:
+        tenant, eid = record.tenant, record.id
+        if not (
+            is_sealed(record.input)
+            or is_sealed(record.output)
+            or is_sealed(record.error)
+            or is_sealed(record.checkpoint)
+        ):
+            return record
+        checkpoint = record.checkpoint
+        if checkpoint is not None:
+            try:
+                checkpoint = self._open(tenant, _CHECKPOINT, eid, checkpoint)
+            except _Unreadable as exc:
+                checkpoint = _fallback_checkpoint(record, exc.marker)
+        return replace(
+            record,
+            input=self._shown(tenant, _INPUT, eid, record.input),
+            output=self._shown(tenant, _OUTPUT, eid, record.output),
+            error=self._shown(tenant, _ERROR, eid, record.error),
+            checkpoint=checkpoint,
+        )
+
+    # --- writes --------------------------------------------------------------------------
+
+    def _sealed_new(self, new: NewExecution) -> NewExecution:
+        """`new` as written (sealed when its tenant seals), its plain form remembered."""
+        if not self.sealing(new.tenant):
+            return new
+        sealed = self._seal_new(new)
+        self._plain[id(sealed)] = new
+        return sealed
+
+    def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
+        written = self._sealed_new(new)
+        try:
+            created, record = self.inner.create_execution(written)
+        finally:
+            self._plain.pop(id(written), None)
+        if created:
+            return True, record if written is new else created_record(new)
+        return False, self._open_record(record)
+
+    def update_schedule(
+        self,
+        record: ScheduleRecord,
+        expected_version: int,
+        starts: Sequence[NewExecution] = (),
+        *,
+        audit: AuditEntry | None = None,
+    ) -> bool:
+        written = [self._sealed_new(new) for new in starts]
+        try:
+            return self.inner.update_schedule(record, expected_version, written, audit=audit)
+        finally:
+            for new in written:
+                self._plain.pop(id(new), None)
+
+    def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
+        if not steps:
+            return []
+        written: list[StepWrite] = []
+        refused: dict[int, CommitOutcome] = {}
+        for i, step in enumerate(steps):
+            if not self.sealing(step.tenant):
+                written.append(step)
+                continue
+            try:
+                written.append(self._seal_step(step))
+            except WovyrError as exc:  # no key here (KmsError): the writer stops, others go on
+                if atomic:
+                    raise
+                log.error(
+                    "execution %s of tenant %r: its step cannot be sealed (%s); it stops here",
+                    step.execution_id,
+                    step.tenant,
+                    exc,
+                )
+                refused[i] = CommitOutcome.LEASE_LOST
+        continued = {id(w.continued_as) for w in written if w.continued_as is not None}
+        self._continued |= continued
+        try:
+            outcomes = iter(self.inner.commit(written, atomic) if written else [])
+        finally:
+            self._continued -= continued
+        result = [refused[i] if i in refused else next(outcomes) for i in range(len(steps))]
+        self._observers.committed(steps, result)
+        return result
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
+        record = self.inner.load(execution_id, tenant)
+        return None if record is None else self._open_record(record)
+
+    def list_executions(self, query: ExecutionFilter) -> Page:
+        page = self.inner.list_executions(query)
+        return replace(page, items=[self._open_record(r) for r in page.items])
+
+    def history(
+        self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
+    ) -> list[EventRecord]:
+        events = self.inner.history(execution_id, after_seq, limit, tenant=tenant)
+        out = []
+        for event in events:
+            if is_sealed(event.data):
+                name = _event_name(execution_id, event.seq)
+                try:
+                    data = self._open(tenant, _EVENT, name, event.data)
+                except _Unreadable as exc:
+                    data = {"sealed": exc.marker}
+                event = replace(event, data=data)  # noqa: PLW2901
+            out.append(event)
+        return out
+
+    # --- the work queue ------------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        only: Sequence[str] | None = None,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        partitions: Sequence[int] | None = None,
+        of: int | None = None,
+        fair: FairShare | None = None,
+    ) -> list[Claim]:
+        claims = self.inner.claim(
+            owner,
+            now,
+            lease_seconds,
+            limit,
+            only,
+            tenant=tenant,
+            partitions=partitions,
+            of=of,
+            fair=fair,
+        )
+        out = []
+        for c in claims:
+            if not is_sealed(c.checkpoint):
+                out.append(c)
+                continue
+            try:
+                opened = self._open(c.tenant, _CHECKPOINT, c.execution_id, c.checkpoint)
+            except _Unreadable:
+                fail_unreadable(self, c.tenant, c.execution_id, now, fence=c.fence)
+                continue
+            except WovyrError as exc:  # this process cannot unwrap the key (another root key)
+                log.error(
+                    "execution %s of tenant %r is left to a process that can open it: %s",
+                    c.execution_id,
+                    c.tenant,
+                    exc,
+                )
+                continue  # its lease runs out; the other claims go on
+
+            out.append(replace(c, checkpoint=opened))
+        self._observers.claimed(out)
+        return out
+
+    def _fire_timers(
+        self,
+        now: datetime,
+        limit: int,
+        build: TimerSteps,
+    ) -> list[tuple[StepWrite, CommitOutcome]]:
+        plain: dict[int, StepWrite] = {}
+
+        def sealed_build(
+            timers: list[TimerRecord], records: Mapping[tuple[str, str], ExecutionRecord]
+        ) -> list[StepWrite]:
+            opened = {k: self._open_record(r) for k, r in records.items()}
+            out = []
+            for step in build(timers, opened):
+                sealed = self._seal_step(step) if self.sealing(step.tenant) else step
+                plain[id(sealed)] = step
+                out.append(sealed)
+            return out
+
+        done: list[tuple[StepWrite, CommitOutcome]] = self.inner.fire_timers(  # type: ignore[attr-defined]
+            now, limit, sealed_build
+        )
+        result = [(plain.get(id(step), step), outcome) for step, outcome in done]
+        if result:
+            self._observers.committed([s for s, _ in result], [o for _, o in result])
+        return result
+
+
+class _Created:
+    """The inner store's observer: its new executions, told to the sealing store's observers
+    in plain (what it commits and claims, the sealing store tells itself)."""
+
+    def __init__(self, outer: SealingStore) -> None:
+        self.outer = outer
+
+    def created(self, new: NewExecution) -> None:
+        if id(new) not in self.outer._continued:
+            self.outer._observers.created(self.outer._plain.get(id(new), new))
+
+    def committed(self, steps: Sequence[StepWrite], outcomes: Sequence[CommitOutcome]) -> None:
+        return None
+
+    def claimed(self, claims: Sequence[Claim]) -> None:
+        return None
+
+
+def _fallback_checkpoint(record: ExecutionRecord, marker: str) -> dict[str, Any]:
+    """The checkpoint shown for `record` when its own cannot be opened: the plain columns,
+    and the marker where the payloads were."""
+    checkpoint: dict[str, Any] = {
+        "id": record.id,
+        "workflow": record.workflow,
+        "version": record.version,
+        "definition_hash": record.definition_hash,
+        "status": record.status,
+        "input": {"sealed": marker},
+        "parent_id": record.parent_id,
+        "created_at": record.created_at.isoformat(),
+        "updated_at": record.updated_at.isoformat(),
+        "seq": record.seq,
+    }
+    if record.output is not None:
+        checkpoint["output"] = {"sealed": marker}
+    if record.status == _FAILED:
+        checkpoint["error"] = {"type": "PayloadUnreadable", "message": marker}
+    return checkpoint
+
+
+def fail_unreadable(
+    store: SealingStore,
+    tenant: str,
+    execution_id: str,
+    at: datetime,
+    *,
+    fence: int | None = None,
+    readable_too: bool = False,
+) -> bool:
+    """Fail `tenant`'s running execution `execution_id` when its sealed checkpoint cannot be
+    opened (its key was shredded, or it is corrupt), or - `readable_too`, what a shred does
+    first - whenever its checkpoint is sealed: it cannot run on. One step, written as it is
+    (it holds no payload): `ExecutionFailed` with error `PayloadUnreadable` and the marker,
+    the lease released, nothing ready. True when it was failed now (False: finished already,
+    not sealed, readable, or it moved meanwhile)."""
+    record = store.inner.load(execution_id, tenant)
+    if record is None or record.status != _RUNNING or not is_sealed(record.checkpoint):
+        return False
+    marker = SHREDDED_MARKER
+    try:
+        store._open(tenant, _CHECKPOINT, execution_id, record.checkpoint)
+        if not readable_too:
+            return False
+    except _Unreadable as exc:
+        marker = exc.marker
+    error = {"type": "PayloadUnreadable", "message": marker}
+    failed = replace(record, status=_FAILED)
+    step = StepWrite(
+        execution_id=execution_id,
+        expected_seq=record.seq,
+        events=[Event(EventType.EXECUTION_FAILED, at, {"error": error})],
+        checkpoint={**_fallback_checkpoint(failed, marker), "error": error},
+        status=_FAILED,
+        updated_at=at,
+        fence=fence,
+        ready=False,
+        release_lease=True,
+        error=error,
+        tenant=tenant,
+    )
+    outcome = store.inner.commit([step])[0]
+    store._observers.committed([step], [outcome])
+    if outcome is CommitOutcome.OK:
+        log.warning("execution %s of tenant %r failed: %s", execution_id, tenant, marker)
+    return outcome is CommitOutcome.OK
+
+
+def fail_shredded(store: SealingStore, tenant: str, at: datetime, *, before: bool = False) -> int:
+    """Fail every running execution of `tenant` whose sealed checkpoint no longer opens
+    (after a shred), or with `before`, every one whose checkpoint is sealed (just before a
+    shred: a worker's step in flight then conflicts with the failure and is dropped, never
+    sealed again under a new key); return how many."""
+    failed = 0
+    cursor = None
+    while True:
+        page = store.inner.list_executions(
+            ExecutionFilter(tenant=tenant, status=_RUNNING, limit=500, cursor=cursor)
+        )
+        for record in page.items:
+            if fail_unreadable(store, tenant, record.id, at, readable_too=before):
+                failed += 1
+        if page.next_cursor is None:
+            return failed
+        cursor = page.next_cursor
