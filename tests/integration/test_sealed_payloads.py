@@ -339,3 +339,33 @@ def test_a_step_in_flight_during_a_shred_is_dropped_not_sealed_again(setup: Setu
     assert setup.store.commit([late]) == [CommitOutcome.CONFLICT]
     assert engine.query(rid).status == "failed"
     assert all(e.data.get("payload") != CANARY for e in engine.history(rid))
+
+
+def test_a_sealed_tenants_streamed_text_is_sealed_and_shredded_with_it(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """The stream journal holds what a model streamed: a payload like the answer it becomes."""
+    from wovyr.store.streams import NewChunk
+
+    ids = {t: setup.tenant(t).start(FLOW, {"word": "w"}).id for t in (SEALED, PLAIN)}
+    pieces = {SEALED: [CANARY[:12], CANARY[12:]], PLAIN: [OTHER[:12], OTHER[12:]]}
+    for tenant, execution_id in ids.items():
+        record = setup.store.load(execution_id, tenant)
+        assert record is not None
+        chunks = [NewChunk("ask", 1, 1, "attempt")] + [
+            NewChunk("ask", 1, 1, "text", piece) for piece in pieces[tenant]
+        ]
+        now = setup.clock.now()
+        assert setup.store.append_stream(tenant, execution_id, record.fence, chunks, now)
+    for tenant, execution_id in ids.items():
+        read = setup.store.read_stream(tenant, execution_id)
+        assert "".join(c.text for c in read) == "".join(pieces[tenant])
+    raw = setup.inner.read_stream(SEALED, ids[SEALED])
+    assert all(c.text.startswith("\x1e$sealed:") for c in raw if c.kind == "text")
+    assert not any(CANARY[:12] in c.text or CANARY[12:] in c.text for c in raw)
+    assert "".join(c.text for c in setup.inner.read_stream(PLAIN, ids[PLAIN])) == OTHER
+
+    shred_tenant_payloads(setup.store, SEALED, by="test", at=setup.clock.now())
+    texts = [c.text for c in setup.store.read_stream(SEALED, ids[SEALED]) if c.kind == "text"]
+    assert texts == [f"[{SHREDDED_MARKER}]"] * 2
+    assert "".join(c.text for c in setup.store.read_stream(PLAIN, ids[PLAIN])) == OTHER

@@ -67,6 +67,7 @@ from wovyr.store.platform import TenantRecord
 from wovyr.store.records import TimerRecord
 from wovyr.store.rows import created_record
 from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.streams import NewChunk, StreamChunk
 
 __all__ = [
     "SEALED",
@@ -125,13 +126,17 @@ def is_sealed(value: Any) -> bool:
 
 # --- the names bound into each sealed value ---------------------------------------------------
 
-_INPUT, _OUTPUT, _ERROR, _CHECKPOINT, _EVENT = (
+_INPUT, _OUTPUT, _ERROR, _CHECKPOINT, _EVENT, _STREAM = (
     "execution.input",
     "execution.output",
     "execution.error",
     "execution.checkpoint",
     "execution.event",
+    "execution.stream",
 )
+# A streamed text chunk is text, not a JSON value: its sealed form is this prefix and the
+# sealed token (a plain chunk that happens to start so reads back as itself: NotSealed).
+_SEALED_TEXT = "\x1e$sealed:"
 
 
 def _event_name(execution_id: str, seq: int) -> str:
@@ -376,6 +381,48 @@ class SealingStore:
                 event = replace(event, data=data)  # noqa: PLW2901
             out.append(event)
         return out
+
+    # --- the stream journal ------------------------------------------------------------------
+    # The text a model streams is as much a payload as the answer it becomes: sealed too,
+    # bound to its execution (a chunk's number is the store's, so not bound).
+
+    def append_stream(
+        self,
+        tenant: str,
+        execution_id: str,
+        fence: int,
+        chunks: Sequence[NewChunk],
+        at: datetime,
+    ) -> bool:
+        if self.sealing(tenant):
+            name = f"{execution_id}/stream"
+            chunks = [
+                replace(c, text=_SEALED_TEXT + self.sealer.seal(tenant, _STREAM, name, c.text))
+                if c.text
+                else c
+                for c in chunks
+            ]
+        return self.inner.append_stream(tenant, execution_id, fence, chunks, at)
+
+    def read_stream(
+        self, tenant: str, execution_id: str, after: int = 0, limit: int = 500
+    ) -> list[StreamChunk]:
+        chunks = self.inner.read_stream(tenant, execution_id, after, limit)
+        return [self._open_chunk(tenant, execution_id, c) for c in chunks]
+
+    def _open_chunk(self, tenant: str, execution_id: str, chunk: StreamChunk) -> StreamChunk:
+        if not chunk.text.startswith(_SEALED_TEXT):
+            return chunk
+        token = chunk.text[len(_SEALED_TEXT) :]
+        try:
+            text = self.sealer.open(tenant, _STREAM, f"{execution_id}/stream", token)
+        except NotSealed:
+            return chunk
+        except PayloadKeyShredded:
+            text = f"[{SHREDDED_MARKER}]"
+        except PayloadUndecryptable:
+            text = f"[{UNREADABLE_MARKER}]"
+        return replace(chunk, text=text)
 
     # --- the work queue ------------------------------------------------------------------
 
