@@ -25,6 +25,7 @@ from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
 from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
+from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import meter, store_gauges
 from wovyr.platform.metrics_http import MetricsEndpoint
 from wovyr.platform.providers import SecretCredentials
@@ -246,6 +247,9 @@ def worker_command(
         min_schedule_interval=settings.min_schedule_interval,
         secrets=secrets,
     ) as engine:
+        register_backup_activity(
+            engine.activities, store, settings.home, lambda: secrets.kms, engine.clock.now
+        )
         worker = Worker(
             engine,
             concurrency=concurrency,
