@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import POSTGRES_URL, schema_url
+
 from wovyr.engine.engine import Engine
 from wovyr.engine.quotas import Quotas, day_of
 from wovyr.platform.audit import verify_chain, write_anchor
