@@ -23,14 +23,13 @@ from wovyr.cli.common import echo_json, engine_options, local_actor, open_engine
 from wovyr.errors import KmsError
 from wovyr.platform.backup import (
     BACKUP_WORKFLOW,
-    BACKUP_WORKFLOW_YAML,
     PLATFORM_TENANT,
     restore_backup,
     take_backup,
     verify_backup,
 )
 from wovyr.platform.kms import Kms, load_kms
-from wovyr.scheduling.schedules import Schedules
+from wovyr.scheduling.backups import create_backup_schedule
 from wovyr.settings import Settings
 from wovyr.store import redact_url
 
@@ -182,15 +181,8 @@ def schedule_command(
     if (cron is None) == (every is None):
         raise click.UsageError("give exactly one of --cron and --every")
     with open_engine(settings, load_activities=False) as engine:
-        platform = engine.for_tenant(PLATFORM_TENANT)
-        platform.apply(BACKUP_WORKFLOW_YAML)
-        record = Schedules(platform).create(
-            schedule_id,
-            workflow=BACKUP_WORKFLOW,
-            cron=cron,
-            every=every,
-            input={"dest": str(dest.expanduser().resolve()), "keep": keep},
-            note="built-in backup",
+        record = create_backup_schedule(
+            engine, schedule_id, dest=dest, keep=keep, cron=cron, every=every
         )
     out: dict[str, Any] = {
         "id": record.id,
