@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.conftest import POSTGRES_URL, schema_url
+from tests.conftest import POSTGRES_URL, _require_postgres, schema_url
 
 from wovyr.engine.engine import Engine
 from wovyr.engine.quotas import Quotas, day_of
@@ -46,7 +46,7 @@ activities:
 class Installation:
     url: str
     home: Path
-    target: str  # where the wiped installation is restored
+    target: str  # where the wiped installation is restored (the same place)
     kind: str
 
 
@@ -57,18 +57,31 @@ def installation(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ins
         url = f"sqlite:///{home / 'wovyr.db'}"
         yield Installation(url, home, url, "sqlite")
         return
-    url = request.getfixturevalue("postgres_url")
+    _require_postgres()
     import psycopg
 
-    database = f"wovyr_restore_{uuid.uuid4().hex[:10]}"
+    schema = f"bk_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {database}")
-    base = POSTGRES_URL.rsplit("/", 1)[0]
+        admin.execute(f"CREATE SCHEMA {schema}")
+    url = schema_url(POSTGRES_URL, schema)
     try:
-        yield Installation(url, home, schema_url(f"{base}/{database}", "restored"), "postgres")
+        yield Installation(url, home, url, "postgres")
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+            admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            admin.execute(f"DROP SCHEMA IF EXISTS {schema}__pre_restore CASCADE")
+
+
+def _wipe(installation: Installation) -> None:
+    """The machine is lost: its home and its store are gone."""
+    shutil.rmtree(installation.home)
+    if installation.kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(installation.url, autocommit=True) as conn:
+            schema = conn.execute("SELECT current_schema()").fetchone()
+            assert schema is not None
+            conn.execute(f"DROP SCHEMA {schema[0]} CASCADE")
 
 
 class Writer(threading.Thread):
@@ -160,7 +173,7 @@ def test_backup_under_writers_wipe_restore(installation: Installation, tmp_path:
 
     # The machine is lost: keep only the escrowed root key.
     escrowed = kms.root.key.hex()
-    shutil.rmtree(installation.home)
+    _wipe(installation)
     env = {ROOT_ENV: escrowed}
     restored = restore_backup(
         tmp_path / "bk", installation.target, installation.home, actor="local:test", at=now, env=env
