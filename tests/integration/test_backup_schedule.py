@@ -3,6 +3,7 @@ the executions' history lists them; a tenant's workflow cannot use the backup to
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -113,3 +114,25 @@ def test_the_platform_tenant_is_outside_the_tenant_alphabet() -> None:
 
 def test_home_files_match_the_server() -> None:
     assert SECRET_FILE in HOME_FILES
+
+
+def test_cli_schedule_list_unschedule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from wovyr.cli.main import main
+
+    home = ["--home", str(tmp_path / "h")]
+    args = ["admin", "backup", "schedule", "--cron", "0 * * * *", "--dest", str(tmp_path / "d")]
+    assert main([*args, "--keep", "3", "--json", *home]) == 0
+    made = json.loads(capsys.readouterr().out)
+    assert made["tenant"] == PLATFORM_TENANT and made["keep"] == 3
+    assert main([*args, *home]) == 1  # the id `backup` is taken
+    assert "already exists" in capsys.readouterr().err
+    assert main(["schedules", "list", "--json", *home]) == 0  # not the default tenant's
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["admin", "backup", "schedules", "--json", *home]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [s["id"] for s in listed["schedules"]] == ["backup"]
+    assert listed["schedules"][0]["input"]["keep"] == 3
+    assert main(["admin", "backup", "unschedule", *home]) == 0
+    capsys.readouterr()
+    assert main(["admin", "backup", "schedules", "--json", *home]) == 0
+    assert json.loads(capsys.readouterr().out)["schedules"] == []

@@ -30,6 +30,7 @@ from wovyr.platform.backup import (
 )
 from wovyr.platform.kms import Kms, load_kms
 from wovyr.scheduling.backups import create_backup_schedule
+from wovyr.scheduling.schedules import Schedules
 from wovyr.settings import Settings
 from wovyr.store import redact_url
 
@@ -250,3 +251,64 @@ def restore_command(
         f"schema {report.schema_version}, {report.audit.records} audit records verified, "
         f"{report.data_keys} data keys open; home files: {', '.join(report.files) or 'none'}"
     )
+
+
+@backup_group.command("schedules")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def schedules_command(limit: int, as_json: bool, settings: Settings) -> None:
+    """The backup schedules and the latest backups they took (newest first)."""
+    with open_engine(settings, load_activities=False) as engine:
+        platform = engine.for_tenant(PLATFORM_TENANT)
+        schedules = Schedules(platform).list()
+        runs = platform.list(workflow=BACKUP_WORKFLOW, limit=limit).items
+        taken = []
+        for run in runs:
+            view = platform.query(run.id)
+            output = (view.output or {}).get("backup") if isinstance(view.output, dict) else None
+            taken.append(
+                {
+                    "execution": run.id,
+                    "status": view.status,
+                    "at": run.created_at.isoformat(),
+                    "backup": output,
+                    "error": view.error,
+                }
+            )
+    out = {
+        "schedules": [
+            {
+                "id": s.id,
+                "spec": s.spec,
+                "input": s.input,
+                "paused": s.paused,
+                "next_fire_at": None if s.next_fire_at is None else s.next_fire_at.isoformat(),
+                "fired": s.fired_count,
+            }
+            for s in schedules
+        ],
+        "backups": taken,
+    }
+    if as_json:
+        echo_json(out)
+        return
+    for s in out["schedules"]:
+        when = s["spec"].get("cron") or f"every {s['spec'].get('every')}s"
+        click.echo(
+            f"schedule {s['id']}: {when} into {s['input'].get('dest')} keeping "
+            f"{s['input'].get('keep')}, next {s['next_fire_at']}, fired {s['fired']}"
+        )
+    for t in taken:
+        where = (t["backup"] or {}).get("path") if t["backup"] else t["error"]
+        click.echo(f"{t['at']}  {t['status']:9}  {where}")
+
+
+@backup_group.command("unschedule")
+@click.argument("schedule_id", default="backup")
+@engine_options
+def unschedule_command(schedule_id: str, settings: Settings) -> None:
+    """Delete the backup schedule SCHEDULE_ID (default `backup`); backups taken stay."""
+    with open_engine(settings, load_activities=False) as engine:
+        Schedules(engine.for_tenant(PLATFORM_TENANT)).delete(schedule_id)
+    click.echo(f"backup schedule {schedule_id} deleted")
