@@ -162,6 +162,15 @@ def test_a_newer_format_or_schema_is_refused(source: tuple[Path, str], target: P
     _refused(src, target, key, BackupRefused, "schema version 9999 is newer")
 
 
+def test_a_manifest_naming_another_file_is_refused(source: tuple[Path, str], target: Path) -> None:
+    src, key = source
+    data = json.loads((src / MANIFEST).read_text())
+    data.pop("digest")
+    data["files"][0]["name"] = data["files"][0]["file"] = "../../escape"
+    (src / MANIFEST).write_text(Manifest(data).to_json())
+    _refused(src, target, key, BackupRefused, "unexpected file '../../escape'")
+
+
 def test_a_wrong_root_key_is_refused(source: tuple[Path, str], target: Path) -> None:
     src, _ = source
     wrong = RootKey.generate().key.hex()

@@ -196,8 +196,15 @@ def read_manifest(src: Path) -> Manifest:
         manifest = Manifest({k: v for k, v in data.items() if k != "digest"})
         _ = (manifest.store_kind, manifest.store_file, manifest.schema_version, manifest.files)
         _ = manifest.root_ids
+        names = [(str(f["name"]), str(f["file"]), str(f["role"])) for f in manifest.files]
     except (KeyError, TypeError, ValueError) as exc:
         raise BackupRefused(f"the manifest of {src} lacks a field: {exc}") from None
+    known = {*_STORE_FILES.values(), *HOME_FILES, DEV_KEY_FILE}
+    for name, stored, _role in names:
+        # Only the files a backup is made of, by plain name: a crafted manifest cannot
+        # make a restore read or write anywhere else.
+        if name not in known or stored not in (name, name + _ENC_SUFFIX):
+            raise BackupRefused(f"the manifest of {src} lists an unexpected file {stored!r}")
     return manifest
 
 
