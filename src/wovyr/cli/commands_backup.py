@@ -306,9 +306,13 @@ def schedules_command(limit: int, as_json: bool, settings: Settings) -> None:
 
 @backup_group.command("unschedule")
 @click.argument("schedule_id", default="backup")
+@click.option("--json", "as_json", is_flag=True)
 @engine_options
-def unschedule_command(schedule_id: str, settings: Settings) -> None:
+def unschedule_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Delete the backup schedule SCHEDULE_ID (default `backup`); backups taken stay."""
     with open_engine(settings, load_activities=False) as engine:
         Schedules(engine.for_tenant(PLATFORM_TENANT)).delete(schedule_id)
+    if as_json:
+        echo_json({"id": schedule_id, "deleted": True})
+        return
     click.echo(f"backup schedule {schedule_id} deleted")

@@ -32,7 +32,7 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "admin": (
         ("commands_server", "commands_admin", "commands_kms", "commands_audit", "commands_backup"),
         "Administration on the server host: API keys, tenants' policies and quotas, the KMS, "
-        "the audit chain.",
+        "the audit chain, backups.",
     ),
     "agents": (
         ("commands_agents",),
