@@ -273,3 +273,23 @@ def test_cli_backup_verify_restore_and_refusal(
     assert "holds the KMS root key" in capsys.readouterr().err
     assert (with_key / "kms-root.key").is_file()
     assert os.stat(with_key / "kms-root.key").st_mode & 0o077 == 0
+
+
+def test_a_memory_store_cannot_be_backed_up_and_dest_must_be_new(tmp_path: Path) -> None:
+    from wovyr.errors import ConfigError
+    from wovyr.store.memory import MemoryStore
+
+    with pytest.raises(ConfigError, match="cannot be backed up"):
+        take_backup(MemoryStore(), tmp_path, tmp_path / "bk", kms=None, at=NOW)
+    home = tmp_path / "h"
+    _installation(home)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "x").write_text("mine")
+    store = open_store(f"sqlite:///{home / 'wovyr.db'}")
+    try:
+        with pytest.raises(Conflict, match="not an empty folder"):
+            take_backup(store, home, tmp_path / "taken", kms=None, at=NOW)
+    finally:
+        store.close()
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["x"]
+    assert not list(tmp_path.glob(".taken.partial-*"))
