@@ -29,6 +29,7 @@ from typing import Any
 
 __all__ = [
     "ActivityNotRegistered",
+    "BackupRefused",
     "CalendarRangeError",
     "ConfigError",
     "Conflict",
@@ -185,6 +186,10 @@ class ConfigError(WovyrError):
 
 class KmsError(WovyrError):
     """A key or a sealed value could not be used."""
+
+
+class BackupRefused(WovyrError):
+    """The backup cannot be used: it is damaged, incomplete or from a newer Wovyr."""
 
 
 class CalendarRangeError(WovyrError, ValueError):

@@ -121,8 +121,14 @@ def test_every_store_meets_the_contract_and_declares_its_capabilities(store: Sto
     has = {name for name, value in vars(found).items() if value is not None}
     expected = {
         "MemoryStore": set(),
-        "SQLiteStore": {"migrations"},
-        "PostgresStore": {"timer_locking", "membership", "notifications", "migrations"},
+        "SQLiteStore": {"migrations", "snapshots"},
+        "PostgresStore": {
+            "timer_locking",
+            "membership",
+            "notifications",
+            "migrations",
+            "snapshots",
+        },
     }[kind]
     assert has == expected
     for value in vars(found).values():

@@ -25,6 +25,7 @@ from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
 from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
+from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import meter, store_gauges
 from wovyr.platform.metrics_http import MetricsEndpoint
 from wovyr.platform.payloads import open_sealed
@@ -246,6 +247,9 @@ def worker_command(
         min_schedule_interval=settings.min_schedule_interval,
         secrets=secrets,
     ) as engine:
+        register_backup_activity(
+            engine.activities, store, settings.home, lambda: secrets.kms, engine.clock.now
+        )
         worker = Worker(
             engine,
             concurrency=concurrency,
@@ -341,7 +345,7 @@ def _worker_partitions(spec: str | None, count: int | None, membership: bool) ->
 @cli.group("admin")
 def admin() -> None:
     """Administration on the server host: API keys, tenants' policies and quotas, the KMS, the
-    audit chain."""
+    audit chain, backups."""
 
 
 @admin.group("keys")

@@ -30,9 +30,9 @@ EXIT_NOT_FOUND = 4
 # not use. (tests/unit/cli/test_cli_startup.py checks these lines against the commands.)
 _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "admin": (
-        ("commands_server", "commands_admin", "commands_kms", "commands_audit"),
+        ("commands_server", "commands_admin", "commands_kms", "commands_audit", "commands_backup"),
         "Administration on the server host: API keys, tenants' policies and quotas, the KMS, "
-        "the audit chain.",
+        "the audit chain, backups.",
     ),
     "agents": (
         ("commands_agents",),

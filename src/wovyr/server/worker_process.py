@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.engine.engine import Engine
+from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
 from wovyr.platform.payloads import open_sealed
 from wovyr.platform.providers import SecretCredentials
@@ -183,6 +184,9 @@ def main() -> int:
         max_payload_bytes=config.max_payload_bytes,
         secrets=secrets,
     ) as engine:
+        register_backup_activity(
+            engine.activities, store, Path(config.home), lambda: secrets.kms, engine.clock.now
+        )
         metrics = _ForwardingMetrics(out)
         store.add_observer(MetricsObserver(metrics, lambda t, i: store.load(i, t)))
         asyncio.run(_serve(config, engine, out))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from wovyr.errors import ConfigError
@@ -28,6 +29,8 @@ __all__ = [
     "Membership",
     "Migrating",
     "Notifying",
+    "SnapshotInfo",
+    "Snapshotting",
     "TimerLocking",
     "TimerSteps",
     "capabilities",
@@ -92,6 +95,24 @@ class Migrating(Protocol):
 
 
 @dataclass(frozen=True)
+class SnapshotInfo:
+    """What `Snapshotting.snapshot` wrote: the store's kind (`sqlite`, `postgres`) and, on
+    PostgreSQL, the schema the dump holds."""
+
+    kind: str
+    schema: str | None = None
+
+
+@runtime_checkable
+class Snapshotting(Protocol):
+    """A store that writes a consistent copy of itself to one file while it keeps serving
+    writers (SQLite: the online backup API, a few pages at a time; PostgreSQL: `pg_dump -Fc`
+    of its schema, one snapshot). `wovyr.platform.backup` builds backups on it."""
+
+    def snapshot(self, dest: Path) -> SnapshotInfo: ...
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """The optional capabilities of one store: each is the store itself, typed as that
     capability, or None when the store does not have it."""
@@ -100,6 +121,7 @@ class Capabilities:
     membership: Membership | None = None
     notifications: Notifying | None = None
     migrations: Migrating | None = None
+    snapshots: Snapshotting | None = None
 
 
 def capabilities(store: object) -> Capabilities:
@@ -109,6 +131,7 @@ def capabilities(store: object) -> Capabilities:
         membership=store if isinstance(store, Membership) else None,
         notifications=store if isinstance(store, Notifying) else None,
         migrations=store if isinstance(store, Migrating) else None,
+        snapshots=store if isinstance(store, Snapshotting) else None,
     )
 
 

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
@@ -52,6 +53,7 @@ from wovyr.store.base import (
     Page,
     StepWrite,
 )
+from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
@@ -62,6 +64,7 @@ from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.secrets import PostgresSecrets
+from wovyr.store.postgres.snapshot import dump_schema
 from wovyr.store.postgres.streams import PostgresStreams
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
@@ -284,6 +287,13 @@ class PostgresStore(
 
     def add_observer(self, observer: StoreObserver) -> None:
         self._observers.add(observer)
+
+    def snapshot(self, dest: Path) -> SnapshotInfo:
+        """`pg_dump -Fc` of this store's schema into the new file `dest`: one consistent
+        snapshot that blocks no writer (`wovyr.store.postgres.snapshot`)."""
+        schema = str(self._read("current_schema", {})[0][0])
+        dump_schema(self.url, schema, Path(dest))
+        return SnapshotInfo("postgres", schema)
 
     def close(self) -> None:
         """Close the pool and the listening connection (waits for a pending

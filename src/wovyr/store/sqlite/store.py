@@ -35,6 +35,7 @@ from wovyr.store.base import (
     StepWrite,
     TimerRecord,
 )
+from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps, from_micros, to_micros
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.rows import (
@@ -52,6 +53,7 @@ from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 from wovyr.store.sqlite.secrets import SQLiteSecrets
+from wovyr.store.sqlite.snapshot import write_snapshot
 from wovyr.store.sqlite.streams import SQLiteStreams
 
 __all__ = ["SQLiteStore"]
@@ -278,6 +280,18 @@ class SQLiteStore(
 
     def add_observer(self, observer: StoreObserver) -> None:
         self._observers.add(observer)
+
+    def snapshot(self, dest: Path) -> SnapshotInfo:
+        """Write a consistent copy of the store to the new file `dest` while writers go on
+        (`wovyr.store.sqlite.snapshot`)."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        source = self._connect()  # its own connection: the writer is never held
+        try:
+            write_snapshot(source, Path(dest))
+        finally:
+            source.close()
+        return SnapshotInfo("sqlite")
 
     def close(self) -> None:
         if self._closed:
