@@ -5,8 +5,10 @@ their execution (SQL stores)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from tests.conftest import make_store
 from tests.contract.test_store_contract import create
 
 from wovyr.store.base import Store
@@ -75,10 +77,17 @@ def test_another_tenants_stream_is_empty(store: Store) -> None:
     assert [(c.n, c.text) for c in store.read_stream("b", "same")] == [(1, ""), (2, "B")]
 
 
-def test_chunks_go_with_their_execution(store: Store, request: pytest.FixtureRequest) -> None:
-    kind = request.node.callspec.params["store"]
-    if kind == "memory":
-        pytest.skip("the memory store deletes no execution")
+@pytest.mark.parametrize(
+    # the SQL stores (the memory store deletes no execution: nothing to go with)
+    "kind",
+    ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def test_chunks_go_with_their_execution(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    store = make_store(kind, tmp_path, url)
+    request.addfinalizer(store.close)
     create(store, "e1", owner="w1")
     create(store, "e2", owner="w1")
     for execution_id in ("e1", "e2"):
