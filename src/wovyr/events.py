@@ -311,7 +311,8 @@ class ActivityCompleted(EventData):
 class ActivityReused(EventData):
     """A rerun took this activity's result from the execution it reruns (`execution`,
     where attempt `attempt` produced `output` from `input`) instead of running it again:
-    it counts as completed, and nothing was executed for it in this run."""
+    it counts as completed, and nothing was executed for it in this run. `items` only for
+    a `for_each` activity."""
 
     TYPE: ClassVar[str] = EventType.ACTIVITY_REUSED
     activity: str
@@ -319,6 +320,8 @@ class ActivityReused(EventData):
     attempt: int
     input: Any
     output: Any
+    items: list[dict[str, Any]] | Absent = ABSENT  # a for_each's items ({status, attempt,
+    # input, output}), so that a failing rerun undoes them item by item as the run would
 
 
 @_record

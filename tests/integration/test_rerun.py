@@ -156,3 +156,53 @@ def test_another_tenant_cannot_rerun_or_see_the_reruns(engine: Engine, effects: 
     engine.rerun(original)
     assert other.reruns(original) == []
     assert len(engine.reruns(original)) == 1
+
+
+MAP = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: map}
+activities:
+  - id: items
+    for_each: "${{ [1, 2, 3] }}"
+    tool: item
+    with: {v: "${{ item }}"}
+    compensate: {tool: undo, with: {v: "${{ item }}"}}
+  - {id: gate, needs: [items], wait: {signal: go}}
+  - {id: boom, needs: [gate], tool: boom, retry: {max_attempts: 1}}
+"""
+
+
+def test_a_failing_rerun_undoes_a_reused_map_item_by_item(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    done: list[int] = []
+    undone: list[int] = []
+
+    def item(v: int) -> int:
+        done.append(v)
+        return v * 10
+
+    def undo(v: int) -> None:
+        undone.append(v)
+
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    registry.register("item", item)
+    registry.register("undo", undo)
+    registry.register("boom", boom)
+    engine.start(MAP, execution_id="m")
+    drain(engine)
+    engine.cancel("m")  # items done, the gate never passed: nothing undone
+    assert (sorted(done), undone) == ([1, 2, 3], [])
+    rerun = engine.rerun("m", start_from="gate")
+    drain(engine)
+    engine.signal(rerun.id, "go")
+    drain(engine)
+    view = engine.query(rerun.id)
+    assert view.status == "failed"
+    assert sorted(done) == [1, 2, 3]  # the map was not run again...
+    assert undone == [3, 2, 1]  # ...but undone, item by item, when the rerun failed
+    assert view.activities["items"]["reused_from"] == "m"
+    assert view.activities["items"]["status"] == "compensated"

@@ -227,7 +227,8 @@ def worker_command(
     partitions = _worker_partitions(partition_spec, partition_count, membership)
     # What a long-running worker notices (store failures and retries, adopted leases, its
     # share of the partitions, partitions no live worker claims) goes to stderr.
-    if as_json or settings.log_format == "json":
+    as_json = as_json or settings.log_format == "json"  # WOVYR_LOG_FORMAT=json
+    if as_json:
         logging.config.dictConfig(json_log_config())
     else:
         logging.basicConfig(

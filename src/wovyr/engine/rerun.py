@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from wovyr.definition.model import Workflow
 from wovyr.engine.core.state import ActivityStatus, ExecutionState
 from wovyr.errors import Conflict, InputError, Problem
-from wovyr.events import ActivityReused, Event
+from wovyr.events import ActivityReused, Event, or_absent
 
 __all__ = [
     "RerunPlan",
@@ -120,8 +121,17 @@ def reused_events(
     events = []
     for aid in plan.reused:
         a = state.activity(aid)
+        items: list[dict[str, Any]] | None = None
+        if a.items is not None:
+            keys = ("status", "attempt", "input", "output")
+            items = [{k: item.get(k) for k in keys} for item in a.items]
         reused = ActivityReused(
-            activity=aid, execution=original, attempt=a.attempt, input=a.input, output=a.output
+            activity=aid,
+            execution=original,
+            attempt=a.attempt,
+            input=a.input,
+            output=a.output,
+            items=or_absent(items),
         )
         events.append(reused.at(now))
     return events

@@ -315,6 +315,7 @@ def _activity_reused(state: ExecutionState, e: Event, at: str) -> ExecutionState
         finished_at=at,
         completion_order=state.completions,
         reused_from=e.get("execution"),
+        items=tuple(dict(i) for i in e.data["items"]) if "items" in e.data else None,
     )
 
 
