@@ -366,6 +366,8 @@ class Engine(Definitions):
         inputs = None
         if claim_id is not None:  # a claim is spent only on a valid start: inputs first
             inputs = self._checked("the input", resolve_inputs(workflow, input), "input")
+            if workflow.labels:  # and labels that render
+                execution_labels(workflow, inputs, labels)
             execution_id = claim_id()
         existing = self.store.load(execution_id, self.tenant) if execution_id else None
         if existing is not None:  # its definition and inputs were fixed when it started
