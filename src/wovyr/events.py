@@ -11,6 +11,10 @@ turn it into the stored event with `.at(now)`; read one back with `Cls.parse(eve
 see `tests/unit/engine/test_old_logs.py`), so a key that is written only sometimes has the
 default `ABSENT` and is then left out of `data`, which is not the same as an explicit null.
 
+The events that end an attempt (`ActivityCompleted`, `ActivityFailed`, `ItemCompleted`,
+`ItemFailed`, `IterationCompleted`, and the compensation's) carry `logs` only when the
+attempt logged something: its lines, `{at, level, logger, message}`, scrubbed and capped.
+
 Compensation events and `ChildStarted` carry an ``index`` only when they concern one item of
 a `for_each` activity; `ChildFinished` always carries it (null for a single child).
 """
@@ -29,6 +33,7 @@ __all__ = [
     "ActivityCompleted",
     "ActivityFailed",
     "ActivityResumed",
+    "ActivityReused",
     "ActivityScheduled",
     "ActivitySkipped",
     "ActivityStarted",
@@ -96,6 +101,7 @@ class EventType:
     TOOL_CALL_COMPLETED = "ToolCallCompleted"
     ACTIVITY_SUSPENDED = "ActivitySuspended"
     ACTIVITY_RESUMED = "ActivityResumed"
+    ACTIVITY_REUSED = "ActivityReused"
 
 
 @dataclass(frozen=True)
@@ -198,7 +204,8 @@ class ExecutionStarted(EventData):
     """`parent` ({id, activity, index, attempt}) and `depth` only for a child workflow;
     `schedule` and `scheduled_at` only for a start by a schedule; `continued_from` (the run
     it continues) and `chain` ({root, run}: the chain's logical id and this run's number)
-    only for a run that continue-as-new started."""
+    only for a run that continue-as-new started. `rerun_of` ({id, from}: the execution it
+    reruns and the activity it reruns from, null for all) only for a rerun."""
 
     TYPE: ClassVar[str] = EventType.EXECUTION_STARTED
     workflow: str
@@ -214,6 +221,8 @@ class ExecutionStarted(EventData):
     scheduled_at: str | Absent = ABSENT
     continued_from: str | Absent = ABSENT
     chain: dict[str, Any] | Absent = ABSENT
+    rerun_of: dict[str, Any] | Absent = ABSENT
+    labels: dict[str, str] | Absent = ABSENT
 
 
 @_record
@@ -294,6 +303,25 @@ class ActivityCompleted(EventData):
     attempt: int
     output: Any
     signal: str | Absent = ABSENT
+    logs: list[dict[str, Any]] | Absent = ABSENT
+
+
+@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityReused(EventData):
+    """A rerun took this activity's result from the execution it reruns (`execution`,
+    where attempt `attempt` produced `output` from `input`) instead of running it again:
+    it counts as completed, and nothing was executed for it in this run. `items` only for
+    a `for_each` activity."""
+
+    TYPE: ClassVar[str] = EventType.ACTIVITY_REUSED
+    activity: str
+    execution: str
+    attempt: int
+    input: Any
+    output: Any
+    items: list[dict[str, Any]] | Absent = ABSENT  # a for_each's items ({status, attempt,
+    # input, output}), so that a failing rerun undoes them item by item as the run would
 
 
 @_record
@@ -310,6 +338,7 @@ class ActivityFailed(EventData):
     will_retry: bool
     next_attempt_at: str | None
     output: Any = ABSENT
+    logs: list[dict[str, Any]] | Absent = ABSENT
 
     @classmethod
     def final(
@@ -436,6 +465,7 @@ class ActivityCompensated(EventData):
     activity: str
     index: int | Absent = ABSENT
     output: Any
+    logs: list[dict[str, Any]] | Absent = ABSENT
 
 
 @_record
@@ -448,6 +478,7 @@ class CompensationAttemptFailed(EventData):
     index: int | Absent = ABSENT
     attempt: int
     error: dict[str, Any]
+    logs: list[dict[str, Any]] | Absent = ABSENT
 
 
 @_record
@@ -457,6 +488,7 @@ class CompensationFailed(EventData):
     activity: str
     index: int | Absent = ABSENT
     error: dict[str, Any]
+    logs: list[dict[str, Any]] | Absent = ABSENT
 
 
 # --- child workflows and for_each items -------------------------------------------------
@@ -516,6 +548,7 @@ class IterationCompleted(EventData):
     follows: bool
     next_at: str | Absent = ABSENT
     exhausted: bool | Absent = ABSENT
+    logs: list[dict[str, Any]] | Absent = ABSENT
 
 
 @_record
@@ -602,6 +635,7 @@ class ItemCompleted(EventData):
     index: int
     attempt: int
     output: Any
+    logs: list[dict[str, Any]] | Absent = ABSENT
 
 
 @_record
@@ -614,6 +648,7 @@ class ItemFailed(EventData):
     error: dict[str, Any]
     will_retry: bool
     next_attempt_at: str | None
+    logs: list[dict[str, Any]] | Absent = ABSENT
 
     @classmethod
     def final(cls, activity: str, index: int, attempt: int, error: dict[str, Any]) -> ItemFailed:

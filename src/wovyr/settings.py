@@ -39,6 +39,7 @@ class Settings:
     # (`wovyr serve` turns it on for SQLite and PostgreSQL; see wovyr.server.background).
     worker_process: bool = False
     audit_anchor_interval: float = 60.0  # seconds between the server's audit anchors
+    log_format: str = "text"  # `json`: server and worker log JSON lines (WOVYR_LOG_FORMAT)
     # The model provider named `default` (WOVYR_LLM_*): `llm` and `agent` activities use it.
     llm_base_url: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)  # never printed
@@ -106,13 +107,21 @@ def _price(env: Mapping[str, str], name: str) -> float | None:
     return value
 
 
+def _log_format(env: Mapping[str, str]) -> str:
+    raw = (env.get("WOVYR_LOG_FORMAT") or "text").strip().lower()
+    if raw not in ("text", "json"):
+        raise ConfigError(f"WOVYR_LOG_FORMAT must be text or json, got {raw!r}")
+    return raw
+
+
 def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Settings:
     """Settings from the environment (`WOVYR_HOME`, `WOVYR_DATABASE_URL`, `WOVYR_ACTIVITIES`,
     `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`,
     `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`,
     `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
     `WOVYR_MAX_PER_TENANT`, `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_LLM_BASE_URL`,
-    `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`),
+    `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`,
+    `WOVYR_LOG_FORMAT`),
     overridden by flags that are not None."""
     env = os.environ if env is None else env
     settings = Settings(
@@ -130,6 +139,7 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         min_schedule_interval=_float(env, "WOVYR_MIN_SCHEDULE_INTERVAL_SECS", 1.0),
         max_per_tenant=_int(env, "WOVYR_MAX_PER_TENANT", 0) or None,
         audit_anchor_interval=_float(env, "WOVYR_AUDIT_ANCHOR_SECS", 60.0),
+        log_format=_log_format(env),
         llm_base_url=env.get("WOVYR_LLM_BASE_URL") or None,
         llm_api_key=env.get("WOVYR_LLM_API_KEY") or None,
         llm_model=env.get("WOVYR_LLM_MODEL") or None,

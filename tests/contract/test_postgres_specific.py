@@ -382,7 +382,17 @@ def test_a_write_that_loses_its_connection_is_unavailable_not_retried(
 
 
 def test_list_filters_use_their_index(pg: PostgresStore, postgres_url: str) -> None:
-    keys = ("workflow", "parent_id", "created_after", "created_before", "cursor_at", "cursor_id")
+    keys = (
+        "workflow",
+        "parent_id",
+        "rerun_of",
+        "id_prefix",
+        "id_upto",
+        "created_after",
+        "created_before",
+        "cursor_at",
+        "cursor_id",
+    )
     params: dict[str, Any] = dict.fromkeys(keys)
 
     def plan(**given: Any) -> str:

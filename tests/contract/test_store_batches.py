@@ -156,7 +156,17 @@ def test_workflow_and_status_filters_use_one_index(postgres_url: str) -> None:
 
     PostgresStore(postgres_url).close()
     params: dict[str, Any] = dict.fromkeys(
-        ("waiting", "parent_id", "created_after", "created_before", "cursor_at", "cursor_id")
+        (
+            "waiting",
+            "parent_id",
+            "rerun_of",
+            "id_prefix",
+            "id_upto",
+            "created_after",
+            "created_before",
+            "cursor_at",
+            "cursor_id",
+        )
     )
     params |= {"tenant": "default", "workflow": "wf", "status": "failed", "limit": 51}
     with psycopg.connect(postgres_url, autocommit=True) as conn:

@@ -40,6 +40,8 @@ REQUIRED_ROLE = {
     ("DELETE", "/api/v1/workflows/{execution_id}"): "operator",
     ("GET", "/api/v1/workflows/{execution_id}/history"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/signal"): "operator",
+    ("POST", "/api/v1/workflows/{execution_id}/rerun"): "operator",
+    ("GET", "/api/v1/workflows/{execution_id}/logs"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/approve"): "operator",
     ("POST", "/api/v1/definitions"): "operator",
     ("GET", "/api/v1/definitions"): "viewer",
@@ -105,6 +107,8 @@ def body_for(method: str, path: str) -> Any:
         return {"input": "from b"}
     if path.endswith("/signal"):
         return {"name": "go", "payload": "b"}
+    if path.endswith("/rerun"):
+        return {"input": {"note": "from b"}}
     if path.endswith("/approve"):
         return {"activity": "gate", "approved": False, "comment": "b"}
     if path.endswith("/backfill"):

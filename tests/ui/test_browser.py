@@ -219,3 +219,45 @@ def test_the_whole_flow_works_with_javascript_disabled(
             assert "approved by bob" in page.inner_text("#timeline")
         finally:
             browser.close()
+
+
+RELAY = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: relay}
+activities:
+  - {id: a, set: {n: 1}}
+  - {id: b, needs: [a], set: {n: "${{ activities.a.output.n + 1 }}"}}
+  - {id: c, needs: [b], wait: {signal: go}}
+"""
+
+
+def test_rerun_from_an_activity_in_the_browser(sync_api: Any, live_server: LiveServer) -> None:
+    engine = live_server.engine.for_tenant("acme")
+    _, token = live_server.authenticator.create_key("acme", "operator", "carol")
+    engine.start(RELAY, execution_id="relay-1")
+    _wait_until(lambda: engine.query("relay-1").status == "waiting", "the signal wait")
+    engine.cancel("relay-1")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(DEADLINE * 1000)
+            page.goto(f"{live_server.url}/ui/executions/relay-1")
+            page.fill("#api_key", token)
+            page.click("button[type=submit]")
+            page.wait_for_selector("#rerun-form")
+            page.screenshot(path=str(ARTIFACTS / "ui-rerun-original.png"), full_page=True)
+            page.locator("#act-c form.rerun-from button").click()
+            page.wait_for_selector("#rerun-of-link")
+            assert page.inner_text("#rerun-of-link") == "relay-1"
+            assert page.locator(".reused").count() == 2
+            page.wait_for_selector("svg.dag g.node[data-activity='c'][data-status='waiting']")
+            page.screenshot(path=str(ARTIFACTS / "ui-rerun.png"), full_page=True)
+            page.click("#rerun-of-link")
+            page.wait_for_selector("#reruns a.rerun-link")
+        finally:
+            browser.close()
+    assert len(engine.reruns("relay-1")) == 1

@@ -24,6 +24,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
+from wovyr.activities.logs import AttemptLog, capture
 from wovyr.errors import ActivityNotRegistered, ConfigError
 
 __all__ = [
@@ -56,6 +57,8 @@ class ActivityContext:
     workflow: str
     idempotency_key: str  # <execution>/<activity>/<attempt>: unique per attempt
     heartbeat: Callable[[], None] = field(default=lambda: None, repr=False, compare=False)
+    # `ctx.log.info(...)`: lines kept with the attempt (shown by `wovyr workflows logs`)
+    log: AttemptLog = field(default_factory=AttemptLog, repr=False, compare=False)
 
     @property
     def activity_key(self) -> str:
@@ -163,9 +166,11 @@ async def call_handler(handler: Handler, kwargs: dict[str, Any], ctx: ActivityCo
         args["ctx"] = ctx
     token = _current.set(ctx)
     try:
-        if inspect.iscoroutinefunction(handler):
-            return await handler(**args)
-        return await asyncio.to_thread(handler, **args)
+        # what the handler's module logs during the attempt is kept with it too
+        with capture(getattr(handler, "__module__", None) or "__main__"):
+            if inspect.iscoroutinefunction(handler):
+                return await handler(**args)
+            return await asyncio.to_thread(handler, **args)
     finally:
         _current.reset(token)
 

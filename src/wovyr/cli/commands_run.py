@@ -15,6 +15,7 @@ from rich.live import Live
 from wovyr.cli.common import (
     activities_table,
     cli_inputs,
+    cli_labels,
     console,
     echo_json,
     is_tty,
@@ -88,6 +89,13 @@ def _seconds(value: str) -> float:
     help="An input value (JSON if it parses, else a string). Repeatable.",
 )
 @click.option("--input-file", type=click.Path(dir_okay=False), help="A JSON object of inputs.")
+@click.option(
+    "--label",
+    "label_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A label of the execution, for search (over the definition's). Repeatable.",
+)
 @click.option("--id", "execution_id", help="Execution id (starting an existing id resumes it).")
 @click.option(
     "--wait-up-to",
@@ -108,6 +116,7 @@ def run_command(
     registered: str | None,
     pairs: tuple[str, ...],
     input_file: str | None,
+    label_pairs: tuple[str, ...],
     execution_id: str | None,
     wait_up_to: str,
     detach: bool,
@@ -125,6 +134,7 @@ def run_command(
     target = _target(file, registered)
     horizon = _seconds(wait_up_to)
     inputs = _inputs(pairs, input_file)
+    labels = cli_labels(label_pairs)
     with open_engine(settings) as engine:
         if detach:
             record = engine.start(
@@ -133,6 +143,7 @@ def run_command(
                 name=target.name,
                 version=target.version,
                 execution_id=execution_id,
+                labels=labels,
             )
             ran = Foreground(engine.query(record.id, follow=False))
         else:
@@ -145,6 +156,7 @@ def run_command(
                 settings,
                 horizon,
                 show=not as_json and is_tty(),
+                labels=labels,
             )
     again = _Again(ctx.params, target)
     if as_json:
@@ -195,6 +207,7 @@ def _run_live(
     wait_up_to: float,
     *,
     show: bool,
+    labels: dict[str, str] | None = None,
 ) -> Foreground:
     async def main() -> Foreground:
         worker = Worker(engine, lease_seconds=settings.lease_seconds)
@@ -205,6 +218,7 @@ def _run_live(
                 name=target.name,
                 version=target.version,
                 execution_id=execution_id,
+                labels=labels,
             )
             driving = asyncio.create_task(
                 drive(worker, record.id, wait_up_to=wait_up_to, poll=settings.poll_interval)

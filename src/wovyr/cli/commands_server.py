@@ -104,7 +104,9 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
             lifespan="on",
             access_log=False,
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)),
-            log_config=json_log_config(log_level) if as_json else uvicorn.config.LOGGING_CONFIG,
+            log_config=json_log_config(log_level)
+            if as_json or settings.log_format == "json"
+            else uvicorn.config.LOGGING_CONFIG,
         )
         _server_class(uvicorn.Server)(config).run()
 
@@ -227,6 +229,7 @@ def worker_command(
     partitions = _worker_partitions(partition_spec, partition_count, membership)
     # What a long-running worker notices (store failures and retries, adopted leases, its
     # share of the partitions, partitions no live worker claims) goes to stderr.
+    as_json = as_json or settings.log_format == "json"  # WOVYR_LOG_FORMAT=json
     if as_json:
         logging.config.dictConfig(json_log_config())
     else:

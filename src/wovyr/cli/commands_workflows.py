@@ -1,8 +1,9 @@
-"""`wovyr workflows list|show|history|watch|signal|approve|cancel`."""
+"""`wovyr workflows list|show|history|watch|logs|signal|approve|cancel|rerun`."""
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,8 @@ from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.failures import tracebacks_in, without_tracebacks
 from wovyr.cli.common import (
     activities_table,
+    cli_inputs,
+    cli_labels,
     console,
     echo_json,
     open_engine,
@@ -67,6 +70,9 @@ def _cursor(value: str | None) -> tuple[datetime, str] | None:
 
 @workflows.command("list")
 @click.option("--workflow", help="Only this workflow name.")
+@click.option("--name", help="Workflow names containing this text (any case).")
+@click.option("--id-prefix", "id_prefix", metavar="PREFIX", help="Ids starting with this.")
+@click.option("--label", "label_pairs", multiple=True, metavar="KEY=VALUE", help="With this label.")
 @click.option("--status", type=click.Choice(STATUSES), help="Only this status.")
 @click.option("--created-after", metavar="TIME", help="RFC 3339 time.")
 @click.option("--created-before", metavar="TIME", help="RFC 3339 time.")
@@ -76,6 +82,9 @@ def _cursor(value: str | None) -> tuple[datetime, str] | None:
 @tenant_options
 def list_command(
     workflow: str | None,
+    name: str | None,
+    id_prefix: str | None,
+    label_pairs: tuple[str, ...],
     status: str | None,
     created_after: str | None,
     created_before: str | None,
@@ -93,6 +102,9 @@ def list_command(
             cursor=_cursor(cursor),
             created_after=_timestamp(created_after, "--created-after"),
             created_before=_timestamp(created_before, "--created-before"),
+            labels=cli_labels(label_pairs),
+            id_prefix=id_prefix,
+            name=name,
         )
     next_cursor = (
         f"{to_micros(page.next_cursor[0])}:{page.next_cursor[1]}" if page.next_cursor else None
@@ -101,7 +113,7 @@ def list_command(
         echo_json({"items": [_summary(r) for r in page.items], "next_cursor": next_cursor})
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "workflow", "status", "created", "waiting on"):
+    for column in ("id", "workflow", "status", "created", "waiting on", "labels"):
         # An id is never cut or wrapped: it is what a user copies into the next command.
         table.add_column(column, no_wrap=column in ("id", "created"))
     for r in page.items:
@@ -111,6 +123,7 @@ def list_command(
             status_style(r.shown_status),
             r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             short(r.waiting_on or "", 50),
+            " ".join(f"{k}={v}" for k, v in sorted(r.labels.items())),
         )
     print_table(table)
     if next_cursor:
@@ -127,6 +140,7 @@ def _summary(r: Any) -> dict[str, Any]:
         "updated_at": r.updated_at.isoformat(),
         "waiting_on": r.waiting_on,
         "parent_id": r.parent_id,
+        "labels": dict(r.labels),
     }
 
 
@@ -153,6 +167,13 @@ def show_command(execution_id: str, as_json: bool, no_follow: bool, settings: Se
         console.print(f"continued from: {view.continued_from}")
     if view.continued_as:
         console.print(f"continued as: {view.continued_as}")
+    if view.labels:
+        console.print("labels: " + " ".join(f"{k}={v}" for k, v in sorted(view.labels.items())))
+    if view.rerun_of is not None:
+        start = view.rerun_of.get("from")
+        console.print(f"rerun of: {view.rerun_of['id']}" + (f" from {start}" if start else ""))
+    if view.reruns:
+        console.print(f"reruns: {', '.join(view.reruns)}")
     if view.waiting_on:
         console.print(f"waiting on: {view.waiting_on}")
     if isinstance(view.input, dict) and set(view.input) == {"sealed"}:  # its payloads are gone
@@ -302,6 +323,47 @@ class _WatchPrinter:
             console.print(f"end: {status_style(str(data['status']))}")
 
 
+@workflows.command("logs")
+@click.argument("execution_id")
+@click.option(
+    "--follow", "-f", is_flag=True, help="Keep printing attempts as they end, until it ends."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per attempt and line.")
+@_NO_FOLLOW
+@tenant_options
+def logs_command(
+    execution_id: str, follow: bool, as_json: bool, no_follow: bool, settings: Settings
+) -> None:
+    """Print what each attempt logged (`ctx.log`, its module's logging) and the
+    tracebacks of failed attempts, in order; --follow waits for more until it ends."""
+    after = 0
+    with open_engine(settings, load_activities=False) as engine:
+        while True:
+            items, after, finished = engine.logs(execution_id, after, follow=not no_follow)
+            for item in items:
+                _print_attempt(item, as_json)
+            if not follow or finished:
+                return
+            time.sleep(settings.poll_interval)
+
+
+def _print_attempt(item: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(item, default=str, ensure_ascii=False))
+        return
+    where = item["activity"] + (f"[{item['index']}]" if item["index"] is not None else "")
+    head = f"── {where} attempt {item['attempt'] or '-'}: {item['outcome']}"
+    console.print(f"{head}  [dim]{item['at']}[/]", highlight=False)
+    for line in item["lines"]:
+        level = line.get("level", "info").upper()
+        text = f"  {line.get('at', '')[11:23]} {level:<7} {line.get('logger')}: "
+        click.echo(text + str(line.get("message", "")))
+    if item["error"] is not None:
+        click.echo(f"  error: {item['error']['type']}: {item['error']['message']}")
+    if item["traceback"]:
+        click.echo("  " + item["traceback"].rstrip("\n").replace("\n", "\n  "))
+
+
 def _payload(raw: str | None) -> Any:
     if raw is None:
         return None
@@ -386,3 +448,51 @@ def _done(view: Any, as_json: bool, message: str) -> None:
         echo_json(view.to_dict())
     else:
         console.print(f"{message}; status {status_style(view.status)}")
+
+
+@workflows.command("rerun")
+@click.argument("execution_id")
+@click.option(
+    "--from",
+    "start_from",
+    metavar="ACTIVITY",
+    help="Rerun from this activity: the results upstream of it are reused, not run again.",
+)
+@click.option(
+    "-i", "--input", "pairs", multiple=True, metavar="KEY=VALUE", help="Override an input."
+)
+@click.option(
+    "--latest",
+    is_flag=True,
+    help="On the newest registered version of the workflow (refused when it cannot take "
+    "the reused results), not the execution's own definition.",
+)
+@click.option("--id", "new_id", help="The new execution's id (default: a fresh one).")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def rerun_command(
+    execution_id: str,
+    start_from: str | None,
+    pairs: tuple[str, ...],
+    latest: bool,
+    new_id: str | None,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """Start a new execution that reruns a finished one (linked to it as its rerun)."""
+    with open_engine(settings, load_activities=False) as engine:
+        record = engine.rerun(
+            execution_id,
+            start_from=start_from,
+            input=cli_inputs(pairs),
+            latest=latest,
+            new_id=new_id,
+        )
+        view = engine.query(record.id, follow=False)
+    if as_json:
+        echo_json(view.to_dict())
+        return
+    reused = [aid for aid, act in view.activities.items() if act.get("reused_from")]
+    console.print(f"{view.id} reruns {execution_id}; status {status_style(view.status)}")
+    if reused:
+        console.print(f"reused from {execution_id}: {', '.join(reused)}")

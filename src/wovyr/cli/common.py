@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import getpass
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -18,8 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr.activities.logs import JsonLines, log_config
 from wovyr.definition.inputs import parse_cli_inputs
 from wovyr.engine.engine import Engine
+from wovyr.engine.labels import parse_label_pairs
 from wovyr.errors import InputError
 from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings, load_settings
@@ -28,8 +29,10 @@ from wovyr.store import open_store
 __all__ = [
     "JsonLines",
     "cli_inputs",
+    "cli_labels",
     "echo_json",
     "engine_options",
+    "json_log_config",
     "local_actor",
     "open_engine",
     "print_table",
@@ -184,7 +187,7 @@ def activities_table(view: Any) -> Table:
         table.add_row(
             aid,
             act["kind"],
-            status_style(act["status"]),
+            status_style(act["status"]) + (" (reused)" if act.get("reused_from") else ""),
             str(act["attempt"] or ""),
             "" if detail is None else short(detail),
         )
@@ -212,35 +215,15 @@ def cli_inputs(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
         raise click.BadParameter(str(exc), param_hint="'-i' / '--input'") from None
 
 
-class JsonLines(logging.Formatter):
-    """Log records as JSON objects, one per line (`--json` of the long-running commands)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            line["error"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, ensure_ascii=False)
+def cli_labels(pairs: tuple[str, ...] | list[str], flag: str = "--label") -> dict[str, str]:
+    """`--label KEY=VALUE` flags as labels; a malformed one is a usage error (exit 2)."""
+    try:
+        return parse_label_pairs(list(pairs))
+    except InputError as exc:
+        raise click.BadParameter(str(exc), param_hint=f"'{flag}'") from None
 
 
 def json_log_config(level: str = "info") -> dict[str, Any]:
-    """A `logging.config.dictConfig` that writes every record as a JSON line on stderr."""
-    handler = {"handlers": ["json"], "level": level.upper(), "propagate": False}
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {"json": {"()": JsonLines}},
-        "handlers": {
-            "json": {
-                "class": "logging.StreamHandler",
-                "formatter": "json",
-                "stream": "ext://sys.stderr",
-            }
-        },
-        "loggers": dict.fromkeys(("uvicorn", "uvicorn.access", "wovyr"), handler),
-        "root": {"handlers": ["json"], "level": "WARNING"},
-    }
+    """A `logging.config.dictConfig` that writes every record as a JSON line on stderr, with
+    the execution, activity and attempt it concerns (`wovyr.activities.logs.JsonLines`)."""
+    return log_config(True, level)

@@ -272,6 +272,11 @@ class Workflow(_Model):
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     activities: list[Activity] = Field(min_length=1, max_length=10_000)
     output: Any = None
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels of each execution, for search (`customer: acme`); values may be "
+        "`${{ ... }}` expressions over `inputs`, rendered when the execution starts",
+    )
     timeout: Duration | None = None
     continue_as_new: ContinueAsNewSpec | None = Field(
         default=None,

@@ -119,6 +119,7 @@ class _Checker:
         for index, act in self.activities:
             self._activity(index, act, upstream)
         self._output()
+        self._labels()
         self._continue_as_new()
         self._duration_positive(self.data.get("timeout"), ("timeout",))
         return self.problems
@@ -422,6 +423,12 @@ class _Checker:
     def _output(self) -> None:
         scope = _Scope(roots=frozenset({"inputs", "activities", "execution"}))
         for path, text in _strings(self.data.get("output"), ("output",)):
+            self._text(text, path, scope)
+
+    def _labels(self) -> None:
+        """Execution labels are rendered at start: they read `inputs` only."""
+        scope = _Scope(roots=frozenset({"inputs"}))
+        for path, text in _strings(self.data.get("labels"), ("labels",)):
             self._text(text, path, scope)
 
     def _continue_as_new(self) -> None:

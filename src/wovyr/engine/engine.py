@@ -25,6 +25,7 @@ from wovyr.activities.providers import CredentialResolver, Providers, StaticCred
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
+from wovyr.engine.attempts import attempt_entries
 from wovyr.engine.core.decide import decide, start_events
 from wovyr.engine.core.policy import MAX_RECOVERIES, RunActivity, children_to_cancel
 from wovyr.engine.core.state import (
@@ -42,6 +43,7 @@ from wovyr.engine.definitions import (
     Definitions,
     Lru,
 )
+from wovyr.engine.labels import check_labels, execution_labels
 from wovyr.engine.quotas import (
     SECONDS,
     QuotaCache,
@@ -53,6 +55,7 @@ from wovyr.engine.quotas import (
     set_quotas,
     start_debits,
 )
+from wovyr.engine.rerun import check_compatible, plan_rerun, reused_events
 from wovyr.engine.steps import make_step, timer_steps
 from wovyr.engine.views import ExecutionView, build_view, shown_events, status_filter
 from wovyr.errors import (
@@ -107,6 +110,7 @@ DEFAULT_TIMEOUT = 300.0  # seconds an attempt may take when its definition gives
 _T = TypeVar("_T")
 _MAX_RETRIES = 50
 _SOURCE_CACHE = 256
+_NAME_MATCHES = 50  # workflow names one name search lists executions of
 
 
 @dataclass(frozen=True)
@@ -311,10 +315,12 @@ class Engine(Definitions):
         parent_id: str | None = None,
         lease_owner: str | None = None,
         lease_seconds: float = 30.0,
+        labels: Mapping[str, str] | None = None,
     ) -> ExecutionRecord:
         """Start an execution of exactly one of `definition` (a model or YAML/JSON text),
         `path` (a file) or `name` (registered; `version`, else the latest); starting an id
-        that exists returns that execution unchanged. `submit` also tells which it was."""
+        that exists returns that execution unchanged. `submit` also tells which it was.
+        `labels`: added to (and overriding) the definition's rendered `labels`."""
         return self.submit(
             definition,
             input,
@@ -325,6 +331,7 @@ class Engine(Definitions):
             parent_id=parent_id,
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
+            labels=labels,
         ).record
 
     def submit(
@@ -340,6 +347,7 @@ class Engine(Definitions):
         parent_id: str | None = None,
         lease_owner: str | None = None,
         lease_seconds: float = 30.0,
+        labels: Mapping[str, str] | None = None,
     ) -> Started:
         """THE start path (every edge calls it): resolve what is named and check the id; an
         execution that has the id is returned as it is (its definition and inputs were fixed
@@ -353,9 +361,13 @@ class Engine(Definitions):
         if execution_id is not None:
             _check_id(execution_id)
         self.check_side_effects(workflow)
+        if labels:
+            labels = check_labels(labels)
         inputs = None
         if claim_id is not None:  # a claim is spent only on a valid start: inputs first
             inputs = self._checked("the input", resolve_inputs(workflow, input), "input")
+            if workflow.labels:  # and labels that render
+                execution_labels(workflow, inputs, labels)
             execution_id = claim_id()
         existing = self.store.load(execution_id, self.tenant) if execution_id else None
         if existing is not None:  # its definition and inputs were fixed when it started
@@ -370,6 +382,7 @@ class Engine(Definitions):
             parent_id=parent_id,
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
+            labels=labels,
         )
         audit = self.audit_entry(
             "execution.start",
@@ -437,14 +450,23 @@ class Engine(Definitions):
         lease_seconds: float,
         extra: dict[str, Any] | None = None,
         carried: builtins.list[Event] | None = None,
+        reused: builtins.list[Event] | None = None,
+        rerun_of: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> NewExecution:
         """A new execution of `workflow` on inputs already checked. `carried`: events that
         follow its start in its first step (the buffered signals a continued run takes
-        over); with them, it is the next run of a chain (its own debits, see below)."""
+        over); with them, it is the next run of a chain (its own debits, see below).
+        `reused`: the `ActivityReused` events of a rerun (of `rerun_of`), after its start.
+        `labels`: given at start, over the definition's rendered `labels`."""
         now = self.clock.now()
         exec_id = execution_id or new_id(now)
+        tags = execution_labels(workflow, inputs, labels) if workflow.labels or labels else {}
+        if tags:
+            extra = {**(extra or {}), "labels": tags}
         events = start_events(workflow, digest, inputs, now, parent_id=parent_id, extra=extra)
         events += carried or []
+        events += reused or []
         empty = ExecutionState(id=exec_id)
         state = fold(events, empty)
         if lease_owner is not None:
@@ -468,6 +490,8 @@ class Engine(Definitions):
             input=inputs,
             first_step=step,
             parent_id=parent_id,
+            rerun_of=rerun_of,
+            labels=tags,
             lease_owner=lease_owner,
             lease_until=now + timedelta(seconds=lease_seconds) if lease_owner else None,
             debits=continued_debits(quotas, now)
@@ -476,6 +500,89 @@ class Engine(Definitions):
             # a chain's next run replaces its last: the running count does not grow
             max_running=None if carried is not None else quotas.concurrent_executions,
         )
+
+    def rerun(
+        self,
+        execution_id: str,
+        *,
+        start_from: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        latest: bool = False,
+        new_id: str | None = None,
+    ) -> ExecutionRecord:
+        """Start a new execution that reruns the finished execution `execution_id` (of this
+        tenant: another tenant's is NotFound) on its inputs overlaid with `input`: the
+        results of the activities upstream of `start_from` that completed are recorded as
+        reused (`ActivityReused`, nothing runs for them) and the rest runs. On the
+        execution's pinned definition, or with `latest` on the newest registered version
+        of its workflow, when that can take the reused results (else Conflict, saying why;
+        see `wovyr.engine.rerun`). The new execution names the original (`rerun_of`)."""
+        record = self._load(execution_id)
+        if record.status not in (
+            ExecutionStatus.COMPLETED,
+            ExecutionStatus.FAILED,
+            ExecutionStatus.CANCELLED,
+        ):
+            raise Conflict(
+                f"execution {execution_id} is {record.shown_status}: only a completed, failed "
+                "or cancelled execution can be rerun",
+                hint="cancel it first" if record.status == ExecutionStatus.RUNNING else None,
+            )
+        if new_id is not None:
+            _check_id(new_id)
+        state = state_from_json(record.checkpoint or {})
+        pinned = self.definition(record.definition_hash)
+        plan = plan_rerun(pinned, state, start_from)
+        workflow, digest = pinned, record.definition_hash
+        if latest:
+            try:
+                workflow, digest = self.named(pinned.name)
+            except NotFound as exc:  # the execution exists: a 404 would say it does not
+                raise Conflict(
+                    f"cannot rerun on the latest definition: {exc.message}", hint=exc.hint
+                ) from None
+            if digest != record.definition_hash:
+                check_compatible(pinned, workflow, plan)
+        self.check_side_effects(workflow)
+        given = {**state.input, **dict(input or {})}
+        inputs = self._checked("the input", resolve_inputs(workflow, given), "input")
+        now = self.clock.now()
+        new = self._new_execution(
+            workflow,
+            digest,
+            inputs,
+            execution_id=new_id,
+            parent_id=None,
+            lease_owner=None,
+            lease_seconds=0.0,
+            extra={"rerun_of": {"id": record.id, "from": start_from}},
+            reused=reused_events(state, plan, record.id, now),
+            rerun_of=record.id,
+            labels={**(state.labels or {}), **execution_labels(workflow, inputs)},
+        )
+        audit = self.audit_entry(
+            "execution.rerun",
+            new.id,
+            {
+                "rerun_of": record.id,
+                "from": start_from,
+                "reused": list(plan.reused),
+                "definition_hash": digest,
+                "input": payload_digest(inputs),
+            },
+        )
+        created, started = self.store.create_execution(replace(new, audit=audit))
+        if not created:
+            raise Conflict(f"execution {new.id} exists already", hint="choose another id")
+        self.notify(new.id)
+        return started
+
+    def reruns(self, execution_id: str, limit: int = 50) -> builtins.list[str]:
+        """The ids of the executions that rerun `execution_id` (newest first)."""
+        page = self.store.list_executions(
+            ExecutionFilter(tenant=self.tenant, rerun_of=execution_id, limit=limit)
+        )
+        return [r.id for r in page.items]
 
     def continuation(self, after: ExecutionState, events: builtins.list[Event]) -> NewExecution:
         """The chain's next run, for the step that ends `after` with `ExecutionContinued`
@@ -501,6 +608,7 @@ class Engine(Definitions):
             lease_seconds=0.0,
             extra={"continued_from": after.id, "chain": chain},
             carried=carried,
+            labels={**(after.labels or {}), **execution_labels(workflow, ended.data["input"])},
         )
 
     def live(self, execution_id: str) -> ExecutionRecord:
@@ -907,7 +1015,10 @@ class Engine(Definitions):
         """The live state: appends no event and takes no lease. A run that continued as new
         answers with its chain's live (or last) run unless `follow` is False."""
         record = self.live(execution_id) if follow else self._load(execution_id)
-        return self._view(record, state_from_json(record.checkpoint or {}))
+        view = self._view(record, state_from_json(record.checkpoint or {}))
+        if view.finished:  # only a finished execution can have reruns: no read for the rest
+            view = replace(view, reruns=self.reruns(record.id))
+        return view
 
     def get(self, execution_id: str) -> ExecutionRecord:
         return self._load(execution_id)
@@ -922,25 +1033,41 @@ class Engine(Definitions):
         parent_id: str | None = None,
         limit: int = 50,
         cursor: tuple[datetime, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        id_prefix: str | None = None,
+        name: str | None = None,
     ) -> Page:
         """Executions newest first; pass `page.next_cursor` back for the next page. `status`
-        is the status shown (`waiting` and `running` are told apart by `waiting_on`)."""
+        is the status shown (`waiting` and `running` are told apart by `waiting_on`).
+        Search: `labels` (every one), `id_prefix` (ids starting so), `name` (workflow names
+        containing it, any case: the executions of each matching name walk that name's index,
+        and the store merges them into one page)."""
         if not 1 <= limit <= 1000:
             raise InputError([Problem("limit must be between 1 and 1000", path="limit")])
+        if id_prefix is not None and not (0 < len(id_prefix) <= 200):
+            raise InputError([Problem("an id prefix is 1-200 characters", path="id_prefix")])
         stored, waiting = status_filter(status)
-        return self.store.list_executions(
-            ExecutionFilter(
-                tenant=self.tenant,
-                workflow=workflow,
-                status=stored,
-                waiting=waiting,
-                created_after=created_after,
-                created_before=created_before,
-                parent_id=parent_id,
-                limit=limit,
-                cursor=cursor,
-            )
+        query = ExecutionFilter(
+            tenant=self.tenant,
+            workflow=workflow,
+            status=stored,
+            waiting=waiting,
+            created_after=created_after,
+            created_before=created_before,
+            parent_id=parent_id,
+            limit=limit,
+            cursor=cursor,
+            labels=tuple(check_labels(labels).items()) if labels else (),
+            id_prefix=id_prefix or None,
         )
+        if not name or workflow is not None:
+            return self.store.list_executions(query)
+        if len(name) > 200:
+            raise InputError([Problem("a name search is at most 200 characters", path="name")])
+        names = self.store.workflow_names(self.tenant, name, _NAME_MATCHES)
+        if not names:
+            return Page([])
+        return self.store.list_executions(replace(query, workflows=tuple(names)))
 
     def history(
         self,
@@ -956,6 +1083,17 @@ class Engine(Definitions):
         record = self.live(execution_id) if follow else self._load(execution_id)
         events = self.store.history(record.id, after_seq, limit, tenant=self.tenant)
         return shown_events(self.definition(record.definition_hash), events)
+
+    def logs(
+        self, execution_id: str, after_seq: int = 0, *, follow: bool = True
+    ) -> tuple[builtins.list[dict[str, Any]], int, bool]:
+        """The attempts of one run (a chain's live or last one unless `follow` is False)
+        that logged or failed, ended after `after_seq` (see `wovyr.engine.attempts`); with
+        the last seq read (pass it back to follow on) and whether the run has finished."""
+        record = self.live(execution_id) if follow else self._load(execution_id)
+        events = self.store.history(record.id, after_seq, tenant=self.tenant)
+        last = events[-1].seq if events else after_seq
+        return attempt_entries(events), last, record.status in ExecutionStatus.TERMINAL
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
         return build_view(self.definition(record.definition_hash), record, state)

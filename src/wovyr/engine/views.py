@@ -51,6 +51,10 @@ class ExecutionView:
     continued_from: str | None = None
     continued_as: str | None = None
     chain: dict[str, Any] | None = None
+    # reruns: the execution this one reruns ({id, from}) and the executions that rerun it
+    rerun_of: dict[str, Any] | None = None
+    reruns: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # set at start, for search
 
     @property
     def finished(self) -> bool:
@@ -85,6 +89,7 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
             "exhausted": a.exhausted,
             "skip_reason": a.skip_reason,
             "child": a.child,
+            "reused_from": a.reused_from,  # a rerun's activity: the run whose result it took
             "items": [
                 {k: item.get(k) for k in ("status", "attempt", "output", "error", "child")}
                 for item in a.items
@@ -114,6 +119,8 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         continued_from=state.continued_from,
         continued_as=state.continued_as,
         chain={"root": state.chain_root, "run": state.chain_run} if state.chain else None,
+        rerun_of=state.rerun_of,
+        labels=dict(state.labels or {}),
     )
 
 

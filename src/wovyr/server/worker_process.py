@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import logging.config
 import os
 import signal
 import sys
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr.activities.logs import log_config
 from wovyr.engine.engine import Engine
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
@@ -164,9 +166,9 @@ def main() -> int:
     config = WorkerConfig.from_json(os.environ[CONFIG_ENV])
     install_memtrace("worker", os.environ)  # opt-in debugging aid; nothing when unset
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    # WOVYR_LOG_FORMAT=json (inherited from the server): JSON lines with the ids of the
+    # execution, activity and attempt each concerns
+    logging.config.dictConfig(log_config(load_settings().log_format == "json"))
     # The protocol owns stdout: anything else printed there would break it.
     out, sys.stdout = sys.stdout, sys.stderr
     load_activity_modules(config.activities, entry_point_group=ENTRY_POINT_GROUP)

@@ -73,6 +73,7 @@ class ExecutionRecord:
     lease_until: datetime | None = None
     fence: int = 0
     checkpoint: dict[str, Any] | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)  # set at start, for search
 
     @property
     def key(self) -> tuple[str, str]:
@@ -184,6 +185,8 @@ class NewExecution:
     input: Any
     first_step: StepWrite
     parent_id: str | None = None
+    rerun_of: str | None = None  # the execution this one reruns (a rerun only)
+    labels: Mapping[str, str] = field(default_factory=dict)  # written only when there are any
     lease_owner: str | None = None
     lease_until: datetime | None = None
     # Quotas, checked and debited in the creating transaction, only when it creates: the
@@ -287,6 +290,12 @@ class ExecutionFilter:
     created_after: datetime | None = None
     created_before: datetime | None = None
     parent_id: str | None = None
+    rerun_of: str | None = None  # the reruns of that execution
+    # Search: executions with every one of these labels; whose id starts with `id_prefix`
+    labels: Sequence[tuple[str, str]] = ()
+    id_prefix: str | None = None
+    # executions of any of these workflows (a name search's matches); each walks its index
+    workflows: Sequence[str] | None = None
     limit: int = 50
     cursor: tuple[datetime, str] | None = None  # (created_at, id) of the last row seen
 

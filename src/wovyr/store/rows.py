@@ -138,7 +138,17 @@ def execution_record(row: Row, d: Dialect, *, with_checkpoint: bool) -> Executio
         lease_until=d.time_or_none(row["lease_until"]),
         fence=row["fence"],
         checkpoint=d.json(row["checkpoint"]) if with_checkpoint else None,
+        labels=_labels(row, d),
     )
+
+
+def _labels(row: Row, d: Dialect) -> dict[str, str]:
+    """The labels column, where the query reads it (lists and loads); else none."""
+    try:
+        value = row["labels"]
+    except (KeyError, IndexError):
+        return {}
+    return dict(d.json(value) or {}) if value is not None else {}
 
 
 def created_record(new: NewExecution) -> ExecutionRecord:
@@ -164,6 +174,7 @@ def created_record(new: NewExecution) -> ExecutionRecord:
         lease_until=new.lease_until,
         fence=1 if new.lease_owner else 0,
         checkpoint=step.checkpoint,
+        labels=dict(new.labels),
     )
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from wovyr.activities.base import ActivityContext, ActivityError
 from wovyr.activities.failures import handler_traceback
 from wovyr.activities.kinds import AwaitApproval, ChildStarted, Dispatch
+from wovyr.activities.logs import AttemptLog, bind
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
 from wovyr.activities.redact import scrub, secret_forms
@@ -105,6 +106,10 @@ class ExecutionRunner:
         self._ready.set()
 
     async def drive(self) -> None:
+        with bind(execution_id=self.execution_id, tenant=self.engine.tenant):
+            await self._drive()
+
+    async def _drive(self) -> None:
         try:
             if self._adopt:  # attempts recorded in the start commit are ours to run
                 for run in _running_attempts(self.definition, self.state):
@@ -286,9 +291,21 @@ class ExecutionRunner:
 
     async def _execute(self, run: RunActivity) -> Outcome:
         forms: list[str] = []
-        outcome = await self._attempt(run, forms)
+        log = AttemptLog()
+        with bind(
+            execution_id=self.execution_id,
+            activity_id=run.activity_id,
+            attempt=run.attempt,
+            tenant=self.engine.tenant,
+            forms=forms,
+            log=log,
+        ):
+            outcome = await self._attempt(run, forms, log)
         if forms and outcome.error is not None:  # an error never repeats a secret's value
             outcome = replace(outcome, error=scrub(outcome.error, forms))
+        lines = log.kept()
+        if lines:  # recorded with the attempt's result; nothing when it logged nothing
+            outcome = replace(outcome, logs=scrub(lines, forms) if forms else lines)
         return outcome
 
     async def _with_secrets(
@@ -335,7 +352,7 @@ class ExecutionRunner:
         given = substitute_secrets(template, run.input, values.__getitem__)
         return given, secret_forms(values.values())
 
-    async def _attempt(self, run: RunActivity, forms: list[str]) -> Outcome:
+    async def _attempt(self, run: RunActivity, forms: list[str], log: AttemptLog) -> Outcome:
         act = self.definition.activity(run.activity_id)
         spec: Activity | CompensateSpec = act
         if run.compensation:
@@ -351,6 +368,7 @@ class ExecutionRunner:
             attempt=run.attempt,
             workflow=self.definition.name,
             idempotency_key=f"{self.execution_id}/{name}{suffix}/{run.attempt}",
+            log=log,
         )
         self.stats.attempts += 1
         # every attempt has a deadline: the definition's, else the engine's default

@@ -153,7 +153,35 @@ def outcome_events(
     definition: Workflow, state: ExecutionState, run: RunActivity, outcome: Outcome, now: datetime
 ) -> list[Event]:
     """The events recording `outcome` of `run`; empty when the result must be refused
-    (the execution finished, or the attempt is no longer the current one)."""
+    (the execution finished, or the attempt is no longer the current one). The attempt's
+    log lines, if any, ride on its result event (`logs`: the state never holds them)."""
+    events = _outcome_events(definition, state, run, outcome, now)
+    if outcome.logs:
+        for i, event in enumerate(events):
+            if event.type in _LOGGED and event.data.get("activity") == run.activity_id:
+                events[i] = Event(event.type, event.at, {**event.data, "logs": outcome.logs})
+                break
+    return events
+
+
+# the events that end an attempt, one of which carries its log lines
+_LOGGED = frozenset(
+    {
+        EventType.ACTIVITY_COMPLETED,
+        EventType.ACTIVITY_FAILED,
+        EventType.ITEM_COMPLETED,
+        EventType.ITEM_FAILED,
+        EventType.ITERATION_COMPLETED,
+        EventType.ACTIVITY_COMPENSATED,
+        EventType.COMPENSATION_ATTEMPT_FAILED,
+        EventType.COMPENSATION_FAILED,
+    }
+)
+
+
+def _outcome_events(
+    definition: Workflow, state: ExecutionState, run: RunActivity, outcome: Outcome, now: datetime
+) -> list[Event]:
     if state.finished:
         return []
     act = definition.activity(run.activity_id)

@@ -61,6 +61,7 @@ class Outcome:
     child: str | None = None
     retry_after: float | None = None  # the delay the server asked for (429 `Retry-After`)
     suspend: dict[str, Any] | None = None  # the attempt waits for an approval (`wait` info)
+    logs: list[dict[str, Any]] | None = None  # the attempt's log lines (`ctx.log`, logging)
 
 
 def retry_policy(activity: Activity | CompensateSpec) -> RetryPolicy:

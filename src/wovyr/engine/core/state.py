@@ -76,6 +76,7 @@ class ActivityState:
     exhausted: bool = False  # a `repeat` ended by max_iterations with `until` still false
     # the sub-steps recorded so far (an `agent`'s model and tool calls), kept across attempts
     journal: tuple[dict[str, Any], ...] = ()
+    reused_from: str | None = None  # a rerun's activity whose result came from that run
 
 
 # ActivityState fields left out of the checkpoint while they hold their default, so that a
@@ -87,6 +88,7 @@ _UNLESS_SET = (
     "iterations",
     "exhausted",
     "journal",
+    "reused_from",
 )
 
 
@@ -119,6 +121,8 @@ class ExecutionState:
     chain: dict[str, Any] | None = None
     continued_from: str | None = None
     continued_as: str | None = None
+    rerun_of: dict[str, Any] | None = None  # a rerun's {id, from} (ExecutionStarted)
+    labels: dict[str, str] | None = None  # set at start, for search (ExecutionStarted)
 
     @property
     def chain_root(self) -> str:
@@ -139,7 +143,7 @@ class ExecutionState:
 
 
 # ExecutionState fields left out of the checkpoint while None (see _UNLESS_SET).
-_STATE_UNLESS_SET = ("chain", "continued_from", "continued_as")
+_STATE_UNLESS_SET = ("chain", "continued_from", "continued_as", "rerun_of", "labels")
 
 _T = TypeVar("_T", "ExecutionState", "ActivityState")
 
@@ -196,6 +200,8 @@ def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         depth=int(e.get("depth") or 0),
         chain=e.get("chain"),
         continued_from=e.get("continued_from"),
+        rerun_of=e.get("rerun_of"),
+        labels=e.get("labels"),
         created_at=at,
         status=ExecutionStatus.RUNNING,
         activities={aid: ActivityState() for aid in e.get("activities") or ()},
@@ -291,6 +297,25 @@ def _activity_completed(state: ExecutionState, e: Event, at: str) -> ExecutionSt
         finished_at=at,
         completion_order=state.completions,
         wait=None,
+    )
+
+
+def _activity_reused(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    """Completed with the result of the run this one reruns (nothing ran for it here)."""
+    state = replace(state, completions=state.completions + 1)
+    return _set_activity(
+        state,
+        e.data["activity"],
+        status=ActivityStatus.COMPLETED,
+        attempt=int(e.data["attempt"]),
+        input=e.get("input"),
+        output=e.get("output"),
+        error=None,
+        started_at=at,
+        finished_at=at,
+        completion_order=state.completions,
+        reused_from=e.get("execution"),
+        items=tuple(dict(i) for i in e.data["items"]) if "items" in e.data else None,
     )
 
 
@@ -638,6 +663,7 @@ _HANDLERS: dict[str, Any] = {
     EventType.ACTIVITY_SCHEDULED: _scheduled,
     EventType.ACTIVITY_STARTED: _activity_started,
     EventType.ACTIVITY_COMPLETED: _activity_completed,
+    EventType.ACTIVITY_REUSED: _activity_reused,
     EventType.ACTIVITY_FAILED: _activity_failed,
     EventType.ACTIVITY_SKIPPED: _skipped,
     EventType.TIMER_ARMED: _timer_armed,

@@ -65,6 +65,38 @@ class StartRequest(Strict):
     )
     input: dict[str, Any] = Field(default_factory=dict)
     id: str | None = Field(None, min_length=1, max_length=200, description="Execution id.")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels of the execution, for search (`GET ?label=k=v`), over the "
+        "definition's rendered `labels`: keys of 1-63 letters, digits, `_.-/`; values of at "
+        "most 200 characters; at most 32.",
+    )
+
+
+class RerunRequest(Strict):
+    """Rerun a finished execution as a new one (linked to it: `rerun_of`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    start_from: str | None = Field(
+        None,
+        alias="from",
+        min_length=1,
+        max_length=200,
+        description="Rerun from this activity: the results of the activities upstream of "
+        "it that completed are reused (recorded as `ActivityReused`, not run again). "
+        "Absent: the whole workflow runs again.",
+    )
+    input: dict[str, Any] = Field(
+        default_factory=dict, description="Inputs overriding the original execution's."
+    )
+    latest: bool = Field(
+        False,
+        description="On the newest registered version of the workflow instead of the "
+        "execution's own definition; 409, with the reason, when it cannot take the reused "
+        "results.",
+    )
+    id: str | None = Field(None, min_length=1, max_length=200, description="The new id.")
 
 
 class SignalRequest(Strict):
@@ -107,6 +139,7 @@ class ExecutionSummary(BaseModel):
     input: Payload
     output: Payload
     error: Payload
+    labels: dict[str, str] = Field(default_factory=dict, description="Set at start.")
 
 
 class ExecutionPage(BaseModel):
@@ -160,7 +193,29 @@ class ExecutionDetail(BaseModel):
         "signals, approvals, cancels and reads addressed to it reach the live run), and "
         "`run`, this run's number (ids: `<root>`, then `<root>~c<run>`)."
     )
+    rerun_of: dict[str, Any] | None = Field(
+        None,
+        description="A rerun: `id`, the execution it reruns, and `from`, the activity it "
+        "reruns from (null: all). Its activities with `reused_from` took their results "
+        "from that execution.",
+    )
+    reruns: list[str] = Field(
+        default_factory=list, description="The executions that rerun this one, newest first."
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Set at start.")
     timeline: list[EventOut] = Field(description="The newest events, oldest first.")
+
+
+class AttemptLogs(BaseModel):
+    items: list[dict[str, Any]] = Field(
+        description="The attempts that logged or failed, in history order: `seq`, `at`, "
+        "`activity`, `index` (an item's), `attempt`, `outcome` (`completed`, `failed`, "
+        "`retrying`, ...), `started_at`, `lines` ({at, level, logger, message}: what the "
+        "handler logged through `ctx.log` and its module's `logging`, secrets masked, at "
+        "most 200 lines), `error` ({type, message}) and `traceback`."
+    )
+    next_after_seq: int = Field(description="Pass as `after_seq` to read only newer ones.")
+    finished: bool = Field(description="The run has ended: no more will come.")
 
 
 class HistoryPage(BaseModel):

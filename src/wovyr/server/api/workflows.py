@@ -1,4 +1,5 @@
-"""`/api/v1/workflows`: start, list, inspect, history, live stream, signal, approve, cancel."""
+"""`/api/v1/workflows`: start, list, inspect, history, live stream, logs, signal, approve,
+cancel, rerun."""
 
 from __future__ import annotations
 
@@ -16,18 +17,21 @@ from fastapi.responses import StreamingResponse
 
 from wovyr.clock import utc
 from wovyr.engine.engine import Engine
+from wovyr.engine.labels import parse_label_pairs
 from wovyr.engine.streams import StreamCursor
 from wovyr.errors import NotFound, Problem
 from wovyr.ids import new_id
 from wovyr.platform.auth import Principal
 from wovyr.server.api.models import (
     ApproveRequest,
+    AttemptLogs,
     EventOut,
     ExecutionDetail,
     ExecutionPage,
     ExecutionSummary,
     HistoryPage,
     Payload,
+    RerunRequest,
     SignalRequest,
     StartRequest,
     Status,
@@ -77,6 +81,7 @@ def summary(r: ExecutionRecord) -> ExecutionSummary:
         input=payload(r.input),
         output=payload(r.output),
         error=payload(r.error),
+        labels=dict(r.labels),
     )
 
 
@@ -185,6 +190,7 @@ def start_workflow(
             version=body.version if body.workflow is not None else None,
             execution_id=body.id,
             claim_id=claim,
+            labels=body.labels or None,
         )
     except NotFound as exc:
         if body.workflow is None:
@@ -211,8 +217,30 @@ def list_workflows(
     created_before: datetime | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
+    label: Annotated[
+        list[str] | None,
+        Query(
+            max_length=300,
+            description="`key=value`: only executions with this label "
+            "(repeat for several: all of them).",
+        ),
+    ] = None,
+    id_prefix: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="Ids starting with it.")
+    ] = None,
+    name: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description="Workflow names containing it, any case (ignored with `workflow`).",
+        ),
+    ] = None,
 ) -> ExecutionPage:
     page = tenant_engine(ctx, principal).list(
+        labels=parse_label_pairs(label or [], "label") if label else None,
+        id_prefix=id_prefix,
+        name=name,
         workflow=workflow,
         status=status,
         created_after=utc(created_after) if created_after else None,
@@ -308,6 +336,22 @@ async def sse_response(
     )
 
 
+@router.get(
+    "/{execution_id}/logs", response_model=AttemptLogs, summary="Attempts' logs and tracebacks"
+)
+def get_logs(
+    execution_id: str,
+    ctx: Ctx,
+    principal: Viewer,
+    after_seq: Annotated[int, Query(ge=0, description="Only attempts ended after it.")] = 0,
+    follow: Annotated[bool, Query(description=_FOLLOW)] = True,
+) -> AttemptLogs:
+    items, last, finished = tenant_engine(ctx, principal).logs(
+        execution_id, after_seq, follow=follow
+    )
+    return AttemptLogs(items=items, next_after_seq=last, finished=finished)
+
+
 # --- steering --------------------------------------------------------------------------------
 
 
@@ -346,3 +390,27 @@ def cancel_workflow(
     engine = tenant_engine(ctx, principal)
     engine.cancel(execution_id, reason=reason, by=principal.actor)
     return detail(engine, execution_id)
+
+
+@router.post(
+    "/{execution_id}/rerun",
+    status_code=201,
+    response_model=ExecutionDetail,
+    summary="Rerun as a new execution",
+    description="Starts a new execution linked to this finished one (`rerun_of`); 409 when "
+    "it still runs, or (with `latest`) when the newest definition cannot take the reused "
+    "results, with the reason.",
+)
+def rerun_workflow(
+    execution_id: str, body: RerunRequest, response: Response, ctx: Ctx, principal: Operator
+) -> ExecutionDetail:
+    engine = tenant_engine(ctx, principal)
+    record = engine.rerun(
+        execution_id,
+        start_from=body.start_from,
+        input=body.input,
+        latest=body.latest,
+        new_id=body.id,
+    )
+    response.headers["Location"] = f"{router.prefix}/{record.id}"
+    return detail(engine, record.id, follow=False)

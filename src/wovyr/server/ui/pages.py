@@ -17,7 +17,8 @@ from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.failures import tracebacks_in, without_tracebacks
 from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.engine import Engine, ExecutionView
-from wovyr.errors import WovyrError
+from wovyr.engine.labels import parse_label_pairs
+from wovyr.errors import InputError, WovyrError
 from wovyr.server.ui.dag import DagLayout, layout_dag, render_svg
 from wovyr.server.ui.present import (
     WAIT_KINDS,
@@ -61,6 +62,11 @@ class ListFilters:
     limit: int = 50
     cursor: tuple[datetime, str] | None = None
     errors: tuple[str, ...] = ()
+    # search: workflow names containing `name` (any case), ids starting with `id`, labels
+    name: str = ""
+    id: str = ""
+    label: str = ""  # `key=value` pairs, space separated (all must match)
+    labels: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, query: Mapping[str, str]) -> ListFilters:
@@ -97,7 +103,18 @@ class ListFilters:
                 errors.append("after: not a page cursor from this list")
             else:
                 cursor = (at, last_id)
+        label = (query.get("label") or "").strip()[:1000]
+        labels: tuple[tuple[str, str], ...] = ()
+        if label:
+            try:
+                labels = tuple(parse_label_pairs(label.split(), "label").items())
+            except InputError as exc:
+                errors.append(f"label: {exc}")
         return cls(
+            name=(query.get("name") or "").strip()[:128],
+            id=(query.get("id") or "").strip()[:128],
+            label=label,
+            labels=labels,
             workflow=(query.get("workflow") or "").strip()[:128],
             status=status,
             created_from=when("created_from"),
@@ -113,6 +130,9 @@ class ListFilters:
         one is given, so filter links always start from the first page."""
         values: dict[str, Any] = {
             "workflow": self.workflow,
+            "name": self.name,
+            "id": self.id,
+            "label": self.label,
             "status": self.status,
             "created_from": _form_time(self.created_from),
             "created_to": _form_time(self.created_to),
@@ -173,6 +193,9 @@ def find_executions(engine: Engine, filters: ListFilters) -> Found:
     def fetch(limit: int, cursor: tuple[datetime, str] | None) -> Any:
         return engine.list(
             workflow=filters.workflow or None,
+            name=filters.name or None,
+            id_prefix=filters.id or None,
+            labels=dict(filters.labels) or None,
             status=status,
             created_after=filters.created_from,
             created_before=filters.created_to,
@@ -209,6 +232,9 @@ def status_counts(engine: Engine, filters: ListFilters) -> dict[str, str]:
     for status in LIST_STATUSES:
         page = engine.list(
             workflow=filters.workflow or None,
+            name=filters.name or None,
+            id_prefix=filters.id or None,
+            labels=dict(filters.labels) or None,
             status=status,
             created_after=filters.created_from,
             created_before=filters.created_to,
@@ -241,6 +267,7 @@ def list_rows(engine: Engine, items: list[ExecutionRecord], now: datetime) -> li
                 "created_at": record.created_at,
                 "updated_at": record.updated_at,
                 "parent_id": record.parent_id,
+                "labels": sorted(record.labels.items()),
             }
         )
     return rows
@@ -353,6 +380,9 @@ def execution_page(
     view = engine.query(execution_id, follow=False)
     workflow = engine.definition(view.definition_hash)
     rows = _activity_rows(view, workflow, now)
+    attempts, _, _ = engine.logs(execution_id, follow=False)
+    for row in rows:  # each activity's attempts that logged (tracebacks are shown already)
+        row["logs"] = [a for a in attempts if a["activity"] == row["id"] and a["lines"]]
     layout = _layout(view.definition_hash, workflow)
     svg = Markup(render_svg(layout, {r["id"]: r for r in rows}, link_prefix="#act-"))
     total = view.event_count

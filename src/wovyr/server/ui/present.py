@@ -229,7 +229,8 @@ _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
     EventType.EXECUTION_STARTED: lambda d: (
         "lifecycle",
         f"started {d.get('workflow')} v{d.get('version')}"
-        + (f", continuing {d['continued_from']}" if d.get("continued_from") else ""),
+        + (f", continuing {d['continued_from']}" if d.get("continued_from") else "")
+        + (f", rerunning {d['rerun_of'].get('id')}" if d.get("rerun_of") else ""),
     ),
     EventType.EXECUTION_COMPLETED: lambda d: ("lifecycle", "execution completed"),
     EventType.EXECUTION_CONTINUED: lambda d: (
@@ -254,6 +255,10 @@ _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
         "attempt",
         f"{d.get('activity')} completed"
         + (f" (signal {d['signal']} consumed)" if d.get("signal") else ""),
+    ),
+    EventType.ACTIVITY_REUSED: lambda d: (
+        "attempt",
+        f"{d.get('activity')} reused the result of {d.get('execution')} (not run again)",
     ),
     EventType.ACTIVITY_FAILED: _failed,
     EventType.ACTIVITY_SKIPPED: lambda d: (

@@ -51,6 +51,7 @@ NOTICES = {
     "rejected": "Rejected.",
     "signalled": "Signal sent.",
     "cancelled": "Cancellation recorded.",
+    "rerun": "Rerun started.",
 }
 
 
@@ -168,7 +169,7 @@ class UiRoutes:
         r.add_api_route("/ui/executions/{execution_id}", self.execution, methods=["GET"])
         r.add_api_route("/ui/executions/{execution_id}/live", self.live, methods=["GET"])
         r.add_api_route("/ui/executions/{execution_id}/stream", self.stream, methods=["GET"])
-        for action in ("signal", "approve", "cancel"):
+        for action in ("signal", "approve", "cancel", "rerun"):
             r.add_api_route(
                 f"/ui/executions/{{execution_id}}/{action}",
                 self.action_handler(action),
@@ -397,6 +398,9 @@ class UiRoutes:
                     form=form,
                 )
             )
+        if notice.startswith("rerun:"):  # to the new execution's page
+            started = quote(notice.removeprefix("rerun:"), safe=":")
+            return redirect(f"{self.base(request)}/executions/{started}?notice=rerun")
         return redirect(f"{page}?notice={notice}")
 
 
@@ -413,8 +417,13 @@ def _action_status(exc: Exception) -> int:
 def perform(
     engine: Engine, session: Session, execution_id: str, action: str, form: dict[str, str]
 ) -> str:
-    """Carry out one action; returns the notice code for the redirect."""
+    """Carry out one action; returns the notice code for the redirect (`rerun:<id>` for a
+    rerun: its page is the new execution's)."""
     by = session.actor or session.key_id
+    if action == "rerun":
+        start_from = form.get("from", "").strip() or None
+        record = engine.rerun(execution_id, start_from=start_from, latest=bool(form.get("latest")))
+        return f"rerun:{record.id}"
     if action == "approve":
         activity = form.get("activity", "").strip()
         decision = form.get("decision", "")

@@ -63,6 +63,7 @@ class MemoryStore(
         # Executions, their events and timers by (tenant, id): ids are per tenant.
         self._executions: dict[ExecutionKey, ExecutionRecord] = {}
         self._events: dict[ExecutionKey, list[EventRecord]] = {}
+        self._rerun_of: dict[ExecutionKey, str] = {}  # a rerun -> the execution it reruns
         self._timers: dict[tuple[str, str, str], datetime] = {}  # (tenant, id, timer)
         self._schedules: dict[tuple[str, str], ScheduleRecord] = {}  # (tenant, id)
         self._registered: list[DefinitionRecord] = []  # in the order applied
@@ -131,8 +132,11 @@ class MemoryStore(
             lease_until=new.lease_until,
             fence=1 if new.lease_owner else 0,
             checkpoint={},
+            labels=dict(new.labels),
         )
         self._events[key] = []
+        if new.rerun_of is not None:
+            self._rerun_of[key] = new.rerun_of
         self._apply(step, encoded, key)
         self._append_audit(new.audit)
         self.commits += 1
@@ -238,6 +242,10 @@ class MemoryStore(
                 and (query.status is None or r.status == query.status)
                 and (query.waiting is None or bool(r.waiting_on) == query.waiting)
                 and (query.parent_id is None or r.parent_id == query.parent_id)
+                and (query.rerun_of is None or self._rerun_of.get(r.key) == query.rerun_of)
+                and (query.id_prefix is None or r.id.startswith(query.id_prefix))
+                and (query.workflows is None or r.workflow in query.workflows)
+                and all(r.labels.get(k) == v for k, v in query.labels)
                 and (query.created_after is None or r.created_at >= query.created_after)
                 and (query.created_before is None or r.created_at < query.created_before)
                 and (query.cursor is None or (r.created_at, r.id) < query.cursor)
@@ -246,6 +254,12 @@ class MemoryStore(
         items = rows[: query.limit]
         more = len(rows) > query.limit
         return Page(items, (items[-1].created_at, items[-1].id) if more and items else None)
+
+    def workflow_names(self, tenant: str, contains: str, limit: int = 50) -> list[str]:
+        needle = contains.lower()
+        with self._lock:
+            names = {d.name for (t, _), d in self._definitions.items() if t == tenant}
+        return sorted(n for n in names if needle in n.lower())[:limit]
 
     def history(
         self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str

@@ -21,14 +21,15 @@ WITH created AS (
     INSERT INTO executions (
         id, tenant, workflow, version, definition_hash, status, created_at, updated_at,
         parent_id, seq, ready, lease_owner, lease_until, fence, shard, waiting_on,
-        input, output, error, checkpoint)
+        input, output, error, checkpoint, rerun_of, labels)
     VALUES (
         %(id)s, %(tenant)s, %(workflow)s, %(version)s, %(definition_hash)s, %(status)s,
         %(created_at)s, %(updated_at)s, %(parent_id)s,
         cardinality(%(ev_type)b::text[]), %(ready)s, %(lease_owner)s,
         COALESCE(now() + %(lease_for)s::interval, %(lease_until)s::timestamptz),
         %(fence)s, %(shard)s, %(waiting_on)s,
-        %(input)s::json, %(output)s::json, %(error)s::json, %(checkpoint)s::json)
+        %(input)s::json, %(output)s::json, %(error)s::json, %(checkpoint)s::json,
+        %(rerun_of)s::text, %(labels)s::jsonb)
     ON CONFLICT (tenant, id) DO NOTHING
     RETURNING id, tenant, workflow, version, definition_hash, status, created_at, updated_at,
         seq, parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until,
@@ -44,6 +45,11 @@ WITH created AS (
     SELECT created.tenant, created.id, t.timer_id, t.fire_at
     FROM created, unnest(%(armed_id)b::text[], %(armed_at)b::timestamptz[]) AS t(timer_id, fire_at)
     ON CONFLICT (tenant, execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
+), labelled AS (
+    -- one search row per label (none without labels: jsonb_each_text(NULL) has no rows)
+    INSERT INTO execution_labels (tenant, key, value, created_at, execution_id)
+    SELECT created.tenant, l.key, l.value, created.created_at, created.id
+    FROM created, jsonb_each_text(%(labels)s::jsonb) AS l(key, value)
 )
 -- The new row (no row: the tenant had the id), announced when it can be claimed.
 SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
@@ -103,28 +109,92 @@ SELECT seq, fence FROM executions WHERE tenant = %(tenant)s AND id = %(id)s;
 -- name: load
 SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
        parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
-       checkpoint
+       checkpoint, labels
 FROM executions
 WHERE tenant = %(tenant)s AND id = %(id)s;
 
 -- name: list_executions
 -- Keyset pagination on (created_at, id) DESC; run unprepared so that the indexes
 -- executions_by_{created,status,workflow} (and executions_waiting) serve the filters actually
--- given.
+-- given, and the primary key (tenant, id) an id prefix (a range, checked by starts_with).
 SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
        parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
-       NULL::json AS checkpoint
+       labels, NULL::json AS checkpoint
 FROM executions
 WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(waiting)s::boolean IS NULL OR (waiting_on IS NOT NULL) = %(waiting)s::boolean)
   AND (%(parent_id)s::text IS NULL OR parent_id = %(parent_id)s::text)
+  AND (%(rerun_of)s::text IS NULL OR rerun_of = %(rerun_of)s::text)
+  AND (%(id_prefix)s::text IS NULL OR (id >= %(id_prefix)s::text AND id < %(id_upto)s::text
+       AND starts_with(id, %(id_prefix)s::text)))
   AND (%(created_after)s::timestamptz IS NULL OR created_at >= %(created_after)s::timestamptz)
   AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s::timestamptz)
   AND (%(cursor_at)s::timestamptz IS NULL
        OR (created_at, id) < (%(cursor_at)s::timestamptz, %(cursor_id)s::text))
 ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: list_by_label
+-- A page of the executions with a label: walks that label's rows of execution_labels
+-- (primary key order: newest first) and checks the other filters on each execution (the
+-- other labels on its labels column).
+SELECT e.id, e.tenant, e.workflow, e.version, e.definition_hash, e.status, e.created_at,
+       e.updated_at, e.seq, e.parent_id, e.waiting_on, e.input, e.output, e.error, e.ready,
+       e.lease_owner, e.lease_until, e.fence, e.labels, NULL::json AS checkpoint
+FROM execution_labels l
+JOIN executions e ON e.tenant = l.tenant AND e.id = l.execution_id
+WHERE (%(tenant)s::text IS NULL OR l.tenant = %(tenant)s::text)
+  AND l.key = %(label_key)s::text AND l.value = %(label_value)s::text
+  AND (%(more_labels)s::jsonb IS NULL OR e.labels @> %(more_labels)s::jsonb)
+  AND (%(workflow)s::text IS NULL OR e.workflow = %(workflow)s::text)
+  AND (%(workflows)s::text[] IS NULL OR e.workflow = ANY(%(workflows)s::text[]))
+  AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
+  AND (%(waiting)s::boolean IS NULL OR (e.waiting_on IS NOT NULL) = %(waiting)s::boolean)
+  AND (%(parent_id)s::text IS NULL OR e.parent_id = %(parent_id)s::text)
+  AND (%(rerun_of)s::text IS NULL OR e.rerun_of = %(rerun_of)s::text)
+  AND (%(id_prefix)s::text IS NULL OR starts_with(e.id, %(id_prefix)s::text))
+  AND (%(created_after)s::timestamptz IS NULL OR l.created_at >= %(created_after)s::timestamptz)
+  AND (%(created_before)s::timestamptz IS NULL OR l.created_at < %(created_before)s::timestamptz)
+  AND (%(cursor_at)s::timestamptz IS NULL
+       OR (l.created_at, l.execution_id) < (%(cursor_at)s::timestamptz, %(cursor_id)s::text))
+ORDER BY l.created_at DESC, l.execution_id DESC
+LIMIT %(limit)s;
+
+-- name: list_by_workflows
+-- A page of the executions of any of several workflows (a name search's matches): one page
+-- of each from its executions_by_workflow range (LATERAL), merged.
+SELECT e.* FROM unnest(%(workflows)s::text[]) AS w(name)
+CROSS JOIN LATERAL (
+    SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at,
+           seq, parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until,
+           fence, labels, NULL::json AS checkpoint
+    FROM executions
+    WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+      AND workflow = w.name
+      AND (%(status)s::text IS NULL OR status = %(status)s::text)
+      AND (%(waiting)s::boolean IS NULL OR (waiting_on IS NOT NULL) = %(waiting)s::boolean)
+      AND (%(parent_id)s::text IS NULL OR parent_id = %(parent_id)s::text)
+      AND (%(rerun_of)s::text IS NULL OR rerun_of = %(rerun_of)s::text)
+      AND (%(id_prefix)s::text IS NULL OR starts_with(id, %(id_prefix)s::text))
+      AND (%(created_after)s::timestamptz IS NULL
+           OR created_at >= %(created_after)s::timestamptz)
+      AND (%(created_before)s::timestamptz IS NULL
+           OR created_at < %(created_before)s::timestamptz)
+      AND (%(cursor_at)s::timestamptz IS NULL
+           OR (created_at, id) < (%(cursor_at)s::timestamptz, %(cursor_id)s::text))
+    ORDER BY created_at DESC, id DESC
+    LIMIT %(limit)s
+) e
+ORDER BY e.created_at DESC, e.id DESC
+LIMIT %(limit)s;
+
+-- name: workflow_names
+-- The workflow names of a tenant's stored definitions containing a text (any case).
+SELECT DISTINCT name FROM definitions
+WHERE tenant = %(tenant)s AND strpos(lower(name), %(contains)s) > 0
+ORDER BY name
 LIMIT %(limit)s;
 
 -- name: history

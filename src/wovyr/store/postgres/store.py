@@ -394,6 +394,8 @@ class PostgresStore(
             "definition_hash": new.definition_hash,
             "created_at": new.created_at,
             "parent_id": new.parent_id,
+            "rerun_of": new.rerun_of,
+            "labels": dumps(dict(new.labels)) if new.labels else None,
             "lease_owner": new.lease_owner,
             "lease_until": new.lease_until if new.lease_owner else None,
             "lease_for": lease_for,
@@ -523,19 +525,38 @@ class PostgresStore(
             "status": query.status,
             "waiting": query.waiting,
             "parent_id": query.parent_id,
+            "rerun_of": query.rerun_of,
+            "id_prefix": query.id_prefix or None,
+            "id_upto": (query.id_prefix + "\U0010ffff") if query.id_prefix else None,
+            "workflows": list(query.workflows) if query.workflows is not None else None,
             "created_after": query.created_after,
             "created_before": query.created_before,
             "cursor_at": query.cursor[0] if query.cursor else None,
             "cursor_id": query.cursor[1] if query.cursor else None,
             "limit": query.limit + 1,
         }
+        name = "list_executions"
+        if query.labels:  # walk the first label's index rows; check the others per row
+            (key, value), *others = query.labels
+            params.update(
+                label_key=key,
+                label_value=value,
+                more_labels=dumps(dict(others)) if others else None,
+            )
+            name = "list_by_label"
+        elif query.workflows is not None:
+            name = "list_by_workflows"
         # Unprepared: planned with the values given, so the NULL filters fold away and the
         # index matching the filters actually used serves the page.
-        rows = self._read("list_executions", params, prepare=False, named=True)
+        rows = self._read(name, params, prepare=False, named=True)
         records = [execution_record(r, POSTGRES, with_checkpoint=False) for r in rows]
         items = records[: query.limit]
         more = len(records) > query.limit
         return Page(items, (items[-1].created_at, items[-1].id) if more and items else None)
+
+    def workflow_names(self, tenant: str, contains: str, limit: int = 50) -> list[str]:
+        params = {"tenant": tenant, "contains": contains.lower(), "limit": limit}
+        return [str(r["name"]) for r in self._read("workflow_names", params, named=True)]
 
     def history(
         self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str

@@ -12,6 +12,7 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import cache
 from importlib import resources
@@ -60,7 +61,8 @@ __all__ = ["SQLiteStore"]
 
 _SUMMARY_COLUMNS = (
     "id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq, "
-    "parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence"
+    "parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence, "
+    "labels"
 )
 
 
@@ -322,8 +324,8 @@ class SQLiteStore(
         cur = conn.execute(
             "INSERT OR IGNORE INTO executions (id, tenant, workflow, version, definition_hash,"
             " status, created_at, updated_at, parent_id, seq, ready, lease_owner, lease_until,"
-            " fence, waiting_on, input, output, error, checkpoint, shard)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " fence, waiting_on, input, output, error, checkpoint, shard, rerun_of, labels)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 new.id,
                 new.tenant,
@@ -345,9 +347,18 @@ class SQLiteStore(
                 dumps(step.error),
                 dumps(step.checkpoint),
                 stable_shard(new.id),
+                new.rerun_of,
+                dumps(dict(new.labels)) if new.labels else None,
             ),
         )
         created = cur.rowcount == 1
+        if created and new.labels:  # one index row per label; none for the rest
+            at = to_micros(new.created_at)
+            conn.executemany(
+                "INSERT INTO execution_labels (tenant, key, value, created_at, execution_id)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(new.tenant, k, v, at, new.id) for k, v in new.labels.items()],
+            )
         if created:
             if new.debits or new.max_running is not None:
                 self._check_start(conn, new)
@@ -455,41 +466,22 @@ class SQLiteStore(
         return execution_record(rows[0], SQLITE, with_checkpoint=True) if rows else None
 
     def list_executions(self, query: ExecutionFilter) -> Page:
-        where: list[str] = []
-        params: list[Any] = []
-        waiting = query.status == "running" and query.waiting
-        for column, value in (
-            ("tenant", query.tenant),
-            ("workflow", query.workflow),
-            ("status", None if waiting else query.status),
-            ("parent_id", query.parent_id),
-        ):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        if waiting:  # spelt as the partial index executions_waiting is, so that it serves
-            where.append("status = 'running' AND waiting_on IS NOT NULL")
-        elif query.waiting is not None:
-            where.append("waiting_on IS NOT NULL" if query.waiting else "waiting_on IS NULL")
-        if query.created_after is not None:
-            where.append("created_at >= ?")
-            params.append(to_micros(query.created_after))
-        if query.created_before is not None:
-            where.append("created_at < ?")
-            params.append(to_micros(query.created_before))
-        if query.cursor is not None:
-            where.append("(created_at, id) < (?, ?)")
-            params += [to_micros(query.cursor[0]), query.cursor[1]]
-        sql = f"SELECT {_SUMMARY_COLUMNS} FROM executions"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
-        params.append(query.limit + 1)
+        sql, params = _list_sql(query)
         rows = [execution_record(r, SQLITE, with_checkpoint=False) for r in self._read(sql, params)]
         more = len(rows) > query.limit
         items = rows[: query.limit]
         cursor = (items[-1].created_at, items[-1].id) if more and items else None
         return Page(items=items, next_cursor=cursor)
+
+    def workflow_names(self, tenant: str, contains: str, limit: int = 50) -> list[str]:
+        """The workflow names of `tenant`'s stored definitions that contain `contains`
+        (case-insensitive), by name: the definitions table, not the executions."""
+        rows = self._read(
+            "SELECT DISTINCT name FROM definitions WHERE tenant = ? AND instr(lower(name), ?) > 0"
+            " ORDER BY name LIMIT ?",
+            (tenant, contains.lower(), limit),
+        )
+        return [str(r[0]) for r in rows]
 
     def history(
         self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
@@ -659,6 +651,82 @@ class SQLiteStore(
 
 class _Rollback(Exception):
     """Undo an atomic batch (caught in `commit`)."""
+
+
+def _list_sql(query: ExecutionFilter) -> tuple[str, list[Any]]:
+    """The page query of `list_executions`. With labels it walks the first label's rows in
+    execution_labels (its key is the order of a page) and checks the others on the
+    execution's labels; otherwise the executions index that matches the filters. Several
+    `workflows`: one page of each (each on executions_by_workflow), merged in SQL."""
+    if query.workflows is not None and not query.labels:
+        parts: list[str] = []
+        values: list[Any] = []
+        for name in query.workflows:
+            sql, more = _list_sql(replace(query, workflows=None, workflow=name))
+            parts.append(f"SELECT * FROM ({sql})")
+            values += more
+        if not parts:
+            return f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE 0", []
+        union = " UNION ALL ".join(parts)
+        return f"{union} ORDER BY created_at DESC, id DESC LIMIT ?", [*values, query.limit + 1]
+    where: list[str] = []
+    params: list[Any] = []
+    e = "e." if query.labels else ""
+    waiting = query.status == "running" and query.waiting
+    for column, value in (
+        ("tenant", query.tenant),
+        ("workflow", query.workflow),
+        ("status", None if waiting else query.status),
+        ("parent_id", query.parent_id),
+        ("rerun_of", query.rerun_of),
+    ):
+        if value is not None:
+            where.append(f"{e}{column} = ?")
+            params.append(value)
+    if waiting:  # spelt as the partial index executions_waiting is, so that it serves
+        where.append(f"{e}status = 'running' AND {e}waiting_on IS NOT NULL")
+    elif query.waiting is not None:
+        where.append(f"{e}waiting_on IS {'NOT ' if query.waiting else ''}NULL")
+    if query.workflows is not None:  # with labels: checked on each row the label walks
+        where.append(f"{e}workflow IN ({', '.join('?' * len(query.workflows)) or 'NULL'})")
+        params += list(query.workflows)
+    if query.id_prefix:  # a range of the primary key (tenant, id); ids compare as bytes
+        where.append(f"{e}id >= ? AND {e}id < ?")
+        params += [query.id_prefix, query.id_prefix + "\U0010ffff"]
+    if query.created_after is not None:
+        where.append(f"{e}created_at >= ?")
+        params.append(to_micros(query.created_after))
+    if query.created_before is not None:
+        where.append(f"{e}created_at < ?")
+        params.append(to_micros(query.created_before))
+    source = "executions"
+    order = "created_at DESC, id DESC"
+    columns = _SUMMARY_COLUMNS
+    if query.labels:
+        (key, value), *others = query.labels
+        source = (
+            "execution_labels l JOIN executions e ON e.tenant = l.tenant AND e.id = l.execution_id"
+        )
+        where.append("l.tenant = e.tenant AND l.key = ? AND l.value = ?")
+        params += [key, value]
+        if query.tenant is not None:
+            where.append("l.tenant = ?")
+            params.append(query.tenant)
+        for other_key, other_value in others:
+            where.append("json_extract(e.labels, ?) = ?")
+            params += [f'$."{other_key}"', other_value]
+        order = "l.created_at DESC, l.execution_id DESC"
+        columns = ", ".join(f"e.{c.strip()}" for c in _SUMMARY_COLUMNS.split(","))
+    if query.cursor is not None:
+        at, ident = ("l.created_at", "l.execution_id") if query.labels else ("created_at", "id")
+        where.append(f"({at}, {ident}) < (?, ?)")
+        params += [to_micros(query.cursor[0]), query.cursor[1]]
+    sql = f"SELECT {columns} FROM {source}"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += f" ORDER BY {order} LIMIT ?"
+    params.append(query.limit + 1)
+    return sql, params
 
 
 def _split_sql(script: str) -> list[str]:

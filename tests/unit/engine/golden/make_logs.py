@@ -172,6 +172,16 @@ AGENT_APPROVAL = wf(
 )
 
 
+RERUN = wf(
+    """
+    activities:
+      - {id: first, tool: ok, with: {v: 1}}
+      - {id: second, needs: [first], tool: bad, retry: {max_attempts: 1}}
+    """,
+    name="rerun",
+)
+
+
 def _agent_script() -> list[Any]:
     from tests.llm_server import text, tool_calls
 
@@ -286,6 +296,11 @@ def _scenarios(providers: Any) -> dict[str, Any]:
     engine.approve("agent_approval", "think", True, by="ada")
     drain(engine)
     engine.approve("agent_approval", "think", False, by="bob", comment="no")
+    drain(engine)
+
+    ids["rerun_of"] = engine.start(RERUN, execution_id="rerun_of").id
+    drain(engine)  # fails at `second`: its rerun from there reuses `first`
+    ids["rerun"] = engine.rerun("rerun_of", start_from="second", new_id="rerun").id
     drain(engine)
 
     every = [r.id for r in engine.list(limit=1000).items]

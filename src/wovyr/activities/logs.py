@@ -1,0 +1,238 @@
+"""Logs of activity attempts, and the ids on every log line.
+
+- `AttemptLog` (`ctx.log` in a handler): the lines one attempt keeps, size-capped. What a
+  handler writes through it is kept at every level; what the standard `logging` of the
+  handler's own module emits while the attempt runs is kept too (at the level logging lets
+  through: the logger's effective level). The worker scrubs resolved secret values from
+  them and records them with the attempt's result event (`logs`), so they are read back
+  with the history, never from a separate file.
+- `attempt_ids` / `bind`: the execution, activity and attempt the code running now works
+  for (a context variable: it follows tasks and `asyncio.to_thread`), which `JsonLines`
+  writes on every line (`WOVYR_LOG_FORMAT=json`), with the attempt's secret values masked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from wovyr.activities.redact import MASK
+
+__all__ = [
+    "MAX_LINES",
+    "MAX_LINE_CHARS",
+    "MAX_LOG_CHARS",
+    "AttemptLog",
+    "Bound",
+    "JsonLines",
+    "attempt_ids",
+    "bind",
+    "capture",
+    "log_config",
+]
+
+MAX_LINES = 200  # lines one attempt keeps (later ones are counted, not kept)
+MAX_LINE_CHARS = 2_000  # a longer message is cut
+MAX_LOG_CHARS = 32_000  # all lines of one attempt together
+
+
+@dataclass
+class AttemptLog:
+    """The log lines of one attempt: `ctx.log.info("charged %s", amount)`."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0
+    _chars: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, level: str, message: str, logger: str = "ctx", at: float | None = None) -> None:
+        """Keep one line (or count it as dropped past the caps)."""
+        text = message if len(message) <= MAX_LINE_CHARS else message[:MAX_LINE_CHARS] + "…"
+        when = datetime.fromtimestamp(time.time() if at is None else at, UTC)
+        with self._lock:
+            if len(self.lines) >= MAX_LINES or self._chars + len(text) > MAX_LOG_CHARS:
+                self.dropped += 1
+                return
+            self._chars += len(text)
+            self.lines.append(
+                {"at": when.isoformat(), "level": level, "logger": logger, "message": text}
+            )
+
+    def _log(self, level: str, message: object, args: tuple[Any, ...]) -> None:
+        text = str(message)
+        if args:
+            try:
+                text = text % args
+            except (TypeError, ValueError):
+                text = " ".join([text, *map(str, args)])
+        self.add(level, text)
+
+    def debug(self, message: object, *args: Any) -> None:
+        self._log("debug", message, args)
+
+    def info(self, message: object, *args: Any) -> None:
+        self._log("info", message, args)
+
+    def warning(self, message: object, *args: Any) -> None:
+        self._log("warning", message, args)
+
+    def error(self, message: object, *args: Any) -> None:
+        self._log("error", message, args)
+
+    def __call__(self, message: object, *args: Any) -> None:
+        """`ctx.log("text")`: an info line."""
+        self._log("info", message, args)
+
+    def kept(self) -> list[dict[str, Any]]:
+        """The lines to record: those kept, and a last one saying how many were dropped."""
+        with self._lock:
+            out = list(self.lines)
+            if self.dropped:
+                out.append(
+                    {
+                        "at": out[-1]["at"] if out else datetime.now(UTC).isoformat(),
+                        "level": "warning",
+                        "logger": "wovyr",
+                        "message": f"{self.dropped} more log lines dropped (the cap is "
+                        f"{MAX_LINES} lines, {MAX_LOG_CHARS} characters per attempt)",
+                    }
+                )
+        return out
+
+
+# --- which attempt the running code works for ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The ids the code running now works for, and the secret values it must not show."""
+
+    execution_id: str | None = None
+    activity_id: str | None = None
+    attempt: int | None = None
+    tenant: str | None = None
+    forms: Sequence[str] = ()  # (the attempt's own list: secrets resolved later show up)
+    log: AttemptLog | None = None  # where this attempt's lines go
+    modules: tuple[str, ...] = ()  # loggers (and their children) kept in `log`
+
+
+_BOUND: contextvars.ContextVar[Bound | None] = contextvars.ContextVar("wovyr_log_ids", default=None)
+
+
+def attempt_ids() -> Bound | None:
+    """The ids bound in this task or thread (None outside any execution)."""
+    return _BOUND.get()
+
+
+@contextlib.contextmanager
+def bind(**changes: Any) -> Iterator[Bound]:
+    """Bind ids (over those bound already) for the code run inside."""
+    current = _BOUND.get() or Bound()
+    bound = Bound(**{**current.__dict__, **changes})
+    token = _BOUND.set(bound)
+    try:
+        yield bound
+    finally:
+        _BOUND.reset(token)
+
+
+class _Capture(logging.Handler):
+    """Copies records of the bound attempt's modules into its `AttemptLog`."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        bound = _BOUND.get()
+        if bound is None or bound.log is None or not bound.modules:
+            return
+        name = record.name
+        if not any(name == m or name.startswith(m + ".") for m in bound.modules):
+            return
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string is the handler's bug, not ours
+            message = str(record.msg)
+        if record.exc_info and record.exc_info[0] is not None:
+            message += "\n" + logging.Formatter().formatException(record.exc_info)
+        bound.log.add(record.levelname.lower(), message, name, record.created)
+
+
+_CAPTURE = _Capture()
+_INSTALLED = threading.Lock()
+
+
+@contextlib.contextmanager
+def capture(module: str) -> Iterator[None]:
+    """While inside, records of logger `module` (and its children) emitted in this context
+    go to the bound attempt's log too (the handler is installed on the root logger once)."""
+    root = logging.getLogger()
+    with _INSTALLED:
+        if _CAPTURE not in root.handlers:
+            root.addHandler(_CAPTURE)
+    bound = _BOUND.get()
+    if bound is None or bound.log is None:
+        yield
+        return
+    with bind(modules=(*bound.modules, module)):
+        yield
+
+
+# --- JSON lines --------------------------------------------------------------------------
+
+
+def _masked(text: str, forms: Sequence[str]) -> str:
+    for form in forms:
+        text = text.replace(form, MASK)
+    return text
+
+
+class JsonLines(logging.Formatter):
+    """Log records as JSON objects, one per line, with the bound execution, activity and
+    attempt ids on every line (null outside one) and the attempt's secret values masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        bound = _BOUND.get() or Bound()
+        line: dict[str, Any] = {
+            "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": _masked(record.getMessage(), bound.forms),
+            "tenant": bound.tenant,
+            "execution_id": bound.execution_id,
+            "activity_id": bound.activity_id,
+            "attempt": bound.attempt,
+        }
+        if record.exc_info:
+            line["error"] = _masked(self.formatException(record.exc_info), bound.forms)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def log_config(json_lines: bool, level: str = "info") -> dict[str, Any]:
+    """A `logging.config.dictConfig` for a long-running process (server, worker): JSON
+    lines (`JsonLines`) or text, on stderr, at `level` for Wovyr and uvicorn."""
+    formatter: dict[str, Any] = (
+        {"()": JsonLines}
+        if json_lines
+        else {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}
+    )
+    handler = {"handlers": ["out"], "level": level.upper(), "propagate": False}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"out": formatter},
+        "handlers": {
+            "out": {
+                "class": "logging.StreamHandler",
+                "formatter": "out",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "loggers": dict.fromkeys(("uvicorn", "uvicorn.access", "wovyr"), handler),
+        "root": {"handlers": ["out"], "level": "WARNING"},
+    }

@@ -1,0 +1,86 @@
+"""Execution labels: short `key: value` texts set when an execution starts, for search.
+
+They come from the definition's `labels` (values may be `${{ ... }}` expressions over
+`inputs`, rendered at start) and from the start request (`--label k=v`, the API's
+`labels`), which wins on a shared key. Bounded (a few dozen short texts) because every
+label is an index row; an execution without labels writes none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from wovyr.definition.expr import render
+from wovyr.definition.model import Workflow
+from wovyr.errors import InputError, Problem
+
+__all__ = ["MAX_LABELS", "MAX_VALUE", "check_labels", "execution_labels", "parse_label_pairs"]
+
+MAX_LABELS = 32
+MAX_VALUE = 200
+_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/]{0,62}")
+KEY_RULE = "1-63 characters: letters, digits, '_', '.', '-', '/', starting with a letter or digit"
+
+
+def check_labels(labels: Mapping[str, Any], where: str = "labels") -> dict[str, str]:
+    """`labels` if every key and value is acceptable, else InputError naming each problem."""
+    problems: list[Problem] = []
+    if len(labels) > MAX_LABELS:
+        problems.append(Problem(f"at most {MAX_LABELS} labels, not {len(labels)}", path=where))
+    out: dict[str, str] = {}
+    for key, value in labels.items():
+        path = f"{where}.{key}"
+        if not isinstance(key, str) or _KEY.fullmatch(key) is None:
+            problems.append(Problem(f"label key {key!r} is refused", path=path, hint=KEY_RULE))
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            problems.append(
+                Problem(f"label {key!r} must be a string, not {type(value).__name__}", path=path)
+            )
+            continue
+        text = str(value)
+        if len(text) > MAX_VALUE or any(ord(ch) < 32 for ch in text):
+            problems.append(
+                Problem(
+                    f"label {key!r} must be at most {MAX_VALUE} printable characters", path=path
+                )
+            )
+            continue
+        out[key] = text
+    if problems:
+        raise InputError(problems)
+    return out
+
+
+def execution_labels(
+    workflow: Workflow, inputs: Mapping[str, Any], given: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The labels of a new execution of `workflow` on `inputs`: the definition's, rendered,
+    overlaid with `given` (checked)."""
+    rendered: dict[str, Any] = {}
+    if workflow.labels:
+        try:
+            rendered = render(workflow.labels, {"inputs": dict(inputs)}, where="labels")
+        except Exception as exc:  # an expression that fails refuses the start, clearly
+            raise InputError([Problem(f"a label did not render: {exc}", path="labels")]) from None
+    return check_labels({**rendered, **dict(given or {})})
+
+
+def parse_label_pairs(pairs: list[str] | tuple[str, ...], where: str = "label") -> dict[str, str]:
+    """`key=value` texts (CLI flags, query parameters) as labels; malformed ones refused."""
+    out: dict[str, str] = {}
+    problems: list[Problem] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem(f"expected KEY=VALUE, got {pair!r}", path=where))
+            continue
+        if key.strip() in out:
+            problems.append(Problem(f"label {key.strip()!r} is given twice", path=where))
+            continue
+        out[key.strip()] = value
+    if problems:
+        raise InputError(problems)
+    return check_labels(out, where)

@@ -1,0 +1,5 @@
+-- Schema version 29: reruns. A rerun names the execution it reruns; the reruns of one
+-- execution are found through a partial index (only reruns have a row in it).
+ALTER TABLE executions ADD COLUMN rerun_of text;
+CREATE INDEX executions_by_rerun_of ON executions (tenant, rerun_of, created_at DESC, id DESC)
+    WHERE rerun_of IS NOT NULL;

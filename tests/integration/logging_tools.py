@@ -1,0 +1,26 @@
+"""Handlers for the attempt-log tests: they log through `ctx.log` and this module's logger."""
+
+from __future__ import annotations
+
+import logging
+
+from wovyr.activities.base import ActivityContext
+
+logger = logging.getLogger(__name__)
+other = logging.getLogger("somebody.else")
+
+
+def charge(amount: int, token: str, ctx: ActivityContext) -> dict[str, int]:
+    ctx.log.info("charging %s with token %s", amount, token)
+    logger.info("module says hello on attempt %s", ctx.attempt)
+    other.warning("not the handler's module: not kept")
+    if ctx.attempt == 1:
+        logger.error("card declined for %s", token)
+        raise RuntimeError(f"declined ({token})")
+    return {"charged": amount}
+
+
+def chatty(n: int, ctx: ActivityContext) -> int:
+    for i in range(n):
+        ctx.log(f"line {i}")
+    return n
