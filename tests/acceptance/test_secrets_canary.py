@@ -234,10 +234,20 @@ def test_a_canary_secret_reaches_its_destinations_and_nothing_else(
 
     for response in responses:
         assert not leaks(response.content), (response.request.url, leaks(response.content))
-    for name in ("wovyr.db", "wovyr.db-wal", "serve.out"):
+    for name in ("wovyr.db", "wovyr.db-wal", "serve.out"):  # and the backup's, below
         path = home / name
         if path.exists():
             assert not leaks(path.read_bytes()), name
+
+    # A backup holds the secret sealed: no form of the canary in any of its files.
+    backup = tmp_path / "backup"
+    made = wovyr(env, "admin", "backup", str(backup), "--json")
+    assert made.returncode == 0, made.stderr
+    assert not leaks(made.stdout + made.stderr)
+    files = [p for p in backup.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("store") for p in files), files
+    for path in files:
+        assert not leaks(path.read_bytes()), path.name
 
     # A second process, same root key, a copy of the store: reads the secret.
     copy = tmp_path / "copy"
