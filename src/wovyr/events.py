@@ -198,7 +198,8 @@ class ExecutionStarted(EventData):
     """`parent` ({id, activity, index, attempt}) and `depth` only for a child workflow;
     `schedule` and `scheduled_at` only for a start by a schedule; `continued_from` (the run
     it continues) and `chain` ({root, run}: the chain's logical id and this run's number)
-    only for a run that continue-as-new started."""
+    only for a run that continue-as-new started; `priority` only when above 0;
+    `concurrency` only for a workflow that declares a concurrency key."""
 
     TYPE: ClassVar[str] = EventType.EXECUTION_STARTED
     workflow: str
@@ -214,6 +215,9 @@ class ExecutionStarted(EventData):
     scheduled_at: str | Absent = ABSENT
     continued_from: str | Absent = ABSENT
     chain: dict[str, Any] | Absent = ABSENT
+    priority: int | Absent = ABSENT  # 1-9 (0, the default, is not written)
+    # A workflow's concurrency slot: {key (evaluated), limit, on_limit}
+    concurrency: dict[str, Any] | Absent = ABSENT
 
 
 @_record

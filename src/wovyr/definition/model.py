@@ -36,6 +36,7 @@ __all__ = [
     "ApprovalWait",
     "ChildWorkflowSpec",
     "CompensateSpec",
+    "ConcurrencySpec",
     "ContinueAsNewSpec",
     "Duration",
     "HttpSpec",
@@ -265,6 +266,24 @@ class ContinueAsNewSpec(FrozenModel):
     )
 
 
+class ConcurrencySpec(FrozenModel):
+    """At most `limit` executions of the workflow run at once per value of `key` (per
+    tenant); the others wait for a slot in start order, or `on_limit` cancels one."""
+
+    key: str = Field(
+        min_length=1,
+        max_length=500,
+        description="The key's value: text with ${{ }} expressions over `inputs`, e.g. "
+        '"order-${{ inputs.customer_id }}"; executions whose keys are equal share the limit',
+    )
+    limit: int = Field(default=1, ge=1, le=10_000, description="Running executions per key")
+    on_limit: Literal["queue", "cancel_new", "cancel_oldest"] = Field(
+        default="queue",
+        description="queue: wait for a slot in start order; cancel_new: the new execution "
+        "ends cancelled; cancel_oldest: the oldest running one is cancelled for it",
+    )
+
+
 class Workflow(_Model):
     api_version: Literal["wovyr/v1"] = Field(alias="apiVersion")
     kind: Literal["Workflow"]
@@ -277,6 +296,9 @@ class Workflow(_Model):
         default=None,
         description="End this run `continued` and start the next run of the chain when "
         "`when` holds at completion (bounded history for workflows that live forever)",
+    )
+    concurrency: ConcurrencySpec | None = Field(
+        default=None, description="A limit on running executions that share a key"
     )
 
     @property

@@ -120,6 +120,7 @@ class _Checker:
             self._activity(index, act, upstream)
         self._output()
         self._continue_as_new()
+        self._concurrency()
         self._duration_positive(self.data.get("timeout"), ("timeout",))
         return self.problems
 
@@ -464,6 +465,15 @@ class _Checker:
         for key in ("when", "input"):
             for path, text in _strings(spec.get(key), (*base, key)):
                 self._text(text, path, scope)
+
+    def _concurrency(self) -> None:
+        """The key is read at the start: its expressions may use `inputs` only."""
+        spec = self.data.get("concurrency")
+        if not isinstance(spec, dict):
+            return
+        scope = _Scope(roots=frozenset({"inputs"}))
+        for path, text in _strings(spec.get("key"), ("concurrency", "key")):
+            self._text(text, path, scope)
 
     def _text(self, text: str, path: DataPath, scope: _Scope) -> None:
         try:

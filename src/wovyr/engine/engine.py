@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -23,6 +24,7 @@ from wovyr.activities.kinds import SecretResolver
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import CredentialResolver, Providers, StaticCredentials
 from wovyr.clock import Clock, SystemClock
+from wovyr.definition.expr import render
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
 from wovyr.engine.core.decide import decide, start_events
@@ -58,6 +60,7 @@ from wovyr.engine.views import ExecutionView, build_view, shown_events, status_f
 from wovyr.errors import (
     Conflict,
     ExecutionFinished,
+    ExpressionError,
     InputError,
     NotFound,
     Problem,
@@ -98,15 +101,16 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import capabilities
 from wovyr.store.codec import MAX_PAYLOAD_BYTES, PayloadRefused, check_payload
-from wovyr.store.records import Debit
+from wovyr.store.records import MAX_PRIORITY, Debit, SlotRequest
 
-__all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started"]
+__all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started", "check_priority"]
 
 Listener = Callable[[str, str], None]  # told (tenant, execution id) of each change
 DEFAULT_TIMEOUT = 300.0  # seconds an attempt may take when its definition gives no timeout
 _T = TypeVar("_T")
 _MAX_RETRIES = 50
 _SOURCE_CACHE = 256
+MAX_KEY_LENGTH = 500  # characters of a concurrency key's value
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,41 @@ class Started:
 
     record: ExecutionRecord
     created: bool
+
+
+def concurrency_key(template: str, inputs: Mapping[str, Any]) -> str:
+    """The value of a workflow's `concurrency.key` for `inputs` (text; a value of another
+    type as JSON); a key that cannot be evaluated refuses the start."""
+    try:
+        value = render(template, {"inputs": inputs}, where="concurrency.key")
+    except ExpressionError as exc:
+        raise InputError([Problem(exc.message, path="concurrency.key")]) from None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if not text or len(text) > MAX_KEY_LENGTH:
+        raise InputError(
+            [
+                Problem(
+                    f"the concurrency key must be 1 to {MAX_KEY_LENGTH} characters "
+                    f"(it was {len(text)})",
+                    path="concurrency.key",
+                )
+            ]
+        )
+    return text
+
+
+def check_priority(priority: int | None) -> None:
+    """A start's priority is an integer 0-9 (None: 0)."""
+    if priority is None:
+        return
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not 0 <= priority <= MAX_PRIORITY
+    ):
+        raise InputError(
+            [Problem(f"priority must be an integer from 0 to {MAX_PRIORITY}", path="priority")]
+        )
 
 
 def _check_id(execution_id: str) -> None:
@@ -311,10 +350,12 @@ class Engine(Definitions):
         parent_id: str | None = None,
         lease_owner: str | None = None,
         lease_seconds: float = 30.0,
+        priority: int | None = None,
     ) -> ExecutionRecord:
         """Start an execution of exactly one of `definition` (a model or YAML/JSON text),
         `path` (a file) or `name` (registered; `version`, else the latest); starting an id
-        that exists returns that execution unchanged. `submit` also tells which it was."""
+        that exists returns that execution unchanged. `submit` also tells which it was.
+        `priority` (0-9, default 0): within the tenant, higher is claimed first."""
         return self.submit(
             definition,
             input,
@@ -325,6 +366,7 @@ class Engine(Definitions):
             parent_id=parent_id,
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
+            priority=priority,
         ).record
 
     def submit(
@@ -340,6 +382,7 @@ class Engine(Definitions):
         parent_id: str | None = None,
         lease_owner: str | None = None,
         lease_seconds: float = 30.0,
+        priority: int | None = None,
     ) -> Started:
         """THE start path (every edge calls it): resolve what is named and check the id; an
         execution that has the id is returned as it is (its definition and inputs were fixed
@@ -352,6 +395,7 @@ class Engine(Definitions):
         workflow, digest = self.target(definition, name=name, version=version, path=path)
         if execution_id is not None:
             _check_id(execution_id)
+        check_priority(priority)
         self.check_side_effects(workflow)
         inputs = None
         if claim_id is not None:  # a claim is spent only on a valid start: inputs first
@@ -370,6 +414,7 @@ class Engine(Definitions):
             parent_id=parent_id,
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
+            priority=priority,
         )
         audit = self.audit_entry(
             "execution.start",
@@ -382,9 +427,34 @@ class Engine(Definitions):
             },
         )
         created, record = self.store.create_execution(replace(new, audit=audit))
-        if created and lease_owner is None:  # a leased start is driven by its owner already
+        if created and new.lease_owner is None:  # a leased start is driven by its owner already
             self.notify(new.id)
+        if created:
+            self.enforce_on_limit(new)
         return Started(record, created)
+
+    def enforce_on_limit(self, new: NewExecution) -> None:
+        """After `new` was created: when it waits for a slot of its concurrency key and its
+        workflow says `on_limit: cancel_new`, cancel it; `cancel_oldest`, cancel the oldest
+        holder of the key (whose end hands its slot on, in start order). Each cancel is a
+        change of its own (audited as such); `queue` does nothing here."""
+        slot = new.slot
+        if slot is None:
+            return
+        started = new.first_step.events[0].data.get("concurrency") or {}
+        on_limit = started.get("on_limit", "queue")
+        if on_limit == "queue":
+            return
+        state = self.store.slot_state(new.tenant, slot.key)
+        if new.id not in state.waiting:
+            return
+        reason = f"concurrency {slot.key}: {slot.limit} running (on_limit: {on_limit})"
+        target = new.id if on_limit == "cancel_new" else None
+        if target is None and state.holders:
+            target = state.holders[0]
+        if target is not None:
+            with contextlib.suppress(ExecutionFinished, NotFound):
+                self.for_tenant(new.tenant).cancel(target, reason=reason, by="concurrency")
 
     def _checked(self, what: str, value: _T, path: str) -> _T:
         """`value`, if the store may keep it (size and depth caps), else `InputError`."""
@@ -407,6 +477,7 @@ class Engine(Definitions):
         lease_owner: str | None = None,
         lease_seconds: float = 30.0,
         extra: dict[str, Any] | None = None,
+        priority: int | None = None,
     ) -> NewExecution:
         """The row and first step of a new execution, for a store to create (maybe together
         with other writes, as a schedule fire does). When `lease_owner` will drive it, the
@@ -414,6 +485,7 @@ class Engine(Definitions):
         The inputs and the side-effect policy are checked as `submit` checks them; the id is
         the caller's to derive."""
         self.check_side_effects(workflow)
+        check_priority(priority)
         return self._new_execution(
             workflow,
             digest,
@@ -423,6 +495,7 @@ class Engine(Definitions):
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
             extra=extra,
+            priority=priority,
         )
 
     def _new_execution(
@@ -437,12 +510,22 @@ class Engine(Definitions):
         lease_seconds: float,
         extra: dict[str, Any] | None = None,
         carried: builtins.list[Event] | None = None,
+        priority: int | None = None,
     ) -> NewExecution:
         """A new execution of `workflow` on inputs already checked. `carried`: events that
         follow its start in its first step (the buffered signals a continued run takes
         over); with them, it is the next run of a chain (its own debits, see below)."""
         now = self.clock.now()
         exec_id = execution_id or new_id(now)
+        if priority:
+            extra = {**(extra or {}), "priority": priority}
+        slot = None
+        if workflow.concurrency is not None:
+            spec = workflow.concurrency
+            slot = SlotRequest(key=concurrency_key(spec.key, inputs), limit=spec.limit)
+            taken = {"key": slot.key, "limit": slot.limit, "on_limit": spec.on_limit}
+            extra = {**(extra or {}), "concurrency": taken}
+            lease_owner = None  # it may wait for a slot: a worker claims it once it may run
         events = start_events(workflow, digest, inputs, now, parent_id=parent_id, extra=extra)
         events += carried or []
         empty = ExecutionState(id=exec_id)
@@ -475,6 +558,8 @@ class Engine(Definitions):
             else start_debits(quotas, now),
             # a chain's next run replaces its last: the running count does not grow
             max_running=None if carried is not None else quotas.concurrent_executions,
+            priority=priority or 0,
+            slot=slot,
         )
 
     def continuation(self, after: ExecutionState, events: builtins.list[Event]) -> NewExecution:
@@ -501,6 +586,7 @@ class Engine(Definitions):
             lease_seconds=0.0,
             extra={"continued_from": after.id, "chain": chain},
             carried=carried,
+            priority=after.priority,
         )
 
     def live(self, execution_id: str) -> ExecutionRecord:
@@ -856,10 +942,13 @@ class Engine(Definitions):
             execution_id=execution_id,
             parent_id=parent.id,
             extra={"parent": origin, "depth": parent.depth + 1},
+            # a child runs at its parent's priority unless the activity sets its own
+            priority=spec.priority if spec.priority is not None else parent.priority,
         )
         created, _ = self.store.create_execution(new)
         if created:
             self.notify(execution_id)
+            self.enforce_on_limit(new)
         return execution_id
 
     def fire_due_timers(self, limit: int = 500) -> int:

@@ -51,6 +51,9 @@ class ExecutionView:
     continued_from: str | None = None
     continued_as: str | None = None
     chain: dict[str, Any] | None = None
+    priority: int = 0  # 0-9, fixed at the start
+    # the workflow's concurrency slot {key, limit, on_limit}, and who holds or waits for it
+    concurrency: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -94,11 +97,13 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         }
         if a.status == ActivityStatus.WAITING and a.wait:
             pending.append({"activity": act.id, **a.wait})
+    # waiting for a slot of its concurrency key: the store knows (the log does not)
+    queued = record.status == "running" and (record.waiting_on or "").startswith("concurrency ")
     return ExecutionView(
         id=record.id,
         workflow=state.workflow,
         version=state.version,
-        status=shown_status(state),
+        status="waiting" if queued else shown_status(state),
         input=state.input,
         output=state.output,
         error=state.error,
@@ -107,13 +112,15 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         definition_hash=state.definition_hash,
         parent_id=state.parent_id,
         event_count=state.seq,
-        waiting_on=waiting_on(state),
+        waiting_on=record.waiting_on if queued else waiting_on(state),
         activities=activities,
         pending_waits=pending,
         buffered_signals={k: len(v) for k, v in state.signals.items()},
         continued_from=state.continued_from,
         continued_as=state.continued_as,
         chain={"root": state.chain_root, "run": state.chain_run} if state.chain else None,
+        priority=state.priority or 0,
+        concurrency=dict(state.concurrency) if state.concurrency else None,
     )
 
 

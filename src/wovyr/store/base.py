@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditStore
+from wovyr.store.flow import FlowStore
 from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import (
     ApiKeyStore,
@@ -158,6 +159,7 @@ class Store(
     SecretStore,
     ResponseCacheStore,
     ProviderStore,
+    FlowStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

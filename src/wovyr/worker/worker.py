@@ -174,6 +174,7 @@ class Worker:
         version: str | None = None,
         path: Path | None = None,
         execution_id: str | None = None,
+        priority: int | None = None,
     ) -> ExecutionRecord:
         """Start an execution leased to this worker and begin driving it (one commit); what
         to start is named as for `Engine.start`."""
@@ -188,6 +189,7 @@ class Worker:
             execution_id=execution_id,
             lease_owner=self.owner,
             lease_seconds=self.lease_seconds,
+            priority=priority,
         )
         # Alone, a thread hop costs more than it saves; busy, keep the loop responsive.
         record = start() if not self.runners else await asyncio.to_thread(start)

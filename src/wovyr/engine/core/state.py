@@ -119,6 +119,10 @@ class ExecutionState:
     chain: dict[str, Any] | None = None
     continued_from: str | None = None
     continued_as: str | None = None
+    # Flow control (written only when set): the start's priority (1-9; None is 0) and the
+    # workflow's concurrency slot {key, limit, on_limit}.
+    priority: int | None = None
+    concurrency: dict[str, Any] | None = None
 
     @property
     def chain_root(self) -> str:
@@ -139,7 +143,7 @@ class ExecutionState:
 
 
 # ExecutionState fields left out of the checkpoint while None (see _UNLESS_SET).
-_STATE_UNLESS_SET = ("chain", "continued_from", "continued_as")
+_STATE_UNLESS_SET = ("chain", "continued_from", "continued_as", "priority", "concurrency")
 
 _T = TypeVar("_T", "ExecutionState", "ActivityState")
 
@@ -196,6 +200,8 @@ def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         depth=int(e.get("depth") or 0),
         chain=e.get("chain"),
         continued_from=e.get("continued_from"),
+        priority=e.get("priority"),
+        concurrency=e.get("concurrency"),
         created_at=at,
         status=ExecutionStatus.RUNNING,
         activities={aid: ActivityState() for aid in e.get("activities") or ()},

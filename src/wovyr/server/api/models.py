@@ -65,6 +65,9 @@ class StartRequest(Strict):
     )
     input: dict[str, Any] = Field(default_factory=dict)
     id: str | None = Field(None, min_length=1, max_length=200, description="Execution id.")
+    priority: int | None = Field(
+        None, ge=0, le=9, description="0-9 (default 0): within the tenant, higher is claimed first."
+    )
 
 
 class SignalRequest(Strict):
@@ -185,6 +188,7 @@ class ScheduleCreate(Strict):
     remaining_actions: int | None = Field(None, ge=0)
     paused: bool = False
     note: str | None = Field(None, max_length=10_000)
+    priority: int | None = Field(None, ge=0, le=9, description="Of every execution it starts.")
 
 
 class ScheduleUpdate(Strict):

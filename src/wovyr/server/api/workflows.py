@@ -181,6 +181,7 @@ def start_workflow(
             version=body.version if body.workflow is not None else None,
             execution_id=body.id,
             claim_id=claim,
+            priority=body.priority,
         )
     except NotFound as exc:
         if body.workflow is None:

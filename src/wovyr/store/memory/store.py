@@ -38,6 +38,7 @@ from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
 from wovyr.store.memory.secrets import MemorySecrets
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
+from wovyr.store.records import SlotRelease, SlotState
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
@@ -58,6 +59,11 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
         self._definitions: dict[tuple[str, str], DefinitionRecord] = {}
         # Executions, their events and timers by (tenant, id): ids are per tenant.
         self._executions: dict[ExecutionKey, ExecutionRecord] = {}
+        self._ranks: dict[ExecutionKey, int] = {}  # claim order within a tenant (claim_rank)
+        # concurrency keys: (tenant, key) -> [execution id, holding] in start order; the
+        # executions waiting for a slot -> their key
+        self._slots: dict[tuple[str, str], list[tuple[str, bool]]] = {}
+        self._flow_wait: dict[ExecutionKey, str] = {}
         self._events: dict[ExecutionKey, list[EventRecord]] = {}
         self._timers: dict[tuple[str, str, str], datetime] = {}  # (tenant, id, timer)
         self._schedules: dict[tuple[str, str], ScheduleRecord] = {}  # (tenant, id)
@@ -128,7 +134,10 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
             checkpoint={},
         )
         self._events[key] = []
+        self._ranks[key] = new.claim_rank
         self._apply(step, encoded, key)
+        if new.slot is not None:
+            self._take_slot(new)
         self._append_audit(new.audit)
         self.commits += 1
         return True
@@ -156,6 +165,8 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
         outcome = self._check(step)
         if outcome is CommitOutcome.OK:
             self._apply(step, encoded)
+            if step.slot_released is not None:
+                self._release_slot(step.tenant, step.execution_id, step.slot_released)
             if step.continued_as is not None:
                 self._insert_execution(step.continued_as)
             self._append_audit(step.audit)
@@ -214,7 +225,53 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
         }
         if step.release_lease:
             changes.update(lease_owner=None, lease_until=None)
+        if key in self._flow_wait:  # waiting for a concurrency slot: not ready until handed one
+            changes.update(ready=False, waiting_on=current.waiting_on)
         self._executions[key] = replace(current, **changes)  # type: ignore[arg-type]
+
+    def _take_slot(self, new: NewExecution) -> None:
+        slot = new.slot
+        assert slot is not None
+        rows = self._slots.setdefault((new.tenant, slot.key), [])
+        held = sum(1 for _, holding in rows if holding)
+        holding = held < slot.limit and held == len(rows)
+        rows.append((new.id, holding))
+        if not holding:
+            key = (new.tenant, new.id)
+            self._flow_wait[key] = slot.key
+            self._executions[key] = replace(
+                self._executions[key],
+                ready=False,
+                lease_owner=None,
+                lease_until=None,
+                waiting_on=f"concurrency {slot.key}",
+            )
+
+    def _release_slot(self, tenant: str, execution_id: str, released: SlotRelease) -> None:
+        rows = self._slots.get((tenant, released.key), [])
+        rows[:] = [r for r in rows if r[0] != execution_id]
+        if self._flow_wait.pop((tenant, execution_id), None) is not None:
+            key = (tenant, execution_id)
+            self._executions[key] = replace(self._executions[key], waiting_on=None)
+        room = released.limit - sum(1 for _, holding in rows if holding)
+        for i, (waiting_id, holding) in enumerate(rows):
+            if room <= 0:
+                break
+            if not holding:
+                rows[i] = (waiting_id, True)
+                room -= 1
+                key = (tenant, waiting_id)
+                self._flow_wait.pop(key, None)
+                self._executions[key] = replace(self._executions[key], ready=True, waiting_on=None)
+
+    def slot_state(self, tenant: str, key: str) -> SlotState:
+        with self._lock:
+            rows = list(self._slots.get((tenant, key), []))
+        return SlotState(
+            key=key,
+            holders=[i for i, holding in rows if holding],
+            waiting=[i for i, holding in rows if not holding],
+        )
 
     def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
         with self._lock:
@@ -273,6 +330,10 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
                     continue
                 if r.ready and (r.lease_until is None or r.lease_until < now):
                     chosen.append(r)
+            # The SQL stores' order: free rows first, then expired leases, then claim_rank.
+            chosen.sort(
+                key=lambda r: (r.lease_until is not None, r.lease_until or now, self._ranks[r.key])
+            )
             if fair is not None and only is None:
                 chosen = _fair_order(chosen, limit, fair)
             for r in chosen[:limit]:
