@@ -216,6 +216,8 @@ class StepWrite:
     # finds it taken refuses the whole transaction (StoreError), so a chain never forks.
     continued_as: NewExecution | None = None
     slot_released: SlotRelease | None = None  # the step ends an execution holding a slot
+    # activity concurrency slots (key, holder) whose attempts' results this step records
+    flow_released: Sequence[tuple[str, str]] = ()
 
     @property
     def key(self) -> tuple[str, str]:

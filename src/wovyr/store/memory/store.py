@@ -31,6 +31,14 @@ from wovyr.store.base import (
     TimerRecord,
 )
 from wovyr.store.codec import dumps, loads
+from wovyr.store.flow import (
+    Bucket,
+    FlowAnswer,
+    RateLimitRecord,
+    RateRequest,
+    SlotClaim,
+    decide_flow,
+)
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.memory.audit import MemoryAudit
 from wovyr.store.memory.platform import MemoryPlatform
@@ -64,6 +72,9 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
         # executions waiting for a slot -> their key
         self._slots: dict[tuple[str, str], list[tuple[str, bool]]] = {}
         self._flow_wait: dict[ExecutionKey, str] = {}
+        self._buckets: dict[tuple[str, str], tuple[Bucket, str]] = {}  # -> (row, updated_by)
+        # activity concurrency: (tenant, key) -> holder -> (execution id, owner)
+        self._activity_slots: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
         self._events: dict[ExecutionKey, list[EventRecord]] = {}
         self._timers: dict[tuple[str, str, str], datetime] = {}  # (tenant, id, timer)
         self._schedules: dict[tuple[str, str], ScheduleRecord] = {}  # (tenant, id)
@@ -167,6 +178,8 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
             self._apply(step, encoded)
             if step.slot_released is not None:
                 self._release_slot(step.tenant, step.execution_id, step.slot_released)
+            for key, holder in step.flow_released:
+                self._activity_slots.get((step.tenant, key), {}).pop(holder, None)
             if step.continued_as is not None:
                 self._insert_execution(step.continued_as)
             self._append_audit(step.audit)
@@ -263,6 +276,71 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
                 key = (tenant, waiting_id)
                 self._flow_wait.pop(key, None)
                 self._executions[key] = replace(self._executions[key], ready=True, waiting_on=None)
+
+    def _valid_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
+        rows = self._activity_slots.get((tenant, key), {})
+        for holder, (execution_id, owner) in list(rows.items()):
+            record = self._executions.get((tenant, execution_id))
+            held = record is not None and record.lease_owner == owner
+            if not held or record is None or record.lease_until is None or record.lease_until < now:
+                del rows[holder]  # its worker's lease expired or moved on: the slot is free
+        return sorted(rows)
+
+    def acquire_flow(
+        self,
+        tenant: str,
+        execution_id: str,
+        owner: str,
+        now: datetime,
+        rates: Sequence[RateRequest] = (),
+        slots: Sequence[SlotClaim] = (),
+    ) -> FlowAnswer:
+        with self._lock:
+            buckets: dict[str, Bucket | None] = {
+                r.key: self._buckets[(tenant, r.key)][0]
+                for r in rates
+                if (tenant, r.key) in self._buckets
+            }
+            holders = {c.key: self._valid_holders(tenant, c.key, now) for c in slots}
+            answer, states = decide_flow(buckets, rates, holders, slots, now.timestamp())
+            for key, bucket in states.items():
+                by = self._buckets.get((tenant, key), (bucket, ""))[1]
+                self._buckets[(tenant, key)] = (bucket, by)
+            if answer.granted:
+                for c in slots:
+                    self._activity_slots.setdefault((tenant, c.key), {})[c.holder] = (
+                        execution_id,
+                        owner,
+                    )
+        return answer
+
+    def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
+        with self._lock:
+            return self._valid_holders(tenant, key, now)
+
+    def set_rate_limit(
+        self, tenant: str, key: str, capacity: float, per_second: float, by: str, now: datetime
+    ) -> RateLimitRecord:
+        with self._lock:
+            old = self._buckets.get((tenant, key))
+            tokens = capacity if old is None else min(old[0].tokens, capacity)
+            refilled = now.timestamp() if old is None else old[0].refilled_at
+            wake = 0.0 if old is None else old[0].wake_at
+            bucket = Bucket(capacity, per_second, tokens, refilled, wake, declared=True)
+            self._buckets[(tenant, key)] = (bucket, by)
+        return RateLimitRecord(tenant, key, capacity, per_second, tokens, True, by)
+
+    def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
+        with self._lock:
+            return [
+                RateLimitRecord(t, k, b.capacity, b.per_second, b.tokens, b.declared, by)
+                for (t, k), (b, by) in sorted(self._buckets.items())
+                if t == tenant
+            ]
+
+    def delete_rate_limit(self, tenant: str, key: str) -> bool:
+        with self._lock:
+            return self._buckets.pop((tenant, key), None) is not None
 
     def slot_state(self, tenant: str, key: str) -> SlotState:
         with self._lock:

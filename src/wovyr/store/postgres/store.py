@@ -56,6 +56,7 @@ from wovyr.store.codec import dumps
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
 from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
+from wovyr.store.postgres.flow import PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
@@ -88,6 +89,7 @@ class PostgresStore(
     PostgresAudit,
     PostgresSecrets,
     PostgresTimers,
+    PostgresRateLimits,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
@@ -424,7 +426,11 @@ class PostgresStore(
 
     def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
         if any(
-            step.debits or step.audit is not None or step.continued_as or step.slot_released
+            step.debits
+            or step.audit is not None
+            or step.continued_as
+            or step.slot_released
+            or step.flow_released
             for step in steps
         ):
             return self._commit_with_debits(steps, atomic)
@@ -497,6 +503,11 @@ class PostgresStore(
                                     "limit": released.limit,
                                     "channel": self.channel,
                                 },
+                            )
+                        for key, holder in step.flow_released:
+                            conn.execute(
+                                flow_queries()["activity_slots_release"],
+                                {"tenant": step.tenant, "key": key, "holder": holder},
                             )
                         self._debit(conn, step.tenant, step.debits, checked=False)
                         new = step.continued_as

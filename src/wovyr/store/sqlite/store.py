@@ -48,7 +48,13 @@ from wovyr.store.rows import (
 )
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
-from wovyr.store.sqlite.flow import SQLiteFlow, release_slot, take_slot
+from wovyr.store.sqlite.flow import (
+    SQLiteFlow,
+    SQLiteRateLimits,
+    release_activity_slots,
+    release_slot,
+    take_slot,
+)
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.schedules import SQLiteSchedules
@@ -163,7 +169,13 @@ def _migrations() -> tuple[tuple[int, str], ...]:
 
 
 class SQLiteStore(
-    SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit, SQLiteSecrets, SQLiteFlow
+    SQLiteSchedules,
+    SQLiteRegistry,
+    SQLitePlatform,
+    SQLiteAudit,
+    SQLiteSecrets,
+    SQLiteFlow,
+    SQLiteRateLimits,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
@@ -415,6 +427,8 @@ class SQLiteStore(
             self._debit(conn, step.tenant, step.debits, checked=False)
         if step.slot_released is not None:
             release_slot(conn, step.tenant, step.execution_id, step.slot_released)
+        if step.flow_released:
+            release_activity_slots(conn, step.tenant, step.flow_released)
         if step.continued_as is not None and not self._insert_execution(conn, step.continued_as):
             raise StoreError(f"the continued run's id {step.continued_as.id} is taken")
         append_audit_row(conn, step.audit)
