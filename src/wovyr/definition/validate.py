@@ -282,6 +282,8 @@ class _Checker:
                 inner = replace(inner, roots=roots)
             if key == "repeat":  # `until` reads the iteration's output too
                 inner = replace(scope, roots=scope.roots | {"output"})
+            if key == "rate_limit":  # `units` may read the attempt's rendered input
+                inner = replace(scope, roots=scope.roots | {"input"})
             if key == "compensate" and isinstance(value, dict):
                 for sub, part in value.items():
                     own = replace(inner, roots=inner.roots | _secret_roots(sub))

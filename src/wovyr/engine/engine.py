@@ -44,6 +44,7 @@ from wovyr.engine.definitions import (
     Definitions,
     Lru,
 )
+from wovyr.engine.flow import gated
 from wovyr.engine.quotas import (
     SECONDS,
     QuotaCache,
@@ -526,6 +527,8 @@ class Engine(Definitions):
             taken = {"key": slot.key, "limit": slot.limit, "on_limit": spec.on_limit}
             extra = {**(extra or {}), "concurrency": taken}
             lease_owner = None  # it may wait for a slot: a worker claims it once it may run
+        if lease_owner is not None and gated(workflow):
+            lease_owner = None  # its first attempts may have to wait: no decision here
         events = start_events(workflow, digest, inputs, now, parent_id=parent_id, extra=extra)
         events += carried or []
         empty = ExecutionState(id=exec_id)

@@ -222,6 +222,7 @@ class Worker:
             state_from_json(checkpoint),
             self.engine.definition(digest, tenant),
             adopt_running=adopt,
+            owner=self.owner,
         )
         self.runners[(tenant, execution_id)] = runner
         return runner
