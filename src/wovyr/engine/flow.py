@@ -22,9 +22,13 @@ from wovyr.engine.core.waits import FLOW_HOLD
 from wovyr.events import Event, TimerArmed
 from wovyr.store.flow import RateRequest, SlotClaim
 
-__all__ = ["FlowAsk", "flow_hold", "flow_requests", "gated", "problem_hold"]
+__all__ = ["MAX_GRANT_AGE", "FlowAsk", "flow_hold", "flow_requests", "gated", "problem_hold"]
 
 _BAD_KEY_WAIT = 60.0  # a key or units that cannot be evaluated: looked at again this late
+# A call starts at most this long (seconds) after it took its rate-limit units, or takes
+# them again: so a window of T seconds sees at most rate x (T + MAX_GRANT_AGE) + burst
+# calls (rate: limit / per).
+MAX_GRANT_AGE = 0.2
 
 
 @dataclass
@@ -35,6 +39,7 @@ class FlowAsk:
     rates: list[RateRequest] = field(default_factory=list)
     slots: list[SlotClaim] = field(default_factory=list)
     holds: dict[str, tuple[str, str]] = field(default_factory=dict)
+    rates_of: dict[str, list[RateRequest]] = field(default_factory=dict)  # by RunActivity.key
     problem: str | None = None  # a key or units that could not be evaluated
 
     def __bool__(self) -> bool:
@@ -69,14 +74,14 @@ def flow_requests(
                 if isinstance(units, str):
                     units = float(render(units, ctx, where=f"{where} rate_limit.units"))
                 limit = spec.limit
-                ask.rates.append(
-                    RateRequest(
-                        key=_text(render(spec.key, ctx, where=f"{where} rate_limit.key")),
-                        units=float(units),
-                        capacity=(spec.burst or limit) if limit is not None else None,
-                        per_second=limit / spec.per if limit is not None else None,
-                    )
+                request = RateRequest(
+                    key=_text(render(spec.key, ctx, where=f"{where} rate_limit.key")),
+                    units=float(units),
+                    capacity=(spec.burst or limit) if limit is not None else None,
+                    per_second=limit / spec.per if limit is not None else None,
                 )
+                ask.rates.append(request)
+                ask.rates_of[run.key] = [request]
             if act.concurrency is not None:
                 key = _text(render(act.concurrency.key, ctx, where=f"{where} concurrency.key"))
                 holder = f"{state.id}/{run.key}/{run.attempt}"

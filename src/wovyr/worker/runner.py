@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -31,13 +32,14 @@ from wovyr.engine.core.state import (
     fold,
     state_from_json,
 )
-from wovyr.engine.flow import flow_hold, flow_requests, gated, problem_hold
+from wovyr.engine.flow import MAX_GRANT_AGE, flow_hold, flow_requests, gated, problem_hold
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
 from wovyr.events import Event, EventData
 from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
+from wovyr.store.flow import RateRequest
 
 if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
@@ -76,6 +78,9 @@ class ExecutionRunner:
         self._gated = gated(definition)
         # activity concurrency slots held by running attempts: RunActivity.key -> (key, holder)
         self._slots: dict[str, tuple[str, str]] = {}
+        # rate-limit units granted to attempts not launched yet: RunActivity.key ->
+        # (when, by the monotonic clock, the requests)
+        self._granted: dict[str, tuple[float, list[RateRequest]]] = {}
         self.committer = committer
         self.execution_id = execution_id
         self.fence = fence
@@ -261,7 +266,33 @@ class ExecutionRunner:
         if not answer.granted:
             return flow_hold(state, now, answer.wait, answer.reason)
         self._slots.update(ask.holds)
+        at = time.monotonic()
+        for run in runs:
+            rates = ask.rates_of.get(run.key)
+            if rates:
+                self._granted[run.key] = (at, rates)
         return None
+
+    async def _fresh_units(self, run: RunActivity) -> None:
+        """A call must follow the units it took closely, or calls granted apart could run
+        together (a slow commit in between): units older than `MAX_GRANT_AGE` are taken
+        again, waiting here for them if the bucket is short (rare: the grant was late)."""
+        granted = self._granted.pop(run.key, None)
+        if granted is None or time.monotonic() - granted[0] <= MAX_GRANT_AGE:
+            return
+        while True:
+            answer = await self.committer.run_sync(
+                self.engine.store.acquire_flow,
+                self.engine.tenant,
+                self.execution_id,
+                self.owner,
+                self.engine.clock.now(),
+                granted[1],
+                [],
+            )
+            if answer.granted:
+                return
+            await asyncio.sleep(min(answer.wait, 5.0))
 
     def _reload(self) -> None:
         record = self.engine.store.load(self.execution_id, self.engine.tenant)
@@ -298,6 +329,7 @@ class ExecutionRunner:
     async def _timed(self, run: RunActivity) -> Outcome:
         """Run the attempt; its seconds (by the engine's clock) are debited by the next
         commit (the tenant's activity-seconds quota)."""
+        await self._fresh_units(run)
         started = self.engine.clock.now()
         try:
             return await self._execute(run)
