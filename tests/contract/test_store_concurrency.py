@@ -40,7 +40,13 @@ def test_a_key_holds_at_most_limit_and_hands_slots_on_in_start_order(engine: Eng
     assert (state.holders, state.waiting) == (["e0", "e1"], ["e2", "e3", "e4"])
     view = engine.query("e2")
     assert view.status == "waiting" and view.waiting_on == "concurrency c-ada"
-    assert view.concurrency == {"key": "c-ada", "limit": 2, "on_limit": "queue"}
+    assert view.concurrency == {
+        "key": "c-ada",
+        "limit": 2,
+        "on_limit": "queue",
+        "holders": ["e0", "e1"],
+        "waiting": ["e2", "e3", "e4"],
+    }
     drive(engine)  # the holders run up to their wait; the others are not claimed
     assert engine.query("e0").waiting_on != "concurrency c-ada"
     assert engine.query("e0").activities["go"]["status"] == "waiting"

@@ -30,7 +30,7 @@ EXIT_NOT_FOUND = 4
 # not use. (tests/unit/cli/test_cli_startup.py checks these lines against the commands.)
 _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "admin": (
-        ("commands_server", "commands_admin", "commands_kms", "commands_audit"),
+        ("commands_server", "commands_admin", "commands_kms", "commands_audit", "commands_limits"),
         "Administration on the server host: API keys, tenants' policies and quotas, the KMS, "
         "the audit chain.",
     ),

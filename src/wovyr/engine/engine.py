@@ -102,6 +102,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import capabilities
 from wovyr.store.codec import MAX_PAYLOAD_BYTES, PayloadRefused, check_payload
+from wovyr.store.flow import RateLimitRecord
 from wovyr.store.records import MAX_PRIORITY, Debit, SlotRequest
 
 __all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started", "check_priority"]
@@ -701,6 +702,35 @@ class Engine(Definitions):
         )
         return [armed.at(now)]
 
+    # --- flow control ---------------------------------------------------------------------
+
+    def set_rate_limit(
+        self, key: str, limit: float, per: float, burst: float | None = None, *, by: str = ""
+    ) -> RateLimitRecord:
+        """Declare this tenant's token bucket `key`: `limit` units per `per` seconds, at most
+        `burst` at once (default `limit`); activities naming it (`rate_limit: {key: ...}`)
+        use these numbers, whatever their own say."""
+        problems = []
+        if not key or len(key) > MAX_KEY_LENGTH:
+            problems.append(Problem(f"a key is 1 to {MAX_KEY_LENGTH} characters", path="key"))
+        for name, value in (("limit", limit), ("per", per), ("burst", burst)):
+            if value is not None and not value > 0:
+                problems.append(Problem(f"{name} must be above 0", path=name))
+        if problems:
+            raise InputError(problems)
+        capacity = burst if burst is not None else limit
+        return self.store.set_rate_limit(
+            self.tenant, key, capacity, limit / per, by, self.clock.now()
+        )
+
+    def rate_limits(self) -> builtins.list[RateLimitRecord]:
+        """This tenant's token buckets, declared or made by activities."""
+        return self.store.rate_limits(self.tenant)
+
+    def delete_rate_limit(self, key: str) -> None:
+        if not self.store.delete_rate_limit(self.tenant, key):
+            raise NotFound(f"rate limit {key} not found")
+
     # --- external changes ----------------------------------------------------------------
 
     def signal(self, execution_id: str, name: str, payload: Any = None) -> ExecutionView:
@@ -1050,4 +1080,9 @@ class Engine(Definitions):
         return shown_events(self.definition(record.definition_hash), events)
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
-        return build_view(self.definition(record.definition_hash), record, state)
+        view = build_view(self.definition(record.definition_hash), record, state)
+        if view.concurrency is not None:  # who holds the key's slots and who waits (a read)
+            slots = self.store.slot_state(record.tenant, str(view.concurrency["key"]))
+            concurrency = {**view.concurrency, "holders": slots.holders, "waiting": slots.waiting}
+            view = replace(view, concurrency=concurrency)
+        return view

@@ -163,6 +163,17 @@ class ExecutionDetail(BaseModel):
         "signals, approvals, cancels and reads addressed to it reach the live run), and "
         "`run`, this run's number (ids: `<root>`, then `<root>~c<run>`)."
     )
+    priority: int = Field(
+        0, description="0-9: within the tenant, workers claim higher priority first."
+    )
+    concurrency: dict[str, Any] | None = Field(
+        None,
+        description="The workflow's concurrency slot: `key` (evaluated at the start), "
+        "`limit`, `on_limit`, and the executions that `holders` the key's slots and are "
+        "`waiting` for one, in start order. While it waits, `waiting_on` is `concurrency KEY`; "
+        "an activity held by a rate limit or an activity concurrency key shows `rate limit "
+        "KEY: next slot in S s` or `concurrency KEY: N running (...)` there.",
+    )
     timeline: list[EventOut] = Field(description="The newest events, oldest first.")
 
 
