@@ -8,9 +8,12 @@ from __future__ import annotations
 import asyncio
 import textwrap
 
+import pytest
+
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
+from wovyr.platform.metrics import Metrics, MetricsObserver
 from wovyr.worker.worker import Worker
 
 LIMITED = textwrap.dedent("""
@@ -36,9 +39,16 @@ def test_attempts_wait_for_units_on_a_timer_and_run_when_the_bucket_refills(
 ) -> None:
     calls: list[str] = []
     registry.activity("t.call")(lambda n: calls.append(str(n)) or n)
+    metrics = Metrics()
+    engine.store.add_observer(MetricsObserver(metrics, lambda t, i: engine.store.load(i, t)))
     ids = [engine.start(LIMITED, {}, execution_id=f"r{i}").id for i in range(5)]
     drive(engine)
     assert len(calls) == 2  # the bucket held 2 units
+    labels = {"kind": "rate_limit", "key": "api"}
+    assert metrics.value("wovyr_flow_holds_total", engine.tenant, **labels) == 3
+    # told to wait 0.5, 1.0 and 1.5 s: one after the other
+    throttled = metrics.value("wovyr_flow_throttled_seconds_total", engine.tenant, **labels)
+    assert throttled == pytest.approx(3.0)
     waiting = [i for i in ids if engine.query(i).status == "waiting"]
     assert len(waiting) == 3
     view = engine.query(waiting[0])
