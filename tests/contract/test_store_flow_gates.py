@@ -12,7 +12,7 @@ import pytest
 from tests.contract.test_store_fair_claim import start
 
 from wovyr.store.base import StepWrite, Store
-from wovyr.store.flow import RateRequest, SlotClaim
+from wovyr.store.flow import FlowAcquire, RateRequest, SlotClaim
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 API = RateRequest("api", units=1, capacity=2, per_second=1.0)
@@ -115,3 +115,21 @@ def test_activity_slots_count_while_the_lease_holds_and_go_with_the_result(store
     again = SlotClaim("k", "e2/a/2", 1)
     assert store.acquire_flow("t", "e2", "W2", at(11), slots=[again]).granted
     assert store.activity_slot_holders("t", "k", at(11)) == ["e2/a/2"]
+
+
+def test_many_asks_in_one_transaction_are_answered_in_order(store: Store) -> None:
+    for name in ("e1", "e2"):
+        start(store, "t", name, T0)
+    store.claim("W", T0, 10, 2)
+    one = RateRequest("one", units=1, capacity=1, per_second=1.0)
+    asks = [
+        FlowAcquire("t", "e1", "W", T0, [one], [SlotClaim("k", "e1/a/1", 1)]),
+        FlowAcquire("t", "e2", "W", T0, [one], []),  # the unit went to the first ask
+        FlowAcquire("t", "e2", "W", T0, [], [SlotClaim("k", "e2/a/1", 1)]),  # so did the slot
+        FlowAcquire("u", "x", "W", T0, [one], []),  # another tenant's bucket
+    ]
+    answers = store.acquire_flows(asks)
+    assert [a.granted for a in answers] == [True, False, False, True]
+    assert answers[1].reason == "rate limit one: next slot in 1.0 s"
+    assert answers[2].reason == "concurrency k: 1 running (e1/a/1)"
+    assert store.acquire_flows([]) == []

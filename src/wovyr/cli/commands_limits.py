@@ -91,10 +91,14 @@ def list_command(as_json: bool, settings: Settings) -> None:
 
 @limits.command("delete")
 @click.argument("key")
+@click.option("--json", "as_json", is_flag=True)
 @tenant_options
-def delete_command(key: str, settings: Settings) -> None:
+def delete_command(key: str, as_json: bool, settings: Settings) -> None:
     """Delete the tenant's bucket KEY (an activity naming it makes it again with its own
     numbers, or waits if it gives none)."""
     with open_engine(settings, load_activities=False) as engine:
         engine.delete_rate_limit(key)
+    if as_json:
+        echo_json({"key": key, "deleted": True})
+        return
     click.echo(f"rate limit {key} deleted")

@@ -30,6 +30,7 @@ __all__ = [
     "NEVER",
     "SLOT_RECHECK_SECONDS",
     "Bucket",
+    "FlowAcquire",
     "FlowAnswer",
     "FlowStore",
     "RateLimitRecord",
@@ -63,6 +64,18 @@ class SlotClaim:
     key: str
     holder: str
     limit: int
+
+
+@dataclass(frozen=True)
+class FlowAcquire:
+    """One `acquire_flow` call, for `acquire_flows` (many in one transaction)."""
+
+    tenant: str
+    execution_id: str
+    owner: str
+    now: datetime
+    rates: Sequence[RateRequest] = ()
+    slots: Sequence[SlotClaim] = ()
 
 
 @dataclass(frozen=True)
@@ -194,6 +207,11 @@ class FlowStore(Protocol):
         """Take every rate-limit unit and activity slot asked, in one transaction, or none
         (then say how long to wait: the longest of the refusals, and why). `owner` holds
         the lease of `execution_id`; its slots count while that lease is its own."""
+        ...
+
+    def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
+        """`acquire_flow` for each of `asks`, in order, in ONE transaction (a worker's
+        runners asking at once share it, as their commits do)."""
         ...
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:

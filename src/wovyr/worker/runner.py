@@ -39,7 +39,7 @@ from wovyr.events import Event, EventData
 from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
-from wovyr.store.flow import RateRequest
+from wovyr.store.flow import FlowAcquire, RateRequest
 
 if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
@@ -254,14 +254,10 @@ class ExecutionRunner:
             return None
         if ask.problem is not None:
             return problem_hold(state, now, ask.problem)
-        answer = await self.committer.run_sync(
-            self.engine.store.acquire_flow,
-            self.engine.tenant,
-            self.execution_id,
-            self.owner,
-            now,
-            ask.rates,
-            ask.slots,
+        answer = await self.committer.acquire(
+            FlowAcquire(
+                self.engine.tenant, self.execution_id, self.owner, now, ask.rates, ask.slots
+            )
         )
         if not answer.granted:
             return flow_hold(state, now, answer.wait, answer.reason)
@@ -281,14 +277,14 @@ class ExecutionRunner:
         if granted is None or time.monotonic() - granted[0] <= MAX_GRANT_AGE:
             return
         while True:
-            answer = await self.committer.run_sync(
-                self.engine.store.acquire_flow,
-                self.engine.tenant,
-                self.execution_id,
-                self.owner,
-                self.engine.clock.now(),
-                granted[1],
-                [],
+            answer = await self.committer.acquire(
+                FlowAcquire(
+                    self.engine.tenant,
+                    self.execution_id,
+                    self.owner,
+                    self.engine.clock.now(),
+                    granted[1],
+                )
             )
             if answer.granted:
                 return

@@ -33,6 +33,7 @@ from wovyr.store.base import (
 from wovyr.store.codec import dumps, loads
 from wovyr.store.flow import (
     Bucket,
+    FlowAcquire,
     FlowAnswer,
     RateLimitRecord,
     RateRequest,
@@ -295,23 +296,32 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
         rates: Sequence[RateRequest] = (),
         slots: Sequence[SlotClaim] = (),
     ) -> FlowAnswer:
+        return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
+
+    def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
         with self._lock:
-            buckets: dict[str, Bucket | None] = {
-                r.key: self._buckets[(tenant, r.key)][0]
-                for r in rates
-                if (tenant, r.key) in self._buckets
-            }
-            holders = {c.key: self._valid_holders(tenant, c.key, now) for c in slots}
-            answer, states = decide_flow(buckets, rates, holders, slots, now.timestamp())
-            for key, bucket in states.items():
-                by = self._buckets.get((tenant, key), (bucket, ""))[1]
-                self._buckets[(tenant, key)] = (bucket, by)
-            if answer.granted:
-                for c in slots:
-                    self._activity_slots.setdefault((tenant, c.key), {})[c.holder] = (
-                        execution_id,
-                        owner,
-                    )
+            return [self._acquire(a) for a in asks]
+
+    def _acquire(self, ask: FlowAcquire) -> FlowAnswer:
+        tenant, execution_id, owner, now = ask.tenant, ask.execution_id, ask.owner, ask.now
+        rates, slots = ask.rates, ask.slots
+        # (the caller holds the lock)
+        buckets: dict[str, Bucket | None] = {
+            r.key: self._buckets[(tenant, r.key)][0]
+            for r in rates
+            if (tenant, r.key) in self._buckets
+        }
+        holders = {c.key: self._valid_holders(tenant, c.key, now) for c in slots}
+        answer, states = decide_flow(buckets, rates, holders, slots, now.timestamp())
+        for key, bucket in states.items():
+            by = self._buckets.get((tenant, key), (bucket, ""))[1]
+            self._buckets[(tenant, key)] = (bucket, by)
+        if answer.granted:
+            for c in slots:
+                self._activity_slots.setdefault((tenant, c.key), {})[c.holder] = (
+                    execution_id,
+                    owner,
+                )
         return answer
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from wovyr.store.flow import (
     Bucket,
+    FlowAcquire,
     FlowAnswer,
     RateLimitRecord,
     RateRequest,
@@ -60,57 +61,85 @@ class PostgresRateLimits:
         rates: Sequence[RateRequest] = (),
         slots: Sequence[SlotClaim] = (),
     ) -> FlowAnswer:
-        q = flow_queries()
-        keys = sorted({r.key for r in rates})
-        fresh = {r.key: r for r in rates if r.capacity is not None and r.per_second is not None}
+        return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
 
-        def body(conn: Connection) -> FlowAnswer:
-            row = conn.execute(q["flow_now"], {"now": self._now(now)}).fetchone()
+    def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
+        """One transaction: every bucket row the asks need is made if missing and locked,
+        and every activity slot key locked, in one order (tenant, key) before any is read,
+        so concurrent batches never wait on each other in a cycle; then each ask in turn."""
+        if not asks:
+            return []
+        q = flow_queries()
+        fresh: dict[tuple[str, str], RateRequest] = {}
+        for ask in asks:
+            for r in ask.rates:
+                if r.capacity is not None and r.per_second is not None:
+                    fresh.setdefault((ask.tenant, r.key), r)
+        bucket_keys = sorted({(a.tenant, r.key) for a in asks for r in a.rates})
+        slot_keys = sorted({(a.tenant, c.key) for a in asks for c in a.slots})
+
+        def body(conn: Connection) -> list[FlowAnswer]:
+            row = conn.execute(q["flow_now"], {"now": self._now(asks[0].now)}).fetchone()
             assert row is not None
             at: datetime = row[0]
-            for key in sorted(fresh):  # a missing bucket starts full (nothing if one exists)
-                r = fresh[key]
+            for tenant, key in sorted(fresh):  # a missing bucket starts full
+                r = fresh[(tenant, key)]
                 conn.execute(
                     q["bucket_create"],
                     {"tenant": tenant, "key": key, "capacity": r.capacity,
                      "per_second": r.per_second, "at": at},
                 )  # fmt: skip
-            buckets: dict[str, Bucket | None] = {}
-            for r in conn.execute(q["buckets_lock"], {"tenant": tenant, "keys": keys}):
-                buckets[r[0]] = Bucket(
-                    capacity=r[1],
-                    per_second=r[2],
-                    tokens=r[3],
-                    refilled_at=_seconds(r[4]),
-                    wake_at=max(0.0, _seconds(r[5])),
-                    declared=r[6],
-                )
-            holders: dict[str, list[str]] = {}
-            for key in sorted({c.key for c in slots}):
+            buckets: dict[tuple[str, str], Bucket] = {}
+            for tenant in sorted({t for t, _ in bucket_keys}):
+                keys = [k for t, k in bucket_keys if t == tenant]
+                for r in conn.execute(q["buckets_lock"], {"tenant": tenant, "keys": keys}):
+                    buckets[(tenant, r[0])] = Bucket(
+                        capacity=r[1],
+                        per_second=r[2],
+                        tokens=r[3],
+                        refilled_at=_seconds(r[4]),
+                        wake_at=max(0.0, _seconds(r[5])),
+                        declared=r[6],
+                    )
+            holders: dict[tuple[str, str], list[str]] = {}
+            for tenant, key in slot_keys:
                 conn.execute(q["activity_slot_lock"], {"tenant": tenant, "key": key})
                 rows = conn.execute(
                     q["activity_holders"], {"tenant": tenant, "key": key, "at": at}
                 ).fetchall()
-                holders[key] = [h[0] for h in rows]
-            answer, states = decide_flow(buckets, rates, holders, slots, _seconds(at))
-            for key, b in states.items():
+                holders[(tenant, key)] = [h[0] for h in rows]
+            answers: list[FlowAnswer] = []
+            changed: set[tuple[str, str]] = set()
+            for ask in asks:
+                mine: dict[str, Bucket | None] = {
+                    k: b for (t, k), b in buckets.items() if t == ask.tenant
+                }
+                held = {k: h for (t, k), h in holders.items() if t == ask.tenant}
+                answer, states = decide_flow(mine, ask.rates, held, ask.slots, _seconds(at))
+                for key, b in states.items():
+                    buckets[(ask.tenant, key)] = b
+                    changed.add((ask.tenant, key))
+                if answer.granted:
+                    for c in ask.slots:
+                        holders.setdefault((ask.tenant, c.key), []).append(c.holder)
+                        conn.execute(
+                            q["activity_slot_take"],
+                            {"tenant": ask.tenant, "key": c.key, "holder": c.holder,
+                             "id": ask.execution_id, "owner": ask.owner},
+                        )  # fmt: skip
+                answers.append(answer)
+            for tenant, key in sorted(changed):
+                b = buckets[(tenant, key)]
                 conn.execute(
                     q["bucket_write"],
                     {"tenant": tenant, "key": key, "capacity": b.capacity,
                      "per_second": b.per_second, "tokens": b.tokens,
                      "refilled_at": _time(b.refilled_at), "wake_at": _time(b.wake_at)},
                 )  # fmt: skip
-            if answer.granted:
-                for c in slots:
-                    conn.execute(
-                        q["activity_slot_take"],
-                        {"tenant": tenant, "key": c.key, "holder": c.holder,
-                         "id": execution_id, "owner": owner},
-                    )  # fmt: skip
-            return answer
+            return answers
 
-        answer: FlowAnswer = self._write(body)
-        return answer
+        answers: list[FlowAnswer] = self._write(body)
+        return answers
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         sql = flow_queries()["activity_holders_now"]

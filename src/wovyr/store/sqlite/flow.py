@@ -14,6 +14,7 @@ from typing import Any
 from wovyr.store.codec import to_micros
 from wovyr.store.flow import (
     Bucket,
+    FlowAcquire,
     FlowAnswer,
     RateLimitRecord,
     RateRequest,
@@ -152,6 +153,45 @@ def _valid_holders(conn: sqlite3.Connection, tenant: str, key: str, now: int) ->
 _BUCKET = "key, capacity, per_second, tokens, refilled_at, wake_at, declared"
 
 
+def _acquire(conn: sqlite3.Connection, ask: FlowAcquire) -> FlowAnswer:
+    tenant, at = ask.tenant, to_micros(ask.now)
+    keys = sorted({r.key for r in ask.rates})
+    rows = conn.execute(
+        f"SELECT {_BUCKET} FROM rate_buckets WHERE tenant = ?"
+        f" AND key IN ({','.join('?' * len(keys))})",
+        (tenant, *keys),
+    ).fetchall()
+    buckets: dict[str, Bucket | None] = {r[0]: _bucket(r) for r in rows}
+    holders = {c.key: _valid_holders(conn, tenant, c.key, at) for c in ask.slots}
+    answer, states = decide_flow(buckets, ask.rates, holders, ask.slots, at / 1e6)
+    conn.executemany(
+        "INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens,"
+        " refilled_at, wake_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (tenant, key) DO UPDATE SET capacity = excluded.capacity,"
+        " per_second = excluded.per_second, tokens = excluded.tokens,"
+        " refilled_at = excluded.refilled_at, wake_at = excluded.wake_at",
+        [
+            (
+                tenant,
+                key,
+                b.capacity,
+                b.per_second,
+                b.tokens,
+                round(b.refilled_at * 1e6),
+                round(b.wake_at * 1e6),
+            )
+            for key, b in states.items()
+        ],
+    )
+    if answer.granted:
+        conn.executemany(
+            "INSERT OR IGNORE INTO activity_slots (tenant, key, holder, execution_id, owner)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [(tenant, c.key, c.holder, ask.execution_id, ask.owner) for c in ask.slots],
+        )
+    return answer
+
+
 class SQLiteRateLimits:
     """Needs `_write()` and `_read()` from SQLiteStore."""
 
@@ -167,43 +207,13 @@ class SQLiteRateLimits:
         rates: Sequence[RateRequest] = (),
         slots: Sequence[SlotClaim] = (),
     ) -> FlowAnswer:
-        at = to_micros(now)
-        keys = sorted({r.key for r in rates})
+        return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
+
+    def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
+        if not asks:
+            return []
         with self._write() as conn:
-            rows = conn.execute(
-                f"SELECT {_BUCKET} FROM rate_buckets WHERE tenant = ?"
-                f" AND key IN ({','.join('?' * len(keys))})",
-                (tenant, *keys),
-            ).fetchall()
-            buckets: dict[str, Bucket | None] = {r[0]: _bucket(r) for r in rows}
-            holders = {c.key: _valid_holders(conn, tenant, c.key, at) for c in slots}
-            answer, states = decide_flow(buckets, rates, holders, slots, at / 1e6)
-            conn.executemany(
-                "INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens,"
-                " refilled_at, wake_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (tenant, key) DO UPDATE SET capacity = excluded.capacity,"
-                " per_second = excluded.per_second, tokens = excluded.tokens,"
-                " refilled_at = excluded.refilled_at, wake_at = excluded.wake_at",
-                [
-                    (
-                        tenant,
-                        key,
-                        b.capacity,
-                        b.per_second,
-                        b.tokens,
-                        round(b.refilled_at * 1e6),
-                        round(b.wake_at * 1e6),
-                    )
-                    for key, b in states.items()
-                ],
-            )
-            if answer.granted:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO activity_slots (tenant, key, holder, execution_id,"
-                    " owner) VALUES (?, ?, ?, ?, ?)",
-                    [(tenant, c.key, c.holder, execution_id, owner) for c in slots],
-                )
-        return answer
+            return [_acquire(conn, ask) for ask in asks]
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         rows = self._read(
