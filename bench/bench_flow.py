@@ -4,10 +4,10 @@
    with every execution holding a workflow concurrency slot (the claim statement is the
    same: slots are taken at the start and handed on by the step that ends a holder, so the
    claim reads no slot table). Target keyed/plain >= 0.7.
-2. Claim + gate: each claim round followed, for every execution claimed, by the gate a
-   worker asks before starting a gated attempt (`acquire_flow`: one rate-limit unit and one
-   activity concurrency slot, one transaction) vs the claim alone. This is the per-attempt
-   price of rate limits and activity keys (one extra transaction per gated attempt).
+2. Claim + gate: each claim round followed by the gates a worker asks before starting the
+   claimed executions' gated attempts (one rate-limit unit and one activity concurrency
+   slot each; its committer groups the asks made together into one `acquire_flows`
+   transaction) vs the claim alone: the price of rate limits and activity keys per claim.
 3. End to end: a worker drives N one-step workflows (started beforehand, not timed), plain
    vs with a workflow concurrency key, an activity concurrency key and a rate limit (all
    far above what the run needs, so nothing waits): executions per second.
@@ -39,7 +39,7 @@ import psycopg
 from wovyr.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.store.base import Store
-from wovyr.store.flow import RateRequest, SlotClaim
+from wovyr.store.flow import FlowAcquire, RateRequest, SlotClaim
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker import Worker
@@ -81,11 +81,21 @@ def drain(store: Store, gate: bool) -> tuple[int, float]:
         got = claimer.claim("bench", NOW, 3600, LIMIT, held)
         if not got:
             return claimed, time.perf_counter() - began
-        if gate:
-            for c in got:
-                slot = SlotClaim("act", f"{c.execution_id}/a/1", 1_000_000)
-                answer = store.acquire_flow(c.tenant, c.execution_id, "bench", NOW, [RATE], [slot])
-                assert answer.granted
+        if gate:  # the claimed executions' runners ask together (the committer groups them)
+            asks = [
+                FlowAcquire(
+                    c.tenant,
+                    c.execution_id,
+                    "bench",
+                    NOW,
+                    [RATE],
+                    # in-flight attempts spread over 64 keys (slots are never released
+                    # here, so a key's holders grow as a long-running load's would)
+                    [SlotClaim(f"act-{hash(c.execution_id) % 64}", f"{c.execution_id}/a/1", 10**6)],
+                )
+                for c in got
+            ]
+            assert all(a.granted for a in store.acquire_flows(asks))
         claimed += len(got)
         held = Counter(c.tenant for c in got)
 
