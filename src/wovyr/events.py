@@ -205,7 +205,9 @@ class ExecutionStarted(EventData):
     `schedule` and `scheduled_at` only for a start by a schedule; `continued_from` (the run
     it continues) and `chain` ({root, run}: the chain's logical id and this run's number)
     only for a run that continue-as-new started. `rerun_of` ({id, from}: the execution it
-    reruns and the activity it reruns from, null for all) only for a rerun."""
+    reruns and the activity it reruns from, null for all) only for a rerun;
+    `priority` only when above 0; `concurrency` only for a workflow that declares a
+    concurrency key."""
 
     TYPE: ClassVar[str] = EventType.EXECUTION_STARTED
     workflow: str
@@ -223,6 +225,9 @@ class ExecutionStarted(EventData):
     chain: dict[str, Any] | Absent = ABSENT
     rerun_of: dict[str, Any] | Absent = ABSENT
     labels: dict[str, str] | Absent = ABSENT
+    priority: int | Absent = ABSENT  # 1-9 (0, the default, is not written)
+    # A workflow's concurrency slot: {key (evaluated), limit, on_limit}
+    concurrency: dict[str, Any] | Absent = ABSENT
 
 
 @_record

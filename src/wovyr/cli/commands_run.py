@@ -107,6 +107,12 @@ def _seconds(value: str) -> float:
     "a later one stops the run (exit 3).",
 )
 @click.option("--detach", is_flag=True, help="Only start it; a worker drives it.")
+@click.option(
+    "--priority",
+    type=click.IntRange(0, 9),
+    default=None,
+    help="0-9 (default 0): within the tenant, workers claim higher priority first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @tenant_options
 @click.pass_context
@@ -120,6 +126,7 @@ def run_command(
     execution_id: str | None,
     wait_up_to: str,
     detach: bool,
+    priority: int | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
@@ -144,6 +151,7 @@ def run_command(
                 version=target.version,
                 execution_id=execution_id,
                 labels=labels,
+                priority=priority,
             )
             ran = Foreground(engine.query(record.id, follow=False))
         else:
@@ -157,6 +165,7 @@ def run_command(
                 horizon,
                 show=not as_json and is_tty(),
                 labels=labels,
+                priority=priority,
             )
     again = _Again(ctx.params, target)
     if as_json:
@@ -208,6 +217,7 @@ def _run_live(
     *,
     show: bool,
     labels: dict[str, str] | None = None,
+    priority: int | None = None,
 ) -> Foreground:
     async def main() -> Foreground:
         worker = Worker(engine, lease_seconds=settings.lease_seconds)
@@ -219,6 +229,7 @@ def _run_live(
                 version=target.version,
                 execution_id=execution_id,
                 labels=labels,
+                priority=priority,
             )
             driving = asyncio.create_task(
                 drive(worker, record.id, wait_up_to=wait_up_to, poll=settings.poll_interval)

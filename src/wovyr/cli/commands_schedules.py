@@ -92,6 +92,9 @@ def schedules() -> None:
 @click.option("--limit", "remaining", type=click.IntRange(0), help="Start at most N executions.")
 @click.option("--paused", is_flag=True)
 @click.option("--note")
+@click.option(
+    "--priority", type=click.IntRange(0, 9), help="0-9: the priority of the executions it starts."
+)
 @click.option("--json", "as_json", is_flag=True)
 @tenant_options
 def create_command(
@@ -110,6 +113,7 @@ def create_command(
     remaining: int | None,
     paused: bool,
     note: str | None,
+    priority: int | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
@@ -135,6 +139,7 @@ def create_command(
             remaining_actions=remaining,
             paused=paused,
             note=note,
+            priority=priority,
         )
         _show(record, service, as_json)
 

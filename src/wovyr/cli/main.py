@@ -30,9 +30,16 @@ EXIT_NOT_FOUND = 4
 # not use. (tests/unit/cli/test_cli_startup.py checks these lines against the commands.)
 _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "admin": (
-        ("commands_server", "commands_admin", "commands_kms", "commands_audit", "commands_backup"),
+        (
+            "commands_server",
+            "commands_admin",
+            "commands_kms",
+            "commands_audit",
+            "commands_backup",
+            "commands_limits",
+        ),
         "Administration on the server host: API keys, tenants' policies and quotas, the KMS, "
-        "the audit chain, backups.",
+        "the audit chain, backups, rate limits.",
     ),
     "agents": (
         ("commands_agents",),

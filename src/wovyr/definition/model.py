@@ -36,12 +36,15 @@ __all__ = [
     "ApprovalWait",
     "ChildWorkflowSpec",
     "CompensateSpec",
+    "ConcurrencySpec",
     "ContinueAsNewSpec",
     "Duration",
     "HttpSpec",
     "InputSpec",
     "InputType",
+    "KeyLimit",
     "Metadata",
+    "RateLimitSpec",
     "RepeatSpec",
     "RetryPolicy",
     "ShellSpec",
@@ -219,6 +222,44 @@ class RepeatSpec(FrozenModel):
     )
 
 
+class KeyLimit(FrozenModel):
+    """At most `limit` attempts of activities naming the same key run at once, across every
+    execution and worker of the tenant; an attempt finding none free waits (a durable
+    timer; it holds no worker slot and is not a retry)."""
+
+    key: str = Field(
+        min_length=1,
+        max_length=500,
+        description="Text with ${{ }} expressions over inputs and activities, e.g. "
+        '"db-${{ inputs.shard }}"',
+    )
+    limit: int = Field(ge=1, le=10_000, description="Running attempts per key")
+
+
+class RateLimitSpec(FrozenModel):
+    """A token bucket shared by every worker of the tenant: `limit` units per `per`, at most
+    `burst` at once (default `limit`). An attempt finding too few units waits for them (a
+    durable timer, shown as `rate limit KEY: next slot in S s`; not a retry). Without
+    `limit`, the bucket must have been declared (`wovyr admin limits set KEY ...`); a
+    declared bucket's numbers win over an activity's."""
+
+    key: str = Field(
+        min_length=1,
+        max_length=500,
+        description="The bucket's name (text with ${{ }} expressions over inputs allowed)",
+    )
+    limit: float | None = Field(default=None, gt=0, description="Units per `per`")
+    per: Duration = Field(default=1.0, description="The period of `limit`, e.g. 1s, 1m")
+    units: float | str = Field(
+        default=1,
+        description="Units one attempt takes: a number, or a ${{ }} expression (e.g. "
+        "tokens); `input` is the attempt's rendered input",
+    )
+    burst: float | None = Field(
+        default=None, gt=0, description="The bucket's capacity (default: `limit`)"
+    )
+
+
 class Activity(_Runnable):
     id: str = Field(pattern=IDENT_PATTERN)
     description: str | None = None
@@ -236,6 +277,12 @@ class Activity(_Runnable):
     )
     repeat: RepeatSpec | None = Field(
         default=None, description="Run the step again until a condition holds"
+    )
+    concurrency: KeyLimit | None = Field(
+        default=None, description="A limit on running attempts that share a key"
+    )
+    rate_limit: RateLimitSpec | None = Field(
+        default=None, description="Units of a shared token bucket each attempt takes"
     )
     on_failure: Literal["fail", "continue"] = Field(
         default="fail",
@@ -265,6 +312,24 @@ class ContinueAsNewSpec(FrozenModel):
     )
 
 
+class ConcurrencySpec(FrozenModel):
+    """At most `limit` executions of the workflow run at once per value of `key` (per
+    tenant); the others wait for a slot in start order, or `on_limit` cancels one."""
+
+    key: str = Field(
+        min_length=1,
+        max_length=500,
+        description="The key's value: text with ${{ }} expressions over `inputs`, e.g. "
+        '"order-${{ inputs.customer_id }}"; executions whose keys are equal share the limit',
+    )
+    limit: int = Field(default=1, ge=1, le=10_000, description="Running executions per key")
+    on_limit: Literal["queue", "cancel_new", "cancel_oldest"] = Field(
+        default="queue",
+        description="queue: wait for a slot in start order; cancel_new: the new execution "
+        "ends cancelled; cancel_oldest: the oldest running one is cancelled for it",
+    )
+
+
 class Workflow(_Model):
     api_version: Literal["wovyr/v1"] = Field(alias="apiVersion")
     kind: Literal["Workflow"]
@@ -282,6 +347,9 @@ class Workflow(_Model):
         default=None,
         description="End this run `continued` and start the next run of the chain when "
         "`when` holds at completion (bounded history for workflows that live forever)",
+    )
+    concurrency: ConcurrencySpec | None = Field(
+        default=None, description="A limit on running executions that share a key"
     )
 
     @property

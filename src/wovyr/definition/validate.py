@@ -121,6 +121,7 @@ class _Checker:
         self._output()
         self._labels()
         self._continue_as_new()
+        self._concurrency()
         self._duration_positive(self.data.get("timeout"), ("timeout",))
         return self.problems
 
@@ -282,6 +283,8 @@ class _Checker:
                 inner = replace(inner, roots=roots)
             if key == "repeat":  # `until` reads the iteration's output too
                 inner = replace(scope, roots=scope.roots | {"output"})
+            if key == "rate_limit":  # `units` may read the attempt's rendered input
+                inner = replace(scope, roots=scope.roots | {"input"})
             if key == "compensate" and isinstance(value, dict):
                 for sub, part in value.items():
                     own = replace(inner, roots=inner.roots | _secret_roots(sub))
@@ -471,6 +474,15 @@ class _Checker:
         for key in ("when", "input"):
             for path, text in _strings(spec.get(key), (*base, key)):
                 self._text(text, path, scope)
+
+    def _concurrency(self) -> None:
+        """The key is read at the start: its expressions may use `inputs` only."""
+        spec = self.data.get("concurrency")
+        if not isinstance(spec, dict):
+            return
+        scope = _Scope(roots=frozenset({"inputs"}))
+        for path, text in _strings(spec.get("key"), ("concurrency", "key")):
+            self._text(text, path, scope)
 
     def _text(self, text: str, path: DataPath, scope: _Scope) -> None:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -23,6 +24,7 @@ from wovyr.activities.kinds import SecretResolver
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import CredentialResolver, Providers, StaticCredentials
 from wovyr.clock import Clock, SystemClock
+from wovyr.definition.expr import render
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
 from wovyr.engine.attempts import attempt_entries
@@ -43,6 +45,7 @@ from wovyr.engine.definitions import (
     Definitions,
     Lru,
 )
+from wovyr.engine.flow import gated
 from wovyr.engine.labels import check_labels, execution_labels
 from wovyr.engine.quotas import (
     SECONDS,
@@ -61,6 +64,7 @@ from wovyr.engine.views import ExecutionView, build_view, shown_events, status_f
 from wovyr.errors import (
     Conflict,
     ExecutionFinished,
+    ExpressionError,
     InputError,
     NotFound,
     Problem,
@@ -101,9 +105,10 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import capabilities
 from wovyr.store.codec import MAX_PAYLOAD_BYTES, PayloadRefused, check_payload
-from wovyr.store.records import Debit
+from wovyr.store.flow import RateLimitRecord
+from wovyr.store.records import MAX_PRIORITY, Debit, SlotRequest
 
-__all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started"]
+__all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started", "check_priority"]
 
 Listener = Callable[[str, str], None]  # told (tenant, execution id) of each change
 DEFAULT_TIMEOUT = 300.0  # seconds an attempt may take when its definition gives no timeout
@@ -111,6 +116,7 @@ _T = TypeVar("_T")
 _MAX_RETRIES = 50
 _SOURCE_CACHE = 256
 _NAME_MATCHES = 50  # workflow names one name search lists executions of
+MAX_KEY_LENGTH = 500  # characters of a concurrency key's value
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,41 @@ class Started:
 
     record: ExecutionRecord
     created: bool
+
+
+def concurrency_key(template: str, inputs: Mapping[str, Any]) -> str:
+    """The value of a workflow's `concurrency.key` for `inputs` (text; a value of another
+    type as JSON); a key that cannot be evaluated refuses the start."""
+    try:
+        value = render(template, {"inputs": inputs}, where="concurrency.key")
+    except ExpressionError as exc:
+        raise InputError([Problem(exc.message, path="concurrency.key")]) from None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if not text or len(text) > MAX_KEY_LENGTH:
+        raise InputError(
+            [
+                Problem(
+                    f"the concurrency key must be 1 to {MAX_KEY_LENGTH} characters "
+                    f"(it was {len(text)})",
+                    path="concurrency.key",
+                )
+            ]
+        )
+    return text
+
+
+def check_priority(priority: int | None) -> None:
+    """A start's priority is an integer 0-9 (None: 0)."""
+    if priority is None:
+        return
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not 0 <= priority <= MAX_PRIORITY
+    ):
+        raise InputError(
+            [Problem(f"priority must be an integer from 0 to {MAX_PRIORITY}", path="priority")]
+        )
 
 
 def _check_id(execution_id: str) -> None:
@@ -316,11 +357,13 @@ class Engine(Definitions):
         lease_owner: str | None = None,
         lease_seconds: float = 30.0,
         labels: Mapping[str, str] | None = None,
+        priority: int | None = None,
     ) -> ExecutionRecord:
         """Start an execution of exactly one of `definition` (a model or YAML/JSON text),
         `path` (a file) or `name` (registered; `version`, else the latest); starting an id
         that exists returns that execution unchanged. `submit` also tells which it was.
-        `labels`: added to (and overriding) the definition's rendered `labels`."""
+        `labels`: added to (and overriding) the definition's rendered `labels`.
+        `priority` (0-9, default 0): within the tenant, higher is claimed first."""
         return self.submit(
             definition,
             input,
@@ -332,6 +375,7 @@ class Engine(Definitions):
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
             labels=labels,
+            priority=priority,
         ).record
 
     def submit(
@@ -348,6 +392,7 @@ class Engine(Definitions):
         lease_owner: str | None = None,
         lease_seconds: float = 30.0,
         labels: Mapping[str, str] | None = None,
+        priority: int | None = None,
     ) -> Started:
         """THE start path (every edge calls it): resolve what is named and check the id; an
         execution that has the id is returned as it is (its definition and inputs were fixed
@@ -360,6 +405,7 @@ class Engine(Definitions):
         workflow, digest = self.target(definition, name=name, version=version, path=path)
         if execution_id is not None:
             _check_id(execution_id)
+        check_priority(priority)
         self.check_side_effects(workflow)
         if labels:
             labels = check_labels(labels)
@@ -383,6 +429,7 @@ class Engine(Definitions):
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
             labels=labels,
+            priority=priority,
         )
         audit = self.audit_entry(
             "execution.start",
@@ -395,9 +442,34 @@ class Engine(Definitions):
             },
         )
         created, record = self.store.create_execution(replace(new, audit=audit))
-        if created and lease_owner is None:  # a leased start is driven by its owner already
+        if created and new.lease_owner is None:  # a leased start is driven by its owner already
             self.notify(new.id)
+        if created:
+            self.enforce_on_limit(new)
         return Started(record, created)
+
+    def enforce_on_limit(self, new: NewExecution) -> None:
+        """After `new` was created: when it waits for a slot of its concurrency key and its
+        workflow says `on_limit: cancel_new`, cancel it; `cancel_oldest`, cancel the oldest
+        holder of the key (whose end hands its slot on, in start order). Each cancel is a
+        change of its own (audited as such); `queue` does nothing here."""
+        slot = new.slot
+        if slot is None:
+            return
+        started = new.first_step.events[0].data.get("concurrency") or {}
+        on_limit = started.get("on_limit", "queue")
+        if on_limit == "queue":
+            return
+        state = self.store.slot_state(new.tenant, slot.key)
+        if new.id not in state.waiting:
+            return
+        reason = f"concurrency {slot.key}: {slot.limit} running (on_limit: {on_limit})"
+        target = new.id if on_limit == "cancel_new" else None
+        if target is None and state.holders:
+            target = state.holders[0]
+        if target is not None:
+            with contextlib.suppress(ExecutionFinished, NotFound):
+                self.for_tenant(new.tenant).cancel(target, reason=reason, by="concurrency")
 
     def _checked(self, what: str, value: _T, path: str) -> _T:
         """`value`, if the store may keep it (size and depth caps), else `InputError`."""
@@ -420,6 +492,7 @@ class Engine(Definitions):
         lease_owner: str | None = None,
         lease_seconds: float = 30.0,
         extra: dict[str, Any] | None = None,
+        priority: int | None = None,
     ) -> NewExecution:
         """The row and first step of a new execution, for a store to create (maybe together
         with other writes, as a schedule fire does). When `lease_owner` will drive it, the
@@ -427,6 +500,7 @@ class Engine(Definitions):
         The inputs and the side-effect policy are checked as `submit` checks them; the id is
         the caller's to derive."""
         self.check_side_effects(workflow)
+        check_priority(priority)
         return self._new_execution(
             workflow,
             digest,
@@ -436,6 +510,7 @@ class Engine(Definitions):
             lease_owner=lease_owner,
             lease_seconds=lease_seconds,
             extra=extra,
+            priority=priority,
         )
 
     def _new_execution(
@@ -453,6 +528,7 @@ class Engine(Definitions):
         reused: builtins.list[Event] | None = None,
         rerun_of: str | None = None,
         labels: Mapping[str, str] | None = None,
+        priority: int | None = None,
     ) -> NewExecution:
         """A new execution of `workflow` on inputs already checked. `carried`: events that
         follow its start in its first step (the buffered signals a continued run takes
@@ -464,6 +540,17 @@ class Engine(Definitions):
         tags = execution_labels(workflow, inputs, labels) if workflow.labels or labels else {}
         if tags:
             extra = {**(extra or {}), "labels": tags}
+        if priority:
+            extra = {**(extra or {}), "priority": priority}
+        slot = None
+        if workflow.concurrency is not None:
+            spec = workflow.concurrency
+            slot = SlotRequest(key=concurrency_key(spec.key, inputs), limit=spec.limit)
+            taken = {"key": slot.key, "limit": slot.limit, "on_limit": spec.on_limit}
+            extra = {**(extra or {}), "concurrency": taken}
+            lease_owner = None  # it may wait for a slot: a worker claims it once it may run
+        if lease_owner is not None and gated(workflow):
+            lease_owner = None  # its first attempts may have to wait: no decision here
         events = start_events(workflow, digest, inputs, now, parent_id=parent_id, extra=extra)
         events += carried or []
         events += reused or []
@@ -499,6 +586,8 @@ class Engine(Definitions):
             else start_debits(quotas, now),
             # a chain's next run replaces its last: the running count does not grow
             max_running=None if carried is not None else quotas.concurrent_executions,
+            priority=priority or 0,
+            slot=slot,
         )
 
     def rerun(
@@ -609,6 +698,7 @@ class Engine(Definitions):
             extra={"continued_from": after.id, "chain": chain},
             carried=carried,
             labels={**(after.labels or {}), **execution_labels(workflow, ended.data["input"])},
+            priority=after.priority,
         )
 
     def live(self, execution_id: str) -> ExecutionRecord:
@@ -719,6 +809,35 @@ class Engine(Definitions):
             timer=timer, purpose=QUOTA_HOLD, fire_at=until.isoformat(), reason=reason
         )
         return [armed.at(now)]
+
+    # --- flow control ---------------------------------------------------------------------
+
+    def set_rate_limit(
+        self, key: str, limit: float, per: float, burst: float | None = None, *, by: str = ""
+    ) -> RateLimitRecord:
+        """Declare this tenant's token bucket `key`: `limit` units per `per` seconds, at most
+        `burst` at once (default `limit`); activities naming it (`rate_limit: {key: ...}`)
+        use these numbers, whatever their own say."""
+        problems = []
+        if not key or len(key) > MAX_KEY_LENGTH:
+            problems.append(Problem(f"a key is 1 to {MAX_KEY_LENGTH} characters", path="key"))
+        for name, value in (("limit", limit), ("per", per), ("burst", burst)):
+            if value is not None and not value > 0:
+                problems.append(Problem(f"{name} must be above 0", path=name))
+        if problems:
+            raise InputError(problems)
+        capacity = burst if burst is not None else limit
+        return self.store.set_rate_limit(
+            self.tenant, key, capacity, limit / per, by, self.clock.now()
+        )
+
+    def rate_limits(self) -> builtins.list[RateLimitRecord]:
+        """This tenant's token buckets, declared or made by activities."""
+        return self.store.rate_limits(self.tenant)
+
+    def delete_rate_limit(self, key: str) -> None:
+        if not self.store.delete_rate_limit(self.tenant, key):
+            raise NotFound(f"rate limit {key} not found")
 
     # --- external changes ----------------------------------------------------------------
 
@@ -964,10 +1083,13 @@ class Engine(Definitions):
             execution_id=execution_id,
             parent_id=parent.id,
             extra={"parent": origin, "depth": parent.depth + 1},
+            # a child runs at its parent's priority unless the activity sets its own
+            priority=spec.priority if spec.priority is not None else parent.priority,
         )
         created, _ = self.store.create_execution(new)
         if created:
             self.notify(execution_id)
+            self.enforce_on_limit(new)
         return execution_id
 
     def fire_due_timers(self, limit: int = 500) -> int:
@@ -1096,4 +1218,9 @@ class Engine(Definitions):
         return attempt_entries(events), last, record.status in ExecutionStatus.TERMINAL
 
     def _view(self, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
-        return build_view(self.definition(record.definition_hash), record, state)
+        view = build_view(self.definition(record.definition_hash), record, state)
+        if view.concurrency is not None:  # who holds the key's slots and who waits (a read)
+            slots = self.store.slot_state(record.tenant, str(view.concurrency["key"]))
+            concurrency = {**view.concurrency, "holders": slots.holders, "waiting": slots.waiting}
+            view = replace(view, concurrency=concurrency)
+        return view

@@ -10,6 +10,7 @@ from wovyr.engine.core.state import ExecutionState, fold, state_from_json, state
 from wovyr.engine.core.waits import waiting_on
 from wovyr.events import Event, TimerFired
 from wovyr.store.base import ExecutionRecord, StepWrite, TimerRecord
+from wovyr.store.records import SlotRelease
 
 __all__ = ["make_step", "timer_steps"]
 
@@ -34,6 +35,10 @@ def make_step(
         if tid not in before.timers
     ]
     removed = [tid for tid in before.timers if tid not in after.timers]
+    slot = after.concurrency
+    released = None
+    if slot and after.finished and not before.finished:  # the end gives its slot back
+        released = SlotRelease(key=str(slot["key"]), limit=int(slot["limit"]))
     return StepWrite(
         execution_id=execution_id,
         expected_seq=before.seq,
@@ -50,6 +55,7 @@ def make_step(
         timers_armed=armed,
         timers_removed=removed,
         tenant=tenant,
+        slot_released=released,
     )
 
 

@@ -55,6 +55,9 @@ class ExecutionView:
     rerun_of: dict[str, Any] | None = None
     reruns: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # set at start, for search
+    priority: int = 0  # 0-9, fixed at the start
+    # the workflow's concurrency slot {key, limit, on_limit}, and who holds or waits for it
+    concurrency: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -99,11 +102,13 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         }
         if a.status == ActivityStatus.WAITING and a.wait:
             pending.append({"activity": act.id, **a.wait})
+    # waiting for a slot of its concurrency key: the store knows (the log does not)
+    queued = record.status == "running" and (record.waiting_on or "").startswith("concurrency ")
     return ExecutionView(
         id=record.id,
         workflow=state.workflow,
         version=state.version,
-        status=shown_status(state),
+        status="waiting" if queued else shown_status(state),
         input=state.input,
         output=state.output,
         error=state.error,
@@ -112,7 +117,7 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         definition_hash=state.definition_hash,
         parent_id=state.parent_id,
         event_count=state.seq,
-        waiting_on=waiting_on(state),
+        waiting_on=record.waiting_on if queued else waiting_on(state),
         activities=activities,
         pending_waits=pending,
         buffered_signals={k: len(v) for k, v in state.signals.items()},
@@ -121,6 +126,8 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         chain={"root": state.chain_root, "run": state.chain_run} if state.chain else None,
         rerun_of=state.rerun_of,
         labels=dict(state.labels or {}),
+        priority=state.priority or 0,
+        concurrency=dict(state.concurrency) if state.concurrency else None,
     )
 
 

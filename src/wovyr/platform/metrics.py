@@ -15,6 +15,7 @@ workflow names belong to a tenant: the server shows them only to that tenant's k
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -61,6 +62,8 @@ REMEMBER = 4_096
 MAX_SERIES = 1_000  # label sets per metric and tenant (Metrics)
 OTHER = "_other"  # the label value of what is counted beyond them
 Sample = tuple[str, str, str, float]  # a value read at scrape time: name, type, help, value
+_FLOW_REASON = re.compile(r"^(rate limit|concurrency) (.+?): ")
+_FLOW_HOLD = "flow"  # the purpose of a flow hold's timer (wovyr.engine.core.waits.FLOW_HOLD)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,18 @@ FAMILIES = {
             "wovyr_activity_retries_total",
             "counter",
             "Activity attempts that failed and will be retried, by workflow.",
+            True,
+        ),
+        _Family(
+            "wovyr_flow_holds_total",
+            "counter",
+            "Attempts held by flow control (kind: rate_limit or concurrency), by key.",
+            True,
+        ),
+        _Family(
+            "wovyr_flow_throttled_seconds_total",
+            "counter",
+            "Seconds attempts were told to wait by flow control, by kind and key.",
             True,
         ),
         _Family(
@@ -349,6 +364,9 @@ class MetricsObserver:
         owner: tuple[str, str] | None = None  # looked up at the first event that counts:
         for event in step.events:  # a timer fire or a signal costs no read
             kind = event.type
+            if kind == EventType.TIMER_ARMED and event.get("purpose") == _FLOW_HOLD:
+                self._flow_held(step, event)
+                continue
             if kind == EventType.ACTIVITY_STARTED:
                 self._attempt_started(execution_id, str(event.get("activity")), event.at)
                 continue
@@ -380,6 +398,21 @@ class MetricsObserver:
                     workflow=workflow,
                     outcome="retried" if retry else outcome,
                 )
+
+    def _flow_held(self, step: StepWrite, event: Any) -> None:
+        """A flow hold: its kind and key are in its reason ("rate limit KEY: ...",
+        "concurrency KEY: ..."), its wait is until it fires."""
+        found = _FLOW_REASON.match(str(event.get("reason") or ""))
+        if found is None:
+            return
+        kind = "rate_limit" if found[1] == "rate limit" else "concurrency"
+        key = str(found[2])
+        self.metrics.inc("wovyr_flow_holds_total", step.tenant, kind=kind, key=key)
+        wait = (datetime.fromisoformat(str(event.get("fire_at"))) - event.at).total_seconds()
+        seconds = max(0.0, wait)
+        self.metrics.inc(
+            "wovyr_flow_throttled_seconds_total", step.tenant, seconds, kind=kind, key=key
+        )
 
     def _attempt_started(self, execution_id: tuple[str, str], activity: str, at: datetime) -> None:
         with self._lock:

@@ -38,7 +38,7 @@ from typing import Any
 
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import Workflow
-from wovyr.engine.engine import Engine
+from wovyr.engine.engine import Engine, check_priority
 from wovyr.errors import (
     Conflict,
     ExecutionFinished,
@@ -107,11 +107,14 @@ class Schedules:
         remaining_actions: int | None = None,
         paused: bool = False,
         note: str | None = None,
+        priority: int | None = None,
     ) -> ScheduleRecord:
-        """Create a schedule; nothing is stored when anything is invalid."""
+        """Create a schedule; nothing is stored when anything is invalid. `priority` (0-9)
+        is the priority of every execution it starts (kept in its spec)."""
         if not _ID.match(schedule_id or ""):
             raise _bad("schedule ids are 1-128 letters, digits, '.', '_' or '-'", "id")
         spec = self._spec(cron, every, timezone, offset)
+        check_priority(priority)
         name, digest, definition, pinned = self._workflow(workflow)
         self.engine.check_side_effects(definition)
         inputs = resolve_inputs(definition, input or {})
@@ -126,7 +129,7 @@ class Schedules:
         record = ScheduleRecord(
             id=schedule_id,
             workflow=name,
-            spec=_spec_dict(spec),
+            spec={**_spec_dict(spec), **({"priority": priority} if priority else {})},
             created_at=now,
             updated_at=now,
             tenant=self.engine.tenant,
@@ -234,7 +237,8 @@ class Schedules:
                     merged.get("timezone"),
                     merged.get("offset"),
                 )
-                updated = replace(updated, spec=_spec_dict(spec))
+                kept = {"priority": r.spec["priority"]} if r.spec.get("priority") else {}
+                updated = replace(updated, spec={**_spec_dict(spec), **kept})
             if "overlap" in changes:
                 if changes["overlap"] not in OVERLAP_POLICIES:
                     raise _bad(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}", "overlap")
@@ -438,6 +442,7 @@ class Schedules:
             return False
         for new in starts:
             self.engine.notify(new.id, new.tenant)
+            self.engine.enforce_on_limit(new)
         return True
 
     # --- helpers -------------------------------------------------------------------------
@@ -447,8 +452,14 @@ class Schedules:
     ) -> NewExecution:
         _, digest, definition = self._definition_for(record)
         extra = {"schedule": record.id, "scheduled_at": (tick or now).isoformat()}
+        priority = record.spec.get("priority")
         return self.engine.prepare_start(
-            definition, digest, record.input, execution_id=execution_id, extra=extra
+            definition,
+            digest,
+            record.input,
+            execution_id=execution_id,
+            extra=extra,
+            priority=int(priority) if priority else None,
         )
 
     def _definition_for(self, record: ScheduleRecord) -> tuple[str, str, Workflow]:

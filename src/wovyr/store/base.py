@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditStore
+from wovyr.store.flow import FlowStore
 from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import (
     ApiKeyStore,
@@ -169,6 +170,7 @@ class Store(
     ResponseCacheStore,
     ProviderStore,
     StreamStore,
+    FlowStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

@@ -11,7 +11,7 @@ import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from wovyr.events import Event
@@ -19,7 +19,9 @@ from wovyr.store.audit import AuditEntry
 
 __all__ = [
     "DEFAULT_TENANT",
+    "MAX_PRIORITY",
     "MAX_TURN_TENANTS",
+    "PRIORITY_AGING_SECONDS",
     "Claim",
     "CommitOutcome",
     "Debit",
@@ -32,12 +34,31 @@ __all__ = [
     "LeaseState",
     "NewExecution",
     "Page",
+    "SlotRelease",
+    "SlotRequest",
+    "SlotState",
     "StepWrite",
     "TimerRecord",
+    "claim_rank",
 ]
 
 DEFAULT_TENANT = "default"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_TURN_TENANTS = 256  # tenants one claim's `FairShare.turns` may name (one probe each)
+MAX_PRIORITY = 9  # priorities are 0 (the default) to 9
+# Aging: one level of priority is worth this much waiting. Within a tenant the claim takes
+# the lowest `claim_rank` (start time less priority x this), so a priority-p start overtakes
+# lower priorities started up to (p - q) x this before it, and a start of priority q is
+# overtaken only by work started less than (9 - q) x this after it: its wait is bounded.
+PRIORITY_AGING_SECONDS = 60
+
+
+def claim_rank(created_at: datetime, priority: int) -> int:
+    """Where an execution started at `created_at` with `priority` stands in its tenant's
+    claim order (lower first): microseconds since 1970 less the aging of its priority."""
+    delta = created_at - _EPOCH
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return micros - priority * PRIORITY_AGING_SECONDS * 1_000_000
 
 
 @dataclass(frozen=True)
@@ -135,6 +156,36 @@ class Debit:
 
 
 @dataclass(frozen=True)
+class SlotRequest:
+    """A new execution's claim on a concurrency key (per tenant): it holds one of `limit`
+    slots of `key` from its start to its end. Taken in the creating transaction when one is
+    free and nobody waits for one; else the execution waits (not ready, `waiting_on`
+    "concurrency <key>") until a slot is handed to it, in start order."""
+
+    key: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class SlotRelease:
+    """The step that ends an execution gives back its slot of `key` (or leaves the queue),
+    and hands the freed slots to the executions waiting for them, in start order, while
+    fewer than `limit` are held: they become ready in the same transaction."""
+
+    key: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class SlotState:
+    """Who holds the slots of a concurrency key and who waits for one, in start order."""
+
+    key: str
+    holders: list[str]
+    waiting: list[str]
+
+
+@dataclass(frozen=True)
 class StepWrite:
     """Everything one step of one execution changes, written in one transaction.
 
@@ -165,6 +216,9 @@ class StepWrite:
     # applies (never when it is refused). Its id must be new to the tenant: a store that
     # finds it taken refuses the whole transaction (StoreError), so a chain never forks.
     continued_as: NewExecution | None = None
+    slot_released: SlotRelease | None = None  # the step ends an execution holding a slot
+    # activity concurrency slots (key, holder) whose attempts' results this step records
+    flow_released: Sequence[tuple[str, str]] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -195,6 +249,12 @@ class NewExecution:
     debits: Sequence[Debit] = ()
     max_running: int | None = None
     audit: AuditEntry | None = None  # appended to the audit chain when (and only if) created
+    priority: int = 0  # 0-9: within its tenant, the claim takes higher first (`claim_rank`)
+    slot: SlotRequest | None = None  # a workflow's concurrency key
+
+    @property
+    def claim_rank(self) -> int:
+        return claim_rank(self.created_at, self.priority)
 
 
 class CommitOutcome(enum.Enum):

@@ -1,7 +1,8 @@
 """Group commit: steps from many executions that are ready at once share one transaction.
 
 Coroutines `await committer.commit(step)`; while one transaction is in flight the next
-steps queue up and go together in the following one (one fsync for many steps).
+steps queue up and go together in the following one (one fsync for many steps). The flow
+gates runners ask before starting attempts (`acquire`) are grouped the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from wovyr.store.base import CommitOutcome, StepWrite, Store
+from wovyr.store.flow import FlowAcquire, FlowAnswer
 
 __all__ = ["GroupCommitter"]
 
@@ -27,6 +29,8 @@ class GroupCommitter:
         self._max_batch = max_batch
         self._queue: list[tuple[StepWrite, asyncio.Future[CommitOutcome]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._asks: list[tuple[FlowAcquire, asyncio.Future[FlowAnswer]]] = []
+        self._asker: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wovyr-commit")
         self.batches = 0
         self.steps = 0
@@ -60,6 +64,31 @@ class GroupCommitter:
             for (_, future), outcome in zip(batch, outcomes, strict=True):
                 if not future.done():
                     future.set_result(outcome)
+
+    async def acquire(self, ask: FlowAcquire) -> FlowAnswer:
+        """`Store.acquire_flows` for `ask`, with the asks of other runners made meanwhile."""
+        future: asyncio.Future[FlowAnswer] = asyncio.get_running_loop().create_future()
+        self._asks.append((ask, future))
+        if self._asker is None or self._asker.done():
+            self._asker = asyncio.create_task(self._flush_asks())
+        return await future
+
+    async def _flush_asks(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._asks:
+            batch, self._asks = self._asks[: self._max_batch], self._asks[self._max_batch :]
+            try:
+                answers = await loop.run_in_executor(
+                    self._executor, self._store.acquire_flows, [ask for ask, _ in batch]
+                )
+            except Exception as exc:  # the store failed: every waiter learns it
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), answer in zip(batch, answers, strict=True):
+                if not future.done():
+                    future.set_result(answer)
 
     async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """Run another store call on the commit thread (keeps one writer per process)."""

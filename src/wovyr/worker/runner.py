@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.base import ActivityContext, ActivityError
@@ -31,12 +33,14 @@ from wovyr.engine.core.state import (
     fold,
     state_from_json,
 )
+from wovyr.engine.flow import MAX_GRANT_AGE, flow_hold, flow_requests, gated, problem_hold
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
 from wovyr.events import Event, EventData
 from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
+from wovyr.store.flow import FlowAcquire, RateRequest
 from wovyr.worker.streams import AttemptStream, StreamJournal
 
 if TYPE_CHECKING:
@@ -69,8 +73,16 @@ class ExecutionRunner:
         definition: Workflow,
         *,
         adopt_running: bool = False,
+        owner: str = "",
     ) -> None:
         self.engine = engine
+        self.owner = owner  # the worker holding the lease (activity slots are taken in its name)
+        self._gated = gated(definition)
+        # activity concurrency slots held by running attempts: RunActivity.key -> (key, holder)
+        self._slots: dict[str, tuple[str, str]] = {}
+        # rate-limit units granted to attempts not launched yet: RunActivity.key ->
+        # (when, by the monotonic clock, the requests)
+        self._granted: dict[str, tuple[float, list[RateRequest]]] = {}
         self.committer = committer
         self.execution_id = execution_id
         self.fence = fence
@@ -157,13 +169,16 @@ class ExecutionRunner:
             )
             if decision.runs:
                 hold = await self._quota_hold(working)
-                if hold is not None:  # the tenant's seconds are used up: no new attempt
+                if hold is None and self._gated:  # rate limits, concurrency keys
+                    hold = await self._flow_hold(working, decision.runs, now)
+                if hold is not None:  # no new attempt now (a durable timer wakes it)
                     decision = Decision(events=hold, state=fold(hold, working))
             assert decision.state is not None
             events.extend(decision.events)
             done = not self._tasks and not decision.runs
+            released = [self._slots[r.key] for r, _ in self._results if r.key in self._slots]
             if events or done:
-                result = await self._commit(decision.state, events, done)
+                result = await self._commit(decision.state, events, done, released)
                 if result is CommitOutcome.CONFLICT:
                     self.stats.conflicts += 1
                     self._reload()
@@ -173,6 +188,8 @@ class ExecutionRunner:
                     self._fail_journal()
                     return
                 self.state = decision.state
+                for run, _ in self._results:
+                    self._slots.pop(run.key, None)
                 self._results.clear()
                 for future in recorded:
                     future.set_result(None)
@@ -187,7 +204,11 @@ class ExecutionRunner:
             await self._wait()
 
     async def _commit(
-        self, after: ExecutionState, events: list[Event], done: bool
+        self,
+        after: ExecutionState,
+        events: list[Event],
+        done: bool,
+        released: list[tuple[str, str]] | None = None,
     ) -> CommitOutcome:
         step = make_step(
             self.execution_id,
@@ -200,6 +221,8 @@ class ExecutionRunner:
             ready=not done,
             release_lease=done,
         )
+        if released:  # the slots of the attempts whose results this step records
+            step = replace(step, flow_released=released)
         billed = self._unbilled
         if billed:
             step = replace(step, debits=self.engine.attempt_debits(billed))
@@ -226,6 +249,53 @@ class ExecutionRunner:
         if self.engine.quotas().activity_seconds_per_day is None:
             return None
         return await asyncio.to_thread(self.engine.quota_hold, state, self._unbilled)
+
+    async def _flow_hold(
+        self, state: ExecutionState, runs: list[RunActivity], now: datetime
+    ) -> list[Event] | None:
+        """None when the decision's attempts may start (the store granted every unit and
+        slot they need, or they need none); else the events that hold them (see
+        `wovyr.engine.flow`)."""
+        ask = flow_requests(self.definition, state, runs)
+        if not ask:
+            return None
+        if ask.problem is not None:
+            return problem_hold(state, now, ask.problem)
+        answer = await self.committer.acquire(
+            FlowAcquire(
+                self.engine.tenant, self.execution_id, self.owner, now, ask.rates, ask.slots
+            )
+        )
+        if not answer.granted:
+            return flow_hold(state, now, answer.wait, answer.reason)
+        self._slots.update(ask.holds)
+        at = time.monotonic()
+        for run in runs:
+            rates = ask.rates_of.get(run.key)
+            if rates:
+                self._granted[run.key] = (at, rates)
+        return None
+
+    async def _fresh_units(self, run: RunActivity) -> None:
+        """A call must follow the units it took closely, or calls granted apart could run
+        together (a slow commit in between): units older than `MAX_GRANT_AGE` are taken
+        again, waiting here for them if the bucket is short (rare: the grant was late)."""
+        granted = self._granted.pop(run.key, None)
+        if granted is None or time.monotonic() - granted[0] <= MAX_GRANT_AGE:
+            return
+        while True:
+            answer = await self.committer.acquire(
+                FlowAcquire(
+                    self.engine.tenant,
+                    self.execution_id,
+                    self.owner,
+                    self.engine.clock.now(),
+                    granted[1],
+                )
+            )
+            if answer.granted:
+                return
+            await asyncio.sleep(min(answer.wait, 5.0))
 
     def _reload(self) -> None:
         record = self.engine.store.load(self.execution_id, self.engine.tenant)
@@ -262,6 +332,7 @@ class ExecutionRunner:
     async def _timed(self, run: RunActivity) -> Outcome:
         """Run the attempt; its seconds (by the engine's clock) are debited by the next
         commit (the tenant's activity-seconds quota)."""
+        await self._fresh_units(run)
         started = self.engine.clock.now()
         try:
             return await self._execute(run)

@@ -175,6 +175,7 @@ class Worker:
         path: Path | None = None,
         execution_id: str | None = None,
         labels: Mapping[str, str] | None = None,
+        priority: int | None = None,
     ) -> ExecutionRecord:
         """Start an execution leased to this worker and begin driving it (one commit); what
         to start is named as for `Engine.start`."""
@@ -190,6 +191,7 @@ class Worker:
             lease_owner=self.owner,
             lease_seconds=self.lease_seconds,
             labels=labels,
+            priority=priority,
         )
         # Alone, a thread hop costs more than it saves; busy, keep the loop responsive.
         record = start() if not self.runners else await asyncio.to_thread(start)
@@ -222,6 +224,7 @@ class Worker:
             state_from_json(checkpoint),
             self.engine.definition(digest, tenant),
             adopt_running=adopt,
+            owner=self.owner,
         )
         self.runners[(tenant, execution_id)] = runner
         return runner

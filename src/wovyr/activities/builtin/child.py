@@ -18,6 +18,9 @@ class ChildWorkflowSpec(FrozenModel):
     version: Version | None = None
     input: dict[str, Any] = Field(default_factory=dict)
     id: str | None = None
+    priority: int | None = Field(
+        default=None, ge=0, le=9, description="0-9; default: the parent's priority"
+    )
 
 
 class ChildStep(FrozenModel):

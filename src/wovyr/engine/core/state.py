@@ -123,6 +123,10 @@ class ExecutionState:
     continued_as: str | None = None
     rerun_of: dict[str, Any] | None = None  # a rerun's {id, from} (ExecutionStarted)
     labels: dict[str, str] | None = None  # set at start, for search (ExecutionStarted)
+    # Flow control (written only when set): the start's priority (1-9; None is 0) and the
+    # workflow's concurrency slot {key, limit, on_limit}.
+    priority: int | None = None
+    concurrency: dict[str, Any] | None = None
 
     @property
     def chain_root(self) -> str:
@@ -143,7 +147,15 @@ class ExecutionState:
 
 
 # ExecutionState fields left out of the checkpoint while None (see _UNLESS_SET).
-_STATE_UNLESS_SET = ("chain", "continued_from", "continued_as", "rerun_of", "labels")
+_STATE_UNLESS_SET = (
+    "chain",
+    "continued_from",
+    "continued_as",
+    "rerun_of",
+    "labels",
+    "priority",
+    "concurrency",
+)
 
 _T = TypeVar("_T", "ExecutionState", "ActivityState")
 
@@ -202,6 +214,8 @@ def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         continued_from=e.get("continued_from"),
         rerun_of=e.get("rerun_of"),
         labels=e.get("labels"),
+        priority=e.get("priority"),
+        concurrency=e.get("concurrency"),
         created_at=at,
         status=ExecutionStatus.RUNNING,
         activities={aid: ActivityState() for aid in e.get("activities") or ()},

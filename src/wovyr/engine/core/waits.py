@@ -24,9 +24,10 @@ from wovyr.events import (
     TimerCancelled,
 )
 
-__all__ = ["QUOTA_HOLD", "begin_wait", "check_wait", "shown_status", "waiting_on"]
+__all__ = ["FLOW_HOLD", "QUOTA_HOLD", "begin_wait", "check_wait", "shown_status", "waiting_on"]
 
 QUOTA_HOLD = "quota"  # the purpose of a timer that holds an execution's next attempts
+FLOW_HOLD = "flow"  # ... until a rate limit has units or a concurrency key a free slot
 
 
 def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Event]:
@@ -107,7 +108,8 @@ def waiting_on(state: ExecutionState) -> str | None:
     `signal go`, `approval approve`, `timer wait fires 2030-01-01T09:00:00+00:00`,
     `retry charge attempt 2 at ...`, `child <id>`, `children 2/6 done` (a map over child
     workflows), `items 3/10 done` (a for_each whose items wait for their back-offs), `quota:
-    activity seconds for tenant T exhausted until 2030-01-02 00:00 UTC` (a quota hold).
+    activity seconds for tenant T exhausted until 2030-01-02 00:00 UTC` (a quota hold),
+    `rate limit openai: next slot in 3.2 s` or `concurrency k: 2 running (...)` (a flow hold).
 
     None when it is finished, compensating, or runs an activity (or a map item) itself: it
     is then `running`, not `waiting` (see `shown_status`), whatever else it also waits for.
@@ -127,7 +129,7 @@ def waiting_on(state: ExecutionState) -> str | None:
     parts.extend(
         str(info.get("reason") or f"quota until {info['fire_at']}")
         for info in state.timers.values()
-        if info.get("purpose") == QUOTA_HOLD
+        if info.get("purpose") in (QUOTA_HOLD, FLOW_HOLD)
     )
     return "; ".join(parts) or None
 

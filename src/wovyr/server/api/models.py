@@ -72,6 +72,10 @@ class StartRequest(Strict):
         "most 200 characters; at most 32.",
     )
 
+    priority: int | None = Field(
+        None, ge=0, le=9, description="0-9 (default 0): within the tenant, higher is claimed first."
+    )
+
 
 class RerunRequest(Strict):
     """Rerun a finished execution as a new one (linked to it: `rerun_of`)."""
@@ -203,6 +207,17 @@ class ExecutionDetail(BaseModel):
         default_factory=list, description="The executions that rerun this one, newest first."
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Set at start.")
+    priority: int = Field(
+        0, description="0-9: within the tenant, workers claim higher priority first."
+    )
+    concurrency: dict[str, Any] | None = Field(
+        None,
+        description="The workflow's concurrency slot: `key` (evaluated at the start), "
+        "`limit`, `on_limit`, and the executions that `holders` the key's slots and are "
+        "`waiting` for one, in start order. While it waits, `waiting_on` is `concurrency KEY`; "
+        "an activity held by a rate limit or an activity concurrency key shows `rate limit "
+        "KEY: next slot in S s` or `concurrency KEY: N running (...)` there.",
+    )
     timeline: list[EventOut] = Field(description="The newest events, oldest first.")
 
 
@@ -240,6 +255,7 @@ class ScheduleCreate(Strict):
     remaining_actions: int | None = Field(None, ge=0)
     paused: bool = False
     note: str | None = Field(None, max_length=10_000)
+    priority: int | None = Field(None, ge=0, le=9, description="Of every execution it starts.")
 
 
 class ScheduleUpdate(Strict):

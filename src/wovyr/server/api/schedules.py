@@ -111,6 +111,7 @@ def create_schedule(body: ScheduleCreate, ctx: Ctx, principal: Operator) -> Sche
         remaining_actions=body.remaining_actions,
         paused=body.paused,
         note=body.note,
+        priority=body.priority,
     )
     return schedule_out(record, service)
 

@@ -191,6 +191,7 @@ def start_workflow(
             execution_id=body.id,
             claim_id=claim,
             labels=body.labels or None,
+            priority=body.priority,
         )
     except NotFound as exc:
         if body.workflow is None:

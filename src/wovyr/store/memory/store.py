@@ -31,6 +31,15 @@ from wovyr.store.base import (
     TimerRecord,
 )
 from wovyr.store.codec import dumps, loads
+from wovyr.store.flow import (
+    Bucket,
+    FlowAcquire,
+    FlowAnswer,
+    RateLimitRecord,
+    RateRequest,
+    SlotClaim,
+    decide_flow,
+)
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.memory.audit import MemoryAudit
 from wovyr.store.memory.platform import MemoryPlatform
@@ -39,6 +48,7 @@ from wovyr.store.memory.schedules import MemorySchedules
 from wovyr.store.memory.secrets import MemorySecrets
 from wovyr.store.memory.streams import MemoryStreams
 from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
+from wovyr.store.records import SlotRelease, SlotState
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
@@ -62,6 +72,14 @@ class MemoryStore(
         self._definitions: dict[tuple[str, str], DefinitionRecord] = {}
         # Executions, their events and timers by (tenant, id): ids are per tenant.
         self._executions: dict[ExecutionKey, ExecutionRecord] = {}
+        self._ranks: dict[ExecutionKey, int] = {}  # claim order within a tenant (claim_rank)
+        # concurrency keys: (tenant, key) -> [execution id, holding] in start order; the
+        # executions waiting for a slot -> their key
+        self._slots: dict[tuple[str, str], list[tuple[str, bool]]] = {}
+        self._flow_wait: dict[ExecutionKey, str] = {}
+        self._buckets: dict[tuple[str, str], tuple[Bucket, str]] = {}  # -> (row, updated_by)
+        # activity concurrency: (tenant, key) -> holder -> (execution id, owner)
+        self._activity_slots: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
         self._events: dict[ExecutionKey, list[EventRecord]] = {}
         self._rerun_of: dict[ExecutionKey, str] = {}  # a rerun -> the execution it reruns
         self._timers: dict[tuple[str, str, str], datetime] = {}  # (tenant, id, timer)
@@ -137,7 +155,10 @@ class MemoryStore(
         self._events[key] = []
         if new.rerun_of is not None:
             self._rerun_of[key] = new.rerun_of
+        self._ranks[key] = new.claim_rank
         self._apply(step, encoded, key)
+        if new.slot is not None:
+            self._take_slot(new)
         self._append_audit(new.audit)
         self.commits += 1
         return True
@@ -165,6 +186,10 @@ class MemoryStore(
         outcome = self._check(step)
         if outcome is CommitOutcome.OK:
             self._apply(step, encoded)
+            if step.slot_released is not None:
+                self._release_slot(step.tenant, step.execution_id, step.slot_released)
+            for key, holder in step.flow_released:
+                self._activity_slots.get((step.tenant, key), {}).pop(holder, None)
             if step.continued_as is not None:
                 self._insert_execution(step.continued_as)
             self._append_audit(step.audit)
@@ -223,7 +248,127 @@ class MemoryStore(
         }
         if step.release_lease:
             changes.update(lease_owner=None, lease_until=None)
+        if key in self._flow_wait:  # waiting for a concurrency slot: not ready until handed one
+            changes.update(ready=False, waiting_on=current.waiting_on)
         self._executions[key] = replace(current, **changes)  # type: ignore[arg-type]
+
+    def _take_slot(self, new: NewExecution) -> None:
+        slot = new.slot
+        assert slot is not None
+        rows = self._slots.setdefault((new.tenant, slot.key), [])
+        held = sum(1 for _, holding in rows if holding)
+        holding = held < slot.limit and held == len(rows)
+        rows.append((new.id, holding))
+        if not holding:
+            key = (new.tenant, new.id)
+            self._flow_wait[key] = slot.key
+            self._executions[key] = replace(
+                self._executions[key],
+                ready=False,
+                lease_owner=None,
+                lease_until=None,
+                waiting_on=f"concurrency {slot.key}",
+            )
+
+    def _release_slot(self, tenant: str, execution_id: str, released: SlotRelease) -> None:
+        rows = self._slots.get((tenant, released.key), [])
+        rows[:] = [r for r in rows if r[0] != execution_id]
+        if self._flow_wait.pop((tenant, execution_id), None) is not None:
+            key = (tenant, execution_id)
+            self._executions[key] = replace(self._executions[key], waiting_on=None)
+        room = released.limit - sum(1 for _, holding in rows if holding)
+        for i, (waiting_id, holding) in enumerate(rows):
+            if room <= 0:
+                break
+            if not holding:
+                rows[i] = (waiting_id, True)
+                room -= 1
+                key = (tenant, waiting_id)
+                self._flow_wait.pop(key, None)
+                self._executions[key] = replace(self._executions[key], ready=True, waiting_on=None)
+
+    def _valid_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
+        rows = self._activity_slots.get((tenant, key), {})
+        for holder, (execution_id, owner) in list(rows.items()):
+            record = self._executions.get((tenant, execution_id))
+            held = record is not None and record.lease_owner == owner
+            if not held or record is None or record.lease_until is None or record.lease_until < now:
+                del rows[holder]  # its worker's lease expired or moved on: the slot is free
+        return sorted(rows)
+
+    def acquire_flow(
+        self,
+        tenant: str,
+        execution_id: str,
+        owner: str,
+        now: datetime,
+        rates: Sequence[RateRequest] = (),
+        slots: Sequence[SlotClaim] = (),
+    ) -> FlowAnswer:
+        return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
+
+    def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
+        with self._lock:
+            return [self._acquire(a) for a in asks]
+
+    def _acquire(self, ask: FlowAcquire) -> FlowAnswer:
+        tenant, execution_id, owner, now = ask.tenant, ask.execution_id, ask.owner, ask.now
+        rates, slots = ask.rates, ask.slots
+        # (the caller holds the lock)
+        buckets: dict[str, Bucket | None] = {
+            r.key: self._buckets[(tenant, r.key)][0]
+            for r in rates
+            if (tenant, r.key) in self._buckets
+        }
+        holders = {c.key: self._valid_holders(tenant, c.key, now) for c in slots}
+        answer, states = decide_flow(buckets, rates, holders, slots, now.timestamp())
+        for key, bucket in states.items():
+            by = self._buckets.get((tenant, key), (bucket, ""))[1]
+            self._buckets[(tenant, key)] = (bucket, by)
+        if answer.granted:
+            for c in slots:
+                self._activity_slots.setdefault((tenant, c.key), {})[c.holder] = (
+                    execution_id,
+                    owner,
+                )
+        return answer
+
+    def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
+        with self._lock:
+            return self._valid_holders(tenant, key, now)
+
+    def set_rate_limit(
+        self, tenant: str, key: str, capacity: float, per_second: float, by: str, now: datetime
+    ) -> RateLimitRecord:
+        with self._lock:
+            old = self._buckets.get((tenant, key))
+            tokens = capacity if old is None else min(old[0].tokens, capacity)
+            refilled = now.timestamp() if old is None else old[0].refilled_at
+            wake = 0.0 if old is None else old[0].wake_at
+            bucket = Bucket(capacity, per_second, tokens, refilled, wake, declared=True)
+            self._buckets[(tenant, key)] = (bucket, by)
+        return RateLimitRecord(tenant, key, capacity, per_second, tokens, True, by)
+
+    def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
+        with self._lock:
+            return [
+                RateLimitRecord(t, k, b.capacity, b.per_second, b.tokens, b.declared, by)
+                for (t, k), (b, by) in sorted(self._buckets.items())
+                if t == tenant
+            ]
+
+    def delete_rate_limit(self, tenant: str, key: str) -> bool:
+        with self._lock:
+            return self._buckets.pop((tenant, key), None) is not None
+
+    def slot_state(self, tenant: str, key: str) -> SlotState:
+        with self._lock:
+            rows = list(self._slots.get((tenant, key), []))
+        return SlotState(
+            key=key,
+            holders=[i for i, holding in rows if holding],
+            waiting=[i for i, holding in rows if not holding],
+        )
 
     def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
         with self._lock:
@@ -292,6 +437,10 @@ class MemoryStore(
                     continue
                 if r.ready and (r.lease_until is None or r.lease_until < now):
                     chosen.append(r)
+            # The SQL stores' order: free rows first, then expired leases, then claim_rank.
+            chosen.sort(
+                key=lambda r: (r.lease_until is not None, r.lease_until or now, self._ranks[r.key])
+            )
             if fair is not None and only is None:
                 chosen = _fair_order(chosen, limit, fair)
             for r in chosen[:limit]:

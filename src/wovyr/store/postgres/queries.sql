@@ -21,7 +21,7 @@ WITH created AS (
     INSERT INTO executions (
         id, tenant, workflow, version, definition_hash, status, created_at, updated_at,
         parent_id, seq, ready, lease_owner, lease_until, fence, shard, waiting_on,
-        input, output, error, checkpoint, rerun_of, labels)
+        input, output, error, checkpoint, rerun_of, labels, priority, claim_rank)
     VALUES (
         %(id)s, %(tenant)s, %(workflow)s, %(version)s, %(definition_hash)s, %(status)s,
         %(created_at)s, %(updated_at)s, %(parent_id)s,
@@ -29,7 +29,7 @@ WITH created AS (
         COALESCE(now() + %(lease_for)s::interval, %(lease_until)s::timestamptz),
         %(fence)s, %(shard)s, %(waiting_on)s,
         %(input)s::json, %(output)s::json, %(error)s::json, %(checkpoint)s::json,
-        %(rerun_of)s::text, %(labels)s::jsonb)
+        %(rerun_of)s::text, %(labels)s::jsonb, %(priority)s, %(claim_rank)s)
     ON CONFLICT (tenant, id) DO NOTHING
     RETURNING id, tenant, workflow, version, definition_hash, status, created_at, updated_at,
         seq, parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until,
@@ -69,8 +69,9 @@ WITH step AS (
         status = %(status)s,
         updated_at = %(updated_at)s,
         checkpoint = %(checkpoint)s::json,
-        ready = %(ready)s,
-        waiting_on = %(waiting_on)s,
+        -- waiting for a concurrency slot: not ready (and still waiting) until handed one
+        ready = %(ready)s AND flow_wait IS NULL,
+        waiting_on = CASE WHEN flow_wait IS NULL THEN %(waiting_on)s ELSE waiting_on END,
         output = %(output)s::json,
         error = %(error)s::json,
         lease_owner = CASE WHEN %(release)s THEN NULL ELSE lease_owner END,
@@ -219,7 +220,7 @@ WHERE (x.tenant, x.id) IN (
       AND (lease_until IS NULL OR lease_until < COALESCE(%(now)s::timestamptz, now()))
       AND (%(only)b::text[] IS NULL OR (tenant = %(tenant)s AND id = ANY(%(only)b::text[])))
       AND (%(shards)b::integer[] IS NULL OR shard = ANY(%(shards)b::integer[]))
-    ORDER BY lease_until NULLS FIRST
+    ORDER BY lease_until NULLS FIRST, claim_rank
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
@@ -259,19 +260,20 @@ WITH RECURSIVE tenants AS (
                - s.held)) AS room
     FROM shares s
 ), candidates AS (
-    SELECT c.tenant, c.id, c.lease_until,
+    SELECT c.tenant, c.id, c.lease_until, c.claim_rank,
            (s.held + row_number() OVER (PARTITION BY c.tenant
-                                        ORDER BY c.lease_until NULLS FIRST, c.id)) / s.weight
+                                        ORDER BY c.lease_until NULLS FIRST, c.claim_rank, c.id))
+               / s.weight
                AS score
     FROM turns s
     CROSS JOIN LATERAL (
-        SELECT e.tenant, e.id, e.lease_until
+        SELECT e.tenant, e.id, e.lease_until, e.claim_rank
         FROM executions e
         WHERE e.ready
           AND e.tenant = s.tenant
           AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
           AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
-        ORDER BY e.lease_until NULLS FIRST
+        ORDER BY e.lease_until NULLS FIRST, e.claim_rank
         LIMIT s.room
         FOR UPDATE SKIP LOCKED) c
 )
@@ -281,7 +283,7 @@ SET lease_owner = %(owner)s,
     fence = x.fence + 1
 WHERE (x.tenant, x.id) IN (
     SELECT tenant, id FROM candidates
-    ORDER BY score, lease_until NULLS FIRST, tenant, id
+    ORDER BY score, lease_until NULLS FIRST, claim_rank, tenant, id
     LIMIT %(limit)s)
 RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
 
@@ -303,7 +305,7 @@ WHERE (x.tenant, x.id) IN (
           AND e.tenant = p.tenant
           AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
           AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
-        ORDER BY e.lease_until NULLS FIRST
+        ORDER BY e.lease_until NULLS FIRST, e.claim_rank
         LIMIT p.room
         FOR UPDATE SKIP LOCKED) c
     LIMIT %(limit)s)
@@ -530,8 +532,8 @@ WITH s AS (
         status = s.status,
         updated_at = s.updated_at,
         checkpoint = s.checkpoint::json,
-        ready = s.ready,
-        waiting_on = s.waiting_on,
+        ready = s.ready AND x.flow_wait IS NULL,
+        waiting_on = CASE WHEN x.flow_wait IS NULL THEN s.waiting_on ELSE x.waiting_on END,
         output = s.output::json,
         error = s.error::json,
         lease_owner = CASE WHEN s.release THEN NULL ELSE x.lease_owner END,
@@ -567,3 +569,67 @@ FROM s
 LEFT JOIN step ON step.i = s.i
 LEFT JOIN executions AS x ON x.tenant = s.tenant AND x.id = s.id
 ORDER BY s.i;
+
+-- name: slot_lock
+-- The writes to one concurrency key's slots take turns (until the transaction ends): a
+-- start's place in the queue and a hand-over are decided on rows nobody else is changing.
+SELECT pg_advisory_xact_lock(hashtext('wovyr.slot.' || %(tenant)s), hashtext(%(key)s));
+
+-- name: take_slot
+-- A new execution (inserted by this transaction) takes a slot of its key when fewer than
+-- `limit` are held and nobody waits; else it waits: not ready, waiting on the key.
+WITH counts AS (
+    SELECT count(*) FILTER (WHERE holding) AS held, count(*) FILTER (WHERE NOT holding) AS waiting
+    FROM flow_slots
+    WHERE tenant = %(tenant)s AND key = %(key)s
+), slot AS (
+    INSERT INTO flow_slots (tenant, key, execution_id, holding)
+    SELECT %(tenant)s, %(key)s, %(id)s, counts.held < %(limit)s AND counts.waiting = 0
+    FROM counts
+    RETURNING holding
+), queued AS (
+    UPDATE executions
+    SET ready = false, lease_owner = NULL, lease_until = NULL, flow_wait = %(key)s,
+        waiting_on = 'concurrency ' || %(key)s
+    WHERE tenant = %(tenant)s AND id = %(id)s AND NOT (SELECT holding FROM slot)
+)
+SELECT holding FROM slot;
+
+-- name: release_slot
+-- The step that ends execution `id` gives its slot back (or leaves the queue); the
+-- executions waiting longest get the freed slots (while fewer than `limit` are held),
+-- become ready and are announced. One snapshot: the leaving row is left out by id.
+WITH gone AS (
+    DELETE FROM flow_slots
+    WHERE tenant = %(tenant)s AND key = %(key)s AND execution_id = %(id)s
+), unwait AS (
+    UPDATE executions SET flow_wait = NULL, waiting_on = NULL
+    WHERE tenant = %(tenant)s AND id = %(id)s AND flow_wait IS NOT NULL
+), held AS (
+    SELECT count(*) AS n
+    FROM flow_slots
+    WHERE tenant = %(tenant)s AND key = %(key)s AND holding AND execution_id <> %(id)s
+), next AS (
+    SELECT seq
+    FROM flow_slots
+    WHERE tenant = %(tenant)s AND key = %(key)s AND NOT holding AND execution_id <> %(id)s
+    ORDER BY seq
+    LIMIT GREATEST(0, %(limit)s - (SELECT n FROM held))
+), granted AS (
+    UPDATE flow_slots AS f SET holding = true
+    FROM next
+    WHERE f.seq = next.seq
+    RETURNING f.execution_id
+), woke AS (
+    UPDATE executions AS x SET ready = true, flow_wait = NULL, waiting_on = NULL
+    FROM granted
+    WHERE x.tenant = %(tenant)s AND x.id = granted.execution_id
+    RETURNING x.id
+)
+SELECT count(*) FROM (SELECT pg_notify(%(channel)s, id) FROM woke) n;
+
+-- name: slot_state
+SELECT execution_id, holding
+FROM flow_slots
+WHERE tenant = %(tenant)s AND key = %(key)s
+ORDER BY seq;

@@ -58,6 +58,7 @@ from wovyr.store.codec import dumps
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
 from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
+from wovyr.store.postgres.flow import PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
@@ -68,6 +69,7 @@ from wovyr.store.postgres.snapshot import dump_schema
 from wovyr.store.postgres.streams import PostgresStreams
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
+from wovyr.store.records import SlotState
 from wovyr.store.rows import (
     POSTGRES,
     claim_record,
@@ -92,6 +94,7 @@ class PostgresStore(
     PostgresSecrets,
     PostgresTimers,
     PostgresStreams,
+    PostgresRateLimits,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
@@ -352,7 +355,8 @@ class PostgresStore(
     # --- executions ----------------------------------------------------------------------
 
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
-        if new.debits or new.max_running is not None:  # quotas: a transaction, not a statement
+        # quotas and concurrency slots: a transaction, not a statement
+        if new.debits or new.max_running is not None or new.slot is not None:
             rows = self._run(lambda conn: self._insert(conn, new), write=True, transaction=True)
         elif new.audit is not None:
             rows = self._run(lambda conn: self._insert_audited(conn, new), write=True)
@@ -360,6 +364,9 @@ class PostgresStore(
             rows = self._run(lambda conn: self._insert(conn, new), write=True)
         if rows:
             self._observers.created(new)
+            if new.slot is None:
+                return True, execution_record(rows[0], POSTGRES, with_checkpoint=True)
+            rows = self._read("load", {"id": new.id, "tenant": new.tenant}, named=True)
             return True, execution_record(rows[0], POSTGRES, with_checkpoint=True)
         record = self.load(new.id, new.tenant)  # the tenant has the id: return what is there
         if record is None:  # pragma: no cover - deleted between insert and load
@@ -373,9 +380,15 @@ class PostgresStore(
     def _insert(self, conn: Connection, new: NewExecution) -> list[Any]:
         """One statement: the execution, its first events and timers, the notification."""
         params = self._insert_params(new)
+        slot = new.slot
+        if slot is not None:  # in the caller's transaction
+            conn.execute(self._q["slot_lock"], {"tenant": new.tenant, "key": slot.key})
         rows = support.rows(_cursor(conn, True).execute(self._q["create_execution"], params))
         if rows and (new.debits or new.max_running is not None):
             self._check_start(conn, new)  # in the caller's transaction
+        if rows and slot is not None:
+            take = {"tenant": new.tenant, "key": slot.key, "id": new.id, "limit": slot.limit}
+            conn.execute(self._q["take_slot"], take)
         if rows:
             append_audit_row(conn, new.audit)
         return rows
@@ -403,6 +416,8 @@ class PostgresStore(
             "shard": stable_shard(new.id),
             "input": dumps(new.input),
             "channel": self.channel,
+            "priority": new.priority,
+            "claim_rank": new.claim_rank,
         }
 
     def _insert_audited(self, conn: Connection, new: NewExecution) -> list[Any]:
@@ -432,7 +447,14 @@ class PostgresStore(
         return outcomes
 
     def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
-        if any(step.debits or step.audit is not None or step.continued_as for step in steps):
+        if any(
+            step.debits
+            or step.audit is not None
+            or step.continued_as
+            or step.slot_released
+            or step.flow_released
+            for step in steps
+        ):
             return self._commit_with_debits(steps, atomic)
         distinct = len({step.key for step in steps}) == len(steps)
         if len(steps) > 1 and distinct and not atomic:
@@ -480,12 +502,35 @@ class PostgresStore(
         next run of a step that continues as new (a taken id refuses it all)."""
         params = [{**support.step_params(step), "channel": self.channel} for step in steps]
 
+        # The concurrency keys these steps hand slots of, locked first and in one order (a
+        # start locks its key before it writes a row): no two writers wait on each other.
+        keys = sorted({(s.tenant, s.slot_released.key) for s in steps if s.slot_released})
+
         def body(conn: Connection) -> list[Any]:
             rows: list[Any] = []
             with conn.transaction():
+                for tenant, key in keys:
+                    conn.execute(self._q["slot_lock"], {"tenant": tenant, "key": key})
                 for step, p in zip(steps, params, strict=True):
                     rows.append(conn.execute(self._q["apply_step"], p).fetchone())
                     if rows[-1][0]:
+                        released = step.slot_released
+                        if released is not None:
+                            conn.execute(
+                                self._q["release_slot"],
+                                {
+                                    "tenant": step.tenant,
+                                    "key": released.key,
+                                    "id": step.execution_id,
+                                    "limit": released.limit,
+                                    "channel": self.channel,
+                                },
+                            )
+                        for key, holder in step.flow_released:
+                            conn.execute(
+                                flow_queries()["activity_slots_release"],
+                                {"tenant": step.tenant, "key": key, "holder": holder},
+                            )
                         self._debit(conn, step.tenant, step.debits, checked=False)
                         new = step.continued_as
                         if new is not None and not self._insert(conn, new):
@@ -631,6 +676,16 @@ class PostgresStore(
     def ready_count(self, now: datetime) -> int:
         rows = self._read("ready_count", {"now": self._now(now)})
         return int(rows[0][0])
+
+    # --- flow control --------------------------------------------------------------------
+
+    def slot_state(self, tenant: str, key: str) -> SlotState:
+        rows = self._read("slot_state", {"tenant": tenant, "key": key})
+        return SlotState(
+            key=key,
+            holders=[r[0] for r in rows if r[1]],
+            waiting=[r[0] for r in rows if not r[1]],
+        )
 
 
 def _cursor(conn: Connection, named: bool) -> psycopg.Cursor[Any]:

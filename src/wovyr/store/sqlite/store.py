@@ -50,6 +50,13 @@ from wovyr.store.rows import (
 )
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
+from wovyr.store.sqlite.flow import (
+    SQLiteFlow,
+    SQLiteRateLimits,
+    release_activity_slots,
+    release_slot,
+    take_slot,
+)
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.schedules import SQLiteSchedules
@@ -91,20 +98,21 @@ WITH RECURSIVE tenants(tenant) AS (
                CAST(upto AS INTEGER) + (upto > CAST(upto AS INTEGER)) - held)) AS room
     FROM levels
 ), candidates AS (
-    SELECT x.rowid AS rid, x.tenant, x.lease_until, s.weight, s.room,
-           row_number() OVER (PARTITION BY x.tenant ORDER BY x.lease_until, x.rowid) AS k,
+    SELECT x.rowid AS rid, x.tenant, x.lease_until, x.claim_rank, s.weight, s.room,
+           row_number() OVER (PARTITION BY x.tenant
+                              ORDER BY x.lease_until, x.claim_rank, x.rowid) AS k,
            s.held
     FROM turns s JOIN executions x ON x.rowid IN (
         SELECT e.rowid FROM executions e
         WHERE e.ready = 1 AND e.tenant = s.tenant
           AND (e.lease_until IS NULL OR e.lease_until < :now)/*shards*/
-        ORDER BY e.lease_until
+        ORDER BY e.lease_until, e.claim_rank
         LIMIT (SELECT max(room) FROM turns))
 )
 UPDATE executions SET lease_owner = :owner, lease_until = :until, fence = fence + 1
 WHERE rowid IN (
     SELECT rid FROM candidates WHERE k <= room
-    ORDER BY (held + k) * 1.0 / weight, lease_until, tenant, rid LIMIT :limit)
+    ORDER BY (held + k) * 1.0 / weight, lease_until, claim_rank, tenant, rid LIMIT :limit)
 RETURNING id, fence, seq, checkpoint, definition_hash, tenant
 """
 
@@ -129,7 +137,7 @@ WHERE t.tenant IS NOT NULL AND EXISTS (
 _TURN = (
     "SELECT rowid FROM (SELECT rowid FROM executions"
     " WHERE ready = 1 AND tenant = :t{i} AND (lease_until IS NULL OR lease_until < :now)"
-    "/*shards*/ ORDER BY lease_until LIMIT :r{i})"
+    "/*shards*/ ORDER BY lease_until, claim_rank LIMIT :r{i})"
 )
 
 
@@ -166,7 +174,14 @@ def _migrations() -> tuple[tuple[int, str], ...]:
 
 
 class SQLiteStore(
-    SQLiteSchedules, SQLiteRegistry, SQLitePlatform, SQLiteAudit, SQLiteSecrets, SQLiteStreams
+    SQLiteSchedules,
+    SQLiteRegistry,
+    SQLitePlatform,
+    SQLiteAudit,
+    SQLiteSecrets,
+    SQLiteFlow,
+    SQLiteRateLimits,
+    SQLiteStreams,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
@@ -324,8 +339,9 @@ class SQLiteStore(
         cur = conn.execute(
             "INSERT OR IGNORE INTO executions (id, tenant, workflow, version, definition_hash,"
             " status, created_at, updated_at, parent_id, seq, ready, lease_owner, lease_until,"
-            " fence, waiting_on, input, output, error, checkpoint, shard, rerun_of, labels)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " fence, waiting_on, input, output, error, checkpoint, shard, rerun_of, labels,"
+            " priority, claim_rank)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 new.id,
                 new.tenant,
@@ -349,6 +365,8 @@ class SQLiteStore(
                 stable_shard(new.id),
                 new.rerun_of,
                 dumps(dict(new.labels)) if new.labels else None,
+                new.priority,
+                new.claim_rank,
             ),
         )
         created = cur.rowcount == 1
@@ -363,6 +381,8 @@ class SQLiteStore(
             if new.debits or new.max_running is not None:
                 self._check_start(conn, new)
             self._write_children(conn, new.tenant, new.id, 0, step)
+            if new.slot is not None:
+                take_slot(conn, new)
             append_audit_row(conn, new.audit)
         return created
 
@@ -371,7 +391,8 @@ class SQLiteStore(
             created = self._insert_execution(conn, new)
         if created:
             self._observers.created(new)
-            return True, created_record(new)
+            if new.slot is None:
+                return True, created_record(new)
         record = self.load(new.id, new.tenant)
         assert record is not None
         return created, record
@@ -394,9 +415,13 @@ class SQLiteStore(
         return outcomes
 
     def _apply_step(self, conn: sqlite3.Connection, step: StepWrite) -> CommitOutcome:
+        # An execution waiting for a concurrency slot stays not ready (and keeps its
+        # waiting text) until the slot is handed to it.
         sql = (
             "UPDATE executions SET seq = ?, status = ?, updated_at = ?, checkpoint = ?,"
-            " ready = ?, waiting_on = ?, output = ?, error = ?"
+            " ready = (? AND flow_wait IS NULL),"
+            " waiting_on = CASE WHEN flow_wait IS NULL THEN ? ELSE waiting_on END,"
+            " output = ?, error = ?"
         )
         params: list[Any] = [
             step.expected_seq + len(step.events),
@@ -428,6 +453,10 @@ class SQLiteStore(
         self._write_children(conn, step.tenant, step.execution_id, step.expected_seq, step)
         if step.debits:
             self._debit(conn, step.tenant, step.debits, checked=False)
+        if step.slot_released is not None:
+            release_slot(conn, step.tenant, step.execution_id, step.slot_released)
+        if step.flow_released:
+            release_activity_slots(conn, step.tenant, step.flow_released)
         if step.continued_as is not None and not self._insert_execution(conn, step.continued_as):
             raise StoreError(f"the continued run's id {step.continued_as.id} is taken")
         append_audit_row(conn, step.audit)
@@ -533,7 +562,7 @@ class SQLiteStore(
                 " WHERE rowid IN (SELECT rowid FROM executions WHERE ready = 1"
                 "   AND (lease_until IS NULL OR lease_until < ?)"
                 + only_sql
-                + " ORDER BY lease_until LIMIT ?)"
+                + " ORDER BY lease_until, claim_rank LIMIT ?)"
                 " RETURNING id, fence, seq, checkpoint, definition_hash, tenant",
                 (*params, limit),
             ).fetchall()

@@ -1,0 +1,279 @@
+"""Flow control's cost, as ratios to the same work without it, measured in one run.
+
+1. Claim: N ready executions claimed 64 at a time by a worker's fair claim, plain, and
+   with every execution holding a workflow concurrency slot (the claim statement is the
+   same: slots are taken at the start and handed on by the step that ends a holder, so the
+   claim reads no slot table). Target keyed/plain >= 0.7.
+2. Claim + gate: each claim round followed by the gates a worker asks before starting the
+   claimed executions' gated attempts (one rate-limit unit and one activity concurrency
+   slot each; its committer groups the asks made together into one `acquire_flows`
+   transaction) vs the claim alone: the price of rate limits and activity keys per claim.
+3. End to end: a worker drives N one-step workflows (started beforehand, not timed), plain
+   vs with a workflow concurrency key, an activity concurrency key and a rate limit (all
+   far above what the run needs, so nothing waits): executions per second.
+
+SQLite (a file in a temporary folder) and PostgreSQL (a fresh schema, dropped). Rounds
+rotate which variant goes first; medians of per-round ratios.
+Usage: python bench/bench_flow.py [--count 5000] [--e2e 300] [--rounds 3]
+       [--url postgresql://postgres@127.0.0.1:5432/test] [--only sqlite,postgres] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from wovyr.activities.base import ActivityRegistry
+from wovyr.engine.engine import Engine
+from wovyr.store.base import Store
+from wovyr.store.flow import FlowAcquire, RateRequest, SlotClaim
+from wovyr.store.postgres import PostgresStore
+from wovyr.store.sqlite import SQLiteStore
+from wovyr.worker import Worker
+from wovyr.worker.fair import FairClaimer
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+LIMIT = 64
+RATE = RateRequest("bench", 1, capacity=1e12, per_second=1e12)
+
+PLAIN = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: plain}
+inputs:
+  i: {type: integer, default: 0}
+activities:
+  - {id: a, tool: noop}
+"""
+GATED = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: gated}
+inputs:
+  i: {type: integer, default: 0}
+concurrency: {key: "k-${{ inputs.i % 10 }}", limit: 10000}
+activities:
+  - id: a
+    tool: noop
+    concurrency: {key: "act", limit: 10000}
+    rate_limit: {key: bench, limit: 1000000000, per: 1s}
+"""
+
+
+def drain(store: Store, gate: bool) -> tuple[int, float]:
+    held: Counter[str] = Counter()
+    claimer = FairClaimer(store)
+    claimed, began = 0, time.perf_counter()
+    while True:
+        got = claimer.claim("bench", NOW, 3600, LIMIT, held)
+        if not got:
+            return claimed, time.perf_counter() - began
+        if gate:  # the claimed executions' runners ask together (the committer groups them)
+            asks = [
+                FlowAcquire(
+                    c.tenant,
+                    c.execution_id,
+                    "bench",
+                    NOW,
+                    [RATE],
+                    # in-flight attempts spread over 64 keys (slots are never released
+                    # here, so a key's holders grow as a long-running load's would)
+                    [SlotClaim(f"act-{hash(c.execution_id) % 64}", f"{c.execution_id}/a/1", 10**6)],
+                )
+                for c in got
+            ]
+            assert all(a.granted for a in store.acquire_flows(asks))
+        claimed += len(got)
+        held = Counter(c.tenant for c in got)
+
+
+def claims(store: Store, reset: Callable[[bool], None], count: int, rounds: int) -> dict[str, Any]:
+    kinds = ("plain", "keyed", "gated")
+    rates: dict[str, list[float]] = {k: [] for k in kinds}
+    for n in range(rounds):
+        for kind in kinds[n % 3 :] + kinds[: n % 3]:
+            reset(kind != "plain")
+            claimed, seconds = drain(store, gate=kind == "gated")
+            assert claimed == count, (kind, claimed)
+            rates[kind].append(claimed / seconds)
+    keyed = [k / p for k, p in zip(rates["keyed"], rates["plain"], strict=True)]
+    gated = [g / p for g, p in zip(rates["gated"], rates["plain"], strict=True)]
+    return {
+        "plain_per_s": round(statistics.median(rates["plain"])),
+        "keyed_per_s": round(statistics.median(rates["keyed"])),
+        "gated_per_s": round(statistics.median(rates["gated"])),
+        "keyed_ratio": round(statistics.median(keyed), 3),
+        "gated_ratio": round(statistics.median(gated), 3),
+    }
+
+
+SQLITE_ROWS = (
+    "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
+    " created_at, updated_at, seq, ready, checkpoint, shard, claim_rank)"
+    " VALUES ('t', ?, 'wf', '1', 'h', 'running', 0, 0, 1, 1, '{}', 0, ?)"
+)
+
+
+def sqlite_claims(count: int, rounds: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        store = SQLiteStore(Path(folder) / "bench.db")
+        try:
+            with store._write() as conn:
+                conn.executemany(SQLITE_ROWS, [(f"e{i:07}", i) for i in range(count)])
+
+            def reset(keyed: bool) -> None:
+                with store._write() as conn:
+                    conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
+                    conn.execute("DELETE FROM flow_slots")
+                    conn.execute("DELETE FROM activity_slots")
+                    if keyed:
+                        conn.execute(
+                            "INSERT INTO flow_slots (tenant, key, execution_id, holding)"
+                            " SELECT tenant, 'k-' || (rowid % 10), id, 1 FROM executions"
+                        )
+
+            return claims(store, reset, count, rounds)
+        finally:
+            store.close()
+
+
+@contextmanager
+def fresh_schema(url: str) -> Iterator[str]:
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+PG_ROWS = (
+    "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
+    " created_at, updated_at, seq, ready, checkpoint, shard, claim_rank)"
+    " VALUES ('t', %s, 'wf', '1', 'h', 'running', now(), now(), 1, true, '{}', 0, %s)"
+)
+
+
+def postgres_claims(url: str, count: int, rounds: int) -> dict[str, Any]:
+    with fresh_schema(url) as schema_url:
+        store = PostgresStore(schema_url, max_size=2)
+        try:
+            with psycopg.connect(schema_url, autocommit=True) as conn:
+                with conn.cursor() as cur:
+                    cur.executemany(PG_ROWS, [(f"e{i:07}", i) for i in range(count)])
+                conn.execute("VACUUM ANALYZE executions")
+
+                def reset(keyed: bool) -> None:
+                    conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
+                    conn.execute("DELETE FROM flow_slots")
+                    conn.execute("DELETE FROM activity_slots")
+                    if keyed:
+                        conn.execute(
+                            "INSERT INTO flow_slots (tenant, key, execution_id, holding)"
+                            " SELECT tenant, 'k-' || (claim_rank % 10), id, true FROM executions"
+                        )
+                    conn.execute("VACUUM executions")
+
+                return claims(store, reset, count, rounds)
+        finally:
+            store.close()
+
+
+def end_to_end(open_engine: Callable[[], Engine], count: int, rounds: int) -> dict[str, Any]:
+    rates: dict[str, list[float]] = {"plain": [], "gated": []}
+    for n in range(rounds):
+        order = ("plain", "gated") if n % 2 == 0 else ("gated", "plain")
+        for kind in order:
+            engine = open_engine()
+            try:
+                source = PLAIN if kind == "plain" else GATED
+                for i in range(count):
+                    engine.start(source, {"i": i}, execution_id=f"{kind}-{n}-{i}")
+
+                async def run(engine: Engine = engine) -> float:
+                    worker = Worker(engine, concurrency=64)
+                    began = time.perf_counter()
+                    await worker.run_until_idle()
+                    seconds = time.perf_counter() - began
+                    await worker.close()
+                    return seconds
+
+                seconds = asyncio.run(run())
+                done = engine.list(status="completed", workflow=kind, limit=1000).items
+                assert len(done) >= min(count, 1000), (kind, len(done))
+                rates[kind].append(count / seconds)
+            finally:
+                engine.close()
+    ratios = [g / p for g, p in zip(rates["gated"], rates["plain"], strict=True)]
+    return {
+        "plain_per_s": round(statistics.median(rates["plain"]), 1),
+        "gated_per_s": round(statistics.median(rates["gated"]), 1),
+        "ratio": round(statistics.median(ratios), 3),
+    }
+
+
+def registry() -> ActivityRegistry:
+    activities = ActivityRegistry()
+    activities.register("noop", lambda: None)
+    return activities
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--count", type=int, default=5_000)
+    parser.add_argument("--e2e", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="sqlite,postgres")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results: dict[str, Any] = {"count": args.count, "e2e": args.e2e, "rounds": args.rounds}
+    for backend in args.only.split(","):
+        if backend == "sqlite":
+            results["sqlite_claim"] = sqlite_claims(args.count, args.rounds)
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "e2e.db"
+
+                def sqlite_engine(path: Path = path) -> Engine:
+                    return Engine(SQLiteStore(path), activities=registry())
+
+                results["sqlite_e2e"] = end_to_end(sqlite_engine, args.e2e, args.rounds)
+        else:
+            results["postgres_claim"] = postgres_claims(args.url, args.count, args.rounds)
+            with fresh_schema(args.url) as url:
+                results["postgres_e2e"] = end_to_end(
+                    lambda: Engine(PostgresStore(url, max_size=4), activities=registry()),
+                    args.e2e,
+                    args.rounds,
+                )
+    if args.json:
+        print(json.dumps(results))
+        return
+    print(f"flow control: {args.count} executions claimed {LIMIT} at a time; {args.e2e} driven")
+    for backend in args.only.split(","):
+        c, e = results[f"{backend}_claim"], results[f"{backend}_e2e"]
+        print(
+            f"{backend:<9} claim {c['plain_per_s']}/s, keyed {c['keyed_per_s']}/s "
+            f"(x{c['keyed_ratio']}, target >= 0.7); claim + gate {c['gated_per_s']}/s "
+            f"(x{c['gated_ratio']}); end to end {e['plain_per_s']}/s plain, "
+            f"{e['gated_per_s']}/s with keys and a rate limit (x{e['ratio']})"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""What a worker asks the store before it starts attempts of activities that declare a
+`rate_limit` or a `concurrency` key (`flow_requests`), and the hold it records when the
+store says to wait (`flow_hold`): a durable timer (purpose `flow`) whose reason is the
+execution's `waiting_on` ("rate limit openai: next slot in 3.2 s"). A held attempt is not
+started (no `ActivityStarted`, not a retry) and its execution holds no worker slot until
+the timer fires and a worker decides again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from wovyr.definition.expr import render
+from wovyr.definition.model import Workflow
+from wovyr.engine.core.context import expression_context
+from wovyr.engine.core.policy import RunActivity
+from wovyr.engine.core.state import ExecutionState
+from wovyr.engine.core.waits import FLOW_HOLD
+from wovyr.events import Event, TimerArmed
+from wovyr.store.flow import RateRequest, SlotClaim
+
+__all__ = ["MAX_GRANT_AGE", "FlowAsk", "flow_hold", "flow_requests", "gated", "problem_hold"]
+
+_BAD_KEY_WAIT = 60.0  # a key or units that cannot be evaluated: looked at again this late
+# A call starts at most this long (seconds) after it took its rate-limit units, or takes
+# them again: so a window of T seconds sees at most rate x (T + MAX_GRANT_AGE) + burst
+# calls (rate: limit / per).
+MAX_GRANT_AGE = 0.2
+
+
+@dataclass
+class FlowAsk:
+    """The units and slots a decision's attempts need, and which slot each attempt holds
+    (by `RunActivity.key`: released by the commit recording its result)."""
+
+    rates: list[RateRequest] = field(default_factory=list)
+    slots: list[SlotClaim] = field(default_factory=list)
+    holds: dict[str, tuple[str, str]] = field(default_factory=dict)
+    rates_of: dict[str, list[RateRequest]] = field(default_factory=dict)  # by RunActivity.key
+    problem: str | None = None  # a key or units that could not be evaluated
+
+    def __bool__(self) -> bool:
+        return bool(self.rates or self.slots or self.problem)
+
+
+def gated(definition: Workflow) -> bool:
+    """Whether any activity of `definition` declares a rate limit or a concurrency key."""
+    return any(a.rate_limit is not None or a.concurrency is not None for a in definition.activities)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def flow_requests(
+    definition: Workflow, state: ExecutionState, runs: Sequence[RunActivity]
+) -> FlowAsk:
+    ask = FlowAsk()
+    for run in runs:
+        if run.compensation:
+            continue
+        act = definition.activity(run.activity_id)
+        if act.rate_limit is None and act.concurrency is None:
+            continue
+        ctx = expression_context(state, {"input": run.input, "index": run.index})
+        where = f"activity '{act.id}'"
+        try:
+            if act.rate_limit is not None:
+                spec = act.rate_limit
+                units = spec.units
+                if isinstance(units, str):
+                    units = float(render(units, ctx, where=f"{where} rate_limit.units"))
+                limit = spec.limit
+                request = RateRequest(
+                    key=_text(render(spec.key, ctx, where=f"{where} rate_limit.key")),
+                    units=float(units),
+                    capacity=(spec.burst or limit) if limit is not None else None,
+                    per_second=limit / spec.per if limit is not None else None,
+                )
+                ask.rates.append(request)
+                ask.rates_of[run.key] = [request]
+            if act.concurrency is not None:
+                key = _text(render(act.concurrency.key, ctx, where=f"{where} concurrency.key"))
+                holder = f"{state.id}/{run.key}/{run.attempt}"
+                ask.slots.append(SlotClaim(key, holder, act.concurrency.limit))
+                ask.holds[run.key] = (key, holder)
+        except Exception as exc:
+            ask.problem = f"flow control of {where}: {exc}"
+    return ask
+
+
+def flow_hold(state: ExecutionState, now: datetime, wait: float, reason: str) -> list[Event]:
+    """The events that hold the execution's next attempts `wait` seconds (none when a hold
+    is armed already: the execution was woken by something else and goes on waiting)."""
+    if any(info.get("purpose") == FLOW_HOLD for info in state.timers.values()):
+        return []
+    fire_at = now + timedelta(seconds=max(wait, 0.001))
+    armed = TimerArmed(
+        timer=f"{FLOW_HOLD}:{state.seq}",
+        purpose=FLOW_HOLD,
+        fire_at=fire_at.isoformat(),
+        reason=reason,
+    )
+    return [armed.at(now)]
+
+
+def problem_hold(state: ExecutionState, now: datetime, problem: str) -> list[Event]:
+    return flow_hold(state, now, _BAD_KEY_WAIT, problem)

@@ -1,0 +1,232 @@
+"""Flow control in the store, shared by every worker of every host.
+
+- Workflow concurrency keys (`SlotRequest`, `SlotRelease`): a start takes a slot of its key
+  in its creating transaction or waits for one; the step that ends it hands the slot on in
+  start order. The writes ride on `create_execution` and `commit`; `slot_state` reads.
+- Activity gates (`acquire_flow`, checked by a worker right before it starts attempts):
+  a rate-limit token bucket per (tenant, key) (`RateRequest`) and activity concurrency
+  slots (`SlotClaim`), all granted in one transaction or none. A refusal says how long to
+  wait and why; the worker then holds the attempts with a durable timer (they take no
+  worker slot and are not retries). An activity slot counts while its execution's lease
+  is still held by the worker that took it (a crashed worker's slots come back when its
+  leases expire); the step that records the attempt's result deletes it
+  (`StepWrite.flow_released`).
+- Admin-declared buckets (`set_rate_limit`): a bucket an activity names by key, with the
+  capacity and rate the tenant's admin set (they win over an activity's own numbers).
+
+The bucket arithmetic (`Bucket.take`) is here, so that every store answers alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Protocol
+
+from wovyr.store.records import SlotState
+
+__all__ = [
+    "NEVER",
+    "SLOT_RECHECK_SECONDS",
+    "Bucket",
+    "FlowAcquire",
+    "FlowAnswer",
+    "FlowStore",
+    "RateLimitRecord",
+    "RateRequest",
+    "SlotClaim",
+    "decide_flow",
+    "rate_refused",
+    "slot_refused",
+]
+
+SLOT_RECHECK_SECONDS = 0.5  # how soon an attempt refused an activity slot looks again
+NEVER = 3600.0  # the wait of a request no bucket can ever grant (it looks again hourly)
+
+
+@dataclass(frozen=True)
+class RateRequest:
+    """`units` from bucket `key`; `capacity` and `per_second` as the activity declares them
+    (None: the bucket must have been declared by an admin)."""
+
+    key: str
+    units: float = 1.0
+    capacity: float | None = None
+    per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class SlotClaim:
+    """A slot of activity concurrency key `key` (at most `limit` held) for `holder` (the
+    attempt's idempotency key)."""
+
+    key: str
+    holder: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class FlowAcquire:
+    """One `acquire_flow` call, for `acquire_flows` (many in one transaction)."""
+
+    tenant: str
+    execution_id: str
+    owner: str
+    now: datetime
+    rates: Sequence[RateRequest] = ()
+    slots: Sequence[SlotClaim] = ()
+
+
+@dataclass(frozen=True)
+class FlowAnswer:
+    """Granted, or how long to wait (seconds) and why ("rate limit openai: next slot in
+    3.2 s", "concurrency k: 2 running (a, b)")."""
+
+    granted: bool
+    wait: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RateLimitRecord:
+    """A tenant's token bucket: `capacity` units (the burst), refilled at `per_second`;
+    `declared` by an admin, or made by the first activity that named it."""
+
+    tenant: str
+    key: str
+    capacity: float
+    per_second: float
+    tokens: float
+    declared: bool
+    updated_by: str = ""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A bucket's row: `tokens` as of `refilled_at` and when the last waiter was told to
+    look again (`wake_at`), both in seconds since 1970."""
+
+    capacity: float
+    per_second: float
+    tokens: float
+    refilled_at: float
+    wake_at: float = 0.0
+    declared: bool = False
+
+    def refill(self, now: float) -> Bucket:
+        """The bucket as of `now`: refilled at its rate, up to its capacity."""
+        gained = max(0.0, now - self.refilled_at) * self.per_second
+        tokens = min(self.capacity, self.tokens + gained)
+        return replace(self, tokens=tokens, refilled_at=max(now, self.refilled_at))
+
+    def wait_for(self, units: float, now: float) -> tuple[Bucket, float]:
+        """For a refilled bucket short of `units`: when the request should look again (its
+        deficit at the refill rate, and after the last waiter told before it, so that
+        waiters look one at a time instead of all at once), and the bucket that remembers
+        it. A request above the capacity waits `NEVER`."""
+        if units > self.capacity:
+            return self, NEVER
+        step = units / self.per_second
+        wake = max(now + (units - self.tokens) / self.per_second, self.wake_at + step)
+        return replace(self, wake_at=wake), wake - now
+
+
+def rate_refused(key: str, wait: float) -> str:
+    if wait >= NEVER:
+        return f"rate limit {key}: asks more units than the bucket holds"
+    return f"rate limit {key}: next slot in {wait:.1f} s"
+
+
+def slot_refused(key: str, limit: int, holders: Sequence[str]) -> str:
+    return f"concurrency {key}: {limit} running ({', '.join(holders)})"
+
+
+def decide_flow(
+    buckets: dict[str, Bucket | None],
+    rates: Sequence[RateRequest],
+    holders: dict[str, list[str]],
+    slots: Sequence[SlotClaim],
+    now: float,
+) -> tuple[FlowAnswer, dict[str, Bucket]]:
+    """What `acquire_flow` answers, given the buckets' rows (None: not made yet) and the
+    attempts holding each slot key now; and the rows to write back: refilled, less the
+    units taken when granted (a refusal takes nothing and remembers the waiter's look)."""
+    refusals: list[tuple[float, str]] = []
+    states: dict[str, Bucket] = {}
+    need: dict[str, float] = {}
+    for request in rates:
+        bucket = states.get(request.key) or buckets.get(request.key)
+        declared = bucket is not None and bucket.declared
+        if not declared and request.capacity is not None and request.per_second is not None:
+            # made (or reshaped) by the activity that names it
+            bucket = Bucket(
+                capacity=request.capacity,
+                per_second=request.per_second,
+                tokens=request.capacity if bucket is None else bucket.tokens,
+                refilled_at=now if bucket is None else bucket.refilled_at,
+                wake_at=0.0 if bucket is None else bucket.wake_at,
+            )
+        if bucket is None:
+            refusals.append((NEVER, f"rate limit {request.key}: no such bucket"))
+            continue
+        states[request.key] = bucket.refill(now)
+        need[request.key] = need.get(request.key, 0.0) + request.units
+    for key, units in need.items():
+        bucket = states[key]
+        if bucket.tokens < units:
+            states[key], wait = bucket.wait_for(units, now)
+            refusals.append((wait, rate_refused(key, wait)))
+    for claim in slots:
+        now_held = holders.get(claim.key, [])
+        others = [h for h in now_held if h != claim.holder]
+        if claim.holder not in now_held and len(others) >= claim.limit:
+            refusals.append((SLOT_RECHECK_SECONDS, slot_refused(claim.key, claim.limit, others)))
+    if refusals:
+        wait, reason = max(refusals)
+        return FlowAnswer(granted=False, wait=wait, reason=reason), states
+    taken = {k: replace(b, tokens=b.tokens - need[k]) for k, b in states.items()}
+    return FlowAnswer(granted=True), taken
+
+
+class FlowStore(Protocol):
+    def slot_state(self, tenant: str, key: str) -> SlotState:
+        """The holders of workflow concurrency key `key`'s slots in `tenant` and the
+        executions waiting for one, each in start order (empty for a key nobody uses)."""
+        ...
+
+    def acquire_flow(
+        self,
+        tenant: str,
+        execution_id: str,
+        owner: str,
+        now: datetime,
+        rates: Sequence[RateRequest] = (),
+        slots: Sequence[SlotClaim] = (),
+    ) -> FlowAnswer:
+        """Take every rate-limit unit and activity slot asked, in one transaction, or none
+        (then say how long to wait: the longest of the refusals, and why). `owner` holds
+        the lease of `execution_id`; its slots count while that lease is its own."""
+        ...
+
+    def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
+        """`acquire_flow` for each of `asks`, in order, in ONE transaction (a worker's
+        runners asking at once share it, as their commits do)."""
+        ...
+
+    def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
+        """The attempts holding activity concurrency key `key`'s slots now."""
+        ...
+
+    def set_rate_limit(
+        self, tenant: str, key: str, capacity: float, per_second: float, by: str, now: datetime
+    ) -> RateLimitRecord:
+        """Declare (or change) the tenant's bucket `key`: it holds `capacity` units and
+        refills at `per_second`; activities naming it use these numbers."""
+        ...
+
+    def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
+        """The tenant's buckets (declared or made by activities), by key."""
+        ...
+
+    def delete_rate_limit(self, tenant: str, key: str) -> bool: ...

@@ -1,0 +1,258 @@
+"""Flow control in the SQLite store (mixed into SQLiteStore): the slots of concurrency
+keys, taken in the transaction that creates an execution and handed on in the transaction
+of the step that ends one. Every write is a `BEGIN IMMEDIATE` transaction, so no two
+processes hand out the same slot."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any
+
+from wovyr.store.codec import to_micros
+from wovyr.store.flow import (
+    Bucket,
+    FlowAcquire,
+    FlowAnswer,
+    RateLimitRecord,
+    RateRequest,
+    SlotClaim,
+    decide_flow,
+)
+from wovyr.store.records import NewExecution, SlotRelease, SlotState
+
+__all__ = [
+    "SQLiteFlow",
+    "SQLiteRateLimits",
+    "release_activity_slots",
+    "release_slot",
+    "take_slot",
+]
+
+
+def take_slot(conn: sqlite3.Connection, new: NewExecution) -> bool:
+    """Give `new` (just inserted) a slot of its key if one is free and nobody waits for one;
+    else queue it (not ready, waiting on the key). True when it holds a slot."""
+    slot = new.slot
+    assert slot is not None
+    held, waiting = conn.execute(
+        "SELECT coalesce(sum(holding), 0), count(*) - coalesce(sum(holding), 0)"
+        " FROM flow_slots WHERE tenant = ? AND key = ?",
+        (new.tenant, slot.key),
+    ).fetchone()
+    holding = int(held) < slot.limit and int(waiting) == 0
+    conn.execute(
+        "INSERT INTO flow_slots (tenant, key, execution_id, holding) VALUES (?, ?, ?, ?)",
+        (new.tenant, slot.key, new.id, int(holding)),
+    )
+    if not holding:
+        conn.execute(
+            "UPDATE executions SET ready = 0, lease_owner = NULL, lease_until = NULL,"
+            " flow_wait = ?, waiting_on = ? WHERE tenant = ? AND id = ?",
+            (slot.key, f"concurrency {slot.key}", new.tenant, new.id),
+        )
+    return holding
+
+
+def release_slot(
+    conn: sqlite3.Connection, tenant: str, execution_id: str, released: SlotRelease
+) -> list[str]:
+    """The step that ends `execution_id` gives its slot back (or leaves the queue); the
+    executions waiting longest get the freed slots and become ready. Returns their ids."""
+    conn.execute(
+        "DELETE FROM flow_slots WHERE tenant = ? AND key = ? AND execution_id = ?",
+        (tenant, released.key, execution_id),
+    )
+    conn.execute(
+        "UPDATE executions SET flow_wait = NULL, waiting_on = NULL"
+        " WHERE tenant = ? AND id = ? AND flow_wait IS NOT NULL",
+        (tenant, execution_id),
+    )
+    (held,) = conn.execute(
+        "SELECT count(*) FROM flow_slots WHERE tenant = ? AND key = ? AND holding = 1",
+        (tenant, released.key),
+    ).fetchone()
+    room = released.limit - int(held)
+    if room <= 0:
+        return []
+    granted = [
+        row[0]
+        for row in conn.execute(
+            "UPDATE flow_slots SET holding = 1 WHERE seq IN (SELECT seq FROM flow_slots"
+            " WHERE tenant = ? AND key = ? AND holding = 0 ORDER BY seq LIMIT ?)"
+            " RETURNING execution_id",
+            (tenant, released.key, room),
+        ).fetchall()
+    ]
+    conn.executemany(
+        "UPDATE executions SET ready = 1, flow_wait = NULL, waiting_on = NULL"
+        " WHERE tenant = ? AND id = ?",
+        [(tenant, g) for g in granted],
+    )
+    return granted
+
+
+class SQLiteFlow:
+    """Needs `_read()` from SQLiteStore."""
+
+    _read: Callable[..., list[Any]]
+
+    def slot_state(self, tenant: str, key: str) -> SlotState:
+        rows = self._read(
+            "SELECT execution_id, holding FROM flow_slots WHERE tenant = ? AND key = ?"
+            " ORDER BY seq",
+            (tenant, key),
+        )
+        return SlotState(
+            key=key,
+            holders=[r[0] for r in rows if r[1]],
+            waiting=[r[0] for r in rows if not r[1]],
+        )
+
+
+def release_activity_slots(
+    conn: sqlite3.Connection, tenant: str, released: Sequence[tuple[str, str]]
+) -> None:
+    conn.executemany(
+        "DELETE FROM activity_slots WHERE tenant = ? AND key = ? AND holder = ?",
+        [(tenant, key, holder) for key, holder in released],
+    )
+
+
+def _bucket(row: Any) -> Bucket:
+    return Bucket(
+        capacity=float(row[1]),
+        per_second=float(row[2]),
+        tokens=float(row[3]),
+        refilled_at=int(row[4]) / 1e6,
+        wake_at=int(row[5]) / 1e6,
+        declared=bool(row[6]),
+    )
+
+
+def _valid_holders(conn: sqlite3.Connection, tenant: str, key: str, now: int) -> list[str]:
+    """The attempts holding `key`'s slots whose execution's lease is still their worker's;
+    the others' rows (a crashed or replaced worker's) are deleted."""
+    rows = conn.execute(
+        "SELECT s.holder, x.lease_owner = s.owner AND x.lease_until >= ?"
+        " FROM activity_slots s LEFT JOIN executions x"
+        "   ON x.tenant = s.tenant AND x.id = s.execution_id"
+        " WHERE s.tenant = ? AND s.key = ? ORDER BY s.holder",
+        (now, tenant, key),
+    ).fetchall()
+    stale = [(tenant, key, r[0]) for r in rows if not r[1]]
+    if stale:
+        conn.executemany(
+            "DELETE FROM activity_slots WHERE tenant = ? AND key = ? AND holder = ?", stale
+        )
+    return [r[0] for r in rows if r[1]]
+
+
+_BUCKET = "key, capacity, per_second, tokens, refilled_at, wake_at, declared"
+
+
+def _acquire(conn: sqlite3.Connection, ask: FlowAcquire) -> FlowAnswer:
+    tenant, at = ask.tenant, to_micros(ask.now)
+    keys = sorted({r.key for r in ask.rates})
+    rows = conn.execute(
+        f"SELECT {_BUCKET} FROM rate_buckets WHERE tenant = ?"
+        f" AND key IN ({','.join('?' * len(keys))})",
+        (tenant, *keys),
+    ).fetchall()
+    buckets: dict[str, Bucket | None] = {r[0]: _bucket(r) for r in rows}
+    holders = {c.key: _valid_holders(conn, tenant, c.key, at) for c in ask.slots}
+    answer, states = decide_flow(buckets, ask.rates, holders, ask.slots, at / 1e6)
+    conn.executemany(
+        "INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens,"
+        " refilled_at, wake_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (tenant, key) DO UPDATE SET capacity = excluded.capacity,"
+        " per_second = excluded.per_second, tokens = excluded.tokens,"
+        " refilled_at = excluded.refilled_at, wake_at = excluded.wake_at",
+        [
+            (
+                tenant,
+                key,
+                b.capacity,
+                b.per_second,
+                b.tokens,
+                round(b.refilled_at * 1e6),
+                round(b.wake_at * 1e6),
+            )
+            for key, b in states.items()
+        ],
+    )
+    if answer.granted:
+        conn.executemany(
+            "INSERT OR IGNORE INTO activity_slots (tenant, key, holder, execution_id, owner)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [(tenant, c.key, c.holder, ask.execution_id, ask.owner) for c in ask.slots],
+        )
+    return answer
+
+
+class SQLiteRateLimits:
+    """Needs `_write()` and `_read()` from SQLiteStore."""
+
+    _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
+    _read: Callable[..., list[Any]]
+
+    def acquire_flow(
+        self,
+        tenant: str,
+        execution_id: str,
+        owner: str,
+        now: datetime,
+        rates: Sequence[RateRequest] = (),
+        slots: Sequence[SlotClaim] = (),
+    ) -> FlowAnswer:
+        return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
+
+    def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
+        if not asks:
+            return []
+        with self._write() as conn:
+            return [_acquire(conn, ask) for ask in asks]
+
+    def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
+        rows = self._read(
+            "SELECT s.holder FROM activity_slots s JOIN executions x"
+            "   ON x.tenant = s.tenant AND x.id = s.execution_id"
+            " WHERE s.tenant = ? AND s.key = ? AND x.lease_owner = s.owner"
+            "   AND x.lease_until >= ? ORDER BY s.holder",
+            (tenant, key, to_micros(now)),
+        )
+        return [r[0] for r in rows]
+
+    def set_rate_limit(
+        self, tenant: str, key: str, capacity: float, per_second: float, by: str, now: datetime
+    ) -> RateLimitRecord:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens,"
+                " refilled_at, declared, updated_by) VALUES (?, ?, ?, ?, ?, ?, 1, ?)"
+                " ON CONFLICT (tenant, key) DO UPDATE SET capacity = excluded.capacity,"
+                " per_second = excluded.per_second, tokens = min(tokens, excluded.capacity),"
+                " declared = 1, updated_by = excluded.updated_by",
+                (tenant, key, capacity, per_second, capacity, to_micros(now), by),
+            )
+        return next(r for r in self.rate_limits(tenant) if r.key == key)
+
+    def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
+        rows = self._read(
+            "SELECT key, capacity, per_second, tokens, declared, updated_by FROM rate_buckets"
+            " WHERE tenant = ? ORDER BY key",
+            (tenant,),
+        )
+        return [
+            RateLimitRecord(tenant, r[0], float(r[1]), float(r[2]), float(r[3]), bool(r[4]), r[5])
+            for r in rows
+        ]
+
+    def delete_rate_limit(self, tenant: str, key: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "DELETE FROM rate_buckets WHERE tenant = ? AND key = ?", (tenant, key)
+            )
+            return cur.rowcount > 0

@@ -1,0 +1,87 @@
+"""Rate limits and activity concurrency keys as the worker applies them, on every store
+(ManualClock): an attempt that finds no units waits on a durable timer (no attempt is
+recorded, the execution holds no lease and shows what it waits for), then runs once the
+bucket has units; the units are shared by every execution of the tenant."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+
+import pytest
+
+from wovyr.activities.base import ActivityRegistry
+from wovyr.clock import ManualClock
+from wovyr.engine.engine import Engine
+from wovyr.platform.metrics import Metrics, MetricsObserver
+from wovyr.worker.worker import Worker
+
+LIMITED = textwrap.dedent("""
+    apiVersion: wovyr/v1
+    kind: Workflow
+    metadata: {name: limited}
+    inputs:
+      size: {type: integer, default: 1}
+    activities:
+      - id: call
+        tool: t.call
+        with: {n: "${{ inputs.size }}"}
+        rate_limit: {key: api, limit: 2, per: 1s, units: "${{ input.n }}"}
+    """)
+
+
+def drive(engine: Engine) -> None:
+    asyncio.run(Worker(engine, poll_interval=0.01).run_until_idle())
+
+
+def test_attempts_wait_for_units_on_a_timer_and_run_when_the_bucket_refills(
+    engine: Engine, clock: ManualClock, registry: ActivityRegistry
+) -> None:
+    calls: list[str] = []
+    registry.activity("t.call")(lambda n: calls.append(str(n)) or n)
+    metrics = Metrics()
+    engine.store.add_observer(MetricsObserver(metrics, lambda t, i: engine.store.load(i, t)))
+    ids = [engine.start(LIMITED, {}, execution_id=f"r{i}").id for i in range(5)]
+    drive(engine)
+    assert len(calls) == 2  # the bucket held 2 units
+    labels = {"kind": "rate_limit", "key": "api"}
+    assert metrics.value("wovyr_flow_holds_total", engine.tenant, **labels) == 3
+    # told to wait 0.5, 1.0 and 1.5 s: one after the other
+    throttled = metrics.value("wovyr_flow_throttled_seconds_total", engine.tenant, **labels)
+    assert throttled == pytest.approx(3.0)
+    waiting = [i for i in ids if engine.query(i).status == "waiting"]
+    assert len(waiting) == 3
+    view = engine.query(waiting[0])
+    assert view.waiting_on is not None and view.waiting_on.startswith(
+        "rate limit api: next slot in "
+    )
+    assert view.activities["call"]["attempt"] == 0  # held before any attempt: not a retry
+    record = engine.store.load(waiting[0], engine.tenant)
+    assert record is not None and record.lease_owner is None  # it holds no worker slot
+    for _ in range(6):  # half a second at a time: one unit each
+        clock.advance(0.5)
+        drive(engine)
+    assert len(calls) == 5
+    assert all(engine.query(i).status == "completed" for i in ids)
+    assert all(engine.query(i).activities["call"]["attempt"] == 1 for i in ids)
+
+
+def test_weighted_units_and_a_declared_bucket(
+    engine: Engine, clock: ManualClock, registry: ActivityRegistry
+) -> None:
+    registry.activity("t.call")(lambda n: n)
+    named = LIMITED.replace("rate_limit: {key: api, limit: 2, per: 1s,", "rate_limit: {key: llm,")
+    engine.store.set_rate_limit(engine.tenant, "llm", 10, 1.0, "admin", clock.now())
+    big = engine.start(named, {"size": 8}, execution_id="big").id
+    drive(engine)
+    assert engine.query(big).status == "completed"
+    small = engine.start(named, {"size": 4}, execution_id="small").id
+    drive(engine)  # 2 units left: 2 more seconds
+    assert engine.query(small).waiting_on == "rate limit llm: next slot in 2.0 s"
+    clock.advance(2.0)
+    drive(engine)
+    assert engine.query(small).status == "completed"
+    other = engine.for_tenant("acme")  # another tenant has no bucket "llm"
+    held = other.start(named, {"size": 1}, execution_id="x").id
+    drive(other)
+    assert other.query(held).waiting_on == "rate limit llm: no such bucket"
