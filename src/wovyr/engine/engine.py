@@ -827,8 +827,10 @@ class Engine(Definitions):
         if problems:
             raise InputError(problems)
         capacity = burst if burst is not None else limit
+        numbers = {"limit": limit, "per": per, "burst": capacity}
+        audit = self.audit_entry("limits.set", key, numbers)
         return self.store.set_rate_limit(
-            self.tenant, key, capacity, limit / per, by, self.clock.now()
+            self.tenant, key, capacity, limit / per, by, self.clock.now(), audit=audit
         )
 
     def rate_limits(self) -> builtins.list[RateLimitRecord]:
@@ -836,7 +838,8 @@ class Engine(Definitions):
         return self.store.rate_limits(self.tenant)
 
     def delete_rate_limit(self, key: str) -> None:
-        if not self.store.delete_rate_limit(self.tenant, key):
+        audit = self.audit_entry("limits.delete", key)
+        if not self.store.delete_rate_limit(self.tenant, key, audit=audit):
             raise NotFound(f"rate limit {key} not found")
 
     # --- external changes ----------------------------------------------------------------

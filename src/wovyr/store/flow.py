@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.records import SlotState
 
 __all__ = [
@@ -219,14 +220,25 @@ class FlowStore(Protocol):
         ...
 
     def set_rate_limit(
-        self, tenant: str, key: str, capacity: float, per_second: float, by: str, now: datetime
+        self,
+        tenant: str,
+        key: str,
+        capacity: float,
+        per_second: float,
+        by: str,
+        now: datetime,
+        *,
+        audit: AuditEntry | None = None,
     ) -> RateLimitRecord:
         """Declare (or change) the tenant's bucket `key`: it holds `capacity` units and
-        refills at `per_second`; activities naming it use these numbers."""
+        refills at `per_second`; activities naming it use these numbers. `audit` is
+        appended in the same transaction."""
         ...
 
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
         """The tenant's buckets (declared or made by activities), by key."""
         ...
 
-    def delete_rate_limit(self, tenant: str, key: str) -> bool: ...
+    def delete_rate_limit(self, tenant: str, key: str, *, audit: AuditEntry | None = None) -> bool:
+        """Delete the tenant's bucket `key` (False: there was none, and nothing is audited)."""
+        ...

@@ -42,3 +42,10 @@ def test_limits_are_set_listed_and_deleted_per_tenant(
     assert code == 0 and "deleted" in out
     code, _, err = run(home, capsys, "admin", "limits", "delete", "openai", "--tenant", "acme")
     assert code == 4 and "rate limit openai not found" in err
+    # each change is in the audit chain (and the refused second delete is not)
+    code, out, _ = run(home, capsys, "admin", "audit", "list", "--tenant", "acme", "--json")
+    assert code == 0
+    trail = [(r["action"], r["target"]) for r in json.loads(out)]
+    assert trail == [("limits.set", "openai"), ("limits.delete", "openai")]
+    code, out, _ = run(home, capsys, "admin", "audit", "verify", "--json")
+    assert code == 0 and json.loads(out)["ok"]

@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from wovyr.errors import StoreError
-from wovyr.store.audit import AuditAnchor, AuditRecord
+from wovyr.store.audit import AuditAnchor, AuditEntry, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
     Claim,
@@ -338,7 +338,15 @@ class MemoryStore(
             return self._valid_holders(tenant, key, now)
 
     def set_rate_limit(
-        self, tenant: str, key: str, capacity: float, per_second: float, by: str, now: datetime
+        self,
+        tenant: str,
+        key: str,
+        capacity: float,
+        per_second: float,
+        by: str,
+        now: datetime,
+        *,
+        audit: AuditEntry | None = None,
     ) -> RateLimitRecord:
         with self._lock:
             old = self._buckets.get((tenant, key))
@@ -347,6 +355,7 @@ class MemoryStore(
             wake = 0.0 if old is None else old[0].wake_at
             bucket = Bucket(capacity, per_second, tokens, refilled, wake, declared=True)
             self._buckets[(tenant, key)] = (bucket, by)
+            self._append_audit(audit)
         return RateLimitRecord(tenant, key, capacity, per_second, tokens, True, by)
 
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
@@ -357,9 +366,12 @@ class MemoryStore(
                 if t == tenant
             ]
 
-    def delete_rate_limit(self, tenant: str, key: str) -> bool:
+    def delete_rate_limit(self, tenant: str, key: str, *, audit: AuditEntry | None = None) -> bool:
         with self._lock:
-            return self._buckets.pop((tenant, key), None) is not None
+            deleted = self._buckets.pop((tenant, key), None) is not None
+            if deleted:
+                self._append_audit(audit)
+            return deleted
 
     def slot_state(self, tenant: str, key: str) -> SlotState:
         with self._lock:

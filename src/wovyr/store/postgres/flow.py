@@ -12,6 +12,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.flow import (
     Bucket,
     FlowAcquire,
@@ -21,6 +22,7 @@ from wovyr.store.flow import (
     SlotClaim,
     decide_flow,
 )
+from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 
@@ -152,7 +154,15 @@ class PostgresRateLimits:
         return [r[0] for r in rows]
 
     def set_rate_limit(
-        self, tenant: str, key: str, capacity: float, per_second: float, by: str, now: datetime
+        self,
+        tenant: str,
+        key: str,
+        capacity: float,
+        per_second: float,
+        by: str,
+        now: datetime,
+        *,
+        audit: AuditEntry | None = None,
     ) -> RateLimitRecord:
         sql = flow_queries()["bucket_declare"]
         params = {
@@ -163,7 +173,12 @@ class PostgresRateLimits:
             "by": by,
             "now": now,
         }
-        self._write(lambda conn: conn.execute(sql, params))
+
+        def body(conn: Connection) -> None:
+            conn.execute(sql, params)
+            append_audit_row(conn, audit)
+
+        self._write(body)
         return next(r for r in self.rate_limits(tenant) if r.key == key)
 
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
@@ -171,9 +186,13 @@ class PostgresRateLimits:
         rows = self._run(lambda conn: conn.execute(sql, {"tenant": tenant}).fetchall(), write=False)
         return [RateLimitRecord(tenant, r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
-    def delete_rate_limit(self, tenant: str, key: str) -> bool:
+    def delete_rate_limit(self, tenant: str, key: str, *, audit: AuditEntry | None = None) -> bool:
         sql = flow_queries()["bucket_delete"]
-        rows = self._write(
-            lambda conn: conn.execute(sql, {"tenant": tenant, "key": key}).fetchall()
-        )
-        return bool(rows)
+
+        def body(conn: Connection) -> bool:
+            deleted = bool(conn.execute(sql, {"tenant": tenant, "key": key}).fetchall())
+            if deleted:
+                append_audit_row(conn, audit)
+            return deleted
+
+        return bool(self._write(body))

@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
+from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
 from wovyr.store.flow import (
     Bucket,
@@ -22,6 +23,7 @@ from wovyr.store.flow import (
     decide_flow,
 )
 from wovyr.store.records import NewExecution, SlotRelease, SlotState
+from wovyr.store.sqlite.audit import append_audit_row
 
 __all__ = [
     "SQLiteFlow",
@@ -226,7 +228,15 @@ class SQLiteRateLimits:
         return [r[0] for r in rows]
 
     def set_rate_limit(
-        self, tenant: str, key: str, capacity: float, per_second: float, by: str, now: datetime
+        self,
+        tenant: str,
+        key: str,
+        capacity: float,
+        per_second: float,
+        by: str,
+        now: datetime,
+        *,
+        audit: AuditEntry | None = None,
     ) -> RateLimitRecord:
         with self._write() as conn:
             conn.execute(
@@ -237,6 +247,7 @@ class SQLiteRateLimits:
                 " declared = 1, updated_by = excluded.updated_by",
                 (tenant, key, capacity, per_second, capacity, to_micros(now), by),
             )
+            append_audit_row(conn, audit)
         return next(r for r in self.rate_limits(tenant) if r.key == key)
 
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
@@ -250,9 +261,11 @@ class SQLiteRateLimits:
             for r in rows
         ]
 
-    def delete_rate_limit(self, tenant: str, key: str) -> bool:
+    def delete_rate_limit(self, tenant: str, key: str, *, audit: AuditEntry | None = None) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "DELETE FROM rate_buckets WHERE tenant = ? AND key = ?", (tenant, key)
             )
+            if cur.rowcount > 0:
+                append_audit_row(conn, audit)
             return cur.rowcount > 0
