@@ -401,6 +401,7 @@ class ApprovalDecided(EventData):
     approved: bool
     by: str | None
     comment: str | None
+    grant: dict[str, Any] | Absent = ABSENT  # more budget for an agent paused on its budget
 
 
 # --- compensation ------------------------------------------------------------------------

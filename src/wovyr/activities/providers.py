@@ -29,7 +29,7 @@ import asyncio
 import functools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -139,6 +139,8 @@ class ModelAccess:
     providers: Providers
     credentials: CredentialResolver = field(repr=False)
     cache: ResponseCache | None = field(default=None, repr=False)
+    # why the tenant may make no model call today (a daily model quota used up), or None
+    quota: Callable[[], str | None] | None = field(default=None, repr=False)
 
     def api_key(self, provider: str) -> str | None:
         return self.credentials.api_key(self.tenant, provider)

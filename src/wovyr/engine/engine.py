@@ -46,9 +46,12 @@ from wovyr.engine.quotas import (
     SECONDS,
     QuotaCache,
     Quotas,
+    check_grant,
     continued_debits,
     day_of,
     midnight_after,
+    model_debits,
+    model_quota_exhausted,
     quotas_of,
     set_quotas,
     start_debits,
@@ -71,6 +74,7 @@ from wovyr.events import (
     ExecutionCancelled,
     SignalReceived,
     TimerArmed,
+    or_absent,
 )
 from wovyr.ids import (
     ID_RULE,
@@ -585,6 +589,20 @@ class Engine(Definitions):
             return ()
         return (Debit(SECONDS, seconds, day_of(self.clock.now())),)
 
+    def model_debits(self, tokens: int, cost: float | None) -> tuple[Debit, ...]:
+        """What model calls that used `tokens` and `cost` debit in the commit that records
+        them (only the budgets this tenant has a quota of)."""
+        return model_debits(self.quotas(), tokens, cost, self.clock.now())
+
+    def model_quota_exhausted(self) -> str | None:
+        """Why this tenant may make no model call today (a model quota used up), or None;
+        one read of today's usage, only for a tenant with a model quota."""
+        quotas = self.quotas()
+        if quotas.model_tokens_per_day is None and quotas.model_cost_per_day is None:
+            return None
+        used = self.store.quota_usage(self.tenant, day_of(self.clock.now()))
+        return model_quota_exhausted(quotas, used, self.tenant)
+
     def quota_hold(self, state: ExecutionState, unbilled: float = 0.0) -> list[Event] | None:
         """Whether the execution in `state` may start its next attempts: None when it may
         (no activity-seconds quota, or today's seconds, with the `unbilled` seconds of its
@@ -635,8 +653,12 @@ class Engine(Definitions):
         *,
         by: str | None = None,
         comment: str | None = None,
+        grant: dict[str, Any] | None = None,
     ) -> ExecutionView:
-        """Decide an approval wait (before it is reached, the decision is kept until it is)."""
+        """Decide an approval wait (before it is reached, the decision is kept until it is).
+        `grant` (`{tokens, cost}`) approves more budget for an `agent` paused on its budget
+        (`budget.on_exhausted: approval`)."""
+        grant = check_grant(grant)
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)
@@ -665,8 +687,17 @@ class Engine(Definitions):
                     f"{by!r} may not decide {activity_id!r}",
                     hint=f"approvers: {', '.join(approvers)}",
                 )
+            if grant and not (suspended and (current.wait or {}).get("reason") == "budget"):
+                raise Conflict(
+                    f"activity {activity_id!r} does not wait for more budget: a grant "
+                    "decides only an agent paused on its budget"
+                )
             decided = ApprovalDecided(
-                activity=activity_id, approved=bool(approved), by=by, comment=comment
+                activity=activity_id,
+                approved=bool(approved),
+                by=by,
+                comment=comment,
+                grant=or_absent(grant if approved else None),
             )
             return [decided.at(self.clock.now())]
 
@@ -676,6 +707,8 @@ class Engine(Definitions):
             "by": by,
             "comment": None if comment is None else payload_digest(comment),
         }
+        if grant:
+            details["grant"] = grant
         action = "execution.approve" if approved else "execution.deny"
         return self._append(execution_id, events, (action, details))
 

@@ -32,7 +32,7 @@ from wovyr.engine.core.state import (
 )
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
-from wovyr.events import Event, EventData
+from wovyr.events import Event, EventData, EventType
 from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
@@ -194,8 +194,12 @@ class ExecutionRunner:
             release_lease=done,
         )
         billed = self._unbilled
-        if billed:
-            step = replace(step, debits=self.engine.attempt_debits(billed))
+        debits = self.engine.attempt_debits(billed) if billed else ()
+        tokens, cost = self._model_usage(events)
+        if tokens or cost:
+            debits += self.engine.model_debits(tokens, cost)
+        if debits:
+            step = replace(step, debits=debits)
         if after.status == ExecutionStatus.CONTINUED and self.state.status != after.status:
             # the chain's next run is created by this very commit (one transaction)
             new = await asyncio.to_thread(self.engine.continuation, after, events)
@@ -211,6 +215,27 @@ class ExecutionRunner:
                 self.engine.notify(step.continued_as.id)
         self.stats.commits += 1
         return outcome
+
+    def _model_usage(self, events: list[Event]) -> tuple[int, float]:
+        """The tokens and cost of the model calls `events` record (an agent's calls, an
+        `llm` activity's answer): debited from the tenant's daily model quotas by the commit
+        that records them."""
+        tokens, cost = 0, 0.0
+        for e in events:
+            if e.type == EventType.MODEL_CALL_COMPLETED:
+                usage, spent = e.data.get("usage") or {}, e.data.get("cost")
+            elif (
+                e.type == EventType.ACTIVITY_COMPLETED
+                and self.definition.activity(e.data["activity"]).kind == "llm"
+                and isinstance(e.data.get("output"), dict)
+                and not e.data["output"].get("cached")
+            ):
+                usage, spent = e.data["output"].get("usage") or {}, e.data["output"].get("cost")
+            else:
+                continue
+            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            cost += float(spent or 0.0)
+        return tokens, cost
 
     async def _quota_hold(self, state: ExecutionState) -> list[Event] | None:
         """The events holding this execution's next attempts while its tenant's activity
@@ -379,6 +404,7 @@ class ExecutionRunner:
                 providers,
                 self.engine.credentials,
                 _TenantCache(self.engine),
+                quota=self.engine.model_quota_exhausted if _model_quota(self.engine) else None,
             )
             journal = None
             if run.index is None and not run.compensation:
@@ -457,6 +483,12 @@ class _TenantCache:
     def put(self, key: str, response: dict[str, Any]) -> None:
         now = self._engine.clock.now()
         self._engine.store.put_cached_response(self._engine.tenant, key, response, now)
+
+
+def _model_quota(engine: Engine) -> bool:
+    """Whether the engine's tenant has a daily model quota (its calls check it first)."""
+    quotas = engine.quotas()
+    return quotas.model_tokens_per_day is not None or quotas.model_cost_per_day is not None
 
 
 def _not_current(run: RunActivity) -> ActivityError:

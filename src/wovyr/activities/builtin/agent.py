@@ -24,7 +24,13 @@ A tool that raises, a tool not in `tools`, or arguments that do not fit the tool
 signature are sent to the model as that call's result (an error it can act on), never a
 crash. The loop fails, not retried, with `MaxTurnsExceeded` when the model still asks for
 tools after `max_turns` turns, and with `BudgetExceeded` at the turn whose model call took
-the run past `budget.tokens` or `budget.cost`. A model call's provider errors fail the
+the run past `budget.tokens` or `budget.cost` - or, with `budget.on_exhausted: approval`,
+pauses there (an approval wait of the activity, `reason: budget`) until a person approves
+with a grant of more tokens or cost (`approve --grant-tokens N`, API `grant: {tokens,
+cost}`; an approval without a grant extends each limit by its first size) or denies, which
+stops the run with `BudgetExceeded`. `approval_timeout` bounds every approval wait of the
+loop: at its fire (a durable timer) a tool call counts as denied (the model is told,
+`ApprovalTimeout`) and a budget pause as stopped. A model call's provider errors fail the
 attempt as the `llm` kind's do (429 and 5xx retried per the activity's `retry`, honouring
 `Retry-After`; the next attempt resumes the loop).
 
@@ -38,7 +44,7 @@ import asyncio
 import dataclasses
 import difflib
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -55,7 +61,7 @@ from wovyr.activities.kinds import (
 from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
 from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
-from wovyr.fields import NAME_PATTERN, FrozenModel
+from wovyr.fields import NAME_PATTERN, Duration, FrozenModel
 
 __all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep"]
 
@@ -65,6 +71,11 @@ MAX_RESULT_CHARS = 16_000  # of one tool result sent to the model (and recorded)
 class AgentBudget(FrozenModel):
     tokens: int | None = Field(default=None, ge=1, description="Input + output tokens")
     cost: float | None = Field(default=None, gt=0, description="In the provider's prices")
+    on_exhausted: Literal["fail", "approval"] | None = Field(
+        default=None,
+        description="fail (the default): stop with BudgetExceeded; approval: pause until a "
+        "person grants more budget (or stops the run)",
+    )
 
 
 class AgentSpec(FrozenModel):
@@ -79,6 +90,11 @@ class AgentSpec(FrozenModel):
     budget: AgentBudget = Field(default_factory=AgentBudget)
     require_approval: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
         default_factory=list, description="Tools whose every call waits for a person's approval"
+    )
+    approval_timeout: Duration | None = Field(
+        default=None,
+        description="How long an approval (a call in require_approval, a budget pause) "
+        "waits; at the timeout it counts as denied",
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, description="Per model answer")
@@ -127,7 +143,12 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
     offered, names = _offered_tools(spec.tools, dispatch.tools)
     models = {s["turn"]: s for s in journal.steps if s["step"] == "model"}
     tools = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "tool"}
-    decided = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "approval"}
+    decided = {
+        (s["turn"], s["call_id"]): s
+        for s in journal.steps
+        if s["step"] == "approval" and s.get("reason") != "budget"
+    }
+    grants = [s for s in journal.steps if s["step"] == "approval" and s.get("reason") == "budget"]
     messages: list[dict[str, Any]] = []
     if spec.instructions:
         messages.append({"role": "system", "content": spec.instructions})
@@ -152,7 +173,9 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
         message = made["message"]
         run.add(made["usage"], made["cost"])
         messages.append(message)
-        _check_budget(spec, run, turn)
+        paused = _check_budget(spec, run, turn, grants)
+        if paused is not None:
+            return paused
         calls = message.get("tool_calls") or []
         if not calls:
             return {
@@ -164,7 +187,9 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
                 "model": made["model"],
                 "finish_reason": made["finish_reason"],
             }
-        waiting = _first_unapproved(calls, turn, names, spec.require_approval, tools, decided)
+        waiting = _first_unapproved(
+            calls, turn, names, spec.require_approval, tools, decided, spec.approval_timeout
+        )
         ready = [c for c in calls if not _needs_decision(c, turn, names, spec, tools, decided)]
         results = await asyncio.gather(
             *(
@@ -216,19 +241,60 @@ async def _model_call(
     return {k: v for k, v in event.to_data().items() if k != "activity"}
 
 
-def _check_budget(spec: AgentSpec, run: _Run, turn: int) -> None:
+def _budget(spec: AgentSpec, grants: list[dict[str, Any]]) -> tuple[int | None, float | None]:
+    """The run's budget now: `budget` plus what people granted (an approval without a
+    grant extends each limit by its first size)."""
+    tokens, cost = spec.budget.tokens, spec.budget.cost
+    for decision in grants:
+        if not decision.get("approved"):
+            continue
+        grant = decision.get("grant") or {
+            "tokens": spec.budget.tokens,
+            "cost": spec.budget.cost,
+        }
+        if tokens is not None and grant.get("tokens"):
+            tokens += int(grant["tokens"])
+        if cost is not None and grant.get("cost"):
+            cost += float(grant["cost"])
+    return tokens, cost
+
+
+def _check_budget(
+    spec: AgentSpec, run: _Run, turn: int, grants: list[dict[str, Any]]
+) -> AwaitApproval | None:
+    """Nothing while the run is within its budget; past it, `BudgetExceeded` (or, with
+    `on_exhausted: approval`, a pause until a person grants more or stops the run)."""
     tokens = run.input_tokens + run.output_tokens
+    limit_tokens, limit_cost = _budget(spec, grants)
     over = []
-    if spec.budget.tokens is not None and tokens > spec.budget.tokens:
-        over.append(f"{tokens} tokens > budget.tokens {spec.budget.tokens}")
-    if spec.budget.cost is not None and run.cost is not None and run.cost > spec.budget.cost:
-        over.append(f"cost {run.cost:g} > budget.cost {spec.budget.cost:g}")
-    if over:
-        raise NonRetryableError(
-            f"the agent exceeded its budget at turn {turn}: {'; '.join(over)}",
-            type="BudgetExceeded",
-            details=_details(run, turn),
-        )
+    if limit_tokens is not None and tokens > limit_tokens:
+        over.append(f"{tokens} tokens > budget.tokens {limit_tokens}")
+    if limit_cost is not None and run.cost is not None and run.cost > limit_cost:
+        over.append(f"cost {run.cost:g} > budget.cost {limit_cost:g}")
+    if not over:
+        return None
+    message = f"the agent exceeded its budget at turn {turn}: {'; '.join(over)}"
+    if spec.budget.on_exhausted == "approval":
+        stopped = next((d for d in grants if not d.get("approved")), None)
+        if stopped is None:
+            asked: dict[str, Any] = {
+                "reason": "budget",
+                "turn": turn,
+                "exceeded": "; ".join(over),
+                "usage": run.usage,
+                "cost": run.cost,
+                "budget": {"tokens": limit_tokens, "cost": limit_cost},
+            }
+            if spec.approval_timeout is not None:
+                asked["timeout"] = spec.approval_timeout
+            return AwaitApproval(asked)
+        if stopped.get("timed_out"):
+            message += "; no one granted more before the approval timeout"
+        else:
+            message += f"; {stopped.get('by') or 'a person'} stopped the run"
+            if stopped.get("comment"):
+                message += f": {stopped['comment']}"
+    raise NonRetryableError(message, type="BudgetExceeded", details=_details(run, turn))
 
 
 def _details(run: _Run, turns: int) -> dict[str, Any]:
@@ -280,6 +346,7 @@ def _first_unapproved(
     require: list[str],
     recorded: dict[tuple[int, str], dict[str, Any]],
     decided: dict[tuple[int, str], dict[str, Any]],
+    timeout: float | None,
 ) -> dict[str, Any] | None:
     """What to ask a person about: the first call of this turn that waits for a decision
     (one at a time: each is its own approval of the activity)."""
@@ -287,12 +354,15 @@ def _first_unapproved(
         key = (turn, str(call.get("id")))
         tool = _tool_of(call, names)
         if tool in require and tool in names.values() and key not in recorded | decided.keys():
-            return {
+            asked: dict[str, Any] = {
                 "turn": turn,
                 "call_id": key[1],
                 "tool": tool,
                 "arguments": str((call.get("function") or {}).get("arguments") or ""),
             }
+            if timeout is not None:
+                asked["timeout"] = timeout
+            return asked
     return None
 
 
@@ -318,7 +388,12 @@ async def _tool_call(
     error: dict[str, Any] | None = None
     result: Any = None
     decision = decided.get((turn, call_id))
-    if decision is not None and not decision.get("approved"):
+    if decision is not None and decision.get("timed_out"):
+        error = {
+            "type": "ApprovalTimeout",
+            "message": "no one approved this call before the approval timeout; it was not made",
+        }
+    elif decision is not None and not decision.get("approved"):
         by = decision.get("by") or "a person"
         comment = decision.get("comment")
         error = {

@@ -199,8 +199,13 @@ async def call_model(
     timeout: float | None,
     policy: SideEffectPolicy,
 ) -> ChatResult:
-    """One model call through the gateway, with the provider's key from the resolver."""
+    """One model call through the gateway, with the provider's key from the resolver; none
+    when the tenant's daily model quota is used up (`QuotaExceeded`, not retried)."""
     provider = access.providers.get(provider_name)
+    if access.quota is not None:
+        reason = await asyncio.to_thread(access.quota)
+        if reason is not None:
+            raise NonRetryableError(reason, type="QuotaExceeded")
     key = await asyncio.to_thread(access.api_key, provider_name)
     return await chat(provider, key, body, timeout=timeout, policy=policy)
 

@@ -361,7 +361,9 @@ def _iteration_started(state: ExecutionState, e: Event, at: str) -> ExecutionSta
 def _suspended(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     """The attempt waits for an approval; `suspended` tells the decider to resume it."""
     wait = {**e.data["wait"], "suspended": True}
-    return _set_activity(state, e.data["activity"], status=ActivityStatus.WAITING, wait=wait)
+    return _set_activity(
+        state, e.data["activity"], status=ActivityStatus.WAITING, wait=wait, timer_fired=False
+    )
 
 
 def _resumed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
@@ -378,6 +380,7 @@ def _resumed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         wait=None,
         journal=(*act.journal, step),
         recoveries=0,
+        timer_fired=False,
     )
 
 
@@ -474,6 +477,8 @@ def _approval(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         "comment": e.get("comment"),
         "at": at,
     }
+    if e.get("grant"):
+        approvals[e.data["activity"]]["grant"] = e.data["grant"]
     return replace(state, approvals=approvals)
 
 
