@@ -488,6 +488,7 @@ class ChildFinished(EventData):
     status: str
     output: Any
     error: dict[str, Any] | None
+    call: dict[str, Any] | Absent = ABSENT  # the agent tool call the child ran (its result)
 
 
 @_record

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import hashlib
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -672,8 +674,10 @@ class Engine(Definitions):
             approval = wait.wait.approval if wait is not None else None
             current = state.activity(activity_id)
             # an attempt that paused for an approval (an agent's tool call) is decided alike
-            suspended = current.status == ActivityStatus.WAITING and bool(
-                (current.wait or {}).get("suspended")
+            suspended = (
+                current.status == ActivityStatus.WAITING
+                and bool((current.wait or {}).get("suspended"))
+                and (current.wait or {}).get("kind") == "approval"
             )
             if approval is None and not suspended:
                 raise Conflict(f"activity {activity_id!r} is not an approval")
@@ -816,6 +820,7 @@ class Engine(Definitions):
             status=after.status,
             output=after.output,
             error=after.error,
+            call=or_absent(parent.get("call")),
         ).at(now)
         after_parent = fold([event], before)
         return [make_step(record.id, before, after_parent, [event], now, tenant=tenant, ready=True)]
@@ -837,6 +842,53 @@ class Engine(Definitions):
             after = fold([event], before)
             steps.append(make_step(child, before, after, [event], now, tenant=tenant, ready=True))
         return steps
+
+    def start_tool_child(
+        self,
+        parent: ExecutionState,
+        activity_id: str,
+        workflow_name: str,
+        inputs: Any,
+        call: dict[str, Any],
+    ) -> str:
+        """Start (or find) the child workflow of one tool call of an `agent` activity (its
+        latest registered version): its id is derived from the parent, the activity, the
+        call's turn and id, so a crashed or retried attempt finds the same child. When the
+        child ends, `ChildFinished` carries `call` and joins the activity's journal as that
+        call's result (`wovyr.activities.kinds.AwaitChildren`). `InputError` when `inputs`
+        do not fit the workflow."""
+        call_id = str(call["call_id"])
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", call_id):
+            call_id = "h" + hashlib.sha256(call_id.encode()).hexdigest()[:16]
+        execution_id = derived_id(f"{parent.id}::{activity_id}:t{int(call['turn'])}-{call_id}")
+        if self.store.load(execution_id, self.tenant) is not None:
+            return execution_id
+        if parent.depth + 1 > self.max_child_depth:
+            raise NonRetryableError(
+                f"child workflow depth limit ({self.max_child_depth}) reached: "
+                f"{parent.workflow} would start {workflow_name} at depth {parent.depth + 1}",
+                type="ChildDepthExceeded",
+            )
+        workflow, digest = self.named(workflow_name, None)
+        origin: dict[str, Any] = {
+            "id": parent.id,
+            "activity": activity_id,
+            "index": None,
+            "attempt": None,
+            "call": call,
+        }
+        new = self.prepare_start(
+            workflow,
+            digest,
+            inputs if isinstance(inputs, dict) else {},
+            execution_id=execution_id,
+            parent_id=parent.id,
+            extra={"parent": origin, "depth": parent.depth + 1},
+        )
+        created, _ = self.store.create_execution(new)
+        if created:
+            self.notify(execution_id)
+        return execution_id
 
     def start_child(self, parent: ExecutionState, run: RunActivity) -> str:
         """Start (or find) the child workflow of one attempt of a `workflow` activity, in

@@ -15,11 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.base import ActivityContext, ActivityError
 from wovyr.activities.failures import handler_traceback
-from wovyr.activities.kinds import AwaitApproval, ChildStarted, Dispatch
+from wovyr.activities.kinds import (
+    AwaitApproval,
+    AwaitChildren,
+    ChildStarted,
+    Dispatch,
+    WorkflowTool,
+)
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
 from wovyr.activities.redact import scrub, secret_forms
 from wovyr.definition.expr import secret_names, substitute_secrets
+from wovyr.definition.inputs import inputs_json_schema
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.engine.core.decide import Decision, Outcome, RunActivity, decide, outcome_events
 from wovyr.engine.core.policy import children_to_cancel, spec_of
@@ -407,9 +414,12 @@ class ExecutionRunner:
                 quota=self.engine.model_quota_exhausted if _model_quota(self.engine) else None,
             )
             journal = None
+            child_tools = None
             if run.index is None and not run.compensation:
                 steps = self.state.activity(run.activity_id).journal
                 journal = _AttemptJournal(self, run, steps)
+                if spec.kind in _MODEL_KINDS:
+                    child_tools = _ChildTools(self, run)
             dispatch = Dispatch(
                 ctx,
                 timeout,
@@ -418,6 +428,7 @@ class ExecutionRunner:
                 policy,
                 models=models,
                 journal=journal,
+                child_tools=child_tools,
             )
             given = run.input
             if spec.kind_entry.secrets:
@@ -427,6 +438,8 @@ class ExecutionRunner:
             output = await asyncio.wait_for(coro, timeout)
             if isinstance(output, ChildStarted):
                 return Outcome(child=output.execution_id)
+            if isinstance(output, AwaitChildren):
+                return Outcome(suspend={"turn": output.turn, "children": output.children})
             if isinstance(output, AwaitApproval):
                 check_payload(
                     output.asked, "the approval asked", max_bytes=self.engine.max_payload_bytes
@@ -469,6 +482,29 @@ class _AttemptJournal:
 
     async def record(self, *events: EventData) -> None:
         await self._runner.record(self._run, events)
+
+
+class _ChildTools:
+    """Registered workflows as the tools of one attempt of an `agent` (`ChildTools`)."""
+
+    def __init__(self, runner: ExecutionRunner, run: RunActivity) -> None:
+        self._runner, self._run = runner, run
+
+    def describe(self, workflow: str) -> WorkflowTool:
+        found, _ = self._runner.engine.named(workflow, None)
+        text = found.metadata.description or f"Run workflow {workflow!r}"
+        return WorkflowTool(workflow, text, inputs_json_schema(found))
+
+    async def start(self, workflow: str, inputs: Any, call: dict[str, Any]) -> str:
+        runner = self._runner
+        return await asyncio.to_thread(
+            runner.engine.start_tool_child,
+            runner.state,
+            self._run.activity_id,
+            workflow,
+            inputs,
+            call,
+        )
 
 
 class _TenantCache:

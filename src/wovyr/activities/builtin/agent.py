@@ -46,26 +46,43 @@ import difflib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, call_handler
 from wovyr.activities.builtin.llm import call_model, model_for
 from wovyr.activities.kinds import (
     ActivityKind,
     AwaitApproval,
+    AwaitChildren,
     Dispatch,
     Journal,
     StepProblem,
+    WorkflowTool,
     register_kind,
 )
 from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
+from wovyr.errors import InputError, NotFound
 from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
 from wovyr.fields import NAME_PATTERN, Duration, FrozenModel
 
 __all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep"]
 
 MAX_RESULT_CHARS = 16_000  # of one tool result sent to the model (and recorded)
+WORKFLOW_TOOL = "workflow:"  # the prefix of a tool that is a registered workflow
+TOOL_PATTERN = r"^(workflow:)?" + NAME_PATTERN.removeprefix("^")
+
+
+def _tool_entry(value: Any) -> Any:
+    """A tool entry as text: `{workflow: NAME}` is `workflow:NAME` (YAML reads an unquoted
+    `workflow:NAME` inside `[...]` as a key, so both forms are taken)."""
+    if (
+        isinstance(value, dict)
+        and list(value) == ["workflow"]
+        and isinstance(value["workflow"], str)
+    ):
+        return WORKFLOW_TOOL + value["workflow"]
+    return value
 
 
 class AgentBudget(FrozenModel):
@@ -83,12 +100,16 @@ class AgentSpec(FrozenModel):
     model: str | None = Field(default=None, description="Default: the provider's model")
     instructions: str | None = Field(default=None, description="The system message")
     input: Any = Field(description="The task (text, or any value sent as JSON)")
-    tools: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
-        default_factory=list, description="Registered tools it may call"
+    tools: list[Annotated[str, BeforeValidator(_tool_entry), Field(pattern=TOOL_PATTERN)]] = Field(
+        default_factory=list,
+        description="Registered tools it may call; `workflow:NAME` a registered workflow "
+        "(run as a child execution, its inputs the tool's arguments)",
     )
     max_turns: int = Field(default=10, ge=1, le=1000, description="Model calls at most")
     budget: AgentBudget = Field(default_factory=AgentBudget)
-    require_approval: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
+    require_approval: list[
+        Annotated[str, BeforeValidator(_tool_entry), Field(pattern=TOOL_PATTERN)]
+    ] = Field(
         default_factory=list, description="Tools whose every call waits for a person's approval"
     )
     approval_timeout: Duration | None = Field(
@@ -140,7 +161,8 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
             "(WOVYR_LLM_PRICE_IN and WOVYR_LLM_PRICE_OUT for `default`)",
             type="InvalidInput",
         )
-    offered, names = _offered_tools(spec.tools, dispatch.tools)
+    workflows = await asyncio.to_thread(_workflow_tools, spec.tools, dispatch)
+    offered, names = _offered_tools(spec.tools, dispatch.tools, workflows)
     models = {s["turn"]: s for s in journal.steps if s["step"] == "model"}
     tools = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "tool"}
     decided = {
@@ -199,6 +221,9 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
         )
         if waiting is not None:  # the calls that need no decision ran (and are recorded)
             return AwaitApproval(waiting)
+        children = {str(r["call_id"]): str(r["pending"]) for r in results if "pending" in r}
+        if children:  # their ends join the journal; then this attempt runs again
+            return AwaitChildren(turn, children)
         for call, result in zip(ready, results, strict=True):
             run.calls.append({k: v for k, v in result.items() if k not in ("step", "activity")})
             messages.append(
@@ -301,13 +326,44 @@ def _details(run: _Run, turns: int) -> dict[str, Any]:
     return {"turns": turns, "usage": run.usage, "cost": run.cost, "tool_calls": len(run.calls)}
 
 
+def _workflow_tools(allowed: list[str], dispatch: Dispatch) -> dict[str, WorkflowTool]:
+    """The registered workflows among `allowed` (`workflow:NAME`), by tool name; a
+    workflow that is not registered fails the run (`UnknownWorkflow`, not retried)."""
+    wanted = [t for t in allowed if t.startswith(WORKFLOW_TOOL)]
+    if not wanted:
+        return {}
+    if dispatch.child_tools is None:
+        raise NonRetryableError("this worker cannot run workflow tools", type="UnknownWorkflow")
+    out = {}
+    for tool in wanted:
+        try:
+            out[tool] = dispatch.child_tools.describe(tool.removeprefix(WORKFLOW_TOOL))
+        except NotFound as exc:
+            raise NonRetryableError(
+                f"tool {tool!r}: {exc.message} (apply it: `wovyr apply`)",
+                type="UnknownWorkflow",
+            ) from None
+    return out
+
+
 def _offered_tools(
-    allowed: list[str], registry: ActivityRegistry
+    allowed: list[str], registry: ActivityRegistry, workflows: dict[str, WorkflowTool]
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The `tools` entries offered to the model, and function name -> registered name."""
     offered: list[dict[str, Any]] = []
     names: dict[str, str] = {}
     for tool in allowed:
+        found = workflows.get(tool)
+        if found is not None:
+            name = function_name(tool, set(names))
+            names[name] = tool
+            function = {
+                "name": name,
+                "description": found.description,
+                "parameters": found.parameters,
+            }
+            offered.append({"type": "function", "function": function})
+            continue
         if tool not in registry:
             continue  # not offered; a call to it is answered with an error
         name = function_name(tool, set(names))
@@ -409,6 +465,11 @@ async def _tool_call(
         }
         if tool in allowed:
             error = {"type": "ToolNotRegistered", "message": f"tool {tool!r} is not loaded"}
+    elif tool.startswith(WORKFLOW_TOOL):
+        started = await _start_child(tool, text, turn, call_id, dispatch)
+        if "pending" in started:
+            return {"turn": turn, "call_id": call_id, "tool": tool, **started}
+        arguments, error = started.get("arguments", text), started["error"]
     else:
         handler = dispatch.tools.get(tool)
         try:
@@ -438,6 +499,30 @@ async def _tool_call(
     return {k: v for k, v in event.to_data().items() if k != "activity"}
 
 
+async def _start_child(
+    tool: str, text: Any, turn: int, call_id: str, dispatch: Dispatch
+) -> dict[str, Any]:
+    """Start (or find) the child execution of a workflow tool's call: `{pending: id}`, or
+    `{error}` (arguments that are not a JSON object, or do not fit the workflow's inputs:
+    told to the model, nothing started)."""
+    assert dispatch.child_tools is not None  # checked when the tools were offered
+    try:
+        arguments = json.loads(text) if isinstance(text, str) and text.strip() else {}
+    except ValueError as exc:
+        return {"error": {"type": "InvalidArguments", "message": f"not valid JSON: {exc}"}}
+    if not isinstance(arguments, dict):
+        return {"error": {"type": "InvalidArguments", "message": "arguments must be an object"}}
+    call = {"turn": turn, "call_id": call_id, "tool": tool, "arguments": arguments}
+    try:
+        child = await dispatch.child_tools.start(tool.removeprefix(WORKFLOW_TOOL), arguments, call)
+    except InputError as exc:
+        return {
+            "arguments": arguments,
+            "error": {"type": "InvalidArguments", "message": str(exc)[:2000]},
+        }
+    return {"pending": child, "arguments": arguments}
+
+
 def _jsonable(value: Any) -> Any:
     """`value` as JSON data (pydantic models dumped; anything else by its text)."""
     return json.loads(json.dumps(value, default=_default))
@@ -464,6 +549,8 @@ def _preflight(step: AgentStep, tools: ActivityRegistry) -> list[StepProblem]:
     """A tool in `tools` that no handler is registered as."""
     problems = []
     for i, tool in enumerate(step.agent.tools):
+        if tool.startswith(WORKFLOW_TOOL):
+            continue  # a registered workflow: looked up when the run starts
         if tool not in tools:
             close = difflib.get_close_matches(tool, tools.names(), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""

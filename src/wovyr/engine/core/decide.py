@@ -398,7 +398,7 @@ def _suspend_events(
     """The attempt pauses for an approval; `asked["timeout"]` (seconds), when given, arms a
     durable timer at whose fire the approval counts as denied (`timed_out`)."""
     wait = {k: v for k, v in asked.items() if k != "timeout"}
-    wait["kind"] = "approval"
+    wait["kind"] = "children" if "children" in asked else "approval"
     timeout = asked.get("timeout")
     events: list[Event] = []
     if isinstance(timeout, int | float) and not isinstance(timeout, bool):
@@ -418,6 +418,8 @@ def _resume(
 ) -> tuple[list[Event], list[RunActivity]]:
     """A suspended attempt runs again (the same attempt) once its approval is decided, or
     its timeout fired (then as denied, `timed_out: true`, by nobody)."""
+    if (a.wait or {}).get("kind") == "children":
+        return _children_done(act, a, now)
     decision = state.approvals.get(act.id)
     timer = f"{act.id}:{APPROVAL_TIMEOUT}"
     if decision is None and not (a.timer_fired and timer not in state.timers):
@@ -448,6 +450,24 @@ def _resume(
     resumed = ActivityResumed(activity=act.id, attempt=a.attempt, decision=decided)
     run = RunActivity(act.id, a.attempt, act.kind, a.input, iteration=a.iterations + 1)
     return [*events, resumed.at(now)], [run]
+
+
+def _children_done(
+    act: Activity, a: ActivityState, now: datetime
+) -> tuple[list[Event], list[RunActivity]]:
+    """A suspended attempt that waits for the child workflows of its tool calls runs again
+    once each one's end is in its journal."""
+    wait = a.wait or {}
+    turn, children = wait.get("turn"), wait.get("children") or {}
+    done = {
+        s.get("call_id") for s in a.journal if s.get("step") == "tool" and s.get("turn") == turn
+    }
+    if not all(call_id in done for call_id in children):
+        return [], []
+    decision = {"turn": turn, "children": children}
+    resumed = ActivityResumed(activity=act.id, attempt=a.attempt, decision=decision)
+    run = RunActivity(act.id, a.attempt, act.kind, a.input, iteration=a.iterations + 1)
+    return [resumed.at(now)], [run]
 
 
 def _child_done(result: dict[str, Any] | None, status: str, attempt: int) -> bool:
