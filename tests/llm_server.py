@@ -107,6 +107,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any  # the parsed JSON body (None when it was not JSON)
+    at: float = field(default_factory=time.perf_counter, compare=False)  # when it arrived
 
     @property
     def authorization(self) -> str | None:
@@ -130,6 +131,7 @@ class _Script:
     requests: list[Recorded] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     anthropic_key: str | None = None
+    answered: dict[int, float] = field(default_factory=dict)  # id(Recorded) -> answer sent
 
     def record(self, recorded: Recorded) -> None:
         with self.lock:
@@ -310,6 +312,8 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
                 self._stream(_chunks(reply, model, bool(options.get("include_usage"))))
             else:
                 self._send(200, json.dumps(_completion(reply, model)).encode())
+            with script.lock:
+                script.answered[id(recorded)] = time.perf_counter()
 
         def _send(self, code: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
             self.send_response(code)
@@ -367,6 +371,11 @@ class ScriptedLLM:
     @property
     def completions(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def answered_at(self, request: Recorded) -> float | None:
+        """When the answer to `request` was sent (`time.perf_counter`), if it was."""
+        with self._script.lock:
+            return self._script.answered.get(id(request))
 
     @property
     def messages(self) -> list[Recorded]:
