@@ -8,10 +8,14 @@ so a restart finds the same child and its side effect happens once."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.activities.base import ActivityRegistry
@@ -171,3 +175,49 @@ def test_the_child_of_a_call_is_found_again_after_a_restart(tmp_path: Path) -> N
         assert [c.id for c in restarted.list(parent_id="e1").items] == [child]
         assert len(llm.completions) == 2
         restarted.close()
+
+
+@pytest.mark.slow  # two CLI processes
+def test_a_foreground_run_drives_the_children_of_its_workflow_tools(tmp_path: Path) -> None:
+    (tmp_path / "refund.yaml").write_text(REFUND)
+    (tmp_path / "support.yaml").write_text(AGENT)
+    (tmp_path / "refund_tools.py").write_text(
+        "import wovyr\n\n\n"
+        '@wovyr.activity("refund.pay")\n'
+        "def pay(order_id: str, amount: float) -> dict:\n"
+        '    return {"refunded": order_id}\n\n\n'
+        '@wovyr.activity("note.add")\n'
+        "def add(text: str) -> str:\n"
+        '    return "noted"\n'
+    )
+    root = Path(__file__).resolve().parents[2]
+    script = [tool_calls(("workflow_refund-order", {"order_id": "9"}, "c1")), text("refunded 9")]
+    with ScriptedLLM(script, pick="turn") as llm:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(root / "src"),
+            "WOVYR_HOME": str(tmp_path / "home"),
+            "WOVYR_LLM_BASE_URL": llm.base_url,
+            "WOVYR_LLM_MODEL": "m1",
+        }
+        for name in ("WOVYR_DATABASE_URL", "WOVYR_TENANT"):
+            env.pop(name, None)
+
+        def wovyr(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "wovyr", *args],
+                env=env,
+                cwd=tmp_path,
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        applied = wovyr("definitions", "apply", str(tmp_path / "refund.yaml"))
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        ran = wovyr("run", "support.yaml", "-a", "refund_tools.py", "--json")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        output = json.loads(ran.stdout)["output"]
+        assert output["text"] == "refunded 9"
+        assert output["tool_calls"][0]["result"] == {"refunded": "9"}
