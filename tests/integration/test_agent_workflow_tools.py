@@ -221,3 +221,33 @@ def test_a_foreground_run_drives_the_children_of_its_workflow_tools(tmp_path: Pa
         output = json.loads(ran.stdout)["output"]
         assert output["text"] == "refunded 9"
         assert output["tool_calls"][0]["result"] == {"refunded": "9"}
+
+
+def test_an_agent_naming_a_workflow_not_registered_is_refused_at_apply(tmp_path: Path) -> None:
+    from wovyr.engine.agents import apply_agent
+    from wovyr.errors import DefinitionError
+
+    document = """\
+apiVersion: wovyr/v1
+kind: Agent
+metadata: {name: support, version: "1"}
+spec:
+  model: m1
+  tools: [{workflow: refund-order}, "workflow:refund-ordr"]
+  approval_timeout: 1h
+"""
+    with ScriptedLLM([text("x")]) as llm:
+        engine = _engine(tmp_path / "w.db", llm, ActivityRegistry())
+        engine.apply(REFUND)
+        with pytest.raises(DefinitionError) as refused:
+            apply_agent(engine, document, filename="support.yaml")
+        [problem] = refused.value.problems
+        assert (problem.line, problem.path) == (6, "spec.tools[1]")
+        assert "no workflow 'refund-ordr' is registered" in problem.message
+        outcome, _, agent = apply_agent(
+            engine, document.replace("refund-ordr", "refund-order"), filename="support.yaml"
+        )
+        assert outcome == "applied"
+        assert agent.spec.tools == ["workflow:refund-order", "workflow:refund-order"]
+        assert agent.spec.approval_timeout == 3600
+        engine.close()

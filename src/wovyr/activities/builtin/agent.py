@@ -68,7 +68,7 @@ from wovyr.errors import InputError, NotFound
 from wovyr.events import EventData, ModelCallCompleted, ToolCallCompleted, or_absent
 from wovyr.fields import NAME_PATTERN, Duration, FrozenModel
 
-__all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep"]
+__all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep", "ToolName"]
 
 MAX_RESULT_CHARS = 16_000  # of one tool result sent to the model (and recorded)
 WORKFLOW_TOOL = "workflow:"  # the prefix of a tool that is a registered workflow
@@ -87,6 +87,9 @@ def _tool_entry(value: Any) -> Any:
     return value
 
 
+ToolName = Annotated[str, BeforeValidator(_tool_entry), Field(pattern=TOOL_PATTERN)]
+
+
 class AgentBudget(FrozenModel):
     tokens: int | None = Field(default=None, ge=1, description="Input + output tokens")
     cost: float | None = Field(default=None, gt=0, description="In the provider's prices")
@@ -102,16 +105,14 @@ class AgentSpec(FrozenModel):
     model: str | None = Field(default=None, description="Default: the provider's model")
     instructions: str | None = Field(default=None, description="The system message")
     input: Any = Field(description="The task (text, or any value sent as JSON)")
-    tools: list[Annotated[str, BeforeValidator(_tool_entry), Field(pattern=TOOL_PATTERN)]] = Field(
+    tools: list[ToolName] = Field(
         default_factory=list,
         description="Registered tools it may call; `workflow:NAME` a registered workflow "
         "(run as a child execution, its inputs the tool's arguments)",
     )
     max_turns: int = Field(default=10, ge=1, le=1000, description="Model calls at most")
     budget: AgentBudget = Field(default_factory=AgentBudget)
-    require_approval: list[
-        Annotated[str, BeforeValidator(_tool_entry), Field(pattern=TOOL_PATTERN)]
-    ] = Field(
+    require_approval: list[ToolName] = Field(
         default_factory=list, description="Tools whose every call waits for a person's approval"
     )
     approval_timeout: Duration | None = Field(
