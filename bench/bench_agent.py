@@ -4,11 +4,9 @@ store (WAL, synchronous=FULL), against a local scripted OpenAI-compatible server
 A0  a bare loop: httpx.AsyncClient POSTs to the same server, parses the tool call, calls the
     tool, appends the messages, until the model answers (the yardstick)
 A1  the same conversation as an `agent` activity run by a worker: every model call and tool
-    call recorded (`ModelCallCompleted`, `ToolCallCompleted`); a tool call's commit overlaps
-    the next model call (its result is recorded once that commit is durable)
+    call recorded (`ModelCallCompleted`, `ToolCallCompleted`), each in a commit of its own
 B0  the machine's ceiling: one fsync'd single-row SQLite commit (WAL, synchronous=FULL), in
-    ms: a turn costs two durable commits (one hidden behind the model call), so the overhead
-    is also shown in B0 units
+    ms: a turn costs two durable commits, so the overhead is also shown in B0 units
 
 Reported: ms per turn of each (median of `--runs`), the engine's overhead per turn (A1 - A0)
 and the ratio A1/A0, measured in the same run (these machines differ 3x from day to day).

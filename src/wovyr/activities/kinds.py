@@ -153,12 +153,6 @@ class Journal(Protocol):
 
     async def record(self, *events: EventData) -> None: ...
 
-    def submit(self, *events: EventData) -> Awaitable[None]:
-        """Hand `events` to the commit loop without waiting: the awaitable ends once they are
-        committed (or raises as `record` does). What is handed over is committed in order:
-        a later `record` returns only once everything submitted before it is committed."""
-        ...
-
 
 class SecretResolver(Protocol):
     """What the worker resolves `${{ secrets.NAME }}` with at dispatch

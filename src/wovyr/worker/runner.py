@@ -483,9 +483,6 @@ class _AttemptJournal:
     async def record(self, *events: EventData) -> None:
         await self._runner.record(self._run, events)
 
-    def submit(self, *events: EventData) -> asyncio.Future[None]:
-        return self._runner.record(self._run, events)
-
 
 class _ChildTools:
     """Registered workflows as the tools of one attempt of an `agent` (`ChildTools`)."""

@@ -41,11 +41,9 @@ Output: `{text, turns, tool_calls: [{turn, id, tool, arguments, result, error?}]
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import difflib
 import json
-from collections.abc import Awaitable
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
@@ -65,7 +63,7 @@ from wovyr.activities.kinds import (
 from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
 from wovyr.errors import InputError, NotFound
-from wovyr.events import EventData, ModelCallCompleted, ToolCallCompleted, or_absent
+from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
 from wovyr.fields import NAME_PATTERN, Duration, FrozenModel
 
 __all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep", "ToolName"]
@@ -147,49 +145,7 @@ class _Run:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
 
-class _Recorder:
-    """How the loop records its steps in the execution's log. A tool call's result is handed
-    to the worker's commit loop without waiting for it (`Journal.submit`), so the next model
-    call is already on its way while the result is made durable; a model call's result is
-    recorded and waited for (`Journal.record`), and the commit loop commits what it is handed
-    in order, so that commit (or an earlier one) carries every tool result before it. Nothing
-    is recorded later than before: only the next model call starts sooner, and a crash before
-    the tool results are durable finds that call in flight (asked, not recorded), as any."""
-
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
-        self._pending: list[Awaitable[None]] = []
-
-    def submit(self, event: EventData) -> None:
-        self._pending.append(self.journal.submit(event))
-
-    async def record(self, event: EventData) -> None:
-        await self.journal.record(event)
-        await self.flush()  # committed with or before it; their errors surface here
-
-    async def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        for done in pending:
-            await done
-
-
 async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
-    """The loop (see the module docstring); every step it handed over is committed before
-    its outcome (an output, a wait, a failure) is returned."""
-    if dispatch.journal is None:
-        raise NonRetryableError("this worker cannot run agents", type="UnknownProvider")
-    recorder = _Recorder(dispatch.journal)
-    try:
-        outcome = await _loop(step, rendered, dispatch, recorder)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await recorder.flush()
-        raise
-    await recorder.flush()
-    return outcome
-
-
-async def _loop(step: AgentStep, rendered: Any, dispatch: Dispatch, recorder: _Recorder) -> Any:
     """The loop (see the module docstring); an `AwaitApproval` when a call waits for one."""
     try:
         spec = AgentSpec.model_validate(rendered)
@@ -197,7 +153,7 @@ async def _loop(step: AgentStep, rendered: Any, dispatch: Dispatch, recorder: _R
         raise NonRetryableError(f"invalid agent input: {exc}", type="InvalidInput") from None
     if dispatch.models is None or dispatch.journal is None:
         raise NonRetryableError("this worker cannot run agents", type="UnknownProvider")
-    access, journal = dispatch.models, recorder.journal
+    access, journal = dispatch.models, dispatch.journal
     model = model_for(access, spec.provider, spec.model)
     provider = access.providers.get(spec.provider)
     if spec.budget.cost is not None and provider.cost(0, 0) is None:
@@ -235,7 +191,7 @@ async def _loop(step: AgentStep, rendered: Any, dispatch: Dispatch, recorder: _R
         made = models.get(turn)
         if made is None:
             made = await _model_call(
-                spec, model, messages, offered, turn, access, dispatch, recorder
+                spec, model, messages, offered, turn, access, dispatch, journal
             )
         message = made["message"]
         run.add(made["usage"], made["cost"])
@@ -260,7 +216,7 @@ async def _loop(step: AgentStep, rendered: Any, dispatch: Dispatch, recorder: _R
         ready = [c for c in calls if not _needs_decision(c, turn, names, spec, tools, decided)]
         results = await asyncio.gather(
             *(
-                _tool_call(call, turn, names, tools, dispatch, recorder, spec.tools, decided)
+                _tool_call(call, turn, names, tools, dispatch, journal, spec.tools, decided)
                 for call in ready
             )
         )
@@ -284,7 +240,7 @@ async def _model_call(
     turn: int,
     access: ModelAccess,
     dispatch: Dispatch,
-    recorder: _Recorder,
+    journal: Journal,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "messages": messages}
     if offered:
@@ -307,7 +263,7 @@ async def _model_call(
         model=result.model,
         finish_reason=result.finish_reason,
     )
-    await recorder.record(event)
+    await journal.record(event)
     return {k: v for k, v in event.to_data().items() if k != "activity"}
 
 
@@ -473,7 +429,7 @@ async def _tool_call(
     names: dict[str, str],
     recorded: dict[tuple[int, str], dict[str, Any]],
     dispatch: Dispatch,
-    recorder: _Recorder,
+    journal: Journal,
     allowed: list[str],
     decided: dict[tuple[int, str], dict[str, Any]],
 ) -> dict[str, Any]:
@@ -540,7 +496,7 @@ async def _tool_call(
         result=result,
         error=or_absent(error),
     )
-    recorder.submit(event)  # committed in order, before the next model call's result
+    await journal.record(event)
     return {k: v for k, v in event.to_data().items() if k != "activity"}
 
 
