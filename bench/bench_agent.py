@@ -12,6 +12,12 @@ Reported: ms per turn of each (median of `--runs`), the engine's overhead per tu
 and the ratio A1/A0, measured in the same run (these machines differ 3x from day to day).
 The server answers at once: the figures are the engine's cost, not a model's.
 
+Also the client's share of a turn, seen from the server: from the moment an answer was sent
+to the moment the next request of the conversation arrived (parsing the answer, the tool
+call, the commits on the critical path, building the next request), the median over every
+turn of the runs, for A0 and A1: their difference is the engine's overhead per turn without
+the scripted server's own (noisy) time to answer.
+
 Usage: python bench/bench_agent.py [--turns 20] [--runs 5] [--json]
 """
 
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import sqlite3
 import statistics
@@ -106,6 +113,18 @@ def engine_loop(base_url: str, turns: int, home: Path, run: int) -> float:
         engine.close()
 
 
+def client_gaps(llm: ScriptedLLM, first: int) -> list[float]:
+    """Seconds from each answer sent to the next request of the same conversation arriving,
+    for the requests from index `first` on (one conversation)."""
+    requests = llm.requests[first:]
+    out = []
+    for sent, following in itertools.pairwise(requests):
+        answered = llm.answered_at(sent)
+        if answered is not None:
+            out.append(following.at - answered)
+    return out
+
+
 def commit_ms(home: Path, n: int = 200) -> float:
     """B0: ms per fsync'd single-row commit (WAL, synchronous=FULL)."""
     conn = sqlite3.connect(home / "b0.db", isolation_level=None)
@@ -132,17 +151,23 @@ def main() -> None:
     replies.append(text("done"))
     bare: list[float] = []
     wovyr: list[float] = []
+    gaps: dict[str, list[float]] = {"bare": [], "wovyr": []}
     with ScriptedLLM(replies, pick="turn") as llm, tempfile.TemporaryDirectory() as home:
         asyncio.run(bare_loop(llm.base_url))  # warm up: imports, first connection
         engine_loop(llm.base_url, args.turns, Path(home), -1)
         for run in range(args.runs):
+            seen = len(llm.requests)
             began = time.perf_counter()
             assert asyncio.run(bare_loop(llm.base_url)) == args.turns
             bare.append(time.perf_counter() - began)
+            gaps["bare"] += client_gaps(llm, seen)
+            seen = len(llm.requests)
             wovyr.append(engine_loop(llm.base_url, args.turns, Path(home), run))
+            gaps["wovyr"] += client_gaps(llm, seen)
         b0 = commit_ms(Path(home))
     a0 = statistics.median(bare) / args.turns * 1000
     a1 = statistics.median(wovyr) / args.turns * 1000
+    g0, g1 = statistics.median(gaps["bare"]) * 1000, statistics.median(gaps["wovyr"]) * 1000
     result = {
         "turns": args.turns,
         "runs": args.runs,
@@ -152,6 +177,9 @@ def main() -> None:
         "ratio": round(a1 / a0, 2),
         "B0_commit_ms": round(b0, 3),
         "overhead_in_B0": round((a1 - a0) / b0, 1),
+        "A0_client_ms_per_turn": round(g0, 2),
+        "A1_client_ms_per_turn": round(g1, 2),
+        "client_overhead_ms_per_turn": round(g1 - g0, 2),
     }
     if args.json:
         print(json.dumps(result))
@@ -161,6 +189,7 @@ def main() -> None:
     print(f"A1 agent activity       {a1:8.2f} ms/turn")
     print(f"   engine overhead      {a1 - a0:8.2f} ms/turn  (A1/A0 = {a1 / a0:.2f}x)")
     print(f"B0 fsync'd commit       {b0:8.3f} ms      (overhead = {(a1 - a0) / b0:.1f} B0)")
+    print(f"client share of a turn  A0 {g0:.2f} ms, A1 {g1:.2f} ms: overhead {g1 - g0:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,22 @@
-"""A scripted OpenAI-compatible chat-completions server for tests: real HTTP on 127.0.0.1.
+"""A scripted model server for tests (OpenAI chat completions and Anthropic Messages): real
+HTTP on 127.0.0.1.
 
     with ScriptedLLM([text("hello"), tool_calls(("search", {"q": "x"}))]) as llm:
         base_url = llm.base_url            # http://127.0.0.1:PORT/v1
         ...
         llm.requests                       # every request received (headers + JSON body)
 
-`POST /v1/chat/completions` answers with the scripted replies. By default they are served
-in order (`pick="order"`; past the end the last one repeats). With `pick="turn"` a request
-gets the reply indexed by the number of assistant messages in its conversation, so a request
-repeated after a crash gets the same reply again (what the agent chaos test relies on).
+`POST /v1/chat/completions` answers with the scripted replies, and so does `POST
+/v1/messages` in the Anthropic Messages protocol (the same script: text blocks, `tool_use`
+blocks, `usage: {input_tokens, output_tokens}`, `stop_reason`). A Messages request is
+checked as the API does (400 `invalid_request_error` otherwise): an `anthropic-version`
+header, `max_tokens`, roles that alternate starting with `user`, no `system` role inside
+`messages`, and every `tool_result` answering a `tool_use` of the assistant message just
+before; with `anthropic_key=` the `x-api-key` header must be that key (401 otherwise).
+By default replies are served in order (`pick="order"`; past the end the last one
+repeats). With `pick="turn"` a request gets the reply indexed by the number of assistant
+messages in its conversation, so a request repeated after a crash gets the same reply again
+(what the agent chaos test relies on).
 
 A reply is one of: `text(...)` (a plain answer), `tool_calls(...)` (one or several parallel
 calls), `stream=True` on either (sent as SSE chunks when the request asks for `stream`),
@@ -36,6 +44,7 @@ __all__ = [
     "Recorded",
     "Reply",
     "ScriptedLLM",
+    "anthropic_problem",
     "malformed",
     "status",
     "text",
@@ -109,7 +118,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any  # the parsed JSON body (None when it was not JSON)
-    at: float = field(default_factory=time.time)  # when it arrived (wall clock)
+    at: float = field(default_factory=time.time, compare=False)  # arrival (wall clock)
 
     @property
     def authorization(self) -> str | None:
@@ -122,12 +131,22 @@ class Recorded:
         return sum(1 for m in messages if m.get("role") == "assistant")
 
 
+def _anthropic_error(kind: str, message: str) -> bytes:
+    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+
 @dataclass
 class _Script:
     replies: list[Reply]
     pick: Literal["order", "turn"]
     requests: list[Recorded] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    anthropic_key: str | None = None
+    answered: dict[int, float] = field(default_factory=dict)  # id(Recorded) -> answer sent
+
+    def record(self, recorded: Recorded) -> None:
+        with self.lock:
+            self.requests.append(recorded)
 
     def next_reply(self, recorded: Recorded) -> Reply:
         with self.lock:
@@ -202,6 +221,58 @@ def _chunks(reply: Reply, model: str, with_usage: bool) -> Iterator[dict[str, An
         yield {**base, "choices": [], "usage": usage}
 
 
+def _anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
+    prompt, completion = reply.usage
+    if reply.kind == "tools":
+        content: list[dict[str, Any]] = [
+            {"type": "tool_use", "id": i, "name": n, "input": json.loads(a or "{}")}
+            for i, n, a in reply.calls
+        ]
+    else:
+        content = [{"type": "text", "text": reply.content}]
+    return {
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if reply.kind == "tools" else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt, "output_tokens": completion},
+    }
+
+
+def anthropic_problem(body: Any, headers: dict[str, str]) -> str | None:
+    """What the Messages API would refuse in this request (None: a valid request)."""
+    if "anthropic-version" not in headers:
+        return "anthropic-version header is required"
+    if not isinstance(body, dict) or not isinstance(body.get("max_tokens"), int):
+        return "max_tokens: Field required"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    previous: dict[str, Any] | None = None
+    for n, message in enumerate(messages):
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            return f"messages.{n}.role: Input should be 'user' or 'assistant'"
+        expected = "user" if n % 2 == 0 else "assistant"
+        if role != expected:
+            return f"messages: roles must alternate between user and assistant (at {n})"
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        used = {
+            b.get("id")
+            for b in (previous or {}).get("content") or []
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        }
+        for block in blocks:
+            if block.get("type") == "tool_result" and block.get("tool_use_id") not in used:
+                return f"messages.{n}: tool_result without a matching tool_use"
+        previous = message
+    return None
+
+
 def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -219,9 +290,21 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
                 body = None
             headers = {k.lower(): v for k, v in self.headers.items()}
             recorded = Recorded(self.path, headers, body)
-            if not self.path.endswith("/chat/completions"):
+            anthropic = self.path.endswith("/messages")
+            if not self.path.endswith("/chat/completions") and not anthropic:
                 self._send(404, b'{"error": {"message": "not found"}}')
                 return
+            if anthropic:
+                key = script.anthropic_key
+                if key is not None and headers.get("x-api-key") != key:
+                    script.record(recorded)
+                    self._send(401, _anthropic_error("authentication_error", "invalid x-api-key"))
+                    return
+                problem = anthropic_problem(body, headers)
+                if problem is not None:
+                    script.record(recorded)
+                    self._send(400, _anthropic_error("invalid_request_error", problem))
+                    return
             reply = script.next_reply(recorded)
             if reply.gate is not None:
                 reply.gate.wait(timeout=60)  # a bound: a test that forgets it still ends
@@ -233,12 +316,16 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
                 self._send(reply.status, reply.body.encode(), extra)
             elif reply.kind == "malformed":
                 self._send(200, reply.body.encode())
+            elif anthropic:
+                self._send(200, json.dumps(_anthropic_message(reply, model)).encode())
             elif (body or {}).get("stream"):
                 options = (body or {}).get("stream_options") or {}
                 chunks = _chunks(reply, model, bool(options.get("include_usage")))
                 self._stream(chunks, reply.chunk_delay)
             else:
                 self._send(200, json.dumps(_completion(reply, model)).encode())
+            with script.lock:
+                script.answered[id(recorded)] = time.time()
 
         def _send(self, code: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
             self.send_response(code)
@@ -275,8 +362,9 @@ class ScriptedLLM:
         *,
         pick: Literal["order", "turn"] = "order",
         port: int = 0,
+        anthropic_key: str | None = None,
     ) -> None:
-        self._script = _Script(list(replies), pick)
+        self._script = _Script(list(replies), pick, anthropic_key=anthropic_key)
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self._script))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -297,6 +385,16 @@ class ScriptedLLM:
     @property
     def completions(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def answered_at(self, request: Recorded) -> float | None:
+        """When the answer to `request` was sent (wall clock, as `Recorded.at`), if it was."""
+        with self._script.lock:
+            return self._script.answered.get(id(request))
+
+    @property
+    def messages(self) -> list[Recorded]:
+        """The Anthropic Messages requests (`POST /v1/messages`)."""
+        return [r for r in self.requests if r.path.endswith("/messages")]
 
     def __enter__(self) -> ScriptedLLM:
         self._thread.start()

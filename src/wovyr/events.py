@@ -435,6 +435,7 @@ class ApprovalDecided(EventData):
     approved: bool
     by: str | None
     comment: str | None
+    grant: dict[str, Any] | Absent = ABSENT  # more budget for an agent paused on its budget
 
 
 # --- compensation ------------------------------------------------------------------------
@@ -524,6 +525,7 @@ class ChildFinished(EventData):
     status: str
     output: Any
     error: dict[str, Any] | None
+    call: dict[str, Any] | Absent = ABSENT  # the agent tool call the child ran (its result)
 
 
 @_record

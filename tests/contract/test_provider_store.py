@@ -42,6 +42,7 @@ def test_put_replaces_every_field(store: Store) -> None:
         price_out=None,
         updated_at=AT + timedelta(seconds=5),
         updated_by="bob",
+        kind="anthropic",
     )
     store.put_provider(later)
     assert store.get_provider("t1", "openai") == later

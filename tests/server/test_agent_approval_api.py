@@ -93,3 +93,53 @@ async def test_agent_tool_approvals_over_the_api(
             assert all(r.authorization == f"Bearer {KEY}" for r in llm.completions)
     assert answers and all(KEY not in answer for answer in answers)
     assert KEY not in caplog.text
+
+
+BUDGETED = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: spender}
+activities:
+  - id: think
+    agent:
+      model: m1
+      input: Work.
+      tools: [note.add]
+      budget: {tokens: 60, on_exhausted: approval}
+output: "${{ activities.think.output.text }}"
+"""
+
+
+async def test_more_budget_is_granted_over_the_api(
+    memory_api_factory: Callable[..., Any], registry: ActivityRegistry
+) -> None:
+    registry.register("note.add", lambda text: "noted")
+    script = [
+        tool_calls(("note_add", {"text": "a"}, "c1"), usage=(40, 10)),
+        tool_calls(("note_add", {"text": "b"}, "c2"), usage=(40, 10)),
+        text("done", usage=(40, 10)),
+    ]
+    with ScriptedLLM(script, pick="turn") as llm:
+        async with memory_api_factory() as api:
+            assert isinstance(api, Api)
+            api.engine.providers = Providers({"default": ProviderConfig("default", llm.base_url)})
+            api.engine.side_effects = TRUSTED
+            r = await api.call("POST", BASE, OP, json={"definition": BUDGETED})
+            eid = r.json()["id"]
+            await api.drain()
+            wait = (await api.call("GET", f"{BASE}/{eid}", VIEW)).json()["activities"]["think"]
+            assert (wait["wait"]["reason"], wait["wait"]["turn"]) == ("budget", 2)
+
+            bad = {"activity": "think", "grant": {"tokens": 0}}
+            r = await api.call("POST", f"{BASE}/{eid}/approve", OP, json=bad)
+            assert r.status_code == 422, r.text
+            r = await api.call("POST", f"{BASE}/{eid}/approve", VIEW, json=bad)
+            assert r.status_code == 403, r.text
+
+            body = {"activity": "think", "grant": {"tokens": 100}}
+            r = await api.call("POST", f"{BASE}/{eid}/approve", OP, json=body)
+            assert r.status_code == 200, r.text
+            await api.drain()
+            view = (await api.call("GET", f"{BASE}/{eid}", VIEW)).json()
+            assert (view["status"], view["output"]) == ("completed", "done")
+            assert len(llm.completions) == 3

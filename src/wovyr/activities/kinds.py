@@ -54,7 +54,9 @@ __all__ = [
     "ActivityKind",
     "Admits",
     "AwaitApproval",
+    "AwaitChildren",
     "ChildStarted",
+    "ChildTools",
     "Dispatch",
     "Executor",
     "Generation",
@@ -65,6 +67,7 @@ __all__ = [
     "Settle",
     "StepProblem",
     "StreamSink",
+    "WorkflowTool",
     "register_kind",
 ]
 
@@ -90,6 +93,43 @@ class AwaitApproval:
 
 
 @dataclass(frozen=True)
+class AwaitChildren:
+    """What an executor returns when its attempt must wait for child workflows it started
+    (an `agent`'s tool calls of `workflow:` tools): the activity waits (`ActivitySuspended`,
+    `kind: children`) holding no worker, each child's end joins the activity's journal as
+    that call's tool step (`ChildFinished` with its `call`), and once every one of
+    `children` (call id -> child id) has, the same attempt runs again."""
+
+    turn: int
+    children: dict[str, str]
+
+
+@dataclass(frozen=True)
+class WorkflowTool:
+    """A registered workflow offered to a model as a tool: its JSON Schema is the one of
+    the workflow's inputs."""
+
+    workflow: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ChildTools(Protocol):
+    """Registered workflows as an agent's tools (built by the worker for one attempt)."""
+
+    def describe(self, workflow: str) -> WorkflowTool:
+        """The workflow's latest registered version as a tool; `NotFound` when the tenant
+        has none of that name."""
+        ...
+
+    async def start(self, workflow: str, inputs: Any, call: dict[str, Any]) -> str:
+        """Start (or find: the id is derived from the activity, `call["turn"]` and
+        `call["call_id"]`) the child execution of one tool call; its id. `InputError` when
+        `inputs` do not fit the workflow (nothing is started)."""
+        ...
+
+
+@dataclass(frozen=True)
 class Dispatch:
     """What an executor may use for one attempt (built by the worker that runs it)."""
 
@@ -101,6 +141,7 @@ class Dispatch:
     models: ModelAccess | None = None  # model providers, their keys, the response cache
     journal: Journal | None = None  # the steps of this activity recorded so far (`agent`)
     stream: StreamSink | None = None  # where a model call streams its text (`llm`, `agent`)
+    child_tools: ChildTools | None = None  # registered workflows as tools (`agent`)
 
 
 class Journal(Protocol):

@@ -1,4 +1,5 @@
-"""The model-provider gateway: OpenAI-compatible chat completions over httpx.
+"""The model-provider gateway: OpenAI-compatible chat completions (and the Anthropic
+Messages API, `kind: anthropic`, mapped in `wovyr.activities.anthropic`) over httpx.
 
 One call is one HTTP exchange and nothing more: no retry of its own. The engine's retry
 policy governs every model call (a failed call fails the attempt, whose retry is a durable
@@ -15,8 +16,8 @@ timer), so a failure is mapped here to an `ActivityError` whose `type` says what
 The API key is resolved for each call through one seam, `CredentialResolver` (the key of
 the `default` provider given at the edge, `WOVYR_LLM_API_KEY`; for a tenant's stored
 provider the value of its secret, `wovyr.platform.providers.SecretCredentials`), is sent
-only in the `Authorization` header, and is scrubbed from every message this module builds:
-errors end up in the durable event log.
+only in the `Authorization` header (`x-api-key` for Anthropic), and is scrubbed from every
+message this module builds: errors end up in the durable event log.
 
 The request is sent through `send_checked` of the `http` kind, so the tenant's
 `SideEffectPolicy` applies to a provider like to any `http` target (a loopback provider is
@@ -32,7 +33,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PROVIDER",
     "MAX_RESPONSE_BYTES",
+    "PROVIDER_KINDS",
     "ChatResult",
     "CredentialResolver",
     "ModelAccess",
@@ -57,19 +59,23 @@ __all__ = [
 ]
 
 DEFAULT_PROVIDER = "default"
+PROVIDER_KINDS = ("openai", "anthropic")  # the protocols a provider may speak
 MAX_RESPONSE_BYTES = 8 * 1_048_576
 _ERROR_EXCERPT = 512
 
 
 @dataclass(frozen=True)
 class ProviderConfig:
-    """An OpenAI-compatible endpoint. Prices are per 1M tokens (None: cost unknown)."""
+    """A model endpoint: OpenAI-compatible chat completions (`kind="openai"`) or the
+    Anthropic Messages API (`kind="anthropic"`). Prices are per 1M tokens (None: cost
+    unknown)."""
 
     name: str
     base_url: str  # up to the version: `https://api.openai.com/v1`
     default_model: str | None = None
     price_in: float | None = None
     price_out: float | None = None
+    kind: Literal["openai", "anthropic"] = "openai"
 
     def cost(self, input_tokens: int, output_tokens: int) -> float | None:
         if self.price_in is None or self.price_out is None:
@@ -139,6 +145,8 @@ class ModelAccess:
     providers: Providers
     credentials: CredentialResolver = field(repr=False)
     cache: ResponseCache | None = field(default=None, repr=False)
+    # why the tenant may make no model call today (a daily model quota used up), or None
+    quota: Callable[[], str | None] | None = field(default=None, repr=False)
 
     def api_key(self, provider: str) -> str | None:
         return self.credentials.api_key(self.tenant, provider)
@@ -165,18 +173,20 @@ async def chat(
 ) -> ChatResult:
     """One `POST {base_url}/chat/completions` with `body` (streamed when `body["stream"]`:
     the chunks are assembled into one result, and `on_text` is handed each piece of the
-    answer's text as it arrives)."""
+    answer's text as it arrives); for an `anthropic` provider one `POST {base_url}/messages`
+    with `body` mapped (`wovyr.activities.anthropic`)."""
     import httpx
 
-    url = provider.base_url.rstrip("/") + "/chat/completions"
+    suffix = "/messages" if provider.kind == "anthropic" else "/chat/completions"
+    url = provider.base_url.rstrip("/") + suffix
     try:
         async with asyncio.timeout(timeout):
             if client is not None:
-                return await _exchange(client, url, api_key, body, policy, on_text)
+                return await _exchange(client, url, api_key, body, policy, on_text, provider.kind)
             # One TLS context per process: building one (loading the CA bundle) costs more
             # than a local model call.
             async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as owned:
-                return await _exchange(owned, url, api_key, body, policy, on_text)
+                return await _exchange(owned, url, api_key, body, policy, on_text, provider.kind)
     except (TimeoutError, httpx.TimeoutException) as exc:
         after = f" after {timeout}s" if timeout is not None else ""
         raise ActivityError(
@@ -215,24 +225,31 @@ async def _exchange(
     body: dict[str, Any],
     policy: SideEffectPolicy,
     on_text: Callable[[str], None] | None = None,
+    kind: str = "openai",
 ) -> ChatResult:
+    from wovyr.activities import anthropic
     from wovyr.activities.builtin.http import send_checked
 
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if api_key:
+    sent = body
+    if kind == "anthropic":
+        headers, sent = anthropic.headers(api_key), anthropic.request_body(body)
+    elif api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    request = client.build_request("POST", url, headers=headers, json=body)
+    request = client.build_request("POST", url, headers=headers, json=sent)
     response = await send_checked(client, request, policy, follow=False)
     try:
         if response.status_code != 200:
             raise await _status_error(response, str(body.get("model")))
-        if body.get("stream"):
+        if body.get("stream") and kind != "anthropic":
             return await _read_stream(response, str(body.get("model")), on_text)
         content = bytearray()
         async for chunk in response.aiter_bytes():
             content += chunk
             if len(content) > MAX_RESPONSE_BYTES:
                 raise _malformed("the response is larger than 8 MiB")
+        if kind == "anthropic":
+            return _parse_anthropic(bytes(content), str(body.get("model")))
         return _parse_completion(bytes(content), str(body.get("model")))
     finally:
         await response.aclose()
@@ -329,6 +346,16 @@ def _parse_completion(content: bytes, model: str) -> ChatResult:
         output_tokens=int(usage.get("completion_tokens") or 0),
         model=str(data.get("model") or model),
     )
+
+
+def _parse_anthropic(content: bytes, model: str) -> ChatResult:
+    from wovyr.activities import anthropic
+
+    try:
+        message, finish, tokens_in, tokens_out, name = anthropic.parse_message(json.loads(content))
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise _malformed(f"{type(exc).__name__}: {exc}"[:200]) from None
+    return ChatResult(message, finish, tokens_in, tokens_out, str(name or model))
 
 
 def _clean_message(message: dict[str, Any]) -> dict[str, Any]:

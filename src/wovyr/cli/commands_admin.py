@@ -269,7 +269,8 @@ def _read_policy_file(path: Path) -> dict[str, Any]:
 
 @admin.group("quotas")
 def quotas() -> None:
-    """Show and set tenants' quotas (daily executions and activity seconds, concurrent
+    """Show and set tenants' quotas (daily executions, activity seconds, model tokens and
+    cost, concurrent
     executions, schedule rate) and fair-share settings (weight, slots per worker). Here
     they may be raised; a tenant's admin may only lower them over the API."""
 
@@ -286,6 +287,8 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
     used = {
         "executions_per_day": usage["used"].get("executions", 0),
         "activity_seconds_per_day": usage["used"].get("activity_seconds", 0),
+        "model_tokens_per_day": usage["used"].get("model_tokens", 0),
+        "model_cost_per_day": usage["used"].get("model_cost", 0),
         "concurrent_executions": usage["running"],
     }
     for name, limit in usage["quotas"].items():
@@ -319,6 +322,14 @@ _COUNT = click.IntRange(min=0)
     type=click.FloatRange(min=0),
     help="Seconds of activity attempts per UTC day.",
 )
+@click.option(
+    "--model-tokens-per-day", type=_COUNT, help="Model input + output tokens per UTC day."
+)
+@click.option(
+    "--model-cost-per-day",
+    type=click.FloatRange(min=0),
+    help="Model cost (in the providers' prices) per UTC day.",
+)
 @click.option("--concurrent-executions", type=_COUNT, help="Executions running at once.")
 @click.option(
     "--max-schedule-rate",
@@ -344,6 +355,8 @@ def quotas_set_command(
     tenant: str,
     executions_per_day: int | None,
     activity_seconds_per_day: float | None,
+    model_tokens_per_day: int | None,
+    model_cost_per_day: float | None,
     concurrent_executions: int | None,
     max_schedule_rate: float | None,
     weight: float | None,
@@ -357,6 +370,8 @@ def quotas_set_command(
     given = {
         "executions_per_day": executions_per_day,
         "activity_seconds_per_day": activity_seconds_per_day,
+        "model_tokens_per_day": model_tokens_per_day,
+        "model_cost_per_day": model_cost_per_day,
         "concurrent_executions": concurrent_executions,
         "max_schedule_rate": max_schedule_rate,
         "weight": weight,

@@ -38,6 +38,7 @@ def _price(value: float | None) -> str:
 
 def _show(info: ProviderInfo, tenant: str) -> None:
     click.echo(f"provider {info.name} of tenant {tenant}")
+    click.echo(f"  kind:           {info.kind}")
     click.echo(f"  base URL:       {info.base_url}")
     click.echo(f"  API key secret: {info.api_key_secret or '- (no key sent)'}")
     click.echo(f"  default model:  {info.default_model or '-'}")
@@ -50,7 +51,14 @@ def _show(info: ProviderInfo, tenant: str) -> None:
 
 @providers_group.command("set")
 @click.argument("name")
-@click.option("--base-url", required=True, help="The OpenAI-compatible base URL (…/v1).")
+@click.option("--base-url", required=True, help="The API's base URL (…/v1).")
+@click.option(
+    "--kind",
+    type=click.Choice(["openai", "anthropic"]),
+    default="openai",
+    show_default=True,
+    help="The protocol: OpenAI-compatible chat completions, or the Anthropic Messages API.",
+)
 @click.option(
     "--api-key-secret",
     metavar="SECRET",
@@ -64,6 +72,7 @@ def _show(info: ProviderInfo, tenant: str) -> None:
 def set_command(
     name: str,
     base_url: str,
+    kind: str,
     api_key_secret: str | None,
     default_model: str | None,
     price_in: float | None,
@@ -80,6 +89,7 @@ def set_command(
         "default_model": default_model,
         "price_in": price_in,
         "price_out": price_out,
+        "kind": kind,
     }
     with open_engine(settings, load_activities=False) as engine:
         record = parse_provider(engine.tenant, name, fields, by="cli", at=engine.clock.now())
@@ -103,11 +113,12 @@ def list_command(as_json: bool, settings: Settings) -> None:
         echo_json([info.to_dict() for info in found])
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("name", "base URL", "key secret", "default model", "in/1M", "out/1M"):
+    for column in ("name", "kind", "base URL", "key secret", "default model", "in/1M", "out/1M"):
         table.add_column(column)
     for info in found:
         table.add_row(
             info.name,
+            info.kind,
             info.base_url,
             info.api_key_secret or "-",
             info.default_model or "-",

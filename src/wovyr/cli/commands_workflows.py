@@ -394,6 +394,16 @@ def signal_command(
 @click.option("--reject", is_flag=True, help="Reject instead of approving.")
 @click.option("--by", help="Who decides (recorded).")
 @click.option("--comment", help="A comment (recorded).")
+@click.option(
+    "--grant-tokens",
+    type=click.IntRange(min=1),
+    help="More tokens for an agent paused on its budget.",
+)
+@click.option(
+    "--grant-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    help="More cost for an agent paused on its budget.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @tenant_options
 def approve_command(
@@ -402,14 +412,20 @@ def approve_command(
     reject: bool,
     by: str | None,
     comment: str | None,
+    grant_tokens: int | None,
+    grant_cost: float | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
-    """Approve (or --reject) the approval ACTIVITY_ID of an execution."""
+    """Approve (or --reject) the approval ACTIVITY_ID of an execution (an agent paused on
+    its budget: --grant-tokens/--grant-cost say how much more)."""
+    grant = {k: v for k, v in (("tokens", grant_tokens), ("cost", grant_cost)) if v is not None}
     with open_engine(settings, load_activities=False) as engine:
         if by is None:
             _require_by(engine, execution_id, activity_id)
-        view = engine.approve(execution_id, activity_id, not reject, by=by, comment=comment)
+        view = engine.approve(
+            execution_id, activity_id, not reject, by=by, comment=comment, grant=grant or None
+        )
     verb = "rejected" if reject else "approved"
     _done(view, as_json, f"{activity_id} {verb} on {execution_id}")
 

@@ -20,19 +20,20 @@ starting with `agent.`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.builtin.agent import AgentBudget
+from wovyr.activities.builtin.agent import AgentBudget, ToolName
 from wovyr.activities.kinds import KINDS
 from wovyr.definition.locate import model_problems
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import Limits, parse_document
 from wovyr.definition.source import SourceMap
 from wovyr.errors import DefinitionError, Problem
-from wovyr.fields import NAME_PATTERN, FrozenModel, Version
+from wovyr.fields import NAME_PATTERN, Duration, FrozenModel, Version
 
 __all__ = [
     "AGENT_LABEL",
@@ -41,6 +42,7 @@ __all__ = [
     "agent_of",
     "agent_tool_problems",
     "agent_workflow",
+    "agent_workflow_tool_problems",
     "load_agent",
     "workflow_name",
 ]
@@ -61,12 +63,11 @@ class AgentDefinitionSpec(FrozenModel):
     provider: str = Field(default="default", description="The provider's name")
     model: str | None = Field(default=None, description="Default: the provider's model")
     instructions: str | None = Field(default=None, description="The system message")
-    tools: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=list)
+    tools: list[ToolName] = Field(default_factory=list)
     max_turns: int = Field(default=10, ge=1, le=1000)
     budget: AgentBudget = Field(default_factory=AgentBudget)
-    require_approval: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
-        default_factory=list
-    )
+    require_approval: list[ToolName] = Field(default_factory=list)
+    approval_timeout: Duration | None = Field(default=None)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     stream: bool | None = Field(default=None, description="Stream and journal each answer's text")
@@ -155,6 +156,28 @@ def agent_of(workflow: Workflow) -> AgentDocument | None:
     return AgentDocument.model_validate(
         {"apiVersion": "wovyr/v1", "kind": "Agent", "metadata": metadata, "spec": spec}
     )
+
+
+def agent_workflow_tool_problems(
+    document: AgentDocument, smap: SourceMap | None, registered: Callable[[str], bool]
+) -> list[Problem]:
+    """The `workflow:NAME` tools in `spec.tools` whose workflow `registered` does not know
+    (the tenant has not applied it), located at the key when the source map is given."""
+    problems = []
+    for i, tool in enumerate(document.spec.tools):
+        if not tool.startswith("workflow:"):
+            continue
+        name = tool.removeprefix("workflow:")
+        if registered(name):
+            continue
+        message = f"no workflow {name!r} is registered (a tool of this agent)"
+        hint = f"apply it first: wovyr definitions apply FILE (metadata.name: {name})"
+        at: tuple[str | int, ...] = ("spec", "tools", i)
+        if smap is not None:
+            problems.append(smap.problem(message, at, hint=hint))
+        else:
+            problems.append(Problem(message, path=f"spec.tools.{i}", hint=hint))
+    return problems
 
 
 def agent_tool_problems(

@@ -21,7 +21,41 @@ from wovyr.definition.locate import suggest
 from wovyr.definition.model import InputType, Workflow
 from wovyr.errors import InputError, Problem
 
-__all__ = ["json_equal", "parse_cli_inputs", "resolve_inputs", "type_matches", "type_name"]
+__all__ = [
+    "inputs_json_schema",
+    "json_equal",
+    "parse_cli_inputs",
+    "resolve_inputs",
+    "type_matches",
+    "type_name",
+]
+
+
+def inputs_json_schema(workflow: Workflow) -> dict[str, Any]:
+    """The JSON Schema of `workflow`'s inputs (what a model is offered when the workflow
+    is an agent's tool): each input's type, enum, default and description; the required
+    ones (without a default) listed; no other keys."""
+    properties: dict[str, Any] = {}
+    required = []
+    for name, spec in workflow.inputs.items():
+        prop: dict[str, Any] = {"type": spec.type}
+        if spec.description:
+            prop["description"] = spec.description
+        if spec.enum is not None:
+            prop["enum"] = list(spec.enum)
+        if spec.default is not None:
+            prop["default"] = spec.default
+        elif spec.required:
+            required.append(name)
+        properties[name] = prop
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = required
+    return schema
 
 
 def type_matches(value: Any, declared: InputType | str) -> bool:

@@ -22,6 +22,7 @@ from wovyr.definition.agent import (
     agent_of,
     agent_tool_problems,
     agent_workflow,
+    agent_workflow_tool_problems,
     load_agent,
     workflow_name,
 )
@@ -54,10 +55,15 @@ def apply_agent(
     if isinstance(source, Path):
         filename, source = str(source), read_source(source)
     document, smap = load_agent(source, filename)
+    problems = agent_workflow_tool_problems(
+        document,
+        smap,
+        lambda name: engine.store.registered_definition(name, None, engine.tenant) is not None,
+    )
     if engine.activities.names():
-        problems = agent_tool_problems(document, smap, engine.activities)
-        if problems:
-            raise DefinitionError(problems)
+        problems += agent_tool_problems(document, smap, engine.activities)
+    if problems:
+        raise DefinitionError(problems)
     workflow = agent_workflow(document)
     target = f"{document.name}@{document.version}"
     outcome, digest = engine.apply(workflow, audit_as=("agent.apply", target))

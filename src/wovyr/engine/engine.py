@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import hashlib
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -51,9 +53,12 @@ from wovyr.engine.quotas import (
     SECONDS,
     QuotaCache,
     Quotas,
+    check_grant,
     continued_debits,
     day_of,
     midnight_after,
+    model_debits,
+    model_quota_exhausted,
     quotas_of,
     set_quotas,
     start_debits,
@@ -78,6 +83,7 @@ from wovyr.events import (
     ExecutionCancelled,
     SignalReceived,
     TimerArmed,
+    or_absent,
 )
 from wovyr.ids import (
     ID_RULE,
@@ -783,6 +789,20 @@ class Engine(Definitions):
             return ()
         return (Debit(SECONDS, seconds, day_of(self.clock.now())),)
 
+    def model_debits(self, tokens: int, cost: float | None) -> tuple[Debit, ...]:
+        """What model calls that used `tokens` and `cost` debit in the commit that records
+        them (only the budgets this tenant has a quota of)."""
+        return model_debits(self.quotas(), tokens, cost, self.clock.now())
+
+    def model_quota_exhausted(self) -> str | None:
+        """Why this tenant may make no model call today (a model quota used up), or None;
+        one read of today's usage, only for a tenant with a model quota."""
+        quotas = self.quotas()
+        if quotas.model_tokens_per_day is None and quotas.model_cost_per_day is None:
+            return None
+        used = self.store.quota_usage(self.tenant, day_of(self.clock.now()))
+        return model_quota_exhausted(quotas, used, self.tenant)
+
     def quota_hold(self, state: ExecutionState, unbilled: float = 0.0) -> list[Event] | None:
         """Whether the execution in `state` may start its next attempts: None when it may
         (no activity-seconds quota, or today's seconds, with the `unbilled` seconds of its
@@ -865,8 +885,12 @@ class Engine(Definitions):
         *,
         by: str | None = None,
         comment: str | None = None,
+        grant: dict[str, Any] | None = None,
     ) -> ExecutionView:
-        """Decide an approval wait (before it is reached, the decision is kept until it is)."""
+        """Decide an approval wait (before it is reached, the decision is kept until it is).
+        `grant` (`{tokens, cost}`) approves more budget for an `agent` paused on its budget
+        (`budget.on_exhausted: approval`)."""
+        grant = check_grant(grant)
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)
@@ -880,8 +904,10 @@ class Engine(Definitions):
             approval = wait.wait.approval if wait is not None else None
             current = state.activity(activity_id)
             # an attempt that paused for an approval (an agent's tool call) is decided alike
-            suspended = current.status == ActivityStatus.WAITING and bool(
-                (current.wait or {}).get("suspended")
+            suspended = (
+                current.status == ActivityStatus.WAITING
+                and bool((current.wait or {}).get("suspended"))
+                and (current.wait or {}).get("kind") == "approval"
             )
             if approval is None and not suspended:
                 raise Conflict(f"activity {activity_id!r} is not an approval")
@@ -895,8 +921,17 @@ class Engine(Definitions):
                     f"{by!r} may not decide {activity_id!r}",
                     hint=f"approvers: {', '.join(approvers)}",
                 )
+            if grant and not (suspended and (current.wait or {}).get("reason") == "budget"):
+                raise Conflict(
+                    f"activity {activity_id!r} does not wait for more budget: a grant "
+                    "decides only an agent paused on its budget"
+                )
             decided = ApprovalDecided(
-                activity=activity_id, approved=bool(approved), by=by, comment=comment
+                activity=activity_id,
+                approved=bool(approved),
+                by=by,
+                comment=comment,
+                grant=or_absent(grant if approved else None),
             )
             return [decided.at(self.clock.now())]
 
@@ -906,6 +941,8 @@ class Engine(Definitions):
             "by": by,
             "comment": None if comment is None else payload_digest(comment),
         }
+        if grant:
+            details["grant"] = grant
         action = "execution.approve" if approved else "execution.deny"
         return self._append(execution_id, events, (action, details))
 
@@ -1013,6 +1050,7 @@ class Engine(Definitions):
             status=after.status,
             output=after.output,
             error=after.error,
+            call=or_absent(parent.get("call")),
         ).at(now)
         after_parent = fold([event], before)
         return [make_step(record.id, before, after_parent, [event], now, tenant=tenant, ready=True)]
@@ -1034,6 +1072,53 @@ class Engine(Definitions):
             after = fold([event], before)
             steps.append(make_step(child, before, after, [event], now, tenant=tenant, ready=True))
         return steps
+
+    def start_tool_child(
+        self,
+        parent: ExecutionState,
+        activity_id: str,
+        workflow_name: str,
+        inputs: Any,
+        call: dict[str, Any],
+    ) -> str:
+        """Start (or find) the child workflow of one tool call of an `agent` activity (its
+        latest registered version): its id is derived from the parent, the activity, the
+        call's turn and id, so a crashed or retried attempt finds the same child. When the
+        child ends, `ChildFinished` carries `call` and joins the activity's journal as that
+        call's result (`wovyr.activities.kinds.AwaitChildren`). `InputError` when `inputs`
+        do not fit the workflow."""
+        call_id = str(call["call_id"])
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", call_id):
+            call_id = "h" + hashlib.sha256(call_id.encode()).hexdigest()[:16]
+        execution_id = derived_id(f"{parent.id}::{activity_id}:t{int(call['turn'])}-{call_id}")
+        if self.store.load(execution_id, self.tenant) is not None:
+            return execution_id
+        if parent.depth + 1 > self.max_child_depth:
+            raise NonRetryableError(
+                f"child workflow depth limit ({self.max_child_depth}) reached: "
+                f"{parent.workflow} would start {workflow_name} at depth {parent.depth + 1}",
+                type="ChildDepthExceeded",
+            )
+        workflow, digest = self.named(workflow_name, None)
+        origin: dict[str, Any] = {
+            "id": parent.id,
+            "activity": activity_id,
+            "index": None,
+            "attempt": None,
+            "call": call,
+        }
+        new = self.prepare_start(
+            workflow,
+            digest,
+            inputs if isinstance(inputs, dict) else {},
+            execution_id=execution_id,
+            parent_id=parent.id,
+            extra={"parent": origin, "depth": parent.depth + 1},
+        )
+        created, _ = self.store.create_execution(new)
+        if created:
+            self.notify(execution_id)
+        return execution_id
 
     def start_child(self, parent: ExecutionState, run: RunActivity) -> str:
         """Start (or find) the child workflow of one attempt of a `workflow` activity, in

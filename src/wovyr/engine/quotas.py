@@ -16,6 +16,13 @@ for, so no restart, crash or second server resets or overspends a day:
   about to start one holds the execution instead: a durable timer to the next UTC
   midnight, `waiting_on` "quota: activity seconds for tenant T exhausted until ... 00:00
   UTC"; `Engine.quota_hold`), until the next UTC day.
+- `model_tokens_per_day` and `model_cost_per_day`: the input + output tokens, and the cost
+  (in the providers' prices), of the tenant's model calls. Each `agent` model call debits
+  its tokens and cost in the commit that records it (`ModelCallCompleted`), each `llm`
+  answer in the commit that records its result. As with activity seconds, work done is
+  never refused: a call in flight counts even past the limit; from then on, until the next
+  UTC midnight, the tenant's new executions are refused and its model calls not yet made
+  fail (`QuotaExceeded`, not retried) before they reach the provider.
 - `concurrent_executions`: a start is refused while that many executions of the tenant
   are running (waiting ones count), retry after a few seconds.
 - `max_schedule_rate`: the most fires per minute one schedule of the tenant may be set to
@@ -48,12 +55,17 @@ __all__ = [
     "DEFAULT_WEIGHT",
     "EXECUTIONS",
     "MAX_WEIGHT",
+    "MODEL_COST",
+    "MODEL_TOKENS",
     "QUOTA_NAMES",
     "SECONDS",
     "QuotaCache",
     "Quotas",
+    "check_grant",
     "day_of",
     "midnight_after",
+    "model_debits",
+    "model_quota_exhausted",
     "parse_quotas",
     "quotas_of",
     "seconds_to_midnight",
@@ -64,10 +76,14 @@ __all__ = [
 
 EXECUTIONS = "executions"  # the ledger's budget names
 SECONDS = "activity_seconds"
+MODEL_TOKENS = "model_tokens"
+MODEL_COST = "model_cost"
 
 QUOTA_NAMES = (
     "executions_per_day",
     "activity_seconds_per_day",
+    "model_tokens_per_day",
+    "model_cost_per_day",
     "concurrent_executions",
     "max_schedule_rate",
     "weight",
@@ -75,7 +91,7 @@ QUOTA_NAMES = (
 )
 DEFAULT_WEIGHT = 1.0  # the fair-share weight of a tenant none is set for
 MAX_WEIGHT = 1000.0
-_WHOLE = ("executions_per_day", "concurrent_executions", "max_slots")
+_WHOLE = ("executions_per_day", "concurrent_executions", "max_slots", "model_tokens_per_day")
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,8 @@ class Quotas:
     max_schedule_rate: float | None = None  # fires per minute of one schedule
     weight: float | None = None  # fair share of worker slots; None: the default (1)
     max_slots: int | None = None  # slots of one worker the tenant may hold at once
+    model_tokens_per_day: int | None = None  # input + output tokens of model calls
+    model_cost_per_day: float | None = None  # in the providers' prices
 
     @property
     def empty(self) -> bool:
@@ -162,7 +180,7 @@ def stored_quotas(data: dict[str, Any] | None) -> Quotas:
     try:
         return parse_quotas(data)
     except InputError:
-        return Quotas(0, 0.0, 0, 0.0, max_slots=1)
+        return Quotas(0, 0.0, 0, 0.0, max_slots=1, model_tokens_per_day=0, model_cost_per_day=0.0)
 
 
 def set_quotas(
@@ -204,17 +222,80 @@ def seconds_to_midnight(now: datetime) -> float:
 
 
 def start_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:
-    """What a new execution debits under `quotas`: one execution, and a check (an amount
-    of 0) that the day's activity seconds are not used up."""
-    if quotas.executions_per_day is None and quotas.activity_seconds_per_day is None:
+    """What a new execution debits under `quotas`: one execution, and checks (amounts of
+    0) that the day's activity seconds, model tokens and model cost are not used up."""
+    gates = (
+        (SECONDS, quotas.activity_seconds_per_day),
+        (MODEL_TOKENS, quotas.model_tokens_per_day),
+        (MODEL_COST, quotas.model_cost_per_day),
+    )
+    if quotas.executions_per_day is None and all(limit is None for _, limit in gates):
         return ()
     day, wait = day_of(now), seconds_to_midnight(now)
     out = []
     if quotas.executions_per_day is not None:
         out.append(Debit(EXECUTIONS, 1, day, quotas.executions_per_day, wait))
-    if quotas.activity_seconds_per_day is not None:
-        out.append(Debit(SECONDS, 0, day, quotas.activity_seconds_per_day, wait))
+    out.extend(Debit(name, 0, day, limit, wait) for name, limit in gates if limit is not None)
     return tuple(out)
+
+
+def model_debits(
+    quotas: Quotas, tokens: int, cost: float | None, now: datetime
+) -> tuple[Debit, ...]:
+    """What model calls that used `tokens` and `cost` debit when they are recorded (work
+    done: no limit), for the budgets the tenant has a quota of (else nothing is written)."""
+    day = day_of(now)
+    out = []
+    if quotas.model_tokens_per_day is not None and tokens > 0:
+        out.append(Debit(MODEL_TOKENS, tokens, day))
+    if quotas.model_cost_per_day is not None and cost:
+        out.append(Debit(MODEL_COST, cost, day))
+    return tuple(out)
+
+
+def model_quota_exhausted(quotas: Quotas, used: dict[str, float], tenant: str) -> str | None:
+    """Why the tenant may make no model call today (its ledger row `used` at or past a
+    model quota), or None."""
+    for name, limit, what in (
+        (MODEL_TOKENS, quotas.model_tokens_per_day, "model tokens"),
+        (MODEL_COST, quotas.model_cost_per_day, "model cost"),
+    ):
+        if limit is not None and used.get(name, 0.0) >= limit:
+            return (
+                f"quota: {what} for tenant {tenant} used up today ({used.get(name, 0.0):g} "
+                f"of {limit:g}); the next UTC day starts at 00:00 UTC"
+            )
+    return None
+
+
+def check_grant(grant: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A budget grant (`{tokens: int >= 1, cost: number > 0}`, either or both), or
+    `InputError` naming each bad key; None for none."""
+    if not grant:
+        return None
+    if not isinstance(grant, dict):
+        raise InputError([Problem("a grant is an object {tokens, cost}", path="grant")])
+    problems = [
+        Problem(f"unknown grant key {k!r}", path=f"grant.{k}", hint="tokens, cost")
+        for k in grant
+        if k not in ("tokens", "cost")
+    ]
+    out: dict[str, Any] = {}
+    tokens, cost = grant.get("tokens"), grant.get("cost")
+    if tokens is not None:
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            problems.append(Problem("grant.tokens must be a whole number >= 1", "grant.tokens"))
+        else:
+            out["tokens"] = tokens
+    if cost is not None:
+        ok = isinstance(cost, int | float) and not isinstance(cost, bool)
+        if not ok or not math.isfinite(cost) or cost <= 0:
+            problems.append(Problem("grant.cost must be a number > 0", path="grant.cost"))
+        else:
+            out["cost"] = float(cost)
+    if problems:
+        raise InputError(problems)
+    return out or None
 
 
 def continued_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:

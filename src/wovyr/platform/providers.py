@@ -1,6 +1,7 @@
 """Tenants' model providers: set, list, show, delete, and their resolution at dispatch.
 
-A provider is an OpenAI-compatible endpoint a tenant's `llm` and `agent` steps name
+A provider is an endpoint a tenant's `llm` and `agent` steps name (its `kind`: `openai`, an
+OpenAI-compatible chat-completions API, or `anthropic`, the Messages API)
 (`provider: NAME`): its base URL, the NAME of the tenant's secret that holds its API key
 (never a value: the key stays sealed in `wovyr.platform.secrets` until the worker sends it),
 an optional default model and prices per 1M tokens (which make a step's `cost` known).
@@ -28,7 +29,12 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.providers import CredentialResolver, ProviderConfig, Providers
+from wovyr.activities.providers import (
+    PROVIDER_KINDS,
+    CredentialResolver,
+    ProviderConfig,
+    Providers,
+)
 from wovyr.errors import InputError, KmsError, NotFound, Problem
 from wovyr.platform.secrets import SECRET_NAME
 from wovyr.store.audit import AuditEntry, payload_digest
@@ -51,7 +57,14 @@ __all__ = [
 ]
 
 PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-PROVIDER_FIELDS = ("base_url", "api_key_secret", "default_model", "price_in", "price_out")
+PROVIDER_FIELDS = (
+    "base_url",
+    "api_key_secret",
+    "default_model",
+    "price_in",
+    "price_out",
+    "kind",
+)
 _MAX_URL = 2048
 _MAX_MODEL = 256
 
@@ -72,6 +85,7 @@ class ProviderInfo:
     price_out: float | None
     updated_at: datetime
     updated_by: str
+    kind: str = "openai"
 
     @classmethod
     def of(cls, record: ProviderRecord) -> ProviderInfo:
@@ -84,6 +98,7 @@ class ProviderInfo:
             record.price_out,
             record.updated_at,
             record.updated_by,
+            record.kind,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,6 +111,7 @@ class ProviderInfo:
             "price_out": self.price_out,
             "updated_at": self.updated_at.isoformat(),
             "updated_by": self.updated_by,
+            "kind": self.kind,
         }
 
 
@@ -207,9 +223,20 @@ def parse_provider(
         problems.append(
             Problem("give both prices (price_in and price_out) or neither", path="price_in")
         )
+    kind = fields.get("kind") or "openai"
+    if kind not in PROVIDER_KINDS:
+        problems.append(
+            Problem(
+                f"kind is one of {', '.join(PROVIDER_KINDS)}",
+                path="kind",
+                hint="openai: chat completions (OpenAI, vLLM, Ollama, ...); anthropic: Messages",
+            )
+        )
     if problems:
         raise InputError(problems)
-    return ProviderRecord(tenant, name, base_url, secret, model, price_in, price_out, at, by)
+    return ProviderRecord(
+        tenant, name, base_url, secret, model, price_in, price_out, at, by, kind=str(kind)
+    )
 
 
 def set_provider(
@@ -244,7 +271,12 @@ def delete_provider(
 
 def _config(record: ProviderRecord) -> ProviderConfig:
     return ProviderConfig(
-        record.name, record.base_url, record.default_model, record.price_in, record.price_out
+        record.name,
+        record.base_url,
+        record.default_model,
+        record.price_in,
+        record.price_out,
+        kind="anthropic" if record.kind == "anthropic" else "openai",
     )
 
 

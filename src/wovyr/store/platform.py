@@ -172,6 +172,7 @@ class ProviderRecord:
     price_out: float | None
     updated_at: datetime
     updated_by: str = ""
+    kind: str = "openai"  # the protocol it speaks: openai (chat completions) or anthropic
 
 
 class ProviderStore(Protocol):

@@ -383,6 +383,7 @@ def provider_record(row: Row, d: Dialect) -> ProviderRecord:
         price_out=None if price_out is None else float(price_out),
         updated_at=d.time(row["updated_at"]),
         updated_by=row["updated_by"],
+        kind=row["kind"],
     )
 
 
@@ -397,4 +398,5 @@ def provider_params(record: ProviderRecord, d: Dialect) -> dict[str, Any]:
         "price_out": record.price_out,
         "updated_at": d.timestamp(record.updated_at),
         "updated_by": record.updated_by,
+        "kind": record.kind,
     }

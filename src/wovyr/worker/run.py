@@ -124,6 +124,8 @@ def _children(state: ExecutionState) -> list[str]:
     for act in state.activities.values():
         if act.status == ActivityStatus.WAITING and act.child:
             found.append(act.child)
+        if act.status == ActivityStatus.WAITING and act.wait and act.wait.get("children"):
+            found.extend(act.wait["children"].values())  # an agent's workflow tools
         for item in act.items or ():
             if item.get("child") and item.get("status") in ActivityStatus.ACTIVE:
                 found.append(item["child"])

@@ -17,12 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.base import ActivityContext, ActivityError
 from wovyr.activities.failures import handler_traceback
-from wovyr.activities.kinds import AwaitApproval, ChildStarted, Dispatch
+from wovyr.activities.kinds import (
+    AwaitApproval,
+    AwaitChildren,
+    ChildStarted,
+    Dispatch,
+    WorkflowTool,
+)
 from wovyr.activities.logs import AttemptLog, bind
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
 from wovyr.activities.redact import scrub, secret_forms
 from wovyr.definition.expr import secret_names, substitute_secrets
+from wovyr.definition.inputs import inputs_json_schema
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.engine.core.decide import Decision, Outcome, RunActivity, decide, outcome_events
 from wovyr.engine.core.policy import children_to_cancel, spec_of
@@ -36,7 +43,7 @@ from wovyr.engine.core.state import (
 from wovyr.engine.flow import MAX_GRANT_AGE, flow_hold, flow_requests, gated, problem_hold
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
-from wovyr.events import Event, EventData
+from wovyr.events import Event, EventData, EventType
 from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
@@ -224,8 +231,12 @@ class ExecutionRunner:
         if released:  # the slots of the attempts whose results this step records
             step = replace(step, flow_released=released)
         billed = self._unbilled
-        if billed:
-            step = replace(step, debits=self.engine.attempt_debits(billed))
+        debits = self.engine.attempt_debits(billed) if billed else ()
+        tokens, cost = self._model_usage(events)
+        if tokens or cost:
+            debits += self.engine.model_debits(tokens, cost)
+        if debits:
+            step = replace(step, debits=debits)
         if after.status == ExecutionStatus.CONTINUED and self.state.status != after.status:
             # the chain's next run is created by this very commit (one transaction)
             new = await asyncio.to_thread(self.engine.continuation, after, events)
@@ -241,6 +252,27 @@ class ExecutionRunner:
                 self.engine.notify(step.continued_as.id)
         self.stats.commits += 1
         return outcome
+
+    def _model_usage(self, events: list[Event]) -> tuple[int, float]:
+        """The tokens and cost of the model calls `events` record (an agent's calls, an
+        `llm` activity's answer): debited from the tenant's daily model quotas by the commit
+        that records them."""
+        tokens, cost = 0, 0.0
+        for e in events:
+            if e.type == EventType.MODEL_CALL_COMPLETED:
+                usage, spent = e.data.get("usage") or {}, e.data.get("cost")
+            elif (
+                e.type == EventType.ACTIVITY_COMPLETED
+                and self.definition.activity(e.data["activity"]).kind == "llm"
+                and isinstance(e.data.get("output"), dict)
+                and not e.data["output"].get("cached")
+            ):
+                usage, spent = e.data["output"].get("usage") or {}, e.data["output"].get("cost")
+            else:
+                continue
+            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            cost += float(spent or 0.0)
+        return tokens, cost
 
     async def _quota_hold(self, state: ExecutionState) -> list[Event] | None:
         """The events holding this execution's next attempts while its tenant's activity
@@ -470,12 +502,16 @@ class ExecutionRunner:
                 providers,
                 self.engine.credentials,
                 _TenantCache(self.engine),
+                quota=self.engine.model_quota_exhausted if _model_quota(self.engine) else None,
             )
             journal = None
             stream = None
+            child_tools = None
             if run.index is None and not run.compensation:
                 steps = self.state.activity(run.activity_id).journal
                 journal = _AttemptJournal(self, run, steps)
+                if spec.kind in _MODEL_KINDS:
+                    child_tools = _ChildTools(self, run)
             if spec.kind in _MODEL_KINDS and not run.compensation:
                 recovery = (
                     0 if run.index is not None else self.state.activity(run.activity_id).recoveries
@@ -490,6 +526,7 @@ class ExecutionRunner:
                 models=models,
                 journal=journal,
                 stream=stream,
+                child_tools=child_tools,
             )
             given = run.input
             if spec.kind_entry.secrets:
@@ -499,6 +536,8 @@ class ExecutionRunner:
             output = await asyncio.wait_for(coro, timeout)
             if isinstance(output, ChildStarted):
                 return Outcome(child=output.execution_id)
+            if isinstance(output, AwaitChildren):
+                return Outcome(suspend={"turn": output.turn, "children": output.children})
             if isinstance(output, AwaitApproval):
                 check_payload(
                     output.asked, "the approval asked", max_bytes=self.engine.max_payload_bytes
@@ -551,6 +590,29 @@ class _AttemptJournal:
         await self._runner.record(self._run, events)
 
 
+class _ChildTools:
+    """Registered workflows as the tools of one attempt of an `agent` (`ChildTools`)."""
+
+    def __init__(self, runner: ExecutionRunner, run: RunActivity) -> None:
+        self._runner, self._run = runner, run
+
+    def describe(self, workflow: str) -> WorkflowTool:
+        found, _ = self._runner.engine.named(workflow, None)
+        text = found.metadata.description or f"Run workflow {workflow!r}"
+        return WorkflowTool(workflow, text, inputs_json_schema(found))
+
+    async def start(self, workflow: str, inputs: Any, call: dict[str, Any]) -> str:
+        runner = self._runner
+        return await asyncio.to_thread(
+            runner.engine.start_tool_child,
+            runner.state,
+            self._run.activity_id,
+            workflow,
+            inputs,
+            call,
+        )
+
+
 class _TenantCache:
     """The store's response cache, seen by one tenant (`ResponseCache`)."""
 
@@ -563,6 +625,12 @@ class _TenantCache:
     def put(self, key: str, response: dict[str, Any]) -> None:
         now = self._engine.clock.now()
         self._engine.store.put_cached_response(self._engine.tenant, key, response, now)
+
+
+def _model_quota(engine: Engine) -> bool:
+    """Whether the engine's tenant has a daily model quota (its calls check it first)."""
+    quotas = engine.quotas()
+    return quotas.model_tokens_per_day is not None or quotas.model_cost_per_day is not None
 
 
 def _not_current(run: RunActivity) -> ActivityError:

@@ -24,7 +24,13 @@ A tool that raises, a tool not in `tools`, or arguments that do not fit the tool
 signature are sent to the model as that call's result (an error it can act on), never a
 crash. The loop fails, not retried, with `MaxTurnsExceeded` when the model still asks for
 tools after `max_turns` turns, and with `BudgetExceeded` at the turn whose model call took
-the run past `budget.tokens` or `budget.cost`. A model call's provider errors fail the
+the run past `budget.tokens` or `budget.cost` - or, with `budget.on_exhausted: approval`,
+pauses there (an approval wait of the activity, `reason: budget`) until a person approves
+with a grant of more tokens or cost (`approve --grant-tokens N`, API `grant: {tokens,
+cost}`; an approval without a grant extends each limit by its first size) or denies, which
+stops the run with `BudgetExceeded`. `approval_timeout` bounds every approval wait of the
+loop: at its fire (a durable timer) a tool call counts as denied (the model is told,
+`ApprovalTimeout`) and a budget pause as stopped. A model call's provider errors fail the
 attempt as the `llm` kind's do (429 and 5xx retried per the activity's `retry`, honouring
 `Retry-After`; the next attempt resumes the loop).
 
@@ -42,33 +48,58 @@ import asyncio
 import dataclasses
 import difflib
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, call_handler
 from wovyr.activities.builtin.llm import call_model, model_for
 from wovyr.activities.kinds import (
     ActivityKind,
     AwaitApproval,
+    AwaitChildren,
     Dispatch,
     Journal,
     StepProblem,
+    WorkflowTool,
     register_kind,
 )
 from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
+from wovyr.errors import InputError, NotFound
 from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
-from wovyr.fields import NAME_PATTERN, FrozenModel
+from wovyr.fields import NAME_PATTERN, Duration, FrozenModel
 
-__all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep"]
+__all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep", "ToolName"]
 
 MAX_RESULT_CHARS = 16_000  # of one tool result sent to the model (and recorded)
+WORKFLOW_TOOL = "workflow:"  # the prefix of a tool that is a registered workflow
+TOOL_PATTERN = r"^(workflow:)?" + NAME_PATTERN.removeprefix("^")
+
+
+def _tool_entry(value: Any) -> Any:
+    """A tool entry as text: `{workflow: NAME}` is `workflow:NAME` (YAML reads an unquoted
+    `workflow:NAME` inside `[...]` as a key, so both forms are taken)."""
+    if (
+        isinstance(value, dict)
+        and list(value) == ["workflow"]
+        and isinstance(value["workflow"], str)
+    ):
+        return WORKFLOW_TOOL + value["workflow"]
+    return value
+
+
+ToolName = Annotated[str, BeforeValidator(_tool_entry), Field(pattern=TOOL_PATTERN)]
 
 
 class AgentBudget(FrozenModel):
     tokens: int | None = Field(default=None, ge=1, description="Input + output tokens")
     cost: float | None = Field(default=None, gt=0, description="In the provider's prices")
+    on_exhausted: Literal["fail", "approval"] | None = Field(
+        default=None,
+        description="fail (the default): stop with BudgetExceeded; approval: pause until a "
+        "person grants more budget (or stops the run)",
+    )
 
 
 class AgentSpec(FrozenModel):
@@ -76,13 +107,20 @@ class AgentSpec(FrozenModel):
     model: str | None = Field(default=None, description="Default: the provider's model")
     instructions: str | None = Field(default=None, description="The system message")
     input: Any = Field(description="The task (text, or any value sent as JSON)")
-    tools: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
-        default_factory=list, description="Registered tools it may call"
+    tools: list[ToolName] = Field(
+        default_factory=list,
+        description="Registered tools it may call; `workflow:NAME` a registered workflow "
+        "(run as a child execution, its inputs the tool's arguments)",
     )
     max_turns: int = Field(default=10, ge=1, le=1000, description="Model calls at most")
     budget: AgentBudget = Field(default_factory=AgentBudget)
-    require_approval: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
+    require_approval: list[ToolName] = Field(
         default_factory=list, description="Tools whose every call waits for a person's approval"
+    )
+    approval_timeout: Duration | None = Field(
+        default=None,
+        description="How long an approval (a call in require_approval, a budget pause) "
+        "waits; at the timeout it counts as denied",
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, description="Per model answer")
@@ -129,10 +167,16 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
             "(WOVYR_LLM_PRICE_IN and WOVYR_LLM_PRICE_OUT for `default`)",
             type="InvalidInput",
         )
-    offered, names = _offered_tools(spec.tools, dispatch.tools)
+    workflows = await asyncio.to_thread(_workflow_tools, spec.tools, dispatch)
+    offered, names = _offered_tools(spec.tools, dispatch.tools, workflows)
     models = {s["turn"]: s for s in journal.steps if s["step"] == "model"}
     tools = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "tool"}
-    decided = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "approval"}
+    decided = {
+        (s["turn"], s["call_id"]): s
+        for s in journal.steps
+        if s["step"] == "approval" and s.get("reason") != "budget"
+    }
+    grants = [s for s in journal.steps if s["step"] == "approval" and s.get("reason") == "budget"]
     messages: list[dict[str, Any]] = []
     if spec.instructions:
         messages.append({"role": "system", "content": spec.instructions})
@@ -157,7 +201,9 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
         message = made["message"]
         run.add(made["usage"], made["cost"])
         messages.append(message)
-        _check_budget(spec, run, turn)
+        paused = _check_budget(spec, run, turn, grants)
+        if paused is not None:
+            return paused
         calls = message.get("tool_calls") or []
         if not calls:
             return {
@@ -169,7 +215,9 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
                 "model": made["model"],
                 "finish_reason": made["finish_reason"],
             }
-        waiting = _first_unapproved(calls, turn, names, spec.require_approval, tools, decided)
+        waiting = _first_unapproved(
+            calls, turn, names, spec.require_approval, tools, decided, spec.approval_timeout
+        )
         ready = [c for c in calls if not _needs_decision(c, turn, names, spec, tools, decided)]
         results = await asyncio.gather(
             *(
@@ -179,6 +227,9 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
         )
         if waiting is not None:  # the calls that need no decision ran (and are recorded)
             return AwaitApproval(waiting)
+        children = {str(r["call_id"]): str(r["pending"]) for r in results if "pending" in r}
+        if children:  # their ends join the journal; then this attempt runs again
+            return AwaitChildren(turn, children)
         for call, result in zip(ready, results, strict=True):
             run.calls.append({k: v for k, v in result.items() if k not in ("step", "activity")})
             messages.append(
@@ -230,32 +281,104 @@ async def _model_call(
     return {k: v for k, v in event.to_data().items() if k != "activity"}
 
 
-def _check_budget(spec: AgentSpec, run: _Run, turn: int) -> None:
+def _budget(spec: AgentSpec, grants: list[dict[str, Any]]) -> tuple[int | None, float | None]:
+    """The run's budget now: `budget` plus what people granted (an approval without a
+    grant extends each limit by its first size)."""
+    tokens, cost = spec.budget.tokens, spec.budget.cost
+    for decision in grants:
+        if not decision.get("approved"):
+            continue
+        grant = decision.get("grant") or {
+            "tokens": spec.budget.tokens,
+            "cost": spec.budget.cost,
+        }
+        if tokens is not None and grant.get("tokens"):
+            tokens += int(grant["tokens"])
+        if cost is not None and grant.get("cost"):
+            cost += float(grant["cost"])
+    return tokens, cost
+
+
+def _check_budget(
+    spec: AgentSpec, run: _Run, turn: int, grants: list[dict[str, Any]]
+) -> AwaitApproval | None:
+    """Nothing while the run is within its budget; past it, `BudgetExceeded` (or, with
+    `on_exhausted: approval`, a pause until a person grants more or stops the run)."""
     tokens = run.input_tokens + run.output_tokens
+    limit_tokens, limit_cost = _budget(spec, grants)
     over = []
-    if spec.budget.tokens is not None and tokens > spec.budget.tokens:
-        over.append(f"{tokens} tokens > budget.tokens {spec.budget.tokens}")
-    if spec.budget.cost is not None and run.cost is not None and run.cost > spec.budget.cost:
-        over.append(f"cost {run.cost:g} > budget.cost {spec.budget.cost:g}")
-    if over:
-        raise NonRetryableError(
-            f"the agent exceeded its budget at turn {turn}: {'; '.join(over)}",
-            type="BudgetExceeded",
-            details=_details(run, turn),
-        )
+    if limit_tokens is not None and tokens > limit_tokens:
+        over.append(f"{tokens} tokens > budget.tokens {limit_tokens}")
+    if limit_cost is not None and run.cost is not None and run.cost > limit_cost:
+        over.append(f"cost {run.cost:g} > budget.cost {limit_cost:g}")
+    if not over:
+        return None
+    message = f"the agent exceeded its budget at turn {turn}: {'; '.join(over)}"
+    if spec.budget.on_exhausted == "approval":
+        stopped = next((d for d in grants if not d.get("approved")), None)
+        if stopped is None:
+            asked: dict[str, Any] = {
+                "reason": "budget",
+                "turn": turn,
+                "exceeded": "; ".join(over),
+                "usage": run.usage,
+                "cost": run.cost,
+                "budget": {"tokens": limit_tokens, "cost": limit_cost},
+            }
+            if spec.approval_timeout is not None:
+                asked["timeout"] = spec.approval_timeout
+            return AwaitApproval(asked)
+        if stopped.get("timed_out"):
+            message += "; no one granted more before the approval timeout"
+        else:
+            message += f"; {stopped.get('by') or 'a person'} stopped the run"
+            if stopped.get("comment"):
+                message += f": {stopped['comment']}"
+    raise NonRetryableError(message, type="BudgetExceeded", details=_details(run, turn))
 
 
 def _details(run: _Run, turns: int) -> dict[str, Any]:
     return {"turns": turns, "usage": run.usage, "cost": run.cost, "tool_calls": len(run.calls)}
 
 
+def _workflow_tools(allowed: list[str], dispatch: Dispatch) -> dict[str, WorkflowTool]:
+    """The registered workflows among `allowed` (`workflow:NAME`), by tool name; a
+    workflow that is not registered fails the run (`UnknownWorkflow`, not retried)."""
+    wanted = [t for t in allowed if t.startswith(WORKFLOW_TOOL)]
+    if not wanted:
+        return {}
+    if dispatch.child_tools is None:
+        raise NonRetryableError("this worker cannot run workflow tools", type="UnknownWorkflow")
+    out = {}
+    for tool in wanted:
+        try:
+            out[tool] = dispatch.child_tools.describe(tool.removeprefix(WORKFLOW_TOOL))
+        except NotFound as exc:
+            raise NonRetryableError(
+                f"tool {tool!r}: {exc.message} (apply it: `wovyr apply`)",
+                type="UnknownWorkflow",
+            ) from None
+    return out
+
+
 def _offered_tools(
-    allowed: list[str], registry: ActivityRegistry
+    allowed: list[str], registry: ActivityRegistry, workflows: dict[str, WorkflowTool]
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The `tools` entries offered to the model, and function name -> registered name."""
     offered: list[dict[str, Any]] = []
     names: dict[str, str] = {}
     for tool in allowed:
+        found = workflows.get(tool)
+        if found is not None:
+            name = function_name(tool, set(names))
+            names[name] = tool
+            function = {
+                "name": name,
+                "description": found.description,
+                "parameters": found.parameters,
+            }
+            offered.append({"type": "function", "function": function})
+            continue
         if tool not in registry:
             continue  # not offered; a call to it is answered with an error
         name = function_name(tool, set(names))
@@ -294,6 +417,7 @@ def _first_unapproved(
     require: list[str],
     recorded: dict[tuple[int, str], dict[str, Any]],
     decided: dict[tuple[int, str], dict[str, Any]],
+    timeout: float | None,
 ) -> dict[str, Any] | None:
     """What to ask a person about: the first call of this turn that waits for a decision
     (one at a time: each is its own approval of the activity)."""
@@ -301,12 +425,15 @@ def _first_unapproved(
         key = (turn, str(call.get("id")))
         tool = _tool_of(call, names)
         if tool in require and tool in names.values() and key not in recorded | decided.keys():
-            return {
+            asked: dict[str, Any] = {
                 "turn": turn,
                 "call_id": key[1],
                 "tool": tool,
                 "arguments": str((call.get("function") or {}).get("arguments") or ""),
             }
+            if timeout is not None:
+                asked["timeout"] = timeout
+            return asked
     return None
 
 
@@ -332,7 +459,12 @@ async def _tool_call(
     error: dict[str, Any] | None = None
     result: Any = None
     decision = decided.get((turn, call_id))
-    if decision is not None and not decision.get("approved"):
+    if decision is not None and decision.get("timed_out"):
+        error = {
+            "type": "ApprovalTimeout",
+            "message": "no one approved this call before the approval timeout; it was not made",
+        }
+    elif decision is not None and not decision.get("approved"):
         by = decision.get("by") or "a person"
         comment = decision.get("comment")
         error = {
@@ -348,6 +480,11 @@ async def _tool_call(
         }
         if tool in allowed:
             error = {"type": "ToolNotRegistered", "message": f"tool {tool!r} is not loaded"}
+    elif tool.startswith(WORKFLOW_TOOL):
+        started = await _start_child(tool, text, turn, call_id, dispatch)
+        if "pending" in started:
+            return {"turn": turn, "call_id": call_id, "tool": tool, **started}
+        arguments, error = started.get("arguments", text), started["error"]
     else:
         handler = dispatch.tools.get(tool)
         try:
@@ -377,6 +514,30 @@ async def _tool_call(
     return {k: v for k, v in event.to_data().items() if k != "activity"}
 
 
+async def _start_child(
+    tool: str, text: Any, turn: int, call_id: str, dispatch: Dispatch
+) -> dict[str, Any]:
+    """Start (or find) the child execution of a workflow tool's call: `{pending: id}`, or
+    `{error}` (arguments that are not a JSON object, or do not fit the workflow's inputs:
+    told to the model, nothing started)."""
+    assert dispatch.child_tools is not None  # checked when the tools were offered
+    try:
+        arguments = json.loads(text) if isinstance(text, str) and text.strip() else {}
+    except ValueError as exc:
+        return {"error": {"type": "InvalidArguments", "message": f"not valid JSON: {exc}"}}
+    if not isinstance(arguments, dict):
+        return {"error": {"type": "InvalidArguments", "message": "arguments must be an object"}}
+    call = {"turn": turn, "call_id": call_id, "tool": tool, "arguments": arguments}
+    try:
+        child = await dispatch.child_tools.start(tool.removeprefix(WORKFLOW_TOOL), arguments, call)
+    except InputError as exc:
+        return {
+            "arguments": arguments,
+            "error": {"type": "InvalidArguments", "message": str(exc)[:2000]},
+        }
+    return {"pending": child, "arguments": arguments}
+
+
 def _jsonable(value: Any) -> Any:
     """`value` as JSON data (pydantic models dumped; anything else by its text)."""
     return json.loads(json.dumps(value, default=_default))
@@ -403,6 +564,8 @@ def _preflight(step: AgentStep, tools: ActivityRegistry) -> list[StepProblem]:
     """A tool in `tools` that no handler is registered as."""
     problems = []
     for i, tool in enumerate(step.agent.tools):
+        if tool.startswith(WORKFLOW_TOOL):
+            continue  # a registered workflow: looked up when the run starts
         if tool not in tools:
             close = difflib.get_close_matches(tool, tools.names(), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""

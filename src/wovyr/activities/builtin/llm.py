@@ -205,10 +205,15 @@ async def call_model(
     stream: StreamSink | None = None,
     turn: int = 1,
 ) -> ChatResult:
-    """One model call through the gateway, with the provider's key from the resolver. A
+    """One model call through the gateway, with the provider's key from the resolver; none
+    when the tenant's daily model quota is used up (`QuotaExceeded`, not retried). A
     streamed call (`body["stream"]`) journals its text as generation `turn` of the attempt
     in `stream`, when given (every piece journaled before this returns or raises)."""
     provider = access.providers.get(provider_name)
+    if access.quota is not None:
+        reason = await asyncio.to_thread(access.quota)
+        if reason is not None:
+            raise NonRetryableError(reason, type="QuotaExceeded")
     key = await asyncio.to_thread(access.api_key, provider_name)
     if stream is None or not body.get("stream"):
         return await chat(provider, key, body, timeout=timeout, policy=policy)

@@ -205,8 +205,7 @@ def _outcome_events(
         started = ChildStarted(activity=act.id, attempt=run.attempt, child=outcome.child)
         return [started.at(now), *arm_child_timeout(act, None, run.attempt, now)]
     if outcome.suspend is not None:
-        wait = {**outcome.suspend, "kind": "approval"}
-        return [ActivitySuspended(activity=act.id, attempt=run.attempt, wait=wait).at(now)]
+        return _suspend_events(act, run.attempt, outcome.suspend, now)
     return _result_events(act, run.attempt, outcome, now, state)
 
 
@@ -418,24 +417,83 @@ def _next_iteration(
     return [started, *events], runs
 
 
+APPROVAL_TIMEOUT = "approval-timeout"  # the suffix of a suspended attempt's timeout timer
+
+
+def _suspend_events(
+    act: Activity, attempt: int, asked: dict[str, Any], now: datetime
+) -> list[Event]:
+    """The attempt pauses for an approval; `asked["timeout"]` (seconds), when given, arms a
+    durable timer at whose fire the approval counts as denied (`timed_out`)."""
+    wait = {k: v for k, v in asked.items() if k != "timeout"}
+    wait["kind"] = "children" if "children" in asked else "approval"
+    timeout = asked.get("timeout")
+    events: list[Event] = []
+    if isinstance(timeout, int | float) and not isinstance(timeout, bool):
+        timeout_at = (now + timedelta(seconds=float(timeout))).isoformat()
+        wait["timeout_at"] = timeout_at
+        timer = f"{act.id}:{APPROVAL_TIMEOUT}"
+        armed = TimerArmed(
+            timer=timer, activity=act.id, purpose="approval_timeout", fire_at=timeout_at
+        )
+        events.append(armed.at(now))
+    suspended = ActivitySuspended(activity=act.id, attempt=attempt, wait=wait).at(now)
+    return [suspended, *events]
+
+
 def _resume(
     act: Activity, a: ActivityState, state: ExecutionState, now: datetime
 ) -> tuple[list[Event], list[RunActivity]]:
-    """A suspended attempt runs again (the same attempt) once its approval is decided."""
+    """A suspended attempt runs again (the same attempt) once its approval is decided, or
+    its timeout fired (then as denied, `timed_out: true`, by nobody)."""
+    if (a.wait or {}).get("kind") == "children":
+        return _children_done(act, a, now)
     decision = state.approvals.get(act.id)
-    if decision is None:
+    timer = f"{act.id}:{APPROVAL_TIMEOUT}"
+    if decision is None and not (a.timer_fired and timer not in state.timers):
         return [], []
-    asked = {k: v for k, v in (a.wait or {}).items() if k not in ("kind", "suspended")}
-    resumed = ActivityResumed(
-        activity=act.id,
-        attempt=a.attempt,
-        decision={
+    asked = {
+        k: v for k, v in (a.wait or {}).items() if k not in ("kind", "suspended", "timeout_at")
+    }
+    events: list[Event] = []
+    if decision is None:
+        decided: dict[str, Any] = {
+            **asked,
+            "approved": False,
+            "by": None,
+            "comment": "no decision before the approval timeout",
+            "timed_out": True,
+        }
+    else:
+        decided = {
             **asked,
             "approved": bool(decision.get("approved")),
             "by": decision.get("by"),
             "comment": decision.get("comment"),
-        },
-    )
+        }
+        if decision.get("grant"):
+            decided["grant"] = decision["grant"]
+        if timer in state.timers:
+            events.append(TimerCancelled(timer=timer).at(now))
+    resumed = ActivityResumed(activity=act.id, attempt=a.attempt, decision=decided)
+    run = RunActivity(act.id, a.attempt, act.kind, a.input, iteration=a.iterations + 1)
+    return [*events, resumed.at(now)], [run]
+
+
+def _children_done(
+    act: Activity, a: ActivityState, now: datetime
+) -> tuple[list[Event], list[RunActivity]]:
+    """A suspended attempt that waits for the child workflows of its tool calls runs again
+    once each one's end is in its journal."""
+    wait = a.wait or {}
+    turn, children = wait.get("turn"), wait.get("children") or {}
+    done = {
+        s.get("call_id") for s in a.journal if s.get("step") == "tool" and s.get("turn") == turn
+    }
+    if not all(call_id in done for call_id in children):
+        return [], []
+    decision = {"turn": turn, "children": children}
+    resumed = ActivityResumed(activity=act.id, attempt=a.attempt, decision=decision)
     run = RunActivity(act.id, a.attempt, act.kind, a.input, iteration=a.iterations + 1)
     return [resumed.at(now)], [run]
 

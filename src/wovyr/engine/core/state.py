@@ -400,14 +400,17 @@ def _iteration_started(state: ExecutionState, e: Event, at: str) -> ExecutionSta
 def _suspended(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     """The attempt waits for an approval; `suspended` tells the decider to resume it."""
     wait = {**e.data["wait"], "suspended": True}
-    return _set_activity(state, e.data["activity"], status=ActivityStatus.WAITING, wait=wait)
+    return _set_activity(
+        state, e.data["activity"], status=ActivityStatus.WAITING, wait=wait, timer_fired=False
+    )
 
 
 def _resumed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     """The decision joins the journal and is consumed: a later approval is asked anew."""
     aid = e.data["activity"]
     act = state.activity(aid)
-    step = {"step": "approval", **(e.data.get("decision") or {})}
+    decision = e.data.get("decision") or {}
+    step = {"step": "children" if "children" in decision else "approval", **decision}
     if aid in state.approvals:
         state = replace(state, approvals={k: v for k, v in state.approvals.items() if k != aid})
     return _set_activity(
@@ -417,6 +420,7 @@ def _resumed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         wait=None,
         journal=(*act.journal, step),
         recoveries=0,
+        timer_fired=False,
     )
 
 
@@ -513,6 +517,8 @@ def _approval(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         "comment": e.get("comment"),
         "at": at,
     }
+    if e.get("grant"):
+        approvals[e.data["activity"]]["grant"] = e.data["grant"]
     return replace(state, approvals=approvals)
 
 
@@ -624,10 +630,46 @@ def _child_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
 
 
 def _child_finished(state: ExecutionState, e: Event, at: str) -> ExecutionState:
+    call = e.get("call")
+    if call is not None:  # an agent's tool call ran as this child: its result is a step
+        return _tool_child_step(state, e, call)
     result = dict(e.data)
     if e.get("index") is not None:
         return _set_item(state, e.data["activity"], e.data["index"], child_result=result)
     return _set_activity(state, e.data["activity"], child_result=result)
+
+
+def _tool_child_step(state: ExecutionState, e: Event, call: dict[str, Any]) -> ExecutionState:
+    """The end of a child workflow an agent's tool call started joins the activity's
+    journal as that call's tool step (once: a repeated ChildFinished changes nothing)."""
+    aid = e.data["activity"]
+    act = state.activity(aid)
+    key = (call.get("turn"), call.get("call_id"))
+    if any(
+        s.get("step") == "tool" and (s.get("turn"), s.get("call_id")) == key for s in act.journal
+    ):
+        return state
+    step: dict[str, Any] = {
+        "step": "tool",
+        "turn": call.get("turn"),
+        "call_id": call.get("call_id"),
+        "tool": call.get("tool"),
+        "arguments": call.get("arguments"),
+        "result": e.get("output"),
+        "child": e.data["child"],
+    }
+    if e.data["status"] != "completed":
+        error = e.get("error") or {}
+        inner = error
+        while isinstance(inner.get("error"), dict) and not inner.get("message"):
+            inner = inner["error"]  # an activity's failure inside the workflow's
+        where = f" in activity {error['activity']!r}" if error.get("activity") else ""
+        why = f": {inner.get('type')}: {inner.get('message')}" if inner.get("message") else ""
+        step["error"] = {
+            "type": str(error.get("type") or "ChildWorkflowFailed"),
+            "message": f"the workflow ended {e.data['status']}{where}{why}"[:2000],
+        }
+    return _set_activity(state, aid, journal=(*act.journal, step), recoveries=0)
 
 
 def _item_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:

@@ -172,6 +172,8 @@ def _wait_text(activity_id: str, wait: dict[str, Any]) -> str:
         return f"child {wait.get('id')}"
     if kind == "approval":
         return f"approval {activity_id}"
+    if kind == "children":
+        return f"tool workflows {', '.join(sorted((wait.get('children') or {}).values()))}"
     if kind == "repeat":
         at = wait.get("at")
         return f"repeat {activity_id} iteration {wait.get('iteration')}" + (

@@ -108,10 +108,18 @@ class SignalRequest(Strict):
     payload: Any = None
 
 
+class BudgetGrant(Strict):
+    tokens: int | None = Field(None, ge=1, description="More input + output tokens")
+    cost: float | None = Field(None, gt=0, description="More cost (the provider's prices)")
+
+
 class ApproveRequest(Strict):
     activity: str = Name
     approved: bool = True
     comment: str | None = Field(None, max_length=10_000)
+    grant: BudgetGrant | None = Field(
+        None, description="More budget for an agent paused on its budget (on_exhausted)"
+    )
 
 
 class NoteRequest(Strict):

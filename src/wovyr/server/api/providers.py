@@ -46,6 +46,7 @@ class ProviderOut(BaseModel):
     price_out: float | None  # per 1M output tokens
     updated_at: str
     updated_by: str
+    kind: str  # openai (chat completions) or anthropic (Messages API)
 
 
 def _out(info: ProviderInfo) -> ProviderOut:
@@ -68,7 +69,8 @@ def put_provider(
     ctx: Ctx,
     principal: Admin,
     body: dict[str, Any] = Body(  # noqa: B008 - FastAPI's way to take the whole body
-        description="base_url (http or https), api_key_secret (the NAME of a secret of the "
+        description="kind (openai or anthropic; default openai), base_url (http or https), "
+        "api_key_secret (the NAME of a secret of the "
         "tenant), default_model, price_in and price_out (per 1M tokens, both or neither)",
         examples=[
             {

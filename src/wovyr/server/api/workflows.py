@@ -370,8 +370,14 @@ def approve_workflow(
     execution_id: str, body: ApproveRequest, ctx: Ctx, principal: Operator
 ) -> ExecutionDetail:
     engine = tenant_engine(ctx, principal)
+    grant = body.grant.model_dump(exclude_none=True) if body.grant is not None else None
     engine.approve(
-        execution_id, body.activity, body.approved, by=principal.actor, comment=body.comment
+        execution_id,
+        body.activity,
+        body.approved,
+        by=principal.actor,
+        comment=body.comment,
+        grant=grant,
     )
     return detail(engine, execution_id)
 

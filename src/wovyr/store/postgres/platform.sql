@@ -107,22 +107,22 @@ ON CONFLICT (tenant, request_hash) DO NOTHING;
 
 -- name: provider_put
 INSERT INTO providers (tenant, name, base_url, api_key_secret, default_model, price_in,
-                       price_out, updated_at, updated_by)
+                       price_out, updated_at, updated_by, kind)
 VALUES (%(tenant)s, %(name)s, %(base_url)s, %(api_key_secret)s, %(default_model)s,
-        %(price_in)s, %(price_out)s, %(updated_at)s, %(updated_by)s)
+        %(price_in)s, %(price_out)s, %(updated_at)s, %(updated_by)s, %(kind)s)
 ON CONFLICT (tenant, name) DO UPDATE SET base_url = excluded.base_url,
     api_key_secret = excluded.api_key_secret, default_model = excluded.default_model,
     price_in = excluded.price_in, price_out = excluded.price_out,
-    updated_at = excluded.updated_at, updated_by = excluded.updated_by;
+    updated_at = excluded.updated_at, updated_by = excluded.updated_by, kind = excluded.kind;
 
 -- name: provider_get
 SELECT tenant, name, base_url, api_key_secret, default_model, price_in, price_out,
-       updated_at, updated_by
+       updated_at, updated_by, kind
 FROM providers WHERE tenant = %(tenant)s AND name = %(name)s;
 
 -- name: provider_list
 SELECT tenant, name, base_url, api_key_secret, default_model, price_in, price_out,
-       updated_at, updated_by
+       updated_at, updated_by, kind
 FROM providers WHERE tenant = %(tenant)s ORDER BY name;
 
 -- name: provider_delete

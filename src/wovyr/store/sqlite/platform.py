@@ -35,7 +35,7 @@ _KEY_COLUMNS = "id, tenant, role, name, prefix, key_hash, created_at, revoked_at
 _KEY_VALUES = ", ".join(f":{c.strip()}" for c in _KEY_COLUMNS.split(","))
 _PROVIDER = (
     "tenant, name, base_url, api_key_secret, default_model, price_in, price_out,"
-    " updated_at, updated_by"
+    " updated_at, updated_by, kind"
 )
 _PROVIDER_VALUES = ", ".join(f":{c.strip()}" for c in _PROVIDER.split(","))
 
@@ -171,7 +171,7 @@ class SQLitePlatform:
                 " api_key_secret = excluded.api_key_secret,"
                 " default_model = excluded.default_model, price_in = excluded.price_in,"
                 " price_out = excluded.price_out, updated_at = excluded.updated_at,"
-                " updated_by = excluded.updated_by",
+                " updated_by = excluded.updated_by, kind = excluded.kind",
                 provider_params(record, SQLITE),
             )
             append_audit_row(conn, audit)

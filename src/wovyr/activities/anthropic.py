@@ -1,0 +1,165 @@
+"""The Anthropic Messages API as a provider `kind: anthropic`: the gateway's one mapping
+between the conversation the `llm` and `agent` kinds keep (OpenAI chat-completions messages,
+which is also what the journal records) and a Messages exchange.
+
+Request: `system` messages become the top-level `system`; an assistant message's
+`tool_calls` become `tool_use` content blocks (`input` is the parsed arguments); the `tool`
+messages that answer them become `tool_result` blocks of one `user` message (an `error: ...`
+result is sent with `is_error`); consecutive messages of one role are merged (the API wants
+turns that alternate); `tools` are `{name, description, input_schema}`; `max_tokens`, which
+the API requires, defaults to `DEFAULT_MAX_TOKENS`. `response_format` has no counterpart and
+is not sent: the `llm` kind validates the answer against its schema either way. Streaming is
+not used for this kind (the answer is read whole).
+
+Response: text blocks joined are the message's `content`, `tool_use` blocks its
+`tool_calls` (arguments as JSON text); `stop_reason` maps to the chat-completions
+`finish_reason` (`end_turn` -> `stop`, `tool_use` -> `tool_calls`, `max_tokens` ->
+`length`); `usage.input_tokens` and `usage.output_tokens` are the usage.
+
+The key goes in the `x-api-key` header only, with `anthropic-version: 2023-06-01`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "DEFAULT_MAX_TOKENS",
+    "headers",
+    "parse_message",
+    "request_body",
+]
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+_STOP = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}
+_STOP["max_tokens"] = "length"
+
+
+def headers(api_key: str | None) -> dict[str, str]:
+    out = {
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "anthropic-version": ANTHROPIC_VERSION,
+    }
+    if api_key:
+        out["x-api-key"] = api_key
+    return out
+
+
+def request_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The Messages request for a chat-completions `body` (see the module docstring)."""
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for message in body.get("messages") or ():
+        role = message.get("role")
+        if role == "system":
+            if message.get("content"):
+                system.append(str(message["content"]))
+            continue
+        if role == "tool":
+            blocks = [_tool_result(message)]
+            role = "user"
+        elif role == "assistant":
+            blocks = _assistant_blocks(message)
+        else:
+            role = "user"
+            blocks = [{"type": "text", "text": str(message.get("content") or "")}]
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    out: dict[str, Any] = {
+        "model": body.get("model"),
+        "max_tokens": int(body.get("max_tokens") or DEFAULT_MAX_TOKENS),
+        "messages": turns,
+    }
+    if system:
+        out["system"] = "\n\n".join(system)
+    if body.get("temperature") is not None:
+        out["temperature"] = body["temperature"]
+    tools = [
+        {
+            "name": t["function"]["name"],
+            "description": t["function"].get("description") or "",
+            "input_schema": t["function"].get("parameters") or {"type": "object"},
+        }
+        for t in body.get("tools") or ()
+        if t.get("type") == "function"
+    ]
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if message.get("content"):
+        blocks.append({"type": "text", "text": str(message["content"])})
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except ValueError:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            arguments = {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": str(call.get("id")),
+                "name": str(function.get("name")),
+                "input": arguments,
+            }
+        )
+    return blocks or [{"type": "text", "text": ""}]
+
+
+def _tool_result(message: dict[str, Any]) -> dict[str, Any]:
+    content = str(message.get("content") or "")
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": str(message.get("tool_call_id")),
+        "content": content,
+    }
+    if content.startswith("error: "):
+        block["is_error"] = True
+    return block
+
+
+def parse_message(data: Any) -> tuple[dict[str, Any], str | None, int, int, str | None]:
+    """The assistant message (chat-completions form), finish reason, input and output
+    tokens and model of a Messages response; `ValueError`/`KeyError`/`TypeError` when it is
+    not one."""
+    if not isinstance(data, dict) or not isinstance(data["content"], list):
+        raise TypeError("content is not a list of blocks")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in data["content"]:
+        if block.get("type") == "text":
+            texts.append(str(block.get("text") or ""))
+        elif block.get("type") == "tool_use":
+            calls.append(
+                {
+                    "id": str(block["id"]),
+                    "type": "function",
+                    "function": {
+                        "name": str(block["name"]),
+                        "arguments": json.dumps(block.get("input") or {}),
+                    },
+                }
+            )
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+    if calls:
+        message["tool_calls"] = calls
+    stop = data.get("stop_reason")
+    usage = data.get("usage") or {}
+    return (
+        message,
+        _STOP.get(str(stop), stop),
+        int(usage.get("input_tokens") or 0),
+        int(usage.get("output_tokens") or 0),
+        data.get("model"),
+    )
