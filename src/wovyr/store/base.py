@@ -20,6 +20,7 @@ from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import (
     ApiKeyStore,
     IdempotencyStore,
+    McpServerStore,
     ProviderStore,
     ResponseCacheStore,
     SessionStore,
@@ -158,6 +159,7 @@ class Store(
     SecretStore,
     ResponseCacheStore,
     ProviderStore,
+    McpServerStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

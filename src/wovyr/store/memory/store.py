@@ -37,7 +37,13 @@ from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
 from wovyr.store.memory.secrets import MemorySecrets
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
+from wovyr.store.platform import (
+    ApiKeyRecord,
+    IdempotencyRecord,
+    McpServerRecord,
+    ProviderRecord,
+    TenantRecord,
+)
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
@@ -74,6 +80,7 @@ class MemoryStore(MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, 
         self._kms_roots: dict[str, KmsRootRecord] = {}
         self._responses: dict[tuple[str, str], dict[str, Any]] = {}  # (tenant, request hash)
         self._providers: dict[tuple[str, str], ProviderRecord] = {}  # (tenant, name)
+        self._mcp_servers: dict[tuple[str, str], McpServerRecord] = {}  # (tenant, name)
         self._observers = Observers()
         self.commits = 0
 
