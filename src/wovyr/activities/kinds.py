@@ -44,6 +44,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
+from wovyr.activities.mcp import McpAccess
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.providers import ModelAccess
 from wovyr.errors import ConfigError
@@ -98,6 +99,7 @@ class Dispatch:
     policy: SideEffectPolicy = TRUSTED  # what side effects this attempt may have
     models: ModelAccess | None = None  # model providers, their keys, the response cache
     journal: Journal | None = None  # the steps of this activity recorded so far (`agent`)
+    mcp: McpAccess | None = None  # the tenant's MCP servers (`mcp`, `agent` with mcp: tools)
 
 
 class Journal(Protocol):

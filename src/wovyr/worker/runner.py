@@ -33,6 +33,7 @@ from wovyr.engine.core.state import (
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
 from wovyr.events import Event, EventData
+from wovyr.platform.mcp import tenant_mcp_access
 from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
@@ -45,6 +46,7 @@ __all__ = ["ExecutionRunner", "RunnerStats"]
 
 #: The kinds that call model providers: their attempts see the tenant's stored providers.
 _MODEL_KINDS = frozenset({"llm", "agent"})
+_MCP_KINDS = frozenset({"mcp", "agent"})  # kinds that may call MCP servers
 
 
 @dataclass
@@ -380,6 +382,11 @@ class ExecutionRunner:
                 self.engine.credentials,
                 _TenantCache(self.engine),
             )
+            mcp = None
+            if spec.kind in _MCP_KINDS:  # the tenant's MCP servers, read for this attempt
+                mcp = await asyncio.to_thread(
+                    tenant_mcp_access, self.engine.store, self.engine.tenant, self.engine.secrets
+                )
             journal = None
             if run.index is None and not run.compensation:
                 steps = self.state.activity(run.activity_id).journal
@@ -392,6 +399,7 @@ class ExecutionRunner:
                 policy,
                 models=models,
                 journal=journal,
+                mcp=mcp,
             )
             given = run.input
             if spec.kind_entry.secrets:
