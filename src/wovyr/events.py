@@ -542,9 +542,7 @@ class ModelCallCompleted(EventData):
 class ToolCallCompleted(EventData):
     """One tool call the model asked for in turn `turn` of an `agent` activity ended with
     `result` (what the model is sent back). `error` when the tool failed, was not allowed
-    or got arguments it cannot take: the model sees the error as the result. `attempt` is
-    the activity's attempt that made the call (absent in logs written before it was
-    recorded): a call made again after a crash shows the attempt that made it again."""
+    or got arguments it cannot take: the model sees the error as the result."""
 
     TYPE: ClassVar[str] = EventType.TOOL_CALL_COMPLETED
     activity: str
@@ -554,7 +552,6 @@ class ToolCallCompleted(EventData):
     arguments: Any
     result: Any
     error: dict[str, Any] | Absent = ABSENT
-    attempt: int | Absent = ABSENT
 
 
 @_record

@@ -2,7 +2,7 @@
 (tests/mcp_server.py, as a stdio subprocess and as a streamable-HTTP server process): the
 `mcp` activity calls a tool; an `agent` is offered a server's tools with the schemas the
 server lists and calls one through the scripted model, each call recorded as a
-`ToolCallCompleted` with its attempt; the tenant's side-effect policy governs (a restricted
+`ToolCallCompleted`; the tenant's side-effect policy governs (a restricted
 tenant cannot register a stdio server, nor reach one registered before, nor a loopback
 http server); a header secret is sent to the server and is nowhere in the store."""
 
@@ -138,10 +138,7 @@ def test_an_agent_calls_mcp_tools_offered_with_the_servers_schemas(tmp_path: Pat
         assert "there is no tool 'calc_whoami'" in refused
     events = [e.data for e in engine.history("e1") if e.type == "ToolCallCompleted"]
     events = sorted(events[:2], key=lambda e: e["call_id"]) + events[2:]  # run concurrently
-    assert [(e["tool"], e["attempt"]) for e in events[:2]] == [
-        ("mcp:calc/add", 1),
-        ("mcp:calc/record", 1),
-    ]
+    assert [e["tool"] for e in events[:2]] == ["mcp:calc/add", "mcp:calc/record"]
     assert events[0]["arguments"] == {"a": 2, "b": 3}
     assert events[0]["result"] == {"result": 5}
     assert calls.read_text().split()[0] == "five"  # the call reached the server, once

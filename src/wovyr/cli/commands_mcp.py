@@ -19,7 +19,7 @@ import os
 import click
 from rich.table import Table
 
-from wovyr.cli.common import echo_json, open_engine, print_table, tenant_options
+from wovyr.cli.common import echo_json, json_log_config, open_engine, print_table, tenant_options
 from wovyr.cli.main import cli
 from wovyr.platform.mcp import (
     McpServerInfo,
@@ -168,13 +168,24 @@ def remove_command(name: str, as_json: bool, settings: Settings) -> None:
     help="Also run the executions in this process (else a `wovyr serve` or `wovyr worker` "
     "sharing the store runs them).",
 )
+@click.option("--json", "as_json", is_flag=True, help="Log JSON lines on stderr.")
 @tenant_options
-def serve_command(worker: bool, settings: Settings) -> None:
+def serve_command(worker: bool, as_json: bool, settings: Settings) -> None:
     """Serve Wovyr's MCP tools on stdin/stdout as the API key in WOVYR_API_KEY (its tenant
     and role; --tenant is not used)."""
     import asyncio
+    import logging
+    import logging.config
 
     from wovyr.server.mcp import build_server, stdio_principal
+
+    # stdout carries the protocol: what the server and its worker notice goes to stderr
+    if as_json:
+        logging.config.dictConfig(json_log_config())
+    else:
+        logging.basicConfig(
+            level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
 
     with open_engine(settings, load_activities=worker) as engine:
         principal = stdio_principal(engine, os.environ.get("WOVYR_API_KEY"))

@@ -188,9 +188,7 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
         if waiting is not None:  # the calls that need no decision ran (and are recorded)
             return AwaitApproval(waiting)
         for call, result in zip(ready, results, strict=True):
-            run.calls.append(
-                {k: v for k, v in result.items() if k not in ("step", "activity", "attempt")}
-            )
+            run.calls.append({k: v for k, v in result.items() if k not in ("step", "activity")})
             messages.append(
                 {"role": "tool", "tool_call_id": call["id"], "content": _content(result)}
             )
@@ -430,7 +428,6 @@ async def _tool_call(
         arguments=arguments,
         result=result,
         error=or_absent(error),
-        attempt=dispatch.context.attempt,
     )
     await journal.record(event)
     return {k: v for k, v in event.to_data().items() if k != "activity"}
