@@ -134,6 +134,17 @@ def check_stdio_allowed(command: tuple[str, ...], policy: SideEffectPolicy) -> N
         )
 
 
+def _require_sdk() -> None:
+    """A clear failure, not retried, when the `mcp` extra is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise NonRetryableError(
+            "the MCP SDK is not installed in this worker (pip install 'wovyr[mcp]')",
+            type="McpSdkMissing",
+        )
+
+
 def _scrub(text: str, secrets: Mapping[str, str]) -> str:
     for value in secrets.values():
         if value:
@@ -269,6 +280,7 @@ async def list_tools(
     access: McpAccess, server: str, policy: SideEffectPolicy, timeout: float | None = None
 ) -> list[McpTool]:
     """The tools `server` lists (`tools/list`, every page)."""
+    _require_sdk()
     config = access.server(server)
     headers = await _headers(access, config)
     tools: list[McpTool] = []
@@ -303,6 +315,7 @@ async def call_tool(
 ) -> dict[str, Any]:
     """Call `tool` of `server` (`tools/call`): `{text, content, structured_content?,
     is_error}` (`text`: the text blocks joined; other blocks are in `content`)."""
+    _require_sdk()
     config = access.server(server)
     headers = await _headers(access, config)
     try:

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from wovyr.cli.common import echo_json, json_log_config, open_engine, print_table, tenant_options
 from wovyr.cli.main import cli
+from wovyr.errors import ConfigError
 from wovyr.platform.mcp import (
     McpServerInfo,
     add_mcp_server,
@@ -174,9 +175,12 @@ def serve_command(worker: bool, as_json: bool, settings: Settings) -> None:
     """Serve Wovyr's MCP tools on stdin/stdout as the API key in WOVYR_API_KEY (its tenant
     and role; --tenant is not used)."""
     import asyncio
+    import importlib.util
     import logging
     import logging.config
 
+    if importlib.util.find_spec("mcp") is None:
+        raise ConfigError("wovyr mcp serve needs the MCP SDK", hint="pip install 'wovyr[mcp]'")
     from wovyr.server.mcp import build_server, stdio_principal
 
     # stdout carries the protocol: what the server and its worker notice goes to stderr
