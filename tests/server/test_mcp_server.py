@@ -151,4 +151,5 @@ async def test_no_key_or_a_revoked_key_is_401(memory_api_factory: Any) -> None:
             )
             assert r.status_code == 401, r.text
             assert r.headers["WWW-Authenticate"] == "Bearer"
+            assert r.headers["content-type"] == "application/problem+json"
         assert isinstance(api.client, httpx.AsyncClient)

@@ -100,7 +100,7 @@ def create_app(
     if isinstance(engine.credentials, StaticCredentials):  # an in-process worker's keys
         engine.credentials = SecretCredentials(engine.store, ctx.secrets, engine.credentials)
 
-    mcp_sessions: Any = None  # the MCP mount's session manager (when the `mcp` extra is in)
+    mcp_running: Callable[[], Any] | None = None  # the MCP mount's sessions (`mcp` extra)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -108,10 +108,10 @@ def create_app(
             ctx.background = Background(engine, settings, metrics)
             ctx.background.start()
         try:
-            if mcp_sessions is None:
+            if mcp_running is None:
                 yield
             else:
-                async with mcp_sessions.run():
+                async with mcp_running():
                     yield
         finally:
             if ctx.background is not None:
@@ -148,7 +148,7 @@ def create_app(
         app.include_router(module.router)
     mount_mcp = _mcp_mounter()
     if mount_mcp is not None:
-        mcp_sessions = mount_mcp(app, engine, authenticator)
+        mcp_running = mount_mcp(app, engine, authenticator)
     mount_ui = _ui_mounter()
     if mount_ui is not None:
         mount_ui(app, engine, settings, authenticator)

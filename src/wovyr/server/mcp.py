@@ -19,8 +19,11 @@ module, which the CLI and the app import only when they serve MCP.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 # The SDK resolves a tool's `ctx: Context` from this module's globals: imported here, and
@@ -35,6 +38,7 @@ from wovyr.engine.agents import agent_run, list_agents, start_agent_run
 from wovyr.engine.engine import Engine
 from wovyr.errors import WovyrError
 from wovyr.platform.auth import Authenticator, Principal
+from wovyr.server.problems import problem_response
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -253,26 +257,25 @@ class _RequireKey:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         from starlette.datastructures import Headers
-        from starlette.responses import JSONResponse
 
         token = _bearer(Headers(scope=scope))
         principal = None
         if token is not None:
             principal = await asyncio.to_thread(self._authenticator.verify, token)
         if principal is None:
-            response = JSONResponse(
-                {"title": "Unauthorized", "detail": "an API key is required (Bearer)"},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
+            response = problem_response(
+                401, "a valid API key is required", headers={"WWW-Authenticate": "Bearer"}
             )
             await response(scope, receive, send)
             return
         await self._app(scope, receive, send)
 
 
-def mount(app: FastAPI, engine: Engine, authenticator: Authenticator) -> Any:
+def mount(
+    app: FastAPI, engine: Engine, authenticator: Authenticator
+) -> Callable[[], AbstractAsyncContextManager[None]]:
     """Serve the MCP server at `MCP_PATH` of `app` (streamable HTTP, stateless, JSON
-    answers); returns the session manager, whose `run()` the app's lifespan enters."""
+    answers); returns what the app's lifespan runs it within (`sessions_running`)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.routing import Route
@@ -297,4 +300,28 @@ def mount(app: FastAPI, engine: Engine, authenticator: Authenticator) -> Any:
     manager = server.session_manager
     handler = _RequireKey(StreamableHTTPASGIApp(manager), authenticator)
     app.router.routes.append(Route(MCP_PATH, endpoint=handler, include_in_schema=False))
-    return manager
+    return functools.partial(sessions_running, manager)
+
+
+@contextlib.asynccontextmanager
+async def sessions_running(manager: Any) -> AsyncIterator[None]:
+    """The session manager running, in a task of its own: its task group is entered and
+    left in that task, whichever task enters and leaves this context."""
+    ready, stop = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with manager.run():
+            ready.set()
+            await stop.wait()
+
+    task = asyncio.create_task(hold())
+    waiting = asyncio.create_task(ready.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():  # it failed to start: say why
+        waiting.cancel()
+        task.result()
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
