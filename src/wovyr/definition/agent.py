@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError
 
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.builtin.agent import AgentBudget
+from wovyr.activities.builtin.agent import TOOL_PATTERN, AgentBudget
 from wovyr.activities.kinds import KINDS
 from wovyr.definition.locate import model_problems
 from wovyr.definition.model import Workflow
@@ -61,10 +61,10 @@ class AgentDefinitionSpec(FrozenModel):
     provider: str = Field(default="default", description="The provider's name")
     model: str | None = Field(default=None, description="Default: the provider's model")
     instructions: str | None = Field(default=None, description="The system message")
-    tools: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=list)
+    tools: list[Annotated[str, Field(pattern=TOOL_PATTERN)]] = Field(default_factory=list)
     max_turns: int = Field(default=10, ge=1, le=1000)
     budget: AgentBudget = Field(default_factory=AgentBudget)
-    require_approval: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
+    require_approval: list[Annotated[str, Field(pattern=TOOL_PATTERN)]] = Field(
         default_factory=list
     )
     temperature: float | None = Field(default=None, ge=0, le=2)

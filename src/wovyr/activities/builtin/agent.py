@@ -62,7 +62,7 @@ from wovyr.activities.tool_schema import InvalidToolArguments, function_name, to
 from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
 from wovyr.fields import FrozenModel
 
-__all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep"]
+__all__ = ["KIND", "TOOL_PATTERN", "AgentBudget", "AgentSpec", "AgentStep"]
 
 MAX_RESULT_CHARS = 16_000  # of one tool result sent to the model (and recorded)
 # A registered tool's name, or an MCP server's tools: `mcp:SERVER` or `mcp:SERVER/TOOL`.
