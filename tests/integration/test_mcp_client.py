@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -214,8 +215,9 @@ WHOAMI = CALL.replace("tool: add", "tool: whoami").replace(
 
 
 def test_an_http_server_gets_its_header_secret_which_is_stored_nowhere(
-    tmp_path: Path, http_server: str
+    tmp_path: Path, http_server: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     db = tmp_path / "w.db"
     engine = _engine(db, side_effects=TRUSTED)
     assert engine.secrets is not None
@@ -223,15 +225,25 @@ def test_an_http_server_gets_its_header_secret_which_is_stored_nowhere(
     fields = {"url": http_server, "header_secrets": {"X-Canary": "CANARY"}}
     record = parse_mcp_server(engine.tenant, "calc", fields, policy=TRUSTED, by="t", at=T0)
     add_mcp_server(engine.store, record)
+    dead = {
+        "url": f"http://127.0.0.1:{_free_port()}/mcp",
+        "header_secrets": fields["header_secrets"],
+    }
+    record = parse_mcp_server(engine.tenant, "dead", dead, policy=TRUSTED, by="t", at=T0)
+    add_mcp_server(engine.store, record)
     engine.start(WHOAMI, {"a": 1}, execution_id="e1")
     engine.start(CALL, {"a": 4}, execution_id="e2")
+    engine.start(CALL.replace("server: calc", "server: dead"), {"a": 4}, execution_id="e3")
     drain(engine)
+    failed = engine.query("e3").activities["sum"]["error"]
+    assert failed["type"] == "McpUnavailable", failed
     view = engine.query("e1")
     assert view.status == "completed", view.activities["sum"]
     assert view.output["text"] == hashlib.sha256(CANARY.encode()).hexdigest()
     assert engine.query("e2").output["structured_content"] == {"result": 7}
-    history = json.dumps([e.data for e in engine.history("e1")], default=str)
-    assert CANARY not in history
+    for run in ("e1", "e2", "e3"):
+        assert CANARY not in json.dumps([e.data for e in engine.history(run)], default=str)
+    assert CANARY not in caplog.text
     engine.close()
     for path in tmp_path.iterdir():
         if path.name.startswith("w.db"):
