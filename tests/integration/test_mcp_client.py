@@ -263,3 +263,14 @@ def test_a_tenant_without_private_network_cannot_reach_a_loopback_server(
     act = engine.query("e1").activities["sum"]
     assert act["error"]["type"] == "TargetUnreachable", act
     assert act["attempt"] == 1  # refused by the policy: not retried
+
+
+def test_another_tenants_server_is_unknown_at_dispatch(tmp_path: Path) -> None:
+    engine = _engine(tmp_path / "w.db", side_effects=TRUSTED)
+    _stdio(engine)  # tenant default's
+    other = engine.for_tenant("beta")
+    other.start(CALL, {"a": 1}, execution_id="b1")
+    drain(engine)
+    act = other.query("b1").activities["sum"]
+    assert act["error"]["type"] == "UnknownMcpServer", act
+    assert "registered: none" in act["error"]["message"]
