@@ -17,9 +17,11 @@ The tenant's `SideEffectPolicy` governs every connection:
   (`wovyr.activities.egress`), and every request is sent to a checked address (no DNS
   rebinding between the check and the connection).
 
-One list or call opens one session (a stdio server is started for it and stopped after):
-nothing outlives an attempt, so a worker killed mid-call leaves no session to resume, and
-the call is made again by the next attempt. Errors never carry a header's value.
+An `mcp` step's call opens one session (a stdio server is started for it and stopped
+after); an `agent` attempt keeps one session per server it names (`McpSessions`) for its
+listing and all its calls. Nothing outlives an attempt, so a worker killed mid-call leaves
+no session to resume, and the call is made again by the next attempt. Errors never carry a
+header's value.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
     "MCP_TOOL_PREFIX",
     "McpAccess",
     "McpServerConfig",
+    "McpSessions",
     "McpTool",
     "call_tool",
     "check_stdio_allowed",
@@ -89,6 +92,7 @@ class McpAccess:
 
     servers: Mapping[str, McpServerConfig]
     headers: Callable[[McpServerConfig], dict[str, str]] = field(repr=False)
+    sessions: McpSessions | None = field(default=None, repr=False)  # kept open for an attempt
 
     def server(self, name: str) -> McpServerConfig:
         try:
@@ -276,33 +280,89 @@ async def _headers(access: McpAccess, config: McpServerConfig) -> dict[str, str]
     return await asyncio.to_thread(access.headers, config)
 
 
+class McpSessions:
+    """Sessions kept open for one attempt (an `agent`'s: its servers are listed once and
+    each call reuses the session, rather than a stdio server started per call).
+
+    Enter it, and open sessions (`session`), in one task: the SDK's sessions must be left
+    in the task that entered them. Other tasks may call through a session that is open.
+    """
+
+    def __init__(self, access: McpAccess, policy: SideEffectPolicy, timeout: float | None) -> None:
+        self._access, self._policy, self._timeout = access, policy, timeout
+        self._open: dict[str, ClientSession] = {}
+        self._headers: dict[str, str] = {}  # every header value sent: scrubbed from errors
+        self._stack = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> McpSessions:
+        await self._stack.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await self._stack.__aexit__(*exc)
+        except Exception as failure:
+            if exc[1] is not None:
+                return  # the error that ended the attempt is the one to report
+            raise _failure("(closing)", failure, self._headers) from None
+
+    def get(self, server: str) -> ClientSession | None:
+        return self._open.get(server)
+
+    async def session(self, server: str) -> ClientSession:
+        """The open session with `server`, opened now if it is not (in the entering task)."""
+        found = self._open.get(server)
+        if found is None:
+            config = self._access.server(server)
+            headers = await _headers(self._access, config)
+            self._headers.update(headers)
+            try:
+                found = await self._stack.enter_async_context(
+                    _session(config, headers, self._policy, self._timeout)
+                )
+            except Exception as exc:
+                raise _failure(server, exc, headers) from None
+            self._open[server] = found
+        return found
+
+
+async def _list(session: ClientSession, server: str) -> list[McpTool]:
+    tools: list[McpTool] = []
+    cursor: str | None = None
+    while True:
+        params = None
+        if cursor is not None:
+            from mcp.types import PaginatedRequestParams
+
+            params = PaginatedRequestParams(cursor=cursor)
+        page = await session.list_tools(params=params)
+        for tool in page.tools:
+            schema = dict(tool.input_schema or {"type": "object"})
+            tools.append(McpTool(server, tool.name, tool.description or "", schema))
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
 async def list_tools(
     access: McpAccess, server: str, policy: SideEffectPolicy, timeout: float | None = None
 ) -> list[McpTool]:
-    """The tools `server` lists (`tools/list`, every page)."""
+    """The tools `server` lists (`tools/list`, every page); through `access.sessions`
+    (opened there) when the attempt keeps sessions."""
     _require_sdk()
+    if access.sessions is not None:
+        session = await access.sessions.session(server)
+        try:
+            return await _list(session, server)
+        except Exception as exc:
+            raise _failure(server, exc, access.sessions._headers) from None
     config = access.server(server)
     headers = await _headers(access, config)
-    tools: list[McpTool] = []
     try:
         async with _session(config, headers, policy, timeout) as session:
-            cursor: str | None = None
-            while True:
-                params = None
-                if cursor is not None:
-                    from mcp.types import PaginatedRequestParams
-
-                    params = PaginatedRequestParams(cursor=cursor)
-                page = await session.list_tools(params=params)
-                for tool in page.tools:
-                    schema = dict(tool.input_schema or {"type": "object"})
-                    tools.append(McpTool(server, tool.name, tool.description or "", schema))
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+            return await _list(session, server)
     except Exception as exc:
         raise _failure(server, exc, headers) from None
-    return tools
 
 
 async def call_tool(
@@ -314,15 +374,25 @@ async def call_tool(
     timeout: float | None = None,
 ) -> dict[str, Any]:
     """Call `tool` of `server` (`tools/call`): `{text, content, structured_content?,
-    is_error}` (`text`: the text blocks joined; other blocks are in `content`)."""
+    is_error}` (`text`: the text blocks joined; other blocks are in `content`). Through
+    the attempt's open session with `server` when there is one, else in a session of its
+    own."""
     _require_sdk()
-    config = access.server(server)
-    headers = await _headers(access, config)
-    try:
-        async with _session(config, headers, policy, timeout) as session:
-            result = await session.call_tool(tool, arguments)
-    except Exception as exc:
-        raise _failure(server, exc, headers) from None
+    kept = access.sessions.get(server) if access.sessions is not None else None
+    if kept is not None:
+        assert access.sessions is not None
+        try:
+            result = await kept.call_tool(tool, arguments)
+        except Exception as exc:
+            raise _failure(server, exc, access.sessions._headers) from None
+    else:
+        config = access.server(server)
+        headers = await _headers(access, config)
+        try:
+            async with _session(config, headers, policy, timeout) as session:
+                result = await session.call_tool(tool, arguments)
+        except Exception as exc:
+            raise _failure(server, exc, headers) from None
     from mcp.types import CallToolResult
 
     if not isinstance(result, CallToolResult):

@@ -56,7 +56,14 @@ from wovyr.activities.kinds import (
     StepProblem,
     register_kind,
 )
-from wovyr.activities.mcp import MCP_TOOL_PREFIX, McpTool, call_tool, list_tools, parse_tool_ref
+from wovyr.activities.mcp import (
+    MCP_TOOL_PREFIX,
+    McpSessions,
+    McpTool,
+    call_tool,
+    list_tools,
+    parse_tool_ref,
+)
 from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
 from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
@@ -119,11 +126,22 @@ class _Run:
 
 
 async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
-    """The loop (see the module docstring); an `AwaitApproval` when a call waits for one."""
+    """The loop (see the module docstring); an `AwaitApproval` when a call waits for one.
+    An attempt that names MCP tools keeps one session per server open for the loop."""
     try:
         spec = AgentSpec.model_validate(rendered)
     except ValueError as exc:
         raise NonRetryableError(f"invalid agent input: {exc}", type="InvalidInput") from None
+    if not any(t.startswith(MCP_TOOL_PREFIX) for t in spec.tools):
+        return await _loop(spec, dispatch)
+    if dispatch.mcp is None:
+        raise NonRetryableError("this worker cannot reach MCP servers", type="UnknownMcpServer")
+    async with McpSessions(dispatch.mcp, dispatch.policy, dispatch.timeout) as sessions:
+        kept = dataclasses.replace(dispatch.mcp, sessions=sessions)
+        return await _loop(spec, dataclasses.replace(dispatch, mcp=kept))
+
+
+async def _loop(spec: AgentSpec, dispatch: Dispatch) -> Any:
     if dispatch.models is None or dispatch.journal is None:
         raise NonRetryableError("this worker cannot run agents", type="UnknownProvider")
     access, journal = dispatch.models, dispatch.journal
