@@ -106,6 +106,9 @@ async def test_signal_approve_and_cancel(memory_api_factory: Any) -> None:
             await api.drain()
             failed, view = await call(mcp, "get_execution", execution_id="p1")
             assert view["status"] == "completed" and view["output"] == {"shipped": True}
+            history = api.engine.for_tenant("tenant-a").history("p1")
+            (decided,) = [e.data for e in history if e.type == "ApprovalDecided"]
+            assert decided["by"] == "tenant-a-operator" and decided["comment"] == "fine"
             failed, view = await call(mcp, "cancel", execution_id="p2", reason="not needed")
             assert not failed and view["status"] == "cancelled"
             failed, text = await call(mcp, "cancel", execution_id="p2")

@@ -97,9 +97,12 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
         "signal, approve, cancel.",
     )
 
-    async def act(ctx: Context[Any, Any], needed: str, work: Callable[[Engine], Any]) -> str:
+    async def act(
+        ctx: Context[Any, Any], needed: str, work: Callable[[Engine, Principal], Any]
+    ) -> str:
+        """`work` as the caller (its key checked off the event loop), if its role may."""
         try:
-            principal = principal_of(ctx)
+            principal = await asyncio.to_thread(principal_of, ctx)
         except WovyrError as exc:
             raise ToolError(exc.message) from None
         if not principal.can(needed):
@@ -108,7 +111,7 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
             )
         tenant = engine.for_tenant(principal.tenant).acting(principal.audit_actor)
         try:
-            result = await asyncio.to_thread(work, tenant)
+            result = await asyncio.to_thread(work, tenant, principal)
         except WovyrError as exc:
             raise ToolError(str(exc)) from None
         return _text(result)
@@ -118,7 +121,7 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
         """The workflow definitions registered for the tenant (name and version, latest
         first)."""
 
-        def work(e: Engine) -> Any:
+        def work(e: Engine, p: Principal) -> Any:
             records = e.store.list_registered(e.tenant)
             return [
                 {"name": r.name, "version": r.version}
@@ -132,7 +135,7 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
     async def list_agents_tool(ctx: Context[Any, Any]) -> str:
         """The agents registered for the tenant (name, version, description)."""
 
-        def work(e: Engine) -> Any:
+        def work(e: Engine, p: Principal) -> Any:
             return [
                 {"name": d.name, "version": d.version, "description": d.metadata.description}
                 for d, _ in list_agents(e)
@@ -151,7 +154,7 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
         """Start an execution of registered workflow `workflow` (its latest version, or
         `version`) with `input`; starting an `execution_id` that exists returns it."""
 
-        def work(e: Engine) -> Any:
+        def work(e: Engine, p: Principal) -> Any:
             started = e.submit(
                 None, input or {}, name=workflow, version=version, execution_id=execution_id
             )
@@ -165,7 +168,7 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
     ) -> str:
         """Start a run of registered agent `agent` with the task `input`."""
 
-        def work(e: Engine) -> Any:
+        def work(e: Engine, p: Principal) -> Any:
             started = start_agent_run(e, agent, input, run_id=run_id)
             return {"id": started.record.id, "created": started.created, **_status(e, started)}
 
@@ -174,13 +177,13 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
     @server.tool()
     async def get_execution(ctx: Context[Any, Any], execution_id: str) -> str:
         """An execution's status, output (once completed), error and what it waits for."""
-        return await act(ctx, "viewer", lambda e: _execution(e, execution_id))
+        return await act(ctx, "viewer", lambda e, _p: _execution(e, execution_id))
 
     @server.tool()
     async def get_agent_run(ctx: Context[Any, Any], run_id: str) -> str:
         """An agent run's status, turns, usage, cost and result."""
 
-        def work(e: Engine) -> Any:
+        def work(e: Engine, p: Principal) -> Any:
             run = agent_run(e, run_id)
             return {
                 "id": run.id,
@@ -201,7 +204,7 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
     ) -> str:
         """Send signal `name` (with `payload`) to an execution."""
 
-        def work(e: Engine) -> Any:
+        def work(e: Engine, p: Principal) -> Any:
             e.signal(execution_id, name, payload)
             return _execution(e, execution_id)
 
@@ -217,9 +220,8 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
     ) -> str:
         """Decide the approval that activity `activity` of an execution waits for."""
 
-        def work(e: Engine) -> Any:
-            principal = principal_of(ctx)
-            e.approve(execution_id, activity, approved, by=principal.actor, comment=comment)
+        def work(e: Engine, p: Principal) -> Any:
+            e.approve(execution_id, activity, approved, by=p.actor, comment=comment)
             return _execution(e, execution_id)
 
         return await act(ctx, "operator", work)
@@ -228,8 +230,8 @@ def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
     async def cancel(ctx: Context[Any, Any], execution_id: str, reason: str | None = None) -> str:
         """Cancel an execution (its children too); answers once the cancel is durable."""
 
-        def work(e: Engine) -> Any:
-            e.cancel(execution_id, reason=reason, by=principal_of(ctx).actor)
+        def work(e: Engine, p: Principal) -> Any:
+            e.cancel(execution_id, reason=reason, by=p.actor)
             return _execution(e, execution_id)
 
         return await act(ctx, "operator", work)
