@@ -309,6 +309,11 @@ class McpSessions:
     def get(self, server: str) -> ClientSession | None:
         return self._open.get(server)
 
+    @property
+    def sent(self) -> Mapping[str, str]:
+        """The header values sent so far (what an error must not show)."""
+        return self._headers
+
     async def session(self, server: str) -> ClientSession:
         """The open session with `server`, opened now if it is not (in the entering task)."""
         found = self._open.get(server)
@@ -355,7 +360,7 @@ async def list_tools(
         try:
             return await _list(session, server)
         except Exception as exc:
-            raise _failure(server, exc, access.sessions._headers) from None
+            raise _failure(server, exc, access.sessions.sent) from None
     config = access.server(server)
     headers = await _headers(access, config)
     try:
@@ -384,7 +389,7 @@ async def call_tool(
         try:
             result = await kept.call_tool(tool, arguments)
         except Exception as exc:
-            raise _failure(server, exc, access.sessions._headers) from None
+            raise _failure(server, exc, access.sessions.sent) from None
     else:
         config = access.server(server)
         headers = await _headers(access, config)

@@ -44,7 +44,15 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["MCP_PATH", "PrincipalOf", "build_server", "mount", "stdio_principal"]
+__all__ = [
+    "MCP_PATH",
+    "KeyRefused",
+    "PrincipalOf",
+    "build_server",
+    "mount",
+    "sessions_running",
+    "stdio_principal",
+]
 
 MCP_PATH = "/mcp"
 PrincipalOf = Callable[["Context[Any, Any]"], Principal]
