@@ -46,7 +46,18 @@ __all__ = ["ExecutionRunner", "RunnerStats"]
 
 #: The kinds that call model providers: their attempts see the tenant's stored providers.
 _MODEL_KINDS = frozenset({"llm", "agent"})
-_MCP_KINDS = frozenset({"mcp", "agent"})  # kinds that may call MCP servers
+
+
+def _calls_mcp(kind: str, rendered: Any) -> bool:
+    """Does this attempt call MCP servers: an `mcp` step, or an agent naming `mcp:` tools."""
+    if kind == "mcp":
+        return True
+    if kind != "agent" or not isinstance(rendered, dict):
+        return False
+    tools = rendered.get("tools")
+    return isinstance(tools, list) and any(
+        isinstance(t, str) and t.startswith("mcp:") for t in tools
+    )
 
 
 @dataclass
@@ -383,7 +394,7 @@ class ExecutionRunner:
                 _TenantCache(self.engine),
             )
             mcp = None
-            if spec.kind in _MCP_KINDS:  # the tenant's MCP servers, read for this attempt
+            if _calls_mcp(spec.kind, run.input):  # the tenant's MCP servers, read for it
                 mcp = await asyncio.to_thread(
                     tenant_mcp_access, self.engine.store, self.engine.tenant, self.engine.secrets
                 )
