@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
 "$work/venv/bin/pip" install -q --disable-pip-version-check .
 
 # The extras must really be absent, or this check proves nothing.
-for module in psycopg psycopg_pool fastapi uvicorn jinja2 pytest; do
+for module in psycopg psycopg_pool fastapi uvicorn jinja2 pytest mcp; do
   if "$work/venv/bin/python" -c "import $module" 2>/dev/null; then
     echo "check-minimal-install: '$module' is installed without its extra" >&2
     exit 1

@@ -90,6 +90,9 @@ ROUTES = [
     Route(ADMIN, "PUT", "/api/v1/providers/p1", "provider.set", "p1",
           {"base_url": "https://llm.example/v1", "api_key_secret": "P1_KEY"}),
     Route(ADMIN, "DELETE", "/api/v1/providers/p1", "provider.delete", "p1", status=204),
+    Route(ADMIN, "PUT", "/api/v1/mcp-servers/m1", "mcp.add", "m1",
+          {"url": "https://mcp.example/mcp", "header_secrets": {"X-Key": "M1_KEY"}}),
+    Route(ADMIN, "DELETE", "/api/v1/mcp-servers/m1", "mcp.remove", "m1", status=204),
 ]  # fmt: skip
 
 
@@ -212,6 +215,7 @@ async def test_the_table_covers_every_mutating_route(api: Api) -> None:
         "s1": "{schedule_id}",
         "API_TOKEN": "{name}",
         "p1": "{name}",
+        "m1": "{name}",
         "helper": "{agent}",
     }
     covered = {("DELETE", "/api/v1/admin/keys/{key_id}")}  # revoked after the table

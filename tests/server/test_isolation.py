@@ -77,6 +77,10 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/providers/{name}"): "admin",
     ("PUT", "/api/v1/providers/{name}"): "admin",
     ("DELETE", "/api/v1/providers/{name}"): "admin",
+    ("GET", "/api/v1/mcp-servers"): "admin",
+    ("GET", "/api/v1/mcp-servers/{name}"): "admin",
+    ("PUT", "/api/v1/mcp-servers/{name}"): "admin",
+    ("DELETE", "/api/v1/mcp-servers/{name}"): "admin",
     ("GET", "/metrics"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",
@@ -90,6 +94,9 @@ A_SECRET = "A_SECRET"
 # The same for a provider: B setting one sets its own.
 _PUT_PROVIDER = ("PUT", "/api/v1/providers/{name}")
 A_PROVIDER = "a-provider"
+# And for an MCP server.
+_PUT_MCP = ("PUT", "/api/v1/mcp-servers/{name}")
+A_MCP = "a-mcp"
 
 
 def body_for(method: str, path: str) -> Any:
@@ -125,6 +132,8 @@ def body_for(method: str, path: str) -> Any:
         return {"value": "b's own value"}
     if (method, path) == _PUT_PROVIDER:
         return {"base_url": "http://b.example/v1", "api_key_secret": "B_KEY"}
+    if (method, path) == _PUT_MCP:
+        return {"url": "https://b.example/mcp", "header_secrets": {"X-Key": "B_KEY"}}
     if (method, path) == ("POST", "/api/v1/admin/keys"):
         return {"role": "viewer", "name": f"b-{n}"}
     return None
@@ -188,6 +197,13 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         json={"base_url": f"http://{CANARY}.example/v1", "api_key_secret": A_SECRET},
     )
     assert provider.status_code == 200, provider.text
+    server = await api.call(
+        "PUT",
+        f"/api/v1/mcp-servers/{A_MCP}",
+        "tenant-a:admin",
+        json={"url": f"https://{CANARY}.example/mcp", "header_secrets": {"X-Key": A_SECRET}},
+    )
+    assert server.status_code == 200, server.text
     return {
         "execution_id": f"{CANARY}-exec",
         "schedule_id": f"{CANARY}-sched",
@@ -196,6 +212,7 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "version": "1",
         "secret": A_SECRET,
         "provider": A_PROVIDER,
+        "mcp": A_MCP,
         "agent": f"{CANARY}-agent",
         "run_id": f"{CANARY}-run",
     }
@@ -214,6 +231,8 @@ def fill(path: str, ids: dict[str, str]) -> str:
         ids = {**ids, "name": ids["secret"].replace("-", "_")}  # a valid secret name
     if path.startswith("/api/v1/providers/"):
         ids = {**ids, "name": ids["provider"]}
+    if path.startswith("/api/v1/mcp-servers/"):
+        ids = {**ids, "name": ids["mcp"]}
     return re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
 
 
@@ -235,7 +254,11 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     for method, path, secured in ops:
         role = REQUIRED_ROLE[(method, path)]
         assert secured == bool(role), f"{method} {path}: security does not match its role"
-        own = {_PUT_SECRET: {"secret": "B_OWN"}, _PUT_PROVIDER: {"provider": "b-own"}}
+        own = {
+            _PUT_SECRET: {"secret": "B_OWN"},
+            _PUT_PROVIDER: {"provider": "b-own"},
+            _PUT_MCP: {"mcp": "b-own"},
+        }
         url = fill(path, {**a_ids, **own.get((method, path), {})})
 
         async def call(
@@ -275,7 +298,7 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
             who = f"tenant-b:{b_role}"
             r = await call(api.as_(who))
             assert_clean(r, f"{method} {path} as {who}")
-            if (method, path) in (_PUT_SECRET, _PUT_PROVIDER):
+            if (method, path) in (_PUT_SECRET, _PUT_PROVIDER, _PUT_MCP):
                 assert r.status_code == 200, f"{method} {path} as {who}: {r.text[:200]}"
             elif "{" in path:
                 assert r.status_code == 404, f"{method} {path} as {who}: {r.status_code}"
@@ -296,6 +319,8 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     assert api.engine.secrets.resolve_secret("tenant-a", A_SECRET) == CANARY
     provider = (await api.call("GET", f"/api/v1/providers/{A_PROVIDER}", a)).json()
     assert provider["base_url"] == f"http://{CANARY}.example/v1"
+    server = (await api.call("GET", f"/api/v1/mcp-servers/{A_MCP}", a)).json()
+    assert server["url"] == f"https://{CANARY}.example/mcp"
     keys = (await api.call("GET", "/api/v1/admin/keys", a)).json()
     assert [k["revoked_at"] for k in keys if k["id"] == a_ids["key_id"]] == [None]
     # ... and A still sees its own data (the canary is real).

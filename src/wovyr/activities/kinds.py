@@ -44,6 +44,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
+from wovyr.activities.mcp import McpAccess
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.providers import ModelAccess
 from wovyr.errors import ConfigError
@@ -142,6 +143,7 @@ class Dispatch:
     journal: Journal | None = None  # the steps of this activity recorded so far (`agent`)
     stream: StreamSink | None = None  # where a model call streams its text (`llm`, `agent`)
     child_tools: ChildTools | None = None  # registered workflows as tools (`agent`)
+    mcp: McpAccess | None = None  # the tenant's MCP servers (`mcp`, `agent` with mcp: tools)
 
 
 class Journal(Protocol):

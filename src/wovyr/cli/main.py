@@ -50,6 +50,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_registry",),
         "Register workflow definitions by name and version.",
     ),
+    "mcp": (
+        ("commands_mcp",),
+        "MCP: the tenant's MCP servers (add, list, show, remove), and Wovyr as one (serve).",
+    ),
     "providers": (
         ("commands_providers",),
         "Tenants' model providers for `llm` and `agent` steps: set, list, show, delete.",

@@ -10,6 +10,7 @@ the engine needs no metrics code, and the store the handlers see is the engine's
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -31,6 +32,7 @@ from wovyr.server.api import (
     audit,
     definitions,
     health,
+    mcp_servers,
     policy,
     providers,
     quotas,
@@ -66,6 +68,16 @@ def _ui_mounter() -> Callable[..., Any] | None:
     return mount
 
 
+def _mcp_mounter() -> Callable[..., Any] | None:
+    """`wovyr.server.mcp.mount` (Wovyr's MCP server at /mcp), when the `mcp` SDK is
+    installed (the `mcp` extra)."""
+    if importlib.util.find_spec("mcp") is None:
+        return None
+    module = importlib.import_module("wovyr.server.mcp")
+    mount: Callable[..., Any] = module.mount
+    return mount
+
+
 def create_app(
     engine: Engine,
     settings: Settings,
@@ -88,13 +100,19 @@ def create_app(
     if isinstance(engine.credentials, StaticCredentials):  # an in-process worker's keys
         engine.credentials = SecretCredentials(engine.store, ctx.secrets, engine.credentials)
 
+    mcp_running: Callable[[], Any] | None = None  # the MCP mount's sessions (`mcp` extra)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if start_background:
             ctx.background = Background(engine, settings, metrics)
             ctx.background.start()
         try:
-            yield
+            if mcp_running is None:
+                yield
+            else:
+                async with mcp_running():
+                    yield
         finally:
             if ctx.background is not None:
                 await ctx.background.stop()
@@ -123,10 +141,14 @@ def create_app(
         quotas,
         secrets,
         providers,
+        mcp_servers,
         audit,
         health,
     ):
         app.include_router(module.router)
+    mount_mcp = _mcp_mounter()
+    if mount_mcp is not None:
+        mcp_running = mount_mcp(app, engine, authenticator)
     mount_ui = _ui_mounter()
     if mount_ui is not None:
         mount_ui(app, engine, settings, authenticator)

@@ -21,6 +21,7 @@ from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import (
     ApiKeyStore,
     IdempotencyStore,
+    McpServerStore,
     ProviderStore,
     ResponseCacheStore,
     SessionStore,
@@ -171,6 +172,7 @@ class Store(
     ProviderStore,
     StreamStore,
     FlowStore,
+    McpServerStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

@@ -25,6 +25,8 @@ __all__ = [
     "ApiKeyStore",
     "IdempotencyRecord",
     "IdempotencyStore",
+    "McpServerRecord",
+    "McpServerStore",
     "ProviderRecord",
     "ProviderStore",
     "ResponseCacheStore",
@@ -191,4 +193,38 @@ class ProviderStore(Protocol):
 
     def delete_provider(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         """False if `tenant` has no provider `name`."""
+        ...
+
+
+@dataclass(frozen=True)
+class McpServerRecord:
+    """A tenant's MCP server: `stdio` (a program the worker starts: `command`, its argv) or
+    `http` (a streamable-HTTP endpoint: `url`). `header_secrets` maps an HTTP header to the
+    NAME of the tenant's secret whose value is sent in it (never a value)."""
+
+    tenant: str
+    name: str
+    transport: str  # "stdio" or "http"
+    command: tuple[str, ...] | None
+    url: str | None
+    header_secrets: dict[str, str]
+    updated_at: datetime
+    updated_by: str = ""
+
+
+class McpServerStore(Protocol):
+    """Tenants' MCP servers. Another tenant's server answers exactly like a missing one."""
+
+    def put_mcp_server(self, record: McpServerRecord, *, audit: AuditEntry | None = None) -> None:
+        """Insert or replace the row of (`record.tenant`, `record.name`)."""
+        ...
+
+    def get_mcp_server(self, tenant: str, name: str) -> McpServerRecord | None: ...
+
+    def list_mcp_servers(self, tenant: str) -> list[McpServerRecord]:
+        """`tenant`'s MCP servers, by name."""
+        ...
+
+    def delete_mcp_server(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        """False if `tenant` has no MCP server `name`."""
         ...

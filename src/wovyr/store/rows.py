@@ -10,13 +10,20 @@ the codec) and times as `timestamptz`. Parameters are named (`:name` in SQLite,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
+from wovyr.store.platform import (
+    ApiKeyRecord,
+    IdempotencyRecord,
+    McpServerRecord,
+    ProviderRecord,
+    TenantRecord,
+)
 from wovyr.store.records import (
     Claim,
     DefinitionRecord,
@@ -47,6 +54,8 @@ __all__ = [
     "idempotency_record",
     "kms_root_params",
     "kms_root_record",
+    "mcp_server_params",
+    "mcp_server_record",
     "provider_params",
     "provider_record",
     "schedule_params",
@@ -399,4 +408,38 @@ def provider_params(record: ProviderRecord, d: Dialect) -> dict[str, Any]:
         "updated_at": d.timestamp(record.updated_at),
         "updated_by": record.updated_by,
         "kind": record.kind,
+    }
+
+
+def mcp_server_record(row: Row, d: Dialect) -> McpServerRecord:
+    command = row["command"]
+    headers = row["header_secrets"]
+    if isinstance(command, str):
+        command = json.loads(command)
+    if isinstance(headers, str):
+        headers = json.loads(headers)
+    return McpServerRecord(
+        tenant=row["tenant"],
+        name=row["name"],
+        transport=row["transport"],
+        command=None if command is None else tuple(str(a) for a in command),
+        url=row["url"],
+        header_secrets={str(k): str(v) for k, v in (headers or {}).items()},
+        updated_at=d.time(row["updated_at"]),
+        updated_by=row["updated_by"],
+    )
+
+
+def mcp_server_params(record: McpServerRecord, d: Dialect) -> dict[str, Any]:
+    """The command and headers as JSON text (SQLite `TEXT`, PostgreSQL `jsonb` via a cast)."""
+    command = None if record.command is None else json.dumps(list(record.command))
+    return {
+        "tenant": record.tenant,
+        "name": record.name,
+        "transport": record.transport,
+        "command": command,
+        "url": record.url,
+        "header_secrets": json.dumps(record.header_secrets, sort_keys=True),
+        "updated_at": d.timestamp(record.updated_at),
+        "updated_by": record.updated_by,
     }

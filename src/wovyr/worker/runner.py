@@ -44,6 +44,7 @@ from wovyr.engine.flow import MAX_GRANT_AGE, flow_hold, flow_requests, gated, pr
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
 from wovyr.events import Event, EventData, EventType
+from wovyr.platform.mcp import tenant_mcp_access
 from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
@@ -58,6 +59,18 @@ __all__ = ["ExecutionRunner", "RunnerStats"]
 
 #: The kinds that call model providers: their attempts see the tenant's stored providers.
 _MODEL_KINDS = frozenset({"llm", "agent"})
+
+
+def _calls_mcp(kind: str, rendered: Any) -> bool:
+    """Does this attempt call MCP servers: an `mcp` step, or an agent naming `mcp:` tools."""
+    if kind == "mcp":
+        return True
+    if kind != "agent" or not isinstance(rendered, dict):
+        return False
+    tools = rendered.get("tools")
+    return isinstance(tools, list) and any(
+        isinstance(t, str) and t.startswith("mcp:") for t in tools
+    )
 
 
 @dataclass
@@ -504,6 +517,11 @@ class ExecutionRunner:
                 _TenantCache(self.engine),
                 quota=self.engine.model_quota_exhausted if _model_quota(self.engine) else None,
             )
+            mcp = None
+            if _calls_mcp(spec.kind, run.input):  # the tenant's MCP servers, read for it
+                mcp = await asyncio.to_thread(
+                    tenant_mcp_access, self.engine.store, self.engine.tenant, self.engine.secrets
+                )
             journal = None
             stream = None
             child_tools = None
@@ -527,6 +545,7 @@ class ExecutionRunner:
                 journal=journal,
                 stream=stream,
                 child_tools=child_tools,
+                mcp=mcp,
             )
             given = run.input
             if spec.kind_entry.secrets:

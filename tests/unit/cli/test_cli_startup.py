@@ -17,10 +17,11 @@ import pytest
 HEAVY_FOR_VERSION = (
     "pydantic", "cel_expr_python", "ruamel", "rich", "wovyr.engine", "wovyr.store",
     "wovyr.definition", "wovyr.activities", "fastapi", "httpx", "psycopg", "cronsim",
+    "mcp", "httpx2",
 )  # fmt: skip
 NOT_FOR_READING = (
     "fastapi", "starlette", "uvicorn", "jinja2", "httpx", "psycopg", "cronsim",
-    "wovyr.server", "wovyr.scheduling", "wovyr.worker",
+    "wovyr.server", "wovyr.scheduling", "wovyr.worker", "mcp", "httpx2",
 )  # fmt: skip
 
 
@@ -50,6 +51,12 @@ def test_version_and_help_import_no_engine(tmp_path: Path) -> None:
 def test_reading_an_execution_imports_no_server_scheduler_or_worker(tmp_path: Path) -> None:
     loaded = loaded_after(["workflows", "show", "no-such-id"], tmp_path)
     assert loaded["ok"] and loaded.get("wovyr.engine.engine")  # it did open the engine
+    assert [m for m in NOT_FOR_READING if loaded.get(m)] == []
+
+
+def test_listing_mcp_servers_imports_no_mcp_sdk(tmp_path: Path) -> None:
+    loaded = loaded_after(["mcp", "list", "--json"], tmp_path)
+    assert loaded["ok"] and loaded.get("wovyr.platform.mcp")
     assert [m for m in NOT_FOR_READING if loaded.get(m)] == []
 
 

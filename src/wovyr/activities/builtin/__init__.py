@@ -2,7 +2,8 @@
 
 `tool` (a registered Python function), `http` (one HTTP request), `shell` (one program),
 `set` (values computed from expressions), `wait` (a signal, an approval or a durable timer),
-`workflow` (a child workflow), `llm` (one model answer) and `agent` (a tool-calling loop).
+`workflow` (a child workflow), `llm` (one model answer), `agent` (a tool-calling loop) and
+`mcp` (one call of an MCP server's tool).
 A new kind is one more module like these, registered with
 `wovyr.activities.kinds.register_kind` (docs/architecture.md).
 """
@@ -18,5 +19,6 @@ from wovyr.activities.builtin import wait  # isort: skip
 from wovyr.activities.builtin import child  # isort: skip
 from wovyr.activities.builtin import llm  # isort: skip
 from wovyr.activities.builtin import agent  # isort: skip
+from wovyr.activities.builtin import mcp  # isort: skip
 
-__all__ = ["agent", "child", "http", "llm", "set", "shell", "tool", "wait"]
+__all__ = ["agent", "child", "http", "llm", "mcp", "set", "shell", "tool", "wait"]

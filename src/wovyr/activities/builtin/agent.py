@@ -7,13 +7,17 @@ step of the execution.
         model: gpt-4o-mini
         instructions: You answer with sources.
         input: "${{ inputs.question }}"
-        tools: [search.web, pages.fetch]     # registered `tool` activities
+        tools: [search.web, pages.fetch, "mcp:files/read_file", "mcp:github"]
         max_turns: 8
         budget: {tokens: 50000, cost: 0.50}
       timeout: 10m                           # the whole loop (an attempt)
 
 One turn is one model call (offered the allowed tools, with the JSON Schema of each
-derived from its signature) and then the tool calls it asked for, run concurrently. Each
+derived from its signature) and then the tool calls it asked for, run concurrently. A
+tool `mcp:SERVER/TOOL` is a tool of one of the tenant's MCP servers (`mcp:SERVER`: every
+tool the server lists), offered with the input schema the server lists for it (`tools/list`
+when the attempt starts) and called through `wovyr.activities.mcp` under the tenant's
+side-effect policy. Each
 model call is recorded as `ModelCallCompleted` and each tool call as `ToolCallCompleted`
 in the execution's log, in a commit of its own, as soon as it ends (`Dispatch.journal`).
 A later attempt of the activity (after a retry, or after its worker was killed) replays
@@ -64,17 +68,31 @@ from wovyr.activities.kinds import (
     WorkflowTool,
     register_kind,
 )
+from wovyr.activities.mcp import (
+    MCP_TOOL_PREFIX,
+    McpSessions,
+    McpTool,
+    call_tool,
+    list_tools,
+    parse_tool_ref,
+)
 from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
 from wovyr.errors import InputError, NotFound
 from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
 from wovyr.fields import NAME_PATTERN, Duration, FrozenModel
 
-__all__ = ["KIND", "AgentBudget", "AgentSpec", "AgentStep", "ToolName"]
+__all__ = ["KIND", "TOOL_PATTERN", "AgentBudget", "AgentSpec", "AgentStep", "ToolName"]
 
 MAX_RESULT_CHARS = 16_000  # of one tool result sent to the model (and recorded)
 WORKFLOW_TOOL = "workflow:"  # the prefix of a tool that is a registered workflow
-TOOL_PATTERN = r"^(workflow:)?" + NAME_PATTERN.removeprefix("^")
+# A registered tool's name, `workflow:NAME` (a registered workflow), or an MCP server's
+# tools: `mcp:SERVER` or `mcp:SERVER/TOOL`.
+TOOL_PATTERN = (
+    r"^(?:(?:workflow:)?"
+    + NAME_PATTERN.removeprefix("^").removesuffix("$")
+    + r"|mcp:[A-Za-z0-9][A-Za-z0-9._\-]{0,63}(?:/[^\s/]{1,256})?)$"
+)
 
 
 def _tool_entry(value: Any) -> Any:
@@ -110,7 +128,8 @@ class AgentSpec(FrozenModel):
     tools: list[ToolName] = Field(
         default_factory=list,
         description="Registered tools it may call; `workflow:NAME` a registered workflow "
-        "(run as a child execution, its inputs the tool's arguments)",
+        "(run as a child execution, its inputs the tool's arguments); mcp:SERVER/TOOL or "
+        "mcp:SERVER for MCP tools",
     )
     max_turns: int = Field(default=10, ge=1, le=1000, description="Model calls at most")
     budget: AgentBudget = Field(default_factory=AgentBudget)
@@ -151,11 +170,22 @@ class _Run:
 
 
 async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
-    """The loop (see the module docstring); an `AwaitApproval` when a call waits for one."""
+    """The loop (see the module docstring); an `AwaitApproval` when a call waits for one.
+    An attempt that names MCP tools keeps one session per server open for the loop."""
     try:
         spec = AgentSpec.model_validate(rendered)
     except ValueError as exc:
         raise NonRetryableError(f"invalid agent input: {exc}", type="InvalidInput") from None
+    if not any(t.startswith(MCP_TOOL_PREFIX) for t in spec.tools):
+        return await _loop(spec, dispatch)
+    if dispatch.mcp is None:
+        raise NonRetryableError("this worker cannot reach MCP servers", type="UnknownMcpServer")
+    async with McpSessions(dispatch.mcp, dispatch.policy, dispatch.timeout) as sessions:
+        kept = dataclasses.replace(dispatch.mcp, sessions=sessions)
+        return await _loop(spec, dataclasses.replace(dispatch, mcp=kept))
+
+
+async def _loop(spec: AgentSpec, dispatch: Dispatch) -> Any:
     if dispatch.models is None or dispatch.journal is None:
         raise NonRetryableError("this worker cannot run agents", type="UnknownProvider")
     access, journal = dispatch.models, dispatch.journal
@@ -169,6 +199,8 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
         )
     workflows = await asyncio.to_thread(_workflow_tools, spec.tools, dispatch)
     offered, names = _offered_tools(spec.tools, dispatch.tools, workflows)
+    if any(t.startswith(MCP_TOOL_PREFIX) for t in spec.tools):
+        await _offer_mcp_tools(spec.tools, dispatch, offered, names)
     models = {s["turn"]: s for s in journal.steps if s["step"] == "model"}
     tools = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "tool"}
     decided = {
@@ -387,6 +419,61 @@ def _offered_tools(
     return offered, names
 
 
+async def _offer_mcp_tools(
+    allowed: list[str], dispatch: Dispatch, offered: list[dict[str, Any]], names: dict[str, str]
+) -> None:
+    """Add the MCP tools `allowed` names to `offered` and `names` (each server listed once,
+    in the order of `allowed`). A tool a server does not list is not offered (a call to it
+    is answered with an error)."""
+    if dispatch.mcp is None:
+        raise NonRetryableError("this worker cannot reach MCP servers", type="UnknownMcpServer")
+    wanted: dict[str, list[str | None]] = {}
+    for entry in allowed:
+        if entry.startswith(MCP_TOOL_PREFIX):
+            server, tool = parse_tool_ref(entry)
+            wanted.setdefault(server, []).append(tool)
+    for server, tools in wanted.items():
+        listed = await list_tools(dispatch.mcp, server, dispatch.policy, dispatch.timeout)
+        every = None in tools
+        for found in listed:
+            if (every or found.name in tools) and found.ref not in names.values():
+                name = function_name(f"{server}_{found.name}", set(names))
+                names[name] = found.ref
+                offered.append(_mcp_function(found, name))
+
+
+def _mcp_function(tool: McpTool, name: str) -> dict[str, Any]:
+    schema = dict(tool.input_schema)
+    schema.pop("title", None)
+    schema.setdefault("type", "object")
+    description = tool.description or f"{tool.name} (MCP server {tool.server})"
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": schema},
+    }
+
+
+async def _mcp_call(
+    tool: str, text: Any, dispatch: Dispatch
+) -> tuple[Any, Any, dict[str, Any] | None]:
+    """(arguments, result, error) of one call of MCP tool `tool` (`mcp:SERVER/TOOL`)."""
+    try:
+        arguments = json.loads(text) if isinstance(text, str) and text.strip() else {}
+    except ValueError as exc:
+        return text, None, {"type": "InvalidArguments", "message": f"not JSON: {exc}"}
+    if not isinstance(arguments, dict):
+        return arguments, None, {"type": "InvalidArguments", "message": "not a JSON object"}
+    assert dispatch.mcp is not None  # offered only when there is access
+    server, name = parse_tool_ref(tool)
+    output = await call_tool(
+        dispatch.mcp, server, str(name), arguments, dispatch.policy, dispatch.timeout
+    )
+    value = output.get("structured_content", output["text"])
+    if output["is_error"]:
+        return arguments, None, {"type": "McpToolError", "message": output["text"][:2000]}
+    return arguments, value, None
+
+
 def _tool_of(call: dict[str, Any], names: dict[str, str]) -> str:
     name = str((call.get("function") or {}).get("name"))
     return names.get(name, name)
@@ -485,6 +572,8 @@ async def _tool_call(
         if "pending" in started:
             return {"turn": turn, "call_id": call_id, "tool": tool, **started}
         arguments, error = started.get("arguments", text), started["error"]
+    elif tool.startswith(MCP_TOOL_PREFIX):
+        arguments, result, error = await _mcp_call(tool, text, dispatch)
     else:
         handler = dispatch.tools.get(tool)
         try:
@@ -566,6 +655,8 @@ def _preflight(step: AgentStep, tools: ActivityRegistry) -> list[StepProblem]:
     for i, tool in enumerate(step.agent.tools):
         if tool.startswith(WORKFLOW_TOOL):
             continue  # a registered workflow: looked up when the run starts
+        if tool.startswith(MCP_TOOL_PREFIX):
+            continue  # a server's tools are known when it is asked, at dispatch
         if tool not in tools:
             close = difflib.get_close_matches(tool, tools.names(), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""

@@ -11,7 +11,13 @@ from datetime import date, datetime
 from typing import Any
 
 from wovyr.store.audit import AuditEntry, AuditRecord
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
+from wovyr.store.platform import (
+    ApiKeyRecord,
+    IdempotencyRecord,
+    McpServerRecord,
+    ProviderRecord,
+    TenantRecord,
+)
 from wovyr.store.quotas import debit_refused, running_refused
 from wovyr.store.records import Debit, ExecutionRecord, NewExecution
 
@@ -29,6 +35,27 @@ class MemoryPlatform:
     _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
     _responses: dict[tuple[str, str], dict[str, Any]]  # (tenant, request hash) -> response
     _providers: dict[tuple[str, str], ProviderRecord]  # (tenant, name) -> provider
+    _mcp_servers: dict[tuple[str, str], McpServerRecord]  # (tenant, name) -> server
+
+    def put_mcp_server(self, record: McpServerRecord, *, audit: AuditEntry | None = None) -> None:
+        with self._lock:
+            self._mcp_servers[(record.tenant, record.name)] = record
+            self._append_audit(audit)
+
+    def get_mcp_server(self, tenant: str, name: str) -> McpServerRecord | None:
+        with self._lock:
+            return self._mcp_servers.get((tenant, name))
+
+    def list_mcp_servers(self, tenant: str) -> list[McpServerRecord]:
+        with self._lock:
+            return [r for (t, _), r in sorted(self._mcp_servers.items()) if t == tenant]
+
+    def delete_mcp_server(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        with self._lock:
+            if self._mcp_servers.pop((tenant, name), None) is None:
+                return False
+            self._append_audit(audit)
+            return True
 
     def get_cached_response(self, tenant: str, key: str) -> dict[str, Any] | None:
         with self._lock:

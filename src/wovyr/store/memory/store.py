@@ -47,7 +47,13 @@ from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
 from wovyr.store.memory.secrets import MemorySecrets
 from wovyr.store.memory.streams import MemoryStreams
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
+from wovyr.store.platform import (
+    ApiKeyRecord,
+    IdempotencyRecord,
+    McpServerRecord,
+    ProviderRecord,
+    TenantRecord,
+)
 from wovyr.store.records import SlotRelease, SlotState
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
@@ -98,6 +104,7 @@ class MemoryStore(
         self._responses: dict[tuple[str, str], dict[str, Any]] = {}  # (tenant, request hash)
         self._providers: dict[tuple[str, str], ProviderRecord] = {}  # (tenant, name)
         self._streams: dict[ExecutionKey, list[StreamChunk]] = {}  # the stream journals
+        self._mcp_servers: dict[tuple[str, str], McpServerRecord] = {}  # (tenant, name)
         self._observers = Observers()
         self.commits = 0
 

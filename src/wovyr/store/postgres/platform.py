@@ -13,7 +13,13 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from wovyr.store.audit import AuditEntry
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
+from wovyr.store.platform import (
+    ApiKeyRecord,
+    IdempotencyRecord,
+    McpServerRecord,
+    ProviderRecord,
+    TenantRecord,
+)
 from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
@@ -25,6 +31,8 @@ from wovyr.store.rows import (
     api_key_record,
     idempotency_params,
     idempotency_record,
+    mcp_server_params,
+    mcp_server_record,
     provider_params,
     provider_record,
     tenant_params,
@@ -186,6 +194,31 @@ class PostgresPlatform:
     def delete_provider(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         params = {"tenant": tenant, "name": name}
         return self._platform_write("provider_delete", params, audit) == 1
+
+    # --- MCP servers -----------------------------------------------------------------------
+
+    def _mcp_servers(self, name: str, params: dict[str, Any]) -> list[McpServerRecord]:
+        sql = _queries()[name]
+
+        def body(conn: Connection) -> list[Any]:
+            return conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
+
+        rows: list[Any] = self._run(body, write=False)
+        return [mcp_server_record(row, POSTGRES) for row in rows]
+
+    def put_mcp_server(self, record: McpServerRecord, *, audit: AuditEntry | None = None) -> None:
+        self._platform_write("mcp_server_put", mcp_server_params(record, POSTGRES), audit)
+
+    def get_mcp_server(self, tenant: str, name: str) -> McpServerRecord | None:
+        found = self._mcp_servers("mcp_server_get", {"tenant": tenant, "name": name})
+        return found[0] if found else None
+
+    def list_mcp_servers(self, tenant: str) -> list[McpServerRecord]:
+        return self._mcp_servers("mcp_server_list", {"tenant": tenant})
+
+    def delete_mcp_server(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        params = {"tenant": tenant, "name": name}
+        return self._platform_write("mcp_server_delete", params, audit) == 1
 
     # --- tenants ---------------------------------------------------------------------------
 

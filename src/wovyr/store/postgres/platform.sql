@@ -127,3 +127,23 @@ FROM providers WHERE tenant = %(tenant)s ORDER BY name;
 
 -- name: provider_delete
 DELETE FROM providers WHERE tenant = %(tenant)s AND name = %(name)s;
+
+-- name: mcp_server_put
+INSERT INTO mcp_servers (tenant, name, transport, command, url, header_secrets, updated_at,
+                         updated_by)
+VALUES (%(tenant)s, %(name)s, %(transport)s, %(command)s::jsonb, %(url)s,
+        %(header_secrets)s::jsonb, %(updated_at)s, %(updated_by)s)
+ON CONFLICT (tenant, name) DO UPDATE SET transport = excluded.transport,
+    command = excluded.command, url = excluded.url, header_secrets = excluded.header_secrets,
+    updated_at = excluded.updated_at, updated_by = excluded.updated_by;
+
+-- name: mcp_server_get
+SELECT tenant, name, transport, command, url, header_secrets, updated_at, updated_by
+FROM mcp_servers WHERE tenant = %(tenant)s AND name = %(name)s;
+
+-- name: mcp_server_list
+SELECT tenant, name, transport, command, url, header_secrets, updated_at, updated_by
+FROM mcp_servers WHERE tenant = %(tenant)s ORDER BY name;
+
+-- name: mcp_server_delete
+DELETE FROM mcp_servers WHERE tenant = %(tenant)s AND name = %(name)s;

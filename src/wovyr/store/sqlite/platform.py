@@ -12,7 +12,13 @@ from typing import Any
 
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
-from wovyr.store.platform import ApiKeyRecord, IdempotencyRecord, ProviderRecord, TenantRecord
+from wovyr.store.platform import (
+    ApiKeyRecord,
+    IdempotencyRecord,
+    McpServerRecord,
+    ProviderRecord,
+    TenantRecord,
+)
 from wovyr.store.quotas import debit_refused, running_refused
 from wovyr.store.records import Debit, NewExecution
 from wovyr.store.rows import (
@@ -21,6 +27,8 @@ from wovyr.store.rows import (
     api_key_record,
     idempotency_params,
     idempotency_record,
+    mcp_server_params,
+    mcp_server_record,
     provider_params,
     provider_record,
     tenant_params,
@@ -37,6 +45,8 @@ _PROVIDER = (
     "tenant, name, base_url, api_key_secret, default_model, price_in, price_out,"
     " updated_at, updated_by, kind"
 )
+_MCP = "tenant, name, transport, command, url, header_secrets, updated_at, updated_by"
+_MCP_VALUES = ", ".join(f":{c.strip()}" for c in _MCP.split(","))
 _PROVIDER_VALUES = ", ".join(f":{c.strip()}" for c in _PROVIDER.split(","))
 
 
@@ -192,6 +202,42 @@ class SQLitePlatform:
         with self._write() as conn:
             cur = conn.execute(
                 "DELETE FROM providers WHERE tenant = ? AND name = ?", (tenant, name)
+            )
+            if cur.rowcount != 1:
+                return False
+            append_audit_row(conn, audit)
+            return True
+
+    # --- MCP servers -----------------------------------------------------------------------
+
+    def put_mcp_server(self, record: McpServerRecord, *, audit: AuditEntry | None = None) -> None:
+        with self._write() as conn:
+            conn.execute(
+                f"INSERT INTO mcp_servers ({_MCP}) VALUES ({_MCP_VALUES})"
+                " ON CONFLICT (tenant, name) DO UPDATE SET transport = excluded.transport,"
+                " command = excluded.command, url = excluded.url,"
+                " header_secrets = excluded.header_secrets, updated_at = excluded.updated_at,"
+                " updated_by = excluded.updated_by",
+                mcp_server_params(record, SQLITE),
+            )
+            append_audit_row(conn, audit)
+
+    def get_mcp_server(self, tenant: str, name: str) -> McpServerRecord | None:
+        rows = self._read(
+            f"SELECT {_MCP} FROM mcp_servers WHERE tenant = ? AND name = ?", (tenant, name)
+        )
+        return mcp_server_record(rows[0], SQLITE) if rows else None
+
+    def list_mcp_servers(self, tenant: str) -> list[McpServerRecord]:
+        rows = self._read(
+            f"SELECT {_MCP} FROM mcp_servers WHERE tenant = ? ORDER BY name", (tenant,)
+        )
+        return [mcp_server_record(r, SQLITE) for r in rows]
+
+    def delete_mcp_server(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "DELETE FROM mcp_servers WHERE tenant = ? AND name = ?", (tenant, name)
             )
             if cur.rowcount != 1:
                 return False

@@ -1,0 +1,158 @@
+"""Wovyr's MCP server mounted on the app at /mcp, driven by the SDK's own client
+(`ClientSession` over streamable HTTP, through the app's ASGI interface): it lists its
+tools, starts a registered workflow and reads its result, signals, approves and cancels -
+as the tenant and role of the API key of each request. A viewer key reads but cannot
+start; another tenant's execution answers like a missing one; no key is a 401."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from tests.server.conftest import APPROVAL_FLOW, Api
+
+pytestmark = pytest.mark.anyio
+
+GREET = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: greet, version: "1"}
+inputs: {who: {type: string}}
+activities:
+  - id: hello
+    set: {text: "hello ${{ inputs.who }}"}
+output: "${{ activities.hello.output.text }}"
+"""
+TOOLS = {
+    "list_workflows",
+    "list_agents",
+    "start_workflow",
+    "start_agent",
+    "get_execution",
+    "get_agent_run",
+    "signal",
+    "approve",
+    "cancel",
+}
+
+
+@asynccontextmanager
+async def session(api: Api, who: str) -> AsyncIterator[ClientSession]:
+    transport = httpx2.ASGITransport(app=api.app)
+    client = httpx2.AsyncClient(
+        transport=transport, base_url="http://wovyr.test", headers=api.as_(who)
+    )
+    async with (
+        client,
+        streamable_http_client("http://wovyr.test/mcp", http_client=client) as (read, write),
+        ClientSession(read, write) as mcp,
+    ):
+        await mcp.initialize()
+        yield mcp
+
+
+async def call(mcp: ClientSession, tool: str, **arguments: Any) -> tuple[bool, Any]:
+    """(is_error, the answer's JSON, or its text when it is an error)."""
+    result = await mcp.call_tool(tool, arguments)
+    text = "".join(getattr(block, "text", "") for block in result.content)
+    return result.is_error, (text if result.is_error else json.loads(text))
+
+
+async def test_list_start_and_read_a_result_as_an_operator(memory_api_factory: Any) -> None:
+    async with memory_api_factory() as api:
+        api.engine.for_tenant("tenant-a").apply(GREET)
+        async with session(api, "tenant-a:operator") as mcp:
+            listed = await mcp.list_tools()
+            assert {t.name for t in listed.tools} == TOOLS
+            start = next(t for t in listed.tools if t.name == "start_workflow")
+            assert start.input_schema["required"] == ["workflow"]
+            failed, workflows = await call(mcp, "list_workflows")
+            assert not failed and workflows == [{"name": "greet", "version": "1"}]
+            failed, started = await call(
+                mcp, "start_workflow", workflow="greet", input={"who": "mcp"}, execution_id="g1"
+            )
+            assert not failed, started
+            assert started["id"] == "g1" and started["created"] is True
+            await api.drain()
+            failed, view = await call(mcp, "get_execution", execution_id="g1")
+            assert not failed and view["status"] == "completed"
+            assert view["output"] == "hello mcp"
+        # it is the tenant's own execution, started by the operator's key
+        audit = [r for r in api.engine.store.audit_records() if r.tenant == "tenant-a"]
+        assert any(r.actor.startswith(f"key:{api.key_ids['tenant-a:operator']}") for r in audit)
+
+
+async def test_signal_approve_and_cancel(memory_api_factory: Any) -> None:
+    async with memory_api_factory() as api:
+        api.engine.for_tenant("tenant-a").apply(APPROVAL_FLOW)
+        async with session(api, "tenant-a:operator") as mcp:
+            for run in ("p1", "p2"):
+                failed, _ = await call(mcp, "start_workflow", workflow="purchase", execution_id=run)
+                assert not failed
+            await api.drain()
+            failed, view = await call(mcp, "signal", execution_id="p1", name="go")
+            assert not failed, view
+            failed, view = await call(
+                mcp, "approve", execution_id="p1", activity="gate", comment="fine"
+            )
+            assert not failed, view
+            await api.drain()
+            failed, view = await call(mcp, "get_execution", execution_id="p1")
+            assert view["status"] == "completed" and view["output"] == {"shipped": True}
+            history = api.engine.for_tenant("tenant-a").history("p1")
+            (decided,) = [e.data for e in history if e.type == "ApprovalDecided"]
+            assert decided["by"] == "tenant-a-operator" and decided["comment"] == "fine"
+            failed, view = await call(mcp, "cancel", execution_id="p2", reason="not needed")
+            assert not failed and view["status"] == "cancelled"
+            failed, text = await call(mcp, "cancel", execution_id="p2")
+            assert failed and "already cancelled" in text
+
+
+async def test_a_viewer_key_reads_but_cannot_start(memory_api_factory: Any) -> None:
+    async with memory_api_factory() as api:
+        api.engine.for_tenant("tenant-a").apply(GREET)
+        api.engine.for_tenant("tenant-a").start(name="greet", input={"who": "x"}, execution_id="v1")
+        async with session(api, "tenant-a:viewer") as mcp:
+            failed, text = await call(mcp, "start_workflow", workflow="greet", input={"who": "v"})
+            assert failed
+            assert "role 'viewer' may not do this (operator needed)" in text
+            failed, text = await call(mcp, "cancel", execution_id="v1")
+            assert failed and "operator needed" in text
+            failed, view = await call(mcp, "get_execution", execution_id="v1")
+            assert not failed and view["status"] == "running"
+        assert [r.id for r in api.engine.for_tenant("tenant-a").list().items] == ["v1"]
+
+
+async def test_another_tenants_execution_is_missing(memory_api_factory: Any) -> None:
+    async with memory_api_factory() as api:
+        api.engine.for_tenant("tenant-a").apply(GREET)
+        api.engine.for_tenant("tenant-a").start(name="greet", input={"who": "a"}, execution_id="a1")
+        async with session(api, "tenant-b:operator") as mcp:
+            failed, text = await call(mcp, "get_execution", execution_id="a1")
+            assert failed and "a1" in text
+            missing, other = await call(mcp, "get_execution", execution_id="nothing-here")
+            assert missing and other.replace("nothing-here", "a1") == text
+            failed, workflows = await call(mcp, "list_workflows")
+            assert not failed and workflows == []
+            failed, text = await call(mcp, "start_workflow", workflow="greet", input={"who": "b"})
+            assert failed
+
+
+async def test_no_key_or_a_revoked_key_is_401(memory_api_factory: Any) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with memory_api_factory() as api:
+        for headers in ({}, api.as_("tenant-a:revoked"), {"Authorization": "Bearer wvr_nope"}):
+            r = await api.client.post(
+                "/mcp", json=body, headers={**headers, "Accept": "application/json"}
+            )
+            assert r.status_code == 401, r.text
+            assert r.headers["WWW-Authenticate"] == "Bearer"
+            assert r.headers["content-type"] == "application/problem+json"
+        assert isinstance(api.client, httpx.AsyncClient)
