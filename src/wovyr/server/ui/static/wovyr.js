@@ -38,6 +38,10 @@
       if (isNaN(date.getTime())) continue;
       if (!el.dataset.utc) el.dataset.utc = el.getAttribute("title") || "";
       el.title = date.toLocaleString() + (el.dataset.utc ? " (" + el.dataset.utc + ")" : "");
+      if (el.hasAttribute("data-local")) {  // the full local date and time, with its zone
+        el.textContent = date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "long" });
+        continue;
+      }
       el.textContent = el.hasAttribute("data-rel") ? relative(date, now) : clockText(date);
     }
   }
