@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 
 from wovyr.engine.engine import Engine
 from wovyr.scheduling.schedules import Schedules
@@ -203,3 +204,47 @@ def test_workers_page_by_role(make_client: object, keys: Keys, ui_engine: Engine
     other: UiClient = make_client()  # type: ignore[operator]
     other.sign_in(keys.operator_b)
     assert re.search(r'id="in-flight">2<', other.get("/ui/workers").text)
+
+
+def test_workers_page_on_every_store(engine: Engine, tmp_path: Path) -> None:
+    """What each store knows: PostgreSQL keeps the live workers (its members table), shown
+    to admins with their heartbeats; the count alone to everyone else; SQLite and memory say
+    they keep none. Leases are counted on every store."""
+    from fastapi import FastAPI
+
+    from wovyr.platform.auth import Authenticator
+    from wovyr.server.ui import mount_ui
+    from wovyr.settings import Settings
+    from wovyr.store.capabilities import capabilities
+    from wovyr.store.shards import Peer
+
+    auth = Authenticator(engine.store, clock=engine.clock)
+    admin_key = auth.create_key("acme", "admin", "a-admin")[1]
+    viewer_key = auth.create_key("globex", "viewer", "b-view")[1]
+    app = FastAPI()
+    mount_ui(app, engine, Settings(home=tmp_path / "home"), auth)
+    engine.for_tenant("acme").start(APPROVAL_FLOW)
+    now = engine.clock.now()
+    assert len(engine.store.claim("host-1:42", now, 30.0, 10)) == 1
+    membership = capabilities(engine.store).membership
+    if membership is not None:
+        membership.worker_heartbeat(Peer("host-1:42", "member"), now, 30.0)
+        membership.worker_heartbeat(Peer("host-2:7", "fixed", 4, (0, 1)), now, 30.0)
+    admin, viewer = UiClient(app), UiClient(app)
+    try:
+        admin.sign_in(admin_key)
+        page = admin.get("/ui/workers").text
+        assert re.search(r'<tr data-lease-owner="host-1:42">.*?<td>1</td>', page, re.S)
+        viewer.sign_in(viewer_key)
+        seen = viewer.get("/ui/workers").text
+        assert "host-1:42" not in seen and "host-2:7" not in seen
+        assert re.search(r'id="in-flight">0<', seen)  # acme's lease is not globex's
+        if membership is None:
+            assert "does not keep a worker membership" in page
+        else:
+            assert 'data-worker="host-1:42"' in page and 'data-worker="host-2:7"' in page
+            assert re.search(r'<tr data-worker="host-2:7">.*?<td>fixed</td>', page, re.S)
+            assert re.search(r'id="live-workers">2<', seen)
+    finally:
+        admin.close()
+        viewer.close()
