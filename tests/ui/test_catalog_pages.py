@@ -248,3 +248,18 @@ def test_workers_page_on_every_store(engine: Engine, tmp_path: Path) -> None:
     finally:
         admin.close()
         viewer.close()
+
+
+def test_execution_timeline_names_times_and_copy_buttons(
+    client: UiClient, keys: Keys, ui_engine: Engine
+) -> None:
+    from .conftest import start_waiting
+
+    eid = start_waiting(ui_engine)
+    client.sign_in(keys.viewer_a)
+    page = client.get(f"/ui/executions/{eid}").text
+    names = re.findall(r'<span class="event-name">([^<]+)</span>', page)
+    assert names[0] == "Execution started" and "Activity completed" in names
+    assert re.search(r'<span class="abs mono" title="[^"]+ UTC">\d\d:\d\d:\d\d\.\d{3}</span>', page)
+    # copy buttons come hidden (no script, no dead button); the script shows them
+    assert page.count('<button type="button" class="copy" hidden>Copy</button><pre>') >= 2
