@@ -178,6 +178,7 @@ def test_definitions_list_and_detail(client: UiClient, keys: Keys, ui_engine: En
     v3 = client.get("/ui?workflow=purchase&version=3")
     v2 = client.get("/ui?workflow=purchase&version=2")
     assert started.id in v3.text and started.id not in v2.text
+    assert 'id="version-note"' in v3.text and 'value="3"' in v3.text
 
 
 def test_workers_page_by_role(make_client: object, keys: Keys, ui_engine: Engine) -> None:
