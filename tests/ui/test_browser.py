@@ -261,3 +261,52 @@ def test_rerun_from_an_activity_in_the_browser(sync_api: Any, live_server: LiveS
         finally:
             browser.close()
     assert len(engine.reruns("relay-1")) == 1
+
+
+def test_schedules_definitions_and_workers_pages(
+    sync_api: Any, live_server: LiveServer, tmp_path: Path
+) -> None:
+    from wovyr.scheduling.schedules import Schedules
+
+    engine = live_server.engine.for_tenant("acme")
+    _, token = live_server.authenticator.create_key("acme", "admin", "dana")
+    engine.apply(APPROVAL_FLOW)
+    schedules = Schedules(engine)
+    schedules.create("nightly", workflow="purchase", cron="0 3 * * *")
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(timezone_id="Asia/Tokyo")  # UTC+9, no DST
+            page = context.new_page()
+            page.set_default_timeout(DEADLINE * 1000)
+            problems: list[str] = []
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda exc: problems.append(str(exc)))
+            page.goto(f"{live_server.url}/ui/schedules")
+            page.fill("#api_key", token)
+            page.click("button[type=submit]")
+            row = page.locator('tr[data-schedule="nightly"]')
+            assert "03:00:00 UTC" in row.locator("td.next-utc").inner_text()
+            local = row.locator("td.next-local time").first
+            # the script rewrote the UTC text to the viewer's time: 03:00 UTC is 12:00 JST
+            _wait_until(lambda: "UTC" not in local.inner_text(), "the local time")
+            assert "12:00:00" in local.inner_text()
+            page.screenshot(path=str(tmp_path / "ui-schedules.png"), full_page=True)
+            row.locator("button[data-action=pause]").click()
+            page.wait_for_selector('tr[data-schedule="nightly"][data-paused="true"]')
+            assert schedules.get("nightly").paused
+
+            page.click("nav.mainnav >> text=Definitions")
+            page.click('tr[data-definition="purchase"] a')
+            page.wait_for_selector("svg.dag g.node[data-activity='approve']")
+            assert "- id: approve" in page.inner_text("#definition-source")
+            page.screenshot(path=str(tmp_path / "ui-definition.png"), full_page=True)
+
+            page.click("nav.mainnav >> text=Workers")
+            page.wait_for_selector("#in-flight")
+            page.screenshot(path=str(tmp_path / "ui-workers.png"), full_page=True)
+            assert problems == []
+        finally:
+            browser.close()
+    assert (tmp_path / "ui-schedules.png").stat().st_size > 0

@@ -217,3 +217,35 @@ def test_an_agents_model_and_tool_calls_read_as_a_conversation() -> None:
         ("failure", "think turn 1: tool explode failed: RuntimeError: the tool broke"),
         ("attempt", "think turn 2: model m1 answered (120 in, 30 out tokens)"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [(0.0, "+0.00s"), (1.25, "+1.25s"), (42.9, "+42s"), (185, "+3m 05s"), (7260, "+2h 01m")],
+)
+def test_duration_text(seconds: float, expected: str) -> None:
+    from wovyr.server.ui.present import duration_text
+
+    assert duration_text(seconds) == expected
+
+
+def test_timeline_has_human_names_absolute_times_and_gaps() -> None:
+    from wovyr.events import ActivityCompleted, ActivityStarted
+    from wovyr.server.ui.present import event_name, timeline
+    from wovyr.store.base import EventRecord
+
+    assert event_name("WorkflowContinuedAsNew") == "Workflow continued as new"
+    assert event_name("ActivityStarted") == "Activity started"
+    later = NOW + timedelta(seconds=90, milliseconds=250)
+    events = [
+        ActivityStarted(activity="s", attempt=1, key="e/s/1").at(NOW),
+        ActivityCompleted(activity="s", attempt=1, output=1).at(later),
+    ]
+    records = [EventRecord("e", i, e.type, e.at, e.data) for i, e in enumerate(events, 1)]
+    first, second = timeline(records, NOW)
+    assert (first.name, first.clock, first.delta) == ("Activity started", "11:00:00.000", "")
+    assert (second.name, second.clock, second.delta) == (
+        "Activity completed",
+        "11:01:30.250",
+        "+1m 30s",
+    )

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
 from wovyr.engine.engine import Engine
+from wovyr.server.ui.catalog_routes import CatalogRoutes
 from wovyr.server.ui.routes import UiRoutes
 from wovyr.server.ui.session import Authenticator, SessionCodec, load_secret
 from wovyr.settings import Settings
@@ -52,4 +53,6 @@ def mount_ui(
     codec = SessionCodec(key, lifetime_seconds=session_lifetime_seconds, revoked=engine.store)
     routes = UiRoutes(engine, authenticator, codec)
     app.include_router(routes.router())
+    lease = float(getattr(settings, "lease_seconds", 30.0))
+    app.include_router(CatalogRoutes(routes, lease_seconds=lease).router())
     app.mount("/ui/static", StaticFiles(directory=STATIC_DIR), name="wovyr-ui-static")

@@ -67,6 +67,7 @@ class ListFilters:
     id: str = ""
     label: str = ""  # `key=value` pairs, space separated (all must match)
     labels: tuple[tuple[str, str], ...] = ()
+    version: str = ""  # with `workflow`: that version's executions (read from each row)
 
     @classmethod
     def parse(cls, query: Mapping[str, str]) -> ListFilters:
@@ -116,6 +117,7 @@ class ListFilters:
             label=label,
             labels=labels,
             workflow=(query.get("workflow") or "").strip()[:128],
+            version=(query.get("version") or "").strip()[:128],
             status=status,
             created_from=when("created_from"),
             created_to=when("created_to"),
@@ -130,6 +132,7 @@ class ListFilters:
         one is given, so filter links always start from the first page."""
         values: dict[str, Any] = {
             "workflow": self.workflow,
+            "version": self.version,
             "name": self.name,
             "id": self.id,
             "label": self.label,
@@ -172,11 +175,13 @@ class Found:
 
 
 def _matcher(filters: ListFilters) -> Callable[[ExecutionRecord], bool] | None:
-    if not filters.waiting:
+    if not filters.waiting and not filters.version:
         return None
 
     def matches(record: ExecutionRecord) -> bool:
-        return filters.waiting in wait_kinds(record.waiting_on)
+        if filters.version and record.version != filters.version:
+            return False
+        return not filters.waiting or filters.waiting in wait_kinds(record.waiting_on)
 
     return matches
 

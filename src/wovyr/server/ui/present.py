@@ -157,6 +157,9 @@ class TimelineEntry:
     text: Markup
     detail: str | None = None  # pretty JSON shown on demand
     traceback: str | None = None  # a failed handler's, as Python prints it
+    name: str = ""  # the event type for people: `ActivityCompleted` -> `Activity completed`
+    clock: str = ""  # the absolute time, UTC to the millisecond
+    delta: str = ""  # the time since the previous event shown (`+1.25s`)
 
 
 def _error_text(error: Any, depth: int = 0) -> str:
@@ -330,8 +333,33 @@ def with_times(text: str, now: datetime) -> Markup:
     return out + Markup("{}").format(text[last:])
 
 
+_WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def event_name(event_type: str) -> str:
+    """`ActivityCompleted` -> `Activity completed`, `WorkflowContinuedAsNew` -> `Workflow
+    continued as new`: the type's words, the first capitalized."""
+    words = _WORD.sub(" ", event_type).split(" ")
+    return " ".join([words[0], *(w.lower() for w in words[1:])]) if words else event_type
+
+
+def duration_text(seconds: float) -> str:
+    """`+0.35s`, `+12s`, `+3m 05s`, `+2h 01m`, `+1d 04h`: the size that matters."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"+{seconds:.2f}s"
+    whole = int(seconds)
+    if whole < 60:
+        return f"+{whole}s"
+    if whole < 3600:
+        return f"+{whole // 60}m {whole % 60:02d}s"
+    if whole < 86400:
+        return f"+{whole // 3600}h {whole % 3600 // 60:02d}m"
+    return f"+{whole // 86400}d {whole % 86400 // 3600:02d}h"
+
+
 def timeline(events: Iterable[EventRecord], now: datetime) -> list[TimelineEntry]:
-    entries = []
+    entries: list[TimelineEntry] = []
     for ev in events:
         data = ev.data if isinstance(ev.data, dict) else {}
         line = _LINES.get(ev.type)
@@ -339,15 +367,20 @@ def timeline(events: Iterable[EventRecord], now: datetime) -> list[TimelineEntry
         detail = {k: data[k] for k in _DETAIL_KEYS if data.get(k) is not None}
         traces = tracebacks_in(detail)
         detail = without_tracebacks(detail)
+        at = as_datetime(ev.at) or ev.at
+        previous = entries[-1].at if entries else None
         entries.append(
             TimelineEntry(
                 seq=ev.seq,
-                at=as_datetime(ev.at) or ev.at,
+                at=at,
                 type=ev.type,
                 category=category,
                 text=with_times(text, now),
                 detail=pretty_json(detail, 4000) if detail else None,
                 traceback=traces[0][1] if traces else None,
+                name=event_name(ev.type),
+                clock=at.strftime("%H:%M:%S.") + f"{at.microsecond // 1000:03d}",
+                delta=duration_text((at - previous).total_seconds()) if previous else "",
             )
         )
     return entries

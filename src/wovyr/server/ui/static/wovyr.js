@@ -38,6 +38,10 @@
       if (isNaN(date.getTime())) continue;
       if (!el.dataset.utc) el.dataset.utc = el.getAttribute("title") || "";
       el.title = date.toLocaleString() + (el.dataset.utc ? " (" + el.dataset.utc + ")" : "");
+      if (el.hasAttribute("data-local")) {  // the full local date and time, with its zone
+        el.textContent = date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "long" });
+        continue;
+      }
       el.textContent = el.hasAttribute("data-rel") ? relative(date, now) : clockText(date);
     }
   }
@@ -181,7 +185,22 @@
     source.addEventListener("end", function () { source.close(); });
   }
 
+  function copyButtons() {  // each shown only with the script; copies the <pre> after it
+    document.documentElement.classList.add("js");
+    document.addEventListener("click", function (e) {
+      var button = e.target.closest ? e.target.closest("button.copy") : null;
+      if (!button || !navigator.clipboard) return;
+      var pre = button.nextElementSibling;
+      if (!pre || pre.tagName !== "PRE") return;
+      navigator.clipboard.writeText(pre.textContent).then(function () {
+        button.textContent = "Copied";
+        setTimeout(function () { button.textContent = "Copy"; }, 1500);
+      });
+    });
+  }
+
   function start() {
+    copyButtons();
     refreshTimes(document);
     setInterval(function () { if (!document.hidden) refreshTimes(document); }, 30000);
     var live = document.getElementById("live");

@@ -1,0 +1,217 @@
+"""The schedules, definitions and workers pages, and the schedule actions (pause, resume,
+trigger, backfill). Like the other pages: a session cookie, CSRF-checked form posts that
+redirect back (no JavaScript needed), the operator role to act, and every read and change
+through the signed-in tenant's engine, so another tenant's schedule or definition is the
+same 404 as a missing one."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from wovyr.errors import Conflict, InputError, NotFound, WovyrError
+from wovyr.scheduling.schedules import Schedules
+from wovyr.server.ui.catalog import definition_page, definition_rows, schedule_rows, workers_page
+from wovyr.server.ui.present import as_datetime
+from wovyr.server.ui.routes import FormError, UiRoutes, read_form, redirect
+from wovyr.server.ui.session import Session
+
+__all__ = ["CatalogRoutes"]
+
+SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
+SCHEDULE_NOTICES = {
+    "paused": "Schedule paused.",
+    "resumed": "Schedule resumed.",
+    "triggered": "Execution started.",
+    "backfilled": "Backfill started.",
+}
+
+
+class CatalogRoutes:
+    def __init__(self, ui: UiRoutes, lease_seconds: float = 30.0) -> None:
+        self.ui = ui
+        self.lease_seconds = lease_seconds
+
+    def router(self) -> APIRouter:
+        r = APIRouter(include_in_schema=False)
+        r.add_api_route("/ui/schedules", self.schedules, methods=["GET"])
+        for action in SCHEDULE_ACTIONS:
+            r.add_api_route(
+                f"/ui/schedules/{{schedule_id}}/{action}",
+                self.schedule_handler(action),
+                methods=["POST"],
+            )
+        r.add_api_route("/ui/definitions", self.definitions, methods=["GET"])
+        r.add_api_route("/ui/definitions/{name}", self.definition, methods=["GET"])
+        r.add_api_route("/ui/workers", self.workers, methods=["GET"])
+        return r
+
+    # --- schedules -----------------------------------------------------------------------
+
+    def schedules(self, request: Request) -> Response:
+        session = self.ui.session(request)
+        if session is None:
+            return self.ui.to_login(request)
+        notice = SCHEDULE_NOTICES.get(request.query_params.get("notice", ""))
+        started = request.query_params.get("started", "")[:200]
+        return self.schedules_response(request, session, notice=notice, started=started)
+
+    def schedules_response(
+        self,
+        request: Request,
+        session: Session,
+        *,
+        status: int = 200,
+        notice: str | None = None,
+        error: str | None = None,
+        started: str = "",
+    ) -> Response:
+        service = Schedules(self.ui.engine.for_tenant(session.tenant))
+        return self.ui.render(
+            request,
+            "schedules.html",
+            status,
+            session,
+            rows=schedule_rows(service),
+            notice=notice,
+            error=error,
+            started=started,
+            started_href=quote(started, safe=":"),
+        )
+
+    def schedule_handler(self, action: str) -> Callable[[Request, str], Any]:
+        async def handle(request: Request, schedule_id: str) -> Response:
+            return await self.act(request, schedule_id, action)
+
+        handle.__name__ = f"ui_schedule_{action}"
+        return handle
+
+    async def act(self, request: Request, schedule_id: str, action: str) -> Response:
+        page = f"{self.ui.base(request)}/schedules"
+        session = await run_in_threadpool(self.ui.session, request)
+        if session is None:
+            return self.ui.to_login(request, page)
+        try:
+            form = await read_form(request)
+        except FormError as exc:
+            return self.ui.render(
+                request, "error.html", exc.status, session, title="Error", message=str(exc)
+            )
+        if not self.ui.codec.check_csrf(session, form.get("csrf_token")):
+            return self.ui.forbidden(request, session, "The form expired; reload and retry.")
+        if not session.can("operator"):
+            return self.ui.forbidden(request, session, f"Your role ({session.role}) may only read.")
+        actor = f"key:{session.key_id}/{session.role}"
+        service = Schedules(self.ui.engine.for_tenant(session.tenant).acting(actor))
+        try:
+            notice, started = await run_in_threadpool(perform, service, schedule_id, action, form)
+        except NotFound:
+            return self.ui.render(
+                request,
+                "error.html",
+                404,
+                session,
+                title="Not found",
+                message=f"There is no schedule {schedule_id!r} here.",
+            )
+        except (FormError, InputError, Conflict, WovyrError) as exc:
+            # Show the page again with the reason; nothing was changed.
+            return await run_in_threadpool(
+                functools.partial(
+                    self.schedules_response,
+                    request,
+                    session,
+                    status=_status(exc),
+                    error=str(exc),
+                )
+            )
+        suffix = f"&started={quote(started, safe=':')}" if started else ""
+        return redirect(f"{page}?notice={notice}{suffix}")
+
+    # --- definitions ---------------------------------------------------------------------
+
+    def definitions(self, request: Request) -> Response:
+        session = self.ui.session(request)
+        if session is None:
+            return self.ui.to_login(request)
+        engine = self.ui.engine.for_tenant(session.tenant)
+        return self.ui.render(
+            request, "definitions.html", 200, session, rows=definition_rows(engine)
+        )
+
+    def definition(self, request: Request, name: str) -> Response:
+        session = self.ui.session(request)
+        if session is None:
+            return self.ui.to_login(request)
+        engine = self.ui.engine.for_tenant(session.tenant)
+        version = request.query_params.get("version", "").strip()[:128] or None
+        try:
+            page = definition_page(engine, name, version, self.ui.base(request))
+        except NotFound:
+            shown = f"{name!r} version {version!r}" if version else repr(name)
+            return self.ui.render(
+                request,
+                "error.html",
+                404,
+                session,
+                title="Not found",
+                message=f"There is no definition {shown} here.",
+            )
+        return self.ui.render(request, "definition.html", 200, session, page=page)
+
+    # --- workers -------------------------------------------------------------------------
+
+    def workers(self, request: Request) -> Response:
+        session = self.ui.session(request)
+        if session is None:
+            return self.ui.to_login(request)
+        engine = self.ui.engine.for_tenant(session.tenant)
+        page = workers_page(
+            engine, engine.clock.now(), self.lease_seconds, admin=session.can("admin")
+        )
+        return self.ui.render(
+            request,
+            "workers.html",
+            200,
+            session,
+            page=page,
+            admin=session.can("admin"),
+            lease_seconds=self.lease_seconds,
+        )
+
+
+def _status(exc: Exception) -> int:
+    if isinstance(exc, FormError):
+        return exc.status
+    if isinstance(exc, InputError):
+        return 400
+    if isinstance(exc, Conflict):
+        return 409
+    return 503  # the store was busy or unavailable: the same post may work in a moment
+
+
+def perform(
+    service: Schedules, schedule_id: str, action: str, form: dict[str, str]
+) -> tuple[str, str]:
+    """Carry out one schedule action: (notice code, first execution started or "")."""
+    note = form.get("note", "").strip()[:2000] or None
+    if action == "pause":
+        service.pause(schedule_id, note)
+        return "paused", ""
+    if action == "resume":
+        service.resume(schedule_id, note)
+        return "resumed", ""
+    if action == "trigger":
+        return "triggered", service.trigger(schedule_id)
+    service.get(schedule_id)  # 404 before 400: another tenant's id tells nothing
+    start, end = as_datetime(form.get("start", "")), as_datetime(form.get("end", ""))
+    if start is None or end is None:
+        raise FormError(400, "A backfill needs a start and an end (UTC date and time).")
+    started = service.backfill(schedule_id, start, end)
+    return "backfilled", started[0] if started else ""
