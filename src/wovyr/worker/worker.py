@@ -348,10 +348,14 @@ class Worker:
                 runner = self.runners.get(c.key)
                 if runner is not None:
                     # Our own lease had expired (a missed heartbeat) and we took it again.
-                    if c.seq == runner.seq:
-                        runner.fence = c.fence  # nothing happened meanwhile: carry on
+                    # Nobody else held it when our claim alone moved the fence: whatever
+                    # the log gained meanwhile (a signal, or this runner's own commit whose
+                    # answer it has yet to read) the runner's next commit meets as any
+                    # moved sequence, reloading. Only another owner in between stops it.
+                    if c.seq == runner.seq or c.fence == runner.fence + 1:
+                        runner.fence = c.fence  # carry on
                     else:
-                        runner.lease_lost()  # it moved: this runner stops, a heartbeat adopts
+                        runner.lease_lost()  # another held it: stop; a heartbeat adopts
                     continue
                 self._spawn(
                     c.execution_id, c.fence, c.checkpoint, c.definition_hash, tenant=c.tenant

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from wovyr.engine.engine import Engine
 from wovyr.errors import StoreUnavailable
 from wovyr.store.base import CommitOutcome, StepWrite
 from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker import Worker
 
 TWO_STEPS = """
@@ -159,3 +161,52 @@ def test_its_own_expired_lease_taken_again_carries_on(clock: ManualClock) -> Non
     asyncio.run(main())
     assert engine.query(ex).status == "completed"
     assert seen == [("a", 1), ("b", 1)]  # nothing re-run, nothing refused
+
+
+def test_its_own_expired_lease_taken_again_after_another_write_carries_on(
+    clock: ManualClock, tmp_path: Path
+) -> None:
+    """Between the lease running out and the worker taking it again the log moved (here a
+    signal; in a busy worker, the runner's own commit whose answer it has not read yet): no
+    other worker held it (the fence moved by our claim alone), so the runner carries on and
+    nothing runs twice."""
+    db = tmp_path / "w.db"
+    store = SQLiteStore(db)
+    engine, seen = effects_engine(store, clock)  # type: ignore[arg-type]
+    gate = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def slow(ctx: ActivityContext) -> str:
+        seen.append((ctx.activity_id, ctx.attempt))
+        entered.set()
+        await gate.wait()
+        return "ok"
+
+    engine.activities.register("effect", slow)
+    ex = engine.start(TWO_STEPS).id
+
+    async def main() -> None:
+        nonlocal gate, entered
+        gate, entered = asyncio.Event(), asyncio.Event()
+        worker = Worker(engine, owner="w", lease_seconds=30)
+        try:
+            assert await worker.tick() == 1
+            await asyncio.wait_for(entered.wait(), 10)  # `a` is running
+            # the log moves on, written by another process (no wake-up reaches the runner)
+            other = Engine(SQLiteStore(db), clock=clock)
+            other.signal(ex, "unheard", {"n": 1})
+            other.close()
+            record = store.load(ex, "default")
+            assert record is not None and worker.runners[("default", ex)].seq < record.seq
+            clock.advance(31)  # no heartbeat came: our lease expired...
+            assert await worker.tick() == 0  # ...and we took it again ourselves
+            runner = worker.runners[("default", ex)]
+            assert not runner.stats.lease_lost
+            gate.set()
+            await asyncio.wait(list(worker._tasks.values()))
+        finally:
+            await worker.close()
+
+    asyncio.run(main())
+    assert engine.query(ex).status == "completed"
+    assert seen == [("a", 1), ("b", 1)]  # nothing re-run
