@@ -171,3 +171,29 @@ def test_force_replaces_the_schema(place: Place, tmp_path: Path) -> None:
         assert head is not None and head.action == "backup.restore"
     finally:
         store.close()
+
+
+def test_verify_checks_a_dumps_audit_chain_in_a_scratch_database(
+    place: Place, tmp_path: Path
+) -> None:
+    """`verify` with a PostgreSQL server restores the dump into a scratch database (dropped
+    after) and verifies its audit chain up to the recorded head: a sound one passes, an
+    edited record is refused; nothing of the server's other schemas is touched."""
+    src, key = _installation(place, tmp_path / "home")
+    before = _state(place)
+    report = verify_backup(src, env={ROOT_ENV: key}, server=POSTGRES_URL)
+    # definition.apply, execution.start, secret.set
+    assert report.audit.checked and report.audit.records == 3
+    assert report.audit.anchors_verified is not None
+    assert _state(place) == before
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {place.source_schema}")
+    bad, key = _installation(place, tmp_path / "second" / "home", tamper=True)
+    with pytest.raises(BackupRefused, match="broken at seq 1"):
+        verify_backup(bad, env={ROOT_ENV: key}, server=POSTGRES_URL)
+    with psycopg.connect(POSTGRES_URL) as conn:  # every scratch database was dropped
+        left = conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'wovyr_verify_%'"
+        ).fetchone()
+    assert left == (0,)

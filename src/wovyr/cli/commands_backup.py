@@ -142,7 +142,12 @@ def verify_command(
     src: Path, passphrase_file: Path | None, as_json: bool, settings: Settings
 ) -> None:
     """Check the backup SRC: manifest, checksums, the snapshot's integrity, the audit chain."""
-    report = verify_backup(src, passphrase=_passphrase(passphrase_file), home=settings.home)
+    report = verify_backup(
+        src,
+        passphrase=_passphrase(passphrase_file),
+        home=settings.home,
+        server=settings.database_url,  # a PostgreSQL dump's audit chain is checked there
+    )
     if as_json:
         echo_json(report.to_dict())
         return

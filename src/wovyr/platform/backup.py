@@ -66,7 +66,7 @@ from wovyr.store import Store, open_store
 from wovyr.store.audit import AuditEntry
 from wovyr.store.capabilities import capabilities
 from wovyr.store.secrets import SHREDDED
-from wovyr.store.snapshots import check_snapshot, stage_restore, target_in_use
+from wovyr.store.snapshots import check_snapshot, scratch_store, stage_restore, target_in_use
 
 __all__ = [
     "BACKUP_TOOL",
@@ -578,10 +578,13 @@ def verify_backup(
     home: Path | None = None,
     env: Mapping[str, str] | None = None,
     at: datetime | None = None,
+    server: str | None = None,
 ) -> VerifyReport:
     """Check a backup without restoring it: the manifest, every file's size and SHA-256,
     and (when it can be opened: not encrypted, or the passphrase given) the snapshot's
-    integrity and, for SQLite, the audit chain of a copy. `BackupRefused` on any problem."""
+    integrity and the audit chain: of a copy for SQLite; for PostgreSQL of the dump restored
+    into a scratch database on `server` (a PostgreSQL URL; without one, checked at restore).
+    `BackupRefused` on any problem."""
     at = at or datetime.now(UTC)
     manifest = _check_sound(src, passphrase)
     notes: list[str] = []
@@ -602,10 +605,17 @@ def verify_backup(
                 store.close()
             if audit.note:
                 notes.append(audit.note)
+        elif server is not None and server.startswith(("postgresql://", "postgres://")):
+            kms = _backup_kms(manifest, clear, home, env, strict=False)
+            dump = clear / manifest.store_file
+            with scratch_store(dump, server, manifest.dump_schema) as store:
+                audit = _check_audit(store, manifest, kms, at)
+            if audit.note:
+                notes.append(audit.note)
         else:
             notes.append(
-                "the audit chain of a PostgreSQL dump is checked when it is restored "
-                "(`wovyr admin restore` verifies it before it swaps the schema in)"
+                "the audit chain of a PostgreSQL dump is checked in a scratch database on a "
+                "PostgreSQL server (WOVYR_DATABASE_URL), or when it is restored"
             )
     return VerifyReport(src, manifest, True, audit, notes)
 

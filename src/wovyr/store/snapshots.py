@@ -14,12 +14,21 @@ import contextlib
 import os
 import secrets
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
 from wovyr.errors import ConfigError, Conflict
+from wovyr.store.base import Store
 
-__all__ = ["Staged", "check_snapshot", "latest_migration", "stage_restore", "target_in_use"]
+__all__ = [
+    "Staged",
+    "check_snapshot",
+    "latest_migration",
+    "scratch_store",
+    "stage_restore",
+    "target_in_use",
+]
 
 _SIDE_FILES = ("-wal", "-shm", "-journal")
 
@@ -47,6 +56,22 @@ def check_snapshot(kind: str, path: Path) -> list[str]:
 
         return check_dump(path)
     raise ConfigError(f"unknown store kind {kind!r} in the backup")
+
+
+@contextlib.contextmanager
+def scratch_store(dump: Path, url: str, dump_schema: str | None) -> Iterator[Store]:
+    """A PostgreSQL `dump` restored into a scratch database on the server of `url` for the
+    time of the block (dropped after; nothing else on the server touched), opened as it
+    was dumped (not migrated)."""
+    from wovyr.store.postgres import PostgresStore
+    from wovyr.store.postgres.snapshot import scratch_restore
+
+    with scratch_restore(dump, url, dump_schema or "public") as scratch:
+        store = PostgresStore(scratch, auto_migrate=False)
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 def latest_migration(kind: str) -> int:

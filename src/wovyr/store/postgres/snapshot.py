@@ -16,14 +16,17 @@ command line, so a password is not visible in the process list.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from wovyr.errors import ConfigError, Conflict, StoreError
 from wovyr.store import redact_url
@@ -217,3 +220,34 @@ def stage_restore(dump: Path, url: str, dump_schema_name: str, *, force: bool) -
         staged.abort()
         raise
     return staged
+
+
+@contextmanager
+def scratch_restore(dump: Path, url: str, dump_schema_name: str) -> Iterator[str]:
+    """`dump` restored into a scratch database on the server of `url`, created here and
+    dropped on the way out (the store at `url` is not touched): the conninfo of the
+    restored store, for checks that need its rows (the audit chain)."""
+    name = f"wovyr_verify_{secrets.token_hex(6)}"
+    with _connect(url) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    scratch = make_conninfo(url, dbname=name, options=f"-csearch_path={dump_schema_name}")
+    try:
+        _run(
+            [
+                _tool("pg_restore"),
+                "--no-owner",
+                "--no-privileges",
+                "--single-transaction",
+                "--exit-on-error",
+                f"--dbname={name}",
+                str(dump),
+            ],
+            scratch,
+            "pg_restore into a scratch database",
+        )
+        yield scratch
+    finally:
+        with _connect(url) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
