@@ -25,7 +25,6 @@ reachable where the policy allows private networks, or lists the host).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import math
@@ -166,6 +165,8 @@ async def chat(
     """One `POST {base_url}/chat/completions` with `body` (streamed when `body["stream"]`:
     the chunks are assembled into one result, and `on_text` is handed each piece of the
     answer's text as it arrives)."""
+    import asyncio  # with the first call, as httpx: importing the module loads neither
+
     import httpx
 
     url = provider.base_url.rstrip("/") + "/chat/completions"
