@@ -38,7 +38,6 @@ Output: `{text, turns, tool_calls: [{turn, id, tool, arguments, result, error?}]
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import difflib
 import json
@@ -114,6 +113,8 @@ class _Run:
 
 async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
     """The loop (see the module docstring); an `AwaitApproval` when a call waits for one."""
+    import asyncio  # by the first run, not by importing the kind (a read loads every kind)
+
     try:
         spec = AgentSpec.model_validate(rendered)
     except ValueError as exc:

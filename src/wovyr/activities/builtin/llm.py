@@ -32,7 +32,6 @@ The call goes through `wovyr.activities.providers`: the engine's retry policy go
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from typing import Any, Literal
@@ -208,6 +207,8 @@ async def call_model(
     """One model call through the gateway, with the provider's key from the resolver. A
     streamed call (`body["stream"]`) journals its text as generation `turn` of the attempt
     in `stream`, when given (every piece journaled before this returns or raises)."""
+    import asyncio  # by the first run, not by importing the kind (a read loads every kind)
+
     provider = access.providers.get(provider_name)
     key = await asyncio.to_thread(access.api_key, provider_name)
     if stream is None or not body.get("stream"):
@@ -222,6 +223,8 @@ async def call_model(
 
 
 async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
+    import asyncio  # by the first run, not by importing the kind (a read loads every kind)
+
     try:
         spec = LlmSpec.model_validate(rendered)
     except ValueError as exc:
