@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["Clock", "ManualClock", "SystemClock", "utc"]
 
@@ -39,6 +41,8 @@ class SystemClock:
         return datetime.now(UTC)
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio  # by the first wait: a command that reads never loads it
+
         await asyncio.sleep(max(0.0, seconds))
 
     def __repr__(self) -> str:
@@ -73,6 +77,8 @@ class ManualClock:
         return self.now()
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         with self._lock:

@@ -20,7 +20,6 @@ import inspect
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -289,6 +288,8 @@ def load_activity_modules(specs: Iterable[str], *, entry_point_group: str | None
             if item:
                 _import_one(item)
     if entry_point_group:
+        from importlib.metadata import entry_points  # scans site-packages: only when asked
+
         for ep in entry_points(group=entry_point_group):
             try:
                 ep.load()

@@ -14,7 +14,6 @@ Only the standard library is used: parsing a workflow must not load an HTTP clie
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import ipaddress
 import re
@@ -157,6 +156,8 @@ async def checked_addresses(host: str, port: int, policy: SideEffectPolicy) -> l
     refuse it again). One refused address refuses the host: a name must not mix a public
     address with a private one to get through.
     """
+    import asyncio  # loaded by the first request, not by importing the kinds
+
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(
             host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP

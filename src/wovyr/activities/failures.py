@@ -16,7 +16,6 @@ the error shown without it (`without_tracebacks`).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import threading
 import traceback
@@ -40,7 +39,7 @@ _HEAD_CHARS = 2_000  # kept from the start of a long traceback; the rest from it
 _PACKAGE = str(Path(__file__).resolve().parents[1])  # .../wovyr
 _MACHINERY = (
     _PACKAGE,
-    str(Path(asyncio.__file__).resolve().parent),
+    str(Path(threading.__file__).resolve().parent / "asyncio"),  # not imported for this
     str(Path(concurrent.futures.__file__).resolve().parent),
     str(Path(threading.__file__).resolve()),
 )

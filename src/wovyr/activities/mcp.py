@@ -26,7 +26,6 @@ header's value.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -277,6 +276,8 @@ async def _headers(access: McpAccess, config: McpServerConfig) -> dict[str, str]
     """The header values of an http server (its secrets read off the event loop)."""
     if config.transport != "http" or not config.header_secrets:
         return {}
+    import asyncio  # with the first call (a read of an execution loads every kind's module)
+
     return await asyncio.to_thread(access.headers, config)
 
 

@@ -26,7 +26,6 @@ reachable where the policy allows private networks, or lists the host).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import math
@@ -175,6 +174,8 @@ async def chat(
     the chunks are assembled into one result, and `on_text` is handed each piece of the
     answer's text as it arrives); for an `anthropic` provider one `POST {base_url}/messages`
     with `body` mapped (`wovyr.activities.anthropic`)."""
+    import asyncio  # with the first call, as httpx: importing the module loads neither
+
     import httpx
 
     suffix = "/messages" if provider.kind == "anthropic" else "/chat/completions"

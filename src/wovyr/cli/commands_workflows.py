@@ -8,8 +8,6 @@ from datetime import datetime
 from typing import Any
 
 import click
-from rich.markup import escape
-from rich.table import Table
 
 from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.failures import tracebacks_in, without_tracebacks
@@ -112,6 +110,8 @@ def list_command(
     if as_json:
         echo_json({"items": [_summary(r) for r in page.items], "next_cursor": next_cursor})
         return
+    from rich.table import Table  # only to print one: --json does not load rich
+
     table = Table(box=None, pad_edge=False)
     for column in ("id", "workflow", "status", "created", "waiting on", "labels"):
         # An id is never cut or wrapped: it is what a user copies into the next command.
@@ -222,6 +222,8 @@ def history_command(
             [{"seq": e.seq, "type": e.type, "at": e.at.isoformat(), "data": e.data} for e in events]
         )
         return
+    from rich.table import Table
+
     table = Table(box=None, pad_edge=False)
     for column in ("seq", "at", "type", "data"):
         table.add_column(column)
@@ -313,6 +315,8 @@ class _WatchPrinter:
             self.seen.add(where)
             console.print(f"[dim]--- {label} ---[/]")
         elif kind == "event":
+            from rich.markup import escape
+
             at, shown = str(data["at"])[11:23], escape(short(data["data"], 80))
             console.print(
                 f"[dim]{data['seq']:>4}  {at}[/]  {data['type']}  {shown}",

@@ -10,11 +10,9 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import JsonLines, log_config
@@ -25,6 +23,10 @@ from wovyr.errors import InputError
 from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings, load_settings
 from wovyr.store import open_store
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = [
     "JsonLines",
@@ -42,8 +44,39 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-console = Console(highlight=False, soft_wrap=True)  # long ids and paths are never broken
-err_console = Console(stderr=True, highlight=False)
+
+
+class _LazyConsole:
+    """A rich Console made on first use: a command that prints no rich text (`--json`, a
+    plain echo) does not load rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def _get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+    def __enter__(self) -> Console:
+        return self._get().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._get().__exit__(*exc)
+
+
+if TYPE_CHECKING:
+    console: Console
+    err_console: Console
+else:
+    console = _LazyConsole(highlight=False, soft_wrap=True)  # long ids, paths never broken
+    err_console = _LazyConsole(stderr=True, highlight=False)
 
 STATUS_STYLES = {
     "completed": "green",
@@ -177,6 +210,8 @@ def short(value: Any, width: int = 60) -> str:
 
 
 def activities_table(view: Any) -> Table:
+    from rich.table import Table
+
     table = Table(box=None, pad_edge=False)
     for column in ("activity", "kind", "status", "attempt", "output / error"):
         table.add_column(column)
@@ -204,6 +239,8 @@ def print_table(table: Table) -> None:
     if is_tty():
         console.print(table)
     else:
+        from rich.console import Console
+
         Console(highlight=False, width=100_000, soft_wrap=True).print(table)
 
 

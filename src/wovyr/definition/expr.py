@@ -53,8 +53,6 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from cel_expr_python import cel
-
 from wovyr.definition.expr_static import analyse
 from wovyr.errors import ExpressionError
 
@@ -165,7 +163,7 @@ class CompiledExpression:
         self._check_copies(data, largest, where)
         try:
             raw = self.program.eval(data=data)
-            failed = raw.type() == cel.Type.ERROR
+            failed = raw.type() == _cel().Type.ERROR
             result = raw.value() if failed else raw.plain_value()
         except (KeyboardInterrupt, SystemExit):
             raise
@@ -276,9 +274,19 @@ def _compile(src: str) -> CompiledExpression:
     )
 
 
+@lru_cache(maxsize=1)
+def _cel() -> Any:
+    """The CEL runtime, loaded when an expression is first compiled or evaluated (reading an
+    execution or a stored definition does not need it)."""
+    from cel_expr_python import cel
+
+    return cel
+
+
 @lru_cache(maxsize=64)
 def _environment(names: frozenset[str]) -> Any:
     """A CEL environment declaring `names` as `dyn` (JSON data has no static types)."""
+    cel = _cel()
     return cel.NewEnv(variables=dict.fromkeys(sorted(names), cel.Type.DYN))
 
 
@@ -654,7 +662,7 @@ def _json_scalar(value: Any, where: str, depth: int) -> Any:
         return duration_text(value)
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode("ascii")
-    if isinstance(value, cel.Type):
+    if isinstance(value, _cel().Type):
         name = value.name().lower().split("<", 1)[0]
         return _TYPE_NAMES.get(name, name)
     raise ExpressionError(f"result of type {type(value).__name__} is not JSON", where=where)

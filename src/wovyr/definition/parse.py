@@ -24,19 +24,19 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml import events as ev
-from ruamel.yaml.error import MarkedYAMLError
-from ruamel.yaml.reader import ReaderError
 
 from wovyr.definition.locate import model_problems
 from wovyr.definition.model import Workflow
 from wovyr.definition.source import DataPath, SourceMap
 from wovyr.definition.validate import validate, validate_data
 from wovyr.errors import DefinitionError, Problem
+
+if TYPE_CHECKING:
+    from ruamel.yaml.error import MarkedYAMLError
+    from ruamel.yaml.reader import ReaderError
 
 __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
     "Limits",
@@ -61,11 +61,24 @@ MAX_NODES = 100_000
 MAX_SCALAR_CHARS = 262_144
 _INT64 = 2**63
 
-_CParser: Any  # libyaml's parser from ruamel.yaml.clib, when installed
-try:
-    _CParser = importlib.import_module("ruamel.yaml.cyaml").CParser
-except ImportError:  # pragma: no cover - ruamel.yaml.clib is missing (e.g. PyPy)
-    _CParser = None
+# ruamel.yaml loads with the first document read (`_load_yaml`): reading a stored definition
+# back (canonical JSON, through the model) or a command that reads none does not pay for it.
+ev: Any = None  # ruamel.yaml.events
+_UNSET: Any = object()
+_CParser: Any = _UNSET  # libyaml's parser from ruamel.yaml.clib, when installed (else None)
+
+
+def _load_yaml() -> None:
+    global ev, _CParser  # loaded once, on first use
+    if ev is None:
+        from ruamel.yaml import events
+
+        ev = events
+    if _CParser is _UNSET:
+        try:
+            _CParser = importlib.import_module("ruamel.yaml.cyaml").CParser
+        except ImportError:  # pragma: no cover - ruamel.yaml.clib is missing (e.g. PyPy)
+            _CParser = None
 
 
 @dataclass(frozen=True)
@@ -295,6 +308,10 @@ def parse_document(
     source: str | bytes, filename: str = "<input>", limits: Limits | None = None
 ) -> tuple[Any, SourceMap]:
     """Plain data (dicts, lists, scalars) and its SourceMap; DefinitionError on any problem."""
+    from ruamel.yaml.error import MarkedYAMLError
+    from ruamel.yaml.reader import ReaderError
+
+    _load_yaml()
     limits = limits or Limits()
     smap = SourceMap(filename)
     text = _decode(source, smap, limits)
@@ -325,6 +342,8 @@ def _events(text: str) -> Iterator[Any]:
     """YAML events of `text`: from libyaml when ruamel.yaml.clib is installed (about 25 times
     faster, which keeps a 100,000-node document well under a second), else pure Python."""
     if _CParser is None:  # pragma: no cover - e.g. PyPy
+        from ruamel.yaml import YAML
+
         yield from YAML(typ="safe", pure=True).parse(text)
         return
     parser = _CParser(text)

@@ -1,7 +1,9 @@
 """CLI start-up imports only what a command needs: `wovyr --version` and `--help` load no
 engine, no pydantic, no expression runtime; a command that reads (`workflows show`) loads
 the engine but never the server, the scheduler, the workers, an HTTP client or a database
-driver it does not use. Checked in a fresh interpreter (this one has imported everything)."""
+driver it does not use, nor the expression runtime, the YAML parser, asyncio or the crypto
+of sealed payloads; with --json it does not load rich either. Checked in a fresh
+interpreter (this one has imported everything)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,15 @@ HEAVY_FOR_VERSION = (
 NOT_FOR_READING = (
     "fastapi", "starlette", "uvicorn", "jinja2", "httpx", "psycopg", "cronsim",
     "wovyr.server", "wovyr.scheduling", "wovyr.worker", "mcp", "httpx2",
+    "cel_expr_python", "ruamel", "asyncio", "cryptography", "wovyr.platform.kms",
 )  # fmt: skip
+FLOW = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: startup}
+activities:
+  - {id: a, set: {v: "${{ 1 + 1 }}"}}
+"""
 
 
 def loaded_after(argv: list[str], home: Path) -> dict[str, bool]:
@@ -58,6 +68,25 @@ def test_listing_mcp_servers_imports_no_mcp_sdk(tmp_path: Path) -> None:
     loaded = loaded_after(["mcp", "list", "--json"], tmp_path)
     assert loaded["ok"] and loaded.get("wovyr.platform.mcp")
     assert [m for m in NOT_FOR_READING if loaded.get(m)] == []
+
+
+def test_reading_a_stored_execution_loads_only_the_read_path(tmp_path: Path) -> None:
+    """A real execution (its pinned definition is read back and its view built), shown and
+    listed as people and scripts do."""
+    from wovyr.cli.main import main
+
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(FLOW)
+    assert main(["run", str(flow), "--home", str(tmp_path), "--id", "r1"]) == 0
+    for argv in (["workflows", "show", "r1"], ["workflows", "list"]):
+        loaded = loaded_after(argv, tmp_path)
+        assert loaded["ok"] and loaded.get("wovyr.engine.engine"), argv
+        assert [m for m in NOT_FOR_READING if loaded.get(m)] == [], argv
+        assert loaded.get("rich"), argv  # it printed a table
+    for argv in (["workflows", "show", "r1", "--json"], ["workflows", "list", "--json"]):
+        loaded = loaded_after(argv, tmp_path)
+        assert loaded["ok"], argv
+        assert [m for m in (*NOT_FOR_READING, "rich") if loaded.get(m)] == [], argv
 
 
 def test_the_public_api_still_loads_on_use() -> None:

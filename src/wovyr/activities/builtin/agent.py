@@ -48,7 +48,6 @@ Output: `{text, turns, tool_calls: [{turn, id, tool, arguments, result, error?}]
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import difflib
 import json
@@ -172,6 +171,7 @@ class _Run:
 async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
     """The loop (see the module docstring); an `AwaitApproval` when a call waits for one.
     An attempt that names MCP tools keeps one session per server open for the loop."""
+
     try:
         spec = AgentSpec.model_validate(rendered)
     except ValueError as exc:
@@ -186,6 +186,8 @@ async def _execute(step: AgentStep, rendered: Any, dispatch: Dispatch) -> Any:
 
 
 async def _loop(spec: AgentSpec, dispatch: Dispatch) -> Any:
+    import asyncio  # by the first run, not by importing the kind (a read loads every kind)
+
     if dispatch.models is None or dispatch.journal is None:
         raise NonRetryableError("this worker cannot run agents", type="UnknownProvider")
     access, journal = dispatch.models, dispatch.journal

@@ -14,7 +14,6 @@ hop with the same check, and every refused or unreachable target fails alike
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -74,6 +73,8 @@ async def run_http(
     `client` passed in is used as is (its own timeouts still apply) and left open.
     `policy.private_network` off guards every hop (see the module docstring).
     """
+    import asyncio  # by the first run, not by importing the kind (a read loads every kind)
+
     import httpx  # only where a request is sent: parsing a workflow does not load it
 
     url = _checked_url(spec.url)

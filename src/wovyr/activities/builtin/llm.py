@@ -32,7 +32,6 @@ The call goes through `wovyr.activities.providers`: the engine's retry policy go
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from typing import Any, Literal
@@ -209,6 +208,8 @@ async def call_model(
     when the tenant's daily model quota is used up (`QuotaExceeded`, not retried). A
     streamed call (`body["stream"]`) journals its text as generation `turn` of the attempt
     in `stream`, when given (every piece journaled before this returns or raises)."""
+    import asyncio  # by the first run, not by importing the kind (a read loads every kind)
+
     provider = access.providers.get(provider_name)
     if access.quota is not None:
         reason = await asyncio.to_thread(access.quota)
@@ -227,6 +228,8 @@ async def call_model(
 
 
 async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
+    import asyncio  # by the first run, not by importing the kind (a read loads every kind)
+
     try:
         spec = LlmSpec.model_validate(rendered)
     except ValueError as exc:

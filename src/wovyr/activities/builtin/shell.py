@@ -22,7 +22,6 @@ Output is capped but always drained, so a chatty child never blocks on a full pi
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import json
@@ -33,7 +32,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -42,6 +41,9 @@ from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.redact import mask
 from wovyr.fields import FrozenModel
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "ERROR_EXCERPT_BYTES",
@@ -206,6 +208,8 @@ def _child_environment(
 @contextlib.asynccontextmanager
 async def _working_directory(spec: ShellSpec) -> AsyncIterator[str]:
     """The step's own `cwd` (checked to exist), or a fresh private directory removed after."""
+    import asyncio  # by the first run, not by importing the kind
+
     if spec.cwd is not None:
         if not os.path.isdir(spec.cwd):
             raise NonRetryableError(f"working directory not found: {spec.cwd}", type="CwdNotFound")
@@ -352,6 +356,8 @@ def _cpu_text(launch: _Launch) -> str:
 
 async def _start(launch: _Launch) -> asyncio.subprocess.Process:
     """Spawn the child; if cancelled meanwhile, let the spawn finish and kill the group."""
+    import asyncio  # by the first run, not by importing the kind
+
     starting = asyncio.ensure_future(_spawn(launch))
     try:
         return await asyncio.shield(starting)
@@ -373,6 +379,8 @@ async def _kill_when_started(starting: asyncio.Future[asyncio.subprocess.Process
 
 
 async def _spawn(launch: _Launch) -> asyncio.subprocess.Process:
+    import asyncio  # by the first run, not by importing the kind
+
     program = launch.argv[0]
     pipes: dict[str, Any] = {
         "stdout": asyncio.subprocess.PIPE,
@@ -440,6 +448,8 @@ async def _supervise(
 
     On timeout (TimeoutError is re-raised) or cancellation the process group is killed first.
     """
+    import asyncio  # by the first run, not by importing the kind
+
     finished = _watch(process, stdout, stderr)
     try:
         # Shielded so a timeout does not abandon the readers: after the kill they still have
@@ -461,6 +471,8 @@ def _watch(
     process: asyncio.subprocess.Process, stdout: _Capture, stderr: _Capture
 ) -> asyncio.Future[int]:
     """A task that ends with the exit code once both pipes are at end-of-file."""
+    import asyncio  # by the first run, not by importing the kind
+
     readers = asyncio.gather(stdout.drain(process.stdout), stderr.drain(process.stderr))
     return asyncio.ensure_future(_wait_all(readers, process))
 
@@ -471,6 +483,8 @@ async def _wait_all(readers: asyncio.Future[Any], process: asyncio.subprocess.Pr
 
 
 async def _terminate_group(process: asyncio.subprocess.Process) -> None:
+    import asyncio  # by the first run, not by importing the kind
+
     _signal_group(process.pid, signal.SIGTERM)
     try:
         async with asyncio.timeout(TERM_GRACE_SECONDS):
@@ -483,6 +497,8 @@ async def _terminate_group(process: asyncio.subprocess.Process) -> None:
 
 async def _settle(process: asyncio.subprocess.Process, finished: asyncio.Future[int]) -> None:
     """Give the readers and the reaper a bounded time to finish after the kill."""
+    import asyncio  # by the first run, not by importing the kind
+
     try:
         async with asyncio.timeout(_PIPE_CLOSE_SECONDS):
             await asyncio.shield(finished)
