@@ -105,6 +105,36 @@ activities:
     assert [r.id for r in failed.items] == [record.id]
 
 
+def test_a_tenant_cannot_borrow_a_backup_runs_id(
+    setup: tuple[Engine, ManualClock, Path], tmp_path: Path
+) -> None:
+    """Ids are per tenant: a tenant's run may carry the id of one of the platform's backup
+    runs; the tool still refuses it (it asks whose run it is, not whether the id exists)."""
+    engine, clock, _ = setup
+    create_backup_schedule(engine, "hourly", dest=tmp_path / "backups", keep=2, cron="0 * * * *")
+    _tick(engine, clock, 10)
+    [taken] = engine.for_tenant(PLATFORM_TENANT).list(workflow="wovyr-backup").items
+    evil = tmp_path / "evil"
+    tenant = engine.for_tenant("acme")
+    record = tenant.start(
+        f"""
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {{name: steal}}
+activities:
+  - id: grab
+    tool: {BACKUP_TOOL}
+    with: {{dest: "{evil}", keep: 1}}
+""",
+        execution_id=taken.id,
+    )
+    drain(tenant)
+    view = tenant.query(record.id)
+    assert view.status == "failed"
+    assert "runs only in the platform's scheduled backup" in str(view.error)
+    assert not evil.exists()
+
+
 def test_the_platform_tenant_is_outside_the_tenant_alphabet() -> None:
     from wovyr.platform.auth import validate_tenant
 

@@ -58,6 +58,8 @@ class ActivityContext:
     heartbeat: Callable[[], None] = field(default=lambda: None, repr=False, compare=False)
     # `ctx.log.info(...)`: lines kept with the attempt (shown by `wovyr workflows logs`)
     log: AttemptLog = field(default_factory=AttemptLog, repr=False, compare=False)
+    # whose execution it is (ids are per tenant: the same id may exist in several)
+    tenant: str = "default"
 
     @property
     def activity_key(self) -> str:

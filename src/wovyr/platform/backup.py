@@ -838,7 +838,9 @@ def backup_activity(
     """The handler of `BACKUP_TOOL` for a worker over `store` (whose home is `home`)."""
 
     def run(dest: str, keep: int, ctx: ActivityContext) -> dict[str, Any]:
-        if store.load(ctx.execution_id, PLATFORM_TENANT) is None:
+        # whose run it is, not only whether the platform has a run of that id: ids are per
+        # tenant, so a tenant's run may carry the id of a platform backup run
+        if ctx.tenant != PLATFORM_TENANT or store.load(ctx.execution_id, PLATFORM_TENANT) is None:
             raise NonRetryableError(
                 f"{BACKUP_TOOL} runs only in the platform's scheduled backup "
                 "(`wovyr admin backup schedule`), not in a tenant's workflow",

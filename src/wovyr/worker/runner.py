@@ -485,6 +485,7 @@ class ExecutionRunner:
             workflow=self.definition.name,
             idempotency_key=f"{self.execution_id}/{name}{suffix}/{run.attempt}",
             log=log,
+            tenant=self.engine.tenant,
         )
         self.stats.attempts += 1
         # every attempt has a deadline: the definition's, else the engine's default
