@@ -10,6 +10,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from wovyr.cli.commands_registry import apply_files
 from wovyr.cli.common import (
     cli_inputs,
     console,
@@ -18,10 +19,10 @@ from wovyr.cli.common import (
     print_table,
     tenant_options,
 )
-from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli, error_text
+from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli
 from wovyr.definition.agent import agent_tool_problems
 from wovyr.engine.agents import agent_run, apply_agent, list_agents, named_agent
-from wovyr.errors import DefinitionConflict, DefinitionError, InputError
+from wovyr.errors import DefinitionError
 from wovyr.settings import Settings
 from wovyr.worker import Worker
 from wovyr.worker.run import Foreground, drive
@@ -43,46 +44,13 @@ def agents() -> None:
 def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
     """Register each agent FILE under its metadata name and version (idempotent). With
     --activities, a tool that no loaded handler is registered as is refused."""
-    results: list[dict[str, Any]] = []
-    failed = False
     with open_engine(settings) as engine:
-        for file in files:
-            try:
-                outcome, digest, document = apply_agent(engine, file)
-                results.append(
-                    {
-                        "file": str(file),
-                        "name": document.name,
-                        "version": document.version,
-                        "hash": digest,
-                        "result": outcome,
-                    }
-                )
-            except (DefinitionError, DefinitionConflict, InputError) as exc:
-                failed = True
-                problems = exc.problems if isinstance(exc, DefinitionError | InputError) else []
-                results.append(
-                    {
-                        "file": str(file),
-                        "result": "error",
-                        "error": error_text(exc),
-                        "problems": [p.to_dict() for p in problems],
-                    }
-                )
-    if as_json:
-        echo_json(results)
-    else:
-        for r in results:
-            if r["result"] == "error":
-                console.print(f"{r['file']}: {r['error']}", style="red", markup=False)
-            else:
-                console.print(
-                    f"{r['file']}: agent {r['name']} v{r['version']} {r['result']} "
-                    f"({r['hash'][:19]})",
-                    markup=False,
-                )
-    if failed:
-        raise click.exceptions.Exit(EXIT_FAILED)
+
+        def apply_one(file: Path) -> tuple[str, str, str, str]:
+            outcome, digest, document = apply_agent(engine, file)
+            return outcome, digest, document.name, document.version
+
+        apply_files(files, apply_one, as_json, what="agent ")
 
 
 @agents.command("list")

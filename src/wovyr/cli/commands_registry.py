@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,33 +28,48 @@ def definitions() -> None:
 @tenant_options
 def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
     """Register each FILE under its metadata name and version (idempotent)."""
-    results: list[dict[str, Any]] = []
-    failed = False
     with open_engine(settings, load_activities=False) as engine:
-        for file in files:
-            try:
-                outcome, digest = engine.apply(file)
-                workflow = engine.definition(digest)
-                results.append(
-                    {
-                        "file": str(file),
-                        "name": workflow.name,
-                        "version": workflow.version,
-                        "hash": digest,
-                        "result": outcome,
-                    }
-                )
-            except (DefinitionError, DefinitionConflict, InputError) as exc:
-                failed = True
-                problems = exc.problems if isinstance(exc, DefinitionError | InputError) else []
-                results.append(
-                    {
-                        "file": str(file),
-                        "result": "error",
-                        "error": error_text(exc),
-                        "problems": [p.to_dict() for p in problems],
-                    }
-                )
+
+        def apply_one(file: Path) -> tuple[str, str, str, str]:
+            outcome, digest = engine.apply(file)
+            workflow = engine.definition(digest)
+            return outcome, digest, workflow.name, workflow.version
+
+        apply_files(files, apply_one, as_json)
+
+
+def apply_files(
+    files: tuple[Path, ...],
+    apply_one: Callable[[Path], tuple[str, str, str, str]],
+    as_json: bool,
+    what: str = "",
+) -> None:
+    """Apply each file with `apply_one` (-> outcome, hash, name, version), going on past a
+    file that fails; print a line (or a JSON object) per file; exit 1 if any failed. `what`
+    names the kind of document in the lines ("agent ")."""
+    results: list[dict[str, Any]] = []
+    for file in files:
+        try:
+            outcome, digest, name, version = apply_one(file)
+            results.append(
+                {
+                    "file": str(file),
+                    "name": name,
+                    "version": version,
+                    "hash": digest,
+                    "result": outcome,
+                }
+            )
+        except (DefinitionError, DefinitionConflict, InputError) as exc:
+            problems = exc.problems if isinstance(exc, DefinitionError | InputError) else []
+            results.append(
+                {
+                    "file": str(file),
+                    "result": "error",
+                    "error": error_text(exc),
+                    "problems": [p.to_dict() for p in problems],
+                }
+            )
     if as_json:
         echo_json(results)
     else:
@@ -62,9 +78,11 @@ def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) ->
                 console.print(f"{r['file']}: {r['error']}", style="red", markup=False)
             else:
                 console.print(
-                    f"{r['file']}: {r['name']} v{r['version']} {r['result']} ({r['hash'][:19]})"
+                    f"{r['file']}: {what}{r['name']} v{r['version']} {r['result']} "
+                    f"({r['hash'][:19]})",
+                    markup=False,
                 )
-    if failed:
+    if any(r["result"] == "error" for r in results):
         raise click.exceptions.Exit(EXIT_FAILED)
 
 
