@@ -20,6 +20,7 @@ from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.engine.labels import parse_label_pairs
 from wovyr.errors import InputError, WovyrError
 from wovyr.server.ui.dag import DagLayout, layout_dag, render_svg
+from wovyr.server.ui.gantt import render_gantt
 from wovyr.server.ui.present import (
     WAIT_KINDS,
     as_datetime,
@@ -298,6 +299,7 @@ class ExecutionPage:
     view: ExecutionView
     workflow: Workflow
     svg: Markup
+    gantt: Markup  # empty until an activity started
     activities: list[dict[str, Any]]
     events: list[Any]
     events_from: int
@@ -402,6 +404,7 @@ def execution_page(
         view=view,
         workflow=workflow,
         svg=svg,
+        gantt=Markup(render_gantt(rows, as_datetime(view.created_at) or now, now)),
         activities=rows,
         events=events,
         events_from=start,
