@@ -46,6 +46,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         "Agents: apply, list and show agent definitions, run one in the foreground.",
     ),
     "db": (("commands_db",), "The store's schema: apply migrations, show the version."),
+    "dev": (
+        ("commands_dev",),
+        "Serve the API, UI and a worker, registering workflow files and reloading on change.",
+    ),
     "definitions": (
         ("commands_registry",),
         "Register workflow definitions by name and version.",
