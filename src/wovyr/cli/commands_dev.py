@@ -194,10 +194,10 @@ def _watched(paths: list[Path], sources: list[Path]) -> list[Path]:
 def dev_command(paths: tuple[Path, ...], host: str, port: int, settings: Settings) -> None:
     """Serve the API, UI and a worker, registering workflow files and reloading on change.
 
-    PATHS are workflow files or directories of them (*.yaml, *.yml). A change to a workflow file registers it again (a new version when its content
-    changed); a change to an activity module (--activities) restarts the server, which
-    picks the executions up where they were. Prints the UI address and an admin key.
-    Ctrl-C stops.
+    PATHS are workflow files or directories of them (*.yaml, *.yml). A change to a workflow
+    file registers it again (a new version when its content changed); a change to an
+    activity module (--activities) restarts the server, which picks the executions up where
+    they were. Prints the UI address and an admin key. Ctrl-C stops.
     """
     files = workflow_files(paths)
     sources = module_sources(settings.activities)
