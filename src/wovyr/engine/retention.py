@@ -27,10 +27,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from wovyr.errors import InputError, NotFound, Problem
-from wovyr.files import atomic_write
+from wovyr.files import atomic_write, fsync_folder
 from wovyr.store.audit import AuditEntry
 from wovyr.store.platform import TenantRecord, TenantStore
 from wovyr.store.retention import Expired
@@ -42,6 +42,7 @@ __all__ = [
     "MAX_DAYS",
     "PurgeReport",
     "Retention",
+    "export_file",
     "export_lines",
     "iter_finished",
     "parse_retention",
@@ -205,6 +206,39 @@ def export_lines(engine: Engine, ids: Sequence[str]) -> list[str]:
         }
         lines.append(json.dumps(line, default=str, separators=(",", ":"), sort_keys=True))
     return lines
+
+
+def export_file(
+    engine: Engine, items: Iterable[Expired], path: str | os.PathLike[str], *, chunk: int = 200
+) -> int:
+    """Write `items` (executions of the engine's tenant) to `path` as `export_lines` do,
+    one line each, and return how many lines: written to a temporary file beside it,
+    fsynced, then renamed over `path` (a crash leaves the old file or the whole new one)."""
+    target = Path(path)
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    count = 0
+    try:
+        with open(temp, "w", encoding="utf-8") as out:
+            pending: list[str] = []
+            for item in items:
+                pending.append(item.id)
+                if len(pending) == chunk:
+                    count += _write_lines(out, export_lines(engine, pending))
+                    pending = []
+            count += _write_lines(out, export_lines(engine, pending))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    fsync_folder(target.parent)
+    return count
+
+
+def _write_lines(out: TextIO, lines: Sequence[str]) -> int:
+    out.writelines(line + "\n" for line in lines)
+    return len(lines)
 
 
 def _export(engine: Engine, folder: str, ids: Sequence[str], now: datetime, n: int) -> str:
