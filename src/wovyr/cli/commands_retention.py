@@ -10,6 +10,7 @@ left.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import click
@@ -102,8 +103,8 @@ def set_command(
             changed.update(days=None, workflows={})
         elif days is not None:
             changed["days"] = days
-        if export_to is not None:
-            changed["export_to"] = export_to
+        if export_to is not None:  # the server resolves nothing: store where it points now
+            changed["export_to"] = str(Path(export_to).expanduser().resolve())
         if no_export:
             changed["export_to"] = None
         stored = engine.set_retention(replace(current, **changed), by="cli")
