@@ -227,3 +227,18 @@ def test_export_to_writes_the_purged_executions_first(
         ]
     assert {line["view"]["labels"].get("order") for line in lines} == {"o-1", None}
     assert all(path.stat().st_mode & 0o077 == 0 for path in folder.iterdir())
+
+
+def test_an_export_that_fails_purges_nothing(
+    engine: Engine, clock: ManualClock, tmp_path: Path
+) -> None:
+    started = engine.start(QUICK).id
+    drain(engine)
+    clock.advance(days=2)
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("", encoding="utf-8")
+    engine.set_retention(Retention(days=1, export_to=str(not_a_folder)), by="test")
+    with pytest.raises(OSError):
+        purge_expired(engine)
+    assert engine.query(started).status == "completed"
+    assert not [r for r in engine.store.audit_records() if r.action == "executions.purge"]
