@@ -238,7 +238,7 @@ def test_an_export_that_fails_purges_nothing(
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("", encoding="utf-8")
     engine.set_retention(Retention(days=1, export_to=str(not_a_folder)), by="test")
-    with pytest.raises(OSError):
+    with pytest.raises(FileExistsError):  # the folder cannot be made: it is a file
         purge_expired(engine)
     assert engine.query(started).status == "completed"
     assert not [r for r in engine.store.audit_records() if r.action == "executions.purge"]
