@@ -68,6 +68,8 @@ REQUIRED_ROLE = {
     ("PATCH", "/api/v1/admin/policy"): "admin",
     ("GET", "/api/v1/admin/quotas"): "admin",
     ("PATCH", "/api/v1/admin/quotas"): "admin",
+    ("GET", "/api/v1/admin/retention"): "admin",
+    ("PUT", "/api/v1/admin/retention"): "admin",
     ("GET", "/api/v1/audit"): "admin",
     ("GET", "/api/v1/secrets"): "admin",
     ("GET", "/api/v1/secrets/{name}"): "admin",
@@ -124,6 +126,8 @@ def body_for(method: str, path: str) -> Any:
         return {"shell_cpu_seconds": 30}  # tightening: allowed
     if (method, path) == ("PATCH", "/api/v1/admin/quotas"):
         return {"executions_per_day": 100_000}  # setting where none is: allowed
+    if (method, path) == ("PUT", "/api/v1/admin/retention"):
+        return {"days": 30}  # tenant b's own retention: never tenant a's
     if method == "PATCH":
         return {"note": "b was here"}
     if path.endswith(("/pause", "/resume")):

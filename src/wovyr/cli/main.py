@@ -37,9 +37,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
             "commands_audit",
             "commands_backup",
             "commands_limits",
+            "commands_retention",
         ),
         "Administration on the server host: API keys, tenants' policies and quotas, the KMS, "
-        "the audit chain, backups, rate limits.",
+        "the audit chain, backups, rate limits, retention.",
     ),
     "agents": (
         ("commands_agents",),

@@ -35,6 +35,7 @@ from datetime import timedelta
 from typing import Any
 
 from wovyr.engine.engine import Engine
+from wovyr.engine.retention import PurgeReport, purge_all
 from wovyr.platform.audit import write_anchor
 from wovyr.platform.metrics import Metrics
 from wovyr.platform.secrets import Secrets, audit_anchor_key
@@ -212,15 +213,36 @@ class Background:
     # --- housekeeping ----------------------------------------------------------------------
 
     async def _housekeeping(self) -> None:
-        store = self.engine.store
         while not self._stop.is_set():
-            now = self.engine.clock.now()
-            try:
-                await asyncio.to_thread(store.purge_idempotency_keys, now - IDEMPOTENCY_TTL)
-                await asyncio.to_thread(store.purge_revoked_sessions, now)
-            except Exception as exc:  # retried at the next round
-                log.warning("purging old idempotency keys or signed-out sessions: %s", exc)
+            await asyncio.to_thread(self.housekeep_now)
             await self._pause(_HOUSEKEEPING_EVERY)
+
+    def housekeep_now(self) -> list[PurgeReport]:
+        """One housekeeping round: forget old idempotency keys and signed-out sessions, and
+        purge every tenant's finished executions older than its retention (bounded batches:
+        a backlog is worked off over several rounds). A failure is logged and retried at the
+        next round. Returns the retention pass's reports."""
+        store = self.engine.store
+        now = self.engine.clock.now()
+        try:
+            store.purge_idempotency_keys(now - IDEMPOTENCY_TTL)
+            store.purge_revoked_sessions(now)
+        except Exception as exc:  # retried at the next round
+            log.warning("purging old idempotency keys or signed-out sessions: %s", exc)
+        try:
+            reports = purge_all(self.engine)
+        except Exception as exc:  # retried at the next round
+            log.warning("purging executions past their retention: %s", exc)
+            return []
+        for report in reports:
+            if report.purged:
+                log.info(
+                    "retention: purged %d executions of tenant %s%s",
+                    report.purged,
+                    report.tenant,
+                    " (more left for the next round)" if report.more else "",
+                )
+        return reports
 
     async def _anchoring(self) -> None:
         """Sign the audit chain's head every `audit_anchor_interval` seconds when it moved,

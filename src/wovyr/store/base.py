@@ -44,6 +44,7 @@ from wovyr.store.records import (
     TimerRecord,
 )
 from wovyr.store.registry import DefinitionRegistry
+from wovyr.store.retention import RetentionStore
 from wovyr.store.schedules import ScheduleStore
 from wovyr.store.secrets import SecretStore
 from wovyr.store.streams import StreamStore
@@ -173,6 +174,7 @@ class Store(
     StreamStore,
     FlowStore,
     McpServerStore,
+    RetentionStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

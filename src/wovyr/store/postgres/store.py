@@ -63,6 +63,7 @@ from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.registry import PostgresRegistry
+from wovyr.store.postgres.retention import PostgresRetention
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.secrets import PostgresSecrets
 from wovyr.store.postgres.snapshot import dump_schema
@@ -95,6 +96,7 @@ class PostgresStore(
     PostgresTimers,
     PostgresStreams,
     PostgresRateLimits,
+    PostgresRetention,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 

@@ -59,6 +59,7 @@ from wovyr.store.sqlite.flow import (
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
+from wovyr.store.sqlite.retention import SQLiteRetention
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 from wovyr.store.sqlite.secrets import SQLiteSecrets
 from wovyr.store.sqlite.snapshot import write_snapshot
@@ -182,6 +183,7 @@ class SQLiteStore(
     SQLiteFlow,
     SQLiteRateLimits,
     SQLiteStreams,
+    SQLiteRetention,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
