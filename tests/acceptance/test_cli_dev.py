@@ -5,6 +5,7 @@ the new code; it prints the UI address and an admin key, and Ctrl-C (SIGINT) sto
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -53,12 +54,12 @@ def _free_port() -> int:
 class Dev:
     """The `wovyr dev` process, its output lines read on a thread."""
 
-    def __init__(self, project: Path, home: Path, port: int) -> None:
+    def __init__(self, project: Path, home: Path, port: int, *extra: str) -> None:
         env = {**os.environ, "WOVYR_HOME": str(home), "PYTHONPATH": str(project)}
         env.pop("WOVYR_DATABASE_URL", None)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "wovyr", "dev", "flows", "-a", "dev_tools.py",
-             "--port", str(port)],
+             "--port", str(port), *extra],
             cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
@@ -133,10 +134,11 @@ def test_dev_serves_registers_and_reloads(tmp_path: Path) -> None:
         # a second start revokes the first start's key: only one dev key is live
         dev.process.send_signal(signal.SIGINT)
         assert dev.process.wait(timeout=DEADLINE) == 0
-        again = Dev(project, tmp_path / "home", _free_port())
+        again = Dev(project, tmp_path / "home", _free_port(), "--json")
         try:
-            url = again.expect(r"UI (http://\S+)/ui").group(1)
-            second = again.expect(r"admin key \(tenant default\): (\S+)").group(1)
+            ready = json.loads(again.expect(r'^\{"event": "ready"').string)
+            url, second = ready["ui"].removesuffix("/ui"), ready["key"]
+            assert ready["tenant"] == "default" and ready["watching"]
             health = "/api/v1/workflows?limit=1"
             old = httpx.get(url + health, headers={"Authorization": f"Bearer {key}"})
             new = httpx.get(url + health, headers={"Authorization": f"Bearer {second}"})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import signal
 import subprocess
 import sys
@@ -86,7 +87,7 @@ def _wovyr(*args: str) -> list[str]:
     return [sys.executable, "-m", "wovyr", *args]
 
 
-def apply_workflows(files: list[Path], settings: Settings) -> bool:
+def apply_workflows(files: list[Path], settings: Settings, as_json: bool = False) -> bool:
     """Register the files in a fresh process (its lines printed as they are); True if all
     were accepted."""
     if not files:
@@ -97,6 +98,7 @@ def apply_workflows(files: list[Path], settings: Settings) -> bool:
         *map(str, files),
         *_store_args(settings),
         *_activity_args(settings),
+        *(["--json"] if as_json else []),
     )
     return subprocess.run(command, check=False).returncode == 0
 
@@ -167,6 +169,10 @@ class ServerChild:
             self.process.wait()
 
 
+def _json_line(value: dict[str, Any]) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False))
+
+
 def _changes(paths: list[Path], stop: threading.Event) -> Iterator[set[Path]]:
     """Each batch of changed files under `paths` (debounced by watchfiles)."""
     try:
@@ -190,8 +196,13 @@ def _watched(paths: list[Path], sources: list[Path]) -> list[Path]:
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON lines (ready, reloaded) for tools."
+)
 @engine_options
-def dev_command(paths: tuple[Path, ...], host: str, port: int, settings: Settings) -> None:
+def dev_command(
+    paths: tuple[Path, ...], host: str, port: int, as_json: bool, settings: Settings
+) -> None:
     """Serve the API, UI and a worker, registering workflow files and reloading on change.
 
     PATHS are workflow files or directories of them (*.yaml, *.yml). A change to a workflow
@@ -201,7 +212,7 @@ def dev_command(paths: tuple[Path, ...], host: str, port: int, settings: Setting
     """
     files = workflow_files(paths)
     sources = module_sources(settings.activities)
-    apply_workflows(files, settings)
+    apply_workflows(files, settings, as_json)
     token = dev_key(settings)
     child = ServerChild(settings, host, port)
     stop = threading.Event()
@@ -212,10 +223,22 @@ def dev_command(paths: tuple[Path, ...], host: str, port: int, settings: Setting
     originals = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         child.start()
-        click.echo(f"wovyr dev: UI {child.url}/ui  API {child.url}/api/v1")
-        click.echo(f"admin key (tenant default): {token}")
         watched = _watched(list(paths), sources)
-        click.echo("watching: " + (", ".join(map(str, watched)) or "nothing"), err=True)
+        if as_json:
+            _json_line(
+                {
+                    "event": "ready",
+                    "ui": f"{child.url}/ui",
+                    "api": f"{child.url}/api/v1",
+                    "tenant": "default",
+                    "key": token,
+                    "watching": [str(p) for p in watched],
+                }
+            )
+        else:
+            click.echo(f"wovyr dev: UI {child.url}/ui  API {child.url}/api/v1")
+            click.echo(f"admin key (tenant default): {token}")
+            click.echo("watching: " + (", ".join(map(str, watched)) or "nothing"), err=True)
         sys.stdout.flush()
         for changed in _changes(watched, stop) if watched else iter(()):
             files = workflow_files(paths)
@@ -223,12 +246,16 @@ def dev_command(paths: tuple[Path, ...], host: str, port: int, settings: Setting
             yaml = {p for p in changed if p.suffix in WORKFLOW_SUFFIXES}
             if not python and not yaml:
                 continue
-            apply_workflows(files, settings)
+            apply_workflows(files, settings, as_json)
             if python:
                 child.stop()
                 child.start()
-            names = ", ".join(sorted(p.name for p in python | yaml))
-            click.echo(f"reloaded ({'server restarted' if python else 'definitions'}): {names}")
+            names = sorted(p.name for p in python | yaml)
+            if as_json:
+                _json_line({"event": "reloaded", "restarted": bool(python), "files": names})
+            else:
+                what = "server restarted" if python else "definitions"
+                click.echo(f"reloaded ({what}): {', '.join(names)}")
             sys.stdout.flush()
         if not watched:
             stop.wait()
