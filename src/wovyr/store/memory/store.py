@@ -30,6 +30,7 @@ from wovyr.store.base import (
     StepWrite,
     TimerRecord,
 )
+from wovyr.store.bulk import BatchItem, BatchRecord
 from wovyr.store.codec import dumps, loads
 from wovyr.store.flow import (
     Bucket,
@@ -42,6 +43,7 @@ from wovyr.store.flow import (
 )
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.memory.audit import MemoryAudit
+from wovyr.store.memory.bulk import MemoryBulk
 from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
@@ -70,7 +72,13 @@ def _stored(value: object) -> Any:
 
 
 class MemoryStore(
-    MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, MemorySecrets, MemoryStreams
+    MemorySchedules,
+    MemoryRegistry,
+    MemoryPlatform,
+    MemoryAudit,
+    MemorySecrets,
+    MemoryStreams,
+    MemoryBulk,
 ):
     def __init__(self) -> None:
         self.url = "memory://"
@@ -105,6 +113,8 @@ class MemoryStore(
         self._providers: dict[tuple[str, str], ProviderRecord] = {}  # (tenant, name)
         self._streams: dict[ExecutionKey, list[StreamChunk]] = {}  # the stream journals
         self._mcp_servers: dict[tuple[str, str], McpServerRecord] = {}  # (tenant, name)
+        self._batches: dict[tuple[str, str], BatchRecord] = {}  # (tenant, id)
+        self._batch_items: dict[tuple[str, str], list[BatchItem]] = {}  # in listing order
         self._observers = Observers()
         self.commits = 0
 
