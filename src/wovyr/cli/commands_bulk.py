@@ -230,8 +230,10 @@ def batches_show(
 
 
 def _described(b: BatchRecord) -> str:
-    parts = [f"{k}={v}" for k, v in b.filter.items() if v and k != "labels"]
-    parts += [f"label {k}={v}" for k, v in sorted((b.filter.get("labels") or {}).items())]
+    f = b.filter
+    parts = [f"{k}={f[k]}" for k in ("status", "workflow") if f.get(k)]
+    parts += [f"label {k}={v}" for k, v in sorted((f.get("labels") or {}).items())]
+    parts += [f"{k}={f[k]}" for k in ("id_prefix", "since", "until") if f.get(k)]
     if b.signal:
         parts.insert(0, f"signal {b.signal}")
     return ", ".join(parts)
