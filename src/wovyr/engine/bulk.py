@@ -50,6 +50,7 @@ from wovyr.errors import (
     InputError,
     NotFound,
     Problem,
+    StoreError,
     WovyrError,
 )
 from wovyr.events import EventType
@@ -380,6 +381,8 @@ class BatchRunner:
                 out.append(self._one(engine, batch, execution_id))
             except NotFound:
                 out.append(BatchOutcome(execution_id, "skipped", "not found"))
+            except StoreError:  # the store, not the item: the page is done again later
+                raise
             except WovyrError as exc:
                 out.append(BatchOutcome(execution_id, "error", exc.message))
         return out
