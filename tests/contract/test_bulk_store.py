@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from tests.contract.test_store_contract import create, step
 
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import ExecutionFilter, NewExecution, Store
 from wovyr.store.bulk import BatchOutcome, BatchUpdate, NewBatch
+from wovyr.store.postgres import PostgresStore
 from wovyr.store.streams import NewChunk
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -173,3 +175,24 @@ def test_purge_deletes_finished_executions_with_everything_kept_for_them(store: 
     assert store.load("kept", "default") is not None
     assert store.load("gone", "t2") is not None and store.history("gone", tenant="t2")
     assert store.purge_executions("default", []) == []
+
+
+@pytest.mark.postgres
+def test_postgres_batch_leases_follow_the_database_clock(postgres_url: str) -> None:
+    """With db_clock, a batch lease is measured on the database's clock, like an
+    execution's: a runner whose own clock runs an hour ahead cannot take a held lease."""
+    store = PostgresStore(postgres_url, db_clock=True)
+    try:
+        store.create_batch(new_batch())
+        mine = store.claim_batch("r1", T0, 30.0)  # the caller's time is not used
+        assert mine is not None and mine.lease_until is not None
+        assert mine.lease_until > datetime.now(UTC) + timedelta(seconds=20)
+        ahead = datetime.now(UTC) + timedelta(hours=1)
+        assert store.claim_batch("r2", ahead, 30.0) is None
+        renewed = store.update_batch(
+            BatchUpdate("default", "b1", mine.fence, T0, T0 + timedelta(seconds=30), listed=["e"])
+        )
+        assert renewed is not None and renewed.lease_until is not None
+        assert renewed.lease_until > datetime.now(UTC) + timedelta(seconds=20)
+    finally:
+        store.close()

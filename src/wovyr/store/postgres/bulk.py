@@ -73,6 +73,7 @@ class PostgresBulk:
 
     _write: Callable[[Callable[[Connection], Any]], Any]
     _run: Callable[..., Any]
+    _now: Callable[[datetime], datetime | None]
 
     def _one(self, name: str, params: dict[str, Any]) -> BatchRecord | None:
         sql = _queries()[name]
@@ -147,7 +148,7 @@ class PostgresBulk:
 
     def claim_batch(self, owner: str, now: datetime, lease_seconds: float) -> BatchRecord | None:
         sql = _queries()["batch_claim"]
-        params = {"owner": owner, "now": now, "until": now + timedelta(seconds=lease_seconds)}
+        params = {"owner": owner, "now": self._now(now), "lease": timedelta(seconds=lease_seconds)}
         row = self._write(lambda conn: conn.execute(sql, params).fetchone())
         return None if row is None else _batch(row)
 
@@ -199,7 +200,8 @@ class PostgresBulk:
                     "status": "completed" if done else "running",
                     "finished_at": update.now if done else None,
                     "lease_owner": None if done else batch.lease_owner,
-                    "lease_until": None if done else update.lease_until,
+                    "now": self._now(update.now),
+                    "lease": update.lease_until - update.now,
                 },
             ).fetchone()
             return _batch(out)

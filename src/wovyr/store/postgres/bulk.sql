@@ -33,12 +33,17 @@ ORDER BY n LIMIT %(limit)s;
 
 -- name: batch_claim
 -- The running batch worked on least recently whose lease is free, expired or the owner's;
--- a batch another runner is claiming at this moment is skipped, never waited for.
-UPDATE batches SET lease_owner = %(owner)s, lease_until = %(until)s, fence = fence + 1
+-- a batch another runner is claiming at this moment is skipped, never waited for. With
+-- db_clock `now` is NULL and leases are measured on the database's clock, as executions'.
+UPDATE batches
+SET lease_owner = %(owner)s,
+    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    fence = fence + 1
 WHERE (tenant, id) = (
     SELECT tenant, id FROM batches
     WHERE status = 'running'
-      AND (lease_until IS NULL OR lease_until < %(now)s OR lease_owner = %(owner)s)
+      AND (lease_until IS NULL OR lease_until < COALESCE(%(now)s::timestamptz, now())
+           OR lease_owner = %(owner)s)
     ORDER BY updated_at, tenant, id LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING {columns};
 
@@ -57,7 +62,8 @@ UPDATE batches SET listed = %(listed)s, ok = %(ok)s, skipped = %(skipped)s,
     errors = %(errors)s, cursor = %(cursor)s, listed_all = %(listed_all)s,
     pages = pages + %(pages)s, updated_at = %(at)s, status = %(status)s,
     finished_at = %(finished_at)s, lease_owner = %(lease_owner)s,
-    lease_until = %(lease_until)s
+    lease_until = CASE WHEN %(lease_owner)s::text IS NULL THEN NULL
+                       ELSE COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval END
 WHERE tenant = %(tenant)s AND id = %(id)s
 RETURNING {columns};
 
