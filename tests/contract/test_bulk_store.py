@@ -4,6 +4,7 @@ purge that leaves nothing of a finished execution behind (and nothing else touch
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -196,3 +197,13 @@ def test_postgres_batch_leases_follow_the_database_clock(postgres_url: str) -> N
         assert renewed.lease_until > datetime.now(UTC) + timedelta(seconds=20)
     finally:
         store.close()
+
+
+def test_of_runners_claiming_at_once_one_gets_the_batch(store: Store) -> None:
+    store.create_batch(new_batch())
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        claims = list(pool.map(lambda i: store.claim_batch(f"r{i}", T0, 30.0), range(8)))
+    won = [c for c in claims if c is not None]
+    assert len(won) == 1 and won[0].fence == 1
+    batch = store.get_batch("default", "b1")
+    assert batch is not None and batch.lease_owner == won[0].lease_owner and batch.fence == 1
