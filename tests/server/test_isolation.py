@@ -43,6 +43,9 @@ REQUIRED_ROLE = {
     ("POST", "/api/v1/workflows/{execution_id}/rerun"): "operator",
     ("GET", "/api/v1/workflows/{execution_id}/logs"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/approve"): "operator",
+    ("POST", "/api/v1/batches"): "operator",
+    ("GET", "/api/v1/batches"): "viewer",
+    ("GET", "/api/v1/batches/{batch_id}"): "viewer",
     ("POST", "/api/v1/definitions"): "operator",
     ("GET", "/api/v1/definitions"): "viewer",
     ("GET", "/api/v1/definitions/{name}"): "viewer",
@@ -114,6 +117,8 @@ def body_for(method: str, path: str) -> Any:
         return B_AGENT
     if (method, path) == ("POST", "/api/v1/agents/{agent}/runs"):
         return {"input": "from b"}
+    if (method, path) == ("POST", "/api/v1/batches"):
+        return {"action": "signal", "filter": {"workflow": "b-flow"}, "signal": "go"}
     if path.endswith("/signal"):
         return {"name": "go", "payload": "b"}
     if path.endswith("/rerun"):
@@ -208,7 +213,15 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         json={"url": f"https://{CANARY}.example/mcp", "header_secrets": {"X-Key": A_SECRET}},
     )
     assert server.status_code == 200, server.text
+    batch = await api.call(
+        "POST",
+        "/api/v1/batches",
+        a,
+        json={"action": "signal", "filter": {"workflow": f"{CANARY}-flow"}, "signal": CANARY},
+    )
+    assert batch.status_code == 201, batch.text
     return {
+        "batch_id": batch.json()["id"],
         "execution_id": f"{CANARY}-exec",
         "schedule_id": f"{CANARY}-sched",
         "key_id": key.json()["id"],

@@ -46,6 +46,7 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_agents",),
         "Agents: apply, list and show agent definitions, run one in the foreground.",
     ),
+    "batches": (("commands_bulk",), "Bulk-action batches: list, show."),
     "db": (("commands_db",), "The store's schema: apply migrations, show the version."),
     "dev": (
         ("commands_dev",),
@@ -91,7 +92,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_server",),
         "Run a worker (and the timer dispatcher) until SIGINT or SIGTERM.",
     ),
-    "workflows": (("commands_workflows",), "Inspect and steer executions."),
+    "workflows": (
+        ("commands_workflows", "commands_bulk"),
+        "Inspect and steer executions.",
+    ),
 }
 
 

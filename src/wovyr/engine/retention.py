@@ -299,7 +299,7 @@ def purge_expired(
                 workflow or "*",
                 {"count": len(ids), "finished_before": before.isoformat(), "days": days},
             )
-            purged = engine.store.purge_executions(engine.tenant, ids, audit=audit)
+            purged = len(engine.store.purge_executions(engine.tenant, ids, audit=audit))
             report.purged += purged
             batches += 1
             if len(found) < batch or not purged:  # none purged: another pass purged them

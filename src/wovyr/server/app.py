@@ -30,6 +30,7 @@ from wovyr.server.api import (
     admin,
     agents,
     audit,
+    batches,
     definitions,
     health,
     mcp_servers,
@@ -134,6 +135,7 @@ def create_app(
     install_problem_handlers(app)
     for module in (
         workflows,
+        batches,
         definitions,
         agents,
         schedules,

@@ -1,4 +1,4 @@
-"""The server's background work: a supervised Worker and housekeeping.
+"""The server's background work: a supervised Worker, bulk-action batches and housekeeping.
 
 The Worker claims runnable executions (those left running by a crash come back when their
 lease expires), drives them, fires due timers and due schedules on every tick, and
@@ -21,6 +21,12 @@ Where the Worker runs (`Settings.worker_process`):
   pool: the store's leases already split work among any number of `wovyr worker`s.
 - **On the server's loop** (the default of `create_app`: tests on a `ManualClock`, a memory
   store, embedding), as before.
+
+Bulk-action batches (`wovyr.engine.bulk`) are worked on by a `BatchRunner` in this process,
+one page at a time in a thread (never on the loop), woken by a submission through this
+server and otherwise looking every `dispatch_interval` seconds (a batch submitted elsewhere, or
+one whose runner died and whose lease expired). Each page renews the batch's lease, so
+several servers on one store never work on the same batch at once.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import sys
 from datetime import timedelta
 from typing import Any
 
+from wovyr.engine.bulk import BatchRunner
 from wovyr.engine.engine import Engine
 from wovyr.engine.retention import PurgeReport, purge_all
 from wovyr.platform.audit import write_anchor
@@ -69,6 +76,8 @@ class Background:
             audit_anchor_key(secrets, engine.clock.now()) if isinstance(secrets, Secrets) else None
         )
         self._anchored = 0  # the head seq this server signed last
+        self.batches = BatchRunner(engine, lease_seconds=settings.lease_seconds)
+        self._batch_wake: asyncio.Event | None = None
 
     def start(self) -> None:
         supervise = self._supervise_process if self.settings.worker_process else self._supervise
@@ -77,6 +86,7 @@ class Background:
             asyncio.create_task(supervise(), name="wovyr-worker"),
             asyncio.create_task(self._housekeeping(), name="wovyr-housekeeping"),
             asyncio.create_task(self._anchoring(), name="wovyr-audit-anchors"),
+            asyncio.create_task(self._batching(), name="wovyr-batches"),
         ]
 
     def alive(self) -> bool:
@@ -85,6 +95,8 @@ class Background:
     async def stop(self) -> None:
         """Stop claiming, let in-flight work finish within the grace period, release leases."""
         self._stop.set()
+        if self._batch_wake is not None:
+            self._batch_wake.set()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -209,6 +221,33 @@ class Background:
         if stdin is not None and not stdin.is_closing():
             with contextlib.suppress(ConnectionError):
                 stdin.write(json.dumps(message).encode() + b"\n")
+
+    # --- bulk actions ----------------------------------------------------------------------
+
+    def wake_batches(self) -> None:
+        """A batch was submitted (callable from request threads): work on it now."""
+        loop, wake = self._loop, self._batch_wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(wake.set)
+
+    async def _batching(self) -> None:
+        """One page at a time, for as long as some batch needs work; then wait for a
+        submission or the next look. A failed page is retried at the next look."""
+        self._batch_wake = asyncio.Event()
+        while not self._stop.is_set():
+            self._batch_wake.clear()
+            try:
+                while not self._stop.is_set():
+                    if await asyncio.to_thread(self.batches.step) is None:
+                        break
+            except Exception as exc:  # retried at the next look
+                log.warning("working on a bulk-action batch: %s", exc)
+            wake = asyncio.ensure_future(self._batch_wake.wait())
+            try:
+                await asyncio.wait({wake}, timeout=self.settings.dispatch_interval)
+            finally:
+                wake.cancel()
 
     # --- housekeeping ----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditStore
+from wovyr.store.bulk import BulkStore
 from wovyr.store.flow import FlowStore
 from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import (
@@ -172,6 +173,7 @@ class Store(
     ResponseCacheStore,
     ProviderStore,
     StreamStore,
+    BulkStore,
     FlowStore,
     McpServerStore,
     RetentionStore,

@@ -61,9 +61,10 @@ class RetentionStore(Protocol):
 
     def purge_executions(
         self, tenant: str, ids: Sequence[str], *, audit: AuditEntry | None = None
-    ) -> int:
+    ) -> list[str]:
         """Delete every execution of `tenant` named in `ids` that is finished, with all the
         store keeps for it, in one transaction (with `audit`, appended in it when anything
-        was deleted); return how many executions were deleted. Running, unknown and other
-        tenants' ids are skipped."""
+        was deleted); return the ids deleted, in the order given. Running, unknown and
+        other tenants' ids are skipped (and not in the answer). Retention and bulk delete
+        both purge through it."""
         ...

@@ -30,6 +30,7 @@ from wovyr.store.base import (
     StepWrite,
     TimerRecord,
 )
+from wovyr.store.bulk import BatchItem, BatchRecord
 from wovyr.store.codec import dumps, loads
 from wovyr.store.flow import (
     Bucket,
@@ -42,6 +43,7 @@ from wovyr.store.flow import (
 )
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.memory.audit import MemoryAudit
+from wovyr.store.memory.bulk import MemoryBulk
 from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
@@ -71,7 +73,13 @@ def _stored(value: object) -> Any:
 
 
 class MemoryStore(
-    MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, MemorySecrets, MemoryStreams
+    MemorySchedules,
+    MemoryRegistry,
+    MemoryPlatform,
+    MemoryAudit,
+    MemorySecrets,
+    MemoryStreams,
+    MemoryBulk,
 ):
     def __init__(self) -> None:
         self.url = "memory://"
@@ -106,6 +114,8 @@ class MemoryStore(
         self._providers: dict[tuple[str, str], ProviderRecord] = {}  # (tenant, name)
         self._streams: dict[ExecutionKey, list[StreamChunk]] = {}  # the stream journals
         self._mcp_servers: dict[tuple[str, str], McpServerRecord] = {}  # (tenant, name)
+        self._batches: dict[tuple[str, str], BatchRecord] = {}  # (tenant, id)
+        self._batch_items: dict[tuple[str, str], list[BatchItem]] = {}  # in listing order
         self._observers = Observers()
         self.commits = 0
 
@@ -415,7 +425,7 @@ class MemoryStore(
 
     def purge_executions(
         self, tenant: str, ids: Sequence[str], *, audit: AuditEntry | None = None
-    ) -> int:
+    ) -> list[str]:
         with self._lock:
             keys = [
                 (tenant, i)
@@ -442,7 +452,7 @@ class MemoryStore(
             if keys:
                 self._append_audit(audit)
                 self.commits += 1
-        return len(keys)
+        return [i for _, i in keys]
 
     def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
         with self._lock:

@@ -72,21 +72,22 @@ class PostgresRetention:
 
     def purge_executions(
         self, tenant: str, ids: Sequence[str], *, audit: AuditEntry | None = None
-    ) -> int:
+    ) -> list[str]:
         q = retention_queries()
         wanted = list(dict.fromkeys(ids))
         if not wanted:
-            return 0
+            return []
 
-        def body(conn: Connection) -> int:
+        def body(conn: Connection) -> set[str]:
             locked = conn.execute(q["purge_lock"], {"tenant": tenant, "ids": wanted}).fetchall()
-            gone = [row[0] for row in locked]
+            gone = [str(row[0]) for row in locked]
             if not gone:
-                return 0
+                return set()
             params = {"tenant": tenant, "ids": gone}
             for name in _PURGE_STEPS:
                 conn.execute(q[name], params)
             append_audit_row(conn, audit)
-            return len(gone)
+            return set(gone)
 
-        return int(self._write(body))
+        purged: set[str] = self._write(body)
+        return [i for i in wanted if i in purged]

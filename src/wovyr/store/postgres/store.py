@@ -58,6 +58,7 @@ from wovyr.store.codec import dumps
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
 from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
+from wovyr.store.postgres.bulk import PostgresBulk
 from wovyr.store.postgres.flow import PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.platform import PostgresPlatform
@@ -97,6 +98,7 @@ class PostgresStore(
     PostgresStreams,
     PostgresRateLimits,
     PostgresRetention,
+    PostgresBulk,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 

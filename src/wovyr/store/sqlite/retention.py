@@ -69,18 +69,18 @@ class SQLiteRetention:
 
     def purge_executions(
         self, tenant: str, ids: Sequence[str], *, audit: AuditEntry | None = None
-    ) -> int:
+    ) -> list[str]:
         wanted = list(dict.fromkeys(ids))
-        purged = 0
+        purged: set[str] = set()
         with self._write() as conn:
             for start in range(0, len(wanted), _CHUNK):
-                purged += _purge_chunk(conn, tenant, wanted[start : start + _CHUNK])
+                purged.update(_purge_chunk(conn, tenant, wanted[start : start + _CHUNK]))
             if purged:
                 append_audit_row(conn, audit)
-        return purged
+        return [i for i in wanted if i in purged]
 
 
-def _purge_chunk(conn: sqlite3.Connection, tenant: str, ids: list[str]) -> int:
+def _purge_chunk(conn: sqlite3.Connection, tenant: str, ids: list[str]) -> list[str]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
         f"SELECT id, labels, created_at FROM executions WHERE tenant = ? AND id IN ({marks})"
@@ -88,7 +88,7 @@ def _purge_chunk(conn: sqlite3.Connection, tenant: str, ids: list[str]) -> int:
         [tenant, *ids, *FINISHED],
     ).fetchall()
     if not rows:
-        return 0
+        return []
     keys = [(tenant, row[0]) for row in rows]
     gone = [row[0] for row in rows]
     gone_marks = ",".join("?" * len(gone))
@@ -116,4 +116,4 @@ def _purge_chunk(conn: sqlite3.Connection, tenant: str, ids: list[str]) -> int:
         [tenant, *gone],
     )
     conn.executemany("DELETE FROM executions WHERE tenant = ? AND id = ?", keys)
-    return len(rows)
+    return [str(i) for i in gone]

@@ -50,6 +50,7 @@ from wovyr.store.rows import (
 )
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
+from wovyr.store.sqlite.bulk import SQLiteBulk
 from wovyr.store.sqlite.flow import (
     SQLiteFlow,
     SQLiteRateLimits,
@@ -184,6 +185,7 @@ class SQLiteStore(
     SQLiteRateLimits,
     SQLiteStreams,
     SQLiteRetention,
+    SQLiteBulk,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
