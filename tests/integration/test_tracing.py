@@ -245,3 +245,39 @@ def test_a_start_continues_the_callers_context(
     (start,) = collector.spans()
     assert start.trace_id == "0af7651916cd43dd8448eb211c80319c"
     assert start.parent_span_id == "b7ad6b7169203331"
+
+
+def test_a_continued_chain_stays_in_its_trace(
+    tmp_path: Path, collector: Collector, registry: ActivityRegistry, clock: ManualClock
+) -> None:
+    engine = traced_engine(tmp_path / "wovyr.db", collector, registry, clock)
+    engine.start(
+        wf(
+            "loop",
+            """
+            inputs: {n: {type: integer, default: 1}}
+            activities:
+              - {id: probe, tool: probe}
+            continue_as_new:
+              when: "${{ inputs.n < 3 }}"
+              input: {n: "${{ inputs.n + 1 }}"}
+            """,
+        ),
+        execution_id="chain",
+    )
+    drain(engine)
+    assert engine.query("chain").status == "completed"  # followed to the chain's live run
+    engine.close()
+
+    spans = collector.spans()
+    starts = [s for s in spans if s.name == "start loop"]
+    probes = [s for s in spans if s.name == "attempt probe"]
+    assert (len(starts), len(probes)) == (3, 3)
+    assert {s.trace_id for s in spans} == {starts[0].trace_id}
+    by_id = {s.attributes["wovyr.execution.id"]: s for s in starts}
+    first, second, third = by_id["chain"], by_id["chain~c2"], by_id["chain~c3"]
+    assert first.parent_span_id == ""
+    assert second.parent_span_id == first.span_id  # each run continues the one before
+    assert third.parent_span_id == second.span_id
+    for probe in probes:
+        assert probe.parent_span_id == by_id[probe.attributes["wovyr.execution.id"]].span_id
