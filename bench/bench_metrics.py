@@ -12,6 +12,21 @@ The yardstick is the least the same counting can cost in Python: a dict of float
 machines (they differ 3x from day to day) and across versions of the registry:
 
     python bench/bench_metrics.py [--series 100] [--tenants 10] [--json]
+
+Why the registry is our own, not `prometheus-client` (0.26, one registry per tenant so a
+tenant's scrape renders only its own series; the same names, labels, cap and tests): in
+yardstick increments, the same runs on this machine (ranges over repeated runs):
+
+    2,000 series, 10 tenants      hand-written     prometheus-client
+    inc                           1.1x-3.5x        1.8x-2.8x
+    observe_request               4.2x-9.6x        4.0x-6.7x
+    render (a tenant's view)      5k-14k inc       7k-46k inc
+    render (every tenant)         40k-84k inc      242k-480k inc (4,000 series: 742k)
+
+Counting costs the same; the operator's scrape (the host's key, `wovyr worker
+--metrics-addr`, every tenant's series) is 4-10x slower, nearly all of it in
+`generate_latest` (label names escaped and checked for every sample line), and it runs in
+the process that also drives executions.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def test_worker_exports_the_counters_of_its_own_work(tmp_path: Path) -> None:
     )
     url = f"http://127.0.0.1:{port}/metrics"
     finished = (
-        'wovyr_executions_finished_total{status="completed",tenant="default",workflow="hello"}'
+        'wovyr_executions_finished_total{tenant="default",status="completed",workflow="hello"}'
     )
     started = 'wovyr_executions_started_total{tenant="default",workflow="hello"}'
 
@@ -114,7 +114,7 @@ def test_worker_exports_the_counters_of_its_own_work(tmp_path: Path) -> None:
     # the scheduled run was started by this worker; the detached one by another process:
     # both finished here, one started here
     assert counts[started] == 1 and counts[finished] == 2
-    duration = 'wovyr_activity_duration_seconds_count{outcome="completed",tenant="default",'
+    duration = 'wovyr_activity_duration_seconds_count{tenant="default",outcome="completed",'
     assert counts[duration + 'workflow="hello"}'] == 2  # `speak` of each (`set` is inline)
     assert "wovyr_queue_depth" in counts and "wovyr_worker_executions" in counts
     assert "detached-1" not in text  # never an execution id as a label

@@ -1,17 +1,15 @@
-"""Prometheus metrics, kept and rendered by `prometheus-client`, shown per tenant.
+"""Prometheus metrics, in the text exposition format, with no client library.
 
-Counters and histograms are kept in this process, in a `prometheus_client` registry of
-each `Metrics`; they are fed by `MetricsObserver`, a store observer (`store.add_observer`)
-that looks at what each committed transaction wrote (executions created, the events of
-each committed step, lease losses), so the engine and the worker need no metrics code and
-every process that opens a store can count: the server (`/metrics`) and `wovyr worker
---metrics-addr`. Gauges (queue depth, timer and schedule lag) are read from the store at
-scrape time (`store_gauges`).
+Counters and histograms are kept in this process; they are fed by `MetricsObserver`, a
+store observer (`store.add_observer`) that looks at what each committed transaction wrote
+(executions created, the events of each committed step, lease losses), so the engine and
+the worker need no metrics code and every process that opens a store can count: the
+server (`/metrics`) and `wovyr worker --metrics-addr`. Gauges (queue depth, timer and
+schedule lag) are read from the store at scrape time (`store_gauges`).
 
 Naming follows Prometheus conventions: the `wovyr_` prefix, base units (seconds), `_total`
 counters, `_seconds` histograms. No execution id is ever a label. Series that carry
-workflow names belong to a tenant (their `tenant` label): `render(tenant)` shows a
-tenant's key only its own, through a collector that filters the registry's samples.
+workflow names belong to a tenant: the server shows them only to that tenant's keys.
 """
 
 from __future__ import annotations
@@ -20,14 +18,10 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.exposition import generate_latest
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from wovyr.events import EventType
 from wovyr.store.base import (
@@ -70,7 +64,6 @@ OTHER = "_other"  # the label value of what is counted beyond them
 Sample = tuple[str, str, str, float]  # a value read at scrape time: name, type, help, value
 _FLOW_REASON = re.compile(r"^(rate limit|concurrency) (.+?): ")
 _FLOW_HOLD = "flow"  # the purpose of a flow hold's timer (wovyr.engine.core.waits.FLOW_HOLD)
-_TENANT = "tenant"
 
 
 @dataclass(frozen=True)
@@ -78,8 +71,7 @@ class _Family:
     name: str
     kind: str  # counter | histogram | gauge
     help: str
-    tenant_scoped: bool  # its series carry a `tenant` label first (shown only to that tenant)
-    labels: tuple[str, ...] = ()  # the other labels, in the order they are shown
+    tenant_scoped: bool
 
 
 FAMILIES = {
@@ -90,42 +82,36 @@ FAMILIES = {
             "counter",
             "Executions started, by workflow.",
             True,
-            ("workflow",),
         ),
         _Family(
             "wovyr_executions_finished_total",
             "counter",
             "Executions finished, by workflow and final status.",
             True,
-            ("status", "workflow"),
         ),
         _Family(
             "wovyr_activity_duration_seconds",
             "histogram",
             "Duration of one activity attempt, by workflow and outcome.",
             True,
-            ("outcome", "workflow"),
         ),
         _Family(
             "wovyr_activity_retries_total",
             "counter",
             "Activity attempts that failed and will be retried, by workflow.",
             True,
-            ("workflow",),
         ),
         _Family(
             "wovyr_flow_holds_total",
             "counter",
             "Attempts held by flow control (kind: rate_limit or concurrency), by key.",
             True,
-            ("key", "kind"),
         ),
         _Family(
             "wovyr_flow_throttled_seconds_total",
             "counter",
             "Seconds attempts were told to wait by flow control, by kind and key.",
             True,
-            ("key", "kind"),
         ),
         _Family(
             "wovyr_lease_losses_total",
@@ -138,49 +124,20 @@ FAMILIES = {
             "counter",
             "HTTP requests, by the caller's tenant, method, route template and status code.",
             True,
-            ("method", "route", "status"),
         ),
         _Family(
             "wovyr_http_request_duration_seconds",
             "histogram",
             "HTTP request duration, by the caller's tenant, method and route template.",
             True,
-            ("method", "route"),
         ),
     )
 }
 Labels = tuple[tuple[str, str], ...]
 
 
-class _Registry:
-    """The counters and histograms of one tenant ("": the process-wide series and the
-    requests nobody authenticated, which carry no `tenant` label), in a `prometheus_client`
-    registry of their own: a tenant's scrape renders its registry alone."""
-
-    def __init__(self, tenant: str) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        self.families: dict[str, Counter | Histogram] = {}
-        for family in FAMILIES.values():
-            if tenant and not family.tenant_scoped:
-                continue
-            names = ((_TENANT,) if tenant and family.tenant_scoped else ()) + family.labels
-            if family.kind == "counter":  # prometheus_client adds the `_total` itself
-                self.families[family.name] = Counter(
-                    family.name.removesuffix("_total"), family.help, names, registry=self.registry
-                )
-            else:
-                self.families[family.name] = Histogram(
-                    family.name,
-                    family.help,
-                    names,
-                    buckets=_SECONDS_BUCKETS,
-                    registry=self.registry,
-                )
-
-
 class Metrics:
-    """Thread-safe counters and histograms, kept by `prometheus_client` (one registry per
-    tenant); `render` writes the exposition text a caller may see.
+    """Thread-safe counters and histograms; `render` writes the exposition text.
 
     Label values come from outside (workflow names a tenant chooses, the method of any
     request, authenticated or not), so each metric keeps at most `max_series` label sets per
@@ -190,50 +147,43 @@ class Metrics:
     def __init__(self, *, max_series: int = MAX_SERIES) -> None:
         self.max_series = max_series
         self._lock = threading.Lock()
-        self._registries: dict[str, _Registry] = {"": _Registry("")}
-        # (name, tenant, sorted labels) -> the series counted for them (read without the
-        # lock: a dict read is atomic, and entries are only ever added)
-        self._children: dict[tuple[str, str, Labels], Any] = {}
+        self._counters: dict[tuple[str, str, Labels], float] = {}
+        self._histograms: dict[tuple[str, str, Labels], list[float]] = {}  # buckets + sum, n
         self._series: dict[tuple[str, str], int] = {}  # label sets kept per (name, tenant)
 
-    def _child(self, name: str, tenant: str, labels: dict[str, str]) -> Any:
-        """The series `labels` are counted in (`OTHER` past the cap)."""
+    def _key(self, name: str, tenant: str, labels: dict[str, str], kept: dict[Any, Any]) -> Any:
+        """The series `labels` are counted in (called under the lock)."""
         key = (name, tenant, tuple(sorted(labels.items())))
-        child = self._children.get(key)
-        if child is not None:
-            return child
-        with self._lock:
-            child = self._children.get(key)
-            if child is not None:
-                return child
-            kept = key
-            if self._series.get((name, tenant), 0) >= self.max_series:
-                kept = (name, tenant, tuple((k, OTHER) for k, _ in key[2]))
-                labels = dict.fromkeys(labels, OTHER)
-            child = self._children.get(kept)
-            if child is None:
-                scoped = tenant and FAMILIES[name].tenant_scoped
-                registry = self._registries.get(tenant if scoped else "")
-                if registry is None:
-                    registry = self._registries[tenant] = _Registry(tenant)
-                metric = registry.families[name]
-                shown = {_TENANT: tenant, **labels} if scoped else labels
-                child = metric.labels(**shown) if shown else metric
-                self._children[kept] = child
-                self._series[(name, tenant)] = self._series.get((name, tenant), 0) + 1
-            self._children[key] = child
-            return child
+        if key in kept:
+            return key
+        if self._series.get((name, tenant), 0) >= self.max_series:
+            key = (name, tenant, tuple((k, OTHER) for k, _ in key[2]))
+            if key in kept:
+                return key
+        self._series[(name, tenant)] = self._series.get((name, tenant), 0) + 1
+        return key
 
     def series(self) -> int:
         """How many series are kept (every metric, every tenant)."""
         with self._lock:
-            return sum(self._series.values())
+            return len(self._counters) + len(self._histograms)
 
     def inc(self, name: str, tenant: str = "", value: float = 1.0, **labels: str) -> None:
-        self._child(name, tenant, labels).inc(value)
+        with self._lock:
+            key = self._key(name, tenant, labels, self._counters)
+            self._counters[key] = self._counters.get(key, 0.0) + value
 
     def observe(self, name: str, seconds: float, tenant: str = "", **labels: str) -> None:
-        self._child(name, tenant, labels).observe(seconds)
+        with self._lock:
+            key = self._key(name, tenant, labels, self._histograms)
+            slots = self._histograms.get(key)
+            if slots is None:
+                slots = self._histograms[key] = [0.0] * (len(_SECONDS_BUCKETS) + 2)
+            for i, bound in enumerate(_SECONDS_BUCKETS):
+                if seconds <= bound:
+                    slots[i] += 1
+            slots[-2] += seconds
+            slots[-1] += 1
 
     def observe_request(
         self, method: str, route: str, status: int, seconds: float, tenant: str = ""
@@ -248,12 +198,8 @@ class Metrics:
 
     def value(self, name: str, tenant: str = "", **labels: str) -> float:
         """A counter's value (for tests and health checks)."""
-        scoped = tenant and FAMILIES[name].tenant_scoped
-        registry = self._registries.get(tenant if scoped else "")
-        if registry is None:
-            return 0.0
-        shown = {_TENANT: tenant, **labels} if scoped else labels
-        return registry.registry.get_sample_value(name, shown) or 0.0
+        with self._lock:
+            return self._counters.get((name, tenant, tuple(sorted(labels.items()))), 0.0)
 
     def render(self, tenant: str | None, sampled: Sequence[Sample] = ()) -> str:
         """The exposition text for a caller of `tenant`: that tenant's series only (no
@@ -261,43 +207,54 @@ class Metrics:
         series, every tenant's (for the host's scrape key and a worker's own endpoint), and
         `sampled` values read at scrape time."""
         with self._lock:
-            if tenant is None:
-                shown = list(self._registries.values())
-            else:
-                shown = [self._registries[tenant]] if tenant in self._registries else []
-        return generate_latest(_View(shown, sampled if tenant is None else ())).decode()
+            counters = dict(self._counters)
+            histograms = {k: list(v) for k, v in self._histograms.items()}
+        lines: list[str] = []
+        for family in FAMILIES.values():
+            lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
+            source: Iterable[Any] = counters if family.kind == "counter" else histograms
+            for name, owner, labels in sorted(source):
+                if name != family.name:
+                    continue
+                if tenant is not None and (not family.tenant_scoped or owner != tenant):
+                    continue
+                shown = (("tenant", owner), *labels) if family.tenant_scoped else labels
+                if family.tenant_scoped and not owner:  # a request nobody authenticated
+                    shown = labels
+                if family.kind == "counter":
+                    lines.append(f"{name}{_labels(shown)} {_num(counters[(name, owner, labels)])}")
+                else:
+                    lines += _histogram_lines(name, shown, histograms[(name, owner, labels)])
+        for name, kind, help_text, value in sampled if tenant is None else ():
+            lines += [
+                f"# HELP {name} {help_text}",
+                f"# TYPE {name} {kind}",
+                f"{name} {_num(value)}",
+            ]
+        return "\n".join(lines) + "\n"
 
 
-class _View:
-    """What `render` shows (a collector for `generate_latest`): every family's help and
-    type, in `FAMILIES` order, with the samples of the registries `shown` (the caller's
-    tenant's, or all), then the `sampled` gauges. The `_created` series prometheus_client
-    keeps are left out (this exposition never had them)."""
-
-    def __init__(self, shown: list[_Registry], sampled: Sequence[Sample]) -> None:
-        self._shown, self._sampled = shown, sampled
-
-    def collect(self) -> Iterator[Metric]:
-        merged = {
-            name: Metric(
-                name.removesuffix("_total") if family.kind == "counter" else name,
-                family.help,
-                family.kind,
-            )
-            for name, family in FAMILIES.items()
-        }
-        for registry in self._shown:
-            for metric in registry.registry.collect():
-                samples = merged[_family_name(metric)].samples
-                samples.extend(s for s in metric.samples if not s.name.endswith("_created"))
-        yield from merged.values()
-        for name, kind, help_text, value in self._sampled:
-            assert kind == "gauge", name
-            yield GaugeMetricFamily(name, help_text, value=value)
+def _histogram_lines(name: str, labels: Labels, slots: list[float]) -> list[str]:
+    out = []
+    for bound, count in zip(_SECONDS_BUCKETS, slots, strict=False):
+        out.append(f"{name}_bucket{_labels((*labels, ('le', _num(bound))))} {_num(count)}")
+    out.append(f"{name}_bucket{_labels((*labels, ('le', '+Inf')))} {_num(slots[-1])}")
+    out.append(f"{name}_sum{_labels(labels)} {_num(slots[-2])}")
+    out.append(f"{name}_count{_labels(labels)} {_num(slots[-1])}")
+    return out
 
 
-def _family_name(metric: Metric) -> str:
-    return metric.name if metric.name in FAMILIES else f"{metric.name}_total"
+def _labels(labels: Iterable[tuple[str, str]]) -> str:
+    parts = [f'{k}="{_escape(v)}"' for k, v in labels]
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def store_gauges(store: Store, now: datetime) -> list[Sample]:
