@@ -52,9 +52,15 @@ def _extracted(parent: TraceContext | None) -> otel_context.Context | None:
 
 
 def _context_of(span: Span) -> dict[str, str]:
-    carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
-    return carrier
+    """The span's W3C context, as `TraceContextTextMapPropagator.inject` writes it (built
+    here directly: it is asked for every attempt)."""
+    found = span.get_span_context()
+    context = {
+        "traceparent": f"00-{found.trace_id:032x}-{found.span_id:016x}-{found.trace_flags:02x}"
+    }
+    if found.trace_state:
+        context["tracestate"] = found.trace_state.to_header()
+    return context
 
 
 class _AttemptSpan:
