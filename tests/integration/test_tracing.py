@@ -281,3 +281,76 @@ def test_a_continued_chain_stays_in_its_trace(
     assert third.parent_span_id == second.span_id
     for probe in probes:
         assert probe.parent_span_id == by_id[probe.attributes["wovyr.execution.id"]].span_id
+
+
+def test_an_attempt_lost_with_its_worker_is_rerun_under_the_same_start(
+    tmp_path: Path, collector: Collector, registry: ActivityRegistry, clock: ManualClock
+) -> None:
+    """The start commit records the first attempt for a worker that dies before running it
+    (its lease runs out); another engine takes the execution over and re-runs the attempt
+    (a recovery), whose span continues the trace the start recorded."""
+    path = tmp_path / "wovyr.db"
+    starter = traced_engine(path, collector, registry, clock, service="dead")
+    starter.start(LEAF, execution_id="lost", lease_owner="dead-worker", lease_seconds=5)
+    starter.close()
+    (start,) = collector.spans()
+
+    clock.advance(seconds=6)
+    taker = traced_engine(path, collector, registry, clock, service="taker")
+    drain(taker)
+    assert taker.query("lost").status == "completed"
+    began = [e.data for e in taker.history("lost") if e.type == EventType.ACTIVITY_STARTED]
+    assert [b.get("recovery") for b in began] == [None, 1]  # the lost run, then its re-run
+    taker.close()
+
+    probe = by_name(collector.spans())["attempt probe"]
+    assert probe.service == "taker"
+    assert (probe.trace_id, probe.parent_span_id) == (start.trace_id, start.span_id)
+
+
+def test_items_and_compensations_say_which_they_are(
+    tmp_path: Path, collector: Collector, clock: ManualClock
+) -> None:
+    registry = ActivityRegistry()
+
+    @registry.activity("noop")
+    def noop(n: int = 0) -> int:
+        return n
+
+    @registry.activity("boom")
+    def boom() -> None:
+        raise RuntimeError("no")
+
+    engine = traced_engine(tmp_path / "wovyr.db", collector, registry, clock)
+    engine.start(
+        wf(
+            "saga",
+            """
+            activities:
+              - id: each
+                for_each: "${{ [1, 2] }}"
+                tool: noop
+                with: {n: "${{ item }}"}
+                compensate: {tool: noop}
+              - id: fail
+                needs: [each]
+                tool: boom
+                retry: {max_attempts: 1}
+            """,
+        ),
+        execution_id="s1",
+    )
+    drain(engine)
+    assert engine.query("s1").status == "failed"
+    engine.close()
+
+    spans = collector.spans()
+    start = next(s for s in spans if s.name == "start saga")
+    each = [s for s in spans if s.name == "attempt each"]
+    items = sorted(
+        s.attributes["wovyr.item.index"] for s in each if "wovyr.compensation" not in s.attributes
+    )
+    assert items == [0, 1]
+    undone = [s for s in each if s.attributes.get("wovyr.compensation") is True]
+    assert undone and all(s.attributes["wovyr.attempt.status"] == "completed" for s in undone)
+    assert all(s.parent_span_id == start.span_id for s in spans if s is not start)
