@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from tests.conftest import make_store
 from tests.otlp_collector import Collector, Span
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
@@ -153,18 +154,31 @@ def test_a_tree_of_executions_is_one_trace_with_the_http_attempts_context_sent(
     assert child_start.attributes["wovyr.execution.id"] == child
 
 
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_a_worker_elsewhere_continues_the_trace_its_start_recorded(
-    tmp_path: Path, collector: Collector, registry: ActivityRegistry, clock: ManualClock
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    collector: Collector,
+    registry: ActivityRegistry,
+    clock: ManualClock,
 ) -> None:
-    """The start is made by one engine (its own tracer, then closed: the process is gone);
-    another engine over the same database file runs the attempts, from the checkpoint."""
-    path = tmp_path / "wovyr.db"
-    starter = traced_engine(path, collector, registry, clock, service="api")
+    """The start is made by one engine (its own store connection and tracer, then closed:
+    the process is gone); another engine over the same database runs the attempts, from
+    the stored checkpoint."""
+    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+
+    def engine(service: str) -> Engine:
+        tracer = OtelTracer(collector.traces_url, service_name=service)
+        store = make_store(kind, tmp_path, url)
+        return Engine(store, clock=clock, activities=registry, tracer=tracer)
+
+    starter = engine("api")
     starter.start(LEAF, execution_id="far")
     starter.close()
     (start,) = collector.spans()
 
-    worker = traced_engine(path, collector, registry, clock, service="worker")
+    worker = engine("worker")
     drain(worker)
     assert worker.query("far").status == "completed"
     worker.close()
