@@ -93,7 +93,7 @@ def main() -> None:
 
     n = 100_000
     stick = per_second(yardstick, n)
-    results = {
+    results: dict[str, float] = {
         "yardstick_per_s": stick,
         "inc_per_s": per_second(inc, n),
         "observe_request_per_s": per_second(request, n // 2),
@@ -119,10 +119,10 @@ def main() -> None:
         f"{results['observe_request_vs_yardstick']:>15.1f}x"
     )
     for view in ("tenant", "all"):
-        s = results[f"render_{view}_s"]
-        k = results[f"render_{view}_in_increments"]
-        print(f"{f'render ({view}), ms':<34}{s * 1000:>16.2f}{k:>12,.0f} inc")
-    print(f"({results['series']} series: {args.tenants} tenants x {args.series} workflows x 2)")
+        took = results[f"render_{view}_s"]
+        counts = results[f"render_{view}_in_increments"]
+        print(f"{f'render ({view}), ms':<34}{took * 1000:>16.2f}{counts:>12,.0f} inc")
+    print(f"({results['series']:.0f} series: {args.tenants} tenants x {args.series} workflows x 2)")
 
 
 if __name__ == "__main__":

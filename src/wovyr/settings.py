@@ -87,6 +87,12 @@ class Settings:
 
         if not self.otel:
             return NO_TRACER
+        if not _installed("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+            raise ConfigError(
+                "tracing is on (WOVYR_OTEL or OTEL_EXPORTER_OTLP_ENDPOINT), but the "
+                "OpenTelemetry SDK and OTLP exporter are not installed",
+                hint="pip install 'wovyr[otel]', or set WOVYR_OTEL=0",
+            )
         endpoint, service = self.otel_endpoint, self.otel_service_name
 
         def build() -> Tracer:
@@ -135,6 +141,19 @@ def _log_format(env: Mapping[str, str]) -> str:
     if raw not in ("text", "json"):
         raise ConfigError(f"WOVYR_LOG_FORMAT must be text or json, got {raw!r}")
     return raw
+
+
+def _installed(*modules: str) -> bool:
+    """Whether every one of `modules` can be imported (found, not imported: cheap)."""
+    import importlib.util
+
+    for module in modules:
+        try:
+            if importlib.util.find_spec(module) is None:
+                return False
+        except (ImportError, ValueError):  # a parent package missing, or a blocked entry
+            return False
+    return True
 
 
 _TRUE = ("1", "true", "yes", "on")

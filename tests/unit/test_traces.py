@@ -149,3 +149,13 @@ def test_the_start_writes_a_trace_only_when_traced_and_the_checkpoint_keeps_it()
     state = fold([traced], id="e")
     assert state.trace == context
     assert state_from_json(state_to_json(state)).trace == context
+
+
+def test_tracing_asked_for_without_the_library_is_refused_saying_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)  # as if not installed
+    assert load_settings({}).tracer() is NO_TRACER  # off: never looked for
+    with pytest.raises(ConfigError, match="not installed") as refused:
+        load_settings({"WOVYR_OTEL": "1"}).tracer()
+    assert refused.value.hint == "pip install 'wovyr[otel]', or set WOVYR_OTEL=0"
