@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from tests.otlp_collector import Collector
 
@@ -91,3 +92,56 @@ def test_the_standard_endpoint_turns_tracing_on_and_run_exports_before_it_exits(
     shown = run_cli(["workflows", "show", "r1", "--json"], tmp_path, WOVYR_OTEL="1")
     assert shown["code"] == 0
     assert otel_loaded(shown) == []
+
+
+STEPS = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: served}
+activities:
+  - {id: s1, tool: step, with: {name: s1}}
+  - {id: s2, tool: step, with: {name: s2}, needs: [s1]}
+"""
+
+
+@pytest.mark.slow  # a server and its worker process
+@pytest.mark.timeout(120)
+def test_wovyr_serve_continues_the_callers_trace_in_its_worker_process(
+    tmp_path: Path, collector: Collector
+) -> None:
+    """`wovyr serve` starts the execution in the server process (under the request's
+    `traceparent`) and runs its attempts in its worker process: one trace across both."""
+    from tests.server.test_serve_process import Server, status_of, wait_for
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "WOVYR_DISPATCH_INTERVAL_SECS": "0.2",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.base_url,
+        "WOVYR_TEST_EFFECTS": str(tmp_path / "effects.log"),
+    }
+    server = Server(home, env)
+    server.start()
+    try:
+        token = server.bootstrap_token()
+        caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        with httpx.Client(
+            base_url=server.base, headers={"Authorization": f"Bearer {token}"}, timeout=10
+        ) as http:
+            r = http.post(
+                "/api/v1/workflows",
+                json={"definition": STEPS, "id": "served-1"},
+                headers={"traceparent": caller},
+            )
+            assert r.status_code == 201, r.text
+            wait_for(lambda: status_of(http, "served-1") == "completed", 60, "the workflow")
+    finally:
+        assert server.stop() == 0  # a clean stop: both processes export what they hold
+
+    spans = {s.name: s for s in collector.spans() if s.attributes.get("wovyr.workflow")}
+    assert set(spans) == {"start served", "attempt s1", "attempt s2"}
+    start = spans["start served"]
+    assert (start.trace_id, start.parent_span_id) == (caller[3:35], caller[36:52])
+    for name in ("attempt s1", "attempt s2"):
+        assert spans[name].trace_id == start.trace_id
+        assert spans[name].parent_span_id == start.span_id
