@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from wovyr.activities.providers import Providers, StaticCredentials
     from wovyr.traces import Tracer
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["OTEL_DISTRIBUTIONS", "Settings", "load_settings"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Settings:
 
         if not self.otel:
             return NO_TRACER
-        if not _installed("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+        if not _installed(OTEL_DISTRIBUTIONS):
             raise ConfigError(
                 "tracing is on (WOVYR_OTEL or OTEL_EXPORTER_OTLP_ENDPOINT), but the "
                 "OpenTelemetry SDK and OTLP exporter are not installed",
@@ -143,16 +143,20 @@ def _log_format(env: Mapping[str, str]) -> str:
     return raw
 
 
-def _installed(*modules: str) -> bool:
-    """Whether every one of `modules` can be imported (found, not imported: cheap)."""
-    import importlib.util
+#: What tracing needs installed (the `otel` extra), looked up by distribution: finding a
+#: module of a package would import the package (a command that only reads must not).
+OTEL_DISTRIBUTIONS = ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http")
 
-    for module in modules:
-        try:
-            if importlib.util.find_spec(module) is None:
-                return False
-        except (ImportError, ValueError):  # a parent package missing, or a blocked entry
-            return False
+
+def _installed(distributions: tuple[str, ...]) -> bool:
+    """Whether every one of `distributions` is installed (read from their metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        for name in distributions:
+            version(name)
+    except PackageNotFoundError:
+        return False
     return True
 
 

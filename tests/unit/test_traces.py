@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from wovyr import settings
 from wovyr.definition.parse import load_definition
 from wovyr.engine.core.decide import start_events
 from wovyr.engine.core.state import fold, state_from_json, state_to_json
@@ -154,7 +155,8 @@ def test_the_start_writes_a_trace_only_when_traced_and_the_checkpoint_keeps_it()
 def test_tracing_asked_for_without_the_library_is_refused_saying_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)  # as if not installed
+    # as if the SDK were not installed: a distribution that no index has
+    monkeypatch.setattr(settings, "OTEL_DISTRIBUTIONS", ("wovyr-test-absent-distribution",))
     assert load_settings({}).tracer() is NO_TRACER  # off: never looked for
     with pytest.raises(ConfigError, match="not installed") as refused:
         load_settings({"WOVYR_OTEL": "1"}).tracer()
