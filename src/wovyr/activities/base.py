@@ -70,11 +70,26 @@ class ActivityContext:
     log: AttemptLog = field(default_factory=AttemptLog, repr=False, compare=False)
     # whose execution it is (ids are per tenant: the same id may exist in several)
     tenant: str = "default"
+    # The W3C trace context of this attempt's span when tracing is on (None when off):
+    # pass it on to the services the handler calls (`trace_headers`) to continue the trace.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     @property
     def activity_key(self) -> str:
         """Stable across attempts of the same activity: `[<tenant>@]<execution>/<activity>`."""
         return f"{key_scope(self.tenant)}{self.execution_id}/{self.activity_id}"
+
+    @property
+    def trace_headers(self) -> dict[str, str]:
+        """The W3C headers (`traceparent`, `tracestate`) that continue this attempt's
+        trace in a request the handler sends; empty when tracing is off."""
+        headers: dict[str, str] = {}
+        if self.traceparent:
+            headers["traceparent"] = self.traceparent
+            if self.tracestate:
+                headers["tracestate"] = self.tracestate
+        return headers
 
 
 _current: contextvars.ContextVar[ActivityContext | None] = contextvars.ContextVar(

@@ -249,6 +249,7 @@ def worker_command(
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,
         secrets=secrets,
+        tracer=settings.tracer(),
     ) as engine:
         register_backup_activity(
             engine.activities, store, settings.home, lambda: secrets.kms, engine.clock.now

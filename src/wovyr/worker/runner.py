@@ -49,6 +49,7 @@ from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
 from wovyr.store.flow import FlowAcquire, RateRequest
+from wovyr.traces import TraceContext
 from wovyr.worker.streams import AttemptStream, StreamJournal
 
 if TYPE_CHECKING:
@@ -408,17 +409,30 @@ class ExecutionRunner:
     async def _execute(self, run: RunActivity) -> Outcome:
         forms: list[str] = []
         log = AttemptLog()
-        with bind(
-            execution_id=self.execution_id,
-            activity_id=run.activity_id,
-            attempt=run.attempt,
+        # the attempt's span, a child of the context its execution's start recorded
+        with self.engine.tracer.attempt(
+            self.state.trace,
             tenant=self.engine.tenant,
-            forms=forms,
-            log=log,
-        ):
-            outcome = await self._attempt(run, forms, log)
-        if forms and outcome.error is not None:  # an error never repeats a secret's value
-            outcome = replace(outcome, error=scrub(outcome.error, forms))
+            execution_id=self.execution_id,
+            workflow=self.definition.name,
+            activity=run.activity_id,
+            attempt=run.attempt,
+            kind=run.kind,
+            index=run.index,
+            compensation=run.compensation,
+        ) as span:
+            with bind(
+                execution_id=self.execution_id,
+                activity_id=run.activity_id,
+                attempt=run.attempt,
+                tenant=self.engine.tenant,
+                forms=forms,
+                log=log,
+            ):
+                outcome = await self._attempt(run, forms, log, span.context)
+            if forms and outcome.error is not None:  # an error never repeats a secret's value
+                outcome = replace(outcome, error=scrub(outcome.error, forms))
+            span.outcome(outcome.error, status=_status(outcome))
         lines = log.kept()
         if lines:  # recorded with the attempt's result; nothing when it logged nothing
             outcome = replace(outcome, logs=scrub(lines, forms) if forms else lines)
@@ -468,7 +482,9 @@ class ExecutionRunner:
         given = substitute_secrets(template, run.input, values.__getitem__)
         return given, secret_forms(values.values())
 
-    async def _attempt(self, run: RunActivity, forms: list[str], log: AttemptLog) -> Outcome:
+    async def _attempt(
+        self, run: RunActivity, forms: list[str], log: AttemptLog, trace: TraceContext | None
+    ) -> Outcome:
         act = self.definition.activity(run.activity_id)
         spec: Activity | CompensateSpec = act
         if run.compensation:
@@ -487,6 +503,8 @@ class ExecutionRunner:
             f"/{run.attempt}",
             log=log,
             tenant=self.engine.tenant,
+            traceparent=trace.get("traceparent") if trace else None,
+            tracestate=trace.get("tracestate") if trace else None,
         )
         self.stats.attempts += 1
         # every attempt has a deadline: the definition's, else the engine's default
@@ -505,7 +523,8 @@ class ExecutionRunner:
                 )
 
             async def start_child() -> str:
-                return await asyncio.to_thread(self.engine.start_child, self.state, run)
+                # the child's start span is a child of this attempt's
+                return await asyncio.to_thread(self.engine.start_child, self.state, run, trace)
 
             providers = self.engine.providers
             if spec.kind in _MODEL_KINDS:  # the tenant's stored providers, read for this attempt
@@ -531,7 +550,7 @@ class ExecutionRunner:
                 steps = self.state.activity(run.activity_id).journal
                 journal = _AttemptJournal(self, run, steps)
                 if spec.kind in _MODEL_KINDS:
-                    child_tools = _ChildTools(self, run)
+                    child_tools = _ChildTools(self, run, trace)
             if spec.kind in _MODEL_KINDS and not run.compensation:
                 recovery = (
                     0 if run.index is not None else self.state.activity(run.activity_id).recoveries
@@ -614,8 +633,10 @@ class _AttemptJournal:
 class _ChildTools:
     """Registered workflows as the tools of one attempt of an `agent` (`ChildTools`)."""
 
-    def __init__(self, runner: ExecutionRunner, run: RunActivity) -> None:
-        self._runner, self._run = runner, run
+    def __init__(
+        self, runner: ExecutionRunner, run: RunActivity, trace: TraceContext | None
+    ) -> None:
+        self._runner, self._run, self._trace = runner, run, trace
 
     def describe(self, workflow: str) -> WorkflowTool:
         found, _ = self._runner.engine.named(workflow, None)
@@ -631,6 +652,7 @@ class _ChildTools:
             workflow,
             inputs,
             call,
+            self._trace,
         )
 
 
@@ -652,6 +674,17 @@ def _model_quota(engine: Engine) -> bool:
     """Whether the engine's tenant has a daily model quota (its calls check it first)."""
     quotas = engine.quotas()
     return quotas.model_tokens_per_day is not None or quotas.model_cost_per_day is not None
+
+
+def _status(outcome: Outcome) -> str:
+    """What an attempt led to, as its span says."""
+    if outcome.error is not None:
+        return "failed"
+    if outcome.child is not None:
+        return "child"
+    if outcome.suspend is not None:
+        return "suspended"
+    return "completed"
 
 
 def _not_current(run: RunActivity) -> ActivityError:

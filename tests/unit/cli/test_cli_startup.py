@@ -19,12 +19,13 @@ import pytest
 HEAVY_FOR_VERSION = (
     "pydantic", "cel_expr_python", "ruamel", "rich", "wovyr.engine", "wovyr.store",
     "wovyr.definition", "wovyr.activities", "fastapi", "httpx", "psycopg", "cronsim",
-    "mcp", "httpx2",
+    "mcp", "httpx2", "opentelemetry",
 )  # fmt: skip
 NOT_FOR_READING = (
     "fastapi", "starlette", "uvicorn", "jinja2", "httpx", "psycopg", "cronsim",
     "wovyr.server", "wovyr.scheduling", "wovyr.worker", "mcp", "httpx2",
     "cel_expr_python", "ruamel", "asyncio", "cryptography", "wovyr.platform.kms",
+    "opentelemetry", "wovyr.platform.tracing",
 )  # fmt: skip
 FLOW = """\
 apiVersion: wovyr/v1

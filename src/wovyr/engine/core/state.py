@@ -127,6 +127,9 @@ class ExecutionState:
     # workflow's concurrency slot {key, limit, on_limit}.
     priority: int | None = None
     concurrency: dict[str, Any] | None = None
+    # The W3C trace context of the start's span (ExecutionStarted.trace; only when traced):
+    # every attempt's span is its child, whichever worker runs it.
+    trace: dict[str, str] | None = None
 
     @property
     def chain_root(self) -> str:
@@ -155,6 +158,7 @@ _STATE_UNLESS_SET = (
     "labels",
     "priority",
     "concurrency",
+    "trace",
 )
 
 _T = TypeVar("_T", "ExecutionState", "ActivityState")
@@ -216,6 +220,7 @@ def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         labels=e.get("labels"),
         priority=e.get("priority"),
         concurrency=e.get("concurrency"),
+        trace=e.get("trace"),
         created_at=at,
         status=ExecutionStatus.RUNNING,
         activities={aid: ActivityState() for aid in e.get("activities") or ()},
