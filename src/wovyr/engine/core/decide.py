@@ -39,7 +39,14 @@ from wovyr.engine.core.policy import (
     retry_policy,
     spec_of,
 )
-from wovyr.engine.core.state import ActivityState, ActivityStatus, ExecutionState, apply
+from wovyr.engine.core.state import (
+    ActivityIndex,
+    ActivityState,
+    ActivityStatus,
+    ExecutionState,
+    activity_index,
+    apply,
+)
 from wovyr.engine.core.waits import begin_wait as _begin_wait
 from wovyr.engine.core.waits import check_wait as _check_wait
 from wovyr.events import (
@@ -321,15 +328,29 @@ def _step(
         timeout_events, timeout_runs = saga.timeout(definition, state, now)
         if timeout_events:
             return timeout_events, timeout_runs
-    if any(uncaught_failure(act, state) for act in definition.activities):
+    index = activity_index(state)
+    if index.failed and any(uncaught_failure(act, state) for act in definition.activities):
         return saga.failing(definition, state, now, in_flight)
     events: list[Event] = []
     runs: list[RunActivity] = []
     ctx = LazyContext(state)
+    acts, opened = state.activities, index.open
     for act in definition.activities:
-        a = state.activity(act.id)
-        if a.status in _SETTLED or a.status == ActivityStatus.FAILED:  # (a caught failure)
-            continue  # nothing left to decide for it (this keeps a pass cheap in big DAGs)
+        # Only open activities have anything left to decide (settled ones, and failed ones
+        # the saga did not take, have none); a pending one waits while a need is open. These
+        # set lookups keep a pass cheap however large the workflow grows.
+        a = acts.get(act.id)
+        if a is None:
+            a = ActivityState()  # (not in the state: pending, as `state.activity` says)
+        elif act.id not in opened:
+            continue
+        if (
+            act.needs
+            and a.status == ActivityStatus.PENDING
+            and a.started_at is None
+            and not opened.isdisjoint(act.needs)
+        ):
+            continue  # a need is still open: `_maybe_schedule` would wait
         ev_a, run_a = _advance(definition, act, a, state, ctx, now, in_flight, limits)
         if ev_a:
             events.extend(ev_a)
@@ -339,9 +360,26 @@ def _step(
         runs.extend(run_a)
     if events or runs:
         return events, runs
-    if all(_done(act, state) for act in definition.activities):
+    if _all_done(definition, state, index):
         return _complete(definition, state, ctx(), now), []
     return [], []
+
+
+def _all_done(definition: Workflow, state: ExecutionState, index: ActivityIndex) -> bool:
+    """`_done` for every activity, asking the index first: one open activity (the common
+    case while an execution runs) answers no at once."""
+    acts = state.activities
+    if any(aid in acts and _in(definition, aid) for aid in index.open):
+        return False
+    return all(_done(act, state) for act in definition.activities)
+
+
+def _in(definition: Workflow, activity_id: str) -> bool:
+    try:
+        definition.activity(activity_id)
+    except KeyError:
+        return False
+    return True
 
 
 def uncaught_failure(act: Activity, state: ExecutionState) -> bool:
