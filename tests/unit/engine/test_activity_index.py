@@ -17,10 +17,19 @@ from tests.unit.engine.test_old_logs import LOGS, events_of
 
 from wovyr.definition import load_definition
 from wovyr.definition.expr import render
+from wovyr.definition.model import Workflow
 from wovyr.engine.core.context import ActivitiesView, expression_context
-from wovyr.engine.core.decide import Outcome, decide, outcome_events, start_events
+from wovyr.engine.core.decide import (
+    Outcome,
+    RunActivity,
+    _candidates,
+    decide,
+    outcome_events,
+    start_events,
+)
 from wovyr.engine.core.state import (
     ActivityIndex,
+    ActivityStatus,
     ExecutionState,
     activity_index,
     apply,
@@ -127,3 +136,93 @@ def test_a_definition_finds_its_activities_by_id_and_follows_a_copy() -> None:
     with pytest.raises(KeyError):
         other.activity("b")
     assert definition.activity("b") is definition.activities[1]
+
+
+def reference_candidates(definition: Workflow, state: ExecutionState) -> list[str]:
+    """What a pass must look at, by the rule written out over every activity: not settled
+    (completed, skipped, failed, compensating, compensated), and not a never-scheduled
+    pending activity one of whose needs is neither settled nor failed."""
+    closed = ActivityStatus.DONE_OK | {ActivityStatus.FAILED}
+    out = []
+    for act in definition.activities:
+        a = state.activity(act.id)
+        if act.id in state.activities and a.status in closed:
+            continue
+        fresh = a.status == ActivityStatus.PENDING and a.started_at is None
+        if fresh and any(state.activity(n).status not in closed for n in act.needs):
+            continue
+        out.append(act.id)
+    return out
+
+
+def drive(definition: Workflow, fail: frozenset[str]) -> ExecutionState:
+    """Run `definition` in the pure core, checking the decider's candidates on every state it
+    is handed; attempts end (the oldest first) in success, or in failure for `fail`."""
+    state = fold(start_events(definition, "h", {}, NOW), id="ex")
+    running: list[RunActivity] = []
+    for _ in range(500):
+        assert [a.id for a in _candidates(definition, state, activity_index(state))] == (
+            reference_candidates(definition, state)
+        )
+        decision = decide(definition, state, NOW, frozenset(r.key for r in running))
+        assert decision.state is not None
+        state = decision.state
+        assert_index_is_fresh(state)
+        running += decision.runs
+        if not running:
+            return state
+        run = running.pop(0)
+        if run.activity_id in fail:
+            outcome = Outcome(error={"type": "Boom", "message": "no"}, retryable=False)
+        else:
+            outcome = Outcome(output={"from": run.activity_id})
+        state = fold(outcome_events(definition, state, run, outcome, NOW), state)
+    raise AssertionError("the execution did not end")
+
+
+GRAPH = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: graph}
+activities:
+  - {id: a, tool: t}
+  - {id: e, tool: t}
+  - {id: b, needs: [a], when: "${{ false }}", tool: t}
+  - {id: c, needs: [a], tool: t, on_failure: continue, retry: {max_attempts: 1}}
+  - {id: s, needs: [a], set: {x: 1}}
+  - {id: d, needs: [b, c, s], tool: t}
+  - {id: m, needs: [d], for_each: "${{ [1, 2, 3] }}", tool: t}
+  - {id: f, needs: [e, m], tool: t, compensate: {tool: t}}
+  - {id: g, needs: [f], tool: t, retry: {max_attempts: 1}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("fail", "status"),
+    [
+        (frozenset(), "completed"),
+        (frozenset({"c"}), "completed"),  # a failure the workflow continues past
+        (frozenset({"g"}), "failed"),  # compensation of f, then the end
+    ],
+)
+def test_the_decider_looks_at_what_the_rule_says_whatever_happens(
+    fail: frozenset[str], status: str
+) -> None:
+    definition = load_definition(GRAPH)
+    assert drive(definition, fail).status == status
+
+
+def test_a_long_chain_passes_over_only_its_open_activities() -> None:
+    steps = "\n".join(f"  - {{id: a{i}, needs: [a{i - 1}], tool: t}}" for i in range(1, 200))
+    definition = load_definition(
+        "apiVersion: wovyr/v1\nkind: Workflow\nmetadata: {name: chain}\nactivities:\n"
+        f"  - {{id: a0, tool: t}}\n{steps}\n"
+    )
+    state = drive(definition, frozenset())
+    assert state.status == "completed"
+    half = fold(start_events(definition, "h", {}, NOW), id="ex")
+    decision = decide(definition, half, NOW)
+    assert decision.state is not None
+    assert [
+        a.id for a in _candidates(definition, decision.state, activity_index(decision.state))
+    ] == ["a0"]

@@ -17,6 +17,7 @@ failure path and compensation in `saga.py`.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -334,23 +335,8 @@ def _step(
     events: list[Event] = []
     runs: list[RunActivity] = []
     ctx = LazyContext(state)
-    acts, opened = state.activities, index.open
-    for act in definition.activities:
-        # Only open activities have anything left to decide (settled ones, and failed ones
-        # the saga did not take, have none); a pending one waits while a need is open. These
-        # set lookups keep a pass cheap however large the workflow grows.
-        a = acts.get(act.id)
-        if a is None:
-            a = ActivityState()  # (not in the state: pending, as `state.activity` says)
-        elif act.id not in opened:
-            continue
-        if (
-            act.needs
-            and a.status == ActivityStatus.PENDING
-            and a.started_at is None
-            and not opened.isdisjoint(act.needs)
-        ):
-            continue  # a need is still open: `_maybe_schedule` would wait
+    for act in _candidates(definition, state, index):
+        a = state.activity(act.id)
         ev_a, run_a = _advance(definition, act, a, state, ctx, now, in_flight, limits)
         if ev_a:
             events.extend(ev_a)
@@ -382,6 +368,81 @@ def _in(definition: Workflow, activity_id: str) -> bool:
     return True
 
 
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """What the decider reads of a definition's graph, made once per definition."""
+
+    by_id: dict[str, Activity]
+    position: dict[str, int]
+    dependents: dict[str, tuple[str, ...]]
+
+
+_PLANS: dict[int, tuple[weakref.ref[Workflow], list[Activity], _Plan]] = {}
+
+
+def _plan(definition: Workflow) -> _Plan:
+    entry = _PLANS.get(id(definition))
+    if entry is None or entry[0]() is not definition or entry[1] is not definition.activities:
+        by_id: dict[str, Activity] = {}
+        dependents: dict[str, list[str]] = {}
+        for act in definition.activities:
+            by_id.setdefault(act.id, act)
+            for need in act.needs:
+                dependents.setdefault(need, []).append(act.id)
+        plan = _Plan(
+            by_id,
+            {act.id: i for i, act in enumerate(definition.activities)},
+            {k: tuple(v) for k, v in dependents.items()},
+        )
+        key = id(definition)
+        ref = weakref.ref(definition, lambda _: _PLANS.pop(key, None))
+        entry = _PLANS[key] = (ref, definition.activities, plan)
+    return entry[2]
+
+
+def _candidates(
+    definition: Workflow, state: ExecutionState, index: ActivityIndex
+) -> list[Activity]:
+    """The activities a pass must look at, in definition order: the open ones, except a
+    fresh one (pending, never scheduled) while one of its needs is still open, for which
+    `_maybe_schedule` would do nothing. Settled and failed ones have nothing left to decide
+    (the saga takes an uncaught failure). The fresh ones that are ready (the frontier) are
+    kept on the index and brought up to date from the activities changed since (`touched`):
+    a pass costs what is open and ready, not the size of the workflow."""
+    plan = _plan(definition)
+    acts, opened, fresh = state.activities, index.open, index.fresh
+
+    def ready(aid: str) -> bool:
+        return all(n in acts and n not in opened for n in plan.by_id[aid].needs)
+
+    memo = index.frontier
+    if memo is not None and memo[0] is plan:
+        _, known, touched = memo
+        if touched:
+            look = set(known)
+            for t in touched:
+                look.add(t)
+                look.update(plan.dependents.get(t, ()))
+            known = frozenset(a for a in look if a in fresh and a in plan.by_id and ready(a))
+            index.remember((plan, known, frozenset()))
+        else:
+            known = frozenset(a for a in known if a in fresh)
+    elif len(plan.by_id) == len(definition.activities) and all(a in acts for a in plan.by_id):
+        known = frozenset(a for a in fresh if a in plan.by_id and ready(a))
+        index.remember((plan, known, frozenset()))
+    else:  # (a definition activity the state lacks, or a repeated id: look at every one)
+        return [
+            act
+            for act in definition.activities
+            if act.id not in acts
+            or (act.id in opened and not (act.id in fresh and not ready(act.id)))
+        ]
+    ids = [a for a in opened - fresh if a in plan.by_id]  # (a set difference, in C)
+    ids.extend(known)
+    ids.sort(key=plan.position.__getitem__)
+    return [plan.by_id[a] for a in ids]
+
+
 def uncaught_failure(act: Activity, state: ExecutionState) -> bool:
     """The activity failed for good and its failure fails the workflow."""
     return state.activity(act.id).status == ActivityStatus.FAILED and not act.continues
@@ -397,8 +458,6 @@ def _done(act: Activity, state: ExecutionState) -> bool:
 _SETTLING = frozenset(
     {EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_SKIPPED, EventType.ACTIVITY_FAILED}
 )
-# Statuses `_advance` has nothing to do for (FAILED never gets there: the saga takes over).
-_SETTLED = frozenset({ActivityStatus.COMPLETED, ActivityStatus.SKIPPED})
 
 
 def _advance(

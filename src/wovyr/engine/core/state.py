@@ -167,23 +167,35 @@ _ACTIVE = frozenset({ActivityStatus.RUNNING, ActivityStatus.WAITING, ActivitySta
 _OPEN = _ACTIVE | {ActivityStatus.PENDING}
 
 
+def _fresh(act: ActivityState) -> bool:
+    """Pending and never scheduled: it waits for its needs."""
+    return act.status == ActivityStatus.PENDING and act.started_at is None
+
+
 @dataclass(frozen=True, eq=False)
 class ActivityIndex:
     """Derived views of a state's activities, so that a step costs what it changes rather
     than what the workflow holds: which activities are open (pending, running, waiting or
-    retrying: all the decider looks at), active (open and not pending) and failed, and their
-    checkpoint forms. A pure function of `activities`: `apply` carries it from state to
-    state for the one activity an event changes (a set or dict copy, no Python loop), and a
-    state whose activities came another way gets it rebuilt on first use."""
+    retrying: all the decider looks at), active (open and not pending), fresh (pending and
+    never scheduled) and failed, and their checkpoint forms. A pure function of
+    `activities`: `apply` carries it from state to state for the one activity an event
+    changes (set and dict copies, no Python loop over the activities), and a state whose
+    activities came another way gets it rebuilt on first use.
+
+    Two memos ride on it, each one attribute (read and replaced whole, so a reader never
+    pairs one half of an old value with one half of a new):
+    `encoded` = (the checkpoint forms in `activities` order, or None; the ids to encode
+    again), and `frontier` = (the decider's plan of a definition, the fresh activities it
+    found ready, the ids `touched` since: left open or became fresh), which the decider
+    keeps (`wovyr.engine.core.decide`)."""
 
     activities: Mapping[str, ActivityState]  # the mapping this index describes
     open: frozenset[str]
     active: frozenset[str]
+    fresh: frozenset[str]
     failed: frozenset[str]
-    # the activities' checkpoint forms, in `activities` order, once encoded; `stale` names
-    # the entries to encode again (the activities changed since)
-    encoded: dict[str, dict[str, Any]] | None = None
-    stale: frozenset[str] = frozenset()
+    encoded: tuple[dict[str, dict[str, Any]] | None, frozenset[str]] = (None, frozenset())
+    frontier: tuple[Any, frozenset[str], frozenset[str]] | None = None
 
     @classmethod
     def of(cls, activities: Mapping[str, ActivityState]) -> ActivityIndex:
@@ -191,6 +203,7 @@ class ActivityIndex:
             activities,
             frozenset(k for k, a in activities.items() if a.status in _OPEN),
             frozenset(k for k, a in activities.items() if a.status in _ACTIVE),
+            frozenset(k for k, a in activities.items() if _fresh(a)),
             frozenset(k for k, a in activities.items() if a.status == ActivityStatus.FAILED),
         )
 
@@ -202,30 +215,40 @@ class ActivityIndex:
         after: ActivityState,
     ) -> ActivityIndex:
         """The index of `activities`: these activities with `activity_id` now `after`."""
-        was, now = (before.status if before else None), after.status
-        opened, active, failed = self.open, self.active, self.failed
-        if was != now:
+        opened, active, fresh = self.open, self.active, self.fresh
+        failed, frontier = self.failed, self.frontier
+        if before is None or before.status != after.status or _fresh(before) != _fresh(after):
+            now = after.status
             opened = _member(opened, activity_id, now in _OPEN)
             active = _member(active, activity_id, now in _ACTIVE)
+            fresh = _member(fresh, activity_id, _fresh(after))
             failed = _member(failed, activity_id, now == ActivityStatus.FAILED)
-        stale = self.stale
-        if self.encoded is not None and activity_id not in stale:
+            left = activity_id in self.open and activity_id not in opened
+            came = activity_id in fresh and activity_id not in self.fresh
+            if frontier is not None and (left or came):
+                plan, ready, touched = frontier
+                frontier = (plan, ready, touched | {activity_id})
+        encoded, stale = self.encoded
+        if encoded is not None and activity_id not in stale:
             stale = stale | {activity_id}
-        return ActivityIndex(activities, opened, active, failed, self.encoded, stale)
+        return ActivityIndex(activities, opened, active, fresh, failed, (encoded, stale), frontier)
+
+    def remember(self, frontier: tuple[Any, frozenset[str], frozenset[str]]) -> None:
+        """Keep the decider's frontier memo (a cache of a pure function of `activities`)."""
+        object.__setattr__(self, "frontier", frontier)
 
     def checkpoint_activities(self) -> dict[str, dict[str, Any]]:
         """The activities' checkpoint forms (a new dict; its values are shared, read-only)."""
-        encoded, stale = self.encoded, self.stale
-        if encoded is None or (stale and not stale.issubset(encoded)):
+        encoded, stale = self.encoded
+        if encoded is None or not all(k in encoded for k in stale):
             # (an activity new to the mapping: rebuilt, to keep the mapping's order)
             encoded = {k: _activity_to_json(a) for k, a in self.activities.items()}
         elif stale:
             encoded = dict(encoded)
             for k in stale:
                 encoded[k] = _activity_to_json(self.activities[k])
-        if encoded is not self.encoded or stale:  # remembered (a cache of a pure function)
-            object.__setattr__(self, "encoded", encoded)
-            object.__setattr__(self, "stale", frozenset())
+        if stale or encoded is not self.encoded[0]:  # remembered (a cache of a pure function)
+            object.__setattr__(self, "encoded", (encoded, frozenset()))
         return dict(encoded)
 
 
