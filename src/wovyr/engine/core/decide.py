@@ -425,8 +425,8 @@ def _candidates(
                 look.update(plan.dependents.get(t, ()))
             known = frozenset(a for a in look if a in fresh and a in plan.by_id and ready(a))
             index.remember((plan, known, frozenset()))
-        else:
-            known = frozenset(a for a in known if a in fresh)
+        else:  # (checked again: cheap, and exact even if a closed need ever reopened)
+            known = frozenset(a for a in known if a in fresh and ready(a))
     elif len(plan.by_id) == len(definition.activities) and all(a in acts for a in plan.by_id):
         known = frozenset(a for a in fresh if a in plan.by_id and ready(a))
         index.remember((plan, known, frozenset()))
