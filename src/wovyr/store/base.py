@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from wovyr.store.agent_memory import AgentMemoryStore
 from wovyr.store.audit import AuditStore
 from wovyr.store.flow import FlowStore
 from wovyr.store.hooks import StoreObserver
@@ -173,6 +174,7 @@ class Store(
     StreamStore,
     FlowStore,
     McpServerStore,
+    AgentMemoryStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

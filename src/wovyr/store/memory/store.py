@@ -47,6 +47,7 @@ from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
 from wovyr.store.memory.secrets import MemorySecrets
 from wovyr.store.memory.streams import MemoryStreams
+from wovyr.store.memory.agent_memory import MemoryAgentMemory, StoredMemory
 from wovyr.store.platform import (
     ApiKeyRecord,
     IdempotencyRecord,
@@ -59,6 +60,7 @@ from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.streams import StreamChunk
+from wovyr.store.agent_memory import MemoryWriteResult
 
 __all__ = ["MemoryStore"]
 
@@ -70,7 +72,13 @@ def _stored(value: object) -> Any:
 
 
 class MemoryStore(
-    MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, MemorySecrets, MemoryStreams
+    MemorySchedules,
+    MemoryRegistry,
+    MemoryPlatform,
+    MemoryAudit,
+    MemorySecrets,
+    MemoryStreams,
+    MemoryAgentMemory,
 ):
     def __init__(self) -> None:
         self.url = "memory://"
@@ -105,6 +113,9 @@ class MemoryStore(
         self._providers: dict[tuple[str, str], ProviderRecord] = {}  # (tenant, name)
         self._streams: dict[ExecutionKey, list[StreamChunk]] = {}  # the stream journals
         self._mcp_servers: dict[tuple[str, str], McpServerRecord] = {}  # (tenant, name)
+        self._memory_items: dict[tuple[str, str], dict[str, StoredMemory]] = {}
+        self._memory_versions: dict[tuple[str, str], int] = {}  # (tenant, namespace)
+        self._memory_writes: dict[tuple[str, str], tuple[MemoryWriteResult, datetime]] = {}
         self._observers = Observers()
         self.commits = 0
 

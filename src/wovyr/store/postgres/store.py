@@ -66,6 +66,7 @@ from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.secrets import PostgresSecrets
 from wovyr.store.postgres.snapshot import dump_schema
+from wovyr.store.postgres.agent_memory import PostgresAgentMemory
 from wovyr.store.postgres.streams import PostgresStreams
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
@@ -94,6 +95,7 @@ class PostgresStore(
     PostgresSecrets,
     PostgresTimers,
     PostgresStreams,
+    PostgresAgentMemory,
     PostgresRateLimits,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
