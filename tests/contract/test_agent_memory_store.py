@@ -9,8 +9,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import make_store
+
 from wovyr.clock import ManualClock
 from wovyr.store.agent_memory import MemoryPut
 from wovyr.store.base import Store

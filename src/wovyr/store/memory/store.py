@@ -13,6 +13,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from wovyr.errors import StoreError
+from wovyr.store.agent_memory import MemoryWriteResult
 from wovyr.store.audit import AuditAnchor, AuditEntry, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
@@ -41,13 +42,13 @@ from wovyr.store.flow import (
     decide_flow,
 )
 from wovyr.store.hooks import Observers, StoreObserver
+from wovyr.store.memory.agent_memory import MemoryAgentMemory, StoredMemory
 from wovyr.store.memory.audit import MemoryAudit
 from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
 from wovyr.store.memory.secrets import MemorySecrets
 from wovyr.store.memory.streams import MemoryStreams
-from wovyr.store.memory.agent_memory import MemoryAgentMemory, StoredMemory
 from wovyr.store.platform import (
     ApiKeyRecord,
     IdempotencyRecord,
@@ -60,7 +61,6 @@ from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.streams import StreamChunk
-from wovyr.store.agent_memory import MemoryWriteResult
 
 __all__ = ["MemoryStore"]
 

@@ -144,7 +144,8 @@ class PostgresAgentMemory(VectorSearch):
     def memory_vectors(self, tenant: str, namespace: str, model: str) -> list[VectorRow]:
         params = {"tenant": tenant, "namespace": namespace, "model": model}
         return [
-            VectorRow(str(r[0]), bytes(r[1]), r[2]) for r in self._memory_rows("memory_vectors", params)
+            VectorRow(str(r[0]), bytes(r[1]), r[2])
+            for r in self._memory_rows("memory_vectors", params)
         ]
 
 

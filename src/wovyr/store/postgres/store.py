@@ -57,6 +57,7 @@ from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
+from wovyr.store.postgres.agent_memory import PostgresAgentMemory
 from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
 from wovyr.store.postgres.flow import PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
@@ -66,7 +67,6 @@ from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.secrets import PostgresSecrets
 from wovyr.store.postgres.snapshot import dump_schema
-from wovyr.store.postgres.agent_memory import PostgresAgentMemory
 from wovyr.store.postgres.streams import PostgresStreams
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
