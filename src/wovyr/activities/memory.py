@@ -32,14 +32,16 @@ __all__ = [
     "MAX_KEY_CHARS",
     "MAX_TOP_K",
     "NAMESPACE_PATTERN",
+    "NAMESPACE_RULE",
     "EmbeddingSpec",
     "MemoryAccess",
     "MemoryBackend",
     "check_namespace",
     "embed_texts",
+    "is_namespace",
 ]
 
-NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/\-]{0,127}$"
+NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$"
 MAX_KEY_CHARS = 512
 MAX_TOP_K = 100
 _NAMESPACE = re.compile(NAMESPACE_PATTERN)
@@ -94,14 +96,21 @@ class MemoryAccess:
     backend: MemoryBackend = field(repr=False)
 
 
+NAMESPACE_RULE = "letters, digits and . _ - : (at most 128, starting with a letter or digit)"
+
+
+def is_namespace(namespace: Any) -> bool:
+    """Whether `namespace` is a namespace's name (`NAMESPACE_RULE`)."""
+    return isinstance(namespace, str) and _NAMESPACE.match(namespace) is not None
+
+
 def check_namespace(namespace: Any) -> str:
-    """`namespace` if it is one (letters, digits, `.`, `_`, `-`, `:`, `/`; at most 128)."""
-    if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
+    """`namespace` if it is one, else the attempt's failure (not retried)."""
+    if not is_namespace(namespace):
         raise NonRetryableError(
-            f"invalid memory namespace {namespace!r}: letters, digits and . _ - : / "
-            "(at most 128, starting with a letter or digit)",
-            type="InvalidInput",
+            f"invalid memory namespace {namespace!r}: {NAMESPACE_RULE}", type="InvalidInput"
         )
+    assert isinstance(namespace, str)
     return namespace
 
 

@@ -33,6 +33,7 @@ from wovyr.server.api import (
     definitions,
     health,
     mcp_servers,
+    memory,
     policy,
     providers,
     quotas,
@@ -142,6 +143,7 @@ def create_app(
         secrets,
         providers,
         mcp_servers,
+        memory,
         audit,
         health,
     ):
