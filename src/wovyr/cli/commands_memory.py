@@ -17,7 +17,7 @@ from wovyr.cli.common import echo_json, open_engine, print_table, short, tenant_
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.engine.memory import TenantMemory
-from wovyr.errors import InputError, NotFound, Problem
+from wovyr.errors import NotFound
 from wovyr.fields import parse_duration
 from wovyr.platform.providers import tenant_providers
 from wovyr.settings import Settings
@@ -44,7 +44,7 @@ def memory_group() -> None:
 def _namespace(namespace: str) -> str:
     if not is_namespace(namespace):
         message = f"invalid memory namespace {namespace!r}: {NAMESPACE_RULE}"
-        raise InputError([Problem(message, path="NAMESPACE")])
+        raise click.BadParameter(message, param_hint="NAMESPACE")
     return namespace
 
 
@@ -136,19 +136,19 @@ def put_command(
 ) -> None:
     """Write the item at KEY of NAMESPACE (replacing the one there)."""
     if value_json is None and text is None:
-        raise InputError([Problem("give --value or --text (or both)", path="--value")])
+        raise click.UsageError("give --value or --text (or both)")
     value: Any = None
     if value_json is not None:
         try:
             value = json.loads(value_json)
         except ValueError as exc:
-            raise InputError([Problem(f"not JSON: {exc}", path="--value")]) from None
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--value") from None
     seconds = None
     if ttl is not None:
         try:
             seconds = parse_duration(ttl)
         except (TypeError, ValueError) as exc:
-            raise InputError([Problem(str(exc), path="--ttl")]) from None
+            raise click.BadParameter(str(exc), param_hint="--ttl") from None
     spec = EmbeddingSpec(provider=provider, model=model)
     with open_engine(settings, load_activities=False) as engine:
         vector = _embed(engine, text, spec) if text else None
