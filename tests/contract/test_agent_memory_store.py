@@ -13,6 +13,7 @@ from tests.conftest import make_store
 
 from wovyr.clock import ManualClock
 from wovyr.store.agent_memory import MemoryPut
+from wovyr.store.audit import AuditEntry
 from wovyr.store.base import Store
 from wovyr.store.vectors import pack, unpack
 
@@ -221,3 +222,21 @@ def test_concurrent_puts_of_one_key_number_every_version(store: Store, clock: Ma
     [item] = store.get_memory("t1", "notes", ["k"], clock.now())
     assert item.version == 30
     assert store.memory_version("t1", "notes") == 30
+
+
+def test_an_audit_entry_is_appended_with_the_write_that_applies(
+    store: Store, clock: ManualClock
+) -> None:
+    def entry(action: str) -> AuditEntry:
+        return AuditEntry(clock.now(), "t1", "local:me", action, "notes/k")
+
+    put1 = MemoryPut("t1", "notes", "k", 1, write_id="w1")
+    store.put_memory(put1, clock.now(), audit=entry("memory.put"))
+    store.put_memory(put1, clock.now(), audit=entry("memory.put"))  # replayed: no change
+    store.delete_memory("t1", "notes", "k", clock.now(), audit=entry("memory.delete"))
+    store.delete_memory("t1", "notes", "k", clock.now(), audit=entry("memory.delete"))  # none
+    found = [(r.action, r.target, r.actor) for r in store.audit_records()]
+    assert found == [
+        ("memory.put", "notes/k", "local:me"),
+        ("memory.delete", "notes/k", "local:me"),
+    ]

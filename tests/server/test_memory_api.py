@@ -35,6 +35,9 @@ async def test_list_get_and_delete_in_the_callers_tenant(api: Api) -> None:
     assert refused.status_code == 403
     deleted = await api.call("DELETE", f"{BASE}/notes/a", "tenant-a:operator")
     assert deleted.status_code == 204
+    [record] = [r for r in api.engine.store.audit_records() if r.action == "memory.delete"]
+    assert (record.tenant, record.target) == ("tenant-a", "notes/a")
+    assert record.actor == f"key:{api.key_ids['tenant-a:operator']}/operator"
     assert (await api.call("GET", f"{BASE}/notes/a", "tenant-a:viewer")).status_code == 404
     again = await api.call("DELETE", f"{BASE}/notes/a", "tenant-a:operator")
     assert again.status_code == 404

@@ -1,6 +1,7 @@
 """`wovyr memory list|get|put|delete|search NAMESPACE`: a tenant's memory namespaces, on the
 store directly (`docs/memory.md`). `put --text` and `search` embed their text with the
-tenant's provider (`--provider`, `--model`), under the tenant's side-effect policy."""
+tenant's provider (`--provider`, `--model`), under the tenant's side-effect policy. Writes
+are audited as the local user, in their transaction."""
 
 from __future__ import annotations
 
@@ -152,8 +153,9 @@ def put_command(
     spec = EmbeddingSpec(provider=provider, model=model)
     with open_engine(settings, load_activities=False) as engine:
         vector = _embed(engine, text, spec) if text else None
+        audit = engine.audit_entry("memory.put", f"{_namespace(namespace)}/{key}")
         done = _memory(engine).put(
-            _namespace(namespace), key, value, text, vector, model, seconds, None
+            namespace, key, value, text, vector, model, seconds, None, audit=audit
         )
     if as_json:
         echo_json(done)
@@ -169,7 +171,8 @@ def put_command(
 def delete_command(namespace: str, key: str, as_json: bool, settings: Settings) -> None:
     """Delete the item at KEY of NAMESPACE (exit 4 when there is none)."""
     with open_engine(settings, load_activities=False) as engine:
-        done = _memory(engine).delete(_namespace(namespace), key, None)
+        audit = engine.audit_entry("memory.delete", f"{_namespace(namespace)}/{key}")
+        done = _memory(engine).delete(namespace, key, None, audit=audit)
     if not done["deleted"]:
         raise NotFound(f"no item {key!r} in memory namespace {namespace!r}")
     if as_json:

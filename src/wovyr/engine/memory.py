@@ -9,6 +9,7 @@ from typing import Any
 
 from wovyr.clock import Clock
 from wovyr.store.agent_memory import AgentMemoryStore, MemoryItem, MemoryPut
+from wovyr.store.audit import AuditEntry
 from wovyr.store.vectors import pack
 
 __all__ = ["TenantMemory", "item_data"]
@@ -41,7 +42,10 @@ class TenantMemory:
         model: str | None,
         ttl: float | None,
         write_id: str | None,
+        *,
+        audit: AuditEntry | None = None,
     ) -> dict[str, Any]:
+        """Write an item (`audit`: the change's audit record, for a person's write)."""
         now = self.clock.now()
         put = MemoryPut(
             self.tenant,
@@ -54,7 +58,7 @@ class TenantMemory:
             None if ttl is None else now + timedelta(seconds=ttl),
             write_id,
         )
-        done = self.store.put_memory(put, now)
+        done = self.store.put_memory(put, now, audit=audit)
         return {
             "key": done.key,
             "version": done.version,
@@ -62,8 +66,11 @@ class TenantMemory:
             "applied": done.applied,
         }
 
-    def delete(self, namespace: str, key: str, write_id: str | None) -> dict[str, Any]:
-        done = self.store.delete_memory(self.tenant, namespace, key, self.clock.now(), write_id)
+    def delete(
+        self, namespace: str, key: str, write_id: str | None, *, audit: AuditEntry | None = None
+    ) -> dict[str, Any]:
+        now = self.clock.now()
+        done = self.store.delete_memory(self.tenant, namespace, key, now, write_id, audit=audit)
         return {"key": done.key, "deleted": done.existed, "applied": done.applied}
 
     def get(self, namespace: str, key: str) -> dict[str, Any] | None:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from wovyr.store.audit import AuditEntry
+
 __all__ = [
     "WRITE_ID_DAYS",
     "AgentMemoryStore",
@@ -96,15 +98,26 @@ class VectorRow:
 class AgentMemoryStore(Protocol):
     """Per-tenant memory namespaces (see the module docstring). `now` decides expiry."""
 
-    def put_memory(self, put: MemoryPut, now: datetime) -> MemoryWriteResult:
+    def put_memory(
+        self, put: MemoryPut, now: datetime, *, audit: AuditEntry | None = None
+    ) -> MemoryWriteResult:
         """Write `put` (one transaction with its write id record, the namespace's version
-        bump and the lazy purge of the namespace's expired items)."""
+        bump, the lazy purge of the namespace's expired items and `audit`, appended when
+        the write applies)."""
         ...
 
     def delete_memory(
-        self, tenant: str, namespace: str, key: str, now: datetime, write_id: str | None = None
+        self,
+        tenant: str,
+        namespace: str,
+        key: str,
+        now: datetime,
+        write_id: str | None = None,
+        *,
+        audit: AuditEntry | None = None,
     ) -> MemoryWriteResult:
-        """Drop the item at the key (`existed`: there was a live one)."""
+        """Drop the item at the key (`existed`: there was a live one; `audit` is appended
+        only then)."""
         ...
 
     def get_memory(

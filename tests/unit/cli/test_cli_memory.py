@@ -14,6 +14,7 @@ import pytest
 from tests.llm_server import ScriptedLLM
 
 from wovyr.cli.main import main
+from wovyr.store import open_store
 
 
 class Cli:
@@ -66,6 +67,18 @@ def test_put_get_list_search_delete(cli: Cli, monkeypatch: pytest.MonkeyPatch) -
         assert cli.json("memory", "delete", "kb", "refund")["deleted"] is True
         assert cli("memory", "get", "kb", "refund")[0] == 4
         assert cli("memory", "delete", "kb", "refund")[0] == 4
+    store = open_store(f"sqlite:///{cli.home / 'wovyr.db'}")
+    try:
+        audited = [(r.action, r.target, r.tenant) for r in store.audit_records()]
+        assert audited == [
+            ("memory.put", "kb/refund", "default"),
+            ("memory.put", "kb/office", "default"),
+            ("memory.put", "kb/plain", "default"),
+            ("memory.delete", "kb/refund", "default"),
+        ]
+        assert all(r.actor.startswith("local:") for r in store.audit_records())
+    finally:
+        store.close()
 
 
 def test_another_tenants_namespace_is_missing(cli: Cli) -> None:

@@ -3,7 +3,8 @@
 `GET /api/v1/memory/{namespace}` lists live items by key (`prefix`, `after`, `limit`),
 `GET .../{key}` reads one and `DELETE .../{key}` deletes one. Everything is scoped by the
 API key's tenant: another tenant's namespace answers exactly like a missing one (an empty
-list, 404 for an item). Writes and searches are made by workflows and agents (`memory:`
+list, 404 for an item). A delete is audited as the calling key, in its transaction.
+Writes and searches are made by workflows and agents (`memory:`
 steps and tools), and by `wovyr memory` on the host.
 """
 
@@ -16,7 +17,7 @@ from fastapi import APIRouter, Query, Response
 from wovyr.activities.memory import NAMESPACE_RULE, is_namespace
 from wovyr.engine.memory import TenantMemory
 from wovyr.errors import InputError, NotFound, Problem
-from wovyr.server.deps import Ctx, Operator, Viewer
+from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import problem_responses
 
@@ -68,7 +69,9 @@ def get_item(namespace: str, key: str, ctx: Ctx, principal: Viewer) -> dict[str,
 
 @router.delete("/{namespace}/{key}", status_code=204, summary="Delete an item")
 def delete_item(namespace: str, key: str, ctx: Ctx, principal: Operator) -> Response:
-    done = _memory(ctx, principal.tenant).delete(_namespace(namespace), key, None)
+    engine = tenant_engine(ctx, principal)
+    audit = engine.audit_entry("memory.delete", f"{_namespace(namespace)}/{key}")
+    done = _memory(ctx, principal.tenant).delete(namespace, key, None, audit=audit)
     if not done["deleted"]:
         raise _missing(namespace, key)
     return Response(status_code=204)

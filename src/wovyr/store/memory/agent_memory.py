@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -14,6 +14,7 @@ from wovyr.store.agent_memory import (
     MemoryWriteResult,
     VectorRow,
 )
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.codec import dumps, loads
 from wovyr.store.vectors import VectorSearch
 
@@ -34,13 +35,14 @@ def _live(stored: StoredMemory | None, now: datetime) -> StoredMemory | None:
 
 
 class MemoryAgentMemory(VectorSearch):
-    """Needs `_lock`, `_memory_items`, `_memory_versions` and `_memory_writes` from
-    MemoryStore."""
+    """Needs `_lock`, `_memory_items`, `_memory_versions`, `_memory_writes` and
+    `_append_audit` from MemoryStore."""
 
     _lock: threading.RLock
     _memory_items: dict[tuple[str, str], dict[str, StoredMemory]]  # (tenant, namespace)
     _memory_versions: dict[tuple[str, str], int]
     _memory_writes: dict[tuple[str, str], tuple[MemoryWriteResult, datetime]]  # (tenant, id)
+    _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
 
     def _replayed(
         self, tenant: str, write_id: str | None, now: datetime
@@ -72,7 +74,9 @@ class MemoryAgentMemory(VectorSearch):
             self._memory_writes[(tenant, write_id)] = (result, now)
         return result
 
-    def put_memory(self, put: MemoryPut, now: datetime) -> MemoryWriteResult:
+    def put_memory(
+        self, put: MemoryPut, now: datetime, *, audit: AuditEntry | None = None
+    ) -> MemoryWriteResult:
         value = loads(dumps(put.value))  # stored as the SQL stores keep it
         with self._lock:
             replayed = self._replayed(put.tenant, put.write_id, now)
@@ -94,10 +98,18 @@ class MemoryAgentMemory(VectorSearch):
             )
             items[put.key] = StoredMemory(item, put.embedding)
             result = MemoryWriteResult("put", put.key, version, before is not None)
+            self._append_audit(audit)
             return self._written(put.tenant, put.namespace, put.write_id, result, now)
 
     def delete_memory(
-        self, tenant: str, namespace: str, key: str, now: datetime, write_id: str | None = None
+        self,
+        tenant: str,
+        namespace: str,
+        key: str,
+        now: datetime,
+        write_id: str | None = None,
+        *,
+        audit: AuditEntry | None = None,
     ) -> MemoryWriteResult:
         with self._lock:
             replayed = self._replayed(tenant, write_id, now)
@@ -106,6 +118,8 @@ class MemoryAgentMemory(VectorSearch):
             items = self._memory_items.setdefault((tenant, namespace), {})
             before = _live(items.pop(key, None), now)
             result = MemoryWriteResult("delete", key, 0, before is not None)
+            if before is not None:
+                self._append_audit(audit)
             return self._written(tenant, namespace, write_id, result, now)
 
     def get_memory(

@@ -17,7 +17,9 @@ from wovyr.store.agent_memory import (
     MemoryWriteResult,
     VectorRow,
 )
+from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import dumps, loads
+from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 from wovyr.store.vectors import VectorSearch
@@ -51,7 +53,9 @@ class PostgresAgentMemory(VectorSearch):
     _write: Callable[[Callable[[Connection], Any]], Any]
     _run: Callable[..., Any]
 
-    def put_memory(self, put: MemoryPut, now: datetime) -> MemoryWriteResult:
+    def put_memory(
+        self, put: MemoryPut, now: datetime, *, audit: AuditEntry | None = None
+    ) -> MemoryWriteResult:
         q = _queries()
         key = {"tenant": put.tenant, "namespace": put.namespace, "key": put.key, "now": now}
 
@@ -75,13 +79,21 @@ class PostgresAgentMemory(VectorSearch):
                 },
             )
             result = MemoryWriteResult("put", put.key, version, row is not None)
+            append_audit_row(conn, audit)
             _written(conn, key, put.write_id, result)
             return result
 
         return _unless_replayed(self._write, body)
 
     def delete_memory(
-        self, tenant: str, namespace: str, key: str, now: datetime, write_id: str | None = None
+        self,
+        tenant: str,
+        namespace: str,
+        key: str,
+        now: datetime,
+        write_id: str | None = None,
+        *,
+        audit: AuditEntry | None = None,
     ) -> MemoryWriteResult:
         q = _queries()
         params = {"tenant": tenant, "namespace": namespace, "key": key, "now": now}
@@ -94,6 +106,8 @@ class PostgresAgentMemory(VectorSearch):
             row = conn.execute(q["memory_delete"], params).fetchone()
             existed = row is not None and (row[0] is None or row[0] > now)
             result = MemoryWriteResult("delete", key, 0, existed)
+            if existed:
+                append_audit_row(conn, audit)
             _written(conn, params, write_id, result)
             return result
 

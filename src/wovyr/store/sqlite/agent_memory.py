@@ -15,7 +15,9 @@ from wovyr.store.agent_memory import (
     MemoryWriteResult,
     VectorRow,
 )
+from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
+from wovyr.store.sqlite.audit import append_audit_row
 from wovyr.store.vectors import VectorSearch
 
 __all__ = ["SQLiteAgentMemory"]
@@ -47,7 +49,9 @@ class SQLiteAgentMemory(VectorSearch):
     _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
     _read: Callable[..., list[Any]]
 
-    def put_memory(self, put: MemoryPut, now: datetime) -> MemoryWriteResult:
+    def put_memory(
+        self, put: MemoryPut, now: datetime, *, audit: AuditEntry | None = None
+    ) -> MemoryWriteResult:
         value = dumps(put.value)
         micros = to_micros(now)
         model = put.embedding_model if put.embedding is not None else None
@@ -80,11 +84,19 @@ class SQLiteAgentMemory(VectorSearch):
                 ),
             )
             result = MemoryWriteResult("put", put.key, version, row is not None)
+            append_audit_row(conn, audit)
             _written(conn, put.tenant, put.namespace, put.write_id, result, micros)
             return result
 
     def delete_memory(
-        self, tenant: str, namespace: str, key: str, now: datetime, write_id: str | None = None
+        self,
+        tenant: str,
+        namespace: str,
+        key: str,
+        now: datetime,
+        write_id: str | None = None,
+        *,
+        audit: AuditEntry | None = None,
     ) -> MemoryWriteResult:
         micros = to_micros(now)
         with self._write() as conn:
@@ -98,6 +110,8 @@ class SQLiteAgentMemory(VectorSearch):
             ).fetchone()
             existed = row is not None and (row[0] is None or int(row[0]) > micros)
             result = MemoryWriteResult("delete", key, 0, existed)
+            if existed:
+                append_audit_row(conn, audit)
             _written(conn, tenant, namespace, write_id, result, micros)
             return result
 
