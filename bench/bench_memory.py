@@ -85,6 +85,8 @@ def seed_postgres(url: str, matrix: np.ndarray[Any, np.dtype[np.float32]]) -> No
     ):
         for key, blob in _rows(matrix):
             copy.write_row((TENANT, NAMESPACE, key, "null", key, blob, MODEL, 1, NOW))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE memory_items")  # what autovacuum does to a table filled by puts
 
 
 def _ms(samples: list[float]) -> dict[str, float]:

@@ -44,11 +44,14 @@ INSERT INTO memory_writes (tenant, write_id, op, key, version, existed, at)
 VALUES (%(tenant)s, %(write_id)s, %(op)s, %(key)s, %(version)s, %(existed)s, %(now)s);
 
 -- name: memory_get
-SELECT tenant, namespace, key, value::text, text, embedding_model, version, updated_at,
-       expires_at
-FROM memory_items
-WHERE tenant = %(tenant)s AND namespace = %(namespace)s AND key = ANY(%(keys)s)
-  AND (expires_at IS NULL OR expires_at > %(now)s);
+-- One primary-key probe per key (a join on the keys, not `key = ANY(...)`, which a planner
+-- that underestimates the namespace may turn into a scan of it filtered by key).
+SELECT m.tenant, m.namespace, m.key, m.value::text, m.text, m.embedding_model, m.version,
+       m.updated_at, m.expires_at
+FROM unnest(%(keys)s::text[]) AS wanted(key)
+JOIN memory_items m
+  ON m.tenant = %(tenant)s AND m.namespace = %(namespace)s AND m.key = wanted.key
+WHERE m.expires_at IS NULL OR m.expires_at > %(now)s;
 
 -- name: memory_list
 SELECT tenant, namespace, key, value::text, text, embedding_model, version, updated_at,
