@@ -37,7 +37,7 @@ __all__ = [
     "MemoryItem",
     "MemoryPut",
     "MemoryWriteResult",
-    "VectorRow",
+    "VectorColumns",
 ]
 
 WRITE_ID_DAYS = 30  # how long a write id is remembered (a re-run comes within the lease)
@@ -87,12 +87,13 @@ class MemoryHit:
 
 
 @dataclass(frozen=True)
-class VectorRow:
-    """An embedded item as the search matrix is built from (`wovyr.store.vectors`)."""
+class VectorColumns:
+    """A namespace's embedded items as the search matrix is built from
+    (`wovyr.store.vectors`): columns, not one object per item (100k items are read)."""
 
-    key: str
-    embedding: bytes
-    expires_at: datetime | None
+    keys: list[str]
+    embeddings: list[bytes]  # float32 little-endian
+    expires: list[float]  # POSIX seconds; math.inf for an item without expiry
 
 
 class AgentMemoryStore(Protocol):
@@ -144,7 +145,7 @@ class AgentMemoryStore(Protocol):
         """The namespace's version: 0 before its first write, then one more per write."""
         ...
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> list[VectorRow]:
+    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
         """Every item of the namespace embedded by `model` (expired ones too: the search
         masks them, so its cached matrix stays valid while items expire)."""
         ...

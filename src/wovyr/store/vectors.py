@@ -15,20 +15,15 @@ time (expiry does not bump the version). The cache holds at most `max_floats` nu
 from __future__ import annotations
 
 import functools
-import math
 import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from wovyr.store.agent_memory import MemoryHit, MemoryItem, VectorRow
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+from wovyr.store.agent_memory import MemoryHit, MemoryItem, VectorColumns
 
 __all__ = ["DEFAULT_MAX_FLOATS", "VectorCache", "VectorSearch", "pack", "unpack"]
 
@@ -80,24 +75,25 @@ class VectorCache:
                 total -= dropped.vectors.size
 
 
-def _build(version: int, rows: list[VectorRow], dims: int) -> _Matrix:
+def _build(version: int, columns: VectorColumns, dims: int) -> _Matrix:
     import numpy as np
 
-    fitting = [r for r in rows if len(r.embedding) == dims * 4]
-    keys = [r.key for r in fitting]
-    if not fitting:
-        empty: npt.NDArray[np.float32] = np.zeros((0, dims), dtype=np.float32)
-        return _Matrix(version, keys, empty, np.zeros(0, dtype=np.float64))
-    vectors = np.frombuffer(b"".join(r.embedding for r in fitting), dtype="<f4")
-    vectors = vectors.reshape(len(fitting), dims).astype(np.float32)
+    size = dims * 4
+    fitting = [i for i, blob in enumerate(columns.embeddings) if len(blob) == size]
+    if len(fitting) < len(columns.keys):  # other dimensions: compared with other queries
+        columns = VectorColumns(
+            [columns.keys[i] for i in fitting],
+            [columns.embeddings[i] for i in fitting],
+            [columns.expires[i] for i in fitting],
+        )
+    n = len(columns.keys)
+    vectors = np.frombuffer(b"".join(columns.embeddings), dtype="<f4").reshape(n, dims)
+    vectors = vectors.astype(np.float32)  # a writable copy, in the machine's byte order
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     vectors /= norms
-    expires = np.array(
-        [math.inf if r.expires_at is None else r.expires_at.timestamp() for r in fitting],
-        dtype=np.float64,
-    )
-    return _Matrix(version, keys, vectors, expires)
+    expires = np.array(columns.expires, dtype=np.float64)
+    return _Matrix(version, columns.keys, vectors, expires)
 
 
 def _nearest(
@@ -125,7 +121,7 @@ class VectorSearch:
     def memory_version(self, tenant: str, namespace: str) -> int:
         raise NotImplementedError  # the store's own
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> list[VectorRow]:
+    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
         raise NotImplementedError  # the store's own
 
     def get_memory(

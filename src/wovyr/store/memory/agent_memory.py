@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -12,7 +13,7 @@ from wovyr.store.agent_memory import (
     MemoryItem,
     MemoryPut,
     MemoryWriteResult,
-    VectorRow,
+    VectorColumns,
 )
 from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.codec import dumps, loads
@@ -153,11 +154,14 @@ class MemoryAgentMemory(VectorSearch):
         with self._lock:
             return self._memory_versions.get((tenant, namespace), 0)
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> list[VectorRow]:
+    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
+        columns = VectorColumns([], [], [])
         with self._lock:
-            items = self._memory_items.get((tenant, namespace), {})
-            return [
-                VectorRow(k, s.embedding, s.item.expires_at)
-                for k, s in items.items()
-                if s.embedding is not None and s.item.embedding_model == model
-            ]
+            for key, stored in self._memory_items.get((tenant, namespace), {}).items():
+                if stored.embedding is None or stored.item.embedding_model != model:
+                    continue
+                expires = stored.item.expires_at
+                columns.keys.append(key)
+                columns.embeddings.append(stored.embedding)
+                columns.expires.append(math.inf if expires is None else expires.timestamp())
+        return columns

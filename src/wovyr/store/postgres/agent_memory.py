@@ -4,6 +4,7 @@ searched in the process like SQLite's (`wovyr.store.vectors`): pgvector is not a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import cache
@@ -15,7 +16,7 @@ from wovyr.store.agent_memory import (
     MemoryItem,
     MemoryPut,
     MemoryWriteResult,
-    VectorRow,
+    VectorColumns,
 )
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import dumps, loads
@@ -155,12 +156,15 @@ class PostgresAgentMemory(VectorSearch):
         rows = self._memory_rows("memory_version", {"tenant": tenant, "namespace": namespace})
         return int(rows[0][0]) if rows else 0
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> list[VectorRow]:
+    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
         params = {"tenant": tenant, "namespace": namespace, "model": model}
-        return [
-            VectorRow(str(r[0]), bytes(r[1]), r[2])
-            for r in self._memory_rows("memory_vectors", params)
-        ]
+        rows = self._memory_rows("memory_vectors", params)
+        if not rows:
+            return VectorColumns([], [], [])
+        keys, blobs, expires = zip(*rows, strict=True)
+        return VectorColumns(
+            list(keys), list(blobs), [math.inf if e is None else e.timestamp() for e in expires]
+        )
 
 
 class _Replayed(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -13,7 +14,7 @@ from wovyr.store.agent_memory import (
     MemoryItem,
     MemoryPut,
     MemoryWriteResult,
-    VectorRow,
+    VectorColumns,
 )
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
@@ -155,17 +156,19 @@ class SQLiteAgentMemory(VectorSearch):
         )
         return int(rows[0][0]) if rows else 0
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> list[VectorRow]:
+    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
         rows = self._read(
             "SELECT key, embedding, expires_at FROM memory_items"
             " WHERE tenant = ? AND namespace = ? AND embedding_model = ?"
             " AND embedding IS NOT NULL",
             (tenant, namespace, model),
         )
-        return [
-            VectorRow(str(r[0]), bytes(r[1]), None if r[2] is None else from_micros(r[2]))
-            for r in rows
-        ]
+        if not rows:
+            return VectorColumns([], [], [])
+        keys, blobs, expires = zip(*rows, strict=True)
+        return VectorColumns(
+            list(keys), list(blobs), [math.inf if e is None else e / 1e6 for e in expires]
+        )
 
 
 def _replayed(
