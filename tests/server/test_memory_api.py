@@ -49,10 +49,12 @@ async def test_another_tenants_namespace_answers_like_a_missing_one(api: Api) ->
     _put(api, "tenant-a", "k", "mine")
     theirs = await api.call("GET", f"{BASE}/notes/k", "tenant-b:viewer")
     gone = await api.call("DELETE", f"{BASE}/notes/k", "tenant-b:operator")
-    assert (await api.call("GET", f"{BASE}/notes", "tenant-b:viewer")).json() == {
-        "items": [],
-        "next": None,
-    }
+    listed = await api.call("GET", f"{BASE}/notes", "tenant-b:viewer")
+    never = await api.call("GET", f"{BASE}/never", "tenant-b:viewer")
+    assert listed.status_code == never.status_code == 404
+    assert listed.json() == never.json()
+    empty = await api.call("GET", f"{BASE}/notes?prefix=k", "tenant-b:viewer")
+    assert empty.json() == {"items": [], "next": None}
     assert (await api.call("GET", f"{BASE}/notes/k", "tenant-a:viewer")).status_code == 200
     TenantMemory(api.engine.store, "tenant-a", api.engine.clock).delete("notes", "k", None)
     missing = await api.call("GET", f"{BASE}/notes/k", "tenant-a:viewer")

@@ -2,8 +2,9 @@
 
 `GET /api/v1/memory/{namespace}` lists live items by key (`prefix`, `after`, `limit`),
 `GET .../{key}` reads one and `DELETE .../{key}` deletes one. Everything is scoped by the
-API key's tenant: another tenant's namespace answers exactly like a missing one (an empty
-list, 404 for an item). A delete is audited as the calling key, in its transaction.
+API key's tenant: another tenant's namespace answers exactly like a missing one (404: a
+namespace without live items is missing; a page after `after` or under `prefix` may be
+empty). A delete is audited as the calling key, in its transaction.
 Writes and searches are made by workflows and agents (`memory:`
 steps and tools), and by `wovyr memory` on the host.
 """
@@ -56,6 +57,8 @@ def list_items(
     limit: int = Query(100, ge=1, le=1000),
 ) -> dict[str, Any]:
     items = _memory(ctx, principal.tenant).list_items(_namespace(namespace), prefix, after, limit)
+    if not items and not prefix and not after:  # no live item: no such namespace
+        raise NotFound(f"no memory namespace {namespace!r}")
     return {"items": items, "next": items[-1]["key"] if len(items) == limit else None}
 
 
