@@ -183,27 +183,43 @@ def test_embeddings_are_float32(store: Store, clock: ManualClock) -> None:
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def test_a_write_through_another_store_object_invalidates_the_cache(
+def test_a_write_through_another_store_object_reaches_the_cache(
     kind: str, tmp_path: Path, clock: ManualClock, request: pytest.FixtureRequest
 ) -> None:
     """Two store objects on one database stand for two processes: a search in one after a
-    write in the other sees the write (the namespace version moved), and a search with no
-    write between is answered from the cached matrix (no rebuild)."""
+    write in the other sees the write. Puts update the cached matrix from the items written
+    since (no rebuild); a delete rebuilds it; a search with no write between reads nothing."""
     url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
     a, b = make_store(kind, tmp_path, url), make_store(kind, tmp_path, url)
+
+    def top(k: int = 1) -> list[str]:
+        return [h.item.key for h in a.search_memory("t1", "notes", [0, 1], "m", k, clock.now())]
+
     try:
         _embedded(a, clock, "x", [1.0, 0.0])
-        assert [
-            h.item.key for h in a.search_memory("t1", "notes", [0, 1], "m", 1, clock.now())
-        ] == ["x"]
-        builds = a.vector_cache.builds  # type: ignore[attr-defined]
-        a.search_memory("t1", "notes", [0, 1], "m", 1, clock.now())
-        assert a.vector_cache.builds == builds  # type: ignore[attr-defined]
-        _embedded(b, clock, "y", [0.0, 1.0])
-        assert [
-            h.item.key for h in a.search_memory("t1", "notes", [0, 1], "m", 1, clock.now())
-        ] == ["y"]
-        assert a.vector_cache.builds == builds + 1  # type: ignore[attr-defined]
+        assert top() == ["x"]
+        cache = a.vector_cache  # type: ignore[attr-defined]
+        assert (cache.builds, cache.updates) == (1, 0)
+        assert top() == ["x"] and (cache.builds, cache.updates) == (1, 0)
+        _embedded(b, clock, "y", [0.0, 1.0])  # a new item: appended
+        assert top(3) == ["y", "x"] and (cache.builds, cache.updates) == (1, 1)
+        _embedded(b, clock, "x", [0.1, 1.0])  # a replaced one: its row overwritten
+        assert top(3) == ["y", "x"]
+        hits = a.search_memory("t1", "notes", [0, 1], "m", 3, clock.now())
+        assert hits[1].score == pytest.approx(1.0 / 1.01**0.5, abs=1e-6)
+        b.put_memory(MemoryPut("t1", "notes", "y", "no text now"), clock.now())  # leaves
+        assert top(3) == ["x"]
+        _embedded(b, clock, "x", [0.0, 1.0], model="other")  # another model: leaves too
+        assert top(3) == [] and (cache.builds, cache.updates) == (1, 4)
+        _embedded(b, clock, "z", [0.0, 1.0], expires_at=clock.now() + timedelta(seconds=5))
+        assert top(3) == ["z"]
+        clock.advance(5)
+        assert top(3) == []  # expired: masked, no read
+        _embedded(b, clock, "z", [0.5, 1.0])  # purged by this write, then put again
+        assert top(3) == ["z"] and (cache.builds, cache.updates) == (1, 6)
+        _embedded(b, clock, "w", [0.2, 1.0])
+        b.delete_memory("t1", "notes", "z", clock.now())  # a delete: rebuilt
+        assert top(3) == ["w"] and (cache.builds, cache.updates) == (2, 6)
     finally:
         a.close()
         b.close()

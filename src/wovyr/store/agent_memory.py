@@ -16,9 +16,11 @@ Records of write ids are kept `WRITE_ID_DAYS` days (purged by later writes of th
 
 **Versions.** Each item counts its writes (`version`: 1 for the first put of a key, one
 more for each put after it; a delete drops the item and its count). Each namespace has a
-version too, bumped by every write to it in the write's transaction: a process that
-caches something derived from a namespace (the search matrix, `wovyr.store.vectors`) knows
-from one read whether the cache is still the namespace's, whoever wrote since.
+version too, bumped by every write to it in the write's transaction, and each item keeps
+the namespace's version of its last write (its `seq`); a namespace also counts the deletes
+that removed a row. A process that caches something derived from a namespace (the search
+matrix, `wovyr.store.vectors`) knows from one read whether the cache is still the
+namespace's, whoever wrote since, and if not, reads only the items written after it.
 """
 
 from __future__ import annotations
@@ -88,11 +90,11 @@ class MemoryHit:
 
 @dataclass(frozen=True)
 class VectorColumns:
-    """A namespace's embedded items as the search matrix is built from
-    (`wovyr.store.vectors`): columns, not one object per item (100k items are read)."""
+    """A namespace's embedded items as the search matrix is built (or brought up to date)
+    from (`wovyr.store.vectors`): columns, not one object per item (100k items are read)."""
 
     keys: list[str]
-    embeddings: list[bytes]  # float32 little-endian
+    embeddings: list[bytes | None]  # float32 little-endian; None: not embedded by the model
     expires: list[float]  # POSIX seconds; math.inf for an item without expiry
 
 
@@ -145,9 +147,13 @@ class AgentMemoryStore(Protocol):
         """The namespace's version: 0 before its first write, then one more per write."""
         ...
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
-        """Every item of the namespace embedded by `model` (expired ones too: the search
-        masks them, so its cached matrix stays valid while items expire)."""
+    def memory_vectors(
+        self, tenant: str, namespace: str, model: str, after: int = 0
+    ) -> VectorColumns:
+        """With `after` 0, every item of the namespace embedded by `model` (expired ones
+        too: the search masks them, so its cached matrix stays valid while items expire);
+        else every item written after namespace version `after`, its embedding None unless
+        `model` made it (an item that lost its text or changed model leaves the matrix)."""
         ...
 
     def search_memory(

@@ -4,12 +4,16 @@ There is no vector index (pgvector is not assumed on PostgreSQL): a namespace's 
 of one model are loaded once into a float32 matrix, normalised, and a search is one
 matrix-vector product (numpy, imported by the first search only) and a partial sort.
 The matrix is cached per (tenant, namespace, model, dimensions) in this process, tagged
-with the namespace's version (`AgentMemoryStore.memory_version`), which every write bumps
-in its own transaction: a search reads the version first (one indexed read) and rebuilds
-the matrix when it moved, so it is never answered from a matrix older than a write another
-process committed before it. Expired items stay in the matrix and are masked at search
-time (expiry does not bump the version). The cache holds at most `max_floats` numbers
-(least recently searched matrices go first).
+with the namespace's version and its count of deletes (`AgentMemoryStore.memory_marks`),
+which every write moves in its own transaction: a search reads them first (one indexed
+read), so it is never answered from a matrix older than a write another process committed
+before it. When only the version moved (puts), the items written since are read (by their
+`seq`) and the matrix is updated: replaced rows overwritten, new ones appended, an item
+that lost its embedding masked. When a delete removed a row, the matrix is rebuilt from
+every embedding. Expired items stay in the matrix and are masked at search time (expiry
+does not move the version). An update copies the matrix (searches in other threads keep
+reading the one they hold). The cache holds at most `max_floats` numbers (least recently
+searched matrices go first).
 """
 
 from __future__ import annotations
@@ -42,9 +46,11 @@ def unpack(blob: bytes) -> list[float]:
 @dataclass(frozen=True)
 class _Matrix:
     version: int
+    deletes: int
     keys: list[str]
     vectors: Any  # npt.NDArray[np.float32], (n, dims), rows normalised
-    expires: Any  # npt.NDArray[np.float64]: POSIX seconds, +inf for no expiry
+    expires: Any  # npt.NDArray[np.float64]: POSIX seconds, +inf none, -inf a dead row
+    rows: dict[str, int]  # key -> its row
 
 
 class VectorCache:
@@ -54,19 +60,22 @@ class VectorCache:
         self.max_floats = max_floats
         self._lock = threading.Lock()
         self._matrices: OrderedDict[tuple[str, str, str, int], _Matrix] = OrderedDict()
-        self.builds = 0  # matrices built (tests and the benchmark read it)
+        self.builds = 0  # matrices built from every embedding (tests and the benchmark)
+        self.updates = 0  # matrices brought up to date from the items written since
 
-    def get(self, key: tuple[str, str, str, int], version: int) -> _Matrix | None:
+    def get(self, key: tuple[str, str, str, int]) -> _Matrix | None:
         with self._lock:
             found = self._matrices.get(key)
-            if found is None or found.version != version:
-                return None
-            self._matrices.move_to_end(key)
+            if found is not None:
+                self._matrices.move_to_end(key)
             return found
 
-    def put(self, key: tuple[str, str, str, int], matrix: _Matrix) -> None:
+    def put(self, key: tuple[str, str, str, int], matrix: _Matrix, *, update: bool) -> None:
         with self._lock:
-            self.builds += 1
+            if update:
+                self.updates += 1
+            else:
+                self.builds += 1
             self._matrices[key] = matrix
             self._matrices.move_to_end(key)
             total = sum(m.vectors.size for m in self._matrices.values())
@@ -75,25 +84,66 @@ class VectorCache:
                 total -= dropped.vectors.size
 
 
-def _build(version: int, columns: VectorColumns, dims: int) -> _Matrix:
+def _normalised(columns: VectorColumns, dims: int) -> tuple[list[int], Any]:
+    """The rows of `columns` that hold an embedding of `dims` dimensions, and those
+    embeddings as a normalised (n, dims) float32 matrix."""
     import numpy as np
 
     size = dims * 4
-    fitting = [i for i, blob in enumerate(columns.embeddings) if len(blob) == size]
-    if len(fitting) < len(columns.keys):  # other dimensions: compared with other queries
-        columns = VectorColumns(
-            [columns.keys[i] for i in fitting],
-            [columns.embeddings[i] for i in fitting],
-            [columns.expires[i] for i in fitting],
-        )
-    n = len(columns.keys)
-    vectors = np.frombuffer(b"".join(columns.embeddings), dtype="<f4").reshape(n, dims)
+    fitting = [i for i, blob in enumerate(columns.embeddings) if blob and len(blob) == size]
+    blobs = columns.embeddings
+    if len(fitting) < len(blobs):
+        blobs = [blobs[i] for i in fitting]
+    joined = b"".join(b for b in blobs if b is not None)
+    vectors = np.frombuffer(joined, dtype="<f4").reshape(len(fitting), dims)
     vectors = vectors.astype(np.float32)  # a writable copy, in the machine's byte order
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     vectors /= norms
-    expires = np.array(columns.expires, dtype=np.float64)
-    return _Matrix(version, columns.keys, vectors, expires)
+    return fitting, vectors
+
+
+def _build(marks: tuple[int, int], columns: VectorColumns, dims: int) -> _Matrix:
+    import numpy as np
+
+    fitting, vectors = _normalised(columns, dims)
+    keys = [columns.keys[i] for i in fitting]
+    expires = np.array([columns.expires[i] for i in fitting], dtype=np.float64)
+    return _Matrix(*marks, keys, vectors, expires, {k: i for i, k in enumerate(keys)})
+
+
+def _updated(old: _Matrix, marks: tuple[int, int], changed: VectorColumns, dims: int) -> _Matrix:
+    """`old` with the items written since it was built: a copy, so readers of `old` are
+    undisturbed."""
+    import numpy as np
+
+    fitting, vectors = _normalised(changed, dims)
+    keys, rows = list(old.keys), dict(old.rows)
+    expires = old.expires.copy()
+    for i in range(len(changed.keys)):  # first: an item that left the model's set dies
+        row = rows.get(changed.keys[i])
+        if row is not None:
+            expires[row] = -np.inf
+    replaced: list[tuple[int, int]] = []  # (row, index into vectors)
+    added: list[int] = []
+    for j, i in enumerate(fitting):
+        row = rows.get(changed.keys[i])
+        if row is None:
+            added.append(j)
+        else:
+            replaced.append((row, j))
+            expires[row] = changed.expires[i]
+    matrix = old.vectors.copy()
+    for row, j in replaced:
+        matrix[row] = vectors[j]
+    if added:
+        matrix = np.vstack([matrix, vectors[added]])
+        for j in added:
+            rows[changed.keys[fitting[j]]] = len(keys)
+            keys.append(changed.keys[fitting[j]])
+        tail = np.array([changed.expires[fitting[j]] for j in added], dtype=np.float64)
+        expires = np.concatenate([expires, tail])
+    return _Matrix(*marks, keys, matrix, expires, rows)
 
 
 def _nearest(
@@ -118,11 +168,16 @@ def _nearest(
 class VectorSearch:
     """`search_memory` for a store that has the rest of `AgentMemoryStore` (mixed in)."""
 
-    def memory_version(self, tenant: str, namespace: str) -> int:
+    def memory_marks(self, tenant: str, namespace: str) -> tuple[int, int]:
         raise NotImplementedError  # the store's own
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
+    def memory_vectors(
+        self, tenant: str, namespace: str, model: str, after: int = 0
+    ) -> VectorColumns:
         raise NotImplementedError  # the store's own
+
+    def memory_version(self, tenant: str, namespace: str) -> int:
+        return self.memory_marks(tenant, namespace)[0]
 
     def get_memory(
         self, tenant: str, namespace: str, keys: Sequence[str], now: datetime
@@ -144,11 +199,15 @@ class VectorSearch:
     ) -> list[MemoryHit]:
         dims = len(vector)
         key = (tenant, namespace, model, dims)
-        version = self.memory_version(tenant, namespace)  # before the rows: see the docstring
-        matrix = self.vector_cache.get(key, version)
-        if matrix is None:
-            matrix = _build(version, self.memory_vectors(tenant, namespace, model), dims)
-            self.vector_cache.put(key, matrix)
+        marks = self.memory_marks(tenant, namespace)  # before the rows: see the docstring
+        matrix = self.vector_cache.get(key)
+        if matrix is None or matrix.deletes != marks[1] or matrix.version > marks[0]:
+            matrix = _build(marks, self.memory_vectors(tenant, namespace, model), dims)
+            self.vector_cache.put(key, matrix, update=False)
+        elif matrix.version < marks[0]:
+            changed = self.memory_vectors(tenant, namespace, model, after=matrix.version)
+            matrix = _updated(matrix, marks, changed, dims)
+            self.vector_cache.put(key, matrix, update=True)
         nearest = _nearest(matrix, vector, top_k, now)
         items = {i.key: i for i in self.get_memory(tenant, namespace, [k for k, _ in nearest], now)}
         # an item deleted since the matrix was built is left out; one replaced keeps the

@@ -26,6 +26,7 @@ __all__ = ["MemoryAgentMemory", "StoredMemory"]
 class StoredMemory:
     item: MemoryItem
     embedding: bytes | None
+    seq: int  # the namespace's version at this write
 
 
 def _live(stored: StoredMemory | None, now: datetime) -> StoredMemory | None:
@@ -41,7 +42,7 @@ class MemoryAgentMemory(VectorSearch):
 
     _lock: threading.RLock
     _memory_items: dict[tuple[str, str], dict[str, StoredMemory]]  # (tenant, namespace)
-    _memory_versions: dict[tuple[str, str], int]
+    _memory_versions: dict[tuple[str, str], tuple[int, int]]  # -> (version, deletes)
     _memory_writes: dict[tuple[str, str], tuple[MemoryWriteResult, datetime]]  # (tenant, id)
     _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
 
@@ -69,11 +70,14 @@ class MemoryAgentMemory(VectorSearch):
         items = self._memory_items.setdefault((tenant, namespace), {})
         for key in [k for k, s in items.items() if _live(s, now) is None]:
             del items[key]  # the lazy purge of expired items
-        ns = (tenant, namespace)
-        self._memory_versions[ns] = self._memory_versions.get(ns, 0) + 1
         if write_id is not None:
             self._memory_writes[(tenant, write_id)] = (result, now)
         return result
+
+    def _bump(self, tenant: str, namespace: str, *, removed: bool) -> int:
+        version, deletes = self._memory_versions.get((tenant, namespace), (0, 0))
+        self._memory_versions[(tenant, namespace)] = (version + 1, deletes + int(removed))
+        return version + 1
 
     def put_memory(
         self, put: MemoryPut, now: datetime, *, audit: AuditEntry | None = None
@@ -83,6 +87,7 @@ class MemoryAgentMemory(VectorSearch):
             replayed = self._replayed(put.tenant, put.write_id, now)
             if replayed is not None:
                 return replayed
+            seq = self._bump(put.tenant, put.namespace, removed=False)
             items = self._memory_items.setdefault((put.tenant, put.namespace), {})
             before = _live(items.get(put.key), now)
             version = 1 if before is None else before.item.version + 1
@@ -97,7 +102,7 @@ class MemoryAgentMemory(VectorSearch):
                 now,
                 put.expires_at,
             )
-            items[put.key] = StoredMemory(item, put.embedding)
+            items[put.key] = StoredMemory(item, put.embedding, seq)
             result = MemoryWriteResult("put", put.key, version, before is not None)
             self._append_audit(audit)
             return self._written(put.tenant, put.namespace, put.write_id, result, now)
@@ -117,7 +122,9 @@ class MemoryAgentMemory(VectorSearch):
             if replayed is not None:
                 return replayed
             items = self._memory_items.setdefault((tenant, namespace), {})
-            before = _live(items.pop(key, None), now)
+            removed = items.pop(key, None)
+            self._bump(tenant, namespace, removed=removed is not None)
+            before = _live(removed, now)
             result = MemoryWriteResult("delete", key, 0, before is not None)
             if before is not None:
                 self._append_audit(audit)
@@ -150,18 +157,21 @@ class MemoryAgentMemory(VectorSearch):
             )[:limit]
         return self.get_memory(tenant, namespace, keys, now)
 
-    def memory_version(self, tenant: str, namespace: str) -> int:
+    def memory_marks(self, tenant: str, namespace: str) -> tuple[int, int]:
         with self._lock:
-            return self._memory_versions.get((tenant, namespace), 0)
+            return self._memory_versions.get((tenant, namespace), (0, 0))
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
+    def memory_vectors(
+        self, tenant: str, namespace: str, model: str, after: int = 0
+    ) -> VectorColumns:
         columns = VectorColumns([], [], [])
         with self._lock:
             for key, stored in self._memory_items.get((tenant, namespace), {}).items():
-                if stored.embedding is None or stored.item.embedding_model != model:
+                mine = stored.embedding is not None and stored.item.embedding_model == model
+                if (after and stored.seq <= after) or (not after and not mine):
                     continue
                 expires = stored.item.expires_at
                 columns.keys.append(key)
-                columns.embeddings.append(stored.embedding)
+                columns.embeddings.append(stored.embedding if mine else None)
                 columns.expires.append(math.inf if expires is None else expires.timestamp())
         return columns

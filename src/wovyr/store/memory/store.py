@@ -114,7 +114,7 @@ class MemoryStore(
         self._streams: dict[ExecutionKey, list[StreamChunk]] = {}  # the stream journals
         self._mcp_servers: dict[tuple[str, str], McpServerRecord] = {}  # (tenant, name)
         self._memory_items: dict[tuple[str, str], dict[str, StoredMemory]] = {}
-        self._memory_versions: dict[tuple[str, str], int] = {}  # (tenant, namespace)
+        self._memory_versions: dict[tuple[str, str], tuple[int, int]] = {}  # version, deletes
         self._memory_writes: dict[tuple[str, str], tuple[MemoryWriteResult, datetime]] = {}
         self._observers = Observers()
         self.commits = 0

@@ -61,7 +61,8 @@ class PostgresAgentMemory(VectorSearch):
         key = {"tenant": put.tenant, "namespace": put.namespace, "key": put.key, "now": now}
 
         def body(conn: Connection) -> MemoryWriteResult:
-            conn.execute(q["memory_bump"], key)  # first: it orders the namespace's writers
+            bumped = conn.execute(q["memory_bump"], key).fetchone()  # first: it orders writers
+            assert bumped is not None  # an upsert returns its row
             replayed = _replayed(conn, put.tenant, put.write_id)
             if replayed is not None:
                 raise _Replayed(replayed)  # rolls the bump back: nothing is written
@@ -76,6 +77,7 @@ class PostgresAgentMemory(VectorSearch):
                     "embedding": put.embedding,
                     "model": put.embedding_model if put.embedding is not None else None,
                     "version": version,
+                    "seq": int(bumped[0]),
                     "expires_at": put.expires_at,
                 },
             )
@@ -106,6 +108,8 @@ class PostgresAgentMemory(VectorSearch):
                 raise _Replayed(replayed)
             row = conn.execute(q["memory_delete"], params).fetchone()
             existed = row is not None and (row[0] is None or row[0] > now)
+            if row is not None:  # a row left: a cached matrix must drop it (a rebuild)
+                conn.execute(q["memory_count_delete"], params)
             result = MemoryWriteResult("delete", key, 0, existed)
             if existed:
                 append_audit_row(conn, audit)
@@ -152,13 +156,15 @@ class PostgresAgentMemory(VectorSearch):
         }
         return [_item(r) for r in self._memory_rows("memory_list", params)]
 
-    def memory_version(self, tenant: str, namespace: str) -> int:
-        rows = self._memory_rows("memory_version", {"tenant": tenant, "namespace": namespace})
-        return int(rows[0][0]) if rows else 0
+    def memory_marks(self, tenant: str, namespace: str) -> tuple[int, int]:
+        rows = self._memory_rows("memory_marks", {"tenant": tenant, "namespace": namespace})
+        return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
-        params = {"tenant": tenant, "namespace": namespace, "model": model}
-        rows = self._memory_rows("memory_vectors", params)
+    def memory_vectors(
+        self, tenant: str, namespace: str, model: str, after: int = 0
+    ) -> VectorColumns:
+        params = {"tenant": tenant, "namespace": namespace, "model": model, "after": after}
+        rows = self._memory_rows("memory_vectors_after" if after else "memory_vectors", params)
         if not rows:
             return VectorColumns([], [], [])
         keys, blobs, expires = zip(*rows, strict=True)

@@ -11,13 +11,13 @@ FOR UPDATE;
 
 -- name: memory_upsert
 INSERT INTO memory_items (tenant, namespace, key, value, text, embedding, embedding_model,
-                          version, updated_at, expires_at)
+                          version, seq, updated_at, expires_at)
 VALUES (%(tenant)s, %(namespace)s, %(key)s, %(value)s::json, %(text)s, %(embedding)s,
-        %(model)s, %(version)s, %(now)s, %(expires_at)s)
+        %(model)s, %(version)s, %(seq)s, %(now)s, %(expires_at)s)
 ON CONFLICT (tenant, namespace, key) DO UPDATE SET
     value = excluded.value, text = excluded.text, embedding = excluded.embedding,
     embedding_model = excluded.embedding_model, version = excluded.version,
-    updated_at = excluded.updated_at, expires_at = excluded.expires_at;
+    seq = excluded.seq, updated_at = excluded.updated_at, expires_at = excluded.expires_at;
 
 -- name: memory_delete
 DELETE FROM memory_items
@@ -34,7 +34,13 @@ WHERE tenant = %(tenant)s AND namespace = %(namespace)s
 -- tag); the row lock also orders the namespace's writers.
 INSERT INTO memory_namespaces (tenant, namespace, version)
 VALUES (%(tenant)s, %(namespace)s, 1)
-ON CONFLICT (tenant, namespace) DO UPDATE SET version = memory_namespaces.version + 1;
+ON CONFLICT (tenant, namespace) DO UPDATE SET version = memory_namespaces.version + 1
+RETURNING version;
+
+-- name: memory_count_delete
+-- A row left the namespace: a cached matrix must drop it (a rebuild, not an update).
+UPDATE memory_namespaces SET deletes = deletes + 1
+WHERE tenant = %(tenant)s AND namespace = %(namespace)s;
 
 -- name: memory_purge_writes
 DELETE FROM memory_writes WHERE tenant = %(tenant)s AND at < %(horizon)s;
@@ -62,10 +68,18 @@ WHERE tenant = %(tenant)s AND namespace = %(namespace)s AND key > %(after)s
   AND (expires_at IS NULL OR expires_at > %(now)s)
 ORDER BY key LIMIT %(limit)s;
 
--- name: memory_version
-SELECT version FROM memory_namespaces WHERE tenant = %(tenant)s AND namespace = %(namespace)s;
+-- name: memory_marks
+SELECT version, deletes FROM memory_namespaces
+WHERE tenant = %(tenant)s AND namespace = %(namespace)s;
 
 -- name: memory_vectors
 SELECT key, embedding, expires_at FROM memory_items
 WHERE tenant = %(tenant)s AND namespace = %(namespace)s AND embedding_model = %(model)s
   AND embedding IS NOT NULL;
+
+-- name: memory_vectors_after
+-- The items written after a cached matrix was built (by `seq`), of every model: one whose
+-- text is gone or was embedded by another model leaves the matrix.
+SELECT key, CASE WHEN embedding_model = %(model)s THEN embedding END, expires_at
+FROM memory_items
+WHERE tenant = %(tenant)s AND namespace = %(namespace)s AND seq > %(after)s;

@@ -61,6 +61,7 @@ class SQLiteAgentMemory(VectorSearch):
             replayed = _replayed(conn, put.tenant, put.write_id, micros)
             if replayed is not None:
                 return replayed
+            seq = _bump(conn, put.tenant, put.namespace)
             row = conn.execute(
                 "SELECT version FROM memory_items WHERE tenant = ? AND namespace = ? AND key = ?"
                 f" AND {_LIVE}",
@@ -69,8 +70,8 @@ class SQLiteAgentMemory(VectorSearch):
             version = 1 if row is None else int(row[0]) + 1
             conn.execute(
                 "INSERT OR REPLACE INTO memory_items (tenant, namespace, key, value, text,"
-                " embedding, embedding_model, version, updated_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " embedding, embedding_model, version, seq, updated_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     put.tenant,
                     put.namespace,
@@ -80,6 +81,7 @@ class SQLiteAgentMemory(VectorSearch):
                     put.embedding,
                     model,
                     version,
+                    seq,
                     micros,
                     expires,
                 ),
@@ -104,12 +106,19 @@ class SQLiteAgentMemory(VectorSearch):
             replayed = _replayed(conn, tenant, write_id, micros)
             if replayed is not None:
                 return replayed
+            _bump(conn, tenant, namespace)
             row = conn.execute(
                 "DELETE FROM memory_items WHERE tenant = ? AND namespace = ? AND key = ?"
                 " RETURNING expires_at",
                 (tenant, namespace, key),
             ).fetchone()
             existed = row is not None and (row[0] is None or int(row[0]) > micros)
+            if row is not None:  # a row left: a cached matrix must drop it (a rebuild)
+                conn.execute(
+                    "UPDATE memory_namespaces SET deletes = deletes + 1"
+                    " WHERE tenant = ? AND namespace = ?",
+                    (tenant, namespace),
+                )
             result = MemoryWriteResult("delete", key, 0, existed)
             if existed:
                 append_audit_row(conn, audit)
@@ -149,26 +158,46 @@ class SQLiteAgentMemory(VectorSearch):
         )
         return [_item(r) for r in rows]
 
-    def memory_version(self, tenant: str, namespace: str) -> int:
+    def memory_marks(self, tenant: str, namespace: str) -> tuple[int, int]:
         rows = self._read(
-            "SELECT version FROM memory_namespaces WHERE tenant = ? AND namespace = ?",
+            "SELECT version, deletes FROM memory_namespaces WHERE tenant = ? AND namespace = ?",
             (tenant, namespace),
         )
-        return int(rows[0][0]) if rows else 0
+        return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
 
-    def memory_vectors(self, tenant: str, namespace: str, model: str) -> VectorColumns:
-        rows = self._read(
-            "SELECT key, embedding, expires_at FROM memory_items"
-            " WHERE tenant = ? AND namespace = ? AND embedding_model = ?"
-            " AND embedding IS NOT NULL",
-            (tenant, namespace, model),
-        )
+    def memory_vectors(
+        self, tenant: str, namespace: str, model: str, after: int = 0
+    ) -> VectorColumns:
+        if after:
+            rows = self._read(
+                "SELECT key, CASE WHEN embedding_model = ? THEN embedding END, expires_at"
+                " FROM memory_items WHERE tenant = ? AND namespace = ? AND seq > ?",
+                (model, tenant, namespace, after),
+            )
+        else:
+            rows = self._read(
+                "SELECT key, embedding, expires_at FROM memory_items"
+                " WHERE tenant = ? AND namespace = ? AND embedding_model = ?"
+                " AND embedding IS NOT NULL",
+                (tenant, namespace, model),
+            )
         if not rows:
             return VectorColumns([], [], [])
         keys, blobs, expires = zip(*rows, strict=True)
         return VectorColumns(
             list(keys), list(blobs), [math.inf if e is None else e / 1e6 for e in expires]
         )
+
+
+def _bump(conn: sqlite3.Connection, tenant: str, namespace: str) -> int:
+    """Bump the namespace's version (first in a write: what its item's `seq` is)."""
+    row = conn.execute(
+        "INSERT INTO memory_namespaces (tenant, namespace, version) VALUES (?, ?, 1)"
+        " ON CONFLICT (tenant, namespace) DO UPDATE SET version = version + 1"
+        " RETURNING version",
+        (tenant, namespace),
+    ).fetchone()
+    return int(row[0])
 
 
 def _replayed(
@@ -195,17 +224,13 @@ def _written(
     result: MemoryWriteResult,
     micros: int,
 ) -> None:
-    """The rest of a write's transaction: the namespace's version, the write id, the lazy
-    purges (the namespace's expired items, the tenant's old write ids)."""
+    """The rest of a write's transaction (the version was bumped first): the write id and
+    the lazy purges (the namespace's expired items: masked in a cached matrix already, so
+    not counted as deletes; the tenant's old write ids)."""
     conn.execute(
         "DELETE FROM memory_items WHERE tenant = ? AND namespace = ?"
         " AND expires_at IS NOT NULL AND expires_at <= ?",
         (tenant, namespace, micros),
-    )
-    conn.execute(
-        "INSERT INTO memory_namespaces (tenant, namespace, version) VALUES (?, ?, 1)"
-        " ON CONFLICT (tenant, namespace) DO UPDATE SET version = version + 1",
-        (tenant, namespace),
     )
     horizon = to_micros(from_micros(micros) - timedelta(days=WRITE_ID_DAYS))
     conn.execute("DELETE FROM memory_writes WHERE tenant = ? AND at < ?", (tenant, horizon))
