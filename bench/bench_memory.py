@@ -6,7 +6,8 @@ cost is not what this measures; PostgreSQL's table is then analyzed, as autovacu
 and one `put_memory` through the store so the namespace has a version. Then, per store:
 
 - `cold`: the first search (reads the version and every embedding, builds the normalised
-  matrix); also the first search after one more write (`after_write`), which rebuilds;
+  matrix); the first search after one more put (`after_put`: reads that item, updates a
+  copy of the matrix) and after a delete (`after_delete`: rebuilds it);
 - `search`: `--queries` searches (top 10) of random vectors through `search_memory`, timed
   one by one (the matrix cached: one version read, the product, the top-k, one read of the
   10 items);
@@ -63,7 +64,8 @@ def seed_sqlite(path: Path, matrix: np.ndarray[Any, np.dtype[np.float32]]) -> No
     with conn:
         conn.executemany(
             "INSERT INTO memory_items (tenant, namespace, key, value, text, embedding,"
-            " embedding_model, version, updated_at) VALUES (?, ?, ?, 'null', ?, ?, ?, 1, ?)",
+            " embedding_model, version, seq, updated_at)"
+            " VALUES (?, ?, ?, 'null', ?, ?, ?, 1, 0, ?)",
             [
                 (TENANT, NAMESPACE, key, key, blob, MODEL, to_micros(NOW))
                 for key, blob in _rows(matrix)
@@ -80,11 +82,11 @@ def seed_postgres(url: str, matrix: np.ndarray[Any, np.dtype[np.float32]]) -> No
         conn.cursor() as cur,
         cur.copy(
             "COPY memory_items (tenant, namespace, key, value, text, embedding,"
-            " embedding_model, version, updated_at) FROM STDIN"
+            " embedding_model, version, seq, updated_at) FROM STDIN"
         ) as copy,
     ):
         for key, blob in _rows(matrix):
-            copy.write_row((TENANT, NAMESPACE, key, "null", key, blob, MODEL, 1, NOW))
+            copy.write_row((TENANT, NAMESPACE, key, "null", key, blob, MODEL, 1, 0, NOW))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ANALYZE memory_items")  # what autovacuum does to a table filled by puts
 
@@ -126,13 +128,18 @@ def measure(
     )
     t = time.perf_counter()
     store.search_memory(TENANT, NAMESPACE, list(probes[0]), MODEL, 10, NOW)
-    after_write = time.perf_counter() - t
+    after_put = time.perf_counter() - t
+    store.delete_memory(TENANT, NAMESPACE, "extra", NOW)
+    t = time.perf_counter()
+    store.search_memory(TENANT, NAMESPACE, list(probes[0]), MODEL, 10, NOW)
+    after_delete = time.perf_counter() - t
     search, yardstick = _ms(samples), _ms(yard)
     return {
         "items": len(matrix) + 1,
         "dims": dims,
         "cold_ms": round(cold * 1e3, 1),
-        "after_write_ms": round(after_write * 1e3, 1),
+        "after_put_ms": round(after_put * 1e3, 1),
+        "after_delete_ms": round(after_delete * 1e3, 1),
         "search": search,
         "yardstick": yardstick,
         "ratio_p50": round(search["p50_ms"] / yardstick["p50_ms"], 2),
@@ -182,12 +189,13 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     print(
-        f"{'store':<9} {'items':>7} {'dims':>5} {'cold ms':>8} {'rebuild ms':>10}"
+        f"{'store':<9} {'items':>7} {'dims':>5} {'cold ms':>8} {'put ms':>7} {'delete ms':>9}"
         f" {'p50 ms':>7} {'p99 ms':>7} {'numpy p50':>9} {'numpy p99':>9} {'x p50':>6} top1"
     )
     for name, r in results.items():
         print(
-            f"{name:<9} {r['items']:>7} {r['dims']:>5} {r['cold_ms']:>8} {r['after_write_ms']:>10}"
+            f"{name:<9} {r['items']:>7} {r['dims']:>5} {r['cold_ms']:>8}"
+            f" {r['after_put_ms']:>7} {r['after_delete_ms']:>9}"
             f" {r['search']['p50_ms']:>7} {r['search']['p99_ms']:>7}"
             f" {r['yardstick']['p50_ms']:>9} {r['yardstick']['p99_ms']:>9}"
             f" {r['ratio_p50']:>6} {r['same_top_hit']}"
