@@ -2,7 +2,8 @@
 -- namespace's version (bumped by every write in the write's transaction: the search
 -- cache's tag; each item's `seq` is the version of its last write, and `deletes` counts
 -- the writes that removed a row), and the write ids that make a re-run write a no-op.
--- Embeddings are float32 vectors in bytea, searched in the process (`wovyr.store.vectors`), not by pgvector.
+-- Embeddings are float32 vectors in bytea, searched in the process
+-- (`wovyr.store.vectors`), not by pgvector.
 CREATE TABLE memory_items (
     tenant          text NOT NULL,
     namespace       text NOT NULL,
