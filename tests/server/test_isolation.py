@@ -44,6 +44,9 @@ REQUIRED_ROLE = {
     ("POST", "/api/v1/workflows/{execution_id}/rerun"): "operator",
     ("GET", "/api/v1/workflows/{execution_id}/logs"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/approve"): "operator",
+    ("POST", "/api/v1/batches"): "operator",
+    ("GET", "/api/v1/batches"): "viewer",
+    ("GET", "/api/v1/batches/{batch_id}"): "viewer",
     ("POST", "/api/v1/definitions"): "operator",
     ("GET", "/api/v1/definitions"): "viewer",
     ("GET", "/api/v1/definitions/{name}"): "viewer",
@@ -69,6 +72,8 @@ REQUIRED_ROLE = {
     ("PATCH", "/api/v1/admin/policy"): "admin",
     ("GET", "/api/v1/admin/quotas"): "admin",
     ("PATCH", "/api/v1/admin/quotas"): "admin",
+    ("GET", "/api/v1/admin/retention"): "admin",
+    ("PUT", "/api/v1/admin/retention"): "admin",
     ("GET", "/api/v1/audit"): "admin",
     ("GET", "/api/v1/secrets"): "admin",
     ("GET", "/api/v1/secrets/{name}"): "admin",
@@ -116,6 +121,8 @@ def body_for(method: str, path: str) -> Any:
         return B_AGENT
     if (method, path) == ("POST", "/api/v1/agents/{agent}/runs"):
         return {"input": "from b"}
+    if (method, path) == ("POST", "/api/v1/batches"):
+        return {"action": "signal", "filter": {"workflow": "b-flow"}, "signal": "go"}
     if path.endswith("/signal"):
         return {"name": "go", "payload": "b"}
     if path.endswith("/rerun"):
@@ -128,6 +135,8 @@ def body_for(method: str, path: str) -> Any:
         return {"shell_cpu_seconds": 30}  # tightening: allowed
     if (method, path) == ("PATCH", "/api/v1/admin/quotas"):
         return {"executions_per_day": 100_000}  # setting where none is: allowed
+    if (method, path) == ("PUT", "/api/v1/admin/retention"):
+        return {"days": 30}  # tenant b's own retention: never tenant a's
     if method == "PATCH":
         return {"note": "b was here"}
     if path.endswith(("/pause", "/resume")):
@@ -210,9 +219,17 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
     assert server.status_code == 200, server.text
     memory = TenantMemory(api.engine.store, "tenant-a", api.engine.clock)
     memory.put(f"{CANARY}-ns", f"{CANARY}-key", CANARY, CANARY, None, None, None, None)
+    batch = await api.call(
+        "POST",
+        "/api/v1/batches",
+        a,
+        json={"action": "signal", "filter": {"workflow": f"{CANARY}-flow"}, "signal": CANARY},
+    )
+    assert batch.status_code == 201, batch.text
     return {
         "namespace": f"{CANARY}-ns",
         "key": f"{CANARY}-key",
+        "batch_id": batch.json()["id"],
         "execution_id": f"{CANARY}-exec",
         "schedule_id": f"{CANARY}-sched",
         "key_id": key.json()["id"],

@@ -348,7 +348,7 @@ def _worker_partitions(spec: str | None, count: int | None, membership: bool) ->
 @cli.group("admin")
 def admin() -> None:
     """Administration on the server host: API keys, tenants' policies and quotas, the KMS, the
-    audit chain, backups, rate limits."""
+    audit chain, backups, rate limits, retention."""
 
 
 @admin.group("keys")

@@ -64,6 +64,7 @@ from wovyr.engine.quotas import (
     start_debits,
 )
 from wovyr.engine.rerun import check_compatible, plan_rerun, reused_events
+from wovyr.engine.retention import Retention, retention_of, set_retention
 from wovyr.engine.steps import make_step, timer_steps
 from wovyr.engine.views import ExecutionView, build_view, shown_events, status_filter
 from wovyr.errors import (
@@ -766,6 +767,18 @@ class Engine(Definitions):
             )
         finally:
             self._quota_cache.forget(self.tenant)
+
+    def retention(self) -> Retention:
+        """This tenant's retention settings (`wovyr.engine.retention`)."""
+        return retention_of(self.store, self.tenant)
+
+    def set_retention(self, retention: Retention, *, by: str) -> Retention:
+        """Store this tenant's retention settings (the caller checked who may); return
+        them. Audited as `tenant.retention` in the same transaction."""
+        audit = self.audit_entry("tenant.retention", self.tenant, retention.to_dict())
+        return set_retention(
+            self.store, self.tenant, retention, by=by, at=self.clock.now(), audit=audit
+        )
 
     def quota_usage(self) -> dict[str, Any]:
         """This tenant's quotas, what it used of each daily budget today (UTC) and how many

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wovyr.activities.base import ActivityContext, ActivityError
+from wovyr.activities.base import ActivityContext, ActivityError, key_scope
 from wovyr.activities.failures import handler_traceback
 from wovyr.activities.kinds import (
     AwaitApproval,
@@ -486,7 +486,8 @@ class ExecutionRunner:
             activity_id=run.activity_id,
             attempt=run.attempt,
             workflow=self.definition.name,
-            idempotency_key=f"{self.execution_id}/{name}{suffix}/{run.attempt}",
+            idempotency_key=f"{key_scope(self.engine.tenant)}{self.execution_id}/{name}{suffix}"
+            f"/{run.attempt}",
             log=log,
             tenant=self.engine.tenant,
         )

@@ -51,6 +51,7 @@ from wovyr.store.rows import (
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sqlite.agent_memory import SQLiteAgentMemory
 from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
+from wovyr.store.sqlite.bulk import SQLiteBulk
 from wovyr.store.sqlite.flow import (
     SQLiteFlow,
     SQLiteRateLimits,
@@ -60,6 +61,7 @@ from wovyr.store.sqlite.flow import (
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
+from wovyr.store.sqlite.retention import SQLiteRetention
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 from wovyr.store.sqlite.secrets import SQLiteSecrets
 from wovyr.store.sqlite.snapshot import write_snapshot
@@ -184,6 +186,8 @@ class SQLiteStore(
     SQLiteRateLimits,
     SQLiteStreams,
     SQLiteAgentMemory,
+    SQLiteRetention,
+    SQLiteBulk,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 
