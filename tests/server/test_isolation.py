@@ -15,6 +15,7 @@ import pytest
 from tests.server.conftest import APPROVAL_FLOW, Api
 
 from wovyr.definition.parse import load_definition
+from wovyr.engine.memory import TenantMemory
 
 pytestmark = pytest.mark.anyio
 
@@ -86,6 +87,9 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/mcp-servers/{name}"): "admin",
     ("PUT", "/api/v1/mcp-servers/{name}"): "admin",
     ("DELETE", "/api/v1/mcp-servers/{name}"): "admin",
+    ("GET", "/api/v1/memory/{namespace}"): "viewer",
+    ("GET", "/api/v1/memory/{namespace}/{key}"): "viewer",
+    ("DELETE", "/api/v1/memory/{namespace}/{key}"): "operator",
     ("GET", "/metrics"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",
@@ -213,6 +217,8 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         json={"url": f"https://{CANARY}.example/mcp", "header_secrets": {"X-Key": A_SECRET}},
     )
     assert server.status_code == 200, server.text
+    memory = TenantMemory(api.engine.store, "tenant-a", api.engine.clock)
+    memory.put(f"{CANARY}-ns", f"{CANARY}-key", CANARY, CANARY, None, None, None, None)
     batch = await api.call(
         "POST",
         "/api/v1/batches",
@@ -221,6 +227,8 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
     )
     assert batch.status_code == 201, batch.text
     return {
+        "namespace": f"{CANARY}-ns",
+        "key": f"{CANARY}-key",
         "batch_id": batch.json()["id"],
         "execution_id": f"{CANARY}-exec",
         "schedule_id": f"{CANARY}-sched",
@@ -338,6 +346,8 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     assert provider["base_url"] == f"http://{CANARY}.example/v1"
     server = (await api.call("GET", f"/api/v1/mcp-servers/{A_MCP}", a)).json()
     assert server["url"] == f"https://{CANARY}.example/mcp"
+    item = (await api.call("GET", f"/api/v1/memory/{CANARY}-ns/{CANARY}-key", a)).json()
+    assert item["value"] == CANARY and item["version"] == 1
     keys = (await api.call("GET", "/api/v1/admin/keys", a)).json()
     assert [k["revoked_at"] for k in keys if k["id"] == a_ids["key_id"]] == [None]
     # ... and A still sees its own data (the canary is real).

@@ -60,6 +60,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_mcp",),
         "MCP: the tenant's MCP servers (add, list, show, remove), and Wovyr as one (serve).",
     ),
+    "memory": (
+        ("commands_memory",),
+        "A tenant's durable memory namespaces: list, get, put, delete, search.",
+    ),
     "providers": (
         ("commands_providers",),
         "Tenants' model providers for `llm` and `agent` steps: set, list, show, delete.",

@@ -34,6 +34,7 @@ from wovyr.server.api import (
     definitions,
     health,
     mcp_servers,
+    memory,
     policy,
     providers,
     quotas,
@@ -146,6 +147,7 @@ def create_app(
         secrets,
         providers,
         mcp_servers,
+        memory,
         audit,
         health,
     ):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from wovyr.store.agent_memory import AgentMemoryStore
 from wovyr.store.audit import AuditStore
 from wovyr.store.bulk import BulkStore
 from wovyr.store.flow import FlowStore
@@ -176,6 +177,7 @@ class Store(
     BulkStore,
     FlowStore,
     McpServerStore,
+    AgentMemoryStore,
     RetentionStore,
     Protocol,
 ):

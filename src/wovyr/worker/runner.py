@@ -25,6 +25,7 @@ from wovyr.activities.kinds import (
     WorkflowTool,
 )
 from wovyr.activities.logs import AttemptLog, bind
+from wovyr.activities.memory import MemoryAccess
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
 from wovyr.activities.redact import scrub, secret_forms
@@ -41,6 +42,7 @@ from wovyr.engine.core.state import (
     state_from_json,
 )
 from wovyr.engine.flow import MAX_GRANT_AGE, flow_hold, flow_requests, gated, problem_hold
+from wovyr.engine.memory import TenantMemory
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
 from wovyr.events import Event, EventData, EventType
@@ -60,6 +62,7 @@ __all__ = ["ExecutionRunner", "RunnerStats"]
 
 #: The kinds that call model providers: their attempts see the tenant's stored providers.
 _MODEL_KINDS = frozenset({"llm", "agent"})
+_PROVIDER_KINDS = _MODEL_KINDS | {"memory"}  # kinds that call the tenant's providers
 
 
 def _calls_mcp(kind: str, rendered: Any) -> bool:
@@ -527,7 +530,7 @@ class ExecutionRunner:
                 return await asyncio.to_thread(self.engine.start_child, self.state, run, trace)
 
             providers = self.engine.providers
-            if spec.kind in _MODEL_KINDS:  # the tenant's stored providers, read for this attempt
+            if spec.kind in _PROVIDER_KINDS:  # the tenant's stored providers, read for this attempt
                 providers = await asyncio.to_thread(
                     tenant_providers, self.engine.store, self.engine.tenant, providers
                 )
@@ -567,6 +570,10 @@ class ExecutionRunner:
                 stream=stream,
                 child_tools=child_tools,
                 mcp=mcp,
+                memory=MemoryAccess(
+                    self.engine.tenant,
+                    TenantMemory(self.engine.store, self.engine.tenant, self.engine.clock),
+                ),
             )
             given = run.input
             if spec.kind_entry.secrets:

@@ -13,6 +13,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from wovyr.errors import StoreError
+from wovyr.store.agent_memory import MemoryWriteResult
 from wovyr.store.audit import AuditAnchor, AuditEntry, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
@@ -42,6 +43,7 @@ from wovyr.store.flow import (
     decide_flow,
 )
 from wovyr.store.hooks import Observers, StoreObserver
+from wovyr.store.memory.agent_memory import MemoryAgentMemory, StoredMemory
 from wovyr.store.memory.audit import MemoryAudit
 from wovyr.store.memory.bulk import MemoryBulk
 from wovyr.store.memory.platform import MemoryPlatform
@@ -79,6 +81,7 @@ class MemoryStore(
     MemoryAudit,
     MemorySecrets,
     MemoryStreams,
+    MemoryAgentMemory,
     MemoryBulk,
 ):
     def __init__(self) -> None:
@@ -114,6 +117,9 @@ class MemoryStore(
         self._providers: dict[tuple[str, str], ProviderRecord] = {}  # (tenant, name)
         self._streams: dict[ExecutionKey, list[StreamChunk]] = {}  # the stream journals
         self._mcp_servers: dict[tuple[str, str], McpServerRecord] = {}  # (tenant, name)
+        self._memory_items: dict[tuple[str, str], dict[str, StoredMemory]] = {}
+        self._memory_versions: dict[tuple[str, str], tuple[int, int]] = {}  # version, deletes
+        self._memory_writes: dict[tuple[str, str], tuple[MemoryWriteResult, datetime]] = {}
         self._batches: dict[tuple[str, str], BatchRecord] = {}  # (tenant, id)
         self._batch_items: dict[tuple[str, str], list[BatchItem]] = {}  # in listing order
         self._observers = Observers()

@@ -57,6 +57,7 @@ from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
+from wovyr.store.postgres.agent_memory import PostgresAgentMemory
 from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
 from wovyr.store.postgres.bulk import PostgresBulk
 from wovyr.store.postgres.flow import PostgresRateLimits, flow_queries
@@ -96,6 +97,7 @@ class PostgresStore(
     PostgresSecrets,
     PostgresTimers,
     PostgresStreams,
+    PostgresAgentMemory,
     PostgresRateLimits,
     PostgresRetention,
     PostgresBulk,

@@ -49,6 +49,7 @@ from wovyr.store.rows import (
     timer_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.sqlite.agent_memory import SQLiteAgentMemory
 from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
 from wovyr.store.sqlite.bulk import SQLiteBulk
 from wovyr.store.sqlite.flow import (
@@ -184,6 +185,7 @@ class SQLiteStore(
     SQLiteFlow,
     SQLiteRateLimits,
     SQLiteStreams,
+    SQLiteAgentMemory,
     SQLiteRetention,
     SQLiteBulk,
 ):
