@@ -419,3 +419,39 @@ def test_an_invalid_spec_is_a_located_definition_error() -> None:
     with pytest.raises(DefinitionError) as err:
         load_definition(bad)
     assert "needs key" in str(err.value)
+
+
+def test_a_sealing_tenants_memory_is_sealed_at_rest(tmp_path: Path) -> None:
+    """Values and texts of a tenant that seals its payloads are stored sealed (a rendered
+    text is in none of the database's files), and read, listed and searched as written."""
+    from wovyr.engine.tenants import set_sealing
+    from wovyr.platform.kms import Kms, RootKey
+    from wovyr.platform.payloads import sealed_store
+    from wovyr.platform.secrets import Secrets
+
+    db = tmp_path / "sealed.db"
+    inner = SQLiteStore(db)
+    store = sealed_store(inner, Secrets(inner, Kms(RootKey(b"\x22" * 32), "production")))
+    set_sealing(store, "default", True, by="test", at=T0)
+    with ScriptedLLM([]) as llm:
+        engine = Engine(
+            store,
+            clock=ManualClock(T0),
+            activities=ActivityRegistry(),
+            providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
+            credentials=StaticCredentials({"default": KEY}),
+        )
+        engine.start(WRITE_AND_READ, execution_id="e1", input={"who": "alice"})
+        drain(engine)
+        out = engine.query("e1").output
+    assert out["got"]["value"] == {"plan": "pro", "seats": 3}
+    assert out["got"]["text"] == "alice asked for a refund of the annual invoice"
+    hit = out["found"]["results"][0]  # the nearest to "who wants a refund?"
+    assert hit["key"] == "alice" and hit["text"].endswith("annual invoice")
+    rows = inner._read("SELECT value, text FROM memory_items WHERE tenant = ?", ("default",))
+    assert rows and all(r[0] == "null" or "$sealed" in r[0] for r in rows)  # bob: no value
+    assert all(r[1] is None or "refund" not in r[1] for r in rows)
+    engine.close()
+    for path in tmp_path.glob("sealed.db*"):
+        data = path.read_bytes()
+        assert b"alice asked for a refund" not in data, path  # rendered: not in the definition
