@@ -14,6 +14,7 @@ from tests.server.conftest import APPROVAL_FLOW, Api
 
 from wovyr.engine.quotas import Quotas
 from wovyr.platform.audit import verify_chain
+from wovyr.store.agent_memory import MemoryPut
 from wovyr.store.audit import AuditRecord, payload_digest
 
 pytestmark = pytest.mark.anyio
@@ -95,6 +96,9 @@ ROUTES = [
     Route(ADMIN, "PUT", "/api/v1/mcp-servers/m1", "mcp.add", "m1",
           {"url": "https://mcp.example/mcp", "header_secrets": {"X-Key": "M1_KEY"}}),
     Route(ADMIN, "DELETE", "/api/v1/mcp-servers/m1", "mcp.remove", "m1", status=204),
+    Route(OP, "POST", "/api/v1/batches", "batch.submit", "*",
+          {"action": "cancel", "filter": {"status": "waiting"}}, status=201),
+    Route(OP, "DELETE", "/api/v1/memory/notes/k1", "memory.delete", "notes/k1", status=204),
 ]  # fmt: skip
 
 
@@ -104,6 +108,10 @@ def records(api: Api, tenant: str | None = None) -> list[AuditRecord]:
 
 async def test_every_mutating_route_appends_exactly_one_record(api: Api) -> None:
     created_key = ""
+    # what the memory delete removes (no route writes memory: workflows and agents do)
+    api.engine.store.put_memory(
+        MemoryPut("tenant-a", "notes", "k1", value={"n": 1}), api.engine.clock.now()
+    )
     for route in ROUTES:
         before = records(api)
         kw = dict(route.kw)
@@ -121,6 +129,8 @@ async def test_every_mutating_route_appends_exactly_one_record(api: Api) -> None
         if route.target is None:
             created_key = r.json()["id"]
             assert last.target == created_key
+        elif route.target == "*":  # an id the server chose
+            assert last.target == r.json()["id"]
         else:
             assert last.target == route.target
     # revoking the key just created, then the details that matter
@@ -219,6 +229,8 @@ async def test_the_table_covers_every_mutating_route(api: Api) -> None:
         "p1": "{name}",
         "m1": "{name}",
         "helper": "{agent}",
+        "notes": "{namespace}",
+        "k1": "{key}",
     }
     covered = {("DELETE", "/api/v1/admin/keys/{key_id}")}  # revoked after the table
     for route in ROUTES:
