@@ -21,7 +21,10 @@ The list of tenants is looked up again, not on every claim:
 `TenantShares` gives each tenant's weight and slot cap: what the host's administrator
 stored with the tenant (`wovyr admin quotas set T --weight W --max-slots N`), read at most
 once per `ttl` seconds, with the worker's own settings as the default (`tenant_weights`)
-and the ceiling (`max_per_tenant`).
+and the ceiling (`max_per_tenant`). A tenant's stored `max_running` (`--max-running N`: its
+executions leased at once by all workers) bounds its cap here too, and goes with the
+claim (`FairShare.max_running`), which the store enforces against every worker's leases.
+A tenant at that cap yields fewer than its turns and leaves the list until the next look.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import heapq
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from operator import itemgetter
 from typing import Any
@@ -123,7 +126,8 @@ def _scored_turns(
 
 class TenantShares:
     """Tenants' fair-share weights and slot caps: stored with the tenant (its quotas'
-    `weight` and `max_slots`), read with one `list_tenants` at most every `ttl` seconds;
+    `weight`, `max_slots` and `max_running`), read with one `list_tenants` at most every
+    `ttl` seconds;
     `weights` (the worker's `tenant_weights`) for tenants with no stored weight, default 1;
     `ceiling` (the worker's `max_per_tenant`) bounds every cap."""
 
@@ -143,6 +147,7 @@ class TenantShares:
         self._monotonic = monotonic
         self._read_at: float | None = None
         self._stored: dict[str, tuple[float | None, int | None]] = {}
+        self._running: dict[str, int] = {}  # stored max_running, by tenant
         self._lock = threading.Lock()
 
     def refresh(self, force: bool = False) -> None:
@@ -152,13 +157,16 @@ class TenantShares:
             return
         if not force and self._read_at is not None and now - self._read_at < self.ttl:
             return
-        stored = {}
+        stored, running = {}, {}
         for record in self.store.list_tenants():
             quotas = stored_quotas(record.quotas)
-            if quotas.weight is not None or quotas.max_slots is not None:
-                stored[record.tenant] = (quotas.weight, quotas.max_slots)
+            if quotas.max_running is not None:
+                running[record.tenant] = quotas.max_running
+            slots = _least(quotas.max_slots, quotas.max_running)
+            if quotas.weight is not None or slots is not None:
+                stored[record.tenant] = (quotas.weight, slots)
         with self._lock:
-            self._stored, self._read_at = stored, now
+            self._stored, self._running, self._read_at = stored, running, now
 
     @property
     def uniform(self) -> bool:
@@ -168,6 +176,14 @@ class TenantShares:
     def weight(self, tenant: str) -> float:
         weight = self._stored.get(tenant, (None, None))[0]
         return weight if weight is not None else self.weights.get(tenant, DEFAULT_WEIGHT)
+
+    def max_running(self, tenants: Iterable[str]) -> dict[str, int]:
+        """The stored `max_running` of those of `tenants` that have one: what the claim
+        holds each to, counting the leases of every worker."""
+        running = self._running
+        if not running:
+            return {}
+        return {t: running[t] for t in tenants if t in running}
 
     def cap(self, tenant: str) -> int | None:
         stored = self._stored.get(tenant, (None, None))[1]
@@ -272,9 +288,8 @@ class FairClaimer:
         turns = plan_turns(tenants, held, limit, self.shares, start=start)
         if not turns:
             return []
-        got = self.store.claim(
-            owner, now, lease_seconds, limit, fair=FairShare(turns=turns), **where
-        )
+        fair = FairShare(turns=turns, max_running=self.shares.max_running(turns))
+        got = self.store.claim(owner, now, lease_seconds, limit, fair=fair, **where)
         counts = Counter(c.tenant for c in got)
         short = {t for t, n in turns.items() if counts[t] < n}
         # The cursor moves past the last tenant served, so ties go round.
@@ -284,6 +299,11 @@ class FairClaimer:
         if short:
             self._tenants = [t for t in tenants if t not in short]
         return got
+
+
+def _least(*limits: int | None) -> int | None:
+    """The lowest of the limits that are set (None: none is)."""
+    return min((n for n in limits if n is not None), default=None)
 
 
 _EQUAL = TenantShares(None)

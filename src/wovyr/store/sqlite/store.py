@@ -141,11 +141,27 @@ _TURN = (
 )
 
 
+# A tenant's part with a cap on its executions leased by every worker (`max_running`,
+# :m{i}): at most the cap less its live leases, counted on executions_ready_by_tenant (a
+# leased execution is ready) in the claim's own write transaction, so that another
+# process's claim (SQLite has one writer at a time) sees these leases before it counts.
+_CAPPED_TURN = (
+    "SELECT rowid FROM (SELECT rowid FROM executions"
+    " WHERE ready = 1 AND tenant = :t{i} AND (lease_until IS NULL OR lease_until < :now)"
+    "/*shards*/ ORDER BY lease_until, claim_rank"
+    " LIMIT max(0, min(:r{i}, :m{i} - (SELECT count(*) FROM executions"
+    " WHERE ready = 1 AND tenant = :t{i} AND lease_until >= :now))))"
+)
+
+
 @cache
-def _claim_by_turns(parts: int) -> str:
+def _claim_by_turns(parts: int, capped: int = 0) -> str:
     """The claim by `FairShare.turns` for up to `parts` tenants (a power of two, so that a
-    few statement texts serve every claim and stay in the driver's statement cache)."""
-    union = " UNION ALL ".join(_TURN.format(i=i) for i in range(parts))
+    few statement texts serve every claim and stay in the driver's statement cache), the
+    first `capped` of them with a `max_running` (also a power of two, or 0)."""
+    union = " UNION ALL ".join(
+        (_CAPPED_TURN if i < capped else _TURN).format(i=i) for i in range(parts)
+    )
     return (
         "UPDATE executions SET lease_owner = :owner, lease_until = :until, fence = fence + 1"
         f" WHERE rowid IN (SELECT rowid FROM ({union}) LIMIT :limit)"
@@ -544,7 +560,9 @@ class SQLiteStore(
         shards = shards_for(partitions, of)
         if fair is not None and only is None:
             if fair.turns is not None:
-                return self._claim_turns(owner, until, to_micros(now), limit, shards, fair.turns)
+                return self._claim_turns(
+                    owner, until, to_micros(now), limit, shards, fair.turns, fair.max_running
+                )
             return self._claim_fair(owner, until, to_micros(now), limit, shards, fair)
         only_sql = ""
         params: list[Any] = [owner, until, to_micros(now)]
@@ -610,18 +628,27 @@ class SQLiteStore(
         limit: int,
         shards: frozenset[int] | None,
         turns: Mapping[str, int],
+        max_running: Mapping[str, int],
     ) -> list[Claim]:
         """The claim by turns (`FairShare.turns`): one statement, each named tenant's first
-        claimable rows read from executions_ready_by_tenant (one probe per tenant)."""
-        wanted = [(t, n) for t, n in turns.items() if n > 0]
+        claimable rows read from executions_ready_by_tenant (one probe per tenant; a
+        tenant with a `max_running` one more, to count its live leases)."""
+        # Capped tenants first, so their parts are the statement's first ones.
+        wanted = sorted(
+            ((t, n) for t, n in turns.items() if n > 0), key=lambda w: w[0] not in max_running
+        )
         if not wanted or limit <= 0:
             return []
         parts = 1 << (len(wanted) - 1).bit_length()  # padded with empty turns
+        count = sum(1 for t, _ in wanted if t in max_running)
+        capped = 1 << (count - 1).bit_length() if count else 0  # at most `parts`
         params: dict[str, Any] = {"owner": owner, "until": until, "now": now, "limit": limit}
         for i in range(parts):
             tenant, room = wanted[i] if i < len(wanted) else ("", 0)
             params[f"t{i}"], params[f"r{i}"] = tenant, min(room, limit)
-        sql = _claim_by_turns(parts).replace("/*shards*/", _shard_sql(shards))
+            if i < capped:
+                params[f"m{i}"] = max_running.get(tenant, 0)
+        sql = _claim_by_turns(parts, capped).replace("/*shards*/", _shard_sql(shards))
         with self._write() as conn:
             rows = conn.execute(sql, params).fetchall()
         claims = [claim_record(r, SQLITE) for r in rows]
