@@ -271,7 +271,8 @@ def _read_policy_file(path: Path) -> dict[str, Any]:
 def quotas() -> None:
     """Show and set tenants' quotas (daily executions, activity seconds, model tokens and
     cost, concurrent
-    executions, schedule rate) and fair-share settings (weight, slots per worker). Here
+    executions, schedule rate) and fair-share settings (weight, slots per worker, executions
+    leased by all workers together). Here
     they may be raised; a tenant's admin may only lower them over the API."""
 
 
