@@ -197,3 +197,32 @@ def test_max_running_frees_as_leases_end_or_expire(store: Store) -> None:
 def test_max_running_needs_turns() -> None:
     with pytest.raises(ValueError, match="turns"):
         FairShare(max_running={"a": 1})
+
+
+def test_the_claim_by_turns_serves_many_tenants_once_each_in_claim_order(store: Store) -> None:
+    """A claim that gives many tenants one turn each (the common case with many tenants)
+    takes each one's first claimable execution, beside tenants with several turns, and
+    keeps partitions."""
+    for tenant in ("a", "b", "c", "d"):
+        backlog(store, tenant, 6)
+    got = store.claim("W", T0, 30, 8, fair=FairShare(turns={"a": 1, "b": 1, "c": 3, "d": 1}))
+    assert sorted(c.execution_id for c in got) == [
+        "a-000",
+        "b-000",
+        "c-000",
+        "c-001",
+        "c-002",
+        "d-000",
+    ]
+    got = store.claim("W", T0, 30, 8, fair=FairShare(turns={"a": 1, "b": 1, "zz": 1}))
+    assert sorted(c.execution_id for c in got) == ["a-001", "b-001"]
+    # An expired lease comes after the free rows, as in the plain claim.
+    later = T0 + timedelta(seconds=31)
+    got = store.claim("W", later, 30, 8, fair=FairShare(turns={"a": 1, "d": 1}))
+    assert sorted(c.execution_id for c in got) == ["a-002", "d-001"]
+    ours = [p for p in range(2) if stable_shard("b-002") % 2 == p]
+    got = store.claim("W", later, 30, 8, partitions=ours, of=2, fair=FairShare(turns={"b": 1}))
+    assert [c.execution_id for c in got] == ["b-002"]
+    other = [1 - ours[0]]
+    got = store.claim("W", later, 30, 8, partitions=other, of=2, fair=FairShare(turns={"b": 1}))
+    assert got and all(stable_shard(c.execution_id) % 2 == other[0] for c in got)

@@ -36,7 +36,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from operator import itemgetter
 from typing import Any
 
 from wovyr.engine.quotas import DEFAULT_WEIGHT, stored_quotas
@@ -72,11 +71,17 @@ def _level_turns(
     tenants: Sequence[str], held: Mapping[str, int], limit: int, cap: int | None, start: int
 ) -> dict[str, int]:
     """`plan_turns` when every tenant has the same weight and cap: fill the tenants holding
-    the fewest up to the next level, a level at a time (no score per slot)."""
-    count = len(tenants)
+    the fewest up to the next level, a level at a time (no score per slot). Tenants are
+    grouped by what they hold, each group in the cursor's order (no sort of the tenants:
+    this runs on every claim)."""
     top = cap if cap is not None else limit + max(held.values(), default=0)
-    waiting = sorted([(held.get(t, 0), (i - start) % count, t) for i, t in enumerate(tenants)])
-    waiting = [w for w in waiting if w[0] < top][:MAX_TURN_TENANTS]
+    order = [*tenants[start:], *tenants[:start]] if start else tenants  # the cursor's order
+    groups: dict[int, list[str]] = {}
+    for tenant in order:
+        have = held.get(tenant, 0)
+        if have < top:
+            groups.setdefault(have, []).append(tenant)
+    waiting = [(have, t) for have in sorted(groups) for t in groups[have]][:MAX_TURN_TENANTS]
     if not waiting:
         return {}
     left, level, filled = limit, waiting[0][0], 0  # tenants at `level` are waiting[:filled]
@@ -89,10 +94,15 @@ def _level_turns(
             break
         level += rounds
         left -= rounds * filled
-    turns = {t: level - h for h, _, t in waiting[:filled] if level > h}
+    turns = {t: level - have for have, t in waiting[:filled] if level > have}
     if left > 0 and level < top:  # a part round at `level`: the cursor's order
-        for _, _, t in sorted(waiting[:filled], key=itemgetter(1))[:left]:
-            turns[t] = turns.get(t, 0) + 1
+        served = {t for _, t in waiting[:filled]}
+        for tenant in order:
+            if tenant in served:
+                turns[tenant] = turns.get(tenant, 0) + 1
+                left -= 1
+                if not left:
+                    break
     return turns
 
 
