@@ -102,7 +102,7 @@ def test_a_backlog_of_1000_delays_another_tenant_by_a_slots_turn(workers: Worker
     ahead = order.index("b-1") - before  # A's executions that entered after B started
     print(f"\nB entered after {ahead} of A's {backlog} (the first 8 were in already)")
     # A worker sees a tenant whose work another process started at its next look for
-    # tenants (every 16 claims or 1 s), then gives it the next free slot: a few rounds of
+    # tenants (every 64 claims or 1 s), then gives it the next free slot: a few rounds of
     # the 8 slots at most, against the whole backlog under the plain claim.
     assert 0 <= ahead <= 100
     assert len([n for n in order if n.startswith("a-")]) < backlog // 2
