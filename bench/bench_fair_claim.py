@@ -58,10 +58,13 @@ def tenant_of(mix: str, i: int, count: int) -> str:
     return f"t{i % 100}"
 
 
-def rows(mix: str, count: int) -> Iterator[tuple[str, str, int]]:
+def rows(mix: str, count: int) -> Iterator[tuple[str, str, int, int]]:
+    """(tenant, id, shard, claim_rank): ranks differ, as real starts' do (their start time
+    in microseconds); equal ranks would let PostgreSQL fold a tenant's index entries into
+    one posting list, whose dead entries a scan can never mark while live ones share it."""
     for i in range(count):
         execution_id = f"e{i:07}"
-        yield tenant_of(mix, i, count), execution_id, stable_shard(execution_id)
+        yield tenant_of(mix, i, count), execution_id, stable_shard(execution_id), 1_000_000 + i
 
 
 KINDS = ("plain", "fair", "scan")
@@ -135,8 +138,8 @@ def compare(
 
 SQLITE_INSERT = (
     "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
-    " created_at, updated_at, seq, ready, checkpoint, shard)"
-    " VALUES (?, ?, 'wf', '1', 'h', 'running', 0, 0, 1, 1, '{}', ?)"
+    " created_at, updated_at, seq, ready, checkpoint, shard, claim_rank)"
+    " VALUES (?, ?, 'wf', '1', 'h', 'running', 0, 0, 1, 1, '{}', ?, ?)"
 )
 
 
@@ -173,8 +176,8 @@ def fresh_schema(url: str) -> Iterator[str]:
 
 PG_INSERT = (
     "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
-    " created_at, updated_at, seq, ready, checkpoint, shard)"
-    " VALUES (%s, %s, 'wf', '1', 'h', 'running', now(), now(), 1, true, '{}', %s)"
+    " created_at, updated_at, seq, ready, checkpoint, shard, claim_rank)"
+    " VALUES (%s, %s, 'wf', '1', 'h', 'running', now(), now(), 1, true, '{}', %s, %s)"
 )
 
 
