@@ -1,15 +1,20 @@
 """Engine benchmarks on the embedded SQLite store (WAL, synchronous=FULL).
 
 B0  the machine's ceiling: fsync'd single-row commits/s.
-B1  500 workflows of 3 no-op tool steps, sequential and 8 in flight: workflows/s, steps/s,
-    and each as a share of B0 (and of B0/5, the target's yardstick).
+B1  workflows of 3 no-op tool steps, sequential and 8 in flight: workflows/s, steps/s, each
+    as a share of the yardstick (`bench/yardstick.py`: a minimal Python loop issuing the
+    same transactions, one execution per transaction and 8 per transaction), measured
+    alternately with it in the same run.
 B3  per-step overhead (T(3 tool steps) - T(baseline)) / 3, and durable commits per step.
 B4  event append p50 at history length 1 vs 10,000 (ratio).
-B3w per-step time in chains of 3, 30, 100 and 300 tool steps: how the cost of a step grows
-    with the size of the workflow (decide scans the DAG; the checkpoint grows with it).
+B3w per-step time in chains of 3, 30, 100 and 300 tool steps, beside the yardstick's for the
+    same chain: whether the cost of a step grows with the size of the workflow (target:
+    300 steps <= 1.3x 3 steps).
 
 Figures are measured in one run and reported as ratios because this machine is noisy.
-Usage: python bench/bench_engine.py [--workflows 500] [--json]
+With --postgres URL, B1, B3 and B3w run on PostgreSQL (fresh schemas), beside the
+yardstick on PostgreSQL.
+Usage: python bench/bench_engine.py [--workflows 500] [--short] [--postgres URL] [--json]
 """
 
 from __future__ import annotations
@@ -21,12 +26,16 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from yardstick import minimal_loop, postgres_schema  # bench/ is on sys.path: this folder
+
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import SystemClock
-from wovyr.engine.core.state import fold, state_from_json
+from wovyr.engine.core.state import fold, replace, state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.engine.steps import make_step
 from wovyr.events import Event
@@ -76,6 +85,50 @@ def make_engine(folder: Path, name: str) -> Engine:
     return Engine(SQLiteStore(folder / f"{name}.db"), clock=SystemClock(), activities=registry)
 
 
+class Backend:
+    """Where the engine and the yardstick run: fresh SQLite files in `folder`, or fresh
+    schemas on the PostgreSQL server at `postgres`."""
+
+    def __init__(self, folder: Path, postgres: str | None = None) -> None:
+        self.folder = folder
+        self.postgres = postgres
+
+    @contextmanager
+    def engine(self, name: str) -> Iterator[Engine]:
+        if self.postgres is None:
+            engine = make_engine(self.folder, name)
+            try:
+                yield engine
+            finally:
+                engine.close()
+            return
+        from wovyr.store.postgres import PostgresStore
+
+        with postgres_schema(self.postgres) as url:
+            registry = ActivityRegistry()
+
+            async def noop() -> None:
+                return None
+
+            registry.register("noop", noop)
+            store = PostgresStore(url, max_size=4)
+            engine = Engine(store, clock=SystemClock(), activities=registry)
+            try:
+                yield engine
+            finally:
+                engine.close()
+
+    def yardstick(self, name: str, workflows: int, steps: int, k: int) -> float:
+        if self.postgres is None:
+            return minimal_loop(self.folder / f"{name}.db", workflows, steps, k)
+        with postgres_schema(self.postgres) as url:
+            return minimal_loop(url, workflows, steps, k)
+
+
+def _commits(engine: Engine) -> int:
+    return int(getattr(engine.store, "commits", 0))
+
+
 async def run_workflows(engine: Engine, source: str, count: int, in_flight: int) -> float:
     worker = Worker(engine, concurrency=max(64, in_flight))
     engine.register(source)
@@ -99,30 +152,52 @@ async def run_workflows(engine: Engine, source: str, count: int, in_flight: int)
     return elapsed
 
 
-def b1_b3(folder: Path, count: int) -> dict[str, Any]:
+def _paired(
+    engine_run: Callable[[int], float], yard_run: Callable[[int], float], rounds: int
+) -> tuple[float, float]:
+    """Median seconds of the engine and of the yardstick, run alternately `rounds` times each
+    (so that a slow spell of the machine falls on both)."""
+    engine_s, yard_s = [], []
+    for i in range(rounds):
+        engine_s.append(engine_run(i))
+        yard_s.append(yard_run(i))
+    return statistics.median(engine_s), statistics.median(yard_s)
+
+
+def b1_b3(backend: Backend, count: int, rounds: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, in_flight in (("sequential", 1), ("in_flight_8", 8)):
-        engine = make_engine(folder, f"b1_{label}")
-        store = engine.store
-        assert isinstance(store, SQLiteStore)
-        commits0 = store.commits
-        elapsed = asyncio.run(run_workflows(engine, THREE, count, in_flight))
-        done = engine.list(status="completed", limit=1000).items
-        assert len(done) == min(count, 1000), "not every workflow completed"
+        commits: list[float] = []
+
+        def engine_run(
+            i: int, label: str = label, in_flight: int = in_flight, commits: list[float] = commits
+        ) -> float:
+            with backend.engine(f"b1_{label}_{i}") as engine:
+                engine.register(THREE)
+                commits0 = _commits(engine)
+                elapsed = asyncio.run(run_workflows(engine, THREE, count, in_flight))
+                done = engine.list(status="completed", limit=1000).items
+                assert len(done) == min(count, 1000), "not every workflow completed"
+                commits.append((_commits(engine) - commits0) / count)
+            return elapsed
+
+        def yard_run(i: int, label: str = label, in_flight: int = in_flight) -> float:
+            return backend.yardstick(f"y1_{label}_{i}", count, 3, in_flight)
+
+        elapsed, yard = _paired(engine_run, yard_run, rounds)
         out[label] = {
             "workflows_per_s": count / elapsed,
             "steps_per_s": 3 * count / elapsed,
-            "commits_per_workflow": (store.commits - commits0) / count,
+            "commits_per_workflow": statistics.median(commits),
+            "yardstick_workflows_per_s": count / yard,
+            "share_of_yardstick": yard / elapsed,
         }
-        engine.close()
-    engine = make_engine(folder, "b3")
-    t0 = asyncio.run(run_workflows(engine, BASELINE, count, 1)) / count
-    store = engine.store
-    assert isinstance(store, SQLiteStore)
-    c0 = store.commits
-    t3 = asyncio.run(run_workflows(engine, THREE, count, 1)) / count
-    commits3 = (store.commits - c0) / count
-    engine.close()
+    with backend.engine("b3") as engine:
+        t0 = asyncio.run(run_workflows(engine, BASELINE, count, 1)) / count
+        engine.register(THREE)
+        c0 = _commits(engine)
+        t3 = asyncio.run(run_workflows(engine, THREE, count, 1)) / count
+        commits3 = (_commits(engine) - c0) / count
     out["b3"] = {
         "per_step_overhead_ms": (t3 - t0) / 3 * 1000,
         "baseline_ms": t0 * 1000,
@@ -143,15 +218,28 @@ def chain(length: int) -> str:
     )
 
 
-def b3_wide(folder: Path, steps: int = 600) -> dict[str, float]:
-    """Milliseconds per step, sequentially, for chains of growing length."""
-    out: dict[str, float] = {}
-    for length in (3, 30, 100, 300):
-        engine = make_engine(folder, f"b3w_{length}")
+def b3_wide(
+    backend: Backend, steps: int, rounds: int, lengths: tuple[int, ...] = (3, 30, 100, 300)
+) -> dict[str, dict[str, float]]:
+    """Milliseconds per step, sequentially, for chains of growing length (and the
+    yardstick's for the same chain)."""
+    out: dict[str, dict[str, float]] = {}
+    for length in lengths:
         count = max(2, steps // length)
-        elapsed = asyncio.run(run_workflows(engine, chain(length), count, 1))
-        engine.close()
-        out[str(length)] = elapsed / (count * length) * 1000
+
+        def engine_run(i: int, length: int = length, count: int = count) -> float:
+            with backend.engine(f"b3w_{length}_{i}") as engine:
+                return asyncio.run(run_workflows(engine, chain(length), count, 1))
+
+        def yard_run(i: int, length: int = length, count: int = count) -> float:
+            return backend.yardstick(f"y3w_{length}_{i}", count, length, 1)
+
+        elapsed, yard = _paired(engine_run, yard_run, rounds)
+        out[str(length)] = {
+            "ms_per_step": elapsed / (count * length) * 1000,
+            "yardstick_ms_per_step": yard / (count * length) * 1000,
+            "share_of_yardstick": yard / elapsed,
+        }
     return out
 
 
@@ -167,7 +255,7 @@ def b4(folder: Path, history: int = 10_000, sample: int = 200) -> dict[str, floa
         now = engine.clock.now()
         events = [Event("SignalReceived", now, {"name": "bench", "payload": None})]
         after = fold(events, state)
-        after = type(after)(**{**after.__dict__, "signals": {}})  # keep the checkpoint flat
+        after = replace(after, signals={})  # keep the checkpoint flat
         step = make_step(record.id, state, after, events, now, tenant=record.tenant, ready=False)
         start = time.perf_counter()
         assert store.commit([step])[0].value == "ok"
@@ -188,31 +276,42 @@ def b4(folder: Path, history: int = 10_000, sample: int = 200) -> dict[str, floa
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--workflows", type=int, default=500)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def run(
+    workflows: int, rounds: int, wide_steps: int, history: int, postgres: str | None = None
+) -> dict[str, Any]:
+    """Every figure of this benchmark (the JSON that `main` prints): on SQLite, or with
+    `postgres` (a server URL) B1, B3 and B3w on PostgreSQL (B0 and B4 are SQLite's)."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        ceiling = b0(folder)
-        results: dict[str, Any] = {"b0_commits_per_s": ceiling}
-        results.update(b1_b3(folder, args.workflows))
-        results["b3_wide_ms_per_step"] = b3_wide(folder)
-        results["b4"] = b4(folder)
-    for label in ("sequential", "in_flight_8"):
-        r = results[label]
-        r["share_of_b0"] = r["workflows_per_s"] / ceiling
-        r["share_of_b0_over_5"] = r["workflows_per_s"] / (ceiling / 5)
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return
-    print(f"B0  SQLite fsync'd single-row commits/s: {ceiling:,.0f}")
+        backend = Backend(folder, postgres)
+        results: dict[str, Any] = {"store": "postgres" if postgres else "sqlite"}
+        if postgres is None:
+            results["b0_commits_per_s"] = b0(folder)
+        results.update(b1_b3(backend, workflows, rounds))
+        wide = b3_wide(backend, wide_steps, rounds)
+        results["b3_wide"] = wide
+        results["b3_wide_300_over_3"] = wide["300"]["ms_per_step"] / wide["3"]["ms_per_step"]
+        results["b3_wide_yardstick_300_over_3"] = (
+            wide["300"]["yardstick_ms_per_step"] / wide["3"]["yardstick_ms_per_step"]
+        )
+        if postgres is None:
+            results["b4"] = b4(folder, history=history, sample=min(200, history // 10))
+            for label in ("sequential", "in_flight_8"):
+                r = results[label]
+                r["share_of_b0"] = r["workflows_per_s"] / results["b0_commits_per_s"]
+    return results
+
+
+def print_table(results: dict[str, Any]) -> None:
+    print(f"store: {results['store']}")
+    if "b0_commits_per_s" in results:
+        print(f"B0  SQLite fsync'd single-row commits/s: {results['b0_commits_per_s']:,.0f}")
     for label in ("sequential", "in_flight_8"):
         r = results[label]
         print(
             f"B1  {label:12s} {r['workflows_per_s']:8.1f} wf/s {r['steps_per_s']:8.1f} steps/s"
-            f"  = {r['share_of_b0_over_5']:.0%} of B0/5"
+            f"  = {r['share_of_yardstick']:.0%} of the yardstick"
+            f" ({r['yardstick_workflows_per_s']:.1f} wf/s)"
             f"  ({r['commits_per_workflow']:.2f} commits/wf)"
         )
     b3r = results["b3"]
@@ -220,17 +319,40 @@ def main() -> None:
         f"B3  per-step overhead {b3r['per_step_overhead_ms']:.2f} ms; durable commits per step "
         f"{b3r['durable_commits_per_step_excluding_start']:.2f} (+1 to start)"
     )
-    wide = results["b3_wide_ms_per_step"]
+    wide = results["b3_wide"]
     print(
         "B3w ms per step in a chain of "
-        + ", ".join(f"{n}: {ms:.2f}" for n, ms in wide.items())
-        + f" steps ({wide['300'] / wide['3']:.1f}x from 3 to 300)"
+        + ", ".join(
+            f"{n}: {w['ms_per_step']:.2f} ({w['share_of_yardstick']:.0%})" for n, w in wide.items()
+        )
+        + f" steps: {results['b3_wide_300_over_3']:.2f}x from 3 to 300"
+        + f" (yardstick {results['b3_wide_yardstick_300_over_3']:.2f}x)"
     )
-    b4r = results["b4"]
+    b4r = results.get("b4")
+    if b4r is None:
+        return
     print(
         f"B4  append p50 {b4r['p50_at_1_ms']:.3f} ms at 1, {b4r['p50_at_10000_ms']:.3f} ms at "
-        f"10,000: ratio {b4r['ratio']:.2f}"
+        f"the end: ratio {b4r['ratio']:.2f}"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workflows", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3, help="alternate runs per figure")
+    parser.add_argument("--short", action="store_true", help="fewer runs (for bench/report.py)")
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL: run there")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.short:
+        results = run(min(args.workflows, 150), 2, 300, 2_000, args.postgres)
+    else:
+        results = run(args.workflows, args.rounds, 600, 10_000, args.postgres)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print_table(results)
     print(json.dumps(results))
 
 

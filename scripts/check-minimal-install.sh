@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
 "$work/venv/bin/pip" install -q --disable-pip-version-check .
 
 # The extras must really be absent, or this check proves nothing.
-for module in psycopg psycopg_pool fastapi uvicorn jinja2 pytest mcp; do
+for module in psycopg psycopg_pool fastapi uvicorn jinja2 pytest mcp opentelemetry; do
   if "$work/venv/bin/python" -c "import $module" 2>/dev/null; then
     echo "check-minimal-install: '$module' is installed without its extra" >&2
     exit 1
@@ -34,6 +34,15 @@ fi
 if ! grep -q "completed" "$work/out.txt"; then
   cat "$work/out.txt" >&2
   echo "check-minimal-install: the run did not report 'completed'" >&2
+  exit 1
+fi
+# Tracing asked for without its extra: refused at start, saying what to install.
+status=0
+WOVYR_HOME="$work/home" WOVYR_OTEL=1 "$work/venv/bin/wovyr" run examples/hello.yaml \
+  -i name=minimal >"$work/otel.txt" 2>&1 || status=$?
+if [ "$status" -eq 0 ] || ! grep -q "wovyr\[otel\]" "$work/otel.txt"; then
+  cat "$work/otel.txt" >&2
+  echo "check-minimal-install: WOVYR_OTEL=1 without the otel extra was not refused" >&2
   exit 1
 fi
 echo "check-minimal-install: ok (core install ran examples/hello.yaml)"

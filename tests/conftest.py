@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# A test that sets no WOVYR_HOME (and every process it starts) gets a private home, never the
+# user's ~/.wovyr: a CLI or worker run there would write a development KMS key and a store.
+if not os.environ.get("WOVYR_HOME"):
+    os.environ["WOVYR_HOME"] = tempfile.mkdtemp(prefix="wovyr-test-home-")
 # The PostgreSQL server of the test machine (override with WOVYR_TEST_POSTGRES_URL).
 POSTGRES_URL = os.environ.get(
     "WOVYR_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

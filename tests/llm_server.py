@@ -26,13 +26,21 @@ Every request is recorded (`Recorded`: path, headers, parsed body) before it is 
 `threading.Event`) holds it until the test sets the event, which orders what the test sees
 without any timing.
 
+`POST /v1/embeddings` (OpenAI's embeddings protocol, `input` a string or a list of them)
+answers outside the script with `embed(text)`: a deterministic, meaningful embedding (a
+hashed bag of lowercase word stems, stop words left out, in `EMBEDDING_DIMS` dimensions),
+so texts that share words are near by cosine and search quality can be measured.
+
 It runs in a daemon thread of the test process (a `ThreadingHTTPServer`): the chaos tests
 kill worker processes, never the model, so its record spans their lives.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -41,10 +49,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 __all__ = [
+    "EMBEDDING_DIMS",
     "Recorded",
     "Reply",
     "ScriptedLLM",
     "anthropic_problem",
+    "embed",
     "malformed",
     "status",
     "text",
@@ -129,6 +139,96 @@ class Recorded:
         """The number of assistant messages in the conversation sent."""
         messages = (self.body or {}).get("messages") or []
         return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+EMBEDDING_DIMS = 256
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
+
+def _stem(word: str) -> str:
+    """A crude stem: common English suffixes cut (`invoices` and `invoice` meet)."""
+    for suffix in ("ingly", "edly", "ing", "ies", "es", "ed", "ly", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def embed(text: str) -> list[float]:
+    """`text`'s embedding: each stem adds +-1 to the dimension its hash picks; unit length
+    (all zeros for a text of stop words only)."""
+    vector = [0.0] * EMBEDDING_DIMS
+    for word in _WORD.findall(text.lower()):
+        if word in _STOP:
+            continue
+        digest = hashlib.sha256(_stem(word).encode()).digest()
+        index = int.from_bytes(digest[:4], "little") % EMBEDDING_DIMS
+        vector[index] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector] if norm else vector
+
+
+def _embeddings(body: Any) -> dict[str, Any]:
+    given = (body or {}).get("input")
+    texts = [given] if isinstance(given, str) else list(given or [])
+    tokens = sum(len(str(t).split()) for t in texts)
+    return {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": embed(str(t))}
+            for i, t in enumerate(texts)
+        ],
+        "model": (body or {}).get("model") or "scripted-embedding",
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def _anthropic_error(kind: str, message: str) -> bytes:
@@ -290,6 +390,13 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
                 body = None
             headers = {k.lower(): v for k, v in self.headers.items()}
             recorded = Recorded(self.path, headers, body)
+            if self.path.endswith("/embeddings"):
+                script.record(recorded)
+                if not isinstance((body or {}).get("input"), (str, list)):
+                    self._send(400, b'{"error": {"message": "input must be text or a list"}}')
+                    return
+                self._send(200, json.dumps(_embeddings(body)).encode())
+                return
             anthropic = self.path.endswith("/messages")
             if not self.path.endswith("/chat/completions") and not anthropic:
                 self._send(404, b'{"error": {"message": "not found"}}')
@@ -390,6 +497,11 @@ class ScriptedLLM:
         """When the answer to `request` was sent (wall clock, as `Recorded.at`), if it was."""
         with self._script.lock:
             return self._script.answered.get(id(request))
+
+    @property
+    def embeddings(self) -> list[Recorded]:
+        """The embeddings requests (`POST /v1/embeddings`)."""
+        return [r for r in self.requests if r.path.endswith("/embeddings")]
 
     @property
     def messages(self) -> list[Recorded]:

@@ -207,7 +207,8 @@ class ExecutionStarted(EventData):
     only for a run that continue-as-new started. `rerun_of` ({id, from}: the execution it
     reruns and the activity it reruns from, null for all) only for a rerun;
     `priority` only when above 0; `concurrency` only for a workflow that declares a
-    concurrency key."""
+    concurrency key; `trace` (the W3C context of the start's span: `traceparent`, maybe
+    `tracestate`) only when the start was traced (`wovyr.traces`)."""
 
     TYPE: ClassVar[str] = EventType.EXECUTION_STARTED
     workflow: str
@@ -228,6 +229,7 @@ class ExecutionStarted(EventData):
     priority: int | Absent = ABSENT  # 1-9 (0, the default, is not written)
     # A workflow's concurrency slot: {key (evaluated), limit, on_limit}
     concurrency: dict[str, Any] | Absent = ABSENT
+    trace: dict[str, str] | Absent = ABSENT
 
 
 @_record

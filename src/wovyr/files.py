@@ -15,7 +15,7 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "fsync_folder"]
 
 
 def atomic_write(
@@ -58,11 +58,12 @@ def atomic_write(
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    _fsync_folder(folder)
+    fsync_folder(folder)
     return True
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
+    """Make the names in `folder` (a rename, a new file) survive a power loss."""
     with contextlib.suppress(OSError):  # some filesystems cannot open a folder for reading
         fd = os.open(folder, os.O_RDONLY)
         try:

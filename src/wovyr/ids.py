@@ -27,6 +27,7 @@ import uuid
 from datetime import datetime
 
 __all__ = [
+    "DEFAULT_TENANT",
     "ID_MAX_LENGTH",
     "ID_RULE",
     "child_id",
@@ -38,6 +39,7 @@ __all__ = [
     "validate_execution_id",
 ]
 
+DEFAULT_TENANT = "default"  # the local owner's tenant, and every key's when none is named
 ID_MAX_LENGTH = 200
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:~\[\]\-]{0,199}")
 _HASH_DIGITS = 17

@@ -15,8 +15,9 @@ from wovyr.errors import ConfigError
 
 if TYPE_CHECKING:
     from wovyr.activities.providers import Providers, StaticCredentials
+    from wovyr.traces import Tracer
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["OTEL_DISTRIBUTIONS", "Settings", "load_settings"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class Settings:
     llm_model: str | None = None
     llm_price_in: float | None = None  # per 1M input tokens; None: cost unknown
     llm_price_out: float | None = None  # per 1M output tokens
+    # Traces (docs/operations.md, "Tracing"): on with WOVYR_OTEL=1 or an OTLP endpoint set;
+    # spans go over OTLP/HTTP to `otel_endpoint`, as service `otel_service_name`.
+    otel: bool = False
+    otel_endpoint: str = "http://localhost:4318/v1/traces"
+    otel_service_name: str = "wovyr"
 
     @property
     def store_url(self) -> str:
@@ -72,6 +78,29 @@ class Settings:
         )
         keys = {DEFAULT_PROVIDER: self.llm_api_key} if self.llm_api_key else {}
         return Providers({DEFAULT_PROVIDER: default}), StaticCredentials(keys)
+
+    def tracer(self) -> Tracer:
+        """The tracing hooks for `Engine(tracer=...)`: when tracing is on, OpenTelemetry's
+        (`wovyr.platform.tracing`, imported on the first start or attempt and installed as
+        the process's tracer provider), else the no-op."""
+        from wovyr.traces import NO_TRACER, LazyTracer
+
+        if not self.otel:
+            return NO_TRACER
+        if not _installed(OTEL_DISTRIBUTIONS):
+            raise ConfigError(
+                "tracing is on (WOVYR_OTEL or OTEL_EXPORTER_OTLP_ENDPOINT), but the "
+                "OpenTelemetry SDK and OTLP exporter are not installed",
+                hint="pip install 'wovyr[otel]', or set WOVYR_OTEL=0",
+            )
+        endpoint, service = self.otel_endpoint, self.otel_service_name
+
+        def build() -> Tracer:
+            from wovyr.platform.tracing import OtelTracer
+
+            return OtelTracer(endpoint, service_name=service, install=True)
+
+        return LazyTracer(build)
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -114,6 +143,47 @@ def _log_format(env: Mapping[str, str]) -> str:
     return raw
 
 
+#: What tracing needs installed (the `otel` extra), looked up by distribution: finding a
+#: module of a package would import the package (a command that only reads must not).
+OTEL_DISTRIBUTIONS = ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http")
+
+
+def _installed(distributions: tuple[str, ...]) -> bool:
+    """Whether every one of `distributions` is installed (read from their metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        for name in distributions:
+            version(name)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _otel(env: Mapping[str, str]) -> tuple[bool, str]:
+    """Whether tracing is on, and where spans go: `WOVYR_OTEL` (1/0) says, else an OTLP
+    endpoint set in the standard variables turns it on (unless `OTEL_SDK_DISABLED=true`).
+    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is the URL itself; `OTEL_EXPORTER_OTLP_ENDPOINT` is
+    a base URL that `/v1/traces` is appended to (as OpenTelemetry's exporters do)."""
+    traces = (env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "").strip()
+    base = (env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").strip()
+    endpoint = traces or (f"{base.rstrip('/')}/v1/traces" if base else "")
+    raw = (env.get("WOVYR_OTEL") or "").strip().lower()
+    if raw in _TRUE:
+        on = True
+    elif raw in _FALSE:
+        on = False
+    elif raw:
+        raise ConfigError(f"WOVYR_OTEL must be 1 or 0, got {env.get('WOVYR_OTEL')!r}")
+    else:
+        on = bool(endpoint) and (env.get("OTEL_SDK_DISABLED") or "").strip().lower() not in _TRUE
+    return on, endpoint or Settings.otel_endpoint
+
+
 def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Settings:
     """Settings from the environment (`WOVYR_HOME`, `WOVYR_DATABASE_URL`, `WOVYR_ACTIVITIES`,
     `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`,
@@ -121,9 +191,11 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
     `WOVYR_MAX_PER_TENANT`, `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_LLM_BASE_URL`,
     `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`,
-    `WOVYR_LOG_FORMAT`),
+    `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, and OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT`,
+    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`),
     overridden by flags that are not None."""
     env = os.environ if env is None else env
+    otel, otel_endpoint = _otel(env)
     settings = Settings(
         home=Path(env.get("WOVYR_HOME") or "~/.wovyr").expanduser(),
         database_url=env.get("WOVYR_DATABASE_URL") or None,
@@ -145,6 +217,9 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         llm_model=env.get("WOVYR_LLM_MODEL") or None,
         llm_price_in=_price(env, "WOVYR_LLM_PRICE_IN"),
         llm_price_out=_price(env, "WOVYR_LLM_PRICE_OUT"),
+        otel=otel,
+        otel_endpoint=otel_endpoint,
+        otel_service_name=(env.get("OTEL_SERVICE_NAME") or "").strip() or "wovyr",
     )
     given = {k: v for k, v in flags.items() if v is not None and v != ()}
     if "activities" in given:

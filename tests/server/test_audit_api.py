@@ -82,6 +82,8 @@ ROUTES = [
           {"shell": False}),
     Route(ADMIN, "PATCH", "/api/v1/admin/quotas", "tenant.quotas", "tenant-a",
           {"executions_per_day": 1000}),
+    Route(ADMIN, "PUT", "/api/v1/admin/retention", "tenant.retention", "tenant-a",
+          {"days": 90, "workflows": {"purchase": 7}}),
     Route(ADMIN, "PUT", f"{SECRETS}/API_TOKEN", "secret.set", "API_TOKEN",
           {"value": SECRET_VALUE}),
     Route(ADMIN, "PUT", f"{SECRETS}/API_TOKEN", "secret.set", "API_TOKEN",

@@ -15,6 +15,7 @@ import pytest
 from tests.server.conftest import APPROVAL_FLOW, Api
 
 from wovyr.definition.parse import load_definition
+from wovyr.engine.memory import TenantMemory
 
 pytestmark = pytest.mark.anyio
 
@@ -43,6 +44,9 @@ REQUIRED_ROLE = {
     ("POST", "/api/v1/workflows/{execution_id}/rerun"): "operator",
     ("GET", "/api/v1/workflows/{execution_id}/logs"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/approve"): "operator",
+    ("POST", "/api/v1/batches"): "operator",
+    ("GET", "/api/v1/batches"): "viewer",
+    ("GET", "/api/v1/batches/{batch_id}"): "viewer",
     ("POST", "/api/v1/definitions"): "operator",
     ("GET", "/api/v1/definitions"): "viewer",
     ("GET", "/api/v1/definitions/{name}"): "viewer",
@@ -68,6 +72,8 @@ REQUIRED_ROLE = {
     ("PATCH", "/api/v1/admin/policy"): "admin",
     ("GET", "/api/v1/admin/quotas"): "admin",
     ("PATCH", "/api/v1/admin/quotas"): "admin",
+    ("GET", "/api/v1/admin/retention"): "admin",
+    ("PUT", "/api/v1/admin/retention"): "admin",
     ("GET", "/api/v1/audit"): "admin",
     ("GET", "/api/v1/secrets"): "admin",
     ("GET", "/api/v1/secrets/{name}"): "admin",
@@ -81,6 +87,9 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/mcp-servers/{name}"): "admin",
     ("PUT", "/api/v1/mcp-servers/{name}"): "admin",
     ("DELETE", "/api/v1/mcp-servers/{name}"): "admin",
+    ("GET", "/api/v1/memory/{namespace}"): "viewer",
+    ("GET", "/api/v1/memory/{namespace}/{key}"): "viewer",
+    ("DELETE", "/api/v1/memory/{namespace}/{key}"): "operator",
     ("GET", "/metrics"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",
@@ -112,6 +121,8 @@ def body_for(method: str, path: str) -> Any:
         return B_AGENT
     if (method, path) == ("POST", "/api/v1/agents/{agent}/runs"):
         return {"input": "from b"}
+    if (method, path) == ("POST", "/api/v1/batches"):
+        return {"action": "signal", "filter": {"workflow": "b-flow"}, "signal": "go"}
     if path.endswith("/signal"):
         return {"name": "go", "payload": "b"}
     if path.endswith("/rerun"):
@@ -124,6 +135,8 @@ def body_for(method: str, path: str) -> Any:
         return {"shell_cpu_seconds": 30}  # tightening: allowed
     if (method, path) == ("PATCH", "/api/v1/admin/quotas"):
         return {"executions_per_day": 100_000}  # setting where none is: allowed
+    if (method, path) == ("PUT", "/api/v1/admin/retention"):
+        return {"days": 30}  # tenant b's own retention: never tenant a's
     if method == "PATCH":
         return {"note": "b was here"}
     if path.endswith(("/pause", "/resume")):
@@ -204,7 +217,19 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         json={"url": f"https://{CANARY}.example/mcp", "header_secrets": {"X-Key": A_SECRET}},
     )
     assert server.status_code == 200, server.text
+    memory = TenantMemory(api.engine.store, "tenant-a", api.engine.clock)
+    memory.put(f"{CANARY}-ns", f"{CANARY}-key", CANARY, CANARY, None, None, None, None)
+    batch = await api.call(
+        "POST",
+        "/api/v1/batches",
+        a,
+        json={"action": "signal", "filter": {"workflow": f"{CANARY}-flow"}, "signal": CANARY},
+    )
+    assert batch.status_code == 201, batch.text
     return {
+        "namespace": f"{CANARY}-ns",
+        "key": f"{CANARY}-key",
+        "batch_id": batch.json()["id"],
         "execution_id": f"{CANARY}-exec",
         "schedule_id": f"{CANARY}-sched",
         "key_id": key.json()["id"],
@@ -321,6 +346,8 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     assert provider["base_url"] == f"http://{CANARY}.example/v1"
     server = (await api.call("GET", f"/api/v1/mcp-servers/{A_MCP}", a)).json()
     assert server["url"] == f"https://{CANARY}.example/mcp"
+    item = (await api.call("GET", f"/api/v1/memory/{CANARY}-ns/{CANARY}-key", a)).json()
+    assert item["value"] == CANARY and item["version"] == 1
     keys = (await api.call("GET", "/api/v1/admin/keys", a)).json()
     assert [k["revoked_at"] for k in keys if k["id"] == a_ids["key_id"]] == [None]
     # ... and A still sees its own data (the canary is real).

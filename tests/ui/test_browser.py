@@ -310,3 +310,35 @@ def test_schedules_definitions_and_workers_pages(
         finally:
             browser.close()
     assert (tmp_path / "ui-schedules.png").stat().st_size > 0
+
+
+def test_gantt_items_and_saga_in_the_browser(sync_api: Any, live_server: LiveServer) -> None:
+    from .test_routes import SAGA_MAP
+
+    engine = live_server.engine.for_tenant("acme")
+    _, token = live_server.authenticator.create_key("acme", "viewer", "dana")
+    engine.start(SAGA_MAP, execution_id="saga-1")
+    _wait_until(lambda: engine.query("saga-1").finished, "the saga to end")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(DEADLINE * 1000)
+            page.goto(f"{live_server.url}/ui/executions/saga-1")
+            page.fill("#api_key", token)
+            page.click("button[type=submit]")
+            page.wait_for_selector("svg.gantt")
+            bars = page.locator("svg.gantt g.bar")
+            assert bars.count() == 3
+            assert bars.nth(2).get_attribute("data-activity") == "charge"
+            box = page.locator("svg.gantt g.bar[data-activity='charge'] rect").bounding_box()
+            assert box is not None and box["width"] >= 2  # drawn, not collapsed
+            assert page.locator("svg.dag .compensation path.undo").count() == 1
+            assert page.locator("svg.dag g.node[data-activity='lines'] .items .seg").count() == 1
+            page.screenshot(path=str(ARTIFACTS / "ui-gantt-saga.png"), full_page=True)
+            page.locator("svg.gantt g.bar[data-activity='charge'] rect").click()
+            _wait_until(lambda: page.url.endswith("#act-charge"), "the bar's link")
+        finally:
+            browser.close()

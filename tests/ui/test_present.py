@@ -249,3 +249,19 @@ def test_timeline_has_human_names_absolute_times_and_gaps() -> None:
         "11:01:30.250",
         "+1m 30s",
     )
+
+
+def test_map_items_and_their_compensation_read_by_index() -> None:
+    from tests.ui.test_routes import SAGA_MAP
+
+    engine = Engine(MemoryStore(), clock=ManualClock(NOW))
+    eid = engine.start(SAGA_MAP).id
+    drain(engine)
+    page = execution_page(engine, eid, NOW)
+    lines = [(e.category, _text(e.text)) for e in page.events]
+    assert ("attempt", "lines[0] attempt 1 started") in lines
+    assert ("attempt", "lines[2] completed") in lines
+    assert ("compensation", "compensating lines[1] (attempt 1)") in lines
+    assert ("compensation", "lines[1] compensated") in lines
+    assert ("compensation", "reserve compensated") in lines
+    assert not any(t in ("ItemStarted", "ItemCompleted") for _, t in lines)

@@ -433,3 +433,47 @@ def test_parent_and_child_link_to_each_other(
     child_page = client.get(child.group(2))
     assert child_page.status_code == 200 and "child-waits" in child_page.text
     assert f'id="parent-link">{parent}<' in child_page.text
+
+
+SAGA_MAP = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: saga-map}
+inputs: {zero: {type: integer, default: 0}}
+activities:
+  - id: reserve
+    set: {ok: true}
+    compensate: {set: {undone: true}}
+  - id: lines
+    needs: [reserve]
+    for_each: "${{ [1, 2, 3] }}"
+    set: {v: "${{ item }}"}
+    compensate: {set: {undone: "${{ item }}"}}
+  - id: charge
+    needs: [lines]
+    set: {v: "${{ 10 / inputs.zero }}"}
+    retry: {max_attempts: 1}
+"""
+
+
+def test_execution_page_draws_map_items_the_saga_and_a_gantt(
+    client: UiClient, keys: Keys, ui_engine: Engine
+) -> None:
+    eid = ui_engine.for_tenant("acme").start(SAGA_MAP).id
+    drain(ui_engine)
+    client.sign_in(keys.viewer_a)
+    html = client.get(f"/ui/executions/{eid}").text
+    # the map's node carries its items' progress; both compensable nodes their saga step
+    assert 'data-total="3" data-done="3" data-failed="0" data-active="0"' in html
+    assert "items 3/3" in html
+    assert re.findall(r'class="edge undo"[^>]*data-from="(\w+)" data-to="(\w+)"', html) == [
+        ("lines", "reserve")
+    ]
+    # the Gantt: one bar per started activity, in start order
+    gantt = html[html.index('<svg xmlns="http://www.w3.org/2000/svg" class="gantt"') :]
+    gantt = gantt[: gantt.index("</svg>")]
+    assert re.findall(r'<g class="bar status-([\w-]+)" data-activity="(\w+)"', gantt) == [
+        ("compensated", "reserve"),
+        ("compensated", "lines"),
+        ("failed", "charge"),
+    ]

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from wovyr.activities.logs import AttemptLog, capture
 from wovyr.errors import ActivityNotRegistered, ConfigError
+from wovyr.ids import DEFAULT_TENANT
 
 __all__ = [
     "ActivityContext",
@@ -46,6 +47,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 ENTRY_POINT_GROUP = "wovyr.activities"
 
 
+def key_scope(tenant: str) -> str:
+    """What makes an attempt's keys unique across tenants, which share no id space: nothing
+    for tenant `default` (its keys read `<execution>/<activity>/<attempt>`, as they always
+    have), else `<tenant>@` (neither ids nor tenant names may contain `@`), so two tenants
+    that use the same execution id never hand an outside system the same key."""
+    return "" if tenant == DEFAULT_TENANT else f"{tenant}@"
+
+
 @dataclass(frozen=True)
 class ActivityContext:
     """Facts about the running attempt, passed to handlers as `ctx`."""
@@ -54,17 +63,33 @@ class ActivityContext:
     activity_id: str
     attempt: int
     workflow: str
-    idempotency_key: str  # <execution>/<activity>/<attempt>: unique per attempt
+    # [<tenant>@]<execution>/<activity>/<attempt>: unique per attempt (see `key_scope`)
+    idempotency_key: str
     heartbeat: Callable[[], None] = field(default=lambda: None, repr=False, compare=False)
     # `ctx.log.info(...)`: lines kept with the attempt (shown by `wovyr workflows logs`)
     log: AttemptLog = field(default_factory=AttemptLog, repr=False, compare=False)
     # whose execution it is (ids are per tenant: the same id may exist in several)
     tenant: str = "default"
+    # The W3C trace context of this attempt's span when tracing is on (None when off):
+    # pass it on to the services the handler calls (`trace_headers`) to continue the trace.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     @property
     def activity_key(self) -> str:
-        """Stable across attempts of the same activity: `<execution>/<activity>`."""
-        return f"{self.execution_id}/{self.activity_id}"
+        """Stable across attempts of the same activity: `[<tenant>@]<execution>/<activity>`."""
+        return f"{key_scope(self.tenant)}{self.execution_id}/{self.activity_id}"
+
+    @property
+    def trace_headers(self) -> dict[str, str]:
+        """The W3C headers (`traceparent`, `tracestate`) that continue this attempt's
+        trace in a request the handler sends; empty when tracing is off."""
+        headers: dict[str, str] = {}
+        if self.traceparent:
+            headers["traceparent"] = self.traceparent
+            if self.tracestate:
+                headers["tracestate"] = self.tracestate
+        return headers
 
 
 _current: contextvars.ContextVar[ActivityContext | None] = contextvars.ContextVar(

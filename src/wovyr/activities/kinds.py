@@ -45,6 +45,7 @@ from pydantic import BaseModel
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.activities.mcp import McpAccess
+from wovyr.activities.memory import MemoryAccess
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.providers import ModelAccess
 from wovyr.errors import ConfigError
@@ -144,6 +145,7 @@ class Dispatch:
     stream: StreamSink | None = None  # where a model call streams its text (`llm`, `agent`)
     child_tools: ChildTools | None = None  # registered workflows as tools (`agent`)
     mcp: McpAccess | None = None  # the tenant's MCP servers (`mcp`, `agent` with mcp: tools)
+    memory: MemoryAccess | None = None  # the tenant's memory namespaces (`memory`, `agent`)
 
 
 class Journal(Protocol):

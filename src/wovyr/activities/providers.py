@@ -44,20 +44,25 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
+    "DEFAULT_EMBEDDING_MODEL",
     "DEFAULT_PROVIDER",
     "MAX_RESPONSE_BYTES",
     "PROVIDER_KINDS",
     "ChatResult",
     "CredentialResolver",
+    "Embeddings",
     "ModelAccess",
     "ProviderConfig",
     "Providers",
     "ResponseCache",
     "StaticCredentials",
     "chat",
+    "embed",
 ]
 
 DEFAULT_PROVIDER = "default"
+DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"  # when a memory spec names none
+MAX_EMBEDDING_INPUTS = 256  # texts in one embeddings request
 PROVIDER_KINDS = ("openai", "anthropic")  # the protocols a provider may speak
 MAX_RESPONSE_BYTES = 8 * 1_048_576
 _ERROR_EXCERPT = 512
@@ -208,6 +213,110 @@ async def chat(
         if api_key and api_key in exc.message:  # never: messages are built without it
             exc.message = exc.message.replace(api_key, "***")
         raise
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    vectors: list[list[float]]  # one per input text, in order
+    model: str
+    input_tokens: int
+
+
+async def embed(
+    provider: ProviderConfig,
+    api_key: str | None,
+    model: str,
+    texts: list[str],
+    *,
+    timeout: float | None,
+    policy: SideEffectPolicy = TRUSTED,
+) -> Embeddings:
+    """One `POST {base_url}/embeddings` (OpenAI's protocol) of `texts` with `model`; errors
+    mapped as `chat`'s are (429 and 5xx retryable, other 4xx not). An `anthropic` provider
+    has no embeddings endpoint (`EmbeddingsUnsupported`, not retried)."""
+    import asyncio
+
+    import httpx
+
+    if provider.kind != "openai":
+        raise NonRetryableError(
+            f"provider {provider.name!r} ({provider.kind}) has no embeddings endpoint; name an "
+            "OpenAI-compatible provider in `embedding.provider`",
+            type="EmbeddingsUnsupported",
+        )
+    if len(texts) > MAX_EMBEDDING_INPUTS:
+        raise NonRetryableError(
+            f"{len(texts)} texts in one embeddings request (at most {MAX_EMBEDDING_INPUTS})",
+            type="InvalidInput",
+        )
+    url = provider.base_url.rstrip("/") + "/embeddings"
+    try:
+        async with asyncio.timeout(timeout):
+            async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as client:
+                return await _embed_exchange(client, url, api_key, model, texts, policy)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        after = f" after {timeout}s" if timeout is not None else ""
+        raise ActivityError(
+            f"model provider {provider.name!r} did not answer{after}", type="Timeout"
+        ) from exc
+    except httpx.TransportError as exc:
+        if not policy.private_network:
+            raise egress.unreachable(retryable=True) from exc
+        raise ActivityError(
+            f"model provider {provider.name!r} is unreachable: {type(exc).__name__}",
+            type="ProviderUnavailable",
+        ) from exc
+    except httpx.InvalidURL as exc:
+        raise NonRetryableError(
+            f"model provider {provider.name!r} has an invalid base URL", type="InvalidUrl"
+        ) from exc
+
+
+async def _embed_exchange(
+    client: httpx.AsyncClient,
+    url: str,
+    api_key: str | None,
+    model: str,
+    texts: list[str],
+    policy: SideEffectPolicy,
+) -> Embeddings:
+    from wovyr.activities.builtin.http import send_checked
+
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    body = {"model": model, "input": texts}
+    request = client.build_request("POST", url, headers=headers, content=_json_bytes(body))
+    response = await send_checked(client, request, policy, follow=False)
+    try:
+        if response.status_code != 200:
+            raise await _status_error(response, model)
+        content = bytearray()
+        async for chunk in response.aiter_bytes():
+            content += chunk
+            if len(content) > MAX_RESPONSE_BYTES:
+                raise _malformed("the response is larger than 8 MiB")
+    finally:
+        await response.aclose()
+    return _parse_embeddings(bytes(content), model, len(texts))
+
+
+def _parse_embeddings(content: bytes, model: str, count: int) -> Embeddings:
+    try:
+        data = json.loads(content)
+        rows = sorted(data["data"], key=lambda row: int(row.get("index", 0)))
+        vectors = [[float(x) for x in row["embedding"]] for row in rows]
+        if len(vectors) != count:
+            raise ValueError(f"{len(vectors)} embeddings for {count} texts")
+        if len({len(v) for v in vectors}) > 1 or any(not v for v in vectors):
+            raise ValueError("embeddings of different or no dimensions")
+        if any(not math.isfinite(x) for v in vectors for x in v):
+            raise ValueError("an embedding holds a non-finite number")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise _malformed(f"{type(exc).__name__}: {exc}"[:200]) from None
+    usage = data.get("usage") or {}
+    tokens = int(usage.get("prompt_tokens") or usage.get("total_tokens") or 0)
+    return Embeddings(vectors, str(data.get("model") or model), tokens)
 
 
 @functools.cache

@@ -249,6 +249,7 @@ def worker_command(
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,
         secrets=secrets,
+        tracer=settings.tracer(),
     ) as engine:
         register_backup_activity(
             engine.activities, store, settings.home, lambda: secrets.kms, engine.clock.now
@@ -348,7 +349,7 @@ def _worker_partitions(spec: str | None, count: int | None, membership: bool) ->
 @cli.group("admin")
 def admin() -> None:
     """Administration on the server host: API keys, tenants' policies and quotas, the KMS, the
-    audit chain, backups, rate limits."""
+    audit chain, backups, rate limits, retention."""
 
 
 @admin.group("keys")

@@ -1,4 +1,4 @@
-"""`wovyr workflows list|show|history|watch|logs|signal|approve|cancel|rerun`."""
+"""`wovyr workflows list|show|history|watch|logs|signal|approve|cancel|rerun|export`."""
 
 from __future__ import annotations
 
@@ -142,6 +142,62 @@ def _summary(r: Any) -> dict[str, Any]:
         "parent_id": r.parent_id,
         "labels": dict(r.labels),
     }
+
+
+FINISHED_STATUSES = ["completed", "failed", "cancelled", "continued"]
+
+
+def _before(value: str) -> datetime:
+    """An RFC 3339 time, or a day (its midnight, UTC)."""
+    text = f"{value}T00:00:00Z" if len(value) == 10 else value
+    stamp = _timestamp(text, "--before")
+    assert stamp is not None
+    return stamp
+
+
+@workflows.command("export")
+@click.option(
+    "--status",
+    "statuses",
+    type=click.Choice(FINISHED_STATUSES),
+    multiple=True,
+    help="Only this status (repeatable; default: every finished one).",
+)
+@click.option("--workflow", help="Only this workflow name.")
+@click.option(
+    "--before", required=True, metavar="TIME", help="Finished before this (RFC 3339, or a day)."
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="A .jsonl file.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def export_command(
+    statuses: tuple[str, ...],
+    workflow: str | None,
+    before: str,
+    output: str,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """Write finished executions to a JSON-lines file, one line each: {id, tenant, view,
+    events} (the view `show --json` prints and the events `history --json` prints), oldest
+    first. Nothing is deleted (retention's `--export-to` exports what it purges)."""
+    from wovyr.engine.retention import export_file, iter_finished
+
+    cutoff = _before(before)
+    with open_engine(settings, load_activities=False) as engine:
+        found = iter_finished(engine, workflow, cutoff, statuses=statuses or None)
+        count = export_file(engine, found, output)
+    if as_json:
+        echo_json({"file": output, "executions": count})
+        return
+    console.print(f"{count} executions written to {output}", markup=False)
 
 
 @workflows.command("show")

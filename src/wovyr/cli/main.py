@@ -37,15 +37,21 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
             "commands_audit",
             "commands_backup",
             "commands_limits",
+            "commands_retention",
         ),
         "Administration on the server host: API keys, tenants' policies and quotas, the KMS, "
-        "the audit chain, backups, rate limits.",
+        "the audit chain, backups, rate limits, retention.",
     ),
     "agents": (
         ("commands_agents",),
         "Agents: apply, list and show agent definitions, run one in the foreground.",
     ),
+    "batches": (("commands_bulk",), "Bulk-action batches: list, show."),
     "db": (("commands_db",), "The store's schema: apply migrations, show the version."),
+    "dev": (
+        ("commands_dev",),
+        "Serve the API, UI and a worker, registering workflow files and reloading on change.",
+    ),
     "definitions": (
         ("commands_registry",),
         "Register workflow definitions by name and version.",
@@ -53,6 +59,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "mcp": (
         ("commands_mcp",),
         "MCP: the tenant's MCP servers (add, list, show, remove), and Wovyr as one (serve).",
+    ),
+    "memory": (
+        ("commands_memory",),
+        "A tenant's durable memory namespaces: list, get, put, delete, search.",
     ),
     "providers": (
         ("commands_providers",),
@@ -86,7 +96,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_server",),
         "Run a worker (and the timer dispatcher) until SIGINT or SIGTERM.",
     ),
-    "workflows": (("commands_workflows",), "Inspect and steer executions."),
+    "workflows": (
+        ("commands_workflows", "commands_bulk"),
+        "Inspect and steer executions.",
+    ),
 }
 
 

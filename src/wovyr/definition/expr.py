@@ -182,6 +182,8 @@ class CompiledExpression:
         acts = data.get("activities")
         if isinstance(acts, Mapping) and "activities" not in self.refs.dynamic:
             data["activities"] = {a: acts[a] for a in self.refs.activities if a in acts}
+        elif isinstance(acts, Mapping) and not isinstance(acts, dict):
+            data["activities"] = dict(acts)  # a lazy view, read whole: plain data for CEL
         return data
 
     def _check_cost(self, largest: int, where: str) -> None:

@@ -6,6 +6,7 @@ cross-references, cycles and expressions (see `validate.py`). Models are frozen.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -361,10 +362,22 @@ class Workflow(_Model):
         return self.metadata.version
 
     def activity(self, activity_id: str) -> Activity:
-        for act in self.activities:
-            if act.id == activity_id:
-                return act
-        raise KeyError(activity_id)
+        """The activity `activity_id` (KeyError if none): a dict lookup, made once per
+        definition (the runner and the decider ask on every step)."""
+        entry = _BY_ID.get(id(self))
+        if entry is None or entry[0]() is not self or entry[1] is not self.activities:
+            by_id: dict[str, Activity] = {}
+            for act in self.activities:
+                by_id.setdefault(act.id, act)
+            key = id(self)
+            entry = (weakref.ref(self, lambda _: _BY_ID.pop(key, None)), self.activities, by_id)
+            _BY_ID[key] = entry
+        return entry[2][activity_id]
 
     def activity_map(self) -> dict[str, Activity]:
         return {a.id: a for a in self.activities}
+
+
+# Workflow -> its activities by id, kept beside the (frozen, compared-by-value) model rather
+# than in it; keyed by identity and checked against the list it was made from.
+_BY_ID: dict[int, tuple[weakref.ref[Workflow], list[Activity], dict[str, Activity]]] = {}

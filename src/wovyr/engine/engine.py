@@ -64,6 +64,7 @@ from wovyr.engine.quotas import (
     start_debits,
 )
 from wovyr.engine.rerun import check_compatible, plan_rerun, reused_events
+from wovyr.engine.retention import Retention, retention_of, set_retention
 from wovyr.engine.steps import make_step, timer_steps
 from wovyr.engine.views import ExecutionView, build_view, shown_events, status_filter
 from wovyr.errors import (
@@ -113,6 +114,7 @@ from wovyr.store.capabilities import capabilities
 from wovyr.store.codec import MAX_PAYLOAD_BYTES, PayloadRefused, check_payload
 from wovyr.store.flow import RateLimitRecord
 from wovyr.store.records import MAX_PRIORITY, Debit, SlotRequest
+from wovyr.traces import NO_TRACER, TraceContext, Tracer
 
 __all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started", "check_priority"]
 
@@ -209,6 +211,7 @@ class Engine(Definitions):
         secrets: SecretResolver | None = None,
         providers: Providers | None = None,
         credentials: CredentialResolver | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         """`providers`: the model providers `llm` and `agent` activities may call (none by default);
         `credentials`: where their API keys come from, asked in the worker for each call
@@ -226,7 +229,9 @@ class Engine(Definitions):
         set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more).
         `secrets`: what workers resolve `${{ secrets.NAME }}` with at dispatch (the edges
         pass `wovyr.platform.secrets.Secrets`); None: an attempt that references a secret
-        fails, not retried, saying no secrets are configured."""
+        fails, not retried, saying no secrets are configured. `tracer`: the tracing hooks
+        (`wovyr.traces`; off by default): starts record their span's context, attempts
+        open spans under it."""
         check_store(store)  # a partial store fails here, with what it lacks
         if max_recoveries < 0:
             raise ValueError("max_recoveries must be 0 or more")
@@ -244,6 +249,7 @@ class Engine(Definitions):
         self.secrets = secrets
         self.providers = providers or Providers()
         self.credentials: CredentialResolver = credentials or StaticCredentials()
+        self.tracer: Tracer = tracer or NO_TRACER
         self._quota_cache = QuotaCache()  # shared by `for_tenant` engines
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
@@ -288,6 +294,7 @@ class Engine(Definitions):
             secrets=self.secrets,
             providers=self.providers,
             credentials=self.credentials,
+            tracer=self.tracer,
         )
         other.actor = actor
         other._quota_cache = self._quota_cache
@@ -310,6 +317,7 @@ class Engine(Definitions):
         secrets: SecretResolver | None = None,
         providers: Providers | None = None,
         credentials: CredentialResolver | None = None,
+        tracer: Tracer | None = None,
     ) -> Engine:
         from wovyr.store import default_url
 
@@ -323,10 +331,13 @@ class Engine(Definitions):
             secrets=secrets,
             providers=providers,
             credentials=credentials,
+            tracer=tracer,
         )
 
     def close(self) -> None:
+        """Close the store, and the tracer (what it buffered is exported first)."""
         self.store.close()
+        self.tracer.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -399,6 +410,7 @@ class Engine(Definitions):
         lease_seconds: float = 30.0,
         labels: Mapping[str, str] | None = None,
         priority: int | None = None,
+        trace: TraceContext | None = None,
     ) -> Started:
         """THE start path (every edge calls it): resolve what is named and check the id; an
         execution that has the id is returned as it is (its definition and inputs were fixed
@@ -407,7 +419,8 @@ class Engine(Definitions):
         seen nor touched from here. `claim_id`,
         when given, is called once the request is valid (inputs included) and before anything
         is read or written under the id, for the id to use: e.g. the execution an
-        Idempotency-Key already holds."""
+        Idempotency-Key already holds. `trace`: the caller's W3C trace context (an API
+        request's `traceparent`), which the start's span continues when tracing is on."""
         workflow, digest = self.target(definition, name=name, version=version, path=path)
         if execution_id is not None:
             _check_id(execution_id)
@@ -436,6 +449,7 @@ class Engine(Definitions):
             lease_seconds=lease_seconds,
             labels=labels,
             priority=priority,
+            trace=trace,
         )
         audit = self.audit_entry(
             "execution.start",
@@ -499,6 +513,7 @@ class Engine(Definitions):
         lease_seconds: float = 30.0,
         extra: dict[str, Any] | None = None,
         priority: int | None = None,
+        trace: TraceContext | None = None,
     ) -> NewExecution:
         """The row and first step of a new execution, for a store to create (maybe together
         with other writes, as a schedule fire does). When `lease_owner` will drive it, the
@@ -517,6 +532,7 @@ class Engine(Definitions):
             lease_seconds=lease_seconds,
             extra=extra,
             priority=priority,
+            trace=trace,
         )
 
     def _new_execution(
@@ -535,14 +551,26 @@ class Engine(Definitions):
         rerun_of: str | None = None,
         labels: Mapping[str, str] | None = None,
         priority: int | None = None,
+        trace: TraceContext | None = None,
     ) -> NewExecution:
         """A new execution of `workflow` on inputs already checked. `carried`: events that
         follow its start in its first step (the buffered signals a continued run takes
         over); with them, it is the next run of a chain (its own debits, see below).
         `reused`: the `ActivityReused` events of a rerun (of `rerun_of`), after its start.
-        `labels`: given at start, over the definition's rendered `labels`."""
+        `labels`: given at start, over the definition's rendered `labels`. `trace`: the
+        context the start's span continues (the tracer's hook records the span; its
+        context is stored in `ExecutionStarted`)."""
         now = self.clock.now()
         exec_id = execution_id or new_id(now)
+        traced = self.tracer.execution_started(
+            trace,
+            tenant=self.tenant,
+            execution_id=exec_id,
+            workflow=workflow.name,
+            version=workflow.version,
+        )
+        if traced is not None:
+            extra = {**(extra or {}), "trace": traced}
         tags = execution_labels(workflow, inputs, labels) if workflow.labels or labels else {}
         if tags:
             extra = {**(extra or {}), "labels": tags}
@@ -705,6 +733,7 @@ class Engine(Definitions):
             carried=carried,
             labels={**(after.labels or {}), **execution_labels(workflow, ended.data["input"])},
             priority=after.priority,
+            trace=after.trace,  # a chain is one trace
         )
 
     def live(self, execution_id: str) -> ExecutionRecord:
@@ -766,6 +795,18 @@ class Engine(Definitions):
             )
         finally:
             self._quota_cache.forget(self.tenant)
+
+    def retention(self) -> Retention:
+        """This tenant's retention settings (`wovyr.engine.retention`)."""
+        return retention_of(self.store, self.tenant)
+
+    def set_retention(self, retention: Retention, *, by: str) -> Retention:
+        """Store this tenant's retention settings (the caller checked who may); return
+        them. Audited as `tenant.retention` in the same transaction."""
+        audit = self.audit_entry("tenant.retention", self.tenant, retention.to_dict())
+        return set_retention(
+            self.store, self.tenant, retention, by=by, at=self.clock.now(), audit=audit
+        )
 
     def quota_usage(self) -> dict[str, Any]:
         """This tenant's quotas, what it used of each daily budget today (UTC) and how many
@@ -1080,13 +1121,14 @@ class Engine(Definitions):
         workflow_name: str,
         inputs: Any,
         call: dict[str, Any],
+        trace: TraceContext | None = None,
     ) -> str:
         """Start (or find) the child workflow of one tool call of an `agent` activity (its
         latest registered version): its id is derived from the parent, the activity, the
         call's turn and id, so a crashed or retried attempt finds the same child. When the
         child ends, `ChildFinished` carries `call` and joins the activity's journal as that
         call's result (`wovyr.activities.kinds.AwaitChildren`). `InputError` when `inputs`
-        do not fit the workflow."""
+        do not fit the workflow. `trace`: the span of the attempt that starts it."""
         call_id = str(call["call_id"])
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", call_id):
             call_id = "h" + hashlib.sha256(call_id.encode()).hexdigest()[:16]
@@ -1114,17 +1156,21 @@ class Engine(Definitions):
             execution_id=execution_id,
             parent_id=parent.id,
             extra={"parent": origin, "depth": parent.depth + 1},
+            trace=trace,
         )
         created, _ = self.store.create_execution(new)
         if created:
             self.notify(execution_id)
         return execution_id
 
-    def start_child(self, parent: ExecutionState, run: RunActivity) -> str:
+    def start_child(
+        self, parent: ExecutionState, run: RunActivity, trace: TraceContext | None = None
+    ) -> str:
         """Start (or find) the child workflow of one attempt of a `workflow` activity, in
         this engine's tenant. Its id is derived (`wovyr.ids.child_id`), or the `id` the
         activity gives (which must be a valid execution id: else the attempt fails for good
-        with `InvalidChildId`), with `~<attempt>` after a first attempt."""
+        with `InvalidChildId`), with `~<attempt>` after a first attempt. `trace`: the span
+        of the attempt that starts it (the child's start span is its child)."""
         spec = ChildWorkflowSpec.model_validate(run.input)
         if spec.id is not None and not is_execution_id(spec.id):
             raise NonRetryableError(
@@ -1173,6 +1219,7 @@ class Engine(Definitions):
             extra={"parent": origin, "depth": parent.depth + 1},
             # a child runs at its parent's priority unless the activity sets its own
             priority=spec.priority if spec.priority is not None else parent.priority,
+            trace=trace,
         )
         created, _ = self.store.create_execution(new)
         if created:

@@ -110,6 +110,7 @@ def set_policy(
         by,
         quotas=current.quotas if current else None,
         seal_payloads=current.seal_payloads if current else False,
+        retention=current.retention if current else None,
     )
     audit = None
     if actor is not None:

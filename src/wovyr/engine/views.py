@@ -71,6 +71,8 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
     """The read-only picture of one execution that `query` returns."""
     activities: dict[str, dict[str, Any]] = {}
     pending: list[dict[str, Any]] = []
+    # the saga's order once compensation started (reverse completion order)
+    undo = list((state.compensation or {}).get("order") or ())
     for act in workflow.activities:
         a = state.activity(act.id)
         activities[act.id] = {
@@ -93,6 +95,8 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
             "skip_reason": a.skip_reason,
             "child": a.child,
             "reused_from": a.reused_from,  # a rerun's activity: the run whose result it took
+            "compensable": act.compensate is not None,
+            "compensation_step": undo.index(act.id) if act.id in undo else None,
             "items": [
                 {k: item.get(k) for k in ("status", "attempt", "output", "error", "child")}
                 for item in a.items

@@ -1,4 +1,4 @@
-"""The server's background work: a supervised Worker and housekeeping.
+"""The server's background work: a supervised Worker, bulk-action batches and housekeeping.
 
 The Worker claims runnable executions (those left running by a crash come back when their
 lease expires), drives them, fires due timers and due schedules on every tick, and
@@ -21,6 +21,12 @@ Where the Worker runs (`Settings.worker_process`):
   pool: the store's leases already split work among any number of `wovyr worker`s.
 - **On the server's loop** (the default of `create_app`: tests on a `ManualClock`, a memory
   store, embedding), as before.
+
+Bulk-action batches (`wovyr.engine.bulk`) are worked on by a `BatchRunner` in this process,
+one page at a time in a thread (never on the loop), woken by a submission through this
+server and otherwise looking every `dispatch_interval` seconds (a batch submitted elsewhere, or
+one whose runner died and whose lease expired). Each page renews the batch's lease, so
+several servers on one store never work on the same batch at once.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ import sys
 from datetime import timedelta
 from typing import Any
 
+from wovyr.engine.bulk import BatchRunner
 from wovyr.engine.engine import Engine
+from wovyr.engine.retention import PurgeReport, purge_all
 from wovyr.platform.audit import write_anchor
 from wovyr.platform.metrics import Metrics
 from wovyr.platform.secrets import Secrets, audit_anchor_key
@@ -68,6 +76,8 @@ class Background:
             audit_anchor_key(secrets, engine.clock.now()) if isinstance(secrets, Secrets) else None
         )
         self._anchored = 0  # the head seq this server signed last
+        self.batches = BatchRunner(engine, lease_seconds=settings.lease_seconds)
+        self._batch_wake: asyncio.Event | None = None
 
     def start(self) -> None:
         supervise = self._supervise_process if self.settings.worker_process else self._supervise
@@ -76,6 +86,7 @@ class Background:
             asyncio.create_task(supervise(), name="wovyr-worker"),
             asyncio.create_task(self._housekeeping(), name="wovyr-housekeeping"),
             asyncio.create_task(self._anchoring(), name="wovyr-audit-anchors"),
+            asyncio.create_task(self._batching(), name="wovyr-batches"),
         ]
 
     def alive(self) -> bool:
@@ -84,6 +95,8 @@ class Background:
     async def stop(self) -> None:
         """Stop claiming, let in-flight work finish within the grace period, release leases."""
         self._stop.set()
+        if self._batch_wake is not None:
+            self._batch_wake.set()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -209,18 +222,66 @@ class Background:
             with contextlib.suppress(ConnectionError):
                 stdin.write(json.dumps(message).encode() + b"\n")
 
+    # --- bulk actions ----------------------------------------------------------------------
+
+    def wake_batches(self) -> None:
+        """A batch was submitted (callable from request threads): work on it now."""
+        loop, wake = self._loop, self._batch_wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(wake.set)
+
+    async def _batching(self) -> None:
+        """One page at a time, for as long as some batch needs work; then wait for a
+        submission or the next look. A failed page is retried at the next look."""
+        self._batch_wake = asyncio.Event()
+        while not self._stop.is_set():
+            self._batch_wake.clear()
+            try:
+                while not self._stop.is_set():
+                    if await asyncio.to_thread(self.batches.step) is None:
+                        break
+            except Exception as exc:  # retried at the next look
+                log.warning("working on a bulk-action batch: %s", exc)
+            wake = asyncio.ensure_future(self._batch_wake.wait())
+            try:
+                await asyncio.wait({wake}, timeout=self.settings.dispatch_interval)
+            finally:
+                wake.cancel()
+
     # --- housekeeping ----------------------------------------------------------------------
 
     async def _housekeeping(self) -> None:
-        store = self.engine.store
         while not self._stop.is_set():
-            now = self.engine.clock.now()
-            try:
-                await asyncio.to_thread(store.purge_idempotency_keys, now - IDEMPOTENCY_TTL)
-                await asyncio.to_thread(store.purge_revoked_sessions, now)
-            except Exception as exc:  # retried at the next round
-                log.warning("purging old idempotency keys or signed-out sessions: %s", exc)
+            await asyncio.to_thread(self.housekeep_now)
             await self._pause(_HOUSEKEEPING_EVERY)
+
+    def housekeep_now(self) -> list[PurgeReport]:
+        """One housekeeping round: forget old idempotency keys and signed-out sessions, and
+        purge every tenant's finished executions older than its retention (bounded batches:
+        a backlog is worked off over several rounds). A failure is logged and retried at the
+        next round. Returns the retention pass's reports."""
+        store = self.engine.store
+        now = self.engine.clock.now()
+        try:
+            store.purge_idempotency_keys(now - IDEMPOTENCY_TTL)
+            store.purge_revoked_sessions(now)
+        except Exception as exc:  # retried at the next round
+            log.warning("purging old idempotency keys or signed-out sessions: %s", exc)
+        try:
+            reports = purge_all(self.engine)
+        except Exception as exc:  # retried at the next round
+            log.warning("purging executions past their retention: %s", exc)
+            return []
+        for report in reports:
+            if report.purged:
+                log.info(
+                    "retention: purged %d executions of tenant %s%s",
+                    report.purged,
+                    report.tenant,
+                    " (more left for the next round)" if report.more else "",
+                )
+        return reports
 
     async def _anchoring(self) -> None:
         """Sign the audit chain's head every `audit_anchor_interval` seconds when it moved,

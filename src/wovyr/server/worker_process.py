@@ -175,7 +175,8 @@ def main() -> int:
     store = open_store(config.store_url)
     # The model providers (and their keys) come from this process's own environment,
     # inherited from the server: they never travel in the config.
-    providers, static = load_settings().model_providers()
+    settings = load_settings()  # this process's own environment (the server's, inherited)
+    providers, static = settings.model_providers()
     # the server warned about the key; sealing tenants' payloads are sealed with it
     store, secrets = open_sealed(store, Path(config.home))
     with Engine(
@@ -185,6 +186,7 @@ def main() -> int:
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
         secrets=secrets,
+        tracer=settings.tracer(),  # attempts continue the traces the server's starts began
     ) as engine:
         register_backup_activity(
             engine.activities, store, Path(config.home), lambda: secrets.kms, engine.clock.now

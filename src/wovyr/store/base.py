@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from wovyr.store.agent_memory import AgentMemoryStore
 from wovyr.store.audit import AuditStore
+from wovyr.store.bulk import BulkStore
 from wovyr.store.flow import FlowStore
 from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import (
@@ -44,6 +46,7 @@ from wovyr.store.records import (
     TimerRecord,
 )
 from wovyr.store.registry import DefinitionRegistry
+from wovyr.store.retention import RetentionStore
 from wovyr.store.schedules import ScheduleStore
 from wovyr.store.secrets import SecretStore
 from wovyr.store.streams import StreamStore
@@ -171,8 +174,11 @@ class Store(
     ResponseCacheStore,
     ProviderStore,
     StreamStore,
+    BulkStore,
     FlowStore,
     McpServerStore,
+    AgentMemoryStore,
+    RetentionStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

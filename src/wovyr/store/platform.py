@@ -71,6 +71,8 @@ class TenantRecord:
     quotas: dict[str, Any] | None = None  # the quotas' JSON form; None: no quotas
     # Its execution payloads are stored sealed with its data key (`wovyr.store.sealing`).
     seal_payloads: bool = False
+    # Its retention settings' JSON form (`wovyr.engine.retention`); None: keep everything.
+    retention: dict[str, Any] | None = None
 
 
 class ApiKeyStore(Protocol):

@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from wovyr.events import Event
+from wovyr.ids import DEFAULT_TENANT
 from wovyr.store.audit import AuditEntry
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
     "claim_rank",
 ]
 
-DEFAULT_TENANT = "default"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_TURN_TENANTS = 256  # tenants one claim's `FairShare.turns` may name (one probe each)
 MAX_PRIORITY = 9  # priorities are 0 (the default) to 9

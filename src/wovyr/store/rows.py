@@ -313,7 +313,7 @@ def idempotency_params(record: IdempotencyRecord, d: Dialect) -> dict[str, Any]:
 
 
 def tenant_record(row: Row, d: Dialect) -> TenantRecord:
-    policy, quotas = row["policy"], row["quotas"]
+    policy, quotas, retention = row["policy"], row["quotas"], row["retention"]
     return TenantRecord(
         tenant=row["tenant"],
         policy=None if policy is None else d.json(policy),
@@ -321,6 +321,7 @@ def tenant_record(row: Row, d: Dialect) -> TenantRecord:
         updated_by=row["updated_by"],
         quotas=None if quotas is None else d.json(quotas),
         seal_payloads=bool(row["seal_payloads"]),
+        retention=None if retention is None else d.json(retention),
     )
 
 
@@ -332,6 +333,7 @@ def tenant_params(record: TenantRecord, d: Dialect) -> dict[str, Any]:
         "updated_by": record.updated_by,
         "quotas": None if record.quotas is None else dumps(record.quotas),
         "seal_payloads": record.seal_payloads if d is POSTGRES else int(record.seal_payloads),
+        "retention": None if record.retention is None else dumps(record.retention),
     }
 
 

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 from wovyr.errors import WovyrError
 from wovyr.events import Event, EventType
+from wovyr.store.agent_memory import MemoryHit, MemoryItem, MemoryPut, MemoryWriteResult
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import (
     DEFAULT_TENANT,
@@ -426,6 +427,75 @@ class SealingStore:
 
     # --- the work queue ------------------------------------------------------------------
 
+    # --- agent memory ----------------------------------------------------------------------
+    # A sealing tenant's memory values and texts are sealed like its payloads; embeddings
+    # stay plain (the search compares them in this process: docs/security.md).
+
+    def put_memory(
+        self, put: MemoryPut, now: datetime, *, audit: AuditEntry | None = None
+    ) -> MemoryWriteResult:
+        if self.sealing(put.tenant):
+            name = _memory_name(put.namespace, put.key)
+            put = replace(
+                put,
+                value=self._seal(put.tenant, "memory", name, put.value),
+                text=None
+                if put.text is None
+                else self.sealer.seal(put.tenant, "memory-text", name, put.text),
+            )
+        result: MemoryWriteResult = self.inner.put_memory(put, now, audit=audit)
+        return result
+
+    def _open_item(self, item: MemoryItem) -> MemoryItem:
+        name = _memory_name(item.namespace, item.key)
+        text = item.text
+        if text is not None:
+            try:
+                text = self.sealer.open(item.tenant, "memory-text", name, text)
+            except NotSealed:
+                pass  # written before the tenant sealed
+            except PayloadKeyShredded:
+                text = SHREDDED_MARKER
+            except PayloadUndecryptable:
+                text = UNREADABLE_MARKER
+        value = self._shown(item.tenant, "memory", name, item.value)
+        return replace(item, value=value, text=text)
+
+    def get_memory(
+        self, tenant: str, namespace: str, keys: Sequence[str], now: datetime
+    ) -> list[MemoryItem]:
+        items: list[MemoryItem] = self.inner.get_memory(tenant, namespace, keys, now)
+        return [self._open_item(i) for i in items]
+
+    def list_memory(
+        self,
+        tenant: str,
+        namespace: str,
+        now: datetime,
+        *,
+        prefix: str = "",
+        after: str = "",
+        limit: int = 100,
+    ) -> list[MemoryItem]:
+        items: list[MemoryItem] = self.inner.list_memory(
+            tenant, namespace, now, prefix=prefix, after=after, limit=limit
+        )
+        return [self._open_item(i) for i in items]
+
+    def search_memory(
+        self,
+        tenant: str,
+        namespace: str,
+        vector: Sequence[float],
+        model: str,
+        top_k: int,
+        now: datetime,
+    ) -> list[MemoryHit]:
+        hits: list[MemoryHit] = self.inner.search_memory(
+            tenant, namespace, vector, model, top_k, now
+        )
+        return [replace(h, item=self._open_item(h.item)) for h in hits]
+
     def claim(
         self,
         owner: str,
@@ -517,6 +587,12 @@ class _Created:
 
     def claimed(self, claims: Sequence[Claim]) -> None:
         return None
+
+
+def _memory_name(namespace: str, key: str) -> str:
+    """What a memory item's sealed value is bound to (a sealed value moved to another key
+    does not open)."""
+    return f"{namespace}/{key}"
 
 
 def _fallback_checkpoint(record: ExecutionRecord, marker: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wovyr.activities.base import ActivityContext, ActivityError
+from wovyr.activities.base import ActivityContext, ActivityError, key_scope
 from wovyr.activities.failures import handler_traceback
 from wovyr.activities.kinds import (
     AwaitApproval,
@@ -25,6 +25,7 @@ from wovyr.activities.kinds import (
     WorkflowTool,
 )
 from wovyr.activities.logs import AttemptLog, bind
+from wovyr.activities.memory import MemoryAccess
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
 from wovyr.activities.redact import scrub, secret_forms
@@ -41,6 +42,7 @@ from wovyr.engine.core.state import (
     state_from_json,
 )
 from wovyr.engine.flow import MAX_GRANT_AGE, flow_hold, flow_requests, gated, problem_hold
+from wovyr.engine.memory import TenantMemory
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
 from wovyr.events import Event, EventData, EventType
@@ -49,6 +51,7 @@ from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
 from wovyr.store.flow import FlowAcquire, RateRequest
+from wovyr.traces import TraceContext
 from wovyr.worker.streams import AttemptStream, StreamJournal
 
 if TYPE_CHECKING:
@@ -59,6 +62,7 @@ __all__ = ["ExecutionRunner", "RunnerStats"]
 
 #: The kinds that call model providers: their attempts see the tenant's stored providers.
 _MODEL_KINDS = frozenset({"llm", "agent"})
+_PROVIDER_KINDS = _MODEL_KINDS | {"memory"}  # kinds that call the tenant's providers
 
 
 def _calls_mcp(kind: str, rendered: Any) -> bool:
@@ -408,17 +412,30 @@ class ExecutionRunner:
     async def _execute(self, run: RunActivity) -> Outcome:
         forms: list[str] = []
         log = AttemptLog()
-        with bind(
-            execution_id=self.execution_id,
-            activity_id=run.activity_id,
-            attempt=run.attempt,
+        # the attempt's span, a child of the context its execution's start recorded
+        with self.engine.tracer.attempt(
+            self.state.trace,
             tenant=self.engine.tenant,
-            forms=forms,
-            log=log,
-        ):
-            outcome = await self._attempt(run, forms, log)
-        if forms and outcome.error is not None:  # an error never repeats a secret's value
-            outcome = replace(outcome, error=scrub(outcome.error, forms))
+            execution_id=self.execution_id,
+            workflow=self.definition.name,
+            activity=run.activity_id,
+            attempt=run.attempt,
+            kind=run.kind,
+            index=run.index,
+            compensation=run.compensation,
+        ) as span:
+            with bind(
+                execution_id=self.execution_id,
+                activity_id=run.activity_id,
+                attempt=run.attempt,
+                tenant=self.engine.tenant,
+                forms=forms,
+                log=log,
+            ):
+                outcome = await self._attempt(run, forms, log, span.context)
+            if forms and outcome.error is not None:  # an error never repeats a secret's value
+                outcome = replace(outcome, error=scrub(outcome.error, forms))
+            span.outcome(outcome.error, status=_status(outcome))
         lines = log.kept()
         if lines:  # recorded with the attempt's result; nothing when it logged nothing
             outcome = replace(outcome, logs=scrub(lines, forms) if forms else lines)
@@ -468,7 +485,9 @@ class ExecutionRunner:
         given = substitute_secrets(template, run.input, values.__getitem__)
         return given, secret_forms(values.values())
 
-    async def _attempt(self, run: RunActivity, forms: list[str], log: AttemptLog) -> Outcome:
+    async def _attempt(
+        self, run: RunActivity, forms: list[str], log: AttemptLog, trace: TraceContext | None
+    ) -> Outcome:
         act = self.definition.activity(run.activity_id)
         spec: Activity | CompensateSpec = act
         if run.compensation:
@@ -483,9 +502,12 @@ class ExecutionRunner:
             activity_id=run.activity_id,
             attempt=run.attempt,
             workflow=self.definition.name,
-            idempotency_key=f"{self.execution_id}/{name}{suffix}/{run.attempt}",
+            idempotency_key=f"{key_scope(self.engine.tenant)}{self.execution_id}/{name}{suffix}"
+            f"/{run.attempt}",
             log=log,
             tenant=self.engine.tenant,
+            traceparent=trace.get("traceparent") if trace else None,
+            tracestate=trace.get("tracestate") if trace else None,
         )
         self.stats.attempts += 1
         # every attempt has a deadline: the definition's, else the engine's default
@@ -504,10 +526,11 @@ class ExecutionRunner:
                 )
 
             async def start_child() -> str:
-                return await asyncio.to_thread(self.engine.start_child, self.state, run)
+                # the child's start span is a child of this attempt's
+                return await asyncio.to_thread(self.engine.start_child, self.state, run, trace)
 
             providers = self.engine.providers
-            if spec.kind in _MODEL_KINDS:  # the tenant's stored providers, read for this attempt
+            if spec.kind in _PROVIDER_KINDS:  # the tenant's stored providers, read for this attempt
                 providers = await asyncio.to_thread(
                     tenant_providers, self.engine.store, self.engine.tenant, providers
                 )
@@ -530,7 +553,7 @@ class ExecutionRunner:
                 steps = self.state.activity(run.activity_id).journal
                 journal = _AttemptJournal(self, run, steps)
                 if spec.kind in _MODEL_KINDS:
-                    child_tools = _ChildTools(self, run)
+                    child_tools = _ChildTools(self, run, trace)
             if spec.kind in _MODEL_KINDS and not run.compensation:
                 recovery = (
                     0 if run.index is not None else self.state.activity(run.activity_id).recoveries
@@ -547,6 +570,10 @@ class ExecutionRunner:
                 stream=stream,
                 child_tools=child_tools,
                 mcp=mcp,
+                memory=MemoryAccess(
+                    self.engine.tenant,
+                    TenantMemory(self.engine.store, self.engine.tenant, self.engine.clock),
+                ),
             )
             given = run.input
             if spec.kind_entry.secrets:
@@ -613,8 +640,10 @@ class _AttemptJournal:
 class _ChildTools:
     """Registered workflows as the tools of one attempt of an `agent` (`ChildTools`)."""
 
-    def __init__(self, runner: ExecutionRunner, run: RunActivity) -> None:
-        self._runner, self._run = runner, run
+    def __init__(
+        self, runner: ExecutionRunner, run: RunActivity, trace: TraceContext | None
+    ) -> None:
+        self._runner, self._run, self._trace = runner, run, trace
 
     def describe(self, workflow: str) -> WorkflowTool:
         found, _ = self._runner.engine.named(workflow, None)
@@ -630,6 +659,7 @@ class _ChildTools:
             workflow,
             inputs,
             call,
+            self._trace,
         )
 
 
@@ -651,6 +681,17 @@ def _model_quota(engine: Engine) -> bool:
     """Whether the engine's tenant has a daily model quota (its calls check it first)."""
     quotas = engine.quotas()
     return quotas.model_tokens_per_day is not None or quotas.model_cost_per_day is not None
+
+
+def _status(outcome: Outcome) -> str:
+    """What an attempt led to, as its span says."""
+    if outcome.error is not None:
+        return "failed"
+    if outcome.child is not None:
+        return "child"
+    if outcome.suspend is not None:
+        return "suspended"
+    return "completed"
 
 
 def _not_current(run: RunActivity) -> ActivityError:

@@ -257,6 +257,28 @@ def test_idempotency_key_set_by_the_author_wins(server: _Server) -> None:
     assert out["json"]["headers"]["idempotency-key"] == "mine"
 
 
+TRACE = {
+    "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    "tracestate": "vendor=abc",
+}
+
+
+def test_the_attempts_trace_context_is_sent_and_a_context_set_by_the_author_wins(
+    server: _Server,
+) -> None:
+    def sent(spec: HttpSpec) -> dict[str, str]:
+        out = _run(run_http(spec, timeout=5.0, idempotency_key=KEY, trace_headers=TRACE))
+        headers: dict[str, str] = out["json"]["headers"]
+        return headers
+
+    headers = sent(HttpSpec(url=_url(server, "/echo")))
+    assert (headers["traceparent"], headers["tracestate"]) == tuple(TRACE.values())
+    mine = "00-11111111111111111111111111111111-2222222222222222-01"
+    headers = sent(HttpSpec(url=_url(server, "/echo"), headers={"TraceParent": mine}))
+    assert headers["traceparent"] == mine and "tracestate" not in headers
+    assert "traceparent" not in _call(HttpSpec(url=_url(server, "/echo")))["json"]["headers"]
+
+
 def test_text_body_is_sent_as_is(server: _Server) -> None:
     spec = HttpSpec(url=_url(server, "/echo"), method="POST", body="plain words")
 

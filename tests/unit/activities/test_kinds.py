@@ -33,6 +33,7 @@ def test_the_built_in_kinds_are_registered_in_their_documented_order() -> None:
         "llm",
         "agent",
         "mcp",
+        "memory",
     ]
     assert KINDS.owner_of("with") == "tool"
     assert KINDS.owner_of("needs") is None

@@ -19,12 +19,13 @@ import pytest
 HEAVY_FOR_VERSION = (
     "pydantic", "cel_expr_python", "ruamel", "rich", "wovyr.engine", "wovyr.store",
     "wovyr.definition", "wovyr.activities", "fastapi", "httpx", "psycopg", "cronsim",
-    "mcp", "httpx2",
+    "mcp", "httpx2", "opentelemetry",
 )  # fmt: skip
 NOT_FOR_READING = (
     "fastapi", "starlette", "uvicorn", "jinja2", "httpx", "psycopg", "cronsim",
     "wovyr.server", "wovyr.scheduling", "wovyr.worker", "mcp", "httpx2",
-    "cel_expr_python", "ruamel", "asyncio", "cryptography", "wovyr.platform.kms",
+    "cel_expr_python", "ruamel", "asyncio", "cryptography", "wovyr.platform.kms", "numpy",
+    "opentelemetry", "wovyr.platform.tracing",
 )  # fmt: skip
 FLOW = """\
 apiVersion: wovyr/v1
@@ -68,6 +69,13 @@ def test_listing_mcp_servers_imports_no_mcp_sdk(tmp_path: Path) -> None:
     loaded = loaded_after(["mcp", "list", "--json"], tmp_path)
     assert loaded["ok"] and loaded.get("wovyr.platform.mcp")
     assert [m for m in NOT_FOR_READING if loaded.get(m)] == []
+
+
+def test_listing_memory_imports_no_numpy(tmp_path: Path) -> None:
+    """numpy is the search's: a list (or a write without a text) never loads it."""
+    loaded = loaded_after(["memory", "list", "kb", "--json"], tmp_path)
+    assert loaded["ok"] and loaded.get("wovyr.store.vectors")
+    assert not loaded.get("numpy")
 
 
 def test_reading_a_stored_execution_loads_only_the_read_path(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def test_kind_keys_are_checked_per_activity() -> None:
     assert (
         5,
         "an activity takes exactly one of tool, http, shell, set, wait, workflow, llm, "
-        "agent, mcp (found tool, shell)",
+        "agent, mcp, memory (found tool, shell)",
     ) in text
     assert any(line == 6 and "(found none)" in m for line, m in text)
     assert any(line == 7 and "a compensation takes exactly one" in m for line, m in text)

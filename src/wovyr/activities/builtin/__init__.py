@@ -3,7 +3,8 @@
 `tool` (a registered Python function), `http` (one HTTP request), `shell` (one program),
 `set` (values computed from expressions), `wait` (a signal, an approval or a durable timer),
 `workflow` (a child workflow), `llm` (one model answer), `agent` (a tool-calling loop) and
-`mcp` (one call of an MCP server's tool).
+`mcp` (one call of an MCP server's tool) and `memory` (one operation on a durable memory
+namespace).
 A new kind is one more module like these, registered with
 `wovyr.activities.kinds.register_kind` (docs/architecture.md).
 """
@@ -20,5 +21,6 @@ from wovyr.activities.builtin import child  # isort: skip
 from wovyr.activities.builtin import llm  # isort: skip
 from wovyr.activities.builtin import agent  # isort: skip
 from wovyr.activities.builtin import mcp  # isort: skip
+from wovyr.activities.builtin import memory  # isort: skip
 
-__all__ = ["agent", "child", "http", "llm", "mcp", "set", "shell", "tool", "wait"]
+__all__ = ["agent", "child", "http", "llm", "mcp", "memory", "set", "shell", "tool", "wait"]

@@ -38,6 +38,12 @@ loop: at its fire (a durable timer) a tool call counts as denied (the model is t
 attempt as the `llm` kind's do (429 and 5xx retried per the activity's `retry`, honouring
 `Retry-After`; the next attempt resumes the loop).
 
+A tool `memory:NAMESPACE` gives the model four tools over that memory namespace of the
+tenant (`wovyr.activities.memory_tools`): `remember` (key, text, value), `recall` (key),
+`search` (query, top_k) and `forget` (key); texts are embedded by `embedding` (provider and
+model). A write is recorded under the tool call's own key (`<execution>/<activity>/t<turn>/
+<call id>`), so a call made again after a crash writes nothing twice.
+
 With `stream: true` every model call is streamed and its text journaled as it arrives (each
 turn a generation of the attempt: see the `llm` kind), for `GET .../stream` and
 `wovyr workflows watch`.
@@ -75,6 +81,12 @@ from wovyr.activities.mcp import (
     list_tools,
     parse_tool_ref,
 )
+from wovyr.activities.memory import EmbeddingSpec
+from wovyr.activities.memory_tools import (
+    MEMORY_TOOL_PREFIX,
+    memory_call,
+    memory_functions,
+)
 from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
 from wovyr.errors import InputError, NotFound
@@ -85,12 +97,14 @@ __all__ = ["KIND", "TOOL_PATTERN", "AgentBudget", "AgentSpec", "AgentStep", "Too
 
 MAX_RESULT_CHARS = 16_000  # of one tool result sent to the model (and recorded)
 WORKFLOW_TOOL = "workflow:"  # the prefix of a tool that is a registered workflow
-# A registered tool's name, `workflow:NAME` (a registered workflow), or an MCP server's
-# tools: `mcp:SERVER` or `mcp:SERVER/TOOL`.
+# A registered tool's name, `workflow:NAME` (a registered workflow), an MCP server's
+# tools: `mcp:SERVER` or `mcp:SERVER/TOOL`, or a memory namespace's tools: `memory:NS`
+# (`memory:NS/forget` and the like name one of them, for `require_approval`).
 TOOL_PATTERN = (
     r"^(?:(?:workflow:)?"
     + NAME_PATTERN.removeprefix("^").removesuffix("$")
-    + r"|mcp:[A-Za-z0-9][A-Za-z0-9._\-]{0,63}(?:/[^\s/]{1,256})?)$"
+    + r"|mcp:[A-Za-z0-9][A-Za-z0-9._\-]{0,63}(?:/[^\s/]{1,256})?"
+    + r"|memory:[A-Za-z0-9][A-Za-z0-9._\-]{0,127}(?:/(?:remember|recall|search|forget))?)$"
 )
 
 
@@ -128,7 +142,11 @@ class AgentSpec(FrozenModel):
         default_factory=list,
         description="Registered tools it may call; `workflow:NAME` a registered workflow "
         "(run as a child execution, its inputs the tool's arguments); mcp:SERVER/TOOL or "
-        "mcp:SERVER for MCP tools",
+        "mcp:SERVER for MCP tools; memory:NAMESPACE for remember/recall/search/forget tools "
+        "over a memory namespace",
+    )
+    embedding: EmbeddingSpec | None = Field(
+        default=None, description="The provider and model that embed memory texts"
     )
     max_turns: int = Field(default=10, ge=1, le=1000, description="Model calls at most")
     budget: AgentBudget = Field(default_factory=AgentBudget)
@@ -203,6 +221,10 @@ async def _loop(spec: AgentSpec, dispatch: Dispatch) -> Any:
     offered, names = _offered_tools(spec.tools, dispatch.tools, workflows)
     if any(t.startswith(MCP_TOOL_PREFIX) for t in spec.tools):
         await _offer_mcp_tools(spec.tools, dispatch, offered, names)
+    for ref, function in memory_functions(spec.tools):
+        name = function_name(ref.replace("/", "_"), set(names))
+        names[name] = ref
+        offered.append({"type": "function", "function": {**function, "name": name}})
     models = {s["turn"]: s for s in journal.steps if s["step"] == "model"}
     tools = {(s["turn"], s["call_id"]): s for s in journal.steps if s["step"] == "tool"}
     decided = {
@@ -255,7 +277,9 @@ async def _loop(spec: AgentSpec, dispatch: Dispatch) -> Any:
         ready = [c for c in calls if not _needs_decision(c, turn, names, spec, tools, decided)]
         results = await asyncio.gather(
             *(
-                _tool_call(call, turn, names, tools, dispatch, journal, spec.tools, decided)
+                _tool_call(
+                    call, turn, names, tools, dispatch, journal, spec.tools, decided, spec.embedding
+                )
                 for call in ready
             )
         )
@@ -535,6 +559,7 @@ async def _tool_call(
     journal: Journal,
     allowed: list[str],
     decided: dict[tuple[int, str], dict[str, Any]],
+    embedding: EmbeddingSpec | None = None,
 ) -> dict[str, Any]:
     call_id = str(call.get("id"))
     found = recorded.get((turn, call_id))
@@ -576,6 +601,9 @@ async def _tool_call(
         arguments, error = started.get("arguments", text), started["error"]
     elif tool.startswith(MCP_TOOL_PREFIX):
         arguments, result, error = await _mcp_call(tool, text, dispatch)
+    elif tool.startswith(MEMORY_TOOL_PREFIX):  # written once per call: the id is the call's
+        write_id = f"{dispatch.context.activity_key}/t{turn}/{call_id}"
+        arguments, result, error = await memory_call(tool, text, dispatch, embedding, write_id)
     else:
         handler = dispatch.tools.get(tool)
         try:
@@ -659,6 +687,8 @@ def _preflight(step: AgentStep, tools: ActivityRegistry) -> list[StepProblem]:
             continue  # a registered workflow: looked up when the run starts
         if tool.startswith(MCP_TOOL_PREFIX):
             continue  # a server's tools are known when it is asked, at dispatch
+        if tool.startswith(MEMORY_TOOL_PREFIX):
+            continue  # built in
         if tool not in tools:
             close = difflib.get_close_matches(tool, tools.names(), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""

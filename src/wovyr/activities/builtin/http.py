@@ -15,6 +15,7 @@ hop with the same check, and every refused or unreachable target fails alike
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
@@ -66,8 +67,12 @@ async def run_http(
     idempotency_key: str,
     client: httpx.AsyncClient | None = None,
     policy: SideEffectPolicy = TRUSTED,
+    trace_headers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Send the request `spec` describes; return `{status, headers, json | body}`.
+
+    `trace_headers`: the attempt's W3C trace context (`traceparent`, `tracestate`), sent
+    unless the spec sets a `traceparent` header of its own.
 
     `timeout` bounds the whole exchange, body included (None: no limit of our own). A
     `client` passed in is used as is (its own timeouts still apply) and left open.
@@ -82,10 +87,10 @@ async def run_http(
     try:
         async with asyncio.timeout(timeout):
             if client is not None:
-                return await _exchange(client, spec, url, idempotency_key, policy)
+                return await _exchange(client, spec, url, idempotency_key, policy, trace_headers)
             # The deadline above is the only clock: httpx's per-phase timeouts are off.
             async with httpx.AsyncClient(timeout=None) as owned:
-                return await _exchange(owned, spec, url, idempotency_key, policy)
+                return await _exchange(owned, spec, url, idempotency_key, policy, trace_headers)
     except (TimeoutError, httpx.TimeoutException) as exc:
         after = f" after {timeout}s" if timeout is not None else ""
         raise ActivityError(f"HTTP request timed out{after}", type="Timeout") from exc
@@ -136,8 +141,9 @@ async def _exchange(
     url: httpx.URL,
     idempotency_key: str,
     policy: SideEffectPolicy,
+    trace_headers: Mapping[str, str] | None,
 ) -> dict[str, Any]:
-    request = _build_request(client, spec, url, idempotency_key)
+    request = _build_request(client, spec, url, idempotency_key, trace_headers)
     response = await send_checked(client, request, policy, follow=spec.follow_redirects)
     try:
         if not _status_allowed(response.status_code, spec.allowed_statuses):
@@ -149,7 +155,11 @@ async def _exchange(
 
 
 def _build_request(
-    client: httpx.AsyncClient, spec: HttpSpec, url: httpx.URL, idempotency_key: str
+    client: httpx.AsyncClient,
+    spec: HttpSpec,
+    url: httpx.URL,
+    idempotency_key: str,
+    trace_headers: Mapping[str, str] | None = None,
 ) -> httpx.Request:
     if spec.json_body is not None and spec.body is not None:
         raise NonRetryableError("give either 'json' or 'body', not both", type="InvalidRequest")
@@ -157,6 +167,10 @@ def _build_request(
     # The key lets the server deduplicate retried attempts; a key the author set wins.
     if not any(name.lower() == "idempotency-key" for name in headers):
         headers["Idempotency-Key"] = idempotency_key
+    # The attempt's trace continues at the server, unless the author sent a context of
+    # their own (then it is theirs whole: no `tracestate` of ours beside their parent).
+    if trace_headers and not any(name.lower() == "traceparent" for name in headers):
+        headers.update(trace_headers)
     # A query string in the URL is kept; a key given in `query:` replaces the same key there.
     params = url.params.merge(_query_params(spec.query))
     return client.build_request(
@@ -394,6 +408,7 @@ async def _execute(step: HttpStep, rendered: Any, dispatch: Dispatch) -> Any:
         timeout=dispatch.timeout,
         idempotency_key=dispatch.context.idempotency_key,
         policy=dispatch.policy,
+        trace_headers=dispatch.context.trace_headers,
     )
 
 

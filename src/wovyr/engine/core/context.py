@@ -3,11 +3,12 @@ activities' outputs, statuses and errors, and facts about the execution)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from wovyr.engine.core.state import ExecutionState
+from wovyr.engine.core.state import ActivityState, ExecutionState
 
-__all__ = ["LazyContext", "expression_context"]
+__all__ = ["ActivitiesView", "LazyContext", "expression_context"]
 
 
 def expression_context(
@@ -15,16 +16,7 @@ def expression_context(
 ) -> dict[str, Any]:
     return {
         "inputs": state.input,
-        "activities": {
-            aid: {
-                "output": a.output,
-                "status": a.status,
-                "error": a.error,
-                "iterations": a.iterations,
-                "exhausted": a.exhausted,
-            }
-            for aid, a in state.activities.items()
-        },
+        "activities": ActivitiesView(state.activities),
         "execution": {
             "id": state.id,
             "workflow": state.workflow,
@@ -33,6 +25,34 @@ def expression_context(
         },
         **(extra or {}),
     }
+
+
+class ActivitiesView(Mapping[str, dict[str, Any]]):
+    """`activities` in the expression context: what an expression may read of each activity,
+    made when it is read (an expression reads the few activities it names, and the
+    evaluator selects those before converting anything; building all of them was a cost
+    per step that grew with the workflow)."""
+
+    __slots__ = ("_activities",)
+
+    def __init__(self, activities: Mapping[str, ActivityState]) -> None:
+        self._activities = activities
+
+    def __getitem__(self, activity_id: str) -> dict[str, Any]:
+        a = self._activities[activity_id]
+        return {
+            "output": a.output,
+            "status": a.status,
+            "error": a.error,
+            "iterations": a.iterations,
+            "exhausted": a.exhausted,
+        }
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._activities)
+
+    def __len__(self) -> int:
+        return len(self._activities)
 
 
 class LazyContext:

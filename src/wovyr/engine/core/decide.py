@@ -17,6 +17,7 @@ failure path and compensation in `saga.py`.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,7 +40,14 @@ from wovyr.engine.core.policy import (
     retry_policy,
     spec_of,
 )
-from wovyr.engine.core.state import ActivityState, ActivityStatus, ExecutionState, apply
+from wovyr.engine.core.state import (
+    ActivityIndex,
+    ActivityState,
+    ActivityStatus,
+    ExecutionState,
+    activity_index,
+    apply,
+)
 from wovyr.engine.core.waits import begin_wait as _begin_wait
 from wovyr.engine.core.waits import check_wait as _check_wait
 from wovyr.events import (
@@ -321,15 +329,14 @@ def _step(
         timeout_events, timeout_runs = saga.timeout(definition, state, now)
         if timeout_events:
             return timeout_events, timeout_runs
-    if any(uncaught_failure(act, state) for act in definition.activities):
+    index = activity_index(state)
+    if index.failed and any(uncaught_failure(act, state) for act in definition.activities):
         return saga.failing(definition, state, now, in_flight)
     events: list[Event] = []
     runs: list[RunActivity] = []
     ctx = LazyContext(state)
-    for act in definition.activities:
+    for act in _candidates(definition, state, index):
         a = state.activity(act.id)
-        if a.status in _SETTLED or a.status == ActivityStatus.FAILED:  # (a caught failure)
-            continue  # nothing left to decide for it (this keeps a pass cheap in big DAGs)
         ev_a, run_a = _advance(definition, act, a, state, ctx, now, in_flight, limits)
         if ev_a:
             events.extend(ev_a)
@@ -339,9 +346,101 @@ def _step(
         runs.extend(run_a)
     if events or runs:
         return events, runs
-    if all(_done(act, state) for act in definition.activities):
+    if _all_done(definition, state, index):
         return _complete(definition, state, ctx(), now), []
     return [], []
+
+
+def _all_done(definition: Workflow, state: ExecutionState, index: ActivityIndex) -> bool:
+    """`_done` for every activity, asking the index first: one open activity (the common
+    case while an execution runs) answers no at once."""
+    acts = state.activities
+    if any(aid in acts and _in(definition, aid) for aid in index.open):
+        return False
+    return all(_done(act, state) for act in definition.activities)
+
+
+def _in(definition: Workflow, activity_id: str) -> bool:
+    try:
+        definition.activity(activity_id)
+    except KeyError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """What the decider reads of a definition's graph, made once per definition."""
+
+    by_id: dict[str, Activity]
+    position: dict[str, int]
+    dependents: dict[str, tuple[str, ...]]
+
+
+_PLANS: dict[int, tuple[weakref.ref[Workflow], list[Activity], _Plan]] = {}
+
+
+def _plan(definition: Workflow) -> _Plan:
+    entry = _PLANS.get(id(definition))
+    if entry is None or entry[0]() is not definition or entry[1] is not definition.activities:
+        by_id: dict[str, Activity] = {}
+        dependents: dict[str, list[str]] = {}
+        for act in definition.activities:
+            by_id.setdefault(act.id, act)
+            for need in act.needs:
+                dependents.setdefault(need, []).append(act.id)
+        plan = _Plan(
+            by_id,
+            {act.id: i for i, act in enumerate(definition.activities)},
+            {k: tuple(v) for k, v in dependents.items()},
+        )
+        key = id(definition)
+        ref = weakref.ref(definition, lambda _: _PLANS.pop(key, None))
+        entry = _PLANS[key] = (ref, definition.activities, plan)
+    return entry[2]
+
+
+def _candidates(
+    definition: Workflow, state: ExecutionState, index: ActivityIndex
+) -> list[Activity]:
+    """The activities a pass must look at, in definition order: the open ones, except a
+    fresh one (pending, never scheduled) while one of its needs is still open, for which
+    `_maybe_schedule` would do nothing. Settled and failed ones have nothing left to decide
+    (the saga takes an uncaught failure). The fresh ones that are ready (the frontier) are
+    kept on the index and brought up to date from the activities changed since (`touched`):
+    a pass costs what is open and ready, not the size of the workflow."""
+    plan = _plan(definition)
+    acts, opened, fresh = state.activities, index.open, index.fresh
+
+    def ready(aid: str) -> bool:
+        return all(n in acts and n not in opened for n in plan.by_id[aid].needs)
+
+    memo = index.frontier
+    if memo is not None and memo[0] is plan:
+        _, known, touched = memo
+        if touched:
+            look = set(known)
+            for t in touched:
+                look.add(t)
+                look.update(plan.dependents.get(t, ()))
+            known = frozenset(a for a in look if a in fresh and a in plan.by_id and ready(a))
+            index.remember((plan, known, frozenset()))
+        else:  # (checked again: cheap, and exact even if a closed need ever reopened)
+            known = frozenset(a for a in known if a in fresh and ready(a))
+    elif len(plan.by_id) == len(definition.activities) and all(a in acts for a in plan.by_id):
+        known = frozenset(a for a in fresh if a in plan.by_id and ready(a))
+        index.remember((plan, known, frozenset()))
+    else:  # (a definition activity the state lacks, or a repeated id: look at every one)
+        return [
+            act
+            for act in definition.activities
+            if act.id not in acts
+            or (act.id in opened and not (act.id in fresh and not ready(act.id)))
+        ]
+    ids = [a for a in opened - fresh if a in plan.by_id]  # (a set difference, in C)
+    ids.extend(known)
+    ids.sort(key=plan.position.__getitem__)
+    return [plan.by_id[a] for a in ids]
 
 
 def uncaught_failure(act: Activity, state: ExecutionState) -> bool:
@@ -359,8 +458,6 @@ def _done(act: Activity, state: ExecutionState) -> bool:
 _SETTLING = frozenset(
     {EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_SKIPPED, EventType.ACTIVITY_FAILED}
 )
-# Statuses `_advance` has nothing to do for (FAILED never gets there: the saga takes over).
-_SETTLED = frozenset({ActivityStatus.COMPLETED, ActivityStatus.SKIPPED})
 
 
 def _advance(

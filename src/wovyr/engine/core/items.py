@@ -41,6 +41,7 @@ from wovyr.events import (
 __all__ = ["advance_items", "child_outcome", "item_outcome_events", "schedule_items"]
 
 _BUSY = frozenset({ActivityStatus.RUNNING, ActivityStatus.WAITING, ActivityStatus.RETRYING})
+_LIVE = _BUSY  # the item statuses `_advance_item` acts on (running, waiting, retrying)
 
 
 def schedule_items(
@@ -98,6 +99,8 @@ def advance_items(
     events: list[Event] = []
     runs: list[RunActivity] = []
     for i, item in enumerate(items):
+        if item["status"] not in _LIVE:
+            continue  # nothing to do for it here (a map's items are mostly done or pending)
         ev_i, run = _advance_item(act, i, item, now, in_flight, timers, max_recoveries)
         events.extend(ev_i)
         runs.extend(run)

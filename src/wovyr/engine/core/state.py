@@ -13,10 +13,12 @@ from typing import Any, TypeVar
 from wovyr.events import Event, EventType
 
 __all__ = [
+    "ActivityIndex",
     "ActivityState",
     "ActivityStatus",
     "ExecutionState",
     "ExecutionStatus",
+    "activity_index",
     "apply",
     "fold",
     "state_from_json",
@@ -127,6 +129,9 @@ class ExecutionState:
     # workflow's concurrency slot {key, limit, on_limit}.
     priority: int | None = None
     concurrency: dict[str, Any] | None = None
+    # The W3C trace context of the start's span (ExecutionStarted.trace; only when traced):
+    # every attempt's span is its child, whichever worker runs it.
+    trace: dict[str, str] | None = None
 
     @property
     def chain_root(self) -> str:
@@ -155,7 +160,116 @@ _STATE_UNLESS_SET = (
     "labels",
     "priority",
     "concurrency",
+    "trace",
 )
+
+# Derived values cached in a record's __dict__ (never fields: not compared, not stored).
+_JSON = "_json"  # ActivityState: its checkpoint form
+_INDEX = "_index"  # ExecutionState: its ActivityIndex
+
+_ACTIVE = frozenset({ActivityStatus.RUNNING, ActivityStatus.WAITING, ActivityStatus.RETRYING})
+_OPEN = _ACTIVE | {ActivityStatus.PENDING}
+
+
+def _fresh(act: ActivityState) -> bool:
+    """Pending and never scheduled: it waits for its needs."""
+    return act.status == ActivityStatus.PENDING and act.started_at is None
+
+
+@dataclass(frozen=True, eq=False)
+class ActivityIndex:
+    """Derived views of a state's activities, so that a step costs what it changes rather
+    than what the workflow holds: which activities are open (pending, running, waiting or
+    retrying: all the decider looks at), active (open and not pending), fresh (pending and
+    never scheduled) and failed, and their checkpoint forms. A pure function of
+    `activities`: `apply` carries it from state to state for the one activity an event
+    changes (set and dict copies, no Python loop over the activities), and a state whose
+    activities came another way gets it rebuilt on first use.
+
+    Two memos ride on it, each one attribute (read and replaced whole, so a reader never
+    pairs one half of an old value with one half of a new):
+    `encoded` = (the checkpoint forms in `activities` order, or None; the ids to encode
+    again), and `frontier` = (the decider's plan of a definition, the fresh activities it
+    found ready, the ids `touched` since: left open or became fresh), which the decider
+    keeps (`wovyr.engine.core.decide`)."""
+
+    activities: Mapping[str, ActivityState]  # the mapping this index describes
+    open: frozenset[str]
+    active: frozenset[str]
+    fresh: frozenset[str]
+    failed: frozenset[str]
+    encoded: tuple[dict[str, dict[str, Any]] | None, frozenset[str]] = (None, frozenset())
+    frontier: tuple[Any, frozenset[str], frozenset[str]] | None = None
+
+    @classmethod
+    def of(cls, activities: Mapping[str, ActivityState]) -> ActivityIndex:
+        return cls(
+            activities,
+            frozenset(k for k, a in activities.items() if a.status in _OPEN),
+            frozenset(k for k, a in activities.items() if a.status in _ACTIVE),
+            frozenset(k for k, a in activities.items() if _fresh(a)),
+            frozenset(k for k, a in activities.items() if a.status == ActivityStatus.FAILED),
+        )
+
+    def changed(
+        self,
+        activities: Mapping[str, ActivityState],
+        activity_id: str,
+        before: ActivityState | None,
+        after: ActivityState,
+    ) -> ActivityIndex:
+        """The index of `activities`: these activities with `activity_id` now `after`."""
+        opened, active, fresh = self.open, self.active, self.fresh
+        failed, frontier = self.failed, self.frontier
+        if before is None or before.status != after.status or _fresh(before) != _fresh(after):
+            now = after.status
+            opened = _member(opened, activity_id, now in _OPEN)
+            active = _member(active, activity_id, now in _ACTIVE)
+            fresh = _member(fresh, activity_id, _fresh(after))
+            failed = _member(failed, activity_id, now == ActivityStatus.FAILED)
+            left = activity_id in self.open and activity_id not in opened
+            came = activity_id in fresh and activity_id not in self.fresh
+            if frontier is not None and (left or came):
+                plan, ready, touched = frontier
+                frontier = (plan, ready, touched | {activity_id})
+        encoded, stale = self.encoded
+        if encoded is not None and activity_id not in stale:
+            stale = stale | {activity_id}
+        return ActivityIndex(activities, opened, active, fresh, failed, (encoded, stale), frontier)
+
+    def remember(self, frontier: tuple[Any, frozenset[str], frozenset[str]]) -> None:
+        """Keep the decider's frontier memo (a cache of a pure function of `activities`)."""
+        object.__setattr__(self, "frontier", frontier)
+
+    def checkpoint_activities(self) -> dict[str, dict[str, Any]]:
+        """The activities' checkpoint forms (a new dict; its values are shared, read-only)."""
+        encoded, stale = self.encoded
+        if encoded is None or not all(k in encoded for k in stale):
+            # (an activity new to the mapping: rebuilt, to keep the mapping's order)
+            encoded = {k: _activity_to_json(a) for k, a in self.activities.items()}
+        elif stale:
+            encoded = dict(encoded)
+            for k in stale:
+                encoded[k] = _activity_to_json(self.activities[k])
+        if stale or encoded is not self.encoded[0]:  # remembered (a cache of a pure function)
+            object.__setattr__(self, "encoded", (encoded, frozenset()))
+        return dict(encoded)
+
+
+def _member(ids: frozenset[str], activity_id: str, member: bool) -> frozenset[str]:
+    if member == (activity_id in ids):
+        return ids
+    return ids | {activity_id} if member else ids - {activity_id}
+
+
+def activity_index(state: ExecutionState) -> ActivityIndex:
+    """The state's `ActivityIndex` (built on first use when `apply` did not carry it)."""
+    index: ActivityIndex | None = state.__dict__.get(_INDEX)
+    if index is None or index.activities is not state.activities:
+        index = ActivityIndex.of(state.activities)
+        state.__dict__[_INDEX] = index
+    return index
+
 
 _T = TypeVar("_T", "ExecutionState", "ActivityState")
 
@@ -171,6 +285,7 @@ def replace(record: _T, **changes: Any) -> _T:
     new = object.__new__(type(record))
     new.__dict__.update(record.__dict__)
     new.__dict__.update(changes)
+    new.__dict__.pop(_JSON, None)  # a cached encoding is of the old record
     return new
 
 
@@ -196,8 +311,13 @@ def apply(state: ExecutionState, event: Event) -> ExecutionState:
 
 def _set_activity(state: ExecutionState, activity_id: str, **changes: Any) -> ExecutionState:
     acts = dict(state.activities)
-    acts[activity_id] = replace(state.activity(activity_id), **changes)
-    return replace(state, activities=acts)
+    before = state.activities.get(activity_id)
+    acts[activity_id] = after = replace(before or ActivityState(), **changes)
+    new = replace(state, activities=acts)
+    index: ActivityIndex | None = state.__dict__.get(_INDEX)
+    if index is not None and index.activities is state.activities:
+        new.__dict__[_INDEX] = index.changed(acts, activity_id, before, after)
+    return new
 
 
 def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
@@ -216,6 +336,7 @@ def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         labels=e.get("labels"),
         priority=e.get("priority"),
         concurrency=e.get("concurrency"),
+        trace=e.get("trace"),
         created_at=at,
         status=ExecutionStatus.RUNNING,
         activities={aid: ActivityState() for aid in e.get("activities") or ()},
@@ -750,7 +871,8 @@ def state_to_json(state: ExecutionState) -> dict[str, Any]:
     """The checkpoint form: plain dicts and lists (built by hand: `asdict` deep-copies, and
     this runs on every commit)."""
     data = dict(state.__dict__)
-    data["activities"] = {k: _activity_to_json(a) for k, a in state.activities.items()}
+    data.pop(_INDEX, None)
+    data["activities"] = activity_index(state).checkpoint_activities()
     data["signals"] = {k: list(v) for k, v in state.signals.items()}
     data["approvals"] = dict(state.approvals)
     data["timers"] = dict(state.timers)
@@ -761,10 +883,17 @@ def state_to_json(state: ExecutionState) -> dict[str, Any]:
 
 
 def _activity_to_json(act: ActivityState) -> dict[str, Any]:
+    """The activity's checkpoint form, made once per record: a step changes one or two
+    activities, and the checkpoint holds them all. The dict is shared by every checkpoint
+    that holds this record, so nothing may change it (the stores encode or copy it)."""
+    cached: dict[str, Any] | None = act.__dict__.get(_JSON)
+    if cached is not None:
+        return cached
     data = dict(act.__dict__)
     for key in _UNLESS_SET:
         if not data[key]:
             del data[key]
+    act.__dict__[_JSON] = data
     return data
 
 

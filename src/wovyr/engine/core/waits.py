@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from wovyr.engine.core.state import (
     ActivityStatus,
     ExecutionState,
     ExecutionStatus,
+    activity_index,
 )
 from wovyr.events import (
     ActivityCompleted,
@@ -117,7 +119,13 @@ def waiting_on(state: ExecutionState) -> str | None:
     if state.finished or state.compensation is not None:
         return None
     parts: list[str] = []
-    for aid, act in state.activities.items():
+    active = activity_index(state).active  # (only these can add a part)
+    if len(active) > 1:  # in the activities' order
+        ordered: Iterable[str] = [aid for aid in state.activities if aid in active]
+    else:
+        ordered = active
+    for aid in ordered:
+        act = state.activities[aid]
         if act.status == ActivityStatus.RUNNING:
             if act.items is None or any(i["status"] == ActivityStatus.RUNNING for i in act.items):
                 return None

@@ -11,6 +11,13 @@ __all__ = [
     "ApproveRequest",
     "BackfillRequest",
     "BackfillResult",
+    "BatchDetail",
+    "BatchFilterIn",
+    "BatchItemOut",
+    "BatchList",
+    "BatchOut",
+    "BatchProgress",
+    "BatchRequest",
     "EventOut",
     "ExecutionDetail",
     "ExecutionPage",
@@ -340,3 +347,75 @@ class KeyOut(BaseModel):
 
 class KeyCreated(KeyOut):
     token: str = Field(description="The key itself: shown this once, never stored.")
+
+
+# --- bulk actions ----------------------------------------------------------------------------
+
+
+class BatchFilterIn(Strict):
+    """Which executions: every criterion given must hold (at least one is needed)."""
+
+    status: Status | None = None
+    workflow: str | None = Field(None, min_length=1, max_length=200)
+    labels: dict[str, str] = Field(default_factory=dict, description="Every one of them.")
+    id_prefix: str | None = Field(None, min_length=1, max_length=200)
+    since: datetime | None = Field(None, description="Created at or after.")
+    until: datetime | None = Field(
+        None, description="Created before (never later than the submit time)."
+    )
+
+
+class BatchRequest(Strict):
+    """A bulk action over the executions `filter` selects, recorded and run in the
+    background in pages. `delete` needs the admin role, the others operator."""
+
+    action: Literal["cancel", "rerun", "signal", "delete"]
+    filter: BatchFilterIn
+    signal: str | None = Field(None, min_length=1, max_length=200, description="For `signal`.")
+    payload: Any = Field(None, description="The signal's payload (for `signal`).")
+    idempotency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="The same key answers the batch it made (and changes nothing).",
+    )
+
+
+class BatchProgress(BaseModel):
+    listed: int
+    ok: int
+    skipped: int
+    errors: int
+    pending: int
+    pages: int
+    listed_all: bool
+
+
+class BatchOut(BaseModel):
+    id: str
+    action: str
+    status: Literal["running", "completed"]
+    filter: dict[str, Any]
+    signal: str | None
+    created_at: datetime
+    created_by: str
+    updated_at: datetime
+    finished_at: datetime | None
+    progress: BatchProgress
+
+
+class BatchItemOut(BaseModel):
+    n: int
+    execution_id: str
+    outcome: Literal["pending", "ok", "skipped", "error"]
+    detail: str
+    at: datetime | None
+
+
+class BatchDetail(BatchOut):
+    items: list[BatchItemOut]
+    next_after: int | None = Field(None, description="Pass as `after` for the next items.")
+
+
+class BatchList(BaseModel):
+    items: list[BatchOut]

@@ -43,6 +43,7 @@ from wovyr.server.streams import EventStream
 from wovyr.store.base import EventRecord, ExecutionRecord
 from wovyr.store.codec import from_micros, to_micros
 from wovyr.store.platform import IdempotencyRecord, IdempotencyStore
+from wovyr.traces import trace_context
 
 __all__ = ["router"]
 
@@ -168,6 +169,15 @@ def start_workflow(
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)
     ] = None,
+    # never refused: an invalid context starts a new trace (W3C), it fails no start
+    traceparent: Annotated[
+        str | None,
+        Header(
+            description="W3C trace context: with tracing on, the start's span continues it "
+            "(an invalid one is ignored)"
+        ),
+    ] = None,
+    tracestate: Annotated[str | None, Header(description="W3C trace state")] = None,
 ) -> ExecutionDetail:
     if (body.definition is None) == (body.workflow is None):
         raise ApiProblem(
@@ -192,6 +202,7 @@ def start_workflow(
             claim_id=claim,
             labels=body.labels or None,
             priority=body.priority,
+            trace=trace_context({"traceparent": traceparent or "", "tracestate": tracestate or ""}),
         )
     except NotFound as exc:
         if body.workflow is None:

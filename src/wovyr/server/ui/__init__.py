@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
 from wovyr.engine.engine import Engine
+from wovyr.server.ui.batch_routes import BatchRoutes
 from wovyr.server.ui.catalog_routes import CatalogRoutes
 from wovyr.server.ui.routes import UiRoutes
 from wovyr.server.ui.session import Authenticator, SessionCodec, load_secret
@@ -55,4 +56,5 @@ def mount_ui(
     app.include_router(routes.router())
     lease = float(getattr(settings, "lease_seconds", 30.0))
     app.include_router(CatalogRoutes(routes, lease_seconds=lease).router())
+    app.include_router(BatchRoutes(routes).router())
     app.mount("/ui/static", StaticFiles(directory=STATIC_DIR), name="wovyr-ui-static")

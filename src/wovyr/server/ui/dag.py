@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any
 
-__all__ = ["DagLayout", "NodeBox", "layout_dag", "render_svg"]
+__all__ = ["DagLayout", "NodeBox", "item_counts", "layout_dag", "render_svg"]
 
 NODE_W = 168
 NODE_H = 46
@@ -31,6 +31,7 @@ EDGE_SPREAD = 5  # px between long edges that share a gap
 MAX_PER_ROW = 8
 SWEEPS = 4
 LABEL_CHARS = 22
+UNDO_OFFSET = 12  # px between a saga arrow and the dependency edge it would cover
 SLOT = NODE_W + H_GAP
 
 
@@ -325,13 +326,75 @@ def _node_title(node_id: str, info: Mapping[str, Any]) -> str:
     return " \u2014 ".join(parts)
 
 
+_ITEM_DONE = frozenset({"completed", "skipped", "compensated", "compensating"})
+_ITEM_FAILED = frozenset({"failed", "compensation_failed"})
+_ITEM_ACTIVE = frozenset({"running", "waiting", "retrying"})
+
+
+def item_counts(items: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """A `for_each` activity's items by outcome: done, failed, active (running, waiting,
+    retrying) and pending, summing to the number of items."""
+    counts = {"done": 0, "failed": 0, "active": 0, "pending": 0}
+    for item in items:
+        status = str(item.get("status") or "pending")
+        if status in _ITEM_DONE:
+            counts["done"] += 1
+        elif status in _ITEM_FAILED:
+            counts["failed"] += 1
+        elif status in _ITEM_ACTIVE:
+            counts["active"] += 1
+        else:
+            counts["pending"] += 1
+    return counts
+
+
+def _items_svg(box: NodeBox, items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A progress bar along the node's bottom edge: done, failed and active items."""
+    counts = item_counts(items)
+    total = len(items)
+    inner = box.width - 12
+    out = [
+        f'<g class="items" data-total="{total}" data-done="{counts["done"]}"'
+        f' data-failed="{counts["failed"]}" data-active="{counts["active"]}">',
+        f'<rect class="track" x="6" y="{box.height - 7}" width="{inner}" height="4" rx="2"/>',
+    ]
+    x = 6.0
+    for name, css in (("done", "completed"), ("failed", "failed"), ("active", "running")):
+        width = inner * counts[name] / total
+        if width > 0:
+            out.append(
+                f'<rect class="seg status-{css}" x="{x:.1f}" y="{box.height - 7}"'
+                f' width="{width:.1f}" height="4"/>'
+            )
+        x += width
+    out.append("</g>")
+    return out
+
+
+def _undo_svg(box: NodeBox, info: Mapping[str, Any]) -> str:
+    """The mark of an activity that declares `compensate`; once the saga runs, its place in
+    the compensation order (1 = undone first)."""
+    step = info.get("compensation_step")
+    text = "\u21ba" if step is None else f"\u21ba{int(step) + 1}"
+    what = "compensable" if step is None else f"compensation step {int(step) + 1}"
+    return (
+        f'<text class="undo" x="{box.width - 6}" y="13"><title>{what}</title>{escape(text)}</text>'
+    )
+
+
 def _node_svg(box: NodeBox, info: Mapping[str, Any], href: str | None) -> list[str]:
     status = str(info.get("status") or "pending")
     sub = status.replace("_", " ")
     attempt = int(info.get("attempt") or 0)
-    if attempt > 1:
+    items = info.get("items")
+    if isinstance(items, list) and items:
+        counts = item_counts(items)
+        sub = f"items {counts['done']}/{len(items)}"
+        if counts["failed"]:
+            sub += f" \u00b7 {counts['failed']} failed"
+    elif attempt > 1:
         sub += f" \u00b7 try {attempt}"
-    if info.get("kind"):
+    if info.get("kind") and not (isinstance(items, list) and items):
         sub += f" \u00b7 {info['kind']}"
     nid = escape(box.id, quote=True)
     cls = _status_class(status)
@@ -347,8 +410,53 @@ def _node_svg(box: NodeBox, info: Mapping[str, Any], href: str | None) -> list[s
         f'<text class="label" x="{box.width // 2}" y="19">{escape(_label(box.id))}</text>',
         f'<text class="sub" x="{box.width // 2}" y="36">{escape(_label(sub, 28))}</text>',
     ]
+    if isinstance(items, list) and items:
+        out += _items_svg(box, items)
+    if info.get("compensable"):
+        out.append(_undo_svg(box, info))
     if href is not None:
         out.append("</a>")
+    out.append("</g>")
+    return out
+
+
+def _toward(box: NodeBox, x: float, y: float) -> tuple[float, float]:
+    """Where the line from (x, y) to the box's centre meets the box's edge."""
+    cx, cy = box.x + box.width / 2, box.y + box.height / 2
+    dx, dy = x - cx, y - cy
+    if dx == 0 and dy == 0:
+        return cx, cy
+    scale = min(
+        (box.width / 2 + 3) / abs(dx) if dx else math.inf,
+        (box.height / 2 + 3) / abs(dy) if dy else math.inf,
+    )
+    return cx + dx * scale, cy + dy * scale
+
+
+def _compensation_svg(layout: DagLayout, info: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Dashed arrows through the saga's order (reverse completion), once it started."""
+    steps = sorted(
+        (int(i["compensation_step"]), n)
+        for n, i in info.items()
+        if i.get("compensation_step") is not None and n in layout.nodes
+    )
+    if len(steps) < 2:
+        return []
+    out = ['<g class="compensation">']
+    for (_, a_id), (_, b_id) in itertools.pairwise(steps):
+        a, b = layout.nodes[a_id], layout.nodes[b_id]
+        bx, by = b.x + b.width / 2, b.y + b.height / 2
+        x0, y0 = _toward(a, bx, by)
+        x1, y1 = _toward(b, a.x + a.width / 2, a.y + a.height / 2)
+        # beside, not on, a dependency edge that joins the same two nodes
+        length = math.hypot(x1 - x0, y1 - y0) or 1.0
+        ox, oy = -(y1 - y0) / length * UNDO_OFFSET, (x1 - x0) / length * UNDO_OFFSET
+        x0, y0, x1, y1 = x0 + ox, y0 + oy, x1 + ox, y1 + oy
+        out.append(
+            f'<path class="edge undo" d="M{x0:.0f} {y0:.0f} L{x1:.0f} {y1:.0f}"'
+            ' marker-end="url(#dag-arrow)"'
+            f' data-from="{escape(a_id, quote=True)}" data-to="{escape(b_id, quote=True)}"/>'
+        )
     out.append("</g>")
     return out
 
@@ -381,6 +489,7 @@ def render_svg(
             f' data-from="{escape(src, quote=True)}" data-to="{escape(dst, quote=True)}"/>'
         )
     lines.append("</g>")
+    lines.extend(_compensation_svg(layout, info))
     lines.append('<g class="nodes">')
     for node_id, box in layout.nodes.items():
         href = f"{link_prefix}{node_id}" if link_prefix is not None else None

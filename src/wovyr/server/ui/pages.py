@@ -16,10 +16,12 @@ from markupsafe import Markup
 from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.failures import tracebacks_in, without_tracebacks
 from wovyr.definition.model import Activity, Workflow
+from wovyr.engine.bulk import BulkFilter
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.engine.labels import parse_label_pairs
 from wovyr.errors import InputError, WovyrError
 from wovyr.server.ui.dag import DagLayout, layout_dag, render_svg
+from wovyr.server.ui.gantt import render_gantt
 from wovyr.server.ui.present import (
     WAIT_KINDS,
     as_datetime,
@@ -35,6 +37,7 @@ __all__ = [
     "LIST_STATUSES",
     "ExecutionPage",
     "ListFilters",
+    "bulk_filter",
     "execution_page",
     "find_executions",
     "status_counts",
@@ -298,6 +301,7 @@ class ExecutionPage:
     view: ExecutionView
     workflow: Workflow
     svg: Markup
+    gantt: Markup  # empty until an activity started
     activities: list[dict[str, Any]]
     events: list[Any]
     events_from: int
@@ -402,6 +406,7 @@ def execution_page(
         view=view,
         workflow=workflow,
         svg=svg,
+        gantt=Markup(render_gantt(rows, as_datetime(view.created_at) or now, now)),
         activities=rows,
         events=events,
         events_from=start,
@@ -426,3 +431,20 @@ def _traceback(error: Any) -> str | None:
     """The failed handler's traceback in `error` (shown as text, not inside the JSON)."""
     found = tracebacks_in({"error": error})
     return found[0][1] if found else None
+
+
+def bulk_filter(f: ListFilters) -> BulkFilter | None:
+    """The bulk filter of the list's filters, or None when the list filters on something a
+    batch cannot (a workflow version, a partial name, a wait kind) or on nothing at all."""
+    if f.version or f.name or f.waiting or f.errors:
+        return None
+    if not (f.workflow or f.status or f.labels or f.id or f.created_from or f.created_to):
+        return None
+    return BulkFilter(
+        status=f.status or None,
+        workflow=f.workflow or None,
+        labels=dict(f.labels),
+        id_prefix=f.id or None,
+        since=f.created_from,
+        until=f.created_to,
+    )

@@ -205,6 +205,12 @@ def _iteration(d: dict[str, Any]) -> tuple[str, str]:
     return "completion", text + ": `until` holds"
 
 
+def _item(d: dict[str, Any]) -> str:
+    """`lines[2]` for an item of a `for_each` (its `index`), else the activity's id."""
+    index = d.get("index")
+    return f"{d.get('activity')}[{index}]" if index is not None else str(d.get("activity"))
+
+
 def _started(d: dict[str, Any]) -> str:
     """`started`, or for a re-run after a lost worker (the same attempt, same key), which."""
     if not d.get("recovery"):
@@ -282,10 +288,10 @@ _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
     ),
     EventType.COMPENSATION_STEP_STARTED: lambda d: (
         "compensation",
-        f"compensating {d.get('activity')} (attempt {d.get('attempt')})"
+        f"compensating {_item(d)} (attempt {d.get('attempt')})"
         + (f" {_started(d)}" if d.get("recovery") else ""),
     ),
-    EventType.ACTIVITY_COMPENSATED: lambda d: ("compensation", f"{d.get('activity')} compensated"),
+    EventType.ACTIVITY_COMPENSATED: lambda d: ("compensation", f"{_item(d)} compensated"),
     EventType.COMPENSATION_ATTEMPT_FAILED: lambda d: (
         "compensation",
         f"compensating {d.get('activity')} failed, will retry: {_error_text(d.get('error'))}",
@@ -293,6 +299,16 @@ _LINES: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
     EventType.COMPENSATION_FAILED: lambda d: (
         "failure",
         f"compensation of {d.get('activity')} failed: {_error_text(d.get('error'))}",
+    ),
+    EventType.ITEM_STARTED: lambda d: (
+        "attempt",
+        f"{_item(d)} attempt {d.get('attempt')} {_started(d)}",
+    ),
+    EventType.ITEM_COMPLETED: lambda d: ("attempt", f"{_item(d)} completed"),
+    EventType.ITEM_FAILED: lambda d: (
+        "retry" if d.get("will_retry") else "failure",
+        f"{_item(d)} attempt {d.get('attempt')} failed: {_error_text(d.get('error'))}"
+        + (f"; retry at {d.get('next_attempt_at')}" if d.get("will_retry") else ""),
     ),
     EventType.ITERATION_STARTED: lambda d: (
         "attempt",

@@ -27,6 +27,7 @@ from wovyr.server.streams import EventStream, StreamHub
 from wovyr.server.ui.pages import (
     LIST_STATUSES,
     ListFilters,
+    bulk_filter,
     cursor_text,
     execution_page,
     find_executions,
@@ -272,6 +273,7 @@ class UiRoutes:
             "found": None,
             "next_query": None,
             "live": False,
+            "bulkable": bulk_filter(filters) is not None,
         }
         if filters.errors:
             return self.render(request, template, 400, session, **context)

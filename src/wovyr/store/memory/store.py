@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from wovyr.errors import StoreError
+from wovyr.store.agent_memory import MemoryWriteResult
 from wovyr.store.audit import AuditAnchor, AuditEntry, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
@@ -31,6 +32,7 @@ from wovyr.store.base import (
     StepWrite,
     TimerRecord,
 )
+from wovyr.store.bulk import BatchItem, BatchRecord
 from wovyr.store.codec import dumps, loads
 from wovyr.store.flow import (
     Bucket,
@@ -42,7 +44,9 @@ from wovyr.store.flow import (
     decide_flow,
 )
 from wovyr.store.hooks import Observers, StoreObserver
+from wovyr.store.memory.agent_memory import MemoryAgentMemory, StoredMemory
 from wovyr.store.memory.audit import MemoryAudit
+from wovyr.store.memory.bulk import MemoryBulk
 from wovyr.store.memory.platform import MemoryPlatform
 from wovyr.store.memory.registry import MemoryRegistry
 from wovyr.store.memory.schedules import MemorySchedules
@@ -56,6 +60,7 @@ from wovyr.store.platform import (
     TenantRecord,
 )
 from wovyr.store.records import SlotRelease, SlotState
+from wovyr.store.retention import FINISHED, Expired
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.shards import shards_for, stable_shard
@@ -71,7 +76,14 @@ def _stored(value: object) -> Any:
 
 
 class MemoryStore(
-    MemorySchedules, MemoryRegistry, MemoryPlatform, MemoryAudit, MemorySecrets, MemoryStreams
+    MemorySchedules,
+    MemoryRegistry,
+    MemoryPlatform,
+    MemoryAudit,
+    MemorySecrets,
+    MemoryStreams,
+    MemoryAgentMemory,
+    MemoryBulk,
 ):
     def __init__(self) -> None:
         self.url = "memory://"
@@ -106,6 +118,11 @@ class MemoryStore(
         self._providers: dict[tuple[str, str], ProviderRecord] = {}  # (tenant, name)
         self._streams: dict[ExecutionKey, list[StreamChunk]] = {}  # the stream journals
         self._mcp_servers: dict[tuple[str, str], McpServerRecord] = {}  # (tenant, name)
+        self._memory_items: dict[tuple[str, str], dict[str, StoredMemory]] = {}
+        self._memory_versions: dict[tuple[str, str], tuple[int, int]] = {}  # version, deletes
+        self._memory_writes: dict[tuple[str, str], tuple[MemoryWriteResult, datetime]] = {}
+        self._batches: dict[tuple[str, str], BatchRecord] = {}  # (tenant, id)
+        self._batch_items: dict[tuple[str, str], list[BatchItem]] = {}  # in listing order
         self._observers = Observers()
         self.commits = 0
 
@@ -389,6 +406,60 @@ class MemoryStore(
             holders=[i for i, holding in rows if holding],
             waiting=[i for i, holding in rows if not holding],
         )
+
+    # --- retention (wovyr.store.retention) --------------------------------------------------
+
+    def find_expired(
+        self,
+        tenant: str,
+        workflow: str | None,
+        finished_before: datetime,
+        limit: int,
+        *,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[Expired]:
+        with self._lock:
+            found = sorted(
+                (r.updated_at, r.id, r)
+                for r in self._executions.values()
+                if r.tenant == tenant
+                and r.status in FINISHED
+                and r.updated_at < finished_before
+                and (workflow is None or r.workflow == workflow)
+                and (after is None or (r.updated_at, r.id) > after)
+            )
+        return [Expired(r.id, r.workflow, r.status, at) for at, _, r in found[:limit]]
+
+    def purge_executions(
+        self, tenant: str, ids: Sequence[str], *, audit: AuditEntry | None = None
+    ) -> list[str]:
+        with self._lock:
+            keys = [
+                (tenant, i)
+                for i in dict.fromkeys(ids)
+                if (r := self._executions.get((tenant, i))) is not None and r.status in FINISHED
+            ]
+            for key in keys:
+                del self._executions[key]
+                self._events.pop(key, None)
+                self._ranks.pop(key, None)
+                self._rerun_of.pop(key, None)
+                self._flow_wait.pop(key, None)
+                self._streams.pop(key, None)
+            gone = {i for _, i in keys}
+            for timer in [t for t in self._timers if t[0] == tenant and t[1] in gone]:
+                del self._timers[timer]
+            for (t, _), rows in self._slots.items():
+                if t == tenant:
+                    rows[:] = [row for row in rows if row[0] not in gone]
+            for (t, _), holders in self._activity_slots.items():
+                if t == tenant:
+                    for holder in [h for h, (e, _) in holders.items() if e in gone]:
+                        del holders[holder]
+            if keys:
+                self._append_audit(audit)
+                self.commits += 1
+        return [i for _, i in keys]
 
     def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
         with self._lock:

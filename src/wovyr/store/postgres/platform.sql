@@ -63,17 +63,18 @@ SELECT 1 FROM revoked_sessions WHERE session_id = %(session_id)s;
 DELETE FROM revoked_sessions WHERE until < %(before)s;
 
 -- name: tenant_get
-SELECT tenant, policy, updated_at, updated_by, quotas, seal_payloads FROM tenants WHERE tenant = %(tenant)s;
+SELECT tenant, policy, updated_at, updated_by, quotas, seal_payloads, retention FROM tenants WHERE tenant = %(tenant)s;
 
 -- name: tenant_put
-INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas, seal_payloads)
-VALUES (%(tenant)s, %(policy)s, %(updated_at)s, %(updated_by)s, %(quotas)s, %(seal_payloads)s)
+INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas, seal_payloads, retention)
+VALUES (%(tenant)s, %(policy)s, %(updated_at)s, %(updated_by)s, %(quotas)s, %(seal_payloads)s,
+        %(retention)s)
 ON CONFLICT (tenant) DO UPDATE SET policy = excluded.policy, updated_at = excluded.updated_at,
     updated_by = excluded.updated_by, quotas = excluded.quotas,
-    seal_payloads = excluded.seal_payloads;
+    seal_payloads = excluded.seal_payloads, retention = excluded.retention;
 
 -- name: tenant_list
-SELECT tenant, policy, updated_at, updated_by, quotas, seal_payloads FROM tenants ORDER BY tenant;
+SELECT tenant, policy, updated_at, updated_by, quotas, seal_payloads, retention FROM tenants ORDER BY tenant;
 
 -- name: quota_usage
 SELECT budget, used FROM quota_usage WHERE tenant = %(tenant)s AND day = %(day)s;

@@ -57,12 +57,15 @@ from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
+from wovyr.store.postgres.agent_memory import PostgresAgentMemory
 from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
+from wovyr.store.postgres.bulk import PostgresBulk
 from wovyr.store.postgres.flow import PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.registry import PostgresRegistry
+from wovyr.store.postgres.retention import PostgresRetention
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.secrets import PostgresSecrets
 from wovyr.store.postgres.snapshot import dump_schema
@@ -94,7 +97,10 @@ class PostgresStore(
     PostgresSecrets,
     PostgresTimers,
     PostgresStreams,
+    PostgresAgentMemory,
     PostgresRateLimits,
+    PostgresRetention,
+    PostgresBulk,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 

@@ -38,7 +38,7 @@ from wovyr.store.sqlite.audit import append_audit_row
 
 __all__ = ["SQLitePlatform"]
 
-_TENANT_COLUMNS = "tenant, policy, updated_at, updated_by, quotas, seal_payloads"
+_TENANT_COLUMNS = "tenant, policy, updated_at, updated_by, quotas, seal_payloads, retention"
 _KEY_COLUMNS = "id, tenant, role, name, prefix, key_hash, created_at, revoked_at, last_used_at"
 _KEY_VALUES = ", ".join(f":{c.strip()}" for c in _KEY_COLUMNS.split(","))
 _PROVIDER = (
@@ -257,11 +257,13 @@ class SQLitePlatform:
         with self._write() as conn:
             conn.execute(
                 "INSERT INTO tenants (tenant, policy, updated_at, updated_by, quotas,"
-                " seal_payloads)"
-                " VALUES (:tenant, :policy, :updated_at, :updated_by, :quotas, :seal_payloads)"
+                " seal_payloads, retention)"
+                " VALUES (:tenant, :policy, :updated_at, :updated_by, :quotas, :seal_payloads,"
+                " :retention)"
                 " ON CONFLICT (tenant) DO UPDATE SET policy = excluded.policy,"
                 " updated_at = excluded.updated_at, updated_by = excluded.updated_by,"
-                " quotas = excluded.quotas, seal_payloads = excluded.seal_payloads",
+                " quotas = excluded.quotas, seal_payloads = excluded.seal_payloads,"
+                " retention = excluded.retention",
                 tenant_params(record, SQLITE),
             )
             append_audit_row(conn, audit)

@@ -49,7 +49,9 @@ from wovyr.store.rows import (
     timer_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.sqlite.agent_memory import SQLiteAgentMemory
 from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
+from wovyr.store.sqlite.bulk import SQLiteBulk
 from wovyr.store.sqlite.flow import (
     SQLiteFlow,
     SQLiteRateLimits,
@@ -59,6 +61,7 @@ from wovyr.store.sqlite.flow import (
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
+from wovyr.store.sqlite.retention import SQLiteRetention
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 from wovyr.store.sqlite.secrets import SQLiteSecrets
 from wovyr.store.sqlite.snapshot import write_snapshot
@@ -207,6 +210,9 @@ class SQLiteStore(
     SQLiteFlow,
     SQLiteRateLimits,
     SQLiteStreams,
+    SQLiteAgentMemory,
+    SQLiteRetention,
+    SQLiteBulk,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing)."""
 

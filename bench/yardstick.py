@@ -1,0 +1,307 @@
+"""The yardstick: a minimal Python loop issuing the engine's transactions, nothing else.
+
+It writes the embedded store's own tables (the file is made by `SQLiteStore`, so the schema
+and indexes are the engine's) with plain `sqlite3` (WAL, synchronous=FULL, BEGIN
+IMMEDIATE), the way the engine does for a chain of no-op steps:
+
+- one transaction per start: the execution row (leased to this process) and its first
+  three events (ExecutionStarted, ActivityScheduled, ActivityStarted);
+- one transaction per step: the checkpoint update (checked against the expected seq and
+  fence, as the engine's is) and the step's events (ActivityCompleted, ActivityScheduled,
+  ActivityStarted; the last step ActivityCompleted and ExecutionCompleted, lease released);
+- `k` executions advancing together: their steps share one transaction (the engine's
+  group commit with k executions in flight).
+
+The checkpoint it writes has the engine's shape and size: one entry per activity with the
+fields the engine stores (so a long chain writes as many bytes as the engine writes), kept
+as a dict and changed in place (the least a loop can do), encoded with orjson on every
+step. Every engine figure is reported as a share of this loop measured in the same run.
+
+On PostgreSQL (`--postgres URL`) the loop runs in a fresh schema made by the store's own
+migrations, with psycopg in explicit transactions (synchronous_commit as the server has it).
+
+Usage: python bench/yardstick.py [--workflows 200] [--steps 3] [--k 1] [--postgres URL] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wovyr.store.sqlite import SQLiteStore
+
+__all__ = ["minimal_loop"]
+
+_INSERT_EXECUTION = (
+    "INSERT INTO executions (id, tenant, workflow, version, definition_hash, status,"
+    " created_at, updated_at, parent_id, seq, ready, lease_owner, lease_until, fence,"
+    " waiting_on, input, output, error, checkpoint, shard, rerun_of, labels, priority,"
+    " claim_rank) VALUES (?, 'default', ?, '1', ?, 'running', ?, ?, NULL, 3, TRUE, ?, ?, 1,"
+    " NULL, '{}', 'null', 'null', ?, 0, NULL, NULL, 0, ?)"
+)
+_UPDATE_EXECUTION = (
+    "UPDATE executions SET seq = ?, status = ?, updated_at = ?, checkpoint = ?,"
+    " ready = (? AND flow_wait IS NULL),"
+    " waiting_on = CASE WHEN flow_wait IS NULL THEN ? ELSE waiting_on END,"
+    " output = 'null', error = 'null'"
+)
+_WHERE = " WHERE tenant = 'default' AND id = ? AND seq = ? AND fence = 1"
+_INSERT_EVENT = (
+    "INSERT INTO events (tenant, execution_id, seq, type, at, data)"
+    " VALUES ('default', ?, ?, ?, ?, ?)"
+)
+
+
+def _activity() -> dict[str, Any]:
+    """A pending activity as the engine's checkpoint holds it."""
+    return {
+        "status": "pending",
+        "attempt": 0,
+        "input": None,
+        "output": None,
+        "error": None,
+        "started_at": None,
+        "finished_at": None,
+        "next_attempt_at": None,
+        "completion_order": None,
+        "wait": None,
+        "timer_fired": False,
+        "skip_reason": None,
+        "compensation_attempt": 0,
+        "compensation_output": None,
+        "compensation_error": None,
+        "items": None,
+        "child": None,
+        "child_result": None,
+    }
+
+
+class _Execution:
+    """One execution of the loop: its id, seq and checkpoint."""
+
+    def __init__(self, steps: int, now: str) -> None:
+        self.id = str(uuid.uuid4())
+        self.seq = 0
+        self.names = [f"a{i}" for i in range(steps)]
+        self.checkpoint: dict[str, Any] = {
+            "id": self.id,
+            "workflow": f"yardstick{steps}",
+            "status": "running",
+            "created_at": now,
+            "updated_at": now,
+            "activities": {name: _activity() for name in self.names},
+            "seq": 0,
+        }
+
+    def start_events(self, now: str) -> list[tuple[str, dict[str, Any]]]:
+        first = self.names[0]
+        self._run(first, now)
+        return [
+            ("ExecutionStarted", {"workflow": self.checkpoint["workflow"], "input": {}}),
+            ("ActivityScheduled", {"activity": first, "input": {}}),
+            ("ActivityStarted", {"activity": first, "attempt": 1, "key": f"{self.id}/{first}/1"}),
+        ]
+
+    def step_events(self, step: int, now: str) -> list[tuple[str, dict[str, Any]]]:
+        done = self.names[step]
+        act = self.checkpoint["activities"][done]
+        act.update(status="completed", finished_at=now, completion_order=step)
+        events = [("ActivityCompleted", {"activity": done, "attempt": 1, "output": None})]
+        if step + 1 < len(self.names):
+            following = self.names[step + 1]
+            self._run(following, now)
+            key = f"{self.id}/{following}/1"
+            events += [
+                ("ActivityScheduled", {"activity": following, "input": {}}),
+                ("ActivityStarted", {"activity": following, "attempt": 1, "key": key}),
+            ]
+        else:
+            self.checkpoint["status"] = "completed"
+            events.append(("ExecutionCompleted", {"output": None}))
+        return events
+
+    def _run(self, name: str, now: str) -> None:
+        act = self.checkpoint["activities"][name]
+        act.update(status="running", attempt=1, input={}, started_at=now)
+
+    def rows(self, events: list[tuple[str, dict[str, Any]]], at: int) -> list[tuple[Any, ...]]:
+        rows = [
+            (self.id, self.seq + i + 1, kind, at, orjson.dumps(data).decode())
+            for i, (kind, data) in enumerate(events)
+        ]
+        self.seq += len(events)
+        self.checkpoint["seq"] = self.seq
+        return rows
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    SQLiteStore(path).close()  # the engine's schema, made by its own migrations
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+class _Sql:
+    """The loop's statements and its way to stamp time, for one database."""
+
+    def __init__(self, postgres: bool) -> None:
+        self.postgres = postgres
+        mark = "%s" if postgres else "?"
+        self.insert_execution = _INSERT_EXECUTION.replace("?", mark)
+        self.update_execution = _UPDATE_EXECUTION.replace("?", mark)
+        self.where = _WHERE.replace("?", mark)
+        self.insert_event = _INSERT_EVENT.replace("?", mark)
+
+    def now(self) -> Any:
+        if self.postgres:
+            return datetime.now(UTC)
+        return time.time_ns() // 1000
+
+    def later(self, at: Any, seconds: int) -> Any:
+        return at + timedelta(seconds=seconds) if self.postgres else at + seconds * 1_000_000
+
+
+def minimal_loop(target: Path | str, workflows: int, steps: int, k: int = 1) -> float:
+    """Seconds to run `workflows` chains of `steps` steps, `k` executions per transaction;
+    `target` is a SQLite file to create or a PostgreSQL URL whose schema the engine's
+    migrations already made (a `PostgresStore` opened on it)."""
+    postgres = isinstance(target, str)
+    sql = _Sql(postgres)
+    conn: Any
+    if postgres:
+        import psycopg  # only for this database
+
+        conn = psycopg.connect(str(target), autocommit=True)
+    else:
+        assert isinstance(target, Path)
+        conn = _connect(target)
+    begin = "BEGIN" if postgres else "BEGIN IMMEDIATE"
+    begun = time.perf_counter()
+    remaining = workflows
+    while remaining > 0:
+        batch = min(k, remaining)
+        remaining -= batch
+        at = sql.now()
+        now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+        group = [_Execution(steps, now) for _ in range(batch)]
+        conn.execute(begin)
+        for ex in group:
+            rows = ex.rows(ex.start_events(now), at)
+            conn.execute(
+                sql.insert_execution,
+                (
+                    ex.id,
+                    ex.checkpoint["workflow"],
+                    "sha256:yardstick",
+                    at,
+                    at,
+                    "yardstick",
+                    sql.later(at, 30),
+                    orjson.dumps(ex.checkpoint).decode(),
+                    0,
+                ),
+            )
+            _insert_events(conn, sql, rows)
+        conn.execute("COMMIT")
+        for step in range(steps):
+            at = sql.now()
+            conn.execute(begin)
+            for ex in group:
+                expected = ex.seq
+                rows = ex.rows(ex.step_events(step, now), at)
+                last = step + 1 == steps
+                statement = sql.update_execution
+                if last:
+                    statement += ", lease_owner = NULL, lease_until = NULL"
+                cur = conn.execute(
+                    statement + sql.where,
+                    (
+                        ex.seq,
+                        ex.checkpoint["status"],
+                        at,
+                        orjson.dumps(ex.checkpoint).decode(),
+                        not last,
+                        None,
+                        ex.id,
+                        expected,
+                    ),
+                )
+                assert cur.rowcount == 1
+                _insert_events(conn, sql, rows)
+            conn.execute("COMMIT")
+    elapsed = time.perf_counter() - begun
+    conn.close()
+    return elapsed
+
+
+def _insert_events(conn: Any, sql: _Sql, rows: list[tuple[Any, ...]]) -> None:
+    if sql.postgres:
+        with conn.cursor() as cur:
+            cur.executemany(sql.insert_event, rows)
+    else:
+        conn.executemany(sql.insert_event, rows)
+
+
+@contextmanager
+def postgres_schema(url: str) -> Iterator[str]:
+    """A URL whose search_path is a fresh schema (dropped afterwards) holding the engine's
+    tables, made by `PostgresStore`'s migrations."""
+    import psycopg
+
+    from wovyr.store.postgres import PostgresStore
+
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        scoped = f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+        PostgresStore(scoped, max_size=1).close()
+        yield scoped
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workflows", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--k", type=int, default=1)
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (else SQLite)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.postgres:
+        with postgres_schema(args.postgres) as url:
+            elapsed = minimal_loop(url, args.workflows, args.steps, args.k)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            elapsed = minimal_loop(Path(tmp) / "y.db", args.workflows, args.steps, args.k)
+    result = {
+        "workflows": args.workflows,
+        "steps": args.steps,
+        "k": args.k,
+        "workflows_per_s": args.workflows / elapsed,
+        "ms_per_step": elapsed / (args.workflows * args.steps) * 1000,
+    }
+    if not args.json:
+        print(
+            f"minimal loop, {args.steps} steps, k={args.k}: {result['workflows_per_s']:.1f} wf/s,"
+            f" {result['ms_per_step']:.3f} ms per step"
+        )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""`wovyr workflows bulk cancel|rerun|signal|delete` and `wovyr batches list|show`.
+
+A bulk action is recorded as a batch in the store; a running `wovyr serve` works on it in
+the background, or this command does with `--wait` (printing its progress), in pages
+either way (see `wovyr.engine.bulk`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from wovyr.cli.commands_workflows import STATUSES, _timestamp, workflows
+from wovyr.cli.common import (
+    cli_labels,
+    console,
+    echo_json,
+    open_engine,
+    print_table,
+    tenant_options,
+)
+from wovyr.cli.main import cli
+from wovyr.engine.bulk import BatchRunner, Bulk, BulkFilter
+from wovyr.engine.engine import Engine
+from wovyr.settings import Settings
+from wovyr.store.bulk import BatchItem, BatchRecord
+
+__all__: list[str] = []
+
+F = TypeVar("F", bound=Callable[..., Any])
+_WAIT_POLL = 0.5  # seconds between looks while another process holds the batch's lease
+
+
+def _filter_options(fn: F) -> F:
+    for option in reversed(
+        [
+            click.option("--status", type=click.Choice(STATUSES), help="Only this status."),
+            click.option("--workflow", help="Only this workflow name."),
+            click.option(
+                "--label",
+                "label_pairs",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="With this label.",
+            ),
+            click.option("--id-prefix", "id_prefix", metavar="PREFIX", help="Ids starting so."),
+            click.option("--since", metavar="TIME", help="Created at or after (RFC 3339)."),
+            click.option("--until", metavar="TIME", help="Created before (RFC 3339; default now)."),
+            click.option(
+                "--idempotency-key", "key", help="Submitting again with it changes nothing."
+            ),
+            click.option("--wait", is_flag=True, help="Work on the batch here until it is done."),
+            click.option("--json", "as_json", is_flag=True),
+            tenant_options,
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+def _filter(options: dict[str, Any]) -> BulkFilter:
+    return BulkFilter(
+        status=options["status"],
+        workflow=options["workflow"],
+        labels=cli_labels(options["label_pairs"]),
+        id_prefix=options["id_prefix"],
+        since=_timestamp(options["since"], "--since"),
+        until=_timestamp(options["until"], "--until"),
+    )
+
+
+@workflows.group("bulk")
+def bulk() -> None:
+    """Cancel, rerun, signal or delete every execution a filter selects (in the background,
+    in pages; --wait to work on it here)."""
+
+
+def _submit(action: str, options: dict[str, Any], **extra: Any) -> None:
+    settings: Settings = options["settings"]
+    with open_engine(settings, load_activities=action == "rerun") as engine:
+        created, batch = Bulk(engine).submit(
+            action, _filter(options), idempotency_key=options["key"], **extra
+        )
+        if not options["as_json"]:
+            said = "submitted" if created else "already submitted"
+            console.print(f"batch {batch.id} {said}: {action} {_described(batch)}")
+        if options["wait"]:
+            batch = _wait(engine, batch, quiet=options["as_json"])
+    if options["as_json"]:
+        echo_json(_batch_json(batch))
+    elif not options["wait"] and not batch.finished:
+        console.print("a running `wovyr serve` works on it; follow it with `wovyr batches show`")
+
+
+def _wait(engine: Engine, batch: BatchRecord, *, quiet: bool) -> BatchRecord:
+    """Work on the batches of the store (this one's turn comes) until this one is done."""
+    runner = BatchRunner(engine)
+    bulk_ = Bulk(engine)
+    shown = -1
+    while not batch.finished:
+        if runner.step() is None:
+            time.sleep(_WAIT_POLL)  # another process holds it: its progress shows here
+        batch = bulk_.get(batch.id)
+        done = batch.ok + batch.skipped + batch.errors
+        if not quiet and done != shown:
+            shown = done
+            console.print(f"  {_progress(batch)}")
+    return batch
+
+
+@bulk.command("cancel")
+@_filter_options
+def bulk_cancel(**options: Any) -> None:
+    """Cancel every unfinished execution the filter selects (each cancel's reason names the
+    batch)."""
+    _submit("cancel", options)
+
+
+@bulk.command("rerun")
+@_filter_options
+def bulk_rerun(**options: Any) -> None:
+    """Rerun every finished (completed, failed, cancelled) execution the filter selects."""
+    _submit("rerun", options)
+
+
+@bulk.command("signal")
+@click.argument("name")
+@click.option("--payload", help="The signal's payload, as JSON.")
+@_filter_options
+def bulk_signal(name: str, payload: str | None, **options: Any) -> None:
+    """Send signal NAME to every running execution the filter selects."""
+    try:
+        value = json.loads(payload) if payload is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
+    _submit("signal", options, signal=name, payload=value)
+
+
+@bulk.command("delete")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@_filter_options
+def bulk_delete(yes: bool, **options: Any) -> None:
+    """Delete every finished execution the filter selects, with its history (for good)."""
+    if not yes:
+        click.confirm(
+            "Delete every finished execution this filter selects, with its history?",
+            abort=True,
+        )
+    _submit("delete", options)
+
+
+# --- batches ---------------------------------------------------------------------------------
+
+
+@cli.group("batches")
+def batches() -> None:
+    """Bulk-action batches: list, show."""
+
+
+@batches.command("list")
+@click.option("--limit", type=click.IntRange(1, 200), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def batches_list(limit: int, as_json: bool, settings: Settings) -> None:
+    """The tenant's batches, newest first."""
+    with open_engine(settings, load_activities=False) as engine:
+        found = Bulk(engine).batches(limit)
+    if as_json:
+        echo_json({"items": [_batch_json(b) for b in found]})
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "action", "status", "progress", "created", "filter"):
+        table.add_column(column, no_wrap=column in ("id", "created"))
+    for b in found:
+        table.add_row(
+            b.id,
+            b.action,
+            b.status,
+            _progress(b),
+            b.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            _described(b),
+        )
+    print_table(table)
+
+
+@batches.command("show")
+@click.argument("batch_id")
+@click.option("--after", type=click.IntRange(0), default=0, help="Items numbered above it.")
+@click.option("--limit", type=click.IntRange(0, 1000), default=50, show_default=True)
+@click.option(
+    "--outcome", type=click.Choice(["pending", "ok", "skipped", "error"]), help="Only these."
+)
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def batches_show(
+    batch_id: str,
+    after: int,
+    limit: int,
+    outcome: str | None,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """One batch: its progress and its items' outcomes."""
+    with open_engine(settings, load_activities=False) as engine:
+        bulk_ = Bulk(engine)
+        batch = bulk_.get(batch_id)
+        items = bulk_.items(batch_id, after, limit, outcome) if limit else []
+    if as_json:
+        echo_json({**_batch_json(batch), "items": [_item_json(i) for i in items]})
+        return
+    console.print(f"batch {batch.id}: {batch.action} {_described(batch)}")
+    console.print(f"{batch.status}; {_progress(batch)}; by {batch.created_by}")
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("#", "execution", "outcome", "detail"):
+        table.add_column(column, no_wrap=column != "detail")
+    for i in items:
+        table.add_row(str(i.n), i.execution_id, i.outcome, i.detail)
+    print_table(table)
+
+
+# --- presenting ------------------------------------------------------------------------------
+
+
+def _described(b: BatchRecord) -> str:
+    f = b.filter
+    parts = [f"{k}={f[k]}" for k in ("status", "workflow") if f.get(k)]
+    parts += [f"label {k}={v}" for k, v in sorted((f.get("labels") or {}).items())]
+    parts += [f"{k}={f[k]}" for k in ("id_prefix", "since", "until") if f.get(k)]
+    if b.signal:
+        parts.insert(0, f"signal {b.signal}")
+    return ", ".join(parts)
+
+
+def _progress(b: BatchRecord) -> str:
+    total = f"{b.listed}" + ("" if b.listed_all else "+")
+    return f"{b.ok} ok, {b.skipped} skipped, {b.errors} errors, {b.pending} pending of {total}"
+
+
+def _batch_json(b: BatchRecord) -> dict[str, Any]:
+    return {
+        "id": b.id,
+        "action": b.action,
+        "status": b.status,
+        "filter": b.filter,
+        "signal": b.signal,
+        "created_at": b.created_at.isoformat(),
+        "created_by": b.created_by,
+        "finished_at": b.finished_at.isoformat() if b.finished_at else None,
+        "progress": {
+            "listed": b.listed,
+            "ok": b.ok,
+            "skipped": b.skipped,
+            "errors": b.errors,
+            "pending": b.pending,
+            "pages": b.pages,
+            "listed_all": b.listed_all,
+        },
+    }
+
+
+def _item_json(i: BatchItem) -> dict[str, Any]:
+    return {
+        "n": i.n,
+        "execution_id": i.execution_id,
+        "outcome": i.outcome,
+        "detail": i.detail,
+        "at": i.at.isoformat() if i.at else None,
+    }

@@ -1,0 +1,132 @@
+"""`/api/v1/batches`: bulk actions (cancel, rerun, signal, delete the executions a filter
+selects), recorded and run in the background in pages (see `wovyr.engine.bulk`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Response
+
+from wovyr.engine.bulk import Bulk, BulkFilter
+from wovyr.platform.auth import Principal
+from wovyr.server.api.models import (
+    BatchDetail,
+    BatchItemOut,
+    BatchList,
+    BatchOut,
+    BatchProgress,
+    BatchRequest,
+)
+from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
+from wovyr.server.guard import StrictJsonRoute
+from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.store.bulk import BatchItem, BatchRecord
+
+__all__ = ["batch_out", "router"]
+
+router = APIRouter(
+    prefix="/api/v1/batches",
+    tags=["batches"],
+    route_class=StrictJsonRoute,
+    responses=problem_responses(400, 401, 403, 404, 409, 413, 422),
+)
+
+
+def batch_out(b: BatchRecord) -> BatchOut:
+    return BatchOut(
+        id=b.id,
+        action=b.action,
+        status="completed" if b.finished else "running",
+        filter=b.filter,
+        signal=b.signal,
+        created_at=b.created_at,
+        created_by=b.created_by,
+        updated_at=b.updated_at,
+        finished_at=b.finished_at,
+        progress=BatchProgress(
+            listed=b.listed,
+            ok=b.ok,
+            skipped=b.skipped,
+            errors=b.errors,
+            pending=b.pending,
+            pages=b.pages,
+            listed_all=b.listed_all,
+        ),
+    )
+
+
+def item_out(i: BatchItem) -> BatchItemOut:
+    return BatchItemOut(
+        n=i.n, execution_id=i.execution_id, outcome=i.outcome, detail=i.detail, at=i.at
+    )
+
+
+def _bulk(ctx: ServerContext, principal: Principal) -> Bulk:
+    return Bulk(tenant_engine(ctx, principal))
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=BatchOut,
+    summary="Submit a bulk action",
+    description="Records the batch and answers at once; the server works on it in the "
+    "background, in pages. `delete` needs the admin role (and deletes only finished "
+    "executions). The same `idempotency_key`, or the same action and filter while that "
+    "batch still runs, answers the existing batch with 200 and changes nothing.",
+    responses={200: {"description": "The batch already existed."}},
+)
+def submit_batch(body: BatchRequest, response: Response, ctx: Ctx, principal: Operator) -> BatchOut:
+    if body.action == "delete" and not principal.can("admin"):
+        raise ApiProblem(
+            403, f"A bulk delete needs the admin role; the key's role is {principal.role}."
+        )
+    f = body.filter
+    created, batch = _bulk(ctx, principal).submit(
+        body.action,
+        BulkFilter(
+            status=f.status,
+            workflow=f.workflow,
+            labels=f.labels,
+            id_prefix=f.id_prefix,
+            since=f.since,
+            until=f.until,
+        ),
+        signal=body.signal,
+        payload=body.payload,
+        idempotency_key=body.idempotency_key,
+    )
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = f"{router.prefix}/{batch.id}"
+    if created and ctx.background is not None:
+        ctx.background.wake_batches()
+    return batch_out(batch)
+
+
+@router.get("", response_model=BatchList, summary="Batches, newest first")
+def list_batches(
+    ctx: Ctx, principal: Viewer, limit: Annotated[int, Query(ge=1, le=200)] = 50
+) -> BatchList:
+    return BatchList(items=[batch_out(b) for b in _bulk(ctx, principal).batches(limit)])
+
+
+@router.get(
+    "/{batch_id}", response_model=BatchDetail, summary="One batch: progress and item outcomes"
+)
+def get_batch(
+    batch_id: str,
+    ctx: Ctx,
+    principal: Viewer,
+    after: Annotated[int, Query(ge=0, description="Items numbered above it.")] = 0,
+    limit: Annotated[int, Query(ge=0, le=1000)] = 100,
+    outcome: Literal["pending", "ok", "skipped", "error"] | None = None,
+) -> BatchDetail:
+    bulk = _bulk(ctx, principal)
+    batch = bulk.get(batch_id)
+    items = bulk.items(batch_id, after, limit, outcome) if limit else []
+    more = len(items) == limit and limit > 0
+    return BatchDetail(
+        **batch_out(batch).model_dump(),
+        items=[item_out(i) for i in items],
+        next_after=items[-1].n if more else None,
+    )
