@@ -5,11 +5,13 @@ left, with the plain claim, with the workers' fair claim (`wovyr.worker.fair.Fai
 turns decided in memory over the tenants with claimable work, one indexed statement per
 claim) and with the store's own fair claim (`FairShare` without turns: it looks through
 every tenant with ready work on each claim), each told the tenants of its previous batch as
-the slots it holds, as a worker does; in a rotating order, `rounds` times; leases are
-cleared between runs (not timed). Figures: executions claimed per second, and fair/plain
-and scan/plain per round and overall (medians); also fair/plain per CPU second of this
-process (on SQLite all of a claim's work but the fsync waits, so it holds still when other
-jobs make the wall-clock figures swing; on PostgreSQL the server's CPU is not in it). Mixes:
+the slots it holds, as a worker does. Each kind drains its own copy of the rows (a file or
+a schema of its own) and the kinds take turns claim by claim, so a load that comes and goes
+on the machine (other jobs) falls on all of them alike; `rounds` times, the first kind
+rotating; leases are cleared between rounds (not timed). Only the claim calls are timed.
+Figures: executions claimed per second, and fair/plain and scan/plain per round and overall
+(medians); also fair/plain per CPU second of this process (on SQLite all of a claim's work
+but the fsync waits; on PostgreSQL the server's CPU is not in it). Mixes:
 
   one     1 tenant holds every execution (the fair claim's overhead alone)
   skewed  10 tenants: one holds 90%, nine share the rest (a backlog and its neighbours)
@@ -31,7 +33,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,47 +58,68 @@ def tenant_of(mix: str, i: int, count: int) -> str:
     return f"t{i % 100}"
 
 
-def rows(mix: str, count: int) -> Iterator[tuple[str, str, int]]:
+def rows(mix: str, count: int) -> Iterator[tuple[str, str, int, int]]:
+    """(tenant, id, shard, claim_rank): ranks differ, as real starts' do (their start time
+    in microseconds); equal ranks would let PostgreSQL fold a tenant's index entries into
+    one posting list, whose dead entries a scan can never mark while live ones share it."""
     for i in range(count):
         execution_id = f"e{i:07}"
-        yield tenant_of(mix, i, count), execution_id, stable_shard(execution_id)
+        yield tenant_of(mix, i, count), execution_id, stable_shard(execution_id), 1_000_000 + i
 
 
 KINDS = ("plain", "fair", "scan")
 
 
-def drain(store: Store, limit: int, kind: str) -> tuple[int, float, float]:
-    """Claim everything, `limit` at a time: (executions claimed, seconds, CPU seconds of
-    this process: on SQLite the claims' whole work but the fsync waits)."""
-    held: Counter[str] = Counter()
-    claimed = 0
-    claimer = FairClaimer(store)
-    began, cpu = time.perf_counter(), time.process_time()
-    while True:
-        if kind == "fair":
-            got = claimer.claim("bench", NOW, 3600, limit, held)
+class Drain:
+    """One kind of claim draining its own copy of the rows, `limit` at a time, each claim
+    told the tenants of its previous batch as the slots it holds (as a worker is)."""
+
+    def __init__(self, store: Store, kind: str, limit: int) -> None:
+        self.store, self.kind, self.limit = store, kind, limit
+        self.claimer = FairClaimer(store)
+        self.held: Counter[str] = Counter()
+        self.claimed, self.seconds, self.cpu = 0, 0.0, 0.0
+        self.done = False
+
+    def step(self) -> None:
+        """One claim, timed (wall clock and this process's CPU)."""
+        began, cpu = time.perf_counter(), time.process_time()
+        if self.kind == "fair":
+            got = self.claimer.claim("bench", NOW, 3600, self.limit, self.held)
         else:
-            share = FairShare(held=held) if kind == "scan" else None
-            got = store.claim("bench", NOW, 3600, limit, fair=share)
-        if not got:
-            return claimed, time.perf_counter() - began, time.process_time() - cpu
-        claimed += len(got)
-        held = Counter(c.tenant for c in got)
+            share = FairShare(held=self.held) if self.kind == "scan" else None
+            got = self.store.claim("bench", NOW, 3600, self.limit, fair=share)
+        self.seconds += time.perf_counter() - began
+        self.cpu += time.process_time() - cpu
+        self.claimed += len(got)
+        self.held = Counter(c.tenant for c in got)
+        self.done = not got
+
+
+def drain_together(stores: dict[str, Store], limit: int, first: int) -> dict[str, Drain]:
+    """Claim everything from each kind's store, one claim of each kind after the other
+    (starting with kind `first`), so a load that comes and goes on the machine falls on
+    every kind alike."""
+    drains = {kind: Drain(stores[kind], kind, limit) for kind in KINDS}
+    order = [drains[k] for k in KINDS[first:] + KINDS[:first]]
+    while not all(d.done for d in order):
+        for d in order:
+            if not d.done:
+                d.step()
+    return drains
 
 
 def compare(
-    store: Store, reset: Callable[[], None], count: int, limit: int, rounds: int
+    stores: dict[str, Store], reset: Callable[[], None], count: int, limit: int, rounds: int
 ) -> dict[str, Any]:
     rates: dict[str, list[float]] = {kind: [] for kind in KINDS}
     cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
     for n in range(rounds):
-        # Rotate which goes first, so a warming cache or a checkpoint favours none.
-        for kind in KINDS[n % 3 :] + KINDS[: n % 3]:
-            reset()
-            claimed, seconds, cpu_seconds = drain(store, limit, kind)
-            assert claimed == count, (kind, claimed, count)
-            rates[kind].append(claimed / seconds)
-            cpu[kind].append(cpu_seconds)
+        reset()
+        for kind, d in drain_together(stores, limit, n % 3).items():
+            assert d.claimed == count, (kind, d.claimed, count)
+            rates[kind].append(d.claimed / d.seconds)
+            cpu[kind].append(d.cpu)
     plain = rates["plain"]
     ratios = [f / p for f, p in zip(rates["fair"], plain, strict=True)]
     scans = [f / p for f, p in zip(rates["scan"], plain, strict=True)]
@@ -115,25 +138,28 @@ def compare(
 
 SQLITE_INSERT = (
     "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
-    " created_at, updated_at, seq, ready, checkpoint, shard)"
-    " VALUES (?, ?, 'wf', '1', 'h', 'running', 0, 0, 1, 1, '{}', ?)"
+    " created_at, updated_at, seq, ready, checkpoint, shard, claim_rank)"
+    " VALUES (?, ?, 'wf', '1', 'h', 'running', 0, 0, 1, 1, '{}', ?, ?)"
 )
 
 
 def bench_sqlite(mix: str, count: int, limit: int, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
-        store = SQLiteStore(Path(folder) / "bench.db")
+        stores = {kind: SQLiteStore(Path(folder) / f"{kind}.db") for kind in KINDS}
         try:
-            with store._write() as conn:
-                conn.executemany(SQLITE_INSERT, rows(mix, count))
+            for store in stores.values():
+                with store._write() as conn:
+                    conn.executemany(SQLITE_INSERT, rows(mix, count))
 
             def reset() -> None:
-                with store._write() as conn:
-                    conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
+                for store in stores.values():
+                    with store._write() as conn:
+                        conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
 
-            return compare(store, reset, count, limit, rounds)
+            return compare(dict(stores), reset, count, limit, rounds)
         finally:
-            store.close()
+            for store in stores.values():
+                store.close()
 
 
 @contextmanager
@@ -150,27 +176,32 @@ def fresh_schema(url: str) -> Iterator[str]:
 
 PG_INSERT = (
     "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
-    " created_at, updated_at, seq, ready, checkpoint, shard)"
-    " VALUES (%s, %s, 'wf', '1', 'h', 'running', now(), now(), 1, true, '{}', %s)"
+    " created_at, updated_at, seq, ready, checkpoint, shard, claim_rank)"
+    " VALUES (%s, %s, 'wf', '1', 'h', 'running', now(), now(), 1, true, '{}', %s, %s)"
 )
 
 
 def bench_postgres(url: str, mix: str, count: int, limit: int, rounds: int) -> dict[str, Any]:
-    with fresh_schema(url) as schema_url:
-        store = PostgresStore(schema_url, max_size=2)
-        try:
-            with psycopg.connect(schema_url, autocommit=True) as conn:
-                with conn.cursor() as cur:
-                    cur.executemany(PG_INSERT, list(rows(mix, count)))
-                conn.execute("VACUUM ANALYZE executions")
+    with ExitStack() as stack:
+        urls = {kind: stack.enter_context(fresh_schema(url)) for kind in KINDS}
+        stores = {kind: PostgresStore(urls[kind], max_size=2) for kind in KINDS}
+        for store in stores.values():
+            stack.callback(store.close)
+        conns = {
+            kind: stack.enter_context(psycopg.connect(urls[kind], autocommit=True))
+            for kind in KINDS
+        }
+        for conn in conns.values():
+            with conn.cursor() as cur:
+                cur.executemany(PG_INSERT, list(rows(mix, count)))
+            conn.execute("VACUUM ANALYZE executions")
 
-                def reset() -> None:
-                    conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
-                    conn.execute("VACUUM executions")
+        def reset() -> None:
+            for conn in conns.values():
+                conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
+                conn.execute("VACUUM executions")
 
-                return compare(store, reset, count, limit, rounds)
-        finally:
-            store.close()
+        return compare(dict(stores), reset, count, limit, rounds)
 
 
 def main() -> None:

@@ -155,3 +155,74 @@ def test_the_claim_by_turns_takes_each_tenants_turns_and_no_others(store: Store)
 def test_the_claim_by_turns_names_at_most_so_many_tenants() -> None:
     with pytest.raises(ValueError, match="at most"):
         FairShare(turns={f"t{i}": 1 for i in range(MAX_TURN_TENANTS + 1)})
+
+
+def test_max_running_counts_every_workers_live_leases(store: Store) -> None:
+    """A tenant's `max_running` caps its executions leased by all workers together: each
+    claim takes at most the cap less the tenant's live leases, whoever holds them."""
+    backlog(store, "a", 10)
+    backlog(store, "b", 10)
+    cap = {"a": 3}
+    got = store.claim("W1", T0, 30, 8, fair=FairShare(turns={"a": 2, "b": 2}, max_running=cap))
+    assert tenants(got) == {"a": 2, "b": 2}
+    # Another worker (another owner): A has one left of its 3, B is not capped.
+    got = store.claim("W2", T0, 30, 8, fair=FairShare(turns={"a": 4, "b": 4}, max_running=cap))
+    assert tenants(got) == {"a": 1, "b": 4}
+    got = store.claim("W3", T0, 30, 8, fair=FairShare(turns={"a": 4}, max_running=cap))
+    assert got == []
+    # Several capped tenants in one claim, each held to its own cap.
+    backlog(store, "c", 5)
+    got = store.claim(
+        "W3", T0, 30, 9, fair=FairShare(turns={"a": 3, "b": 3, "c": 3}, max_running={**cap, "c": 2})
+    )
+    assert tenants(got) == {"b": 3, "c": 2}
+
+
+def test_max_running_frees_as_leases_end_or_expire(store: Store) -> None:
+    backlog(store, "a", 10)
+    cap = {"a": 2}
+    first = store.claim("W1", T0, 30, 8, fair=FairShare(turns={"a": 8}, max_running=cap))
+    assert len(first) == 2
+    # A lease given back (the execution suspended or ended) frees its place at once.
+    store.release_owner("W1")
+    again = store.claim("W2", T0, 30, 8, fair=FairShare(turns={"a": 8}, max_running=cap))
+    assert len(again) == 2
+    assert store.claim("W3", T0, 30, 8, fair=FairShare(turns={"a": 8}, max_running=cap)) == []
+    # Expired leases (a crashed worker) no longer count.
+    later = T0 + timedelta(seconds=31)
+    got = store.claim("W3", later, 30, 8, fair=FairShare(turns={"a": 8}, max_running=cap))
+    assert len(got) == 2
+
+
+def test_max_running_needs_turns() -> None:
+    with pytest.raises(ValueError, match="turns"):
+        FairShare(max_running={"a": 1})
+
+
+def test_the_claim_by_turns_serves_many_tenants_once_each_in_claim_order(store: Store) -> None:
+    """A claim that gives many tenants one turn each (the common case with many tenants)
+    takes each one's first claimable execution, beside tenants with several turns, and
+    keeps partitions."""
+    for tenant in ("a", "b", "c", "d"):
+        backlog(store, tenant, 6)
+    got = store.claim("W", T0, 30, 8, fair=FairShare(turns={"a": 1, "b": 1, "c": 3, "d": 1}))
+    assert sorted(c.execution_id for c in got) == [
+        "a-000",
+        "b-000",
+        "c-000",
+        "c-001",
+        "c-002",
+        "d-000",
+    ]
+    got = store.claim("W", T0, 30, 8, fair=FairShare(turns={"a": 1, "b": 1, "zz": 1}))
+    assert sorted(c.execution_id for c in got) == ["a-001", "b-001"]
+    # An expired lease comes after the free rows, as in the plain claim.
+    later = T0 + timedelta(seconds=31)
+    got = store.claim("W", later, 30, 8, fair=FairShare(turns={"a": 1, "d": 1}))
+    assert sorted(c.execution_id for c in got) == ["a-002", "d-001"]
+    ours = [p for p in range(2) if stable_shard("b-002") % 2 == p]
+    got = store.claim("W", later, 30, 8, partitions=ours, of=2, fair=FairShare(turns={"b": 1}))
+    assert [c.execution_id for c in got] == ["b-002"]
+    other = [1 - ours[0]]
+    got = store.claim("W", later, 30, 8, partitions=other, of=2, fair=FairShare(turns={"b": 1}))
+    assert got and all(stable_shard(c.execution_id) % 2 == other[0] for c in got)

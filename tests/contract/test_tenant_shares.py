@@ -105,3 +105,38 @@ def test_a_stored_slot_cap_bounds_what_the_tenant_holds(store: Store) -> None:
     assert claimer.claim("W", T0, 3600, 8, {"a": 2}) == []
     backlog(store, "b", 20)
     assert Counter(c.tenant for c in claimer.claim("W", T0, 3600, 8, {"a": 2})) == {"b": 4}
+
+
+def test_a_stored_max_running_holds_across_workers(store: Store) -> None:
+    """`max_running` is read with the other settings, bounds the tenant's cap in each
+    worker's plan, and is enforced by the claim against every worker's leases: two
+    workers' claimers, 8 slots each, never lease more than 3 of A's executions together,
+    while B takes the rest."""
+    set_quotas(store, "a", Quotas(max_running=3), by="cli", at=AT)
+    assert quotas_of(store, "a") == Quotas(max_running=3)
+    backlog(store, "a", 20)
+    backlog(store, "b", 20)
+    one, two = TenantShares(store), TenantShares(store)
+    first, second = FairClaimer(store, one), FairClaimer(store, two)
+    got = Counter(c.tenant for c in first.claim("W1", T0, 3600, 8, {}))
+    assert got == {"a": 3, "b": 5} and one.cap("a") == 3 and one.max_running(["a", "b"]) == {"a": 3}
+    # The second worker plans A 3 of its 8 (it holds none), but A's 3 are leased by the
+    # first: the claim gives B's 5; A, short, leaves its list, and its next claim (the
+    # worker claims again at once after a claim that got work) fills the rest with B.
+    got = Counter(c.tenant for c in second.claim("W2", T0, 3600, 8, {}))
+    assert got == {"b": 5}
+    assert second.tenants == ["b"]
+    assert Counter(c.tenant for c in second.claim("W2", T0, 3600, 3, {"b": 5})) == {"b": 3}
+    store.release_owner("W1")  # the first worker's executions suspend or end
+    got = Counter(c.tenant for c in first.claim("W1", T0, 3600, 8, {}))
+    assert got["a"] == 3
+
+
+def test_bad_max_running_is_refused_and_a_raise_is_the_hosts() -> None:
+    from wovyr.engine.quotas import parse_quotas
+
+    with pytest.raises(InputError, match="max_running must be a whole number, 1 or more"):
+        parse_quotas({"max_running": 0})
+    assert Quotas(max_running=2).raises(Quotas(max_running=3)) == ["max_running"]
+    assert Quotas(max_running=2).raises(Quotas()) == ["max_running"]
+    assert Quotas().raises(Quotas(max_running=2)) == []

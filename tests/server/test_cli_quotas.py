@@ -59,3 +59,21 @@ def test_quotas_set_weight_and_max_slots(
     assert "--weight" in capsys.readouterr().err
     assert main(["admin", "quotas", "set", "t1", "--clear", "weight", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["quotas"]["weight"] is None
+
+
+def test_quotas_set_max_running_is_stored_and_audited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WOVYR_HOME", str(tmp_path))
+    args = ["admin", "quotas", "set", "t1", "--max-running", "2", "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["quotas"]["max_running"] == 2
+    assert main(["admin", "quotas", "set", "t1", "--max-running", "0"]) == 2  # 1 or more
+    assert "--max-running" in capsys.readouterr().err
+    assert main(["admin", "quotas", "show", "t1"]) == 0
+    assert "max-running" in capsys.readouterr().out
+    assert main(["admin", "quotas", "set", "t1", "--clear", "max-running", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["quotas"]["max_running"] is None
+    assert main(["admin", "audit", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(r["action"], r["tenant"]) for r in listed] == [("tenant.quotas", "t1")] * 2

@@ -93,3 +93,10 @@ async def test_an_admin_may_lower_its_fair_share_never_raise_it(
         bad = await api.call("PATCH", path, ADMIN, json={"weight": 0})
         assert bad.status_code == 422
         assert engine.for_tenant("tenant-a").quotas().weight == 2.0
+        # The cap on executions leased by all workers: set or lowered, never raised.
+        set_cap = await api.call("PATCH", path, ADMIN, json={"max_running": 3})
+        assert set_cap.status_code == 200 and set_cap.json()["quotas"]["max_running"] == 3
+        for raise_ in ({"max_running": 4}, {"max_running": None}):
+            assert (await api.call("PATCH", path, ADMIN, json=raise_)).status_code == 403
+        assert (await api.call("PATCH", path, ADMIN, json={"max_running": 0})).status_code == 422
+        assert engine.for_tenant("tenant-a").quotas().max_running == 3

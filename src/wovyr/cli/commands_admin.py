@@ -271,7 +271,8 @@ def _read_policy_file(path: Path) -> dict[str, Any]:
 def quotas() -> None:
     """Show and set tenants' quotas (daily executions, activity seconds, model tokens and
     cost, concurrent
-    executions, schedule rate) and fair-share settings (weight, slots per worker). Here
+    executions, schedule rate) and fair-share settings (weight, slots per worker, executions
+    leased by all workers together). Here
     they may be raised; a tenant's admin may only lower them over the API."""
 
 
@@ -347,6 +348,11 @@ _COUNT = click.IntRange(min=0)
     help="Slots of one worker the tenant's executions may hold at once (under fair share).",
 )
 @click.option(
+    "--max-running",
+    type=_LIMIT,
+    help="Executions of the tenant leased at once by all workers together (under fair share).",
+)
+@click.option(
     "--clear", "clear", multiple=True, metavar="QUOTA", help="Remove a limit (repeatable)."
 )
 @click.option("--json", "as_json", is_flag=True)
@@ -361,6 +367,7 @@ def quotas_set_command(
     max_schedule_rate: float | None,
     weight: float | None,
     max_slots: int | None,
+    max_running: int | None,
     clear: tuple[str, ...],
     as_json: bool,
     settings: Settings,
@@ -376,6 +383,7 @@ def quotas_set_command(
         "max_schedule_rate": max_schedule_rate,
         "weight": weight,
         "max_slots": max_slots,
+        "max_running": max_running,
     }
     with open_engine(settings, load_activities=False) as opened:
         engine = opened.for_tenant(tenant)

@@ -32,6 +32,11 @@ for, so no restart, crash or second server resets or overspends a day:
   worker its executions may hold at once. Workers read them (`TenantShares`, cached for
   a moment) and apply them; a worker's own `--max-per-tenant` stays a ceiling, its
   `tenant_weights` the default of a tenant with no stored weight.
+- `max_running`: the most executions of the tenant leased at once by all workers together
+  (every process on the store). The workers' fair claim counts the tenant's live leases in
+  the claim's own transaction and takes at most the difference, so no two workers both
+  take the last slot; the rest of the tenant's ready work waits, claimable, for a lease to
+  end. It is a cap on running work, where `concurrent_executions` refuses starts.
 
 The ledger is generic (`Debit(budget, amount, day, limit)`): a later budget (model tokens,
 cost) is one more name debited by the step that uses it.
@@ -88,10 +93,17 @@ QUOTA_NAMES = (
     "max_schedule_rate",
     "weight",
     "max_slots",
+    "max_running",
 )
 DEFAULT_WEIGHT = 1.0  # the fair-share weight of a tenant none is set for
 MAX_WEIGHT = 1000.0
-_WHOLE = ("executions_per_day", "concurrent_executions", "max_slots", "model_tokens_per_day")
+_WHOLE = (
+    "executions_per_day",
+    "concurrent_executions",
+    "max_slots",
+    "max_running",
+    "model_tokens_per_day",
+)
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,7 @@ class Quotas:
     max_slots: int | None = None  # slots of one worker the tenant may hold at once
     model_tokens_per_day: int | None = None  # input + output tokens of model calls
     model_cost_per_day: float | None = None  # in the providers' prices
+    max_running: int | None = None  # executions leased at once by all workers together
 
     @property
     def empty(self) -> bool:
@@ -128,11 +141,16 @@ class Quotas:
         return out
 
 
-_BOUNDS = {"weight": (0.0, MAX_WEIGHT), "max_slots": (1.0, math.inf)}
+_BOUNDS = {
+    "weight": (0.0, MAX_WEIGHT),
+    "max_slots": (1.0, math.inf),
+    "max_running": (1.0, math.inf),
+}
 _RANGES = {
     **dict.fromkeys(QUOTA_NAMES, "0 or more"),
     "weight": f"more than 0 and at most {MAX_WEIGHT:g}",
     "max_slots": "1 or more",
+    "max_running": "1 or more",
 }
 
 
@@ -180,7 +198,16 @@ def stored_quotas(data: dict[str, Any] | None) -> Quotas:
     try:
         return parse_quotas(data)
     except InputError:
-        return Quotas(0, 0.0, 0, 0.0, max_slots=1, model_tokens_per_day=0, model_cost_per_day=0.0)
+        return Quotas(
+            0,
+            0.0,
+            0,
+            0.0,
+            max_slots=1,
+            model_tokens_per_day=0,
+            model_cost_per_day=0.0,
+            max_running=1,
+        )
 
 
 def set_quotas(

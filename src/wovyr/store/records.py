@@ -295,16 +295,25 @@ class FairShare:
     executions of each tenant t (in the plain order within it) and none of any other, one
     indexed probe per tenant and no look for tenants; `held`, `weights` and `cap` are then
     not read. None: the store finds the tenants with claimable work and their rooms itself.
+
+    `max_running` (with `turns` only): the most executions of a tenant leased at once by
+    every worker of the store together (its stored quota). In the claim's own transaction
+    the store counts that tenant's live leases (lease_until not passed) and leases at most
+    the difference, serialised with every other claim of that tenant (SQLite: the one
+    writer; PostgreSQL: a lock per tenant), so no two claims both take its last slot.
     """
 
     held: Mapping[str, int] = field(default_factory=dict)
     weights: Mapping[str, float] = field(default_factory=dict)
     cap: int | None = None
     turns: Mapping[str, int] | None = None
+    max_running: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.turns is not None and len(self.turns) > MAX_TURN_TENANTS:
             raise ValueError(f"a claim's turns name at most {MAX_TURN_TENANTS} tenants")
+        if self.max_running and self.turns is None:
+            raise ValueError("max_running is applied by a claim by turns only")
 
     def rooms(self, waiting: Iterable[str], limit: int) -> dict[str, int]:
         """How many claimable executions of each tenant in `waiting` (those with any) one

@@ -15,13 +15,17 @@ The list of tenants is looked up again, not on every claim:
   looks again at once and claims once more, so a claim answers nothing only when no
   tenant has claimable work;
 - after `refresh_claims` claims or `refresh_seconds`, so a tenant whose work was started
-  elsewhere (another process) waits at most that long for its turn;
+  elsewhere (another process) waits at most that long for its turn (a look costs two
+  index probes per tenant with ready work: with 100 such tenants about a claim's cost);
 - a tenant this process saw work arrive for (`hint`) joins the list at once.
 
 `TenantShares` gives each tenant's weight and slot cap: what the host's administrator
 stored with the tenant (`wovyr admin quotas set T --weight W --max-slots N`), read at most
 once per `ttl` seconds, with the worker's own settings as the default (`tenant_weights`)
-and the ceiling (`max_per_tenant`).
+and the ceiling (`max_per_tenant`). A tenant's stored `max_running` (`--max-running N`: its
+executions leased at once by all workers) bounds its cap here too, and goes with the
+claim (`FairShare.max_running`), which the store enforces against every worker's leases.
+A tenant at that cap yields fewer than its turns and leaves the list until the next look.
 """
 
 from __future__ import annotations
@@ -31,9 +35,8 @@ import heapq
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from operator import itemgetter
 from typing import Any
 
 from wovyr.engine.quotas import DEFAULT_WEIGHT, stored_quotas
@@ -69,11 +72,17 @@ def _level_turns(
     tenants: Sequence[str], held: Mapping[str, int], limit: int, cap: int | None, start: int
 ) -> dict[str, int]:
     """`plan_turns` when every tenant has the same weight and cap: fill the tenants holding
-    the fewest up to the next level, a level at a time (no score per slot)."""
-    count = len(tenants)
+    the fewest up to the next level, a level at a time (no score per slot). Tenants are
+    grouped by what they hold, each group in the cursor's order (no sort of the tenants:
+    this runs on every claim)."""
     top = cap if cap is not None else limit + max(held.values(), default=0)
-    waiting = sorted([(held.get(t, 0), (i - start) % count, t) for i, t in enumerate(tenants)])
-    waiting = [w for w in waiting if w[0] < top][:MAX_TURN_TENANTS]
+    order = [*tenants[start:], *tenants[:start]] if start else tenants  # the cursor's order
+    groups: dict[int, list[str]] = {}
+    for tenant in order:
+        have = held.get(tenant, 0)
+        if have < top:
+            groups.setdefault(have, []).append(tenant)
+    waiting = [(have, t) for have in sorted(groups) for t in groups[have]][:MAX_TURN_TENANTS]
     if not waiting:
         return {}
     left, level, filled = limit, waiting[0][0], 0  # tenants at `level` are waiting[:filled]
@@ -86,10 +95,15 @@ def _level_turns(
             break
         level += rounds
         left -= rounds * filled
-    turns = {t: level - h for h, _, t in waiting[:filled] if level > h}
+    turns = {t: level - have for have, t in waiting[:filled] if level > have}
     if left > 0 and level < top:  # a part round at `level`: the cursor's order
-        for _, _, t in sorted(waiting[:filled], key=itemgetter(1))[:left]:
-            turns[t] = turns.get(t, 0) + 1
+        served = {t for _, t in waiting[:filled]}
+        for tenant in order:
+            if tenant in served:
+                turns[tenant] = turns.get(tenant, 0) + 1
+                left -= 1
+                if not left:
+                    break
     return turns
 
 
@@ -123,7 +137,8 @@ def _scored_turns(
 
 class TenantShares:
     """Tenants' fair-share weights and slot caps: stored with the tenant (its quotas'
-    `weight` and `max_slots`), read with one `list_tenants` at most every `ttl` seconds;
+    `weight`, `max_slots` and `max_running`), read with one `list_tenants` at most every
+    `ttl` seconds;
     `weights` (the worker's `tenant_weights`) for tenants with no stored weight, default 1;
     `ceiling` (the worker's `max_per_tenant`) bounds every cap."""
 
@@ -143,6 +158,7 @@ class TenantShares:
         self._monotonic = monotonic
         self._read_at: float | None = None
         self._stored: dict[str, tuple[float | None, int | None]] = {}
+        self._running: dict[str, int] = {}  # stored max_running, by tenant
         self._lock = threading.Lock()
 
     def refresh(self, force: bool = False) -> None:
@@ -152,13 +168,16 @@ class TenantShares:
             return
         if not force and self._read_at is not None and now - self._read_at < self.ttl:
             return
-        stored = {}
+        stored, running = {}, {}
         for record in self.store.list_tenants():
             quotas = stored_quotas(record.quotas)
-            if quotas.weight is not None or quotas.max_slots is not None:
-                stored[record.tenant] = (quotas.weight, quotas.max_slots)
+            if quotas.max_running is not None:
+                running[record.tenant] = quotas.max_running
+            slots = _least(quotas.max_slots, quotas.max_running)
+            if quotas.weight is not None or slots is not None:
+                stored[record.tenant] = (quotas.weight, slots)
         with self._lock:
-            self._stored, self._read_at = stored, now
+            self._stored, self._running, self._read_at = stored, running, now
 
     @property
     def uniform(self) -> bool:
@@ -168,6 +187,14 @@ class TenantShares:
     def weight(self, tenant: str) -> float:
         weight = self._stored.get(tenant, (None, None))[0]
         return weight if weight is not None else self.weights.get(tenant, DEFAULT_WEIGHT)
+
+    def max_running(self, tenants: Iterable[str]) -> dict[str, int]:
+        """The stored `max_running` of those of `tenants` that have one: what the claim
+        holds each to, counting the leases of every worker."""
+        running = self._running
+        if not running:
+            return {}
+        return {t: running[t] for t in tenants if t in running}
 
     def cap(self, tenant: str) -> int | None:
         stored = self._stored.get(tenant, (None, None))[1]
@@ -185,7 +212,7 @@ class FairClaimer:
         store: Store,
         shares: TenantShares | None = None,
         *,
-        refresh_claims: int = 16,
+        refresh_claims: int = 64,
         refresh_seconds: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -272,9 +299,8 @@ class FairClaimer:
         turns = plan_turns(tenants, held, limit, self.shares, start=start)
         if not turns:
             return []
-        got = self.store.claim(
-            owner, now, lease_seconds, limit, fair=FairShare(turns=turns), **where
-        )
+        fair = FairShare(turns=turns, max_running=self.shares.max_running(turns))
+        got = self.store.claim(owner, now, lease_seconds, limit, fair=fair, **where)
         counts = Counter(c.tenant for c in got)
         short = {t for t, n in turns.items() if counts[t] < n}
         # The cursor moves past the last tenant served, so ties go round.
@@ -284,6 +310,11 @@ class FairClaimer:
         if short:
             self._tenants = [t for t in tenants if t not in short]
         return got
+
+
+def _least(*limits: int | None) -> int | None:
+    """The lowest of the limits that are set (None: none is)."""
+    return min((n for n in limits if n is not None), default=None)
 
 
 _EQUAL = TenantShares(None)

@@ -20,7 +20,9 @@ backlog then delays another tenant's execution by one slot's turn (the next slot
 not by the backlog. A tenant's weight and slot cap are stored with the tenant (`wovyr admin
 quotas set T --weight W --max-slots N`); `tenant_weights` are the default weights of
 tenants with none stored, `max_per_tenant` caps every tenant's slots in this worker (so
-slots stay free for others even while one tenant's executions are all slow).
+slots stay free for others even while one tenant's executions are all slow). A stored
+`max_running` (`--max-running N`) caps a tenant's executions leased by all workers
+together; the fair claim enforces it (fair share off, it is not counted).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ may lower them or set a limit where none was. Raising or removing a limit is ref
 done on the server host (`wovyr admin quotas set TENANT ...`). A lowered quota applies to
 the next start. The fair-share `weight` counts as a limit too: over the API it may only
 go down from the stored weight (from 1, the default, when none is stored); `max_slots`
-may be set or lowered. Workers read both within seconds.
+and `max_running` may be set or lowered. Workers read them within seconds.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ timers) behaves exactly as in SQLite and PostgreSQL, and the contract suite prov
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -532,7 +533,7 @@ class MemoryStore(
                 key=lambda r: (r.lease_until is not None, r.lease_until or now, self._ranks[r.key])
             )
             if fair is not None and only is None:
-                chosen = _fair_order(chosen, limit, fair)
+                chosen = _fair_order(chosen, limit, fair, self._leased(now, fair.max_running))
             for r in chosen[:limit]:
                 new = replace(
                     r,
@@ -554,6 +555,19 @@ class MemoryStore(
                 )
         self._observers.claimed(claims)
         return claims
+
+    def _leased(self, now: datetime, tenants: Iterable[str]) -> dict[str, int]:
+        """How many executions of each of `tenants` hold a live lease (any worker's; a
+        leased execution is ready: the step that suspends or ends it releases the lease)."""
+        named = set(tenants)
+        if not named:
+            return {}
+        counts = Counter(
+            r.tenant
+            for r in self._executions.values()
+            if r.tenant in named and r.ready and r.lease_until is not None and r.lease_until >= now
+        )
+        return {t: counts[t] for t in named}
 
     def claimable_tenants(
         self, now: datetime, *, partitions: Sequence[int] | None = None, of: int | None = None
@@ -612,15 +626,20 @@ class MemoryStore(
             return min(self._timers.values(), default=None)
 
 
-def _fair_order(ready: list[ExecutionRecord], limit: int, fair: FairShare) -> list[ExecutionRecord]:
+def _fair_order(
+    ready: list[ExecutionRecord], limit: int, fair: FairShare, leased: Mapping[str, int]
+) -> list[ExecutionRecord]:
     """The fair claim's choice (see `FairShare`): each tenant's first `room` claimable
-    executions (its `turns` when given), scored by rank, lowest first; ties keep the plain
-    (insertion) order."""
+    executions (its `turns` when given, within its `max_running` less the `leased` ones),
+    scored by rank, lowest first; ties keep the plain (insertion) order."""
     if fair.turns is not None:
         taken: dict[str, int] = {}
+        rooms = dict(fair.turns)
+        for tenant, most in fair.max_running.items():
+            rooms[tenant] = min(rooms.get(tenant, 0), max(0, most - leased.get(tenant, 0)))
         out = []
         for r in ready:
-            if taken.get(r.tenant, 0) < fair.turns.get(r.tenant, 0):
+            if taken.get(r.tenant, 0) < rooms.get(r.tenant, 0):
                 taken[r.tenant] = taken.get(r.tenant, 0) + 1
                 out.append(r)
         return out[:limit]

@@ -311,6 +311,41 @@ WHERE (x.tenant, x.id) IN (
     LIMIT %(limit)s)
 RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
 
+-- name: leased_lock
+-- Serialises the claims of one tenant with a cap on its leased executions (`max_running`):
+-- held to the end of the claim's transaction, so the next claim's count sees its leases.
+SELECT pg_advisory_xact_lock(hashtext('wovyr.leased'), hashtext(%(tenant)s));
+
+-- name: claim_turns_capped
+-- The claim by turns where some tenants have a `max_running` (NULL: none): such a tenant's
+-- room is at most its cap less its live leases, counted on executions_ready_by_tenant (a
+-- leased execution is ready). Run after `leased_lock` of each of them, in the same
+-- transaction: this statement's snapshot then holds every earlier claim of theirs.
+UPDATE executions AS x
+SET lease_owner = %(owner)s,
+    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    fence = x.fence + 1
+WHERE (x.tenant, x.id) IN (
+    SELECT c.tenant, c.id
+    FROM unnest(%(tenants)b::text[], %(rooms)b::integer[], %(caps)b::integer[])
+        AS p(tenant, room, cap)
+    CROSS JOIN LATERAL (
+        SELECT e.tenant, e.id
+        FROM executions e
+        WHERE e.ready
+          AND e.tenant = p.tenant
+          AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
+          AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
+        ORDER BY e.lease_until NULLS FIRST, e.claim_rank
+        LIMIT CASE WHEN p.cap IS NULL THEN p.room ELSE GREATEST(0, LEAST(p.room, p.cap - (
+            SELECT count(*) FROM executions l
+            WHERE l.ready
+              AND l.tenant = p.tenant
+              AND l.lease_until >= COALESCE(%(now)s::timestamptz, now())))::integer) END
+        FOR UPDATE SKIP LOCKED) c
+    LIMIT %(limit)s)
+RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
+
 -- name: claimable_tenants
 -- The tenants with claimable work: skip through executions_ready_by_tenant (one probe per
 -- tenant with ready work), then one probe each for a claimable row.

@@ -649,6 +649,10 @@ class PostgresStore(
                 return []
             params["tenants"] = [t for t, _ in wanted]
             params["rooms"] = [min(n, limit) for _, n in wanted]
+            capped = sorted(t for t, _ in wanted if t in fair.max_running)
+            if capped:
+                params["caps"] = [fair.max_running.get(t) for t, _ in wanted]
+                return self._claim_capped(params, capped)
         elif fair is not None and only is None:
             query = "claim_fair"
             named = sorted({*fair.held, *fair.weights})
@@ -657,6 +661,22 @@ class PostgresStore(
             params["weights"] = [float(fair.weights.get(t, 1.0)) for t in named]
             params["cap"] = fair.cap
         rows = self._write_one(query, params, named=True)
+        claims = [claim_record(r, POSTGRES) for r in rows]
+        self._observers.claimed(claims)
+        return claims
+
+    def _claim_capped(self, params: dict[str, Any], capped: list[str]) -> list[Claim]:
+        """The claim by turns with tenants capped by `max_running`: one transaction that
+        locks each of them (in name order, so two claims never wait on each other in a
+        circle), then claims, counting their live leases."""
+        lock, claim = self._q["leased_lock"], self._q["claim_turns_capped"]
+
+        def body(conn: Connection) -> list[Any]:
+            for tenant in capped:
+                conn.execute(lock, {"tenant": tenant})
+            return support.rows(_cursor(conn, True).execute(claim, params))
+
+        rows = self._write(body)
         claims = [claim_record(r, POSTGRES) for r in rows]
         self._observers.claimed(claims)
         return claims

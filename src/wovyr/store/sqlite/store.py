@@ -144,11 +144,36 @@ _TURN = (
 )
 
 
+# A tenant's part with a cap on its executions leased by every worker (`max_running`,
+# :m{i}): at most the cap less its live leases, counted on executions_ready_by_tenant (a
+# leased execution is ready) in the claim's own write transaction, so that another
+# process's claim (SQLite has one writer at a time) sees these leases before it counts.
+_CAPPED_TURN = (
+    "SELECT rowid FROM (SELECT rowid FROM executions"
+    " WHERE ready = 1 AND tenant = :t{i} AND (lease_until IS NULL OR lease_until < :now)"
+    "/*shards*/ ORDER BY lease_until, claim_rank"
+    " LIMIT max(0, min(:r{i}, :m{i} - (SELECT count(*) FROM executions"
+    " WHERE ready = 1 AND tenant = :t{i} AND lease_until >= :now))))"
+)
+
+
+# The tenants with one turn each (a JSON list, :ones): one correlated probe per tenant for
+# its first claimable row, cheaper than a part each when a claim serves many tenants once.
+_ONES = (
+    "SELECT (SELECT rowid FROM executions"
+    " WHERE ready = 1 AND tenant = j.value AND (lease_until IS NULL OR lease_until < :now)"
+    "/*shards*/ ORDER BY lease_until, claim_rank LIMIT 1) AS rowid FROM json_each(:ones) j"
+)
+
+
 @cache
-def _claim_by_turns(parts: int) -> str:
-    """The claim by `FairShare.turns` for up to `parts` tenants (a power of two, so that a
-    few statement texts serve every claim and stay in the driver's statement cache)."""
-    union = " UNION ALL ".join(_TURN.format(i=i) for i in range(parts))
+def _claim_by_turns(parts: int, capped: int = 0, ones: bool = False) -> str:
+    """The claim by `FairShare.turns` with `parts` tenants of their own (a power of two, or
+    0, so that a few statement texts serve every claim and stay in the driver's statement
+    cache), the first `capped` of them with a `max_running` (also a power of two, or 0),
+    and with `ones`, the tenants with a single turn listed in :ones."""
+    arms = [(_CAPPED_TURN if i < capped else _TURN).format(i=i) for i in range(parts)]
+    union = " UNION ALL ".join([*arms, _ONES] if ones else arms)
     return (
         "UPDATE executions SET lease_owner = :owner, lease_until = :until, fence = fence + 1"
         f" WHERE rowid IN (SELECT rowid FROM ({union}) LIMIT :limit)"
@@ -550,7 +575,9 @@ class SQLiteStore(
         shards = shards_for(partitions, of)
         if fair is not None and only is None:
             if fair.turns is not None:
-                return self._claim_turns(owner, until, to_micros(now), limit, shards, fair.turns)
+                return self._claim_turns(
+                    owner, until, to_micros(now), limit, shards, fair.turns, fair.max_running
+                )
             return self._claim_fair(owner, until, to_micros(now), limit, shards, fair)
         only_sql = ""
         params: list[Any] = [owner, until, to_micros(now)]
@@ -616,18 +643,43 @@ class SQLiteStore(
         limit: int,
         shards: frozenset[int] | None,
         turns: Mapping[str, int],
+        max_running: Mapping[str, int],
     ) -> list[Claim]:
         """The claim by turns (`FairShare.turns`): one statement, each named tenant's first
-        claimable rows read from executions_ready_by_tenant (one probe per tenant)."""
-        wanted = [(t, n) for t, n in turns.items() if n > 0]
-        if not wanted or limit <= 0:
+        claimable rows read from executions_ready_by_tenant (one probe per tenant; a
+        tenant with a `max_running` one more, to count its live leases)."""
+        if limit <= 0:
             return []
-        parts = 1 << (len(wanted) - 1).bit_length()  # padded with empty turns
+        # A part each for the capped tenants (first) and those with several turns; the
+        # others, one turn each, in one list.
+        capped_parts: list[tuple[str, int]] = []
+        parts_of: list[tuple[str, int]] = []
+        ones: list[str] = []
+        for tenant, turn in turns.items():
+            room = min(turn, limit)
+            if room <= 0:
+                continue
+            if tenant in max_running:
+                capped_parts.append((tenant, room))
+            elif room > 1:
+                parts_of.append((tenant, room))
+            else:
+                ones.append(tenant)
+        wanted = capped_parts + parts_of
+        if not wanted and not ones:
+            return []
+        parts = 1 << (len(wanted) - 1).bit_length() if wanted else 0  # padded: empty turns
+        count = len(capped_parts)
+        capped = 1 << (count - 1).bit_length() if count else 0  # at most `parts`
         params: dict[str, Any] = {"owner": owner, "until": until, "now": now, "limit": limit}
         for i in range(parts):
             tenant, room = wanted[i] if i < len(wanted) else ("", 0)
-            params[f"t{i}"], params[f"r{i}"] = tenant, min(room, limit)
-        sql = _claim_by_turns(parts).replace("/*shards*/", _shard_sql(shards))
+            params[f"t{i}"], params[f"r{i}"] = tenant, room
+            if i < capped:
+                params[f"m{i}"] = max_running.get(tenant, 0)
+        if ones:
+            params["ones"] = dumps(ones)
+        sql = _claim_by_turns(parts, capped, bool(ones)).replace("/*shards*/", _shard_sql(shards))
         with self._write() as conn:
             rows = conn.execute(sql, params).fetchall()
         claims = [claim_record(r, SQLITE) for r in rows]
