@@ -452,11 +452,38 @@ def test_through_a_server_the_key_decides_tenant_and_approver(
 def test_commands_of_the_host_refuse_a_server(
     capsys: pytest.CaptureFixture[str], flows: dict[str, Path]
 ) -> None:
-    for argv in (["run", str(flows["greet"])], ["serve"], ["db", "upgrade"], ["secrets", "list"]):
+    for argv in (["run", str(flows["greet"])], ["serve"], ["db", "upgrade"], ["dev"]):
         code = main(["--server", "http://127.0.0.1:9", *argv])
         err = capsys.readouterr().err
         assert code == 2 and f"`wovyr {argv[0]}` works on this host's store" in err, argv
+    for argv in (["secrets", "list"], ["agents", "list"]):
+        code = main(["--server", "http://127.0.0.1:9", *argv])
+        err = capsys.readouterr().err
+        assert code == 2 and f"`wovyr {argv[0]}` does not go through a server yet" in err
     code = main(["--server", "http://127.0.0.1:9", "workflows", "show", "x"])
     assert code == 1 and "could not be reached" in capsys.readouterr().err
     code = main(["--server", "http://127.0.0.1:9", "validate", str(flows["greet"])])
     assert code == 0  # validate reads files only
+
+
+def test_pages_of_the_api_are_read_through_to_the_limit(
+    server: Server, flows: dict[str, Path], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:  # fmt: skip
+    """The API pages lists (200) and histories (1000) more finely than the CLI's limits:
+    with pages of 2 here, the commands still print what the store's commands print."""
+    monkeypatch.delenv("WOVYR_SERVER", raising=False)
+    cli = Cli("server", tmp_path / "home", capsys, monkeypatch, "t-pages", server)
+    for n in range(5):
+        cli.start(flows["greet"], f"g-{n}")
+    whole = cli.json("workflows", "list")
+    history = cli.json("workflows", "history", "g-0")
+    monkeypatch.setattr("wovyr.cli.remote._PAGE", 2)
+    monkeypatch.setattr("wovyr.cli.remote._EVENTS", 2)
+    assert cli.json("workflows", "list") == whole
+    three = cli.json("workflows", "list", "--limit", "3")
+    assert three["items"] == whole["items"][:3] and three["next_cursor"]
+    rest = cli.json("workflows", "list", "--cursor", three["next_cursor"])
+    assert rest["items"] == whole["items"][3:] and rest["next_cursor"] is None
+    assert cli.json("workflows", "history", "g-0") == history and len(history) == 4
+    assert cli.json("workflows", "history", "g-0", "--after", "1", "--limit", "3") == history[1:4]

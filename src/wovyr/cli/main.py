@@ -112,8 +112,11 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 # The commands that work through a server (`--server URL`), not only on this host's store:
-# `validate` and `schema` read no store at all.
+# `validate` and `schema` read no store at all. The others refuse a server rather than
+# quietly act on a local store: those of the host itself (its processes, its database,
+# `run` in the foreground here), and those whose API the CLI does not speak yet.
 REMOTE_COMMANDS = frozenset({"workflows", "schedules", "definitions", "validate", "schema"})
+NOT_YET_REMOTE = frozenset({"agents", "secrets", "providers", "mcp"})
 
 
 class _LazyGroup(click.Group):
@@ -157,10 +160,16 @@ def cli(ctx: click.Context, server: str | None) -> None:
     """Wovyr: durable execution for declarative workflows."""
     if not server:
         return
-    if ctx.invoked_subcommand not in REMOTE_COMMANDS:
+    name = ctx.invoked_subcommand
+    if name in NOT_YET_REMOTE:
         raise click.UsageError(
-            f"`wovyr {ctx.invoked_subcommand}` works on this host's store, not through a "
-            f"server: leave out --server (and unset WOVYR_SERVER). Through a server: "
+            f"`wovyr {name}` does not go through a server yet: run it on the server's host "
+            f"without --server (and WOVYR_SERVER), or use the HTTP API (wovyr.client)."
+        )
+    if name not in REMOTE_COMMANDS:
+        raise click.UsageError(
+            f"`wovyr {name}` works on this host's store, not through a server: leave out "
+            f"--server (and unset WOVYR_SERVER). Through a server: "
             f"{', '.join(sorted(REMOTE_COMMANDS))}."
         )
     from wovyr.cli.backend import API_KEY_ENV, Remote
