@@ -314,6 +314,14 @@ def test_cancel_rerun_and_logs(cli: Cli, flows: dict[str, Path]) -> None:
     code, out, _ = cli("workflows", "cancel", "c-1")
     assert code == 1
 
+    cli.start(flows["waits"], "r-1")
+    cli.json("workflows", "signal", "r-1", "go")
+    cli.settle("r-1", lambda v: v["activities"]["go"]["status"] == "completed")
+    rejected = cli.json("workflows", "approve", "r-1", "ok", "--reject", *cli.by("ada"))
+    assert rejected["activities"]["ok"]["status"] in ("waiting", "failed")
+    failed = cli.settle("r-1", lambda v: v["status"] == "failed")
+    assert failed["activities"]["ok"]["status"] == "failed"
+
     cli.start(flows["greet"], "g-1", name="Ada")
     rerun = cli.json("workflows", "rerun", "g-1", "-i", "name=Bob", "--id", "g-2")
     assert rerun["id"] == "g-2" and rerun["rerun_of"] == {"id": "g-1", "from": None}
