@@ -495,3 +495,51 @@ def test_pages_of_the_api_are_read_through_to_the_limit(
     assert rest["items"] == whole["items"][3:] and rest["next_cursor"] is None
     assert cli.json("workflows", "history", "g-0") == history and len(history) == 4
     assert cli.json("workflows", "history", "g-0", "--after", "1", "--limit", "3") == history[1:4]
+
+
+def _timeless(value: Any) -> Any:
+    """`value` with every time replaced (the two runs happen at different moments)."""
+    if isinstance(value, dict):
+        return {
+            k: "<time>" if (k == "at" or k.endswith(("_at", "_times"))) and v else _timeless(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    return value
+
+
+def test_the_json_is_the_same_both_ways(
+    server: Server, flows: dict[str, Path], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:  # fmt: skip
+    """The same steps on the store and through the server print the same JSON, times
+    aside: every field, every event, every schedule field."""
+    monkeypatch.delenv("WOVYR_SERVER", raising=False)
+    outputs: dict[str, list[Any]] = {}
+    for mode in ("local", "server"):
+        monkeypatch.setenv("WOVYR_TENANT", "t-same")
+        home = tmp_path / mode
+        cli = Cli(mode, home, capsys, monkeypatch, "t-same", server if mode == "server" else None)
+        seen = outputs[mode] = []
+        seen.append(cli.json("definitions", "apply", str(flows["waits"]), str(flows["greet"])))
+        cli.start(flows["waits"], "w-1", who="you")
+        seen.append(cli.json("workflows", "signal", "w-1", "go", "--payload", "[1]"))
+        cli.settle("w-1", lambda v: v["activities"]["go"]["status"] == "completed")
+        cli.json("workflows", "approve", "w-1", "ok", *cli.by("ada"), "--comment", "fine")
+        cli.settle("w-1", lambda v: v["status"] == "completed")
+        seen.append(cli.json("workflows", "show", "w-1"))
+        seen.append(cli.json("workflows", "history", "w-1"))
+        seen.append(cli.json("workflows", "list"))
+        seen.append(cli("workflows", "logs", "w-1", "--json")[1])
+        seen.append(cli.json("definitions", "list"))
+        seen.append(cli.json("definitions", "show", "greet"))
+        seen.append(
+            cli.json("schedules", "create", "s", "--workflow", "greet", "--every", "1h",
+                     "--start-at", "2030-01-01T00:00:00Z", "--note", "n")
+        )  # fmt: skip
+        seen.append(cli.json("schedules", "list"))
+        seen.append(cli.json("schedules", "pause", "s"))
+        seen.append(cli.json("schedules", "delete", "s"))
+    for local, remote in zip(outputs["local"], outputs["server"], strict=True):
+        assert _timeless(remote) == _timeless(local)
