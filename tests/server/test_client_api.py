@@ -134,6 +134,13 @@ class Raw:
     async def delete_schedule(self, who: str, sid: str) -> Any:
         return await self._call(who, "DELETE", f"{S}/{sid}")
 
+    async def set_retention(self, who: str, days: int | None, workflows: dict[str, int]) -> Any:
+        body = {"days": days, "workflows": workflows}
+        return await self._call(who, "PUT", "/api/v1/admin/retention", json=body)
+
+    async def retention(self, who: str) -> Any:
+        return await self._call(who, "GET", "/api/v1/admin/retention")
+
     async def put_secret(self, who: str, name: str, value: str) -> Any:
         return await self._call(who, "PUT", f"/api/v1/secrets/{name}", json={"value": value})
 
@@ -240,6 +247,12 @@ class Typed:
 
     async def delete_schedule(self, who: str, sid: str) -> Any:
         return await self._do(self._client(who).delete_schedule(sid))
+
+    async def set_retention(self, who: str, days: int | None, workflows: dict[str, int]) -> Any:
+        return await self._do(self._client(who).set_retention(days, workflows))
+
+    async def retention(self, who: str) -> Any:
+        return await self._do(self._client(who).get_retention())
 
     async def put_secret(self, who: str, name: str, value: str) -> Any:
         return await self._do(self._client(who).put_secret(name, value))
@@ -396,3 +409,13 @@ async def test_secrets_are_listed_by_name_never_value(d: Both) -> None:
     assert (await refused(d.http.secrets(OP))).status == 403
     assert await d.http.delete_secret(ADMIN, "TOKEN") is None
     assert await d.http.secrets(ADMIN) == []
+
+
+async def test_retention_is_read_and_set_by_an_admin(d: Both) -> None:
+    assert (await d.http.retention(ADMIN))["days"] is None
+    stored = await d.http.set_retention(ADMIN, 30, {"tick": 7})
+    assert (stored["days"], stored["workflows"], stored["export"]) == (30, {"tick": 7}, False)
+    assert await d.http.retention(ADMIN) == stored
+    assert (await d.http.retention("tenant-b:admin"))["days"] is None
+    assert (await refused(d.http.set_retention(OP, 1, {}))).status == 403
+    assert (await refused(d.http.set_retention(ADMIN, 0, {}))).status == 422

@@ -477,6 +477,18 @@ class AsyncClient:
         path = f"{_V1}/admin/quotas"
         return cast(JSONObject, await self._json("PATCH", path, json=dict(changes)))
 
+    async def get_retention(self) -> JSONObject:
+        """How many days the tenant's finished executions are kept (`days`, `workflows`)."""
+        return cast(JSONObject, await self._json("GET", f"{_V1}/admin/retention"))
+
+    async def set_retention(
+        self, days: int | None, workflows: Mapping[str, int] | None = None
+    ) -> JSONObject:
+        """Replace the tenant's retention: `days` (None: keep everything) and per-workflow
+        days (the most specific wins). Where purged executions are exported is the host's."""
+        body = {"days": days, "workflows": dict(workflows or {})}
+        return cast(JSONObject, await self._json("PUT", f"{_V1}/admin/retention", json=body))
+
     async def list_secrets(self) -> list[JSONObject]:
         """The tenant's secrets' names and versions (never a value)."""
         return cast(list[JSONObject], await self._json("GET", f"{_V1}/secrets"))

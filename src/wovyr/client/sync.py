@@ -474,6 +474,18 @@ class Client:
         path = f"{_V1}/admin/quotas"
         return cast(JSONObject, self._json("PATCH", path, json=dict(changes)))
 
+    def get_retention(self) -> JSONObject:
+        """How many days the tenant's finished executions are kept (`days`, `workflows`)."""
+        return cast(JSONObject, self._json("GET", f"{_V1}/admin/retention"))
+
+    def set_retention(
+        self, days: int | None, workflows: Mapping[str, int] | None = None
+    ) -> JSONObject:
+        """Replace the tenant's retention: `days` (None: keep everything) and per-workflow
+        days (the most specific wins). Where purged executions are exported is the host's."""
+        body = {"days": days, "workflows": dict(workflows or {})}
+        return cast(JSONObject, self._json("PUT", f"{_V1}/admin/retention", json=body))
+
     def list_secrets(self) -> list[JSONObject]:
         """The tenant's secrets' names and versions (never a value)."""
         return cast(list[JSONObject], self._json("GET", f"{_V1}/secrets"))
