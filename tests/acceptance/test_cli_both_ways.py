@@ -468,6 +468,10 @@ def test_commands_of_the_host_refuse_a_server(
         code = main(["--server", "http://127.0.0.1:9", *argv])
         err = capsys.readouterr().err
         assert code == 2 and f"`wovyr {argv[0]}` does not go through a server yet" in err
+    bulk = ["workflows", "bulk", "cancel", "--status", "waiting", "--json"]
+    assert main(["--server", "http://127.0.0.1:9", *bulk]) == 2
+    err = capsys.readouterr().err
+    assert "`wovyr workflows bulk cancel` does not go through a server yet" in err
     export = ["workflows", "export", "--before", "2030-01-01", "-o", "out.jsonl"]
     assert main(["--server", "http://127.0.0.1:9", *export]) == 2
     assert "`wovyr workflows export` does not go through a server" in capsys.readouterr().err

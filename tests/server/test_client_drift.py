@@ -40,6 +40,9 @@ OPERATIONS = {
     "signal_workflow_api_v1_workflows__execution_id__signal_post": "signal_workflow",
     "approve_workflow_api_v1_workflows__execution_id__approve_post": "approve_workflow",
     "rerun_workflow_api_v1_workflows__execution_id__rerun_post": "rerun_workflow",
+    "submit_batch_api_v1_batches_post": "submit_batch",
+    "list_batches_api_v1_batches_get": "list_batches",
+    "get_batch_api_v1_batches__batch_id__get": "get_batch",
     "list_definitions_api_v1_definitions_get": "list_definitions",
     "apply_definition_api_v1_definitions_post": "apply_definition",
     "latest_definition_api_v1_definitions__name__get": "get_definition",
@@ -93,6 +96,8 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
         dict(
             workflow="w", version="1", input={"a": 1}, id="e1", labels={"k": "v"},
             priority=3, idempotency_key="key-1",
+            traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            tracestate="vendor=1",
         ),
     ),
     (
@@ -116,6 +121,17 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
         dict(approved=False, comment="no", grant_tokens=10, grant_cost=0.5),
     ),
     ("rerun_workflow", ("e1",), dict(start_from="a", input={"x": 1}, latest=True, id="e2")),
+    (
+        "submit_batch",
+        ("signal",),
+        dict(
+            status="waiting", workflow="w", labels={"k": "v"}, id_prefix="e",
+            since="2026-01-01T00:00:00Z", until="2027-01-01T00:00:00Z", signal="go",
+            payload=[1], idempotency_key="b-1",
+        ),
+    ),
+    ("list_batches", (), dict(limit=5)),
+    ("get_batch", ("b1",), dict(after=3, limit=10, outcome="error")),
     ("list_definitions", (), {}),
     ("apply_definition", ("kind: Workflow",), {}),
     ("get_definition", ("flow",), {}),

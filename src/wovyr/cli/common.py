@@ -173,7 +173,16 @@ def tenant_options(fn: F) -> F:
 
 @contextmanager
 def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator[Engine]:
-    """The engine over the configured store, acting for `settings.tenant`."""
+    """The engine over the configured store, acting for `settings.tenant`. Refused when
+    the CLI was given a server (`--server`): a command that has no way through the API
+    says so rather than quietly acting on a store on this host."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get("wovyr.remote") is not None:
+        raise click.UsageError(
+            f"`{ctx.command_path}` does not go through a server yet: run it on the "
+            "server's host without --server (and WOVYR_SERVER)",
+            ctx=ctx,
+        )
     if load_activities:
         load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
     providers, credentials = settings.model_providers()

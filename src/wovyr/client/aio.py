@@ -141,10 +141,13 @@ class AsyncClient:
         labels: Mapping[str, str] | None = None,
         priority: int | None = None,
         idempotency_key: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> Execution:
         """Start an execution of `definition` (YAML/JSON text or an object) or of the
         registered `workflow` (its latest version, or `version`). With the same `id` or
-        `idempotency_key` again, the existing execution answers."""
+        `idempotency_key` again, the existing execution answers. `traceparent` and
+        `tracestate` (W3C trace context): with tracing on, the start continues that trace."""
         body = _some(
             definition=dict(definition) if isinstance(definition, Mapping) else definition,
             workflow=workflow,
@@ -154,7 +157,13 @@ class AsyncClient:
             labels=dict(labels) if labels is not None else None,
             priority=priority,
         )
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        headers = _some(
+            **{
+                "Idempotency-Key": idempotency_key,
+                "traceparent": traceparent,
+                "tracestate": tracestate,
+            }
+        )
         return cast(
             Execution, await self._json("POST", f"{_V1}/workflows", json=body, headers=headers)
         )
@@ -284,6 +293,60 @@ class AsyncClient:
             body["from"] = start_from
         path = f"{_V1}/workflows/{_part(execution_id)}/rerun"
         return cast(Execution, await self._json("POST", path, json=body))
+
+    # --- bulk actions --------------------------------------------------------------------------
+
+    async def submit_batch(
+        self,
+        action: str,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        id_prefix: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        signal: str | None = None,
+        payload: Any = None,
+        idempotency_key: str | None = None,
+    ) -> JSONObject:
+        """A bulk `action` (`cancel`, `rerun`, `signal`, `delete`) over the executions the
+        filter selects (every criterion given must hold), run by the server in the
+        background; the same `idempotency_key` answers the batch it made."""
+        selected = _some(
+            status=status,
+            workflow=workflow,
+            labels=dict(labels) if labels else None,
+            id_prefix=id_prefix,
+            since=_time(since),
+            until=_time(until),
+        )
+        body = _some(
+            action=action,
+            filter=selected,
+            signal=signal,
+            payload=payload,
+            idempotency_key=idempotency_key,
+        )
+        return cast(JSONObject, await self._json("POST", f"{_V1}/batches", json=body))
+
+    async def list_batches(self, *, limit: int | None = None) -> JSONObject:
+        """Batches, newest first (`items`)."""
+        params = query(limit=limit)
+        return cast(JSONObject, await self._json("GET", f"{_V1}/batches", params=params))
+
+    async def get_batch(
+        self,
+        batch_id: str,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
+        outcome: str | None = None,
+    ) -> JSONObject:
+        """One batch: its progress and its items numbered above `after` (`next_after`)."""
+        params = query(after=after, limit=limit, outcome=outcome)
+        path = f"{_V1}/batches/{_part(batch_id)}"
+        return cast(JSONObject, await self._json("GET", path, params=params))
 
     # --- definitions ---------------------------------------------------------------------------
 
