@@ -407,6 +407,28 @@ class AsyncClient:
     async def get_agent_run(self, run_id: str) -> JSONObject:
         return cast(JSONObject, await self._json("GET", f"{_V1}/agents/runs/{_part(run_id)}"))
 
+    # --- agents' memory --------------------------------------------------------------------------
+
+    async def list_memory(
+        self,
+        namespace: str,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> JSONObject:
+        """The live items of a memory namespace, by key (`next`: pass it as `after`)."""
+        params = query(prefix=prefix, after=after, limit=limit)
+        path = f"{_V1}/memory/{_part(namespace)}"
+        return cast(JSONObject, await self._json("GET", path, params=params))
+
+    async def get_memory(self, namespace: str, key: str) -> JSONObject:
+        path = f"{_V1}/memory/{_part(namespace)}/{_part(key)}"
+        return cast(JSONObject, await self._json("GET", path))
+
+    async def delete_memory(self, namespace: str, key: str) -> None:
+        await self._send("DELETE", f"{_V1}/memory/{_part(namespace)}/{_part(key)}")
+
     # --- schedules -----------------------------------------------------------------------------
 
     async def create_schedule(
