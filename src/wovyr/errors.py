@@ -16,7 +16,16 @@
     │   └── StoreUnavailable       the database could not be reached
     ├── ConfigError                bad settings, flags or URLs
     ├── KmsError                   a key or a sealed value could not be used (never shows one)
+    ├── RemoteError                a Wovyr server refused or failed a request (`wovyr.client`)
+    │   ├── RequestInvalid         400, 413, 415, 422: the request is invalid (with problems)
+    │   ├── AccessDenied           401, 403: no key, a revoked key, or not the role for it
+    │   ├── ServerError            500 and other answers the client does not expect
+    │   └── ServerUnreachable      no answer: connection refused, timed out, bad URL
     └── CalendarRangeError         a time or schedule tick beyond years 1-9999 (a ValueError too)
+
+A server's 404, 409, 429 and 503 arrive in the client as `NotFound`, `Conflict`,
+`QuotaExceeded` and `StoreUnavailable`: code that catches them works the same against the
+engine in-process and against a server.
 
 Each class's docstring is its default message. User-facing errors carry a location and a
 hint where one exists, so edges (CLI, HTTP) can print them without a traceback.
@@ -24,10 +33,12 @@ hint where one exists, so edges (CLI, HTTP) can print them without a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "AccessDenied",
     "ActivityNotRegistered",
     "BackupRefused",
     "CalendarRangeError",
@@ -43,6 +54,10 @@ __all__ = [
     "NotFound",
     "Problem",
     "QuotaExceeded",
+    "RemoteError",
+    "RequestInvalid",
+    "ServerError",
+    "ServerUnreachable",
     "StoreError",
     "StoreUnavailable",
     "WovyrError",
@@ -186,6 +201,40 @@ class ConfigError(WovyrError):
 
 class KmsError(WovyrError):
     """A key or a sealed value could not be used."""
+
+
+class RemoteError(WovyrError):
+    """The server refused or failed the request."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        status: int = 0,
+        problems: Sequence[Problem] = (),
+        type: str = "",
+        hint: str | None = None,
+    ) -> None:
+        self.status = status  # the HTTP status (0: no answer)
+        self.problems = list(problems)  # the problem document's located problems
+        self.type = type  # the problem document's `type` (urn:wovyr:problem:...)
+        super().__init__(message, hint=hint)
+
+
+class RequestInvalid(RemoteError):
+    """The server found the request invalid."""
+
+
+class AccessDenied(RemoteError):
+    """The server refused the API key (missing, unknown, revoked, or without the role)."""
+
+
+class ServerError(RemoteError):
+    """The server failed to handle the request."""
+
+
+class ServerUnreachable(RemoteError):
+    """The server could not be reached."""
 
 
 class BackupRefused(WovyrError):

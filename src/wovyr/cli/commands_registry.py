@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.table import Table
 
-from wovyr.cli.common import console, echo_json, open_engine, print_table, tenant_options
+from wovyr.cli.backend import open_backend
+from wovyr.cli.common import console, echo_json, print_table, tenant_options
 from wovyr.cli.main import EXIT_FAILED, cli, error_text
 from wovyr.errors import DefinitionConflict, DefinitionError, InputError
 from wovyr.settings import Settings
@@ -28,14 +30,8 @@ def definitions() -> None:
 @tenant_options
 def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
     """Register each FILE under its metadata name and version (idempotent)."""
-    with open_engine(settings, load_activities=False) as engine:
-
-        def apply_one(file: Path) -> tuple[str, str, str, str]:
-            outcome, digest = engine.apply(file)
-            workflow = engine.definition(digest)
-            return outcome, digest, workflow.name, workflow.version
-
-        apply_files(files, apply_one, as_json)
+    with open_backend(settings) as backend:
+        apply_files(files, backend.apply_definition, as_json)
 
 
 def apply_files(
@@ -91,26 +87,17 @@ def apply_files(
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """List registered definitions, newest first."""
-    with open_engine(settings, load_activities=False) as engine:
-        records = engine.store.list_registered(engine.tenant)
+    with open_backend(settings) as backend:
+        records = backend.definitions()
     if as_json:
-        echo_json(
-            [
-                {
-                    "name": r.name,
-                    "version": r.version,
-                    "hash": r.hash,
-                    "applied_at": r.created_at.isoformat(),
-                }
-                for r in records
-            ]
-        )
+        echo_json(records)
         return
     table = Table(box=None, pad_edge=False)
     for column in ("name", "version", "applied", "hash"):
         table.add_column(column)
     for r in records:
-        table.add_row(r.name, r.version, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.hash[:19])
+        applied = datetime.fromisoformat(r["applied_at"]).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(r["name"], r["version"], applied, r["hash"][:19])
     print_table(table)
 
 
@@ -121,11 +108,10 @@ def list_command(as_json: bool, settings: Settings) -> None:
 @tenant_options
 def show_command(name: str, version: str | None, as_json: bool, settings: Settings) -> None:
     """Print a registered definition (canonical JSON)."""
-    with open_engine(settings, load_activities=False) as engine:
-        workflow, digest = engine.named(name, version)
-    data = workflow.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+    with open_backend(settings) as backend:
+        found = backend.definition(name, version)
     if as_json:
-        echo_json({"hash": digest, "definition": data})
+        echo_json({"hash": found["hash"], "definition": found["definition"]})
     else:
-        console.print(f"{workflow.name} v{workflow.version}  {digest}")
-        echo_json(data)
+        console.print(f"{found['name']} v{found['version']}  {found['hash']}")
+        echo_json(found["definition"])

@@ -237,7 +237,8 @@ def _run_live(
             if show:
                 with Live(console=console, refresh_per_second=8, transient=True) as live:
                     while not driving.done():
-                        live.update(activities_table(engine.query(record.id, follow=False)))
+                        view = engine.query(record.id, follow=False)
+                        live.update(activities_table(view.activities))
                         await asyncio.wait([driving], timeout=0.1)
             return await driving
         finally:
@@ -312,7 +313,7 @@ def _result_json(ran: Foreground, again: _Again) -> dict[str, Any]:
 
 def _print_result(ran: Foreground, again: _Again) -> None:
     view = ran.view
-    print_table(activities_table(view))
+    print_table(activities_table(view.activities))
     console.print(
         f"\nexecution [bold]{view.id}[/] ({view.workflow} v{view.version}): [bold]{view.status}[/]",
         soft_wrap=True,

@@ -8,20 +8,19 @@ from typing import Any
 import click
 from rich.table import Table
 
+from wovyr.cli.backend import open_backend
 from wovyr.cli.common import (
     cli_inputs,
     console,
     echo_json,
-    open_engine,
     print_table,
     short,
     tenant_options,
 )
 from wovyr.cli.main import cli
 from wovyr.fields import format_duration, parse_timestamp
-from wovyr.scheduling.schedules import OVERLAP_POLICIES, Schedules, spec_of
+from wovyr.scheduling.schedules import OVERLAP_POLICIES
 from wovyr.settings import Settings
-from wovyr.store.schedules import ScheduleRecord
 
 __all__: list[str] = []
 
@@ -33,32 +32,6 @@ def _time(value: str | None, name: str) -> Any:
         return parse_timestamp(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=name) from None
-
-
-def _as_dict(record: ScheduleRecord, service: Schedules) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "workflow": record.workflow,
-        "definition_hash": record.definition_hash,
-        "spec": record.spec,
-        "describe": spec_of(record).describe(),
-        "overlap": record.overlap,
-        "catchup_window": record.catchup_window,
-        "paused": record.paused,
-        "note": record.note,
-        "input": record.input,
-        "start_at": record.start_at,
-        "end_at": record.end_at,
-        "remaining_actions": record.remaining_actions,
-        "next_fire_at": record.next_fire_at,
-        "next_fire_times": [t.isoformat() for t in service.next_fire_times(record)],
-        "last_fire_at": record.last_fire_at,
-        "buffered": list(record.buffered),
-        "recent": list(record.recent),
-        "fired": record.fired_count,
-        "skipped": record.skipped_count,
-        "missed": record.missed_count,
-    }
 
 
 @cli.group("schedules")
@@ -122,11 +95,11 @@ def create_command(
         raise click.UsageError("give exactly one of --workflow NAME or --file FILE")
     if (cron is None) == (every is None):
         raise click.UsageError("give exactly one of --cron EXPR or --every DURATION")
-    with open_engine(settings, load_activities=False) as engine:
-        service = Schedules(engine)
-        record = service.create(
+    with open_backend(settings) as backend:
+        data = backend.create_schedule(
             schedule_id,
-            workflow=Path(file) if file is not None else workflow,
+            workflow=workflow,
+            file=file,
             cron=cron,
             every=every,
             timezone=timezone,
@@ -141,26 +114,25 @@ def create_command(
             note=note,
             priority=priority,
         )
-        _show(record, service, as_json)
+    _show(data, as_json)
 
 
-def _show(record: ScheduleRecord, service: Schedules, as_json: bool) -> None:
-    data = _as_dict(record, service)
+def _show(data: dict[str, Any], as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    state = "paused" if record.paused else "active"
-    console.print(f"[bold]{record.id}[/]  {record.workflow}  {data['describe']}  ({state})")
+    state = "paused" if data["paused"] else "active"
+    console.print(f"[bold]{data['id']}[/]  {data['workflow']}  {data['describe']}  ({state})")
     console.print(
-        f"overlap {record.overlap}, catch-up window "
-        f"{format_duration(record.catchup_window)}; fired {record.fired_count}, "
-        f"skipped {record.skipped_count}, missed {record.missed_count}"
+        f"overlap {data['overlap']}, catch-up window "
+        f"{format_duration(data['catchup_window'])}; fired {data['fired']}, "
+        f"skipped {data['skipped']}, missed {data['missed']}"
     )
-    if record.note:
-        console.print(f"note: {record.note}")
+    if data["note"]:
+        console.print(f"note: {data['note']}")
     for tick in data["next_fire_times"]:
         console.print(f"  next: {tick}")
-    for fire in record.recent:
+    for fire in data["recent"]:
         if "skipped" in fire:
             console.print(f"  skipped: {fire.get('tick')}: {fire['skipped']}")
         else:
@@ -172,25 +144,24 @@ def _show(record: ScheduleRecord, service: Schedules, as_json: bool) -> None:
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """List schedules."""
-    with open_engine(settings, load_activities=False) as engine:
-        service = Schedules(engine)
-        records = service.list()
-        if as_json:
-            echo_json([_as_dict(r, service) for r in records])
-            return
-        table = Table(box=None, pad_edge=False)
-        for column in ("id", "workflow", "spec", "state", "next fire", "fired"):
-            table.add_column(column)
-        for r in records:
-            table.add_row(
-                r.id,
-                r.workflow,
-                short(spec_of(r).describe(), 40),
-                "paused" if r.paused else "active",
-                r.next_fire_at.isoformat() if r.next_fire_at else "-",
-                str(r.fired_count),
-            )
-        print_table(table)
+    with open_backend(settings) as backend:
+        records = backend.schedules()
+    if as_json:
+        echo_json(records)
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "workflow", "spec", "state", "next fire", "fired"):
+        table.add_column(column)
+    for r in records:
+        table.add_row(
+            r["id"],
+            r["workflow"],
+            short(r["describe"], 40),
+            "paused" if r["paused"] else "active",
+            r["next_fire_at"].isoformat() if r["next_fire_at"] else "-",
+            str(r["fired"]),
+        )
+    print_table(table)
 
 
 @schedules.command("show")
@@ -199,9 +170,9 @@ def list_command(as_json: bool, settings: Settings) -> None:
 @tenant_options
 def show_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Show a schedule with its next 5 fire times."""
-    with open_engine(settings, load_activities=False) as engine:
-        service = Schedules(engine)
-        _show(service.get(schedule_id), service, as_json)
+    with open_backend(settings) as backend:
+        data = backend.schedule(schedule_id)
+    _show(data, as_json)
 
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -214,12 +185,11 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result a
 @tenant_options
 def pause_command(schedule_id: str, note: str | None, as_json: bool, settings: Settings) -> None:
     """Stop firing (nothing missed while paused replays on resume)."""
-    with open_engine(settings, load_activities=False) as engine:
-        service = Schedules(engine)
-        record = service.pause(schedule_id, note)
-        if as_json:
-            echo_json(_as_dict(record, service))
-            return
+    with open_backend(settings) as backend:
+        data = backend.pause_schedule(schedule_id, note)
+    if as_json:
+        echo_json(data)
+        return
     console.print(f"{schedule_id} paused")
 
 
@@ -230,13 +200,12 @@ def pause_command(schedule_id: str, note: str | None, as_json: bool, settings: S
 @tenant_options
 def resume_command(schedule_id: str, note: str | None, as_json: bool, settings: Settings) -> None:
     """Fire again from the next tick after now."""
-    with open_engine(settings, load_activities=False) as engine:
-        service = Schedules(engine)
-        record = service.resume(schedule_id, note)
-        if as_json:
-            echo_json(_as_dict(record, service))
-            return
-    console.print(f"{schedule_id} resumed; next fire {record.next_fire_at}")
+    with open_backend(settings) as backend:
+        data = backend.resume_schedule(schedule_id, note)
+    if as_json:
+        echo_json(data)
+        return
+    console.print(f"{schedule_id} resumed; next fire {data['next_fire_at']}")
 
 
 @schedules.command("update")
@@ -275,13 +244,12 @@ def update_command(
     }
     if not changes:
         raise click.UsageError("nothing to update")
-    with open_engine(settings, load_activities=False) as engine:
-        service = Schedules(engine)
-        record = service.update(schedule_id, **changes)
-        if as_json:
-            echo_json(_as_dict(record, service))
-            return
-    console.print(f"{schedule_id} updated; next fire {record.next_fire_at}")
+    with open_backend(settings) as backend:
+        data = backend.update_schedule(schedule_id, **changes)
+    if as_json:
+        echo_json(data)
+        return
+    console.print(f"{schedule_id} updated; next fire {data['next_fire_at']}")
 
 
 @schedules.command("delete")
@@ -290,8 +258,8 @@ def update_command(
 @tenant_options
 def delete_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Delete a schedule (executions it started are kept)."""
-    with open_engine(settings, load_activities=False) as engine:
-        Schedules(engine).delete(schedule_id)
+    with open_backend(settings) as backend:
+        backend.delete_schedule(schedule_id)
     if as_json:
         echo_json({"id": schedule_id, "deleted": True})
     else:
@@ -304,8 +272,8 @@ def delete_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
 @tenant_options
 def trigger_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Start one execution now."""
-    with open_engine(settings, load_activities=False) as engine:
-        execution_id = Schedules(engine).trigger(schedule_id)
+    with open_backend(settings) as backend:
+        execution_id = backend.trigger_schedule(schedule_id)
     if as_json:
         echo_json({"id": schedule_id, "execution_id": execution_id})
     else:
@@ -322,8 +290,9 @@ def backfill_command(
     schedule_id: str, start: str, end: str, as_json: bool, settings: Settings
 ) -> None:
     """Start every tick in (START, END] now; repeating a backfill starts nothing twice."""
-    with open_engine(settings, load_activities=False) as engine:
-        ids = Schedules(engine).backfill(schedule_id, _time(start, "--start"), _time(end, "--end"))
+    first, last = _time(start, "--start"), _time(end, "--end")
+    with open_backend(settings) as backend:
+        ids = backend.backfill_schedule(schedule_id, first, last)
     if as_json:
         echo_json({"id": schedule_id, "execution_ids": ids})
     else:

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.failures import tracebacks_in, without_tracebacks
+from wovyr.cli.backend import open_backend, refuse_remote
 from wovyr.cli.common import (
     activities_table,
     cli_inputs,
@@ -24,10 +24,8 @@ from wovyr.cli.common import (
     tenant_options,
 )
 from wovyr.cli.main import cli
-from wovyr.engine.engine import Engine
 from wovyr.fields import parse_timestamp
 from wovyr.settings import Settings
-from wovyr.store.codec import from_micros, to_micros
 
 __all__: list[str] = []
 
@@ -52,18 +50,6 @@ def _timestamp(value: str | None, name: str) -> datetime | None:
         return parse_timestamp(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=name) from None
-
-
-def _cursor(value: str | None) -> tuple[datetime, str] | None:
-    if not value:
-        return None
-    try:
-        micros, _, ident = value.partition(":")
-        return from_micros(int(micros)), ident
-    except ValueError:
-        raise click.BadParameter(
-            "not a cursor printed by a previous page", param_hint="--cursor"
-        ) from None
 
 
 @workflows.command("list")
@@ -92,23 +78,22 @@ def list_command(
     settings: Settings,
 ) -> None:
     """List executions, newest first."""
-    with open_engine(settings, load_activities=False) as engine:
-        page = engine.list(
+    after = _timestamp(created_after, "--created-after")
+    before = _timestamp(created_before, "--created-before")
+    with open_backend(settings) as backend:
+        items, next_cursor = backend.list_executions(
             workflow=workflow,
             status=status,
             limit=limit,
-            cursor=_cursor(cursor),
-            created_after=_timestamp(created_after, "--created-after"),
-            created_before=_timestamp(created_before, "--created-before"),
+            cursor=cursor,
+            created_after=after,
+            created_before=before,
             labels=cli_labels(label_pairs),
             id_prefix=id_prefix,
             name=name,
         )
-    next_cursor = (
-        f"{to_micros(page.next_cursor[0])}:{page.next_cursor[1]}" if page.next_cursor else None
-    )
     if as_json:
-        echo_json({"items": [_summary(r) for r in page.items], "next_cursor": next_cursor})
+        echo_json({"items": items, "next_cursor": next_cursor})
         return
     from rich.table import Table  # only to print one: --json does not load rich
 
@@ -116,32 +101,18 @@ def list_command(
     for column in ("id", "workflow", "status", "created", "waiting on", "labels"):
         # An id is never cut or wrapped: it is what a user copies into the next command.
         table.add_column(column, no_wrap=column in ("id", "created"))
-    for r in page.items:
+    for r in items:
         table.add_row(
-            r.id,
-            f"{r.workflow} v{r.version}",
-            status_style(r.shown_status),
-            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            short(r.waiting_on or "", 50),
-            " ".join(f"{k}={v}" for k, v in sorted(r.labels.items())),
+            r["id"],
+            f"{r['workflow']} v{r['version']}",
+            status_style(r["status"]),
+            datetime.fromisoformat(r["created_at"]).strftime("%Y-%m-%d %H:%M:%S"),
+            short(r["waiting_on"] or "", 50),
+            " ".join(f"{k}={v}" for k, v in sorted(r["labels"].items())),
         )
     print_table(table)
     if next_cursor:
         console.print(f"\nmore: --cursor {next_cursor}")
-
-
-def _summary(r: Any) -> dict[str, Any]:
-    return {
-        "id": r.id,
-        "workflow": r.workflow,
-        "version": r.version,
-        "status": r.shown_status,
-        "created_at": r.created_at.isoformat(),
-        "updated_at": r.updated_at.isoformat(),
-        "waiting_on": r.waiting_on,
-        "parent_id": r.parent_id,
-        "labels": dict(r.labels),
-    }
 
 
 FINISHED_STATUSES = ["completed", "failed", "cancelled", "continued"]
@@ -190,6 +161,7 @@ def export_command(
     first. Nothing is deleted (retention's `--export-to` exports what it purges)."""
     from wovyr.engine.retention import export_file, iter_finished
 
+    refuse_remote("workflows export", "it writes a file on this host from its store")
     cutoff = _before(before)
     with open_engine(settings, load_activities=False) as engine:
         found = iter_finished(engine, workflow, cutoff, statuses=statuses or None)
@@ -208,47 +180,51 @@ def export_command(
 def show_command(execution_id: str, as_json: bool, no_follow: bool, settings: Settings) -> None:
     """Show one execution's state (a query: changes nothing). A run that continued as new
     shows its chain's live (or last) run, unless --no-follow."""
-    with open_engine(settings, load_activities=False) as engine:
-        view = engine.query(execution_id, follow=not no_follow)
+    with open_backend(settings) as backend:
+        view = backend.execution(execution_id, follow=not no_follow)
     if as_json:
-        echo_json(view.to_dict())
+        echo_json(view)
         return
     console.print(
-        f"[bold]{view.id}[/]  {view.workflow} v{view.version}  {status_style(view.status)}"
+        f"[bold]{view['id']}[/]  {view['workflow']} v{view['version']}  "
+        f"{status_style(view['status'])}"
     )
-    console.print(f"created {view.created_at}   events {view.event_count}")
-    if view.chain is not None:
-        console.print(f"chain {view.chain['root']}   run {view.chain['run']}")
-    if view.continued_from:
-        console.print(f"continued from: {view.continued_from}")
-    if view.continued_as:
-        console.print(f"continued as: {view.continued_as}")
-    if view.labels:
-        console.print("labels: " + " ".join(f"{k}={v}" for k, v in sorted(view.labels.items())))
-    if view.rerun_of is not None:
-        start = view.rerun_of.get("from")
-        console.print(f"rerun of: {view.rerun_of['id']}" + (f" from {start}" if start else ""))
-    if view.reruns:
-        console.print(f"reruns: {', '.join(view.reruns)}")
-    if view.waiting_on:
-        console.print(f"waiting on: {view.waiting_on}")
-    if isinstance(view.input, dict) and set(view.input) == {"sealed"}:  # its payloads are gone
-        console.print(f"payloads: {view.input['sealed']}", markup=False)
-    print_table(activities_table(view))
-    if view.output is not None:
-        console.print("output: " + json.dumps(view.output, default=str))
-    if view.error is not None:
-        console.print("error: " + json.dumps(without_tracebacks(view.error), default=str))
+    console.print(f"created {view['created_at']}   events {view['event_count']}")
+    chain, rerun_of = view["chain"], view["rerun_of"]
+    if chain is not None:
+        console.print(f"chain {chain['root']}   run {chain['run']}")
+    if view["continued_from"]:
+        console.print(f"continued from: {view['continued_from']}")
+    if view["continued_as"]:
+        console.print(f"continued as: {view['continued_as']}")
+    if view["labels"]:
+        labels = " ".join(f"{k}={v}" for k, v in sorted(view["labels"].items()))
+        console.print("labels: " + labels)
+    if rerun_of is not None:
+        start = rerun_of.get("from")
+        console.print(f"rerun of: {rerun_of['id']}" + (f" from {start}" if start else ""))
+    if view["reruns"]:
+        console.print(f"reruns: {', '.join(view['reruns'])}")
+    if view["waiting_on"]:
+        console.print(f"waiting on: {view['waiting_on']}")
+    given = view["input"]
+    if isinstance(given, dict) and set(given) == {"sealed"}:  # its payloads are gone
+        console.print(f"payloads: {given['sealed']}", markup=False)
+    print_table(activities_table(view["activities"]))
+    if view["output"] is not None:
+        console.print("output: " + json.dumps(view["output"], default=str))
+    if view["error"] is not None:
+        console.print("error: " + json.dumps(without_tracebacks(view["error"]), default=str))
     _print_tracebacks(view)
 
 
-def _print_tracebacks(view: Any) -> None:
+def _print_tracebacks(view: dict[str, Any]) -> None:
     """The failed handlers' tracebacks (their own frames), as Python prints them."""
     errors: dict[str, Any] = {}
-    for aid, act in view.activities.items():
+    for aid, act in view["activities"].items():
         errors[aid] = act.get("error")
         errors.update({f"{aid}[{i}]": it.get("error") for i, it in enumerate(act["items"] or [])})
-    errors["the execution"] = view.error  # its activity's, unless it failed on its own
+    errors["the execution"] = view["error"]  # its activity's, unless it failed on its own
     for where, trace in tracebacks_in(errors):
         console.print(f"\ntraceback of {where}:", markup=False)
         console.print(trace.rstrip("\n"), markup=False, soft_wrap=True)
@@ -271,12 +247,10 @@ def history_command(
 ) -> None:
     """Print an execution's events in order (of a chain's live or last run, unless
     --no-follow)."""
-    with open_engine(settings, load_activities=False) as engine:
-        events = engine.history(execution_id, after, limit, follow=not no_follow)
+    with open_backend(settings) as backend:
+        events = backend.history(execution_id, after, limit, follow=not no_follow)
     if as_json:
-        echo_json(
-            [{"seq": e.seq, "type": e.type, "at": e.at.isoformat(), "data": e.data} for e in events]
-        )
+        echo_json(events)
         return
     from rich.table import Table
 
@@ -284,7 +258,8 @@ def history_command(
     for column in ("seq", "at", "type", "data"):
         table.add_column(column)
     for e in events:
-        table.add_row(str(e.seq), e.at.strftime("%H:%M:%S.%f")[:-3], e.type, short(e.data, 80))
+        at = datetime.fromisoformat(e["at"]).strftime("%H:%M:%S.%f")[:-3]
+        table.add_row(str(e["seq"]), at, e["type"], short(e["data"], 80))
     print_table(table)
 
 
@@ -308,32 +283,18 @@ def watch_command(
     """Follow an execution live: its events as they commit and the text its model calls
     stream, until it ends (exit 0 when it completed, 1 otherwise). Ctrl-C stops watching;
     the execution goes on."""
-    import time
-
-    from wovyr.engine.streams import StreamCursor, read_stream_page
-
-    try:
-        cursor = StreamCursor.parse(after) if after else StreamCursor()
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--after") from None
     printer = _WatchPrinter(as_json)
-    with open_engine(settings, load_activities=False) as engine:
-        engine.get(execution_id)  # not found: exit 4
+    status = None
+    with open_backend(settings) as backend:
         try:
-            while True:
-                page = read_stream_page(engine.store, engine.tenant, execution_id, cursor)
-                for message in page.messages:
-                    cursor = cursor.after(message)
-                    printer.show(str(cursor), message.kind, message.data)
-                if page.complete:
-                    printer.show(str(cursor), "end", {"status": page.status})
-                    break
-                if not page.messages:
-                    time.sleep(interval)
+            for ident, kind, data in backend.watch(execution_id, after, interval):
+                printer.show(ident, kind, data)
+                if kind == "end":
+                    status = data.get("status")
         except KeyboardInterrupt:
             printer.close()
             return
-    if page.status != "completed":
+    if status != "completed":
         raise SystemExit(1)
 
 
@@ -397,9 +358,9 @@ def logs_command(
     """Print what each attempt logged (`ctx.log`, its module's logging) and the
     tracebacks of failed attempts, in order; --follow waits for more until it ends."""
     after = 0
-    with open_engine(settings, load_activities=False) as engine:
+    with open_backend(settings) as backend:
         while True:
-            items, after, finished = engine.logs(execution_id, after, follow=not no_follow)
+            items, after, finished = backend.logs(execution_id, after, follow=not no_follow)
             for item in items:
                 _print_attempt(item, as_json)
             if not follow or finished:
@@ -443,8 +404,8 @@ def signal_command(
     execution_id: str, name: str, payload: str | None, as_json: bool, settings: Settings
 ) -> None:
     """Send signal NAME to an execution (buffered until a wait consumes it)."""
-    with open_engine(settings, load_activities=False) as engine:
-        view = engine.signal(execution_id, name, _payload(payload))
+    with open_backend(settings) as backend:
+        view = backend.signal(execution_id, name, _payload(payload))
     _done(view, as_json, f"signal {name!r} delivered to {execution_id}")
 
 
@@ -480,29 +441,12 @@ def approve_command(
     """Approve (or --reject) the approval ACTIVITY_ID of an execution (an agent paused on
     its budget: --grant-tokens/--grant-cost say how much more)."""
     grant = {k: v for k, v in (("tokens", grant_tokens), ("cost", grant_cost)) if v is not None}
-    with open_engine(settings, load_activities=False) as engine:
-        if by is None:
-            _require_by(engine, execution_id, activity_id)
-        view = engine.approve(
+    with open_backend(settings) as backend:
+        view = backend.approve(
             execution_id, activity_id, not reject, by=by, comment=comment, grant=grant or None
         )
     verb = "rejected" if reject else "approved"
     _done(view, as_json, f"{activity_id} {verb} on {execution_id}")
-
-
-def _require_by(engine: Engine, execution_id: str, activity_id: str) -> None:
-    """An approval that names its approvers needs --by: say so, with who may decide."""
-    workflow = engine.definition(engine.get(execution_id).definition_hash)
-    try:
-        step = workflow.activity(activity_id).step_of(WaitStep)
-    except KeyError:
-        return  # the engine answers: no such activity
-    approval = step.wait.approval if step is not None else None
-    if approval is not None and approval.approvers:
-        raise click.UsageError(
-            f"approval {activity_id!r} of {execution_id} may be decided only by "
-            f"{', '.join(approval.approvers)}: say who decides with --by NAME"
-        )
 
 
 @workflows.command("cancel")
@@ -514,16 +458,16 @@ def cancel_command(
     execution_id: str, reason: str | None, as_json: bool, settings: Settings
 ) -> None:
     """Cancel an execution (durable when this returns)."""
-    with open_engine(settings, load_activities=False) as engine:
-        view = engine.cancel(execution_id, reason)
+    with open_backend(settings) as backend:
+        view = backend.cancel(execution_id, reason)
     _done(view, as_json, f"{execution_id} cancelled")
 
 
-def _done(view: Any, as_json: bool, message: str) -> None:
+def _done(view: dict[str, Any], as_json: bool, message: str) -> None:
     if as_json:
-        echo_json(view.to_dict())
+        echo_json(view)
     else:
-        console.print(f"{message}; status {status_style(view.status)}")
+        console.print(f"{message}; status {status_style(view['status'])}")
 
 
 @workflows.command("rerun")
@@ -556,19 +500,18 @@ def rerun_command(
     settings: Settings,
 ) -> None:
     """Start a new execution that reruns a finished one (linked to it as its rerun)."""
-    with open_engine(settings, load_activities=False) as engine:
-        record = engine.rerun(
+    with open_backend(settings) as backend:
+        view = backend.rerun(
             execution_id,
             start_from=start_from,
             input=cli_inputs(pairs),
             latest=latest,
             new_id=new_id,
         )
-        view = engine.query(record.id, follow=False)
     if as_json:
-        echo_json(view.to_dict())
+        echo_json(view)
         return
-    reused = [aid for aid, act in view.activities.items() if act.get("reused_from")]
-    console.print(f"{view.id} reruns {execution_id}; status {status_style(view.status)}")
+    reused = [aid for aid, act in view["activities"].items() if act.get("reused_from")]
+    console.print(f"{view['id']} reruns {execution_id}; status {status_style(view['status'])}")
     if reused:
         console.print(f"reused from {execution_id}: {', '.join(reused)}")

@@ -142,7 +142,8 @@ def engine_options(fn: F) -> F:
 def tenant_options(fn: F) -> F:
     """`engine_options` plus `--tenant` (env `WOVYR_TENANT`, default `default`): the tenant a
     command acts for. Whoever runs the CLI holds the store, so they may act for any tenant
-    (docs/security.md); the tenant's side-effect policy still applies to what it runs."""
+    (docs/security.md); the tenant's side-effect policy still applies to what it runs.
+    Through a server (`--server`) the key's tenant is the one: `--tenant` is refused."""
 
     @click.option(
         "--tenant",
@@ -154,6 +155,13 @@ def tenant_options(fn: F) -> F:
     )
     @functools.wraps(fn)
     def wrapper(*args: Any, tenant: str, settings: Settings, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        given = ctx.get_parameter_source("tenant") == click.core.ParameterSource.COMMANDLINE
+        if given and ctx.meta.get("wovyr.remote") is not None:
+            raise click.UsageError(
+                "through a server the API key decides the tenant: leave out --tenant",
+                ctx=ctx,
+            )
         try:
             validate_tenant(tenant)
         except InputError as exc:
@@ -165,7 +173,16 @@ def tenant_options(fn: F) -> F:
 
 @contextmanager
 def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator[Engine]:
-    """The engine over the configured store, acting for `settings.tenant`."""
+    """The engine over the configured store, acting for `settings.tenant`. Refused when
+    the CLI was given a server (`--server`): a command that has no way through the API
+    says so rather than quietly acting on a store on this host."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get("wovyr.remote") is not None:
+        raise click.UsageError(
+            f"`{ctx.command_path}` does not go through a server yet: run it on the "
+            "server's host without --server (and WOVYR_SERVER)",
+            ctx=ctx,
+        )
     if load_activities:
         load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
     providers, credentials = settings.model_providers()
@@ -210,13 +227,13 @@ def short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def activities_table(view: Any) -> Table:
+def activities_table(activities: dict[str, dict[str, Any]]) -> Table:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
     for column in ("activity", "kind", "status", "attempt", "output / error"):
         table.add_column(column)
-    for aid, act in view.activities.items():
+    for aid, act in activities.items():
         detail = act["error"] if act["error"] else act["output"]
         if act["status"] == "waiting" and act.get("wait"):
             detail = act["wait"]

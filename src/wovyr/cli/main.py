@@ -9,11 +9,19 @@ Wovyr are printed without a traceback; several problems are listed one per line.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
 
-from wovyr.errors import DefinitionError, InputError, NotFound, Problem, WovyrError
+from wovyr.errors import (
+    DefinitionError,
+    InputError,
+    NotFound,
+    Problem,
+    RemoteError,
+    WovyrError,
+)
 
 __all__ = ["cli", "error_text", "main"]
 
@@ -103,6 +111,14 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+# The commands that work through a server (`--server URL`), not only on this host's store:
+# `validate` and `schema` read no store at all. The others refuse a server rather than
+# quietly act on a local store: those of the host itself (its processes, its database,
+# `run` in the foreground here), and those whose API the CLI does not speak yet.
+REMOTE_COMMANDS = frozenset({"workflows", "schedules", "definitions", "validate", "schema"})
+NOT_YET_REMOTE = frozenset({"agents", "secrets", "providers", "mcp"})
+
+
 class _LazyGroup(click.Group):
     """The top-level group: commands are known by name and loaded on first use."""
 
@@ -131,8 +147,34 @@ class _LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(package_name="wovyr")
-def cli() -> None:
+@click.option(
+    "--server",
+    metavar="URL",
+    envvar="WOVYR_SERVER",
+    help="Talk to this Wovyr server's API instead of the local store (the `workflows`, "
+    "`schedules` and `definitions` commands), with the key in WOVYR_API_KEY. "
+    "Env: WOVYR_SERVER.",
+)
+@click.pass_context
+def cli(ctx: click.Context, server: str | None) -> None:
     """Wovyr: durable execution for declarative workflows."""
+    if not server:
+        return
+    name = ctx.invoked_subcommand
+    if name in NOT_YET_REMOTE:
+        raise click.UsageError(
+            f"`wovyr {name}` does not go through a server yet: run it on the server's host "
+            f"without --server (and WOVYR_SERVER), or use the HTTP API (wovyr.client)."
+        )
+    if name not in REMOTE_COMMANDS:
+        raise click.UsageError(
+            f"`wovyr {name}` works on this host's store, not through a server: leave out "
+            f"--server (and unset WOVYR_SERVER). Through a server: "
+            f"{', '.join(sorted(REMOTE_COMMANDS))}."
+        )
+    from wovyr.cli.backend import API_KEY_ENV, Remote
+
+    ctx.meta["wovyr.remote"] = Remote(server, os.environ.get(API_KEY_ENV) or None)
 
 
 def _register() -> None:
@@ -145,7 +187,10 @@ def _register() -> None:
 def error_text(err: WovyrError) -> str:
     """The error as the CLI prints it: several problems of a document or of the inputs are
     each on their own line, under a count."""
-    problems = err.problems if isinstance(err, DefinitionError | InputError) else []
+    problems = err.problems if isinstance(err, DefinitionError | InputError | RemoteError) else []
+    if isinstance(err, RemoteError) and problems:  # the server's detail, then each problem
+        lines = [p.format() if p.file else _input_problem(p, at=True) for p in problems]
+        return str(err) + "".join(f"\n  {line}" for line in lines)
     if len(problems) < 2:
         return str(err)
     what = "the workflow definition" if isinstance(err, DefinitionError) else "the inputs"
@@ -153,8 +198,9 @@ def error_text(err: WovyrError) -> str:
     return f"{len(problems)} problems in {what}:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def _input_problem(problem: Problem) -> str:
-    return problem.message + (f" ({problem.hint})" if problem.hint else "")
+def _input_problem(problem: Problem, *, at: bool = False) -> str:
+    where = f" (at {problem.path})" if at and problem.path else ""
+    return problem.message + where + (f" ({problem.hint})" if problem.hint else "")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,3 +116,16 @@ def test_the_help_lines_are_the_commands_own() -> None:
         command = cli.get_command(ctx, name)
         assert command is not None, name
         assert command.get_short_help_str(limit=1000) == line, name
+
+
+def test_only_a_server_loads_the_http_client(tmp_path: Path) -> None:
+    """The definitions and schedules commands on the store load no httpx; `--server` does
+    (and then opens no store: nothing is created under the home)."""
+    for argv in (["definitions", "list", "--json"], ["schedules", "list", "--json"]):
+        loaded = loaded_after(argv, tmp_path)
+        assert loaded["ok"], argv
+        assert not loaded.get("httpx") and not loaded.get("wovyr.client"), argv
+    home = tmp_path / "remote-home"
+    loaded = loaded_after(["--server", "http://127.0.0.1:9", "workflows", "list", "--json"], home)
+    assert loaded.get("httpx") and loaded.get("wovyr.client.sync")
+    assert not loaded.get("wovyr.server") and not home.exists()

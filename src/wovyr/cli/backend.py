@@ -1,0 +1,412 @@
+"""The seam between the `workflows`, `schedules` and `definitions` commands and what they
+act on: the engine over this host's database (`LocalBackend`), or a server's HTTP API
+through `wovyr.client` (`wovyr.cli.remote.RemoteBackend`, with `--server URL` or
+`WOVYR_SERVER`).
+
+Both answer in the same shapes, the ones the commands print with `--json` (times as the
+local commands have always printed them), so a command renders one way whichever answers,
+and exits with the same codes: a missing object is `NotFound` from either side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import click
+
+from wovyr.settings import Settings
+
+if TYPE_CHECKING:
+    from wovyr.engine.engine import Engine
+    from wovyr.scheduling.schedules import Schedules
+    from wovyr.store.schedules import ScheduleRecord
+
+__all__ = [
+    "API_KEY_ENV",
+    "Backend",
+    "LocalBackend",
+    "Remote",
+    "WatchMessage",
+    "open_backend",
+    "refuse_remote",
+    "remote_of",
+]
+
+API_KEY_ENV = "WOVYR_API_KEY"
+WatchMessage = tuple[str, str, dict[str, Any]]  # (position, kind, data) of a live stream
+
+
+@dataclass(frozen=True)
+class Remote:
+    """The server the CLI talks to (`--server`/`WOVYR_SERVER`), and its key."""
+
+    url: str
+    api_key: str | None
+
+    def __repr__(self) -> str:  # never the key
+        return f"Remote({self.url!r})"
+
+
+def remote_of(ctx: click.Context | None = None) -> Remote | None:
+    """The server this invocation talks to, if any (set by the `wovyr` group)."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    found = ctx.meta.get("wovyr.remote")
+    return found if isinstance(found, Remote) else None
+
+
+def refuse_remote(command: str, why: str) -> None:
+    """A command of a remote-capable group that only makes sense on the host: refused with
+    `--server`, never run against a local store instead."""
+    if remote_of() is not None:
+        raise click.UsageError(
+            f"`wovyr {command}` does not go through a server ({why}): run it on the "
+            f"server's host without --server (and WOVYR_SERVER)"
+        )
+
+
+class Backend(Protocol):
+    """What the commands ask; dicts are the `--json` shapes."""
+
+    # workflows
+    def list_executions(
+        self,
+        *,
+        workflow: str | None,
+        status: str | None,
+        limit: int,
+        cursor: str | None,
+        created_after: datetime | None,
+        created_before: datetime | None,
+        labels: dict[str, str],
+        id_prefix: str | None,
+        name: str | None,
+    ) -> tuple[list[dict[str, Any]], str | None]: ...
+    def execution(self, execution_id: str, *, follow: bool) -> dict[str, Any]: ...
+    def history(
+        self, execution_id: str, after: int, limit: int | None, *, follow: bool
+    ) -> list[dict[str, Any]]: ...
+    def logs(
+        self, execution_id: str, after: int, *, follow: bool
+    ) -> tuple[list[dict[str, Any]], int, bool]: ...
+    def watch(
+        self, execution_id: str, after: str | None, interval: float
+    ) -> Iterator[WatchMessage]: ...
+    def signal(self, execution_id: str, name: str, payload: Any) -> dict[str, Any]: ...
+    def approve(
+        self,
+        execution_id: str,
+        activity_id: str,
+        approved: bool,
+        *,
+        by: str | None,
+        comment: str | None,
+        grant: dict[str, Any] | None,
+    ) -> dict[str, Any]: ...
+    def cancel(self, execution_id: str, reason: str | None) -> dict[str, Any]: ...
+    def rerun(
+        self,
+        execution_id: str,
+        *,
+        start_from: str | None,
+        input: dict[str, Any],
+        latest: bool,
+        new_id: str | None,
+    ) -> dict[str, Any]: ...
+
+    # schedules
+    def create_schedule(
+        self, schedule_id: str, *, workflow: str | None, file: Path | None, **spec: Any
+    ) -> dict[str, Any]: ...
+    def schedules(self) -> list[dict[str, Any]]: ...
+    def schedule(self, schedule_id: str) -> dict[str, Any]: ...
+    def pause_schedule(self, schedule_id: str, note: str | None) -> dict[str, Any]: ...
+    def resume_schedule(self, schedule_id: str, note: str | None) -> dict[str, Any]: ...
+    def update_schedule(self, schedule_id: str, **changes: Any) -> dict[str, Any]: ...
+    def delete_schedule(self, schedule_id: str) -> None: ...
+    def trigger_schedule(self, schedule_id: str) -> str: ...
+    def backfill_schedule(self, schedule_id: str, start: datetime, end: datetime) -> list[str]: ...
+
+    # definitions
+    def apply_definition(self, file: Path) -> tuple[str, str, str, str]: ...
+    def definitions(self) -> list[dict[str, Any]]: ...
+    def definition(self, name: str, version: str | None) -> dict[str, Any]: ...
+
+
+@contextmanager
+def open_backend(settings: Settings) -> Iterator[Backend]:
+    """The server's API when the CLI was given one, else the engine over the store."""
+    remote = remote_of()
+    if remote is not None:
+        from wovyr.cli.remote import RemoteBackend  # httpx loads only here
+
+        with RemoteBackend.open(remote) as backend:
+            yield backend
+        return
+    from wovyr.cli.common import open_engine
+
+    with open_engine(settings, load_activities=False) as engine:
+        yield LocalBackend(engine)
+
+
+# --- the engine over this host's store ----------------------------------------------------------
+
+
+def schedule_dict(record: ScheduleRecord, service: Schedules) -> dict[str, Any]:
+    from wovyr.scheduling.schedules import spec_of
+
+    return {
+        "id": record.id,
+        "workflow": record.workflow,
+        "definition_hash": record.definition_hash,
+        "spec": record.spec,
+        "describe": spec_of(record).describe(),
+        "overlap": record.overlap,
+        "catchup_window": record.catchup_window,
+        "paused": record.paused,
+        "note": record.note,
+        "input": record.input,
+        "start_at": record.start_at,
+        "end_at": record.end_at,
+        "remaining_actions": record.remaining_actions,
+        "next_fire_at": record.next_fire_at,
+        "next_fire_times": [t.isoformat() for t in service.next_fire_times(record)],
+        "last_fire_at": record.last_fire_at,
+        "buffered": list(record.buffered),
+        "recent": list(record.recent),
+        "fired": record.fired_count,
+        "skipped": record.skipped_count,
+        "missed": record.missed_count,
+    }
+
+
+class LocalBackend:
+    """The commands over the engine (this host's store; any tenant, `--tenant`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # workflows
+
+    def list_executions(
+        self,
+        *,
+        workflow: str | None,
+        status: str | None,
+        limit: int,
+        cursor: str | None,
+        created_after: datetime | None,
+        created_before: datetime | None,
+        labels: dict[str, str],
+        id_prefix: str | None,
+        name: str | None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        from wovyr.store.codec import from_micros, to_micros
+
+        position = None
+        if cursor:
+            try:
+                micros, _, ident = cursor.partition(":")
+                position = from_micros(int(micros)), ident
+            except ValueError:
+                raise click.BadParameter(
+                    "not a cursor printed by a previous page", param_hint="--cursor"
+                ) from None
+        page = self.engine.list(
+            workflow=workflow,
+            status=status,
+            limit=limit,
+            cursor=position,
+            created_after=created_after,
+            created_before=created_before,
+            labels=labels,
+            id_prefix=id_prefix,
+            name=name,
+        )
+        after = page.next_cursor
+        items = [
+            {
+                "id": r.id,
+                "workflow": r.workflow,
+                "version": r.version,
+                "status": r.shown_status,
+                "created_at": r.created_at.isoformat(),
+                "updated_at": r.updated_at.isoformat(),
+                "waiting_on": r.waiting_on,
+                "parent_id": r.parent_id,
+                "labels": dict(r.labels),
+            }
+            for r in page.items
+        ]
+        return items, (f"{to_micros(after[0])}:{after[1]}" if after else None)
+
+    def execution(self, execution_id: str, *, follow: bool) -> dict[str, Any]:
+        return self.engine.query(execution_id, follow=follow).to_dict()
+
+    def history(
+        self, execution_id: str, after: int, limit: int | None, *, follow: bool
+    ) -> list[dict[str, Any]]:
+        events = self.engine.history(execution_id, after, limit, follow=follow)
+        return [
+            {"seq": e.seq, "type": e.type, "at": e.at.isoformat(), "data": e.data} for e in events
+        ]
+
+    def logs(
+        self, execution_id: str, after: int, *, follow: bool
+    ) -> tuple[list[dict[str, Any]], int, bool]:
+        return self.engine.logs(execution_id, after, follow=follow)
+
+    def watch(
+        self, execution_id: str, after: str | None, interval: float
+    ) -> Iterator[WatchMessage]:
+        import time
+
+        from wovyr.engine.streams import StreamCursor, read_stream_page
+
+        try:
+            cursor = StreamCursor.parse(after) if after else StreamCursor()
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--after") from None
+        self.engine.get(execution_id)  # not found: exit 4
+        while True:
+            page = read_stream_page(self.engine.store, self.engine.tenant, execution_id, cursor)
+            for message in page.messages:
+                cursor = cursor.after(message)
+                yield str(cursor), message.kind, message.data
+            if page.complete:
+                yield str(cursor), "end", {"status": page.status}
+                return
+            if not page.messages:
+                time.sleep(interval)
+
+    def signal(self, execution_id: str, name: str, payload: Any) -> dict[str, Any]:
+        return self.engine.signal(execution_id, name, payload).to_dict()
+
+    def approve(
+        self,
+        execution_id: str,
+        activity_id: str,
+        approved: bool,
+        *,
+        by: str | None,
+        comment: str | None,
+        grant: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        if by is None:
+            self._require_by(execution_id, activity_id)
+        view = self.engine.approve(
+            execution_id, activity_id, approved, by=by, comment=comment, grant=grant
+        )
+        return view.to_dict()
+
+    def _require_by(self, execution_id: str, activity_id: str) -> None:
+        """An approval that names its approvers needs --by: say so, with who may decide."""
+        from wovyr.activities.builtin.wait import WaitStep
+
+        engine = self.engine
+        workflow = engine.definition(engine.get(execution_id).definition_hash)
+        try:
+            step = workflow.activity(activity_id).step_of(WaitStep)
+        except KeyError:
+            return  # the engine answers: no such activity
+        approval = step.wait.approval if step is not None else None
+        if approval is not None and approval.approvers:
+            raise click.UsageError(
+                f"approval {activity_id!r} of {execution_id} may be decided only by "
+                f"{', '.join(approval.approvers)}: say who decides with --by NAME"
+            )
+
+    def cancel(self, execution_id: str, reason: str | None) -> dict[str, Any]:
+        return self.engine.cancel(execution_id, reason).to_dict()
+
+    def rerun(
+        self,
+        execution_id: str,
+        *,
+        start_from: str | None,
+        input: dict[str, Any],
+        latest: bool,
+        new_id: str | None,
+    ) -> dict[str, Any]:
+        record = self.engine.rerun(
+            execution_id, start_from=start_from, input=input, latest=latest, new_id=new_id
+        )
+        return self.engine.query(record.id, follow=False).to_dict()
+
+    # schedules
+
+    def _schedules(self) -> Schedules:
+        from wovyr.scheduling.schedules import Schedules
+
+        return Schedules(self.engine)
+
+    def create_schedule(
+        self, schedule_id: str, *, workflow: str | None, file: Path | None, **spec: Any
+    ) -> dict[str, Any]:
+        service = self._schedules()
+        target = Path(file) if file is not None else workflow
+        return schedule_dict(service.create(schedule_id, workflow=target, **spec), service)
+
+    def schedules(self) -> list[dict[str, Any]]:
+        service = self._schedules()
+        return [schedule_dict(r, service) for r in service.list()]
+
+    def schedule(self, schedule_id: str) -> dict[str, Any]:
+        service = self._schedules()
+        return schedule_dict(service.get(schedule_id), service)
+
+    def pause_schedule(self, schedule_id: str, note: str | None) -> dict[str, Any]:
+        service = self._schedules()
+        return schedule_dict(service.pause(schedule_id, note), service)
+
+    def resume_schedule(self, schedule_id: str, note: str | None) -> dict[str, Any]:
+        service = self._schedules()
+        return schedule_dict(service.resume(schedule_id, note), service)
+
+    def update_schedule(self, schedule_id: str, **changes: Any) -> dict[str, Any]:
+        service = self._schedules()
+        return schedule_dict(service.update(schedule_id, **changes), service)
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self._schedules().delete(schedule_id)
+
+    def trigger_schedule(self, schedule_id: str) -> str:
+        return self._schedules().trigger(schedule_id)
+
+    def backfill_schedule(self, schedule_id: str, start: datetime, end: datetime) -> list[str]:
+        return self._schedules().backfill(schedule_id, start, end)
+
+    # definitions
+
+    def apply_definition(self, file: Path) -> tuple[str, str, str, str]:
+        outcome, digest = self.engine.apply(file)
+        workflow = self.engine.definition(digest)
+        return outcome, digest, workflow.name, workflow.version
+
+    def definitions(self) -> list[dict[str, Any]]:
+        records = self.engine.store.list_registered(self.engine.tenant)
+        return [
+            {
+                "name": r.name,
+                "version": r.version,
+                "hash": r.hash,
+                "applied_at": r.created_at.isoformat(),
+            }
+            for r in records
+        ]
+
+    def definition(self, name: str, version: str | None) -> dict[str, Any]:
+        workflow, digest = self.engine.named(name, version)
+        data = workflow.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+        return {
+            "name": workflow.name,
+            "version": workflow.version,
+            "hash": digest,
+            "definition": data,
+        }

@@ -1,0 +1,283 @@
+"""`RemoteBackend`: the `workflows`, `schedules` and `definitions` commands over a server's
+HTTP API (`wovyr --server URL`, or `WOVYR_SERVER`; the key from `WOVYR_API_KEY`).
+
+It answers in the shapes `LocalBackend` does: the API's RFC 3339 times become the ones the
+local commands print, the API's pages are read through to the limit the command was given,
+and a refused document comes back as the `DefinitionError` (located in the file) a local
+apply raises. The key decides the tenant; who approves is the key's actor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from wovyr.cli.backend import Remote, WatchMessage
+from wovyr.client import Client
+from wovyr.errors import (
+    Conflict,
+    DefinitionConflict,
+    DefinitionError,
+    InputError,
+    Problem,
+    RequestInvalid,
+)
+
+__all__ = ["RemoteBackend"]
+
+_PAGE = 200  # the API's largest page of executions
+_EVENTS = 1000  # ... and of events
+
+
+def _time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def _iso(value: Any) -> Any:
+    """An API time as the local commands print it (`+00:00`, not `Z`)."""
+    parsed = _time(value)
+    return parsed.isoformat() if parsed is not None else value
+
+
+def _view(detail: Any) -> dict[str, Any]:
+    """An ExecutionDetail as the engine's view: without the timeline."""
+    view = dict(detail)
+    view.pop("timeline", None)
+    return view
+
+
+def _schedule(data: Any) -> dict[str, Any]:
+    out = dict(data)
+    for key in ("start_at", "end_at", "next_fire_at", "last_fire_at"):
+        out[key] = _time(out[key])
+    out["next_fire_times"] = [_iso(t) for t in out["next_fire_times"]]
+    out.pop("created_at", None)  # the local commands do not print these
+    out.pop("updated_at", None)
+    return out
+
+
+def _located(problems: list[Problem], file: Path) -> list[Problem]:
+    """The server parsed the text it was sent: its problems are in `file`."""
+    return [replace(p, file=str(file)) if p.file in ("", "<input>") else p for p in problems]
+
+
+class RemoteBackend:
+    """The commands over `wovyr.client.Client`."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @classmethod
+    @contextmanager
+    def open(cls, remote: Remote) -> Iterator[RemoteBackend]:
+        with Client(remote.url, api_key=remote.api_key) as client:
+            yield cls(client)
+
+    # workflows
+
+    def list_executions(
+        self,
+        *,
+        workflow: str | None,
+        status: str | None,
+        limit: int,
+        cursor: str | None,
+        created_after: datetime | None,
+        created_before: datetime | None,
+        labels: dict[str, str],
+        id_prefix: str | None,
+        name: str | None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        items: list[dict[str, Any]] = []
+        while True:
+            try:
+                page = self.client.list_workflows(
+                    workflow=workflow,
+                    status=status,
+                    created_after=created_after,
+                    created_before=created_before,
+                    limit=min(_PAGE, limit - len(items)),
+                    cursor=cursor,
+                    labels=labels or None,
+                    id_prefix=id_prefix,
+                    name=name,
+                )
+            except RequestInvalid as exc:
+                if any(p.path.endswith("cursor") for p in exc.problems):
+                    raise click.BadParameter(
+                        "not a cursor printed by a previous page", param_hint="--cursor"
+                    ) from None
+                raise
+            for r in page["items"]:
+                items.append(
+                    {
+                        "id": r["id"],
+                        "workflow": r["workflow"],
+                        "version": r["version"],
+                        "status": r["status"],
+                        "created_at": _iso(r["created_at"]),
+                        "updated_at": _iso(r["updated_at"]),
+                        "waiting_on": r["waiting_on"],
+                        "parent_id": r["parent_id"],
+                        "labels": dict(r["labels"]),
+                    }
+                )
+            cursor = page["next_cursor"]
+            if cursor is None or len(items) >= limit:
+                return items, cursor
+
+    def execution(self, execution_id: str, *, follow: bool) -> dict[str, Any]:
+        return _view(self.client.get_workflow(execution_id, events=0, follow=follow))
+
+    def history(
+        self, execution_id: str, after: int, limit: int | None, *, follow: bool
+    ) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        position: int | None = after
+        while position is not None and (limit is None or len(out) < limit):
+            want = _EVENTS if limit is None else min(_EVENTS, limit - len(out))
+            page = self.client.get_history(
+                execution_id, after_seq=position, limit=want, follow=follow
+            )
+            out.extend({**e, "at": _iso(e["at"])} for e in page["items"])
+            position = page["next_after_seq"] if page["items"] else None
+        return out
+
+    def logs(
+        self, execution_id: str, after: int, *, follow: bool
+    ) -> tuple[list[dict[str, Any]], int, bool]:
+        page = self.client.get_logs(execution_id, after_seq=after, follow=follow)
+        return page["items"], page["next_after_seq"], page["finished"]
+
+    def watch(
+        self, execution_id: str, after: str | None, interval: float
+    ) -> Iterator[WatchMessage]:
+        try:
+            for message in self.client.stream_workflow(execution_id, after=after):
+                yield message.id, message.event, message.data
+        except RequestInvalid as exc:
+            raise click.BadParameter(exc.message, param_hint="--after") from None
+
+    def signal(self, execution_id: str, name: str, payload: Any) -> dict[str, Any]:
+        return _view(self.client.signal_workflow(execution_id, name, payload))
+
+    def approve(
+        self,
+        execution_id: str,
+        activity_id: str,
+        approved: bool,
+        *,
+        by: str | None,
+        comment: str | None,
+        grant: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        if by is not None:
+            raise click.UsageError(
+                "--by is for the local store: through a server, the API key's name is "
+                "recorded as who decides"
+            )
+        grant = grant or {}
+        detail = self.client.approve_workflow(
+            execution_id,
+            activity_id,
+            approved=approved,
+            comment=comment,
+            grant_tokens=grant.get("tokens"),
+            grant_cost=grant.get("cost"),
+        )
+        return _view(detail)
+
+    def cancel(self, execution_id: str, reason: str | None) -> dict[str, Any]:
+        return _view(self.client.cancel_workflow(execution_id, reason=reason))
+
+    def rerun(
+        self,
+        execution_id: str,
+        *,
+        start_from: str | None,
+        input: dict[str, Any],
+        latest: bool,
+        new_id: str | None,
+    ) -> dict[str, Any]:
+        detail = self.client.rerun_workflow(
+            execution_id, start_from=start_from, input=input, latest=latest, id=new_id
+        )
+        return _view(detail)
+
+    # schedules
+
+    def create_schedule(
+        self, schedule_id: str, *, workflow: str | None, file: Path | None, **spec: Any
+    ) -> dict[str, Any]:
+        definition = None
+        if file is not None:
+            try:
+                definition = Path(file).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                problem = Problem(f"cannot read the file: {exc}", file=str(file))
+                raise DefinitionError([problem]) from None
+        record = self.client.create_schedule(
+            schedule_id, workflow=workflow, definition=definition, **spec
+        )
+        return _schedule(record)
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return [_schedule(s) for s in self.client.list_schedules()["items"]]
+
+    def schedule(self, schedule_id: str) -> dict[str, Any]:
+        return _schedule(self.client.get_schedule(schedule_id))
+
+    def pause_schedule(self, schedule_id: str, note: str | None) -> dict[str, Any]:
+        return _schedule(self.client.pause_schedule(schedule_id, note))
+
+    def resume_schedule(self, schedule_id: str, note: str | None) -> dict[str, Any]:
+        return _schedule(self.client.resume_schedule(schedule_id, note))
+
+    def update_schedule(self, schedule_id: str, **changes: Any) -> dict[str, Any]:
+        return _schedule(self.client.update_schedule(schedule_id, **changes))
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self.client.delete_schedule(schedule_id)
+
+    def trigger_schedule(self, schedule_id: str) -> str:
+        return self.client.trigger_schedule(schedule_id)["execution_id"]
+
+    def backfill_schedule(self, schedule_id: str, start: datetime, end: datetime) -> list[str]:
+        return self.client.backfill_schedule(schedule_id, start, end)["execution_ids"]
+
+    # definitions
+
+    def apply_definition(self, file: Path) -> tuple[str, str, str, str]:
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DefinitionError(
+                [Problem(f"cannot read the file: {exc}", file=str(file))]
+            ) from None
+        try:
+            applied = self.client.apply_definition(text)
+        except RequestInvalid as exc:
+            if exc.problems:
+                raise DefinitionError(_located(exc.problems, file)) from None
+            raise InputError([Problem(exc.message, file=str(file))]) from None
+        except Conflict as exc:
+            raise DefinitionConflict(exc.message) from None
+        return applied["result"], applied["hash"], applied["name"], applied["version"]
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return [{**d, "applied_at": _iso(d["applied_at"])} for d in self.client.list_definitions()]
+
+    def definition(self, name: str, version: str | None) -> dict[str, Any]:
+        found = self.client.get_definition(name, version)
+        return {
+            "name": found["name"],
+            "version": found["version"],
+            "hash": found["hash"],
+            "definition": found["definition"],
+        }

@@ -1,0 +1,643 @@
+"""`AsyncClient`: the whole HTTP API of a Wovyr server, for asyncio code.
+
+`wovyr.client.sync` (`Client`) is generated from this module by scripts/unasync_client.py
+(tests/client/test_unasync.py fails when the two differ): edit this one, then run the script.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from wovyr.client.base import (
+    DEFAULT_TIMEOUT,
+    SERVER_ENV,
+    SseDecoder,
+    StreamMessage,
+    api_key_from,
+    error_of,
+    headers_of,
+    query,
+    unreachable,
+)
+from wovyr.client.models import (
+    AttemptLogs,
+    BackfillResult,
+    DefinitionApplied,
+    DefinitionDetail,
+    DefinitionOut,
+    Execution,
+    ExecutionPage,
+    HistoryPage,
+    JSONObject,
+    Schedule,
+    ScheduleList,
+    TriggerResult,
+)
+from wovyr.errors import ConfigError
+
+__all__ = ["AsyncClient"]
+
+_V1 = "/api/v1"
+
+
+def _part(value: str) -> str:
+    """One path segment: a name with `/` or `?` in it stays one segment."""
+    return quote(value, safe="")
+
+
+def _time(value: datetime | str | None) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _document(document: str | Mapping[str, Any]) -> dict[str, Any]:
+    """A YAML text goes as `application/yaml`, an object as JSON."""
+    if isinstance(document, str):
+        return {"content": document.encode(), "headers": {"Content-Type": "application/yaml"}}
+    return {"json": dict(document)}
+
+
+def _some(**fields: Any) -> dict[str, Any]:
+    """A JSON body of the fields given (None: left to the server's default)."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+class AsyncClient:
+    """A Wovyr server's API. `base_url` defaults to `WOVYR_SERVER`, `api_key` to
+    `WOVYR_API_KEY`; the key's tenant and role decide what it may see and do. Errors are
+    `wovyr.errors`: `NotFound`, `Conflict`, `QuotaExceeded` (`retry_after`),
+    `RequestInvalid` (`problems`), `AccessDenied`, `ServerError`, `ServerUnreachable`.
+
+    Use it as a context manager, or call `aclose()`. `transport` is httpx's (tests pass
+    an ASGI transport to talk to an app in-process)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        url = base_url or os.environ.get(SERVER_ENV)
+        if not url:
+            raise ConfigError(f"no server URL: pass base_url or set {SERVER_ENV}")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"the server URL must start with http:// or https://: {url!r}")
+        self.base_url = url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers_of(api_key_from(api_key)),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # --- transport ---------------------------------------------------------------------------
+
+    async def _send(
+        self, method: str, path: str, *, allow: tuple[int, ...] = (), **options: Any
+    ) -> httpx.Response:
+        try:
+            response = await self._http.request(method, path, **options)
+        except httpx.TransportError as exc:
+            raise unreachable(self.base_url, exc) from None
+        if response.status_code >= 400 and response.status_code not in allow:
+            raise error_of(response)
+        return response
+
+    async def _json(self, method: str, path: str, **options: Any) -> Any:
+        return (await self._send(method, path, **options)).json()
+
+    # --- workflows -----------------------------------------------------------------------------
+
+    async def start_workflow(
+        self,
+        definition: str | Mapping[str, Any] | None = None,
+        *,
+        workflow: str | None = None,
+        version: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        priority: int | None = None,
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Execution:
+        """Start an execution of `definition` (YAML/JSON text or an object) or of the
+        registered `workflow` (its latest version, or `version`). With the same `id` or
+        `idempotency_key` again, the existing execution answers. `traceparent` and
+        `tracestate` (W3C trace context): with tracing on, the start continues that trace."""
+        body = _some(
+            definition=dict(definition) if isinstance(definition, Mapping) else definition,
+            workflow=workflow,
+            version=version,
+            input=dict(input) if input is not None else None,
+            id=id,
+            labels=dict(labels) if labels is not None else None,
+            priority=priority,
+        )
+        headers = _some(
+            **{
+                "Idempotency-Key": idempotency_key,
+                "traceparent": traceparent,
+                "tracestate": tracestate,
+            }
+        )
+        return cast(
+            Execution, await self._json("POST", f"{_V1}/workflows", json=body, headers=headers)
+        )
+
+    async def list_workflows(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        id_prefix: str | None = None,
+        name: str | None = None,
+    ) -> ExecutionPage:
+        """A page of executions, newest first; pass `next_cursor` back as `cursor`."""
+        params = query(
+            workflow=workflow,
+            status=status,
+            created_after=_time(created_after),
+            created_before=_time(created_before),
+            limit=limit,
+            cursor=cursor,
+            label=[f"{k}={v}" for k, v in labels.items()] if labels else None,
+            id_prefix=id_prefix,
+            name=name,
+        )
+        return cast(ExecutionPage, await self._json("GET", f"{_V1}/workflows", params=params))
+
+    async def get_workflow(
+        self, execution_id: str, *, events: int | None = None, follow: bool | None = None
+    ) -> Execution:
+        """One execution with its newest `events` (default 50) in `timeline`; a run that
+        continued as new answers with its chain's live run unless `follow=False`."""
+        params = query(events=events, follow=follow)
+        path = f"{_V1}/workflows/{_part(execution_id)}"
+        return cast(Execution, await self._json("GET", path, params=params))
+
+    async def cancel_workflow(self, execution_id: str, *, reason: str | None = None) -> Execution:
+        """Cancel (durable when this returns); `Conflict` when it has already finished."""
+        path = f"{_V1}/workflows/{_part(execution_id)}"
+        return cast(Execution, await self._json("DELETE", path, params=query(reason=reason)))
+
+    async def get_history(
+        self,
+        execution_id: str,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+        follow: bool | None = None,
+    ) -> HistoryPage:
+        """A page of events after `after_seq` (default: the newest page)."""
+        params = query(after_seq=after_seq, limit=limit, follow=follow)
+        path = f"{_V1}/workflows/{_part(execution_id)}/history"
+        return cast(HistoryPage, await self._json("GET", path, params=params))
+
+    async def get_logs(
+        self, execution_id: str, *, after_seq: int | None = None, follow: bool | None = None
+    ) -> AttemptLogs:
+        """The attempts that logged or failed, ended after `after_seq`."""
+        params = query(after_seq=after_seq, follow=follow)
+        path = f"{_V1}/workflows/{_part(execution_id)}/logs"
+        return cast(AttemptLogs, await self._json("GET", path, params=params))
+
+    async def stream_workflow(
+        self, execution_id: str, *, after: str | None = None
+    ) -> AsyncIterator[StreamMessage]:
+        """The live stream: events as they commit, model text as it streams, then `end`.
+        `after` is a message's `id`: the stream goes on exactly after it."""
+        path = f"{_V1}/workflows/{_part(execution_id)}/stream"
+        headers = {"Accept": "text/event-stream"}
+        if after:
+            headers["Last-Event-ID"] = after
+        try:
+            async with self._http.stream("GET", path, headers=headers, timeout=None) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise error_of(response)
+                decoder = SseDecoder()
+                async for line in response.aiter_lines():
+                    message = decoder.feed(line)
+                    if message is not None:
+                        yield message
+                        if message.event == "end":
+                            return
+        except httpx.TransportError as exc:
+            raise unreachable(self.base_url, exc) from None
+
+    async def signal_workflow(self, execution_id: str, name: str, payload: Any = None) -> Execution:
+        """Send signal `name` (buffered until a wait consumes it)."""
+        path = f"{_V1}/workflows/{_part(execution_id)}/signal"
+        body = {"name": name, "payload": payload}
+        return cast(Execution, await self._json("POST", path, json=body))
+
+    async def approve_workflow(
+        self,
+        execution_id: str,
+        activity: str,
+        *,
+        approved: bool = True,
+        comment: str | None = None,
+        grant_tokens: int | None = None,
+        grant_cost: float | None = None,
+    ) -> Execution:
+        """Decide the approval `activity` (recorded as decided by the key's actor); an agent
+        paused on its budget gets `grant_tokens`/`grant_cost` more."""
+        grant = _some(tokens=grant_tokens, cost=grant_cost)
+        body = _some(activity=activity, approved=approved, comment=comment, grant=grant or None)
+        path = f"{_V1}/workflows/{_part(execution_id)}/approve"
+        return cast(Execution, await self._json("POST", path, json=body))
+
+    async def rerun_workflow(
+        self,
+        execution_id: str,
+        *,
+        start_from: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        latest: bool = False,
+        id: str | None = None,
+    ) -> Execution:
+        """Start a new execution that reruns a finished one (from `start_from`: the results
+        upstream of it are reused)."""
+        body = _some(input=dict(input) if input is not None else None, latest=latest or None, id=id)
+        if start_from is not None:
+            body["from"] = start_from
+        path = f"{_V1}/workflows/{_part(execution_id)}/rerun"
+        return cast(Execution, await self._json("POST", path, json=body))
+
+    # --- bulk actions --------------------------------------------------------------------------
+
+    async def submit_batch(
+        self,
+        action: str,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        id_prefix: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        signal: str | None = None,
+        payload: Any = None,
+        idempotency_key: str | None = None,
+    ) -> JSONObject:
+        """A bulk `action` (`cancel`, `rerun`, `signal`, `delete`) over the executions the
+        filter selects (every criterion given must hold), run by the server in the
+        background; the same `idempotency_key` answers the batch it made."""
+        selected = _some(
+            status=status,
+            workflow=workflow,
+            labels=dict(labels) if labels else None,
+            id_prefix=id_prefix,
+            since=_time(since),
+            until=_time(until),
+        )
+        body = _some(
+            action=action,
+            filter=selected,
+            signal=signal,
+            payload=payload,
+            idempotency_key=idempotency_key,
+        )
+        return cast(JSONObject, await self._json("POST", f"{_V1}/batches", json=body))
+
+    async def list_batches(self, *, limit: int | None = None) -> JSONObject:
+        """Batches, newest first (`items`)."""
+        params = query(limit=limit)
+        return cast(JSONObject, await self._json("GET", f"{_V1}/batches", params=params))
+
+    async def get_batch(
+        self,
+        batch_id: str,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
+        outcome: str | None = None,
+    ) -> JSONObject:
+        """One batch: its progress and its items numbered above `after` (`next_after`)."""
+        params = query(after=after, limit=limit, outcome=outcome)
+        path = f"{_V1}/batches/{_part(batch_id)}"
+        return cast(JSONObject, await self._json("GET", path, params=params))
+
+    # --- definitions ---------------------------------------------------------------------------
+
+    async def apply_definition(self, document: str | Mapping[str, Any]) -> DefinitionApplied:
+        """Register a workflow document under its name and version (`result`: `applied` or
+        `unchanged`); `Conflict` when that name and version hold other content."""
+        return cast(
+            DefinitionApplied,
+            await self._json("POST", f"{_V1}/definitions", **_document(document)),
+        )
+
+    async def list_definitions(self) -> list[DefinitionOut]:
+        return cast(list[DefinitionOut], await self._json("GET", f"{_V1}/definitions"))
+
+    async def get_definition(self, name: str, version: str | None = None) -> DefinitionDetail:
+        """A registered definition: its latest version, or `version`."""
+        path = f"{_V1}/definitions/{_part(name)}"
+        if version is not None:
+            path += f"/{_part(version)}"
+        return cast(DefinitionDetail, await self._json("GET", path))
+
+    # --- agents --------------------------------------------------------------------------------
+
+    async def apply_agent(self, document: str | Mapping[str, Any]) -> JSONObject:
+        return cast(JSONObject, await self._json("POST", f"{_V1}/agents", **_document(document)))
+
+    async def list_agents(self) -> list[JSONObject]:
+        return cast(list[JSONObject], await self._json("GET", f"{_V1}/agents"))
+
+    async def get_agent(self, agent: str, *, version: str | None = None) -> JSONObject:
+        path = f"{_V1}/agents/{_part(agent)}"
+        return cast(JSONObject, await self._json("GET", path, params=query(version=version)))
+
+    async def run_agent(
+        self,
+        agent: str,
+        input: Any = None,
+        *,
+        id: str | None = None,
+        wait: float | None = None,
+        respond_async: bool = False,
+    ) -> JSONObject:
+        """Run an agent on `input`; the answer comes when it ends or after `wait` seconds
+        (`status` says which), at once with `respond_async`. Poll `get_agent_run`."""
+        headers = {"Prefer": "respond-async"} if respond_async else None
+        path = f"{_V1}/agents/{_part(agent)}/runs"
+        return cast(
+            JSONObject,
+            await self._json(
+                "POST",
+                path,
+                json=_some(input=input, id=id),
+                params=query(wait=wait),
+                headers=headers,
+            ),
+        )
+
+    async def get_agent_run(self, run_id: str) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", f"{_V1}/agents/runs/{_part(run_id)}"))
+
+    # --- agents' memory --------------------------------------------------------------------------
+
+    async def list_memory(
+        self,
+        namespace: str,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> JSONObject:
+        """The live items of a memory namespace, by key (`next`: pass it as `after`)."""
+        params = query(prefix=prefix, after=after, limit=limit)
+        path = f"{_V1}/memory/{_part(namespace)}"
+        return cast(JSONObject, await self._json("GET", path, params=params))
+
+    async def get_memory(self, namespace: str, key: str) -> JSONObject:
+        path = f"{_V1}/memory/{_part(namespace)}/{_part(key)}"
+        return cast(JSONObject, await self._json("GET", path))
+
+    async def delete_memory(self, namespace: str, key: str) -> None:
+        await self._send("DELETE", f"{_V1}/memory/{_part(namespace)}/{_part(key)}")
+
+    # --- schedules -----------------------------------------------------------------------------
+
+    async def create_schedule(
+        self,
+        id: str,
+        *,
+        workflow: str | None = None,
+        definition: str | Mapping[str, Any] | None = None,
+        cron: str | None = None,
+        every: str | float | None = None,
+        timezone: str | None = None,
+        offset: str | float | None = None,
+        overlap: str | None = None,
+        catchup_window: str | float | None = None,
+        input: Mapping[str, Any] | None = None,
+        start_at: datetime | str | None = None,
+        end_at: datetime | str | None = None,
+        remaining_actions: int | None = None,
+        paused: bool | None = None,
+        note: str | None = None,
+        priority: int | None = None,
+    ) -> Schedule:
+        """A schedule of the registered `workflow` (its latest version at each fire) or of
+        `definition` (pinned now), on `cron` or `every`."""
+        body = _some(
+            id=id,
+            workflow=workflow,
+            definition=dict(definition) if isinstance(definition, Mapping) else definition,
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            offset=offset,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            input=dict(input) if input is not None else None,
+            start_at=_time(start_at),
+            end_at=_time(end_at),
+            remaining_actions=remaining_actions,
+            paused=paused,
+            note=note,
+            priority=priority,
+        )
+        return cast(Schedule, await self._json("POST", f"{_V1}/schedules", json=body))
+
+    async def list_schedules(self) -> ScheduleList:
+        return cast(ScheduleList, await self._json("GET", f"{_V1}/schedules"))
+
+    async def get_schedule(self, schedule_id: str) -> Schedule:
+        return cast(Schedule, await self._json("GET", f"{_V1}/schedules/{_part(schedule_id)}"))
+
+    async def update_schedule(
+        self,
+        schedule_id: str,
+        *,
+        cron: str | None = None,
+        every: str | float | None = None,
+        timezone: str | None = None,
+        offset: str | float | None = None,
+        overlap: str | None = None,
+        catchup_window: str | float | None = None,
+        input: Mapping[str, Any] | None = None,
+        note: str | None = None,
+        end_at: datetime | str | None = None,
+        remaining_actions: int | None = None,
+    ) -> Schedule:
+        """Change what is given (None: unchanged)."""
+        body = _some(
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            offset=offset,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            input=dict(input) if input is not None else None,
+            note=note,
+            end_at=_time(end_at),
+            remaining_actions=remaining_actions,
+        )
+        path = f"{_V1}/schedules/{_part(schedule_id)}"
+        return cast(Schedule, await self._json("PATCH", path, json=body))
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        await self._send("DELETE", f"{_V1}/schedules/{_part(schedule_id)}")
+
+    async def pause_schedule(self, schedule_id: str, note: str | None = None) -> Schedule:
+        path = f"{_V1}/schedules/{_part(schedule_id)}/pause"
+        return cast(Schedule, await self._json("POST", path, json={"note": note}))
+
+    async def resume_schedule(self, schedule_id: str, note: str | None = None) -> Schedule:
+        path = f"{_V1}/schedules/{_part(schedule_id)}/resume"
+        return cast(Schedule, await self._json("POST", path, json={"note": note}))
+
+    async def trigger_schedule(self, schedule_id: str) -> TriggerResult:
+        path = f"{_V1}/schedules/{_part(schedule_id)}/trigger"
+        return cast(TriggerResult, await self._json("POST", path))
+
+    async def backfill_schedule(
+        self, schedule_id: str, start: datetime | str, end: datetime | str
+    ) -> BackfillResult:
+        """Start every tick in (start, end] now; a repeated backfill starts nothing twice."""
+        path = f"{_V1}/schedules/{_part(schedule_id)}/backfill"
+        body = {"start": _time(start), "end": _time(end)}
+        return cast(BackfillResult, await self._json("POST", path, json=body))
+
+    # --- the tenant's administration (admin keys) ----------------------------------------------
+
+    async def list_keys(self) -> list[JSONObject]:
+        return cast(list[JSONObject], await self._json("GET", f"{_V1}/admin/keys"))
+
+    async def create_key(self, role: str, name: str = "") -> JSONObject:
+        """A new key of the tenant; its `token` is shown this once."""
+        body = {"role": role, "name": name}
+        return cast(JSONObject, await self._json("POST", f"{_V1}/admin/keys", json=body))
+
+    async def revoke_key(self, key_id: str) -> JSONObject:
+        path = f"{_V1}/admin/keys/{_part(key_id)}"
+        return cast(JSONObject, await self._json("DELETE", path))
+
+    async def get_policy(self) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", f"{_V1}/admin/policy"))
+
+    async def tighten_policy(self, changes: Mapping[str, Any]) -> JSONObject:
+        """Change policy fields; over the API a change may only allow less."""
+        path = f"{_V1}/admin/policy"
+        return cast(JSONObject, await self._json("PATCH", path, json=dict(changes)))
+
+    async def get_quotas(self) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", f"{_V1}/admin/quotas"))
+
+    async def lower_quotas(self, changes: Mapping[str, Any]) -> JSONObject:
+        path = f"{_V1}/admin/quotas"
+        return cast(JSONObject, await self._json("PATCH", path, json=dict(changes)))
+
+    async def get_retention(self) -> JSONObject:
+        """How many days the tenant's finished executions are kept (`days`, `workflows`)."""
+        return cast(JSONObject, await self._json("GET", f"{_V1}/admin/retention"))
+
+    async def set_retention(
+        self, days: int | None, workflows: Mapping[str, int] | None = None
+    ) -> JSONObject:
+        """Replace the tenant's retention: `days` (None: keep everything) and per-workflow
+        days (the most specific wins). Where purged executions are exported is the host's."""
+        body = {"days": days, "workflows": dict(workflows or {})}
+        return cast(JSONObject, await self._json("PUT", f"{_V1}/admin/retention", json=body))
+
+    async def list_secrets(self) -> list[JSONObject]:
+        """The tenant's secrets' names and versions (never a value)."""
+        return cast(list[JSONObject], await self._json("GET", f"{_V1}/secrets"))
+
+    async def get_secret(self, name: str) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", f"{_V1}/secrets/{_part(name)}"))
+
+    async def put_secret(self, name: str, value: str) -> JSONObject:
+        """Set a secret (a new version); the answer never holds the value."""
+        path = f"{_V1}/secrets/{_part(name)}"
+        return cast(JSONObject, await self._json("PUT", path, json={"value": value}))
+
+    async def delete_secret(self, name: str) -> None:
+        await self._send("DELETE", f"{_V1}/secrets/{_part(name)}")
+
+    async def list_providers(self) -> list[JSONObject]:
+        return cast(list[JSONObject], await self._json("GET", f"{_V1}/providers"))
+
+    async def get_provider(self, name: str) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", f"{_V1}/providers/{_part(name)}"))
+
+    async def put_provider(self, name: str, config: Mapping[str, Any]) -> JSONObject:
+        """`config`: kind, base_url, api_key_secret (a secret's name), default_model,
+        price_in and price_out."""
+        path = f"{_V1}/providers/{_part(name)}"
+        return cast(JSONObject, await self._json("PUT", path, json=dict(config)))
+
+    async def delete_provider(self, name: str) -> None:
+        await self._send("DELETE", f"{_V1}/providers/{_part(name)}")
+
+    async def list_mcp_servers(self) -> list[JSONObject]:
+        return cast(list[JSONObject], await self._json("GET", f"{_V1}/mcp-servers"))
+
+    async def get_mcp_server(self, name: str) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", f"{_V1}/mcp-servers/{_part(name)}"))
+
+    async def put_mcp_server(self, name: str, config: Mapping[str, Any]) -> JSONObject:
+        """`config`: command (stdio) or url (streamable HTTP), header_secrets."""
+        path = f"{_V1}/mcp-servers/{_part(name)}"
+        return cast(JSONObject, await self._json("PUT", path, json=dict(config)))
+
+    async def delete_mcp_server(self, name: str) -> None:
+        await self._send("DELETE", f"{_V1}/mcp-servers/{_part(name)}")
+
+    async def list_audit(
+        self,
+        *,
+        after: int | None = None,
+        since: datetime | str | None = None,
+        limit: int | None = None,
+    ) -> JSONObject:
+        """A page of the tenant's audit records, oldest first (`next_after`: the next)."""
+        params = query(after=after, since=_time(since), limit=limit)
+        return cast(JSONObject, await self._json("GET", f"{_V1}/audit", params=params))
+
+    # --- health --------------------------------------------------------------------------------
+
+    async def healthz(self) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", "/healthz"))
+
+    async def readyz(self) -> JSONObject:
+        """`status` (`ready` or `not ready`) and the `checks`: a 503 answers too."""
+        return cast(JSONObject, (await self._send("GET", "/readyz", allow=(503,))).json())
+
+    async def metrics(self) -> str:
+        """The Prometheus text of the key's tenant."""
+        return (await self._send("GET", "/metrics")).text

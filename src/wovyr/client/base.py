@@ -1,0 +1,173 @@
+"""What the two clients share: the key and URL they are made with, the translation of
+problem documents into `wovyr.errors`, and the reading of Server-Sent Events.
+
+Nothing here (nor anywhere in `wovyr.client`) imports the engine, the store or the server:
+the client is what a remote user installs, with httpx as its only dependency
+(pyproject's import-linter contracts hold that).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from wovyr.errors import (
+    AccessDenied,
+    Conflict,
+    NotFound,
+    Problem,
+    QuotaExceeded,
+    RemoteError,
+    RequestInvalid,
+    ServerError,
+    ServerUnreachable,
+    StoreUnavailable,
+    WovyrError,
+)
+
+__all__ = [
+    "API_KEY_ENV",
+    "DEFAULT_TIMEOUT",
+    "SERVER_ENV",
+    "SseDecoder",
+    "StreamMessage",
+    "api_key_from",
+    "error_of",
+    "headers_of",
+    "query",
+    "unreachable",
+]
+
+API_KEY_ENV = "WOVYR_API_KEY"
+SERVER_ENV = "WOVYR_SERVER"
+DEFAULT_TIMEOUT = 30.0  # seconds; a watched stream reads with no timeout
+
+
+def api_key_from(api_key: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The key given, else `WOVYR_API_KEY` (None: requests go without one; /healthz and
+    /readyz answer, everything else is 401)."""
+    if api_key:
+        return api_key
+    return (os.environ if environ is None else environ).get(API_KEY_ENV) or None
+
+
+def headers_of(api_key: str | None) -> dict[str, str]:
+    headers = {"Accept": "application/json", "User-Agent": "wovyr-client"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def query(**params: Any) -> dict[str, Any]:
+    """Query parameters without the ones left out (None); booleans as `true`/`false`."""
+    out: dict[str, Any] = {}
+    for name, value in params.items():
+        if value is None:
+            continue
+        out[name] = ("true" if value else "false") if isinstance(value, bool) else value
+    return out
+
+
+def _problems(body: Mapping[str, Any]) -> list[Problem]:
+    out = []
+    for item in body.get("problems") or []:
+        if isinstance(item, dict):
+            out.append(
+                Problem(
+                    str(item.get("message", "")),
+                    path=str(item.get("path") or ""),
+                    file=str(item.get("file") or ""),
+                    line=item.get("line") if isinstance(item.get("line"), int) else None,
+                    column=item.get("column") if isinstance(item.get("column"), int) else None,
+                    hint=item.get("hint") if isinstance(item.get("hint"), str) else None,
+                )
+            )
+    return out
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", "1")))
+    except ValueError:  # an HTTP date: the server sends seconds, a proxy might not
+        return 1.0
+
+
+def error_of(response: httpx.Response) -> WovyrError:
+    """The exception for an error answer (a problem document, or whatever a proxy sent)."""
+    status = response.status_code
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    if not isinstance(body, dict):
+        body = {}
+    detail = str(body.get("detail") or body.get("title") or f"HTTP {status}")
+    problems = _problems(body)
+    kind = str(body.get("type", ""))
+    if status == 404:
+        return NotFound(detail)
+    if status == 409:
+        return Conflict(detail)
+    if status == 429:
+        return QuotaExceeded(detail, retry_after=_retry_after(response))
+    if status == 503:
+        return StoreUnavailable(detail)
+    if status in (401, 403):
+        return AccessDenied(detail, status=status, problems=problems, type=kind)
+    if status in (400, 413, 415, 422):
+        return RequestInvalid(detail, status=status, problems=problems, type=kind)
+    if 400 <= status < 500:
+        return RemoteError(detail, status=status, problems=problems, type=kind)
+    return ServerError(detail, status=status, problems=problems, type=kind)
+
+
+def unreachable(base_url: str, exc: httpx.TransportError) -> ServerUnreachable:
+    return ServerUnreachable(
+        f"the server at {base_url} could not be reached: {type(exc).__name__}: {exc}",
+        hint="check --server / WOVYR_SERVER",
+    )
+
+
+@dataclass(frozen=True)
+class StreamMessage:
+    """One Server-Sent Event of an execution's stream: `event` is `event`, `attempt`,
+    `token` or `end`; `id` is the position to resume after it."""
+
+    id: str
+    event: str
+    data: dict[str, Any]
+
+
+@dataclass
+class SseDecoder:
+    """Lines of a `text/event-stream` in, messages out (comments and keep-alives skipped)."""
+
+    _event: str = ""
+    _data: list[str] = field(default_factory=list)
+    _id: str = ""
+
+    def feed(self, line: str) -> StreamMessage | None:
+        if line == "":
+            if not self._data:
+                self._event = ""
+                return None
+            data = json.loads("\n".join(self._data))
+            message = StreamMessage(self._id, self._event or "message", data)
+            self._event, self._data = "", []
+            return message
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        elif name == "id":
+            self._id = value
+        return None

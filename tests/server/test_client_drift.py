@@ -1,0 +1,387 @@
+"""The clients against the server's OpenAPI document: every operation has a client method
+and every method an operation (the table below, both ways), each method sends the
+parameters and body fields the operation declares (no more, none missing), and the typed
+answers have the keys of the response schemas. A route added, renamed or given a new
+parameter without its client method fails here."""
+
+# ruff: noqa: C408 - each call's keyword arguments written as in the call itself
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import httpx
+import pytest
+
+from wovyr.client import AsyncClient, Client
+from wovyr.client import models as m
+from wovyr.engine.engine import Engine
+from wovyr.server import create_app
+from wovyr.settings import Settings
+from wovyr.store.memory import MemoryStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# operationId -> the client method (FastAPI names operations after their handler and route)
+OPERATIONS = {
+    "start_workflow_api_v1_workflows_post": "start_workflow",
+    "list_workflows_api_v1_workflows_get": "list_workflows",
+    "get_workflow_api_v1_workflows__execution_id__get": "get_workflow",
+    "cancel_workflow_api_v1_workflows__execution_id__delete": "cancel_workflow",
+    "get_history_api_v1_workflows__execution_id__history_get": "get_history",
+    "stream_workflow_api_v1_workflows__execution_id__stream_get": "stream_workflow",
+    "get_logs_api_v1_workflows__execution_id__logs_get": "get_logs",
+    "signal_workflow_api_v1_workflows__execution_id__signal_post": "signal_workflow",
+    "approve_workflow_api_v1_workflows__execution_id__approve_post": "approve_workflow",
+    "rerun_workflow_api_v1_workflows__execution_id__rerun_post": "rerun_workflow",
+    "submit_batch_api_v1_batches_post": "submit_batch",
+    "list_batches_api_v1_batches_get": "list_batches",
+    "get_batch_api_v1_batches__batch_id__get": "get_batch",
+    "list_definitions_api_v1_definitions_get": "list_definitions",
+    "apply_definition_api_v1_definitions_post": "apply_definition",
+    "latest_definition_api_v1_definitions__name__get": "get_definition",
+    "one_definition_api_v1_definitions__name___version__get": "get_definition",
+    "list_all_api_v1_agents_get": "list_agents",
+    "apply_api_v1_agents_post": "apply_agent",
+    "get_run_api_v1_agents_runs__run_id__get": "get_agent_run",
+    "show_api_v1_agents__agent__get": "get_agent",
+    "run_api_v1_agents__agent__runs_post": "run_agent",
+    "list_items_api_v1_memory__namespace__get": "list_memory",
+    "get_item_api_v1_memory__namespace___key__get": "get_memory",
+    "delete_item_api_v1_memory__namespace___key__delete": "delete_memory",
+    "list_schedules_api_v1_schedules_get": "list_schedules",
+    "create_schedule_api_v1_schedules_post": "create_schedule",
+    "get_schedule_api_v1_schedules__schedule_id__get": "get_schedule",
+    "update_schedule_api_v1_schedules__schedule_id__patch": "update_schedule",
+    "delete_schedule_api_v1_schedules__schedule_id__delete": "delete_schedule",
+    "pause_schedule_api_v1_schedules__schedule_id__pause_post": "pause_schedule",
+    "resume_schedule_api_v1_schedules__schedule_id__resume_post": "resume_schedule",
+    "trigger_schedule_api_v1_schedules__schedule_id__trigger_post": "trigger_schedule",
+    "backfill_schedule_api_v1_schedules__schedule_id__backfill_post": "backfill_schedule",
+    "list_keys_api_v1_admin_keys_get": "list_keys",
+    "create_key_api_v1_admin_keys_post": "create_key",
+    "revoke_key_api_v1_admin_keys__key_id__delete": "revoke_key",
+    "get_policy_api_v1_admin_policy_get": "get_policy",
+    "tighten_policy_api_v1_admin_policy_patch": "tighten_policy",
+    "get_quotas_api_v1_admin_quotas_get": "get_quotas",
+    "lower_quotas_api_v1_admin_quotas_patch": "lower_quotas",
+    "get_retention_api_v1_admin_retention_get": "get_retention",
+    "put_retention_api_v1_admin_retention_put": "set_retention",
+    "list_secrets_api_v1_secrets_get": "list_secrets",
+    "get_secret_api_v1_secrets__name__get": "get_secret",
+    "put_secret_api_v1_secrets__name__put": "put_secret",
+    "delete_secret_api_v1_secrets__name__delete": "delete_secret",
+    "get_providers_api_v1_providers_get": "list_providers",
+    "get_provider_api_v1_providers__name__get": "get_provider",
+    "put_provider_api_v1_providers__name__put": "put_provider",
+    "remove_provider_api_v1_providers__name__delete": "delete_provider",
+    "get_mcp_servers_api_v1_mcp_servers_get": "list_mcp_servers",
+    "get_mcp_server_api_v1_mcp_servers__name__get": "get_mcp_server",
+    "put_mcp_server_api_v1_mcp_servers__name__put": "put_mcp_server",
+    "delete_mcp_server_api_v1_mcp_servers__name__delete": "delete_mcp_server",
+    "list_audit_api_v1_audit_get": "list_audit",
+    "healthz_healthz_get": "healthz",
+    "readyz_readyz_get": "readyz",
+    "metrics_metrics_get": "metrics",
+}
+
+# One call of each method with every optional argument given: (method, args, kwargs).
+CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+    (
+        "start_workflow",
+        ("apiVersion: wovyr/v1",),
+        dict(
+            workflow="w", version="1", input={"a": 1}, id="e1", labels={"k": "v"},
+            priority=3, idempotency_key="key-1",
+            traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            tracestate="vendor=1",
+        ),
+    ),
+    (
+        "list_workflows",
+        (),
+        dict(
+            workflow="w", status="running", created_after="2026-01-01T00:00:00Z",
+            created_before="2027-01-01T00:00:00Z", limit=5, cursor="c", labels={"k": "v"},
+            id_prefix="e", name="w",
+        ),
+    ),
+    ("get_workflow", ("e1",), dict(events=3, follow=False)),
+    ("cancel_workflow", ("e1",), dict(reason="why")),
+    ("get_history", ("e1",), dict(after_seq=2, limit=10, follow=False)),
+    ("stream_workflow", ("e1",), dict(after="1-0")),
+    ("get_logs", ("e1",), dict(after_seq=2, follow=False)),
+    ("signal_workflow", ("e1", "go"), dict(payload=[1])),
+    (
+        "approve_workflow",
+        ("e1", "gate"),
+        dict(approved=False, comment="no", grant_tokens=10, grant_cost=0.5),
+    ),
+    ("rerun_workflow", ("e1",), dict(start_from="a", input={"x": 1}, latest=True, id="e2")),
+    (
+        "submit_batch",
+        ("signal",),
+        dict(
+            status="waiting", workflow="w", labels={"k": "v"}, id_prefix="e",
+            since="2026-01-01T00:00:00Z", until="2027-01-01T00:00:00Z", signal="go",
+            payload=[1], idempotency_key="b-1",
+        ),
+    ),
+    ("list_batches", (), dict(limit=5)),
+    ("get_batch", ("b1",), dict(after=3, limit=10, outcome="error")),
+    ("list_definitions", (), {}),
+    ("apply_definition", ("kind: Workflow",), {}),
+    ("get_definition", ("flow",), {}),
+    ("get_definition", ("flow", "2"), {}),
+    ("list_agents", (), {}),
+    ("apply_agent", ({"kind": "Agent"},), {}),
+    ("get_agent_run", ("r1",), {}),
+    ("get_agent", ("helper",), dict(version="1")),
+    ("run_agent", ("helper", "task"), dict(id="r1", wait=1.5, respond_async=True)),
+    ("list_memory", ("notes",), dict(prefix="a", after="a1", limit=10)),
+    ("get_memory", ("notes", "a1"), {}),
+    ("delete_memory", ("notes", "a1"), {}),
+    ("list_schedules", (), {}),
+    (
+        "create_schedule",
+        ("s1",),
+        dict(
+            workflow="w", definition="kind: Workflow", cron="* * * * *", every="1m",
+            timezone="UTC", offset="5s", overlap="skip", catchup_window="1m", input={"a": 1},
+            start_at="2026-01-01T00:00:00Z", end_at="2027-01-01T00:00:00Z",
+            remaining_actions=3, paused=True, note="n", priority=2,
+        ),
+    ),
+    ("get_schedule", ("s1",), {}),
+    (
+        "update_schedule",
+        ("s1",),
+        dict(
+            cron="* * * * *", every="1m", timezone="UTC", offset="5s", overlap="skip",
+            catchup_window="1m", input={"a": 1}, note="n", end_at="2027-01-01T00:00:00Z",
+            remaining_actions=3,
+        ),
+    ),
+    ("delete_schedule", ("s1",), {}),
+    ("pause_schedule", ("s1",), dict(note="n")),
+    ("resume_schedule", ("s1",), dict(note="n")),
+    ("trigger_schedule", ("s1",), {}),
+    ("backfill_schedule", ("s1", "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"), {}),
+    ("list_keys", (), {}),
+    ("create_key", ("viewer",), dict(name="ci")),
+    ("revoke_key", ("k1",), {}),
+    ("get_policy", (), {}),
+    ("tighten_policy", ({"shell": False},), {}),
+    ("get_quotas", (), {}),
+    ("lower_quotas", ({"executions_per_day": 5},), {}),
+    ("get_retention", (), {}),
+    ("set_retention", (90,), dict(workflows={"nightly": 7})),
+    ("list_secrets", (), {}),
+    ("get_secret", ("TOKEN",), {}),
+    ("put_secret", ("TOKEN", "s3cret"), {}),
+    ("delete_secret", ("TOKEN",), {}),
+    ("list_providers", (), {}),
+    ("get_provider", ("p",), {}),
+    ("put_provider", ("p", {"base_url": "http://x"}), {}),
+    ("delete_provider", ("p",), {}),
+    ("list_mcp_servers", (), {}),
+    ("get_mcp_server", ("m",), {}),
+    ("put_mcp_server", ("m", {"url": "http://x"}), {}),
+    ("delete_mcp_server", ("m",), {}),
+    ("list_audit", (), dict(after=1, since="2026-01-01T00:00:00Z", limit=10)),
+    ("healthz", (), {}),
+    ("readyz", (), {}),
+    ("metrics", (), {}),
+]  # fmt: skip
+
+# Parameters a method may leave out on purpose, with why.
+NOT_SENT = {
+    # the stream position goes as the Last-Event-ID header; `after` is its stand-in for
+    # clients that cannot set headers (browsers' EventSource)
+    ("stream_workflow", "after"),
+}
+# Answers typed by a model of wovyr.client.models: method -> (model, response schema name)
+TYPED = {
+    "start_workflow": (m.Execution, "ExecutionDetail"),
+    "get_workflow": (m.Execution, "ExecutionDetail"),
+    "list_workflows": (m.ExecutionPage, "ExecutionPage"),
+    "get_history": (m.HistoryPage, "HistoryPage"),
+    "get_logs": (m.AttemptLogs, "AttemptLogs"),
+    "create_schedule": (m.Schedule, "ScheduleOut"),
+    "list_schedules": (m.ScheduleList, "ScheduleList"),
+    "trigger_schedule": (m.TriggerResult, "TriggerResult"),
+    "backfill_schedule": (m.BackfillResult, "BackfillResult"),
+    "apply_definition": (m.DefinitionApplied, "DefinitionApplied"),
+    "list_definitions": (m.DefinitionOut, "DefinitionOut"),
+    "get_definition": (m.DefinitionDetail, "DefinitionDetail"),
+}
+NESTED = {  # models inside models: (model, schema name)
+    (m.ExecutionSummary, "ExecutionSummary"),
+    (m.Event, "EventOut"),
+    (m.Payload, "Payload"),
+}
+NOT_METHODS = {"close", "aclose", "base_url"}
+
+
+@pytest.fixture(scope="module")
+def openapi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    home = tmp_path_factory.mktemp("home")
+    app = create_app(Engine(MemoryStore()), Settings(home=home), start_background=False)
+    return app.openapi()
+
+
+def operations(openapi: dict[str, Any]) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    """operationId -> (METHOD, path template, operation)"""
+    out = {}
+    for path, ops in openapi["paths"].items():
+        for method, op in ops.items():
+            out[op["operationId"]] = (method.upper(), path, op)
+    return out
+
+
+def public_methods(cls: type) -> set[str]:
+    return {n for n in vars(cls) if not n.startswith("_") and n not in NOT_METHODS}
+
+
+def test_every_operation_has_a_method_and_every_method_an_operation(
+    openapi: dict[str, Any],
+) -> None:
+    assert set(OPERATIONS) == set(operations(openapi))
+    assert set(OPERATIONS.values()) == public_methods(Client) == public_methods(AsyncClient)
+    assert {name for name, _, _ in CALLS} == public_methods(Client)
+
+
+def _answer(request: httpx.Request) -> httpx.Response:
+    if request.url.path.endswith("/stream"):
+        body = 'id: 1-0\nevent: end\ndata: {"status": "completed"}\n\n'
+        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+    if request.url.path == "/metrics":
+        return httpx.Response(200, text="# metrics\n")
+    return httpx.Response(200, json={})
+
+
+def sent_requests() -> list[tuple[str, httpx.Request]]:
+    """Each CALLS entry made through the blocking client, and the request it sent."""
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        request.read()
+        seen.append(request)
+        return _answer(request)
+
+    out = []
+    with Client("http://wovyr.test", api_key="k", transport=httpx.MockTransport(record)) as c:
+        for name, args, kwargs in CALLS:
+            result = getattr(c, name)(*args, **kwargs)
+            if name == "stream_workflow":
+                list(result)
+            out.append((name, seen[-1]))
+    return out
+
+
+def _route(ops: dict[str, tuple[str, str, dict[str, Any]]], request: httpx.Request) -> str:
+    matches = []
+    for op_id, (method, template, _) in ops.items():
+        pattern = "^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template)) + "$"
+        if method == request.method and re.match(pattern, request.url.path):
+            matches.append((template.count("{"), op_id))
+    assert matches, f"{request.method} {request.url.path} is no operation"
+    return min(matches)[1]  # /agents/runs/{id} before /agents/{agent}/...: fewest variables
+
+
+def _schema(openapi: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    for option in schema.get("anyOf", [schema]):
+        if "$ref" in option:
+            name = option["$ref"].rsplit("/", 1)[1]
+            found: dict[str, Any] = openapi["components"]["schemas"][name]
+            return found
+    return schema
+
+
+def test_each_method_sends_what_its_operation_declares(openapi: dict[str, Any]) -> None:
+    ops = operations(openapi)
+    reached = set()
+    for name, request in sent_requests():
+        op_id = _route(ops, request)
+        assert OPERATIONS[op_id] == name, (name, op_id)
+        reached.add(op_id)
+        op = ops[op_id][2]
+        declared = {(p["in"], p["name"].lower()) for p in op.get("parameters", [])}
+        sent = {("query", k.lower()) for k in request.url.params}
+        sent |= {("header", k.lower()) for k in request.headers} & {
+            (w, n) for w, n in declared if w == "header"
+        }
+        sent |= {p for p in declared if p[0] == "path"}  # the route matched
+        expected = {p for p in declared if (name, p[1]) not in NOT_SENT}
+        assert sent == expected, name
+        body = op.get("requestBody")
+        if body is None:
+            assert request.content == b"", name
+            continue
+        kind = request.headers.get("content-type", "").split(";")[0]
+        assert kind in body["content"], (name, kind)
+        if kind != "application/json":
+            continue
+        schema = _schema(openapi, body["content"][kind]["schema"])
+        data = json.loads(request.content)
+        assert isinstance(data, dict), name
+        if "properties" in schema:
+            assert set(data) == set(schema["properties"]), name
+    assert reached == set(ops)
+
+
+def test_typed_answers_have_the_keys_of_the_response_schemas(openapi: dict[str, Any]) -> None:
+    schemas = openapi["components"]["schemas"]
+    pairs = set(NESTED) | set(TYPED.values())
+    for model, schema_name in pairs:
+        keys = set(get_type_hints(model))
+        assert keys == set(schemas[schema_name]["properties"]), (model, schema_name)
+    ops = operations(openapi)
+    for op_id, name in OPERATIONS.items():
+        if name not in TYPED:
+            continue
+        op = ops[op_id][2]
+        ok = next(v for k, v in op["responses"].items() if k.startswith("2"))
+        schema = ok["content"]["application/json"]["schema"]
+        ref = schema.get("$ref") or schema.get("items", {}).get("$ref")
+        assert ref.rsplit("/", 1)[1] == TYPED[name][1], name
+
+
+def test_the_async_client_sends_the_same_requests() -> None:
+    """AsyncClient is generated to match; its requests are the blocking client's."""
+    sync = [(n, r.method, str(r.url), r.content) for n, r in sent_requests()]
+    seen: list[httpx.Request] = []
+
+    async def record(request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        seen.append(request)
+        return _answer(request)
+
+    async def run() -> list[tuple[str, str, str, bytes]]:
+        out = []
+        transport = httpx.MockTransport(record)
+        async with AsyncClient("http://wovyr.test", api_key="k", transport=transport) as c:
+            for name, args, kwargs in CALLS:
+                if name == "stream_workflow":
+                    [x async for x in c.stream_workflow(*args, **kwargs)]
+                else:
+                    await getattr(c, name)(*args, **kwargs)
+                r = seen[-1]
+                out.append((name, r.method, str(r.url), r.content))
+        return out
+
+    assert asyncio.run(run()) == sync
+
+
+def test_the_blocking_client_is_generated_from_the_async_one() -> None:
+    script = ROOT / "scripts" / "unasync_client.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--check"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
