@@ -11,6 +11,10 @@
   is still held by the worker that took it (a crashed worker's slots come back when its
   leases expire); the step that records the attempt's result deletes it
   (`StepWrite.flow_released`).
+- Gates in the step (`commit_gated`): a step that starts gated attempts carries their
+  gate (`StepWrite.gate`) and the store takes it in the step's own transaction, so a gated
+  attempt costs no transaction of its own: granted, the step is written; refused, nothing
+  of the step is (`CommitOutcome.HELD`) and the refusal comes back in its place.
 - Admin-declared buckets (`set_rate_limit`): a bucket an activity names by key, with the
   capacity and rate the tenant's admin set (they win over an activity's own numbers).
 
@@ -25,7 +29,7 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditEntry
-from wovyr.store.records import SlotState
+from wovyr.store.records import CommitOutcome, SlotState, StepWrite
 
 __all__ = [
     "NEVER",
@@ -34,10 +38,12 @@ __all__ = [
     "FlowAcquire",
     "FlowAnswer",
     "FlowStore",
+    "GatedOutcome",
     "RateLimitRecord",
     "RateRequest",
     "SlotClaim",
     "decide_flow",
+    "plain_outcomes",
     "rate_refused",
     "slot_refused",
 ]
@@ -190,6 +196,15 @@ def decide_flow(
     return FlowAnswer(granted=True), taken
 
 
+#: What `commit_gated` answers for one step: its outcome, or its gate's refusal.
+GatedOutcome = CommitOutcome | FlowAnswer
+
+
+def plain_outcomes(results: Sequence[GatedOutcome]) -> list[CommitOutcome]:
+    """`commit_gated`'s answers as `commit` gives them (a refusal is `HELD`)."""
+    return [CommitOutcome.HELD if isinstance(r, FlowAnswer) else r for r in results]
+
+
 class FlowStore(Protocol):
     def slot_state(self, tenant: str, key: str) -> SlotState:
         """The holders of workflow concurrency key `key`'s slots in `tenant` and the
@@ -213,6 +228,13 @@ class FlowStore(Protocol):
     def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
         """`acquire_flow` for each of `asks`, in order, in ONE transaction (a worker's
         runners asking at once share it, as their commits do)."""
+        ...
+
+    def commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        """`commit(steps)` (one transaction, each step checked on its own), taking each
+        step's `gate` in that transaction, in order, right before the step: a refused gate
+        leaves its step unwritten and answers its `FlowAnswer` (the bucket still remembers
+        the waiter's look); a step that does not apply takes nothing."""
         ...
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:

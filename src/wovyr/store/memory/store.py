@@ -35,10 +35,12 @@ from wovyr.store.flow import (
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    GatedOutcome,
     RateLimitRecord,
     RateRequest,
     SlotClaim,
     decide_flow,
+    plain_outcomes,
 )
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.memory.audit import MemoryAudit
@@ -171,26 +173,35 @@ class MemoryStore(
         return True
 
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
+        return plain_outcomes(self._commit_steps(steps, atomic))
+
+    def commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        return self._commit_steps(steps, False)
+
+    def _commit_steps(self, steps: Sequence[StepWrite], atomic: bool) -> list[GatedOutcome]:
         encoded = [self._encode(step) for step in steps]
         with self._lock:
             for step in steps:  # a taken id refuses the batch before anything changes
                 new = step.continued_as
                 if new is not None and (new.tenant, new.id) in self._executions:
                     raise StoreError(f"the continued run's id {new.id} is taken")
-            outcomes = [self._check(step) for step in steps] if atomic else []
-            if not any(c is not CommitOutcome.OK for c in outcomes):
-                outcomes = [
-                    self._check_and_apply(s, e) for s, e in zip(steps, encoded, strict=True)
-                ]
-                if CommitOutcome.OK in outcomes:
+            results: list[GatedOutcome] = [self._check(step) for step in steps] if atomic else []
+            if not any(c is not CommitOutcome.OK for c in results):
+                results = [self._check_and_apply(s, e) for s, e in zip(steps, encoded, strict=True)]
+                if CommitOutcome.OK in results:
                     self.commits += 1
-        self._observers.committed(steps, outcomes)
-        return outcomes
+        self._observers.committed(steps, plain_outcomes(results))
+        return results
 
     def _check_and_apply(
         self, step: StepWrite, encoded: tuple[list[Any], dict[str, object]]
-    ) -> CommitOutcome:
+    ) -> GatedOutcome:
         outcome = self._check(step)
+        if outcome is CommitOutcome.OK and step.gate is not None:
+            # checked first: a step that does not apply takes nothing
+            answer = self._acquire(step.gate)
+            if not answer.granted:
+                return answer
         if outcome is CommitOutcome.OK:
             self._apply(step, encoded)
             if step.slot_released is not None:

@@ -7,6 +7,7 @@ Its SQL lives in `flow.sql`; time is the database's (with db_clock) or the calle
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
@@ -26,7 +27,7 @@ from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 
-__all__ = ["PostgresRateLimits", "flow_queries"]
+__all__ = ["FlowGates", "PostgresRateLimits", "flow_queries"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -45,6 +46,129 @@ def _time(seconds: float) -> datetime:
     if seconds <= 0:
         return _EPOCH
     return datetime.fromtimestamp(seconds, UTC)
+
+
+class FlowGates:
+    """The gates of a batch of asks, in the caller's transaction: every bucket row they
+    need made if missing and locked, and every activity slot key locked, in one order
+    (tenant, key) before any is read, so concurrent batches never wait on each other in a
+    cycle (`lock`: one round trip); then each ask decided in turn (`decide`), one whose step
+    did not apply given back (`undo`), and the rows written (`write`: one round trip)."""
+
+    def __init__(self, asks: Sequence[FlowAcquire], now: datetime | None) -> None:
+        self._asks = asks
+        self._now = now  # None: the database's clock
+        self._at = 0.0
+        self._buckets: dict[tuple[str, str], Bucket] = {}
+        self._holders: dict[tuple[str, str], list[str]] = {}
+        self._changed: set[tuple[str, str]] = set()
+        self._granted: dict[int, tuple[FlowAcquire, dict[str, float]]] = {}
+
+    def lock(self, conn: Connection) -> None:
+        q = flow_queries()
+        fresh: dict[tuple[str, str], RateRequest] = {}
+        for ask in self._asks:
+            for r in ask.rates:
+                if r.capacity is not None and r.per_second is not None:
+                    fresh.setdefault((ask.tenant, r.key), r)
+        made = sorted(fresh)
+        buckets = sorted({(a.tenant, r.key) for a in self._asks for r in a.rates})
+        slots = sorted({(a.tenant, c.key) for a in self._asks for c in a.slots})
+        now = {"now": self._now}
+        with conn.pipeline():
+            at = conn.execute(q["flow_now"], now)
+            if made:
+                conn.execute(
+                    q["buckets_create"],
+                    {**now, "tenants": [t for t, _ in made], "keys": [k for _, k in made],
+                     "capacities": [float(fresh[m].capacity or 0) for m in made],
+                     "rates": [float(fresh[m].per_second or 0) for m in made]},
+                )  # fmt: skip
+            rows = (
+                conn.execute(
+                    q["buckets_lock_all"],
+                    {"tenants": [t for t, _ in buckets], "keys": [k for _, k in buckets]},
+                )
+                if buckets
+                else None
+            )
+            held = None
+            if slots:
+                keys = {"tenants": [t for t, _ in slots], "keys": [k for _, k in slots]}
+                conn.execute(q["activity_slots_lock_all"], keys)
+                held = conn.execute(q["activity_holders_all"], {**keys, **now})
+            first = at.fetchone()
+            assert first is not None
+            self._at = _seconds(first[0])
+            for r in rows.fetchall() if rows is not None else ():
+                self._buckets[(r[0], r[1])] = Bucket(
+                    capacity=r[2],
+                    per_second=r[3],
+                    tokens=r[4],
+                    refilled_at=_seconds(r[5]),
+                    wake_at=max(0.0, _seconds(r[6])),
+                    declared=r[7],
+                )
+            self._holders = {key: [] for key in slots}
+            for h in held.fetchall() if held is not None else ():
+                self._holders[(h[0], h[1])].append(h[2])
+
+    def decide(self, ask: FlowAcquire) -> FlowAnswer:
+        mine: dict[str, Bucket | None] = {
+            k: b for (t, k), b in self._buckets.items() if t == ask.tenant
+        }
+        held = {k: h for (t, k), h in self._holders.items() if t == ask.tenant}
+        answer, states = decide_flow(mine, ask.rates, held, ask.slots, self._at)
+        for key, b in states.items():
+            self._buckets[(ask.tenant, key)] = b
+            self._changed.add((ask.tenant, key))
+        if answer.granted:
+            need: dict[str, float] = {}
+            for r in ask.rates:
+                need[r.key] = need.get(r.key, 0.0) + r.units
+            for c in ask.slots:
+                if c.holder not in self._holders[(ask.tenant, c.key)]:
+                    self._holders[(ask.tenant, c.key)].append(c.holder)
+            self._granted[id(ask)] = (ask, need)
+        return answer
+
+    def undo(self, ask: FlowAcquire) -> None:
+        """Give back what `ask` was granted (its step did not apply)."""
+        granted = self._granted.pop(id(ask), None)
+        if granted is None:
+            return
+        for key, units in granted[1].items():
+            b = self._buckets[(ask.tenant, key)]
+            self._buckets[(ask.tenant, key)] = replace(b, tokens=min(b.capacity, b.tokens + units))
+        for c in ask.slots:
+            held = self._holders[(ask.tenant, c.key)]
+            if c.holder in held:
+                held.remove(c.holder)
+
+    def write(self, conn: Connection) -> None:
+        q = flow_queries()
+        changed = sorted(self._changed)
+        takes = [(a, c) for a, _ in self._granted.values() for c in a.slots]
+        with conn.pipeline():
+            if changed:
+                b = [self._buckets[c] for c in changed]
+                conn.execute(
+                    q["buckets_write"],
+                    {"tenants": [t for t, _ in changed], "keys": [k for _, k in changed],
+                     "capacities": [float(x.capacity) for x in b],
+                     "rates": [float(x.per_second) for x in b],
+                     "tokens": [float(x.tokens) for x in b],
+                     "refilled": [_time(x.refilled_at) for x in b],
+                     "wakes": [_time(x.wake_at) for x in b]},
+                )  # fmt: skip
+            if takes:
+                conn.execute(
+                    q["activity_slots_take"],
+                    {"tenants": [a.tenant for a, _ in takes], "keys": [c.key for _, c in takes],
+                     "holders": [c.holder for _, c in takes],
+                     "ids": [a.execution_id for a, _ in takes],
+                     "owners": [a.owner for a, _ in takes]},
+                )  # fmt: skip
 
 
 class PostgresRateLimits:
@@ -66,78 +190,15 @@ class PostgresRateLimits:
         return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
 
     def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
-        """One transaction: every bucket row the asks need is made if missing and locked,
-        and every activity slot key locked, in one order (tenant, key) before any is read,
-        so concurrent batches never wait on each other in a cycle; then each ask in turn."""
+        """One transaction of two round trips (`FlowGates`)."""
         if not asks:
             return []
-        q = flow_queries()
-        fresh: dict[tuple[str, str], RateRequest] = {}
-        for ask in asks:
-            for r in ask.rates:
-                if r.capacity is not None and r.per_second is not None:
-                    fresh.setdefault((ask.tenant, r.key), r)
-        bucket_keys = sorted({(a.tenant, r.key) for a in asks for r in a.rates})
-        slot_keys = sorted({(a.tenant, c.key) for a in asks for c in a.slots})
 
         def body(conn: Connection) -> list[FlowAnswer]:
-            row = conn.execute(q["flow_now"], {"now": self._now(asks[0].now)}).fetchone()
-            assert row is not None
-            at: datetime = row[0]
-            for tenant, key in sorted(fresh):  # a missing bucket starts full
-                r = fresh[(tenant, key)]
-                conn.execute(
-                    q["bucket_create"],
-                    {"tenant": tenant, "key": key, "capacity": r.capacity,
-                     "per_second": r.per_second, "at": at},
-                )  # fmt: skip
-            buckets: dict[tuple[str, str], Bucket] = {}
-            for tenant in sorted({t for t, _ in bucket_keys}):
-                keys = [k for t, k in bucket_keys if t == tenant]
-                for r in conn.execute(q["buckets_lock"], {"tenant": tenant, "keys": keys}):
-                    buckets[(tenant, r[0])] = Bucket(
-                        capacity=r[1],
-                        per_second=r[2],
-                        tokens=r[3],
-                        refilled_at=_seconds(r[4]),
-                        wake_at=max(0.0, _seconds(r[5])),
-                        declared=r[6],
-                    )
-            holders: dict[tuple[str, str], list[str]] = {}
-            for tenant, key in slot_keys:
-                conn.execute(q["activity_slot_lock"], {"tenant": tenant, "key": key})
-                rows = conn.execute(
-                    q["activity_holders"], {"tenant": tenant, "key": key, "at": at}
-                ).fetchall()
-                holders[(tenant, key)] = [h[0] for h in rows]
-            answers: list[FlowAnswer] = []
-            changed: set[tuple[str, str]] = set()
-            for ask in asks:
-                mine: dict[str, Bucket | None] = {
-                    k: b for (t, k), b in buckets.items() if t == ask.tenant
-                }
-                held = {k: h for (t, k), h in holders.items() if t == ask.tenant}
-                answer, states = decide_flow(mine, ask.rates, held, ask.slots, _seconds(at))
-                for key, b in states.items():
-                    buckets[(ask.tenant, key)] = b
-                    changed.add((ask.tenant, key))
-                if answer.granted:
-                    for c in ask.slots:
-                        holders.setdefault((ask.tenant, c.key), []).append(c.holder)
-                        conn.execute(
-                            q["activity_slot_take"],
-                            {"tenant": ask.tenant, "key": c.key, "holder": c.holder,
-                             "id": ask.execution_id, "owner": ask.owner},
-                        )  # fmt: skip
-                answers.append(answer)
-            for tenant, key in sorted(changed):
-                b = buckets[(tenant, key)]
-                conn.execute(
-                    q["bucket_write"],
-                    {"tenant": tenant, "key": key, "capacity": b.capacity,
-                     "per_second": b.per_second, "tokens": b.tokens,
-                     "refilled_at": _time(b.refilled_at), "wake_at": _time(b.wake_at)},
-                )  # fmt: skip
+            gates = FlowGates(asks, self._now(asks[0].now))
+            gates.lock(conn)
+            answers = [gates.decide(ask) for ask in asks]
+            gates.write(conn)
             return answers
 
         answers: list[FlowAnswer] = self._write(body)

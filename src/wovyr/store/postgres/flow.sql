@@ -1,46 +1,9 @@
--- Named queries of flow control's activity gates (wovyr.store.postgres.flow).
+-- Named queries of flow control's activity gates (wovyr.store.postgres.flow). The gates of a
+-- batch (`FlowGates`) use set-based forms: one statement for every bucket or slot key of the
+-- batch, all sent in one round trip.
 
 -- name: flow_now
 SELECT COALESCE(%(now)s::timestamptz, now());
-
--- name: bucket_create
-INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens, refilled_at)
-VALUES (%(tenant)s, %(key)s, %(capacity)s, %(per_second)s, %(capacity)s, %(at)s)
-ON CONFLICT (tenant, key) DO NOTHING;
-
--- name: buckets_lock
-SELECT key, capacity, per_second, tokens, refilled_at, wake_at, declared
-FROM rate_buckets
-WHERE tenant = %(tenant)s AND key = ANY(%(keys)s::text[])
-ORDER BY key
-FOR UPDATE;
-
--- name: bucket_write
-UPDATE rate_buckets
-SET capacity = %(capacity)s, per_second = %(per_second)s, tokens = %(tokens)s,
-    refilled_at = %(refilled_at)s, wake_at = %(wake_at)s
-WHERE tenant = %(tenant)s AND key = %(key)s;
-
--- name: activity_slot_lock
-SELECT pg_advisory_xact_lock(hashtext('wovyr.activity-slot.' || %(tenant)s), hashtext(%(key)s));
-
--- name: activity_holders
--- The holders whose execution's lease is still their worker's; the others' rows (a
--- crashed or replaced worker's) are deleted on the way.
-WITH stale AS (
-    DELETE FROM activity_slots AS s
-    WHERE s.tenant = %(tenant)s AND s.key = %(key)s
-      AND NOT EXISTS (
-          SELECT FROM executions x
-          WHERE x.tenant = s.tenant AND x.id = s.execution_id
-            AND x.lease_owner = s.owner AND x.lease_until >= %(at)s)
-    RETURNING s.holder
-)
-SELECT s.holder
-FROM activity_slots s
-WHERE s.tenant = %(tenant)s AND s.key = %(key)s
-  AND s.holder NOT IN (SELECT holder FROM stale)
-ORDER BY s.holder;
 
 -- name: activity_holders_now
 SELECT s.holder
@@ -49,12 +12,6 @@ JOIN executions x ON x.tenant = s.tenant AND x.id = s.execution_id
 WHERE s.tenant = %(tenant)s AND s.key = %(key)s AND x.lease_owner = s.owner
   AND x.lease_until >= COALESCE(%(now)s::timestamptz, now())
 ORDER BY s.holder;
-
--- name: activity_slot_take
-INSERT INTO activity_slots (tenant, key, holder, execution_id, owner)
-VALUES (%(tenant)s, %(key)s, %(holder)s, %(id)s, %(owner)s)
-ON CONFLICT (tenant, key, holder) DO UPDATE SET execution_id = EXCLUDED.execution_id,
-    owner = EXCLUDED.owner;
 
 -- name: activity_slots_release
 DELETE FROM activity_slots
@@ -77,3 +34,67 @@ ORDER BY key;
 
 -- name: bucket_delete
 DELETE FROM rate_buckets WHERE tenant = %(tenant)s AND key = %(key)s RETURNING key;
+
+-- name: buckets_create
+-- Missing buckets an activity names with its own numbers start full.
+INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens, refilled_at)
+SELECT b.tenant, b.key, b.capacity, b.per_second, b.capacity,
+       COALESCE(%(now)s::timestamptz, now())
+FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(capacities)s::float8[],
+            %(rates)s::float8[]) AS b(tenant, key, capacity, per_second)
+ON CONFLICT (tenant, key) DO NOTHING;
+
+-- name: buckets_lock_all
+SELECT b.tenant, b.key, b.capacity, b.per_second, b.tokens, b.refilled_at, b.wake_at, b.declared
+FROM rate_buckets b
+JOIN unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
+  ON b.tenant = k.tenant AND b.key = k.key
+ORDER BY b.tenant, b.key
+FOR UPDATE OF b;
+
+-- name: activity_slots_lock_all
+-- The keys come sorted; output expressions are evaluated after the ORDER BY, so the locks
+-- are taken in that order (no two batches wait on each other in a cycle).
+SELECT pg_advisory_xact_lock(hashtext('wovyr.activity-slot.' || k.tenant), hashtext(k.key))
+FROM unnest(%(tenants)s::text[], %(keys)s::text[]) WITH ORDINALITY AS k(tenant, key, n)
+ORDER BY k.n;
+
+-- name: activity_holders_all
+-- `activity_holders` for every key of the batch.
+WITH k AS (
+    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
+), stale AS (
+    DELETE FROM activity_slots AS s
+    USING k
+    WHERE s.tenant = k.tenant AND s.key = k.key
+      AND NOT EXISTS (
+          SELECT FROM executions x
+          WHERE x.tenant = s.tenant AND x.id = s.execution_id
+            AND x.lease_owner = s.owner
+            AND x.lease_until >= COALESCE(%(now)s::timestamptz, now()))
+    RETURNING s.tenant, s.key, s.holder
+)
+SELECT s.tenant, s.key, s.holder
+FROM activity_slots s
+JOIN k ON s.tenant = k.tenant AND s.key = k.key
+WHERE NOT EXISTS (
+    SELECT FROM stale
+    WHERE stale.tenant = s.tenant AND stale.key = s.key AND stale.holder = s.holder)
+ORDER BY s.tenant, s.key, s.holder;
+
+-- name: activity_slots_take
+INSERT INTO activity_slots (tenant, key, holder, execution_id, owner)
+SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[],
+                     %(ids)s::text[], %(owners)s::text[])
+ON CONFLICT (tenant, key, holder) DO UPDATE SET execution_id = EXCLUDED.execution_id,
+    owner = EXCLUDED.owner;
+
+-- name: buckets_write
+UPDATE rate_buckets AS b
+SET capacity = w.capacity, per_second = w.per_second, tokens = w.tokens,
+    refilled_at = w.refilled_at, wake_at = w.wake_at
+FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(capacities)s::float8[],
+            %(rates)s::float8[], %(tokens)s::float8[], %(refilled)s::timestamptz[],
+            %(wakes)s::timestamptz[])
+     AS w(tenant, key, capacity, per_second, tokens, refilled_at, wake_at)
+WHERE b.tenant = w.tenant AND b.key = w.key;

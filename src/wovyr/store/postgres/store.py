@@ -55,10 +55,11 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps
+from wovyr.store.flow import FlowAnswer, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
 from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
-from wovyr.store.postgres.flow import PostgresRateLimits, flow_queries
+from wovyr.store.postgres.flow import FlowGates, PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
@@ -442,24 +443,32 @@ class PostgresStore(
         nothing is written unless every step applies."""
         if not steps:
             return []
-        outcomes = self._commit(steps, atomic)
+        outcomes = plain_outcomes(self._commit(steps, atomic))
         self._observers.committed(steps, outcomes)
         return outcomes
 
-    def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
-        if any(
-            step.debits
-            or step.audit is not None
-            or step.continued_as
-            or step.slot_released
-            or step.flow_released
-            for step in steps
-        ):
-            return self._commit_with_debits(steps, atomic)
+    def commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        if not steps:
+            return []
+        results = list(self._commit(steps, False))
+        self._observers.committed(steps, plain_outcomes(results))
+        return results
+
+    def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> Sequence[GatedOutcome]:
         distinct = len({step.key for step in steps}) == len(steps)
-        if len(steps) > 1 and distinct and not atomic:
+        gated = any(step.gate is not None for step in steps)
+        released = any(step.flow_released for step in steps)
+        if any(
+            step.debits or step.audit is not None or step.continued_as or step.slot_released
+            for step in steps
+        ) or ((gated or released) and (atomic or not distinct)):
+            return self._commit_with_debits(steps, atomic)
+        if gated:
+            return self._commit_gated(steps)
+        if distinct and not atomic and (len(steps) > 1 or released):
             # One set-based statement for the batch: its own transaction, one fsync, one
-            # round trip, and a fraction of the per-statement cost on both sides.
+            # round trip, and a fraction of the per-statement cost on both sides (the
+            # activity slots the steps release included).
             rows = self._write_one("apply_steps", support.batch_params(steps, self.channel))
             return [self._outcome(step, row) for step, row in zip(steps, rows, strict=True)]
         params = [{**support.step_params(step), "channel": self.channel} for step in steps]
@@ -495,7 +504,43 @@ class PostgresStore(
         outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=False)]
         return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
 
-    def _commit_with_debits(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
+    def _commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        """Steps of distinct executions, some carrying flow gates, in one transaction of
+        three round trips: the gates' rows locked and read; the steps whose gates are
+        granted in one set-based statement; the gates' writes (less what a step that did
+        not apply was granted) and COMMIT."""
+        asks = [step.gate for step in steps if step.gate is not None]
+
+        def body(conn: Connection) -> list[Any]:
+            gates = FlowGates(asks, self._now(asks[0].now))
+            gates.lock(conn)
+            results: list[Any] = [None] * len(steps)
+            go: list[int] = []
+            for i, step in enumerate(steps):
+                if step.gate is not None:
+                    answer = gates.decide(step.gate)
+                    if not answer.granted:
+                        results[i] = answer
+                        continue
+                go.append(i)
+            if go:
+                params = support.batch_params([steps[i] for i in go], self.channel)
+                rows = support.rows(_cursor(conn, False).execute(self._q["apply_steps"], params))
+                for i, row in zip(go, rows, strict=True):
+                    results[i] = row
+                    gate = steps[i].gate
+                    if not row[0] and gate is not None:
+                        gates.undo(gate)
+            gates.write(conn)
+            return results
+
+        results = self._write(body)
+        return [
+            r if isinstance(r, FlowAnswer) else self._outcome(step, r)
+            for step, r in zip(steps, results, strict=True)
+        ]
+
+    def _commit_with_debits(self, steps: Sequence[StepWrite], atomic: bool) -> list[GatedOutcome]:
         """The steps one statement each, and the debits and audit records of those that
         apply, in one transaction (only steps that use a budget with a limit carry debits;
         only steps of the facade's external changes carry an audit record), with the chain's
@@ -506,13 +551,27 @@ class PostgresStore(
         # start locks its key before it writes a row): no two writers wait on each other.
         keys = sorted({(s.tenant, s.slot_released.key) for s in steps if s.slot_released})
 
+        asks = [step.gate for step in steps if step.gate is not None]
+
         def body(conn: Connection) -> list[Any]:
             rows: list[Any] = []
             with conn.transaction():
                 for tenant, key in keys:
                     conn.execute(self._q["slot_lock"], {"tenant": tenant, "key": key})
+                gates = FlowGates(asks, self._now(asks[0].now)) if asks else None
+                if gates is not None:  # after the concurrency keys, as everywhere
+                    gates.lock(conn)
                 for step, p in zip(steps, params, strict=True):
+                    if gates is not None and step.gate is not None:
+                        answer = gates.decide(step.gate)
+                        if not answer.granted:
+                            if atomic:
+                                raise psycopg.Rollback()
+                            rows.append(answer)
+                            continue
                     rows.append(conn.execute(self._q["apply_step"], p).fetchone())
+                    if not rows[-1][0] and gates is not None and step.gate is not None:
+                        gates.undo(step.gate)
                     if rows[-1][0]:
                         released = step.slot_released
                         if released is not None:
@@ -538,10 +597,15 @@ class PostgresStore(
                         append_audit_row(conn, step.audit)
                     elif atomic:
                         raise psycopg.Rollback()
+                if gates is not None:
+                    gates.write(conn)
             return rows
 
         rows = self._run(body, write=True)
-        outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=False)]
+        outcomes: list[GatedOutcome] = [
+            row if isinstance(row, FlowAnswer) else self._outcome(step, row)
+            for step, row in zip(steps, rows, strict=False)
+        ]
         return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
 
     def _outcome(self, step: StepWrite, row: Any) -> CommitOutcome:

@@ -28,6 +28,7 @@ from wovyr.store.sqlite.audit import append_audit_row
 __all__ = [
     "SQLiteFlow",
     "SQLiteRateLimits",
+    "acquire_gate",
     "release_activity_slots",
     "release_slot",
     "take_slot",
@@ -155,7 +156,8 @@ def _valid_holders(conn: sqlite3.Connection, tenant: str, key: str, now: int) ->
 _BUCKET = "key, capacity, per_second, tokens, refilled_at, wake_at, declared"
 
 
-def _acquire(conn: sqlite3.Connection, ask: FlowAcquire) -> FlowAnswer:
+def acquire_gate(conn: sqlite3.Connection, ask: FlowAcquire) -> FlowAnswer:
+    """`ask`'s units and slots in the caller's transaction, or none (the refusal)."""
     tenant, at = ask.tenant, to_micros(ask.now)
     keys = sorted({r.key for r in ask.rates})
     rows = conn.execute(
@@ -215,7 +217,7 @@ class SQLiteRateLimits:
         if not asks:
             return []
         with self._write() as conn:
-            return [_acquire(conn, ask) for ask in asks]
+            return [acquire_gate(conn, ask) for ask in asks]
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         rows = self._read(

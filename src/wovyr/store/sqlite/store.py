@@ -38,6 +38,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps, from_micros, to_micros
+from wovyr.store.flow import GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.rows import (
     SQLITE,
@@ -53,6 +54,7 @@ from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
 from wovyr.store.sqlite.flow import (
     SQLiteFlow,
     SQLiteRateLimits,
+    acquire_gate,
     release_activity_slots,
     release_slot,
     take_slot,
@@ -400,19 +402,44 @@ class SQLiteStore(
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
         """Write a batch of steps in one transaction, each checked on its own; with `atomic`,
         nothing is written unless every step applies."""
+        return plain_outcomes(self._commit_steps(steps, atomic))
+
+    def commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        return self._commit_steps(steps, False)
+
+    def _commit_steps(self, steps: Sequence[StepWrite], atomic: bool) -> list[GatedOutcome]:
         if not steps:
             return []
-        outcomes: list[CommitOutcome] = []
+        results: list[GatedOutcome] = []
         try:
             with self._write() as conn:
                 for step in steps:
-                    outcomes.append(self._apply_step(conn, step))
-                    if atomic and outcomes[-1] is not CommitOutcome.OK:
+                    if step.gate is None:
+                        results.append(self._apply_step(conn, step))
+                    else:
+                        results.append(self._apply_gated(conn, step))
+                    if atomic and results[-1] is not CommitOutcome.OK:
                         raise _Rollback
         except _Rollback:
-            outcomes += [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
-        self._observers.committed(steps, outcomes)
-        return outcomes
+            results += [CommitOutcome.CONFLICT] * (len(steps) - len(results))
+        self._observers.committed(steps, plain_outcomes(results))
+        return results
+
+    def _apply_gated(self, conn: sqlite3.Connection, step: StepWrite) -> GatedOutcome:
+        """The step's gate, then the step; a savepoint undoes the gate's takes when the step
+        does not apply (a refused gate keeps its bucket's memory of the waiter's look)."""
+        assert step.gate is not None
+        conn.execute("SAVEPOINT gate")
+        try:
+            answer = acquire_gate(conn, step.gate)
+            if not answer.granted:
+                return answer
+            outcome = self._apply_step(conn, step)
+            if outcome is not CommitOutcome.OK:
+                conn.execute("ROLLBACK TO gate")
+            return outcome
+        finally:
+            conn.execute("RELEASE gate")
 
     def _apply_step(self, conn: sqlite3.Connection, step: StepWrite) -> CommitOutcome:
         # An execution waiting for a concurrency slot stays not ready (and keeps its
