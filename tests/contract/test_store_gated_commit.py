@@ -124,3 +124,19 @@ def test_the_slots_a_batch_releases_go_with_its_steps(store: Store) -> None:
     )
     assert outcomes == [CommitOutcome.OK, CommitOutcome.OK, CommitOutcome.CONFLICT]
     assert store.activity_slot_holders("t", "k", T0) == ["e3/a/1"]
+
+
+def test_a_key_with_room_for_every_ask_is_not_read_holder_by_holder(store: Store) -> None:
+    """Stale rows (a crashed worker's) count until a key could be full: then its holders'
+    leases are looked at and the stale ones give their slots back."""
+    running(store, "e1", "e2", "e3")
+    crashed = FlowAcquire("t", "e1", "GONE", T0, [], [SlotClaim("k", "e1/a/1", 2)])
+    assert store.acquire_flows([crashed]) == [FlowAnswer(granted=True)]  # never live
+    two = gate("e2", [], [SlotClaim("k", "e2/a/1", 2)])
+    assert store.commit_gated([step(store, "e2", gate=two)]) == [CommitOutcome.OK]
+    assert store.activity_slot_holders("t", "k", T0) == ["e2/a/1"]
+    three = gate("e3", [], [SlotClaim("k", "e3/a/1", 2)])
+    assert store.commit_gated([step(store, "e3", gate=three)]) == [CommitOutcome.OK]
+    assert store.activity_slot_holders("t", "k", T0) == ["e2/a/1", "e3/a/1"]
+    again = store.acquire_flow("t", "e1", "W", T0, slots=[SlotClaim("k", "e1/a/2", 2)])
+    assert again.reason == "concurrency k: 2 running (e2/a/1, e3/a/1)"

@@ -38,6 +38,7 @@ __all__ = [
     "FlowAcquire",
     "FlowAnswer",
     "FlowStore",
+    "GateBook",
     "GatedOutcome",
     "RateLimitRecord",
     "RateRequest",
@@ -46,6 +47,7 @@ __all__ = [
     "plain_outcomes",
     "rate_refused",
     "slot_refused",
+    "tight_keys",
 ]
 
 SLOT_RECHECK_SECONDS = 0.5  # how soon an attempt refused an activity slot looks again
@@ -194,6 +196,85 @@ def decide_flow(
         return FlowAnswer(granted=False, wait=wait, reason=reason), states
     taken = {k: replace(b, tokens=b.tokens - need[k]) for k, b in states.items()}
     return FlowAnswer(granted=True), taken
+
+
+def tight_keys(
+    asks: Sequence[FlowAcquire], counts: dict[tuple[str, str], int]
+) -> set[tuple[str, str]]:
+    """The slot keys, by (tenant, key), whose rows (`counts`, stale ones included) plus one
+    for every holder `asks` name could pass the smallest limit asked: only their live
+    holders need reading (each holder's lease looked at). Any other key has room for every
+    ask of the batch, however many of its rows are stale."""
+    asked: dict[tuple[str, str], set[str]] = {}
+    limit: dict[tuple[str, str], int] = {}
+    for ask in asks:
+        for c in ask.slots:
+            key = (ask.tenant, c.key)
+            asked.setdefault(key, set()).add(c.holder)
+            limit[key] = min(limit.get(key, c.limit), c.limit)
+    return {k for k, holders in asked.items() if counts.get(k, 0) + len(holders) > limit[k]}
+
+
+class GateBook:
+    """The gates of one transaction's asks, decided one after the other on the rows the
+    store read (and locked) for all of them at once: `buckets` and the live `holders` of
+    each slot key, by (tenant, key), as of `at` (seconds since 1970); a key with room for
+    every ask (not one of `tight_keys`) may be given as no holders. `undo` gives back what
+    an ask whose step did not apply was granted; `changed` and `takes` are what the store
+    writes back (bucket rows; activity slot rows of the asks still granted)."""
+
+    def __init__(
+        self,
+        at: float,
+        buckets: dict[tuple[str, str], Bucket],
+        holders: dict[tuple[str, str], list[str]],
+    ) -> None:
+        self.at = at
+        self._buckets = buckets
+        self._holders = holders
+        self._changed: set[tuple[str, str]] = set()
+        self._granted: dict[int, tuple[FlowAcquire, dict[str, float]]] = {}
+
+    def decide(self, ask: FlowAcquire) -> FlowAnswer:
+        t = ask.tenant
+        mine: dict[str, Bucket | None] = {
+            r.key: self._buckets[(t, r.key)] for r in ask.rates if (t, r.key) in self._buckets
+        }
+        held = {c.key: self._holders.setdefault((t, c.key), []) for c in ask.slots}
+        answer, states = decide_flow(mine, ask.rates, held, ask.slots, self.at)
+        for key, b in states.items():
+            self._buckets[(t, key)] = b
+            self._changed.add((t, key))
+        if answer.granted:
+            need: dict[str, float] = {}
+            for r in ask.rates:
+                need[r.key] = need.get(r.key, 0.0) + r.units
+            for c in ask.slots:
+                if c.holder not in held[c.key]:
+                    held[c.key].append(c.holder)
+            self._granted[id(ask)] = (ask, need)
+        return answer
+
+    def undo(self, ask: FlowAcquire) -> None:
+        """Give back what `ask` was granted (its step did not apply)."""
+        granted = self._granted.pop(id(ask), None)
+        if granted is None:
+            return
+        for key, units in granted[1].items():
+            b = self._buckets[(ask.tenant, key)]
+            self._buckets[(ask.tenant, key)] = replace(b, tokens=min(b.capacity, b.tokens + units))
+        for c in ask.slots:
+            held = self._holders[(ask.tenant, c.key)]
+            if c.holder in held:
+                held.remove(c.holder)
+
+    def changed(self) -> list[tuple[tuple[str, str], Bucket]]:
+        """The bucket rows to write, by (tenant, key)."""
+        return [(key, self._buckets[key]) for key in sorted(self._changed)]
+
+    def takes(self) -> list[tuple[FlowAcquire, SlotClaim]]:
+        """The activity slots granted (to asks not undone)."""
+        return [(ask, c) for ask, _ in self._granted.values() for c in ask.slots]
 
 
 #: What `commit_gated` answers for one step: its outcome, or its gate's refusal.

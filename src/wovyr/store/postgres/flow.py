@@ -7,7 +7,6 @@ Its SQL lives in `flow.sql`; time is the database's (with db_clock) or the calle
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
@@ -18,10 +17,11 @@ from wovyr.store.flow import (
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    GateBook,
     RateLimitRecord,
     RateRequest,
     SlotClaim,
-    decide_flow,
+    tight_keys,
 )
 from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
@@ -49,22 +49,18 @@ def _time(seconds: float) -> datetime:
 
 
 class FlowGates:
-    """The gates of a batch of asks, in the caller's transaction: every bucket row they
-    need made if missing and locked, and every activity slot key locked, in one order
-    (tenant, key) before any is read, so concurrent batches never wait on each other in a
-    cycle (`lock`: one round trip); then each ask decided in turn (`decide`), one whose step
-    did not apply given back (`undo`), and the rows written (`write`: one round trip)."""
+    """The gates of a batch of asks in the caller's transaction (`GateBook` decides): every
+    bucket row they need made if missing and locked, and every activity slot key locked, in
+    one order (tenant, key) before any is read, so concurrent batches never wait on each
+    other in a cycle, and the rows of each slot key counted (`lock`: one round trip, and
+    one more to read the live holders of keys that could be full); the rows written back
+    (`write`: one round trip)."""
 
     def __init__(self, asks: Sequence[FlowAcquire], now: datetime | None) -> None:
         self._asks = asks
         self._now = now  # None: the database's clock
-        self._at = 0.0
-        self._buckets: dict[tuple[str, str], Bucket] = {}
-        self._holders: dict[tuple[str, str], list[str]] = {}
-        self._changed: set[tuple[str, str]] = set()
-        self._granted: dict[int, tuple[FlowAcquire, dict[str, float]]] = {}
 
-    def lock(self, conn: Connection) -> None:
+    def lock(self, conn: Connection) -> GateBook:
         q = flow_queries()
         fresh: dict[tuple[str, str], RateRequest] = {}
         for ask in self._asks:
@@ -92,16 +88,16 @@ class FlowGates:
                 if buckets
                 else None
             )
-            held = None
+            counted = None
             if slots:
                 keys = {"tenants": [t for t, _ in slots], "keys": [k for _, k in slots]}
                 conn.execute(q["activity_slots_lock_all"], keys)
-                held = conn.execute(q["activity_holders_all"], {**keys, **now})
+                counted = conn.execute(q["activity_slot_counts"], keys)
             first = at.fetchone()
             assert first is not None
-            self._at = _seconds(first[0])
+            found: dict[tuple[str, str], Bucket] = {}
             for r in rows.fetchall() if rows is not None else ():
-                self._buckets[(r[0], r[1])] = Bucket(
+                found[(r[0], r[1])] = Bucket(
                     capacity=r[2],
                     per_second=r[3],
                     tokens=r[4],
@@ -109,52 +105,29 @@ class FlowGates:
                     wake_at=max(0.0, _seconds(r[6])),
                     declared=r[7],
                 )
-            self._holders = {key: [] for key in slots}
-            for h in held.fetchall() if held is not None else ():
-                self._holders[(h[0], h[1])].append(h[2])
+            counts = {
+                (r[0], r[1]): r[2] for r in (counted.fetchall() if counted is not None else ())
+            }
+        holders: dict[tuple[str, str], list[str]] = {key: [] for key in slots}
+        tight = sorted(tight_keys(self._asks, counts))
+        if tight:  # a second round trip, only for keys that could be full
+            keys = {"tenants": [t for t, _ in tight], "keys": [k for _, k in tight]}
+            for h in conn.execute(q["activity_holders_all"], {**keys, **now}).fetchall():
+                holders[(h[0], h[1])].append(h[2])
+        return GateBook(_seconds(first[0]), found, holders)
 
-    def decide(self, ask: FlowAcquire) -> FlowAnswer:
-        mine: dict[str, Bucket | None] = {
-            k: b for (t, k), b in self._buckets.items() if t == ask.tenant
-        }
-        held = {k: h for (t, k), h in self._holders.items() if t == ask.tenant}
-        answer, states = decide_flow(mine, ask.rates, held, ask.slots, self._at)
-        for key, b in states.items():
-            self._buckets[(ask.tenant, key)] = b
-            self._changed.add((ask.tenant, key))
-        if answer.granted:
-            need: dict[str, float] = {}
-            for r in ask.rates:
-                need[r.key] = need.get(r.key, 0.0) + r.units
-            for c in ask.slots:
-                if c.holder not in self._holders[(ask.tenant, c.key)]:
-                    self._holders[(ask.tenant, c.key)].append(c.holder)
-            self._granted[id(ask)] = (ask, need)
-        return answer
-
-    def undo(self, ask: FlowAcquire) -> None:
-        """Give back what `ask` was granted (its step did not apply)."""
-        granted = self._granted.pop(id(ask), None)
-        if granted is None:
-            return
-        for key, units in granted[1].items():
-            b = self._buckets[(ask.tenant, key)]
-            self._buckets[(ask.tenant, key)] = replace(b, tokens=min(b.capacity, b.tokens + units))
-        for c in ask.slots:
-            held = self._holders[(ask.tenant, c.key)]
-            if c.holder in held:
-                held.remove(c.holder)
-
-    def write(self, conn: Connection) -> None:
+    @staticmethod
+    def write(conn: Connection, book: GateBook) -> None:
         q = flow_queries()
-        changed = sorted(self._changed)
-        takes = [(a, c) for a, _ in self._granted.values() for c in a.slots]
+        changed = book.changed()
+        takes = book.takes()
         with conn.pipeline():
             if changed:
-                b = [self._buckets[c] for c in changed]
+                b = [bucket for _, bucket in changed]
                 conn.execute(
                     q["buckets_write"],
-                    {"tenants": [t for t, _ in changed], "keys": [k for _, k in changed],
+                    {"tenants": [t for (t, _), _ in changed],
+                     "keys": [k for (_, k), _ in changed],
                      "capacities": [float(x.capacity) for x in b],
                      "rates": [float(x.per_second) for x in b],
                      "tokens": [float(x.tokens) for x in b],
@@ -195,10 +168,9 @@ class PostgresRateLimits:
             return []
 
         def body(conn: Connection) -> list[FlowAnswer]:
-            gates = FlowGates(asks, self._now(asks[0].now))
-            gates.lock(conn)
-            answers = [gates.decide(ask) for ask in asks]
-            gates.write(conn)
+            book = FlowGates(asks, self._now(asks[0].now)).lock(conn)
+            answers = [book.decide(ask) for ask in asks]
+            FlowGates.write(conn, book)
             return answers
 
         answers: list[FlowAnswer] = self._write(body)

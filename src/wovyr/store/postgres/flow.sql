@@ -59,28 +59,37 @@ SELECT pg_advisory_xact_lock(hashtext('wovyr.activity-slot.' || k.tenant), hasht
 FROM unnest(%(tenants)s::text[], %(keys)s::text[]) WITH ORDINALITY AS k(tenant, key, n)
 ORDER BY k.n;
 
+-- name: activity_slot_counts
+-- The rows of every key of the batch (stale ones included): only a key that could be full
+-- needs its holders read (`activity_holders_all`).
+SELECT s.tenant, s.key, count(*)
+FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
+JOIN activity_slots s ON s.tenant = k.tenant AND s.key = k.key
+GROUP BY s.tenant, s.key;
+
 -- name: activity_holders_all
--- `activity_holders` for every key of the batch.
+-- The holders of every key of the batch whose execution's lease is still their worker's;
+-- the others' rows (a crashed or replaced worker's) are deleted on the way (the select
+-- sees the rows as they were before: it keeps exactly the complement). Key by key, each
+-- holder's execution looked up by its key: the plan stays small whatever the statistics.
 WITH k AS (
     SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
+), slots AS (
+    -- joined on the execution's key alone: a worker's leases are many (no owner index)
+    SELECT s.tenant, s.key, s.holder,
+           COALESCE(x.lease_owner = s.owner
+                    AND x.lease_until >= COALESCE(%(now)s::timestamptz, now()), false) AS live
+    FROM k
+    CROSS JOIN LATERAL (
+        SELECT * FROM activity_slots s WHERE s.tenant = k.tenant AND s.key = k.key) s
+    LEFT JOIN executions x ON x.tenant = s.tenant AND x.id = s.execution_id
 ), stale AS (
-    DELETE FROM activity_slots AS s
-    USING k
-    WHERE s.tenant = k.tenant AND s.key = k.key
-      AND NOT EXISTS (
-          SELECT FROM executions x
-          WHERE x.tenant = s.tenant AND x.id = s.execution_id
-            AND x.lease_owner = s.owner
-            AND x.lease_until >= COALESCE(%(now)s::timestamptz, now()))
-    RETURNING s.tenant, s.key, s.holder
+    DELETE FROM activity_slots AS a
+    USING slots
+    WHERE NOT slots.live
+      AND a.tenant = slots.tenant AND a.key = slots.key AND a.holder = slots.holder
 )
-SELECT s.tenant, s.key, s.holder
-FROM activity_slots s
-JOIN k ON s.tenant = k.tenant AND s.key = k.key
-WHERE NOT EXISTS (
-    SELECT FROM stale
-    WHERE stale.tenant = s.tenant AND stale.key = s.key AND stale.holder = s.holder)
-ORDER BY s.tenant, s.key, s.holder;
+SELECT tenant, key, holder FROM slots WHERE live ORDER BY tenant, key, holder;
 
 -- name: activity_slots_take
 INSERT INTO activity_slots (tenant, key, holder, execution_id, owner)

@@ -458,13 +458,13 @@ class PostgresStore(
         distinct = len({step.key for step in steps}) == len(steps)
         gated = any(step.gate is not None for step in steps)
         released = any(step.flow_released for step in steps)
-        if any(
-            step.debits or step.audit is not None or step.continued_as or step.slot_released
-            for step in steps
-        ) or ((gated or released) and (atomic or not distinct)):
+        ended = any(step.slot_released for step in steps)
+        if any(step.debits or step.audit is not None or step.continued_as for step in steps) or (
+            (gated or released or ended) and (atomic or not distinct)
+        ):
             return self._commit_with_debits(steps, atomic)
-        if gated:
-            return self._commit_gated(steps)
+        if gated or ended:
+            return self._commit_batched(steps)
         if distinct and not atomic and (len(steps) > 1 or released):
             # One set-based statement for the batch: its own transaction, one fsync, one
             # round trip, and a fraction of the per-statement cost on both sides (the
@@ -504,20 +504,28 @@ class PostgresStore(
         outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=False)]
         return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
 
-    def _commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
-        """Steps of distinct executions, some carrying flow gates, in one transaction of
-        three round trips: the gates' rows locked and read; the steps whose gates are
-        granted in one set-based statement; the gates' writes (less what a step that did
-        not apply was granted) and COMMIT."""
+    def _commit_batched(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        """Steps of distinct executions, some carrying flow gates or ending holders of
+        concurrency slots, in one transaction of a few round trips whatever their number:
+        the slot keys' locks; the gates' rows locked and read; the steps whose gates are
+        granted in one set-based statement (which releases their activity slots); the slots
+        they end handed on, and the gates' writes (less what a step that did not apply was
+        granted), sent together with COMMIT."""
         asks = [step.gate for step in steps if step.gate is not None]
+        # The concurrency keys these steps hand slots of, locked first and in one order (a
+        # start locks its key before it writes a row): no two writers wait on each other.
+        keys = sorted({(s.tenant, s.slot_released.key) for s in steps if s.slot_released})
 
         def body(conn: Connection) -> list[Any]:
-            gates = FlowGates(asks, self._now(asks[0].now))
-            gates.lock(conn)
+            if keys:
+                with conn.pipeline():
+                    for tenant, key in keys:
+                        conn.execute(self._q["slot_lock"], {"tenant": tenant, "key": key})
+            gates = FlowGates(asks, self._now(asks[0].now)).lock(conn) if asks else None
             results: list[Any] = [None] * len(steps)
             go: list[int] = []
             for i, step in enumerate(steps):
-                if step.gate is not None:
+                if gates is not None and step.gate is not None:
                     answer = gates.decide(step.gate)
                     if not answer.granted:
                         results[i] = answer
@@ -529,9 +537,19 @@ class PostgresStore(
                 for i, row in zip(go, rows, strict=True):
                     results[i] = row
                     gate = steps[i].gate
-                    if not row[0] and gate is not None:
+                    if not row[0] and gate is not None and gates is not None:
                         gates.undo(gate)
-            gates.write(conn)
+            with conn.pipeline():
+                for step, result in zip(steps, results, strict=True):
+                    ended = step.slot_released
+                    if ended is not None and not isinstance(result, FlowAnswer) and result[0]:
+                        conn.execute(
+                            self._q["release_slot"],
+                            {"tenant": step.tenant, "key": ended.key, "id": step.execution_id,
+                             "limit": ended.limit, "channel": self.channel},
+                        )  # fmt: skip
+            if gates is not None:
+                FlowGates.write(conn, gates)
             return results
 
         results = self._write(body)
@@ -558,9 +576,9 @@ class PostgresStore(
             with conn.transaction():
                 for tenant, key in keys:
                     conn.execute(self._q["slot_lock"], {"tenant": tenant, "key": key})
-                gates = FlowGates(asks, self._now(asks[0].now)) if asks else None
-                if gates is not None:  # after the concurrency keys, as everywhere
-                    gates.lock(conn)
+                gates = None
+                if asks:  # after the concurrency keys, as everywhere
+                    gates = FlowGates(asks, self._now(asks[0].now)).lock(conn)
                 for step, p in zip(steps, params, strict=True):
                     if gates is not None and step.gate is not None:
                         answer = gates.decide(step.gate)
@@ -598,7 +616,7 @@ class PostgresStore(
                     elif atomic:
                         raise psycopg.Rollback()
                 if gates is not None:
-                    gates.write(conn)
+                    FlowGates.write(conn, gates)
             return rows
 
         rows = self._run(body, write=True)

@@ -17,10 +17,11 @@ from wovyr.store.flow import (
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    GateBook,
     RateLimitRecord,
     RateRequest,
     SlotClaim,
-    decide_flow,
+    tight_keys,
 )
 from wovyr.store.records import NewExecution, SlotRelease, SlotState
 from wovyr.store.sqlite.audit import append_audit_row
@@ -28,10 +29,11 @@ from wovyr.store.sqlite.audit import append_audit_row
 __all__ = [
     "SQLiteFlow",
     "SQLiteRateLimits",
-    "acquire_gate",
+    "read_gates",
     "release_activity_slots",
     "release_slot",
     "take_slot",
+    "write_gates",
 ]
 
 
@@ -135,39 +137,64 @@ def _bucket(row: Any) -> Bucket:
     )
 
 
-def _valid_holders(conn: sqlite3.Connection, tenant: str, key: str, now: int) -> list[str]:
-    """The attempts holding `key`'s slots whose execution's lease is still their worker's;
-    the others' rows (a crashed or replaced worker's) are deleted."""
-    rows = conn.execute(
-        "SELECT s.holder, x.lease_owner = s.owner AND x.lease_until >= ?"
-        " FROM activity_slots s LEFT JOIN executions x"
-        "   ON x.tenant = s.tenant AND x.id = s.execution_id"
-        " WHERE s.tenant = ? AND s.key = ? ORDER BY s.holder",
-        (now, tenant, key),
-    ).fetchall()
-    stale = [(tenant, key, r[0]) for r in rows if not r[1]]
+_BUCKET = "key, capacity, per_second, tokens, refilled_at, wake_at, declared"
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBook:
+    """The rows `asks` need, read in the caller's (`BEGIN IMMEDIATE`) transaction: their
+    buckets, and the holders of their slot keys that could be full (`tight_keys`) whose
+    execution's lease is still their worker's (the others' rows, a crashed or replaced
+    worker's, are deleted)."""
+    at = max(to_micros(a.now) for a in asks)
+    buckets: dict[tuple[str, str], Bucket] = {}
+    holders: dict[tuple[str, str], list[str]] = {}
+    stale: list[tuple[str, str, str]] = []
+    for tenant in sorted({a.tenant for a in asks}):
+        mine = [a for a in asks if a.tenant == tenant]
+        keys = sorted({r.key for a in mine for r in a.rates})
+        if keys:
+            rows = conn.execute(
+                f"SELECT {_BUCKET} FROM rate_buckets"
+                f" WHERE tenant = ? AND key IN ({_marks(len(keys))})",
+                (tenant, *keys),
+            ).fetchall()
+            buckets.update({(tenant, r[0]): _bucket(r) for r in rows})
+        keys = sorted({c.key for a in mine for c in a.slots})
+        if keys:
+            holders.update({(tenant, k): [] for k in keys})
+            counted = conn.execute(
+                "SELECT key, count(*) FROM activity_slots"
+                f" WHERE tenant = ? AND key IN ({_marks(len(keys))}) GROUP BY key",
+                (tenant, *keys),
+            ).fetchall()
+            tight = tight_keys(mine, {(tenant, k): n for k, n in counted})
+            keys = sorted(k for t, k in tight)
+        if keys:
+            rows = conn.execute(
+                "SELECT s.key, s.holder, x.lease_owner = s.owner AND x.lease_until >= ?"
+                " FROM activity_slots s LEFT JOIN executions x"
+                "   ON x.tenant = s.tenant AND x.id = s.execution_id"
+                f" WHERE s.tenant = ? AND s.key IN ({_marks(len(keys))}) ORDER BY s.key, s.holder",
+                (at, tenant, *keys),
+            ).fetchall()
+            for key, holder, live in rows:
+                if live:
+                    holders[(tenant, key)].append(holder)
+                else:
+                    stale.append((tenant, key, holder))
     if stale:
         conn.executemany(
             "DELETE FROM activity_slots WHERE tenant = ? AND key = ? AND holder = ?", stale
         )
-    return [r[0] for r in rows if r[1]]
+    return GateBook(at / 1e6, buckets, holders)
 
 
-_BUCKET = "key, capacity, per_second, tokens, refilled_at, wake_at, declared"
-
-
-def acquire_gate(conn: sqlite3.Connection, ask: FlowAcquire) -> FlowAnswer:
-    """`ask`'s units and slots in the caller's transaction, or none (the refusal)."""
-    tenant, at = ask.tenant, to_micros(ask.now)
-    keys = sorted({r.key for r in ask.rates})
-    rows = conn.execute(
-        f"SELECT {_BUCKET} FROM rate_buckets WHERE tenant = ?"
-        f" AND key IN ({','.join('?' * len(keys))})",
-        (tenant, *keys),
-    ).fetchall()
-    buckets: dict[str, Bucket | None] = {r[0]: _bucket(r) for r in rows}
-    holders = {c.key: _valid_holders(conn, tenant, c.key, at) for c in ask.slots}
-    answer, states = decide_flow(buckets, ask.rates, holders, ask.slots, at / 1e6)
+def write_gates(conn: sqlite3.Connection, book: GateBook) -> None:
+    """The bucket rows `book` changed and the activity slots it granted."""
     conn.executemany(
         "INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens,"
         " refilled_at, wake_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -184,16 +211,15 @@ def acquire_gate(conn: sqlite3.Connection, ask: FlowAcquire) -> FlowAnswer:
                 round(b.refilled_at * 1e6),
                 round(b.wake_at * 1e6),
             )
-            for key, b in states.items()
+            for (tenant, key), b in book.changed()
         ],
     )
-    if answer.granted:
-        conn.executemany(
-            "INSERT OR IGNORE INTO activity_slots (tenant, key, holder, execution_id, owner)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [(tenant, c.key, c.holder, ask.execution_id, ask.owner) for c in ask.slots],
-        )
-    return answer
+    conn.executemany(
+        "INSERT INTO activity_slots (tenant, key, holder, execution_id, owner)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, key, holder) DO UPDATE"
+        " SET execution_id = excluded.execution_id, owner = excluded.owner",
+        [(a.tenant, c.key, c.holder, a.execution_id, a.owner) for a, c in book.takes()],
+    )
 
 
 class SQLiteRateLimits:
@@ -217,7 +243,10 @@ class SQLiteRateLimits:
         if not asks:
             return []
         with self._write() as conn:
-            return [acquire_gate(conn, ask) for ask in asks]
+            book = read_gates(conn, asks)
+            answers = [book.decide(ask) for ask in asks]
+            write_gates(conn, book)
+            return answers
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         rows = self._read(

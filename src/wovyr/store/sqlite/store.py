@@ -54,10 +54,11 @@ from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
 from wovyr.store.sqlite.flow import (
     SQLiteFlow,
     SQLiteRateLimits,
-    acquire_gate,
+    read_gates,
     release_activity_slots,
     release_slot,
     take_slot,
+    write_gates,
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
@@ -411,35 +412,30 @@ class SQLiteStore(
         if not steps:
             return []
         results: list[GatedOutcome] = []
+        asks = [step.gate for step in steps if step.gate is not None]
         try:
             with self._write() as conn:
+                book = read_gates(conn, asks) if asks else None
                 for step in steps:
-                    if step.gate is None:
-                        results.append(self._apply_step(conn, step))
-                    else:
-                        results.append(self._apply_gated(conn, step))
-                    if atomic and results[-1] is not CommitOutcome.OK:
-                        raise _Rollback
+                    if book is not None and step.gate is not None:
+                        answer = book.decide(step.gate)
+                        if not answer.granted:  # nothing of the step is written
+                            results.append(answer)
+                            if atomic:
+                                raise _Rollback
+                            continue
+                    results.append(self._apply_step(conn, step))
+                    if results[-1] is not CommitOutcome.OK:
+                        if book is not None and step.gate is not None:
+                            book.undo(step.gate)  # a step that does not apply takes nothing
+                        if atomic:
+                            raise _Rollback
+                if book is not None:
+                    write_gates(conn, book)
         except _Rollback:
             results += [CommitOutcome.CONFLICT] * (len(steps) - len(results))
         self._observers.committed(steps, plain_outcomes(results))
         return results
-
-    def _apply_gated(self, conn: sqlite3.Connection, step: StepWrite) -> GatedOutcome:
-        """The step's gate, then the step; a savepoint undoes the gate's takes when the step
-        does not apply (a refused gate keeps its bucket's memory of the waiter's look)."""
-        assert step.gate is not None
-        conn.execute("SAVEPOINT gate")
-        try:
-            answer = acquire_gate(conn, step.gate)
-            if not answer.granted:
-                return answer
-            outcome = self._apply_step(conn, step)
-            if outcome is not CommitOutcome.OK:
-                conn.execute("ROLLBACK TO gate")
-            return outcome
-        finally:
-            conn.execute("RELEASE gate")
 
     def _apply_step(self, conn: sqlite3.Connection, step: StepWrite) -> CommitOutcome:
         # An execution waiting for a concurrency slot stays not ready (and keeps its
