@@ -34,6 +34,7 @@ from wovyr.store.records import CommitOutcome, SlotState, StepWrite
 __all__ = [
     "NEVER",
     "SLOT_RECHECK_SECONDS",
+    "WAITER_TTL_SECONDS",
     "Bucket",
     "FlowAcquire",
     "FlowAnswer",
@@ -46,12 +47,18 @@ __all__ = [
     "decide_flow",
     "plain_outcomes",
     "rate_refused",
+    "slot_blocked",
     "slot_refused",
     "tight_keys",
 ]
 
 SLOT_RECHECK_SECONDS = 0.5  # how soon an attempt refused an activity slot looks again
 NEVER = 3600.0  # the wait of a request no bucket can ever grant (it looks again hourly)
+# An attempt waiting for an activity slot keeps its place in the key's queue while it comes
+# back (every SLOT_RECHECK_SECONDS) within this long and its execution has not ended; one
+# that did not (held longer by a rate limit, its execution cancelled, workers too busy to
+# fire its timer) loses its place, so a vanished waiter keeps no slot from the others.
+WAITER_TTL_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -126,8 +133,13 @@ class Bucket:
     def refill(self, now: float) -> Bucket:
         """The bucket as of `now`: refilled at its rate, up to its capacity."""
         gained = max(0.0, now - self.refilled_at) * self.per_second
-        tokens = min(self.capacity, self.tokens + gained)
-        return replace(self, tokens=tokens, refilled_at=max(now, self.refilled_at))
+        return self.holding(min(self.capacity, self.tokens + gained), max(now, self.refilled_at))
+
+    def holding(self, tokens: float, refilled_at: float | None = None) -> Bucket:
+        """This bucket with `tokens` (as of `refilled_at`, default its own): built directly,
+        as `dataclasses.replace` costs several times more on the gates' hot path."""
+        at = self.refilled_at if refilled_at is None else refilled_at
+        return Bucket(self.capacity, self.per_second, tokens, at, self.wake_at, self.declared)
 
     def wait_for(self, units: float, now: float) -> tuple[Bucket, float]:
         """For a refilled bucket short of `units`: when the request should look again (its
@@ -147,8 +159,29 @@ def rate_refused(key: str, wait: float) -> str:
     return f"rate limit {key}: next slot in {wait:.1f} s"
 
 
-def slot_refused(key: str, limit: int, holders: Sequence[str]) -> str:
-    return f"concurrency {key}: {limit} running ({', '.join(holders)})"
+def slot_refused(key: str, limit: int, holders: Sequence[str], ahead: int = 0) -> str:
+    names = ", ".join(holders)
+    if len(holders) >= limit:
+        text = f"concurrency {key}: {limit} running ({names})"
+    else:
+        text = f"concurrency {key}: {len(holders)} of {limit} running ({names})"
+    return f"{text}; {ahead} waiting before it" if ahead else text
+
+
+def slot_blocked(
+    claim: SlotClaim, holders: dict[str, list[str]], waiters: dict[str, list[str]]
+) -> str | None:
+    """Why `claim` cannot have a slot now (None: it can): its key's slots are held, or the
+    free ones are kept for the attempts that began to wait before it (`waiters`, oldest
+    first; a slot that frees goes to the oldest)."""
+    held = holders.get(claim.key, [])
+    if claim.holder in held:
+        return None
+    queue = waiters.get(claim.key, [])
+    ahead = queue.index(claim.holder) if claim.holder in queue else len(queue)
+    if len(held) + ahead < claim.limit:
+        return None
+    return slot_refused(claim.key, claim.limit, held, ahead)
 
 
 def decide_flow(
@@ -157,10 +190,12 @@ def decide_flow(
     holders: dict[str, list[str]],
     slots: Sequence[SlotClaim],
     now: float,
+    waiters: dict[str, list[str]] | None = None,
 ) -> tuple[FlowAnswer, dict[str, Bucket]]:
-    """What `acquire_flow` answers, given the buckets' rows (None: not made yet) and the
-    attempts holding each slot key now; and the rows to write back: refilled, less the
-    units taken when granted (a refusal takes nothing and remembers the waiter's look)."""
+    """What `acquire_flow` answers, given the buckets' rows (None: not made yet), the
+    attempts holding each slot key now and those waiting for one (oldest first); and the
+    rows to write back: refilled, less the units taken when granted (a refusal takes
+    nothing and remembers the waiter's look)."""
     refusals: list[tuple[float, str]] = []
     states: dict[str, Bucket] = {}
     need: dict[str, float] = {}
@@ -187,14 +222,13 @@ def decide_flow(
             states[key], wait = bucket.wait_for(units, now)
             refusals.append((wait, rate_refused(key, wait)))
     for claim in slots:
-        now_held = holders.get(claim.key, [])
-        others = [h for h in now_held if h != claim.holder]
-        if claim.holder not in now_held and len(others) >= claim.limit:
-            refusals.append((SLOT_RECHECK_SECONDS, slot_refused(claim.key, claim.limit, others)))
+        blocked = slot_blocked(claim, holders, waiters or {})
+        if blocked is not None:
+            refusals.append((SLOT_RECHECK_SECONDS, blocked))
     if refusals:
         wait, reason = max(refusals)
         return FlowAnswer(granted=False, wait=wait, reason=reason), states
-    taken = {k: replace(b, tokens=b.tokens - need[k]) for k, b in states.items()}
+    taken = {k: b.holding(b.tokens - need[k]) for k, b in states.items()}
     return FlowAnswer(granted=True), taken
 
 
@@ -228,12 +262,16 @@ class GateBook:
         at: float,
         buckets: dict[tuple[str, str], Bucket],
         holders: dict[tuple[str, str], list[str]],
+        waiters: dict[tuple[str, str], list[str]] | None = None,
     ) -> None:
         self.at = at
         self._buckets = buckets
         self._holders = holders
+        self._waiters = waiters or {}
         self._changed: set[tuple[str, str]] = set()
         self._granted: dict[int, tuple[FlowAcquire, dict[str, float]]] = {}
+        # (tenant, key, holder) -> execution id: refused a slot, in the queue (until TTL)
+        self._queued: dict[tuple[str, str, str], str] = {}
 
     def decide(self, ask: FlowAcquire) -> FlowAnswer:
         t = ask.tenant
@@ -241,7 +279,8 @@ class GateBook:
             r.key: self._buckets[(t, r.key)] for r in ask.rates if (t, r.key) in self._buckets
         }
         held = {c.key: self._holders.setdefault((t, c.key), []) for c in ask.slots}
-        answer, states = decide_flow(mine, ask.rates, held, ask.slots, self.at)
+        queue = {c.key: self._waiters.setdefault((t, c.key), []) for c in ask.slots}
+        answer, states = decide_flow(mine, ask.rates, held, ask.slots, self.at, queue)
         for key, b in states.items():
             self._buckets[(t, key)] = b
             self._changed.add((t, key))
@@ -252,8 +291,22 @@ class GateBook:
             for c in ask.slots:
                 if c.holder not in held[c.key]:
                     held[c.key].append(c.holder)
+                if c.holder in queue[c.key]:
+                    queue[c.key].remove(c.holder)
+                self._queued.pop((t, c.key, c.holder), None)
             self._granted[id(ask)] = (ask, need)
+            return answer
+        for c in ask.slots:  # a claim refused its slot joins (or stays in) the key's queue
+            if slot_blocked(c, held, queue) is not None:
+                if c.holder not in queue[c.key]:
+                    queue[c.key].append(c.holder)
+                self._queued[(t, c.key, c.holder)] = ask.execution_id
         return answer
+
+    def queued(self) -> list[tuple[str, str, str, str]]:
+        """The waiters to record (tenant, key, holder, execution id): new ones at the end
+        of their key's queue, the others kept in place (their `until` moved on)."""
+        return [(t, k, h, e) for (t, k, h), e in self._queued.items()]
 
     def undo(self, ask: FlowAcquire) -> None:
         """Give back what `ask` was granted (its step did not apply)."""
@@ -262,7 +315,7 @@ class GateBook:
             return
         for key, units in granted[1].items():
             b = self._buckets[(ask.tenant, key)]
-            self._buckets[(ask.tenant, key)] = replace(b, tokens=min(b.capacity, b.tokens + units))
+            self._buckets[(ask.tenant, key)] = b.holding(min(b.capacity, b.tokens + units))
         for c in ask.slots:
             held = self._holders[(ask.tenant, c.key)]
             if c.holder in held:

@@ -6,6 +6,7 @@ timers) behaves exactly as in SQLite and PostgreSQL, and the contract suite prov
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -32,14 +33,15 @@ from wovyr.store.base import (
 )
 from wovyr.store.codec import dumps, loads
 from wovyr.store.flow import (
+    WAITER_TTL_SECONDS,
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    GateBook,
     GatedOutcome,
     RateLimitRecord,
     RateRequest,
     SlotClaim,
-    decide_flow,
     plain_outcomes,
 )
 from wovyr.store.hooks import Observers, StoreObserver
@@ -63,6 +65,8 @@ from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.streams import StreamChunk
 
 __all__ = ["MemoryStore"]
+
+_ENDED = frozenset({"completed", "failed", "cancelled", "continued"})  # a waiter of these is gone
 
 
 def _stored(value: object) -> Any:
@@ -88,6 +92,9 @@ class MemoryStore(
         self._buckets: dict[tuple[str, str], tuple[Bucket, str]] = {}  # -> (row, updated_by)
         # activity concurrency: (tenant, key) -> holder -> (execution id, owner)
         self._activity_slots: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
+        # (tenant, key) -> holder -> (seq, execution id, until): attempts waiting for a slot
+        self._slot_waiters: dict[tuple[str, str], dict[str, tuple[int, str, datetime]]] = {}
+        self._waiter_seq = itertools.count(1)
         self._events: dict[ExecutionKey, list[EventRecord]] = {}
         self._rerun_of: dict[ExecutionKey, str] = {}  # a rerun -> the execution it reruns
         self._timers: dict[tuple[str, str, str], datetime] = {}  # (tenant, id, timer)
@@ -330,26 +337,43 @@ class MemoryStore(
             return [self._acquire(a) for a in asks]
 
     def _acquire(self, ask: FlowAcquire) -> FlowAnswer:
-        tenant, execution_id, owner, now = ask.tenant, ask.execution_id, ask.owner, ask.now
-        rates, slots = ask.rates, ask.slots
         # (the caller holds the lock)
-        buckets: dict[str, Bucket | None] = {
-            r.key: self._buckets[(tenant, r.key)][0]
-            for r in rates
+        tenant, now = ask.tenant, ask.now
+        buckets = {
+            (tenant, r.key): self._buckets[(tenant, r.key)][0]
+            for r in ask.rates
             if (tenant, r.key) in self._buckets
         }
-        holders = {c.key: self._valid_holders(tenant, c.key, now) for c in slots}
-        answer, states = decide_flow(buckets, rates, holders, slots, now.timestamp())
-        for key, bucket in states.items():
-            by = self._buckets.get((tenant, key), (bucket, ""))[1]
-            self._buckets[(tenant, key)] = (bucket, by)
-        if answer.granted:
-            for c in slots:
-                self._activity_slots.setdefault((tenant, c.key), {})[c.holder] = (
-                    execution_id,
-                    owner,
-                )
+        keys = {c.key for c in ask.slots}
+        holders = {(tenant, k): self._valid_holders(tenant, k, now) for k in keys}
+        waiters = {(tenant, k): self._live_waiters(tenant, k, now) for k in keys}
+        book = GateBook(now.timestamp(), buckets, holders, waiters)
+        answer = book.decide(ask)
+        for key, bucket in book.changed():
+            by = self._buckets.get(key, (bucket, ""))[1]
+            self._buckets[key] = (bucket, by)
+        for a, c in book.takes():
+            self._activity_slots.setdefault((tenant, c.key), {})[c.holder] = (
+                a.execution_id,
+                a.owner,
+            )
+            self._slot_waiters.get((tenant, c.key), {}).pop(c.holder, None)
+        until = now + timedelta(seconds=WAITER_TTL_SECONDS)
+        for t, k, holder, execution_id in book.queued():
+            queue = self._slot_waiters.setdefault((t, k), {})
+            seq = queue[holder][0] if holder in queue else next(self._waiter_seq)
+            queue[holder] = (seq, execution_id, until)
         return answer
+
+    def _live_waiters(self, tenant: str, key: str, now: datetime) -> list[str]:
+        """The attempts waiting for a slot of `key`, oldest first; those whose execution
+        ended or who did not come back in time are forgotten."""
+        queue = self._slot_waiters.get((tenant, key), {})
+        for holder, (_, execution_id, until) in list(queue.items()):
+            record = self._executions.get((tenant, execution_id))
+            if record is None or record.status in _ENDED or until < now:
+                del queue[holder]
+        return [h for h, _ in sorted(queue.items(), key=lambda item: item[1][0])]
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         with self._lock:

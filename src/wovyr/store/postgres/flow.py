@@ -14,6 +14,7 @@ from typing import Any
 
 from wovyr.store.audit import AuditEntry
 from wovyr.store.flow import (
+    WAITER_TTL_SECONDS,
     Bucket,
     FlowAcquire,
     FlowAnswer,
@@ -109,12 +110,18 @@ class FlowGates:
                 (r[0], r[1]): r[2] for r in (counted.fetchall() if counted is not None else ())
             }
         holders: dict[tuple[str, str], list[str]] = {key: [] for key in slots}
+        waiters: dict[tuple[str, str], list[str]] = {}
         tight = sorted(tight_keys(self._asks, counts))
         if tight:  # a second round trip, only for keys that could be full
             keys = {"tenants": [t for t, _ in tight], "keys": [k for _, k in tight]}
-            for h in conn.execute(q["activity_holders_all"], {**keys, **now}).fetchall():
-                holders[(h[0], h[1])].append(h[2])
-        return GateBook(_seconds(first[0]), found, holders)
+            with conn.pipeline():
+                held = conn.execute(q["activity_holders_all"], {**keys, **now})
+                waiting = conn.execute(q["activity_waiters_all"], {**keys, **now})
+                for h in held.fetchall():
+                    holders[(h[0], h[1])].append(h[2])
+                for w in waiting.fetchall():
+                    waiters.setdefault((w[0], w[1]), []).append(w[2])
+        return GateBook(_seconds(first[0]), found, holders, waiters)
 
     @staticmethod
     def write(conn: Connection, book: GateBook) -> None:
@@ -135,12 +142,22 @@ class FlowGates:
                      "wakes": [_time(x.wake_at) for x in b]},
                 )  # fmt: skip
             if takes:
+                taken = {"tenants": [a.tenant for a, _ in takes],
+                         "keys": [c.key for _, c in takes],
+                         "holders": [c.holder for _, c in takes]}  # fmt: skip
                 conn.execute(
                     q["activity_slots_take"],
-                    {"tenants": [a.tenant for a, _ in takes], "keys": [c.key for _, c in takes],
-                     "holders": [c.holder for _, c in takes],
-                     "ids": [a.execution_id for a, _ in takes],
+                    {**taken, "ids": [a.execution_id for a, _ in takes],
                      "owners": [a.owner for a, _ in takes]},
+                )  # fmt: skip
+                conn.execute(q["activity_waiters_leave"], taken)  # they took their slots
+            queued = book.queued()
+            if queued:
+                conn.execute(
+                    q["activity_waiters_join"],
+                    {"tenants": [w[0] for w in queued], "keys": [w[1] for w in queued],
+                     "holders": [w[2] for w in queued], "ids": [w[3] for w in queued],
+                     "until": _time(book.at + WAITER_TTL_SECONDS)},
                 )  # fmt: skip
 
 

@@ -60,12 +60,51 @@ FROM unnest(%(tenants)s::text[], %(keys)s::text[]) WITH ORDINALITY AS k(tenant, 
 ORDER BY k.n;
 
 -- name: activity_slot_counts
--- The rows of every key of the batch (stale ones included): only a key that could be full
--- needs its holders read (`activity_holders_all`).
-SELECT s.tenant, s.key, count(*)
+-- The rows of every key of the batch, holders and waiters (stale ones included): only a
+-- key that could be full needs them read (`activity_holders_all`, `activity_waiters_all`).
+SELECT r.tenant, r.key, count(*)
 FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
-JOIN activity_slots s ON s.tenant = k.tenant AND s.key = k.key
-GROUP BY s.tenant, s.key;
+JOIN (SELECT tenant, key FROM activity_slots
+      UNION ALL SELECT tenant, key FROM activity_slot_waiters) r
+  ON r.tenant = k.tenant AND r.key = k.key
+GROUP BY r.tenant, r.key;
+
+-- name: activity_waiters_all
+-- The attempts waiting for a slot of every key given, oldest first, that still wait (their
+-- execution has not ended and they came back in time); the others are deleted on the way.
+WITH k AS (
+    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
+), waiters AS (
+    SELECT w.tenant, w.key, w.holder, w.seq,
+           COALESCE(w.until >= COALESCE(%(now)s::timestamptz, now())
+                    AND x.status NOT IN ('completed', 'failed', 'cancelled', 'continued'),
+                    false) AS live
+    FROM k
+    CROSS JOIN LATERAL (
+        SELECT * FROM activity_slot_waiters w WHERE w.tenant = k.tenant AND w.key = k.key) w
+    LEFT JOIN executions x ON x.tenant = w.tenant AND x.id = w.execution_id
+), gone AS (
+    DELETE FROM activity_slot_waiters AS a
+    USING waiters
+    WHERE NOT waiters.live
+      AND a.tenant = waiters.tenant AND a.key = waiters.key AND a.holder = waiters.holder
+)
+SELECT tenant, key, holder FROM waiters WHERE live ORDER BY seq;
+
+-- name: activity_waiters_leave
+DELETE FROM activity_slot_waiters AS a
+USING unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[]) AS w(tenant, key, holder)
+WHERE a.tenant = w.tenant AND a.key = w.key AND a.holder = w.holder;
+
+-- name: activity_waiters_join
+-- A new waiter joins the end of its key's queue (under the key's lock); the others keep
+-- their place and their `until` moves on.
+INSERT INTO activity_slot_waiters (tenant, key, holder, execution_id, until)
+SELECT w.tenant, w.key, w.holder, w.execution_id, %(until)s
+FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[], %(ids)s::text[])
+    WITH ORDINALITY AS w(tenant, key, holder, execution_id, n)
+ORDER BY w.n
+ON CONFLICT (tenant, key, holder) DO UPDATE SET until = EXCLUDED.until;
 
 -- name: activity_holders_all
 -- The holders of every key of the batch whose execution's lease is still their worker's;

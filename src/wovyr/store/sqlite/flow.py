@@ -14,6 +14,7 @@ from typing import Any
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
 from wovyr.store.flow import (
+    WAITER_TTL_SECONDS,
     Bucket,
     FlowAcquire,
     FlowAnswer,
@@ -138,6 +139,7 @@ def _bucket(row: Any) -> Bucket:
 
 
 _BUCKET = "key, capacity, per_second, tokens, refilled_at, wake_at, declared"
+_ENDED = ("completed", "failed", "cancelled", "continued")  # a waiter of these is gone
 
 
 def _marks(n: int) -> str:
@@ -146,13 +148,16 @@ def _marks(n: int) -> str:
 
 def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBook:
     """The rows `asks` need, read in the caller's (`BEGIN IMMEDIATE`) transaction: their
-    buckets, and the holders of their slot keys that could be full (`tight_keys`) whose
-    execution's lease is still their worker's (the others' rows, a crashed or replaced
-    worker's, are deleted)."""
+    buckets, and for their slot keys that could be full (`tight_keys`) the holders whose
+    execution's lease is still their worker's and the waiters still waiting, oldest first
+    (the others' rows, a crashed or replaced worker's, an ended execution's or a waiter's
+    that did not come back, are deleted)."""
     at = max(to_micros(a.now) for a in asks)
     buckets: dict[tuple[str, str], Bucket] = {}
     holders: dict[tuple[str, str], list[str]] = {}
     stale: list[tuple[str, str, str]] = []
+    waiters: dict[tuple[str, str], list[str]] = {}
+    gone: list[tuple[str, str, str]] = []  # waiters whose execution ended or who left
     for tenant in sorted({a.tenant for a in asks}):
         mine = [a for a in asks if a.tenant == tenant]
         keys = sorted({r.key for a in mine for r in a.rates})
@@ -164,16 +169,33 @@ def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBoo
             ).fetchall()
             buckets.update({(tenant, r[0]): _bucket(r) for r in rows})
         keys = sorted({c.key for a in mine for c in a.slots})
+        tight: set[tuple[str, str]] = set()
         if keys:
             holders.update({(tenant, k): [] for k in keys})
+            marks = _marks(len(keys))
             counted = conn.execute(
-                "SELECT key, count(*) FROM activity_slots"
-                f" WHERE tenant = ? AND key IN ({_marks(len(keys))}) GROUP BY key",
-                (tenant, *keys),
+                "SELECT key, count(*) FROM (SELECT key FROM activity_slots"
+                f" WHERE tenant = ? AND key IN ({marks}) UNION ALL SELECT key"
+                f" FROM activity_slot_waiters WHERE tenant = ? AND key IN ({marks}))"
+                " GROUP BY key",
+                (tenant, *keys, tenant, *keys),
             ).fetchall()
             tight = tight_keys(mine, {(tenant, k): n for k, n in counted})
-            keys = sorted(k for t, k in tight)
-        if keys:
+        keys = sorted(k for _, k in tight)
+        if keys:  # only keys that could be full: their live holders and waiters
+            waiting = conn.execute(
+                "SELECT w.key, w.holder, w.until >= ? AND x.status IS NOT NULL"
+                f"   AND x.status NOT IN ({_marks(len(_ENDED))})"
+                " FROM activity_slot_waiters w LEFT JOIN executions x"
+                "   ON x.tenant = w.tenant AND x.id = w.execution_id"
+                f" WHERE w.tenant = ? AND w.key IN ({_marks(len(keys))}) ORDER BY w.seq",
+                (at, *_ENDED, tenant, *keys),
+            ).fetchall()
+            for key, holder, live in waiting:
+                if live:
+                    waiters.setdefault((tenant, key), []).append(holder)
+                else:
+                    gone.append((tenant, key, holder))
             rows = conn.execute(
                 "SELECT s.key, s.holder, x.lease_owner = s.owner AND x.lease_until >= ?"
                 " FROM activity_slots s LEFT JOIN executions x"
@@ -190,7 +212,11 @@ def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBoo
         conn.executemany(
             "DELETE FROM activity_slots WHERE tenant = ? AND key = ? AND holder = ?", stale
         )
-    return GateBook(at / 1e6, buckets, holders)
+    if gone:
+        conn.executemany(
+            "DELETE FROM activity_slot_waiters WHERE tenant = ? AND key = ? AND holder = ?", gone
+        )
+    return GateBook(at / 1e6, buckets, holders, waiters)
 
 
 def write_gates(conn: sqlite3.Connection, book: GateBook) -> None:
@@ -214,11 +240,23 @@ def write_gates(conn: sqlite3.Connection, book: GateBook) -> None:
             for (tenant, key), b in book.changed()
         ],
     )
+    takes = book.takes()
     conn.executemany(
         "INSERT INTO activity_slots (tenant, key, holder, execution_id, owner)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, key, holder) DO UPDATE"
         " SET execution_id = excluded.execution_id, owner = excluded.owner",
-        [(a.tenant, c.key, c.holder, a.execution_id, a.owner) for a, c in book.takes()],
+        [(a.tenant, c.key, c.holder, a.execution_id, a.owner) for a, c in takes],
+    )
+    conn.executemany(  # a waiter that took its slot leaves the queue
+        "DELETE FROM activity_slot_waiters WHERE tenant = ? AND key = ? AND holder = ?",
+        [(a.tenant, c.key, c.holder) for a, c in takes],
+    )
+    until = round((book.at + WAITER_TTL_SECONDS) * 1e6)
+    conn.executemany(  # a new waiter joins the end of its key's queue; the others keep place
+        "INSERT INTO activity_slot_waiters (tenant, key, holder, execution_id, until)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, key, holder) DO UPDATE"
+        " SET until = excluded.until",
+        [(t, k, h, e, until) for t, k, h, e in book.queued()],
     )
 
 
