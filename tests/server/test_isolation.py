@@ -68,6 +68,10 @@ REQUIRED_ROLE = {
     ("PATCH", "/api/v1/admin/policy"): "admin",
     ("GET", "/api/v1/admin/quotas"): "admin",
     ("PATCH", "/api/v1/admin/quotas"): "admin",
+    ("GET", "/api/v1/admin/limits"): "admin",
+    ("GET", "/api/v1/admin/limits/{key}"): "admin",
+    ("PUT", "/api/v1/admin/limits/{key}"): "admin",
+    ("DELETE", "/api/v1/admin/limits/{key}"): "admin",
     ("GET", "/api/v1/audit"): "admin",
     ("GET", "/api/v1/secrets"): "admin",
     ("GET", "/api/v1/secrets/{name}"): "admin",
@@ -97,6 +101,9 @@ A_PROVIDER = "a-provider"
 # And for an MCP server.
 _PUT_MCP = ("PUT", "/api/v1/mcp-servers/{name}")
 A_MCP = "a-mcp"
+# And for a rate-limit bucket.
+_PUT_LIMIT = ("PUT", "/api/v1/admin/limits/{key}")
+A_LIMIT = "a-limit"
 
 
 def body_for(method: str, path: str) -> Any:
@@ -134,6 +141,8 @@ def body_for(method: str, path: str) -> Any:
         return {"base_url": "http://b.example/v1", "api_key_secret": "B_KEY"}
     if (method, path) == _PUT_MCP:
         return {"url": "https://b.example/mcp", "header_secrets": {"X-Key": "B_KEY"}}
+    if (method, path) == _PUT_LIMIT:
+        return {"limit": 7, "per": 60}
     if (method, path) == ("POST", "/api/v1/admin/keys"):
         return {"role": "viewer", "name": f"b-{n}"}
     return None
@@ -204,6 +213,10 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         json={"url": f"https://{CANARY}.example/mcp", "header_secrets": {"X-Key": A_SECRET}},
     )
     assert server.status_code == 200, server.text
+    limit = await api.call(
+        "PUT", f"/api/v1/admin/limits/{A_LIMIT}", "tenant-a:admin", json={"limit": 3, "per": 1}
+    )
+    assert limit.status_code == 200, limit.text
     return {
         "execution_id": f"{CANARY}-exec",
         "schedule_id": f"{CANARY}-sched",
@@ -213,6 +226,7 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "secret": A_SECRET,
         "provider": A_PROVIDER,
         "mcp": A_MCP,
+        "key": A_LIMIT,
         "agent": f"{CANARY}-agent",
         "run_id": f"{CANARY}-run",
     }
@@ -258,6 +272,7 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
             _PUT_SECRET: {"secret": "B_OWN"},
             _PUT_PROVIDER: {"provider": "b-own"},
             _PUT_MCP: {"mcp": "b-own"},
+            _PUT_LIMIT: {"key": "b-own"},
         }
         url = fill(path, {**a_ids, **own.get((method, path), {})})
 
@@ -298,7 +313,7 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
             who = f"tenant-b:{b_role}"
             r = await call(api.as_(who))
             assert_clean(r, f"{method} {path} as {who}")
-            if (method, path) in (_PUT_SECRET, _PUT_PROVIDER, _PUT_MCP):
+            if (method, path) in (_PUT_SECRET, _PUT_PROVIDER, _PUT_MCP, _PUT_LIMIT):
                 assert r.status_code == 200, f"{method} {path} as {who}: {r.text[:200]}"
             elif "{" in path:
                 assert r.status_code == 404, f"{method} {path} as {who}: {r.status_code}"
@@ -321,6 +336,8 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     assert provider["base_url"] == f"http://{CANARY}.example/v1"
     server = (await api.call("GET", f"/api/v1/mcp-servers/{A_MCP}", a)).json()
     assert server["url"] == f"https://{CANARY}.example/mcp"
+    limit = (await api.call("GET", f"/api/v1/admin/limits/{A_LIMIT}", a)).json()
+    assert (limit["per_second"], limit["burst"]) == (3, 3)
     keys = (await api.call("GET", "/api/v1/admin/keys", a)).json()
     assert [k["revoked_at"] for k in keys if k["id"] == a_ids["key_id"]] == [None]
     # ... and A still sees its own data (the canary is real).
