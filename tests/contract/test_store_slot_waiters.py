@@ -54,11 +54,11 @@ def test_a_freed_slot_goes_to_the_oldest_waiter(store: Store) -> None:
     running(store, "e1", "e2", "e3", "e4")
     assert ask(store, "e1") == (True, "")
     assert ask(store, "e2") == (False, "concurrency k: 1 running (e1/a/1)")
-    assert ask(store, "e3") == (False, "concurrency k: 1 running (e1/a/1); 1 waiting before it")
+    assert ask(store, "e3") == (False, "concurrency k: 1 running (e1/a/1), 1 waiting before it")
     end_attempt(store, "e1")
     # e3 looks first: the slot is kept for e2, which began to wait before it
-    assert ask(store, "e3") == (False, "concurrency k: 0 of 1 running (); 1 waiting before it")
-    assert ask(store, "e4") == (False, "concurrency k: 0 of 1 running (); 2 waiting before it")
+    assert ask(store, "e3") == (False, "concurrency k: 0 of 1 running, 1 waiting before it")
+    assert ask(store, "e4") == (False, "concurrency k: 0 of 1 running, 2 waiting before it")
     assert ask(store, "e2") == (True, "")
     end_attempt(store, "e2")
     assert ask(store, "e4")[0] is False  # e3 is next

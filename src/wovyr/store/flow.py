@@ -164,8 +164,9 @@ def slot_refused(key: str, limit: int, holders: Sequence[str], ahead: int = 0) -
     if len(holders) >= limit:
         text = f"concurrency {key}: {limit} running ({names})"
     else:
-        text = f"concurrency {key}: {len(holders)} of {limit} running ({names})"
-    return f"{text}; {ahead} waiting before it" if ahead else text
+        running = f" ({names})" if names else ""
+        text = f"concurrency {key}: {len(holders)} of {limit} running{running}"
+    return f"{text}, {ahead} waiting before it" if ahead else text  # one waiting_on clause
 
 
 def slot_blocked(
