@@ -16,7 +16,7 @@ from tests.conftest import make_store
 from tests.contract.test_store_fair_claim import start
 
 from wovyr.store.base import CommitOutcome, StepWrite, Store
-from wovyr.store.flow import WAITER_TTL_SECONDS, SlotClaim
+from wovyr.store.flow import WAITER_TTL_SECONDS, FlowKey, SlotClaim
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -137,3 +137,14 @@ def test_waiters_on_several_connections_are_served_in_order(
     finally:
         for s in (first, *others):
             s.close()
+
+
+def test_flow_keys_say_what_runs_and_what_waits(store: Store) -> None:
+    running(store, "e1", "e2", "e3")
+    assert store.flow_keys("t", T0) == []
+    assert ask(store, "e1") == (True, "")
+    assert not ask(store, "e2")[0] and not ask(store, "e3")[0]
+    assert store.flow_keys("t", T0) == [FlowKey("activity", "k", 1, 2)]
+    assert store.flow_keys("u", T0) == []  # per tenant
+    later = T0 + timedelta(seconds=WAITER_TTL_SECONDS + 1)
+    assert store.flow_keys("t", later) == [FlowKey("activity", "k", 1, 0)]  # they left

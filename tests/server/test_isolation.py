@@ -72,6 +72,7 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/admin/limits/{key}"): "admin",
     ("PUT", "/api/v1/admin/limits/{key}"): "admin",
     ("DELETE", "/api/v1/admin/limits/{key}"): "admin",
+    ("GET", "/api/v1/flow"): "viewer",
     ("GET", "/api/v1/audit"): "admin",
     ("GET", "/api/v1/secrets"): "admin",
     ("GET", "/api/v1/secrets/{name}"): "admin",

@@ -55,3 +55,30 @@ async def test_an_admin_declares_reads_changes_and_deletes_its_buckets(
         assert all(
             r["actor"].startswith("key:") for r in trail if r["action"].startswith("limits.")
         )
+
+
+WORKFLOW_KEYED = """
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: keyed}
+concurrency: {key: one, limit: 1}
+activities:
+  - id: gate
+    wait: {approval: {}}
+"""
+
+
+async def test_a_viewer_sees_the_keys_in_use_and_the_buckets(
+    engine: Engine, settings: Settings
+) -> None:
+    async with serve(engine, settings) as api:
+        op = "tenant-a:operator"
+        for _ in range(2):
+            body = {"definition": WORKFLOW_KEYED}
+            assert (await api.call("POST", "/api/v1/workflows", op, json=body)).status_code == 201
+        await api.call("PUT", f"{BASE}/openai", ADMIN, json={"limit": 5})
+        shown = (await api.call("GET", "/api/v1/flow", "tenant-a:viewer")).json()
+        assert shown["keys"] == [{"kind": "workflow", "key": "one", "running": 1, "waiting": 1}]
+        assert [b["key"] for b in shown["buckets"]] == ["openai"]
+        other = (await api.call("GET", "/api/v1/flow", "tenant-b:viewer")).json()
+        assert other == {"keys": [], "buckets": []}

@@ -38,6 +38,7 @@ __all__ = [
     "Bucket",
     "FlowAcquire",
     "FlowAnswer",
+    "FlowKey",
     "FlowStore",
     "GateBook",
     "GatedOutcome",
@@ -102,6 +103,17 @@ class FlowAnswer:
     granted: bool
     wait: float = 0.0
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class FlowKey:
+    """A concurrency key a tenant uses now: `kind` `workflow` (executions holding a slot or
+    waiting for one) or `activity` (attempts running with a slot, and those waiting)."""
+
+    kind: str
+    key: str
+    running: int
+    waiting: int
 
 
 @dataclass(frozen=True)
@@ -374,6 +386,12 @@ class FlowStore(Protocol):
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         """The attempts holding activity concurrency key `key`'s slots now."""
+        ...
+
+    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
+        """The tenant's concurrency keys with slots held or waited for, by kind and key:
+        workflow keys' holders and waiting executions; activity keys' attempts whose slot
+        still counts (their lease holds) and those waiting that still wait."""
         ...
 
     def set_rate_limit(

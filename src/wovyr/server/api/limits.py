@@ -22,7 +22,7 @@ from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import problem_responses
 from wovyr.store.flow import RateLimitRecord
 
-__all__ = ["router"]
+__all__ = ["LimitOut", "limit_out", "router"]
 
 router = APIRouter(
     prefix="/api/v1/admin/limits",
@@ -49,7 +49,7 @@ class LimitOut(BaseModel):
     updated_by: str | None
 
 
-def _out(record: RateLimitRecord) -> LimitOut:
+def limit_out(record: RateLimitRecord) -> LimitOut:
     return LimitOut(
         key=record.key,
         per_second=record.per_second,
@@ -62,7 +62,7 @@ def _out(record: RateLimitRecord) -> LimitOut:
 
 @router.get("", response_model=list[LimitOut], summary="The tenant's rate-limit buckets")
 def list_limits(ctx: Ctx, principal: Admin) -> list[LimitOut]:
-    return [_out(r) for r in ctx.engine.for_tenant(principal.tenant).rate_limits()]
+    return [limit_out(r) for r in ctx.engine.for_tenant(principal.tenant).rate_limits()]
 
 
 @router.get(
@@ -74,7 +74,7 @@ def list_limits(ctx: Ctx, principal: Admin) -> list[LimitOut]:
 def get_limit(key: KeyPath, ctx: Ctx, principal: Admin) -> LimitOut:
     for record in ctx.engine.for_tenant(principal.tenant).rate_limits():
         if record.key == key:
-            return _out(record)
+            return limit_out(record)
     raise NotFound(f"rate limit {key} not found")  # THE 404, as for another tenant's
 
 
@@ -82,7 +82,7 @@ def get_limit(key: KeyPath, ctx: Ctx, principal: Admin) -> LimitOut:
 def put_limit(key: KeyPath, body: LimitIn, ctx: Ctx, principal: Admin) -> LimitOut:
     engine = tenant_engine(ctx, principal)
     record = engine.set_rate_limit(key, body.limit, body.per, body.burst, by=principal.key_id)
-    return _out(record)
+    return limit_out(record)
 
 
 @router.delete(

@@ -37,6 +37,7 @@ from wovyr.store.flow import (
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    FlowKey,
     GateBook,
     GatedOutcome,
     RateLimitRecord,
@@ -374,6 +375,26 @@ class MemoryStore(
             if record is None or record.status in _ENDED or until < now:
                 del queue[holder]
         return [h for h, _ in sorted(queue.items(), key=lambda item: item[1][0])]
+
+    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
+        with self._lock:
+            keys = [
+                FlowKey(
+                    "workflow", key, sum(1 for _, h in rows if h), sum(1 for _, h in rows if not h)
+                )
+                for (t, key), rows in sorted(self._slots.items())
+                if t == tenant and rows
+            ]
+            names = sorted(
+                {k for t, k in self._activity_slots if t == tenant}
+                | {k for t, k in self._slot_waiters if t == tenant}
+            )
+            for key in names:
+                running = len(self._valid_holders(tenant, key, now))
+                waiting = len(self._live_waiters(tenant, key, now))
+                if running or waiting:
+                    keys.append(FlowKey("activity", key, running, waiting))
+            return keys
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         with self._lock:

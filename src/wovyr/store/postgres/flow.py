@@ -18,6 +18,7 @@ from wovyr.store.flow import (
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    FlowKey,
     GateBook,
     RateLimitRecord,
     RateRequest,
@@ -192,6 +193,12 @@ class PostgresRateLimits:
 
         answers: list[FlowAnswer] = self._write(body)
         return answers
+
+    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
+        sql = flow_queries()["flow_keys"]
+        params = {"tenant": tenant, "now": self._now(now)}
+        rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), write=False)
+        return [FlowKey(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         sql = flow_queries()["activity_holders_now"]

@@ -146,3 +146,27 @@ FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(capacities)s::float8[],
             %(wakes)s::timestamptz[])
      AS w(tenant, key, capacity, per_second, tokens, refilled_at, wake_at)
 WHERE b.tenant = w.tenant AND b.key = w.key;
+
+-- name: flow_keys
+-- The tenant's concurrency keys in use: workflow keys' holders and waiting executions;
+-- activity keys' attempts whose slot still counts and the waiters that still wait.
+SELECT 'workflow' AS kind, key, count(*) FILTER (WHERE holding) AS running,
+       count(*) FILTER (WHERE NOT holding) AS waiting
+FROM flow_slots WHERE tenant = %(tenant)s GROUP BY key
+UNION ALL
+SELECT 'activity', key, count(*) FILTER (WHERE running), count(*) FILTER (WHERE NOT running)
+FROM (
+    SELECT s.key, true AS running
+    FROM activity_slots s
+    JOIN executions x ON x.tenant = s.tenant AND x.id = s.execution_id
+    WHERE s.tenant = %(tenant)s AND x.lease_owner = s.owner
+      AND x.lease_until >= COALESCE(%(now)s::timestamptz, now())
+    UNION ALL
+    SELECT w.key, false
+    FROM activity_slot_waiters w
+    JOIN executions x ON x.tenant = w.tenant AND x.id = w.execution_id
+    WHERE w.tenant = %(tenant)s AND w.until >= COALESCE(%(now)s::timestamptz, now())
+      AND x.status NOT IN ('completed', 'failed', 'cancelled', 'continued')
+) a
+GROUP BY key
+ORDER BY 1 DESC, 2;

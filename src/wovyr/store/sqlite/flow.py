@@ -18,6 +18,7 @@ from wovyr.store.flow import (
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    FlowKey,
     GateBook,
     RateLimitRecord,
     RateRequest,
@@ -285,6 +286,23 @@ class SQLiteRateLimits:
             answers = [book.decide(ask) for ask in asks]
             write_gates(conn, book)
             return answers
+
+    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
+        at = to_micros(now)
+        rows = self._read(
+            "SELECT 'workflow', key, sum(holding), count(*) - sum(holding) FROM flow_slots"
+            " WHERE tenant = ? GROUP BY key"
+            " UNION ALL SELECT 'activity', key, sum(running), sum(1 - running) FROM ("
+            "   SELECT s.key, 1 AS running FROM activity_slots s JOIN executions x"
+            "     ON x.tenant = s.tenant AND x.id = s.execution_id"
+            "   WHERE s.tenant = ? AND x.lease_owner = s.owner AND x.lease_until >= ?"
+            "   UNION ALL SELECT w.key, 0 FROM activity_slot_waiters w JOIN executions x"
+            "     ON x.tenant = w.tenant AND x.id = w.execution_id"
+            f"   WHERE w.tenant = ? AND w.until >= ? AND x.status NOT IN ({_marks(len(_ENDED))})"
+            " ) GROUP BY key ORDER BY 1 DESC, 2",
+            (tenant, tenant, at, tenant, at, *_ENDED),
+        )
+        return [FlowKey(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         rows = self._read(
