@@ -125,10 +125,24 @@ class FlowGates:
         return GateBook(_seconds(first[0]), found, holders, waiters)
 
     @staticmethod
-    def write(conn: Connection, book: GateBook) -> None:
+    def give_back(conn: Connection, book: GateBook, undone: Sequence[FlowAcquire]) -> None:
+        """After `write`: the slots and units of `undone` asks (given back in `book`, their
+        steps did not apply) returned in the same transaction."""
+        q = flow_queries()
+        with conn.pipeline():
+            for ask in undone:
+                for c in ask.slots:
+                    conn.execute(
+                        q["activity_slots_release"],
+                        {"tenant": ask.tenant, "key": c.key, "holder": c.holder},
+                    )
+        FlowGates.write(conn, book, slots=False)
+
+    @staticmethod
+    def write(conn: Connection, book: GateBook, *, slots: bool = True) -> None:
         q = flow_queries()
         changed = book.changed()
-        takes = book.takes()
+        takes = book.takes() if slots else []
         with conn.pipeline():
             if changed:
                 b = [bucket for _, bucket in changed]
@@ -152,7 +166,7 @@ class FlowGates:
                      "owners": [a.owner for a, _ in takes]},
                 )  # fmt: skip
                 conn.execute(q["activity_waiters_leave"], taken)  # they took their slots
-            queued = book.queued()
+            queued = book.queued() if slots else []
             if queued:
                 conn.execute(
                     q["activity_waiters_join"],

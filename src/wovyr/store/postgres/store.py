@@ -506,40 +506,45 @@ class PostgresStore(
 
     def _commit_batched(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
         """Steps of distinct executions, some carrying flow gates or ending holders of
-        concurrency slots, in one transaction of a few round trips whatever their number:
-        the slot keys' locks; the gates' rows locked and read; the steps whose gates are
-        granted in one set-based statement (which releases their activity slots); the slots
-        they end handed on, and the gates' writes (less what a step that did not apply was
-        granted), sent together with COMMIT."""
+        concurrency slots, in one pipelined transaction of three round trips whatever their
+        number: BEGIN, the slot keys' locks and the gates' rows locked and read; the steps
+        whose gates are granted in one set-based statement (which releases their activity
+        slots) together with the gates' writes; the slots the steps end handed on, with
+        COMMIT. A granted step that did not apply (rare) has its gate given back before."""
         asks = [step.gate for step in steps if step.gate is not None]
         # The concurrency keys these steps hand slots of, locked first and in one order (a
         # start locks its key before it writes a row): no two writers wait on each other.
         keys = sorted({(s.tenant, s.slot_released.key) for s in steps if s.slot_released})
 
         def body(conn: Connection) -> list[Any]:
-            if keys:
-                with conn.pipeline():
-                    for tenant, key in keys:
-                        conn.execute(self._q["slot_lock"], {"tenant": tenant, "key": key})
-            gates = FlowGates(asks, self._now(asks[0].now)).lock(conn) if asks else None
-            results: list[Any] = [None] * len(steps)
-            go: list[int] = []
-            for i, step in enumerate(steps):
-                if gates is not None and step.gate is not None:
-                    answer = gates.decide(step.gate)
-                    if not answer.granted:
-                        results[i] = answer
-                        continue
-                go.append(i)
-            if go:
-                params = support.batch_params([steps[i] for i in go], self.channel)
-                rows = support.rows(_cursor(conn, False).execute(self._q["apply_steps"], params))
-                for i, row in zip(go, rows, strict=True):
+            with conn.pipeline(), conn.transaction():
+                for tenant, key in keys:
+                    conn.execute(self._q["slot_lock"], {"tenant": tenant, "key": key})
+                gates = FlowGates(asks, self._now(asks[0].now)).lock(conn) if asks else None
+                results: list[Any] = [None] * len(steps)
+                go: list[int] = []
+                for i, step in enumerate(steps):
+                    if gates is not None and step.gate is not None:
+                        answer = gates.decide(step.gate)
+                        if not answer.granted:
+                            results[i] = answer
+                            continue
+                    go.append(i)
+                applied = None
+                if go:
+                    params = support.batch_params([steps[i] for i in go], self.channel)
+                    applied = _cursor(conn, False).execute(self._q["apply_steps"], params)
+                if gates is not None:  # as if every granted step applies (sent with them)
+                    FlowGates.write(conn, gates)
+                undone = []
+                for i, row in zip(go, applied.fetchall() if applied else [], strict=True):
                     results[i] = row
                     gate = steps[i].gate
                     if not row[0] and gate is not None and gates is not None:
                         gates.undo(gate)
-            with conn.pipeline():
+                        undone.append(gate)
+                if undone and gates is not None:
+                    FlowGates.give_back(conn, gates, undone)
                 for step, result in zip(steps, results, strict=True):
                     ended = step.slot_released
                     if ended is not None and not isinstance(result, FlowAnswer) and result[0]:
@@ -548,11 +553,9 @@ class PostgresStore(
                             {"tenant": step.tenant, "key": ended.key, "id": step.execution_id,
                              "limit": ended.limit, "channel": self.channel},
                         )  # fmt: skip
-            if gates is not None:
-                FlowGates.write(conn, gates)
             return results
 
-        results = self._write(body)
+        results = self._run(body, write=True)
         return [
             r if isinstance(r, FlowAnswer) else self._outcome(step, r)
             for step, r in zip(steps, results, strict=True)
