@@ -276,8 +276,11 @@ class GateBook:
         buckets: dict[tuple[str, str], Bucket],
         holders: dict[tuple[str, str], list[str]],
         waiters: dict[tuple[str, str], list[str]] | None = None,
+        queues: set[tuple[str, str]] | None = None,
     ) -> None:
         self.at = at
+        # the slot keys with waiter rows (None: maybe any): only their takes leave a queue
+        self.queues = queues
         self._buckets = buckets
         self._holders = holders
         self._waiters = waiters or {}
@@ -341,6 +344,14 @@ class GateBook:
     def takes(self) -> list[tuple[FlowAcquire, SlotClaim]]:
         """The activity slots granted (to asks not undone)."""
         return [(ask, c) for ask, _ in self._granted.values() for c in ask.slots]
+
+    def served(self) -> list[tuple[FlowAcquire, SlotClaim]]:
+        """The takes whose waiter rows, if any, go (those of keys with a queue)."""
+        queues = self.queues
+        takes = self.takes()
+        return (
+            takes if queues is None else [(a, c) for a, c in takes if (a.tenant, c.key) in queues]
+        )
 
 
 #: What `commit_gated` answers for one step: its outcome, or its gate's refusal.

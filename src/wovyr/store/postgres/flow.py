@@ -107,9 +107,9 @@ class FlowGates:
                     wake_at=max(0.0, _seconds(r[6])),
                     declared=r[7],
                 )
-            counts = {
-                (r[0], r[1]): r[2] for r in (counted.fetchall() if counted is not None else ())
-            }
+            counted_rows = counted.fetchall() if counted is not None else []
+            counts = {(r[0], r[1]): r[2] for r in counted_rows}
+            queues = {(r[0], r[1]) for r in counted_rows if r[3]}
         holders: dict[tuple[str, str], list[str]] = {key: [] for key in slots}
         waiters: dict[tuple[str, str], list[str]] = {}
         tight = sorted(tight_keys(self._asks, counts))
@@ -122,7 +122,7 @@ class FlowGates:
                     holders[(h[0], h[1])].append(h[2])
                 for w in waiting.fetchall():
                     waiters.setdefault((w[0], w[1]), []).append(w[2])
-        return GateBook(_seconds(first[0]), found, holders, waiters)
+        return GateBook(_seconds(first[0]), found, holders, waiters, queues)
 
     @staticmethod
     def give_back(conn: Connection, book: GateBook, undone: Sequence[FlowAcquire]) -> None:
@@ -165,7 +165,14 @@ class FlowGates:
                     {**taken, "ids": [a.execution_id for a, _ in takes],
                      "owners": [a.owner for a, _ in takes]},
                 )  # fmt: skip
-                conn.execute(q["activity_waiters_leave"], taken)  # they took their slots
+            served = book.served() if slots else []
+            if served:  # waiters that took their slots leave their queues
+                conn.execute(
+                    q["activity_waiters_leave"],
+                    {"tenants": [a.tenant for a, _ in served],
+                     "keys": [c.key for _, c in served],
+                     "holders": [c.holder for _, c in served]},
+                )  # fmt: skip
             queued = book.queued() if slots else []
             if queued:
                 conn.execute(

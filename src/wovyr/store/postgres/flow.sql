@@ -62,12 +62,12 @@ ORDER BY k.n;
 -- name: activity_slot_counts
 -- The rows of every key of the batch, holders and waiters (stale ones included): only a
 -- key that could be full needs them read (`activity_holders_all`, `activity_waiters_all`).
-SELECT r.tenant, r.key, count(*)
-FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
-JOIN (SELECT tenant, key FROM activity_slots
-      UNION ALL SELECT tenant, key FROM activity_slot_waiters) r
-  ON r.tenant = k.tenant AND r.key = k.key
-GROUP BY r.tenant, r.key;
+SELECT k.tenant, k.key,
+       (SELECT count(*) FROM activity_slots s WHERE s.tenant = k.tenant AND s.key = k.key)
+     + (SELECT count(*) FROM activity_slot_waiters w
+        WHERE w.tenant = k.tenant AND w.key = k.key),
+       EXISTS (SELECT FROM activity_slot_waiters w WHERE w.tenant = k.tenant AND w.key = k.key)
+FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key);
 
 -- name: activity_waiters_all
 -- The attempts waiting for a slot of every key given, oldest first, that still wait (their

@@ -159,6 +159,7 @@ def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBoo
     stale: list[tuple[str, str, str]] = []
     waiters: dict[tuple[str, str], list[str]] = {}
     gone: list[tuple[str, str, str]] = []  # waiters whose execution ended or who left
+    queues: set[tuple[str, str]] = set()  # slot keys with waiter rows
     for tenant in sorted({a.tenant for a in asks}):
         mine = [a for a in asks if a.tenant == tenant]
         keys = sorted({r.key for a in mine for r in a.rates})
@@ -175,13 +176,14 @@ def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBoo
             holders.update({(tenant, k): [] for k in keys})
             marks = _marks(len(keys))
             counted = conn.execute(
-                "SELECT key, count(*) FROM (SELECT key FROM activity_slots"
-                f" WHERE tenant = ? AND key IN ({marks}) UNION ALL SELECT key"
-                f" FROM activity_slot_waiters WHERE tenant = ? AND key IN ({marks}))"
+                "SELECT key, count(*), sum(waiter) FROM (SELECT key, 0 AS waiter"
+                f" FROM activity_slots WHERE tenant = ? AND key IN ({marks}) UNION ALL"
+                f" SELECT key, 1 FROM activity_slot_waiters WHERE tenant = ? AND key IN ({marks}))"
                 " GROUP BY key",
                 (tenant, *keys, tenant, *keys),
             ).fetchall()
-            tight = tight_keys(mine, {(tenant, k): n for k, n in counted})
+            tight = tight_keys(mine, {(tenant, k): n for k, n, _ in counted})
+            queues.update((tenant, k) for k, _, w in counted if w)
         keys = sorted(k for _, k in tight)
         if keys:  # only keys that could be full: their live holders and waiters
             waiting = conn.execute(
@@ -217,7 +219,7 @@ def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBoo
         conn.executemany(
             "DELETE FROM activity_slot_waiters WHERE tenant = ? AND key = ? AND holder = ?", gone
         )
-    return GateBook(at / 1e6, buckets, holders, waiters)
+    return GateBook(at / 1e6, buckets, holders, waiters, queues)
 
 
 def write_gates(conn: sqlite3.Connection, book: GateBook) -> None:
@@ -250,7 +252,7 @@ def write_gates(conn: sqlite3.Connection, book: GateBook) -> None:
     )
     conn.executemany(  # a waiter that took its slot leaves the queue
         "DELETE FROM activity_slot_waiters WHERE tenant = ? AND key = ? AND holder = ?",
-        [(a.tenant, c.key, c.holder) for a, c in takes],
+        [(a.tenant, c.key, c.holder) for a, c in book.served()],
     )
     until = round((book.at + WAITER_TTL_SECONDS) * 1e6)
     conn.executemany(  # a new waiter joins the end of its key's queue; the others keep place
