@@ -13,6 +13,7 @@ from tests.contract import test_store_continued as continued
 from tests.contract import test_store_contract as contract
 from tests.contract.test_store_continued import *  # noqa: F403 - the same tests, sealed
 from tests.contract.test_store_contract import *  # noqa: F403
+from tests.contract.test_store_gated_commit import *  # noqa: F403
 from tests.contract.test_store_hooks import *  # noqa: F403
 
 from wovyr.engine.tenants import set_sealing
@@ -22,7 +23,7 @@ from wovyr.platform.secrets import Secrets
 from wovyr.store.base import CommitOutcome, NewExecution, StepWrite, Store
 from wovyr.store.sealing import SealingStore
 
-TENANTS = ("default", "a", "b", "c", "t1", "other")
+TENANTS = ("default", "a", "b", "c", "t", "t1", "other")
 
 # It counts the tenant rows, and this module's fixture writes one per tenant above.
 del test_tenant_settings_are_kept_per_tenant_and_replaced_whole  # noqa: F821

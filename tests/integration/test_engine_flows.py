@@ -118,6 +118,65 @@ def test_one_durable_commit_per_activity_on_the_happy_path(
     assert writes == ["create", "step", "step", "step"]
 
 
+GATED_STEPS = THREE_STEPS.replace(
+    "tool: add\n",
+    "tool: add\n"
+    + textwrap.indent(
+        'concurrency: {key: "adders", limit: 8}\nrate_limit: {key: adds, limit: 1000, per: 1s}\n',
+        "    ",
+    ),
+).replace("name: t", "name: gated")
+
+
+def test_a_gated_attempt_costs_no_transaction_of_its_own(
+    engine: Engine, calls: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate (an activity slot and a rate-limit unit) is taken in the transaction of the
+    step that starts the attempt, and the slot goes back in the one recording its result."""
+    import asyncio
+
+    from wovyr.worker import Worker
+
+    assert GATED_STEPS.count("rate_limit") == 3
+    engine.register(GATED_STEPS)
+    writes: list[str] = []
+    store = engine.store
+    real_commit, real_gated, real_acquire = store.commit, store.commit_gated, store.acquire_flows
+
+    def commit(steps: Any, atomic: bool = False) -> Any:
+        writes.append("step")
+        return real_commit(steps, atomic)
+
+    def commit_gated(steps: Any) -> Any:
+        writes.append("gated step")
+        return real_gated(steps)
+
+    def acquire_flows(asks: Any) -> Any:
+        writes.append("gate")
+        return real_acquire(asks)
+
+    monkeypatch.setattr(store, "commit", commit)
+    monkeypatch.setattr(store, "commit_gated", commit_gated)
+    monkeypatch.setattr(store, "acquire_flows", acquire_flows)
+
+    async def main() -> str:
+        worker = Worker(engine)
+        try:
+            rec = await worker.start(GATED_STEPS, {"n": 1})
+            await worker.run_until_idle(only=[rec.id])
+            return rec.id
+        finally:
+            await worker.close()
+
+    execution_id = asyncio.run(main())
+    assert engine.query(execution_id).status == "completed"
+    assert [x for _, x in calls] == [1, 2, 3]
+    # one gated step per attempt started (each but the first also records the result
+    # before it), then the last result; no gate on its own
+    assert writes == ["gated step", "gated step", "gated step", "step"]
+    assert store.activity_slot_holders(engine.tenant, "adders", engine.clock.now()) == []
+
+
 def test_starting_an_existing_id_returns_it(engine: Engine, calls: list[Any]) -> None:
     first = engine.start(THREE_STEPS, {"n": 1}, execution_id="order-1")
     again = engine.start(THREE_STEPS, {"n": 99}, execution_id="order-1")

@@ -85,6 +85,10 @@ ROUTES = [
           {"executions_per_day": 1000}),
     Route(ADMIN, "PUT", "/api/v1/admin/retention", "tenant.retention", "tenant-a",
           {"days": 90, "workflows": {"purchase": 7}}),
+    Route(ADMIN, "PUT", "/api/v1/admin/limits/openai", "limits.set", "openai",
+          {"limit": 500, "per": 60, "burst": 50}),
+    Route(ADMIN, "DELETE", "/api/v1/admin/limits/openai", "limits.delete", "openai",
+          status=204),
     Route(ADMIN, "PUT", f"{SECRETS}/API_TOKEN", "secret.set", "API_TOKEN",
           {"value": SECRET_VALUE}),
     Route(ADMIN, "PUT", f"{SECRETS}/API_TOKEN", "secret.set", "API_TOKEN",
@@ -231,6 +235,7 @@ async def test_the_table_covers_every_mutating_route(api: Api) -> None:
         "helper": "{agent}",
         "notes": "{namespace}",
         "k1": "{key}",
+        "openai": "{key}",
     }
     covered = {("DELETE", "/api/v1/admin/keys/{key_id}")}  # revoked after the table
     for route in ROUTES:

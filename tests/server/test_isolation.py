@@ -74,6 +74,11 @@ REQUIRED_ROLE = {
     ("PATCH", "/api/v1/admin/quotas"): "admin",
     ("GET", "/api/v1/admin/retention"): "admin",
     ("PUT", "/api/v1/admin/retention"): "admin",
+    ("GET", "/api/v1/admin/limits"): "admin",
+    ("GET", "/api/v1/admin/limits/{key}"): "admin",
+    ("PUT", "/api/v1/admin/limits/{key}"): "admin",
+    ("DELETE", "/api/v1/admin/limits/{key}"): "admin",
+    ("GET", "/api/v1/flow"): "viewer",
     ("GET", "/api/v1/audit"): "admin",
     ("GET", "/api/v1/secrets"): "admin",
     ("GET", "/api/v1/secrets/{name}"): "admin",
@@ -106,6 +111,9 @@ A_PROVIDER = "a-provider"
 # And for an MCP server.
 _PUT_MCP = ("PUT", "/api/v1/mcp-servers/{name}")
 A_MCP = "a-mcp"
+# And for a rate-limit bucket.
+_PUT_LIMIT = ("PUT", "/api/v1/admin/limits/{key}")
+A_LIMIT = "a-limit"
 
 
 def body_for(method: str, path: str) -> Any:
@@ -147,6 +155,8 @@ def body_for(method: str, path: str) -> Any:
         return {"base_url": "http://b.example/v1", "api_key_secret": "B_KEY"}
     if (method, path) == _PUT_MCP:
         return {"url": "https://b.example/mcp", "header_secrets": {"X-Key": "B_KEY"}}
+    if (method, path) == _PUT_LIMIT:
+        return {"limit": 7, "per": 60}
     if (method, path) == ("POST", "/api/v1/admin/keys"):
         return {"role": "viewer", "name": f"b-{n}"}
     return None
@@ -226,6 +236,10 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         json={"action": "signal", "filter": {"workflow": f"{CANARY}-flow"}, "signal": CANARY},
     )
     assert batch.status_code == 201, batch.text
+    limit = await api.call(
+        "PUT", f"/api/v1/admin/limits/{A_LIMIT}", "tenant-a:admin", json={"limit": 3, "per": 1}
+    )
+    assert limit.status_code == 200, limit.text
     return {
         "namespace": f"{CANARY}-ns",
         "key": f"{CANARY}-key",
@@ -238,6 +252,7 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "secret": A_SECRET,
         "provider": A_PROVIDER,
         "mcp": A_MCP,
+        "limit": A_LIMIT,
         "agent": f"{CANARY}-agent",
         "run_id": f"{CANARY}-run",
     }
@@ -258,6 +273,8 @@ def fill(path: str, ids: dict[str, str]) -> str:
         ids = {**ids, "name": ids["provider"]}
     if path.startswith("/api/v1/mcp-servers/"):
         ids = {**ids, "name": ids["mcp"]}
+    if path.startswith("/api/v1/admin/limits/"):
+        ids = {**ids, "key": ids["limit"]}
     return re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
 
 
@@ -283,6 +300,7 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
             _PUT_SECRET: {"secret": "B_OWN"},
             _PUT_PROVIDER: {"provider": "b-own"},
             _PUT_MCP: {"mcp": "b-own"},
+            _PUT_LIMIT: {"limit": "b-own"},
         }
         url = fill(path, {**a_ids, **own.get((method, path), {})})
 
@@ -323,7 +341,7 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
             who = f"tenant-b:{b_role}"
             r = await call(api.as_(who))
             assert_clean(r, f"{method} {path} as {who}")
-            if (method, path) in (_PUT_SECRET, _PUT_PROVIDER, _PUT_MCP):
+            if (method, path) in (_PUT_SECRET, _PUT_PROVIDER, _PUT_MCP, _PUT_LIMIT):
                 assert r.status_code == 200, f"{method} {path} as {who}: {r.text[:200]}"
             elif "{" in path:
                 assert r.status_code == 404, f"{method} {path} as {who}: {r.status_code}"
@@ -348,6 +366,8 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     assert server["url"] == f"https://{CANARY}.example/mcp"
     item = (await api.call("GET", f"/api/v1/memory/{CANARY}-ns/{CANARY}-key", a)).json()
     assert item["value"] == CANARY and item["version"] == 1
+    limit = (await api.call("GET", f"/api/v1/admin/limits/{A_LIMIT}", a)).json()
+    assert (limit["per_second"], limit["burst"]) == (3, 3)
     keys = (await api.call("GET", "/api/v1/admin/keys", a)).json()
     assert [k["revoked_at"] for k in keys if k["id"] == a_ids["key_id"]] == [None]
     # ... and A still sees its own data (the canary is real).

@@ -571,6 +571,31 @@ class Client:
         body = {"days": days, "workflows": dict(workflows or {})}
         return cast(JSONObject, self._json("PUT", f"{_V1}/admin/retention", json=body))
 
+    def list_limits(self) -> list[JSONObject]:
+        """The tenant's rate-limit buckets: declared ones and those activities made."""
+        return cast(list[JSONObject], self._json("GET", f"{_V1}/admin/limits"))
+
+    def get_limit(self, key: str) -> JSONObject:
+        return cast(JSONObject, self._json("GET", f"{_V1}/admin/limits/{_part(key)}"))
+
+    def put_limit(
+        self, key: str, limit: float, per: float = 1.0, burst: float | None = None
+    ) -> JSONObject:
+        """Declare (or change) a bucket: `limit` units per `per` seconds, `burst` at once
+        (default `limit`); its numbers win over those of the activities naming it."""
+        body: dict[str, Any] = {"limit": limit, "per": per}
+        if burst is not None:
+            body["burst"] = burst
+        path = f"{_V1}/admin/limits/{_part(key)}"
+        return cast(JSONObject, self._json("PUT", path, json=body))
+
+    def delete_limit(self, key: str) -> None:
+        self._send("DELETE", f"{_V1}/admin/limits/{_part(key)}")
+
+    def flow_state(self) -> JSONObject:
+        """The tenant's concurrency keys in use (running, waiting) and its buckets."""
+        return cast(JSONObject, self._json("GET", f"{_V1}/flow"))
+
     def list_secrets(self) -> list[JSONObject]:
         """The tenant's secrets' names and versions (never a value)."""
         return cast(list[JSONObject], self._json("GET", f"{_V1}/secrets"))

@@ -112,7 +112,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import capabilities
 from wovyr.store.codec import MAX_PAYLOAD_BYTES, PayloadRefused, check_payload
-from wovyr.store.flow import RateLimitRecord
+from wovyr.store.flow import FlowKey, RateLimitRecord
 from wovyr.store.records import MAX_PRIORITY, Debit, SlotRequest
 from wovyr.traces import NO_TRACER, TraceContext, Tracer
 
@@ -897,6 +897,10 @@ class Engine(Definitions):
     def rate_limits(self) -> builtins.list[RateLimitRecord]:
         """This tenant's token buckets, declared or made by activities."""
         return self.store.rate_limits(self.tenant)
+
+    def flow_keys(self) -> builtins.list[FlowKey]:
+        """This tenant's concurrency keys in use, with what runs and what waits."""
+        return self.store.flow_keys(self.tenant, self.clock.now())
 
     def delete_rate_limit(self, key: str) -> None:
         audit = self.audit_entry("limits.delete", key)

@@ -11,6 +11,10 @@
   is still held by the worker that took it (a crashed worker's slots come back when its
   leases expire); the step that records the attempt's result deletes it
   (`StepWrite.flow_released`).
+- Gates in the step (`commit_gated`): a step that starts gated attempts carries their
+  gate (`StepWrite.gate`) and the store takes it in the step's own transaction, so a gated
+  attempt costs no transaction of its own: granted, the step is written; refused, nothing
+  of the step is (`CommitOutcome.HELD`) and the refusal comes back in its place.
 - Admin-declared buckets (`set_rate_limit`): a bucket an activity names by key, with the
   capacity and rate the tenant's admin set (they win over an activity's own numbers).
 
@@ -25,25 +29,37 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditEntry
-from wovyr.store.records import SlotState
+from wovyr.store.records import CommitOutcome, SlotState, StepWrite
 
 __all__ = [
     "NEVER",
     "SLOT_RECHECK_SECONDS",
+    "WAITER_TTL_SECONDS",
     "Bucket",
     "FlowAcquire",
     "FlowAnswer",
+    "FlowKey",
     "FlowStore",
+    "GateBook",
+    "GatedOutcome",
     "RateLimitRecord",
     "RateRequest",
     "SlotClaim",
     "decide_flow",
+    "plain_outcomes",
     "rate_refused",
+    "slot_blocked",
     "slot_refused",
+    "tight_keys",
 ]
 
 SLOT_RECHECK_SECONDS = 0.5  # how soon an attempt refused an activity slot looks again
 NEVER = 3600.0  # the wait of a request no bucket can ever grant (it looks again hourly)
+# An attempt waiting for an activity slot keeps its place in the key's queue while it comes
+# back (every SLOT_RECHECK_SECONDS) within this long and its execution has not ended; one
+# that did not (held longer by a rate limit, its execution cancelled, workers too busy to
+# fire its timer) loses its place, so a vanished waiter keeps no slot from the others.
+WAITER_TTL_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +106,17 @@ class FlowAnswer:
 
 
 @dataclass(frozen=True)
+class FlowKey:
+    """A concurrency key a tenant uses now: `kind` `workflow` (executions holding a slot or
+    waiting for one) or `activity` (attempts running with a slot, and those waiting)."""
+
+    kind: str
+    key: str
+    running: int
+    waiting: int
+
+
+@dataclass(frozen=True)
 class RateLimitRecord:
     """A tenant's token bucket: `capacity` units (the burst), refilled at `per_second`;
     `declared` by an admin, or made by the first activity that named it."""
@@ -118,8 +145,13 @@ class Bucket:
     def refill(self, now: float) -> Bucket:
         """The bucket as of `now`: refilled at its rate, up to its capacity."""
         gained = max(0.0, now - self.refilled_at) * self.per_second
-        tokens = min(self.capacity, self.tokens + gained)
-        return replace(self, tokens=tokens, refilled_at=max(now, self.refilled_at))
+        return self.holding(min(self.capacity, self.tokens + gained), max(now, self.refilled_at))
+
+    def holding(self, tokens: float, refilled_at: float | None = None) -> Bucket:
+        """This bucket with `tokens` (as of `refilled_at`, default its own): built directly,
+        as `dataclasses.replace` costs several times more on the gates' hot path."""
+        at = self.refilled_at if refilled_at is None else refilled_at
+        return Bucket(self.capacity, self.per_second, tokens, at, self.wake_at, self.declared)
 
     def wait_for(self, units: float, now: float) -> tuple[Bucket, float]:
         """For a refilled bucket short of `units`: when the request should look again (its
@@ -139,8 +171,30 @@ def rate_refused(key: str, wait: float) -> str:
     return f"rate limit {key}: next slot in {wait:.1f} s"
 
 
-def slot_refused(key: str, limit: int, holders: Sequence[str]) -> str:
-    return f"concurrency {key}: {limit} running ({', '.join(holders)})"
+def slot_refused(key: str, limit: int, holders: Sequence[str], ahead: int = 0) -> str:
+    names = ", ".join(holders)
+    if len(holders) >= limit:
+        text = f"concurrency {key}: {limit} running ({names})"
+    else:
+        running = f" ({names})" if names else ""
+        text = f"concurrency {key}: {len(holders)} of {limit} running{running}"
+    return f"{text}, {ahead} waiting before it" if ahead else text  # one waiting_on clause
+
+
+def slot_blocked(
+    claim: SlotClaim, holders: dict[str, list[str]], waiters: dict[str, list[str]]
+) -> str | None:
+    """Why `claim` cannot have a slot now (None: it can): its key's slots are held, or the
+    free ones are kept for the attempts that began to wait before it (`waiters`, oldest
+    first; a slot that frees goes to the oldest)."""
+    held = holders.get(claim.key, [])
+    if claim.holder in held:
+        return None
+    queue = waiters.get(claim.key, [])
+    ahead = queue.index(claim.holder) if claim.holder in queue else len(queue)
+    if len(held) + ahead < claim.limit:
+        return None
+    return slot_refused(claim.key, claim.limit, held, ahead)
 
 
 def decide_flow(
@@ -149,10 +203,12 @@ def decide_flow(
     holders: dict[str, list[str]],
     slots: Sequence[SlotClaim],
     now: float,
+    waiters: dict[str, list[str]] | None = None,
 ) -> tuple[FlowAnswer, dict[str, Bucket]]:
-    """What `acquire_flow` answers, given the buckets' rows (None: not made yet) and the
-    attempts holding each slot key now; and the rows to write back: refilled, less the
-    units taken when granted (a refusal takes nothing and remembers the waiter's look)."""
+    """What `acquire_flow` answers, given the buckets' rows (None: not made yet), the
+    attempts holding each slot key now and those waiting for one (oldest first); and the
+    rows to write back: refilled, less the units taken when granted (a refusal takes
+    nothing and remembers the waiter's look)."""
     refusals: list[tuple[float, str]] = []
     states: dict[str, Bucket] = {}
     need: dict[str, float] = {}
@@ -179,15 +235,132 @@ def decide_flow(
             states[key], wait = bucket.wait_for(units, now)
             refusals.append((wait, rate_refused(key, wait)))
     for claim in slots:
-        now_held = holders.get(claim.key, [])
-        others = [h for h in now_held if h != claim.holder]
-        if claim.holder not in now_held and len(others) >= claim.limit:
-            refusals.append((SLOT_RECHECK_SECONDS, slot_refused(claim.key, claim.limit, others)))
+        blocked = slot_blocked(claim, holders, waiters or {})
+        if blocked is not None:
+            refusals.append((SLOT_RECHECK_SECONDS, blocked))
     if refusals:
         wait, reason = max(refusals)
         return FlowAnswer(granted=False, wait=wait, reason=reason), states
-    taken = {k: replace(b, tokens=b.tokens - need[k]) for k, b in states.items()}
+    taken = {k: b.holding(b.tokens - need[k]) for k, b in states.items()}
     return FlowAnswer(granted=True), taken
+
+
+def tight_keys(
+    asks: Sequence[FlowAcquire], counts: dict[tuple[str, str], int]
+) -> set[tuple[str, str]]:
+    """The slot keys, by (tenant, key), whose rows (`counts`, stale ones included) plus one
+    for every holder `asks` name could pass the smallest limit asked: only their live
+    holders need reading (each holder's lease looked at). Any other key has room for every
+    ask of the batch, however many of its rows are stale."""
+    asked: dict[tuple[str, str], set[str]] = {}
+    limit: dict[tuple[str, str], int] = {}
+    for ask in asks:
+        for c in ask.slots:
+            key = (ask.tenant, c.key)
+            asked.setdefault(key, set()).add(c.holder)
+            limit[key] = min(limit.get(key, c.limit), c.limit)
+    return {k for k, holders in asked.items() if counts.get(k, 0) + len(holders) > limit[k]}
+
+
+class GateBook:
+    """The gates of one transaction's asks, decided one after the other on the rows the
+    store read (and locked) for all of them at once: `buckets` and the live `holders` of
+    each slot key, by (tenant, key), as of `at` (seconds since 1970); a key with room for
+    every ask (not one of `tight_keys`) may be given as no holders. `undo` gives back what
+    an ask whose step did not apply was granted; `changed` and `takes` are what the store
+    writes back (bucket rows; activity slot rows of the asks still granted)."""
+
+    def __init__(
+        self,
+        at: float,
+        buckets: dict[tuple[str, str], Bucket],
+        holders: dict[tuple[str, str], list[str]],
+        waiters: dict[tuple[str, str], list[str]] | None = None,
+        queues: set[tuple[str, str]] | None = None,
+    ) -> None:
+        self.at = at
+        # the slot keys with waiter rows (None: maybe any): only their takes leave a queue
+        self.queues = queues
+        self._buckets = buckets
+        self._holders = holders
+        self._waiters = waiters or {}
+        self._changed: set[tuple[str, str]] = set()
+        self._granted: dict[int, tuple[FlowAcquire, dict[str, float]]] = {}
+        # (tenant, key, holder) -> execution id: refused a slot, in the queue (until TTL)
+        self._queued: dict[tuple[str, str, str], str] = {}
+
+    def decide(self, ask: FlowAcquire) -> FlowAnswer:
+        t = ask.tenant
+        mine: dict[str, Bucket | None] = {
+            r.key: self._buckets[(t, r.key)] for r in ask.rates if (t, r.key) in self._buckets
+        }
+        held = {c.key: self._holders.setdefault((t, c.key), []) for c in ask.slots}
+        queue = {c.key: self._waiters.setdefault((t, c.key), []) for c in ask.slots}
+        answer, states = decide_flow(mine, ask.rates, held, ask.slots, self.at, queue)
+        for key, b in states.items():
+            self._buckets[(t, key)] = b
+            self._changed.add((t, key))
+        if answer.granted:
+            need: dict[str, float] = {}
+            for r in ask.rates:
+                need[r.key] = need.get(r.key, 0.0) + r.units
+            for c in ask.slots:
+                if c.holder not in held[c.key]:
+                    held[c.key].append(c.holder)
+                if c.holder in queue[c.key]:
+                    queue[c.key].remove(c.holder)
+                self._queued.pop((t, c.key, c.holder), None)
+            self._granted[id(ask)] = (ask, need)
+            return answer
+        for c in ask.slots:  # a claim refused its slot joins (or stays in) the key's queue
+            if slot_blocked(c, held, queue) is not None:
+                if c.holder not in queue[c.key]:
+                    queue[c.key].append(c.holder)
+                self._queued[(t, c.key, c.holder)] = ask.execution_id
+        return answer
+
+    def queued(self) -> list[tuple[str, str, str, str]]:
+        """The waiters to record (tenant, key, holder, execution id): new ones at the end
+        of their key's queue, the others kept in place (their `until` moved on)."""
+        return [(t, k, h, e) for (t, k, h), e in self._queued.items()]
+
+    def undo(self, ask: FlowAcquire) -> None:
+        """Give back what `ask` was granted (its step did not apply)."""
+        granted = self._granted.pop(id(ask), None)
+        if granted is None:
+            return
+        for key, units in granted[1].items():
+            b = self._buckets[(ask.tenant, key)]
+            self._buckets[(ask.tenant, key)] = b.holding(min(b.capacity, b.tokens + units))
+        for c in ask.slots:
+            held = self._holders[(ask.tenant, c.key)]
+            if c.holder in held:
+                held.remove(c.holder)
+
+    def changed(self) -> list[tuple[tuple[str, str], Bucket]]:
+        """The bucket rows to write, by (tenant, key)."""
+        return [(key, self._buckets[key]) for key in sorted(self._changed)]
+
+    def takes(self) -> list[tuple[FlowAcquire, SlotClaim]]:
+        """The activity slots granted (to asks not undone)."""
+        return [(ask, c) for ask, _ in self._granted.values() for c in ask.slots]
+
+    def served(self) -> list[tuple[FlowAcquire, SlotClaim]]:
+        """The takes whose waiter rows, if any, go (those of keys with a queue)."""
+        queues = self.queues
+        takes = self.takes()
+        return (
+            takes if queues is None else [(a, c) for a, c in takes if (a.tenant, c.key) in queues]
+        )
+
+
+#: What `commit_gated` answers for one step: its outcome, or its gate's refusal.
+GatedOutcome = CommitOutcome | FlowAnswer
+
+
+def plain_outcomes(results: Sequence[GatedOutcome]) -> list[CommitOutcome]:
+    """`commit_gated`'s answers as `commit` gives them (a refusal is `HELD`)."""
+    return [CommitOutcome.HELD if isinstance(r, FlowAnswer) else r for r in results]
 
 
 class FlowStore(Protocol):
@@ -215,8 +388,21 @@ class FlowStore(Protocol):
         runners asking at once share it, as their commits do)."""
         ...
 
+    def commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        """`commit(steps)` (one transaction, each step checked on its own), taking each
+        step's `gate` in that transaction, in order, right before the step: a refused gate
+        leaves its step unwritten and answers its `FlowAnswer` (the bucket still remembers
+        the waiter's look); a step that does not apply takes nothing."""
+        ...
+
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         """The attempts holding activity concurrency key `key`'s slots now."""
+        ...
+
+    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
+        """The tenant's concurrency keys with slots held or waited for, by kind and key:
+        workflow keys' holders and waiting executions; activity keys' attempts whose slot
+        still counts (their lease holds) and those waiting that still wait."""
         ...
 
     def set_rate_limit(

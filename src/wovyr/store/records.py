@@ -12,11 +12,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wovyr.events import Event
 from wovyr.ids import DEFAULT_TENANT
 from wovyr.store.audit import AuditEntry
+
+if TYPE_CHECKING:
+    from wovyr.store.flow import FlowAcquire
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -219,6 +222,12 @@ class StepWrite:
     slot_released: SlotRelease | None = None  # the step ends an execution holding a slot
     # activity concurrency slots (key, holder) whose attempts' results this step records
     flow_released: Sequence[tuple[str, str]] = ()
+    # The rate-limit units and activity slots the attempts this step starts need, taken in
+    # the step's transaction before it is written: all granted and the step applies, or
+    # the step is refused whole (`CommitOutcome.HELD`; nothing of it is written) and the
+    # gate's refusal says how long to wait (`FlowStore.commit_gated`). A step that does not
+    # apply (conflict, lost lease) takes nothing.
+    gate: FlowAcquire | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -262,6 +271,7 @@ class CommitOutcome(enum.Enum):
     CONFLICT = "conflict"  # the sequence moved on (a signal, a cancel): reload and retry
     LEASE_LOST = "lease_lost"  # another worker owns the execution now: commit nothing
     NOT_FOUND = "not_found"
+    HELD = "held"  # the step's flow gate was refused: nothing of it was written
 
 
 @dataclass(frozen=True)

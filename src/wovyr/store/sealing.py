@@ -63,6 +63,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import TimerSteps
 from wovyr.store.codec import dumps, loads
+from wovyr.store.flow import GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.platform import TenantRecord
 from wovyr.store.records import TimerRecord
@@ -327,10 +328,21 @@ class SealingStore:
                 self._plain.pop(id(new), None)
 
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
+        return plain_outcomes(self._commit(steps, atomic, lambda w: self.inner.commit(w, atomic)))
+
+    def commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        return self._commit(steps, False, self.inner.commit_gated)
+
+    def _commit(
+        self,
+        steps: Sequence[StepWrite],
+        atomic: bool,
+        write: Callable[[list[StepWrite]], Sequence[GatedOutcome]],
+    ) -> list[GatedOutcome]:
         if not steps:
             return []
         written: list[StepWrite] = []
-        refused: dict[int, CommitOutcome] = {}
+        refused: dict[int, GatedOutcome] = {}
         for i, step in enumerate(steps):
             if not self.sealing(step.tenant):
                 written.append(step)
@@ -350,11 +362,11 @@ class SealingStore:
         continued = {id(w.continued_as) for w in written if w.continued_as is not None}
         self._continued |= continued
         try:
-            outcomes = iter(self.inner.commit(written, atomic) if written else [])
+            outcomes = iter(write(written) if written else [])
         finally:
             self._continued -= continued
         result = [refused[i] if i in refused else next(outcomes) for i in range(len(steps))]
-        self._observers.committed(steps, result)
+        self._observers.committed(steps, plain_outcomes(result))
         return result
 
     # --- reads ---------------------------------------------------------------------------

@@ -1,19 +1,21 @@
 """Group commit: steps from many executions that are ready at once share one transaction.
 
 Coroutines `await committer.commit(step)`; while one transaction is in flight the next
-steps queue up and go together in the following one (one fsync for many steps). The flow
-gates runners ask before starting attempts (`acquire`) are grouped the same way.
+steps queue up and go together in the following one (one fsync for many steps). A step
+that starts gated attempts carries its flow gate, taken in that same transaction
+(`commit_gated`); the gates asked on their own (`acquire`: units taken again when a call
+could not follow its grant closely) are grouped the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from wovyr.store.base import CommitOutcome, StepWrite, Store
-from wovyr.store.flow import FlowAcquire, FlowAnswer
+from wovyr.store.flow import FlowAcquire, FlowAnswer, GatedOutcome
 
 __all__ = ["GroupCommitter"]
 
@@ -27,7 +29,7 @@ class GroupCommitter:
         self._store = store
         self._solo = solo
         self._max_batch = max_batch
-        self._queue: list[tuple[StepWrite, asyncio.Future[CommitOutcome]]] = []
+        self._queue: list[tuple[StepWrite, asyncio.Future[GatedOutcome]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._asks: list[tuple[FlowAcquire, asyncio.Future[FlowAnswer]]] = []
         self._asker: asyncio.Task[None] | None = None
@@ -36,15 +38,26 @@ class GroupCommitter:
         self.steps = 0
 
     async def commit(self, step: StepWrite) -> CommitOutcome:
+        outcome = await self.commit_gated(step)
+        return CommitOutcome.HELD if isinstance(outcome, FlowAnswer) else outcome
+
+    async def commit_gated(self, step: StepWrite) -> GatedOutcome:
+        """Commit `step` with the steps of other runners made meanwhile; a step carrying a
+        flow gate (`StepWrite.gate`) may answer the gate's refusal instead of an outcome."""
         if self._solo() and not self._queue and (self._flusher is None or self._flusher.done()):
             # Alone, a thread hop costs more than it saves: nobody could share the fsync.
-            return self._store.commit([step])[0]
+            return self._write([step])[0]
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[CommitOutcome] = loop.create_future()
+        future: asyncio.Future[GatedOutcome] = loop.create_future()
         self._queue.append((step, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
         return await future
+
+    def _write(self, steps: list[StepWrite]) -> Sequence[GatedOutcome]:
+        if any(step.gate is not None for step in steps):
+            return self._store.commit_gated(steps)
+        return self._store.commit(steps)
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -52,7 +65,7 @@ class GroupCommitter:
             batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
             try:
                 outcomes = await loop.run_in_executor(
-                    self._executor, self._store.commit, [step for step, _ in batch]
+                    self._executor, self._write, [step for step, _ in batch]
                 )
             except Exception as exc:  # the store failed: every waiter learns it
                 for _, future in batch:

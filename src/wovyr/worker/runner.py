@@ -41,7 +41,14 @@ from wovyr.engine.core.state import (
     fold,
     state_from_json,
 )
-from wovyr.engine.flow import MAX_GRANT_AGE, flow_hold, flow_requests, gated, problem_hold
+from wovyr.engine.flow import (
+    MAX_GRANT_AGE,
+    FlowAsk,
+    flow_hold,
+    flow_requests,
+    gated,
+    problem_hold,
+)
 from wovyr.engine.memory import TenantMemory
 from wovyr.engine.steps import make_step
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
@@ -50,7 +57,7 @@ from wovyr.platform.mcp import tenant_mcp_access
 from wovyr.platform.providers import tenant_providers
 from wovyr.store.base import CommitOutcome
 from wovyr.store.codec import PayloadRefused, check_payload
-from wovyr.store.flow import FlowAcquire, RateRequest
+from wovyr.store.flow import FlowAcquire, FlowAnswer, GatedOutcome, RateRequest
 from wovyr.traces import TraceContext
 from wovyr.worker.streams import AttemptStream, StreamJournal
 
@@ -107,6 +114,7 @@ class ExecutionRunner:
         # rate-limit units granted to attempts not launched yet: RunActivity.key ->
         # (when, by the monotonic clock, the requests)
         self._granted: dict[str, tuple[float, list[RateRequest]]] = {}
+        self._refused: FlowAnswer | None = None  # the last step's gate, refused: hold
         self.committer = committer
         self.execution_id = execution_id
         self.fence = fence
@@ -191,10 +199,11 @@ class ExecutionRunner:
                 max_items=self.engine.max_items,
                 max_recoveries=self.engine.max_recoveries,
             )
+            gate: FlowAsk | None = None
             if decision.runs:
                 hold = await self._quota_hold(working)
                 if hold is None and self._gated:  # rate limits, concurrency keys
-                    hold = await self._flow_hold(working, decision.runs, now)
+                    hold, gate = self._flow_gate(working, decision.runs, now)
                 if hold is not None:  # no new attempt now (a durable timer wakes it)
                     decision = Decision(events=hold, state=fold(hold, working))
             assert decision.state is not None
@@ -202,7 +211,10 @@ class ExecutionRunner:
             done = not self._tasks and not decision.runs
             released = [self._slots[r.key] for r, _ in self._results if r.key in self._slots]
             if events or done:
-                result = await self._commit(decision.state, events, done, released)
+                result = await self._commit(decision.state, events, done, released, gate, now)
+                if isinstance(result, FlowAnswer):  # nothing written: decide again, held
+                    self._refused = result
+                    continue
                 if result is CommitOutcome.CONFLICT:
                     self.stats.conflicts += 1
                     self._reload()
@@ -214,6 +226,9 @@ class ExecutionRunner:
                 self.state = decision.state
                 for run, _ in self._results:
                     self._slots.pop(run.key, None)
+                self._refused = None
+                if gate is not None:
+                    self._granted_now(gate, decision.runs)
                 self._results.clear()
                 for future in recorded:
                     future.set_result(None)
@@ -233,7 +248,9 @@ class ExecutionRunner:
         events: list[Event],
         done: bool,
         released: list[tuple[str, str]] | None = None,
-    ) -> CommitOutcome:
+        gate: FlowAsk | None = None,
+        now: datetime | None = None,
+    ) -> GatedOutcome:
         step = make_step(
             self.execution_id,
             self.state,
@@ -258,11 +275,27 @@ class ExecutionRunner:
             # the chain's next run is created by this very commit (one transaction)
             new = await asyncio.to_thread(self.engine.continuation, after, events)
             step = replace(step, continued_as=new)
+        ask = None
+        if gate is not None:
+            ask = FlowAcquire(
+                self.engine.tenant,
+                self.execution_id,
+                self.owner,
+                now or self.engine.clock.now(),
+                gate.rates,
+                gate.slots,
+            )
+        outcome: GatedOutcome
         if (after.finished and after.parent) or children_to_cancel(events):
-            # the parent is told, or timed-out children are cancelled, in the same transaction
+            # the parent is told, or timed-out children are cancelled, in the same
+            # transaction (the engine's commit): a gate is then asked on its own first
+            if ask is not None:
+                answer = await self.committer.acquire(ask)
+                if not answer.granted:
+                    return answer
             outcome = await self.committer.run_sync(self.engine.commit_step, step, after)
         else:
-            outcome = await self.committer.commit(step)
+            outcome = await self.committer.commit_gated(replace(step, gate=ask))
         if outcome is CommitOutcome.OK:
             self._unbilled -= billed
             if step.continued_as is not None:
@@ -299,31 +332,31 @@ class ExecutionRunner:
             return None
         return await asyncio.to_thread(self.engine.quota_hold, state, self._unbilled)
 
-    async def _flow_hold(
+    def _flow_gate(
         self, state: ExecutionState, runs: list[RunActivity], now: datetime
-    ) -> list[Event] | None:
-        """None when the decision's attempts may start (the store granted every unit and
-        slot they need, or they need none); else the events that hold them (see
-        `wovyr.engine.flow`)."""
+    ) -> tuple[list[Event] | None, FlowAsk | None]:
+        """What the decision's attempts need from flow control (`wovyr.engine.flow`): the
+        gate its step commit takes (None: they need none), or the events holding them (a
+        key that cannot be evaluated, or the refusal of the previous try's gate)."""
         ask = flow_requests(self.definition, state, runs)
         if not ask:
-            return None
+            return None, None
         if ask.problem is not None:
-            return problem_hold(state, now, ask.problem)
-        answer = await self.committer.acquire(
-            FlowAcquire(
-                self.engine.tenant, self.execution_id, self.owner, now, ask.rates, ask.slots
-            )
-        )
-        if not answer.granted:
-            return flow_hold(state, now, answer.wait, answer.reason)
-        self._slots.update(ask.holds)
+            return problem_hold(state, now, ask.problem), None
+        refused, self._refused = self._refused, None
+        if refused is not None:
+            return flow_hold(state, now, refused.wait, refused.reason), None
+        return None, ask
+
+    def _granted_now(self, gate: FlowAsk, runs: list[RunActivity]) -> None:
+        """The step carrying `gate` was written: its attempts hold their slots (released by
+        the commit recording their results) and their units (fresh until MAX_GRANT_AGE)."""
+        self._slots.update(gate.holds)
         at = time.monotonic()
         for run in runs:
-            rates = ask.rates_of.get(run.key)
+            rates = gate.rates_of.get(run.key)
             if rates:
                 self._granted[run.key] = (at, rates)
-        return None
 
     async def _fresh_units(self, run: RunActivity) -> None:
         """A call must follow the units it took closely, or calls granted apart could run

@@ -6,6 +6,7 @@ timers) behaves exactly as in SQLite and PostgreSQL, and the contract suite prov
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,13 +36,17 @@ from wovyr.store.base import (
 from wovyr.store.bulk import BatchItem, BatchRecord
 from wovyr.store.codec import dumps, loads
 from wovyr.store.flow import (
+    WAITER_TTL_SECONDS,
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    FlowKey,
+    GateBook,
+    GatedOutcome,
     RateLimitRecord,
     RateRequest,
     SlotClaim,
-    decide_flow,
+    plain_outcomes,
 )
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.memory.agent_memory import MemoryAgentMemory, StoredMemory
@@ -67,6 +72,8 @@ from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.streams import StreamChunk
 
 __all__ = ["MemoryStore"]
+
+_ENDED = frozenset({"completed", "failed", "cancelled", "continued"})  # a waiter of these is gone
 
 
 def _stored(value: object) -> Any:
@@ -99,6 +106,9 @@ class MemoryStore(
         self._buckets: dict[tuple[str, str], tuple[Bucket, str]] = {}  # -> (row, updated_by)
         # activity concurrency: (tenant, key) -> holder -> (execution id, owner)
         self._activity_slots: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
+        # (tenant, key) -> holder -> (seq, execution id, until): attempts waiting for a slot
+        self._slot_waiters: dict[tuple[str, str], dict[str, tuple[int, str, datetime]]] = {}
+        self._waiter_seq = itertools.count(1)
         self._events: dict[ExecutionKey, list[EventRecord]] = {}
         self._rerun_of: dict[ExecutionKey, str] = {}  # a rerun -> the execution it reruns
         self._timers: dict[tuple[str, str, str], datetime] = {}  # (tenant, id, timer)
@@ -189,26 +199,35 @@ class MemoryStore(
         return True
 
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
+        return plain_outcomes(self._commit_steps(steps, atomic))
+
+    def commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        return self._commit_steps(steps, False)
+
+    def _commit_steps(self, steps: Sequence[StepWrite], atomic: bool) -> list[GatedOutcome]:
         encoded = [self._encode(step) for step in steps]
         with self._lock:
             for step in steps:  # a taken id refuses the batch before anything changes
                 new = step.continued_as
                 if new is not None and (new.tenant, new.id) in self._executions:
                     raise StoreError(f"the continued run's id {new.id} is taken")
-            outcomes = [self._check(step) for step in steps] if atomic else []
-            if not any(c is not CommitOutcome.OK for c in outcomes):
-                outcomes = [
-                    self._check_and_apply(s, e) for s, e in zip(steps, encoded, strict=True)
-                ]
-                if CommitOutcome.OK in outcomes:
+            results: list[GatedOutcome] = [self._check(step) for step in steps] if atomic else []
+            if not any(c is not CommitOutcome.OK for c in results):
+                results = [self._check_and_apply(s, e) for s, e in zip(steps, encoded, strict=True)]
+                if CommitOutcome.OK in results:
                     self.commits += 1
-        self._observers.committed(steps, outcomes)
-        return outcomes
+        self._observers.committed(steps, plain_outcomes(results))
+        return results
 
     def _check_and_apply(
         self, step: StepWrite, encoded: tuple[list[Any], dict[str, object]]
-    ) -> CommitOutcome:
+    ) -> GatedOutcome:
         outcome = self._check(step)
+        if outcome is CommitOutcome.OK and step.gate is not None:
+            # checked first: a step that does not apply takes nothing
+            answer = self._acquire(step.gate)
+            if not answer.granted:
+                return answer
         if outcome is CommitOutcome.OK:
             self._apply(step, encoded)
             if step.slot_released is not None:
@@ -337,26 +356,63 @@ class MemoryStore(
             return [self._acquire(a) for a in asks]
 
     def _acquire(self, ask: FlowAcquire) -> FlowAnswer:
-        tenant, execution_id, owner, now = ask.tenant, ask.execution_id, ask.owner, ask.now
-        rates, slots = ask.rates, ask.slots
         # (the caller holds the lock)
-        buckets: dict[str, Bucket | None] = {
-            r.key: self._buckets[(tenant, r.key)][0]
-            for r in rates
+        tenant, now = ask.tenant, ask.now
+        buckets = {
+            (tenant, r.key): self._buckets[(tenant, r.key)][0]
+            for r in ask.rates
             if (tenant, r.key) in self._buckets
         }
-        holders = {c.key: self._valid_holders(tenant, c.key, now) for c in slots}
-        answer, states = decide_flow(buckets, rates, holders, slots, now.timestamp())
-        for key, bucket in states.items():
-            by = self._buckets.get((tenant, key), (bucket, ""))[1]
-            self._buckets[(tenant, key)] = (bucket, by)
-        if answer.granted:
-            for c in slots:
-                self._activity_slots.setdefault((tenant, c.key), {})[c.holder] = (
-                    execution_id,
-                    owner,
-                )
+        keys = {c.key for c in ask.slots}
+        holders = {(tenant, k): self._valid_holders(tenant, k, now) for k in keys}
+        waiters = {(tenant, k): self._live_waiters(tenant, k, now) for k in keys}
+        book = GateBook(now.timestamp(), buckets, holders, waiters)
+        answer = book.decide(ask)
+        for key, bucket in book.changed():
+            by = self._buckets.get(key, (bucket, ""))[1]
+            self._buckets[key] = (bucket, by)
+        for a, c in book.takes():
+            self._activity_slots.setdefault((tenant, c.key), {})[c.holder] = (
+                a.execution_id,
+                a.owner,
+            )
+            self._slot_waiters.get((tenant, c.key), {}).pop(c.holder, None)
+        until = now + timedelta(seconds=WAITER_TTL_SECONDS)
+        for t, k, holder, execution_id in book.queued():
+            queue = self._slot_waiters.setdefault((t, k), {})
+            seq = queue[holder][0] if holder in queue else next(self._waiter_seq)
+            queue[holder] = (seq, execution_id, until)
         return answer
+
+    def _live_waiters(self, tenant: str, key: str, now: datetime) -> list[str]:
+        """The attempts waiting for a slot of `key`, oldest first; those whose execution
+        ended or who did not come back in time are forgotten."""
+        queue = self._slot_waiters.get((tenant, key), {})
+        for holder, (_, execution_id, until) in list(queue.items()):
+            record = self._executions.get((tenant, execution_id))
+            if record is None or record.status in _ENDED or until < now:
+                del queue[holder]
+        return [h for h, _ in sorted(queue.items(), key=lambda item: item[1][0])]
+
+    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
+        with self._lock:
+            keys = [
+                FlowKey(
+                    "workflow", key, sum(1 for _, h in rows if h), sum(1 for _, h in rows if not h)
+                )
+                for (t, key), rows in sorted(self._slots.items())
+                if t == tenant and rows
+            ]
+            names = sorted(
+                {k for t, k in self._activity_slots if t == tenant}
+                | {k for t, k in self._slot_waiters if t == tenant}
+            )
+            for key in names:
+                running = len(self._valid_holders(tenant, key, now))
+                waiting = len(self._live_waiters(tenant, key, now))
+                if running or waiting:
+                    keys.append(FlowKey("activity", key, running, waiting))
+            return keys
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         with self._lock:

@@ -14,19 +14,22 @@ from typing import Any
 
 from wovyr.store.audit import AuditEntry
 from wovyr.store.flow import (
+    WAITER_TTL_SECONDS,
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    FlowKey,
+    GateBook,
     RateLimitRecord,
     RateRequest,
     SlotClaim,
-    decide_flow,
+    tight_keys,
 )
 from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 
-__all__ = ["PostgresRateLimits", "flow_queries"]
+__all__ = ["FlowGates", "PostgresRateLimits", "flow_queries"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -45,6 +48,139 @@ def _time(seconds: float) -> datetime:
     if seconds <= 0:
         return _EPOCH
     return datetime.fromtimestamp(seconds, UTC)
+
+
+class FlowGates:
+    """The gates of a batch of asks in the caller's transaction (`GateBook` decides): every
+    bucket row they need made if missing and locked, and every activity slot key locked, in
+    one order (tenant, key) before any is read, so concurrent batches never wait on each
+    other in a cycle, and the rows of each slot key counted (`lock`: one round trip, and
+    one more to read the live holders of keys that could be full); the rows written back
+    (`write`: one round trip)."""
+
+    def __init__(self, asks: Sequence[FlowAcquire], now: datetime | None) -> None:
+        self._asks = asks
+        self._now = now  # None: the database's clock
+
+    def lock(self, conn: Connection) -> GateBook:
+        q = flow_queries()
+        fresh: dict[tuple[str, str], RateRequest] = {}
+        for ask in self._asks:
+            for r in ask.rates:
+                if r.capacity is not None and r.per_second is not None:
+                    fresh.setdefault((ask.tenant, r.key), r)
+        made = sorted(fresh)
+        buckets = sorted({(a.tenant, r.key) for a in self._asks for r in a.rates})
+        slots = sorted({(a.tenant, c.key) for a in self._asks for c in a.slots})
+        now = {"now": self._now}
+        with conn.pipeline():
+            at = conn.execute(q["flow_now"], now)
+            if made:
+                conn.execute(
+                    q["buckets_create"],
+                    {**now, "tenants": [t for t, _ in made], "keys": [k for _, k in made],
+                     "capacities": [float(fresh[m].capacity or 0) for m in made],
+                     "rates": [float(fresh[m].per_second or 0) for m in made]},
+                )  # fmt: skip
+            rows = (
+                conn.execute(
+                    q["buckets_lock_all"],
+                    {"tenants": [t for t, _ in buckets], "keys": [k for _, k in buckets]},
+                )
+                if buckets
+                else None
+            )
+            counted = None
+            if slots:
+                keys = {"tenants": [t for t, _ in slots], "keys": [k for _, k in slots]}
+                conn.execute(q["activity_slots_lock_all"], keys)
+                counted = conn.execute(q["activity_slot_counts"], keys)
+            first = at.fetchone()
+            assert first is not None
+            found: dict[tuple[str, str], Bucket] = {}
+            for r in rows.fetchall() if rows is not None else ():
+                found[(r[0], r[1])] = Bucket(
+                    capacity=r[2],
+                    per_second=r[3],
+                    tokens=r[4],
+                    refilled_at=_seconds(r[5]),
+                    wake_at=max(0.0, _seconds(r[6])),
+                    declared=r[7],
+                )
+            counted_rows = counted.fetchall() if counted is not None else []
+            counts = {(r[0], r[1]): r[2] for r in counted_rows}
+            queues = {(r[0], r[1]) for r in counted_rows if r[3]}
+        holders: dict[tuple[str, str], list[str]] = {key: [] for key in slots}
+        waiters: dict[tuple[str, str], list[str]] = {}
+        tight = sorted(tight_keys(self._asks, counts))
+        if tight:  # a second round trip, only for keys that could be full
+            keys = {"tenants": [t for t, _ in tight], "keys": [k for _, k in tight]}
+            with conn.pipeline():
+                held = conn.execute(q["activity_holders_all"], {**keys, **now})
+                waiting = conn.execute(q["activity_waiters_all"], {**keys, **now})
+                for h in held.fetchall():
+                    holders[(h[0], h[1])].append(h[2])
+                for w in waiting.fetchall():
+                    waiters.setdefault((w[0], w[1]), []).append(w[2])
+        return GateBook(_seconds(first[0]), found, holders, waiters, queues)
+
+    @staticmethod
+    def give_back(conn: Connection, book: GateBook, undone: Sequence[FlowAcquire]) -> None:
+        """After `write`: the slots and units of `undone` asks (given back in `book`, their
+        steps did not apply) returned in the same transaction."""
+        q = flow_queries()
+        with conn.pipeline():
+            for ask in undone:
+                for c in ask.slots:
+                    conn.execute(
+                        q["activity_slots_release"],
+                        {"tenant": ask.tenant, "key": c.key, "holder": c.holder},
+                    )
+        FlowGates.write(conn, book, slots=False)
+
+    @staticmethod
+    def write(conn: Connection, book: GateBook, *, slots: bool = True) -> None:
+        q = flow_queries()
+        changed = book.changed()
+        takes = book.takes() if slots else []
+        with conn.pipeline():
+            if changed:
+                b = [bucket for _, bucket in changed]
+                conn.execute(
+                    q["buckets_write"],
+                    {"tenants": [t for (t, _), _ in changed],
+                     "keys": [k for (_, k), _ in changed],
+                     "capacities": [float(x.capacity) for x in b],
+                     "rates": [float(x.per_second) for x in b],
+                     "tokens": [float(x.tokens) for x in b],
+                     "refilled": [_time(x.refilled_at) for x in b],
+                     "wakes": [_time(x.wake_at) for x in b]},
+                )  # fmt: skip
+            if takes:
+                taken = {"tenants": [a.tenant for a, _ in takes],
+                         "keys": [c.key for _, c in takes],
+                         "holders": [c.holder for _, c in takes]}  # fmt: skip
+                conn.execute(
+                    q["activity_slots_take"],
+                    {**taken, "ids": [a.execution_id for a, _ in takes],
+                     "owners": [a.owner for a, _ in takes]},
+                )  # fmt: skip
+            served = book.served() if slots else []
+            if served:  # waiters that took their slots leave their queues
+                conn.execute(
+                    q["activity_waiters_leave"],
+                    {"tenants": [a.tenant for a, _ in served],
+                     "keys": [c.key for _, c in served],
+                     "holders": [c.holder for _, c in served]},
+                )  # fmt: skip
+            queued = book.queued() if slots else []
+            if queued:
+                conn.execute(
+                    q["activity_waiters_join"],
+                    {"tenants": [w[0] for w in queued], "keys": [w[1] for w in queued],
+                     "holders": [w[2] for w in queued], "ids": [w[3] for w in queued],
+                     "until": _time(book.at + WAITER_TTL_SECONDS)},
+                )  # fmt: skip
 
 
 class PostgresRateLimits:
@@ -66,82 +202,24 @@ class PostgresRateLimits:
         return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
 
     def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
-        """One transaction: every bucket row the asks need is made if missing and locked,
-        and every activity slot key locked, in one order (tenant, key) before any is read,
-        so concurrent batches never wait on each other in a cycle; then each ask in turn."""
+        """One transaction of two round trips (`FlowGates`)."""
         if not asks:
             return []
-        q = flow_queries()
-        fresh: dict[tuple[str, str], RateRequest] = {}
-        for ask in asks:
-            for r in ask.rates:
-                if r.capacity is not None and r.per_second is not None:
-                    fresh.setdefault((ask.tenant, r.key), r)
-        bucket_keys = sorted({(a.tenant, r.key) for a in asks for r in a.rates})
-        slot_keys = sorted({(a.tenant, c.key) for a in asks for c in a.slots})
 
         def body(conn: Connection) -> list[FlowAnswer]:
-            row = conn.execute(q["flow_now"], {"now": self._now(asks[0].now)}).fetchone()
-            assert row is not None
-            at: datetime = row[0]
-            for tenant, key in sorted(fresh):  # a missing bucket starts full
-                r = fresh[(tenant, key)]
-                conn.execute(
-                    q["bucket_create"],
-                    {"tenant": tenant, "key": key, "capacity": r.capacity,
-                     "per_second": r.per_second, "at": at},
-                )  # fmt: skip
-            buckets: dict[tuple[str, str], Bucket] = {}
-            for tenant in sorted({t for t, _ in bucket_keys}):
-                keys = [k for t, k in bucket_keys if t == tenant]
-                for r in conn.execute(q["buckets_lock"], {"tenant": tenant, "keys": keys}):
-                    buckets[(tenant, r[0])] = Bucket(
-                        capacity=r[1],
-                        per_second=r[2],
-                        tokens=r[3],
-                        refilled_at=_seconds(r[4]),
-                        wake_at=max(0.0, _seconds(r[5])),
-                        declared=r[6],
-                    )
-            holders: dict[tuple[str, str], list[str]] = {}
-            for tenant, key in slot_keys:
-                conn.execute(q["activity_slot_lock"], {"tenant": tenant, "key": key})
-                rows = conn.execute(
-                    q["activity_holders"], {"tenant": tenant, "key": key, "at": at}
-                ).fetchall()
-                holders[(tenant, key)] = [h[0] for h in rows]
-            answers: list[FlowAnswer] = []
-            changed: set[tuple[str, str]] = set()
-            for ask in asks:
-                mine: dict[str, Bucket | None] = {
-                    k: b for (t, k), b in buckets.items() if t == ask.tenant
-                }
-                held = {k: h for (t, k), h in holders.items() if t == ask.tenant}
-                answer, states = decide_flow(mine, ask.rates, held, ask.slots, _seconds(at))
-                for key, b in states.items():
-                    buckets[(ask.tenant, key)] = b
-                    changed.add((ask.tenant, key))
-                if answer.granted:
-                    for c in ask.slots:
-                        holders.setdefault((ask.tenant, c.key), []).append(c.holder)
-                        conn.execute(
-                            q["activity_slot_take"],
-                            {"tenant": ask.tenant, "key": c.key, "holder": c.holder,
-                             "id": ask.execution_id, "owner": ask.owner},
-                        )  # fmt: skip
-                answers.append(answer)
-            for tenant, key in sorted(changed):
-                b = buckets[(tenant, key)]
-                conn.execute(
-                    q["bucket_write"],
-                    {"tenant": tenant, "key": key, "capacity": b.capacity,
-                     "per_second": b.per_second, "tokens": b.tokens,
-                     "refilled_at": _time(b.refilled_at), "wake_at": _time(b.wake_at)},
-                )  # fmt: skip
+            book = FlowGates(asks, self._now(asks[0].now)).lock(conn)
+            answers = [book.decide(ask) for ask in asks]
+            FlowGates.write(conn, book)
             return answers
 
         answers: list[FlowAnswer] = self._write(body)
         return answers
+
+    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
+        sql = flow_queries()["flow_keys"]
+        params = {"tenant": tenant, "now": self._now(now)}
+        rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), write=False)
+        return [FlowKey(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         sql = flow_queries()["activity_holders_now"]

@@ -1,46 +1,9 @@
--- Named queries of flow control's activity gates (wovyr.store.postgres.flow).
+-- Named queries of flow control's activity gates (wovyr.store.postgres.flow). The gates of a
+-- batch (`FlowGates`) use set-based forms: one statement for every bucket or slot key of the
+-- batch, all sent in one round trip.
 
 -- name: flow_now
 SELECT COALESCE(%(now)s::timestamptz, now());
-
--- name: bucket_create
-INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens, refilled_at)
-VALUES (%(tenant)s, %(key)s, %(capacity)s, %(per_second)s, %(capacity)s, %(at)s)
-ON CONFLICT (tenant, key) DO NOTHING;
-
--- name: buckets_lock
-SELECT key, capacity, per_second, tokens, refilled_at, wake_at, declared
-FROM rate_buckets
-WHERE tenant = %(tenant)s AND key = ANY(%(keys)s::text[])
-ORDER BY key
-FOR UPDATE;
-
--- name: bucket_write
-UPDATE rate_buckets
-SET capacity = %(capacity)s, per_second = %(per_second)s, tokens = %(tokens)s,
-    refilled_at = %(refilled_at)s, wake_at = %(wake_at)s
-WHERE tenant = %(tenant)s AND key = %(key)s;
-
--- name: activity_slot_lock
-SELECT pg_advisory_xact_lock(hashtext('wovyr.activity-slot.' || %(tenant)s), hashtext(%(key)s));
-
--- name: activity_holders
--- The holders whose execution's lease is still their worker's; the others' rows (a
--- crashed or replaced worker's) are deleted on the way.
-WITH stale AS (
-    DELETE FROM activity_slots AS s
-    WHERE s.tenant = %(tenant)s AND s.key = %(key)s
-      AND NOT EXISTS (
-          SELECT FROM executions x
-          WHERE x.tenant = s.tenant AND x.id = s.execution_id
-            AND x.lease_owner = s.owner AND x.lease_until >= %(at)s)
-    RETURNING s.holder
-)
-SELECT s.holder
-FROM activity_slots s
-WHERE s.tenant = %(tenant)s AND s.key = %(key)s
-  AND s.holder NOT IN (SELECT holder FROM stale)
-ORDER BY s.holder;
 
 -- name: activity_holders_now
 SELECT s.holder
@@ -49,12 +12,6 @@ JOIN executions x ON x.tenant = s.tenant AND x.id = s.execution_id
 WHERE s.tenant = %(tenant)s AND s.key = %(key)s AND x.lease_owner = s.owner
   AND x.lease_until >= COALESCE(%(now)s::timestamptz, now())
 ORDER BY s.holder;
-
--- name: activity_slot_take
-INSERT INTO activity_slots (tenant, key, holder, execution_id, owner)
-VALUES (%(tenant)s, %(key)s, %(holder)s, %(id)s, %(owner)s)
-ON CONFLICT (tenant, key, holder) DO UPDATE SET execution_id = EXCLUDED.execution_id,
-    owner = EXCLUDED.owner;
 
 -- name: activity_slots_release
 DELETE FROM activity_slots
@@ -77,3 +34,139 @@ ORDER BY key;
 
 -- name: bucket_delete
 DELETE FROM rate_buckets WHERE tenant = %(tenant)s AND key = %(key)s RETURNING key;
+
+-- name: buckets_create
+-- Missing buckets an activity names with its own numbers start full.
+INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens, refilled_at)
+SELECT b.tenant, b.key, b.capacity, b.per_second, b.capacity,
+       COALESCE(%(now)s::timestamptz, now())
+FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(capacities)s::float8[],
+            %(rates)s::float8[]) AS b(tenant, key, capacity, per_second)
+ON CONFLICT (tenant, key) DO NOTHING;
+
+-- name: buckets_lock_all
+SELECT b.tenant, b.key, b.capacity, b.per_second, b.tokens, b.refilled_at, b.wake_at, b.declared
+FROM rate_buckets b
+JOIN unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
+  ON b.tenant = k.tenant AND b.key = k.key
+ORDER BY b.tenant, b.key
+FOR UPDATE OF b;
+
+-- name: activity_slots_lock_all
+-- The keys come sorted; output expressions are evaluated after the ORDER BY, so the locks
+-- are taken in that order (no two batches wait on each other in a cycle).
+SELECT pg_advisory_xact_lock(hashtext('wovyr.activity-slot.' || k.tenant), hashtext(k.key))
+FROM unnest(%(tenants)s::text[], %(keys)s::text[]) WITH ORDINALITY AS k(tenant, key, n)
+ORDER BY k.n;
+
+-- name: activity_slot_counts
+-- The rows of every key of the batch, holders and waiters (stale ones included): only a
+-- key that could be full needs them read (`activity_holders_all`, `activity_waiters_all`).
+SELECT k.tenant, k.key,
+       (SELECT count(*) FROM activity_slots s WHERE s.tenant = k.tenant AND s.key = k.key)
+     + (SELECT count(*) FROM activity_slot_waiters w
+        WHERE w.tenant = k.tenant AND w.key = k.key),
+       EXISTS (SELECT FROM activity_slot_waiters w WHERE w.tenant = k.tenant AND w.key = k.key)
+FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key);
+
+-- name: activity_waiters_all
+-- The attempts waiting for a slot of every key given, oldest first, that still wait (their
+-- execution has not ended and they came back in time); the others are deleted on the way.
+WITH k AS (
+    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
+), waiters AS (
+    SELECT w.tenant, w.key, w.holder, w.seq,
+           COALESCE(w.until >= COALESCE(%(now)s::timestamptz, now())
+                    AND x.status NOT IN ('completed', 'failed', 'cancelled', 'continued'),
+                    false) AS live
+    FROM k
+    CROSS JOIN LATERAL (
+        SELECT * FROM activity_slot_waiters w WHERE w.tenant = k.tenant AND w.key = k.key) w
+    LEFT JOIN executions x ON x.tenant = w.tenant AND x.id = w.execution_id
+), gone AS (
+    DELETE FROM activity_slot_waiters AS a
+    USING waiters
+    WHERE NOT waiters.live
+      AND a.tenant = waiters.tenant AND a.key = waiters.key AND a.holder = waiters.holder
+)
+SELECT tenant, key, holder FROM waiters WHERE live ORDER BY seq;
+
+-- name: activity_waiters_leave
+DELETE FROM activity_slot_waiters AS a
+USING unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[]) AS w(tenant, key, holder)
+WHERE a.tenant = w.tenant AND a.key = w.key AND a.holder = w.holder;
+
+-- name: activity_waiters_join
+-- A new waiter joins the end of its key's queue (under the key's lock); the others keep
+-- their place and their `until` moves on.
+INSERT INTO activity_slot_waiters (tenant, key, holder, execution_id, until)
+SELECT w.tenant, w.key, w.holder, w.execution_id, %(until)s
+FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[], %(ids)s::text[])
+    WITH ORDINALITY AS w(tenant, key, holder, execution_id, n)
+ORDER BY w.n
+ON CONFLICT (tenant, key, holder) DO UPDATE SET until = EXCLUDED.until;
+
+-- name: activity_holders_all
+-- The holders of every key of the batch whose execution's lease is still their worker's;
+-- the others' rows (a crashed or replaced worker's) are deleted on the way (the select
+-- sees the rows as they were before: it keeps exactly the complement). Key by key, each
+-- holder's execution looked up by its key: the plan stays small whatever the statistics.
+WITH k AS (
+    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
+), slots AS (
+    -- joined on the execution's key alone: a worker's leases are many (no owner index)
+    SELECT s.tenant, s.key, s.holder,
+           COALESCE(x.lease_owner = s.owner
+                    AND x.lease_until >= COALESCE(%(now)s::timestamptz, now()), false) AS live
+    FROM k
+    CROSS JOIN LATERAL (
+        SELECT * FROM activity_slots s WHERE s.tenant = k.tenant AND s.key = k.key) s
+    LEFT JOIN executions x ON x.tenant = s.tenant AND x.id = s.execution_id
+), stale AS (
+    DELETE FROM activity_slots AS a
+    USING slots
+    WHERE NOT slots.live
+      AND a.tenant = slots.tenant AND a.key = slots.key AND a.holder = slots.holder
+)
+SELECT tenant, key, holder FROM slots WHERE live ORDER BY tenant, key, holder;
+
+-- name: activity_slots_take
+INSERT INTO activity_slots (tenant, key, holder, execution_id, owner)
+SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[],
+                     %(ids)s::text[], %(owners)s::text[])
+ON CONFLICT (tenant, key, holder) DO UPDATE SET execution_id = EXCLUDED.execution_id,
+    owner = EXCLUDED.owner;
+
+-- name: buckets_write
+UPDATE rate_buckets AS b
+SET capacity = w.capacity, per_second = w.per_second, tokens = w.tokens,
+    refilled_at = w.refilled_at, wake_at = w.wake_at
+FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(capacities)s::float8[],
+            %(rates)s::float8[], %(tokens)s::float8[], %(refilled)s::timestamptz[],
+            %(wakes)s::timestamptz[])
+     AS w(tenant, key, capacity, per_second, tokens, refilled_at, wake_at)
+WHERE b.tenant = w.tenant AND b.key = w.key;
+
+-- name: flow_keys
+-- The tenant's concurrency keys in use: workflow keys' holders and waiting executions;
+-- activity keys' attempts whose slot still counts and the waiters that still wait.
+SELECT 'workflow' AS kind, key, count(*) FILTER (WHERE holding) AS running,
+       count(*) FILTER (WHERE NOT holding) AS waiting
+FROM flow_slots WHERE tenant = %(tenant)s GROUP BY key
+UNION ALL
+SELECT 'activity', key, count(*) FILTER (WHERE running), count(*) FILTER (WHERE NOT running)
+FROM (
+    SELECT s.key, true AS running
+    FROM activity_slots s
+    JOIN executions x ON x.tenant = s.tenant AND x.id = s.execution_id
+    WHERE s.tenant = %(tenant)s AND x.lease_owner = s.owner
+      AND x.lease_until >= COALESCE(%(now)s::timestamptz, now())
+    UNION ALL
+    SELECT w.key, false
+    FROM activity_slot_waiters w
+    JOIN executions x ON x.tenant = w.tenant AND x.id = w.execution_id
+    WHERE w.tenant = %(tenant)s AND w.until >= COALESCE(%(now)s::timestamptz, now())
+      AND x.status NOT IN ('completed', 'failed', 'cancelled', 'continued')
+) a
+GROUP BY key
+ORDER BY 1 DESC, 2;

@@ -550,8 +550,9 @@ ORDER BY owner;
 -- A batch of steps of DIFFERENT executions in one statement (set-based: one plan, one
 -- round of parameter adaptation, instead of one apply_step per step). Each step is still
 -- checked on its own (seq and, when given, fence); the answer has one row per step, in
--- order: (applied, seq, fence) as apply_step answers. Events, timers removed and timers
--- armed come flattened, each row tagged with the ordinal (1-based) of its step.
+-- order: (applied, seq, fence) as apply_step answers. Events, timers removed, timers
+-- armed and activity slots released come flattened, each row tagged with the ordinal
+-- (1-based) of its step.
 WITH s AS (
     SELECT *
     FROM unnest(
@@ -596,6 +597,12 @@ WITH s AS (
         AS a(i, timer_id, fire_at)
     JOIN step ON step.i = a.i
     ON CONFLICT (tenant, execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
+), released AS (
+    -- the activity concurrency slots of the attempts whose results the steps record
+    DELETE FROM activity_slots AS a
+    USING step, unnest(%(rel_step)b::bigint[], %(rel_key)b::text[], %(rel_holder)b::text[])
+        AS r(i, key, holder)
+    WHERE r.i = step.i AND a.tenant = step.tenant AND a.key = r.key AND a.holder = r.holder
 ), notified AS (
     SELECT count(*) AS n FROM (SELECT pg_notify(%(channel)s, id) FROM step WHERE claimable) q
 )

@@ -55,12 +55,13 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps
+from wovyr.store.flow import FlowAnswer, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
 from wovyr.store.postgres.agent_memory import PostgresAgentMemory
 from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
 from wovyr.store.postgres.bulk import PostgresBulk
-from wovyr.store.postgres.flow import PostgresRateLimits, flow_queries
+from wovyr.store.postgres.flow import FlowGates, PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
@@ -448,24 +449,32 @@ class PostgresStore(
         nothing is written unless every step applies."""
         if not steps:
             return []
-        outcomes = self._commit(steps, atomic)
+        outcomes = plain_outcomes(self._commit(steps, atomic))
         self._observers.committed(steps, outcomes)
         return outcomes
 
-    def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
-        if any(
-            step.debits
-            or step.audit is not None
-            or step.continued_as
-            or step.slot_released
-            or step.flow_released
-            for step in steps
+    def commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        if not steps:
+            return []
+        results = list(self._commit(steps, False))
+        self._observers.committed(steps, plain_outcomes(results))
+        return results
+
+    def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> Sequence[GatedOutcome]:
+        distinct = len({step.key for step in steps}) == len(steps)
+        gated = any(step.gate is not None for step in steps)
+        released = any(step.flow_released for step in steps)
+        ended = any(step.slot_released for step in steps)
+        if any(step.debits or step.audit is not None or step.continued_as for step in steps) or (
+            (gated or released or ended) and (atomic or not distinct)
         ):
             return self._commit_with_debits(steps, atomic)
-        distinct = len({step.key for step in steps}) == len(steps)
-        if len(steps) > 1 and distinct and not atomic:
+        if gated or ended:
+            return self._commit_batched(steps)
+        if distinct and not atomic and (len(steps) > 1 or released):
             # One set-based statement for the batch: its own transaction, one fsync, one
-            # round trip, and a fraction of the per-statement cost on both sides.
+            # round trip, and a fraction of the per-statement cost on both sides (the
+            # activity slots the steps release included).
             rows = self._write_one("apply_steps", support.batch_params(steps, self.channel))
             return [self._outcome(step, row) for step, row in zip(steps, rows, strict=True)]
         params = [{**support.step_params(step), "channel": self.channel} for step in steps]
@@ -501,7 +510,64 @@ class PostgresStore(
         outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=False)]
         return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
 
-    def _commit_with_debits(self, steps: Sequence[StepWrite], atomic: bool) -> list[CommitOutcome]:
+    def _commit_batched(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        """Steps of distinct executions, some carrying flow gates or ending holders of
+        concurrency slots, in one pipelined transaction of three round trips whatever their
+        number: BEGIN, the slot keys' locks and the gates' rows locked and read; the steps
+        whose gates are granted in one set-based statement (which releases their activity
+        slots) together with the gates' writes; the slots the steps end handed on, with
+        COMMIT. A granted step that did not apply (rare) has its gate given back before."""
+        asks = [step.gate for step in steps if step.gate is not None]
+        # The concurrency keys these steps hand slots of, locked first and in one order (a
+        # start locks its key before it writes a row): no two writers wait on each other.
+        keys = sorted({(s.tenant, s.slot_released.key) for s in steps if s.slot_released})
+
+        def body(conn: Connection) -> list[Any]:
+            with conn.pipeline(), conn.transaction():
+                for tenant, key in keys:
+                    conn.execute(self._q["slot_lock"], {"tenant": tenant, "key": key})
+                gates = FlowGates(asks, self._now(asks[0].now)).lock(conn) if asks else None
+                results: list[Any] = [None] * len(steps)
+                go: list[int] = []
+                for i, step in enumerate(steps):
+                    if gates is not None and step.gate is not None:
+                        answer = gates.decide(step.gate)
+                        if not answer.granted:
+                            results[i] = answer
+                            continue
+                    go.append(i)
+                applied = None
+                if go:
+                    params = support.batch_params([steps[i] for i in go], self.channel)
+                    applied = _cursor(conn, False).execute(self._q["apply_steps"], params)
+                if gates is not None:  # as if every granted step applies (sent with them)
+                    FlowGates.write(conn, gates)
+                undone = []
+                for i, row in zip(go, applied.fetchall() if applied else [], strict=True):
+                    results[i] = row
+                    gate = steps[i].gate
+                    if not row[0] and gate is not None and gates is not None:
+                        gates.undo(gate)
+                        undone.append(gate)
+                if undone and gates is not None:
+                    FlowGates.give_back(conn, gates, undone)
+                for step, result in zip(steps, results, strict=True):
+                    ended = step.slot_released
+                    if ended is not None and not isinstance(result, FlowAnswer) and result[0]:
+                        conn.execute(
+                            self._q["release_slot"],
+                            {"tenant": step.tenant, "key": ended.key, "id": step.execution_id,
+                             "limit": ended.limit, "channel": self.channel},
+                        )  # fmt: skip
+            return results
+
+        results = self._run(body, write=True)
+        return [
+            r if isinstance(r, FlowAnswer) else self._outcome(step, r)
+            for step, r in zip(steps, results, strict=True)
+        ]
+
+    def _commit_with_debits(self, steps: Sequence[StepWrite], atomic: bool) -> list[GatedOutcome]:
         """The steps one statement each, and the debits and audit records of those that
         apply, in one transaction (only steps that use a budget with a limit carry debits;
         only steps of the facade's external changes carry an audit record), with the chain's
@@ -512,13 +578,27 @@ class PostgresStore(
         # start locks its key before it writes a row): no two writers wait on each other.
         keys = sorted({(s.tenant, s.slot_released.key) for s in steps if s.slot_released})
 
+        asks = [step.gate for step in steps if step.gate is not None]
+
         def body(conn: Connection) -> list[Any]:
             rows: list[Any] = []
             with conn.transaction():
                 for tenant, key in keys:
                     conn.execute(self._q["slot_lock"], {"tenant": tenant, "key": key})
+                gates = None
+                if asks:  # after the concurrency keys, as everywhere
+                    gates = FlowGates(asks, self._now(asks[0].now)).lock(conn)
                 for step, p in zip(steps, params, strict=True):
+                    if gates is not None and step.gate is not None:
+                        answer = gates.decide(step.gate)
+                        if not answer.granted:
+                            if atomic:
+                                raise psycopg.Rollback()
+                            rows.append(answer)
+                            continue
                     rows.append(conn.execute(self._q["apply_step"], p).fetchone())
+                    if not rows[-1][0] and gates is not None and step.gate is not None:
+                        gates.undo(step.gate)
                     if rows[-1][0]:
                         released = step.slot_released
                         if released is not None:
@@ -544,10 +624,15 @@ class PostgresStore(
                         append_audit_row(conn, step.audit)
                     elif atomic:
                         raise psycopg.Rollback()
+                if gates is not None:
+                    FlowGates.write(conn, gates)
             return rows
 
         rows = self._run(body, write=True)
-        outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=False)]
+        outcomes: list[GatedOutcome] = [
+            row if isinstance(row, FlowAnswer) else self._outcome(step, row)
+            for step, row in zip(steps, rows, strict=False)
+        ]
         return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
 
     def _outcome(self, step: StepWrite, row: Any) -> CommitOutcome:

@@ -116,6 +116,7 @@ def batch_params(steps: Sequence[StepWrite], channel: str) -> dict[str, Any]:
             "tenant", "id", "expected_seq", "fence", "status", "updated_at", "checkpoint", "ready",
             "waiting_on", "output", "error", "release", "events", "ev_step", "ev_n", "ev_type",
             "ev_at", "ev_data", "rm_step", "rm_timer", "arm_step", "arm_timer", "arm_at",
+            "rel_step", "rel_key", "rel_holder",
         )
     }  # fmt: skip
     for i, step in enumerate(steps, start=1):
@@ -147,6 +148,10 @@ def batch_params(steps: Sequence[StepWrite], channel: str) -> dict[str, Any]:
             columns["arm_step"].append(i)
             columns["arm_timer"].append(timer_id)
             columns["arm_at"].append(fire_at)
+        for key, holder in step.flow_released:
+            columns["rel_step"].append(i)
+            columns["rel_key"].append(key)
+            columns["rel_holder"].append(holder)
     return {**columns, "channel": channel}
 
 

@@ -14,13 +14,16 @@ from typing import Any
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
 from wovyr.store.flow import (
+    WAITER_TTL_SECONDS,
     Bucket,
     FlowAcquire,
     FlowAnswer,
+    FlowKey,
+    GateBook,
     RateLimitRecord,
     RateRequest,
     SlotClaim,
-    decide_flow,
+    tight_keys,
 )
 from wovyr.store.records import NewExecution, SlotRelease, SlotState
 from wovyr.store.sqlite.audit import append_audit_row
@@ -28,9 +31,11 @@ from wovyr.store.sqlite.audit import append_audit_row
 __all__ = [
     "SQLiteFlow",
     "SQLiteRateLimits",
+    "read_gates",
     "release_activity_slots",
     "release_slot",
     "take_slot",
+    "write_gates",
 ]
 
 
@@ -134,38 +139,91 @@ def _bucket(row: Any) -> Bucket:
     )
 
 
-def _valid_holders(conn: sqlite3.Connection, tenant: str, key: str, now: int) -> list[str]:
-    """The attempts holding `key`'s slots whose execution's lease is still their worker's;
-    the others' rows (a crashed or replaced worker's) are deleted."""
-    rows = conn.execute(
-        "SELECT s.holder, x.lease_owner = s.owner AND x.lease_until >= ?"
-        " FROM activity_slots s LEFT JOIN executions x"
-        "   ON x.tenant = s.tenant AND x.id = s.execution_id"
-        " WHERE s.tenant = ? AND s.key = ? ORDER BY s.holder",
-        (now, tenant, key),
-    ).fetchall()
-    stale = [(tenant, key, r[0]) for r in rows if not r[1]]
+_BUCKET = "key, capacity, per_second, tokens, refilled_at, wake_at, declared"
+_ENDED = ("completed", "failed", "cancelled", "continued")  # a waiter of these is gone
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBook:
+    """The rows `asks` need, read in the caller's (`BEGIN IMMEDIATE`) transaction: their
+    buckets, and for their slot keys that could be full (`tight_keys`) the holders whose
+    execution's lease is still their worker's and the waiters still waiting, oldest first
+    (the others' rows, a crashed or replaced worker's, an ended execution's or a waiter's
+    that did not come back, are deleted)."""
+    at = max(to_micros(a.now) for a in asks)
+    buckets: dict[tuple[str, str], Bucket] = {}
+    holders: dict[tuple[str, str], list[str]] = {}
+    stale: list[tuple[str, str, str]] = []
+    waiters: dict[tuple[str, str], list[str]] = {}
+    gone: list[tuple[str, str, str]] = []  # waiters whose execution ended or who left
+    queues: set[tuple[str, str]] = set()  # slot keys with waiter rows
+    for tenant in sorted({a.tenant for a in asks}):
+        mine = [a for a in asks if a.tenant == tenant]
+        keys = sorted({r.key for a in mine for r in a.rates})
+        if keys:
+            rows = conn.execute(
+                f"SELECT {_BUCKET} FROM rate_buckets"
+                f" WHERE tenant = ? AND key IN ({_marks(len(keys))})",
+                (tenant, *keys),
+            ).fetchall()
+            buckets.update({(tenant, r[0]): _bucket(r) for r in rows})
+        keys = sorted({c.key for a in mine for c in a.slots})
+        tight: set[tuple[str, str]] = set()
+        if keys:
+            holders.update({(tenant, k): [] for k in keys})
+            marks = _marks(len(keys))
+            counted = conn.execute(
+                "SELECT key, count(*), sum(waiter) FROM (SELECT key, 0 AS waiter"
+                f" FROM activity_slots WHERE tenant = ? AND key IN ({marks}) UNION ALL"
+                f" SELECT key, 1 FROM activity_slot_waiters WHERE tenant = ? AND key IN ({marks}))"
+                " GROUP BY key",
+                (tenant, *keys, tenant, *keys),
+            ).fetchall()
+            tight = tight_keys(mine, {(tenant, k): n for k, n, _ in counted})
+            queues.update((tenant, k) for k, _, w in counted if w)
+        keys = sorted(k for _, k in tight)
+        if keys:  # only keys that could be full: their live holders and waiters
+            waiting = conn.execute(
+                "SELECT w.key, w.holder, w.until >= ? AND x.status IS NOT NULL"
+                f"   AND x.status NOT IN ({_marks(len(_ENDED))})"
+                " FROM activity_slot_waiters w LEFT JOIN executions x"
+                "   ON x.tenant = w.tenant AND x.id = w.execution_id"
+                f" WHERE w.tenant = ? AND w.key IN ({_marks(len(keys))}) ORDER BY w.seq",
+                (at, *_ENDED, tenant, *keys),
+            ).fetchall()
+            for key, holder, live in waiting:
+                if live:
+                    waiters.setdefault((tenant, key), []).append(holder)
+                else:
+                    gone.append((tenant, key, holder))
+            rows = conn.execute(
+                "SELECT s.key, s.holder, x.lease_owner = s.owner AND x.lease_until >= ?"
+                " FROM activity_slots s LEFT JOIN executions x"
+                "   ON x.tenant = s.tenant AND x.id = s.execution_id"
+                f" WHERE s.tenant = ? AND s.key IN ({_marks(len(keys))}) ORDER BY s.key, s.holder",
+                (at, tenant, *keys),
+            ).fetchall()
+            for key, holder, live in rows:
+                if live:
+                    holders[(tenant, key)].append(holder)
+                else:
+                    stale.append((tenant, key, holder))
     if stale:
         conn.executemany(
             "DELETE FROM activity_slots WHERE tenant = ? AND key = ? AND holder = ?", stale
         )
-    return [r[0] for r in rows if r[1]]
+    if gone:
+        conn.executemany(
+            "DELETE FROM activity_slot_waiters WHERE tenant = ? AND key = ? AND holder = ?", gone
+        )
+    return GateBook(at / 1e6, buckets, holders, waiters, queues)
 
 
-_BUCKET = "key, capacity, per_second, tokens, refilled_at, wake_at, declared"
-
-
-def _acquire(conn: sqlite3.Connection, ask: FlowAcquire) -> FlowAnswer:
-    tenant, at = ask.tenant, to_micros(ask.now)
-    keys = sorted({r.key for r in ask.rates})
-    rows = conn.execute(
-        f"SELECT {_BUCKET} FROM rate_buckets WHERE tenant = ?"
-        f" AND key IN ({','.join('?' * len(keys))})",
-        (tenant, *keys),
-    ).fetchall()
-    buckets: dict[str, Bucket | None] = {r[0]: _bucket(r) for r in rows}
-    holders = {c.key: _valid_holders(conn, tenant, c.key, at) for c in ask.slots}
-    answer, states = decide_flow(buckets, ask.rates, holders, ask.slots, at / 1e6)
+def write_gates(conn: sqlite3.Connection, book: GateBook) -> None:
+    """The bucket rows `book` changed and the activity slots it granted."""
     conn.executemany(
         "INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens,"
         " refilled_at, wake_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -182,16 +240,27 @@ def _acquire(conn: sqlite3.Connection, ask: FlowAcquire) -> FlowAnswer:
                 round(b.refilled_at * 1e6),
                 round(b.wake_at * 1e6),
             )
-            for key, b in states.items()
+            for (tenant, key), b in book.changed()
         ],
     )
-    if answer.granted:
-        conn.executemany(
-            "INSERT OR IGNORE INTO activity_slots (tenant, key, holder, execution_id, owner)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [(tenant, c.key, c.holder, ask.execution_id, ask.owner) for c in ask.slots],
-        )
-    return answer
+    takes = book.takes()
+    conn.executemany(
+        "INSERT INTO activity_slots (tenant, key, holder, execution_id, owner)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, key, holder) DO UPDATE"
+        " SET execution_id = excluded.execution_id, owner = excluded.owner",
+        [(a.tenant, c.key, c.holder, a.execution_id, a.owner) for a, c in takes],
+    )
+    conn.executemany(  # a waiter that took its slot leaves the queue
+        "DELETE FROM activity_slot_waiters WHERE tenant = ? AND key = ? AND holder = ?",
+        [(a.tenant, c.key, c.holder) for a, c in book.served()],
+    )
+    until = round((book.at + WAITER_TTL_SECONDS) * 1e6)
+    conn.executemany(  # a new waiter joins the end of its key's queue; the others keep place
+        "INSERT INTO activity_slot_waiters (tenant, key, holder, execution_id, until)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, key, holder) DO UPDATE"
+        " SET until = excluded.until",
+        [(t, k, h, e, until) for t, k, h, e in book.queued()],
+    )
 
 
 class SQLiteRateLimits:
@@ -215,7 +284,27 @@ class SQLiteRateLimits:
         if not asks:
             return []
         with self._write() as conn:
-            return [_acquire(conn, ask) for ask in asks]
+            book = read_gates(conn, asks)
+            answers = [book.decide(ask) for ask in asks]
+            write_gates(conn, book)
+            return answers
+
+    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
+        at = to_micros(now)
+        rows = self._read(
+            "SELECT 'workflow', key, sum(holding), count(*) - sum(holding) FROM flow_slots"
+            " WHERE tenant = ? GROUP BY key"
+            " UNION ALL SELECT 'activity', key, sum(running), sum(1 - running) FROM ("
+            "   SELECT s.key, 1 AS running FROM activity_slots s JOIN executions x"
+            "     ON x.tenant = s.tenant AND x.id = s.execution_id"
+            "   WHERE s.tenant = ? AND x.lease_owner = s.owner AND x.lease_until >= ?"
+            "   UNION ALL SELECT w.key, 0 FROM activity_slot_waiters w JOIN executions x"
+            "     ON x.tenant = w.tenant AND x.id = w.execution_id"
+            f"   WHERE w.tenant = ? AND w.until >= ? AND x.status NOT IN ({_marks(len(_ENDED))})"
+            " ) GROUP BY key ORDER BY 1 DESC, 2",
+            (tenant, tenant, at, tenant, at, *_ENDED),
+        )
+        return [FlowKey(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
     def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
         rows = self._read(

@@ -38,6 +38,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps, from_micros, to_micros
+from wovyr.store.flow import GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.rows import (
     SQLITE,
@@ -55,9 +56,11 @@ from wovyr.store.sqlite.bulk import SQLiteBulk
 from wovyr.store.sqlite.flow import (
     SQLiteFlow,
     SQLiteRateLimits,
+    read_gates,
     release_activity_slots,
     release_slot,
     take_slot,
+    write_gates,
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.registry import SQLiteRegistry
@@ -431,19 +434,39 @@ class SQLiteStore(
     def commit(self, steps: Sequence[StepWrite], atomic: bool = False) -> list[CommitOutcome]:
         """Write a batch of steps in one transaction, each checked on its own; with `atomic`,
         nothing is written unless every step applies."""
+        return plain_outcomes(self._commit_steps(steps, atomic))
+
+    def commit_gated(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+        return self._commit_steps(steps, False)
+
+    def _commit_steps(self, steps: Sequence[StepWrite], atomic: bool) -> list[GatedOutcome]:
         if not steps:
             return []
-        outcomes: list[CommitOutcome] = []
+        results: list[GatedOutcome] = []
+        asks = [step.gate for step in steps if step.gate is not None]
         try:
             with self._write() as conn:
+                book = read_gates(conn, asks) if asks else None
                 for step in steps:
-                    outcomes.append(self._apply_step(conn, step))
-                    if atomic and outcomes[-1] is not CommitOutcome.OK:
-                        raise _Rollback
+                    if book is not None and step.gate is not None:
+                        answer = book.decide(step.gate)
+                        if not answer.granted:  # nothing of the step is written
+                            results.append(answer)
+                            if atomic:
+                                raise _Rollback
+                            continue
+                    results.append(self._apply_step(conn, step))
+                    if results[-1] is not CommitOutcome.OK:
+                        if book is not None and step.gate is not None:
+                            book.undo(step.gate)  # a step that does not apply takes nothing
+                        if atomic:
+                            raise _Rollback
+                if book is not None:
+                    write_gates(conn, book)
         except _Rollback:
-            outcomes += [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
-        self._observers.committed(steps, outcomes)
-        return outcomes
+            results += [CommitOutcome.CONFLICT] * (len(steps) - len(results))
+        self._observers.committed(steps, plain_outcomes(results))
+        return results
 
     def _apply_step(self, conn: sqlite3.Connection, step: StepWrite) -> CommitOutcome:
         # An execution waiting for a concurrency slot stays not ready (and keeps its

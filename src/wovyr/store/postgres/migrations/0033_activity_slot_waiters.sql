@@ -1,0 +1,17 @@
+-- Schema version 33: the queue of attempts waiting for an activity concurrency slot.
+--
+-- An attempt refused a slot of its key is recorded here once (`seq`: the order in which
+-- attempts began to wait, under the key's advisory lock); a slot that frees is kept for
+-- the oldest waiter, which takes it when it looks again, and nobody who came later can
+-- take it first. A waiter counts while its execution has not ended and it came back before
+-- `until` (each look moves it on); its row goes when it takes a slot.
+CREATE TABLE activity_slot_waiters (
+    seq          bigserial PRIMARY KEY,
+    tenant       text NOT NULL,
+    key          text NOT NULL,
+    holder       text NOT NULL,
+    execution_id text NOT NULL,
+    until        timestamptz NOT NULL,
+    UNIQUE (tenant, key, holder)
+);
+CREATE INDEX activity_slot_waiters_by_key ON activity_slot_waiters (tenant, key, seq);
