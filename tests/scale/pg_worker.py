@@ -24,6 +24,7 @@ from pathlib import Path
 from wovyr.activities.base import load_activity_modules
 from wovyr.engine.engine import Engine
 from wovyr.store.base import CommitOutcome, StepWrite
+from wovyr.store.flow import GatedOutcome
 from wovyr.store.postgres import PostgresStore
 from wovyr.worker import Worker
 from wovyr.worker.partitions import parse_partitions
@@ -64,15 +65,16 @@ async def work(engine: Engine, args: argparse.Namespace) -> None:
         max_per_tenant=args.max_per_tenant,
     )
     refused: list[str] = []
-    commit = worker.committer.commit
+    # every step a runner commits goes through `commit_gated` (`commit` is a wrapper of it)
+    commit = worker.committer.commit_gated
 
-    async def counted(step: StepWrite) -> CommitOutcome:
+    async def counted(step: StepWrite) -> GatedOutcome:
         outcome = await commit(step)
         if outcome is CommitOutcome.LEASE_LOST:
             refused.append(step.execution_id)
         return outcome
 
-    worker.committer.commit = counted  # type: ignore[method-assign]
+    worker.committer.commit_gated = counted  # type: ignore[method-assign]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
