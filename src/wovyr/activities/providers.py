@@ -26,10 +26,11 @@ reachable where the policy allows private networks, or lists the host).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -185,7 +186,7 @@ async def chat(
 
     suffix = "/messages" if provider.kind == "anthropic" else "/chat/completions"
     url = provider.base_url.rstrip("/") + suffix
-    try:
+    with _provider_errors(provider, timeout, policy, api_key):
         async with asyncio.timeout(timeout):
             if client is not None:
                 return await _exchange(client, url, api_key, body, policy, on_text, provider.kind)
@@ -193,6 +194,18 @@ async def chat(
             # than a local model call.
             async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as owned:
                 return await _exchange(owned, url, api_key, body, policy, on_text, provider.kind)
+
+
+@contextlib.contextmanager
+def _provider_errors(
+    provider: ProviderConfig, timeout: float | None, policy: SideEffectPolicy, api_key: str | None
+) -> Iterator[None]:
+    """A call to `provider`'s failures as attempt errors: a timeout and an unreachable host
+    retryable, a bad base URL not; and never the key in a message."""
+    import httpx
+
+    try:
+        yield
     except (TimeoutError, httpx.TimeoutException) as exc:
         after = f" after {timeout}s" if timeout is not None else ""
         raise ActivityError(
@@ -250,26 +263,10 @@ async def embed(
             type="InvalidInput",
         )
     url = provider.base_url.rstrip("/") + "/embeddings"
-    try:
+    with _provider_errors(provider, timeout, policy, api_key):
         async with asyncio.timeout(timeout):
             async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as client:
                 return await _embed_exchange(client, url, api_key, model, texts, policy)
-    except (TimeoutError, httpx.TimeoutException) as exc:
-        after = f" after {timeout}s" if timeout is not None else ""
-        raise ActivityError(
-            f"model provider {provider.name!r} did not answer{after}", type="Timeout"
-        ) from exc
-    except httpx.TransportError as exc:
-        if not policy.private_network:
-            raise egress.unreachable(retryable=True) from exc
-        raise ActivityError(
-            f"model provider {provider.name!r} is unreachable: {type(exc).__name__}",
-            type="ProviderUnavailable",
-        ) from exc
-    except httpx.InvalidURL as exc:
-        raise NonRetryableError(
-            f"model provider {provider.name!r} has an invalid base URL", type="InvalidUrl"
-        ) from exc
 
 
 async def _embed_exchange(
