@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TENANT",
+    "FINISHED",
     "MAX_PRIORITY",
     "MAX_TURN_TENANTS",
     "PRIORITY_AGING_SECONDS",
@@ -46,6 +47,9 @@ __all__ = [
     "claim_rank",
 ]
 
+FINISHED = ("completed", "failed", "cancelled", "continued")
+"""The statuses of executions that will not change again (what retention may purge, and
+whose slot waiters are gone)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_TURN_TENANTS = 256  # tenants one claim's `FairShare.turns` may name (one probe each)
 MAX_PRIORITY = 9  # priorities are 0 (the default) to 9

@@ -25,11 +25,9 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.records import FINISHED  # the partial indexes' condition
 
 __all__ = ["FINISHED", "Expired", "RetentionStore"]
-
-FINISHED = ("completed", "failed", "cancelled", "continued")
-"""The statuses of executions that will not change again (the partial indexes' condition)."""
 
 
 @dataclass(frozen=True)

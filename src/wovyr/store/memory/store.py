@@ -73,8 +73,6 @@ from wovyr.store.streams import StreamChunk
 
 __all__ = ["MemoryStore"]
 
-_ENDED = frozenset({"completed", "failed", "cancelled", "continued"})  # a waiter of these is gone
-
 
 def _stored(value: object) -> Any:
     """A copy of `value` as the SQL stores keep it: through the same JSON encoding (tuples
@@ -390,7 +388,7 @@ class MemoryStore(
         queue = self._slot_waiters.get((tenant, key), {})
         for holder, (_, execution_id, until) in list(queue.items()):
             record = self._executions.get((tenant, execution_id))
-            if record is None or record.status in _ENDED or until < now:
+            if record is None or record.status in FINISHED or until < now:
                 del queue[holder]
         return [h for h, _ in sorted(queue.items(), key=lambda item: item[1][0])]
 

@@ -25,7 +25,7 @@ from wovyr.store.flow import (
     SlotClaim,
     tight_keys,
 )
-from wovyr.store.records import NewExecution, SlotRelease, SlotState
+from wovyr.store.records import FINISHED, NewExecution, SlotRelease, SlotState
 from wovyr.store.sqlite.audit import append_audit_row
 
 __all__ = [
@@ -140,7 +140,6 @@ def _bucket(row: Any) -> Bucket:
 
 
 _BUCKET = "key, capacity, per_second, tokens, refilled_at, wake_at, declared"
-_ENDED = ("completed", "failed", "cancelled", "continued")  # a waiter of these is gone
 
 
 def _marks(n: int) -> str:
@@ -188,11 +187,11 @@ def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBoo
         if keys:  # only keys that could be full: their live holders and waiters
             waiting = conn.execute(
                 "SELECT w.key, w.holder, w.until >= ? AND x.status IS NOT NULL"
-                f"   AND x.status NOT IN ({_marks(len(_ENDED))})"
+                f"   AND x.status NOT IN ({_marks(len(FINISHED))})"
                 " FROM activity_slot_waiters w LEFT JOIN executions x"
                 "   ON x.tenant = w.tenant AND x.id = w.execution_id"
                 f" WHERE w.tenant = ? AND w.key IN ({_marks(len(keys))}) ORDER BY w.seq",
-                (at, *_ENDED, tenant, *keys),
+                (at, *FINISHED, tenant, *keys),
             ).fetchall()
             for key, holder, live in waiting:
                 if live:
@@ -300,9 +299,9 @@ class SQLiteRateLimits:
             "   WHERE s.tenant = ? AND x.lease_owner = s.owner AND x.lease_until >= ?"
             "   UNION ALL SELECT w.key, 0 FROM activity_slot_waiters w JOIN executions x"
             "     ON x.tenant = w.tenant AND x.id = w.execution_id"
-            f"   WHERE w.tenant = ? AND w.until >= ? AND x.status NOT IN ({_marks(len(_ENDED))})"
+            f"   WHERE w.tenant = ? AND w.until >= ? AND x.status NOT IN ({_marks(len(FINISHED))})"
             " ) GROUP BY key ORDER BY 1 DESC, 2",
-            (tenant, tenant, at, tenant, at, *_ENDED),
+            (tenant, tenant, at, tenant, at, *FINISHED),
         )
         return [FlowKey(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
