@@ -32,6 +32,7 @@ from wovyr.store.audit import AuditEntry
 from wovyr.store.records import CommitOutcome, SlotState, StepWrite
 
 __all__ = [
+    "GRANTED",
     "NEVER",
     "SLOT_RECHECK_SECONDS",
     "WAITER_TTL_SECONDS",
@@ -45,7 +46,6 @@ __all__ = [
     "RateLimitRecord",
     "RateRequest",
     "SlotClaim",
-    "decide_flow",
     "plain_outcomes",
     "rate_refused",
     "slot_blocked",
@@ -143,9 +143,19 @@ class Bucket:
     declared: bool = False
 
     def refill(self, now: float) -> Bucket:
-        """The bucket as of `now`: refilled at its rate, up to its capacity."""
+        """The bucket as of `now`: refilled at its rate, up to its capacity (itself when
+        that changes nothing: the gates of one transaction share their `now`)."""
+        if now <= self.refilled_at and self.tokens <= self.capacity:
+            return self
         gained = max(0.0, now - self.refilled_at) * self.per_second
         return self.holding(min(self.capacity, self.tokens + gained), max(now, self.refilled_at))
+
+    def shaped(self, capacity: float, per_second: float) -> Bucket:
+        """This bucket as an activity that names it declares it (`capacity`, `per_second`):
+        an admin's declared bucket keeps its own numbers."""
+        if self.declared or (capacity == self.capacity and per_second == self.per_second):
+            return self
+        return Bucket(capacity, per_second, self.tokens, self.refilled_at, self.wake_at)
 
     def holding(self, tokens: float, refilled_at: float | None = None) -> Bucket:
         """This bucket with `tokens` (as of `refilled_at`, default its own): built directly,
@@ -181,68 +191,20 @@ def slot_refused(key: str, limit: int, holders: Sequence[str], ahead: int = 0) -
     return f"{text}, {ahead} waiting before it" if ahead else text  # one waiting_on clause
 
 
-def slot_blocked(
-    claim: SlotClaim, holders: dict[str, list[str]], waiters: dict[str, list[str]]
-) -> str | None:
-    """Why `claim` cannot have a slot now (None: it can): its key's slots are held, or the
-    free ones are kept for the attempts that began to wait before it (`waiters`, oldest
+def slot_blocked(claim: SlotClaim, held: list[str], queue: list[str]) -> str | None:
+    """Why `claim` cannot have a slot now (None: it can): its key's slots are `held`, or the
+    free ones are kept for the attempts that began to wait before it (`queue`, oldest
     first; a slot that frees goes to the oldest)."""
-    held = holders.get(claim.key, [])
     if claim.holder in held:
         return None
-    queue = waiters.get(claim.key, [])
     ahead = queue.index(claim.holder) if claim.holder in queue else len(queue)
     if len(held) + ahead < claim.limit:
         return None
     return slot_refused(claim.key, claim.limit, held, ahead)
 
 
-def decide_flow(
-    buckets: dict[str, Bucket | None],
-    rates: Sequence[RateRequest],
-    holders: dict[str, list[str]],
-    slots: Sequence[SlotClaim],
-    now: float,
-    waiters: dict[str, list[str]] | None = None,
-) -> tuple[FlowAnswer, dict[str, Bucket]]:
-    """What `acquire_flow` answers, given the buckets' rows (None: not made yet), the
-    attempts holding each slot key now and those waiting for one (oldest first); and the
-    rows to write back: refilled, less the units taken when granted (a refusal takes
-    nothing and remembers the waiter's look)."""
-    refusals: list[tuple[float, str]] = []
-    states: dict[str, Bucket] = {}
-    need: dict[str, float] = {}
-    for request in rates:
-        bucket = states.get(request.key) or buckets.get(request.key)
-        declared = bucket is not None and bucket.declared
-        if not declared and request.capacity is not None and request.per_second is not None:
-            # made (or reshaped) by the activity that names it
-            bucket = Bucket(
-                capacity=request.capacity,
-                per_second=request.per_second,
-                tokens=request.capacity if bucket is None else bucket.tokens,
-                refilled_at=now if bucket is None else bucket.refilled_at,
-                wake_at=0.0 if bucket is None else bucket.wake_at,
-            )
-        if bucket is None:
-            refusals.append((NEVER, f"rate limit {request.key}: no such bucket"))
-            continue
-        states[request.key] = bucket.refill(now)
-        need[request.key] = need.get(request.key, 0.0) + request.units
-    for key, units in need.items():
-        bucket = states[key]
-        if bucket.tokens < units:
-            states[key], wait = bucket.wait_for(units, now)
-            refusals.append((wait, rate_refused(key, wait)))
-    for claim in slots:
-        blocked = slot_blocked(claim, holders, waiters or {})
-        if blocked is not None:
-            refusals.append((SLOT_RECHECK_SECONDS, blocked))
-    if refusals:
-        wait, reason = max(refusals)
-        return FlowAnswer(granted=False, wait=wait, reason=reason), states
-    taken = {k: b.holding(b.tokens - need[k]) for k, b in states.items()}
-    return FlowAnswer(granted=True), taken
+#: The answer of every granted gate (answers are immutable).
+GRANTED = FlowAnswer(granted=True)
 
 
 def tight_keys(
@@ -285,39 +247,82 @@ class GateBook:
         self._holders = holders
         self._waiters = waiters or {}
         self._changed: set[tuple[str, str]] = set()
-        self._granted: dict[int, tuple[FlowAcquire, dict[str, float]]] = {}
+        # id(ask) -> the ask granted and the units it took by (tenant, bucket key)
+        self._granted: dict[int, tuple[FlowAcquire, dict[tuple[str, str], float]]] = {}
         # (tenant, key, holder) -> execution id: refused a slot, in the queue (until TTL)
         self._queued: dict[tuple[str, str, str], str] = {}
 
     def decide(self, ask: FlowAcquire) -> FlowAnswer:
-        t = ask.tenant
-        mine: dict[str, Bucket | None] = {
-            r.key: self._buckets[(t, r.key)] for r in ask.rates if (t, r.key) in self._buckets
-        }
-        held = {c.key: self._holders.setdefault((t, c.key), []) for c in ask.slots}
-        queue = {c.key: self._waiters.setdefault((t, c.key), []) for c in ask.slots}
-        answer, states = decide_flow(mine, ask.rates, held, ask.slots, self.at, queue)
-        for key, b in states.items():
-            self._buckets[(t, key)] = b
-            self._changed.add((t, key))
-        if answer.granted:
-            need: dict[str, float] = {}
-            for r in ask.rates:
-                need[r.key] = need.get(r.key, 0.0) + r.units
-            for c in ask.slots:
-                if c.holder not in held[c.key]:
-                    held[c.key].append(c.holder)
-                if c.holder in queue[c.key]:
-                    queue[c.key].remove(c.holder)
-                self._queued.pop((t, c.key, c.holder), None)
+        """Grant `ask` every rate-limit unit and activity slot it asks, or nothing (then how
+        long to wait: the longest of its refusals, and why). The buckets are refilled to
+        `at`; a bucket not declared by an admin takes the shape its request declares (made
+        full by the first); a refusal takes nothing but remembers the waiter's look; a
+        claim refused its slot joins (or keeps its place in) its key's queue. One call per
+        gated attempt, on the worker's hot path: no allocation beyond the rows that change."""
+        t, now = ask.tenant, self.at
+        buckets = self._buckets
+        refusals: list[tuple[float, str]] | None = None
+        states: dict[tuple[str, str], Bucket] = {}
+        need: dict[tuple[str, str], float] = {}
+        for request in ask.rates:
+            key = (t, request.key)
+            bucket = states.get(key) or buckets.get(key)
+            if request.capacity is not None and request.per_second is not None:
+                # made (or reshaped) by the activity that names it
+                bucket = (
+                    Bucket(request.capacity, request.per_second, request.capacity, now)
+                    if bucket is None
+                    else bucket.shaped(request.capacity, request.per_second)
+                )
+            if bucket is None:
+                refusals = refusals or []
+                refusals.append((NEVER, f"rate limit {request.key}: no such bucket"))
+                continue
+            states[key] = bucket.refill(now)
+            need[key] = need.get(key, 0.0) + request.units
+        for key, units in need.items():
+            bucket = states[key]
+            if bucket.tokens < units:
+                states[key], wait = bucket.wait_for(units, now)
+                refusals = refusals or []
+                refusals.append((wait, rate_refused(key[1], wait)))
+        for claim in ask.slots:
+            key = (t, claim.key)
+            held = self._holders.setdefault(key, [])
+            blocked = slot_blocked(claim, held, self._waiters.get(key, []))
+            if blocked is not None:
+                refusals = refusals or []
+                refusals.append((SLOT_RECHECK_SECONDS, blocked))
+        if refusals is None:
+            for key, units in need.items():
+                bucket = states[key]
+                states[key] = bucket.holding(bucket.tokens - units)
+        for key, bucket in states.items():
+            if buckets.get(key) is not bucket:
+                buckets[key] = bucket
+                self._changed.add(key)
+        if refusals is None:
+            for claim in ask.slots:
+                key = (t, claim.key)
+                held = self._holders[key]
+                if claim.holder not in held:
+                    held.append(claim.holder)
+                queue = self._waiters.get(key)
+                if queue and claim.holder in queue:
+                    queue.remove(claim.holder)
+                if self._queued:
+                    self._queued.pop((t, claim.key, claim.holder), None)
             self._granted[id(ask)] = (ask, need)
-            return answer
-        for c in ask.slots:  # a claim refused its slot joins (or stays in) the key's queue
-            if slot_blocked(c, held, queue) is not None:
-                if c.holder not in queue[c.key]:
-                    queue[c.key].append(c.holder)
-                self._queued[(t, c.key, c.holder)] = ask.execution_id
-        return answer
+            return GRANTED
+        for claim in ask.slots:  # a claim refused its slot joins (or stays in) the key's queue
+            key = (t, claim.key)
+            queue = self._waiters.setdefault(key, [])
+            if slot_blocked(claim, self._holders[key], queue) is not None:
+                if claim.holder not in queue:
+                    queue.append(claim.holder)
+                self._queued[(t, claim.key, claim.holder)] = ask.execution_id
+        wait, reason = max(refusals)
+        return FlowAnswer(granted=False, wait=wait, reason=reason)
 
     def queued(self) -> list[tuple[str, str, str, str]]:
         """The waiters to record (tenant, key, holder, execution id): new ones at the end
@@ -330,8 +335,8 @@ class GateBook:
         if granted is None:
             return
         for key, units in granted[1].items():
-            b = self._buckets[(ask.tenant, key)]
-            self._buckets[(ask.tenant, key)] = b.holding(min(b.capacity, b.tokens + units))
+            b = self._buckets[key]
+            self._buckets[key] = b.holding(min(b.capacity, b.tokens + units))
         for c in ask.slots:
             held = self._holders[(ask.tenant, c.key)]
             if c.holder in held:

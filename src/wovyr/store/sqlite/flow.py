@@ -174,11 +174,11 @@ def read_gates(conn: sqlite3.Connection, asks: Sequence[FlowAcquire]) -> GateBoo
         if keys:
             holders.update({(tenant, k): [] for k in keys})
             marks = _marks(len(keys))
-            counted = conn.execute(
-                "SELECT key, count(*), sum(waiter) FROM (SELECT key, 0 AS waiter"
-                f" FROM activity_slots WHERE tenant = ? AND key IN ({marks}) UNION ALL"
-                f" SELECT key, 1 FROM activity_slot_waiters WHERE tenant = ? AND key IN ({marks}))"
-                " GROUP BY key",
+            counted = conn.execute(  # slot rows counted by triggers (migration 0034)
+                "SELECT key, sum(n), sum(waiter) FROM (SELECT key, n, 0 AS waiter"
+                f" FROM activity_slot_counts WHERE tenant = ? AND key IN ({marks}) UNION ALL"
+                " SELECT key, 1, 1 FROM activity_slot_waiters"
+                f" WHERE tenant = ? AND key IN ({marks})) GROUP BY key",
                 (tenant, *keys, tenant, *keys),
             ).fetchall()
             tight = tight_keys(mine, {(tenant, k): n for k, n, _ in counted})
