@@ -219,6 +219,8 @@ def postgres_claims(url: str, count: int, rounds: int) -> dict[str, Any]:
 
 def end_to_end(open_engine: Callable[[], Engine], count: int, rounds: int) -> dict[str, Any]:
     rates: dict[str, list[float]] = {"plain": [], "gated": []}
+    if count <= 0:  # --e2e 0: the claim figures only
+        return {"plain_per_s": 0.0, "gated_per_s": 0.0, "ratio": 0.0}
     for n in range(rounds):
         order = ("plain", "gated") if n % 2 == 0 else ("gated", "plain")
         for kind in order:

@@ -16,7 +16,7 @@ from tests.conftest import make_store
 from tests.contract.test_store_fair_claim import start
 
 from wovyr.store.base import CommitOutcome, StepWrite, Store
-from wovyr.store.flow import WAITER_TTL_SECONDS, FlowKey, SlotClaim
+from wovyr.store.flow import HOLD_TIMER_PREFIX, WAITER_TTL_SECONDS, FlowKey, SlotClaim
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -32,7 +32,7 @@ def ask(store: Store, name: str, at: datetime = T0, limit: int = 1) -> tuple[boo
     return answer.granted, answer.reason
 
 
-def end_attempt(store: Store, name: str, *, status: str = "running") -> None:
+def end_attempt(store: Store, name: str, *, status: str = "running", atomic: bool = False) -> None:
     """The step that records `name`'s attempt's result (and releases its slot)."""
     record = store.load(name, "t")
     assert record is not None
@@ -47,7 +47,7 @@ def end_attempt(store: Store, name: str, *, status: str = "running") -> None:
         tenant="t",
         flow_released=[("k", f"{name}/a/1")],
     )
-    assert store.commit([step]) == [CommitOutcome.OK]
+    assert store.commit([step], atomic=atomic) == [CommitOutcome.OK]
 
 
 def test_a_freed_slot_goes_to_the_oldest_waiter(store: Store) -> None:
@@ -148,3 +148,61 @@ def test_flow_keys_say_what_runs_and_what_waits(store: Store) -> None:
     assert store.flow_keys("u", T0) == []  # per tenant
     later = T0 + timedelta(seconds=WAITER_TTL_SECONDS + 1)
     assert store.flow_keys("t", later) == [FlowKey("activity", "k", 1, 0)]  # they left
+
+
+def hold(store: Store, name: str, fire_at: datetime, *timers: str) -> None:
+    """`name`'s attempts held by a gate: its durable timers (`flow:<seq>` the hold)."""
+    record = store.load(name, "t")
+    assert record is not None
+    step = StepWrite(
+        execution_id=name,
+        expected_seq=record.seq,
+        events=[],
+        checkpoint={},
+        status="running",
+        updated_at=T0,
+        fence=record.fence,
+        tenant="t",
+        timers_armed=[(t, fire_at) for t in timers],
+    )
+    assert store.commit([step]) == [CommitOutcome.OK]
+
+
+def due(store: Store, at: datetime) -> set[tuple[str, str]]:
+    return {(t.execution_id, t.timer_id) for t in store.due_timers(at, 100)}
+
+
+@pytest.mark.parametrize("atomic", [False, True])  # PostgreSQL: batched, step by step
+def test_a_freed_slot_wakes_its_oldest_waiter(store: Store, atomic: bool) -> None:
+    """The step that frees a slot moves the hold of the key's oldest waiter whose execution
+    has not ended to its own time: it looks again at once, not at its recheck. One waiter
+    per slot freed; other timers and later waiters keep their times."""
+    running(store, "e1", "e2", "e3", "e4")
+    recheck = T0 + timedelta(seconds=30)
+    assert ask(store, "e1") == (True, "")
+    for name in ("e2", "e3", "e4"):
+        assert not ask(store, name)[0]
+        hold(store, name, recheck, f"{HOLD_TIMER_PREFIX}{name}", "sleep:1")
+    finish(store, "e2")  # the oldest waiter ended: the next one is woken instead
+    assert due(store, T0) == set()
+    end_attempt(store, "e1", atomic=atomic)
+    assert due(store, T0) == {("e3", f"{HOLD_TIMER_PREFIX}e3")}
+    assert ("e4", f"{HOLD_TIMER_PREFIX}e4") in due(store, recheck)  # e4 keeps its time
+
+
+def finish(store: Store, name: str) -> None:
+    record = store.load(name, "t")
+    assert record is not None
+    step = StepWrite(
+        execution_id=name,
+        expected_seq=record.seq,
+        events=[],
+        checkpoint={},
+        status="cancelled",
+        updated_at=T0,
+        fence=record.fence,
+        tenant="t",
+        ready=False,
+        release_lease=True,
+    )
+    assert store.commit([step]) == [CommitOutcome.OK]

@@ -177,6 +177,51 @@ def test_a_gated_attempt_costs_no_transaction_of_its_own(
     assert store.activity_slot_holders(engine.tenant, "adders", engine.clock.now()) == []
 
 
+ONE_AT_A_TIME = wf(
+    """
+    inputs:
+      n: {type: integer, default: 1}
+    activities:
+      - id: a
+        tool: add
+        with: {x: "${{ inputs.n }}"}
+        concurrency: {key: "one", limit: 1}
+    """,
+    name="one-at-a-time",
+)
+
+
+def test_a_freed_activity_slot_wakes_its_waiter_at_once(
+    engine: Engine, calls: list[Any], clock: ManualClock
+) -> None:
+    """Three executions whose attempts share one slot, the clock standing still: each
+    attempt refused the slot is held by a timer due at its recheck (later than now), and
+    the step that frees the slot moves the oldest waiter's to now; so all three run, one
+    after the other, without the clock moving (without the wake the worker would stop idle
+    with two executions held)."""
+    import asyncio
+
+    from wovyr.worker import Worker
+
+    before = clock.now()
+
+    async def main() -> list[str]:
+        worker = Worker(engine, concurrency=4)
+        try:
+            ids = [(await worker.start(ONE_AT_A_TIME, {"n": n})).id for n in (1, 2, 3)]
+            await worker.run_until_idle(only=ids)
+            return ids
+        finally:
+            await worker.close()
+
+    ids = asyncio.run(main())
+    assert clock.now() == before
+    assert [engine.query(i).status for i in ids] == ["completed"] * 3
+    assert sorted(x for _, x in calls) == [1, 2, 3]
+    held = [e for i in ids for e in engine.history(i) if e.type == "TimerArmed"]
+    assert len(held) >= 2  # two of them waited for the slot
+
+
 def test_starting_an_existing_id_returns_it(engine: Engine, calls: list[Any]) -> None:
     first = engine.start(THREE_STEPS, {"n": 1}, execution_id="order-1")
     again = engine.start(THREE_STEPS, {"n": 99}, execution_id="order-1")

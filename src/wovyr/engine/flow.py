@@ -20,7 +20,7 @@ from wovyr.engine.core.policy import RunActivity
 from wovyr.engine.core.state import ExecutionState
 from wovyr.engine.core.waits import FLOW_HOLD
 from wovyr.events import Event, TimerArmed
-from wovyr.store.flow import RateRequest, SlotClaim
+from wovyr.store.flow import HOLD_TIMER_PREFIX, RateRequest, SlotClaim
 
 __all__ = ["MAX_GRANT_AGE", "FlowAsk", "flow_hold", "flow_requests", "gated", "problem_hold"]
 
@@ -99,7 +99,7 @@ def flow_hold(state: ExecutionState, now: datetime, wait: float, reason: str) ->
         return []
     fire_at = now + timedelta(seconds=max(wait, 0.001))
     armed = TimerArmed(
-        timer=f"{FLOW_HOLD}:{state.seq}",
+        timer=f"{HOLD_TIMER_PREFIX}{state.seq}",
         purpose=FLOW_HOLD,
         fire_at=fire_at.isoformat(),
         reason=reason,

@@ -33,6 +33,7 @@ from wovyr.store.records import CommitOutcome, SlotState, StepWrite
 
 __all__ = [
     "GRANTED",
+    "HOLD_TIMER_PREFIX",
     "NEVER",
     "SLOT_RECHECK_SECONDS",
     "WAITER_TTL_SECONDS",
@@ -53,6 +54,10 @@ __all__ = [
     "tight_keys",
 ]
 
+#: The durable timer holding an execution's attempts that a gate refused is `flow:<seq>`.
+#: A step that frees activity slots moves the holds of its keys' oldest waiters (one per
+#: slot freed) to its own time, so they look again at once instead of at their recheck.
+HOLD_TIMER_PREFIX = "flow:"
 SLOT_RECHECK_SECONDS = 0.5  # how soon an attempt refused an activity slot looks again
 NEVER = 3600.0  # the wait of a request no bucket can ever grant (it looks again hourly)
 # An attempt waiting for an activity slot keeps its place in the key's queue while it comes

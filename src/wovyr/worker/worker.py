@@ -117,6 +117,7 @@ class Worker:
         self.runners: dict[ExecutionKey, ExecutionRunner] = {}  # by (tenant, id)
         self.stats = WorkerStats()
         self._tasks: dict[ExecutionKey, asyncio.Task[None]] = {}
+        self._ended = 0  # runner tasks ended so far (run_until_idle looks again after one)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poke: asyncio.Event | None = None
         self._stopping = False
@@ -249,6 +250,7 @@ class Worker:
         def done(_: asyncio.Task[None]) -> None:
             self.runners.pop(key, None)
             self._tasks.pop(key, None)
+            self._ended += 1
             if self._poke is not None:
                 self._poke.set()
 
@@ -380,6 +382,9 @@ class Worker:
         self._store_retries = store_retries
         try:
             while True:
+                # A runner that ends while the tick looks (its last commit made a timer due
+                # or an execution ready after the tick read) means: look again.
+                ended = self._ended
                 did = await self.tick(only() if callable(only) else only)
                 if self._tasks:
                     done, _ = await asyncio.wait(
@@ -389,7 +394,7 @@ class Worker:
                     if failed:
                         raise failed[0]  # type: ignore[misc]
                     continue
-                if not did:
+                if not did and self._ended == ended:
                     return
         finally:
             self._store_retries = None

@@ -36,6 +36,7 @@ from wovyr.store.base import (
 from wovyr.store.bulk import BatchItem, BatchRecord
 from wovyr.store.codec import dumps, loads
 from wovyr.store.flow import (
+    HOLD_TIMER_PREFIX,
     WAITER_TTL_SECONDS,
     Bucket,
     FlowAcquire,
@@ -107,6 +108,8 @@ class MemoryStore(
         # (tenant, key) -> holder -> (seq, execution id, until): attempts waiting for a slot
         self._slot_waiters: dict[tuple[str, str], dict[str, tuple[int, str, datetime]]] = {}
         self._waiter_seq = itertools.count(1)
+        # (tenant, execution id) of waiters a freed slot woke (until they look again)
+        self._woken: set[ExecutionKey] = set()
         self._events: dict[ExecutionKey, list[EventRecord]] = {}
         self._rerun_of: dict[ExecutionKey, str] = {}  # a rerun -> the execution it reruns
         self._timers: dict[tuple[str, str, str], datetime] = {}  # (tenant, id, timer)
@@ -230,8 +233,8 @@ class MemoryStore(
             self._apply(step, encoded)
             if step.slot_released is not None:
                 self._release_slot(step.tenant, step.execution_id, step.slot_released)
-            for key, holder in step.flow_released:
-                self._activity_slots.get((step.tenant, key), {}).pop(holder, None)
+            if step.flow_released:
+                self._release_activity_slots(step.tenant, step.flow_released, step.updated_at)
             if step.continued_as is not None:
                 self._insert_execution(step.continued_as)
             self._append_audit(step.audit)
@@ -278,8 +281,10 @@ class MemoryStore(
             events.append(EventRecord(step.execution_id, base + i + 1, e.type, e.at, stored))
         for timer in step.timers_removed:
             self._timers.pop((*key, timer), None)
-        for timer, at in step.timers_armed:
-            self._timers[(*key, timer)] = at
+        for timer, fire_at in step.timers_armed:
+            if timer.startswith(HOLD_TIMER_PREFIX) and key in self._woken:
+                fire_at = min(fire_at, step.updated_at)  # noqa: PLW2901 (woken before armed)
+            self._timers[(*key, timer)] = fire_at
         changes: dict[str, object] = {
             **values,
             "seq": base + len(step.events),
@@ -375,12 +380,43 @@ class MemoryStore(
                 a.owner,
             )
             self._slot_waiters.get((tenant, c.key), {}).pop(c.holder, None)
+            self._woken.discard((tenant, a.execution_id))
         until = now + timedelta(seconds=WAITER_TTL_SECONDS)
         for t, k, holder, execution_id in book.queued():
+            self._woken.discard((t, execution_id))  # looked again: no longer woken
             queue = self._slot_waiters.setdefault((t, k), {})
             seq = queue[holder][0] if holder in queue else next(self._waiter_seq)
             queue[holder] = (seq, execution_id, until)
         return answer
+
+    def _release_activity_slots(
+        self, tenant: str, released: Sequence[tuple[str, str]], at: datetime
+    ) -> None:
+        """Free the slots `released` (key, holder) and wake, for each slot freed, the oldest
+        waiter of its key not woken yet whose execution has not ended: marked woken, and
+        its hold timer, if armed already, due at `at`."""
+        freed: Counter[str] = Counter()
+        for key, holder in released:
+            self._activity_slots.get((tenant, key), {}).pop(holder, None)
+            freed[key] += 1
+        woken: set[ExecutionKey] = set()
+        for key, count in freed.items():
+            n = count
+            for _, execution_id, _until in sorted(
+                self._slot_waiters.get((tenant, key), {}).values()
+            ):
+                record = self._executions.get((tenant, execution_id))
+                waiter = (tenant, execution_id)
+                if record is None or record.status in FINISHED or waiter in self._woken:
+                    continue
+                self._woken.add(waiter)
+                woken.add(waiter)
+                n -= 1
+                if n == 0:
+                    break
+        for timer, fire_at in list(self._timers.items()) if woken else ():
+            if timer[:2] in woken and timer[2].startswith(HOLD_TIMER_PREFIX) and fire_at > at:
+                self._timers[timer] = at
 
     def _live_waiters(self, tenant: str, key: str, now: datetime) -> list[str]:
         """The attempts waiting for a slot of `key`, oldest first; those whose execution

@@ -133,7 +133,7 @@ class FlowGates:
             for ask in undone:
                 for c in ask.slots:
                     conn.execute(
-                        q["activity_slots_release"],
+                        q["activity_slot_give_back"],
                         {"tenant": ask.tenant, "key": c.key, "holder": c.holder},
                     )
         FlowGates.write(conn, book, slots=False)

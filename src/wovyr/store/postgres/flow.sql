@@ -13,9 +13,37 @@ WHERE s.tenant = %(tenant)s AND s.key = %(key)s AND x.lease_owner = s.owner
   AND x.lease_until >= COALESCE(%(now)s::timestamptz, now())
 ORDER BY s.holder;
 
--- name: activity_slots_release
+-- name: activity_slot_give_back
+-- A slot granted to a step that did not apply, given back in the same transaction.
 DELETE FROM activity_slots
 WHERE tenant = %(tenant)s AND key = %(key)s AND holder = %(holder)s;
+
+-- name: activity_slots_release
+-- A slot freed wakes its key's oldest waiter not woken yet whose execution has not ended:
+-- marked woken at `at`, its hold timer `flow:<seq>` (if armed already) due at `at`, and
+-- the workers told; as `apply_steps` does.
+WITH gone AS (
+    DELETE FROM activity_slots
+    WHERE tenant = %(tenant)s AND key = %(key)s AND holder = %(holder)s
+    RETURNING key
+), picked AS (
+    SELECT w.seq, w.execution_id FROM activity_slot_waiters w
+    JOIN executions x ON x.tenant = w.tenant AND x.id = w.execution_id
+    WHERE w.tenant = %(tenant)s AND w.key = %(key)s AND w.woken IS NULL
+      AND x.status NOT IN ('completed', 'failed', 'cancelled', 'continued')
+      AND EXISTS (SELECT FROM gone)
+    ORDER BY w.seq LIMIT 1
+), marked AS (
+    UPDATE activity_slot_waiters AS w SET woken = %(at)s FROM picked WHERE w.seq = picked.seq
+), woken AS (
+    UPDATE timers AS t
+    SET fire_at = %(at)s
+    FROM picked
+    WHERE t.tenant = %(tenant)s AND t.execution_id = picked.execution_id
+      AND t.timer_id LIKE 'flow:%%' AND t.fire_at > %(at)s
+    RETURNING t.execution_id
+)
+SELECT count(pg_notify(%(channel)s, execution_id)) FROM woken;
 
 -- name: bucket_declare
 INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens, refilled_at, declared,
@@ -62,12 +90,30 @@ ORDER BY k.n;
 -- name: activity_slot_counts
 -- The rows of every key of the batch, holders and waiters (stale ones included): only a
 -- key that could be full needs them read (`activity_holders_all`, `activity_waiters_all`).
-SELECT k.tenant, k.key,
-       (SELECT count(*) FROM activity_slots s WHERE s.tenant = k.tenant AND s.key = k.key)
-     + (SELECT count(*) FROM activity_slot_waiters w
-        WHERE w.tenant = k.tenant AND w.key = k.key),
-       EXISTS (SELECT FROM activity_slot_waiters w WHERE w.tenant = k.tenant AND w.key = k.key)
-FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key);
+-- Holders are counted by the key's tally rows (migration 37); a key whose tally has grown
+-- to more than 16 rows has them folded into one here, under the key's advisory lock (the
+-- delete removes exactly the rows this statement summed: rows appended meanwhile stay).
+WITH k AS (
+    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
+), tally AS (
+    SELECT k.tenant, k.key, COALESCE(sum(t.n), 0) AS n, count(t.id) AS pieces
+    FROM k LEFT JOIN activity_slot_tally t ON t.tenant = k.tenant AND t.key = k.key
+    GROUP BY k.tenant, k.key
+), folded AS (
+    DELETE FROM activity_slot_tally AS t
+    USING tally
+    WHERE tally.pieces > 16 AND t.tenant = tally.tenant AND t.key = tally.key
+    RETURNING t.tenant, t.key, t.n
+), refolded AS (
+    INSERT INTO activity_slot_tally (tenant, key, n)
+    SELECT tenant, key, sum(n) FROM folded GROUP BY tenant, key HAVING sum(n) <> 0
+)
+SELECT tally.tenant, tally.key,
+       tally.n + (SELECT count(*) FROM activity_slot_waiters w
+                  WHERE w.tenant = tally.tenant AND w.key = tally.key),
+       EXISTS (SELECT FROM activity_slot_waiters w
+               WHERE w.tenant = tally.tenant AND w.key = tally.key)
+FROM tally;
 
 -- name: activity_waiters_all
 -- The attempts waiting for a slot of every key given, oldest first, that still wait (their
@@ -104,7 +150,7 @@ SELECT w.tenant, w.key, w.holder, w.execution_id, %(until)s
 FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[], %(ids)s::text[])
     WITH ORDINALITY AS w(tenant, key, holder, execution_id, n)
 ORDER BY w.n
-ON CONFLICT (tenant, key, holder) DO UPDATE SET until = EXCLUDED.until;
+ON CONFLICT (tenant, key, holder) DO UPDATE SET until = EXCLUDED.until, woken = NULL;
 
 -- name: activity_holders_all
 -- The holders of every key of the batch whose execution's lease is still their worker's;

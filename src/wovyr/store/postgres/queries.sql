@@ -91,8 +91,15 @@ WITH step AS (
     WHERE timers.tenant = step.tenant AND timers.execution_id = step.id
       AND timers.timer_id = ANY(%(removed)b::text[])
 ), armed AS (
+    -- a flow hold armed after a freed slot woke its waiter (the wake found no timer to
+    -- move) is due at once
     INSERT INTO timers (tenant, execution_id, timer_id, fire_at)
-    SELECT step.tenant, step.id, t.timer_id, t.fire_at
+    SELECT step.tenant, step.id, t.timer_id,
+           CASE WHEN t.timer_id LIKE 'flow:%%' AND EXISTS (
+                    SELECT FROM activity_slot_waiters w
+                    WHERE w.tenant = step.tenant AND w.execution_id = step.id
+                      AND w.woken IS NOT NULL)
+                THEN LEAST(t.fire_at, %(updated_at)s) ELSE t.fire_at END
     FROM step, unnest(%(armed_id)b::text[], %(armed_at)b::timestamptz[]) AS t(timer_id, fire_at)
     ON CONFLICT (tenant, execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
 )
@@ -579,6 +586,33 @@ WITH s AS (
       AND x.seq = s.expected_seq
       AND (s.fence IS NULL OR x.fence = s.fence)
     RETURNING x.tenant, x.id, s.i, s.expected_seq, x.ready AND x.lease_owner IS NULL AS claimable
+), freed AS (
+    -- per key, the activity slots freed by steps that applied (and the latest step time)
+    SELECT step.tenant, r.key, count(*) AS n, max(s.updated_at) AS at
+    FROM step
+    JOIN s ON s.i = step.i
+    JOIN unnest(%(rel_step)b::bigint[], %(rel_key)b::text[]) AS r(i, key) ON r.i = step.i
+    GROUP BY step.tenant, r.key
+), picked AS (
+    -- each slot freed wakes its key's oldest waiter not woken yet whose execution has not
+    -- ended: the timer holding it (`flow:<seq>`) fires now instead of at its recheck
+    SELECT q.seq, freed.tenant, q.execution_id, freed.at
+    FROM freed
+    CROSS JOIN LATERAL (
+        SELECT w.seq, w.execution_id FROM activity_slot_waiters w
+        JOIN executions x ON x.tenant = w.tenant AND x.id = w.execution_id
+        WHERE w.tenant = freed.tenant AND w.key = freed.key AND w.woken IS NULL
+          AND x.status NOT IN ('completed', 'failed', 'cancelled', 'continued')
+        ORDER BY w.seq LIMIT freed.n) q
+), marked AS (
+    UPDATE activity_slot_waiters AS w SET woken = picked.at FROM picked WHERE w.seq = picked.seq
+), woken AS (
+    UPDATE timers AS t
+    SET fire_at = picked.at
+    FROM picked
+    WHERE t.tenant = picked.tenant AND t.execution_id = picked.execution_id
+      AND t.timer_id LIKE 'flow:%%' AND t.fire_at > picked.at
+    RETURNING t.execution_id
 ), appended AS (
     INSERT INTO events (tenant, execution_id, seq, type, at, data)
     SELECT step.tenant, step.id, step.expected_seq + e.n, e.type, e.at, e.data::json
@@ -591,11 +625,21 @@ WITH s AS (
     WHERE r.i = step.i AND t.tenant = step.tenant AND t.execution_id = step.id
       AND t.timer_id = r.timer_id
 ), armed AS (
+    -- a flow hold armed after a freed slot woke its waiter (here or before) is due at once
     INSERT INTO timers (tenant, execution_id, timer_id, fire_at)
-    SELECT step.tenant, step.id, a.timer_id, a.fire_at
+    SELECT step.tenant, step.id, a.timer_id,
+           CASE WHEN a.timer_id LIKE 'flow:%%' AND (
+                    EXISTS (SELECT FROM activity_slot_waiters w
+                            WHERE w.tenant = step.tenant AND w.execution_id = step.id
+                              AND w.woken IS NOT NULL)
+                    OR EXISTS (SELECT FROM picked
+                               WHERE picked.tenant = step.tenant
+                                 AND picked.execution_id = step.id))
+                THEN LEAST(a.fire_at, s.updated_at) ELSE a.fire_at END
     FROM unnest(%(arm_step)b::bigint[], %(arm_timer)b::text[], %(arm_at)b::timestamptz[])
         AS a(i, timer_id, fire_at)
     JOIN step ON step.i = a.i
+    JOIN s ON s.i = a.i
     ON CONFLICT (tenant, execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at
 ), released AS (
     -- the activity concurrency slots of the attempts whose results the steps record
@@ -604,7 +648,9 @@ WITH s AS (
         AS r(i, key, holder)
     WHERE r.i = step.i AND a.tenant = step.tenant AND a.key = r.key AND a.holder = r.holder
 ), notified AS (
-    SELECT count(*) AS n FROM (SELECT pg_notify(%(channel)s, id) FROM step WHERE claimable) q
+    SELECT count(*) AS n FROM (
+        SELECT pg_notify(%(channel)s, id) FROM step WHERE claimable
+        UNION ALL SELECT pg_notify(%(channel)s, execution_id) FROM woken) q
 )
 SELECT step.id IS NOT NULL, x.seq, x.fence, (SELECT n FROM notified)
 FROM s

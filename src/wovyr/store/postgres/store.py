@@ -615,7 +615,13 @@ class PostgresStore(
                         for key, holder in step.flow_released:
                             conn.execute(
                                 flow_queries()["activity_slots_release"],
-                                {"tenant": step.tenant, "key": key, "holder": holder},
+                                {
+                                    "tenant": step.tenant,
+                                    "key": key,
+                                    "holder": holder,
+                                    "at": step.updated_at,
+                                    "channel": self.channel,
+                                },
                             )
                         self._debit(conn, step.tenant, step.debits, checked=False)
                         new = step.continued_as

@@ -6,6 +6,7 @@ processes hand out the same slot."""
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -14,6 +15,7 @@ from typing import Any
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
 from wovyr.store.flow import (
+    HOLD_TIMER_PREFIX,
     WAITER_TTL_SECONDS,
     Bucket,
     FlowAcquire,
@@ -120,11 +122,45 @@ class SQLiteFlow:
 
 
 def release_activity_slots(
-    conn: sqlite3.Connection, tenant: str, released: Sequence[tuple[str, str]]
+    conn: sqlite3.Connection, tenant: str, released: Sequence[tuple[str, str]], at: int
 ) -> None:
+    """Free the slots `released` (key, holder) and wake, for each slot freed, the oldest
+    waiter of its key not woken yet whose execution has not ended: marked woken at `at`
+    (microseconds), and its hold timer, if armed already, due at `at`."""
     conn.executemany(
         "DELETE FROM activity_slots WHERE tenant = ? AND key = ? AND holder = ?",
         [(tenant, key, holder) for key, holder in released],
+    )
+    freed = Counter(key for key, _ in released)
+    for key, n in freed.items():
+        woken = conn.execute(
+            "UPDATE activity_slot_waiters SET woken = ? WHERE seq IN ("
+            " SELECT w.seq FROM activity_slot_waiters w JOIN executions x"
+            "   ON x.tenant = w.tenant AND x.id = w.execution_id"
+            "  WHERE w.tenant = ? AND w.key = ? AND w.woken = 0"
+            f"   AND x.status NOT IN ({_marks(len(FINISHED))}) ORDER BY w.seq LIMIT ?)"
+            " RETURNING execution_id",
+            (at, tenant, key, *FINISHED, n),
+        ).fetchall()
+        conn.executemany(
+            "UPDATE timers SET fire_at = ?"
+            " WHERE tenant = ? AND execution_id = ? AND timer_id LIKE ? AND fire_at > ?",
+            [(at, tenant, w[0], f"{HOLD_TIMER_PREFIX}%", at) for w in woken],
+        )
+
+
+def woken_holds(
+    conn: sqlite3.Connection, tenant: str, execution_id: str, timers: Sequence[str], at: int
+) -> None:
+    """After a step armed the hold timers `timers` (`flow:<seq>`) of an execution: if a
+    freed slot woke one of its waiting attempts before the hold was armed (the wake found
+    no timer to move), the hold is due at `at`."""
+    conn.execute(
+        f"UPDATE timers SET fire_at = ? WHERE tenant = ? AND execution_id = ?"
+        f" AND timer_id IN ({_marks(len(timers))}) AND fire_at > ? AND EXISTS ("
+        " SELECT 1 FROM activity_slot_waiters WHERE tenant = ? AND execution_id = ?"
+        " AND woken > 0)",
+        (at, tenant, execution_id, *timers, at, tenant, execution_id),
     )
 
 
@@ -257,7 +293,7 @@ def write_gates(conn: sqlite3.Connection, book: GateBook) -> None:
     conn.executemany(  # a new waiter joins the end of its key's queue; the others keep place
         "INSERT INTO activity_slot_waiters (tenant, key, holder, execution_id, until)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, key, holder) DO UPDATE"
-        " SET until = excluded.until",
+        " SET until = excluded.until, woken = 0",
         [(t, k, h, e, until) for t, k, h, e in book.queued()],
     )
 

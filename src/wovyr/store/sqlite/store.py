@@ -38,7 +38,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.codec import dumps, from_micros, to_micros
-from wovyr.store.flow import GatedOutcome, plain_outcomes
+from wovyr.store.flow import HOLD_TIMER_PREFIX, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.rows import (
     SQLITE,
@@ -60,6 +60,7 @@ from wovyr.store.sqlite.flow import (
     release_activity_slots,
     release_slot,
     take_slot,
+    woken_holds,
     write_gates,
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
@@ -510,7 +511,9 @@ class SQLiteStore(
         if step.slot_released is not None:
             release_slot(conn, step.tenant, step.execution_id, step.slot_released)
         if step.flow_released:
-            release_activity_slots(conn, step.tenant, step.flow_released)
+            release_activity_slots(
+                conn, step.tenant, step.flow_released, to_micros(step.updated_at)
+            )
         if step.continued_as is not None and not self._insert_execution(conn, step.continued_as):
             raise StoreError(f"the continued run's id {step.continued_as.id} is taken")
         append_audit_row(conn, step.audit)
@@ -540,6 +543,9 @@ class SQLiteStore(
                 " VALUES (?, ?, ?, ?)",
                 [(tenant, execution_id, t, to_micros(at)) for t, at in step.timers_armed],
             )
+            holds = [t for t, _ in step.timers_armed if t.startswith(HOLD_TIMER_PREFIX)]
+            if holds:
+                woken_holds(conn, tenant, execution_id, holds, to_micros(step.updated_at))
 
     def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
         rows = self._read(

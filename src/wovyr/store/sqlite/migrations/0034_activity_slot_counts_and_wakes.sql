@@ -26,3 +26,10 @@ CREATE TRIGGER activity_slot_uncounted AFTER DELETE ON activity_slots BEGIN
     DELETE FROM activity_slot_counts
         WHERE tenant = old.tenant AND key = old.key AND n <= 0;
 END;
+
+-- A slot freed wakes its key's oldest waiter not woken yet: the timer holding it fires at
+-- once. A waiter refused a moment ago may not have armed that timer yet (the hold is the
+-- next step of its execution): `woken` (microseconds; 0: not woken) remembers the wake,
+-- and the step arming the hold makes it due at once. A waiter that looks again and is
+-- refused again is not woken any more.
+ALTER TABLE activity_slot_waiters ADD COLUMN woken INTEGER NOT NULL DEFAULT 0;
