@@ -7,6 +7,7 @@ buckets."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from wovyr.engine.engine import Engine
 from wovyr.store.flow import RateRequest, SlotClaim
@@ -192,3 +193,52 @@ def test_tenant_b_never_sees_or_touches_a_keys_and_buckets(
     response = a.post("/ui/flow/limits/anthropic/delete", {"csrf_token": token})
     assert response.status_code == 404
     assert [r.key for r in ui_engine.for_tenant("globex").rate_limits()] == ["anthropic"]
+
+
+def test_the_page_on_every_store(engine: Engine, tmp_path: Path) -> None:
+    """Each store's slot rows, holders and buckets (SQLite's trigger-kept counts, the
+    PostgreSQL queries) make the same page; another tenant's rows stay out of it."""
+    from fastapi import FastAPI
+
+    from wovyr.platform.auth import Authenticator
+    from wovyr.server.ui import mount_ui
+    from wovyr.settings import Settings
+
+    from .conftest import UiClient as Client
+
+    auth = Authenticator(engine.store, clock=engine.clock)
+    viewer_key = auth.create_key("acme", "viewer", "a-view")[1]
+    app = FastAPI()
+    mount_ui(app, engine, Settings(home=tmp_path / "home"), auth)
+    _keyed(engine, "acme", "7", "k-1", "k-2")
+    _keyed(engine, "globex", "7", "g-1", "g-2")
+    holders = _activity_slots(engine, "acme", "gpu", "k-1")
+    engine.for_tenant("acme").set_rate_limit("openai", 6, 60, by="a-admin")
+    viewer = Client(app)
+    try:
+        viewer.sign_in(viewer_key)
+        page = viewer.get("/ui/flow").text
+    finally:
+        viewer.close()
+    workflow = _row(page, "data-key", "acct-7")
+    assert re.findall(r'data-holder="([^"]+)"', workflow) == ["k-1"]
+    assert re.findall(r'data-waiter="([^"]+)"', workflow) == ["k-2"]
+    activity = _row(page, "data-key", "gpu")
+    assert f'data-holder="{holders[0]}" href="/ui/executions/k-1"' in activity
+    bucket = _row(page, "data-bucket", "openai")
+    assert '<td class="rate">0.1</td>' in bucket and '<td class="tokens">6</td>' in bucket
+    assert "g-1" not in page and "g-2" not in page
+
+
+def test_holders_are_read_for_the_first_keys_only(
+    client: UiClient, keys: Keys, ui_engine: Engine
+) -> None:
+    from wovyr.server.ui.catalog import KEYS_DETAILED
+
+    for n in range(KEYS_DETAILED + 1):
+        _keyed(ui_engine, "acme", f"{n:04d}", f"k-{n:04d}")
+    client.sign_in(keys.viewer_a)
+    page = client.get("/ui/flow").text
+    assert page.count("data-holder=") == KEYS_DETAILED
+    last = _row(page, "data-key", f"acct-{KEYS_DETAILED:04d}")
+    assert '<td class="running">1</td>' in last and "data-holder" not in last

@@ -40,6 +40,7 @@ __all__ = [
 NEXT_FIRES = 3
 LEASE_SCAN = 1000
 HOLDERS_SHOWN = 50  # ids shown per key and list; the counts say how many there are
+KEYS_DETAILED = 200  # keys whose holders are read (one store read each); the rest: counts
 
 
 def utc_text(at: datetime) -> str:
@@ -219,11 +220,15 @@ def holder_link(holder: str, base: str) -> dict[str, str]:
 def flow_page(engine: Engine, now: datetime, base: str) -> FlowPage:
     """The tenant's concurrency keys in use, each with who holds its slots and (for a
     workflow key) which executions wait for one, and its rate-limit buckets with the
-    tokens they hold at `now`. Every read names the engine's tenant."""
+    tokens they hold at `now`. Every read names the engine's tenant. Holders are read for
+    the first `KEYS_DETAILED` keys only: a tenant with thousands of keys in use still
+    gets its page in bounded reads (the others show their counts)."""
     store, tenant = engine.store, engine.tenant
     keys = []
-    for key in engine.flow_keys():
-        if key.kind == "workflow":
+    for n, key in enumerate(engine.flow_keys()):
+        if n >= KEYS_DETAILED:
+            holders, waiting = [], []
+        elif key.kind == "workflow":
             state = store.slot_state(tenant, key.key)
             holders, waiting = state.holders, state.waiting
         else:  # activity waiters are attempts not yet started: counted, not named
