@@ -7,6 +7,7 @@
         collector.hook_url              # any other path answers {"ok": true}
         ...
         collector.spans()               # every span received, decoded (`Span`)
+        collector.exported()            # every export's protobuf bytes, as received
         collector.hooks                 # the headers of every request to the hook
 
 `POST /v1/traces` takes an `ExportTraceServiceRequest` in protobuf (what OpenTelemetry's
@@ -43,6 +44,8 @@ class Span:
     attributes: dict[str, Any]
     status_code: int  # 0 unset, 1 ok, 2 error
     service: str  # the resource's service.name
+    status_message: str = ""
+    events: tuple[str, ...] = ()  # the events' names (an exception recorded: "exception")
 
     def named_by(self, traceparent: str | None) -> bool:
         """Whether a W3C `traceparent` names this span, sampled (OTLP does not carry the
@@ -64,6 +67,7 @@ class Collector:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._spans: list[Span] = []
+        self._exported: list[bytes] = []
         self.hooks: list[dict[str, str]] = []
         collector = self
 
@@ -77,7 +81,7 @@ class Collector:
                     body = gzip.decompress(body)
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
-                collector._add(request)
+                collector._add(request, body)
                 answer = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -112,6 +116,12 @@ class Collector:
         with self._lock:
             return list(self._spans)
 
+    def exported(self) -> list[bytes]:
+        """Every export request's body (protobuf, uncompressed): what left the process,
+        attributes, status messages, events and resource included."""
+        with self._lock:
+            return list(self._exported)
+
     def _hook(self, handler: BaseHTTPRequestHandler) -> None:
         with self._lock:
             self.hooks.append({k.lower(): v for k, v in handler.headers.items()})
@@ -122,7 +132,7 @@ class Collector:
         handler.end_headers()
         handler.wfile.write(body)
 
-    def _add(self, request: ExportTraceServiceRequest) -> None:
+    def _add(self, request: ExportTraceServiceRequest, body: bytes) -> None:
         found = []
         for resource_spans in request.resource_spans:
             resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
@@ -138,10 +148,13 @@ class Collector:
                             attributes={a.key: _value(a.value) for a in span.attributes},
                             status_code=span.status.code,
                             service=str(resource.get("service.name", "")),
+                            status_message=span.status.message,
+                            events=tuple(e.name for e in span.events),
                         )
                     )
         with self._lock:
             self._spans.extend(found)
+            self._exported.append(body)
 
     def __enter__(self) -> Collector:
         self._thread.start()

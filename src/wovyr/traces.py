@@ -10,6 +10,12 @@ executions is one trace:
 
     start (ExecutionStarted.trace) -> attempt spans -> child start -> its attempt spans
 
+Inside an attempt, an outside call the attempt makes (a model provider's chat or
+embeddings, an MCP tool) is a span of its own, a child of the attempt's: the traced
+attempt span is the task's current one while the attempt runs (`entered`), and
+`call_span` opens a child of it, or answers `NO_CALL_SPAN` when there is none (tracing
+off, or a call made outside an attempt: a CLI command's embedding).
+
 `NO_TRACER` (the default everywhere) answers every hook with nothing at the cost of a
 method call; the OpenTelemetry implementation is `wovyr.platform.tracing.OtelTracer`
 (the only module that imports `opentelemetry`), built by the edges when tracing is on.
@@ -17,6 +23,7 @@ method call; the OpenTelemetry implementation is `wovyr.platform.tracing.OtelTra
 
 from __future__ import annotations
 
+import contextvars
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -24,18 +31,26 @@ from types import TracebackType
 from typing import Any, Final, Protocol
 
 __all__ = [
+    "NO_CALL_SPAN",
     "NO_SPAN",
     "NO_TRACER",
     "AttemptSpan",
+    "Attribute",
+    "CallSpan",
     "LazyTracer",
     "NoTracer",
     "TraceContext",
     "Tracer",
+    "call_span",
+    "entered",
+    "left",
     "trace_context",
 ]
 
 #: The W3C trace context of a span: `traceparent` always, `tracestate` when it has one.
 TraceContext = Mapping[str, str]
+#: A span attribute's value.
+Attribute = str | int | float | bool
 
 # version 00: trace id (32 hex, not all zeros), parent id (16 hex, not all zeros), flags
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
@@ -58,6 +73,30 @@ def trace_context(headers: Mapping[str, str]) -> dict[str, str] | None:
     return context
 
 
+class CallSpan(Protocol):
+    """The span of one outside call an attempt makes (a context manager: ended when the
+    call returns; an exception leaving it ends it as an error, named by its type only,
+    never by its message, which may quote what was sent)."""
+
+    def record(self, attributes: Mapping[str, Attribute | None]) -> None:
+        """Add what became known during the call (tokens, the model that answered); None
+        values are left out."""
+        ...
+
+    def failed(self, error_type: str) -> None:
+        """The call answered, but with an error (an MCP tool's `isError`)."""
+        ...
+
+    def __enter__(self) -> CallSpan: ...
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
 class AttemptSpan(Protocol):
     """The span of one running attempt (a context manager: entered while the attempt
     runs, ended when it leaves; an exception ends it as an error)."""
@@ -71,6 +110,10 @@ class AttemptSpan(Protocol):
     def outcome(self, error: Mapping[str, Any] | None, *, status: str = "completed") -> None:
         """Say how the attempt ended (`error`: its structured error, None on success;
         `status`: what it led to, e.g. `completed`, `failed`, `child`, `suspended`)."""
+        ...
+
+    def call(self, name: str, attributes: Mapping[str, Attribute]) -> CallSpan:
+        """The span of an outside call the attempt makes, a child of this one."""
         ...
 
     def __enter__(self) -> AttemptSpan: ...
@@ -122,6 +165,32 @@ class Tracer(Protocol):
         ...
 
 
+class _NoCallSpan:
+    """The call span when tracing is off (one shared instance)."""
+
+    __slots__ = ()
+
+    def record(self, attributes: Mapping[str, Attribute | None]) -> None:
+        return None
+
+    def failed(self, error_type: str) -> None:
+        return None
+
+    def __enter__(self) -> _NoCallSpan:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+
+NO_CALL_SPAN: Final = _NoCallSpan()
+
+
 class _NoSpan:
     """The attempt span when tracing is off (one shared instance)."""
 
@@ -133,6 +202,9 @@ class _NoSpan:
 
     def outcome(self, error: Mapping[str, Any] | None, *, status: str = "completed") -> None:
         return None
+
+    def call(self, name: str, attributes: Mapping[str, Attribute]) -> CallSpan:
+        return NO_CALL_SPAN
 
     def __enter__(self) -> _NoSpan:
         return self
@@ -147,6 +219,31 @@ class _NoSpan:
 
 
 NO_SPAN: Final = _NoSpan()
+
+# The traced attempt span running in this task (None: tracing off, or no attempt here).
+_current: contextvars.ContextVar[AttemptSpan | None] = contextvars.ContextVar(
+    "wovyr_attempt_span", default=None
+)
+
+
+def entered(span: AttemptSpan | None) -> contextvars.Token[AttemptSpan | None]:
+    """Make `span` the task's current attempt span (a traced span's `__enter__` does;
+    `__exit__` hands the token back to `_current.reset`, through `left`)."""
+    return _current.set(span)
+
+
+def left(token: contextvars.Token[AttemptSpan | None]) -> None:
+    _current.reset(token)
+
+
+def call_span(name: str, attributes: Mapping[str, Attribute]) -> CallSpan:
+    """The span of an outside call, a child of the current attempt's span: `NO_CALL_SPAN`
+    (nothing opened, nothing exported) when tracing is off or no attempt runs here. Never
+    put a credential or a prompt in `attributes`."""
+    attempt = _current.get()
+    if attempt is None:
+        return NO_CALL_SPAN
+    return attempt.call(name, attributes)
 
 
 class NoTracer:

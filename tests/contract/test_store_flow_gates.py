@@ -42,6 +42,10 @@ def test_a_bucket_grants_its_capacity_then_tells_waiters_when_to_look(store: Sto
         1.0,
         False,
     )
+    # as of its last use (at 2.0, when it gave its last unit): refilled since at its rate
+    assert bucket.refilled_at == pytest.approx(at(2.0).timestamp())
+    assert bucket.tokens_at(at(2.5)) == pytest.approx(bucket.tokens + 0.5)
+    assert bucket.tokens_at(at(60.0)) == 2  # never above its capacity
 
 
 def test_weighted_units_and_a_request_above_the_capacity(store: Store) -> None:

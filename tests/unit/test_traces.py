@@ -17,7 +17,17 @@ from wovyr.engine.core.state import fold, state_from_json, state_to_json
 from wovyr.errors import ConfigError
 from wovyr.events import ABSENT, ExecutionStarted
 from wovyr.settings import load_settings
-from wovyr.traces import NO_SPAN, NO_TRACER, LazyTracer, Tracer, trace_context
+from wovyr.traces import (
+    NO_CALL_SPAN,
+    NO_SPAN,
+    NO_TRACER,
+    LazyTracer,
+    Tracer,
+    call_span,
+    entered,
+    left,
+    trace_context,
+)
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -125,6 +135,27 @@ def test_the_no_op_span_has_no_context_and_lets_errors_through() -> None:
 
     with pytest.raises(RuntimeError):
         attempt()
+
+
+def test_a_call_outside_a_traced_attempt_opens_nothing() -> None:
+    """Tracing off (or a call made outside an attempt, as a CLI command's embedding is):
+    `call_span` answers the shared no-op span, which lets errors through."""
+    assert call_span("model.chat default", {"wovyr.provider": "default"}) is NO_CALL_SPAN
+    assert NO_SPAN.call("mcp.call s/t", {}) is NO_CALL_SPAN
+    token = entered(NO_SPAN)  # an untraced attempt's span, if one were ever made current
+    try:
+        assert call_span("model.chat default", {}) is NO_CALL_SPAN
+    finally:
+        left(token)
+
+    def call() -> None:
+        with call_span("mcp.call s/t", {}) as span:
+            span.record({"gen_ai.usage.input_tokens": 3, "none": None})
+            span.failed("McpToolError")
+            raise RuntimeError("not swallowed")
+
+    with pytest.raises(RuntimeError):
+        call()
 
 
 def test_the_start_writes_a_trace_only_when_traced_and_the_checkpoint_keeps_it() -> None:

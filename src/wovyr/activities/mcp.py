@@ -22,6 +22,10 @@ after); an `agent` attempt keeps one session per server it names (`McpSessions`)
 listing and all its calls. Nothing outlives an attempt, so a worker killed mid-call leaves
 no session to resume, and the call is made again by the next attempt. Errors never carry a
 header's value.
+
+With tracing on, each tool call inside an attempt is a span, a child of the attempt's
+(`mcp.call <server>/<tool>`): the server and the tool, an error status when the call
+failed or the tool answered `isError`; never the arguments, the result or a header.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.policy import SideEffectPolicy
+from wovyr.traces import call_span
 
 if TYPE_CHECKING:
     from mcp import ClientSession
+    from mcp.types import CallToolResult
 
 __all__ = [
     "MCP_TOOL_PREFIX",
@@ -384,6 +390,33 @@ async def call_tool(
     the attempt's open session with `server` when there is one, else in a session of its
     own."""
     _require_sdk()
+    attributes = {
+        "wovyr.mcp.server": server,
+        "gen_ai.tool.name": tool,
+        "mcp.method.name": "tools/call",
+    }
+    with call_span(f"mcp.call {server}/{tool}", attributes) as span:
+        result = await _call(access, server, tool, arguments, policy, timeout)
+        if result.is_error:
+            span.failed("McpToolError")
+    content = [block.model_dump(mode="json", exclude_none=True) for block in result.content]
+    text = "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+    output: dict[str, Any] = {"text": text, "content": content, "is_error": result.is_error}
+    if result.structured_content is not None:
+        output["structured_content"] = json.loads(json.dumps(result.structured_content))
+    return output
+
+
+async def _call(
+    access: McpAccess,
+    server: str,
+    tool: str,
+    arguments: dict[str, Any],
+    policy: SideEffectPolicy,
+    timeout: float | None,
+) -> CallToolResult:
+    """One `tools/call` through the attempt's open session with `server`, else in a
+    session of its own; its failures as attempt errors."""
     kept = access.sessions.get(server) if access.sessions is not None else None
     if kept is not None:
         assert access.sessions is not None
@@ -405,9 +438,4 @@ async def call_tool(
         raise NonRetryableError(
             f"MCP server {server!r} asked for input the engine cannot give", type="McpError"
         )
-    content = [block.model_dump(mode="json", exclude_none=True) for block in result.content]
-    text = "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
-    output: dict[str, Any] = {"text": text, "content": content, "is_error": result.is_error}
-    if result.structured_content is not None:
-        output["structured_content"] = json.loads(json.dumps(result.structured_content))
-    return output
+    return result

@@ -22,6 +22,10 @@ message this module builds: errors end up in the durable event log.
 The request is sent through `send_checked` of the `http` kind, so the tenant's
 `SideEffectPolicy` applies to a provider like to any `http` target (a loopback provider is
 reachable where the policy allows private networks, or lists the host).
+
+With tracing on, each call inside an attempt is a span, a child of the attempt's
+(`model.chat <provider>`, `model.embeddings <provider>`): the provider, its protocol, the
+model asked and the one that answered, the tokens; never the key, the prompt or the texts.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+from wovyr.traces import Attribute, call_span
 
 if TYPE_CHECKING:
     import ssl
@@ -186,14 +191,45 @@ async def chat(
 
     suffix = "/messages" if provider.kind == "anthropic" else "/chat/completions"
     url = provider.base_url.rstrip("/") + suffix
-    with _provider_errors(provider, timeout, policy, api_key):
-        async with asyncio.timeout(timeout):
-            if client is not None:
-                return await _exchange(client, url, api_key, body, policy, on_text, provider.kind)
-            # One TLS context per process: building one (loading the CA bundle) costs more
-            # than a local model call.
-            async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as owned:
-                return await _exchange(owned, url, api_key, body, policy, on_text, provider.kind)
+    named = body.get("model")
+    attributes = _call_attributes(provider, "chat", named if isinstance(named, str) else None)
+    with call_span(f"model.chat {provider.name}", attributes) as span:
+        with _provider_errors(provider, timeout, policy, api_key):
+            async with asyncio.timeout(timeout):
+                if client is not None:
+                    result = await _exchange(
+                        client, url, api_key, body, policy, on_text, provider.kind
+                    )
+                else:
+                    # One TLS context per process: building one (loading the CA bundle)
+                    # costs more than a local model call.
+                    async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as owned:
+                        result = await _exchange(
+                            owned, url, api_key, body, policy, on_text, provider.kind
+                        )
+        span.record(
+            {
+                "gen_ai.response.model": result.model,
+                "gen_ai.usage.input_tokens": result.input_tokens,
+                "gen_ai.usage.output_tokens": result.output_tokens,
+            }
+        )
+    return result
+
+
+def _call_attributes(
+    provider: ProviderConfig, operation: str, model: str | None
+) -> dict[str, Attribute]:
+    """What a model call's span says from the start: whom it asks, for what (never the
+    key, which no span attribute may carry, nor the base URL, which may hold one)."""
+    attributes: dict[str, Attribute] = {
+        "wovyr.provider": provider.name,
+        "gen_ai.system": provider.kind,
+        "gen_ai.operation.name": operation,
+    }
+    if model:
+        attributes["gen_ai.request.model"] = model
+    return attributes
 
 
 @contextlib.contextmanager
@@ -263,10 +299,20 @@ async def embed(
             type="InvalidInput",
         )
     url = provider.base_url.rstrip("/") + "/embeddings"
-    with _provider_errors(provider, timeout, policy, api_key):
-        async with asyncio.timeout(timeout):
-            async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as client:
-                return await _embed_exchange(client, url, api_key, model, texts, policy)
+    attributes = _call_attributes(provider, "embeddings", model)
+    with call_span(f"model.embeddings {provider.name}", attributes) as span:
+        with _provider_errors(provider, timeout, policy, api_key):
+            async with asyncio.timeout(timeout):
+                async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as client:
+                    result = await _embed_exchange(client, url, api_key, model, texts, policy)
+        span.record(
+            {
+                "gen_ai.response.model": result.model,
+                "gen_ai.usage.input_tokens": result.input_tokens,
+                "wovyr.embeddings.count": len(result.vectors),
+            }
+        )
+    return result
 
 
 async def _embed_exchange(

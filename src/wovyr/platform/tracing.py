@@ -12,6 +12,11 @@ Spans (all of one execution tree in one trace):
   context, opened by whichever worker runs it. While it runs it is the current span, so
   spans a handler opens with the OpenTelemetry API nest under it; its context is the
   handler's `ctx.traceparent` and the `traceparent` header the `http` kind sends.
+- `model.chat <provider>`, `model.embeddings <provider>`, `mcp.call <server>/<tool>`
+  (CLIENT): an outside call an attempt makes, a child of the attempt's span
+  (`wovyr.traces.call_span`). Attributes say who was called and what came back (model,
+  tokens); never a credential, a prompt or a tool's arguments. A failed call is an error
+  span named by its error type only (a provider's message may quote the request).
 
 An execution started untraced (before tracing was turned on, or by a process without it)
 has no stored context: each of its attempts is then the root of a trace of its own.
@@ -34,7 +39,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from wovyr.traces import AttemptSpan, TraceContext
+from wovyr import traces
+from wovyr.traces import AttemptSpan, Attribute, CallSpan, TraceContext
 
 __all__ = ["DEFAULT_ENDPOINT", "OtelTracer"]
 
@@ -63,13 +69,47 @@ def _context_of(span: Span) -> dict[str, str]:
     return context
 
 
-class _AttemptSpan:
-    """One attempt's span: current while the attempt runs, ended when it leaves."""
+class _CallSpan:
+    """One outside call's span, ended when the call returns."""
 
     def __init__(self, span: Span) -> None:
         self._span = span
+
+    def record(self, attributes: Mapping[str, Attribute | None]) -> None:
+        for name, value in attributes.items():
+            if value is not None:
+                self._span.set_attribute(name, value)
+
+    def failed(self, error_type: str) -> None:
+        self._span.set_attribute("error.type", error_type)
+        self._span.set_status(Status(StatusCode.ERROR, error_type))
+
+    def __enter__(self) -> CallSpan:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, asyncio.CancelledError):  # the attempt timed out or was cancelled
+            self._span.set_attribute("wovyr.call.status", "cancelled")
+        elif exc is not None:
+            # the type only: no exception event (its message and text may quote the prompt)
+            self.failed(str(getattr(exc, "type", None) or type(exc).__name__))
+        self._span.end()
+
+
+class _AttemptSpan:
+    """One attempt's span: current while the attempt runs, ended when it leaves."""
+
+    def __init__(self, span: Span, tracer: trace.Tracer) -> None:
+        self._span = span
+        self._tracer = tracer
         self._context = _context_of(span)
         self._token: Token[otel_context.Context] | None = None
+        self._entered: Token[AttemptSpan | None] | None = None
 
     @property
     def context(self) -> TraceContext | None:
@@ -82,8 +122,18 @@ class _AttemptSpan:
             self._span.set_attribute("wovyr.error.type", kind)
             self._span.set_status(Status(StatusCode.ERROR, f"{kind}: {error.get('message', '')}"))
 
+    def call(self, name: str, attributes: Mapping[str, Attribute]) -> CallSpan:
+        span = self._tracer.start_span(
+            name,
+            context=trace.set_span_in_context(self._span),
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+        )
+        return _CallSpan(span)
+
     def __enter__(self) -> AttemptSpan:
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        self._entered = traces.entered(self)
         return self
 
     def __exit__(
@@ -92,6 +142,8 @@ class _AttemptSpan:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._entered is not None:
+            traces.left(self._entered)
         if self._token is not None:
             otel_context.detach(self._token)
         if isinstance(exc, asyncio.CancelledError):  # cancelled, timed out, lease lost
@@ -182,7 +234,7 @@ class OtelTracer:
         span = self._tracer.start_span(
             f"attempt {activity}", context=context, kind=SpanKind.INTERNAL, attributes=attributes
         )
-        return _AttemptSpan(span)
+        return _AttemptSpan(span, self._tracer)
 
     def close(self) -> None:
         """Export every span still buffered, then stop the exporter."""

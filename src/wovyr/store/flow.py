@@ -130,9 +130,16 @@ class RateLimitRecord:
     key: str
     capacity: float
     per_second: float
-    tokens: float
+    tokens: float  # as of `refilled_at`
     declared: bool
     updated_by: str = ""
+    refilled_at: float = 0.0  # seconds since 1970
+
+    def tokens_at(self, now: datetime) -> float:
+        """The units the bucket holds at `now`: refilled since its last use at its rate, up
+        to its capacity (a page shows the bucket as a caller would find it)."""
+        gained = max(0.0, now.timestamp() - self.refilled_at) * self.per_second
+        return min(self.capacity, self.tokens + gained)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""What the schedules, definitions and workers pages show, built from the engine of the
-signed-in tenant. No HTTP here (see `catalog_routes.py`).
+"""What the schedules, definitions, workers and flow-control pages show, built from the
+engine of the signed-in tenant. No HTTP here (see `catalog_routes.py`).
 
 Workers are shared by every tenant, so the workers page tells a tenant only what leaks
 nothing of the others: how many workers are live, and which of them hold leases on the
@@ -21,13 +21,17 @@ from wovyr.engine.engine import Engine
 from wovyr.errors import NotFound
 from wovyr.scheduling.schedules import Schedules, spec_of
 from wovyr.server.ui.dag import layout_dag, render_svg
+from wovyr.store.flow import RateLimitRecord
 from wovyr.store.schedules import ScheduleRecord
 
 __all__ = [
     "DefinitionPage",
+    "FlowPage",
     "WorkersPage",
     "definition_page",
     "definition_rows",
+    "flow_page",
+    "holder_link",
     "schedule_rows",
     "utc_text",
     "workers_page",
@@ -35,6 +39,8 @@ __all__ = [
 
 NEXT_FIRES = 3
 LEASE_SCAN = 1000
+HOLDERS_SHOWN = 50  # ids shown per key and list; the counts say how many there are
+KEYS_DETAILED = 200  # keys whose holders are read (one store read each); the rest: counts
 
 
 def utc_text(at: datetime) -> str:
@@ -195,3 +201,65 @@ def workers_page(engine: Engine, now: datetime, ttl_seconds: float, admin: bool)
         in_flight=sum(held.values()),
         scan_capped=page.next_cursor is not None,
     )
+
+
+@dataclass
+class FlowPage:
+    keys: list[dict[str, Any]]  # concurrency keys in use: workflow ones, then activity ones
+    buckets: list[dict[str, Any]]  # rate-limit buckets, by key
+
+
+def holder_link(holder: str, base: str) -> dict[str, str]:
+    """A slot holder as shown: its id and the page of the execution it is or belongs to.
+    A workflow key's holder is an execution id; an activity key's is the attempt's
+    `<execution>/<activity>/<attempt>` (execution ids never contain `/`)."""
+    execution = holder.split("/", 1)[0]
+    return {"id": holder, "href": f"{base}/executions/{quote(execution, safe='')}"}
+
+
+def flow_page(engine: Engine, now: datetime, base: str) -> FlowPage:
+    """The tenant's concurrency keys in use, each with who holds its slots and (for a
+    workflow key) which executions wait for one, and its rate-limit buckets with the
+    tokens they hold at `now`. Every read names the engine's tenant. Holders are read for
+    the first `KEYS_DETAILED` keys only: a tenant with thousands of keys in use still
+    gets its page in bounded reads (the others show their counts)."""
+    store, tenant = engine.store, engine.tenant
+    keys = []
+    for n, key in enumerate(engine.flow_keys()):
+        if n >= KEYS_DETAILED:
+            holders, waiting = [], []
+        elif key.kind == "workflow":
+            state = store.slot_state(tenant, key.key)
+            holders, waiting = state.holders, state.waiting
+        else:  # activity waiters are attempts not yet started: counted, not named
+            holders, waiting = store.activity_slot_holders(tenant, key.key, now), []
+        keys.append(
+            {
+                "kind": key.kind,
+                "key": key.key,
+                "running": key.running,
+                "waiting": key.waiting,
+                "holders": [holder_link(h, base) for h in holders[:HOLDERS_SHOWN]],
+                "waiters": [holder_link(w, base) for w in waiting[:HOLDERS_SHOWN]],
+                "more_holders": max(0, len(holders) - HOLDERS_SHOWN),
+                "more_waiters": max(0, len(waiting) - HOLDERS_SHOWN),
+            }
+        )
+    return FlowPage(keys=keys, buckets=[_bucket_row(r, now) for r in engine.rate_limits()])
+
+
+def _bucket_row(record: RateLimitRecord, now: datetime) -> dict[str, Any]:
+    return {
+        "key": record.key,
+        "href": quote(record.key, safe=""),
+        "capacity": _number(record.capacity),
+        "per_second": _number(record.per_second),
+        "tokens": _number(record.tokens_at(now)),
+        "declared": record.declared,
+        "updated_by": record.updated_by,
+    }
+
+
+def _number(value: float) -> str:
+    """At most three decimals, without trailing zeros (2, 0.5, 8.333)."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")

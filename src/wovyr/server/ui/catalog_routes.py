@@ -1,12 +1,14 @@
-"""The schedules, definitions and workers pages, and the schedule actions (pause, resume,
-trigger, backfill). Like the other pages: a session cookie, CSRF-checked form posts that
-redirect back (no JavaScript needed), the operator role to act, and every read and change
-through the signed-in tenant's engine, so another tenant's schedule or definition is the
-same 404 as a missing one."""
+"""The schedules, definitions, workers and flow-control pages, the schedule actions (pause,
+resume, trigger, backfill) and the rate-limit bucket actions (declare, delete). Like the
+other pages: a session cookie, CSRF-checked form posts that redirect back (no JavaScript
+needed), the operator role to act on schedules and the admin role on buckets (as over the
+API), and every read and change through the signed-in tenant's engine, so another tenant's
+schedule, definition or bucket is the same 404 as a missing one."""
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -17,7 +19,13 @@ from starlette.concurrency import run_in_threadpool
 
 from wovyr.errors import Conflict, InputError, NotFound, WovyrError
 from wovyr.scheduling.schedules import Schedules
-from wovyr.server.ui.catalog import definition_page, definition_rows, schedule_rows, workers_page
+from wovyr.server.ui.catalog import (
+    definition_page,
+    definition_rows,
+    flow_page,
+    schedule_rows,
+    workers_page,
+)
 from wovyr.server.ui.present import as_datetime
 from wovyr.server.ui.routes import FormError, UiRoutes, read_form, redirect
 from wovyr.server.ui.session import Session
@@ -31,6 +39,7 @@ SCHEDULE_NOTICES = {
     "triggered": "Execution started.",
     "backfilled": "Backfill started.",
 }
+LIMIT_NOTICES = {"set": "Rate limit saved.", "deleted": "Rate limit deleted."}
 
 
 class CatalogRoutes:
@@ -50,6 +59,9 @@ class CatalogRoutes:
         r.add_api_route("/ui/definitions", self.definitions, methods=["GET"])
         r.add_api_route("/ui/definitions/{name}", self.definition, methods=["GET"])
         r.add_api_route("/ui/workers", self.workers, methods=["GET"])
+        r.add_api_route("/ui/flow", self.flow, methods=["GET"])
+        r.add_api_route("/ui/flow/limits", self.set_limit, methods=["POST"])
+        r.add_api_route("/ui/flow/limits/{key}/delete", self.delete_limit, methods=["POST"])
         return r
 
     # --- schedules -----------------------------------------------------------------------
@@ -184,6 +196,114 @@ class CatalogRoutes:
             admin=session.can("admin"),
             lease_seconds=self.lease_seconds,
         )
+
+    # --- flow control --------------------------------------------------------------------
+
+    def flow(self, request: Request) -> Response:
+        session = self.ui.session(request)
+        if session is None:
+            return self.ui.to_login(request)
+        notice = LIMIT_NOTICES.get(request.query_params.get("notice", ""))
+        return self.flow_response(request, session, notice=notice)
+
+    def flow_response(
+        self,
+        request: Request,
+        session: Session,
+        *,
+        status: int = 200,
+        notice: str | None = None,
+        error: str | None = None,
+    ) -> Response:
+        engine = self.ui.engine.for_tenant(session.tenant)
+        page = flow_page(engine, engine.clock.now(), self.ui.base(request))
+        return self.ui.render(
+            request,
+            "flow.html",
+            status,
+            session,
+            page=page,
+            admin=session.can("admin"),
+            notice=notice,
+            error=error,
+        )
+
+    async def set_limit(self, request: Request) -> Response:
+        return await self.limit_action(request, None)
+
+    async def delete_limit(self, request: Request, key: str) -> Response:
+        return await self.limit_action(request, key)
+
+    async def limit_action(self, request: Request, deleted: str | None) -> Response:
+        """Declare (or change) a bucket from the form, or delete bucket `deleted`: admins
+        only, audited as made by the session's key, as `PUT`/`DELETE
+        /api/v1/admin/limits/{key}` are."""
+        page = f"{self.ui.base(request)}/flow"
+        session = await run_in_threadpool(self.ui.session, request)
+        if session is None:
+            return self.ui.to_login(request, page)
+        try:
+            form = await read_form(request)
+        except FormError as exc:
+            return self.ui.render(
+                request, "error.html", exc.status, session, title="Error", message=str(exc)
+            )
+        if not self.ui.codec.check_csrf(session, form.get("csrf_token")):
+            return self.ui.forbidden(request, session, "The form expired; reload and retry.")
+        if not session.can("admin"):
+            return self.ui.forbidden(
+                request, session, f"Your role ({session.role}) may not change rate limits."
+            )
+        actor = f"key:{session.key_id}/{session.role}"
+        engine = self.ui.engine.for_tenant(session.tenant).acting(actor)
+        try:
+            if deleted is not None:
+                await run_in_threadpool(engine.delete_rate_limit, deleted)
+                return redirect(f"{page}?notice=deleted")
+            key, limit, per, burst = limit_form(form)
+            await run_in_threadpool(
+                functools.partial(engine.set_rate_limit, key, limit, per, burst, by=session.key_id)
+            )
+        except NotFound:
+            return self.ui.render(
+                request,
+                "error.html",
+                404,
+                session,
+                title="Not found",
+                message=f"There is no rate limit {deleted!r} here.",
+            )
+        except (FormError, InputError, Conflict, WovyrError) as exc:
+            return await run_in_threadpool(
+                functools.partial(
+                    self.flow_response, request, session, status=_status(exc), error=str(exc)
+                )
+            )
+        return redirect(f"{page}?notice=set")
+
+
+def limit_form(form: dict[str, str]) -> tuple[str, float, float, float | None]:
+    """The bucket form's key, limit, period (seconds, default 1) and burst (default: the
+    limit); the engine checks the ranges, this only that each is a finite number."""
+    if not form.get("limit", "").strip():
+        raise FormError(400, "A rate limit needs a limit (units per period).")
+    burst = form.get("burst", "").strip()
+    return (
+        form.get("key", "").strip(),
+        _form_number(form, "limit"),
+        _form_number(form, "per", "1"),
+        _form_number(form, "burst") if burst else None,
+    )
+
+
+def _form_number(form: dict[str, str], name: str, default: str = "") -> float:
+    try:
+        value = float(form.get(name, "").strip() or default)
+    except ValueError:
+        raise FormError(400, f"The {name} must be a number.") from None
+    if not math.isfinite(value):
+        raise FormError(400, f"The {name} must be a finite number.")
+    return value
 
 
 def _status(exc: Exception) -> int:

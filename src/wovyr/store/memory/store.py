@@ -471,12 +471,14 @@ class MemoryStore(
             bucket = Bucket(capacity, per_second, tokens, refilled, wake, declared=True)
             self._buckets[(tenant, key)] = (bucket, by)
             self._append_audit(audit)
-        return RateLimitRecord(tenant, key, capacity, per_second, tokens, True, by)
+        return RateLimitRecord(tenant, key, capacity, per_second, tokens, True, by, refilled)
 
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
         with self._lock:
             return [
-                RateLimitRecord(t, k, b.capacity, b.per_second, b.tokens, b.declared, by)
+                RateLimitRecord(
+                    t, k, b.capacity, b.per_second, b.tokens, b.declared, by, b.refilled_at
+                )
                 for (t, k), (b, by) in sorted(self._buckets.items())
                 if t == tenant
             ]

@@ -262,7 +262,10 @@ class PostgresRateLimits:
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
         sql = flow_queries()["buckets_list"]
         rows = self._run(lambda conn: conn.execute(sql, {"tenant": tenant}).fetchall(), write=False)
-        return [RateLimitRecord(tenant, r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+        return [
+            RateLimitRecord(tenant, r[0], r[1], r[2], r[3], r[4], r[5], _seconds(r[6]))
+            for r in rows
+        ]
 
     def delete_rate_limit(self, tenant: str, key: str, *, audit: AuditEntry | None = None) -> bool:
         sql = flow_queries()["bucket_delete"]

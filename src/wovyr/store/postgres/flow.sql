@@ -55,7 +55,7 @@ SET capacity = EXCLUDED.capacity, per_second = EXCLUDED.per_second,
     updated_by = EXCLUDED.updated_by;
 
 -- name: buckets_list
-SELECT key, capacity, per_second, tokens, declared, updated_by
+SELECT key, capacity, per_second, tokens, declared, updated_by, refilled_at
 FROM rate_buckets
 WHERE tenant = %(tenant)s
 ORDER BY key;

@@ -376,12 +376,14 @@ class SQLiteRateLimits:
 
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
         rows = self._read(
-            "SELECT key, capacity, per_second, tokens, declared, updated_by FROM rate_buckets"
-            " WHERE tenant = ? ORDER BY key",
+            "SELECT key, capacity, per_second, tokens, declared, updated_by, refilled_at"
+            " FROM rate_buckets WHERE tenant = ? ORDER BY key",
             (tenant,),
         )
         return [
-            RateLimitRecord(tenant, r[0], float(r[1]), float(r[2]), float(r[3]), bool(r[4]), r[5])
+            RateLimitRecord(
+                tenant, r[0], float(r[1]), float(r[2]), float(r[3]), bool(r[4]), r[5], r[6] / 1e6
+            )
             for r in rows
         ]
 
