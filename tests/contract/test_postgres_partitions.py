@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -19,6 +20,8 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.engine.retention import Retention, purge_expired
 from wovyr.events import Event
+from wovyr.server.background import Background
+from wovyr.settings import Settings
 from wovyr.store.base import NewExecution, StepWrite
 from wovyr.store.postgres import PostgresStore, partitions
 from wovyr.store.postgres.partitions import bucket_of, partition_name
@@ -290,3 +293,24 @@ def test_migration_converts_a_populated_events_table(postgres_url: str) -> None:
         assert homes(postgres_url, "acme", "b") == {"events_2025_01"}
     finally:
         store.close()
+
+
+def test_a_housekeeping_round_purges_and_keeps_the_partitions(
+    pg: PostgresStore, postgres_url: str, tmp_path: Path
+) -> None:
+    pg.keep_event_partitions(JAN)
+    make(pg, "jan-1", JAN, tenant="acme")
+    make(pg, "feb-live", FEB, finished=False, tenant="acme")
+    clock = ManualClock(datetime(2025, 6, 15, tzinfo=UTC))
+    engine = Engine(pg, clock=clock, activities=ActivityRegistry())
+    engine.for_tenant("acme").set_retention(Retention(days=30), by="test")
+    background = Background(engine, Settings(home=tmp_path / "home"))
+
+    reports = background.housekeep_now()
+
+    assert [(r.tenant, r.purged) for r in reports if r.purged] == [("acme", 1)]
+    names = month_partitions(postgres_url)
+    assert {"events_2025_06", "events_2025_07", "events_2025_08"} <= set(names)  # ahead
+    assert "events_2025_01" not in names and "events_2025_03" not in names  # emptied, past
+    assert "events_2025_02" in names
+    assert len(pg.history("feb-live", tenant="acme")) == 2

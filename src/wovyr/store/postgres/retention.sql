@@ -43,7 +43,8 @@ WHERE b < events_bucket(now())
 -- name: purge_events
 -- Only in the buckets given (the partitions that stay): the planner prunes to them.
 DELETE FROM events
-WHERE tenant = %(tenant)s AND execution_id = ANY(%(ids)s) AND bucket = ANY(%(buckets)s);
+WHERE tenant = %(tenant)s AND execution_id = ANY(%(ids)s)
+  AND bucket = ANY(%(buckets)s::integer[]);
 
 -- name: purge_timers
 DELETE FROM timers WHERE tenant = %(tenant)s AND execution_id = ANY(%(ids)s);
