@@ -202,15 +202,10 @@ ORDER BY name
 LIMIT %(limit)s;
 
 -- name: history
--- The execution's bucket (its creation month) names its one partition of events: the others
--- are pruned when the plan starts, not probed. No execution row: no events.
+-- From the one partition of events that holds the execution's (its creation month's),
+-- pruned when planned (events_history, migration 0038). No execution row: no events.
 SELECT seq, type, at, data
-FROM events
-WHERE tenant = %(tenant)s AND execution_id = %(id)s AND seq > %(after_seq)s
-  AND bucket = (SELECT events_bucket(created_at) FROM executions
-                WHERE tenant = %(tenant)s AND id = %(id)s)
-ORDER BY seq
-LIMIT %(limit)s;
+FROM events_history(%(tenant)s, %(id)s, %(after_seq)s, %(limit)s);
 
 -- name: claim
 -- The claim is one statement: lock up to `limit` claimable rows nobody else is locking
