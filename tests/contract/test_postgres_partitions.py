@@ -8,6 +8,7 @@ in the catalog (pg_inherits, tableoid)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -312,3 +313,26 @@ def test_a_housekeeping_round_purges_and_keeps_the_partitions(
     assert "events_2025_01" not in names and "events_2025_03" not in names  # emptied, past
     assert "events_2025_02" in names
     assert len(pg.history("feb-live", tenant="acme")) == 2
+
+
+def test_commits_go_on_while_a_purge_drops_a_month(pg: PostgresStore, postgres_url: str) -> None:
+    pg.keep_event_partitions(JAN)
+    for n in range(20):
+        make(pg, f"jan-{n}", JAN)
+    make(pg, "busy", FEB, finished=False)
+    outcomes: list[str] = []
+
+    def commit_steps() -> None:
+        for n in range(60):
+            outcome = pg.commit([step("busy", 2 + 2 * n, FEB, "running", "default")])[0]
+            outcomes.append(outcome.name)
+
+    with ThreadPoolExecutor(1) as pool:
+        committing = pool.submit(commit_steps)
+        purged = pg.purge_executions("default", [f"jan-{n}" for n in range(20)])
+        committing.result()
+
+    assert len(purged) == 20
+    assert outcomes == ["OK"] * 60
+    assert "events_2025_01" not in month_partitions(postgres_url)
+    assert len(pg.history("busy", tenant="default")) == 2 + 2 * 60

@@ -63,9 +63,9 @@ def lock_events(conn: Connection) -> bool:
     q = partition_queries()
     try:
         with conn.transaction():
-            conn.execute(q["lock_timeout"], {"timeout": DROP_LOCK_TIMEOUT})
+            row = conn.execute(q["lock_timeout"], {"timeout": DROP_LOCK_TIMEOUT}).fetchone()
             conn.execute(q["lock_events"])
-            conn.execute(q["lock_timeout"], {"timeout": "0"})
+            conn.execute(q["lock_timeout"], {"timeout": row[0] if row else "0"})
     except pg_errors.LockNotAvailable:
         return False
     return True

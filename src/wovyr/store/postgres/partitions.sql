@@ -36,5 +36,5 @@ LOCK TABLE events IN ACCESS EXCLUSIVE MODE;
 SELECT events_drop_partition(%(bucket)s);
 
 -- name: lock_timeout
--- For the rest of the transaction (`0`: wait as long as it takes, the server's default).
-SELECT set_config('lock_timeout', %(timeout)s, true);
+-- For the rest of the transaction; answers the one it replaces (to be put back).
+SELECT current_setting('lock_timeout'), set_config('lock_timeout', %(timeout)s, true);
