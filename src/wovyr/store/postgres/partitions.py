@@ -29,6 +29,7 @@ __all__ = [
     "MONTHS_AHEAD",
     "PostgresEventPartitions",
     "bucket_of",
+    "drop_partition",
     "lock_events",
     "partition_name",
     "partition_queries",
