@@ -281,6 +281,7 @@ def test_wait_for_work_survives_a_lost_listener(
 
 
 def test_no_driver_error_escapes(pg: PostgresStore) -> None:
+    start(pg, "e1")  # an execution whose events are read (an unknown one has none to read)
     with pytest.raises(StoreError) as info:
         pg.history("e1", limit=-1, tenant="default")  # the server refuses a negative LIMIT
     assert not isinstance(info.value, StoreUnavailable)

@@ -128,6 +128,7 @@ def test_every_store_meets_the_contract_and_declares_its_capabilities(store: Sto
             "notifications",
             "migrations",
             "snapshots",
+            "event_partitions",
         },
     }[kind]
     assert has == expected

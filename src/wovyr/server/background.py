@@ -37,7 +37,7 @@ import json
 import logging
 import os
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from wovyr.engine.bulk import BatchRunner
@@ -48,6 +48,7 @@ from wovyr.platform.metrics import Metrics
 from wovyr.platform.secrets import Secrets, audit_anchor_key
 from wovyr.server.worker_process import CONFIG_ENV, WorkerConfig, replay
 from wovyr.settings import Settings
+from wovyr.store import capabilities
 from wovyr.worker import Worker
 
 __all__ = ["Background"]
@@ -259,8 +260,9 @@ class Background:
     def housekeep_now(self) -> list[PurgeReport]:
         """One housekeeping round: forget old idempotency keys and signed-out sessions, and
         purge every tenant's finished executions older than its retention (bounded batches:
-        a backlog is worked off over several rounds). A failure is logged and retried at the
-        next round. Returns the retention pass's reports."""
+        a backlog is worked off over several rounds), then keep the monthly partitions of
+        events (PostgreSQL). A failure is logged and retried at the next round. Returns the
+        retention pass's reports."""
         store = self.engine.store
         now = self.engine.clock.now()
         try:
@@ -272,7 +274,8 @@ class Background:
             reports = purge_all(self.engine)
         except Exception as exc:  # retried at the next round
             log.warning("purging executions past their retention: %s", exc)
-            return []
+            reports = []
+        self._keep_event_partitions(now)
         for report in reports:
             if report.purged:
                 log.info(
@@ -282,6 +285,24 @@ class Background:
                     " (more left for the next round)" if report.more else "",
                 )
         return reports
+
+    def _keep_event_partitions(self, now: datetime) -> None:
+        """On a store with monthly event partitions (PostgreSQL): the months ahead created,
+        past months no execution is left in dropped (after the purge emptied them)."""
+        keeper = capabilities(self.engine.store).event_partitions
+        if keeper is None:
+            return
+        try:
+            changes = keeper.keep_event_partitions(now)
+        except Exception as exc:  # retried at the next round
+            log.warning("creating or dropping monthly partitions of events: %s", exc)
+            return
+        if changes.created or changes.dropped:
+            log.info(
+                "events partitions: created %s, dropped %s",
+                ", ".join(changes.created) or "none",
+                ", ".join(changes.dropped) or "none",
+            )
 
     async def _anchoring(self) -> None:
         """Sign the audit chain's head every `audit_anchor_interval` seconds when it moved,

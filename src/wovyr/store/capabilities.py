@@ -26,6 +26,8 @@ from wovyr.store.shards import Peer
 
 __all__ = [
     "Capabilities",
+    "EventPartitioning",
+    "EventPartitions",
     "Membership",
     "Migrating",
     "Notifying",
@@ -113,6 +115,24 @@ class Snapshotting(Protocol):
 
 
 @dataclass(frozen=True)
+class EventPartitions:
+    """What one `keep_event_partitions` round changed: the partitions it created and the
+    ones it dropped (table names)."""
+
+    created: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class EventPartitioning(Protocol):
+    """A store whose events are partitioned by their execution's creation month
+    (PostgreSQL): housekeeping creates the months ahead and drops past months that no
+    execution is left in (`wovyr.store.postgres.partitions`)."""
+
+    def keep_event_partitions(self, now: datetime) -> EventPartitions: ...
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """The optional capabilities of one store: each is the store itself, typed as that
     capability, or None when the store does not have it."""
@@ -122,6 +142,7 @@ class Capabilities:
     notifications: Notifying | None = None
     migrations: Migrating | None = None
     snapshots: Snapshotting | None = None
+    event_partitions: EventPartitioning | None = None
 
 
 def capabilities(store: object) -> Capabilities:
@@ -132,6 +153,7 @@ def capabilities(store: object) -> Capabilities:
         notifications=store if isinstance(store, Notifying) else None,
         migrations=store if isinstance(store, Migrating) else None,
         snapshots=store if isinstance(store, Snapshotting) else None,
+        event_partitions=store if isinstance(store, EventPartitioning) else None,
     )
 
 

@@ -35,8 +35,9 @@ WITH created AS (
         seq, parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until,
         fence, checkpoint, ready AND lease_owner IS NULL AS claimable
 ), appended AS (
-    INSERT INTO events (tenant, execution_id, seq, type, at, data)
-    SELECT created.tenant, created.id, e.n, e.type, e.at, e.data::json
+    INSERT INTO events (tenant, execution_id, seq, type, at, data, bucket)
+    SELECT created.tenant, created.id, e.n, e.type, e.at, e.data::json,
+           events_bucket(created.created_at)
     FROM created,
         unnest(%(ev_type)b::text[], %(ev_at)b::timestamptz[], %(ev_data)b::text[])
             WITH ORDINALITY AS e(type, at, data, n)
@@ -79,10 +80,12 @@ WITH step AS (
     WHERE tenant = %(tenant)s AND id = %(id)s
       AND seq = %(expected_seq)s::bigint
       AND (%(fence)s::bigint IS NULL OR fence = %(fence)s::bigint)
-    RETURNING tenant, id, ready AND lease_owner IS NULL AS claimable
+    RETURNING tenant, id, ready AND lease_owner IS NULL AS claimable,
+        events_bucket(created_at) AS bucket
 ), appended AS (
-    INSERT INTO events (tenant, execution_id, seq, type, at, data)
-    SELECT step.tenant, step.id, %(expected_seq)s::bigint + e.n, e.type, e.at, e.data::json
+    INSERT INTO events (tenant, execution_id, seq, type, at, data, bucket)
+    SELECT step.tenant, step.id, %(expected_seq)s::bigint + e.n, e.type, e.at, e.data::json,
+           step.bucket
     FROM step,
         unnest(%(ev_type)b::text[], %(ev_at)b::timestamptz[], %(ev_data)b::text[])
             WITH ORDINALITY AS e(type, at, data, n)
@@ -206,11 +209,10 @@ ORDER BY name
 LIMIT %(limit)s;
 
 -- name: history
+-- From the one partition of events that holds the execution's (its creation month's),
+-- pruned when planned (events_history, migration 0038). No execution row: no events.
 SELECT seq, type, at, data
-FROM events
-WHERE tenant = %(tenant)s AND execution_id = %(id)s AND seq > %(after_seq)s
-ORDER BY seq
-LIMIT %(limit)s;
+FROM events_history(%(tenant)s, %(id)s, %(after_seq)s, %(limit)s);
 
 -- name: claim
 -- The claim is one statement: lock up to `limit` claimable rows nobody else is locking
@@ -585,7 +587,8 @@ WITH s AS (
     WHERE x.tenant = s.tenant AND x.id = s.id
       AND x.seq = s.expected_seq
       AND (s.fence IS NULL OR x.fence = s.fence)
-    RETURNING x.tenant, x.id, s.i, s.expected_seq, x.ready AND x.lease_owner IS NULL AS claimable
+    RETURNING x.tenant, x.id, s.i, s.expected_seq, x.ready AND x.lease_owner IS NULL AS claimable,
+        events_bucket(x.created_at) AS bucket
 ), freed AS (
     -- per key, the activity slots freed by steps that applied (and the latest step time)
     SELECT step.tenant, r.key, count(*) AS n, max(s.updated_at) AS at
@@ -614,8 +617,9 @@ WITH s AS (
       AND t.timer_id LIKE 'flow:%%' AND t.fire_at > picked.at
     RETURNING t.execution_id
 ), appended AS (
-    INSERT INTO events (tenant, execution_id, seq, type, at, data)
-    SELECT step.tenant, step.id, step.expected_seq + e.n, e.type, e.at, e.data::json
+    INSERT INTO events (tenant, execution_id, seq, type, at, data, bucket)
+    SELECT step.tenant, step.id, step.expected_seq + e.n, e.type, e.at, e.data::json,
+           step.bucket
     FROM unnest(%(ev_step)b::bigint[], %(ev_n)b::bigint[], %(ev_type)b::text[],
                 %(ev_at)b::timestamptz[], %(ev_data)b::text[]) AS e(i, n, type, at, data)
     JOIN step ON step.i = e.i

@@ -1,8 +1,9 @@
 """Purging finished executions from the PostgreSQL store (mixed into PostgresStore; the
 contract is `wovyr.store.retention`). Its SQL lives in `retention.sql`.
 
-Rows are deleted (events included): the events table is not partitioned, see
-docs/operations.md "Retention" for why and for the partitioned design."""
+Rows are deleted, except the events of a month whose last executions this purge removes:
+that month's partition of events is detached and dropped instead, in the purge's own
+transaction (`wovyr.store.postgres.partitions`; docs/operations.md "Retention")."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from wovyr.store.audit import AuditEntry
 from wovyr.store.postgres.audit import append_audit_row
+from wovyr.store.postgres.partitions import drop_partition, lock_events
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 from wovyr.store.retention import Expired
@@ -21,8 +23,7 @@ from wovyr.store.retention import Expired
 __all__ = ["PostgresRetention", "retention_queries"]
 
 _FIRST_PAGE = (datetime.min.replace(tzinfo=UTC), "")  # before every (finished_at, id)
-_PURGE_STEPS = (
-    "purge_events",
+_PURGE_STEPS = (  # after the events
     "purge_timers",
     "purge_labels",  # before the executions: it reads their labels
     "purge_flow_slots",
@@ -84,10 +85,29 @@ class PostgresRetention:
             if not gone:
                 return set()
             params = {"tenant": tenant, "ids": gone}
+            buckets = sorted({int(row[1]) for row in locked})
+            dropping = _droppable(conn, params, buckets)
+            kept = [b for b in buckets if b not in dropping]
+            conn.execute(q["purge_events"], {**params, "buckets": kept})
             for name in _PURGE_STEPS:
                 conn.execute(q[name], params)
+            for bucket in dropping:
+                if not drop_partition(conn, bucket):  # not empty after all: delete the rows
+                    conn.execute(q["purge_events"], {**params, "buckets": [bucket]})
             append_audit_row(conn, audit)
             return set(gone)
 
         purged: set[str] = self._write(body)
         return [i for i in wanted if i in purged]
+
+
+def _droppable(conn: Connection, params: dict[str, Any], buckets: list[int]) -> list[int]:
+    """The buckets whose partitions this purge drops instead of deleting their rows: the
+    ones it empties (of a past month), when the lock on events is had in time (taken
+    BEFORE any events row is deleted, so the purge never upgrades a lock it holds)."""
+    q = retention_queries()
+    found = conn.execute(q["purge_droppable"], {**params, "buckets": buckets}).fetchall()
+    dropping = [int(row[0]) for row in found]
+    if dropping and not lock_events(conn):
+        return []
+    return dropping

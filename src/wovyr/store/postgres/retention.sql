@@ -19,14 +19,32 @@ WHERE status IN ('completed', 'failed', 'cancelled', 'continued')
 ORDER BY updated_at, id LIMIT %(limit)s;
 
 -- name: purge_lock
--- The finished ones among the ids, locked until the purge commits.
-SELECT id FROM executions
+-- The finished ones among the ids, locked until the purge commits, with the bucket (creation
+-- month) that names their events' partition.
+SELECT id, events_bucket(created_at) FROM executions
 WHERE tenant = %(tenant)s AND id = ANY(%(ids)s)
   AND status IN ('completed', 'failed', 'cancelled', 'continued')
 FOR UPDATE;
 
+-- name: purge_droppable
+-- The buckets of the purged executions whose whole partition can go instead of their rows:
+-- a month before the database's current one, with a partition, and no execution of that
+-- month left besides the ones purged (any tenant). Looked at again under the lock by
+-- events_drop_partition.
+SELECT b FROM unnest(%(buckets)s::integer[]) AS b
+WHERE b < events_bucket(now())
+  AND to_regclass(quote_ident(current_schema()) || '.' || quote_ident(events_partition_name(b)))
+      IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM executions
+      WHERE created_at >= events_bucket_start(b) AND created_at < events_bucket_start(b + 1)
+        AND NOT (tenant = %(tenant)s AND id = ANY(%(ids)s)));
+
 -- name: purge_events
-DELETE FROM events WHERE tenant = %(tenant)s AND execution_id = ANY(%(ids)s);
+-- Only in the buckets given (the partitions that stay): the planner prunes to them.
+DELETE FROM events
+WHERE tenant = %(tenant)s AND execution_id = ANY(%(ids)s)
+  AND bucket = ANY(%(buckets)s::integer[]);
 
 -- name: purge_timers
 DELETE FROM timers WHERE tenant = %(tenant)s AND execution_id = ANY(%(ids)s);

@@ -63,6 +63,7 @@ from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_he
 from wovyr.store.postgres.bulk import PostgresBulk
 from wovyr.store.postgres.flow import FlowGates, PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
+from wovyr.store.postgres.partitions import PostgresEventPartitions
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.registry import PostgresRegistry
@@ -102,6 +103,7 @@ class PostgresStore(
     PostgresRateLimits,
     PostgresRetention,
     PostgresBulk,
+    PostgresEventPartitions,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
