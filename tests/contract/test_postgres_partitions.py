@@ -336,3 +336,45 @@ def test_commits_go_on_while_a_purge_drops_a_month(pg: PostgresStore, postgres_u
     assert outcomes == ["OK"] * 60
     assert "events_2025_01" not in month_partitions(postgres_url)
     assert len(pg.history("busy", tenant="default")) == 2 + 2 * 60
+
+
+def test_commits_into_a_month_go_on_while_its_partition_is_created(
+    pg: PostgresStore, postgres_url: str
+) -> None:
+    """Executions of months with no partition commit (into DEFAULT) from four threads while
+    housekeeping creates those months' partitions, moving their rows: no commit fails (the
+    creation waits for in-flight commits and holds new ones until it is attached), and every
+    event ends in its month's partition."""
+    months = [datetime(2040, m, 10, tzinfo=UTC) for m in (1, 4, 7, 10)]
+    names = [f"m{i}-{k}" for i in range(len(months)) for k in range(2)]
+    for name in names:
+        make(pg, name, months[int(name[1])], finished=False)
+    stores = [PostgresStore(pg.url, max_size=1) for _ in range(4)]
+    failures: list[BaseException] = []
+
+    def commit_steps(store: PostgresStore, mine: list[str]) -> None:
+        try:
+            for n in range(30):
+                for name in mine:
+                    at = months[int(name[1])]
+                    outcome = store.commit([step(name, 2 + 2 * n, at, "running", "default")])[0]
+                    assert outcome.name == "OK"
+        except BaseException as exc:
+            failures.append(exc)
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            running = [pool.submit(commit_steps, s, names[i::4]) for i, s in enumerate(stores)]
+            for at in months:
+                pg.keep_event_partitions(at)
+            for future in running:
+                future.result()
+    finally:
+        for s in stores:
+            s.close()
+    assert not failures, failures
+    for name in names:
+        assert homes(postgres_url, "default", name) == {
+            partition_name(bucket_of(months[int(name[1])]))
+        }
+        assert len(pg.history(name, tenant="default")) == 2 + 2 * 30

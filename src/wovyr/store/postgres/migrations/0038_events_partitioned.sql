@@ -34,8 +34,10 @@ CREATE FUNCTION events_bucket_in_use(bucket integer) RETURNS boolean
                            AND created_at < events_bucket_start(bucket + 1)) $$;
 
 -- Create the bucket's partition unless it exists; rows of that month the DEFAULT partition
--- caught move into it (the DEFAULT is locked meanwhile, so no commit adds more before the
--- partition is attached). True when it was created.
+-- caught move into it. True when it was created. `events` itself is locked against writers
+-- first (SHARE ROW EXCLUSIVE: in-flight commits end, new ones wait): ATTACH alone takes a
+-- lock that commits do not wait for, so a commit that had already routed its rows to the
+-- DEFAULT partition would then find the DEFAULT's new constraint refusing them.
 CREATE FUNCTION events_ensure_partition(bucket integer) RETURNS boolean
     LANGUAGE plpgsql
     AS $$
@@ -46,6 +48,7 @@ BEGIN
     IF to_regclass(format('%I.%I', current_schema(), name)) IS NOT NULL THEN
         RETURN false;
     END IF;
+    LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE;
     LOCK TABLE events_default IN ACCESS EXCLUSIVE MODE;
     EXECUTE format('CREATE TABLE %I (LIKE events)', name);
     EXECUTE format('WITH moved AS (DELETE FROM events_default WHERE bucket = $1 RETURNING *) '
