@@ -16,7 +16,13 @@ from tests.conftest import make_store
 from tests.contract.test_store_fair_claim import start
 
 from wovyr.store.base import CommitOutcome, StepWrite, Store
-from wovyr.store.flow import HOLD_TIMER_PREFIX, WAITER_TTL_SECONDS, FlowKey, SlotClaim
+from wovyr.store.flow import (
+    HOLD_TIMER_PREFIX,
+    WAITER_TTL_SECONDS,
+    FlowKey,
+    RateRequest,
+    SlotClaim,
+)
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -206,3 +212,22 @@ def finish(store: Store, name: str) -> None:
         release_lease=True,
     )
     assert store.commit([step]) == [CommitOutcome.OK]
+
+
+def test_a_woken_waiter_held_by_a_rate_limit_waits_its_own_time(store: Store) -> None:
+    """A wake is spent when the waiter looks again: refused then by a rate limit (its slot
+    free), the hold it arms for the rate limit is not made due at once (else it would look
+    again and again until the bucket refills)."""
+    running(store, "e1", "e2", "e3")
+    rate = RateRequest("r", 1, capacity=1, per_second=0.001)
+    assert store.acquire_flow("t", "e3", "W", T0, rates=[rate]).granted  # the only unit
+    assert ask(store, "e1") == (True, "")
+    assert not ask(store, "e2")[0]
+    hold(store, "e2", T0 + timedelta(seconds=30), f"{HOLD_TIMER_PREFIX}1")
+    end_attempt(store, "e1")  # wakes e2
+    assert due(store, T0) == {("e2", f"{HOLD_TIMER_PREFIX}1")}
+    slot = SlotClaim("k", "e2/a/1", 1)
+    answer = store.acquire_flow("t", "e2", "W", T0, rates=[rate], slots=[slot])
+    assert not answer.granted and answer.reason.startswith("rate limit r")
+    hold(store, "e2", T0 + timedelta(seconds=30), f"{HOLD_TIMER_PREFIX}2")
+    assert ("e2", f"{HOLD_TIMER_PREFIX}2") not in due(store, T0)

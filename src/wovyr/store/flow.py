@@ -263,6 +263,8 @@ class GateBook:
         self._granted: dict[int, tuple[FlowAcquire, dict[tuple[str, str], float]]] = {}
         # (tenant, key, holder) -> execution id: refused a slot, in the queue (until TTL)
         self._queued: dict[tuple[str, str, str], str] = {}
+        # (tenant, key, holder): refused for another reason with its slot free (no wake left)
+        self._looked: set[tuple[str, str, str]] = set()
 
     def decide(self, ask: FlowAcquire) -> FlowAnswer:
         """Grant `ask` every rate-limit unit and activity slot it asks, or nothing (then how
@@ -333,6 +335,8 @@ class GateBook:
                 if claim.holder not in queue:
                     queue.append(claim.holder)
                 self._queued[(t, claim.key, claim.holder)] = ask.execution_id
+            elif self.queues is None or key in self.queues:
+                self._looked.add((t, claim.key, claim.holder))
         wait, reason = max(refusals)
         return FlowAnswer(granted=False, wait=wait, reason=reason)
 
@@ -361,6 +365,12 @@ class GateBook:
     def takes(self) -> list[tuple[FlowAcquire, SlotClaim]]:
         """The activity slots granted (to asks not undone)."""
         return [(ask, c) for ask, _ in self._granted.values() for c in ask.slots]
+
+    def looked(self) -> list[tuple[str, str, str]]:
+        """The waiters (tenant, key, holder) that looked again and were refused for another
+        reason (a rate limit) while their slot was free: a wake that brought them is spent
+        (their next hold waits its own time), as a refusal that queues them spends it."""
+        return sorted(self._looked)
 
     def served(self) -> list[tuple[FlowAcquire, SlotClaim]]:
         """The takes whose waiter rows, if any, go (those of keys with a queue)."""

@@ -231,6 +231,8 @@ class MemoryStore(
                 return answer
         if outcome is CommitOutcome.OK:
             self._apply(step, encoded)
+            if step.status in FINISHED:
+                self._woken.discard(step.key)  # an ended execution waits for nothing
             if step.slot_released is not None:
                 self._release_slot(step.tenant, step.execution_id, step.slot_released)
             if step.flow_released:
@@ -381,6 +383,8 @@ class MemoryStore(
             )
             self._slot_waiters.get((tenant, c.key), {}).pop(c.holder, None)
             self._woken.discard((tenant, a.execution_id))
+        if not answer.granted:  # looked again: a wake that brought it is spent
+            self._woken.discard((tenant, ask.execution_id))
         until = now + timedelta(seconds=WAITER_TTL_SECONDS)
         for t, k, holder, execution_id in book.queued():
             self._woken.discard((t, execution_id))  # looked again: no longer woken

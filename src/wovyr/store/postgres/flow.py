@@ -173,6 +173,13 @@ class FlowGates:
                      "keys": [c.key for _, c in served],
                      "holders": [c.holder for _, c in served]},
                 )  # fmt: skip
+            looked = book.looked() if slots else []
+            if looked:  # a woken waiter that looked again is no longer woken
+                conn.execute(
+                    q["activity_waiters_looked"],
+                    {"tenants": [w[0] for w in looked], "keys": [w[1] for w in looked],
+                     "holders": [w[2] for w in looked]},
+                )  # fmt: skip
             queued = book.queued() if slots else []
             if queued:
                 conn.execute(

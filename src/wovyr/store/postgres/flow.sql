@@ -142,6 +142,13 @@ DELETE FROM activity_slot_waiters AS a
 USING unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[]) AS w(tenant, key, holder)
 WHERE a.tenant = w.tenant AND a.key = w.key AND a.holder = w.holder;
 
+-- name: activity_waiters_looked
+-- Woken waiters that looked again (and were refused for another reason) are not woken any
+-- more: their next hold waits its own time.
+UPDATE activity_slot_waiters AS a SET woken = NULL
+FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[]) AS w(tenant, key, holder)
+WHERE a.tenant = w.tenant AND a.key = w.key AND a.holder = w.holder AND a.woken IS NOT NULL;
+
 -- name: activity_waiters_join
 -- A new waiter joins the end of its key's queue (under the key's lock); the others keep
 -- their place and their `until` moves on.

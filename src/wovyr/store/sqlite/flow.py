@@ -289,6 +289,11 @@ def write_gates(conn: sqlite3.Connection, book: GateBook) -> None:
         "DELETE FROM activity_slot_waiters WHERE tenant = ? AND key = ? AND holder = ?",
         [(a.tenant, c.key, c.holder) for a, c in book.served()],
     )
+    conn.executemany(  # a woken waiter that looked again is no longer woken
+        "UPDATE activity_slot_waiters SET woken = 0"
+        " WHERE tenant = ? AND key = ? AND holder = ? AND woken > 0",
+        book.looked(),
+    )
     until = round((book.at + WAITER_TTL_SECONDS) * 1e6)
     conn.executemany(  # a new waiter joins the end of its key's queue; the others keep place
         "INSERT INTO activity_slot_waiters (tenant, key, holder, execution_id, until)"
