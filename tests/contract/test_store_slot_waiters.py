@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.conftest import make_store
@@ -38,8 +39,8 @@ def ask(store: Store, name: str, at: datetime = T0, limit: int = 1) -> tuple[boo
     return answer.granted, answer.reason
 
 
-def end_attempt(store: Store, name: str, *, status: str = "running", atomic: bool = False) -> None:
-    """The step that records `name`'s attempt's result (and releases its slot)."""
+def write(store: Store, name: str, *, atomic: bool = False, **fields: Any) -> None:
+    """A step of `name`'s execution (`fields` beside an empty one), which must apply."""
     record = store.load(name, "t")
     assert record is not None
     step = StepWrite(
@@ -47,13 +48,18 @@ def end_attempt(store: Store, name: str, *, status: str = "running", atomic: boo
         expected_seq=record.seq,
         events=[],
         checkpoint={},
-        status=status,
+        status=fields.pop("status", "running"),
         updated_at=T0,
         fence=record.fence,
         tenant="t",
-        flow_released=[("k", f"{name}/a/1")],
+        **fields,
     )
     assert store.commit([step], atomic=atomic) == [CommitOutcome.OK]
+
+
+def end_attempt(store: Store, name: str, *, status: str = "running", atomic: bool = False) -> None:
+    """The step that records `name`'s attempt's result (and releases its slot)."""
+    write(store, name, atomic=atomic, status=status, flow_released=[("k", f"{name}/a/1")])
 
 
 def test_a_freed_slot_goes_to_the_oldest_waiter(store: Store) -> None:
@@ -158,20 +164,7 @@ def test_flow_keys_say_what_runs_and_what_waits(store: Store) -> None:
 
 def hold(store: Store, name: str, fire_at: datetime, *timers: str) -> None:
     """`name`'s attempts held by a gate: its durable timers (`flow:<seq>` the hold)."""
-    record = store.load(name, "t")
-    assert record is not None
-    step = StepWrite(
-        execution_id=name,
-        expected_seq=record.seq,
-        events=[],
-        checkpoint={},
-        status="running",
-        updated_at=T0,
-        fence=record.fence,
-        tenant="t",
-        timers_armed=[(t, fire_at) for t in timers],
-    )
-    assert store.commit([step]) == [CommitOutcome.OK]
+    write(store, name, timers_armed=[(t, fire_at) for t in timers])
 
 
 def due(store: Store, at: datetime) -> set[tuple[str, str]]:
@@ -197,21 +190,7 @@ def test_a_freed_slot_wakes_its_oldest_waiter(store: Store, atomic: bool) -> Non
 
 
 def finish(store: Store, name: str) -> None:
-    record = store.load(name, "t")
-    assert record is not None
-    step = StepWrite(
-        execution_id=name,
-        expected_seq=record.seq,
-        events=[],
-        checkpoint={},
-        status="cancelled",
-        updated_at=T0,
-        fence=record.fence,
-        tenant="t",
-        ready=False,
-        release_lease=True,
-    )
-    assert store.commit([step]) == [CommitOutcome.OK]
+    write(store, name, status="cancelled", ready=False, release_lease=True)
 
 
 def test_a_woken_waiter_held_by_a_rate_limit_waits_its_own_time(store: Store) -> None:

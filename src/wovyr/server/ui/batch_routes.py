@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from wovyr.engine.bulk import Bulk
 from wovyr.errors import Conflict, InputError, NotFound, WovyrError
 from wovyr.server.ui.pages import ListFilters, bulk_filter
-from wovyr.server.ui.routes import FormError, UiRoutes, read_form, redirect
+from wovyr.server.ui.routes import READ_ONLY, UiRoutes, redirect
 from wovyr.server.ui.session import Session
 from wovyr.store.bulk import BatchRecord
 
@@ -24,6 +24,7 @@ __all__ = ["LIST_ACTIONS", "BatchRoutes"]
 
 LIST_ACTIONS = ("cancel", "rerun")  # what the executions list offers for all matching
 _ITEMS = 200  # items per batch page
+REFUSED = "Bulk action refused"  # the title of a refused submission's page
 
 
 def _progress(b: BatchRecord) -> dict[str, Any]:
@@ -89,17 +90,11 @@ class BatchRoutes:
         )
 
     async def submit(self, request: Request) -> Response:
-        session = await run_in_threadpool(self.ui.session, request)
-        if session is None:
-            return self.ui.to_login(request, f"{self.ui.base(request)}/batches")
-        try:
-            form = await read_form(request)
-        except FormError as exc:
-            return self._error(request, session, exc.status, str(exc))
-        if not self.ui.codec.check_csrf(session, form.get("csrf_token")):
-            return self.ui.forbidden(request, session, "The form expired; reload and retry.")
-        if not session.can("operator"):
-            return self.ui.forbidden(request, session, f"Your role ({session.role}) may only read.")
+        page = f"{self.ui.base(request)}/batches"
+        checked = await self.ui.form_post(request, page, "operator", READ_ONLY, REFUSED)
+        if isinstance(checked, Response):
+            return checked
+        session, form = checked
         action = form.get("action", "")
         if action not in LIST_ACTIONS:
             return self._error(request, session, 400, "Choose cancel or rerun.")
@@ -131,5 +126,5 @@ class BatchRoutes:
 
     def _error(self, request: Request, session: Session, status: int, message: str) -> Response:
         return self.ui.render(
-            request, "error.html", status, session, title="Bulk action refused", message=message
+            request, "error.html", status, session, title=REFUSED, message=message
         )

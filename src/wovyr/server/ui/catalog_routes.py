@@ -27,7 +27,7 @@ from wovyr.server.ui.catalog import (
     workers_page,
 )
 from wovyr.server.ui.present import as_datetime
-from wovyr.server.ui.routes import FormError, UiRoutes, read_form, redirect
+from wovyr.server.ui.routes import READ_ONLY, FormError, UiRoutes, redirect
 from wovyr.server.ui.session import Session
 
 __all__ = ["CatalogRoutes"]
@@ -106,19 +106,10 @@ class CatalogRoutes:
 
     async def act(self, request: Request, schedule_id: str, action: str) -> Response:
         page = f"{self.ui.base(request)}/schedules"
-        session = await run_in_threadpool(self.ui.session, request)
-        if session is None:
-            return self.ui.to_login(request, page)
-        try:
-            form = await read_form(request)
-        except FormError as exc:
-            return self.ui.render(
-                request, "error.html", exc.status, session, title="Error", message=str(exc)
-            )
-        if not self.ui.codec.check_csrf(session, form.get("csrf_token")):
-            return self.ui.forbidden(request, session, "The form expired; reload and retry.")
-        if not session.can("operator"):
-            return self.ui.forbidden(request, session, f"Your role ({session.role}) may only read.")
+        checked = await self.ui.form_post(request, page, "operator", READ_ONLY)
+        if isinstance(checked, Response):
+            return checked
+        session, form = checked
         actor = f"key:{session.key_id}/{session.role}"
         service = Schedules(self.ui.engine.for_tenant(session.tenant).acting(actor))
         try:
@@ -239,21 +230,11 @@ class CatalogRoutes:
         only, audited as made by the session's key, as `PUT`/`DELETE
         /api/v1/admin/limits/{key}` are."""
         page = f"{self.ui.base(request)}/flow"
-        session = await run_in_threadpool(self.ui.session, request)
-        if session is None:
-            return self.ui.to_login(request, page)
-        try:
-            form = await read_form(request)
-        except FormError as exc:
-            return self.ui.render(
-                request, "error.html", exc.status, session, title="Error", message=str(exc)
-            )
-        if not self.ui.codec.check_csrf(session, form.get("csrf_token")):
-            return self.ui.forbidden(request, session, "The form expired; reload and retry.")
-        if not session.can("admin"):
-            return self.ui.forbidden(
-                request, session, f"Your role ({session.role}) may not change rate limits."
-            )
+        refused = "Your role ({role}) may not change rate limits."
+        checked = await self.ui.form_post(request, page, "admin", refused)
+        if isinstance(checked, Response):
+            return checked
+        session, form = checked
         actor = f"key:{session.key_id}/{session.role}"
         engine = self.ui.engine.for_tenant(session.tenant).acting(actor)
         try:

@@ -256,6 +256,29 @@ class UiRoutes:
     def forbidden(self, request: Request, session: Session, message: str) -> HTMLResponse:
         return self.render(request, "error.html", 403, session, title="Forbidden", message=message)
 
+    async def form_post(
+        self, request: Request, page: str, role: str, refused: str, title: str = "Error"
+    ) -> tuple[Session, dict[str, str]] | Response:
+        """What an action form's POST checks first, in order: a session (signed out
+        meanwhile: sign in and come back to `page`, not to the POST), a readable form (else
+        an error page titled `title`), its CSRF token and the `role` (else 403, saying
+        `refused`, in which `{role}` is the session's). The session and the form, or the
+        response to send instead."""
+        session = await run_in_threadpool(self.session, request)
+        if session is None:
+            return self.to_login(request, page)
+        try:
+            form = await read_form(request)
+        except FormError as exc:
+            return self.render(
+                request, "error.html", exc.status, session, title=title, message=str(exc)
+            )
+        if not self.codec.check_csrf(session, form.get("csrf_token")):
+            return self.forbidden(request, session, "The form expired; reload the page and retry.")
+        if not session.can(role):
+            return self.forbidden(request, session, refused.format(role=session.role))
+        return session, form
+
     def list_page(self, request: Request) -> Response:
         """The list. `?partial=rows` (what the page's script polls) renders only the rows
         and skips the status counts, so a refresh costs one indexed query."""
@@ -367,19 +390,10 @@ class UiRoutes:
 
     async def act(self, request: Request, execution_id: str, action: str) -> Response:
         page = f"{self.base(request)}/executions/{quote(execution_id, safe=':')}"
-        session = await run_in_threadpool(self.session, request)
-        if session is None:  # signed out meanwhile: come back to the page, not the POST
-            return self.to_login(request, page)
-        try:
-            form = await read_form(request)
-        except FormError as exc:
-            return self.render(
-                request, "error.html", exc.status, session, title="Error", message=str(exc)
-            )
-        if not self.codec.check_csrf(session, form.get("csrf_token")):
-            return self.forbidden(request, session, "The form expired; reload the page and retry.")
-        if not session.can("operator"):
-            return self.forbidden(request, session, f"Your role ({session.role}) may only read.")
+        checked = await self.form_post(request, page, "operator", READ_ONLY)
+        if isinstance(checked, Response):
+            return checked
+        session, form = checked
         # the change is audited as made by the key the session signed in with
         actor = f"key:{session.key_id}/{session.role}"
         engine = self.engine.for_tenant(session.tenant).acting(actor)
@@ -458,6 +472,10 @@ def parse_payload(text: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise FormError(400, f"The payload is not valid JSON: {exc}") from None
+
+
+#: What a role that may not act is told (`UiRoutes.form_post`).
+READ_ONLY = "Your role ({role}) may only read."
 
 
 async def read_form(request: Request) -> dict[str, str]:
