@@ -13,8 +13,11 @@
    vs with a workflow concurrency key, an activity concurrency key and a rate limit (all
    far above what the run needs, so nothing waits): executions per second.
 
-SQLite (a file in a temporary folder) and PostgreSQL (a fresh schema, dropped). Rounds
-rotate which variant goes first; medians of per-round ratios.
+SQLite (a file per variant in a temporary folder) and PostgreSQL (a fresh schema per
+variant, dropped). In the claim part each variant drains its own copy of the rows and the
+variants take turns claim round by claim round (a slow moment of the machine falls on all
+alike: drained one after the other, the per-round ratios of two identical variants spread
+over +-20 %); the order of the turns rotates; medians of per-round ratios.
 Usage: python bench/bench_flow.py [--count 5000] [--e2e 300] [--rounds 3]
        [--url postgresql://postgres@127.0.0.1:5432/test] [--only sqlite,postgres] [--json]
 """
@@ -29,8 +32,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -99,18 +102,18 @@ def gate_of(claim: Claim) -> FlowAcquire:
     return FlowAcquire(claim.tenant, claim.execution_id, "bench", NOW, [RATE], [slot])
 
 
-def drain(store: Store, kind: str) -> tuple[int, float]:
-    """Claim everything, 64 at a time, as a worker does: each round's claim, then (but for
-    `claim`) the claimed executions' first steps, committed together (the committer groups
-    them); `apart` asks their gates in a transaction of their own first (as before gates
-    rode on the step), `gated` takes them in the step's transaction."""
+def drain(store: Store, kind: str) -> Iterator[int]:
+    """Claim everything, 64 at a time, as a worker does, one round per `next`: each round's
+    claim, then (but for `claim`) the claimed executions' first steps, committed together
+    (the committer groups them); `apart` asks their gates in a transaction of their own
+    first (as before gates rode on the step), `gated` takes them in the step's transaction.
+    Yields how many each round claimed."""
     held: Counter[str] = Counter()
     claimer = FairClaimer(store)
-    claimed, began = 0, time.perf_counter()
     while True:
         got = claimer.claim("bench", NOW, 3600, LIMIT, held)
         if not got:
-            return claimed, time.perf_counter() - began
+            return
         if kind == "apart":
             assert all(a.granted for a in store.acquire_flows([gate_of(c) for c in got]))
         if kind == "gated":
@@ -118,21 +121,42 @@ def drain(store: Store, kind: str) -> tuple[int, float]:
             assert all(r is CommitOutcome.OK for r in results)
         elif kind != "claim":
             assert all(r is CommitOutcome.OK for r in store.commit([first_step(c) for c in got]))
-        claimed += len(got)
         held = Counter(c.tenant for c in got)
+        yield len(got)
 
 
 KINDS = ("claim", "plain", "keyed", "apart", "gated")
 
 
-def claims(store: Store, reset: Callable[[bool], None], count: int, rounds: int) -> dict[str, Any]:
+def claims(
+    stores: Mapping[str, Store], reset: Callable[[str], None], count: int, rounds: int
+) -> dict[str, Any]:
+    """Each kind drains its own store (the same rows); the kinds take turns round by round
+    (claim and steps), so a slow moment of the machine falls on all of them alike; each
+    kind's time is the sum of its own rounds. The order of the turns rotates."""
     rates: dict[str, list[float]] = {k: [] for k in KINDS}
     for n in range(rounds):
-        for kind in KINDS[n % len(KINDS) :] + KINDS[: n % len(KINDS)]:
-            reset(kind == "keyed")
-            claimed, seconds = drain(store, kind)
-            assert claimed == count, (kind, claimed)
-            rates[kind].append(claimed / seconds)
+        order = KINDS[n % len(KINDS) :] + KINDS[: n % len(KINDS)]
+        for kind in order:
+            reset(kind)
+        runs = {kind: drain(stores[kind], kind) for kind in order}
+        claimed = dict.fromkeys(order, 0)
+        seconds = dict.fromkeys(order, 0.0)
+        while runs:
+            for kind in order:
+                run = runs.get(kind)
+                if run is None:
+                    continue
+                began = time.perf_counter()
+                got = next(run, None)
+                seconds[kind] += time.perf_counter() - began
+                if got is None:
+                    del runs[kind]
+                else:
+                    claimed[kind] += got
+        for kind in order:
+            assert claimed[kind] == count, (kind, claimed[kind])
+            rates[kind].append(count / seconds[kind])
 
     def ratio(kind: str) -> float:
         per_round = [k / p for k, p in zip(rates[kind], rates["plain"], strict=True)]
@@ -152,25 +176,27 @@ SQLITE_ROWS = (
 
 def sqlite_claims(count: int, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
-        store = SQLiteStore(Path(folder) / "bench.db")
+        stores = {kind: SQLiteStore(Path(folder) / f"{kind}.db") for kind in KINDS}
         try:
-            with store._write() as conn:
-                conn.executemany(SQLITE_ROWS, [(f"e{i:07}", i) for i in range(count)])
-
-            def reset(keyed: bool) -> None:
+            for store in stores.values():
                 with store._write() as conn:
+                    conn.executemany(SQLITE_ROWS, [(f"e{i:07}", i) for i in range(count)])
+
+            def reset(kind: str) -> None:
+                with stores[kind]._write() as conn:
                     conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
                     conn.execute("DELETE FROM flow_slots")
                     conn.execute("DELETE FROM activity_slots")
-                    if keyed:
+                    if kind == "keyed":
                         conn.execute(
                             "INSERT INTO flow_slots (tenant, key, execution_id, holding)"
                             " SELECT tenant, 'k-' || (rowid % 10), id, 1 FROM executions"
                         )
 
-            return claims(store, reset, count, rounds)
+            return claims(stores, reset, count, rounds)
         finally:
-            store.close()
+            for store in stores.values():
+                store.close()
 
 
 @contextmanager
@@ -193,28 +219,35 @@ PG_ROWS = (
 
 
 def postgres_claims(url: str, count: int, rounds: int) -> dict[str, Any]:
-    with fresh_schema(url) as schema_url:
-        store = PostgresStore(schema_url, max_size=2)
-        try:
-            with psycopg.connect(schema_url, autocommit=True) as conn:
-                with conn.cursor() as cur:
-                    cur.executemany(PG_ROWS, [(f"e{i:07}", i) for i in range(count)])
-                conn.execute("VACUUM ANALYZE executions")
+    with ExitStack() as stack:
+        urls = {kind: stack.enter_context(fresh_schema(url)) for kind in KINDS}
+        stores = {kind: PostgresStore(urls[kind], max_size=2) for kind in KINDS}
+        for store in stores.values():
+            stack.callback(store.close)
+        conns = {
+            kind: stack.enter_context(psycopg.connect(urls[kind], autocommit=True))
+            for kind in KINDS
+        }
+        for conn in conns.values():
+            with conn.cursor() as cur:
+                cur.executemany(PG_ROWS, [(f"e{i:07}", i) for i in range(count)])
+            conn.execute("VACUUM ANALYZE executions")
 
-                def reset(keyed: bool) -> None:
-                    conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
-                    conn.execute("DELETE FROM flow_slots")
-                    conn.execute("DELETE FROM activity_slots")
-                    if keyed:
-                        conn.execute(
-                            "INSERT INTO flow_slots (tenant, key, execution_id, holding)"
-                            " SELECT tenant, 'k-' || (claim_rank % 10), id, true FROM executions"
-                        )
-                    conn.execute("VACUUM executions")
+        def reset(kind: str) -> None:
+            conn = conns[kind]
+            conn.execute("UPDATE executions SET lease_owner = NULL, lease_until = NULL")
+            conn.execute("DELETE FROM flow_slots")
+            conn.execute("DELETE FROM activity_slots")
+            if kind == "keyed":
+                conn.execute(
+                    "INSERT INTO flow_slots (tenant, key, execution_id, holding)"
+                    " SELECT tenant, 'k-' || (claim_rank % 10), id, true FROM executions"
+                )
+            # every kind starts from clean tables: the slots and tally rows the last round
+            # left (deleted above) would otherwise bloat the next one's
+            conn.execute("VACUUM executions, activity_slots, activity_slot_tally")
 
-                return claims(store, reset, count, rounds)
-        finally:
-            store.close()
+        return claims(stores, reset, count, rounds)
 
 
 def end_to_end(open_engine: Callable[[], Engine], count: int, rounds: int) -> dict[str, Any]:

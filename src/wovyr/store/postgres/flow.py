@@ -13,6 +13,7 @@ from importlib import resources
 from typing import Any
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.codec import dumps
 from wovyr.store.flow import (
     WAITER_TTL_SECONDS,
     Bucket,
@@ -69,52 +70,39 @@ class FlowGates:
             for r in ask.rates:
                 if r.capacity is not None and r.per_second is not None:
                     fresh.setdefault((ask.tenant, r.key), r)
-        made = sorted(fresh)
         buckets = sorted({(a.tenant, r.key) for a in self._asks for r in a.rates})
         slots = sorted({(a.tenant, c.key) for a in self._asks for c in a.slots})
-        now = {"now": self._now}
+        doc = {
+            "made": [
+                {"tenant": t, "key": k, "capacity": float(r.capacity or 0),
+                 "per_second": float(r.per_second or 0)}
+                for (t, k), r in sorted(fresh.items())
+            ],
+            "buckets": [{"tenant": t, "key": k} for t, k in buckets],
+            "slots": [{"tenant": t, "key": k} for t, k in slots],
+        }  # fmt: skip
         with conn.pipeline():
-            at = conn.execute(q["flow_now"], now)
-            if made:
-                conn.execute(
-                    q["buckets_create"],
-                    {**now, "tenants": [t for t, _ in made], "keys": [k for _, k in made],
-                     "capacities": [float(fresh[m].capacity or 0) for m in made],
-                     "rates": [float(fresh[m].per_second or 0) for m in made]},
-                )  # fmt: skip
-            rows = (
-                conn.execute(
-                    q["buckets_lock_all"],
-                    {"tenants": [t for t, _ in buckets], "keys": [k for _, k in buckets]},
-                )
-                if buckets
-                else None
+            row = conn.execute(q["flow_lock"], {"now": self._now, "doc": dumps(doc)}).fetchone()
+        assert row is not None
+        read: dict[str, Any] = row[0]
+        found: dict[tuple[str, str], Bucket] = {}
+        for r in read["buckets"]:
+            found[(r[0], r[1])] = Bucket(
+                capacity=r[2],
+                per_second=r[3],
+                tokens=r[4],
+                refilled_at=float(r[5]),
+                wake_at=max(0.0, float(r[6])),
+                declared=r[7],
             )
-            counted = None
-            if slots:
-                keys = {"tenants": [t for t, _ in slots], "keys": [k for _, k in slots]}
-                conn.execute(q["activity_slots_lock_all"], keys)
-                counted = conn.execute(q["activity_slot_counts"], keys)
-            first = at.fetchone()
-            assert first is not None
-            found: dict[tuple[str, str], Bucket] = {}
-            for r in rows.fetchall() if rows is not None else ():
-                found[(r[0], r[1])] = Bucket(
-                    capacity=r[2],
-                    per_second=r[3],
-                    tokens=r[4],
-                    refilled_at=_seconds(r[5]),
-                    wake_at=max(0.0, _seconds(r[6])),
-                    declared=r[7],
-                )
-            counted_rows = counted.fetchall() if counted is not None else []
-            counts = {(r[0], r[1]): r[2] for r in counted_rows}
-            queues = {(r[0], r[1]) for r in counted_rows if r[3]}
+        counts = {(r[0], r[1]): r[2] for r in read["counts"]}
+        queues = {(r[0], r[1]) for r in read["counts"] if r[3]}
         holders: dict[tuple[str, str], list[str]] = {key: [] for key in slots}
         waiters: dict[tuple[str, str], list[str]] = {}
         tight = sorted(tight_keys(self._asks, counts))
         if tight:  # a second round trip, only for keys that could be full
             keys = {"tenants": [t for t, _ in tight], "keys": [k for _, k in tight]}
+            now = {"now": self._now}
             with conn.pipeline():
                 held = conn.execute(q["activity_holders_all"], {**keys, **now})
                 waiting = conn.execute(q["activity_waiters_all"], {**keys, **now})
@@ -122,7 +110,7 @@ class FlowGates:
                     holders[(h[0], h[1])].append(h[2])
                 for w in waiting.fetchall():
                     waiters.setdefault((w[0], w[1]), []).append(w[2])
-        return GateBook(_seconds(first[0]), found, holders, waiters, queues)
+        return GateBook(float(read["at"]), found, holders, waiters, queues)
 
     @staticmethod
     def give_back(conn: Connection, book: GateBook, undone: Sequence[FlowAcquire]) -> None:
@@ -140,54 +128,39 @@ class FlowGates:
 
     @staticmethod
     def write(conn: Connection, book: GateBook, *, slots: bool = True) -> None:
-        q = flow_queries()
+        """The batch's gate rows, one statement (`wovyr_flow_write`, migration 39)."""
         changed = book.changed()
         takes = book.takes() if slots else []
-        with conn.pipeline():
-            if changed:
-                b = [bucket for _, bucket in changed]
-                conn.execute(
-                    q["buckets_write"],
-                    {"tenants": [t for (t, _), _ in changed],
-                     "keys": [k for (_, k), _ in changed],
-                     "capacities": [float(x.capacity) for x in b],
-                     "rates": [float(x.per_second) for x in b],
-                     "tokens": [float(x.tokens) for x in b],
-                     "refilled": [_time(x.refilled_at) for x in b],
-                     "wakes": [_time(x.wake_at) for x in b]},
-                )  # fmt: skip
-            if takes:
-                taken = {"tenants": [a.tenant for a, _ in takes],
-                         "keys": [c.key for _, c in takes],
-                         "holders": [c.holder for _, c in takes]}  # fmt: skip
-                conn.execute(
-                    q["activity_slots_take"],
-                    {**taken, "ids": [a.execution_id for a, _ in takes],
-                     "owners": [a.owner for a, _ in takes]},
-                )  # fmt: skip
-            served = book.served() if slots else []
-            if served:  # waiters that took their slots leave their queues
-                conn.execute(
-                    q["activity_waiters_leave"],
-                    {"tenants": [a.tenant for a, _ in served],
-                     "keys": [c.key for _, c in served],
-                     "holders": [c.holder for _, c in served]},
-                )  # fmt: skip
-            looked = book.looked() if slots else []
-            if looked:  # a woken waiter that looked again is no longer woken
-                conn.execute(
-                    q["activity_waiters_looked"],
-                    {"tenants": [w[0] for w in looked], "keys": [w[1] for w in looked],
-                     "holders": [w[2] for w in looked]},
-                )  # fmt: skip
-            queued = book.queued() if slots else []
-            if queued:
-                conn.execute(
-                    q["activity_waiters_join"],
-                    {"tenants": [w[0] for w in queued], "keys": [w[1] for w in queued],
-                     "holders": [w[2] for w in queued], "ids": [w[3] for w in queued],
-                     "until": _time(book.at + WAITER_TTL_SECONDS)},
-                )  # fmt: skip
+        served = book.served() if slots else []
+        looked = book.looked() if slots else []
+        queued = book.queued() if slots else []
+        if not (changed or takes or served or looked or queued):
+            return
+        doc = {
+            "buckets": [
+                {"tenant": t, "key": k, "capacity": float(b.capacity),
+                 "per_second": float(b.per_second), "tokens": float(b.tokens),
+                 "refilled_at": b.refilled_at, "wake_at": b.wake_at}
+                for (t, k), b in changed
+            ],
+            "takes": [
+                {"tenant": a.tenant, "key": c.key, "holder": c.holder,
+                 "execution_id": a.execution_id, "owner": a.owner}
+                for a, c in takes
+            ],
+            # waiters that took their slots leave their queues
+            "served": [{"tenant": a.tenant, "key": c.key, "holder": c.holder} for a, c in served],
+            # a woken waiter that looked again is no longer woken
+            "looked": [{"tenant": w[0], "key": w[1], "holder": w[2]} for w in looked],
+            "queued": [
+                {"tenant": w[0], "key": w[1], "holder": w[2], "execution_id": w[3]}
+                for w in queued
+            ],
+        }  # fmt: skip
+        conn.execute(
+            flow_queries()["flow_write"],
+            {"until": _time(book.at + WAITER_TTL_SECONDS), "doc": dumps(doc)},
+        )
 
 
 class PostgresRateLimits:

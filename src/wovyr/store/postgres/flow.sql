@@ -1,9 +1,13 @@
 -- Named queries of flow control's activity gates (wovyr.store.postgres.flow). The gates of a
--- batch (`FlowGates`) use set-based forms: one statement for every bucket or slot key of the
--- batch, all sent in one round trip.
+-- batch (`FlowGates`) are read and written by one call each (the functions of migration 39,
+-- which take the batch's rows as one JSON document); the holders and waiters of keys that
+-- could be full are read with set-based statements, one for every key of the batch.
 
--- name: flow_now
-SELECT COALESCE(%(now)s::timestamptz, now());
+-- name: flow_lock
+SELECT wovyr_flow_lock(%(now)s::timestamptz, %(doc)s::jsonb);
+
+-- name: flow_write
+SELECT wovyr_flow_write(%(until)s::timestamptz, %(doc)s::jsonb);
 
 -- name: activity_holders_now
 SELECT s.holder
@@ -63,58 +67,6 @@ ORDER BY key;
 -- name: bucket_delete
 DELETE FROM rate_buckets WHERE tenant = %(tenant)s AND key = %(key)s RETURNING key;
 
--- name: buckets_create
--- Missing buckets an activity names with its own numbers start full.
-INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens, refilled_at)
-SELECT b.tenant, b.key, b.capacity, b.per_second, b.capacity,
-       COALESCE(%(now)s::timestamptz, now())
-FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(capacities)s::float8[],
-            %(rates)s::float8[]) AS b(tenant, key, capacity, per_second)
-ON CONFLICT (tenant, key) DO NOTHING;
-
--- name: buckets_lock_all
-SELECT b.tenant, b.key, b.capacity, b.per_second, b.tokens, b.refilled_at, b.wake_at, b.declared
-FROM rate_buckets b
-JOIN unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
-  ON b.tenant = k.tenant AND b.key = k.key
-ORDER BY b.tenant, b.key
-FOR UPDATE OF b;
-
--- name: activity_slots_lock_all
--- The keys come sorted; output expressions are evaluated after the ORDER BY, so the locks
--- are taken in that order (no two batches wait on each other in a cycle).
-SELECT pg_advisory_xact_lock(hashtext('wovyr.activity-slot.' || k.tenant), hashtext(k.key))
-FROM unnest(%(tenants)s::text[], %(keys)s::text[]) WITH ORDINALITY AS k(tenant, key, n)
-ORDER BY k.n;
-
--- name: activity_slot_counts
--- The rows of every key of the batch, holders and waiters (stale ones included): only a
--- key that could be full needs them read (`activity_holders_all`, `activity_waiters_all`).
--- Holders are counted by the key's tally rows (migration 37); a key whose tally has grown
--- to more than 16 rows has them folded into one here, under the key's advisory lock (the
--- delete removes exactly the rows this statement summed: rows appended meanwhile stay).
-WITH k AS (
-    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[]) AS k(tenant, key)
-), tally AS (
-    SELECT k.tenant, k.key, COALESCE(sum(t.n), 0) AS n, count(t.id) AS pieces
-    FROM k LEFT JOIN activity_slot_tally t ON t.tenant = k.tenant AND t.key = k.key
-    GROUP BY k.tenant, k.key
-), folded AS (
-    DELETE FROM activity_slot_tally AS t
-    USING tally
-    WHERE tally.pieces > 16 AND t.tenant = tally.tenant AND t.key = tally.key
-    RETURNING t.tenant, t.key, t.n
-), refolded AS (
-    INSERT INTO activity_slot_tally (tenant, key, n)
-    SELECT tenant, key, sum(n) FROM folded GROUP BY tenant, key HAVING sum(n) <> 0
-)
-SELECT tally.tenant, tally.key,
-       tally.n + (SELECT count(*) FROM activity_slot_waiters w
-                  WHERE w.tenant = tally.tenant AND w.key = tally.key),
-       EXISTS (SELECT FROM activity_slot_waiters w
-               WHERE w.tenant = tally.tenant AND w.key = tally.key)
-FROM tally;
-
 -- name: activity_waiters_all
 -- The attempts waiting for a slot of every key given, oldest first, that still wait (their
 -- execution has not ended and they came back in time); the others are deleted on the way.
@@ -136,28 +88,6 @@ WITH k AS (
       AND a.tenant = waiters.tenant AND a.key = waiters.key AND a.holder = waiters.holder
 )
 SELECT tenant, key, holder FROM waiters WHERE live ORDER BY seq;
-
--- name: activity_waiters_leave
-DELETE FROM activity_slot_waiters AS a
-USING unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[]) AS w(tenant, key, holder)
-WHERE a.tenant = w.tenant AND a.key = w.key AND a.holder = w.holder;
-
--- name: activity_waiters_looked
--- Woken waiters that looked again (and were refused for another reason) are not woken any
--- more: their next hold waits its own time.
-UPDATE activity_slot_waiters AS a SET woken = NULL
-FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[]) AS w(tenant, key, holder)
-WHERE a.tenant = w.tenant AND a.key = w.key AND a.holder = w.holder AND a.woken IS NOT NULL;
-
--- name: activity_waiters_join
--- A new waiter joins the end of its key's queue (under the key's lock); the others keep
--- their place and their `until` moves on.
-INSERT INTO activity_slot_waiters (tenant, key, holder, execution_id, until)
-SELECT w.tenant, w.key, w.holder, w.execution_id, %(until)s
-FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[], %(ids)s::text[])
-    WITH ORDINALITY AS w(tenant, key, holder, execution_id, n)
-ORDER BY w.n
-ON CONFLICT (tenant, key, holder) DO UPDATE SET until = EXCLUDED.until, woken = NULL;
 
 -- name: activity_holders_all
 -- The holders of every key of the batch whose execution's lease is still their worker's;
@@ -182,23 +112,6 @@ WITH k AS (
       AND a.tenant = slots.tenant AND a.key = slots.key AND a.holder = slots.holder
 )
 SELECT tenant, key, holder FROM slots WHERE live ORDER BY tenant, key, holder;
-
--- name: activity_slots_take
-INSERT INTO activity_slots (tenant, key, holder, execution_id, owner)
-SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(holders)s::text[],
-                     %(ids)s::text[], %(owners)s::text[])
-ON CONFLICT (tenant, key, holder) DO UPDATE SET execution_id = EXCLUDED.execution_id,
-    owner = EXCLUDED.owner;
-
--- name: buckets_write
-UPDATE rate_buckets AS b
-SET capacity = w.capacity, per_second = w.per_second, tokens = w.tokens,
-    refilled_at = w.refilled_at, wake_at = w.wake_at
-FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(capacities)s::float8[],
-            %(rates)s::float8[], %(tokens)s::float8[], %(refilled)s::timestamptz[],
-            %(wakes)s::timestamptz[])
-     AS w(tenant, key, capacity, per_second, tokens, refilled_at, wake_at)
-WHERE b.tenant = w.tenant AND b.key = w.key;
 
 -- name: flow_keys
 -- The tenant's concurrency keys in use: workflow keys' holders and waiting executions;
