@@ -12,6 +12,7 @@ import json
 from datetime import datetime
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
@@ -62,15 +63,27 @@ _TIMELINE = 50
 
 
 def payload(value: Any) -> Payload:
-    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
-    size = len(text.encode("utf-8"))
-    if size <= _WHOLE:
-        return Payload(size=size, truncated=False, value=value)
-    return Payload(size=size, truncated=True, preview=text[:_PREVIEW])
+    """`value` whole if its JSON is small, else its size and a preview. Sized by orjson (a
+    list of 50 summaries sizes 150 values: with the standard library that was a tenth of
+    the server's time under a mixed load); what orjson refuses (integers beyond 64 bits,
+    very deep nesting) goes through the standard library as before."""
+    if value is None:
+        return Payload.model_construct(size=4, truncated=False, value=None)
+    try:
+        raw = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+        raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= _WHOLE:
+        return Payload.model_construct(size=len(raw), truncated=False, value=value)
+    preview = raw[: _PREVIEW * 4].decode("utf-8", "ignore")[:_PREVIEW]
+    return Payload.model_construct(size=len(raw), truncated=True, value=None, preview=preview)
 
 
 def summary(r: ExecutionRecord) -> ExecutionSummary:
-    return ExecutionSummary(
+    """Built without validation (`model_construct`): every field comes typed from the store,
+    and a page of them is serialized by `list_workflows` directly."""
+    return ExecutionSummary.model_construct(
         id=r.id,
         workflow=r.workflow,
         version=r.version,
@@ -248,7 +261,7 @@ def list_workflows(
             description="Workflow names containing it, any case (ignored with `workflow`).",
         ),
     ] = None,
-) -> ExecutionPage:
+) -> Response:
     page = tenant_engine(ctx, principal).list(
         labels=parse_label_pairs(label or [], "label") if label else None,
         id_prefix=id_prefix,
@@ -260,9 +273,12 @@ def list_workflows(
         limit=limit,
         cursor=decode_cursor(cursor),
     )
-    return ExecutionPage(
+    # Serialized here, once, by pydantic's own encoder: returned as a model, FastAPI would
+    # dump it to dicts, validate those again and encode them (a third of a list's time).
+    out = ExecutionPage.model_construct(
         items=[summary(r) for r in page.items], next_cursor=encode_cursor(page.next_cursor)
     )
+    return Response(out.model_dump_json(), media_type="application/json")
 
 
 @router.get("/{execution_id}", response_model=ExecutionDetail, summary="One execution")
