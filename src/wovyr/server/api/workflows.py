@@ -274,7 +274,7 @@ def list_workflows(
         cursor=decode_cursor(cursor),
     )
     # Serialized here, once, by pydantic's own encoder: returned as a model, FastAPI would
-    # dump it to dicts, validate those again and encode them (a third of a list's time).
+    # dump it to dicts, validate those again and encode them.
     out = ExecutionPage.model_construct(
         items=[summary(r) for r in page.items], next_cursor=encode_cursor(page.next_cursor)
     )
