@@ -233,6 +233,9 @@ async def test_idempotency_key_same_body_same_execution_other_body_422(api: Api)
     assert first.status_code == 201 and again.status_code == 200
     assert first.json()["id"] == again.json()["id"]
     assert again.headers["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first.headers
+    location = f"{BASE}/{first.json()['id']}"
+    assert first.headers["Location"] == again.headers["Location"] == location
     other = await api.call("POST", BASE, OP, json={**body, "input": {"note": "twice"}}, headers=key)
     assert other.status_code == 422
     assert other.json()["type"] == "urn:wovyr:problem:idempotency-key-reused"
