@@ -30,18 +30,16 @@ import json
 import statistics
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
+from yardstick import stores_per_kind  # bench/ is on sys.path: this folder
 
 from wovyr.store.base import FairShare, Store
-from wovyr.store.postgres import PostgresStore
 from wovyr.store.shards import stable_shard
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker.fair import FairClaimer
@@ -162,18 +160,6 @@ def bench_sqlite(mix: str, count: int, limit: int, rounds: int) -> dict[str, Any
                 store.close()
 
 
-@contextmanager
-def fresh_schema(url: str) -> Iterator[str]:
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
 PG_INSERT = (
     "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
     " created_at, updated_at, seq, ready, checkpoint, shard, claim_rank)"
@@ -183,18 +169,7 @@ PG_INSERT = (
 
 def bench_postgres(url: str, mix: str, count: int, limit: int, rounds: int) -> dict[str, Any]:
     with ExitStack() as stack:
-        urls = {kind: stack.enter_context(fresh_schema(url)) for kind in KINDS}
-        stores = {kind: PostgresStore(urls[kind], max_size=2) for kind in KINDS}
-        for store in stores.values():
-            stack.callback(store.close)
-        conns = {
-            kind: stack.enter_context(psycopg.connect(urls[kind], autocommit=True))
-            for kind in KINDS
-        }
-        for conn in conns.values():
-            with conn.cursor() as cur:
-                cur.executemany(PG_INSERT, list(rows(mix, count)))
-            conn.execute("VACUUM ANALYZE executions")
+        stores, conns = stores_per_kind(stack, url, KINDS, PG_INSERT, list(rows(mix, count)))
 
         def reset() -> None:
             for conn in conns.values():

@@ -32,15 +32,14 @@ import json
 import statistics
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
+from yardstick import postgres_schema, stores_per_kind  # bench/ is on sys.path: this folder
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
@@ -201,18 +200,6 @@ def sqlite_claims(count: int, rounds: int) -> dict[str, Any]:
                 store.close()
 
 
-@contextmanager
-def fresh_schema(url: str) -> Iterator[str]:
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
 PG_ROWS = (
     "INSERT INTO executions (tenant, id, workflow, version, definition_hash, status,"
     " created_at, updated_at, seq, ready, checkpoint, shard, claim_rank)"
@@ -222,18 +209,8 @@ PG_ROWS = (
 
 def postgres_claims(url: str, count: int, rounds: int) -> dict[str, Any]:
     with ExitStack() as stack:
-        urls = {kind: stack.enter_context(fresh_schema(url)) for kind in KINDS}
-        stores = {kind: PostgresStore(urls[kind], max_size=2) for kind in KINDS}
-        for store in stores.values():
-            stack.callback(store.close)
-        conns = {
-            kind: stack.enter_context(psycopg.connect(urls[kind], autocommit=True))
-            for kind in KINDS
-        }
-        for conn in conns.values():
-            with conn.cursor() as cur:
-                cur.executemany(PG_ROWS, [(f"e{i:07}", i) for i in range(count)])
-            conn.execute("VACUUM ANALYZE executions")
+        rows = [(f"e{i:07}", i) for i in range(count)]
+        stores, conns = stores_per_kind(stack, url, KINDS, PG_ROWS, rows)
 
         def reset(kind: str) -> None:
             conn = conns[kind]
@@ -315,7 +292,7 @@ def main() -> None:
                 results["sqlite_e2e"] = end_to_end(sqlite_engine, args.e2e, args.rounds)
         else:
             results["postgres_claim"] = postgres_claims(args.url, args.count, args.rounds)
-            with fresh_schema(args.url) as url:
+            with postgres_schema(args.url) as url:
                 results["postgres_e2e"] = end_to_end(
                     lambda: Engine(PostgresStore(url, max_size=4), activities=registry()),
                     args.e2e,

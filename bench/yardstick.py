@@ -31,17 +31,22 @@ import sqlite3
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from wovyr.store.sqlite import SQLiteStore
 
-__all__ = ["minimal_loop"]
+if TYPE_CHECKING:
+    import psycopg
+
+    from wovyr.store.postgres import PostgresStore
+
+__all__ = ["minimal_loop", "postgres_schema", "stores_per_kind"]
 
 _INSERT_EXECUTION = (
     "INSERT INTO executions (id, tenant, workflow, version, definition_hash, status,"
@@ -272,6 +277,30 @@ def postgres_schema(url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def stores_per_kind(
+    stack: ExitStack, url: str, kinds: Sequence[str], insert: str, rows: list[Any]
+) -> tuple[dict[str, PostgresStore], dict[str, psycopg.Connection[Any]]]:
+    """For benchmarks whose variants each drain their own copy of the same rows: one fresh
+    schema per kind (dropped when `stack` closes) holding `rows` (`insert`, then analysed),
+    each with a store and an autocommit connection."""
+    import psycopg
+
+    from wovyr.store.postgres import PostgresStore
+
+    urls = {kind: stack.enter_context(postgres_schema(url)) for kind in kinds}
+    stores = {kind: PostgresStore(urls[kind], max_size=2) for kind in kinds}
+    for store in stores.values():
+        stack.callback(store.close)
+    conns = {
+        kind: stack.enter_context(psycopg.connect(urls[kind], autocommit=True)) for kind in kinds
+    }
+    for conn in conns.values():
+        with conn.cursor() as cur:
+            cur.executemany(insert, rows)
+        conn.execute("VACUUM ANALYZE executions")
+    return stores, conns
 
 
 def main() -> None:
