@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from tests.pg_schemas import SchemaPool, schema_url
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
@@ -68,15 +69,10 @@ def _require_postgres() -> None:
         pytest.skip(_postgres_problem[0])
 
 
-def schema_url(url: str, schema: str) -> str:
-    """`url` with its search_path set to `schema` (libpq `options`)."""
-    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
-
-
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    """A URL whose search_path is a fresh schema, dropped after the test: no test sees
-    another's rows."""
+    """A URL whose search_path is a fresh, empty schema, dropped after the test: no test
+    sees another's rows."""
     _require_postgres()
     import psycopg
 
@@ -90,9 +86,32 @@ def postgres_url() -> Iterator[str]:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+@pytest.fixture(scope="session")
+def schema_pool() -> Iterator[SchemaPool]:
+    pool = SchemaPool(POSTGRES_URL)
+    yield pool
+    pool.close()
+    if os.environ.get("WOVYR_TEST_SCHEMA_STATS"):
+        with open(os.environ["WOVYR_TEST_SCHEMA_STATS"], "a") as out:
+            out.write(f"{pool.handed_on} {pool.dropped}\n")
+
+
+@pytest.fixture
+def migrated_postgres_url(schema_pool: SchemaPool) -> Iterator[str]:
+    """A URL whose search_path is a migrated schema no other test is using, with no rows
+    but the ones the migrations write (`tests/pg_schemas.py`: emptied and handed on to the
+    next test in this process unless the test changed its catalog)."""
+    _require_postgres()
+    schema = schema_pool.take_migrated()
+    try:
+        yield schema_url(POSTGRES_URL, schema)
+    finally:
+        schema_pool.give_back(schema)
+
+
 @pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if request.param == "postgres" else None
     s = make_store(request.param, tmp_path, url)
     yield s
     s.close()

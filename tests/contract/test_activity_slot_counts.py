@@ -65,7 +65,7 @@ def step(store: Store, name: str, released: list[tuple[str, str]]) -> StepWrite:
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_counts_follow_the_rows(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
     stores = [make_store(kind, tmp_path, url) for _ in range(3)]
     try:
         names = [f"e{i}" for i in range(12)]

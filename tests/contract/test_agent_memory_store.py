@@ -189,7 +189,7 @@ def test_a_write_through_another_store_object_reaches_the_cache(
     """Two store objects on one database stand for two processes: a search in one after a
     write in the other sees the write. Puts update the cached matrix from the items written
     since (no rebuild); a delete rebuilds it; a search with no write between reads nothing."""
-    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
     a, b = make_store(kind, tmp_path, url), make_store(kind, tmp_path, url)
 
     def top(k: int = 1) -> list[str]:

@@ -31,7 +31,7 @@ del test_tenant_settings_are_kept_per_tenant_and_replaced_whole  # noqa: F821
 
 @pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if request.param == "postgres" else None
     inner = make_store(request.param, tmp_path, url)
     sealed = sealed_store(inner, Secrets(inner, Kms(RootKey(b"\x11" * 32), "production")))
     for tenant in TENANTS:

@@ -118,7 +118,7 @@ def test_a_waiter_that_ended_or_left_loses_its_place(store: Store) -> None:
 def test_waiters_on_several_connections_are_served_in_order(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
     first = make_store(kind, tmp_path, url)
     others = [make_store(kind, tmp_path, url) for _ in range(3)]
     try:

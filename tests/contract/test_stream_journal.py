@@ -85,7 +85,7 @@ def test_another_tenants_stream_is_empty(store: Store) -> None:
 def test_chunks_go_with_their_execution(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
     store = make_store(kind, tmp_path, url)
     request.addfinalizer(store.close)
     create(store, "e1", owner="w1")

@@ -93,7 +93,7 @@ def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "postgres":
-        return str(request.getfixturevalue("postgres_url"))
+        return str(request.getfixturevalue("migrated_postgres_url"))
     return f"sqlite:///{tmp_path / 'wovyr.db'}"
 
 

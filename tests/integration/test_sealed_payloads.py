@@ -133,7 +133,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def setup(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Setup]:
-    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
     inner = make_store(kind, tmp_path, url)
     s = Setup(inner)
     set_sealing(s.store, SEALED, True, by="test", at=s.clock.now())
@@ -257,7 +257,7 @@ def test_another_process_reads_with_the_same_root_key_and_not_with_another(
     setup: Setup, kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     ids = run_both(setup)
-    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
     second = Setup(make_store(kind, tmp_path, url))  # a second opening of the same store
     try:
         check_readable(second, SEALED, ids[SEALED])

@@ -166,7 +166,7 @@ def test_a_worker_elsewhere_continues_the_trace_its_start_recorded(
     """The start is made by one engine (its own store connection and tracer, then closed:
     the process is gone); another engine over the same database runs the attempts, from
     the stored checkpoint."""
-    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
 
     def engine(service: str) -> Engine:
         tracer = OtelTracer(collector.traces_url, service_name=service)

@@ -21,12 +21,15 @@ fsync is the server's business.
 
 Children fork from a zygote that imported everything once, and strace attaches to each
 (see `crash_child.py`), so a crash point costs about 0.1 s rather than an interpreter start.
+Each point starts from a migrated store (a copy of a migrated SQLite file; a migrated,
+emptied PostgreSQL schema from `tests/pg_schemas.py`), so the sweep is the workload's; the
+migrations' own calls, made by a child that creates the store, are crossed at each of
+their syncs on SQLite and at their first, a middle and their last write or send.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -34,11 +37,13 @@ from pathlib import Path
 
 import pytest
 from tests.chaos.invariants import CrashReport, check_recovered, read_effects, sqlite_integrity
+from tests.pg_schemas import SchemaPool, backends_gone
 
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.store import open_store
 from wovyr.store.base import ExecutionFilter, Store
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
 
 from .crash_child import STEPS, effect_registry
@@ -48,7 +53,7 @@ EXECUTIONS = 3
 SQLITE_CALLS = ("fdatasync", "fsync", "pwrite64", "write", "rename")
 POSTGRES_CALLS = ("sendto", "write")
 # Work is bounded by counting crash points, not by a clock: a workload that grows past this
-# fails at once with its counts (SQLite has about 235 today, PostgreSQL about 80).
+# fails at once with its counts (SQLite has about 160 today, PostgreSQL about 65).
 MAX_CRASH_POINTS = 600
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("strace_installed")]
@@ -135,8 +140,18 @@ def sweep(
 
 @pytest.mark.timeout(600)
 def test_sqlite_crash_points(tmp_path: Path) -> None:
-    def target(name: str) -> tuple[str, Path]:
+    """Every crash point of the workload on a copy of a migrated file; the migrations' own
+    calls (the child creates and migrates a new file) at each of their syncs and renames and
+    at the first, a middle and the last of their writes."""
+    template = tmp_path / "template" / "w.db"
+    template.parent.mkdir()
+    SQLiteStore(template).close()  # one file: the close checkpointed and removed the WAL
+
+    def target(name: str, *, migrated: bool = True) -> tuple[str, Path]:
         workdir = tmp_path / name
+        if migrated:
+            workdir.mkdir(parents=True)
+            shutil.copyfile(template, workdir / "w.db")
         return f"sqlite:///{workdir / 'w.db'}", workdir
 
     def integrity(url: str, workdir: Path) -> None:
@@ -151,6 +166,27 @@ def test_sqlite_crash_points(tmp_path: Path) -> None:
         assert counts["fdatasync"] + counts["fsync"] >= 2 * EXECUTIONS, counts
         assert not any(elsewhere.values()), f"store calls off the main thread: {elsewhere}"
         tally = sweep(z, SQLITE_CALLS, counts, target, integrity)
+        url, workdir = target("migrating", migrated=False)
+        fresh, _ = count_calls(z, url, workdir, SQLITE_CALLS)
+        added = {call: fresh[call] - counts[call] for call in SQLITE_CALLS}
+        assert added["pwrite64"] > 2 and added["fdatasync"] + added["fsync"] > 0, added
+        points = [
+            (call, n)
+            for call in SQLITE_CALLS
+            for n in sorted(
+                range(1, added[call] + 1)
+                if call in ("fdatasync", "fsync", "rename")
+                else {1, added[call] // 2, added[call]} - {0}
+            )
+        ]
+        for call, n in points:
+            url, workdir = target(f"migrating-{call}-{n}", migrated=False)
+            trace = ["-o", "/dev/null", "-e", f"trace={call}"]
+            code = z.run(url, workdir, [*trace, "-e", f"inject={call}:signal=KILL:when={n}"])
+            assert code == -9, f"migrating, {call} #{n}: the child exited with {code}"
+            integrity(url, workdir)
+            recover_and_check(url, workdir, killed=True)
+        print(f"sqlite crash points inside the migrations: {len(points)} of {added}")
     for name in ("clean", "fdatasync-1", f"pwrite64-{counts['pwrite64']}"):
         integrity("", tmp_path / name)  # and after recovery
     print(tally.line("sqlite"))
@@ -161,45 +197,43 @@ def test_sqlite_crash_points(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.timeout(600)
-def test_postgres_client_crash_points(tmp_path: Path, postgres_url: str) -> None:
-    import psycopg
-    from tests.conftest import POSTGRES_URL, schema_url
+def test_postgres_client_crash_points(tmp_path: Path, schema_pool: SchemaPool) -> None:
+    """Each crash point on a migrated schema of its own, emptied for the next one once its
+    checks are done (`tests/pg_schemas.py`); the migrations' own sends (all in one
+    transaction) are crossed at three points on fresh schemas the child migrates."""
+    from tests.conftest import POSTGRES_URL, _require_postgres
 
-    schemas: list[str] = []
+    _require_postgres()
 
-    def target(name: str) -> tuple[str, Path]:
-        schema = f"c_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f"CREATE SCHEMA {schema}")
-        schemas.append(schema)
-        return f"{schema_url(POSTGRES_URL, schema)}&application_name={schema}", tmp_path / name
+    def gone(url: str, workdir: Path) -> None:
+        backends_gone(POSTGRES_URL, url)
 
-    def backends_gone(url: str, workdir: Path) -> None:
-        """A killed client's server backend rolls back and exits once it sees the socket
-        close; until then it may hold row locks. Wait for it (bounded)."""
-        app = url.rsplit("application_name=", 1)[1]
-        deadline = time.monotonic() + 20
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            while admin.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
-            ).fetchone() != (0,):
-                assert time.monotonic() < deadline, f"backends of {app} linger"
-                time.sleep(0.01)
+    with schema_pool.one_at_a_time() as next_url, zygote() as z:
 
-    try:
-        with zygote() as z:
-            url, workdir = target("clean")
-            counts, elsewhere = count_calls(z, url, workdir, POSTGRES_CALLS)
-            recover_and_check(url, workdir, killed=False)
-            assert counts["sendto"] >= 3 * EXECUTIONS, counts
-            # The pool opens its connections on its own threads: those few sends are not
-            # crash points of their own (the main thread's N-th send always comes first).
-            print(f"postgres calls off the main thread: {elsewhere}")
-            tally = sweep(z, POSTGRES_CALLS, counts, target, backends_gone)
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            for schema in schemas:
-                admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        def target(name: str, *, migrated: bool = True) -> tuple[str, Path]:
+            return next_url(migrated=migrated), tmp_path / name
+
+        url, workdir = target("clean")
+        counts, elsewhere = count_calls(z, url, workdir, POSTGRES_CALLS)
+        recover_and_check(url, workdir, killed=False)
+        assert counts["sendto"] >= 3 * EXECUTIONS, counts
+        # The pool opens its connections on its own threads: those few sends are not
+        # crash points of their own (the main thread's N-th send always comes first).
+        print(f"postgres calls off the main thread: {elsewhere}")
+        tally = sweep(z, POSTGRES_CALLS, counts, target, gone)
+        # A fresh schema, migrated by the child: kills at the first, a middle and the
+        # last of the sends the migrations add, each then recovered by a clean worker.
+        url, workdir = target("migrating", migrated=False)
+        fresh_counts, _ = count_calls(z, url, workdir, ("sendto",))
+        added = fresh_counts["sendto"] - counts["sendto"]
+        assert added > 2, (fresh_counts, counts)
+        for n in sorted({1, added // 2, added}):
+            url, workdir = target(f"migrating-{n}", migrated=False)
+            trace = ["-o", "/dev/null", "-e", "trace=sendto"]
+            code = z.run(url, workdir, [*trace, "-e", f"inject=sendto:signal=KILL:when={n}"])
+            assert code == -9, f"migrating, sendto #{n}: the child exited with {code}"
+            gone(url, workdir)
+            recover_and_check(url, workdir, killed=True)
     print(tally.line("postgres"))
     assert sum(tally.killed.values()) >= 0.9 * sum(tally.tried.values()), tally.line("postgres")
     assert tally.lost > 0, "no kill ever landed inside a step: the sweep tests nothing"

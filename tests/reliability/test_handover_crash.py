@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 from tests.chaos.invariants import read_effects, sqlite_integrity
+from tests.pg_schemas import SchemaPool, backends_gone
 
 from wovyr.clock import ManualClock
 from wovyr.engine.core.state import state_from_json
@@ -155,76 +156,32 @@ def test_a_kill_at_any_write_of_the_hand_over_leaves_one_live_run(tmp_path: Path
 @pytest.mark.postgres
 @pytest.mark.timeout(900)
 def test_a_client_killed_at_any_send_of_the_hand_over_leaves_one_live_run(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, schema_pool: SchemaPool
 ) -> None:
     """The same chain on PostgreSQL, the client SIGKILLed at each of its `sendto` calls
-    (every message libpq sends; the server rolls back what was not committed)."""
-    import uuid
+    (every message libpq sends; the server rolls back what was not committed), each kill on
+    a migrated schema with no rows (`tests/pg_schemas.py`)."""
+    from tests.conftest import POSTGRES_URL, _require_postgres
 
-    import psycopg
-    from tests.conftest import POSTGRES_URL, schema_url
-
-    schema = f"h_{uuid.uuid4().hex[:12]}"
-    url = f"{schema_url(POSTGRES_URL, schema)}&application_name={schema}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    open_store(url).close()  # migrated once: each kill starts from it, emptied
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        tables = [
-            f"{schema}.{row[0]}"
-            for row in admin.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
-            ).fetchall()
-        ]
-        # what the migrations wrote (their own table, seeded heads) stays as they left it
-        seeded = {t for t in tables if admin.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()}
-    emptied = ", ".join(sorted(set(tables) - seeded))
-
-    def target(name: str) -> tuple[str, Path]:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f"TRUNCATE {emptied} RESTART IDENTITY")
-        return url, tmp_path / name
-
+    _require_postgres()
     seen: list[int] = []
-    try:
-        with zygote() as z:
-            url, workdir = target("clean")
-            counts, _ = count_calls(z, url, workdir, ("sendto",), workload="chain", count=1)
-            recover_and_check(url, workdir)
-            assert counts["sendto"] <= MAX_CRASH_POINTS, counts
-            for n in range(1, counts["sendto"] + 1):
-                url, workdir = target(f"sendto-{n}")
-                trace = ["-o", "/dev/null", "-e", "trace=sendto"]
-                inject = ["-e", f"inject=sendto:signal=KILL:when={n}"]
-                code = z.run(url, workdir, [*trace, *inject], workload="chain", count=1)
-                assert code in (0, -9), f"sendto #{n}: the child exited with {code}"
-                _backends_gone(url)
-                try:
-                    seen.append(len(chain_as_stored(url)))
-                    recover_and_check(url, workdir)
-                except AssertionError as exc:
-                    raise AssertionError(f"after a kill at sendto #{n}: {exc}") from exc
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    with schema_pool.one_at_a_time() as next_url, zygote() as z:
+        url, workdir = next_url(), tmp_path / "clean"
+        counts, _ = count_calls(z, url, workdir, ("sendto",), workload="chain", count=1)
+        recover_and_check(url, workdir)
+        assert counts["sendto"] <= MAX_CRASH_POINTS, counts
+        for n in range(1, counts["sendto"] + 1):
+            url, workdir = next_url(), tmp_path / f"sendto-{n}"
+            trace = ["-o", "/dev/null", "-e", "trace=sendto"]
+            inject = ["-e", f"inject=sendto:signal=KILL:when={n}"]
+            code = z.run(url, workdir, [*trace, *inject], workload="chain", count=1)
+            assert code in (0, -9), f"sendto #{n}: the child exited with {code}"
+            backends_gone(POSTGRES_URL, url)
+            try:
+                seen.append(len(chain_as_stored(url)))
+                recover_and_check(url, workdir)
+            except AssertionError as exc:
+                raise AssertionError(f"after a kill at sendto #{n}: {exc}") from exc
     moved = [n + 2 for n, (a, b) in enumerate(itertools.pairwise(seen)) if a != b]
     print(f"postgres hand-over crash points: sendto {counts['sendto']}; runs grow at #{moved}")
     assert [k for k, after in itertools.pairwise(seen) if after == k + 1 and k] == [1, 2, 3], seen
-
-
-def _backends_gone(url: str) -> None:
-    """A killed client's server backend rolls back and exits once it sees the socket close;
-    until then it may hold row locks. Wait for it (bounded)."""
-    import time
-
-    import psycopg
-    from tests.conftest import POSTGRES_URL
-
-    app = url.rsplit("application_name=", 1)[1]
-    deadline = time.monotonic() + 20
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        while admin.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
-        ).fetchone() != (0,):
-            assert time.monotonic() < deadline, f"backends of {app} linger"
-            time.sleep(0.01)

@@ -446,7 +446,7 @@ SETTINGS = {
 )
 @pytest.mark.timeout(120)
 def test_store_model(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
     machine = type(
         f"{kind.title()}Machine",
         (StoreMachine,),

@@ -205,9 +205,9 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(postgres_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    PostgresStore(postgres_url, max_size=1).close()  # migrate once, before any worker
-    c = Cluster(postgres_url, tmp_path)
+def cluster(migrated_postgres_url: str, tmp_path: Path) -> Iterator[Cluster]:
+    PostgresStore(migrated_postgres_url, max_size=1).close()  # migrated before any worker
+    c = Cluster(migrated_postgres_url, tmp_path)
     try:
         yield c
     finally:

@@ -42,9 +42,9 @@ async def beat(workers: dict[str, Worker], names: str) -> None:
 
 
 def test_partitions_rebalance_as_workers_join_and_expire(
-    postgres_url: str, clock: ManualClock
+    migrated_postgres_url: str, clock: ManualClock
 ) -> None:
-    store = PostgresStore(postgres_url, max_size=4)
+    store = PostgresStore(migrated_postgres_url, max_size=4)
     engine = Engine(store, clock=clock)
 
     async def main() -> None:
@@ -84,7 +84,7 @@ def test_partitions_rebalance_as_workers_join_and_expire(
 
 
 def test_claims_follow_the_assignment(
-    postgres_url: str, clock: ManualClock, registry: ActivityRegistry
+    migrated_postgres_url: str, clock: ManualClock, registry: ActivityRegistry
 ) -> None:
     release = asyncio.Event()
 
@@ -93,7 +93,7 @@ def test_claims_follow_the_assignment(
         return "ok"
 
     registry.register("hold", hold)
-    store = PostgresStore(postgres_url, max_size=4)
+    store = PostgresStore(migrated_postgres_url, max_size=4)
     engine = Engine(store, clock=clock, activities=registry)
     ids = [engine.start(BLOCKING, execution_id=f"m{i:02}").id for i in range(40)]
 
@@ -126,9 +126,9 @@ def test_claims_follow_the_assignment(
 
 
 def test_workers_report_partitions_nobody_claims_and_counts_that_disagree(
-    postgres_url: str, clock: ManualClock, caplog: pytest.LogCaptureFixture
+    migrated_postgres_url: str, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = PostgresStore(postgres_url, max_size=4)
+    store = PostgresStore(migrated_postgres_url, max_size=4)
     engine = Engine(store, clock=clock)
 
     async def main() -> None:
@@ -193,7 +193,7 @@ def test_workers_report_partitions_nobody_claims_and_counts_that_disagree(
 
 
 def test_a_worker_that_cannot_report_still_claims(
-    postgres_url: str, clock: ManualClock, registry: ActivityRegistry
+    migrated_postgres_url: str, clock: ManualClock, registry: ActivityRegistry
 ) -> None:
     """The report is for the coverage check only: when it fails (here its table is gone), a
     worker with fixed partitions (or none) still claims and runs its work."""
@@ -202,9 +202,9 @@ def test_a_worker_that_cannot_report_still_claims(
         return "ok"
 
     registry.register("hold", quick)
-    store = PostgresStore(postgres_url, max_size=4)
+    store = PostgresStore(migrated_postgres_url, max_size=4)
     engine = Engine(store, clock=clock, activities=registry)
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
+    with psycopg.connect(migrated_postgres_url, autocommit=True) as conn:
         conn.execute("DROP TABLE worker_members")
     ids = [engine.start(BLOCKING, execution_id=f"r{i}").id for i in range(4)]
 

@@ -35,14 +35,16 @@ def waiting(engine: Engine, count: int, prefix: str) -> list[str]:
 
 
 def test_a_timer_another_dispatcher_holds_is_skipped_not_waited_on(
-    postgres_url: str, clock: ManualClock
+    migrated_postgres_url: str, clock: ManualClock
 ) -> None:
-    store = PostgresStore(postgres_url, max_size=4)
+    store = PostgresStore(migrated_postgres_url, max_size=4)
     engine = Engine(store, clock=clock)
     try:
         ids = waiting(engine, 5, "held")
         clock.advance(hours=1)
-        with psycopg.connect(postgres_url) as other:  # a dispatcher in the middle of a fire
+        with psycopg.connect(
+            migrated_postgres_url
+        ) as other:  # a dispatcher in the middle of a fire
             other.execute("SELECT 1 FROM timers WHERE execution_id = %s FOR UPDATE", (ids[0],))
             # the other four, at once: a wait for the lock would never end (the rollback
             # below runs on this thread), and the test's timeout would fail it
@@ -56,8 +58,10 @@ def test_a_timer_another_dispatcher_holds_is_skipped_not_waited_on(
         store.close()
 
 
-def test_many_dispatchers_fire_every_timer_once(postgres_url: str, clock: ManualClock) -> None:
-    store = PostgresStore(postgres_url, max_size=12)
+def test_many_dispatchers_fire_every_timer_once(
+    migrated_postgres_url: str, clock: ManualClock
+) -> None:
+    store = PostgresStore(migrated_postgres_url, max_size=12)
     engines = [Engine(store, clock=clock) for _ in range(6)]
     try:
         ids = waiting(engines[0], 120, "many")

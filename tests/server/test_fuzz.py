@@ -90,7 +90,7 @@ def fuzz(
 def test_fuzz_every_operation_two_tenants(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
     store = make_store(kind, tmp_path, url)
     request.addfinalizer(store.close)
     app, tokens, a_ids = seeded_app(tmp_path, store)

@@ -79,7 +79,7 @@ def live(request: pytest.FixtureRequest, tmp_path: Path, llm: ScriptedLLM) -> It
 
     from wovyr.server.app import create_app
 
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    url = request.getfixturevalue("migrated_postgres_url") if request.param == "postgres" else None
     store = make_store(request.param, tmp_path, url)
     engine = Engine(
         store,
