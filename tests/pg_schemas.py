@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 
@@ -158,10 +159,7 @@ class SchemaPool:
             # Emptied by TRUNCATE (a new, empty file), not DELETE: a test's rows then sit in
             # insertion order, as in a new table (a scan's order among equal keys is the
             # physical one). Only the tables with rows: a TRUNCATE costs a file each.
-            written = _with_rows(admin, schema, shape.tables)
-            if written:
-                names = ", ".join(f'{schema}."{t}"' for t in written)
-                admin.execute(f"TRUNCATE {names} CASCADE")
+            truncate_written(admin, schema, shape.tables)
             for table, data in shape.seeds.items():
                 _copy_in(admin, schema, table, data)
             for seq in shape.sequences:
@@ -188,14 +186,21 @@ class SchemaPool:
         return _Shape(str(row[0]) if row else "", tables, sequences, seeds, own)
 
 
-def _with_rows(admin: psycopg.Connection, schema: str, tables: list[str]) -> list[str]:
-    """The tables of `schema` (but the migrations') that hold a row: one round trip."""
+def truncate_written(
+    conn: psycopg.Connection[Any], schema: str, tables: list[str] | None = None
+) -> None:
+    """TRUNCATE the tables of `schema` (all its tables by default) that hold a row, but the
+    migrations' own: one round trip to find them, a TRUNCATE costs a new file per table."""
+    if tables is None:
+        tables = [str(r[0]) for r in conn.execute(_TABLES, {"ns": schema})]
     probes = " UNION ALL ".join(
         f'SELECT {i} FROM (SELECT 1 FROM {schema}."{t}" LIMIT 1) p{i}'
         for i, t in enumerate(tables)
         if t != _MIGRATIONS
     )
-    return [tables[int(r[0])] for r in admin.execute(probes)] if probes else []
+    written = [f'{schema}."{tables[int(r[0])]}"' for r in conn.execute(probes)] if probes else []
+    if written:
+        conn.execute(f"TRUNCATE {', '.join(written)} CASCADE")
 
 
 def _versions(admin: psycopg.Connection, schema: str) -> tuple[int, ...] | None:

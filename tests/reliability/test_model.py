@@ -45,6 +45,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from tests.chaos.invariants import assert_checkpoint_is_fold
+from tests.pg_schemas import truncate_written
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
@@ -423,15 +424,8 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 def _truncate_all(conn: Any) -> None:
-    tables = [
-        row[0]
-        for row in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-            " AND tablename NOT LIKE '%schema_migrations'"
-        )
-    ]
-    if tables:
-        conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " CASCADE")
+    schema = conn.execute("SELECT current_schema()").fetchone()[0]
+    truncate_written(conn, schema)
 
 
 SETTINGS = {
