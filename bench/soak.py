@@ -6,20 +6,29 @@ waits for a signal, get one execution, list the newest 50, signal a waiting exec
 process is read from /proc. After a warm-up, a least-squares line through the samples
 gives the growth of each process in MiB per minute and in KB per execution started (RSS
 against the number of executions started so far): a server that keeps nothing per
-execution grows by neither.
+execution grows by neither. The same fit is made for each part of the RSS the kernel
+reports in /proc/PID/status: RssAnon (heap and anonymous mappings), RssFile (pages of
+mapped files: shared libraries, a memory-mapped database) and RssShmem (shared memory, e.g.
+tmpfs-backed mappings), so growth can be told apart from a leak.
 
 Usage: python bench/soak.py [--minutes 3] [--clients 8] [--sample 5] [--warmup SECS] [--json]
+                            [--smaps DIR] [--samples-out FILE] [--tracemalloc DIR]
 The full run: python bench/soak.py --minutes 30
 
 `--tracemalloc DIR` runs both processes with `WOVYR_DEBUG_TRACEMALLOC=DIR` (allocation
 tracing: several times slower, so its slopes are not comparable), signals them for a
 snapshot at the end of the warm-up and at the end, and prints each process's allocation
 sites that grew most in between.
+
+`--smaps DIR` copies /proc/PID/smaps of both processes into DIR at the end of the warm-up
+and at the end, and prints the mappings whose Rss grew most in between (by mapping and by
+what is mapped: a file, [heap], anonymous memory).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -63,6 +72,8 @@ activities:
 """
 WOVYR = [sys.executable, "-c", "import sys; from wovyr.cli.main import main; sys.exit(main())"]
 MIB = 1024 * 1024
+# The lines of /proc/PID/status sampled, and the name of each in the samples and results.
+PARTS = {"VmRSS": "rss", "RssAnon": "rss_anon", "RssFile": "rss_file", "RssShmem": "rss_shmem"}
 
 
 def free_port() -> int:
@@ -72,14 +83,20 @@ def free_port() -> int:
         return port
 
 
-def rss_bytes(pid: int) -> int | None:
+def rss_parts(pid: int | None) -> dict[str, int | None]:
+    """VmRSS, RssAnon, RssFile and RssShmem of `pid` in bytes (None each if unreadable)."""
+    parts: dict[str, int | None] = dict.fromkeys(PARTS.values())
+    if pid is None:
+        return parts
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
+        text = Path(f"/proc/{pid}/status").read_text()
     except (FileNotFoundError, ProcessLookupError):
-        return None
-    return None
+        return parts
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in PARTS:
+            parts[PARTS[name]] = int(rest.split()[0]) * 1024
+    return parts
 
 
 def open_fds(pid: int) -> int | None:
@@ -198,13 +215,15 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], seconds: float = 60) ->
 
 
 def slopes(samples: list[dict[str, Any]], key: str, warmup: float) -> dict[str, Any]:
-    kept = [s for s in samples if s["t"] >= warmup and s[key] is not None]
+    """The fit of `key` (the process's VmRSS) after the warm-up, and beside it, under the
+    names of PARTS (`rss_anon`, ...), the same fit of each part of the RSS."""
+    kept = [s for s in samples if s["t"] >= warmup and s.get(key) is not None]
     if len(kept) < 2:
         return {"samples": len(kept)}
     minutes = [s["t"] / 60 for s in kept]
     mib = [s[key] / MIB for s in kept]
     started = [float(s["started"]) for s in kept]
-    return {
+    result: dict[str, Any] = {
         "samples": len(kept),
         "rss_start_mib": round(mib[0], 2),
         "rss_end_mib": round(mib[-1], 2),
@@ -212,6 +231,103 @@ def slopes(samples: list[dict[str, Any]], key: str, warmup: float) -> dict[str, 
         "mib_per_min": round(fit(minutes, mib), 4),
         "kb_per_execution": round(fit(started, [m * 1024 for m in mib]), 4),
     }
+    for part in list(PARTS.values())[1:]:
+        rows = [s for s in kept if s.get(f"{key}_{part[4:]}") is not None]
+        if len(rows) < 2:
+            continue
+        values = [s[f"{key}_{part[4:]}"] / MIB for s in rows]
+        result[part] = {
+            "start_mib": round(values[0], 2),
+            "end_mib": round(values[-1], 2),
+            "mib_per_min": round(fit([s["t"] / 60 for s in rows], values), 4),
+            "kb_per_execution": round(
+                fit([float(s["started"]) for s in rows], [v * 1024 for v in values]), 4
+            ),
+        }
+    return result
+
+
+def sample_rss(role: str, pid: int | None) -> dict[str, int | None]:
+    """`role_rss`, `role_rss_anon`, `role_rss_file`, `role_rss_shmem` of one sample."""
+    return {f"{role}_{part}": value for part, value in rss_parts(pid).items()}
+
+
+@dataclass
+class Mapping:
+    """One mapping of /proc/PID/smaps: its address range, what is mapped, its sizes in kB."""
+
+    start: str
+    end: str
+    name: str
+    size_kb: int = 0
+    rss_kb: int = 0
+
+
+def read_smaps(text: str) -> list[Mapping]:
+    mappings: list[Mapping] = []
+    for line in text.splitlines():
+        head = line.split(maxsplit=5)
+        if head and "-" in head[0] and ":" not in head[0]:
+            start, _, end = head[0].partition("-")
+            name = head[5] if len(head) > 5 else "[anon]"
+            mappings.append(Mapping(start, end, name))
+        elif mappings and head and head[0] in ("Size:", "Rss:"):
+            if head[0] == "Size:":
+                mappings[-1].size_kb = int(head[1])
+            else:
+                mappings[-1].rss_kb = int(head[1])
+    return mappings
+
+
+def save_smaps(pids: dict[str, int | None], directory: Path, number: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for role, pid in pids.items():
+        if pid is None:
+            continue
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            text = Path(f"/proc/{pid}/smaps").read_text()
+            (directory / f"{role}-{pid}-{number}.smaps").write_text(text)
+
+
+def smaps_grown(directory: Path, role: str, pid: int | None, top: int = 12) -> list[str]:
+    """The mappings of `role` whose Rss grew most between its two smaps copies: each mapping
+    (by start address and what is mapped), then the totals by what is mapped."""
+    first = directory / f"{role}-{pid}-1.smaps"
+    second = directory / f"{role}-{pid}-2.smaps"
+    if pid is None or not first.exists() or not second.exists():
+        return [f"{role}: no smaps copies"]
+    before = {(m.start, m.name): m for m in read_smaps(first.read_text())}
+    after = {(m.start, m.name): m for m in read_smaps(second.read_text())}
+    rows: list[tuple[int, str]] = []
+    for key in before.keys() | after.keys():
+        b, a = before.get(key), after.get(key)
+        diff = (a.rss_kb if a else 0) - (b.rss_kb if b else 0)
+        if diff:
+            was = f"{b.rss_kb}/{b.size_kb}" if b else "new"
+            now = f"{a.rss_kb}/{a.size_kb}" if a else "gone"
+            rows.append((diff, f"{key[0]} {key[1]}  Rss/Size kB {was} -> {now}"))
+    rows.sort(key=lambda r: -abs(r[0]))
+    by_name: dict[str, int] = {}
+    for sign, maps in ((-1, before), (1, after)):
+        for m in maps.values():
+            by_name[m.name] = by_name.get(m.name, 0) + sign * m.rss_kb
+    total = sum(by_name.values())
+    lines = [f"{role} (pid {pid}): Rss {total:+d} kB between the smaps copies; by mapping:"]
+    lines += [f"  {d:+8d} kB  {what}" for d, what in rows[:top]]
+    lines.append("  by what is mapped:")
+    named = sorted(((d, n) for n, d in by_name.items() if d), key=lambda r: -abs(r[0]))
+    lines += [f"  {d:+8d} kB  {n}" for d, n in named[:top]]
+    return lines
+
+
+def home_files(home: Path) -> dict[str, int]:
+    """The sizes of the files in the server's home (the database, its -wal and -shm)."""
+    sizes: dict[str, int] = {}
+    for path in home.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):
+            if path.is_file() and path.suffix != ".out":
+                sizes[str(path.relative_to(home))] = path.stat().st_size
+    return sizes
 
 
 def snapshot(pids: dict[str, int | None], directory: Path, number: int) -> None:
@@ -267,6 +383,12 @@ def main() -> None:
     parser.add_argument(
         "--samples-out", type=Path, default=None, help="write every sample here (JSON)"
     )
+    parser.add_argument(
+        "--smaps",
+        type=Path,
+        default=None,
+        help="copy /proc/PID/smaps of both processes here after the warm-up and at the end",
+    )
     args = parser.parse_args()
     duration = args.minutes * 60
     warmup = args.warmup if args.warmup is not None else min(300.0, duration / 3)
@@ -277,6 +399,8 @@ def main() -> None:
         env["WOVYR_DEBUG_TRACEMALLOC"] = str(args.tracemalloc)
     pids: dict[str, int | None] = {}
     traced = False
+    mapped = False
+    files: dict[str, int] = {}
     log = (home / "serve.out").open("wb")
     proc = subprocess.Popen(
         [*WOVYR, "serve", "--port", str(port), "--log-level", "warning"],
@@ -308,6 +432,10 @@ def main() -> None:
                 pids = {"server": proc.pid, "worker": wpid}
                 snapshot(pids, args.tracemalloc, 1)
                 traced = True
+            if args.smaps is not None and not mapped and now >= warmup:
+                pids = {"server": proc.pid, "worker": wpid}
+                save_smaps(pids, args.smaps, 1)
+                mapped = True
             with load.lock:
                 started, requests = load.started, load.requests
             samples.append(
@@ -315,14 +443,17 @@ def main() -> None:
                     "t": round(now, 2),
                     "started": started,
                     "requests": requests,
-                    "server_rss": rss_bytes(proc.pid),
-                    "worker_rss": rss_bytes(wpid) if wpid else None,
+                    **sample_rss("server", proc.pid),
+                    **sample_rss("worker", wpid),
                     "server_fds": open_fds(proc.pid),
                 }
             )
             time.sleep(max(0.0, args.sample - (time.monotonic() - began - now)))
         if traced and args.tracemalloc is not None:
             snapshot(pids, args.tracemalloc, 2)
+        if mapped and args.smaps is not None:
+            save_smaps(pids, args.smaps, 2)
+        files = home_files(home)
     finally:
         stop.set()
         for t in threads:
@@ -343,12 +474,16 @@ def main() -> None:
         "p50_ms": round(lat[len(lat) // 2] * 1000, 1) if lat else None,
         "p99_ms": round(lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1000, 1) if lat else None,
         "server_fds_end": samples[-1]["server_fds"] if samples else None,
+        "home_files_end": files,
         "server": slopes(samples, "server_rss", warmup),
         "worker": slopes(samples, "worker_rss", warmup),
     }
     if traced and args.tracemalloc is not None:
         for role, pid in pids.items():
             print("\n".join(grown(args.tracemalloc, role, pid)), file=sys.stderr)
+    if mapped and args.smaps is not None:
+        for role, pid in pids.items():
+            print("\n".join(smaps_grown(args.smaps, role, pid)), file=sys.stderr)
     if args.samples_out is not None:
         args.samples_out.write_text(json.dumps(samples))
     if args.json:
@@ -370,6 +505,15 @@ def main() -> None:
             f"{name:<9}{r['rss_start_mib']:>11}{r['rss_end_mib']:>10}"
             f"{r['mib_per_min']:>10}{r['kb_per_execution']:>10}"
         )
+        for part in list(PARTS.values())[1:]:
+            if part in r:
+                p = r[part]
+                print(
+                    f"  {part[4:]:<7}{p['start_mib']:>11}{p['end_mib']:>10}"
+                    f"{p['mib_per_min']:>10}{p['kb_per_execution']:>10}"
+                )
+    sizes = ", ".join(f"{n} {b / MIB:.1f} MiB" for n, b in sorted(files.items()))
+    print(f"files at the end: {sizes or 'none'}")
 
 
 if __name__ == "__main__":
