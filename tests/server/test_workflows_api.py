@@ -4,6 +4,7 @@ validation errors with locations; limits; error bodies without internals."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pytest
 from tests.server.conftest import APPROVAL_FLOW, Api
@@ -11,6 +12,7 @@ from tests.server.conftest import APPROVAL_FLOW, Api
 from wovyr.definition.parse import load_definition
 from wovyr.definition.pin import canonical_json
 from wovyr.server.api.workflows import payload
+from wovyr.store.base import StepWrite
 
 pytestmark = pytest.mark.anyio
 OP, VIEW = "tenant-a:operator", "tenant-a:viewer"
@@ -48,6 +50,50 @@ async def test_start_run_approve_signal_complete(api: Api) -> None:
     decided = [e for e in view["timeline"] if e["type"] == "ApprovalDecided"]
     assert decided[0]["data"]["by"] == "tenant-a-operator"  # who decided is recorded
     assert decided[0]["data"]["comment"] == "ok"
+
+
+class _Follower:
+    """A store observer that, once, appends a signal `later` to the execution right after a
+    commit of a step carrying the event `trigger`: another writer (a worker) moving the
+    execution on between a steering call's commit and its response."""
+
+    def __init__(self, api: Api, execution_id: str, trigger: str) -> None:
+        self.engine = api.engine.for_tenant("tenant-a")
+        self.execution_id, self.trigger, self.done = execution_id, trigger, False
+
+    def created(self, new: object) -> None:
+        pass
+
+    def claimed(self, claims: object) -> None:
+        pass
+
+    def committed(self, steps: Sequence[StepWrite], outcomes: object) -> None:
+        ours = [s for s in steps if s.execution_id == self.execution_id]
+        if not self.done and any(e.type == self.trigger for s in ours for e in s.events):
+            self.done = True
+            self.engine.signal(self.execution_id, "later")
+
+
+@pytest.mark.parametrize("call", ["signal", "approve"])
+async def test_a_steering_answer_shows_the_state_it_left(api: Api, call: str) -> None:
+    """A signal's or a decision's answer is the execution as that call left it, with the
+    events up to it, even when another writer moved the execution on before the answer was
+    built (read again, it would show the other writer's step, depending on timing)."""
+    eid = str((await start(api))["id"])
+    await api.drain()
+    trigger = "SignalReceived" if call == "signal" else "ApprovalDecided"
+    follower = _Follower(api, eid, trigger)
+    api.engine.store.add_observer(follower)
+    body = {"name": "go"} if call == "signal" else {"activity": "gate"}
+    r = await api.call("POST", f"{BASE}/{eid}/{call}", OP, json=body)
+    assert r.status_code == 200, r.text
+    assert follower.done  # the other writer did move it on
+    answer = r.json()
+    assert answer["timeline"][-1]["type"] == trigger
+    assert answer["timeline"][-1]["seq"] == answer["event_count"]
+    now = (await api.call("GET", f"{BASE}/{eid}", VIEW)).json()
+    assert now["event_count"] == answer["event_count"] + 1
+    assert now["timeline"][-1]["data"]["name"] == "later"
 
 
 async def test_detail_is_the_engines_query_plus_a_timeline(api: Api) -> None:
