@@ -91,9 +91,6 @@ def schema_pool() -> Iterator[SchemaPool]:
     pool = SchemaPool(POSTGRES_URL)
     yield pool
     pool.close()
-    if os.environ.get("WOVYR_TEST_SCHEMA_STATS"):
-        with open(os.environ["WOVYR_TEST_SCHEMA_STATS"], "a") as out:
-            out.write(f"{pool.handed_on} {pool.dropped}\n")
 
 
 @pytest.fixture

@@ -73,8 +73,6 @@ class SchemaPool:
     idle: list[str] = field(default_factory=list)
     owned: set[str] = field(default_factory=set)
     shape: _Shape | None = None
-    handed_on: int = 0  # schemas emptied for the next test
-    dropped: int = 0  # schemas dropped after a test (their catalog changed)
 
     def take_migrated(self) -> str:
         """An emptied migrated schema; a fresh one is migrated first."""
@@ -96,11 +94,9 @@ class SchemaPool:
                 admin.execute("SET lock_timeout = '5s'")
                 if self._empty(admin, schema):
                     self.idle.append(schema)
-                    self.handed_on += 1
                     return
         except psycopg.Error:
             pass
-        self.dropped += 1
         self.drop(schema)
 
     @contextmanager
