@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,28 +68,23 @@ def _require_postgres() -> None:
         pytest.skip(_postgres_problem[0])
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A URL whose search_path is a fresh, empty schema, dropped after the test: no test
-    sees another's rows."""
-    _require_postgres()
-    import psycopg
-
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield schema_url(POSTGRES_URL, schema)
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
 @pytest.fixture(scope="session")
 def schema_pool() -> Iterator[SchemaPool]:
     pool = SchemaPool(POSTGRES_URL)
     yield pool
     pool.close()
+
+
+@pytest.fixture
+def postgres_url(schema_pool: SchemaPool) -> Iterator[str]:
+    """A URL whose search_path is a fresh, empty schema, dropped after the test: no test
+    sees another's rows."""
+    _require_postgres()
+    schema = schema_pool.fresh()
+    try:
+        yield schema_url(POSTGRES_URL, schema)
+    finally:
+        schema_pool.drop(schema)
 
 
 @pytest.fixture
