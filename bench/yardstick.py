@@ -168,6 +168,10 @@ class _Sql:
         self.update_execution = _UPDATE_EXECUTION.replace("?", mark)
         self.where = _WHERE.replace("?", mark)
         self.insert_event = _INSERT_EVENT.replace("?", mark)
+        if postgres:  # events are partitioned by their execution's month (migration 0038)
+            self.insert_event = self.insert_event.replace("data)", "data, bucket)").replace(
+                "%s)", "%s, events_bucket(%s))"
+            )
 
     def now(self) -> Any:
         if self.postgres:
@@ -254,7 +258,7 @@ def minimal_loop(target: Path | str, workflows: int, steps: int, k: int = 1) -> 
 def _insert_events(conn: Any, sql: _Sql, rows: list[tuple[Any, ...]]) -> None:
     if sql.postgres:
         with conn.cursor() as cur:
-            cur.executemany(sql.insert_event, rows)
+            cur.executemany(sql.insert_event, [(*r, r[3]) for r in rows])  # + the bucket's time
     else:
         conn.executemany(sql.insert_event, rows)
 

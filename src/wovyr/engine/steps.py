@@ -5,14 +5,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
-from wovyr.engine.core.state import ExecutionState, fold, state_from_json, state_to_json
+from wovyr.engine.core.state import (
+    STATE_UNLESS_SET,
+    ExecutionState,
+    fold,
+    state_from_json,
+    state_to_json,
+)
 from wovyr.engine.core.waits import waiting_on
 from wovyr.events import Event, TimerFired
 from wovyr.store.base import ExecutionRecord, StepWrite, TimerRecord
-from wovyr.store.records import SlotRelease
+from wovyr.store.records import CheckpointChanges, SlotRelease
 
-__all__ = ["make_step", "timer_steps"]
+__all__ = ["checkpoint_changes", "make_step", "timer_steps"]
+
+_MISSING = object()
 
 
 def make_step(
@@ -39,11 +48,12 @@ def make_step(
     released = None
     if slot and after.finished and not before.finished:  # the end gives its slot back
         released = SlotRelease(key=str(slot["key"]), limit=int(slot["limit"]))
+    checkpoint = state_to_json(after)
     return StepWrite(
         execution_id=execution_id,
         expected_seq=before.seq,
         events=list(events),
-        checkpoint=state_to_json(after),
+        checkpoint=checkpoint,
         status=after.status,
         updated_at=now,
         fence=fence,
@@ -56,6 +66,34 @@ def make_step(
         timers_removed=removed,
         tenant=tenant,
         slot_released=released,
+        changes=checkpoint_changes(before, after, checkpoint),
+    )
+
+
+def checkpoint_changes(
+    before: ExecutionState, after: ExecutionState, checkpoint: dict[str, Any]
+) -> CheckpointChanges | None:
+    """What `checkpoint` (the form of `after`) changes of the form of `before`: the
+    top-level values and activities that are other objects (a state shares what an event
+    left alone). None when activities were dropped or came anywhere but at the end."""
+    was, now = before.activities, after.activities
+    forms = checkpoint["activities"]
+    changed = {k: forms[k] for k, act in now.items() if was.get(k) is not act}
+    if len(now) != len(was):
+        new = [k for k in changed if k not in was]
+        if len(now) != len(was) + len(new) or list(now)[len(was) :] != new:
+            return None
+    elif any(k not in was for k in changed):
+        return None
+    old, fields = before.__dict__, after.__dict__
+    return CheckpointChanges(
+        set={
+            k: v
+            for k, v in checkpoint.items()
+            if k != "activities" and old.get(k, _MISSING) is not fields[k]
+        },
+        drop=[k for k in STATE_UNLESS_SET if fields[k] is None and old.get(k) is not None],
+        activities=changed,
     )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_PRIORITY",
     "MAX_TURN_TENANTS",
     "PRIORITY_AGING_SECONDS",
+    "CheckpointChanges",
     "Claim",
     "CommitOutcome",
     "Debit",
@@ -193,6 +194,26 @@ class SlotState:
 
 
 @dataclass(frozen=True)
+class CheckpointChanges:
+    """What a step changes of the checkpoint stored at its expected seq: the top-level keys
+    it sets (`activities` aside) and drops, and the activities it sets (any new ones come
+    after the others, in the checkpoint's order). Folding them over that checkpoint
+    (`wovyr.store.checkpoints.merged`) gives the step's whole checkpoint."""
+
+    set: Mapping[str, Any]
+    drop: Sequence[str]
+    activities: Mapping[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"set": self.set}
+        if self.drop:
+            out["drop"] = list(self.drop)
+        if self.activities:
+            out["activities"] = self.activities
+        return out
+
+
+@dataclass(frozen=True)
 class StepWrite:
     """Everything one step of one execution changes, written in one transaction.
 
@@ -232,6 +253,9 @@ class StepWrite:
     # gate's refusal says how long to wait (`FlowStore.commit_gated`). A step that does not
     # apply (conflict, lost lease) takes nothing.
     gate: FlowAcquire | None = None
+    # What `checkpoint` changes of the stored one: a store may write these in its place
+    # (`wovyr.store.checkpoints`). None: write it whole. Set only for a plain checkpoint.
+    changes: CheckpointChanges | None = None
 
     @property
     def key(self) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from wovyr.store.checkpoints import merged
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
 from wovyr.store.platform import (
     ApiKeyRecord,
@@ -126,7 +127,13 @@ def definition_params(record: DefinitionRecord, d: Dialect) -> dict[str, Any]:
 # --- executions, events, timers, claims ----------------------------------------------------
 
 
-def execution_record(row: Row, d: Dialect, *, with_checkpoint: bool) -> ExecutionRecord:
+def execution_record(
+    row: Row, d: Dialect, *, with_checkpoint: bool, checkpoint: dict[str, Any] | None = None
+) -> ExecutionRecord:
+    """The record of `row`; with `with_checkpoint`, its checkpoint (`checkpoint` when the
+    store read it apart, else the row's: see `stored_checkpoint`)."""
+    if with_checkpoint and checkpoint is None:
+        checkpoint = stored_checkpoint(row, d)
     return ExecutionRecord(
         id=row["id"],
         tenant=row["tenant"],
@@ -146,7 +153,7 @@ def execution_record(row: Row, d: Dialect, *, with_checkpoint: bool) -> Executio
         lease_owner=row["lease_owner"],
         lease_until=d.time_or_none(row["lease_until"]),
         fence=row["fence"],
-        checkpoint=d.json(row["checkpoint"]) if with_checkpoint else None,
+        checkpoint=checkpoint,
         labels=_labels(row, d),
     )
 
@@ -196,11 +203,23 @@ def timer_record(row: Row, d: Dialect) -> TimerRecord:
     return TimerRecord(row["execution_id"], row["timer_id"], d.time(row["fire_at"]), row["tenant"])
 
 
-def claim_record(row: Row, d: Dialect) -> Claim:
+def claim_record(row: Row, d: Dialect, checkpoint: dict[str, Any] | None = None) -> Claim:
+    if checkpoint is None:
+        checkpoint = stored_checkpoint(row, d)
     return Claim(
-        row["id"], row["fence"], row["seq"], d.json(row["checkpoint"]), row["definition_hash"],
-        row["tenant"],
-    )  # fmt: skip
+        row["id"], row["fence"], row["seq"], checkpoint, row["definition_hash"], row["tenant"]
+    )
+
+
+def stored_checkpoint(row: Row, d: Dialect) -> dict[str, Any]:
+    """The row's checkpoint column, with the deltas its query read beside it (a
+    `checkpoint_deltas` column: a list, oldest first, or null) folded in."""
+    base: dict[str, Any] = d.json(row["checkpoint"])
+    try:
+        deltas = row["checkpoint_deltas"]
+    except (KeyError, IndexError):
+        return base
+    return merged(base, d.json(deltas)) if deltas else base
 
 
 # --- schedules -----------------------------------------------------------------------------

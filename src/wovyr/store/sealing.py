@@ -260,6 +260,7 @@ class SealingStore:
             output=self._seal(tenant, _OUTPUT, eid, step.output),
             error=self._seal(tenant, _ERROR, eid, step.error),
             continued_as=continued,
+            changes=None,  # written whole: a delta would be plain text beside a sealed base
         )
 
     def _seal_new(self, new: NewExecution) -> NewExecution:

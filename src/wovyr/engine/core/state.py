@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from wovyr.events import Event, EventType
 
 __all__ = [
+    "STATE_UNLESS_SET",
     "ActivityIndex",
     "ActivityState",
     "ActivityStatus",
@@ -152,7 +153,7 @@ class ExecutionState:
 
 
 # ExecutionState fields left out of the checkpoint while None (see _UNLESS_SET).
-_STATE_UNLESS_SET = (
+STATE_UNLESS_SET = (
     "chain",
     "continued_from",
     "continued_as",
@@ -876,7 +877,7 @@ def state_to_json(state: ExecutionState) -> dict[str, Any]:
     data["signals"] = {k: list(v) for k, v in state.signals.items()}
     data["approvals"] = dict(state.approvals)
     data["timers"] = dict(state.timers)
-    for key in _STATE_UNLESS_SET:
+    for key in STATE_UNLESS_SET:
         if data[key] is None:
             del data[key]
     return data

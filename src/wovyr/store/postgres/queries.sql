@@ -69,7 +69,8 @@ WITH step AS (
     SET seq = %(expected_seq)s::bigint + cardinality(%(ev_type)b::text[]),
         status = %(status)s,
         updated_at = %(updated_at)s,
-        checkpoint = %(checkpoint)s::json,
+        -- null with a delta: the base stays (its TOAST value is not written again)
+        checkpoint = COALESCE(%(checkpoint)s::json, checkpoint),
         -- waiting for a concurrency slot: not ready (and still waiting) until handed one
         ready = %(ready)s AND flow_wait IS NULL,
         waiting_on = CASE WHEN flow_wait IS NULL THEN %(waiting_on)s ELSE waiting_on END,
@@ -82,6 +83,15 @@ WITH step AS (
       AND (%(fence)s::bigint IS NULL OR fence = %(fence)s::bigint)
     RETURNING tenant, id, ready AND lease_owner IS NULL AS claimable,
         events_bucket(created_at) AS bucket
+), delta AS (
+    INSERT INTO checkpoint_deltas (tenant, execution_id, seq, body)
+    SELECT step.tenant, step.id, %(expected_seq)s::bigint + cardinality(%(ev_type)b::text[]),
+           %(delta)s::json
+    FROM step WHERE %(delta)s::text IS NOT NULL
+), compacted AS (
+    -- a whole checkpoint: the deltas on the old base go
+    DELETE FROM checkpoint_deltas AS d USING step
+    WHERE %(delta)s::text IS NULL AND d.tenant = step.tenant AND d.execution_id = step.id
 ), appended AS (
     INSERT INTO events (tenant, execution_id, seq, type, at, data, bucket)
     SELECT step.tenant, step.id, %(expected_seq)s::bigint + e.n, e.type, e.at, e.data::json,
@@ -120,7 +130,9 @@ SELECT seq, fence FROM executions WHERE tenant = %(tenant)s AND id = %(id)s;
 -- name: load
 SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
        parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
-       checkpoint, labels
+       checkpoint, labels,
+       (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
+        WHERE d.tenant = executions.tenant AND d.execution_id = executions.id) AS checkpoint_deltas
 FROM executions
 WHERE tenant = %(tenant)s AND id = %(id)s;
 
@@ -232,7 +244,9 @@ WHERE (x.tenant, x.id) IN (
     ORDER BY lease_until NULLS FIRST, claim_rank
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
+RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
+    (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
+        WHERE d.tenant = x.tenant AND d.execution_id = x.id) AS checkpoint_deltas;
 
 -- name: claim_fair
 -- The fair claim (see `FairShare`), still one statement. `tenants` finds the tenants with
@@ -294,7 +308,9 @@ WHERE (x.tenant, x.id) IN (
     SELECT tenant, id FROM candidates
     ORDER BY score, lease_until NULLS FIRST, claim_rank, tenant, id
     LIMIT %(limit)s)
-RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
+RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
+    (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
+        WHERE d.tenant = x.tenant AND d.execution_id = x.id) AS checkpoint_deltas;
 
 -- name: claim_turns
 -- The claim by turns (`FairShare.turns`, decided by the caller): each named tenant's first
@@ -318,7 +334,9 @@ WHERE (x.tenant, x.id) IN (
         LIMIT p.room
         FOR UPDATE SKIP LOCKED) c
     LIMIT %(limit)s)
-RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
+RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
+    (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
+        WHERE d.tenant = x.tenant AND d.execution_id = x.id) AS checkpoint_deltas;
 
 -- name: leased_lock
 -- Serialises the claims of one tenant with a cap on its leased executions (`max_running`):
@@ -353,7 +371,9 @@ WHERE (x.tenant, x.id) IN (
               AND l.lease_until >= COALESCE(%(now)s::timestamptz, now())))::integer) END
         FOR UPDATE SKIP LOCKED) c
     LIMIT %(limit)s)
-RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant;
+RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
+    (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
+        WHERE d.tenant = x.tenant AND d.execution_id = x.id) AS checkpoint_deltas;
 
 -- name: claimable_tenants
 -- The tenants with claimable work: skip through executions_ready_by_tenant (one probe per
@@ -422,7 +442,9 @@ FOR UPDATE SKIP LOCKED;
 -- name: load_many
 SELECT id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq,
        parent_id, waiting_on, input, output, error, ready, lease_owner, lease_until, fence,
-       checkpoint
+       checkpoint,
+       (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
+        WHERE d.tenant = executions.tenant AND d.execution_id = executions.id) AS checkpoint_deltas
 FROM executions
 WHERE (tenant, id) IN (SELECT * FROM unnest(%(tenants)s::text[], %(ids)s::text[]));
 
@@ -566,17 +588,17 @@ WITH s AS (
     SELECT *
     FROM unnest(
         %(tenant)b::text[], %(id)b::text[], %(expected_seq)b::bigint[], %(fence)b::bigint[], %(status)b::text[],
-        %(updated_at)b::timestamptz[], %(checkpoint)b::text[], %(ready)b::boolean[],
-        %(waiting_on)b::text[], %(output)b::text[], %(error)b::text[], %(release)b::boolean[],
-        %(events)b::integer[])
-        WITH ORDINALITY AS s(tenant, id, expected_seq, fence, status, updated_at, checkpoint, ready,
-                             waiting_on, output, error, release, events, i)
+        %(updated_at)b::timestamptz[], %(checkpoint)b::text[], %(delta)b::text[],
+        %(ready)b::boolean[], %(waiting_on)b::text[], %(output)b::text[], %(error)b::text[],
+        %(release)b::boolean[], %(events)b::integer[])
+        WITH ORDINALITY AS s(tenant, id, expected_seq, fence, status, updated_at, checkpoint,
+                             delta, ready, waiting_on, output, error, release, events, i)
 ), step AS (
     UPDATE executions AS x
     SET seq = s.expected_seq + s.events,
         status = s.status,
         updated_at = s.updated_at,
-        checkpoint = s.checkpoint::json,
+        checkpoint = COALESCE(s.checkpoint::json, x.checkpoint),  -- null: a delta (below)
         ready = s.ready AND x.flow_wait IS NULL,
         waiting_on = CASE WHEN x.flow_wait IS NULL THEN s.waiting_on ELSE x.waiting_on END,
         output = s.output::json,
@@ -589,6 +611,16 @@ WITH s AS (
       AND (s.fence IS NULL OR x.fence = s.fence)
     RETURNING x.tenant, x.id, s.i, s.expected_seq, x.ready AND x.lease_owner IS NULL AS claimable,
         events_bucket(x.created_at) AS bucket
+), delta AS (
+    INSERT INTO checkpoint_deltas (tenant, execution_id, seq, body)
+    SELECT step.tenant, step.id, step.expected_seq + s.events, s.delta::json
+    FROM step JOIN s ON s.i = step.i
+    WHERE s.delta IS NOT NULL
+), compacted AS (
+    -- a whole checkpoint: the deltas on the old base go
+    DELETE FROM checkpoint_deltas AS d
+    USING step JOIN s ON s.i = step.i
+    WHERE s.delta IS NULL AND d.tenant = step.tenant AND d.execution_id = step.id
 ), freed AS (
     -- per key, the activity slots freed by steps that applied (and the latest step time)
     SELECT step.tenant, r.key, count(*) AS n, max(s.updated_at) AS at

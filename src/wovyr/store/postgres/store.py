@@ -24,7 +24,7 @@ Same contract and semantics as the SQLite store (the contract suite runs on both
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -54,6 +54,7 @@ from wovyr.store.base import (
     StepWrite,
 )
 from wovyr.store.capabilities import SnapshotInfo
+from wovyr.store.checkpoints import Ledger, Plan
 from wovyr.store.codec import dumps
 from wovyr.store.flow import FlowAnswer, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
@@ -155,6 +156,7 @@ class PostgresStore(
             self.close()
             raise
         self.channel = support.channel(schema)
+        self._ledger = Ledger()  # what this object last wrote of each checkpoint
         if auto_migrate:
             try:
                 self.migrate()
@@ -463,6 +465,28 @@ class PostgresStore(
         return results
 
     def _commit(self, steps: Sequence[StepWrite], atomic: bool) -> Sequence[GatedOutcome]:
+        """The steps written, each checkpoint whole or as a delta (`wovyr.store.checkpoints`:
+        the plans are made before and remembered after)."""
+        plans = {id(step): self._ledger.plan(step) for step in steps}
+        results = self._commit_planned(steps, atomic, plans)
+        self._settle(steps, plans, results)
+        return results
+
+    def _settle(
+        self,
+        steps: Sequence[StepWrite],
+        plans: Mapping[int, Plan],
+        results: Sequence[GatedOutcome],
+    ) -> None:
+        for step, result in zip(steps, results, strict=True):
+            if result is CommitOutcome.OK:
+                self._ledger.wrote(step, plans[id(step)])
+            else:
+                self._ledger.forget(step.key)
+
+    def _commit_planned(
+        self, steps: Sequence[StepWrite], atomic: bool, plans: Mapping[int, Plan]
+    ) -> Sequence[GatedOutcome]:
         distinct = len({step.key for step in steps}) == len(steps)
         gated = any(step.gate is not None for step in steps)
         released = any(step.flow_released for step in steps)
@@ -470,16 +494,17 @@ class PostgresStore(
         if any(step.debits or step.audit is not None or step.continued_as for step in steps) or (
             (gated or released or ended) and (atomic or not distinct)
         ):
-            return self._commit_with_debits(steps, atomic)
+            return self._commit_with_debits(steps, atomic, plans)
         if gated or ended:
-            return self._commit_batched(steps)
+            return self._commit_batched(steps, plans)
         if distinct and not atomic and (len(steps) > 1 or released):
             # One set-based statement for the batch: its own transaction, one fsync, one
             # round trip, and a fraction of the per-statement cost on both sides (the
             # activity slots the steps release included).
-            rows = self._write_one("apply_steps", support.batch_params(steps, self.channel))
+            batch = support.batch_params(steps, self.channel, [plans[id(s)] for s in steps])
+            rows = self._write_one("apply_steps", batch)
             return [self._outcome(step, row) for step, row in zip(steps, rows, strict=True)]
-        params = [{**support.step_params(step), "channel": self.channel} for step in steps]
+        params = self._params(steps, plans)
         if atomic:
             return self._commit_atomic(steps, params)
 
@@ -512,7 +537,9 @@ class PostgresStore(
         outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=False)]
         return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
 
-    def _commit_batched(self, steps: Sequence[StepWrite]) -> list[GatedOutcome]:
+    def _commit_batched(
+        self, steps: Sequence[StepWrite], plans: Mapping[int, Plan]
+    ) -> list[GatedOutcome]:
         """Steps of distinct executions, some carrying flow gates or ending holders of
         concurrency slots, in one pipelined transaction of three round trips whatever their
         number: BEGIN, the slot keys' locks and the gates' rows locked and read; the steps
@@ -540,7 +567,10 @@ class PostgresStore(
                     go.append(i)
                 applied = None
                 if go:
-                    params = support.batch_params([steps[i] for i in go], self.channel)
+                    chosen = [steps[i] for i in go]
+                    params = support.batch_params(
+                        chosen, self.channel, [plans[id(s)] for s in chosen]
+                    )
                     applied = _cursor(conn, False).execute(self._q["apply_steps"], params)
                 if gates is not None:  # as if every granted step applies (sent with them)
                     FlowGates.write(conn, gates)
@@ -569,12 +599,14 @@ class PostgresStore(
             for step, r in zip(steps, results, strict=True)
         ]
 
-    def _commit_with_debits(self, steps: Sequence[StepWrite], atomic: bool) -> list[GatedOutcome]:
+    def _commit_with_debits(
+        self, steps: Sequence[StepWrite], atomic: bool, plans: Mapping[int, Plan]
+    ) -> list[GatedOutcome]:
         """The steps one statement each, and the debits and audit records of those that
         apply, in one transaction (only steps that use a budget with a limit carry debits;
         only steps of the facade's external changes carry an audit record), with the chain's
         next run of a step that continues as new (a taken id refuses it all)."""
-        params = [{**support.step_params(step), "channel": self.channel} for step in steps]
+        params = self._params(steps, plans)
 
         # The concurrency keys these steps hand slots of, locked first and in one order (a
         # start locks its key before it writes a row): no two writers wait on each other.
@@ -642,6 +674,15 @@ class PostgresStore(
             for step, row in zip(steps, rows, strict=False)
         ]
         return outcomes + [CommitOutcome.CONFLICT] * (len(steps) - len(outcomes))
+
+    def _params(
+        self, steps: Sequence[StepWrite], plans: Mapping[int, Plan]
+    ) -> list[dict[str, Any]]:
+        """`apply_step`'s parameters for each step."""
+        return [
+            {**support.step_params(step, plans[id(step)]), "channel": self.channel}
+            for step in steps
+        ]
 
     def _outcome(self, step: StepWrite, row: Any) -> CommitOutcome:
         changed, seq, fence = row[0], row[1], row[2]

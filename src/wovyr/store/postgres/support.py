@@ -13,6 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from wovyr.errors import StoreError, StoreUnavailable
 from wovyr.store.base import StepWrite
+from wovyr.store.checkpoints import Plan
 from wovyr.store.codec import dumps, loads
 
 __all__ = [
@@ -81,8 +82,9 @@ def _readable(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])  # pragma: no cover - no poll (Windows)
 
 
-def step_params(step: StepWrite) -> dict[str, Any]:
-    """The parameters shared by `apply_step` and `create_execution`."""
+def step_params(step: StepWrite, plan: Plan | None = None) -> dict[str, Any]:
+    """The parameters shared by `apply_step` and `create_execution` (the checkpoint whole,
+    or as `plan` says: whole, or a delta and a null checkpoint)."""
     armed = dict(step.timers_armed)  # the last arming of a timer wins, as in SQLite
     return {
         "tenant": step.tenant,
@@ -91,7 +93,8 @@ def step_params(step: StepWrite) -> dict[str, Any]:
         "fence": step.fence,
         "status": step.status,
         "updated_at": step.updated_at,
-        "checkpoint": dumps(step.checkpoint),
+        "checkpoint": dumps(step.checkpoint) if plan is None else plan.whole,
+        "delta": None if plan is None else plan.delta,
         "ready": step.ready,
         "release": step.release_lease,
         "waiting_on": step.waiting_on,
@@ -107,26 +110,29 @@ def step_params(step: StepWrite) -> dict[str, Any]:
     }
 
 
-def batch_params(steps: Sequence[StepWrite], channel: str) -> dict[str, Any]:
-    """The parameters of `apply_steps`: one array element per step, and the events and
-    timers flattened, each tagged with the 1-based ordinal of its step."""
+def batch_params(steps: Sequence[StepWrite], channel: str, plans: Sequence[Plan]) -> dict[str, Any]:
+    """The parameters of `apply_steps`: one array element per step (its checkpoint as its
+    plan says), and the events and timers flattened, each tagged with the 1-based ordinal
+    of its step."""
     columns: dict[str, list[Any]] = {
         name: []
         for name in (
-            "tenant", "id", "expected_seq", "fence", "status", "updated_at", "checkpoint", "ready",
-            "waiting_on", "output", "error", "release", "events", "ev_step", "ev_n", "ev_type",
+            "tenant", "id", "expected_seq", "fence", "status", "updated_at", "checkpoint", "delta",
+            "ready", "waiting_on", "output", "error", "release", "events", "ev_step", "ev_n",
+            "ev_type",
             "ev_at", "ev_data", "rm_step", "rm_timer", "arm_step", "arm_timer", "arm_at",
             "rel_step", "rel_key", "rel_holder",
         )
     }  # fmt: skip
-    for i, step in enumerate(steps, start=1):
+    for i, (step, plan) in enumerate(zip(steps, plans, strict=True), start=1):
         columns["tenant"].append(step.tenant)
         columns["id"].append(step.execution_id)
         columns["expected_seq"].append(step.expected_seq)
         columns["fence"].append(step.fence)
         columns["status"].append(step.status)
         columns["updated_at"].append(step.updated_at)
-        columns["checkpoint"].append(dumps(step.checkpoint))
+        columns["checkpoint"].append(plan.whole)
+        columns["delta"].append(plan.delta)
         columns["ready"].append(step.ready)
         columns["waiting_on"].append(step.waiting_on)
         columns["output"].append(dumps(step.output))

@@ -11,6 +11,7 @@ from psycopg.rows import dict_row
 
 from wovyr.store.base import CommitOutcome, StepWrite, TimerRecord
 from wovyr.store.capabilities import TimerSteps
+from wovyr.store.checkpoints import Ledger, Plan
 from wovyr.store.hooks import Observers
 from wovyr.store.postgres import support
 from wovyr.store.postgres.support import Connection
@@ -20,12 +21,15 @@ __all__ = ["PostgresTimers"]
 
 
 class PostgresTimers:
-    """Needs `_q`, `_read()`, `_run()`, `_outcome()` and `channel` from PostgresStore."""
+    """Needs `_q`, `_read()`, `_run()`, `_outcome()`, `_ledger`, `_settle()` and `channel`
+    from PostgresStore."""
 
     _q: Mapping[str, str]
     _read: Callable[..., list[Any]]
     _run: Callable[..., Any]
     _outcome: Callable[[StepWrite, Any], CommitOutcome]
+    _ledger: Ledger
+    _settle: Callable[..., None]
     _observers: Observers
     channel: str
 
@@ -60,14 +64,17 @@ class PostgresTimers:
             steps = build(timers, records)
             if not steps:
                 return [], []
-            params = support.batch_params(steps, self.channel)
+            plans.update((id(step), self._ledger.plan(step)) for step in steps)
+            params = support.batch_params(steps, self.channel, [plans[id(s)] for s in steps])
             return steps, conn.execute(self._q["apply_steps"], params).fetchall()
 
+        plans: dict[int, Plan] = {}
         done: tuple[list[StepWrite], list[Any]] = self._run(
             body, write=True, transaction=True, wrote=lambda r: bool(r[0])
         )
         steps, rows = done
         outcomes = [self._outcome(step, row) for step, row in zip(steps, rows, strict=True)]
+        self._settle(steps, plans, outcomes)
         self._observers.committed(steps, outcomes)
         return list(zip(steps, outcomes, strict=True))
 

@@ -37,7 +37,8 @@ from wovyr.store.base import (
     TimerRecord,
 )
 from wovyr.store.capabilities import SnapshotInfo
-from wovyr.store.codec import dumps, from_micros, to_micros
+from wovyr.store.checkpoints import DELTA_FROM, Ledger, merged
+from wovyr.store.codec import dumps, from_micros, loads, to_micros
 from wovyr.store.flow import HOLD_TIMER_PREFIX, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.rows import (
@@ -74,6 +75,50 @@ from wovyr.store.sqlite.streams import SQLiteStreams
 __all__ = ["SQLiteStore"]
 
 _T = TypeVar("_T")
+
+# The executions row's checkpoint column when the checkpoint lies in checkpoint_parts.
+_IN_PARTS = ""
+_INSERT_PART = "INSERT INTO checkpoint_parts (tenant, execution_id, seq, body) VALUES (?, ?, ?, ?)"
+
+
+def _write_base(
+    conn: sqlite3.Connection, tenant: str, execution_id: str, seq: int, whole: str
+) -> None:
+    """`whole` as the execution's base in checkpoint_parts, its old parts gone (always: the
+    base must be the lowest seq, whatever this store remembers)."""
+    _clear_parts(conn, tenant, execution_id)
+    conn.execute(_INSERT_PART, (tenant, execution_id, seq, whole))
+
+
+def _clear_parts(conn: sqlite3.Connection, tenant: str, execution_id: str) -> None:
+    conn.execute(
+        "DELETE FROM checkpoint_parts WHERE tenant = ? AND execution_id = ?", (tenant, execution_id)
+    )
+
+
+def _stored_checkpoint(
+    conn: sqlite3.Connection, tenant: str, execution_id: str, column: str
+) -> dict[str, Any]:
+    """The checkpoint of a row whose checkpoint column is `column`: the column itself, or
+    (when it is '') the base and deltas in checkpoint_parts folded (read in the caller's
+    transaction, so that both reads see one state)."""
+    if column != _IN_PARTS:
+        return cast(dict[str, Any], loads(column))
+    parts = conn.execute(
+        "SELECT body FROM checkpoint_parts WHERE tenant = ? AND execution_id = ? ORDER BY seq",
+        (tenant, execution_id),
+    ).fetchall()
+    if not parts:
+        raise StoreError(f"execution {execution_id}: its checkpoint is missing")
+    return merged(loads(parts[0][0]), (loads(p[0]) for p in parts[1:]))
+
+
+def _claimed_checkpoint(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any] | None:
+    """A claimed row's checkpoint when it lies in checkpoint_parts (else None: the column)."""
+    if row["checkpoint"] != _IN_PARTS:
+        return None
+    return _stored_checkpoint(conn, row["tenant"], row["id"], _IN_PARTS)
+
 
 _SUMMARY_COLUMNS = (
     "id, tenant, workflow, version, definition_hash, status, created_at, updated_at, seq, "
@@ -236,6 +281,7 @@ class SQLiteStore(
         self._closed = False
         self._observers = Observers()
         self.commits = 0  # durable write transactions issued by this object (for benchmarks)
+        self._ledger = Ledger()  # what this object last wrote of each checkpoint
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -271,6 +317,20 @@ class SQLiteStore(
             self._local.conn = conn
             self._readers = [*self._readers, conn]
         return conn
+
+    def _snapshot(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        """`body`'s reads in one read transaction (one state of the database)."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        conn = self._reader()
+        try:
+            conn.execute("BEGIN")
+            try:
+                return body(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -429,6 +489,7 @@ class SQLiteStore(
 
     def _insert_execution(self, conn: sqlite3.Connection, new: NewExecution) -> bool:
         step = new.first_step
+        whole = dumps(step.checkpoint)
         cur = conn.execute(
             "INSERT OR IGNORE INTO executions (id, tenant, workflow, version, definition_hash,"
             " status, created_at, updated_at, parent_id, seq, ready, lease_owner, lease_until,"
@@ -454,7 +515,7 @@ class SQLiteStore(
                 dumps(new.input),
                 dumps(step.output),
                 dumps(step.error),
-                dumps(step.checkpoint),
+                whole if len(whole) < DELTA_FROM else _IN_PARTS,
                 stable_shard(new.id),
                 new.rerun_of,
                 dumps(dict(new.labels)) if new.labels else None,
@@ -463,6 +524,12 @@ class SQLiteStore(
             ),
         )
         created = cur.rowcount == 1
+        if created and len(whole) >= DELTA_FROM:
+            _write_base(conn, new.tenant, new.id, len(step.events), whole)
+        if created:
+            self._ledger.created(
+                new.tenant, new.id, len(step.events), whole, step.changes is not None
+            )
         if created and new.labels:  # one index row per label; none for the rest
             at = to_micros(new.created_at)
             conn.executemany(
@@ -532,22 +599,29 @@ class SQLiteStore(
     def _apply_step(self, conn: sqlite3.Connection, step: StepWrite) -> CommitOutcome:
         # An execution waiting for a concurrency slot stays not ready (and keeps its
         # waiting text) until the slot is handed to it.
+        # The checkpoint: whole in the row while small, else in checkpoint_parts (a base
+        # and the deltas written on it: `wovyr.store.checkpoints`), the row's column ''.
+        plan = self._ledger.plan(step)
+        seq = step.expected_seq + len(step.events)
+        whole = plan.whole
         sql = (
-            "UPDATE executions SET seq = ?, status = ?, updated_at = ?, checkpoint = ?,"
+            "UPDATE executions SET seq = ?, status = ?, updated_at = ?,"
             " ready = (? AND flow_wait IS NULL),"
             " waiting_on = CASE WHEN flow_wait IS NULL THEN ? ELSE waiting_on END,"
             " output = ?, error = ?"
         )
         params: list[Any] = [
-            step.expected_seq + len(step.events),
+            seq,
             step.status,
             to_micros(step.updated_at),
-            dumps(step.checkpoint),
             int(step.ready),
             step.waiting_on,
             dumps(step.output),
             dumps(step.error),
         ]
+        if whole is not None:
+            sql += ", checkpoint = ?"
+            params.append(whole if len(whole) < DELTA_FROM else _IN_PARTS)
         if step.release_lease:
             sql += ", lease_owner = NULL, lease_until = NULL"
         sql += " WHERE tenant = ? AND id = ? AND seq = ?"
@@ -555,7 +629,10 @@ class SQLiteStore(
         if step.fence is not None:
             sql += " AND fence = ?"
             params.append(step.fence)
+        if whole is None:  # a delta goes only on a base in checkpoint_parts
+            sql += " AND checkpoint = ''"
         if conn.execute(sql, params).rowcount != 1:
+            self._ledger.forget(step.key)
             row = conn.execute(
                 "SELECT seq, fence FROM executions WHERE tenant = ? AND id = ?",
                 (step.tenant, step.execution_id),
@@ -565,6 +642,13 @@ class SQLiteStore(
             if step.fence is not None and row[1] != step.fence:
                 return CommitOutcome.LEASE_LOST
             return CommitOutcome.CONFLICT
+        if whole is None:
+            conn.execute(_INSERT_PART, (step.tenant, step.execution_id, seq, plan.delta))
+        elif len(whole) >= DELTA_FROM:
+            _write_base(conn, step.tenant, step.execution_id, seq, whole)
+        elif plan.parts_stored:
+            _clear_parts(conn, step.tenant, step.execution_id)
+        self._ledger.wrote(step, plan)
         self._write_children(conn, step.tenant, step.execution_id, step.expected_seq, step)
         if step.debits:
             self._debit(conn, step.tenant, step.debits, checked=False)
@@ -608,11 +692,21 @@ class SQLiteStore(
                 woken_holds(conn, tenant, execution_id, holds, to_micros(step.updated_at))
 
     def load(self, execution_id: str, tenant: str) -> ExecutionRecord | None:
-        rows = self._read(
-            f"SELECT {_SUMMARY_COLUMNS}, checkpoint FROM executions WHERE tenant = ? AND id = ?",
-            (tenant, execution_id),
-        )
-        return execution_record(rows[0], SQLITE, with_checkpoint=True) if rows else None
+        sql = f"SELECT {_SUMMARY_COLUMNS}, checkpoint FROM executions WHERE tenant = ? AND id = ?"
+        rows = self._read(sql, (tenant, execution_id))
+        if not rows:
+            return None
+        if rows[0]["checkpoint"] != _IN_PARTS:
+            return execution_record(rows[0], SQLITE, with_checkpoint=True)
+
+        def read(conn: sqlite3.Connection) -> ExecutionRecord | None:  # the row and its parts
+            found = conn.execute(sql, (tenant, execution_id)).fetchall()
+            if not found:
+                return None
+            stored = _stored_checkpoint(conn, tenant, execution_id, found[0]["checkpoint"])
+            return execution_record(found[0], SQLITE, with_checkpoint=True, checkpoint=stored)
+
+        return self._snapshot(read)
 
     def list_executions(self, query: ExecutionFilter) -> Page:
         sql, params = _list_sql(query)
@@ -688,7 +782,8 @@ class SQLiteStore(
                 " RETURNING id, fence, seq, checkpoint, definition_hash, tenant",
                 (*params, limit),
             ).fetchall()
-        claims = [claim_record(r, SQLITE) for r in rows]
+            stored = [_claimed_checkpoint(conn, r) for r in rows]
+        claims = [claim_record(r, SQLITE, cp) for r, cp in zip(rows, stored, strict=True)]
         self._observers.claimed(claims)
         return claims
 
@@ -720,7 +815,8 @@ class SQLiteStore(
         with self._write() as conn:
             sql = _CLAIM_FAIR.replace("/*shards*/", _shard_sql(shards, "e."))
             rows = conn.execute(sql, params).fetchall()
-        claims = [claim_record(r, SQLITE) for r in rows]
+            stored = [_claimed_checkpoint(conn, r) for r in rows]
+        claims = [claim_record(r, SQLITE, cp) for r, cp in zip(rows, stored, strict=True)]
         self._observers.claimed(claims)
         return claims
 
@@ -771,7 +867,8 @@ class SQLiteStore(
         sql = _claim_by_turns(parts, capped, bool(ones)).replace("/*shards*/", _shard_sql(shards))
         with self._write() as conn:
             rows = conn.execute(sql, params).fetchall()
-        claims = [claim_record(r, SQLITE) for r in rows]
+            stored = [_claimed_checkpoint(conn, r) for r in rows]
+        claims = [claim_record(r, SQLITE, cp) for r, cp in zip(rows, stored, strict=True)]
         self._observers.claimed(claims)
         return claims
 
