@@ -48,12 +48,14 @@ import wovyr.worker.commit
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.store import open_store
+from wovyr.store.checkpoints import DELTA_FROM
 from wovyr.worker import Worker
 
 THREE_STEPS = """\
 apiVersion: wovyr/v1
 kind: Workflow
 metadata: {name: crash-points}
+inputs: {pad: {type: string, default: ""}}
 activities:
   - {id: s1, tool: effect, with: {step: s1}, retry: {max_attempts: 5, initial_interval: 0}}
   - {id: s2, tool: effect, with: {step: s2}, needs: [s1],
@@ -136,7 +138,9 @@ def run(url: str, workdir: Path, count: int) -> None:
         try:
             ids = []
             for i in range(count):
-                record = await worker.start(THREE_STEPS, execution_id=f"ex-{i}")
+                # the second's checkpoint is over the size written as base + deltas
+                pad = {"pad": "x" * (DELTA_FROM + 1000)} if i == 1 else None
+                record = await worker.start(THREE_STEPS, pad, execution_id=f"ex-{i}")
                 append_line(acks, f"start {record.id}")
                 ids.append(record.id)
             await worker.run_until_idle()

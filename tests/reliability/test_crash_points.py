@@ -1,7 +1,8 @@
 """Deterministic crash points: kill the worker at the N-th sync, write and rename, for every N.
 
 A clean traced run of a short workload (three executions of three `effect` steps, started
-and driven by one worker process) first counts the system calls; then, for each counted
+and driven by one worker process; one of them with an input that puts its checkpoint over
+the size stored as a base and deltas) first counts the system calls; then, for each counted
 call N, a fresh child is SIGKILLed by strace exactly at that call
 (``-e inject=SYSCALL:signal=KILL:when=N``), a clean worker recovers the store in this
 process, and the invariants of `tests/chaos/invariants.py` are checked, plus:
@@ -30,6 +31,7 @@ their syncs on SQLite and at their first, a middle and their last write or send.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -53,7 +55,7 @@ EXECUTIONS = 3
 SQLITE_CALLS = ("fdatasync", "fsync", "pwrite64", "write", "rename")
 POSTGRES_CALLS = ("sendto", "write")
 # Work is bounded by counting crash points, not by a clock: a workload that grows past this
-# fails at once with its counts (SQLite has about 160 today, PostgreSQL about 65).
+# fails at once with its counts (SQLite has about 195 today, PostgreSQL about 66).
 MAX_CRASH_POINTS = 600
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("strace_installed")]
@@ -163,6 +165,12 @@ def test_sqlite_crash_points(tmp_path: Path) -> None:
         url, workdir = target("clean")
         counts, elsewhere = count_calls(z, url, workdir, SQLITE_CALLS)
         recover_and_check(url, workdir, killed=False)
+        with sqlite3.connect(workdir / "w.db") as conn:  # ex-1's checkpoint: in parts
+            where = conn.execute(
+                "SELECT x.checkpoint, count(p.seq) FROM executions x LEFT JOIN checkpoint_parts p"
+                " ON p.tenant = x.tenant AND p.execution_id = x.id WHERE x.id = 'ex-1'"
+            ).fetchone()
+        assert where == ("", 1), where
         assert counts["fdatasync"] + counts["fsync"] >= 2 * EXECUTIONS, counts
         assert not any(elsewhere.values()), f"store calls off the main thread: {elsewhere}"
         tally = sweep(z, SQLITE_CALLS, counts, target, integrity)

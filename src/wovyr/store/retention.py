@@ -8,7 +8,7 @@ finished executions, by (tenant, finish time) or (tenant, workflow, finish time)
 retention pass reads the rows it purges and nothing else, however many executions still run.
 
 `purge_executions` deletes, in ONE transaction, each named execution that is finished, with
-its events, checkpoint (the row itself), timers, label rows, stream chunks and any
+its events, checkpoint (the row and any delta rows), timers, label rows, stream chunks and any
 flow-control rows left for it; a name that is running (or unknown, or another tenant's) is
 skipped, so a purge can never pull an execution from under a worker. What is NOT deleted:
 its children, which are executions of their own, purged by their own finish time (a child
