@@ -451,17 +451,19 @@ class Engine(Definitions):
             priority=priority,
             trace=trace,
         )
-        audit = self.audit_entry(
-            "execution.start",
-            new.id,
-            {
-                "workflow": new.workflow,
-                "version": new.version,
-                "definition_hash": digest,
-                "input": payload_digest(inputs),
-            },
-        )
-        created, record = self.store.create_execution(replace(new, audit=audit))
+        if self.actor is not None:  # (the input's digest only for a record that is kept)
+            audit = self.audit_entry(
+                "execution.start",
+                new.id,
+                {
+                    "workflow": new.workflow,
+                    "version": new.version,
+                    "definition_hash": digest,
+                    "input": payload_digest(inputs),
+                },
+            )
+            new = replace(new, audit=audit)
+        created, record = self.store.create_execution(new)
         if created and new.lease_owner is None:  # a leased start is driven by its owner already
             self.notify(new.id)
         if created:
