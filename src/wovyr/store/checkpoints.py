@@ -40,7 +40,7 @@ from wovyr.store.records import FINISHED, StepWrite
 
 __all__ = ["DELTA_FROM", "LEDGER_SIZE", "MAX_DELTAS", "Ledger", "Plan", "merged"]
 
-DELTA_FROM = 3000  # bytes of a whole checkpoint from which it is kept as base + deltas
+DELTA_FROM = 3000  # size of a whole checkpoint (characters of its JSON) kept as base + deltas
 MAX_DELTAS = 128  # deltas on one base at most (bounds the rows a read folds)
 LEDGER_SIZE = 4096  # executions whose last write a store remembers
 
@@ -137,19 +137,17 @@ class Ledger:
                 return
             assert plan.delta is not None
             entry = _Written(seq, before.base, before.deltas + len(plan.delta), before.count + 1)
-        with self._lock:
-            self._entries[key] = entry
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+        self._remember(key, entry)
 
     def created(self, tenant: str, execution_id: str, seq: int, whole: str, plain: bool) -> None:
         """A new execution written whole (`plain`: not sealed)."""
-        if not plain:
-            return
+        if plain:
+            self._remember((tenant, execution_id), _Written(seq, len(whole), 0, 0))
+
+    def _remember(self, key: tuple[str, str], entry: _Written) -> None:
         with self._lock:
-            self._entries[(tenant, execution_id)] = _Written(seq, len(whole), 0, 0)
-            self._entries.move_to_end((tenant, execution_id))
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
 

@@ -119,9 +119,8 @@ def batch_params(steps: Sequence[StepWrite], channel: str, plans: Sequence[Plan]
         for name in (
             "tenant", "id", "expected_seq", "fence", "status", "updated_at", "checkpoint", "delta",
             "ready", "waiting_on", "output", "error", "release", "events", "ev_step", "ev_n",
-            "ev_type",
-            "ev_at", "ev_data", "rm_step", "rm_timer", "arm_step", "arm_timer", "arm_at",
-            "rel_step", "rel_key", "rel_holder",
+            "ev_type", "ev_at", "ev_data", "rm_step", "rm_timer", "arm_step", "arm_timer",
+            "arm_at", "rel_step", "rel_key", "rel_holder",
         )
     }  # fmt: skip
     for i, (step, plan) in enumerate(zip(steps, plans, strict=True), start=1):
