@@ -1,6 +1,6 @@
 """The engine facade: start, signal, approve, cancel, query, list and history.
 
-Every method that changes an execution appends events and rewrites the checkpoint in one
+Every method that changes an execution appends events and writes the checkpoint in one
 store transaction (optimistic: it retries when the sequence moved under it). Nothing here
 runs activities; workers do (see `wovyr.worker`). In-process listeners are told after each
 change so a local worker reacts at once instead of at its next poll.
