@@ -16,7 +16,8 @@ The checkpoint it writes has the engine's shape and size: one entry per activity
 fields the engine stores, kept as a dict and changed in place (the least a loop can do),
 encoded with orjson and written whole on every step. The engine writes a checkpoint of
 3,000 bytes or more as deltas (`wovyr.store.checkpoints`), so on a long chain it writes
-fewer bytes than this loop, which stands for the whole rewrite. Every engine figure is reported as a share of this loop measured in the same run.
+fewer bytes than this loop, which stands for the whole rewrite. Every engine figure is
+reported as a share of this loop measured in the same run.
 
 On PostgreSQL (`--postgres URL`) the loop runs in a fresh schema made by the store's own
 migrations, with psycopg in explicit transactions (synchronous_commit as the server has it).
