@@ -126,7 +126,7 @@ def _counting(store: Store) -> Iterator[Callable[[str], int]]:
 def _parts(store: Store, eid: str) -> int | None:
     """The rows an execution's checkpoint takes beside its executions row (None: memory)."""
     if isinstance(store, SQLiteStore):
-        with sqlite3.connect(store.path) as conn:
+        with contextlib.closing(sqlite3.connect(store.path)) as conn:
             row = conn.execute(
                 "SELECT count(*) FROM checkpoint_parts WHERE execution_id = ?", (eid,)
             ).fetchone()
@@ -310,3 +310,24 @@ def test_the_parts_go_with_their_execution(store: Store) -> None:
     assert store.load("e1", "default") is None
     if before is not None:
         assert _parts(store, "e1") == 0
+
+
+def test_deleting_a_running_executions_row_deletes_its_deltas(sql_store: Store) -> None:
+    """What removes an execution that has not ended (a tenant's deletion) takes its delta
+    rows with it: the schema's trigger (SQLite) or foreign key (PostgreSQL)."""
+    store = sql_store
+    now = _wide()
+    _create(store, "e1", now)
+    for n in range(4):
+        after = _advance(now, n)
+        assert store.commit([_step("e1", now, after)]) == [CommitOutcome.OK]
+        now = after
+    assert (_parts(store, "e1") or 0) >= 2  # deltas on the base
+    if isinstance(store, SQLiteStore):
+        with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
+            conn.execute("DELETE FROM executions WHERE id = 'e1'")
+    else:
+        assert isinstance(store, PostgresStore)
+        with psycopg.connect(store.url, autocommit=True) as pg:
+            pg.execute("DELETE FROM executions WHERE id = 'e1'")
+    assert _parts(store, "e1") == 0
