@@ -153,6 +153,22 @@ def _advance(before: dict[str, Any], n: int) -> dict[str, Any]:
     return _checkpoint(before["seq"] + 1, acts, signals={"go": [n]})
 
 
+def _started(store: Store, eid: str, steps: int, *, end: bool = False) -> dict[str, Any]:
+    """A wide execution created and moved `steps` steps on (each a delta after the first),
+    then ended when `end`; its last checkpoint."""
+    now = _wide()
+    _create(store, eid, now)
+    for n in range(steps):
+        after = _advance(now, n)
+        assert store.commit([_step(eid, now, after)]) == [CommitOutcome.OK]
+        now = after
+    if end:
+        last = {**_advance(now, steps), "status": "completed"}
+        assert store.commit([_step(eid, now, last, status="completed")]) == [CommitOutcome.OK]
+        now = last
+    return now
+
+
 def _load(store: Store, eid: str) -> dict[str, Any]:
     record = store.load(eid, "default")
     assert record is not None and record.checkpoint is not None
@@ -214,14 +230,7 @@ def test_a_small_checkpoint_and_a_step_without_changes_are_written_whole(store: 
 
 
 def test_the_step_that_ends_an_execution_leaves_one_base(store: Store) -> None:
-    now = _wide()
-    _create(store, "e1", now)
-    for n in range(5):
-        after = _advance(now, n)
-        assert store.commit([_step("e1", now, after)]) == [CommitOutcome.OK]
-        now = after
-    end = {**_advance(now, 5), "status": "completed"}
-    assert store.commit([_step("e1", now, end, status="completed")]) == [CommitOutcome.OK]
+    end = _started(store, "e1", 5, end=True)
     assert _parts(store, "e1") in (0, 1, None)
     assert _load(store, "e1") == end
 
@@ -239,12 +248,7 @@ def test_a_step_of_another_writer_between_is_built_on_not_lost(
         assert isinstance(store, PostgresStore)
         other = PostgresStore(store.url, max_size=2)
     try:
-        now = _wide()
-        _create(store, "e1", now)
-        for n in range(3):
-            after = _advance(now, n)
-            assert store.commit([_step("e1", now, after)]) == [CommitOutcome.OK]
-            now = after
+        now = _started(store, "e1", 3)
         theirs = _advance(now, 50)
         assert other.commit([_step("e1", now, theirs)]) == [CommitOutcome.OK]
         stale = _advance(now, 51)
@@ -297,14 +301,7 @@ def _fire_on_deltas(store: Any) -> None:
 
 
 def test_the_parts_go_with_their_execution(store: Store) -> None:
-    now = _wide()
-    _create(store, "e1", now)
-    for n in range(4):
-        after = _advance(now, n)
-        assert store.commit([_step("e1", now, after)]) == [CommitOutcome.OK]
-        now = after
-    end = {**_advance(now, 4), "status": "completed"}
-    assert store.commit([_step("e1", now, end, status="completed")]) == [CommitOutcome.OK]
+    _started(store, "e1", 4, end=True)
     before = _parts(store, "e1")
     assert store.purge_executions("default", ["e1"]) == ["e1"]
     assert store.load("e1", "default") is None
@@ -316,12 +313,7 @@ def test_deleting_a_running_executions_row_deletes_its_deltas(sql_store: Store) 
     """What removes an execution that has not ended (a tenant's deletion) takes its delta
     rows with it: the schema's trigger (SQLite) or foreign key (PostgreSQL)."""
     store = sql_store
-    now = _wide()
-    _create(store, "e1", now)
-    for n in range(4):
-        after = _advance(now, n)
-        assert store.commit([_step("e1", now, after)]) == [CommitOutcome.OK]
-        now = after
+    _started(store, "e1", 4)
     assert (_parts(store, "e1") or 0) >= 2  # deltas on the base
     if isinstance(store, SQLiteStore):
         with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:

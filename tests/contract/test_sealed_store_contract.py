@@ -80,12 +80,7 @@ def test_a_sealed_checkpoint_is_written_whole_never_as_plain_deltas(store: Store
     from tests.contract import test_checkpoint_deltas as deltas
 
     assert isinstance(store, SealingStore)
-    now = deltas._wide()
-    deltas._create(store, "w1", now)
-    for n in range(4):
-        after = deltas._advance(now, n)
-        assert store.commit([deltas._step("w1", now, after)]) == [CommitOutcome.OK]
-        now = after
+    now = deltas._started(store, "w1", 4)
     raw = store.inner.load("w1", "default")
     assert raw is not None and list(raw.checkpoint or {}) == ["$sealed"]
     assert deltas._parts(store.inner, "w1") in (None, 0, 1)  # at most the sealed base

@@ -139,10 +139,10 @@ class Ledger:
             entry = _Written(seq, before.base, before.deltas + len(plan.delta), before.count + 1)
         self._remember(key, entry)
 
-    def created(self, tenant: str, execution_id: str, seq: int, whole: str, plain: bool) -> None:
-        """A new execution written whole (`plain`: not sealed)."""
+    def created(self, tenant: str, execution_id: str, seq: int, size: int, plain: bool) -> None:
+        """A new execution written whole, `size` long (`plain`: not sealed)."""
         if plain:
-            self._remember((tenant, execution_id), _Written(seq, len(whole), 0, 0))
+            self._remember((tenant, execution_id), _Written(seq, size, 0, 0))
 
     def _remember(self, key: tuple[str, str], entry: _Written) -> None:
         with self._lock:

@@ -528,7 +528,7 @@ class SQLiteStore(
             _write_base(conn, new.tenant, new.id, len(step.events), whole)
         if created:
             self._ledger.created(
-                new.tenant, new.id, len(step.events), whole, step.changes is not None
+                new.tenant, new.id, len(step.events), len(whole), step.changes is not None
             )
         if created and new.labels:  # one index row per label; none for the rest
             at = to_micros(new.created_at)
@@ -696,10 +696,12 @@ class SQLiteStore(
         rows = self._read(sql, (tenant, execution_id))
         if not rows:
             return None
-        if rows[0]["checkpoint"] != _IN_PARTS:
+        if rows[0]["checkpoint"] != _IN_PARTS:  # the common case: one read, no transaction
             return execution_record(rows[0], SQLITE, with_checkpoint=True)
 
-        def read(conn: sqlite3.Connection) -> ExecutionRecord | None:  # the row and its parts
+        # In parts: the row again with them, in one read transaction (a step committed
+        # between the read above and the parts would pair an old row with new parts).
+        def read(conn: sqlite3.Connection) -> ExecutionRecord | None:
             found = conn.execute(sql, (tenant, execution_id)).fetchall()
             if not found:
                 return None
