@@ -1,4 +1,4 @@
-"""Helpers for testing workflows: an in-memory engine on a ManualClock, and `drain`.
+"""Helpers for testing workflows: an engine on a `memory://` store and a ManualClock, `drain`.
 
 from wovyr.testing import memory_engine, drain
 
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
-from wovyr.store.memory import MemoryStore
+from wovyr.store import open_store
 from wovyr.worker import Worker
 
 __all__ = ["drain", "memory_engine"]
@@ -26,9 +26,10 @@ __all__ = ["drain", "memory_engine"]
 def memory_engine(
     activities: ActivityRegistry | None = None, start: datetime | None = None
 ) -> Engine:
-    """An engine over a fresh in-memory store and a ManualClock."""
+    """An engine over a fresh `memory://` store (SQLite in a temporary folder, removed when
+    the engine is closed) and a ManualClock."""
     clock = ManualClock(start or datetime(2030, 1, 1, tzinfo=UTC))
-    return Engine(MemoryStore(), clock=clock, activities=activities)
+    return Engine(open_store("memory://"), clock=clock, activities=activities)
 
 
 def drain(engine: Engine, *, only: list[str] | None = None, lease_seconds: float = 30.0) -> None:

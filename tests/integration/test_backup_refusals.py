@@ -16,9 +16,11 @@ from wovyr.cli.main import main
 from wovyr.engine.engine import Engine
 from wovyr.errors import BackupRefused, Conflict, KmsError, WovyrError
 from wovyr.platform.backup import (
+    BACKUP_TOOL,
     MANIFEST,
     Manifest,
     read_manifest,
+    register_backup_activity,
     restore_backup,
     take_backup,
     verify_backup,
@@ -276,11 +278,20 @@ def test_cli_backup_verify_restore_and_refusal(
 
 
 def test_a_memory_store_cannot_be_backed_up_and_dest_must_be_new(tmp_path: Path) -> None:
+    from wovyr.activities.base import ActivityRegistry
     from wovyr.errors import ConfigError
-    from wovyr.store.memory import MemoryStore
 
-    with pytest.raises(ConfigError, match="cannot be backed up"):
-        take_backup(MemoryStore(), tmp_path, tmp_path / "bk", kms=None, at=NOW)
+    # SQLite underneath, but it ends with its process: no backup, no backup activity
+    memory = open_store("memory://")
+    try:
+        with pytest.raises(ConfigError, match="cannot be backed up"):
+            take_backup(memory, tmp_path, tmp_path / "bk", kms=None, at=NOW)
+        registry = ActivityRegistry()
+        register_backup_activity(registry, memory, tmp_path, lambda: None, lambda: NOW)
+        assert BACKUP_TOOL not in registry
+    finally:
+        memory.close()
+    assert not (tmp_path / "bk").exists()
     home = tmp_path / "h"
     _installation(home)
     (tmp_path / "taken").mkdir()

@@ -79,7 +79,7 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
         assert isinstance(secrets, Secrets)
         secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
         # Executions are driven in a child process, so no workflow's CPU work can stall
-        # HTTP; a memory store lives in this process only, so its worker must too.
+        # HTTP; a memory:// store lives in this process only, so its worker must too.
         in_child = not engine.store.url.startswith("memory:")
         app = create_app(engine, replace(settings, worker_process=in_child))
         # Requests check untrusted bodies and definitions in threads; hand the GIL over

@@ -64,7 +64,7 @@ from wovyr.platform.kms import DEV_KEY_FILE, HOST_TENANT, ROOT_ENV, Kms, RootKey
 from wovyr.platform.secrets import Secrets, audit_anchor_key
 from wovyr.store import Store, open_store
 from wovyr.store.audit import AuditEntry
-from wovyr.store.capabilities import capabilities
+from wovyr.store.capabilities import Snapshotting, capabilities
 from wovyr.store.secrets import SHREDDED
 from wovyr.store.snapshots import check_snapshot, scratch_store, stage_restore, target_in_use
 
@@ -332,6 +332,12 @@ def _root_source(kms: Kms | None, included: bool) -> dict[str, Any]:
     return {"mode": kms.mode, "key_id": kms.key_id, "source": "escrow", "hint": hint}
 
 
+def _snapshots(store: Store) -> Snapshotting | None:
+    """`store`'s snapshots, unless it is a `memory://` store: a backup of what ends with
+    the process (and is empty in any other process) is no backup."""
+    return None if store.url.startswith("memory:") else capabilities(store).snapshots
+
+
 def take_backup(
     store: Store,
     home: Path,
@@ -343,11 +349,11 @@ def take_backup(
     passphrase: str | None = None,
 ) -> BackupReport:
     """Write a backup of `store` and the files of `home` into the new folder `dest`."""
-    snapshots = capabilities(store).snapshots
+    snapshots = _snapshots(store)
     migrations = capabilities(store).migrations
     if snapshots is None or migrations is None:
         raise ConfigError(
-            "this store cannot be backed up (only SQLite and PostgreSQL stores can)",
+            "this store cannot be backed up (only sqlite:/// and postgresql:// stores can)",
             hint="a memory:// store lives in one process and ends with it",
         )
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
@@ -873,5 +879,5 @@ def register_backup_activity(
     now: Callable[[], datetime],
 ) -> None:
     """Register `BACKUP_TOOL` in a worker's registry (a store without snapshots: not)."""
-    if capabilities(store).snapshots is not None:
+    if _snapshots(store) is not None:
         registry.register(BACKUP_TOOL, backup_activity(store, home, kms, now))

@@ -1,5 +1,6 @@
 """Store contracts and drivers. Only this module knows the drivers; it imports them lazily
-from the URL scheme: `sqlite:///path`, `memory://`, `postgresql://...`."""
+from the URL scheme: `sqlite:///path`, `postgresql://...`, and `memory://` (a SQLite store
+in a private temporary folder, gone when the store is closed: `SQLiteStore()`)."""
 
 from __future__ import annotations
 
@@ -84,9 +85,9 @@ def _driver_store(url: str, *, migrate: bool, db_clock: bool) -> Store:
             raise ConfigError("a sqlite URL needs a path: sqlite:///path/to/wovyr.db")
         return SQLiteStore(Path(path).expanduser())  # sqlite:////abs or sqlite:///rel
     if url in ("memory://", "memory:"):
-        from wovyr.store.memory import MemoryStore
+        from wovyr.store.sqlite import SQLiteStore
 
-        return MemoryStore()
+        return SQLiteStore()
     if url.startswith(("postgresql://", "postgres://")):
         try:
             from wovyr.store.postgres import PostgresStore

@@ -1,0 +1,83 @@
+"""`memory://` is the SQLite store without a path: a file in a private temporary folder, gone
+when the store is closed or collected, written without fsync (nothing in it outlives the
+process), started from a copy of a migrated empty database, and otherwise the SQLite store
+the contract suite runs on: WAL, so that a reader on another thread reads while a write
+transaction is open."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from pathlib import Path
+
+from tests.contract.test_store_contract import create
+
+from wovyr.store import capabilities, open_store
+from wovyr.store.sqlite import SQLiteStore
+from wovyr.testing import memory_engine
+
+
+def _pragma(store: SQLiteStore, name: str) -> object:
+    return store._read(f"PRAGMA {name}")[0][0]
+
+
+def test_memory_url_is_a_private_sqlite_file_gone_at_close() -> None:
+    store = open_store("memory://")
+    other = open_store("memory://")
+    assert isinstance(store, SQLiteStore) and store.url == "memory://"
+    folder = store.path.parent
+    assert folder.is_dir() and folder != other.path.parent
+    assert capabilities(store).migrations is not None
+    create(store, "e1")
+    assert store.load("e1", "default") is not None
+    assert other.load("e1", "default") is None  # two memory stores share nothing
+    store.close()
+    other.close()
+    assert not folder.exists() and not other.path.parent.exists()
+
+
+def test_a_memory_store_never_closed_is_removed_when_collected() -> None:
+    engine = memory_engine()
+    folder = engine.store.path.parent  # type: ignore[attr-defined]
+    engine.start(
+        "apiVersion: wovyr/v1\nkind: Workflow\nmetadata: {name: w}\n"
+        "activities: [{id: a, set: {x: 1}}]\n"
+    )
+    assert folder.is_dir()
+    del engine
+    gc.collect()
+    assert not folder.exists()
+
+
+def test_memory_skips_fsync_and_starts_from_the_schema_a_migrated_file_has(
+    tmp_path: Path,
+) -> None:
+    memory, durable = SQLiteStore(), SQLiteStore(tmp_path / "w.db")
+    try:
+        assert _pragma(memory, "synchronous") == 0  # OFF
+        assert _pragma(durable, "synchronous") == 2  # FULL
+        assert _pragma(memory, "journal_mode") == _pragma(durable, "journal_mode") == "wal"
+        schema = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+        assert memory._read(schema) == durable._read(schema)
+        versions = "SELECT version FROM schema_migrations ORDER BY version"
+        assert memory._read(versions) == durable._read(versions)
+        assert memory.schema_version() == memory.latest_migration() > 0
+    finally:
+        memory.close()
+        durable.close()
+
+
+def test_a_reader_does_not_wait_for_an_open_write_transaction() -> None:
+    store = SQLiteStore(busy_timeout_ms=200)
+    try:
+        create(store, "e1")
+        seen: list[object] = []
+        with store._write() as conn:  # a write in flight, as a committing worker holds it
+            conn.execute("DELETE FROM executions WHERE id = 'e1'")
+            reader = threading.Thread(target=lambda: seen.append(store.load("e1", "default")))
+            reader.start()
+            reader.join()
+        assert seen and seen[0] is not None  # read the committed state, without waiting
+        assert store.load("e1", "default") is None
+    finally:
+        store.close()
