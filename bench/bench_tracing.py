@@ -2,7 +2,7 @@
 no-op hooks, the default) and on (`OtelTracer`: spans made, batched and exported, here to
 OpenTelemetry's in-memory exporter so no network is timed), in the same run.
 
-Each round starts `--workflows` executions of 3 no-op tool steps on an in-memory store and
+Each round starts `--workflows` executions of 3 no-op tool steps on a `memory://` store and
 drains them with one worker: 1 start span and 3 attempt spans per execution. The yardstick
 is the same round with tracing off; the figure is the extra time per span, and the round's
 time on / off (best of `--rounds`, the two interleaved because this machine is noisy).
@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from wovyr.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.platform.tracing import OtelTracer
-from wovyr.store.memory import MemoryStore
+from wovyr.store import open_store
 from wovyr.testing import drain
 from wovyr.traces import NO_TRACER, Tracer
 
@@ -43,7 +43,7 @@ def one_round(workflows: int, tracer: Tracer) -> float:
     async def noop() -> int:
         return 1
 
-    engine = Engine(MemoryStore(), activities=registry, tracer=tracer)
+    engine = Engine(open_store("memory://"), activities=registry, tracer=tracer)
     engine.apply(THREE)
     started = time.perf_counter()
     for _ in range(workflows):

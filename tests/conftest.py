@@ -28,14 +28,10 @@ if not os.environ.get("WOVYR_HOME"):
 POSTGRES_URL = os.environ.get(
     "WOVYR_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-STORE_KINDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+STORE_KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def make_store(kind: str, tmp_path: Path, postgres_url: str | None = None) -> Store:
-    if kind == "memory":
-        from wovyr.store.memory import MemoryStore
-
-        return MemoryStore()
     if kind == "sqlite":
         from wovyr.store.sqlite import SQLiteStore
 

@@ -98,17 +98,9 @@ def _create(store: Store, eid: str, checkpoint: dict[str, Any], owner: str | Non
     assert created
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = request.getfixturevalue("migrated_postgres_url") if request.param == "postgres" else None
-    s = make_store(request.param, tmp_path, url)
-    yield s
-    s.close()
-
-
 @contextlib.contextmanager
 def _counting(store: Store) -> Iterator[Callable[[str], int]]:
-    """`_parts` over one connection (0 for the memory store)."""
+    """`_parts` over one connection."""
     if isinstance(store, PostgresStore):
         with psycopg.connect(store.url, autocommit=True) as conn:
 
@@ -120,11 +112,11 @@ def _counting(store: Store) -> Iterator[Callable[[str], int]]:
 
             yield count
         return
-    yield lambda eid: _parts(store, eid) or 0
+    yield lambda eid: _parts(store, eid)
 
 
-def _parts(store: Store, eid: str) -> int | None:
-    """The rows an execution's checkpoint takes beside its executions row (None: memory)."""
+def _parts(store: Store, eid: str) -> int:
+    """The rows an execution's checkpoint takes beside its executions row."""
     if isinstance(store, SQLiteStore):
         with contextlib.closing(sqlite3.connect(store.path)) as conn:
             row = conn.execute(
@@ -138,7 +130,7 @@ def _parts(store: Store, eid: str) -> int | None:
             ).fetchone()
         assert got is not None
         return int(got[0])
-    return None
+    raise AssertionError(f"not a SQL store: {store!r}")
 
 
 def _wide(seq: int = 1) -> dict[str, Any]:
@@ -188,9 +180,9 @@ def test_every_read_gives_the_whole_checkpoint_the_steps_led_to(store: Store) ->
             now = after
             assert _load(store, "e1") == now
             rows.append(count("e1"))
-    if _parts(store, "e1") is not None:  # written as deltas, and compacted: never over the cap
-        assert 1 < max(rows) <= MAX_DELTAS + 1
-        assert any(b < a for a, b in itertools.pairwise(rows))  # compactions happened
+    # written as deltas, and compacted: never over the cap
+    assert 1 < max(rows) <= MAX_DELTAS + 1
+    assert any(b < a for a, b in itertools.pairwise(rows))  # compactions happened
     # a claim (the lease ran out) reads the same whole checkpoint
     (claim,) = store.claim("w2", T0 + timedelta(minutes=5), 30.0, 1)
     assert claim.checkpoint == now and claim.seq == now["seq"]
@@ -217,7 +209,7 @@ def test_a_small_checkpoint_and_a_step_without_changes_are_written_whole(store: 
     _create(store, "e1", small)
     after = _advance(small, 1)
     assert store.commit([_step("e1", small, after)]) == [CommitOutcome.OK]
-    assert _parts(store, "e1") in (0, None)
+    assert _parts(store, "e1") == 0
     assert _load(store, "e1") == after
     now = _wide()
     _create(store, "e2", now)
@@ -225,23 +217,22 @@ def test_a_small_checkpoint_and_a_step_without_changes_are_written_whole(store: 
         after = _advance(now, n)
         assert store.commit([_step("e2", now, after, changes=False)]) == [CommitOutcome.OK]
         now = after
-        assert _parts(store, "e2") in (0, 1, None)  # SQLite: the base; PostgreSQL: none
+        assert _parts(store, "e2") in (0, 1)  # SQLite: the base; PostgreSQL: none
     assert _load(store, "e2") == now
 
 
 def test_the_step_that_ends_an_execution_leaves_one_base(store: Store) -> None:
     end = _started(store, "e1", 5, end=True)
-    assert _parts(store, "e1") in (0, 1, None)
+    assert _parts(store, "e1") in (0, 1)
     assert _load(store, "e1") == end
 
 
 def test_a_step_of_another_writer_between_is_built_on_not_lost(
-    sql_store: Store, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
     """A second store object (another process) writes a step between two of this one's:
     the seq check refuses this one's stale step, and its next step, from the other's
     state, is written whole (it did not write that base), then as deltas again."""
-    store = sql_store
     if isinstance(store, SQLiteStore):
         other: Store = SQLiteStore(store.path)
     else:
@@ -302,19 +293,16 @@ def _fire_on_deltas(store: Any) -> None:
 
 def test_the_parts_go_with_their_execution(store: Store) -> None:
     _started(store, "e1", 4, end=True)
-    before = _parts(store, "e1")
     assert store.purge_executions("default", ["e1"]) == ["e1"]
     assert store.load("e1", "default") is None
-    if before is not None:
-        assert _parts(store, "e1") == 0
+    assert _parts(store, "e1") == 0
 
 
-def test_deleting_a_running_executions_row_deletes_its_deltas(sql_store: Store) -> None:
+def test_deleting_a_running_executions_row_deletes_its_deltas(store: Store) -> None:
     """What removes an execution that has not ended (a tenant's deletion) takes its delta
     rows with it: the schema's trigger (SQLite) or foreign key (PostgreSQL)."""
-    store = sql_store
     _started(store, "e1", 4)
-    assert (_parts(store, "e1") or 0) >= 2  # deltas on the base
+    assert _parts(store, "e1") >= 2  # deltas on the base
     if isinstance(store, SQLiteStore):
         with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
             conn.execute("DELETE FROM executions WHERE id = 'e1'")

@@ -1,5 +1,5 @@
 """The store contract again, through a `SealingStore` whose every tenant of these tests
-seals its payloads (memory, SQLite, PostgreSQL): sealing changes what is stored, never what
+seals its payloads (SQLite, PostgreSQL): sealing changes what is stored, never what
 a store answers. The rows below hold the sealed form (checked here once per store)."""
 
 from __future__ import annotations

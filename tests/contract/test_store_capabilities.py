@@ -120,7 +120,6 @@ def test_every_store_meets_the_contract_and_declares_its_capabilities(store: Sto
     kind = type(store).__name__
     has = {name for name, value in vars(found).items() if value is not None}
     expected = {
-        "MemoryStore": set(),
         "SQLiteStore": {"migrations", "snapshots"},
         "PostgresStore": {
             "timer_locking",

@@ -1,4 +1,4 @@
-"""The store contract: every store (memory, SQLite, PostgreSQL) passes these same tests."""
+"""The store contract: every store (SQLite, PostgreSQL) passes these same tests."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from wovyr.engine.engine import Engine
 from wovyr.errors import InputError
 from wovyr.events import Event
 from wovyr.store.base import FairShare, NewExecution, StepWrite, Store
-from wovyr.store.memory import MemoryStore
 from wovyr.store.records import PRIORITY_AGING_SECONDS, claim_rank
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker.worker import Worker
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -135,7 +135,7 @@ def test_a_priority_9_start_is_claimed_in_the_next_claim_round(
 
 @pytest.mark.parametrize("bad", [-1, 10, True, "9"])
 def test_a_priority_outside_0_to_9_is_refused_and_nothing_starts(bad: object) -> None:
-    engine = Engine(MemoryStore())
+    engine = Engine(SQLiteStore())
     with pytest.raises(InputError, match="priority must be an integer from 0 to 9"):
         engine.start(WORKFLOW, {}, execution_id="x", priority=bad)  # type: ignore[arg-type]
     assert engine.store.load("x", engine.tenant) is None

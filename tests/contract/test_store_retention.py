@@ -1,4 +1,4 @@
-"""Retention in the store contract (memory, SQLite, PostgreSQL): `find_expired` finds the
+"""Retention in the store contract (SQLite, PostgreSQL): `find_expired` finds the
 finished executions that ended before a time, oldest first, per tenant and workflow, page
 by page; `purge_executions` deletes those (with events, timers, labels, stream chunks) and
 skips running ones and other tenants'; and on SQLite and PostgreSQL `find_expired` walks

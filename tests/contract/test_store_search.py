@@ -1,4 +1,4 @@
-"""Search in the store contract (memory, SQLite, PostgreSQL): labels written with an execution
+"""Search in the store contract (SQLite, PostgreSQL): labels written with an execution
 and filtered on (one or several, paged, per tenant), id prefixes, workflow names by
 substring, the reruns of an execution; and, on SQLite and PostgreSQL, the plans of those
 queries use an index (EXPLAIN QUERY PLAN / EXPLAIN)."""

@@ -5,13 +5,11 @@ their execution (SQL stores)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
-from tests.conftest import make_store
 from tests.contract.test_store_contract import create
 
 from wovyr.store.base import Store
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.store.streams import NewChunk
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -77,26 +75,16 @@ def test_another_tenants_stream_is_empty(store: Store) -> None:
     assert [(c.n, c.text) for c in store.read_stream("b", "same")] == [(1, ""), (2, "B")]
 
 
-@pytest.mark.parametrize(
-    # the SQL stores (the memory store deletes no execution: nothing to go with)
-    "kind",
-    ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
-)
-def test_chunks_go_with_their_execution(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None
-    store = make_store(kind, tmp_path, url)
-    request.addfinalizer(store.close)
+def test_chunks_go_with_their_execution(store: Store) -> None:
     create(store, "e1", owner="w1")
     create(store, "e2", owner="w1")
     for execution_id in ("e1", "e2"):
         fence = _fence(store, execution_id)
         assert store.append_stream("default", execution_id, fence, _pieces(1, "x"), T0)
-    if kind == "sqlite":
+    if isinstance(store, SQLiteStore):
         import sqlite3
 
-        with sqlite3.connect(store.path) as conn:  # type: ignore[attr-defined]
+        with sqlite3.connect(store.path) as conn:
             conn.execute("DELETE FROM events WHERE execution_id = 'e1'")
             conn.execute("DELETE FROM executions WHERE id = 'e1'")
     else:

@@ -13,7 +13,7 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.errors import StoreUnavailable
 from wovyr.store.base import CommitOutcome, StepWrite
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
 
 
@@ -173,7 +173,7 @@ def test_each_item_child_has_its_own_timeout(engine: Engine, clock: ManualClock)
     ]
 
 
-class DiesOnCancel(MemoryStore):
+class DiesOnCancel(SQLiteStore):
     """The commit that cancels a child fails once, before anything is written (a crash)."""
 
     def __init__(self) -> None:

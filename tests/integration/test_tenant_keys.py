@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry, key_scope
 from wovyr.engine.engine import Engine
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
 
 FLOW = """
@@ -27,7 +27,7 @@ def test_same_execution_id_in_two_tenants_gives_two_keys() -> None:
         seen.append((ctx.tenant, ctx.idempotency_key, ctx.activity_key))
 
     registry.register("pay", pay)
-    engine = Engine(MemoryStore(), activities=registry)
+    engine = Engine(SQLiteStore(), activities=registry)
     for tenant in ("default", "acme", "globex"):
         engine.for_tenant(tenant).start(FLOW, execution_id="order-7")
     drain(engine)

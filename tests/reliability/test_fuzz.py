@@ -409,10 +409,10 @@ def test_structured_workflows_load_and_run(
         return
 
     def run() -> str:
-        engine = memory_engine(_registry())
-        record = engine.start(workflow, resolved)
-        drain(engine)
-        return engine.query(record.id).status
+        with memory_engine(_registry()) as engine:
+            record = engine.start(workflow, resolved)
+            drain(engine)
+            return engine.query(record.id).status
 
     status = bounded("run", run, (InputError,))
     assert status in ("completed", "failed", "cancelled", "waiting", "running", "compensating")

@@ -1,6 +1,6 @@
 """Model-based test: random interleavings of workers, clients, crashes and time, per store.
 
-A hypothesis `RuleBasedStateMachine` drives one store (memory, SQLite, PostgreSQL) through
+A hypothesis `RuleBasedStateMachine` drives one store (SQLite, PostgreSQL) through
 start / claim / heartbeat / finish an attempt / commit a step / crash a worker / advance the
 ManualClock / fire timers / restart (a new Engine; SQLite and PostgreSQL reopened) /
 signal / cancel. Workers are modelled the way `ExecutionRunner` works: they fold attempt
@@ -45,6 +45,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from tests.chaos.invariants import assert_checkpoint_is_fold
+from tests.conftest import STORE_KINDS
 from tests.pg_schemas import truncate_written
 
 from wovyr.activities.base import ActivityRegistry
@@ -107,7 +108,7 @@ def _registry() -> ActivityRegistry:
 class StoreMachine(RuleBasedStateMachine):
     """One store kind; subclasses set `kind` (and where the store lives)."""
 
-    kind: ClassVar[str] = "memory"
+    kind: ClassVar[str] = "sqlite"
     workdir: ClassVar[Path]
     postgres_url: ClassVar[str | None] = None
 
@@ -115,7 +116,6 @@ class StoreMachine(RuleBasedStateMachine):
         super().__init__()
         self.clock = ManualClock(datetime(2030, 1, 1, tzinfo=UTC))
         self.path = Path(tempfile.mkdtemp(dir=self.workdir)) / "model.db"
-        self.memory: Store | None = None
         self.store = self._open(fresh=True)
         self.engine = Engine(self.store, clock=self.clock, activities=_registry())
         self.ids: list[str] = []
@@ -126,12 +126,6 @@ class StoreMachine(RuleBasedStateMachine):
     # --- the store ---------------------------------------------------------------------
 
     def _open(self, *, fresh: bool = False) -> Store:
-        if self.kind == "memory":
-            if self.memory is None:
-                from wovyr.store.memory import MemoryStore
-
-                self.memory = MemoryStore()
-            return self.memory
         if self.kind == "sqlite":
             from wovyr.store.sqlite import SQLiteStore
 
@@ -145,8 +139,7 @@ class StoreMachine(RuleBasedStateMachine):
         return store
 
     def _close(self) -> None:
-        if self.kind != "memory":
-            self.store.close()
+        self.store.close()
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -429,15 +422,12 @@ def _truncate_all(conn: Any) -> None:
 
 
 SETTINGS = {
-    "memory": settings(max_examples=100, stateful_step_count=50),
     "sqlite": settings(max_examples=40, stateful_step_count=40),
     "postgres": settings(max_examples=30, stateful_step_count=40),
 }
 
 
-@pytest.mark.parametrize(
-    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
+@pytest.mark.parametrize("kind", STORE_KINDS)
 @pytest.mark.timeout(120)
 def test_store_model(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue("migrated_postgres_url") if kind == "postgres" else None

@@ -14,9 +14,9 @@ from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError, StoreError
-from wovyr.store.memory import MemoryStore
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.shards import stable_shard
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker import Worker
 
 pytestmark = pytest.mark.postgres
@@ -230,7 +230,7 @@ def test_a_worker_that_cannot_report_still_claims(
 
 
 def test_membership_needs_a_store_that_keeps_members() -> None:
-    engine = Engine(MemoryStore())
+    engine = Engine(SQLiteStore())
     with pytest.raises(ConfigError, match="membership"):
         Worker(engine, membership=True)
     with pytest.raises(ConfigError, match="do not pass partitions"):

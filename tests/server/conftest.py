@@ -126,12 +126,15 @@ async def api(engine: Engine, settings: Settings) -> AsyncIterator[Api]:
 def memory_api_factory(
     registry: ActivityRegistry, clock: ManualClock, tmp_path: Path
 ) -> Callable[..., Any]:
-    """For tests that need one store only: serve(...) over a fresh in-memory engine."""
-    from wovyr.store.memory import MemoryStore
+    """For tests that need one store only: serve(...) over a fresh engine on a memory://
+    store (closed with the served app)."""
+    from wovyr.store.sqlite import SQLiteStore
 
-    def make(**overrides: Any) -> Any:
-        engine = Engine(MemoryStore(), clock=clock, activities=registry)
+    @asynccontextmanager
+    async def make(**overrides: Any) -> AsyncIterator[Api]:
         settings = Settings(home=tmp_path / "home", **overrides)
-        return serve(engine, settings)
+        with Engine(SQLiteStore(), clock=clock, activities=registry) as engine:
+            async with serve(engine, settings) as api:
+                yield api
 
     return make

@@ -16,7 +16,7 @@ from wovyr.clock import ManualClock
 from wovyr.engine.bulk import BatchRunner
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 OP, VIEW, ADMIN = "tenant-a:operator", "tenant-a:viewer", "tenant-a:admin"
@@ -124,7 +124,7 @@ async def test_bad_submissions_are_refused(api: Api) -> None:
 async def test_the_servers_background_works_on_a_submitted_batch(
     registry: ActivityRegistry, clock: ManualClock, tmp_path: Path
 ) -> None:
-    engine = Engine(MemoryStore(), clock=clock, activities=registry)
+    engine = Engine(SQLiteStore(), clock=clock, activities=registry)
     start(engine, 3)
     settings = Settings(home=tmp_path / "home", dispatch_interval=3600.0)
     async with serve(engine, settings, background=True) as api:
@@ -140,3 +140,4 @@ async def test_the_servers_background_works_on_a_submitted_batch(
 
         # woken by the submission: the next look (an hour away) is not waited for
         await eventually(completed)
+    engine.close()

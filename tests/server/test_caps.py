@@ -20,7 +20,7 @@ from wovyr.engine.engine import Engine
 from wovyr.errors import InputError
 from wovyr.settings import Settings
 from wovyr.store.codec import MAX_DEPTH, check_payload, json_depth, loads
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 OP, VIEW = "tenant-a:operator", "tenant-a:viewer"
@@ -82,14 +82,15 @@ async def capped(
     registry: ActivityRegistry, clock: ManualClock, tmp_path: Path
 ) -> AsyncIterator[Api]:
     engine = Engine(
-        MemoryStore(),
+        SQLiteStore(),
         clock=clock,
         activities=registry,
         default_timeout=0.2,
         max_payload_bytes=CAP,
     )
-    async with serve(engine, Settings(home=tmp_path / "home")) as api:
-        yield api
+    with engine:
+        async with serve(engine, Settings(home=tmp_path / "home")) as api:
+            yield api
 
 
 async def _executions(api: Api) -> list[Any]:
@@ -123,8 +124,9 @@ def test_the_default_timeout_and_payload_cap_come_from_settings() -> None:
 
     settings = load_settings({"WOVYR_DEFAULT_TIMEOUT_SECS": "7", "WOVYR_MAX_PAYLOAD_BYTES": "99"})
     assert (settings.default_timeout, settings.max_payload_bytes) == (7.0, 99)
-    assert Engine(MemoryStore()).default_timeout == 300.0
-    assert Engine(MemoryStore()).max_payload_bytes == 2 * 1024 * 1024
+    with Engine(SQLiteStore()) as engine:
+        assert engine.default_timeout == 300.0
+        assert engine.max_payload_bytes == 2 * 1024 * 1024
 
 
 async def test_a_start_input_over_the_cap_is_a_422_and_nothing_is_stored(

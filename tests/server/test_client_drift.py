@@ -24,7 +24,7 @@ from wovyr.client import models as m
 from wovyr.engine.engine import Engine
 from wovyr.server import create_app
 from wovyr.settings import Settings
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -242,8 +242,9 @@ NOT_METHODS = {"close", "aclose", "base_url"}
 @pytest.fixture(scope="module")
 def openapi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     home = tmp_path_factory.mktemp("home")
-    app = create_app(Engine(MemoryStore()), Settings(home=home), start_background=False)
-    return app.openapi()
+    with Engine(SQLiteStore()) as engine:
+        app = create_app(engine, Settings(home=home), start_background=False)
+        return app.openapi()
 
 
 def operations(openapi: dict[str, Any]) -> dict[str, tuple[str, str, dict[str, Any]]]:

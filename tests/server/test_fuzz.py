@@ -23,13 +23,12 @@ from wovyr.platform.auth import Authenticator
 from wovyr.scheduling.schedules import Schedules
 from wovyr.server import create_app
 from wovyr.settings import Settings
-from wovyr.store.memory import MemoryStore
+from wovyr.store import Store
 
 EXAMPLES = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 6}
 
 
-def seeded_app(tmp_path: Path, store: Any = None) -> tuple[Any, dict[str, str], dict[str, str]]:
-    store = MemoryStore() if store is None else store
+def seeded_app(tmp_path: Path, store: Store) -> tuple[Any, dict[str, str], dict[str, str]]:
     engine = Engine(store, clock=ManualClock(), activities=ActivityRegistry())
     app = create_app(engine, Settings(home=tmp_path / "home"), start_background=False)
     auth: Authenticator = app.state.authenticator
@@ -82,7 +81,7 @@ def fuzz(
 @pytest.mark.parametrize(
     # PostgreSQL only: the strictest store (its types refuse what the others keep, e.g. NUL
     # characters and non-finite numbers), under the same engine and API logic as the others
-    # (fuzzing the memory store too doubled the suite's longest test and found nothing the
+    # (fuzzing a second store too doubled the suite's longest test and found nothing the
     # PostgreSQL run does not; the per-route isolation walk runs on every store).
     "kind",
     [pytest.param("postgres", marks=pytest.mark.postgres)],

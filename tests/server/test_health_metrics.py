@@ -35,7 +35,7 @@ async def test_healthz_and_readyz(api: Api) -> None:
     assert ready.status_code == 200
     checks = ready.json()["checks"]
     assert checks["store"] == "ok"
-    assert checks["migrations"] in ("ok", "n/a")  # n/a: the memory store has none
+    assert checks["migrations"] == "ok"
     assert checks["background"] == "disabled"
 
 

@@ -16,7 +16,7 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.platform.tracing import OtelTracer
 from wovyr.settings import Settings
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 OP = "tenant-a:operator"
@@ -40,7 +40,7 @@ async def test_the_start_span_continues_the_requests_context(
     collector: Collector, registry: ActivityRegistry, clock: ManualClock, tmp_path: Path
 ) -> None:
     tracer = OtelTracer(collector.traces_url, service_name="api")
-    engine = Engine(MemoryStore(), clock=clock, activities=registry, tracer=tracer)
+    engine = Engine(SQLiteStore(), clock=clock, activities=registry, tracer=tracer)
     async with serve(engine, Settings(home=tmp_path / "home")) as api:
         body = {"definition": FLOW, "id": "from-caller"}
         headers = {"traceparent": CALLER, "tracestate": "vendor=abc"}

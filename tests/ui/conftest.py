@@ -48,8 +48,9 @@ class Keys:
 
 
 @pytest.fixture
-def ui_engine() -> Engine:
-    return memory_engine()
+def ui_engine() -> Iterator[Engine]:
+    with memory_engine() as engine:
+        yield engine
 
 
 @pytest.fixture

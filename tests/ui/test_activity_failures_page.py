@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterator
 
 import pytest
 
@@ -31,14 +32,15 @@ def _over_limit(amount: int) -> None:
 
 
 @pytest.fixture
-def ui_engine() -> Engine:
+def ui_engine() -> Iterator[Engine]:
     tools = ActivityRegistry()
 
     @tools.activity("ui.charge")
     def charge(amount: int) -> None:
         _over_limit(amount)
 
-    return memory_engine(tools)
+    with memory_engine(tools) as engine:
+        yield engine
 
 
 def test_the_execution_page_shows_the_handlers_traceback(

@@ -201,7 +201,7 @@ def test_workers_page_by_role(make_client: object, keys: Keys, ui_engine: Engine
     assert page.status_code == 200
     row = re.search(r'<tr data-lease-owner="host-1:42">.*?</tr>', page.text, re.S)
     assert row and "<td>1</td>" in row.group(0)
-    assert "does not keep a worker membership" in page.text  # the memory store has none
+    assert "does not keep a worker membership" in page.text  # SQLite keeps none
     other: UiClient = make_client()  # type: ignore[operator]
     other.sign_in(keys.operator_b)
     assert re.search(r'id="in-flight">2<', other.get("/ui/workers").text)
@@ -209,8 +209,8 @@ def test_workers_page_by_role(make_client: object, keys: Keys, ui_engine: Engine
 
 def test_workers_page_on_every_store(engine: Engine, tmp_path: Path) -> None:
     """What each store knows: PostgreSQL keeps the live workers (its members table), shown
-    to admins with their heartbeats; the count alone to everyone else; SQLite and memory say
-    they keep none. Leases are counted on every store."""
+    to admins with their heartbeats; the count alone to everyone else; SQLite says it keeps
+    none. Leases are counted on every store."""
     from fastapi import FastAPI
 
     from wovyr.platform.auth import Authenticator

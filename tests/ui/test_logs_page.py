@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
@@ -21,7 +23,7 @@ activities:
 
 
 @pytest.fixture
-def ui_engine() -> Engine:
+def ui_engine() -> Iterator[Engine]:
     tools = ActivityRegistry()
 
     @tools.activity("ui.talk")
@@ -31,7 +33,8 @@ def ui_engine() -> Engine:
             raise RuntimeError("again")
         return "done"
 
-    return memory_engine(tools)
+    with memory_engine(tools) as engine:
+        yield engine
 
 
 def test_the_page_shows_each_attempts_lines(

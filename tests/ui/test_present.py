@@ -19,7 +19,7 @@ from wovyr.server.ui.present import (
     wait_kinds,
     with_times,
 )
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
 
 NOW = datetime(2030, 1, 1, 11, 0, tzinfo=UTC)
@@ -106,28 +106,25 @@ def test_retry_and_timer_on_an_execution_page() -> None:
 
     registry.register("flaky", flaky)
     clock = ManualClock(NOW)
-    engine = Engine(MemoryStore(), clock=clock, activities=registry)
-    eid = engine.start(RETRY_AND_TIMER).id
-    drain(engine)
-    page = execution_page(engine, eid, clock.now())
-    waiting = _text(page.waiting)
-    assert "retry charge 2/5 at 12:00" in waiting
-    assert "timer fires 14:00 (in 3h)" in waiting
-    rows = {r["id"]: r for r in page.activities}
-    assert rows["charge"]["status"] == "retrying" and rows["charge"]["max_attempts"] == 5
-    assert rows["charge"]["detail"] == "card declined"
-    assert rows["remind"]["kind"] == "timer"
-    assert 'data-activity="charge" data-status="retrying"' in page.svg
-    lines = [(e.category, _text(e.text)) for e in page.events]
-    assert any(c == "retry" and "charge attempt 1 failed" in t for c, t in lines)
-    assert any(c == "timer" and "remind:timer" in t for c, t in lines)
+    with Engine(SQLiteStore(), clock=clock, activities=registry) as engine:
+        eid = engine.start(RETRY_AND_TIMER).id
+        drain(engine)
+        page = execution_page(engine, eid, clock.now())
+        waiting = _text(page.waiting)
+        assert "retry charge 2/5 at 12:00" in waiting
+        assert "timer fires 14:00 (in 3h)" in waiting
+        rows = {r["id"]: r for r in page.activities}
+        assert rows["charge"]["status"] == "retrying" and rows["charge"]["max_attempts"] == 5
+        assert rows["charge"]["detail"] == "card declined"
+        assert rows["remind"]["kind"] == "timer"
+        assert 'data-activity="charge" data-status="retrying"' in page.svg
+        lines = [(e.category, _text(e.text)) for e in page.events]
+        assert any(c == "retry" and "charge attempt 1 failed" in t for c, t in lines)
+        assert any(c == "timer" and "remind:timer" in t for c, t in lines)
 
 
 def test_timeline_pages_through_long_histories() -> None:
-    clock = ManualClock(NOW)
-    engine = Engine(MemoryStore(), clock=clock)
-    eid = engine.start(
-        """
+    chatty = """
 apiVersion: wovyr/v1
 kind: Workflow
 metadata: {name: chatty}
@@ -135,14 +132,16 @@ activities:
   - id: hold
     wait: {signal: never}
 """
-    ).id
-    for i in range(450):
-        engine.signal(eid, f"noise{i % 3}")
-    total = engine.query(eid).event_count
-    latest = execution_page(engine, eid, clock.now())
+    clock = ManualClock(NOW)
+    with Engine(SQLiteStore(), clock=clock) as engine:
+        eid = engine.start(chatty).id
+        for i in range(450):
+            engine.signal(eid, f"noise{i % 3}")
+        total = engine.query(eid).event_count
+        latest = execution_page(engine, eid, clock.now())
+        first = execution_page(engine, eid, clock.now(), events_from=0)
     assert len(latest.events) == 200 and latest.events[-1].seq == total
     assert latest.newer is None and latest.older == total - 400
-    first = execution_page(engine, eid, clock.now(), events_from=0)
     assert first.events[0].seq == 1 and first.newer == 200 and first.older is None
 
 
@@ -254,14 +253,14 @@ def test_timeline_has_human_names_absolute_times_and_gaps() -> None:
 def test_map_items_and_their_compensation_read_by_index() -> None:
     from tests.ui.test_routes import SAGA_MAP
 
-    engine = Engine(MemoryStore(), clock=ManualClock(NOW))
-    eid = engine.start(SAGA_MAP).id
-    drain(engine)
-    page = execution_page(engine, eid, NOW)
-    lines = [(e.category, _text(e.text)) for e in page.events]
-    assert ("attempt", "lines[0] attempt 1 started") in lines
-    assert ("attempt", "lines[2] completed") in lines
-    assert ("compensation", "compensating lines[1] (attempt 1)") in lines
-    assert ("compensation", "lines[1] compensated") in lines
-    assert ("compensation", "reserve compensated") in lines
-    assert not any(t in ("ItemStarted", "ItemCompleted") for _, t in lines)
+    with Engine(SQLiteStore(), clock=ManualClock(NOW)) as engine:
+        eid = engine.start(SAGA_MAP).id
+        drain(engine)
+        page = execution_page(engine, eid, NOW)
+        lines = [(e.category, _text(e.text)) for e in page.events]
+        assert ("attempt", "lines[0] attempt 1 started") in lines
+        assert ("attempt", "lines[2] completed") in lines
+        assert ("compensation", "compensating lines[1] (attempt 1)") in lines
+        assert ("compensation", "lines[1] compensated") in lines
+        assert ("compensation", "reserve compensated") in lines
+        assert not any(t in ("ItemStarted", "ItemCompleted") for _, t in lines)

@@ -396,6 +396,7 @@ def test_mounted_by_create_app_and_kept_out_of_openapi(tmp_path: Path) -> None:
         assert not [p for p in paths if p == "/" or p.startswith("/ui")]
     finally:
         client.close()
+        engine.close()
 
 
 CHILD = """

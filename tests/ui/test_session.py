@@ -120,6 +120,7 @@ def test_an_unusable_home_falls_back_to_an_in_memory_secret(
         assert client.get("/ui/login").status_code == 200
     finally:
         client.close()
+        engine.close()
 
 
 def test_a_configured_secret_signs_the_cookies(tmp_path: Path) -> None:
@@ -129,14 +130,14 @@ def test_a_configured_secret_signs_the_cookies(tmp_path: Path) -> None:
     from wovyr.settings import Settings
     from wovyr.testing import memory_engine
 
-    engine = memory_engine()
-    mount_ui(
-        FastAPI(),
-        engine,
-        Settings(home=tmp_path),
-        Authenticator(engine.store),
-        secret="a-configured-secret-of-some-length",
-    )
+    with memory_engine() as engine:
+        mount_ui(
+            FastAPI(),
+            engine,
+            Settings(home=tmp_path),
+            Authenticator(engine.store),
+            secret="a-configured-secret-of-some-length",
+        )
     assert not (tmp_path / SECRET_FILE).exists()
 
 

@@ -17,7 +17,7 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.errors import InputError
 from wovyr.scheduling.schedules import Schedules
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker.worker import Worker
 
 LEAF = textwrap.dedent("""
@@ -39,7 +39,7 @@ PARENT = textwrap.dedent("""
 
 @pytest.fixture
 def engine() -> Engine:
-    return Engine(MemoryStore(), clock=ManualClock(datetime(2030, 1, 1, tzinfo=UTC)))
+    return Engine(SQLiteStore(), clock=ManualClock(datetime(2030, 1, 1, tzinfo=UTC)))
 
 
 def test_a_child_runs_at_its_parents_priority_unless_its_activity_sets_one(engine: Engine) -> None:

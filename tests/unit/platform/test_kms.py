@@ -1,12 +1,11 @@
 """The KMS: root keys from the environment or a development file (0600, warned about at
 every load), bad keys refused clearly, envelope encryption bound to tenant, kind, name and
-key version, derived keys, and secrets over the memory store."""
+key version, derived keys, and secrets over a memory:// store."""
 
 from __future__ import annotations
 
 import logging
 import stat
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from wovyr.platform.kms import (
     rotate,
 )
 from wovyr.platform.secrets import Secrets, shred_tenant
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 
 AT = datetime(2030, 1, 1, tzinfo=UTC)
 KEY = "ab" * 32
@@ -107,7 +106,7 @@ def test_sealed_values_are_bound_to_tenant_kind_name_and_key_version() -> None:
 
 
 def test_secrets_over_a_store() -> None:
-    store = MemoryStore()
+    store = SQLiteStore()
     kms = Kms(RootKey(bytes.fromhex(KEY)), "production")
     secrets = Secrets(store, kms)
     info = secrets.set_secret("t1", "API_KEY", "sk-1", by="cli", at=AT)
@@ -143,13 +142,14 @@ def test_secrets_over_a_store() -> None:
     with pytest.raises(KmsError, match="wrapped by root key"):
         stranger.resolve_secret("t1", "B")
     # a wrapped data key that was tampered with
-    store._data_keys[("t1", 1)] = replace(key, wrapped=key.wrapped[:-1] + b"\0")
+    tampered = key.wrapped[:-1] + b"\0"
+    assert store.rewrap_data_key("t1", 1, key.root_id, tampered, key.root_id)
     with pytest.raises(KmsError, match="corrupt"):
         Secrets(store, kms).resolve_secret("t1", "B")
 
 
 def test_status_and_escrow() -> None:
-    store = MemoryStore()
+    store = SQLiteStore()
     kms = Kms(RootKey(bytes.fromhex(KEY)), "production")
     Secrets(store, kms).set_secret("t1", "A", "v", by="cli", at=AT)
     status = kms_status(kms, store)
@@ -161,7 +161,7 @@ def test_status_and_escrow() -> None:
 
 
 def test_shredding_a_tenant_makes_its_secrets_unreadable_and_spares_the_others() -> None:
-    store = MemoryStore()
+    store = SQLiteStore()
     kms = Kms(RootKey(bytes.fromhex(KEY)), "production")
     secrets = Secrets(store, kms)
     secrets.set_secret("t1", "A", "one", by="cli", at=AT)

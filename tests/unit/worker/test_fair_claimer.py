@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 from tests.contract.test_store_fair_claim import backlog, start
 
-from wovyr.store.memory import MemoryStore
 from wovyr.store.records import MAX_TURN_TENANTS
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker.fair import FairClaimer, TenantShares, _level_turns, _scored_turns, plan_turns
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -55,7 +55,7 @@ def test_the_level_plan_equals_the_slot_by_slot_plan() -> None:
 
 
 def test_claims_go_round_the_tenants() -> None:
-    store = MemoryStore()
+    store = SQLiteStore()
     for tenant in ("a", "b", "c"):
         backlog(store, tenant, 5)
     claimer = FairClaimer(store)
@@ -65,7 +65,7 @@ def test_claims_go_round_the_tenants() -> None:
 
 
 def test_a_tenant_out_of_work_leaves_and_an_empty_answer_looks_again() -> None:
-    store = MemoryStore()
+    store = SQLiteStore()
     backlog(store, "a", 1)
     backlog(store, "b", 5)
     claimer = FairClaimer(store, refresh_claims=1000, refresh_seconds=1e9)
@@ -81,7 +81,7 @@ def test_a_tenant_out_of_work_leaves_and_an_empty_answer_looks_again() -> None:
 
 
 def test_a_tenant_with_work_started_elsewhere_gets_its_turn_within_refresh_claims() -> None:
-    store = MemoryStore()
+    store = SQLiteStore()
     backlog(store, "a", 100)
     claimer = FairClaimer(store, refresh_claims=4, refresh_seconds=1e9)
     assert claimer.claim("W", T0, 30, 1, {})[0].tenant == "a"

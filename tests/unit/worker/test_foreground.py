@@ -14,7 +14,7 @@ import textwrap
 from datetime import UTC, datetime, timedelta
 
 from wovyr import ActivityContext, ActivityError, ActivityRegistry, Engine, ManualClock
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker import Worker
 from wovyr.worker.run import Wait, arun_workflow, drive, run_workflow
 
@@ -75,7 +75,7 @@ def _engine(clock: ManualClock) -> Engine:
         return n * 10
 
     registry.register("t.flaky", flaky)
-    engine = Engine(MemoryStore(), clock=clock, activities=registry)
+    engine = Engine(SQLiteStore(), clock=clock, activities=registry)
     for text in (LEAF, MIDDLE):
         engine.apply(text)
     return engine

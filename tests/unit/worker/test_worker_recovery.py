@@ -16,7 +16,6 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.errors import StoreUnavailable
 from wovyr.store.base import CommitOutcome, StepWrite
-from wovyr.store.memory import MemoryStore
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker import Worker
 
@@ -30,7 +29,7 @@ activities:
 """
 
 
-class FlakyStore(MemoryStore):
+class FlakyStore(SQLiteStore):
     """Fails the commits numbered in `fail_at`: applied first ('applied') or not ('lost')."""
 
     def __init__(self, fail_at: dict[int, str]) -> None:
@@ -49,7 +48,7 @@ class FlakyStore(MemoryStore):
         return outcomes
 
 
-def effects_engine(store: MemoryStore, clock: ManualClock) -> tuple[Engine, list[Any]]:
+def effects_engine(store: SQLiteStore, clock: ManualClock) -> tuple[Engine, list[Any]]:
     seen: list[Any] = []
     registry = ActivityRegistry()
 
@@ -105,7 +104,7 @@ def test_a_commit_of_unknown_outcome_resumes_from_the_store(
 
 
 def test_a_lease_nobody_drives_is_adopted_on_the_second_heartbeat(clock: ManualClock) -> None:
-    store = MemoryStore()
+    store = SQLiteStore()
     engine, seen = effects_engine(store, clock)
     ex = engine.start(TWO_STEPS).id
 
@@ -127,7 +126,7 @@ def test_a_lease_nobody_drives_is_adopted_on_the_second_heartbeat(clock: ManualC
 
 
 def test_its_own_expired_lease_taken_again_carries_on(clock: ManualClock) -> None:
-    store = MemoryStore()
+    store = SQLiteStore()
     engine, seen = effects_engine(store, clock)
     gate = asyncio.Event()
     entered = asyncio.Event()

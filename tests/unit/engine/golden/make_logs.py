@@ -4,7 +4,7 @@ compatibility contract of the stored event JSON (see `test_old_logs.py`).
 Run it to ADD scenarios (`python -m tests.unit.engine.golden.make_logs`): it writes only the
 executions the file does not hold yet; the logs already in it were written by an earlier
 engine and must keep folding to the same state. Each scenario drives real workers on a
-memory store with a ManualClock.
+`memory://` store with a ManualClock.
 """
 
 from __future__ import annotations
