@@ -10,8 +10,8 @@ All writers extend ONE chain: record `seq` n holds `prev_hash` = the hash of rec
 (`GENESIS` for the first) and `hash` = SHA-256 of its canonical encoding (`canonical`),
 which covers every field but `hash`. A store serialises appends on the chain head inside
 the writing transaction (SQLite: `BEGIN IMMEDIATE` holds the file's write lock; PostgreSQL:
-the `audit_head` row is locked `FOR UPDATE`; memory: the store lock), so two processes
-never take the same seq or fork the chain.
+the `audit_head` row is locked `FOR UPDATE`), so two processes never take the same seq
+or fork the chain.
 
 An `AuditAnchor` is an HMAC over (seq, hash) of the head at some moment, kept in a table of
 its own; the key never reaches the store (`wovyr.platform.audit` signs and checks). Details

@@ -1,6 +1,6 @@
 """The store contract: small Protocols split by role, and `Store`, which names them all.
 
-Every store (memory, SQLite, PostgreSQL) implements the whole of `Store` and passes the
+Every store (SQLite, PostgreSQL) implements the whole of `Store` and passes the
 same contract suite; `wovyr.store.capabilities.check_store` refuses, at start-up, a store
 that does not. What only some stores can do (PostgreSQL's timer locking, worker
 membership, notifications, numbered migrations) is not in the contract: those optional
