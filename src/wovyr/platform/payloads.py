@@ -120,7 +120,9 @@ def sealed_store(store: Store, secrets: Secrets) -> SealingStore:
     """`store` with its sealing tenants' payloads sealed by `secrets`' KMS."""
     if isinstance(store, SealingStore):
         return store
-    return SealingStore(store, KmsPayloadSealer(secrets))
+    # (a nominal `Store`: the contract's plain methods are the inner store's, bound per
+    # instance from the declaration in `wovyr.store.sealing`, which mypy cannot see)
+    return SealingStore(store, KmsPayloadSealer(secrets))  # type: ignore[abstract]
 
 
 def open_sealed(
