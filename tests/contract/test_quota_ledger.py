@@ -4,6 +4,7 @@ refused at the limit (nothing written), and two racing starts for the last unit:
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pytest
@@ -121,6 +122,50 @@ def test_two_writers_race_for_the_last_unit_one_wins(store: Store) -> None:
             debit = Debit("executions", 1, date(2030, 2, day), 1)
             assert _race((store, other), debit, str(day)) == ["refused", "won"]
             assert store.quota_usage("t1", debit.day) == {"executions": 1.0}
+    finally:
+        if other is not store:
+            other.close()
+
+
+def test_a_debit_of_its_own_is_checked_and_all_or_nothing(store: Store) -> None:
+    """`debit_quota`: what admits a continue-as-new hand-over (one transaction, no write)."""
+    gate = Debit("activity_seconds", 0, DAY, 5)
+    for _ in range(3):
+        assert store.debit_quota("t1", (_one(), gate)) is None
+    refused = store.debit_quota("t1", (gate, _one()))
+    assert refused == _one()  # the one that refused it, nothing added
+    assert store.quota_usage("t1", DAY) == {"executions": 3.0, "activity_seconds": 0.0}
+    with pytest.raises(QuotaExceeded):  # a start sees the same ledger
+        store.create_execution(_new("late", _one()))
+    assert store.debit_quota("t2", (_one(),)) is None  # another tenant: its own row
+    step = StepWrite(
+        "x", 0, [], {"seq": 1}, "running", AT, ready=True, tenant="t1",
+        debits=[Debit("activity_seconds", 6, DAY)],
+    )  # fmt: skip
+    assert store.create_execution(_new("x"))[0] and store.commit([replace(step, expected_seq=1)])
+    refused = store.debit_quota("t1", (Debit("executions", 1, DAY, 10), gate))
+    assert refused == gate  # the seconds are used up: the execution unit is not taken
+    assert store.quota_usage("t1", DAY) == {"executions": 3.0, "activity_seconds": 6.0}
+
+
+def test_two_writers_race_for_the_last_unit_of_their_own_one_wins(store: Store) -> None:
+    other = _second(store)
+    try:
+        debit = Debit("executions", 1, date(2030, 3, 1), 1)
+        barrier = threading.Barrier(2)
+        answers: list[Debit | None] = []
+
+        def take(s: Store) -> None:
+            barrier.wait()
+            answers.append(s.debit_quota("t1", (debit,)))
+
+        threads = [threading.Thread(target=take, args=(s,)) for s in (store, other)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(answers, key=lambda a: a is not None) == [None, debit]
+        assert store.quota_usage("t1", debit.day) == {"executions": 1.0}
     finally:
         if other is not store:
             other.close()

@@ -248,6 +248,7 @@ def worker_command(
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,
+        min_continue_interval=settings.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),
     ) as engine:

@@ -8,7 +8,11 @@ for, so no restart, crash or second server resets or overspends a day:
 
 - `executions_per_day`: every new execution (a start, a schedule fire, a child) debits 1;
   the start that would pass the limit is refused (`QuotaExceeded`, retry after the next
-  UTC midnight by the engine's clock).
+  UTC midnight by the engine's clock). The next run of a continue-as-new chain is a new
+  execution too, admitted as a start is (`start_debits`, debited by `Engine.continue_hold`
+  in a transaction of its own just before the hand-over commits): a hand-over the quotas
+  refuse is not failed but held, a durable timer to the next UTC midnight, and tried
+  again when it fires.
 - `activity_seconds_per_day`: an attempt's measured seconds are debited by the commit that
   records its result. Work already done is never refused: the attempts in flight finish
   and their seconds count, possibly past the limit; from then on the tenant's new
@@ -323,17 +327,6 @@ def check_grant(grant: dict[str, Any] | None) -> dict[str, Any] | None:
     if problems:
         raise InputError(problems)
     return out or None
-
-
-def continued_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:
-    """What the next run of a continue-as-new chain debits: one execution of the day, as
-    any start (Temporal counts a continued run as a new run too), but without a limit: the
-    chain was admitted when its first run started, and refusing the hand-over would leave
-    it with no live run. So a chain's runs count toward executions-per-day and may take the
-    day's count past the limit; new starts are then refused as usual."""
-    if quotas.executions_per_day is None:
-        return ()
-    return (Debit(EXECUTIONS, 1, day_of(now)),)
 
 
 class QuotaCache:

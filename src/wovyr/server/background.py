@@ -143,6 +143,7 @@ class Background:
             max_payload_bytes=s.max_payload_bytes,
             max_per_tenant=s.max_per_tenant,
             home=str(s.home),
+            min_continue_interval=s.min_continue_interval,
         )
 
     async def _supervise_process(self) -> None:

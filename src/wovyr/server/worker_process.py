@@ -68,6 +68,7 @@ class WorkerConfig:
     max_payload_bytes: int
     max_per_tenant: int | None = None
     home: str = ""  # WOVYR_HOME: where a development KMS key lives
+    min_continue_interval: float = 1.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -185,6 +186,7 @@ def main() -> int:
         credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
+        min_continue_interval=config.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),  # attempts continue the traces the server's starts began
     ) as engine:
