@@ -1,5 +1,6 @@
 """The quota ledger on every store: debits in the transaction of the write they pay for,
-refused at the limit (nothing written), and two racing starts for the last unit: one wins."""
+refused at the limit (nothing written), and two racing starts for the last unit: one wins.
+The same for a debit of its own (a continue-as-new hand-over) and the cap on schedules."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from wovyr.events import ExecutionStarted
 from wovyr.store.base import NewExecution, StepWrite, Store
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.records import Debit
+from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.sqlite import SQLiteStore
 
 DAY = date(2030, 1, 1)
@@ -169,3 +171,46 @@ def test_two_writers_race_for_the_last_unit_of_their_own_one_wins(store: Store) 
     finally:
         if other is not store:
             other.close()
+
+
+def _schedule(schedule_id: str, tenant: str = "t1") -> ScheduleRecord:
+    return ScheduleRecord(
+        id=schedule_id, workflow="w", spec={"every": 60.0}, created_at=AT, updated_at=AT,
+        tenant=tenant,
+    )  # fmt: skip
+
+
+def test_a_schedule_past_the_tenants_cap_is_refused_and_two_racing_take_one(
+    store: Store,
+) -> None:
+    assert store.create_schedule(_schedule("a"), max_count=2)
+    assert not store.create_schedule(_schedule("a"), max_count=5)  # the id exists
+    assert store.create_schedule(_schedule("a", tenant="t2"), max_count=1)  # its own count
+    other = _second(store)
+    try:
+        barrier = threading.Barrier(2)
+        outcomes: list[str] = []
+
+        def create(s: Store, name: str) -> None:
+            barrier.wait()
+            try:
+                outcomes.append(
+                    "created" if s.create_schedule(_schedule(name), max_count=2) else ""
+                )
+            except QuotaExceeded as exc:
+                outcomes.append(exc.budget)
+
+        threads = [
+            threading.Thread(target=create, args=(s, f"race-{i}"))
+            for i, s in enumerate((store, other))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcomes) == ["created", "max_schedules"]
+    finally:
+        if other is not store:
+            other.close()
+    assert len(store.list_schedules("t1")) == 2
+    assert store.create_schedule(_schedule("b"))  # no cap given: none applies

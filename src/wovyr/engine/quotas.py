@@ -41,6 +41,10 @@ for, so no restart, crash or second server resets or overspends a day:
   the claim's own transaction and takes at most the difference, so no two workers both
   take the last slot; the rest of the tenant's ready work waits, claimable, for a lease to
   end. It is a cap on running work, where `concurrent_executions` refuses starts.
+- `max_schedules`: the most schedules the tenant may have at once; creating one more is
+  refused (`QuotaExceeded`, budget `max_schedules`), counted in the create's transaction.
+  Together with `max_schedule_rate` (and the store's minimum interval) it bounds how many
+  fires a tenant's schedules can make.
 
 The ledger is generic (`Debit(budget, amount, day, limit)`): a later budget (model tokens,
 cost) is one more name debited by the step that uses it.
@@ -98,6 +102,7 @@ QUOTA_NAMES = (
     "weight",
     "max_slots",
     "max_running",
+    "max_schedules",
 )
 DEFAULT_WEIGHT = 1.0  # the fair-share weight of a tenant none is set for
 MAX_WEIGHT = 1000.0
@@ -107,6 +112,7 @@ _WHOLE = (
     "max_slots",
     "max_running",
     "model_tokens_per_day",
+    "max_schedules",
 )
 
 
@@ -123,6 +129,7 @@ class Quotas:
     model_tokens_per_day: int | None = None  # input + output tokens of model calls
     model_cost_per_day: float | None = None  # in the providers' prices
     max_running: int | None = None  # executions leased at once by all workers together
+    max_schedules: int | None = None  # schedules the tenant may have at once
 
     @property
     def empty(self) -> bool:
@@ -211,6 +218,7 @@ def stored_quotas(data: dict[str, Any] | None) -> Quotas:
             model_tokens_per_day=0,
             model_cost_per_day=0.0,
             max_running=1,
+            max_schedules=0,
         )
 
 
