@@ -7,6 +7,9 @@ server than its host granted, and what that leaves for another tenant.
   chain runs on.
 - A tenant has at most `max_schedules` schedules (200 schedules made 4,124 runs in 22 s);
   its admin cannot raise the cap; another tenant's schedules do not count.
+- A tenant whose executions hold a worker's slots with slow attempts cannot take them all:
+  another tenant's execution is claimed in the next round (it waited 30 s for one of 64
+  slots to free).
 
 Counted with the ManualClock of the fixtures: each `advance` is a second, each `drain`
 runs everything runnable at that time. The store is real (every backend).
@@ -14,12 +17,14 @@ runs everything runnable at that time. The store is real (every backend).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from tests.server.conftest import Api
 
 from wovyr.engine.quotas import Quotas
+from wovyr.worker import Worker
 
 pytestmark = pytest.mark.anyio
 
@@ -108,3 +113,40 @@ async def test_schedules_past_the_tenants_cap_are_refused(api: Api) -> None:
     assert [s["id"] for s in listed.json()["items"]] == ["s1", "s2"]
     for name in ("s1", "s2", "s3"):  # another tenant: its own count, no cap
         assert (await create(OTHER, name)).status_code == 201
+
+
+def one_step(tool: str) -> str:
+    return f"""\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {{name: {tool}}}
+activities:
+  - {{id: s, tool: {tool}}}
+"""
+
+
+async def test_a_tenant_filling_a_worker_leaves_slots_for_another(api: Api) -> None:
+    turns: asyncio.Queue[None] = asyncio.Queue()  # the attacker's attempts end only on a turn
+
+    async def slow() -> str:
+        await turns.get()
+        return "slow"
+
+    api.engine.activities.register("slow", slow)
+    api.engine.activities.register("quick", lambda: "quick")
+    for i in range(70):
+        body = {"definition": one_step("slow"), "id": f"hog-{i}"}
+        assert (await api.call("POST", BASE, ATTACKER, json=body)).status_code == 201
+    worker = Worker(api.engine)  # 64 slots, as a server's
+    try:
+        assert await worker.tick() == 56  # all the attacker may hold: 8 are kept for others
+        body = {"definition": one_step("quick"), "id": "mine"}
+        assert (await api.call("POST", BASE, OTHER, json=body)).status_code == 201
+        assert await worker.tick() == 1  # the next round, with none of the attacker's done
+        await asyncio.wait([worker._tasks[("tenant-a", "mine")]])
+        mine = (await api.call("GET", f"{BASE}/mine", OTHER)).json()
+        assert mine["status"] == "completed"
+        hogs = await api.call("GET", f"{BASE}?limit=100&status=running", ATTACKER)
+        assert len(hogs.json()["items"]) == 70  # none of them ended
+    finally:
+        await worker.shutdown(grace_seconds=0)

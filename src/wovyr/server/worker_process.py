@@ -69,6 +69,7 @@ class WorkerConfig:
     max_per_tenant: int | None = None
     home: str = ""  # WOVYR_HOME: where a development KMS key lives
     min_continue_interval: float = 1.0
+    reserved_slots: int | None = None  # None: the worker's default
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -124,6 +125,7 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
         lease_seconds=config.lease_seconds,
         poll_interval=config.poll_interval,
         max_per_tenant=config.max_per_tenant,
+        reserved_slots=config.reserved_slots,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
