@@ -9,6 +9,7 @@ from pathlib import Path
 
 from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator
+from wovyr.server.ui.session import SessionCodec, load_secret
 from wovyr.settings import Settings
 from wovyr.testing import drain, memory_engine
 
@@ -84,6 +85,41 @@ def test_sign_in_never_redirects_off_site(client: UiClient, keys: Keys) -> None:
         )
         assert response.headers["location"] == "/ui", target
         client.cookies.clear()
+
+
+def test_a_metrics_key_cannot_sign_in(
+    client: UiClient, authenticator: Authenticator, ui_engine: Engine
+) -> None:
+    """A `metrics` key may read the tenant's metrics, not its executions: the UI shows
+    those, so such a key does not sign in (it did, and read the whole tenant)."""
+    eid = start_waiting(ui_engine)
+    _, scraper = authenticator.create_key("acme", "metrics", "scraper")
+    response = client.sign_in(scraper)
+    assert response.status_code == 403
+    assert "A key of role metrics cannot sign in to the web UI" in response.text
+    assert "wovyr_session" not in client.cookies
+    assert client.get("/ui").status_code == 303  # still signed out
+    assert client.get(f"/ui/executions/{eid}").status_code == 303
+
+
+def test_a_metrics_session_signed_before_the_refusal_reads_nothing(
+    client: UiClient, authenticator: Authenticator, ui_engine: Engine, tmp_path: Path
+) -> None:
+    """A session a metrics key got before sign-in refused it (a cookie signed with the
+    app's secret, kept under its home) opens no page."""
+    eid = start_waiting(ui_engine)
+    key_id, _ = authenticator.create_key("acme", "metrics", "scraper")
+    principal = authenticator.principal_for_key(key_id)
+    assert principal is not None
+    _, cookie = SessionCodec(load_secret(tmp_path / "home")).issue(principal)
+    # (the jar's name for a host without a dot, as a cookie the server set is kept)
+    client.cookies.set("wovyr_session", cookie, domain="testserver.local", path="/ui")
+    for page in ("/ui", f"/ui/executions/{eid}"):
+        response = client.get(page)
+        assert response.status_code == 303, page
+        assert response.headers["location"].startswith("/ui/login?next=")
+    assert client.get(f"/ui/executions/{eid}/live").status_code == 401
+    assert eid not in client.get("/ui/login").text
 
 
 def test_sign_in_returns_to_the_page_asked_for(
