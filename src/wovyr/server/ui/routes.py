@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 import jinja2
 from fastapi import APIRouter, Request
@@ -514,16 +514,24 @@ async def read_form(request: Request) -> dict[str, str]:
 
 
 def safe_next(target: str, base: str) -> str:
-    """Only our own pages: no scheme, no host, no `//` tricks."""
-    if (
-        target
-        and (target == base or target.startswith(base + "/") or target.startswith(base + "?"))
-        and "//" not in target
-        and "\\" not in target
-        and not any(ord(ch) < 32 for ch in target)
-    ):
-        return target
-    return base
+    """`target` if it is one of our own pages, else `base`: a path under `base` (no scheme,
+    no host), with no `.` or `..` segment, no `//`, no backslash and no control character,
+    as written and once percent-decoded (a browser resolves `%2e%2e` as `..`; decoding is
+    repeated, so a doubly encoded one is refused too)."""
+    if not (target == base or target.startswith((base + "/", base + "?"))):
+        return base
+    decoded = target
+    while (again := unquote(decoded)) != decoded:  # (each pass shortens it: it ends)
+        decoded = again
+    for text in (target, decoded):
+        if "//" in text or "\\" in text or any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+            return base
+        path = text.split("?", 1)[0].split("#", 1)[0]
+        if not (path == base or path.startswith(base + "/")):
+            return base
+        if any(segment in (".", "..") for segment in path.split("/")):
+            return base
+    return target
 
 
 def redirect(url: str, status: int = 303) -> RedirectResponse:
