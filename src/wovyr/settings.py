@@ -202,12 +202,11 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`,
     `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
     `WOVYR_MIN_CONTINUE_INTERVAL_SECS`, `WOVYR_MAX_PER_TENANT`, `WOVYR_RESERVED_SLOTS`,
-    `WOVYR_AUDIT_ANCHOR_SECS`,
-    `WOVYR_LLM_BASE_URL`, `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`,
-    `WOVYR_LLM_PRICE_OUT`, `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, and OpenTelemetry's
-    `OTEL_EXPORTER_OTLP_ENDPOINT`,
-    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`),
-    overridden by flags that are not None."""
+    `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_LLM_BASE_URL`, `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`,
+    `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`, `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, and
+    OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
+    `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`), overridden by flags that are not None. The
+    reserved slots must be below the concurrency (`ConfigError`)."""
     env = os.environ if env is None else env
     otel, otel_endpoint = _otel(env)
     settings = Settings(
