@@ -35,7 +35,11 @@ class Settings:
     tenant: str = "default"  # the tenant CLI engine commands act for (--tenant, WOVYR_TENANT)
     max_payload_bytes: int = 2_097_152  # largest stored input, signal payload, output (JSON)
     min_schedule_interval: float = 1.0  # the fewest seconds between two fires of a schedule
+    # the fewest seconds between the starts of two runs of one continue-as-new chain (0: none)
+    min_continue_interval: float = 1.0
     max_per_tenant: int | None = None  # slots of one worker one tenant may hold (fair share)
+    # slots of a worker no one tenant may fill (fair share); None: an eighth, none below 8
+    reserved_slots: int | None = None
     # The server drives executions in a child process, away from its HTTP event loop
     # (`wovyr serve` turns it on for SQLite and PostgreSQL; see wovyr.server.background).
     worker_process: bool = False
@@ -103,7 +107,8 @@ class Settings:
         return LazyTracer(build)
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, zero: bool = False) -> float:
+    """A positive number (`zero`: or 0, what turns a minimum or a reserve off)."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -111,16 +116,23 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {raw!r}")
+    if (not value >= 0) if zero else value <= 0:
+        raise ConfigError(f"{name} must be {'0 or more' if zero else 'positive'}, got {raw!r}")
     return value
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = float(_float(env, name, default))
+def _int(env: Mapping[str, str], name: str, default: int, *, zero: bool = False) -> int:
+    value = float(_float(env, name, default, zero=zero))
     if not value.is_integer():
         raise ConfigError(f"{name} must be a whole number, got {env.get(name)!r}")
     return int(value)
+
+
+def _reserved(env: Mapping[str, str]) -> int | None:
+    """WOVYR_RESERVED_SLOTS: a count that may be 0 (no reserve); unset: the default."""
+    if not env.get("WOVYR_RESERVED_SLOTS"):
+        return None
+    return _int(env, "WOVYR_RESERVED_SLOTS", 0, zero=True)
 
 
 def _price(env: Mapping[str, str], name: str) -> float | None:
@@ -189,11 +201,12 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`,
     `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`,
     `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
-    `WOVYR_MAX_PER_TENANT`, `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_LLM_BASE_URL`,
-    `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`,
-    `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, and OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT`,
-    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`),
-    overridden by flags that are not None."""
+    `WOVYR_MIN_CONTINUE_INTERVAL_SECS`, `WOVYR_MAX_PER_TENANT`, `WOVYR_RESERVED_SLOTS`,
+    `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_LLM_BASE_URL`, `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`,
+    `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`, `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, and
+    OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
+    `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`), overridden by flags that are not None. The
+    reserved slots must be below the concurrency (`ConfigError`)."""
     env = os.environ if env is None else env
     otel, otel_endpoint = _otel(env)
     settings = Settings(
@@ -209,7 +222,9 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         default_timeout=_float(env, "WOVYR_DEFAULT_TIMEOUT_SECS", 300.0),
         max_payload_bytes=_int(env, "WOVYR_MAX_PAYLOAD_BYTES", 2_097_152),
         min_schedule_interval=_float(env, "WOVYR_MIN_SCHEDULE_INTERVAL_SECS", 1.0),
+        min_continue_interval=_float(env, "WOVYR_MIN_CONTINUE_INTERVAL_SECS", 1.0, zero=True),
         max_per_tenant=_int(env, "WOVYR_MAX_PER_TENANT", 0) or None,
+        reserved_slots=_reserved(env),
         audit_anchor_interval=_float(env, "WOVYR_AUDIT_ANCHOR_SECS", 60.0),
         log_format=_log_format(env),
         llm_base_url=env.get("WOVYR_LLM_BASE_URL") or None,
@@ -226,4 +241,11 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         given["activities"] = tuple(settings.activities) + tuple(given["activities"])
     if "home" in given:
         given["home"] = Path(given["home"]).expanduser()
-    return replace(settings, **given)
+    settings = replace(settings, **given)
+    reserved = settings.reserved_slots
+    if reserved is not None and reserved >= settings.concurrency:
+        raise ConfigError(
+            f"WOVYR_RESERVED_SLOTS ({reserved}) must be below the concurrency "
+            f"({settings.concurrency})"
+        )
+    return settings

@@ -352,6 +352,7 @@ _COUNT = click.IntRange(min=0)
     type=_LIMIT,
     help="Executions of the tenant leased at once by all workers together (under fair share).",
 )
+@click.option("--max-schedules", type=_COUNT, help="Schedules the tenant may have at once.")
 @click.option(
     "--clear", "clear", multiple=True, metavar="QUOTA", help="Remove a limit (repeatable)."
 )
@@ -368,6 +369,7 @@ def quotas_set_command(
     weight: float | None,
     max_slots: int | None,
     max_running: int | None,
+    max_schedules: int | None,
     clear: tuple[str, ...],
     as_json: bool,
     settings: Settings,
@@ -384,6 +386,7 @@ def quotas_set_command(
         "weight": weight,
         "max_slots": max_slots,
         "max_running": max_running,
+        "max_schedules": max_schedules,
     }
     with open_engine(settings, load_activities=False) as opened:
         engine = opened.for_tenant(tenant)

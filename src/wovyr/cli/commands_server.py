@@ -203,6 +203,14 @@ def _server_class(base: Any) -> Any:
     "on; this keeps slots for other tenants when one tenant's executions are slow). "
     "Env: WOVYR_MAX_PER_TENANT.",
 )
+@click.option(
+    "--reserved-slots",
+    type=click.IntRange(0, 10_000),
+    default=None,
+    help="Slots of this worker no one tenant may fill, kept for the others even while one "
+    "tenant's executions hold the rest (default: an eighth of --concurrency, none below 8; "
+    "0: none). Env: WOVYR_RESERVED_SLOTS.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Log JSON lines on stderr.")
 @engine_options
 def worker_command(
@@ -216,6 +224,7 @@ def worker_command(
     db_clock: bool,
     metrics_addr: str | None,
     max_per_tenant: int | None,
+    reserved_slots: int | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
@@ -226,6 +235,11 @@ def worker_command(
     """
     lease = lease_seconds or settings.lease_seconds
     poll = poll_interval or settings.poll_interval
+    reserved = reserved_slots if reserved_slots is not None else settings.reserved_slots
+    if reserved is not None and reserved >= concurrency:
+        raise click.BadParameter(
+            f"{reserved} is not below --concurrency {concurrency}", param_hint="--reserved-slots"
+        )
     partitions = _worker_partitions(partition_spec, partition_count, membership)
     # What a long-running worker notices (store failures and retries, adopted leases, its
     # share of the partitions, partitions no live worker claims) goes to stderr.
@@ -248,6 +262,7 @@ def worker_command(
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,
+        min_continue_interval=settings.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),
     ) as engine:
@@ -263,6 +278,7 @@ def worker_command(
             of=partition_count,
             membership=membership,
             max_per_tenant=max_per_tenant or settings.max_per_tenant,
+            reserved_slots=reserved,
         )
         endpoint = _export_metrics(metrics_addr, worker) if metrics_addr else None
 

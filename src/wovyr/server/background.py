@@ -119,6 +119,7 @@ class Background:
                 lease_seconds=self.settings.lease_seconds,
                 poll_interval=self.settings.dispatch_interval,
                 max_per_tenant=self.settings.max_per_tenant,
+                reserved_slots=self.settings.reserved_slots,
             )
             self.worker = worker
             try:
@@ -143,6 +144,8 @@ class Background:
             max_payload_bytes=s.max_payload_bytes,
             max_per_tenant=s.max_per_tenant,
             home=str(s.home),
+            min_continue_interval=s.min_continue_interval,
+            reserved_slots=s.reserved_slots,
         )
 
     async def _supervise_process(self) -> None:

@@ -68,6 +68,8 @@ class WorkerConfig:
     max_payload_bytes: int
     max_per_tenant: int | None = None
     home: str = ""  # WOVYR_HOME: where a development KMS key lives
+    min_continue_interval: float = 1.0
+    reserved_slots: int | None = None  # None: the worker's default
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -123,6 +125,7 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
         lease_seconds=config.lease_seconds,
         poll_interval=config.poll_interval,
         max_per_tenant=config.max_per_tenant,
+        reserved_slots=config.reserved_slots,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -185,6 +188,7 @@ def main() -> int:
         credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
+        min_continue_interval=config.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),  # attempts continue the traces the server's starts began
     ) as engine:

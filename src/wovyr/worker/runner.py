@@ -115,6 +115,7 @@ class ExecutionRunner:
         # (when, by the monotonic clock, the requests)
         self._granted: dict[str, tuple[float, list[RateRequest]]] = {}
         self._refused: FlowAnswer | None = None  # the last step's gate, refused: hold
+        self._handed = 0  # the chain run whose hand-over `continue_hold` admitted (and debited)
         self.committer = committer
         self.execution_id = execution_id
         self.fence = fence
@@ -206,6 +207,9 @@ class ExecutionRunner:
                     hold, gate = self._flow_gate(working, decision.runs, now)
                 if hold is not None:  # no new attempt now (a durable timer wakes it)
                     decision = Decision(events=hold, state=fold(hold, working))
+            assert decision.state is not None
+            if decision.state.status == ExecutionStatus.CONTINUED and not working.finished:
+                decision = await self._continue_or_hold(working, decision, now)
             assert decision.state is not None
             events.extend(decision.events)
             done = not self._tasks and not decision.runs
@@ -331,6 +335,31 @@ class ExecutionRunner:
         if self.engine.quotas().activity_seconds_per_day is None:
             return None
         return await asyncio.to_thread(self.engine.quota_hold, state, self._unbilled)
+
+    async def _continue_or_hold(
+        self, working: ExecutionState, decision: Decision, now: datetime
+    ) -> Decision:
+        """`decision`, which ends the run `continued`, if the hand-over may happen now
+        (`Engine.continue_hold`: the chain's minimum interval, the tenant's quotas); else
+        the decision again with the hand-over held by a durable timer (what else it
+        settles stays). A hand-over admitted once is not debited again when its commit
+        did not apply (a conflict: decided again on the reloaded state)."""
+        assert decision.state is not None
+        run = decision.state.chain_run + 1
+        hold = await asyncio.to_thread(self.engine.continue_hold, working, self._handed == run)
+        if hold is None:
+            self._handed = run
+            return decision
+        held = fold(hold, working)
+        again = decide(
+            self.definition,
+            held,
+            now,
+            frozenset(self._tasks),
+            max_items=self.engine.max_items,
+            max_recoveries=self.engine.max_recoveries,
+        )
+        return Decision(events=hold + again.events, runs=again.runs, state=again.state)
 
     def _flow_gate(
         self, state: ExecutionState, runs: list[RunActivity], now: datetime

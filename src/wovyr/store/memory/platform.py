@@ -181,6 +181,14 @@ class MemoryPlatform:
                 if t == tenant and d == day
             }
 
+    def debit_quota(self, tenant: str, debits: Sequence[Debit]) -> Debit | None:
+        with self._lock:
+            for debit in debits:
+                if not debit.allows(self._quota_usage.get((tenant, debit.budget, debit.day), 0.0)):
+                    return debit
+            self._add_debits(tenant, debits)
+            return None
+
     def _check_quotas(self, *starts: NewExecution) -> None:
         """Raise `QuotaExceeded` when `starts` (those whose ids are new) may not all be
         created, each counting the ones before it (the caller holds the lock)."""

@@ -10,6 +10,7 @@ from datetime import datetime
 from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.hooks import Observers
+from wovyr.store.quotas import schedules_refused
 from wovyr.store.schedules import ScheduleRecord
 
 __all__ = ["MemorySchedules"]
@@ -23,9 +24,17 @@ class MemorySchedules:
     _check_quotas: Callable[..., None]
     _append_audit: Callable[[AuditEntry | None], AuditRecord | None]
 
-    def create_schedule(self, record: ScheduleRecord, *, audit: AuditEntry | None = None) -> bool:
+    def create_schedule(
+        self,
+        record: ScheduleRecord,
+        *,
+        audit: AuditEntry | None = None,
+        max_count: int | None = None,
+    ) -> bool:
         with self._lock:
             table = self._schedules
+            if max_count is not None and sum(t == record.tenant for t, _ in table) >= max_count:
+                raise schedules_refused(max_count)
             if (record.tenant, record.id) in table:
                 return False
             table[(record.tenant, record.id)] = record
