@@ -774,6 +774,7 @@ PLAIN_METHODS = frozenset(
         "get_tenant",
         "list_tenants",
         "quota_usage",
+        "debit_quota",
         # the audit chain (digests, never payloads)
         "append_audit",
         "audit_head",
