@@ -240,11 +240,11 @@ def worker_command(
     load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
     store, secrets = open_sealed(open_store(settings.store_url, db_clock=db_clock), settings.home)
     secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
-    providers, static = settings.model_providers()
+    providers = settings.model_providers()
     with Engine(
         store,
         providers=providers,
-        credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
+        credentials=SecretCredentials(secrets),  # tenants' stored providers
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,

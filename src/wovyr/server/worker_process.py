@@ -176,13 +176,13 @@ def main() -> int:
     # The model providers (and their keys) come from this process's own environment,
     # inherited from the server: they never travel in the config.
     settings = load_settings()  # this process's own environment (the server's, inherited)
-    providers, static = settings.model_providers()
+    providers = settings.model_providers()
     # the server warned about the key; sealing tenants' payloads are sealed with it
     store, secrets = open_sealed(store, Path(config.home))
     with Engine(
         store,
         providers=providers,
-        credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
+        credentials=SecretCredentials(secrets),  # tenants' stored providers
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
         secrets=secrets,

@@ -1,0 +1,115 @@
+"""A tenant admin against the host, over HTTP: what the host configured for itself stays the
+host's.
+
+The host's model provider `default` (`WOVYR_LLM_BASE_URL` and `WOVYR_LLM_API_KEY`) runs on
+one real scripted model server, the tenant's own provider on another. A tenant may store a
+provider named `default` (it comes before the host's for its steps), and may delete it while
+one of its agents runs: the host's key goes only to the host's server, whatever the tenant
+does and whenever it does it. The store is real (every backend).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import replace
+
+import pytest
+from tests.llm_server import ScriptedLLM, text, tool_calls
+from tests.server.conftest import Api, until
+
+from wovyr.activities.policy import RESTRICTED
+from wovyr.activities.providers import ProviderConfig, Providers
+from wovyr.engine.tenants import set_policy
+
+pytestmark = pytest.mark.anyio
+
+ADMIN, OPERATOR = "tenant-b:admin", "tenant-b:operator"
+HOST_KEY = "sk-host-canary-5e17c0a9d3"
+TENANT_KEY = "sk-tenant-b-own-44f1"
+AGENT_FLOW = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: helper}
+activities:
+  - id: think
+    agent: {model: m1, input: "look it up", tools: [lookup], max_turns: 4}
+    retry: {max_attempts: 1}
+output: "${{ activities.think.output }}"
+"""
+
+
+def host_default(api: Api, url: str) -> None:
+    """The host's provider `default`, with the host's key, as `wovyr serve` configures it."""
+    host = ProviderConfig("default", url, "m-host", api_key=HOST_KEY)
+    api.engine.providers = Providers({"default": host})
+
+
+def reach(api: Api, *servers: ScriptedLLM) -> None:
+    """The host's administrator lets tenant b reach both model servers (on 127.0.0.1)."""
+    hosts = tuple(f"127.0.0.1:{s.port}" for s in servers)
+    policy = replace(RESTRICTED, allow_hosts=hosts)
+    set_policy(api.engine.store, "tenant-b", policy, by="host", at=api.clock.now())
+
+
+def keys_seen(server: ScriptedLLM) -> list[str | None]:
+    return [r.authorization for r in server.requests]
+
+
+async def test_deleting_a_provider_named_default_mid_run_never_sends_the_host_key(
+    api: Api,
+) -> None:
+    api.engine.activities.register("lookup", lambda: "found")
+    gate = threading.Event()  # the tenant's server holds its first answer until it is set
+    script = [tool_calls(("lookup", {}, "c1"), gate=gate), text("done")]
+    with ScriptedLLM([text("from the host")]) as host, ScriptedLLM(script) as own:
+        host_default(api, host.base_url)
+        reach(api, host, own)
+        put = await api.call("PUT", "/api/v1/secrets/OWN_KEY", ADMIN, json={"value": TENANT_KEY})
+        assert put.status_code == 200, put.text
+        body = {"base_url": own.base_url, "api_key_secret": "OWN_KEY", "default_model": "m1"}
+        r = await api.call("PUT", "/api/v1/providers/default", ADMIN, json=body)
+        assert r.status_code == 200, r.text
+        r = await api.call("POST", "/api/v1/workflows", OPERATOR, json={"definition": AGENT_FLOW})
+        assert r.status_code == 201, r.text
+        eid = r.json()["id"]
+
+        driving = asyncio.create_task(api.drain())
+        await until(lambda: len(own.completions) == 1)  # the first call is in flight
+        gone = await api.call("DELETE", "/api/v1/providers/default", ADMIN)
+        assert gone.status_code == 204, gone.text
+        gate.set()
+        await driving
+
+        assert HOST_KEY not in repr(keys_seen(own))
+        assert keys_seen(own) == [f"Bearer {TENANT_KEY}"] * 2  # the attempt's own provider
+        view = (await api.call("GET", f"/api/v1/workflows/{eid}", OPERATOR)).json()
+        assert view["status"] == "completed", view["activities"]["think"]
+        assert view["output"]["text"] == "done"
+        assert host.requests == []
+
+        # the next run has no provider `default` of its own: the host's, with the host's key
+        r = await api.call("POST", "/api/v1/workflows", OPERATOR, json={"definition": AGENT_FLOW})
+        await api.drain()
+        view = (await api.call("GET", f"/api/v1/workflows/{r.json()['id']}", OPERATOR)).json()
+        assert view["output"]["text"] == "from the host", view["activities"]["think"]
+        assert keys_seen(host) == [f"Bearer {HOST_KEY}"]
+        assert len(own.requests) == 2
+
+
+async def test_a_tenant_provider_named_default_without_a_key_gets_no_key(api: Api) -> None:
+    api.engine.activities.register("lookup", lambda: "found")
+    with ScriptedLLM([text("from the host")]) as host, ScriptedLLM([text("mine")]) as own:
+        host_default(api, host.base_url)
+        reach(api, host, own)
+        body = {"base_url": own.base_url, "default_model": "m1"}
+        r = await api.call("PUT", "/api/v1/providers/default", ADMIN, json=body)
+        assert r.status_code == 200, r.text
+        r = await api.call("POST", "/api/v1/workflows", OPERATOR, json={"definition": AGENT_FLOW})
+        assert r.status_code == 201, r.text
+        await api.drain()
+
+        view = (await api.call("GET", f"/api/v1/workflows/{r.json()['id']}", OPERATOR)).json()
+        assert view["status"] == "completed", view["activities"]["think"]
+        assert keys_seen(own) == [None]
+        assert host.requests == []
