@@ -8,13 +8,14 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
 from tests.integration import logging_tools
 
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.logs import MAX_LINES, JsonLines
+from wovyr.activities.logs import MAX_LINES, JsonLines, route_output
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.store.base import Store
@@ -120,3 +121,40 @@ def test_json_lines_carry_the_attempt_ids_and_mask_secrets(logged: Engine) -> No
     assert [x["attempt"] for x in lines] == [1, 1, 2]
     assert lines[1]["message"] == "card declined for ***"
     assert SECRET not in out.getvalue()
+
+
+def test_every_log_handler_and_the_printed_output_see_secrets_masked(logged: Engine) -> None:
+    """A plain text handler of the process's own (not Wovyr's formatter) on the root logger
+    gets masked records, whichever module logged; what the handler printed is kept in the
+    attempt's log, masked, and never reaches the process's stdout or stderr."""
+    logged.activities.register("noisy", logging_tools.noisy)
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    streams = sys.stdout, sys.stderr
+    out, err = io.StringIO(), io.StringIO()
+    sys.stdout, sys.stderr = out, err
+    try:
+        route_output()
+        flow = FLOW.split("  - id: charge", maxsplit=1)[0] + (
+            '  - {id: n, tool: noisy, with: {token: "${{ secrets.CARD_TOKEN }}"}}\n'
+        )
+        logged.start(flow, execution_id="noisy")
+        drain(logged)
+        print("after the attempt")  # the process's own output is its own
+    finally:
+        sys.stdout, sys.stderr = streams
+        root.removeHandler(handler)
+    assert logged.query("noisy").status == "completed"
+    logs = text.getvalue()
+    assert "another module sees ***" in logs and "failed with ***" in logs
+    assert "ValueError: bad ***" in logs and "Stack (most recent call last)" in logs
+    assert SECRET not in logs
+    assert (out.getvalue(), err.getvalue()) == ("after the attempt\n", "")
+    (item,) = logged.logs("noisy")[0]
+    printed = [(x["logger"], x["level"], x["message"]) for x in item["lines"]]
+    assert ("stdout", "info", "token is *** ok") in printed
+    assert ("stderr", "warning", "no newline ***") in printed
+    assert SECRET not in json.dumps(item)
