@@ -1,20 +1,26 @@
-"""A tenant admin against the host, over HTTP: what the host configured for itself stays the
-host's.
+"""A tenant's key holders against the host and against what they may not read, over HTTP.
 
 The host's model provider `default` (`WOVYR_LLM_BASE_URL` and `WOVYR_LLM_API_KEY`) runs on
 one real scripted model server, the tenant's own provider on another. A tenant may store a
 provider named `default` (it comes before the host's for its steps), and may delete it while
 one of its agents runs: the host's key goes only to the host's server, whatever the tenant
-does and whenever it does it. The store is real (every backend).
+does and whenever it does it. An operator, who may use the tenant's secrets but not read
+them, gets no form of one back through an endpoint that echoes the URL it was called with.
+The store is real (every backend).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
+from tests.acceptance.test_secrets_canary import forms
 from tests.llm_server import ScriptedLLM, text, tool_calls
 from tests.server.conftest import Api, until
 
@@ -45,10 +51,9 @@ def host_default(api: Api, url: str) -> None:
     api.engine.providers = Providers({"default": host})
 
 
-def reach(api: Api, *servers: ScriptedLLM) -> None:
-    """The host's administrator lets tenant b reach both model servers (on 127.0.0.1)."""
-    hosts = tuple(f"127.0.0.1:{s.port}" for s in servers)
-    policy = replace(RESTRICTED, allow_hosts=hosts)
+def reach(api: Api, *ports: int) -> None:
+    """The host's administrator lets tenant b reach these ports of 127.0.0.1."""
+    policy = replace(RESTRICTED, allow_hosts=tuple(f"127.0.0.1:{port}" for port in ports))
     set_policy(api.engine.store, "tenant-b", policy, by="host", at=api.clock.now())
 
 
@@ -64,7 +69,7 @@ async def test_deleting_a_provider_named_default_mid_run_never_sends_the_host_ke
     script = [tool_calls(("lookup", {}, "c1"), gate=gate), text("done")]
     with ScriptedLLM([text("from the host")]) as host, ScriptedLLM(script) as own:
         host_default(api, host.base_url)
-        reach(api, host, own)
+        reach(api, host.port, own.port)
         put = await api.call("PUT", "/api/v1/secrets/OWN_KEY", ADMIN, json={"value": TENANT_KEY})
         assert put.status_code == 200, put.text
         body = {"base_url": own.base_url, "api_key_secret": "OWN_KEY", "default_model": "m1"}
@@ -101,7 +106,7 @@ async def test_a_tenant_provider_named_default_without_a_key_gets_no_key(api: Ap
     api.engine.activities.register("lookup", lambda: "found")
     with ScriptedLLM([text("from the host")]) as host, ScriptedLLM([text("mine")]) as own:
         host_default(api, host.base_url)
-        reach(api, host, own)
+        reach(api, host.port, own.port)
         body = {"base_url": own.base_url, "default_model": "m1"}
         r = await api.call("PUT", "/api/v1/providers/default", ADMIN, json=body)
         assert r.status_code == 200, r.text
@@ -113,3 +118,63 @@ async def test_a_tenant_provider_named_default_without_a_key_gets_no_key(api: Ap
         assert view["status"] == "completed", view["activities"]["think"]
         assert keys_seen(own) == [None]
         assert host.requests == []
+
+
+class _Echo(BaseHTTPRequestHandler):
+    """Answers with the path it was asked for, in its body and a `Location` header."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"you_asked_for": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Location", self.path)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def echo() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+async def test_an_operator_gets_no_form_of_a_secret_back_from_an_echoing_url(
+    api: Api, echo: ThreadingHTTPServer
+) -> None:
+    secret = 'tk-77f0/+"&=a b{c}`ü'  # what each URL part encodes differently
+    port = echo.server_address[1]
+    reach(api, port)
+    put = await api.call("PUT", "/api/v1/secrets/TOKEN", ADMIN, json={"value": secret})
+    assert put.status_code == 200, put.text
+    flow = f"""\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {{name: echo}}
+activities:
+  - id: get
+    http:
+      url: "http://127.0.0.1:{port}/v1/${{{{ secrets.TOKEN }}}}/x"
+      query: {{t: "${{{{ secrets.TOKEN }}}}"}}
+    retry: {{max_attempts: 1}}
+"""
+    r = await api.call("POST", "/api/v1/workflows", OPERATOR, json={"definition": flow})
+    assert r.status_code == 201, r.text
+    await api.drain()
+
+    eid = r.json()["id"]
+    shown = await api.call("GET", f"/api/v1/workflows/{eid}", OPERATOR)
+    history = await api.call("GET", f"/api/v1/workflows/{eid}/history", OPERATOR)
+    output = shown.json()["activities"]["get"]["output"]
+    assert output["status"] == 200, shown.text
+    assert output["json"]["you_asked_for"] == "/v1/***/x?t=***"  # it was there: masked
+    for answer in (shown.text, history.text):
+        assert [f for f in forms(secret) if f in answer] == []
+        assert "a%20b" not in answer and "a+b" not in answer  # its URL encodings neither

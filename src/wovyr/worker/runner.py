@@ -28,7 +28,7 @@ from wovyr.activities.logs import AttemptLog, bind
 from wovyr.activities.memory import MemoryAccess
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
-from wovyr.activities.redact import scrub, secret_forms
+from wovyr.activities.redact import MIN_SCRUBBED, scrub, secret_forms
 from wovyr.definition.expr import secret_names, substitute_secrets
 from wovyr.definition.inputs import inputs_json_schema
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
@@ -515,6 +515,15 @@ class ExecutionRunner:
                     ) from None
 
         await asyncio.to_thread(resolve)
+        for name, value in values.items():  # stored before secrets had a minimum length
+            if len(value) < MIN_SCRUBBED:
+                raise ActivityError(
+                    f"secret {name!r} is too short to be masked where the step could echo it "
+                    f"(under {MIN_SCRUBBED} characters): set a longer value (wovyr secrets "
+                    f"set {name} --tenant {tenant})",
+                    type="SecretTooShort",
+                    retryable=False,
+                )
         given = substitute_secrets(template, run.input, values.__getitem__)
         return given, secret_forms(values.values())
 
