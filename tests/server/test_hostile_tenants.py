@@ -6,23 +6,29 @@ provider named `default` (it comes before the host's for its steps), and may del
 one of its agents runs: the host's key goes only to the host's server, whatever the tenant
 does and whenever it does it. An operator, who may use the tenant's secrets but not read
 them, gets no form of one back through an endpoint that echoes the URL it was called with.
-The store is real (every backend).
+A host's tool that fails inside a library shows the tenant its own frames only, never the
+library's or Wovyr's, nor a cause raised inside them; the operator's log has it all. The
+store is real (every backend).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.acceptance.test_secrets_canary import forms
 from tests.llm_server import ScriptedLLM, text, tool_calls
 from tests.server.conftest import Api, until
+from tests.tracebacks import frame_files, wovyr_frames
 
 from wovyr.activities.policy import RESTRICTED
 from wovyr.activities.providers import ProviderConfig, Providers
@@ -178,3 +184,63 @@ activities:
     for answer in (shown.text, history.text):
         assert [f for f in forms(secret) if f in answer] == []
         assert "a%20b" not in answer and "a+b" not in answer  # its URL encodings neither
+
+
+def _resolve(name: str) -> str:
+    try:
+        return str(ipaddress.ip_address(name))  # raises inside the standard library
+    except ValueError as exc:
+        raise LookupError(f"no address for {name!r}") from exc
+
+
+def _parse(text: str) -> object:
+    return json.loads(text)  # raises inside the standard library
+
+
+def host_tools(api: Api) -> None:
+    """Tools the host offers every tenant, as a host's own module would define them."""
+    api.engine.activities.register("host.resolve", _resolve)
+    api.engine.activities.register("host.parse", _parse)
+
+
+async def test_a_tenant_sees_only_the_tools_own_frames_and_the_operator_all(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    host_tools(api)
+    caplog.set_level(logging.INFO, logger="wovyr")
+    flow = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: probe}
+activities:
+  - {id: resolve, tool: host.resolve, with: {name: db.internal}, retry: {max_attempts: 1}}
+  - {id: parse, tool: host.parse, with: {text: "{oops"}, retry: {max_attempts: 1}}
+"""
+    r = await api.call("POST", "/api/v1/workflows", OPERATOR, json={"definition": flow})
+    assert r.status_code == 201, r.text
+    await api.drain()
+
+    eid = r.json()["id"]
+    detail = (await api.call("GET", f"/api/v1/workflows/{eid}", OPERATOR)).json()
+    logs = (await api.call("GET", f"/api/v1/workflows/{eid}/logs", OPERATOR)).json()
+    history = await api.call("GET", f"/api/v1/workflows/{eid}/history", OPERATOR)
+    resolve = detail["activities"]["resolve"]["error"]
+    parse = detail["activities"]["parse"]["error"]
+    assert resolve["type"] == "LookupError" and resolve["message"] == "no address for 'db.internal'"
+    assert parse["type"] == "JSONDecodeError"
+    traces = [resolve["traceback"], parse["traceback"]]
+    traces += [item["traceback"] for item in logs["items"]]
+    assert len(traces) == 4
+    here = Path(__file__).resolve()
+    for trace in traces:
+        assert trace.startswith("Traceback (most recent call last):\n"), trace
+        assert frame_files(trace) and set(frame_files(trace)) == {here}, trace
+        assert wovyr_frames(trace) == []
+    assert "in _resolve\n" in traces[0] and "ipaddress" not in traces[0]  # nor its cause
+    assert "does not appear to be an IPv4 or IPv6 address" not in history.text
+    assert "decoder.py" not in history.text and "ipaddress.py" not in history.text
+
+    # the operator's log holds each failure whole: the library frames and the cause
+    logged = "\n".join(r.getMessage() + "\n" + (r.exc_text or "") for r in caplog.records)
+    assert "ipaddress.py" in logged and "does not appear to be an IPv4" in logged
+    assert "decoder.py" in logged and eid in logged
