@@ -37,3 +37,11 @@ def noisy(token: str) -> str:
     except ValueError:
         logger.exception("failed with %s", token, stack_info=True)
     return "ok"
+
+
+def long_line(token: str, ctx: ActivityContext) -> str:
+    """A line so long that it is cut, the cut falling inside the token; and a printed one
+    without a newline, longer than a line may be."""
+    ctx.log.info("%s%s", "x" * 1990, token)
+    print("y" * 9000 + token, end="")
+    return "ok"

@@ -51,6 +51,7 @@ MAX_LINES = 200  # lines one attempt keeps (later ones are counted, not kept)
 MAX_LINE_CHARS = 2_000  # a longer message is cut
 MAX_LOG_CHARS = 32_000  # all lines of one attempt together
 _OUTPUT_LEVELS = {"stdout": "info", "stderr": "warning"}  # printed lines, as log lines
+_MAX_PARTIAL = 4 * MAX_LINE_CHARS  # printed characters held for the rest of their line
 
 
 @dataclass
@@ -59,6 +60,9 @@ class AttemptLog:
 
     lines: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
+    # the attempt's secret forms (its own list: filled when its secrets are resolved),
+    # masked in a line before it is cut to its cap, so no cut keeps part of a value
+    forms: Sequence[str] = field(default=(), repr=False)
     _chars: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _partial: dict[str, str] = field(default_factory=dict, repr=False)  # printed, no newline yet
@@ -66,17 +70,21 @@ class AttemptLog:
     def write(self, stream: str, text: str) -> None:
         """What the attempt's code printed to `stream` (`stdout`, `stderr`): each whole line
         kept as a line of that logger (a line is kept whole, so a value printed in pieces
-        is masked like one printed at once)."""
+        is masked like one printed at once; past `_MAX_PARTIAL` characters without a
+        newline, what was printed is kept as a line)."""
         with self._lock:
             text = self._partial.pop(stream, "") + text
             *whole, rest = text.split("\n")
-            if rest:
-                self._partial[stream] = rest[-MAX_LINE_CHARS - 1 :]
+            if len(rest) > _MAX_PARTIAL:
+                whole.append(rest)
+            elif rest:
+                self._partial[stream] = rest
         for line in whole:
             self.add(_OUTPUT_LEVELS[stream], line, stream)
 
     def add(self, level: str, message: str, logger: str = "ctx", at: float | None = None) -> None:
         """Keep one line (or count it as dropped past the caps)."""
+        message = _masked(message, self.forms)
         text = message if len(message) <= MAX_LINE_CHARS else message[:MAX_LINE_CHARS] + "…"
         when = datetime.fromtimestamp(time.time() if at is None else at, UTC)
         with self._lock:

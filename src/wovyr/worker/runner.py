@@ -447,7 +447,7 @@ class ExecutionRunner:
 
     async def _execute(self, run: RunActivity) -> Outcome:
         forms: list[str] = []
-        log = AttemptLog()
+        log = AttemptLog(forms=forms)
         # the attempt's span, a child of the context its execution's start recorded
         with self.engine.tracer.attempt(
             self.state.trace,
