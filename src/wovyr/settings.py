@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from wovyr.errors import ConfigError
 
 if TYPE_CHECKING:
-    from wovyr.activities.providers import Providers, StaticCredentials
+    from wovyr.activities.providers import Providers
     from wovyr.traces import Tracer
 
 __all__ = ["OTEL_DISTRIBUTIONS", "Settings", "load_settings"]
@@ -61,27 +61,22 @@ class Settings:
     def store_url(self) -> str:
         return self.database_url or f"sqlite:///{self.home / 'wovyr.db'}"
 
-    def model_providers(self) -> tuple[Providers, StaticCredentials]:
-        """The providers an engine may call (`default` when WOVYR_LLM_BASE_URL is set) and
-        their keys, for `Engine(providers=..., credentials=...)`."""
-        from wovyr.activities.providers import (
-            DEFAULT_PROVIDER,
-            ProviderConfig,
-            Providers,
-            StaticCredentials,
-        )
+    def model_providers(self) -> Providers:
+        """The providers an engine may call (`default` when WOVYR_LLM_BASE_URL is set), for
+        `Engine(providers=...)`: `default` carries WOVYR_LLM_API_KEY bound to its base URL."""
+        from wovyr.activities.providers import DEFAULT_PROVIDER, ProviderConfig, Providers
 
         if not self.llm_base_url:
-            return Providers(), StaticCredentials()
+            return Providers()
         default = ProviderConfig(
             DEFAULT_PROVIDER,
             self.llm_base_url,
             default_model=self.llm_model,
             price_in=self.llm_price_in,
             price_out=self.llm_price_out,
+            api_key=self.llm_api_key or None,
         )
-        keys = {DEFAULT_PROVIDER: self.llm_api_key} if self.llm_api_key else {}
-        return Providers({DEFAULT_PROVIDER: default}), StaticCredentials(keys)
+        return Providers({DEFAULT_PROVIDER: default})
 
     def tracer(self) -> Tracer:
         """The tracing hooks for `Engine(tracer=...)`: when tracing is on, OpenTelemetry's

@@ -273,7 +273,7 @@ def test_tampering_is_still_detected_after_a_rotation(
 def test_shredding_a_tenant_leaves_anchors_verifiable(
     sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"v")))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"value-of-a")))
     assert main(["secrets", "set", "A", "--tenant", "t1"]) == 0
     assert main(["admin", "tenants", "shred", "t1", "--yes"]) == 0
     with pytest.raises(ValueError, match="never shredded"):

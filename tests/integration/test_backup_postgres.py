@@ -96,7 +96,9 @@ def _installation(place: Place, home: Path, tamper: bool = False) -> tuple[Path,
         engine.apply(FLOW)
         engine.start(name="flow", execution_id="e1")
         kms = load_kms(home, {}, warn=False)
-        Secrets(store, kms).set_secret("default", "TOKEN", "v", by="t", at=NOW, actor="local:t")
+        Secrets(store, kms).set_secret(
+            "default", "TOKEN", "token-value", by="t", at=NOW, actor="local:t"
+        )
         if tamper:  # an edited audit record, found only once the dump is restored
             with psycopg.connect(place.source, autocommit=True) as conn:
                 conn.execute("UPDATE audit_log SET actor = 'local:mallory' WHERE seq = 1")
@@ -166,7 +168,7 @@ def test_force_replaces_the_schema(place: Place, tmp_path: Path) -> None:
     try:
         assert Engine(store).query("e1").status in ("running", "completed")
         kms = load_kms(tmp_path / "h", {ROOT_ENV: key}, warn=False)
-        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "v"
+        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "token-value"
         head = store.audit_head()
         assert head is not None and head.action == "backup.restore"
     finally:

@@ -47,7 +47,9 @@ def _installation(home: Path) -> str:
         engine.apply(FLOW)
         engine.start(name="flow", execution_id="e1")
         kms = load_kms(home, {}, warn=False)
-        Secrets(store, kms).set_secret("default", "TOKEN", "v", by="t", at=NOW, actor="local:t")
+        Secrets(store, kms).set_secret(
+            "default", "TOKEN", "token-value", by="t", at=NOW, actor="local:t"
+        )
         load_secret(home)
         return kms.root.key.hex()
     finally:
@@ -188,7 +190,7 @@ def test_a_non_empty_target_needs_force(source: tuple[Path, str], target: Path) 
     store = open_store(f"sqlite:///{target / 'wovyr.db'}")
     try:
         kms = load_kms(target, {ROOT_ENV: key}, warn=False)
-        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "v"
+        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "token-value"
         head = store.audit_head()
         assert head is not None and head.action == "backup.restore"
     finally:
@@ -218,7 +220,7 @@ def test_encrypted_backup_round_trip_and_refusals(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{fresh / 'wovyr.db'}")
     try:
         kms = load_kms(fresh, {ROOT_ENV: key}, warn=False)
-        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "v"
+        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "token-value"
     finally:
         store.close()
 

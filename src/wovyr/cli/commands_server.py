@@ -20,6 +20,7 @@ import click
 from rich.table import Table
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr.activities.logs import route_output
 from wovyr.cli.common import echo_json, engine_options, json_log_config, open_engine, print_table
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
@@ -108,6 +109,7 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
             if as_json or settings.log_format == "json"
             else uvicorn.config.LOGGING_CONFIG,
         )
+        route_output()  # logging is configured: what an attempt prints goes to its own log
         _server_class(uvicorn.Server)(config).run()
 
 
@@ -251,14 +253,15 @@ def worker_command(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
     say = logging.getLogger("wovyr.cli").info if as_json else _stderr
+    route_output()  # what an attempt prints goes to its own log, never to the worker's
     load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
     store, secrets = open_sealed(open_store(settings.store_url, db_clock=db_clock), settings.home)
     secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
-    providers, static = settings.model_providers()
+    providers = settings.model_providers()
     with Engine(
         store,
         providers=providers,
-        credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
+        credentials=SecretCredentials(secrets),  # tenants' stored providers
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,

@@ -24,7 +24,7 @@ from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_r
 from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.kinds import SecretResolver
 from wovyr.activities.policy import SideEffectPolicy
-from wovyr.activities.providers import CredentialResolver, Providers, StaticCredentials
+from wovyr.activities.providers import BoundCredentials, CredentialResolver, Providers
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.expr import render
 from wovyr.definition.inputs import resolve_inputs
@@ -224,8 +224,9 @@ class Engine(Definitions):
         tracer: Tracer | None = None,
     ) -> None:
         """`providers`: the model providers `llm` and `agent` activities may call (none by default);
-        `credentials`: where their API keys come from, asked in the worker for each call
-        (never stored). `max_recoveries`: how often an activity (an item, a compensation) is
+        `credentials`: how a provider's API key is resolved from its config, in the worker
+        once per attempt (never stored; by default only keys bound to the providers' own
+        configs). `max_recoveries`: how often an activity (an item, a compensation) is
         run again after its attempt was lost with its worker (process killed, lease expired)
         before it fails with `RecoveryBudgetExhausted`; such re-runs never count against its
         `retry.max_attempts`. `side_effects`: one policy for what `shell` and `http`
@@ -264,7 +265,7 @@ class Engine(Definitions):
         self.min_continue_interval = min_continue_interval
         self.secrets = secrets
         self.providers = providers or Providers()
-        self.credentials: CredentialResolver = credentials or StaticCredentials()
+        self.credentials: CredentialResolver = credentials or BoundCredentials()
         self.tracer: Tracer = tracer or NO_TRACER
         self._quota_cache = QuotaCache()  # shared by `for_tenant` engines
         self.clock: Clock = clock or SystemClock()

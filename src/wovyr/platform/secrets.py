@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wovyr.activities.redact import MIN_SECRET_CHARS
 from wovyr.errors import InputError, NotFound, Problem
 from wovyr.store.audit import AuditEntry
 from wovyr.store.secrets import SHREDDED, SecretRecord, SecretStore
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # loaded with the KMS, on first use: `cryptography` costs a C
 __all__ = [
     "AUDIT_ANCHOR_OWNER",
     "MAX_SECRET_BYTES",
+    "MIN_SECRET_CHARS",
     "SECRET_NAME",
     "SecretInfo",
     "SecretMissing",
@@ -112,6 +114,18 @@ def check_secret_name(name: str, path: str = "name") -> str:
 def _check_value(value: str) -> bytes:
     if not isinstance(value, str) or not value:
         raise InputError([Problem("a secret's value must be non-empty text", path="value")])
+    if len(value) < MIN_SECRET_CHARS:
+        raise InputError(
+            [
+                Problem(
+                    f"a secret's value is at least {MIN_SECRET_CHARS} characters: a shorter "
+                    "one cannot be masked where a step echoes it (outputs, errors, logs) "
+                    "without masking ordinary text",
+                    path="value",
+                    hint="use a longer value (a generated key or token)",
+                )
+            ]
+        )
     data = value.encode("utf-8")
     if len(data) > MAX_SECRET_BYTES:
         raise InputError(

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
-from wovyr.activities.logs import log_config
+from wovyr.activities.logs import log_config, route_output
 from wovyr.engine.engine import Engine
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
@@ -174,18 +174,19 @@ def main() -> int:
     logging.config.dictConfig(log_config(load_settings().log_format == "json"))
     # The protocol owns stdout: anything else printed there would break it.
     out, sys.stdout = sys.stdout, sys.stderr
+    route_output()  # what an attempt prints goes to its own log, never to the server's
     load_activity_modules(config.activities, entry_point_group=ENTRY_POINT_GROUP)
     store = open_store(config.store_url)
     # The model providers (and their keys) come from this process's own environment,
     # inherited from the server: they never travel in the config.
     settings = load_settings()  # this process's own environment (the server's, inherited)
-    providers, static = settings.model_providers()
+    providers = settings.model_providers()
     # the server warned about the key; sealing tenants' payloads are sealed with it
     store, secrets = open_sealed(store, Path(config.home))
     with Engine(
         store,
         providers=providers,
-        credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
+        credentials=SecretCredentials(secrets),  # tenants' stored providers
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
         min_continue_interval=config.min_continue_interval,
