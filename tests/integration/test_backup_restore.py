@@ -21,7 +21,7 @@ from wovyr.platform.audit import verify_chain, write_anchor
 from wovyr.platform.auth import Authenticator
 from wovyr.platform.backup import read_manifest, restore_backup, take_backup, verify_backup
 from wovyr.platform.kms import ROOT_ENV, load_kms
-from wovyr.platform.secrets import Secrets, audit_anchor_key
+from wovyr.platform.secrets import Secrets, audit_anchor_key, find_audit_anchor_key
 from wovyr.scheduling.schedules import Schedules
 from wovyr.server.ui.session import SECRET_FILE, SessionCodec, load_secret
 from wovyr.store import open_store
@@ -139,7 +139,7 @@ def test_backup_under_writers_wipe_restore(installation: Installation, tmp_path:
     idem = IdempotencyRecord("default", "req-1", "f" * 64, waiter, now)
     store.claim_idempotency_key(idem)
     secrets.set_secret("default", "API_TOKEN", "s3cret-value", by="t", at=now, actor="local:t")
-    write_anchor(store, audit_anchor_key(secrets, now), now)
+    write_anchor(store, audit_anchor_key(secrets, now, store), now)
     codec = SessionCodec(load_secret(installation.home))
     principal = auth.verify(token)
     assert principal is not None
@@ -205,7 +205,7 @@ def test_backup_under_writers_wipe_restore(installation: Installation, tmp_path:
         usage = store2.quota_usage("default", day_of(now))
         assert usage.get("executions", 0) >= len(finished_before) + 1
         assert usage.get("executions", 0) <= usage_before.get("executions", 0)
-        verdict = verify_chain(store2, audit_anchor_key(Secrets(store2, kms2), now))
+        verdict = verify_chain(store2, find_audit_anchor_key(Secrets(store2, kms2)))
         assert verdict.ok and verdict.anchors >= 1, verdict.problems
         head = store2.audit_head()
         assert head is not None and head.action == "backup.restore"

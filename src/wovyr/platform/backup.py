@@ -61,7 +61,7 @@ from wovyr.errors import BackupRefused, ConfigError, Conflict, KmsError
 from wovyr.files import atomic_write
 from wovyr.platform.audit import verify_chain
 from wovyr.platform.kms import DEV_KEY_FILE, HOST_TENANT, ROOT_ENV, Kms, RootKey, parse_root_key
-from wovyr.platform.secrets import Secrets, audit_anchor_key
+from wovyr.platform.secrets import Secrets, find_audit_anchor_key
 from wovyr.store import Store, open_store
 from wovyr.store.audit import AuditEntry
 from wovyr.store.capabilities import capabilities
@@ -523,18 +523,23 @@ class AuditCheck:
     note: str = ""
 
 
-def _check_audit(store: Store, manifest: Manifest, kms: Kms | None, at: datetime) -> AuditCheck:
-    """The restored (or copied) store's chain verifies and holds the recorded head."""
+def _check_audit(store: Store, manifest: Manifest, kms: Kms | None) -> AuditCheck:
+    """The restored (or copied) store's chain verifies and holds the recorded head. With the
+    backup's root key (`kms`), its anchors must verify (an anchor key that does not open is
+    a refusal); without it they cannot be checked, and the note says so."""
     anchor_key: bytes | None = None
     note = ""
     if kms is not None:
         try:
-            anchor_key = audit_anchor_key(Secrets(store, kms), at)
+            anchor_key = find_audit_anchor_key(Secrets(store, kms))
         except KmsError as exc:
-            note = f"anchors not checked: {exc}"
+            raise BackupRefused(
+                f"the audit anchors in the backup cannot be checked: {exc}",
+                hint="the backup was altered, or taken from another store than its root key's",
+            ) from None
     else:
         note = "anchors not checked: no root key for this backup here"
-    verdict = verify_chain(store, anchor_key)
+    verdict = verify_chain(store, anchor_key, unchecked_anchors_ok=kms is None)
     if not verdict.ok and verdict.first is not None:
         seq, reason = verdict.first
         raise BackupRefused(f"the audit chain in the backup is broken at seq {seq}: {reason}")
@@ -577,7 +582,6 @@ def verify_backup(
     passphrase: str | None = None,
     home: Path | None = None,
     env: Mapping[str, str] | None = None,
-    at: datetime | None = None,
     server: str | None = None,
 ) -> VerifyReport:
     """Check a backup without restoring it: the manifest, every file's size and SHA-256,
@@ -585,7 +589,6 @@ def verify_backup(
     integrity and the audit chain: of a copy for SQLite; for PostgreSQL of the dump restored
     into a scratch database on `server` (a PostgreSQL URL; without one, checked at restore).
     `BackupRefused` on any problem."""
-    at = at or datetime.now(UTC)
     manifest = _check_sound(src, passphrase)
     notes: list[str] = []
     if manifest.encryption is not None and not passphrase:
@@ -600,7 +603,7 @@ def verify_backup(
             kms = _backup_kms(manifest, clear, home, env, strict=False)
             store = open_store(f"sqlite:///{clear / manifest.store_file}")
             try:
-                audit = _check_audit(store, manifest, kms, at)
+                audit = _check_audit(store, manifest, kms)
             finally:
                 store.close()
             if audit.note:
@@ -609,7 +612,7 @@ def verify_backup(
             kms = _backup_kms(manifest, clear, home, env, strict=False)
             dump = clear / manifest.store_file
             with scratch_store(dump, server, manifest.dump_schema) as store:
-                audit = _check_audit(store, manifest, kms, at)
+                audit = _check_audit(store, manifest, kms)
             if audit.note:
                 notes.append(audit.note)
         else:
@@ -746,7 +749,7 @@ def restore_backup(
                     if record.root_id != SHREDDED and kms is not None:
                         kms.unwrap(record)
                         opened += 1
-                audit = _check_audit(store, manifest, kms, at)
+                audit = _check_audit(store, manifest, kms)
                 store.append_audit(
                     AuditEntry(
                         at,

@@ -17,7 +17,11 @@ low-entropy value could be guessed offline from a hash).
 reserved owner `AUDIT_ANCHOR_OWNER` (outside the tenant alphabet, so no tenant can have it
 and shredding a tenant never touches it): the KMS creates it on first use and a rotation
 re-wraps it like every other, so the anchor key, and every anchor signed with it, survives
-`wovyr admin kms rotate`.
+`wovyr admin kms rotate`. Its row is authenticated by the root key (AES-GCM, the associated
+data binding the owner and the version): someone holding only the database can delete,
+tombstone or alter it, but not make it give another key. So a key that does not open is an
+error, never a reason to check less, and a new key is made only while no anchor exists
+(`find_audit_anchor_key`, which checks, never makes one).
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.redact import MIN_SECRET_CHARS
-from wovyr.errors import InputError, NotFound, Problem
-from wovyr.store.audit import AuditEntry
+from wovyr.errors import InputError, KmsError, NotFound, Problem
+from wovyr.store.audit import AuditEntry, AuditStore
 from wovyr.store.secrets import SHREDDED, SecretRecord, SecretStore
 
 if TYPE_CHECKING:  # loaded with the KMS, on first use: `cryptography` costs a CLI start
@@ -50,6 +54,7 @@ __all__ = [
     "Secrets",
     "audit_anchor_key",
     "check_secret_name",
+    "find_audit_anchor_key",
     "open_secrets",
     "shred_tenant",
 ]
@@ -254,11 +259,44 @@ def shred_tenant(
     return store.shred_data_keys(tenant, audit=audit)
 
 
-def audit_anchor_key(secrets: Secrets, at: datetime) -> bytes:
-    """The key that signs and checks audit anchors: HMAC-SHA256, info `wovyr audit-anchor`,
-    of the data key of `AUDIT_ANCHOR_OWNER` (created on first use, at `at`, like a tenant's;
-    re-wrapped, never changed, by a rotation). The ONE place the anchor key is looked up.
-    Loads the KMS: `KmsError` when it cannot (a bad root key, or not the one this store's
-    data keys are wrapped by)."""
-    _, data_key = secrets._data_key(AUDIT_ANCHOR_OWNER, at)
+def find_audit_anchor_key(secrets: Secrets) -> bytes | None:
+    """The key that signs and checks audit anchors (HMAC-SHA256, info `wovyr audit-anchor`,
+    of the data key of `AUDIT_ANCHOR_OWNER`), or None when this store never made one. Never
+    creates a key. Loads the KMS. `KmsError` when the KMS does not load, or the row is there
+    but gives no key: tombstoned (Wovyr never shreds it), wrapped by a root key this process
+    lacks, or altered (its wrapping does not open)."""
+    record = secrets.store.data_key(AUDIT_ANCHOR_OWNER)
+    if record is None:
+        return None
+    if record.root_id == SHREDDED:
+        raise KmsError(
+            "the audit anchor key's row is marked shredded, which Wovyr never does: the "
+            "database was altered",
+            hint="check the chain with `wovyr admin audit verify` against exported anchors",
+        )
+    data_key = secrets.kms.unwrap(record)
     return hmac.new(data_key, _ANCHOR_INFO, hashlib.sha256).digest()
+
+
+def audit_anchor_key(secrets: Secrets, at: datetime, chain: AuditStore) -> bytes:
+    """The audit anchor key for signing (`find_audit_anchor_key`), created on first use at
+    `at` like a tenant's data key (re-wrapped, never changed, by a rotation). The ONE place
+    it is made, and only while `chain` holds no anchor: anchors without their key mean the
+    row was removed, and a new key would make the old anchors fail and new ones pass
+    (`KmsError`). Loads the KMS: `KmsError` when it cannot (a bad root key, or not the one
+    this store's data keys are wrapped by)."""
+    found = find_audit_anchor_key(secrets)
+    if found is not None:
+        return found
+    anchors = chain.audit_anchors()
+    if anchors:
+        raise KmsError(
+            f"the audit chain has {len(anchors)} signed anchor(s) but the key that signed them "
+            "is gone from the database: it was removed, and a new key would hide that",
+            hint="check the chain with `wovyr admin audit verify` against exported anchors; "
+            "to sign with a new key, first export and remove the audit_anchors rows",
+        )
+    secrets._data_key(AUDIT_ANCHOR_OWNER, at)
+    key = find_audit_anchor_key(secrets)
+    assert key is not None  # just made (or made by another process meanwhile)
+    return key

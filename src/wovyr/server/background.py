@@ -72,9 +72,11 @@ class Background:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        secrets = engine.secrets  # a bad root key fails the start: KmsError
+        secrets = engine.secrets  # a bad root key, or anchors without their key: KmsError
         self._anchor_key = (
-            audit_anchor_key(secrets, engine.clock.now()) if isinstance(secrets, Secrets) else None
+            audit_anchor_key(secrets, engine.clock.now(), engine.store)
+            if isinstance(secrets, Secrets)
+            else None
         )
         self._anchored = 0  # the head seq this server signed last
         self.batches = BatchRunner(engine, lease_seconds=settings.lease_seconds)
