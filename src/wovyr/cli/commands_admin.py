@@ -411,22 +411,32 @@ def quotas_set_command(
 @click.option("--json", "as_json", is_flag=True)
 @engine_options
 def shred_command(tenant: str, yes: bool, as_json: bool, settings: Settings) -> None:
-    """Destroy TENANT's data keys: every secret they sealed becomes unreadable for good,
-    in this database and in every copy of it (other tenants are untouched). New secrets
-    set after it get a new data key. Sealed execution payloads (--seal-payloads) become
-    unreadable too, and the tenant's running executions with them are failed."""
+    """Destroy TENANT's data keys: every secret they sealed becomes unreadable for good
+    (other tenants are untouched), and the store is scrubbed of earlier copies of those
+    keys (SQLite: its database file and WAL; PostgreSQL: the table, while its write-ahead
+    log keeps them until you rotate the root key). Backups taken before are pre-shred
+    copies. New secrets set after it get a new data key. Sealed execution payloads
+    (--seal-payloads) become unreadable too, and the tenant's running executions with
+    them are failed."""
     from wovyr.platform.payloads import shred_tenant_payloads
 
     validate_tenant(tenant)
     if not yes:
         raise click.UsageError(f"shredding tenant {tenant!r} cannot be undone: add --yes")
     with open_engine(settings, load_activities=False) as engine:
-        destroyed, failed = shred_tenant_payloads(
+        report = shred_tenant_payloads(
             engine.store, tenant, by="cli", at=engine.clock.now(), actor=engine.actor
         )
     if as_json:
-        echo_json({"tenant": tenant, "data_keys_destroyed": destroyed, "executions_failed": failed})
+        echo_json(report.to_dict(tenant))
     else:
-        click.echo(f"tenant {tenant}: {destroyed} data keys destroyed")
-        if failed:
-            click.echo(f"{failed} running executions failed: their sealed payloads are gone")
+        click.echo(f"tenant {tenant}: {report.destroyed} data keys destroyed")
+        if report.executions_failed:
+            click.echo(
+                f"{report.executions_failed} running executions failed: their sealed "
+                "payloads are gone"
+            )
+        if not report.remains:
+            click.echo("the store's files keep no earlier copy of them")
+    for remains in report.remains:
+        click.echo(f"warning: {remains}", err=True)

@@ -52,6 +52,7 @@ __all__ = [
     "SecretInfo",
     "SecretMissing",
     "Secrets",
+    "ShredReport",
     "audit_anchor_key",
     "check_secret_name",
     "find_audit_anchor_key",
@@ -245,18 +246,41 @@ def open_secrets(store: SecretStore, home: Path, env: Mapping[str, str] | None =
     return Secrets(store, load)
 
 
+@dataclass(frozen=True)
+class ShredReport:
+    """What `shred_tenant` did: the data keys it destroyed now, and where earlier copies of
+    their rows may remain that the store could not scrub (each a sentence; empty when the
+    store's own files hold none). `executions_failed` is the sealed-payload shred's."""
+
+    destroyed: int
+    remains: tuple[str, ...] = ()
+    executions_failed: int = 0
+
+    def to_dict(self, tenant: str) -> dict[str, Any]:
+        return {
+            "tenant": tenant,
+            "data_keys_destroyed": self.destroyed,
+            "executions_failed": self.executions_failed,
+            "scrubbed": not self.remains,
+            "remains": list(self.remains),
+        }
+
+
 def shred_tenant(
     store: SecretStore, tenant: str, *, by: str, at: datetime, actor: str | None = None
-) -> int:
+) -> ShredReport:
     """Crypto-shred `tenant`: destroy its data keys, so every secret they sealed is
-    unreadable everywhere, copies of the database included (the ciphertexts stay, and never
-    open again); other tenants are untouched. Returns how many data keys were destroyed.
-    With an `actor`, `tenant.shred` is appended to the audit chain in the same transaction.
-    The audit anchor key's owner is never shredded (`ValueError`)."""
+    unreadable (the ciphertexts stay, and never open again); other tenants are untouched.
+    Then scrub the store (`SecretStore.scrub_data_keys`), so that its files keep no earlier
+    version of a destroyed key's row that the root key would open; the report says where
+    copies may remain (PostgreSQL's write-ahead log; backups are never touched). With an
+    `actor`, `tenant.shred` is appended to the audit chain in the same transaction. The
+    audit anchor key's owner is never shredded (`ValueError`)."""
     if tenant == AUDIT_ANCHOR_OWNER:
         raise ValueError("the audit anchor key is not a tenant's: it is never shredded")
     audit = None if actor is None else AuditEntry(at, tenant, actor, "tenant.shred", tenant)
-    return store.shred_data_keys(tenant, audit=audit)
+    destroyed = store.shred_data_keys(tenant, audit=audit)
+    return ShredReport(destroyed, tuple(store.scrub_data_keys()))
 
 
 def find_audit_anchor_key(secrets: Secrets) -> bytes | None:

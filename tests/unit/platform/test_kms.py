@@ -172,7 +172,7 @@ def test_shredding_a_tenant_makes_its_secrets_unreadable_and_spares_the_others()
     secrets = Secrets(store, kms)
     secrets.set_secret("t1", "A", "value-one", by="cli", at=AT)
     secrets.set_secret("t2", "A", "value-two", by="cli", at=AT)
-    assert shred_tenant(store, "t1", by="cli", at=AT) == 1
+    assert shred_tenant(store, "t1", by="cli", at=AT).destroyed == 1
     for reader in (secrets, Secrets(store, Kms(RootKey(bytes.fromhex(KEY)), "production"))):
         with pytest.raises(KmsError, match="was shredded"):
             reader.resolve_secret("t1", "A")
