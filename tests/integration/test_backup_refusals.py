@@ -295,3 +295,45 @@ def test_a_memory_store_cannot_be_backed_up_and_dest_must_be_new(tmp_path: Path)
         store.close()
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["x"]
     assert not list(tmp_path.glob(".taken.partial-*"))
+
+
+def _reseal(src: Path, data: dict[str, object]) -> None:
+    """Write `data` as the manifest with its digest recomputed (anyone can)."""
+    data.pop("digest", None)
+    (src / MANIFEST).write_text(Manifest(data).to_json())
+
+
+def test_a_crafted_archive_is_refused_by_what_it_declares(tmp_path: Path) -> None:
+    """A manifest asking scrypt for 1 TiB made `backup verify` raise MemoryError, and a
+    chunk's size field could make it read whatever it claims: each is refused, with a
+    clear error, before anything is allocated from it."""
+    home = tmp_path / "src-home"
+    _installation(home)
+    src = tmp_path / "enc"
+    _backup(home, src, passphrase="pw")
+    original = json.loads((src / MANIFEST).read_text())
+
+    greedy = json.loads(json.dumps(original))
+    greedy["encryption"]["n"] = 1 << 30
+    _reseal(src, greedy)
+    with pytest.raises(BackupRefused, match=r"scrypt n=1073741824, r=8, which needs 1048576 MiB"):
+        verify_backup(src, passphrase="pw", env={})
+    with pytest.raises(BackupRefused, match="refused before deriving any key"):
+        _restore(src, tmp_path / "fresh", "00" * 32, passphrase="pw")
+
+    _reseal(src, json.loads(json.dumps(original)))
+    path = src / "store.sqlite.enc"
+    data = bytearray(path.read_bytes())
+    data[12:16] = (0xFFFFFFF0).to_bytes(4, "big")  # the first chunk's size field
+    path.write_bytes(bytes(data))
+    forged = json.loads(json.dumps(original))
+    for entry in forged["files"]:
+        if entry["file"] == path.name:
+            entry["sha256"] = hashlib.sha256(bytes(data)).hexdigest()
+    _reseal(src, forged)
+    with pytest.raises(BackupRefused, match=r"declares a chunk 0 of 4294967280 bytes"):
+        verify_backup(src, passphrase="pw", env={})
+
+    (src / MANIFEST).write_bytes(b" " * (2 << 20) + json.dumps(original).encode())
+    with pytest.raises(BackupRefused, match="larger than 1048576 bytes"):
+        verify_backup(src, env={})

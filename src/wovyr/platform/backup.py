@@ -103,8 +103,14 @@ _PREFIX = "wovyr-backup-"
 _ENC_SUFFIX = ".enc"
 _MAGIC = b"WVYRENC1"
 _CHUNK = 1 << 20
+_TAG = 16  # AES-GCM's tag: a sealed chunk is at most _CHUNK + _TAG bytes
 _SCRYPT = {"n": 1 << 15, "r": 8, "p": 1}
 _READ = 1 << 20
+#: The most a manifest, a key file in a backup, and scrypt (128 * n * r bytes) may take:
+#: a backup is refused by what it declares before anything is allocated from it.
+_MAX_MANIFEST = 1 << 20
+_MAX_KEY_FILE = 4096
+_MAX_SCRYPT_MEMORY = 1 << 28
 
 
 def _wovyr_version() -> str:
@@ -175,7 +181,14 @@ def read_manifest(src: Path) -> Manifest:
     if not src.is_dir():
         raise BackupRefused(f"{src} is not a backup folder", hint="give the folder of a backup")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as f:
+            text = f.read(_MAX_MANIFEST + 1)
+        if len(text) > _MAX_MANIFEST:
+            raise BackupRefused(
+                f"the manifest of {src} is larger than {_MAX_MANIFEST} bytes: not a Wovyr "
+                "backup manifest"
+            )
+        data = json.loads(text.decode("utf-8"))
     except FileNotFoundError:
         missing = f"{src} has no {MANIFEST}: not a backup, or an unfinished one"
         raise BackupRefused(missing) from None
@@ -205,7 +218,44 @@ def read_manifest(src: Path) -> Manifest:
         # make a restore read or write anywhere else.
         if name not in known or stored not in (name, name + _ENC_SUFFIX):
             raise BackupRefused(f"the manifest of {src} lists an unexpected file {stored!r}")
+    for entry in manifest.files:
+        size = entry.get("size")
+        if not isinstance(size, int) or size < 0:
+            raise BackupRefused(f"the manifest of {src} gives {entry['file']!r} no size")
+        if entry["name"] not in _STORE_FILES.values() and size > _MAX_KEY_FILE + 64:
+            raise BackupRefused(
+                f"the manifest of {src} declares {entry['file']!r} as {size} bytes; a key "
+                f"file is at most {_MAX_KEY_FILE}"
+            )
+    if manifest.encryption is not None:
+        _check_encryption(src, manifest.encryption)
     return manifest
+
+
+def _check_encryption(src: Path, params: Mapping[str, Any]) -> None:
+    """Refuse encryption parameters this Wovyr does not write (a crafted manifest could ask
+    scrypt for any amount of memory, or chunks of any size)."""
+    problem = ""
+    try:
+        n, r, p = int(params["n"]), int(params["r"]), int(params["p"])
+        salt = bytes.fromhex(str(params["salt"]))
+        if (params.get("cipher"), params.get("kdf")) != ("AES-256-GCM", "scrypt"):
+            problem = f"cipher {params.get('cipher')!r} with kdf {params.get('kdf')!r}"
+        elif int(params["chunk_bytes"]) != _CHUNK:
+            problem = f"chunks of {params['chunk_bytes']} bytes (this Wovyr writes {_CHUNK})"
+        elif n < 2 or n & (n - 1) or not 1 <= r <= 64 or not 1 <= p <= 16:
+            problem = f"scrypt n={n}, r={r}, p={p}"
+        elif 128 * n * r > _MAX_SCRYPT_MEMORY:
+            problem = f"scrypt n={n}, r={r}, which needs {128 * n * r >> 20} MiB"
+        elif not 16 <= len(salt) <= 64:
+            problem = f"a salt of {len(salt)} bytes"
+    except (KeyError, TypeError, ValueError) as exc:
+        problem = f"no valid encryption parameters ({exc})"
+    if problem:
+        raise BackupRefused(
+            f"the manifest of {src} declares {problem}: refused before deriving any key",
+            hint="not a backup this Wovyr wrote, or an altered one",
+        )
 
 
 # --- encryption --------------------------------------------------------------------------
@@ -254,7 +304,9 @@ def _encrypt_file(plain: Path, sealed: Path, key: bytes, name: str) -> None:
 def _decrypt_file(sealed: Path, plain: Path, key: bytes, name: str) -> None:
     aes = AESGCM(key)
     with sealed.open("rb") as f, plain.open("xb") as out:
+        left = os.fstat(f.fileno()).st_size
         head = f.read(len(_MAGIC) + 4)
+        left -= len(head)
         if head[: len(_MAGIC)] != _MAGIC or len(head) != len(_MAGIC) + 4:
             raise BackupRefused(f"{sealed.name} is not an encrypted backup file")
         prefix, index, last = head[len(_MAGIC) :], 0, False
@@ -262,7 +314,15 @@ def _decrypt_file(sealed: Path, plain: Path, key: bytes, name: str) -> None:
             size_bytes = f.read(4)
             if len(size_bytes) != 4:
                 raise BackupRefused(f"{sealed.name} is truncated (its last chunk is missing)")
-            body = f.read(struct.unpack(">I", size_bytes)[0])
+            size = struct.unpack(">I", size_bytes)[0]
+            left -= 4
+            if size > _CHUNK + _TAG or size > left:  # never read what a size field claims
+                raise BackupRefused(
+                    f"{sealed.name} declares a chunk {index} of {size} bytes, where a chunk is "
+                    f"at most {_CHUNK + _TAG} and {left} bytes are left: damaged or altered"
+                )
+            body = f.read(size)
+            left -= size
             nonce = prefix + struct.pack(">Q", index)
             for last in (False, True):  # which one it is is bound in the associated data
                 try:
