@@ -10,19 +10,11 @@ A backup is a folder (`wovyr admin backup DEST`):
   development KMS root key `kms-root.key` only when asked (`include_root_key`): a backup
   that holds both the database and its root key opens every secret, so by default the root
   key comes from escrow (the manifest says where it is expected to come from);
-- `manifest.json`, written last with `atomic_write`: format version, Wovyr version, schema
-  version, store kind, creation time, the audit chain's head at the snapshot, the root key
-  ids the data keys are wrapped by, and each file's size and SHA-256; its own `digest`
-  (SHA-256 of the rest) catches an edited or damaged manifest.
+- `manifest.json`, written last with `atomic_write` (`wovyr.platform.archive`: the
+  manifest, checksums and encryption with a passphrase).
 
 The folder is built as `.<name>.partial-*` beside DEST and renamed at the end: a backup
 that was interrupted never looks complete.
-
-**Encryption** (a passphrase): every file but the manifest is sealed with AES-256-GCM under
-a key derived with scrypt from the passphrase and a random salt (kept in the manifest), in
-1 MiB chunks whose nonce is a per-file random prefix and the chunk's number, and whose
-associated data binds the file's name, the chunk's number and whether it is the last: a
-flipped, dropped, reordered or truncated chunk, or a file swapped for another, does not open.
 
 **Verify** checks the manifest, every file's size and SHA-256, the snapshot's integrity
 (`PRAGMA integrity_check` / `pg_restore --list`) and, for SQLite, that a copy's audit chain
@@ -36,29 +28,38 @@ then swaps it in and writes the home files.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import logging
 import os
 import secrets
 import shutil
-import struct
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry, NonRetryableError
 from wovyr.errors import BackupRefused, ConfigError, Conflict, KmsError
 from wovyr.files import atomic_write
+from wovyr.platform.archive import (
+    CHUNK,
+    ENC_SUFFIX,
+    FORMAT,
+    FORMAT_VERSION,
+    HOME_FILES,
+    MANIFEST,
+    SCRYPT,
+    STORE_FILES,
+    Manifest,
+    check_sound,
+    derive_key,
+    encrypt_file,
+    in_clear,
+    read_manifest,
+    sha256_file,
+    wovyr_version,
+)
 from wovyr.platform.audit import verify_chain
 from wovyr.platform.kms import DEV_KEY_FILE, HOST_TENANT, ROOT_ENV, Kms, RootKey, parse_root_key
 from wovyr.platform.secrets import Secrets, find_audit_anchor_key
@@ -92,263 +93,9 @@ __all__ = [
 
 log = logging.getLogger("wovyr.backup")
 
-FORMAT = "wovyr-backup"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-#: Files of WOVYR_HOME an installation needs besides the database (the web UI's session
-#: secret: `wovyr.server.ui.session.SECRET_FILE`, checked equal by a test).
-HOME_FILES = ("ui-session.key",)
-_STORE_FILES = {"sqlite": "store.sqlite", "postgres": "store.pgdump"}
 _PREFIX = "wovyr-backup-"
-_ENC_SUFFIX = ".enc"
-_MAGIC = b"WVYRENC1"
-_CHUNK = 1 << 20
-_TAG = 16  # AES-GCM's tag: a sealed chunk is at most _CHUNK + _TAG bytes
-_SCRYPT = {"n": 1 << 15, "r": 8, "p": 1}
-_READ = 1 << 20
-#: The most a manifest, a key file in a backup, and scrypt (128 * n * r bytes) may take:
-#: a backup is refused by what it declares before anything is allocated from it.
-_MAX_MANIFEST = 1 << 20
-_MAX_KEY_FILE = 4096
-_MAX_SCRYPT_MEMORY = 1 << 28
-
-
-def _wovyr_version() -> str:
-    try:
-        return metadata.version("wovyr")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
-
-
-# --- the manifest ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """`manifest.json` of a backup (see the module docstring)."""
-
-    data: dict[str, Any]
-
-    @property
-    def store_kind(self) -> str:
-        return str(self.data["store"]["kind"])
-
-    @property
-    def store_file(self) -> str:
-        return str(self.data["store"]["file"])
-
-    @property
-    def schema_version(self) -> int:
-        return int(self.data["store"]["schema_version"])
-
-    @property
-    def dump_schema(self) -> str | None:
-        value = self.data["store"].get("schema")
-        return None if value is None else str(value)
-
-    @property
-    def files(self) -> list[dict[str, Any]]:
-        return list(self.data["files"])
-
-    @property
-    def encryption(self) -> dict[str, Any] | None:
-        value = self.data.get("encryption")
-        return dict(value) if value else None
-
-    @property
-    def audit_head(self) -> tuple[int, str] | None:
-        head = self.data.get("audit_head")
-        return None if not head else (int(head["seq"]), str(head["hash"]))
-
-    @property
-    def root_ids(self) -> list[str]:
-        return list(self.data["kms"]["data_key_roots"])
-
-    def to_json(self) -> str:
-        return json.dumps({**self.data, "digest": _digest(self.data)}, indent=2, sort_keys=True)
-
-
-def _digest(data: Mapping[str, Any]) -> str:
-    body = {k: v for k, v in data.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def read_manifest(src: Path) -> Manifest:
-    """The manifest of the backup folder `src`; `BackupRefused` when it is missing, damaged,
-    or from a newer format than this Wovyr reads."""
-    path = src / MANIFEST
-    if not src.is_dir():
-        raise BackupRefused(f"{src} is not a backup folder", hint="give the folder of a backup")
-    try:
-        with path.open("rb") as f:
-            text = f.read(_MAX_MANIFEST + 1)
-        if len(text) > _MAX_MANIFEST:
-            raise BackupRefused(
-                f"the manifest of {src} is larger than {_MAX_MANIFEST} bytes: not a Wovyr "
-                "backup manifest"
-            )
-        data = json.loads(text.decode("utf-8"))
-    except FileNotFoundError:
-        missing = f"{src} has no {MANIFEST}: not a backup, or an unfinished one"
-        raise BackupRefused(missing) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BackupRefused(f"the manifest of {src} is damaged: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise BackupRefused(f"{path} is not a Wovyr backup manifest")
-    version = data.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise BackupRefused(
-            f"the backup {src} has format version {version} and this Wovyr "
-            f"({_wovyr_version()}) reads up to {FORMAT_VERSION}",
-            hint=f"restore it with Wovyr {data.get('wovyr_version', 'of that version')} or newer",
-        )
-    if data.get("digest") != _digest(data):
-        raise BackupRefused(f"the manifest of {src} was altered or damaged (its digest differs)")
-    try:
-        manifest = Manifest({k: v for k, v in data.items() if k != "digest"})
-        _ = (manifest.store_kind, manifest.store_file, manifest.schema_version, manifest.files)
-        _ = manifest.root_ids
-        names = [(str(f["name"]), str(f["file"]), str(f["role"])) for f in manifest.files]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BackupRefused(f"the manifest of {src} lacks a field: {exc}") from None
-    known = {*_STORE_FILES.values(), *HOME_FILES, DEV_KEY_FILE}
-    for name, stored, _role in names:
-        # Only the files a backup is made of, by plain name: a crafted manifest cannot
-        # make a restore read or write anywhere else.
-        if name not in known or stored not in (name, name + _ENC_SUFFIX):
-            raise BackupRefused(f"the manifest of {src} lists an unexpected file {stored!r}")
-    for entry in manifest.files:
-        size = entry.get("size")
-        if not isinstance(size, int) or size < 0:
-            raise BackupRefused(f"the manifest of {src} gives {entry['file']!r} no size")
-        if entry["name"] not in _STORE_FILES.values() and size > _MAX_KEY_FILE + 64:
-            raise BackupRefused(
-                f"the manifest of {src} declares {entry['file']!r} as {size} bytes; a key "
-                f"file is at most {_MAX_KEY_FILE}"
-            )
-    if manifest.encryption is not None:
-        _check_encryption(src, manifest.encryption)
-    return manifest
-
-
-def _check_encryption(src: Path, params: Mapping[str, Any]) -> None:
-    """Refuse encryption parameters this Wovyr does not write (a crafted manifest could ask
-    scrypt for any amount of memory, or chunks of any size)."""
-    problem = ""
-    try:
-        n, r, p = int(params["n"]), int(params["r"]), int(params["p"])
-        salt = bytes.fromhex(str(params["salt"]))
-        if (params.get("cipher"), params.get("kdf")) != ("AES-256-GCM", "scrypt"):
-            problem = f"cipher {params.get('cipher')!r} with kdf {params.get('kdf')!r}"
-        elif int(params["chunk_bytes"]) != _CHUNK:
-            problem = f"chunks of {params['chunk_bytes']} bytes (this Wovyr writes {_CHUNK})"
-        elif n < 2 or n & (n - 1) or not 1 <= r <= 64 or not 1 <= p <= 16:
-            problem = f"scrypt n={n}, r={r}, p={p}"
-        elif 128 * n * r > _MAX_SCRYPT_MEMORY:
-            problem = f"scrypt n={n}, r={r}, which needs {128 * n * r >> 20} MiB"
-        elif not 16 <= len(salt) <= 64:
-            problem = f"a salt of {len(salt)} bytes"
-    except (KeyError, TypeError, ValueError) as exc:
-        problem = f"no valid encryption parameters ({exc})"
-    if problem:
-        raise BackupRefused(
-            f"the manifest of {src} declares {problem}: refused before deriving any key",
-            hint="not a backup this Wovyr wrote, or an altered one",
-        )
-
-
-# --- encryption --------------------------------------------------------------------------
-
-
-def _derive(passphrase: str, params: Mapping[str, Any]) -> bytes:
-    kdf = Scrypt(
-        salt=bytes.fromhex(str(params["salt"])),
-        length=32,
-        n=int(params["n"]),
-        r=int(params["r"]),
-        p=int(params["p"]),
-    )
-    return kdf.derive(passphrase.encode("utf-8"))
-
-
-def _aad(name: str, index: int, last: bool) -> bytes:
-    return _MAGIC + name.encode("utf-8") + struct.pack(">Q?", index, last)
-
-
-def _chunks(path: Path) -> Iterator[tuple[bytes, bool]]:
-    """The file in chunks of `_CHUNK` bytes, each with whether it is the last (an empty
-    file is one empty last chunk)."""
-    with path.open("rb") as f:
-        current = f.read(_CHUNK)
-        while True:
-            following = f.read(_CHUNK)
-            yield current, not following
-            if not following:
-                return
-            current = following
-
-
-def _encrypt_file(plain: Path, sealed: Path, key: bytes, name: str) -> None:
-    aes, prefix = AESGCM(key), secrets.token_bytes(4)
-    with sealed.open("xb") as out:
-        out.write(_MAGIC + prefix)
-        for index, (chunk, last) in enumerate(_chunks(plain)):
-            nonce = prefix + struct.pack(">Q", index)
-            body = aes.encrypt(nonce, chunk, _aad(name, index, last))
-            out.write(struct.pack(">I", len(body)) + body)
-        out.flush()
-        os.fsync(out.fileno())
-
-
-def _decrypt_file(sealed: Path, plain: Path, key: bytes, name: str) -> None:
-    aes = AESGCM(key)
-    with sealed.open("rb") as f, plain.open("xb") as out:
-        left = os.fstat(f.fileno()).st_size
-        head = f.read(len(_MAGIC) + 4)
-        left -= len(head)
-        if head[: len(_MAGIC)] != _MAGIC or len(head) != len(_MAGIC) + 4:
-            raise BackupRefused(f"{sealed.name} is not an encrypted backup file")
-        prefix, index, last = head[len(_MAGIC) :], 0, False
-        while not last:
-            size_bytes = f.read(4)
-            if len(size_bytes) != 4:
-                raise BackupRefused(f"{sealed.name} is truncated (its last chunk is missing)")
-            size = struct.unpack(">I", size_bytes)[0]
-            left -= 4
-            if size > _CHUNK + _TAG or size > left:  # never read what a size field claims
-                raise BackupRefused(
-                    f"{sealed.name} declares a chunk {index} of {size} bytes, where a chunk is "
-                    f"at most {_CHUNK + _TAG} and {left} bytes are left: damaged or altered"
-                )
-            body = f.read(size)
-            left -= size
-            nonce = prefix + struct.pack(">Q", index)
-            for last in (False, True):  # which one it is is bound in the associated data
-                try:
-                    out.write(aes.decrypt(nonce, body, _aad(name, index, last)))
-                    break
-                except InvalidTag:
-                    continue
-            else:
-                raise BackupRefused(
-                    f"{sealed.name} does not decrypt at chunk {index}: a wrong passphrase, "
-                    "or the file was damaged or altered"
-                )
-            index += 1
-        if f.read(1):
-            raise BackupRefused(f"{sealed.name} has data after its last chunk")
-
 
 # --- taking a backup -----------------------------------------------------------------------
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(_READ):
-            h.update(block)
-    return h.hexdigest()
 
 
 def backup_name(at: datetime) -> str:
@@ -427,7 +174,7 @@ def take_backup(
         schema_version = migrations.schema_version()
         kind_file = work / ".snapshot"
         info = snapshots.snapshot(kind_file)
-        plain: list[tuple[str, str, Path]] = [("store", _STORE_FILES[info.kind], kind_file)]
+        plain: list[tuple[str, str, Path]] = [("store", STORE_FILES[info.kind], kind_file)]
         for name in HOME_FILES:
             if (home / name).is_file():
                 plain.append(("home", name, home / name))
@@ -441,17 +188,17 @@ def take_backup(
                 raise ConfigError("an empty passphrase encrypts nothing")
             encryption = {
                 "cipher": "AES-256-GCM",
-                "chunk_bytes": _CHUNK,
+                "chunk_bytes": CHUNK,
                 "kdf": "scrypt",
                 "salt": secrets.token_hex(16),
-                **_SCRYPT,
+                **SCRYPT,
             }
-            key = _derive(passphrase, encryption)
+            key = derive_key(passphrase, encryption)
         files = []
         for role, name, source in plain:
-            stored = name + (_ENC_SUFFIX if encryption else "")
+            stored = name + (ENC_SUFFIX if encryption else "")
             if encryption:
-                _encrypt_file(source, work / stored, key, name)
+                encrypt_file(source, work / stored, key, name)
             elif source.parent == work:
                 os.replace(source, work / stored)
             else:
@@ -465,18 +212,18 @@ def take_backup(
                     "file": stored,
                     "role": role,
                     "size": (work / stored).stat().st_size,
-                    "sha256": _sha256(work / stored),
+                    "sha256": sha256_file(work / stored),
                 }
             )
         manifest = Manifest(
             {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
-                "wovyr_version": _wovyr_version(),
+                "wovyr_version": wovyr_version(),
                 "created_at": at.astimezone(UTC).isoformat(),
                 "store": {
                     "kind": info.kind,
-                    "file": _STORE_FILES[info.kind],
+                    "file": STORE_FILES[info.kind],
                     "schema_version": schema_version,
                     "schema": info.schema,
                 },
@@ -518,61 +265,6 @@ def prune_backups(folder: Path, keep: int) -> list[Path]:
 
 
 # --- verifying ---------------------------------------------------------------------------
-
-
-def _check_files(src: Path, manifest: Manifest) -> list[str]:
-    problems = []
-    for entry in manifest.files:
-        path = src / str(entry["file"])
-        if not path.is_file():
-            problems.append(f"{entry['file']} is missing")
-            continue
-        size = path.stat().st_size
-        if size != int(entry["size"]):
-            problems.append(
-                f"{entry['file']} has {size} bytes, the manifest says {entry['size']} (truncated "
-                "or altered)"
-            )
-        elif _sha256(path) != entry["sha256"]:
-            problems.append(f"{entry['file']} does not match its SHA-256 (damaged or altered)")
-    if manifest.store_file not in {str(e["name"]) for e in manifest.files}:
-        problems.append(f"the manifest lists no {manifest.store_file}")
-    return problems
-
-
-@contextlib.contextmanager
-def _opened(src: Path, manifest: Manifest, passphrase: str | None) -> Iterator[Path]:
-    """A private temporary folder with the backup's files in clear (decrypted, or copied
-    when the backup is not encrypted), under their names; removed afterwards."""
-    encryption = manifest.encryption
-    if encryption is not None and not passphrase:
-        raise BackupRefused(
-            "the backup is encrypted: give its passphrase (--passphrase-file or "
-            "WOVYR_BACKUP_PASSPHRASE)"
-        )
-    scratch = Path(tempfile.mkdtemp(prefix=".wovyr-restore-"))
-    try:
-        key = _derive(passphrase, encryption) if encryption and passphrase else b""
-        for entry in manifest.files:
-            name, stored = str(entry["name"]), src / str(entry["file"])
-            if encryption:
-                _decrypt_file(stored, scratch / name, key, name)
-            else:
-                shutil.copyfile(stored, scratch / name)
-        yield scratch
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _check_sound(src: Path, passphrase: str | None) -> Manifest:
-    manifest = read_manifest(src)
-    problems = _check_files(src, manifest)
-    if problems:
-        raise BackupRefused(
-            f"the backup {src} is damaged: " + "; ".join(problems),
-            hint="use another backup; this one cannot be restored",
-        )
-    return manifest
 
 
 @dataclass(frozen=True)
@@ -649,13 +341,13 @@ def verify_backup(
     integrity and the audit chain: of a copy for SQLite; for PostgreSQL of the dump restored
     into a scratch database on `server` (a PostgreSQL URL; without one, checked at restore).
     `BackupRefused` on any problem."""
-    manifest = _check_sound(src, passphrase)
+    manifest = check_sound(src, passphrase)
     notes: list[str] = []
     if manifest.encryption is not None and not passphrase:
         notes.append("encrypted and no passphrase given: checksums checked, contents not")
         return VerifyReport(src, manifest, False, AuditCheck(False), notes)
     audit = AuditCheck(False)
-    with _opened(src, manifest, passphrase) as clear:
+    with in_clear(src, manifest, passphrase) as clear:
         problems = check_snapshot(manifest.store_kind, clear / manifest.store_file)
         if problems:
             raise BackupRefused(f"the store snapshot in {src} is damaged: " + "; ".join(problems))
@@ -772,7 +464,7 @@ def restore_backup(
 
     Every refusal comes before the target is touched (`BackupRefused`, `KmsError`,
     `Conflict`); see the module docstring for the order of the work."""
-    manifest = _check_sound(src, passphrase)
+    manifest = check_sound(src, passphrase)
     newest = (latest_schema or _latest_schema)(manifest.store_kind)
     if manifest.schema_version > newest:
         raise BackupRefused(
@@ -780,7 +472,7 @@ def restore_backup(
             f"Wovyr's ({newest}): it was taken by Wovyr {manifest.data['wovyr_version']}",
             hint="restore it with that version of Wovyr or a newer one",
         )
-    with _opened(src, manifest, passphrase) as clear:
+    with in_clear(src, manifest, passphrase) as clear:
         problems = check_snapshot(manifest.store_kind, clear / manifest.store_file)
         if problems:
             raise BackupRefused(f"the store snapshot in {src} is damaged: " + "; ".join(problems))
