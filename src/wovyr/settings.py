@@ -44,6 +44,9 @@ class Settings:
     # (`wovyr serve` turns it on for SQLite and PostgreSQL; see wovyr.server.background).
     worker_process: bool = False
     audit_anchor_interval: float = 60.0  # seconds between the server's audit anchors
+    # Backups must be encrypted: taking, scheduling and restoring unencrypted ones is
+    # refused (WOVYR_BACKUP_REQUIRE_ENCRYPTION=1).
+    backup_require_encryption: bool = False
     log_format: str = "text"  # `json`: server and worker log JSON lines (WOVYR_LOG_FORMAT)
     # The model provider named `default` (WOVYR_LLM_*): `llm` and `agent` activities use it.
     llm_base_url: str | None = None
@@ -171,6 +174,14 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
+def _switch(env: Mapping[str, str], name: str) -> bool:
+    """A 1/0 (true/false, yes/no, on/off) variable; unset is off, anything else an error."""
+    raw = (env.get(name) or "").strip().lower()
+    if raw and raw not in _TRUE + _FALSE:
+        raise ConfigError(f"{name} must be 1 or 0, got {env.get(name)!r}")
+    return raw in _TRUE
+
+
 def _otel(env: Mapping[str, str]) -> tuple[bool, str]:
     """Whether tracing is on, and where spans go: `WOVYR_OTEL` (1/0) says, else an OTLP
     endpoint set in the standard variables turns it on (unless `OTEL_SDK_DISABLED=true`).
@@ -197,11 +208,12 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`,
     `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
     `WOVYR_MIN_CONTINUE_INTERVAL_SECS`, `WOVYR_MAX_PER_TENANT`, `WOVYR_RESERVED_SLOTS`,
-    `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_LLM_BASE_URL`, `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`,
-    `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`, `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, and
-    OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
-    `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`), overridden by flags that are not None. The
-    reserved slots must be below the concurrency (`ConfigError`)."""
+    `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_BACKUP_REQUIRE_ENCRYPTION`, `WOVYR_LLM_BASE_URL`,
+    `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`,
+    `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, and OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT`,
+    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`),
+    overridden by flags that are not None. The reserved slots must be below the concurrency
+    (`ConfigError`)."""
     env = os.environ if env is None else env
     otel, otel_endpoint = _otel(env)
     settings = Settings(
@@ -221,6 +233,7 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         max_per_tenant=_int(env, "WOVYR_MAX_PER_TENANT", 0) or None,
         reserved_slots=_reserved(env),
         audit_anchor_interval=_float(env, "WOVYR_AUDIT_ANCHOR_SECS", 60.0),
+        backup_require_encryption=_switch(env, "WOVYR_BACKUP_REQUIRE_ENCRYPTION"),
         log_format=_log_format(env),
         llm_base_url=env.get("WOVYR_LLM_BASE_URL") or None,
         llm_api_key=env.get("WOVYR_LLM_API_KEY") or None,

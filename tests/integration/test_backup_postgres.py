@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from tests.conftest import POSTGRES_URL, _require_postgres, schema_url
+from tests.integration.backup_tools import FLOW, NOW
 
 from wovyr.engine.engine import Engine
 from wovyr.errors import BackupRefused, Conflict, KmsError, WovyrError
@@ -24,15 +25,6 @@ from wovyr.platform.secrets import Secrets
 from wovyr.store import open_store
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-NOW = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
-FLOW = """
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {name: flow}
-activities:
-  - id: x
-    set: {ok: true}
-"""
 
 
 @dataclass
@@ -199,3 +191,24 @@ def test_verify_checks_a_dumps_audit_chain_in_a_scratch_database(
             "SELECT count(*) FROM pg_database WHERE datname LIKE 'wovyr_verify_%'"
         ).fetchone()
     assert left == (0,)
+
+
+def test_force_never_replaces_a_schema_a_worker_holds(place: Place, tmp_path: Path) -> None:
+    """A worker (every server runs one) reports into the target schema's worker_members:
+    while it is live, --force is refused and the schema stays as it is."""
+    from wovyr.store.shards import Peer
+
+    src, key = _installation(place, tmp_path / "home")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {place.target_schema}.keep")
+    running = open_store(place.target)  # the target's own installation, migrated
+    try:
+        running.worker_heartbeat(Peer("worker-on-target", "all"), datetime.now(UTC), 30.0)  # type: ignore[attr-defined]
+        before = _state(place)
+        with pytest.raises(Conflict, match="in use: 1 worker"):
+            _restore(src, place.target, tmp_path / "h", key, force=True)
+        assert _state(place) == before
+        running.member_leave("worker-on-target")  # type: ignore[attr-defined]
+    finally:
+        running.close()
+    _restore(src, place.target, tmp_path / "h", key, force=True)

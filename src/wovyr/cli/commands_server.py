@@ -21,7 +21,14 @@ from rich.table import Table
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import route_output
-from wovyr.cli.common import echo_json, engine_options, json_log_config, open_engine, print_table
+from wovyr.cli.common import (
+    echo_json,
+    engine_options,
+    json_log_config,
+    local_actor,
+    open_engine,
+    print_table,
+)
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
@@ -270,7 +277,13 @@ def worker_command(
         tracer=settings.tracer(),
     ) as engine:
         register_backup_activity(
-            engine.activities, store, settings.home, lambda: secrets.kms, engine.clock.now
+            engine.activities,
+            store,
+            settings.home,
+            lambda: secrets.kms,
+            engine.clock.now,
+            env=os.environ,
+            require_encryption=settings.backup_require_encryption,
         )
         worker = Worker(
             engine,
@@ -453,3 +466,28 @@ def revoke_command(key_id: str, as_json: bool, settings: Settings) -> None:
         echo_json({"id": key_id, "revoked": True})
     else:
         click.echo(f"{key_id} revoked")
+
+
+@admin.command("rotate-session-key")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def rotate_session_key_command(as_json: bool, settings: Settings) -> None:
+    """Replace the web UI's session-signing key (WOVYR_HOME/ui-session.key): every UI
+    session ends and everyone signs in again. Running servers that read this home pick the
+    new key up at their next request; servers on other hosts have their own file: run it
+    there too. Audited as `ui.session_key_rotate`."""
+    from wovyr.platform.kms import HOST_TENANT
+    from wovyr.server.ui.session import SECRET_FILE, rotate_secret
+    from wovyr.store.audit import AuditEntry
+
+    rotate_secret(settings.home)
+    with open_engine(settings, load_activities=False) as engine:
+        entry = AuditEntry(
+            engine.clock.now(), HOST_TENANT, local_actor(), "ui.session_key_rotate", SECRET_FILE
+        )
+        engine.store.append_audit(entry)
+    path = settings.home / SECRET_FILE
+    if as_json:
+        echo_json({"rotated": True, "file": str(path)})
+        return
+    click.echo(f"rotated {path}: every web UI session has ended")

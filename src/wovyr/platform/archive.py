@@ -14,12 +14,19 @@ a key derived with scrypt from the passphrase and a random salt (kept in the man
 1 MiB chunks whose nonce is a per-file random prefix and the chunk's number, and whose
 associated data binds the file's name, the chunk's number and whether it is the last: a
 flipped, dropped, reordered or truncated chunk, or a file swapped for another, does not open.
+
+**Signature** (format 2): the digest catches damage, not forgery (anyone can recompute
+it), so the manifest also carries an HMAC-SHA256 of its fields (`signature`): keyed by the
+passphrase's key when the backup is encrypted, else by a key derived from the KMS root key
+(`signature.key_id` names it). Whoever has neither cannot make a manifest a restore
+accepts. A manifest of format 1 (an earlier Wovyr) is not signed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -45,6 +52,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "HOME_FILES",
+    "LEGACY_HOME_FILES",
     "MANIFEST",
     "SCRYPT",
     "STORE_FILES",
@@ -53,17 +61,22 @@ __all__ = [
     "derive_key",
     "encrypt_file",
     "in_clear",
+    "passphrase_signing_key",
     "read_manifest",
     "sha256_file",
+    "unlock",
     "wovyr_version",
 ]
 
 FORMAT = "wovyr-backup"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: manifests are signed, no backup carries the web UI's session key
 MANIFEST = "manifest.json"
-#: Files of WOVYR_HOME an installation needs besides the database (the web UI's session
-#: secret: `wovyr.server.ui.session.SECRET_FILE`, checked equal by a test).
-HOME_FILES = ("ui-session.key",)
+#: Files of WOVYR_HOME an installation needs besides the database and its root key: none.
+HOME_FILES: tuple[str, ...] = ()
+#: What a backup of format 1 may hold and a restore no longer writes: the web UI's session
+#: key (`wovyr.server.ui.session.SECRET_FILE`, checked equal by a test), in clear in every
+#: backup, with which whoever read one could sign a session cookie.
+LEGACY_HOME_FILES = ("ui-session.key",)
 STORE_FILES = {"sqlite": "store.sqlite", "postgres": "store.pgdump"}
 ENC_SUFFIX = ".enc"
 _MAGIC = b"WVYRENC1"
@@ -129,14 +142,53 @@ class Manifest:
     def root_ids(self) -> list[str]:
         return list(self.data["kms"]["data_key_roots"])
 
+    @property
+    def signed_by(self) -> str | None:
+        """`passphrase`, `root-key` or None (not signed)."""
+        signature = self.data.get("signature")
+        return str(signature["by"]) if isinstance(signature, dict) else None
+
+    @property
+    def signing_key_id(self) -> str | None:
+        signature = self.data.get("signature")
+        return str(signature.get("key_id")) if isinstance(signature, dict) else None
+
+    def signed(self, by: str, key: bytes, key_id: str | None = None) -> Manifest:
+        """This manifest with its signature by `key` (`by`: passphrase or root-key)."""
+        data = {k: v for k, v in self.data.items() if k != "signature"}
+        signature = {"by": by, "hmac": _mac(data, key)}
+        if key_id is not None:
+            signature["key_id"] = key_id
+        return Manifest({**data, "signature": signature})
+
+    def signature_holds(self, key: bytes) -> bool:
+        signature = self.data.get("signature")
+        if not isinstance(signature, dict) or not isinstance(signature.get("hmac"), str):
+            return False
+        return hmac.compare_digest(signature["hmac"], _mac(self.data, key))
+
     def to_json(self) -> str:
         return json.dumps({**self.data, "digest": _digest(self.data)}, indent=2, sort_keys=True)
 
 
-def _digest(data: Mapping[str, Any]) -> str:
-    body = {k: v for k, v in data.items() if k != "digest"}
+def _canonical(data: Mapping[str, Any], *leave_out: str) -> bytes:
+    body = {k: v for k, v in data.items() if k not in leave_out}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return text.encode("utf-8")
+
+
+def _digest(data: Mapping[str, Any]) -> str:
+    return hashlib.sha256(_canonical(data, "digest")).hexdigest()
+
+
+def _mac(data: Mapping[str, Any], key: bytes) -> str:
+    body = b"wovyr-backup-manifest\n" + _canonical(data, "digest", "signature")
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def passphrase_signing_key(file_key: bytes) -> bytes:
+    """The key a manifest is signed with when its files are sealed under `file_key`."""
+    return hmac.new(file_key, b"wovyr backup manifest signature", hashlib.sha256).digest()
 
 
 def read_manifest(src: Path) -> Manifest:
@@ -177,7 +229,7 @@ def read_manifest(src: Path) -> Manifest:
         names = [(str(f["name"]), str(f["file"]), str(f["role"])) for f in manifest.files]
     except (KeyError, TypeError, ValueError) as exc:
         raise BackupRefused(f"the manifest of {src} lacks a field: {exc}") from None
-    known = {*STORE_FILES.values(), *HOME_FILES, DEV_KEY_FILE}
+    known = {*STORE_FILES.values(), *HOME_FILES, *LEGACY_HOME_FILES, DEV_KEY_FILE}
     for name, stored, _role in names:
         # Only the files a backup is made of, by plain name: a crafted manifest cannot
         # make a restore read or write anywhere else.
@@ -336,22 +388,50 @@ def _check_files(src: Path, manifest: Manifest) -> list[str]:
     return problems
 
 
-@contextlib.contextmanager
-def in_clear(src: Path, manifest: Manifest, passphrase: str | None) -> Iterator[Path]:
-    """A private temporary folder with the backup's files in clear (decrypted, or copied
-    when the backup is not encrypted), under their names; removed afterwards."""
+def unlock(src: Path, manifest: Manifest, passphrase: str | None) -> bytes | None:
+    """The key the backup's files are sealed under (None: not encrypted), its manifest's
+    signature checked with it. `BackupRefused` for an encrypted backup without a passphrase
+    or with a wrong one, and for a passphrase given to a backup that is not encrypted:
+    whoever gives one expects a backup only its holder could have made, and anyone can
+    make an unencrypted one."""
     encryption = manifest.encryption
-    if encryption is not None and not passphrase:
+    if encryption is None:
+        if passphrase:
+            raise BackupRefused(
+                f"the backup {src} is not encrypted, but a passphrase was given (--passphrase-"
+                "file or WOVYR_BACKUP_PASSPHRASE): anyone can make an unencrypted backup, so "
+                "it is refused",
+                hint="restore it without a passphrase only if you know where it came from",
+            )
+        return None
+    if not passphrase:
         raise BackupRefused(
             "the backup is encrypted: give its passphrase (--passphrase-file or "
             "WOVYR_BACKUP_PASSPHRASE)"
         )
+    key = derive_key(passphrase, encryption)
+    if manifest.signed_by is None and int(manifest.data["format_version"]) < 2:
+        return key  # an earlier Wovyr's: the encryption authenticates every file
+    if manifest.signed_by != "passphrase" or not manifest.signature_holds(
+        passphrase_signing_key(key)
+    ):
+        raise BackupRefused(
+            f"the manifest of {src} is not signed with this passphrase: a wrong passphrase, "
+            "or the manifest was altered"
+        )
+    return key
+
+
+@contextlib.contextmanager
+def in_clear(src: Path, manifest: Manifest, key: bytes | None) -> Iterator[Path]:
+    """A private temporary folder with the backup's files in clear (decrypted with `key`
+    from `unlock`, or copied when the backup is not encrypted), under their names; removed
+    afterwards."""
     scratch = Path(tempfile.mkdtemp(prefix=".wovyr-restore-"))
     try:
-        key = derive_key(passphrase, encryption) if encryption and passphrase else b""
         for entry in manifest.files:
             name, stored = str(entry["name"]), src / str(entry["file"])
-            if encryption:
+            if key is not None:
                 _decrypt_file(stored, scratch / name, key, name)
             else:
                 shutil.copyfile(stored, scratch / name)
@@ -360,7 +440,8 @@ def in_clear(src: Path, manifest: Manifest, passphrase: str | None) -> Iterator[
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def check_sound(src: Path, passphrase: str | None) -> Manifest:
+def check_sound(src: Path) -> Manifest:
+    """The manifest of `src` when every file it names is there, of its size and SHA-256."""
     manifest = read_manifest(src)
     problems = _check_files(src, manifest)
     if problems:

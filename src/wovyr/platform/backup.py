@@ -5,25 +5,28 @@ A backup is a folder (`wovyr admin backup DEST`):
 - `store.sqlite` (SQLite's online backup API) or `store.pgdump` (`pg_dump -Fc` of the
   store's schema): one consistent moment, taken while writers keep committing
   (`wovyr.store.capabilities.Snapshotting`);
-- the files of `WOVYR_HOME` an installation needs besides the database: `ui-session.key`
-  (web UI sessions signed before the backup keep working after a restore), and the
-  development KMS root key `kms-root.key` only when asked (`include_root_key`): a backup
-  that holds both the database and its root key opens every secret, so by default the root
-  key comes from escrow (the manifest says where it is expected to come from);
-- `manifest.json`, written last with `atomic_write` (`wovyr.platform.archive`: the
-  manifest, checksums and encryption with a passphrase).
+- the development KMS root key `kms-root.key` only when asked (`include_root_key`): a
+  backup that holds both the database and its root key opens every secret, so by default
+  the root key comes from escrow (the manifest says where it is expected to come from).
+  The web UI's session key is in none (whoever read a backup could sign cookies);
+- `manifest.json`, written last with `atomic_write` and signed (`wovyr.platform.archive`:
+  the manifest, its signature, checksums and encryption with a passphrase).
 
 The folder is built as `.<name>.partial-*` beside DEST and renamed at the end: a backup
 that was interrupted never looks complete.
 
-**Verify** checks the manifest, every file's size and SHA-256, the snapshot's integrity
-(`PRAGMA integrity_check` / `pg_restore --list`) and, for SQLite, that a copy's audit chain
-verifies and holds the recorded head. **Restore** refuses, before it touches anything, a
-newer format or schema, a damaged file, a non-empty target (unless forced) and a root key
-that does not open the backup's data keys; it then stages the store (a temporary file, or
-the target schema renamed aside), migrates and checks it (data keys unwrap, audit chain
-verifies up to the recorded head), records `backup.restore` in the audit chain, and only
-then swaps it in and writes the home files.
+**Verify** checks the manifest, every file's size and SHA-256, the signature when a key
+for it is at hand, the snapshot's integrity (`PRAGMA integrity_check` / `pg_restore
+--list`) and, for SQLite, that a copy's audit chain verifies and holds the recorded head.
+**Restore** refuses, before it touches anything, a newer format or schema, a damaged file,
+an unencrypted backup when a passphrase is given or the host requires encryption, a
+manifest no key here shows to be genuine (unless `allow_unsigned`), a root key that does
+not open the backup's data keys (a backup's root key never replaces the host's), a
+non-empty target (unless forced) and a target a server or worker holds (even forced); it
+then stages the store (a temporary file, or the target schema renamed aside), migrates and
+checks it (data keys unwrap, audit chain verifies up to the recorded head), records
+`backup.restore` in the audit chain, and only then swaps it in and writes the root key
+file when the host had none.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from wovyr.platform.archive import (
     FORMAT,
     FORMAT_VERSION,
     HOME_FILES,
+    LEGACY_HOME_FILES,
     MANIFEST,
     SCRYPT,
     STORE_FILES,
@@ -56,8 +60,10 @@ from wovyr.platform.archive import (
     derive_key,
     encrypt_file,
     in_clear,
+    passphrase_signing_key,
     read_manifest,
     sha256_file,
+    unlock,
     wovyr_version,
 )
 from wovyr.platform.audit import verify_chain
@@ -67,7 +73,13 @@ from wovyr.store import Store, open_store
 from wovyr.store.audit import AuditEntry
 from wovyr.store.capabilities import capabilities
 from wovyr.store.secrets import SHREDDED
-from wovyr.store.snapshots import check_snapshot, scratch_store, stage_restore, target_in_use
+from wovyr.store.snapshots import (
+    check_snapshot,
+    scratch_store,
+    stage_restore,
+    target_held,
+    target_in_use,
+)
 
 __all__ = [
     "BACKUP_TOOL",
@@ -76,7 +88,9 @@ __all__ = [
     "FORMAT_VERSION",
     "HOME_FILES",
     "MANIFEST",
+    "PASSPHRASE_ENV",
     "PLATFORM_TENANT",
+    "REQUIRE_ENCRYPTION_ENV",
     "BackupReport",
     "Manifest",
     "RestoreReport",
@@ -85,6 +99,7 @@ __all__ = [
     "backup_name",
     "prune_backups",
     "read_manifest",
+    "read_passphrase",
     "register_backup_activity",
     "restore_backup",
     "take_backup",
@@ -94,6 +109,12 @@ __all__ = [
 log = logging.getLogger("wovyr.backup")
 
 _PREFIX = "wovyr-backup-"
+#: Where a passphrase comes from when no file is given, and the host's policy that every
+#: backup must be encrypted (read by the edges, passed in).
+PASSPHRASE_ENV = "WOVYR_BACKUP_PASSPHRASE"
+REQUIRE_ENCRYPTION_ENV = "WOVYR_BACKUP_REQUIRE_ENCRYPTION"
+#: A KMS and where its root key came from: environment, home (the host's) or backup.
+RootKeySource = tuple[Kms, str]
 
 # --- taking a backup -----------------------------------------------------------------------
 
@@ -148,8 +169,17 @@ def take_backup(
     at: datetime,
     include_root_key: bool = False,
     passphrase: str | None = None,
+    require_encryption: bool = False,
 ) -> BackupReport:
-    """Write a backup of `store` and the files of `home` into the new folder `dest`."""
+    """Write a backup of `store` and the files of `home` into the new folder `dest`, its
+    manifest signed with the passphrase's key (encrypted) or the root key's (`kms`; without
+    one it is not signed, and a restore needs `allow_unsigned`). `require_encryption` (the
+    host's policy) refuses a backup without a passphrase."""
+    if require_encryption and passphrase is None:
+        raise ConfigError(
+            f"this host takes encrypted backups only ({REQUIRE_ENCRYPTION_ENV})",
+            hint=f"give --encrypt with --passphrase-file or {PASSPHRASE_ENV}",
+        )
     snapshots = capabilities(store).snapshots
     migrations = capabilities(store).migrations
     if snapshots is None or migrations is None:
@@ -233,6 +263,10 @@ def take_backup(
                 "files": files,
             }
         )
+        if encryption is not None:
+            manifest = manifest.signed("passphrase", passphrase_signing_key(key))
+        elif kms is not None:
+            manifest = manifest.signed("root-key", kms.derive_key(_SIGNING), kms.key_id)
         atomic_write(work / MANIFEST, manifest.to_json(), 0o600)
         if dest.exists():
             dest.rmdir()  # empty (checked above)
@@ -337,22 +371,28 @@ def verify_backup(
     server: str | None = None,
 ) -> VerifyReport:
     """Check a backup without restoring it: the manifest, every file's size and SHA-256,
-    and (when it can be opened: not encrypted, or the passphrase given) the snapshot's
-    integrity and the audit chain: of a copy for SQLite; for PostgreSQL of the dump restored
-    into a scratch database on `server` (a PostgreSQL URL; without one, checked at restore).
-    `BackupRefused` on any problem."""
-    manifest = check_sound(src, passphrase)
+    the manifest's signature when a key for it is here, and (when it can be opened: not
+    encrypted, or the passphrase given) the snapshot's integrity and the audit chain: of a
+    copy for SQLite; for PostgreSQL of the dump restored into a scratch database on `server`
+    (a PostgreSQL URL; without one, checked at restore). `BackupRefused` on any problem."""
+    manifest = check_sound(src)
     notes: list[str] = []
     if manifest.encryption is not None and not passphrase:
         notes.append("encrypted and no passphrase given: checksums checked, contents not")
         return VerifyReport(src, manifest, False, AuditCheck(False), notes)
+    key = unlock(src, manifest, passphrase)
     audit = AuditCheck(False)
-    with in_clear(src, manifest, passphrase) as clear:
+    with in_clear(src, manifest, key) as clear:
         problems = check_snapshot(manifest.store_kind, clear / manifest.store_file)
         if problems:
             raise BackupRefused(f"the store snapshot in {src} is damaged: " + "; ".join(problems))
+        kms, source = _verifying_kms(manifest, _root_keys(clear, home, env))
+        why = _unproven(src, manifest, kms, source) if key is None else None
+        if why is not None:
+            notes.append(f"manifest signature not checked: {why}")
+        elif key is not None and manifest.signed_by is None:
+            notes.append(_LEGACY_ENCRYPTED)
         if manifest.store_kind == "sqlite":
-            kms = _backup_kms(manifest, clear, home, env, strict=False)
             store = open_store(f"sqlite:///{clear / manifest.store_file}")
             try:
                 audit = _check_audit(store, manifest, kms)
@@ -361,7 +401,6 @@ def verify_backup(
             if audit.note:
                 notes.append(audit.note)
         elif server is not None and server.startswith(("postgresql://", "postgres://")):
-            kms = _backup_kms(manifest, clear, home, env, strict=False)
             dump = clear / manifest.store_file
             with scratch_store(dump, server, manifest.dump_schema) as store:
                 audit = _check_audit(store, manifest, kms)
@@ -378,49 +417,113 @@ def verify_backup(
 # --- restoring ---------------------------------------------------------------------------
 
 
-def _backup_kms(
-    manifest: Manifest,
-    clear: Path,
-    home: Path | None,
-    env: Mapping[str, str] | None,
-    *,
-    strict: bool,
-) -> Kms | None:
-    """The KMS a restored store will use: `WOVYR_KMS_ROOT_KEY`, else the root key in the
-    backup, else the development key file of the target home. With `strict`, a missing key
-    or one that does not wrap the backup's data keys is refused (`KmsError`)."""
+_SIGNING = "backup-manifest"  # the root-key-derived key a manifest is signed with
+_LEGACY_ENCRYPTED = (
+    "the manifest is not signed (a backup of an earlier Wovyr); its files are authenticated "
+    "by the encryption"
+)
+
+
+def _key_file(path: Path) -> Kms:
+    with path.open("rb") as f:  # a key file is small; a crafted one is not read whole
+        data = f.read(4096)
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        raise KmsError(f"the KMS key file {path} is not a hex key") from None
+    root = RootKey(parse_root_key(text, f"the KMS key file {path}"), str(path))
+    return Kms(root, "development", path=path)
+
+
+def _root_keys(
+    clear: Path, home: Path | None, env: Mapping[str, str] | None
+) -> list[RootKeySource]:
+    """The root keys at hand, by precedence: `WOVYR_KMS_ROOT_KEY`, the development key
+    file of `home` (the host's), the key file in the backup."""
     env = os.environ if env is None else env
-    kms: Kms | None = None
+    found: list[RootKeySource] = []
     if env.get(ROOT_ENV):
-        kms = Kms(RootKey(parse_root_key(env[ROOT_ENV], ROOT_ENV), ROOT_ENV), "production")
-    else:
-        for path in (clear / DEV_KEY_FILE, *(() if home is None else (home / DEV_KEY_FILE,))):
-            if path.is_file():
-                text = path.read_text(encoding="ascii")
-                kms = Kms(
-                    RootKey(parse_root_key(text, f"the KMS key file {path}"), str(path)),
-                    "development",
-                    path=path,
-                )
-                break
+        root = RootKey(parse_root_key(env[ROOT_ENV], ROOT_ENV), ROOT_ENV)
+        found.append((Kms(root, "production"), "environment"))
+    if home is not None and (home / DEV_KEY_FILE).is_file():
+        found.append((_key_file(home / DEV_KEY_FILE), "home"))
+    if (clear / DEV_KEY_FILE).is_file():
+        found.append((_key_file(clear / DEV_KEY_FILE), "backup"))
+    return found
+
+
+def _verifying_kms(manifest: Manifest, keys: list[RootKeySource]) -> tuple[Kms | None, str]:
+    """For a check only: the first key at hand that wraps every data key of the backup (or
+    that signed it, when it has none)."""
+    wanted = set(manifest.root_ids)
+    if not wanted and manifest.signing_key_id is not None:
+        wanted = {manifest.signing_key_id}
+    for kms, source in keys:
+        if not wanted or kms.key_id in wanted:
+            return kms, source
+    return None, ""
+
+
+def _restoring_kms(
+    manifest: Manifest, keys: list[RootKeySource], home: Path
+) -> tuple[Kms | None, str]:
+    """The KMS the restored store will use: the host's root key when it has one (a restore
+    never takes a backup's root key over it), else the one in the backup. `KmsError` when
+    it does not wrap every data key of the backup."""
+    host = [k for k in keys if k[1] != "backup"]
+    carried = [k for k in keys if k[1] == "backup"]
     roots = set(manifest.root_ids)
-    if kms is None:
-        if strict and roots:
+    if not host and not carried:
+        if roots:
             raise KmsError(
                 f"no root key to open the backup's secrets (sealed under root key "
                 f"{', '.join(sorted(roots))})",
-                hint=f"set {ROOT_ENV} to the escrowed key, or put it in "
-                f"{(home or Path('HOME')) / DEV_KEY_FILE}",
+                hint=f"set {ROOT_ENV} to the escrowed key, or put it in {home / DEV_KEY_FILE}",
             )
-        return None
+        return None, ""
+    kms, source = (host or carried)[0]
     missing = roots - {kms.key_id}
-    if missing and strict:
+    if missing:
+        hint = f"set {ROOT_ENV} to the escrowed root key of that id"
+        if carried and not missing - {carried[0][0].key_id}:
+            hint = (
+                f"the backup carries that root key, but a restore never puts a backup's root "
+                f"key in place of the host's: if this host should use it, move "
+                f"{home / DEV_KEY_FILE} aside yourself (keep it: it opens what this host's "
+                "store sealed) and restore again"
+            )
         raise KmsError(
             f"the root key {kms.key_id} (from {kms.root.source}) is not the one the backup's "
             f"secrets are sealed under ({', '.join(sorted(missing))}): they would not open",
-            hint=f"set {ROOT_ENV} to the escrowed root key of that id",
+            hint=hint,
         )
-    return kms if not missing else None
+    return kms, source
+
+
+def _unproven(src: Path, manifest: Manifest, kms: Kms | None, source: str) -> str | None:
+    """Why nothing here shows who made this unencrypted backup: it is not signed, signed by
+    another root key than the one at hand, or only by the root key it carries itself (which
+    proves nothing about who made it). None when its signature by the host's root key holds;
+    `BackupRefused` when the signature is forged."""
+    signed_by, key_id = manifest.signed_by, manifest.signing_key_id
+    if signed_by not in (None, "root-key"):
+        raise BackupRefused(f"the manifest of {src} is signed by {signed_by!r} but not encrypted")
+    if signed_by is None:
+        return (
+            "its manifest is not signed (a backup of an earlier Wovyr, or of a host whose "
+            "KMS did not load)"
+        )
+    if kms is None or kms.key_id != key_id:
+        here = "no root key is here" if kms is None else f"the root key here is {kms.key_id}"
+        return f"its manifest is signed by root key {key_id} and {here}"
+    if not manifest.signature_holds(kms.derive_key(_SIGNING)):
+        raise BackupRefused(
+            f"the manifest of {src} does not match its signature by root key {key_id}: it "
+            "was altered, or made by someone without that key"
+        )
+    if source == "backup":
+        return f"it is signed only by the root key it carries itself ({key_id})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -432,6 +535,7 @@ class RestoreReport:
     audit: AuditCheck
     data_keys: int
     files: list[str]
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -444,6 +548,7 @@ class RestoreReport:
             "anchors_verified": self.audit.anchors_verified,
             "data_keys_opened": self.data_keys,
             "home_files": self.files,
+            "notes": self.notes,
         }
 
 
@@ -459,12 +564,22 @@ def restore_backup(
     env: Mapping[str, str] | None = None,
     latest_schema: Callable[[str], int] | None = None,
     redact: Callable[[str], str] = lambda url: url,
+    require_encryption: bool = False,
+    allow_unsigned: bool = False,
 ) -> RestoreReport:
     """Restore the backup `src` into the store at `target_url` and the files of `home`.
 
     Every refusal comes before the target is touched (`BackupRefused`, `KmsError`,
-    `Conflict`); see the module docstring for the order of the work."""
-    manifest = check_sound(src, passphrase)
+    `Conflict`): an unencrypted backup when a passphrase is given or the host requires
+    encryption (`require_encryption`), one whose manifest no key here shows to be genuine
+    (unless `allow_unsigned`), a target a server or worker holds (even with `force`); see
+    the module docstring for the rest and the order of the work."""
+    manifest = check_sound(src)
+    if require_encryption and manifest.encryption is None:
+        raise BackupRefused(
+            f"the backup {src} is not encrypted, and this host restores encrypted backups "
+            f"only ({REQUIRE_ENCRYPTION_ENV})"
+        )
     newest = (latest_schema or _latest_schema)(manifest.store_kind)
     if manifest.schema_version > newest:
         raise BackupRefused(
@@ -472,18 +587,38 @@ def restore_backup(
             f"Wovyr's ({newest}): it was taken by Wovyr {manifest.data['wovyr_version']}",
             hint="restore it with that version of Wovyr or a newer one",
         )
-    with in_clear(src, manifest, passphrase) as clear:
+    key = unlock(src, manifest, passphrase)
+    notes = [_LEGACY_ENCRYPTED] if key is not None and manifest.signed_by is None else []
+    with in_clear(src, manifest, key) as clear:
         problems = check_snapshot(manifest.store_kind, clear / manifest.store_file)
         if problems:
             raise BackupRefused(f"the store snapshot in {src} is damaged: " + "; ".join(problems))
-        kms = _backup_kms(manifest, clear, home, env, strict=True)
-        home_files = _home_files(manifest, clear, home, force=force)
-        if target_in_use(target_url) and not force:
-            raise Conflict(
-                f"the target store {redact(target_url)} is not empty",
-                hint="restore into an empty home or schema, or give --force to replace it "
-                "(stop every server and worker using it first)",
+        keys = _root_keys(clear, home, env)
+        kms, source = _restoring_kms(manifest, keys, home)
+        why = _unproven(src, manifest, kms, source) if key is None else None
+        if why is not None and not allow_unsigned:
+            raise BackupRefused(
+                f"the backup {src} is not encrypted and nothing here shows who made it: {why}",
+                hint=f"set {ROOT_ENV} to the root key it was taken with, restore an encrypted "
+                "backup, or, only if you know where this one came from, give --allow-unsigned",
             )
+        if why is not None:
+            notes.append(f"restored with --allow-unsigned although {why}")
+        home_files, skipped = _home_files(manifest, clear, source)
+        notes += skipped
+        if target_in_use(target_url):
+            if not force:
+                raise Conflict(
+                    f"the target store {redact(target_url)} is not empty",
+                    hint="restore into an empty home or schema, or give --force to replace "
+                    "it (stop every server and worker using it first)",
+                )
+            holder = target_held(target_url)
+            if holder is not None:
+                raise Conflict(
+                    f"the target store {redact(target_url)} is in use: {holder}",
+                    hint="stop every server and worker using it, then restore again",
+                )
         staged = stage_restore(
             manifest.store_kind,
             clear / manifest.store_file,
@@ -524,32 +659,37 @@ def restore_backup(
             raise
         staged.commit()
         written = []
-        for name, body, mode in home_files:
+        for name, body in home_files:
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
-            atomic_write(home / name, body, mode)
-            written.append(name)
-    return RestoreReport(src, redact(target_url), manifest, version, audit, opened, written)
+            if atomic_write(home / name, body, 0o600, exclusive=True):  # never over one
+                written.append(name)
+            else:
+                notes.append(f"{home / name} appeared during the restore and was kept")
+    return RestoreReport(src, redact(target_url), manifest, version, audit, opened, written, notes)
 
 
 def _home_files(
-    manifest: Manifest, clear: Path, home: Path, *, force: bool
-) -> list[tuple[str, bytes, int]]:
-    """The home files to write, each refused (`Conflict`) when the target home holds a
-    different one and not `force`."""
-    out = []
+    manifest: Manifest, clear: Path, source: str
+) -> tuple[list[tuple[str, bytes]], list[str]]:
+    """The home files to write: the root key the backup carries, when the restored store
+    will use it (`source` backup: the host has none of its own); and notes on what is not
+    written (the backup's root key beside the host's, the web UI's session key of a backup
+    of format 1)."""
+    out, notes = [], []
     for entry in manifest.files:
-        if entry["role"] not in ("home", "root-key"):
-            continue
-        name = str(entry["name"])
-        body = (clear / name).read_bytes()
-        existing = home / name
-        if existing.is_file() and existing.read_bytes() != body and not force:
-            raise Conflict(
-                f"{existing} exists and differs from the backup's",
-                hint="restore into an empty home, or give --force to replace it",
+        name, role = str(entry["name"]), entry["role"]
+        if role == "root-key" and source == "backup":
+            out.append((name, (clear / name).read_bytes()))
+        elif role == "root-key":
+            notes.append(
+                f"the backup's root key was not installed: this host has its own ({source})"
             )
-        out.append((name, body, 0o600))
-    return out
+        elif name in LEGACY_HOME_FILES:
+            notes.append(
+                f"the backup's {name} was not restored (backups no longer carry it): web UI "
+                "sessions signed before end, and everyone signs in again"
+            )
+    return out, notes
 
 
 def _latest_schema(kind: str) -> int:
@@ -573,26 +713,65 @@ BACKUP_WORKFLOW = "wovyr-backup"
 BACKUP_WORKFLOW_YAML = f"""\
 apiVersion: wovyr/v1
 kind: Workflow
-metadata: {{name: {BACKUP_WORKFLOW}}}
+metadata: {{name: {BACKUP_WORKFLOW}, version: "2"}}
 inputs:
   dest: {{type: string, required: true}}
   keep: {{type: integer, default: 24}}
+  encrypt: {{type: boolean, default: false}}
+  passphrase_file: {{type: string, default: ""}}
 activities:
   - id: backup
     tool: {BACKUP_TOOL}
-    with: {{dest: "${{{{ inputs.dest }}}}", keep: "${{{{ inputs.keep }}}}"}}
+    with:
+      dest: "${{{{ inputs.dest }}}}"
+      keep: "${{{{ inputs.keep }}}}"
+      encrypt: "${{{{ inputs.encrypt }}}}"
+      passphrase_file: "${{{{ inputs.passphrase_file }}}}"
     retry: {{max_attempts: 3, initial_interval: 30s}}
     timeout: 1h
 output: {{backup: "${{{{ activities.backup.output }}}}"}}
 """
 
 
-def backup_activity(
-    store: Store, home: Path, kms: Callable[[], Kms | None], now: Callable[[], datetime]
-) -> Callable[..., dict[str, Any]]:
-    """The handler of `BACKUP_TOOL` for a worker over `store` (whose home is `home`)."""
+_MAX_PASSPHRASE = 4096
 
-    def run(dest: str, keep: int, ctx: ActivityContext) -> dict[str, Any]:
+
+def read_passphrase(path: Path) -> str:
+    """The passphrase in the file `path`: its text without trailing newlines (a
+    passphrase file is small: over `_MAX_PASSPHRASE` bytes is an error)."""
+    with path.open("rb") as f:
+        data = f.read(_MAX_PASSPHRASE + 1)
+    if len(data) > _MAX_PASSPHRASE:
+        raise ConfigError(f"{path} holds more than {_MAX_PASSPHRASE} bytes: not a passphrase")
+    try:
+        return data.decode("utf-8").rstrip("\n")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text") from None
+
+
+def backup_activity(
+    store: Store,
+    home: Path,
+    kms: Callable[[], Kms | None],
+    now: Callable[[], datetime],
+    *,
+    env: Mapping[str, str] | None = None,
+    require_encryption: bool = False,
+) -> Callable[..., dict[str, Any]]:
+    """The handler of `BACKUP_TOOL` for a worker over `store` (whose home is `home`). An
+    encrypted backup's passphrase is read when the backup is taken, from the schedule's
+    `passphrase_file` (a file on the worker's host) or the worker's `WOVYR_BACKUP_PASSPHRASE`
+    (`env`): never from the schedule, which the store keeps in clear. `require_encryption`
+    (the host's policy) fails an unencrypted one."""
+    worker_env = {} if env is None else env
+
+    def run(
+        dest: str,
+        keep: int,
+        ctx: ActivityContext,
+        encrypt: bool = False,
+        passphrase_file: str = "",
+    ) -> dict[str, Any]:
         # whose run it is, not only whether the platform has a run of that id: ids are per
         # tenant, so a tenant's run may carry the id of a platform backup run
         if ctx.tenant != PLATFORM_TENANT or store.load(ctx.execution_id, PLATFORM_TENANT) is None:
@@ -601,23 +780,53 @@ def backup_activity(
                 "(`wovyr admin backup schedule`), not in a tenant's workflow",
                 type="Forbidden",
             )
+        passphrase = _scheduled_passphrase(encrypt, passphrase_file, worker_env)
+        if require_encryption and passphrase is None:
+            raise NonRetryableError(
+                f"this host takes encrypted backups only ({REQUIRE_ENCRYPTION_ENV}): schedule "
+                "them with `wovyr admin backup schedule --encrypt`",
+                type="ConfigError",
+            )
         folder = Path(dest)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         at = now()
         target = folder / backup_name(at)
         if target.exists():  # a retry of an attempt at the same instant
             target = folder / f"{target.name}-{secrets.token_hex(2)}"
-        report = take_backup(store, home, target, kms=kms(), at=at)
+        report = take_backup(store, home, target, kms=kms(), at=at, passphrase=passphrase)
         removed = prune_backups(folder, keep)
         head = report.manifest.audit_head
         return {
             "path": str(report.path),
             "bytes": report.bytes,
+            "encrypted": passphrase is not None,
             "audit_head_seq": None if head is None else head[0],
             "removed": [p.name for p in removed],
         }
 
     return run
+
+
+def _scheduled_passphrase(
+    encrypt: bool, passphrase_file: str, env: Mapping[str, str]
+) -> str | None:
+    if not encrypt:
+        return None
+    try:
+        passphrase = (
+            read_passphrase(Path(passphrase_file)) if passphrase_file else env.get(PASSPHRASE_ENV)
+        )
+    except (OSError, ConfigError) as exc:
+        raise NonRetryableError(
+            f"the passphrase of the encrypted backup cannot be read: {exc}", type="ConfigError"
+        ) from None
+    if not passphrase:
+        where = passphrase_file or f"{PASSPHRASE_ENV} in the worker's environment"
+        raise NonRetryableError(
+            f"the schedule takes encrypted backups and there is no passphrase ({where})",
+            type="ConfigError",
+        )
+    return passphrase
 
 
 def register_backup_activity(
@@ -626,7 +835,14 @@ def register_backup_activity(
     home: Path,
     kms: Callable[[], Kms | None],
     now: Callable[[], datetime],
+    *,
+    env: Mapping[str, str] | None = None,
+    require_encryption: bool = False,
 ) -> None:
-    """Register `BACKUP_TOOL` in a worker's registry (a store without snapshots: not)."""
+    """Register `BACKUP_TOOL` in a worker's registry (a store without snapshots: not);
+    `env` and `require_encryption` as for `backup_activity`."""
     if capabilities(store).snapshots is not None:
-        registry.register(BACKUP_TOOL, backup_activity(store, home, kms, now))
+        handler = backup_activity(
+            store, home, kms, now, env=env, require_encryption=require_encryption
+        )
+        registry.register(BACKUP_TOOL, handler)

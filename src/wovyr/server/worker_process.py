@@ -194,7 +194,13 @@ def main() -> int:
         tracer=settings.tracer(),  # attempts continue the traces the server's starts began
     ) as engine:
         register_backup_activity(
-            engine.activities, store, Path(config.home), lambda: secrets.kms, engine.clock.now
+            engine.activities,
+            store,
+            Path(config.home),
+            lambda: secrets.kms,
+            engine.clock.now,
+            env=os.environ,  # a scheduled backup's passphrase, never in the config
+            require_encryption=settings.backup_require_encryption,
         )
         metrics = _ForwardingMetrics(out)
         store.add_observer(MetricsObserver(metrics, lambda t, i: store.load(i, t)))

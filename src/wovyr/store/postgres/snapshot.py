@@ -31,7 +31,14 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from wovyr.errors import ConfigError, Conflict, StoreError
 from wovyr.store import redact_url
 
-__all__ = ["StagedSchema", "check_dump", "dump_schema", "stage_restore", "target_schema"]
+__all__ = [
+    "StagedSchema",
+    "check_dump",
+    "dump_schema",
+    "live_workers",
+    "stage_restore",
+    "target_schema",
+]
 
 _ENV = {
     "host": "PGHOST",
@@ -153,6 +160,26 @@ class StagedSchema:
                         sql.Identifier(self.aside), sql.Identifier(self.schema)
                     )
                 )
+
+
+def live_workers(url: str, within_seconds: float) -> list[str]:
+    """The workers of the store at `url` that reported in the last `within_seconds` (by
+    the database's clock), from its `worker_members` table ([] when it has none)."""
+    schema = target_schema(url)
+    with _connect(url) as conn:
+        table = conn.execute(
+            "SELECT to_regclass(%s)", (f"{sql.Identifier(schema).as_string(conn)}.worker_members",)
+        ).fetchone()
+        if table is None or table[0] is None:
+            return []
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT owner FROM {}.worker_members"
+                " WHERE last_seen >= now() - make_interval(secs => %s) ORDER BY owner"
+            ).format(sql.Identifier(schema)),
+            (within_seconds,),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
 
 
 def target_tables(url: str) -> int:
