@@ -787,6 +787,7 @@ PLAIN_METHODS = frozenset(
         "list_data_keys",
         "rewrap_data_key",
         "shred_data_keys",
+        "scrub_data_keys",
         "put_secret",
         "get_secret",
         "list_secrets",
