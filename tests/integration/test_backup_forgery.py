@@ -61,7 +61,7 @@ def host(tmp_path: Path) -> Path:
 def evil(tmp_path: Path) -> Path:
     """The attacker's backup: an installation of theirs, their root key included."""
     home = tmp_path / "attacker"
-    installation(home, "planted")
+    installation(home, "planted-by-mallory")
     return backup(home, tmp_path / "evil-backup", include_root_key=True)
 
 
