@@ -212,3 +212,48 @@ def test_force_never_replaces_a_schema_a_worker_holds(place: Place, tmp_path: Pa
     finally:
         running.close()
     _restore(src, place.target, tmp_path / "h", key, force=True)
+
+
+@pytest.fixture
+def public_database() -> Iterator[str]:
+    """A database of its own whose store lives in the default `public` schema (dropped
+    after), as a store set up with a plain `postgresql://.../db` URL does."""
+    _require_postgres()
+    name = f"wovyr_pub_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_verify_and_restore_a_store_of_the_public_schema(
+    public_database: str, tmp_path: Path
+) -> None:
+    """A store in the default `public` schema (every new database has one) verifies in a
+    scratch database and restores into another database's `public` schema: the dump's
+    `CREATE SCHEMA public` meets the schema a new database already has."""
+    home = tmp_path / "home"
+    store = open_store(public_database, db_clock=False)
+    try:
+        engine = Engine(store).acting("local:test")
+        engine.apply(FLOW)
+        engine.start(name="flow", execution_id="e1")
+        kms = load_kms(home, {}, warn=False)
+        take_backup(store, home, tmp_path / "bk", kms=kms, at=NOW)
+    finally:
+        store.close()
+    key = kms.root.key.hex()
+    report = verify_backup(tmp_path / "bk", env={ROOT_ENV: key}, server=POSTGRES_URL)
+    assert report.audit.checked and report.audit.records == 2  # apply, start
+    with psycopg.connect(public_database, autocommit=True) as conn:  # a wiped installation
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+    _restore(tmp_path / "bk", public_database, tmp_path / "restored-home", key)
+    restored = open_store(public_database, db_clock=False)
+    try:
+        assert Engine(restored).query("e1").status in ("running", "completed")
+    finally:
+        restored.close()

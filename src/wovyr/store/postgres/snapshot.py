@@ -208,7 +208,10 @@ def stage_restore(dump: Path, url: str, dump_schema_name: str, *, force: bool) -
             raise Conflict(
                 f"the dump is of schema {dump_schema_name}, which exists in the target "
                 f"database beside the target schema {schema}",
-                hint="restore into another database, or into a schema of the dump's name",
+                hint=f"restore into the schema {dump_schema_name} of this or another database "
+                "(a URL without search_path for public; every database has a public schema)"
+                if dump_schema_name == "public"
+                else "restore into another database, or into a schema of the dump's name",
             )
         if _tables(conn, aside) is not None:
             raise Conflict(
@@ -259,6 +262,11 @@ def scratch_restore(dump: Path, url: str, dump_schema_name: str) -> Iterator[str
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     scratch = make_conninfo(url, dbname=name, options=f"-csearch_path={dump_schema_name}")
     try:
+        # a new database has a `public` schema: a dump of that schema creates it itself
+        with _connect(scratch) as conn:
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(dump_schema_name))
+            )
         _run(
             [
                 _tool("pg_restore"),
