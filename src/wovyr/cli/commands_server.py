@@ -275,6 +275,7 @@ def worker_command(
         min_continue_interval=settings.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),
+        shell_sandbox=settings.shell_sandbox(),
     ) as engine:
         register_backup_activity(
             engine.activities,

@@ -35,6 +35,7 @@ from typing import Any, TextIO
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import log_config, route_output
+from wovyr.activities.sandbox import ShellSandbox
 from wovyr.engine.engine import Engine
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
@@ -192,6 +193,7 @@ def main() -> int:
         min_continue_interval=config.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),  # attempts continue the traces the server's starts began
+        shell_sandbox=ShellSandbox.of_host(config.home, config.store_url, settings.shell_user),
     ) as engine:
         register_backup_activity(
             engine.activities,
