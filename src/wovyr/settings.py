@@ -5,12 +5,12 @@ The engine never reads the environment; it gets what it needs through constructo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wovyr import withheld
 from wovyr.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`,
     `OTEL_SDK_DISABLED`), overridden by flags that are not None. The reserved slots must be
     below the concurrency (`ConfigError`)."""
-    env = os.environ if env is None else env
+    env = withheld.environ() if env is None else env
     otel, otel_endpoint = _otel(env)
     settings = Settings(
         home=Path(env.get("WOVYR_HOME") or "~/.wovyr").expanduser(),

@@ -19,6 +19,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from wovyr import withheld
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import route_output
 from wovyr.cli.common import (
@@ -283,7 +284,7 @@ def worker_command(
             settings.home,
             lambda: secrets.kms,
             engine.clock.now,
-            env=os.environ,
+            env=withheld.environ(),  # a scheduled backup's passphrase
             require_encryption=settings.backup_require_encryption,
         )
         worker = Worker(
