@@ -182,3 +182,43 @@ def test_the_server_and_its_worker_process_show_no_secret_in_their_environment(
     for shown_by, shown in environs.items():
         for secret in (ROOT_KEY, "llm-key-canary", "WOVYR_WORKER_PROCESS_CONFIG"):
             assert secret.encode() not in shown, (shown_by, secret)
+
+
+def test_a_withheld_backup_passphrase_still_encrypts_the_workers_scheduled_backups(
+    tmp_path: Path,
+) -> None:
+    # The worker holds WOVYR_BACKUP_PASSPHRASE in memory, not in its environment, and its
+    # scheduled backups are still encrypted with it.
+    home, dest = tmp_path / "home", tmp_path / "backups"
+    home.mkdir()
+    passphrase = "withheld-passphrase-1f3a"
+    env = {
+        **os.environ,
+        "WOVYR_HOME": str(home),
+        "WOVYR_BACKUP_PASSPHRASE": passphrase,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    scheduled = wovyr(
+        env, "admin", "backup", "schedule", "--every", "1s", "--dest", str(dest), "--encrypt"
+    )
+    assert scheduled.returncode == 0, scheduled.stderr
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [*WOVYR, "worker", "--poll-interval", "0.1"], env=env, stdout=log, stderr=log
+    )
+    try:
+        taken = wait_for(lambda: sorted(dest.glob("*/manifest*")), 60, "a scheduled backup")
+        shown = environ_of(worker.pid)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        log.close()
+
+    assert passphrase.encode() not in shown
+    backup = taken[0].parent
+    without = {k: v for k, v in env.items() if k != "WOVYR_BACKUP_PASSPHRASE"}
+    opened = wovyr(env, "admin", "backup", "verify", str(backup), "--json")
+    unopened = wovyr(without, "admin", "backup", "verify", str(backup))
+    assert opened.returncode == 0, opened.stderr
+    assert json.loads(opened.stdout)["decrypted"] is True  # opened with the passphrase
+    assert "encrypted and no passphrase given" in unopened.stderr
