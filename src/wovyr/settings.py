@@ -5,16 +5,17 @@ The engine never reads the environment; it gets what it needs through constructo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wovyr import withheld
 from wovyr.errors import ConfigError
 
 if TYPE_CHECKING:
     from wovyr.activities.providers import Providers
+    from wovyr.activities.sandbox import ShellSandbox
     from wovyr.traces import Tracer
 
 __all__ = ["OTEL_DISTRIBUTIONS", "Settings", "load_settings"]
@@ -59,6 +60,8 @@ class Settings:
     otel: bool = False
     otel_endpoint: str = "http://localhost:4318/v1/traces"
     otel_service_name: str = "wovyr"
+    # Whom isolated shell steps run as on a root worker (WOVYR_SHELL_USER: a name or a uid).
+    shell_user: str = "nobody"
 
     @property
     def store_url(self) -> str:
@@ -80,6 +83,13 @@ class Settings:
             api_key=self.llm_api_key or None,
         )
         return Providers({DEFAULT_PROVIDER: default})
+
+    def shell_sandbox(self) -> ShellSandbox:
+        """What isolated shell steps do not see (this home and the SQLite store's directory)
+        and whom they run as on a root worker, for `Engine(shell_sandbox=...)`."""
+        from wovyr.activities.sandbox import ShellSandbox
+
+        return ShellSandbox.of_host(self.home, self.store_url, self.shell_user)
 
     def tracer(self) -> Tracer:
         """The tracing hooks for `Engine(tracer=...)`: when tracing is on, OpenTelemetry's
@@ -210,11 +220,11 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     `WOVYR_MIN_CONTINUE_INTERVAL_SECS`, `WOVYR_MAX_PER_TENANT`, `WOVYR_RESERVED_SLOTS`,
     `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_BACKUP_REQUIRE_ENCRYPTION`, `WOVYR_LLM_BASE_URL`,
     `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`,
-    `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, and OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT`,
-    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`),
-    overridden by flags that are not None. The reserved slots must be below the concurrency
-    (`ConfigError`)."""
-    env = os.environ if env is None else env
+    `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, `WOVYR_SHELL_USER`, and OpenTelemetry's
+    `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`,
+    `OTEL_SDK_DISABLED`), overridden by flags that are not None. The reserved slots must be
+    below the concurrency (`ConfigError`)."""
+    env = withheld.environ() if env is None else env
     otel, otel_endpoint = _otel(env)
     settings = Settings(
         home=Path(env.get("WOVYR_HOME") or "~/.wovyr").expanduser(),
@@ -243,6 +253,7 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         otel=otel,
         otel_endpoint=otel_endpoint,
         otel_service_name=(env.get("OTEL_SERVICE_NAME") or "").strip() or "wovyr",
+        shell_user=(env.get("WOVYR_SHELL_USER") or "").strip() or "nobody",
     )
     given = {k: v for k, v in flags.items() if v is not None and v != ()}
     if "activities" in given:

@@ -7,7 +7,10 @@ its own tenant's policy (see docs/security.md).
 
 `set` starts from `--preset` (default: the tenant's policy now), then a `--policy-file`
 (a JSON object of policy fields), then the flags; `--preset default` with nothing else puts
-the tenant back on its default (trusted for `default`, restricted for every other).
+the tenant back on its default (trusted for `default`, restricted for every other). A policy
+that lets the tenant run `shell` is followed by a warning on stderr of what that grants,
+whether this host can isolate the tenant's steps, and, unisolated, that they can read the
+KMS root key.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import click
 from rich.table import Table
 
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
+from wovyr.activities.sandbox import probe
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table
 from wovyr.engine.quotas import DEFAULT_WEIGHT, MAX_WEIGHT, parse_quotas
@@ -60,6 +64,8 @@ def _tenant_dict(found: TenantPolicy) -> dict[str, Any]:
 
 def _summary(policy: SideEffectPolicy) -> str:
     shell = "shell" if policy.shell else "no shell"
+    if policy.shell:
+        shell += " isolated" if policy.shell_isolation else " UNISOLATED"
     if policy.shell and policy.shell_commands is not None:
         shell += f" ({len(policy.shell_commands)} commands)"
     net = "private network" if policy.private_network else "public network"
@@ -149,6 +155,14 @@ def _print(found: TenantPolicy, as_json: bool) -> None:
 )
 @click.option("--shell-cwd/--no-shell-cwd", "cwd", default=None, help="May a step pick its cwd.")
 @click.option(
+    "--shell-isolation/--no-shell-isolation",
+    "isolation",
+    default=None,
+    help="Run shell steps isolated from the worker (namespaces; the default of every grant). "
+    "--no-shell-isolation lets them read what the worker's user can, the KMS root key "
+    "included: only for a tenant trusted with the host.",
+)
+@click.option(
     "--cpu-seconds", type=click.IntRange(min=1), help="CPU seconds of a shell step (RLIMIT_CPU)."
 )
 @click.option(
@@ -191,6 +205,7 @@ def set_command(
     any_command: bool,
     env: tuple[str, ...],
     cwd: bool | None,
+    isolation: bool | None,
     cpu_seconds: int | None,
     memory_bytes: int | None,
     open_files: int | None,
@@ -215,6 +230,7 @@ def set_command(
     flags: dict[str, Any] = {
         "shell": shell,
         "shell_cwd": cwd,
+        "shell_isolation": isolation,
         "shell_cpu_seconds": cpu_seconds,
         "shell_memory_bytes": memory_bytes,
         "shell_open_files": open_files,
@@ -252,6 +268,46 @@ def set_command(
                 store, tenant, policy, by="cli", at=engine.clock.now(), actor=engine.actor
             )
     _print(found, as_json)
+    if found.policy.shell:
+        _warn_shell(found, settings)
+
+
+def _warn_shell(found: TenantPolicy, settings: Settings) -> None:
+    """What a grant of `shell` means, on stderr (also with --json): said every time."""
+    policy, tenant = found.policy, found.tenant
+    lines = [
+        f"WARNING: tenant {tenant!r} may run programs on the hosts of this store's workers "
+        "(shell), with every key of that tenant that may start a workflow.",
+    ]
+    if policy.shell_commands is not None:
+        lines.append(
+            "  The command allow-list names programs, not what they do: an interpreter or a "
+            "shell in it (python3, sh, env, xargs) admits any program."
+        )
+    if policy.shell_isolation:
+        lines.append(
+            "  Isolated: each step runs in its own mount and PID namespaces (as the account "
+            f"{settings.shell_user!r} on a root worker), sees none of the worker's processes, "
+            "and not WOVYR_HOME (the development KMS key) or the SQLite store's directory. It "
+            "still reaches the network (the database server and internal services "
+            "included), /tmp, and every file its user may read."
+        )
+        reason = probe(settings.shell_sandbox())
+        if reason is None:
+            lines.append("  This host can isolate shell steps.")
+        else:
+            lines.append(
+                f"  This host CANNOT isolate them: the tenant's shell steps fail here "
+                f"(PolicyDenied). {reason}"
+            )
+    else:
+        lines.append(
+            "  UNISOLATED (--no-shell-isolation): a step runs beside the worker as its user "
+            "and can read the worker's environment and memory through /proc, WOVYR_HOME with "
+            "the KMS root key file, the database and every tenant's data. Grant this only to "
+            "a tenant you trust with the host and every secret of this store."
+        )
+    click.echo("\n".join(lines), err=True)
 
 
 def _read_policy_file(path: Path) -> dict[str, Any]:

@@ -14,13 +14,13 @@ encrypted backups only.
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
+from wovyr import withheld
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, local_actor, open_engine, store_options
 from wovyr.errors import ConfigError, KmsError
@@ -49,7 +49,7 @@ def _passphrase(path: Path | None) -> str | None:
             return read_passphrase(path)
         except (OSError, ConfigError) as exc:
             raise click.BadParameter(str(exc), param_hint="--passphrase-file") from None
-    return os.environ.get(PASSPHRASE_ENV) or None
+    return withheld.environ().get(PASSPHRASE_ENV) or None
 
 
 _passphrase_option = click.option(

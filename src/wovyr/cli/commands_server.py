@@ -19,6 +19,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from wovyr import withheld
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import route_output
 from wovyr.cli.common import (
@@ -275,6 +276,7 @@ def worker_command(
         min_continue_interval=settings.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),
+        shell_sandbox=settings.shell_sandbox(),
     ) as engine:
         register_backup_activity(
             engine.activities,
@@ -282,7 +284,7 @@ def worker_command(
             settings.home,
             lambda: secrets.kms,
             engine.clock.now,
-            env=os.environ,
+            env=withheld.environ(),  # a scheduled backup's passphrase
             require_encryption=settings.backup_require_encryption,
         )
         worker = Worker(

@@ -199,6 +199,7 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
         min_schedule_interval=settings.min_schedule_interval,
         min_continue_interval=settings.min_continue_interval,
         tracer=settings.tracer(),
+        shell_sandbox=settings.shell_sandbox(),
     )
     engine.secrets = secrets
     engine.credentials = SecretCredentials(engine.secrets)

@@ -25,6 +25,7 @@ from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.kinds import SecretResolver
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import BoundCredentials, CredentialResolver, Providers
+from wovyr.activities.sandbox import ShellSandbox
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.expr import render
 from wovyr.definition.inputs import resolve_inputs
@@ -222,6 +223,7 @@ class Engine(Definitions):
         providers: Providers | None = None,
         credentials: CredentialResolver | None = None,
         tracer: Tracer | None = None,
+        shell_sandbox: ShellSandbox | None = None,
     ) -> None:
         """`providers`: the model providers `llm` and `agent` activities may call (none by default);
         `credentials`: how a provider's API key is resolved from its config, in the worker
@@ -245,7 +247,9 @@ class Engine(Definitions):
         pass `wovyr.platform.secrets.Secrets`); None: an attempt that references a secret
         fails, not retried, saying no secrets are configured. `tracer`: the tracing hooks
         (`wovyr.traces`; off by default): starts record their span's context, attempts
-        open spans under it."""
+        open spans under it. `shell_sandbox`: what isolated `shell` steps do not see and
+        whom they run as (the edges pass `Settings.shell_sandbox()`: the worker's home and
+        database; None: only the worker's processes are out of their sight)."""
         check_store(store)  # a partial store fails here, with what it lacks
         if max_recoveries < 0:
             raise ValueError("max_recoveries must be 0 or more")
@@ -267,6 +271,7 @@ class Engine(Definitions):
         self.providers = providers or Providers()
         self.credentials: CredentialResolver = credentials or BoundCredentials()
         self.tracer: Tracer = tracer or NO_TRACER
+        self.shell_sandbox = shell_sandbox
         self._quota_cache = QuotaCache()  # shared by `for_tenant` engines
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
@@ -313,6 +318,7 @@ class Engine(Definitions):
             providers=self.providers,
             credentials=self.credentials,
             tracer=self.tracer,
+            shell_sandbox=self.shell_sandbox,
         )
         other.actor = actor
         other._quota_cache = self._quota_cache

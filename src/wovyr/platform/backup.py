@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from wovyr import withheld
 from wovyr.activities.base import ActivityContext, ActivityRegistry, NonRetryableError
 from wovyr.errors import BackupRefused, ConfigError, Conflict, KmsError
 from wovyr.files import atomic_write
@@ -440,7 +441,7 @@ def _root_keys(
 ) -> list[RootKeySource]:
     """The root keys at hand, by precedence: `WOVYR_KMS_ROOT_KEY`, the development key
     file of `home` (the host's), the key file in the backup."""
-    env = os.environ if env is None else env
+    env = withheld.environ() if env is None else env
     found: list[RootKeySource] = []
     if env.get(ROOT_ENV):
         root = RootKey(parse_root_key(env[ROOT_ENV], ROOT_ENV), ROOT_ENV)

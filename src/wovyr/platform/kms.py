@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -51,6 +50,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from wovyr import withheld
 from wovyr.errors import KmsError
 from wovyr.files import atomic_write
 from wovyr.store.audit import AuditEntry
@@ -274,7 +274,7 @@ def load_kms(
     development key under `home` (generated on first use, unless not `create`: a command
     that only checks, like `wovyr admin audit verify`, gets `KmsError` instead of a new
     key). Warns (log `wovyr.kms`) that a development key must be escrowed, every time."""
-    env = os.environ if env is None else env
+    env = withheld.environ() if env is None else env
     configured = env.get(ROOT_ENV)
     next_text = env.get(NEW_ROOT_ENV)
     next_key = RootKey(parse_root_key(next_text, NEW_ROOT_ENV), NEW_ROOT_ENV) if next_text else None

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,6 +48,7 @@ from wovyr.platform.secrets import Secrets, audit_anchor_key
 from wovyr.server.worker_process import CONFIG_ENV, WorkerConfig, replay
 from wovyr.settings import Settings
 from wovyr.store import capabilities
+from wovyr.withheld import handing_over
 from wovyr.worker import Worker
 
 __all__ = ["Background"]
@@ -164,16 +164,19 @@ class Background:
             self.engine.remove_listener(self._changed)
 
     async def _run_process(self) -> int | None:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            "from wovyr.server.worker_process import main; main()",
-            # in the environment, not argv: the store URL may hold a password
-            env={**os.environ, CONFIG_ENV: self._config().to_json()},
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=1 << 20,
-        )
+        # The config (the store URL may hold a password) and this process's withheld
+        # secrets (the root key) go over a pipe: never in argv or the child's environment.
+        with handing_over({CONFIG_ENV: self._config().to_json()}) as (env, fd):
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                "from wovyr.server.worker_process import main; main()",
+                env=env,
+                pass_fds=(fd,),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=1 << 20,
+            )
         self.process = process
         reading = asyncio.create_task(self._read(process))
         stopping = asyncio.create_task(self._stop.wait())

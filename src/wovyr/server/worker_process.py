@@ -1,9 +1,10 @@
 """The server's worker process: `python -m wovyr.server.worker_process`.
 
 `wovyr serve` drives executions here, not on the event loop that serves HTTP (see
-`wovyr.server.background`). The process (configured by the
-JSON in `WOVYR_WORKER_PROCESS_CONFIG`) opens the same store, runs one `Worker` and talks
-to its server over its standard streams, one JSON object per line:
+`wovyr.server.background`). The process (configured by the JSON in
+`WOVYR_WORKER_PROCESS_CONFIG`, handed over with the server's secrets through a pipe:
+`wovyr.withheld`) opens the same store, runs one `Worker` and talks to its server over its
+standard streams, one JSON object per line:
 
 - stdin, from the server: `{"notify": [tenant, id]}` when the API changed an execution
   (start, signal, approve, cancel: the worker picks it up at once, without polling), and
@@ -35,6 +36,7 @@ from typing import Any, TextIO
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import log_config, route_output
+from wovyr.activities.sandbox import ShellSandbox
 from wovyr.engine.engine import Engine
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
@@ -43,13 +45,15 @@ from wovyr.platform.providers import SecretCredentials
 from wovyr.server.memtrace import install as install_memtrace
 from wovyr.settings import load_settings
 from wovyr.store import open_store
+from wovyr.withheld import environ, withhold
 from wovyr.worker import Worker
 
 __all__ = ["CONFIG_ENV", "WorkerConfig", "main", "replay"]
 
 log = logging.getLogger("wovyr.server")
-#: The environment variable holding the JSON `WorkerConfig` (not argv: the store URL may
-#: hold a password, and any user can read another's command line).
+#: The name the JSON `WorkerConfig` is handed over under (`wovyr.withheld`): not argv, where
+#: any user reads it, nor the environment, where the process's user does (the store URL may
+#: hold a password).
 CONFIG_ENV = "WOVYR_WORKER_PROCESS_CONFIG"
 _STATUS_EVERY = 0.25  # seconds between checks of how many executions the worker drives
 
@@ -166,7 +170,8 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
 
 
 def main() -> int:
-    config = WorkerConfig.from_json(os.environ[CONFIG_ENV])
+    withhold()  # what the server handed over: its secrets, and this process's config
+    config = WorkerConfig.from_json(environ()[CONFIG_ENV])
     install_memtrace("worker", os.environ)  # opt-in debugging aid; nothing when unset
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # WOVYR_LOG_FORMAT=json (inherited from the server): JSON lines with the ids of the
@@ -192,6 +197,7 @@ def main() -> int:
         min_continue_interval=config.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),  # attempts continue the traces the server's starts began
+        shell_sandbox=ShellSandbox.of_host(config.home, config.store_url, settings.shell_user),
     ) as engine:
         register_backup_activity(
             engine.activities,
@@ -199,7 +205,7 @@ def main() -> int:
             Path(config.home),
             lambda: secrets.kms,
             engine.clock.now,
-            env=os.environ,  # a scheduled backup's passphrase, never in the config
+            env=environ(),  # a scheduled backup's passphrase, never in the config
             require_encryption=settings.backup_require_encryption,
         )
         metrics = _ForwardingMetrics(out)

@@ -648,6 +648,7 @@ class ExecutionRunner:
                     self.engine.tenant,
                     TenantMemory(self.engine.store, self.engine.tenant, self.engine.clock),
                 ),
+                sandbox=self.engine.shell_sandbox,
             )
             given = run.input
             if spec.kind_entry.secrets:
