@@ -130,7 +130,7 @@ def _commits(engine: Engine) -> int:
 
 
 async def run_workflows(engine: Engine, source: str, count: int, in_flight: int) -> float:
-    worker = Worker(engine, concurrency=max(64, in_flight))
+    worker = Worker(engine, concurrency=max(64, in_flight), reserved_slots=0)
     engine.register(source)
     start = time.perf_counter()
     try:

@@ -243,7 +243,7 @@ def end_to_end(open_engine: Callable[[], Engine], count: int, rounds: int) -> di
                     engine.start(source, {"i": i}, execution_id=f"{kind}-{n}-{i}")
 
                 async def run(engine: Engine = engine) -> float:
-                    worker = Worker(engine, concurrency=64)
+                    worker = Worker(engine, concurrency=64, reserved_slots=0)
                     began = time.perf_counter()
                     await worker.run_until_idle()
                     seconds = time.perf_counter() - began

@@ -85,7 +85,7 @@ def run(folder: Path, iterations: int) -> dict[str, Any]:
     registry.register("tick", tick)
 
     async def main() -> None:
-        worker = Worker(engine)
+        worker = Worker(engine, reserved_slots=0)
         try:
             await worker.start(LOOP.format(n=iterations), execution_id="loop")
             await worker.run_until_idle()

@@ -75,7 +75,7 @@ def _peak_rss_mb() -> float:
 
 async def _run_one(engine: Engine, source: str, inputs: dict[str, Any]) -> None:
     """Run one execution to its end (completed)."""
-    worker = Worker(engine, concurrency=64)
+    worker = Worker(engine, concurrency=64, reserved_slots=0)
     try:
         record = await worker.start(source, inputs)
         task = worker._tasks.get(record.key)

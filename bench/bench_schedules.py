@@ -48,7 +48,7 @@ def b6(folder: Path, due: int = 1000, pending: int = 100_000) -> dict[str, Any]:
     engine = Engine(SQLiteStore(folder / "b6.db"), clock=clock)
 
     async def arm() -> None:
-        worker = Worker(engine, concurrency=256)
+        worker = Worker(engine, concurrency=256, reserved_slots=0)
         try:
             for _ in range(due):
                 await worker.start(TIMER)

@@ -67,7 +67,7 @@ def make_engine(folder: Path, setup: str, label: str) -> Engine:
 
 
 async def run(engine: Engine, count: int, in_flight: int) -> float:
-    worker = Worker(engine, concurrency=max(64, in_flight))
+    worker = Worker(engine, concurrency=max(64, in_flight), reserved_slots=0)
     engine.register(FLOW)
     start = time.perf_counter()
     try:

@@ -131,7 +131,7 @@ def measure(
 
     from wovyr.activities.base import ActivityRegistry
     from wovyr.activities.policy import TRUSTED
-    from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+    from wovyr.activities.providers import ProviderConfig, Providers
     from wovyr.engine.engine import Engine
     from wovyr.store.sqlite import SQLiteStore
     from wovyr.testing import drain
@@ -143,7 +143,6 @@ def measure(
             SQLiteStore(db),
             activities=ActivityRegistry(),
             providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
-            credentials=StaticCredentials({}),
             side_effects=TRUSTED,
         )
         record = engine.for_tenant("bench").start(FLOW)

@@ -25,7 +25,13 @@ from wovyr.worker import Worker
 
 
 async def work(engine: Engine, args: argparse.Namespace) -> dict[str, object]:
-    worker = Worker(engine, concurrency=args.concurrency, lease_seconds=30, poll_interval=1)
+    worker = Worker(
+        engine,
+        concurrency=args.concurrency,
+        lease_seconds=30,
+        poll_interval=1,
+        reserved_slots=0,  # one tenant: no slots kept for others (as before the reserve)
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -103,6 +103,7 @@ def tool_calls(
     delay: float = 0.0,
     usage: tuple[int, int] = (10, 5),
     raw_arguments: dict[int, str] | None = None,
+    gate: threading.Event | None = None,
 ) -> Reply:
     """Calls `(name, arguments)` (ids `call_<n>`) or `(name, arguments, id)`, in one reply;
     `raw_arguments` replaces the JSON text of call n (to send invalid arguments)."""
@@ -112,7 +113,7 @@ def tool_calls(
         call_id = call[2] if len(call) == 3 else f"call_{n}"
         arguments = (raw_arguments or {}).get(n, json.dumps(args))
         made.append((call_id, name, arguments))
-    return Reply("tools", calls=tuple(made), stream=stream, delay=delay, usage=usage)
+    return Reply("tools", calls=tuple(made), stream=stream, delay=delay, usage=usage, gate=gate)
 
 
 def status(code: int, *, retry_after: str | None = None, body: str = "") -> Reply:

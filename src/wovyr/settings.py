@@ -5,16 +5,17 @@ The engine never reads the environment; it gets what it needs through constructo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wovyr import withheld
 from wovyr.errors import ConfigError
 
 if TYPE_CHECKING:
-    from wovyr.activities.providers import Providers, StaticCredentials
+    from wovyr.activities.providers import Providers
+    from wovyr.activities.sandbox import ShellSandbox
     from wovyr.traces import Tracer
 
 __all__ = ["OTEL_DISTRIBUTIONS", "Settings", "load_settings"]
@@ -35,11 +36,18 @@ class Settings:
     tenant: str = "default"  # the tenant CLI engine commands act for (--tenant, WOVYR_TENANT)
     max_payload_bytes: int = 2_097_152  # largest stored input, signal payload, output (JSON)
     min_schedule_interval: float = 1.0  # the fewest seconds between two fires of a schedule
+    # the fewest seconds between the starts of two runs of one continue-as-new chain (0: none)
+    min_continue_interval: float = 1.0
     max_per_tenant: int | None = None  # slots of one worker one tenant may hold (fair share)
+    # slots of a worker no one tenant may fill (fair share); None: an eighth, none below 8
+    reserved_slots: int | None = None
     # The server drives executions in a child process, away from its HTTP event loop
     # (`wovyr serve` turns it on for SQLite and PostgreSQL; see wovyr.server.background).
     worker_process: bool = False
     audit_anchor_interval: float = 60.0  # seconds between the server's audit anchors
+    # Backups must be encrypted: taking, scheduling and restoring unencrypted ones is
+    # refused (WOVYR_BACKUP_REQUIRE_ENCRYPTION=1).
+    backup_require_encryption: bool = False
     log_format: str = "text"  # `json`: server and worker log JSON lines (WOVYR_LOG_FORMAT)
     # The model provider named `default` (WOVYR_LLM_*): `llm` and `agent` activities use it.
     llm_base_url: str | None = None
@@ -52,32 +60,36 @@ class Settings:
     otel: bool = False
     otel_endpoint: str = "http://localhost:4318/v1/traces"
     otel_service_name: str = "wovyr"
+    # Whom isolated shell steps run as on a root worker (WOVYR_SHELL_USER: a name or a uid).
+    shell_user: str = "nobody"
 
     @property
     def store_url(self) -> str:
         return self.database_url or f"sqlite:///{self.home / 'wovyr.db'}"
 
-    def model_providers(self) -> tuple[Providers, StaticCredentials]:
-        """The providers an engine may call (`default` when WOVYR_LLM_BASE_URL is set) and
-        their keys, for `Engine(providers=..., credentials=...)`."""
-        from wovyr.activities.providers import (
-            DEFAULT_PROVIDER,
-            ProviderConfig,
-            Providers,
-            StaticCredentials,
-        )
+    def model_providers(self) -> Providers:
+        """The providers an engine may call (`default` when WOVYR_LLM_BASE_URL is set), for
+        `Engine(providers=...)`: `default` carries WOVYR_LLM_API_KEY bound to its base URL."""
+        from wovyr.activities.providers import DEFAULT_PROVIDER, ProviderConfig, Providers
 
         if not self.llm_base_url:
-            return Providers(), StaticCredentials()
+            return Providers()
         default = ProviderConfig(
             DEFAULT_PROVIDER,
             self.llm_base_url,
             default_model=self.llm_model,
             price_in=self.llm_price_in,
             price_out=self.llm_price_out,
+            api_key=self.llm_api_key or None,
         )
-        keys = {DEFAULT_PROVIDER: self.llm_api_key} if self.llm_api_key else {}
-        return Providers({DEFAULT_PROVIDER: default}), StaticCredentials(keys)
+        return Providers({DEFAULT_PROVIDER: default})
+
+    def shell_sandbox(self) -> ShellSandbox:
+        """What isolated shell steps do not see (this home and the SQLite store's directory)
+        and whom they run as on a root worker, for `Engine(shell_sandbox=...)`."""
+        from wovyr.activities.sandbox import ShellSandbox
+
+        return ShellSandbox.of_host(self.home, self.store_url, self.shell_user)
 
     def tracer(self) -> Tracer:
         """The tracing hooks for `Engine(tracer=...)`: when tracing is on, OpenTelemetry's
@@ -103,7 +115,8 @@ class Settings:
         return LazyTracer(build)
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, zero: bool = False) -> float:
+    """A positive number (`zero`: or 0, what turns a minimum or a reserve off)."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -111,16 +124,23 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {raw!r}")
+    if (not value >= 0) if zero else value <= 0:
+        raise ConfigError(f"{name} must be {'0 or more' if zero else 'positive'}, got {raw!r}")
     return value
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = float(_float(env, name, default))
+def _int(env: Mapping[str, str], name: str, default: int, *, zero: bool = False) -> int:
+    value = float(_float(env, name, default, zero=zero))
     if not value.is_integer():
         raise ConfigError(f"{name} must be a whole number, got {env.get(name)!r}")
     return int(value)
+
+
+def _reserved(env: Mapping[str, str]) -> int | None:
+    """WOVYR_RESERVED_SLOTS: a count that may be 0 (no reserve); unset: the default."""
+    if not env.get("WOVYR_RESERVED_SLOTS"):
+        return None
+    return _int(env, "WOVYR_RESERVED_SLOTS", 0, zero=True)
 
 
 def _price(env: Mapping[str, str], name: str) -> float | None:
@@ -164,6 +184,14 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
+def _switch(env: Mapping[str, str], name: str) -> bool:
+    """A 1/0 (true/false, yes/no, on/off) variable; unset is off, anything else an error."""
+    raw = (env.get(name) or "").strip().lower()
+    if raw and raw not in _TRUE + _FALSE:
+        raise ConfigError(f"{name} must be 1 or 0, got {env.get(name)!r}")
+    return raw in _TRUE
+
+
 def _otel(env: Mapping[str, str]) -> tuple[bool, str]:
     """Whether tracing is on, and where spans go: `WOVYR_OTEL` (1/0) says, else an OTLP
     endpoint set in the standard variables turns it on (unless `OTEL_SDK_DISABLED=true`).
@@ -189,12 +217,14 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`,
     `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`,
     `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
-    `WOVYR_MAX_PER_TENANT`, `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_LLM_BASE_URL`,
+    `WOVYR_MIN_CONTINUE_INTERVAL_SECS`, `WOVYR_MAX_PER_TENANT`, `WOVYR_RESERVED_SLOTS`,
+    `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_BACKUP_REQUIRE_ENCRYPTION`, `WOVYR_LLM_BASE_URL`,
     `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`,
-    `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, and OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT`,
-    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`),
-    overridden by flags that are not None."""
-    env = os.environ if env is None else env
+    `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, `WOVYR_SHELL_USER`, and OpenTelemetry's
+    `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`,
+    `OTEL_SDK_DISABLED`), overridden by flags that are not None. The reserved slots must be
+    below the concurrency (`ConfigError`)."""
+    env = withheld.environ() if env is None else env
     otel, otel_endpoint = _otel(env)
     settings = Settings(
         home=Path(env.get("WOVYR_HOME") or "~/.wovyr").expanduser(),
@@ -209,8 +239,11 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         default_timeout=_float(env, "WOVYR_DEFAULT_TIMEOUT_SECS", 300.0),
         max_payload_bytes=_int(env, "WOVYR_MAX_PAYLOAD_BYTES", 2_097_152),
         min_schedule_interval=_float(env, "WOVYR_MIN_SCHEDULE_INTERVAL_SECS", 1.0),
+        min_continue_interval=_float(env, "WOVYR_MIN_CONTINUE_INTERVAL_SECS", 1.0, zero=True),
         max_per_tenant=_int(env, "WOVYR_MAX_PER_TENANT", 0) or None,
+        reserved_slots=_reserved(env),
         audit_anchor_interval=_float(env, "WOVYR_AUDIT_ANCHOR_SECS", 60.0),
+        backup_require_encryption=_switch(env, "WOVYR_BACKUP_REQUIRE_ENCRYPTION"),
         log_format=_log_format(env),
         llm_base_url=env.get("WOVYR_LLM_BASE_URL") or None,
         llm_api_key=env.get("WOVYR_LLM_API_KEY") or None,
@@ -220,10 +253,18 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         otel=otel,
         otel_endpoint=otel_endpoint,
         otel_service_name=(env.get("OTEL_SERVICE_NAME") or "").strip() or "wovyr",
+        shell_user=(env.get("WOVYR_SHELL_USER") or "").strip() or "nobody",
     )
     given = {k: v for k, v in flags.items() if v is not None and v != ()}
     if "activities" in given:
         given["activities"] = tuple(settings.activities) + tuple(given["activities"])
     if "home" in given:
         given["home"] = Path(given["home"]).expanduser()
-    return replace(settings, **given)
+    settings = replace(settings, **given)
+    reserved = settings.reserved_slots
+    if reserved is not None and reserved >= settings.concurrency:
+        raise ConfigError(
+            f"WOVYR_RESERVED_SLOTS ({reserved}) must be below the concurrency "
+            f"({settings.concurrency})"
+        )
+    return settings

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.isolation import require_isolation
 
 from wovyr.cli.main import main
 from wovyr.engine.engine import Engine
@@ -95,6 +96,28 @@ def test_a_policy_file_and_presets(
     assert trusted["policy"]["private_network"] is True and trusted["source"] == "set"
     locked = run_json(capsys, "admin", "tenants", "set", "default", "--preset", "restricted")
     assert locked["policy"]["shell"] is False
+
+
+def test_a_shell_grant_is_followed_by_a_warning_of_what_it_grants(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    require_isolation()
+    granted = main(["admin", "tenants", "set", "beta", "--shell", "--shell-command", "cat"])
+    isolated = capsys.readouterr()
+    unisolated_code = main(["admin", "tenants", "set", "beta", "--no-shell-isolation", "--json"])
+    unisolated = capsys.readouterr()
+    closed_code = main(["admin", "tenants", "set", "beta", "--no-shell"])
+    closed = capsys.readouterr()
+
+    assert granted == unisolated_code == closed_code == 0
+    assert "shell isolated (1 commands)" in isolated.out
+    assert "WARNING: tenant 'beta' may run programs" in isolated.err
+    assert "names programs, not what they do" in isolated.err
+    assert "Isolated:" in isolated.err and "This host can isolate shell steps." in isolated.err
+    policy = json.loads(unisolated.out)["policy"]  # stdout stays JSON; the warning is stderr
+    assert policy["shell"] is True and policy["shell_isolation"] is False
+    assert "UNISOLATED" in unisolated.err and "KMS root key" in unisolated.err
+    assert closed.err == ""  # no shell, nothing to warn of
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.llm_server import ScriptedLLM, text
 
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
@@ -52,7 +52,6 @@ def test_watch_follows_a_streamed_answer_to_the_end(tmp_path: Path) -> None:
             SQLiteStore(home / "wovyr.db"),
             activities=ActivityRegistry(),
             providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
-            credentials=StaticCredentials({}),
         )
         record = engine.start(FLOW)
         watching = _watch(home, record.id, "--json", "--interval", "0.05")
@@ -78,7 +77,6 @@ def test_watch_in_text_and_an_unknown_id(tmp_path: Path) -> None:
             SQLiteStore(home / "wovyr.db"),
             activities=ActivityRegistry(),
             providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
-            credentials=StaticCredentials({}),
         )
         record = engine.start(FLOW)
         drain(engine)

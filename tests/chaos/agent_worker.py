@@ -17,7 +17,7 @@ import sys
 import time
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker import Worker
@@ -44,8 +44,7 @@ def main() -> None:
     engine = Engine(
         SQLiteStore(db),
         activities=registry,
-        providers=Providers({"default": ProviderConfig("default", base_url)}),
-        credentials=StaticCredentials({"default": KEY}),
+        providers=Providers({"default": ProviderConfig("default", base_url, api_key=KEY)}),
     )
 
     async def run() -> None:

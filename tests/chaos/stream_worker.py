@@ -11,7 +11,7 @@ import sys
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
 from wovyr.store.records import ExecutionFilter
 from wovyr.store.sqlite import SQLiteStore
@@ -24,7 +24,6 @@ def main() -> None:
         SQLiteStore(db),
         activities=ActivityRegistry(),
         providers=Providers({"default": ProviderConfig("default", base_url)}),
-        credentials=StaticCredentials({}),
         side_effects=TRUSTED,
     )
 

@@ -1,9 +1,11 @@
 """The quota ledger on every store: debits in the transaction of the write they pay for,
-refused at the limit (nothing written), and two racing starts for the last unit: one wins."""
+refused at the limit (nothing written), and two racing starts for the last unit: one wins.
+The same for a debit of its own (a continue-as-new hand-over) and the cap on schedules."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pytest
@@ -13,6 +15,7 @@ from wovyr.events import ExecutionStarted
 from wovyr.store.base import NewExecution, StepWrite, Store
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.records import Debit
+from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.sqlite import SQLiteStore
 
 DAY = date(2030, 1, 1)
@@ -124,3 +127,90 @@ def test_two_writers_race_for_the_last_unit_one_wins(store: Store) -> None:
     finally:
         if other is not store:
             other.close()
+
+
+def test_a_debit_of_its_own_is_checked_and_all_or_nothing(store: Store) -> None:
+    """`debit_quota`: what admits a continue-as-new hand-over (one transaction, no write)."""
+    gate = Debit("activity_seconds", 0, DAY, 5)
+    for _ in range(3):
+        assert store.debit_quota("t1", (_one(), gate)) is None
+    refused = store.debit_quota("t1", (gate, _one()))
+    assert refused == _one()  # the one that refused it, nothing added
+    assert store.quota_usage("t1", DAY) == {"executions": 3.0, "activity_seconds": 0.0}
+    with pytest.raises(QuotaExceeded):  # a start sees the same ledger
+        store.create_execution(_new("late", _one()))
+    assert store.debit_quota("t2", (_one(),)) is None  # another tenant: its own row
+    step = StepWrite(
+        "x", 0, [], {"seq": 1}, "running", AT, ready=True, tenant="t1",
+        debits=[Debit("activity_seconds", 6, DAY)],
+    )  # fmt: skip
+    assert store.create_execution(_new("x"))[0] and store.commit([replace(step, expected_seq=1)])
+    refused = store.debit_quota("t1", (Debit("executions", 1, DAY, 10), gate))
+    assert refused == gate  # the seconds are used up: the execution unit is not taken
+    assert store.quota_usage("t1", DAY) == {"executions": 3.0, "activity_seconds": 6.0}
+
+
+def test_two_writers_race_for_the_last_unit_of_their_own_one_wins(store: Store) -> None:
+    other = _second(store)
+    try:
+        debit = Debit("executions", 1, date(2030, 3, 1), 1)
+        barrier = threading.Barrier(2)
+        answers: list[Debit | None] = []
+
+        def take(s: Store) -> None:
+            barrier.wait()
+            answers.append(s.debit_quota("t1", (debit,)))
+
+        threads = [threading.Thread(target=take, args=(s,)) for s in (store, other)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(answers, key=lambda a: a is not None) == [None, debit]
+        assert store.quota_usage("t1", debit.day) == {"executions": 1.0}
+    finally:
+        if other is not store:
+            other.close()
+
+
+def _schedule(schedule_id: str, tenant: str = "t1") -> ScheduleRecord:
+    return ScheduleRecord(
+        id=schedule_id, workflow="w", spec={"every": 60.0}, created_at=AT, updated_at=AT,
+        tenant=tenant,
+    )  # fmt: skip
+
+
+def test_a_schedule_past_the_tenants_cap_is_refused_and_two_racing_take_one(
+    store: Store,
+) -> None:
+    assert store.create_schedule(_schedule("a"), max_count=2)
+    assert not store.create_schedule(_schedule("a"), max_count=5)  # the id exists
+    assert store.create_schedule(_schedule("a", tenant="t2"), max_count=1)  # its own count
+    other = _second(store)
+    try:
+        barrier = threading.Barrier(2)
+        outcomes: list[str] = []
+
+        def create(s: Store, name: str) -> None:
+            barrier.wait()
+            try:
+                outcomes.append(
+                    "created" if s.create_schedule(_schedule(name), max_count=2) else ""
+                )
+            except QuotaExceeded as exc:
+                outcomes.append(exc.budget)
+
+        threads = [
+            threading.Thread(target=create, args=(s, f"race-{i}"))
+            for i, s in enumerate((store, other))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcomes) == ["created", "max_schedules"]
+    finally:
+        if other is not store:
+            other.close()
+    assert len(store.list_schedules("t1")) == 2
+    assert store.create_schedule(_schedule("b"))  # no cap given: none applies

@@ -21,7 +21,8 @@ from wovyr.platform.kms import Kms, RootKey
 from wovyr.platform.payloads import sealed_store
 from wovyr.platform.secrets import Secrets
 from wovyr.store.base import CommitOutcome, NewExecution, StepWrite, Store
-from wovyr.store.sealing import SealingStore
+from wovyr.store.capabilities import capabilities, contract_methods
+from wovyr.store.sealing import FORWARDED, PLAIN_METHODS, SEALED_METHODS, SealingStore
 
 TENANTS = ("default", "a", "b", "c", "t", "t1", "other")
 
@@ -38,6 +39,33 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         set_sealing(sealed, tenant, True, by="test", at=contract.T0)
     yield sealed
     inner.close()
+
+
+def test_every_contract_method_is_declared_sealed_or_plain_once() -> None:
+    """A method added to the store contract fails here until it is declared: whether a
+    tenant's payloads pass through it decides whether it is sealed, never a default."""
+    contract = set(contract_methods())
+    assert not SEALED_METHODS & PLAIN_METHODS
+    assert sorted(contract - (SEALED_METHODS | PLAIN_METHODS)) == []  # undeclared
+    assert sorted((SEALED_METHODS | PLAIN_METHODS) - contract) == []  # declared, not in it
+    # every sealed method is the sealing store's own; nothing reaches the inner store by name
+    assert set(vars(SealingStore)) >= SEALED_METHODS
+    assert not hasattr(SealingStore, "__getattr__")
+
+
+def test_plain_methods_are_the_inner_stores_and_capabilities_pass_through(
+    store: Store,
+) -> None:
+    assert isinstance(store, SealingStore)
+    for name in FORWARDED:
+        assert getattr(store, name) == getattr(store.inner, name), name
+    inner, outer = capabilities(store.inner), capabilities(store)
+    # timer locking goes through the sealing store (the steps it writes carry payloads)
+    assert (outer.timer_locking is store) == (inner.timer_locking is not None)
+    assert outer.migrations is inner.migrations and outer.snapshots is inner.snapshots
+    assert outer.membership is inner.membership
+    assert outer.notifications is inner.notifications
+    assert outer.event_partitions is inner.event_partitions
 
 
 def test_what_the_store_below_holds_is_sealed(store: Store) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 from wovyr.activities.base import ActivityContext
 
@@ -24,3 +25,23 @@ def chatty(n: int, ctx: ActivityContext) -> int:
     for i in range(n):
         ctx.log(f"line {i}")
     return n
+
+
+def noisy(token: str) -> str:
+    """Prints and logs its token as a careless handler does (the worker masks it)."""
+    print("token is", token, "ok")  # written in pieces
+    print(f"no newline {token}", end="", file=sys.stderr)
+    other.warning("another module sees %s", token)
+    try:
+        raise ValueError(f"bad {token}")
+    except ValueError:
+        logger.exception("failed with %s", token, stack_info=True)
+    return "ok"
+
+
+def long_line(token: str, ctx: ActivityContext) -> str:
+    """A line so long that it is cut, the cut falling inside the token; and a printed one
+    without a newline, longer than a line may be."""
+    ctx.log.info("%s%s", "x" * 1990, token)
+    print("y" * 9000 + token, end="")
+    return "ok"

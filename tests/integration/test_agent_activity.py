@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from tests.llm_server import ScriptedLLM, status, text, tool_calls
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
 from wovyr.clock import ManualClock
 from wovyr.definition import load_definition
@@ -84,13 +84,12 @@ def _registry(effects: Effects) -> ActivityRegistry:
 
 
 def _engine(db: Path, llm: ScriptedLLM, registry: ActivityRegistry, **kw: Any) -> Engine:
-    provider = ProviderConfig("default", llm.base_url, price_in=1.0, price_out=2.0)
+    provider = ProviderConfig("default", llm.base_url, price_in=1.0, price_out=2.0, api_key=KEY)
     return Engine(
         SQLiteStore(db),
         clock=kw.pop("clock", None) or ManualClock(T0),
         activities=registry,
         providers=Providers({"default": provider}),
-        credentials=StaticCredentials({"default": KEY}),
     )
 
 

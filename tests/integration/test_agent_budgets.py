@@ -14,7 +14,7 @@ import pytest
 from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.engine.quotas import Quotas, day_of
@@ -61,13 +61,12 @@ def _registry(effects: list[str]) -> ActivityRegistry:
 
 
 def _engine(db: Path, llm: ScriptedLLM, effects: list[str], clock: ManualClock) -> Engine:
-    provider = ProviderConfig("default", llm.base_url, price_in=1.0, price_out=2.0)
+    provider = ProviderConfig("default", llm.base_url, price_in=1.0, price_out=2.0, api_key=KEY)
     return Engine(
         SQLiteStore(db),
         clock=clock,
         activities=_registry(effects),
         providers=Providers({"default": provider}),
-        credentials=StaticCredentials({"default": KEY}),
     )
 
 

@@ -19,7 +19,7 @@ import pytest
 from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
@@ -77,13 +77,12 @@ def _registry(paid: list[tuple[str, float]], notes: list[str]) -> ActivityRegist
 
 
 def _engine(db: Path, llm: ScriptedLLM, registry: ActivityRegistry) -> Engine:
-    provider = ProviderConfig("default", llm.base_url)
+    provider = ProviderConfig("default", llm.base_url, api_key="sk-canary-wft-33")
     return Engine(
         SQLiteStore(db),
         clock=ManualClock(T0),
         activities=registry,
         providers=Providers({"default": provider}),
-        credentials=StaticCredentials({"default": "sk-canary-wft-33"}),
     )
 
 

@@ -17,7 +17,7 @@ from tests.llm_server import ScriptedLLM, anthropic_problem, status, text, tool_
 
 from wovyr.activities.anthropic import request_body
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.errors import InputError
@@ -67,14 +67,13 @@ def _engine(
     clock: ManualClock | None = None,
 ) -> Engine:
     provider = ProviderConfig(
-        "claude", llm.base_url, price_in=3.0, price_out=15.0, kind="anthropic"
+        "claude", llm.base_url, price_in=3.0, price_out=15.0, kind="anthropic", api_key=KEY
     )
     return Engine(
         SQLiteStore(db),
         clock=clock or ManualClock(T0),
         activities=registry or ActivityRegistry(),
         providers=Providers({"claude": provider}),
-        credentials=StaticCredentials({"claude": KEY}),
     )
 
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from tests.integration import logging_tools
 
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.logs import MAX_LINES, JsonLines
+from wovyr.activities.logs import MAX_LINES, JsonLines, route_output
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.store.base import Store
@@ -120,3 +122,59 @@ def test_json_lines_carry_the_attempt_ids_and_mask_secrets(logged: Engine) -> No
     assert [x["attempt"] for x in lines] == [1, 1, 2]
     assert lines[1]["message"] == "card declined for ***"
     assert SECRET not in out.getvalue()
+
+
+def run_printing(engine: Engine, tool: str, then: str = "") -> tuple[dict[str, Any], str, str]:
+    """Run one `tool` step given the secret, with the process's output routed as a server
+    routes it (`route_output`) into fresh streams; then print `then` outside the attempt.
+    The attempt's logs item, and what reached the process's stdout and stderr."""
+    streams = sys.stdout, sys.stderr
+    out, err = io.StringIO(), io.StringIO()
+    sys.stdout, sys.stderr = out, err
+    try:
+        route_output()
+        flow = FLOW.split("  - id: charge", maxsplit=1)[0] + (
+            f'  - {{id: n, tool: {tool}, with: {{token: "${{{{ secrets.CARD_TOKEN }}}}"}}}}\n'
+        )
+        started = engine.start(flow)
+        drain(engine)
+        print(then, end="")
+    finally:
+        sys.stdout, sys.stderr = streams
+    assert engine.query(started.id).status == "completed"
+    (item,) = engine.logs(started.id)[0]
+    return item, out.getvalue(), err.getvalue()
+
+
+def test_every_log_handler_and_the_printed_output_see_secrets_masked(logged: Engine) -> None:
+    """A plain text handler of the process's own (not Wovyr's formatter) on the root logger
+    gets masked records, whichever module logged; what the handler printed is kept in the
+    attempt's log, masked, and never reaches the process's stdout or stderr."""
+    logged.activities.register("noisy", logging_tools.noisy)
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        item, out, err = run_printing(logged, "noisy", then="after the attempt\n")
+    finally:
+        root.removeHandler(handler)
+    logs = text.getvalue()
+    assert "another module sees ***" in logs and "failed with ***" in logs
+    assert "ValueError: bad ***" in logs and "Stack (most recent call last)" in logs
+    assert SECRET not in logs
+    assert (out, err) == ("after the attempt\n", "")  # the process's own output is its own
+    printed = [(x["logger"], x["level"], x["message"]) for x in item["lines"]]
+    assert ("stdout", "info", "token is *** ok") in printed
+    assert ("stderr", "warning", "no newline ***") in printed
+    assert SECRET not in json.dumps(item)
+
+
+def test_a_line_cut_to_its_cap_never_keeps_part_of_a_secret(logged: Engine) -> None:
+    logged.activities.register("long_line", logging_tools.long_line)
+    item, _, _ = run_printing(logged, "long_line")
+    lines = [x["message"] for x in item["lines"]]
+    assert len(lines) >= 2 and all(len(x) <= 2_001 for x in lines)  # cut to the cap
+    assert lines[0].startswith("x" * 1990 + "***")  # masked before it was cut
+    assert SECRET[:6] not in json.dumps(item)

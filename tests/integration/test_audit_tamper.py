@@ -40,7 +40,7 @@ COLUMNS = ("at", "tenant", "actor", "action", "target", "details", "prev_hash", 
 
 def anchor_key(store: Store, root: str = ROOT) -> bytes:
     kms = Kms(RootKey(bytes.fromhex(root), ROOT_ENV), "production")
-    return audit_anchor_key(Secrets(store, kms), AT)
+    return audit_anchor_key(Secrets(store, kms), AT, store)
 
 
 def fill(store: Store) -> None:
@@ -193,35 +193,113 @@ def test_tampering_is_detected_with_the_first_bad_seq(
     assert f"audit chain BROKEN at seq {seq}: " in capsys.readouterr().out
 
 
-def test_without_the_root_key_verify_says_anchors_are_not_checked(
-    sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_without_the_root_key_anchors_cannot_be_checked_and_verify_fails(
+    sqlite_home: SQLiteStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.delenv(ROOT_ENV)  # a development key is made, which wraps no data key here
+    monkeypatch.delenv(ROOT_ENV)  # no key at all: verify must not make a development one
     raw = Raw(sqlite_home)
     try:
         rewrite_and_forge_anchors(raw)  # undetectable without the key...
     finally:
         raw.close()
-    assert main(["admin", "audit", "verify"]) == 0
+    assert main(["admin", "audit", "verify"]) == 1  # ...so the anchors prove nothing: no ok
     captured = capsys.readouterr()
-    assert "2 anchor(s) (signatures not checked)" in captured.out
-    assert "anchors not checked: the KMS did not load (the data key of tenant" in captured.err
+    assert "audit chain BROKEN at seq 3: 2 anchor(s) cannot be checked" in captured.out
+    assert "anchors not checked: the anchor key cannot be read (no root key" in captured.err
+    assert not (tmp_path / "kms-root.key").exists()  # verify never makes a key
     # ...and anchoring refuses to run without it
     assert main(["admin", "audit", "anchor"]) == 1
     assert "is wrapped by root key" in capsys.readouterr().err
+
+
+def test_a_chain_without_anchors_verifies_its_links_without_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WOVYR_HOME", str(tmp_path))
+    monkeypatch.delenv(ROOT_ENV, raising=False)
+    monkeypatch.delenv("WOVYR_DATABASE_URL", raising=False)
+    store = SQLiteStore(tmp_path / "wovyr.db")
+    try:
+        store.append_audit(AuditEntry(AT, "t1", "local:alice", "execution.start", "e1", {}))
+    finally:
+        store.close()
+    assert main(["admin", "audit", "verify"]) == 0
+    captured = capsys.readouterr()
+    assert "audit chain OK: 1 record(s), head seq 1, 0 anchor(s)" in captured.out
+    assert "this store has no anchor key yet" in captured.err
+    assert not (tmp_path / "kms-root.key").exists()
 
 
 def test_a_bad_root_key_is_a_clear_error(
     sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(ROOT_ENV, "abcd")
-    assert main(["admin", "audit", "verify"]) == 0  # the links hold; the anchors: unchecked
+    assert main(["admin", "audit", "verify"]) == 1  # the links hold; the anchors: unchecked
     err = capsys.readouterr().err
-    assert "anchors not checked: the KMS did not load (WOVYR_KMS_ROOT_KEY holds 2 bytes" in err
+    assert "the anchor key cannot be read (WOVYR_KMS_ROOT_KEY holds 2 bytes" in err
     assert "abcd" not in err
     monkeypatch.setenv(ROOT_ENV, "zz" * 32)
     assert main(["admin", "audit", "anchor"]) == 1
     assert "WOVYR_KMS_ROOT_KEY is not a hex string" in capsys.readouterr().err
+
+
+def _anchor_row_count(store: SQLiteStore) -> int:
+    return sum(1 for k in store.list_data_keys() if k.tenant == AUDIT_ANCHOR_OWNER)
+
+
+#: What someone holding only the database file can do to the row of the anchor key.
+ANCHOR_KEY_ROW = {
+    "altered": "UPDATE data_keys SET wrapped = randomblob(length(wrapped)) WHERE tenant = ?",
+    "deleted": "DELETE FROM data_keys WHERE tenant = ?",
+    "tombstoned": "UPDATE data_keys SET wrapped = x'', root_id = 'shredded' WHERE tenant = ?",
+    "foreign": "UPDATE data_keys SET root_id = '0123456789abcdef' WHERE tenant = ?",
+}
+
+
+@pytest.mark.parametrize("change", list(ANCHOR_KEY_ROW))
+def test_a_rewrite_after_changing_the_anchor_keys_row_fails_verify(
+    change: str,
+    sqlite_home: SQLiteStore,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The attack: with the database file alone (sqlite3, no Wovyr code), change the row of
+    the anchor key so that the key cannot be read, rewrite the chain and forge the anchors'
+    hashes. verify answered ok (exit 0) when the key did not load; it exits 1, and makes no
+    key (a new one would make the forged anchors' failure look like a rotation)."""
+    conn = sqlite3.connect(sqlite_home.path, isolation_level=None)
+    try:
+        conn.execute(ANCHOR_KEY_ROW[change], (AUDIT_ANCHOR_OWNER,))
+    finally:
+        conn.close()
+    raw = Raw(sqlite_home)
+    try:
+        rewrite_and_forge_anchors(raw)
+    finally:
+        raw.close()
+    rows = _anchor_row_count(sqlite_home)
+    code, out = verify(capsys)
+    assert code == 1, out
+    assert not out["ok"] and not out["anchors_verified"]
+    assert out["problems"][0]["seq"] == 3
+    assert "cannot be checked without the anchor key" in out["problems"][0]["reason"]
+    assert out["note"].startswith("anchors not checked: ")
+    assert _anchor_row_count(sqlite_home) == rows  # verify made no key
+    assert not (tmp_path / "kms-root.key").exists()
+    # Signing refuses too: a new key would hide the removed one.
+    assert main(["admin", "audit", "anchor"]) == 1
+    assert _anchor_row_count(sqlite_home) == rows
+    err = capsys.readouterr().err
+    wanted = {
+        "altered": "does not open",
+        "deleted": "the key that signed them is gone",
+        "tombstoned": "marked shredded, which Wovyr never does",
+        "foreign": "is wrapped by root key 0123456789abcdef",
+    }[change]
+    assert wanted in err, err
 
 
 def rotate_root_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -273,7 +351,7 @@ def test_tampering_is_still_detected_after_a_rotation(
 def test_shredding_a_tenant_leaves_anchors_verifiable(
     sqlite_home: SQLiteStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"v")))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"value-of-a")))
     assert main(["secrets", "set", "A", "--tenant", "t1"]) == 0
     assert main(["admin", "tenants", "shred", "t1", "--yes"]) == 0
     with pytest.raises(ValueError, match="never shredded"):

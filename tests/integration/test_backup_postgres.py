@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from tests.conftest import POSTGRES_URL, _require_postgres, schema_url
+from tests.integration.backup_tools import FLOW, NOW
 
 from wovyr.engine.engine import Engine
 from wovyr.errors import BackupRefused, Conflict, KmsError, WovyrError
@@ -24,15 +25,6 @@ from wovyr.platform.secrets import Secrets
 from wovyr.store import open_store
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-NOW = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
-FLOW = """
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {name: flow}
-activities:
-  - id: x
-    set: {ok: true}
-"""
 
 
 @dataclass
@@ -96,7 +88,9 @@ def _installation(place: Place, home: Path, tamper: bool = False) -> tuple[Path,
         engine.apply(FLOW)
         engine.start(name="flow", execution_id="e1")
         kms = load_kms(home, {}, warn=False)
-        Secrets(store, kms).set_secret("default", "TOKEN", "v", by="t", at=NOW, actor="local:t")
+        Secrets(store, kms).set_secret(
+            "default", "TOKEN", "token-value", by="t", at=NOW, actor="local:t"
+        )
         if tamper:  # an edited audit record, found only once the dump is restored
             with psycopg.connect(place.source, autocommit=True) as conn:
                 conn.execute("UPDATE audit_log SET actor = 'local:mallory' WHERE seq = 1")
@@ -166,7 +160,7 @@ def test_force_replaces_the_schema(place: Place, tmp_path: Path) -> None:
     try:
         assert Engine(store).query("e1").status in ("running", "completed")
         kms = load_kms(tmp_path / "h", {ROOT_ENV: key}, warn=False)
-        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "v"
+        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "token-value"
         head = store.audit_head()
         assert head is not None and head.action == "backup.restore"
     finally:
@@ -197,3 +191,69 @@ def test_verify_checks_a_dumps_audit_chain_in_a_scratch_database(
             "SELECT count(*) FROM pg_database WHERE datname LIKE 'wovyr_verify_%'"
         ).fetchone()
     assert left == (0,)
+
+
+def test_force_never_replaces_a_schema_a_worker_holds(place: Place, tmp_path: Path) -> None:
+    """A worker (every server runs one) reports into the target schema's worker_members:
+    while it is live, --force is refused and the schema stays as it is."""
+    from wovyr.store.shards import Peer
+
+    src, key = _installation(place, tmp_path / "home")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {place.target_schema}.keep")
+    running = open_store(place.target)  # the target's own installation, migrated
+    try:
+        running.worker_heartbeat(Peer("worker-on-target", "all"), datetime.now(UTC), 30.0)  # type: ignore[attr-defined]
+        before = _state(place)
+        with pytest.raises(Conflict, match="in use: 1 worker"):
+            _restore(src, place.target, tmp_path / "h", key, force=True)
+        assert _state(place) == before
+        running.member_leave("worker-on-target")  # type: ignore[attr-defined]
+    finally:
+        running.close()
+    _restore(src, place.target, tmp_path / "h", key, force=True)
+
+
+@pytest.fixture
+def public_database() -> Iterator[str]:
+    """A database of its own whose store lives in the default `public` schema (dropped
+    after), as a store set up with a plain `postgresql://.../db` URL does."""
+    _require_postgres()
+    name = f"wovyr_pub_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_verify_and_restore_a_store_of_the_public_schema(
+    public_database: str, tmp_path: Path
+) -> None:
+    """A store in the default `public` schema (every new database has one) verifies in a
+    scratch database and restores into another database's `public` schema: the dump's
+    `CREATE SCHEMA public` meets the schema a new database already has."""
+    home = tmp_path / "home"
+    store = open_store(public_database, db_clock=False)
+    try:
+        engine = Engine(store).acting("local:test")
+        engine.apply(FLOW)
+        engine.start(name="flow", execution_id="e1")
+        kms = load_kms(home, {}, warn=False)
+        take_backup(store, home, tmp_path / "bk", kms=kms, at=NOW)
+    finally:
+        store.close()
+    key = kms.root.key.hex()
+    report = verify_backup(tmp_path / "bk", env={ROOT_ENV: key}, server=POSTGRES_URL)
+    assert report.audit.checked and report.audit.records == 2  # apply, start
+    with psycopg.connect(public_database, autocommit=True) as conn:  # a wiped installation
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+    _restore(tmp_path / "bk", public_database, tmp_path / "restored-home", key)
+    restored = open_store(public_database, db_clock=False)
+    try:
+        assert Engine(restored).query("e1").status in ("running", "completed")
+    finally:
+        restored.close()

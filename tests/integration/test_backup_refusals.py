@@ -7,13 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from tests.integration.backup_tools import NOW, backup, installation
 
 from wovyr.cli.main import main
-from wovyr.engine.engine import Engine
 from wovyr.errors import BackupRefused, Conflict, KmsError, WovyrError
 from wovyr.platform.backup import (
     BACKUP_TOOL,
@@ -30,39 +29,17 @@ from wovyr.platform.secrets import Secrets
 from wovyr.server.ui.session import SECRET_FILE, load_secret
 from wovyr.store import open_store
 
-NOW = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
-FLOW = """
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {name: flow}
-activities:
-  - id: x
-    set: {ok: true}
-"""
-
 
 def _installation(home: Path) -> str:
-    """A small installation under `home` with a secret; returns its root key (hex)."""
-    store = open_store(f"sqlite:///{home / 'wovyr.db'}")
-    try:
-        engine = Engine(store).acting("local:test")
-        engine.apply(FLOW)
-        engine.start(name="flow", execution_id="e1")
-        kms = load_kms(home, {}, warn=False)
-        Secrets(store, kms).set_secret("default", "TOKEN", "v", by="t", at=NOW, actor="local:t")
-        load_secret(home)
-        return kms.root.key.hex()
-    finally:
-        store.close()
+    """A small installation under `home` with a secret and a web UI session key; returns
+    its root key (hex)."""
+    key = installation(home)
+    load_secret(home)
+    return key
 
 
 def _backup(home: Path, dest: Path, passphrase: str | None = None) -> None:
-    store = open_store(f"sqlite:///{home / 'wovyr.db'}")
-    try:
-        kms = load_kms(home, {}, warn=False)
-        take_backup(store, home, dest, kms=kms, at=NOW, passphrase=passphrase)
-    finally:
-        store.close()
+    backup(home, dest, passphrase=passphrase)
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
@@ -190,12 +167,13 @@ def test_a_non_empty_target_needs_force(source: tuple[Path, str], target: Path) 
     store = open_store(f"sqlite:///{target / 'wovyr.db'}")
     try:
         kms = load_kms(target, {ROOT_ENV: key}, warn=False)
-        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "v"
+        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "token-value"
         head = store.audit_head()
         assert head is not None and head.action == "backup.restore"
     finally:
         store.close()
-    assert (target / SECRET_FILE).read_bytes() == (
+    # The web UI's session key is the host's: no backup carries it, a restore keeps it.
+    assert (target / SECRET_FILE).read_bytes() != (
         src.parent / "src-home" / SECRET_FILE
     ).read_bytes()
 
@@ -205,7 +183,7 @@ def test_encrypted_backup_round_trip_and_refusals(tmp_path: Path) -> None:
     key = _installation(home)
     _backup(home, tmp_path / "enc", passphrase="correct horse")
     files = {p.name for p in (tmp_path / "enc").iterdir()}
-    assert files == {MANIFEST, "store.sqlite.enc", f"{SECRET_FILE}.enc"}
+    assert files == {MANIFEST, "store.sqlite.enc"}
     raw = (tmp_path / "enc" / "store.sqlite.enc").read_bytes()
     assert b"SQLite format 3" not in raw and b"TOKEN" not in raw
     assert not verify_backup(tmp_path / "enc").decrypted  # checksums only, and it says so
@@ -220,7 +198,7 @@ def test_encrypted_backup_round_trip_and_refusals(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{fresh / 'wovyr.db'}")
     try:
         kms = load_kms(fresh, {ROOT_ENV: key}, warn=False)
-        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "v"
+        assert Secrets(store, kms).resolve_secret("default", "TOKEN") == "token-value"
     finally:
         store.close()
 
@@ -241,6 +219,11 @@ def test_a_flipped_byte_in_an_encrypted_file_does_not_open(tmp_path: Path) -> No
         if entry["file"] == path.name:
             entry["sha256"] = hashlib.sha256(bytes(data)).hexdigest()
     (src / MANIFEST).write_text(Manifest(manifest).to_json())
+    # The manifest's signature needs the passphrase: the recomputed checksum breaks it.
+    with pytest.raises(BackupRefused, match="not signed with this passphrase"):
+        _restore(src, tmp_path / "fresh", key, passphrase="pw")
+    # As a manifest of an earlier Wovyr (not signed), the encryption still refuses it.
+    _legacy(src)
     with pytest.raises(BackupRefused, match="does not decrypt at chunk 0"):
         _restore(src, tmp_path / "fresh", key, passphrase="pw")
     assert not (tmp_path / "fresh").exists() or _snapshot(tmp_path / "fresh") == {}
@@ -304,3 +287,58 @@ def test_a_memory_store_cannot_be_backed_up_and_dest_must_be_new(tmp_path: Path)
         store.close()
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["x"]
     assert not list(tmp_path.glob(".taken.partial-*"))
+
+
+def _reseal(src: Path, data: dict[str, object]) -> None:
+    """Write `data` as the manifest with its digest recomputed (anyone can)."""
+    data.pop("digest", None)
+    (src / MANIFEST).write_text(Manifest(data).to_json())
+
+
+def _legacy(src: Path) -> None:
+    """Make the manifest one of format 1, as an earlier Wovyr wrote it: not signed."""
+    data = json.loads((src / MANIFEST).read_text())
+    data.pop("signature", None)
+    data["format_version"] = 1
+    _reseal(src, data)
+
+
+def test_a_crafted_archive_is_refused_by_what_it_declares(tmp_path: Path) -> None:
+    """A manifest asking scrypt for 1 TiB made `backup verify` raise MemoryError, and a
+    chunk's size field could make it read whatever it claims: each is refused, with a
+    clear error, before anything is allocated from it."""
+    home = tmp_path / "src-home"
+    _installation(home)
+    src = tmp_path / "enc"
+    _backup(home, src, passphrase="pw")
+    original = json.loads((src / MANIFEST).read_text())
+
+    greedy = json.loads(json.dumps(original))
+    greedy["encryption"]["n"] = 1 << 30
+    _reseal(src, greedy)
+    with pytest.raises(BackupRefused, match=r"scrypt n=1073741824, r=8, which needs 1048576 MiB"):
+        verify_backup(src, passphrase="pw", env={})
+    with pytest.raises(BackupRefused, match="refused before deriving any key"):
+        _restore(src, tmp_path / "fresh", "00" * 32, passphrase="pw")
+
+    # A chunk's size field is reached only past the signature (the passphrase's holder),
+    # or in a backup of an earlier Wovyr: not signed.
+    legacy = json.loads(json.dumps(original))
+    legacy.pop("signature")
+    legacy["format_version"] = 1
+    _reseal(src, json.loads(json.dumps(legacy)))
+    path = src / "store.sqlite.enc"
+    data = bytearray(path.read_bytes())
+    data[12:16] = (0xFFFFFFF0).to_bytes(4, "big")  # the first chunk's size field
+    path.write_bytes(bytes(data))
+    forged = json.loads(json.dumps(legacy))
+    for entry in forged["files"]:
+        if entry["file"] == path.name:
+            entry["sha256"] = hashlib.sha256(bytes(data)).hexdigest()
+    _reseal(src, forged)
+    with pytest.raises(BackupRefused, match=r"declares a chunk 0 of 4294967280 bytes"):
+        verify_backup(src, passphrase="pw", env={})
+
+    (src / MANIFEST).write_bytes(b" " * (2 << 20) + json.dumps(original).encode())
+    with pytest.raises(BackupRefused, match="larger than 1048576 bytes"):
+        verify_backup(src, env={})

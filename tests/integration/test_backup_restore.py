@@ -1,6 +1,7 @@
 """Backup while two writers keep signalling and completing executions, wipe, restore: every
 kind of record is back, secrets open with the escrowed root key, the audit chain verifies,
-a waiting execution completes, UI sessions issued before still work. SQLite and PostgreSQL."""
+a waiting execution completes; UI sessions issued before have ended (no backup carries the
+session key). SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from wovyr.platform.audit import verify_chain, write_anchor
 from wovyr.platform.auth import Authenticator
 from wovyr.platform.backup import read_manifest, restore_backup, take_backup, verify_backup
 from wovyr.platform.kms import ROOT_ENV, load_kms
-from wovyr.platform.secrets import Secrets, audit_anchor_key
+from wovyr.platform.secrets import Secrets, audit_anchor_key, find_audit_anchor_key
 from wovyr.scheduling.schedules import Schedules
 from wovyr.server.ui.session import SECRET_FILE, SessionCodec, load_secret
 from wovyr.store import open_store
@@ -139,7 +140,7 @@ def test_backup_under_writers_wipe_restore(installation: Installation, tmp_path:
     idem = IdempotencyRecord("default", "req-1", "f" * 64, waiter, now)
     store.claim_idempotency_key(idem)
     secrets.set_secret("default", "API_TOKEN", "s3cret-value", by="t", at=now, actor="local:t")
-    write_anchor(store, audit_anchor_key(secrets, now), now)
+    write_anchor(store, audit_anchor_key(secrets, now, store), now)
     codec = SessionCodec(load_secret(installation.home))
     principal = auth.verify(token)
     assert principal is not None
@@ -167,8 +168,8 @@ def test_backup_under_writers_wipe_restore(installation: Installation, tmp_path:
     store.close()
 
     assert report.manifest.data["store"]["kind"] == installation.kind
-    assert {f["name"] for f in report.manifest.files} >= {SECRET_FILE}
-    assert "kms-root.key" not in {f["name"] for f in report.manifest.files}
+    assert {f["name"] for f in report.manifest.files} == {report.manifest.store_file}
+    assert SECRET_FILE not in {f["name"] for f in report.manifest.files}  # the host's only
     assert verify_backup(tmp_path / "bk", env={}).decrypted
 
     # The machine is lost: keep only the escrowed root key.
@@ -205,12 +206,12 @@ def test_backup_under_writers_wipe_restore(installation: Installation, tmp_path:
         usage = store2.quota_usage("default", day_of(now))
         assert usage.get("executions", 0) >= len(finished_before) + 1
         assert usage.get("executions", 0) <= usage_before.get("executions", 0)
-        verdict = verify_chain(store2, audit_anchor_key(Secrets(store2, kms2), now))
+        verdict = verify_chain(store2, find_audit_anchor_key(Secrets(store2, kms2)))
         assert verdict.ok and verdict.anchors >= 1, verdict.problems
         head = store2.audit_head()
         assert head is not None and head.action == "backup.restore"
-        # UI sessions issued before the backup still work.
-        assert SessionCodec(load_secret(installation.home)).read(cookie) is not None
+        # The web UI's session key is not in backups: sessions signed before have ended.
+        assert SessionCodec(load_secret(installation.home)).read(cookie) is None
         # A waiting execution resumes and completes.
         engine2.signal(waiter, "go")
         drain(engine2, only=[waiter])

@@ -6,8 +6,10 @@ the same transaction as the step that ends the last."""
 from __future__ import annotations
 
 import cProfile
+import itertools
 import pstats
 from collections.abc import Callable
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
+from wovyr.engine.quotas import Quotas
 from wovyr.errors import InputError
 from wovyr.ids import continued_id
 from wovyr.testing import drain
@@ -108,20 +111,121 @@ def test_cancel_by_the_logical_id_ends_the_live_run(engine: Engine, clock: Manua
     assert [r.status for r in _runs(engine, "c")] == ["cancelled", "continued", "continued"]
 
 
-def test_the_next_run_debits_executions_per_day_but_is_never_refused(
+def test_the_next_run_debits_executions_per_day_and_waits_for_the_next_day(
     engine: Engine, clock: ManualClock
 ) -> None:
-    from wovyr.engine.quotas import Quotas
-
     engine.set_quotas(Quotas(executions_per_day=2), by="test")
     engine.start(TICKER, {"last": 4}, execution_id="q")
-    for n in range(1, 5):
+    for n in range(1, 3):
         drain(engine)
         engine.signal("q", "ping", n)
         clock.advance(61)
     drain(engine)
-    assert engine.query("q").status == "completed"  # runs 3 and 4 passed the limit of 2
-    assert engine.quota_usage()["used"]["executions"] == 4
+    held = engine.query("q")
+    assert (held.id, held.status) == ("q~c2", "waiting")  # run 2 would hand over to run 3
+    assert held.waiting_on == (
+        "quota: executions per day for tenant default used up (limit 2); the chain's next "
+        "run waits until 2030-01-02 00:00 UTC"
+    )
+    assert engine.quota_usage()["used"]["executions"] == 2
+    clock.set(datetime(2030, 1, 2, tzinfo=UTC))  # the next UTC day: the hold fires
+    for n in range(3, 5):
+        drain(engine)
+        engine.signal("q", "ping", n)
+        clock.advance(61)
+    drain(engine)
+    done = engine.query("q")
+    assert (done.id, done.status) == ("q~c4", "completed")
+    assert done.output == {"n": 4, "total": 10}  # nothing lost while it was held
+    assert engine.quota_usage()["used"]["executions"] == 2  # runs 3 and 4, on day 2
+
+
+LOOP = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: loop}
+inputs: {n: {type: integer, default: 1}}
+activities:
+  - {id: step, set: {n: "${{ inputs.n }}"}}
+output: "${{ inputs.n }}"
+continue_as_new: {when: "${{ inputs.n < 500 }}", input: {n: "${{ inputs.n + 1 }}"}}
+"""
+
+
+def test_a_tight_loop_makes_no_more_runs_a_day_than_the_quota_allows(
+    engine: Engine, clock: ManualClock, registry: ActivityRegistry
+) -> None:
+    """The attack: a chain that hands over at once, forever (before: 500 runs here, 4,303 in
+    30 s over HTTP, against a limit of 3). Without the minimum interval, only the quota
+    bounds it."""
+    fast = Engine(engine.store, clock=clock, activities=registry, min_continue_interval=0)
+    fast.set_quotas(Quotas(executions_per_day=3), by="test")
+    fast.start(LOOP, execution_id="loop")
+    drain(fast)
+    assert _run_count(fast, "loop") == 3  # the start and two hand-overs: the day's three
+    live = fast.query("loop")
+    assert (live.id, live.status) == ("loop~c3", "waiting")
+    assert live.waiting_on is not None and live.waiting_on.startswith("quota: executions")
+    assert fast.quota_usage()["used"] == {"executions": 3.0}
+    clock.advance(3600)
+    drain(fast)  # still the same day: nothing more
+    assert _run_count(fast, "loop") == 3
+    clock.set(datetime(2030, 1, 2, tzinfo=UTC))
+    drain(fast)
+    assert _run_count(fast, "loop") == 6  # the next day's three
+    assert fast.quota_usage()["used"] == {"executions": 3.0}
+    assert fast.store.quota_usage("default", date(2030, 1, 1)) == {"executions": 3.0}
+
+
+def test_a_chain_starts_at_most_one_run_per_minimum_interval(
+    engine: Engine, clock: ManualClock, registry: ActivityRegistry
+) -> None:
+    slow = Engine(engine.store, clock=clock, activities=registry, min_continue_interval=10)
+    slow.start(LOOP, execution_id="tight")
+    drain(slow)
+    assert _run_count(slow, "tight") == 1
+    view = slow.query("tight")
+    assert view.status == "waiting"
+    assert view.waiting_on == (
+        "continue-as-new: one run of chain tight every 10 s; the next no sooner than "
+        "2030-01-01T09:00:10+00:00"
+    )
+    for _ in range(35):  # 35 seconds, one at a time
+        clock.advance(1)
+        drain(slow)
+    assert _run_count(slow, "tight") == 4  # runs at 0, 10, 20 and 30 s
+    starts = [r.created_at for r in _chain(slow, "tight")]
+    assert [(b - a).total_seconds() for a, b in itertools.pairwise(starts)] == [10, 10, 10]
+
+
+def test_a_held_hand_over_keeps_its_signals_and_can_be_cancelled(
+    engine: Engine, clock: ManualClock
+) -> None:
+    engine.set_quotas(Quotas(executions_per_day=1), by="test")
+    engine.start(TICKER, {"last": 3}, execution_id="h")
+    drain(engine)
+    engine.signal("h", "ping", 1)
+    engine.signal("h", "ping", 2)  # buffered for run 2
+    clock.advance(61)
+    drain(engine)
+    assert (engine.query("h").id, engine.query("h").status) == ("h", "waiting")
+    engine.signal("h", "ping", 3)  # arrives while the hand-over is held
+    drain(engine)
+    assert engine.store.load("h~c2", engine.tenant) is None  # still held: no run 2
+    clock.set(datetime(2030, 1, 2, tzinfo=UTC))
+    drain(engine)
+    second = engine.query("h")
+    assert second.id == "h~c2"
+    carried = [e for e in engine.history("h~c2", follow=False) if e.type == "SignalReceived"]
+    assert [e.data["payload"] for e in carried] == [2, 3]
+    clock.advance(61)
+    drain(engine)  # run 2 ends; run 3 is over the new day's quota: held
+    assert engine.query("h").id == "h~c2" and engine.query("h").status == "waiting"
+    view = engine.cancel("h", reason="stop")
+    assert (view.id, view.status) == ("h~c2", "cancelled")
+    clock.set(datetime(2030, 1, 3, tzinfo=UTC))
+    drain(engine)
+    assert engine.store.load("h~c3", engine.tenant) is None
 
 
 def test_a_caller_may_not_choose_a_chain_run_id(engine: Engine) -> None:
@@ -144,6 +248,21 @@ def _store_loads(call: Callable[[], object]) -> int:
         for (path, _, name), (_, calls, *_) in stats.items()
         if name == "load" and "wovyr/store" in path.replace("\\", "/")
     )
+
+
+def _chain(engine: Engine, root: str) -> list[Any]:
+    """The runs of chain `root`, in order (one load each)."""
+    runs = []
+    for n in itertools.count(1):
+        record = engine.store.load(continued_id(root, n), engine.tenant)
+        if record is None:
+            return runs
+        runs.append(record)
+    raise AssertionError("unreachable")
+
+
+def _run_count(engine: Engine, root: str) -> int:
+    return len(_chain(engine, root))
 
 
 def _runs(engine: Engine, prefix: str) -> list[Any]:

@@ -6,7 +6,9 @@ B starts one. The bound is in claim rounds and A's completions, not in time:
   after at most ONE of A's executions (one slot's turn; the plain claim would make it wait
   for A's whole backlog);
 - with `max_per_tenant` below the concurrency: B is claimed in the very next round, after
-  NONE of A's executions completes.
+  NONE of A's executions completes;
+- by default a worker of 64 slots keeps 8 from any one tenant (`reserved_slots`): the same,
+  with no cap set.
 """
 
 from __future__ import annotations
@@ -143,3 +145,58 @@ async def stored_cap(sqlite_engine: Engine) -> None:
         assert tenants_running(worker) == ["a", "a", "b"]
     finally:
         await worker.shutdown(grace_seconds=0)
+
+
+@pytest.mark.parametrize("reserved", [None, 0], ids=["default", "off"])
+def test_a_tenant_whose_executions_are_all_slow_leaves_the_reserve_to_another(
+    sqlite_engine: Engine, reserved: int | None
+) -> None:
+    """The attack: one tenant's slow executions took all 64 slots of a worker while no other
+    tenant had work; a tenant arriving then waited for one of them to end (30 s). An eighth
+    of the slots is kept from any one tenant by default (`reserved_slots`)."""
+    asyncio.run(reserve(sqlite_engine, reserved))
+
+
+async def reserve(sqlite_engine: Engine, reserved: int | None) -> None:
+    turns = Turns()
+    _, b = queue_backlog(sqlite_engine, turns)
+    worker = Worker(sqlite_engine, reserved_slots=reserved)  # 64 slots, fair share
+    try:
+        if reserved == 0:  # the reserve turned off: A fills the worker, B waits its turn
+            assert await worker.tick() == 64
+            b.start(name="quick", execution_id="b-1")
+            assert await worker.tick() == 0
+            return
+        assert await worker.tick() == 56  # A holds at most 64 - 8
+        assert await worker.tick() == 0  # none more of A's backlog
+        b.start(name="quick", execution_id="b-1")
+        assert await worker.tick() == 1  # the next round: B, with none of A's done
+        assert tenants_running(worker).count("b") == 1
+        await one_finishes(worker)
+        assert b.get("b-1").status == "completed"
+        assert turns.done == 0
+    finally:
+        await worker.shutdown(grace_seconds=0)
+
+
+def test_the_reserve_is_checked_against_the_concurrency(sqlite_engine: Engine) -> None:
+    assert Worker(sqlite_engine, concurrency=7).reserved_slots == 0  # none below 8 slots
+    assert Worker(sqlite_engine, concurrency=8).reserved_slots == 1
+    assert Worker(sqlite_engine, concurrency=4, reserved_slots=1).shares.ceiling == 3
+    capped = Worker(sqlite_engine, concurrency=64, max_per_tenant=10)
+    assert (capped.reserved_slots, capped.shares.ceiling) == (8, 10)  # the lower ceiling
+    assert Worker(sqlite_engine, concurrency=64, fair_share=False).reserved_slots == 0
+    for bad in (-1, 4):
+        with pytest.raises(ValueError, match="reserved_slots must be 0 or more and below"):
+            Worker(sqlite_engine, concurrency=4, reserved_slots=bad)
+
+
+def test_the_worker_command_refuses_a_reserve_not_below_its_concurrency(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wovyr.cli.main import main
+
+    home = ["--home", str(tmp_path / "home")]
+    assert main(["worker", "--concurrency", "4", "--reserved-slots", "4", *home]) == 2
+    err = capsys.readouterr().err
+    assert "--reserved-slots" in err and "4 is not below --concurrency 4" in err

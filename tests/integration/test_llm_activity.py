@@ -15,7 +15,7 @@ from tests.llm_server import Reply, ScriptedLLM, malformed, status, text
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import BoundCredentials, ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.definition import load_definition
 from wovyr.engine.engine import Engine
@@ -61,13 +61,13 @@ def _engine(
         default_model="m-default",
         price_in=price[0] if price else None,
         price_out=price[1] if price else None,
+        api_key=key,
     )
     return Engine(
         SQLiteStore(store_path),
         clock=clock or ManualClock(T0),
         activities=ActivityRegistry(),
         providers=Providers({"default": provider}),
-        credentials=StaticCredentials({"default": key} if key else {}),
         side_effects=side_effects,
     )
 
@@ -291,13 +291,14 @@ def test_the_default_provider_comes_from_the_environment_at_the_edge() -> None:
     }
     settings = load_settings(env)
     assert KEY not in repr(settings)
-    providers, credentials = settings.model_providers()
+    providers = settings.model_providers()
     default = providers.get("default")
     assert (default.base_url, default.default_model) == ("http://127.0.0.1:9/v1", "m9")
     assert default.cost(1_000_000, 1_000_000) == 7.5
-    assert credentials.api_key("any", "default") == KEY
-    assert KEY not in repr(credentials)
-    assert load_settings({}).model_providers()[0].names() == []
+    assert default.api_key == KEY  # bound to this base URL, in the one config
+    assert BoundCredentials().api_key("any", default) == KEY
+    assert KEY not in repr(default) and KEY not in repr(providers)
+    assert load_settings({}).model_providers().names() == []
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from tests.llm_server import ScriptedLLM, text
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.platform.kms import Kms, RootKey
@@ -48,16 +48,16 @@ class World:
         self.db = db
         self.store = SQLiteStore(db)
         self.secrets = Secrets(self.store, Kms(RootKey(bytes.fromhex("ab" * 32)), "production"))
-        providers, keys = Providers(), StaticCredentials()
+        providers = Providers()
         if env is not None:
-            providers = Providers({"default": ProviderConfig("default", env.base_url, "m-env")})
-            keys = StaticCredentials({"default": ENV_KEY})
+            default = ProviderConfig("default", env.base_url, "m-env", api_key=ENV_KEY)
+            providers = Providers({"default": default})
         self.engine = Engine(
             self.store,
             clock=ManualClock(T0),
             activities=ActivityRegistry(),
             providers=providers,
-            credentials=SecretCredentials(self.store, self.secrets, keys),
+            credentials=SecretCredentials(self.secrets),
             secrets=self.secrets,
             side_effects=TRUSTED,  # the scripted servers are on loopback
         )

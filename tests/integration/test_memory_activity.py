@@ -21,7 +21,7 @@ from wovyr.activities.kinds import Dispatch
 from wovyr.activities.memory import EmbeddingSpec, MemoryAccess
 from wovyr.activities.memory_tools import memory_call
 from wovyr.activities.policy import TRUSTED
-from wovyr.activities.providers import ModelAccess, ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ModelAccess, ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.definition import load_definition
 from wovyr.engine.engine import Engine
@@ -34,13 +34,12 @@ KEY = "sk-canary-memory-5e1f"
 
 
 def _engine(db: Path, llm: ScriptedLLM, tenant: str = "default", **kw: Any) -> Engine:
-    provider = ProviderConfig("default", llm.base_url, default_model="m1")
+    provider = ProviderConfig("default", llm.base_url, default_model="m1", api_key=KEY)
     return Engine(
         SQLiteStore(db),
         clock=kw.pop("clock", None) or ManualClock(T0),
         activities=kw.pop("activities", None) or ActivityRegistry(),
         providers=Providers({"default": provider}),
-        credentials=StaticCredentials({"default": KEY}),
         tenant=tenant,
         **kw,
     )
@@ -438,8 +437,7 @@ def test_a_sealing_tenants_memory_is_sealed_at_rest(tmp_path: Path) -> None:
             store,
             clock=ManualClock(T0),
             activities=ActivityRegistry(),
-            providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
-            credentials=StaticCredentials({"default": KEY}),
+            providers=Providers({"default": ProviderConfig("default", llm.base_url, api_key=KEY)}),
         )
         engine.start(WRITE_AND_READ, execution_id="e1", input={"who": "alice"})
         drain(engine)

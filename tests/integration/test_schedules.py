@@ -289,6 +289,7 @@ def test_a_tick_that_continued_as_new_still_runs_as_its_chain(
     schedules.create("c", workflow="chained", every="15m")  # overlap: skip
     first = "c-20300101T091500Z"
     _tick(engine, clock, 15)
+    clock.advance(1)  # a chain starts at most one run a second (min_continue_interval)
     engine.signal(first, "done")  # run 1 continues as c-...~c2, which waits
     drain(engine)
     assert engine.query(first, follow=False).status == "continued"
@@ -296,6 +297,7 @@ def test_a_tick_that_continued_as_new_still_runs_as_its_chain(
     assert started(engine, "chained") == [first, f"{first}~c2"]  # the tick was skipped
     assert schedules.get("c").skipped_count == 1
     for _ in range(2):  # runs 2 and 3 end the chain
+        clock.advance(1)
         engine.signal(first, "done")
         drain(engine)
     assert engine.query(first).id == f"{first}~c3"
@@ -311,6 +313,7 @@ def test_cancel_other_cancels_a_chains_live_run(
     schedules.create("c", workflow="chained", every="15m", overlap="cancel_other")
     first = "c-20300101T091500Z"
     _tick(engine, clock, 15)
+    clock.advance(1)  # a chain starts at most one run a second (min_continue_interval)
     engine.signal(first, "done")
     drain(engine)
     _tick(engine, clock, 30)

@@ -202,7 +202,8 @@ def test_after_a_shred_sealed_payloads_read_as_the_marker(setup: Setup) -> None:
     assert sealed_engine.query(waiting).status == "waiting"
 
     at = setup.clock.now()
-    assert shred_tenant_payloads(setup.store, SEALED, by="test", at=at) == (1, 1)
+    shredded = shred_tenant_payloads(setup.store, SEALED, by="test", at=at)
+    assert (shredded.destroyed, shredded.executions_failed) == (1, 1)
 
     done = sealed_engine.query(ids[SEALED])
     assert done.status == "completed"  # ids, names, statuses and times stay readable
@@ -325,7 +326,8 @@ def test_a_step_in_flight_during_a_shred_is_dropped_not_sealed_again(setup: Setu
     held = setup.store.load(rid, SEALED)  # the worker's plain copy
     assert held is not None and held.checkpoint is not None
     at = setup.clock.now()
-    assert shred_tenant_payloads(setup.store, SEALED, by="test", at=at) == (1, 1)
+    shredded = shred_tenant_payloads(setup.store, SEALED, by="test", at=at)
+    assert (shredded.destroyed, shredded.executions_failed) == (1, 1)
     late = StepWrite(
         execution_id=rid,
         expected_seq=held.seq,

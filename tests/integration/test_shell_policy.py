@@ -1,20 +1,26 @@
 """Tenants' side-effect policies reach `shell` through the engine, on every store: a step the
 tenant's policy refuses is refused when the definition is accepted (start, apply, schedule
 create), a policy tightened after the start stops the execution at dispatch (not retried,
-nothing run), and a sandboxed step runs under its limits. The local owner's tenant
-`default` is trusted until restricted; every other tenant is restricted until opened."""
+nothing run), and a sandboxed step runs under its limits, isolated unless the host accepted
+otherwise, with what the engine's `shell_sandbox` hides out of its sight. The local owner's
+tenant `default` is trusted until restricted; every other tenant is restricted until
+opened."""
 
 from __future__ import annotations
 
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.isolation import sandbox_python
 
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy
+from wovyr.activities.sandbox import ShellSandbox
 from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import policy_of, set_policy
 from wovyr.errors import InputError
@@ -22,11 +28,13 @@ from wovyr.scheduling.schedules import Schedules
 from wovyr.store.platform import TenantRecord
 from wovyr.testing import drain
 
-SANDBOX = replace(RESTRICTED, shell=True, shell_env=("PATH",))
+# Shell granted and accepted unisolated; ISOLATED: granted as the host grants it by default.
+SANDBOX = replace(RESTRICTED, shell=True, shell_env=("PATH",), shell_isolation=False)
+ISOLATED = replace(SANDBOX, shell_isolation=True)
 
 
-def shell_step(code: str) -> str:
-    argv = [sys.executable, "-c", code]
+def shell_step(code: str, python: str = sys.executable) -> str:
+    argv = [python, "-c", code]
     return textwrap.dedent(
         f"""\
         apiVersion: wovyr/v1
@@ -130,12 +138,45 @@ def test_a_sandboxed_step_is_stopped_at_its_cpu_limit_and_not_retried(engine: En
     assert error["type"] == "CpuLimitExceeded"
 
 
-def test_a_sandboxed_step_completes_in_its_fresh_directory(engine: Engine) -> None:
-    sandboxed = opened(engine, "beta", SANDBOX)
+@pytest.mark.parametrize("isolated", [False, True], ids=["unisolated", "isolated"])
+def test_a_sandboxed_step_completes_in_its_fresh_directory(engine: Engine, isolated: bool) -> None:
+    sandboxed = opened(engine, "beta", ISOLATED if isolated else SANDBOX)
+    python = sandbox_python() if isolated else sys.executable
 
-    record = sandboxed.start(shell_step("import os; print(sorted(os.listdir('.')))"))
+    record = sandboxed.start(shell_step("import os; print(sorted(os.listdir('.')))", python))
     drain(sandboxed)
 
     view = sandboxed.query(record.id)
-    assert view.status == "completed"
+    assert view.status == "completed", view.activities["step"]
     assert view.activities["step"]["output"]["stdout"] == "[]\n"
+
+
+@pytest.fixture
+def readable_home() -> Iterator[Path]:
+    """A WOVYR_HOME any user could read (outside pytest's private temp tree) with a key file."""
+    home = Path(tempfile.mkdtemp(prefix="wovyr-home-"))
+    home.chmod(0o755)
+    key = home / "kms-root.key"
+    key.write_text("k" * 64)
+    key.chmod(0o644)
+    yield home
+    key.unlink()
+    home.rmdir()
+
+
+def test_an_isolated_step_does_not_see_what_the_engines_sandbox_hides(
+    engine: Engine, readable_home: Path
+) -> None:
+    python = sandbox_python()
+    sandbox = ShellSandbox.of_host(readable_home, engine.store.url)
+    hiding = Engine(engine.store, clock=engine.clock, shell_sandbox=sandbox)
+    look = shell_step(f"import os; print(os.listdir({str(readable_home)!r}))", python)
+    outputs = []
+
+    for each in (hiding, engine):  # the engine without a sandbox hides nothing
+        beta = opened(each, "beta", ISOLATED)
+        record = beta.start(look)
+        drain(beta)
+        outputs.append(beta.query(record.id).activities["step"]["output"]["stdout"])
+
+    assert outputs == ["[]\n", "['kms-root.key']\n"]

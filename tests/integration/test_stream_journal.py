@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.llm_server import ScriptedLLM, status, text, tool_calls
 
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
@@ -26,7 +26,6 @@ def _engine(db: Path, llm: ScriptedLLM, registry: ActivityRegistry | None = None
         clock=ManualClock(datetime(2030, 1, 1, 9, tzinfo=UTC)),
         activities=registry or ActivityRegistry(),
         providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
-        credentials=StaticCredentials({}),
     )
 
 

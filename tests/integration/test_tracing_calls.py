@@ -22,7 +22,7 @@ from tests.otlp_collector import Collector, Span
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.platform.kms import Kms, RootKey
@@ -99,8 +99,9 @@ def traced_engine(tmp_path: Path, collector: Collector, llm: ScriptedLLM) -> Eng
         store,
         clock=ManualClock(),
         activities=ActivityRegistry(),
-        providers=Providers({"default": ProviderConfig("default", llm.base_url, "m1")}),
-        credentials=StaticCredentials({"default": API_KEY}),
+        providers=Providers(
+            {"default": ProviderConfig("default", llm.base_url, "m1", api_key=API_KEY)}
+        ),
         secrets=secrets,
         side_effects=TRUSTED,  # the model server is on loopback, the MCP server a program
         tracer=OtelTracer(collector.traces_url),

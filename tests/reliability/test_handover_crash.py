@@ -83,7 +83,12 @@ def chain_as_stored(url: str) -> list[tuple[str, str, str | None, str | None]]:
 def recover_and_check(url: str, workdir: Path) -> None:
     """A clean worker past every lease drives the chain to its end; check it whole."""
     clock = ManualClock(datetime.now(UTC) + timedelta(hours=1))
-    engine = Engine(manual_store(url), clock=clock, activities=effect_registry(workdir / "effects"))
+    engine = Engine(
+        manual_store(url),
+        clock=clock,
+        activities=effect_registry(workdir / "effects"),
+        min_continue_interval=0,  # as the child's: each hand-over at once, on a still clock
+    )
     try:
         drain(engine)
         acks = (workdir / "acks").read_text().split("\n") if (workdir / "acks").exists() else []

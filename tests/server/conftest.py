@@ -46,6 +46,18 @@ output: {shipped: "${{ activities.ship.output.shipped }}"}
 """
 
 
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait for `condition`, checked every 10 ms, at most 3,000 times (a bound on the
+    waiting, not a duration under test)."""
+    import asyncio
+
+    for _ in range(3000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition never held")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

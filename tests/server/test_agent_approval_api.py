@@ -15,7 +15,7 @@ from tests.server.conftest import Api
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 
 pytestmark = pytest.mark.anyio
 OP, VIEW = "tenant-a:operator", "tenant-a:viewer"
@@ -58,8 +58,8 @@ async def test_agent_tool_approvals_over_the_api(
     with ScriptedLLM(script, pick="turn") as llm:
         async with memory_api_factory() as api:
             assert isinstance(api, Api)
-            api.engine.providers = Providers({"default": ProviderConfig("default", llm.base_url)})
-            api.engine.credentials = StaticCredentials({"default": KEY})
+            provider = ProviderConfig("default", llm.base_url, api_key=KEY)
+            api.engine.providers = Providers({"default": provider})
             api.engine.side_effects = TRUSTED  # tenant-a may reach the model on 127.0.0.1
             r = await api.call("POST", BASE, OP, json={"definition": FLOW})
             assert r.status_code in (200, 201), r.text

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from tests.llm_server import ScriptedLLM, text, tool_calls
-from tests.server.conftest import APPROVAL_FLOW, Api, serve
+from tests.server.conftest import APPROVAL_FLOW, Api, serve, until
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
@@ -54,14 +54,6 @@ async def served(
         r = await api.call("POST", AGENTS, OP, content=AGENT, headers=YAML)
         assert r.status_code == 201, r.text
         yield api
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    for _ in range(2000):  # a bound, not a duration under test
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition never held")
 
 
 async def test_apply_list_show_and_bad_documents(

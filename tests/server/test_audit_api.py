@@ -27,7 +27,7 @@ FLOW = APPROVAL_FLOW.replace(
 SCHEDULES = "/api/v1/schedules"
 RUNS = "/api/v1/workflows"
 SECRETS = "/api/v1/secrets"
-SECRET_VALUE = "hunter2"  # low entropy: neither it nor a hash of it may be recorded
+SECRET_VALUE = "hunter22"  # low entropy: neither it nor a hash of it may be recorded
 AGENT = """\
 apiVersion: wovyr/v1
 kind: Agent
@@ -176,7 +176,7 @@ async def test_requests_that_change_nothing_append_nothing(api: Api) -> None:
         await api.call("POST", f"{RUNS}/same/signal", "tenant-a:viewer", json={"name": "x"})
     ).status_code == 403
     assert (await api.call("DELETE", f"{SECRETS}/NOPE", ADMIN)).status_code == 404
-    put = await api.call("PUT", f"{SECRETS}/MINE", "tenant-b:admin", json={"value": "v"})
+    put = await api.call("PUT", f"{SECRETS}/MINE", "tenant-b:admin", json={"value": "value-of-b"})
     assert put.status_code == 200
     count += 1  # tenant-b's set; its secret is missing for tenant-a:
     assert (await api.call("DELETE", f"{SECRETS}/MINE", ADMIN)).status_code == 404

@@ -215,6 +215,24 @@ async def test_every_api_and_ui_response_says_no_store(capped: Api) -> None:
         assert r.headers.get("cache-control") == "no-store", (path, r.status_code)
 
 
+async def test_every_api_and_ui_response_says_nosniff(capped: Api) -> None:
+    """A JSON body holds a tenant's text: a browser must never sniff it into HTML."""
+    too_big = {"headers": {"content-type": "application/json"}, "content": b"x" * 2_000_000}
+    for method, path, who, extra in (
+        ("GET", BASE, VIEW, {}),
+        ("GET", f"{BASE}/nope", VIEW, {}),  # the uniform 404 problem
+        ("GET", BASE, None, {}),  # 401
+        ("POST", BASE, OP, too_big),  # 413, answered by the guard itself
+        ("GET", "/openapi.json", None, {}),
+        ("GET", "/healthz", None, {}),
+        ("GET", "/ui/login", None, {}),
+        ("GET", "/ui", None, {}),
+        ("GET", "/ui/static/wovyr.css", None, {}),
+    ):
+        r = await capped.call(method, path, who, **extra)
+        assert r.headers.get_list("x-content-type-options") == ["nosniff"], (path, r.status_code)
+
+
 CHILD = """\
 apiVersion: wovyr/v1
 kind: Workflow

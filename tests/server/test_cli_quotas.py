@@ -77,3 +77,20 @@ def test_quotas_set_max_running_is_stored_and_audited(
     assert main(["admin", "audit", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(r["action"], r["tenant"]) for r in listed] == [("tenant.quotas", "t1")] * 2
+
+
+def test_quotas_set_max_schedules_and_a_refused_schedule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WOVYR_HOME", str(tmp_path))
+    args = ["admin", "quotas", "set", "default", "--max-schedules", "1", "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["quotas"]["max_schedules"] == 1
+    flow = tmp_path / "quick.yaml"
+    flow.write_text(QUICK, encoding="utf-8")
+    create = ["schedules", "create", "--file", str(flow), "--every", "1m"]
+    assert main([*create, "first"]) == 0
+    capsys.readouterr()
+    assert main([*create, "second"]) == 1
+    err = capsys.readouterr().err
+    assert "quota exceeded: at most 1 schedules" in err and "delete a schedule" in err

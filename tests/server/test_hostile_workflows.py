@@ -11,6 +11,7 @@ HTTP server on this machine.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -22,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+from tests.isolation import require_isolation
 from tests.server.conftest import Api
 
 from wovyr.activities.policy import RESTRICTED
@@ -133,6 +135,41 @@ async def outcome(api: Api, execution_id: str) -> tuple[str, Any]:
 
 
 # --- shell -----------------------------------------------------------------------------------
+
+
+def cat_flow(path: str) -> str:
+    return f"""\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {{name: peek}}
+activities:
+  - id: cat
+    shell: {{argv: [cat, {path!r}]}}
+    retry: {{max_attempts: 1}}
+"""
+
+
+async def test_a_cat_grant_reads_nothing_of_the_worker_it_runs_on(api: Api) -> None:
+    # The host grants tenant-b only `cat`. The worker is this process: what it was started
+    # with (its environment: where a root key or a database URL would be) is one `cat` away.
+    require_isolation()
+    granted = replace(RESTRICTED, shell=True, shell_commands=("cat",))
+    peek = cat_flow(f"/proc/{os.getpid()}/environ")
+    seen = {}
+    for name in ("isolated", "unisolated"):  # as granted; then as accepted by the host
+        policy = replace(granted, shell_isolation=name == "isolated")
+        set_policy(api.engine.store, "tenant-b", policy, by="host", at=api.clock.now())
+        r = await start(api, peek, id=f"peek-{name}")
+        assert r.status_code == 201, r.text
+        await api.drain()
+        view = (await api.call("GET", f"/api/v1/workflows/peek-{name}", OPERATOR)).json()
+        seen[name] = (view["status"], view["activities"]["cat"])
+
+    status, cat = seen["isolated"]
+    assert status == "failed" and cat["error"]["type"] == "NonZeroExit"
+    assert "No such file" in cat["error"]["details"]["stderr"]  # not in the step's /proc
+    status, cat = seen["unisolated"]
+    assert status == "completed" and "PATH=" in cat["output"]["stdout"]
 
 
 async def test_shell_is_refused_at_submit_naming_the_activity_kind_and_policy(
@@ -292,6 +329,7 @@ async def test_a_tenant_admin_sees_and_tightens_its_policy_but_cannot_open_it(ap
         {"allow_hosts": ["127.0.0.1:22"]},
         {"shell_cpu_seconds": None},
         {"shell_env": None},
+        {"shell_isolation": False},
     ):
         r = await api.call("PATCH", "/api/v1/admin/policy", ADMIN, json=widen)
         assert r.status_code == 403, (widen, r.text)

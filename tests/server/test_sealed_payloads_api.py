@@ -98,7 +98,8 @@ async def test_sealed_payloads_over_the_api_and_ui_then_the_shred_marker(
     )
     await api.drain()
     store = api.engine.store
-    assert shred_tenant_payloads(store, "tenant-a", by="test", at=api.clock.now()) == (1, 1)
+    shredded = shred_tenant_payloads(store, "tenant-a", by="test", at=api.clock.now())
+    assert (shredded.destroyed, shredded.executions_failed) == (1, 1)
 
     r = await api.call("GET", f"{BASE}/{sealed}", "tenant-a:viewer")
     assert r.status_code == 200, r.text

@@ -53,6 +53,15 @@ async def test_another_tenants_secret_answers_like_a_missing_one(api: Api) -> No
     assert (await api.call("GET", f"{BASE}/SHARED", ADMIN_A)).status_code == 200  # untouched
 
 
+async def test_a_value_too_short_to_mask_is_refused_and_nothing_is_stored(api: Api) -> None:
+    short = await api.call("PUT", f"{BASE}/PIN", ADMIN_A, json={"value": "4711"})
+    assert short.status_code == 422, short.text
+    (problem,) = short.json()["problems"]
+    assert problem["path"] == "value" and "at least 8 characters" in problem["message"]
+    assert "4711" not in short.text
+    assert (await api.call("GET", f"{BASE}/PIN", ADMIN_A)).status_code == 404
+
+
 @pytest.mark.parametrize("who", ["tenant-a:viewer", "tenant-a:operator"])
 async def test_only_admins_manage_secrets(api: Api, who: str) -> None:
     assert (await api.call("GET", BASE, who)).status_code == 403

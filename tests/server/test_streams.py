@@ -21,7 +21,7 @@ from tests.sse import Message, messages
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
 from wovyr.server.streams import StreamHub
 from wovyr.settings import Settings
@@ -85,7 +85,6 @@ def live(request: pytest.FixtureRequest, tmp_path: Path, llm: ScriptedLLM) -> It
         store,
         activities=ActivityRegistry(),
         providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
-        credentials=StaticCredentials({}),
     )
     engine.side_effects = TRUSTED  # the tenants may reach the model on 127.0.0.1
     settings = Settings(home=tmp_path / "home", dispatch_interval=0.05, poll_interval=0.05)

@@ -23,7 +23,7 @@ from tests.ui.test_browser import (
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
-from wovyr.activities.providers import ProviderConfig, Providers, StaticCredentials
+from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
 from wovyr.store.sqlite import SQLiteStore
@@ -54,7 +54,6 @@ def streaming_server(tmp_path: Path) -> Iterator[LiveServer]:
             store,
             activities=ActivityRegistry(),
             providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
-            credentials=StaticCredentials({}),
             side_effects=TRUSTED,
         )
         settings = Settings(home=tmp_path / "home", dispatch_interval=0.2, poll_interval=0.2)

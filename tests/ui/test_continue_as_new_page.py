@@ -4,10 +4,18 @@ run, and the list filters on `continued`."""
 
 from __future__ import annotations
 
+from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.testing import drain
 
 from .conftest import Keys, UiClient
+
+
+def _a_second_later(engine: Engine) -> None:
+    """A chain starts at most one run a second (`min_continue_interval`)."""
+    assert isinstance(engine.clock, ManualClock)
+    engine.clock.advance(1)
+
 
 CHAIN = """\
 apiVersion: wovyr/v1
@@ -25,6 +33,7 @@ def test_each_run_links_both_ways(client: UiClient, keys: Keys, ui_engine: Engin
     acme = ui_engine.for_tenant("acme")
     acme.start(CHAIN, execution_id="sub")
     drain(ui_engine)
+    _a_second_later(ui_engine)
     acme.signal("sub", "go")
     drain(ui_engine)
     client.sign_in(keys.viewer_a)
@@ -55,6 +64,7 @@ def test_another_tenant_sees_no_run_of_the_chain(
     acme = ui_engine.for_tenant("acme")
     acme.start(CHAIN, execution_id="sub")
     drain(ui_engine)
+    _a_second_later(ui_engine)
     acme.signal("sub", "go")
     drain(ui_engine)
     client.sign_in(keys.operator_b)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from http.cookies import SimpleCookie
 from pathlib import Path
+from urllib.parse import urlencode
 
 from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator
+from wovyr.server.ui.session import SessionCodec, load_secret
 from wovyr.settings import Settings
 from wovyr.testing import drain, memory_engine
 
@@ -76,14 +78,87 @@ def test_bad_key_and_missing_login_token(client: UiClient, keys: Keys) -> None:
     assert "wovyr_session" not in client.cookies
 
 
-def test_sign_in_never_redirects_off_site(client: UiClient, keys: Keys) -> None:
-    for target in ("https://evil.example/", "//evil.example/ui", "/ui/../../x\\y", "/api/v1"):
+OFF_UI = (
+    "https://evil.example/",
+    "//evil.example/ui",
+    "/ui/../../x\\y",
+    "/api/v1",
+    "/ui/../api/v1/workflows",  # same site, but out of the UI
+    "/ui/executions/x/../../../api/v1/admin/keys",
+    "/ui/./executions",
+    "/ui/%2e%2e/api/v1/workflows",  # a browser resolves %2e%2e as ..
+    "/ui/%2E%2E%2Fapi%2Fv1",
+    "/ui/%252e%252e/api",  # encoded twice
+    "/ui/%2F%2Fevil.example",
+    "/ui/%5c%5cevil.example",
+    "/ui/executions\t/x",
+    "/ui/executions%0d%0aSet-Cookie:%20x=1",
+    "/uix/elsewhere",
+    "ui/executions",
+    "https:/ui",
+    "",
+)
+
+
+def test_sign_in_never_redirects_out_of_the_ui(client: UiClient, keys: Keys) -> None:
+    for target in OFF_UI:
         token = client.csrf("/ui/login")
         response = client.post(
             "/ui/login", {"api_key": keys.viewer_a, "csrf_token": token, "next": target}
         )
+        assert response.status_code == 303
         assert response.headers["location"] == "/ui", target
+        signed_in = client.get(f"/ui/login?{urlencode({'next': target})}")
+        assert signed_in.headers["location"] == "/ui", target  # signed in already: the same
         client.cookies.clear()
+    for target in ("/ui", "/ui/executions/a-1", "/ui?status=waiting&q=a..b", "/ui/flow"):
+        token = client.csrf("/ui/login")
+        response = client.post(
+            "/ui/login", {"api_key": keys.viewer_a, "csrf_token": token, "next": target}
+        )
+        assert response.headers["location"] == target
+        client.cookies.clear()
+
+
+def test_the_sign_in_form_carries_only_a_page_of_the_ui(client: UiClient) -> None:
+    page = client.get(f"/ui/login?{urlencode({'next': '/ui/%2e%2e/api/v1/workflows'})}")
+    assert page.status_code == 200
+    assert 'name="next" value="/ui"' in page.text and "%2e%2e" not in page.text
+
+
+def test_a_metrics_key_cannot_sign_in(
+    client: UiClient, authenticator: Authenticator, ui_engine: Engine
+) -> None:
+    """A `metrics` key may read the tenant's metrics, not its executions: the UI shows
+    those, so such a key does not sign in (it did, and read the whole tenant)."""
+    eid = start_waiting(ui_engine)
+    _, scraper = authenticator.create_key("acme", "metrics", "scraper")
+    response = client.sign_in(scraper)
+    assert response.status_code == 403
+    assert "A key of role metrics cannot sign in to the web UI" in response.text
+    assert "wovyr_session" not in client.cookies
+    assert client.get("/ui").status_code == 303  # still signed out
+    assert client.get(f"/ui/executions/{eid}").status_code == 303
+
+
+def test_a_metrics_session_signed_before_the_refusal_reads_nothing(
+    client: UiClient, authenticator: Authenticator, ui_engine: Engine, tmp_path: Path
+) -> None:
+    """A session a metrics key got before sign-in refused it (a cookie signed with the
+    app's secret, kept under its home) opens no page."""
+    eid = start_waiting(ui_engine)
+    key_id, _ = authenticator.create_key("acme", "metrics", "scraper")
+    principal = authenticator.principal_for_key(key_id)
+    assert principal is not None
+    _, cookie = SessionCodec(load_secret(tmp_path / "home")).issue(principal)
+    # (the jar's name for a host without a dot, as a cookie the server set is kept)
+    client.cookies.set("wovyr_session", cookie, domain="testserver.local", path="/ui")
+    for page in ("/ui", f"/ui/executions/{eid}"):
+        response = client.get(page)
+        assert response.status_code == 303, page
+        assert response.headers["location"].startswith("/ui/login?next=")
+    assert client.get(f"/ui/executions/{eid}/live").status_code == 401
+    assert eid not in client.get("/ui/login").text
 
 
 def test_sign_in_returns_to_the_page_asked_for(

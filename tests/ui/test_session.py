@@ -202,3 +202,52 @@ def test_with_a_store_sign_outs_are_kept_there_not_in_the_process(tmp_path: Path
         assert codec.read(fresh) is not None
     finally:
         store.close()
+
+
+def test_rotating_the_session_key_signs_everyone_out_on_a_running_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`wovyr admin rotate-session-key` replaces the key file; a codec that reads it (a
+    running server) refuses cookies signed before at its next request, with no restart, and
+    signs new ones with the new key. The rotation is in the audit chain."""
+    import json
+
+    from wovyr.cli.main import main
+    from wovyr.server.ui.session import SecretFile
+    from wovyr.store.sqlite import SQLiteStore
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("WOVYR_HOME", str(home))
+    monkeypatch.delenv("WOVYR_DATABASE_URL", raising=False)
+    running = SessionCodec(SecretFile(home))
+    _, before = running.issue(Who())
+    assert running.read(before) is not None
+    old = (home / SECRET_FILE).read_bytes()
+
+    assert main(["admin", "rotate-session-key", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rotated"] is True
+    assert (home / SECRET_FILE).read_bytes() != old
+    assert stat.S_IMODE((home / SECRET_FILE).stat().st_mode) == 0o600
+
+    assert running.read(before) is None  # signed out at once
+    _, after = running.issue(Who())
+    assert running.read(after) is not None
+    assert SessionCodec(load_secret(home)).read(after) is not None  # what a restart reads
+    store = SQLiteStore(home / "wovyr.db")
+    try:
+        head = store.audit_head()
+        assert head is not None and head.action == "ui.session_key_rotate"
+        assert head.tenant == "" and head.actor.startswith("local:")
+    finally:
+        store.close()
+
+
+def test_a_deleted_session_key_file_signs_everyone_out_too(tmp_path: Path) -> None:
+    from wovyr.server.ui.session import SecretFile
+
+    running = SessionCodec(SecretFile(tmp_path))
+    _, cookie = running.issue(Who())
+    (tmp_path / SECRET_FILE).unlink()
+    assert running.read(cookie) is None
+    assert (tmp_path / SECRET_FILE).is_file()  # made anew, 0600
+    assert stat.S_IMODE((tmp_path / SECRET_FILE).stat().st_mode) == 0o600

@@ -112,3 +112,22 @@ def test_schedule_floor_and_tenant_cap_come_from_the_environment() -> None:
     assert (tuned.min_schedule_interval, tuned.max_per_tenant) == (0.25, 3)
     with pytest.raises(ConfigError, match="must be positive"):
         load_settings({"WOVYR_MAX_PER_TENANT": "0"})
+
+
+def test_the_chains_minimum_interval_comes_from_the_environment_and_may_be_0() -> None:
+    assert load_settings({}).min_continue_interval == 1.0
+    assert load_settings({"WOVYR_MIN_CONTINUE_INTERVAL_SECS": "0"}).min_continue_interval == 0
+    assert load_settings({"WOVYR_MIN_CONTINUE_INTERVAL_SECS": "5"}).min_continue_interval == 5
+    for bad in ("-1", "nan", "soon"):
+        with pytest.raises(ConfigError, match="WOVYR_MIN_CONTINUE_INTERVAL_SECS must be"):
+            load_settings({"WOVYR_MIN_CONTINUE_INTERVAL_SECS": bad})
+
+
+def test_the_reserved_slots_come_from_the_environment_below_the_concurrency() -> None:
+    assert load_settings({}).reserved_slots is None  # the worker's default: an eighth
+    assert load_settings({"WOVYR_RESERVED_SLOTS": "0"}).reserved_slots == 0
+    assert load_settings({"WOVYR_RESERVED_SLOTS": "4"}).reserved_slots == 4
+    with pytest.raises(ConfigError, match=r"WOVYR_RESERVED_SLOTS \(8\) must be below"):
+        load_settings({"WOVYR_RESERVED_SLOTS": "8", "WOVYR_CONCURRENCY": "8"})
+    with pytest.raises(ConfigError, match="WOVYR_RESERVED_SLOTS must be 0 or more"):
+        load_settings({"WOVYR_RESERVED_SLOTS": "-1"})

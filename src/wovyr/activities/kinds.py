@@ -48,6 +48,7 @@ from wovyr.activities.mcp import McpAccess
 from wovyr.activities.memory import MemoryAccess
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.providers import ModelAccess
+from wovyr.activities.sandbox import ShellSandbox
 from wovyr.errors import ConfigError
 from wovyr.events import EventData
 
@@ -146,6 +147,7 @@ class Dispatch:
     child_tools: ChildTools | None = None  # registered workflows as tools (`agent`)
     mcp: McpAccess | None = None  # the tenant's MCP servers (`mcp`, `agent` with mcp: tools)
     memory: MemoryAccess | None = None  # the tenant's memory namespaces (`memory`, `agent`)
+    sandbox: ShellSandbox | None = None  # what an isolated `shell` step does not see
 
 
 class Journal(Protocol):

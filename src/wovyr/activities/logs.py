@@ -8,7 +8,13 @@
   with the history, never from a separate file.
 - `attempt_ids` / `bind`: the execution, activity and attempt the code running now works
   for (a context variable: it follows tasks and `asyncio.to_thread`), which `JsonLines`
-  writes on every line (`WOVYR_LOG_FORMAT=json`), with the attempt's secret values masked.
+  writes on every line (`WOVYR_LOG_FORMAT=json`).
+- Secret values never reach a process's log through the code of an attempt: every log
+  record made while an attempt is bound has the attempt's secret forms masked when it is
+  made (its message, traceback and stack), before any handler (text, JSON, a handler's own)
+  sees it; and in a long-running process (`route_output`) what an attempt's code prints to
+  `sys.stdout` or `sys.stderr` goes, line by line, into that attempt's log only (scrubbed
+  with the rest), not into the process's output.
 """
 
 from __future__ import annotations
@@ -17,12 +23,13 @@ import contextlib
 import contextvars
 import json
 import logging
+import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from wovyr.activities.redact import MASK
 
@@ -37,11 +44,14 @@ __all__ = [
     "bind",
     "capture",
     "log_config",
+    "route_output",
 ]
 
 MAX_LINES = 200  # lines one attempt keeps (later ones are counted, not kept)
 MAX_LINE_CHARS = 2_000  # a longer message is cut
 MAX_LOG_CHARS = 32_000  # all lines of one attempt together
+_OUTPUT_LEVELS = {"stdout": "info", "stderr": "warning"}  # printed lines, as log lines
+_MAX_PARTIAL = 4 * MAX_LINE_CHARS  # printed characters held for the rest of their line
 
 
 @dataclass
@@ -50,11 +60,31 @@ class AttemptLog:
 
     lines: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
+    # the attempt's secret forms (its own list: filled when its secrets are resolved),
+    # masked in a line before it is cut to its cap, so no cut keeps part of a value
+    forms: Sequence[str] = field(default=(), repr=False)
     _chars: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _partial: dict[str, str] = field(default_factory=dict, repr=False)  # printed, no newline yet
+
+    def write(self, stream: str, text: str) -> None:
+        """What the attempt's code printed to `stream` (`stdout`, `stderr`): each whole line
+        kept as a line of that logger (a line is kept whole, so a value printed in pieces
+        is masked like one printed at once; past `_MAX_PARTIAL` characters without a
+        newline, what was printed is kept as a line)."""
+        with self._lock:
+            text = self._partial.pop(stream, "") + text
+            *whole, rest = text.split("\n")
+            if len(rest) > _MAX_PARTIAL:
+                whole.append(rest)
+            elif rest:
+                self._partial[stream] = rest
+        for line in whole:
+            self.add(_OUTPUT_LEVELS[stream], line, stream)
 
     def add(self, level: str, message: str, logger: str = "ctx", at: float | None = None) -> None:
         """Keep one line (or count it as dropped past the caps)."""
+        message = _masked(message, self.forms)
         text = message if len(message) <= MAX_LINE_CHARS else message[:MAX_LINE_CHARS] + "…"
         when = datetime.fromtimestamp(time.time() if at is None else at, UTC)
         with self._lock:
@@ -92,7 +122,12 @@ class AttemptLog:
         self._log("info", message, args)
 
     def kept(self) -> list[dict[str, Any]]:
-        """The lines to record: those kept, and a last one saying how many were dropped."""
+        """The lines to record: those kept (a last printed line without a newline too), and
+        a last one saying how many were dropped."""
+        with self._lock:
+            partial, self._partial = self._partial, {}
+        for stream, line in partial.items():
+            self.add(_OUTPUT_LEVELS[stream], line, stream)
         with self._lock:
             out = list(self.lines)
             if self.dropped:
@@ -135,6 +170,7 @@ def attempt_ids() -> Bound | None:
 @contextlib.contextmanager
 def bind(**changes: Any) -> Iterator[Bound]:
     """Bind ids (over those bound already) for the code run inside."""
+    _install_masking()
     current = _BOUND.get() or Bound()
     bound = Bound(**{**current.__dict__, **changes})
     token = _BOUND.set(bound)
@@ -158,8 +194,10 @@ class _Capture(logging.Handler):
             message = record.getMessage()
         except Exception:  # a bad format string is the handler's bug, not ours
             message = str(record.msg)
-        if record.exc_info and record.exc_info[0] is not None:
-            message += "\n" + logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:  # formatted (and masked) when the record was made
+            message += "\n" + record.exc_text
+        elif record.exc_info and record.exc_info[0] is not None:
+            message += "\n" + _FORMATTER.formatException(record.exc_info)
         bound.log.add(record.levelname.lower(), message, name, record.created)
 
 
@@ -183,18 +221,97 @@ def capture(module: str) -> Iterator[None]:
         yield
 
 
-# --- JSON lines --------------------------------------------------------------------------
+# --- secret values kept out of the process's log ---------------------------------------
+
+_FORMATTER = logging.Formatter()
+_MASKING: list[Callable[..., logging.LogRecord]] = []  # the factory installed, once
 
 
-def _masked(text: str, forms: Sequence[str]) -> str:
+def _masked(text: str, forms: Iterable[str]) -> str:
     for form in forms:
-        text = text.replace(form, MASK)
+        if form in text:
+            text = text.replace(form, MASK)
     return text
+
+
+def _mask_record(record: logging.LogRecord, forms: Sequence[str]) -> None:
+    """`record` with `forms` masked in what any handler shows of it: the message (formatted
+    now, its arguments dropped), the traceback (formatted now, as `exc_text`), the stack."""
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format string: the message as written, never its arguments
+        message = str(record.msg)
+    record.msg, record.args = _masked(message, forms), ()
+    if record.exc_info and record.exc_info[0] is not None:
+        record.exc_text = _masked(_FORMATTER.formatException(record.exc_info), forms)
+    if record.stack_info:
+        record.stack_info = _masked(record.stack_info, forms)
+
+
+def _install_masking() -> None:
+    """Wrap the process's log record factory once: a record made while an attempt with
+    secret values is bound is masked before any handler or filter sees it."""
+    if _MASKING:
+        return
+    with _INSTALLED:
+        if _MASKING:
+            return
+        previous = logging.getLogRecordFactory()
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            bound = _BOUND.get()
+            if bound is not None and bound.forms:
+                _mask_record(record, bound.forms)
+            return record
+
+        logging.setLogRecordFactory(factory)
+        _MASKING.append(factory)
+
+
+class _AttemptOutput:
+    """`sys.stdout` or `sys.stderr` of a long-running process: what the code of a bound
+    attempt writes goes to that attempt's log; anything else to the process's stream."""
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self._stream = stream
+        self._name = name
+
+    def write(self, text: str) -> int:
+        bound = _BOUND.get()
+        if bound is None or bound.log is None:
+            return self._stream.write(text)
+        bound.log.write(self._name, str(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer, ...
+        return getattr(self._stream, name)
+
+
+def route_output() -> None:
+    """Send what attempts print into their own logs (see `_AttemptOutput`), for a process
+    whose output is a log (a worker, a server). Call it after logging is configured: a log
+    handler that looks `sys.stderr` up later would write through it."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if not isinstance(stream, _AttemptOutput):
+            setattr(sys, name, _AttemptOutput(stream, name))
+
+
+# --- JSON lines --------------------------------------------------------------------------
 
 
 class JsonLines(logging.Formatter):
     """Log records as JSON objects, one per line, with the bound execution, activity and
-    attempt ids on every line (null outside one) and the attempt's secret values masked."""
+    attempt ids on every line (null outside one); an attempt's secret values were masked
+    when the record was made (`_install_masking`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         bound = _BOUND.get() or Bound()
@@ -202,14 +319,14 @@ class JsonLines(logging.Formatter):
             "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": _masked(record.getMessage(), bound.forms),
+            "message": record.getMessage(),
             "tenant": bound.tenant,
             "execution_id": bound.execution_id,
             "activity_id": bound.activity_id,
             "attempt": bound.attempt,
         }
         if record.exc_info:
-            line["error"] = _masked(self.formatException(record.exc_info), bound.forms)
+            line["error"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(line, default=str, ensure_ascii=False)
 
 

@@ -25,6 +25,11 @@ fields of one policy reach further than another's (the API may only tighten).
 - `shell_cpu_seconds`, `shell_memory_bytes` (address space), `shell_open_files`,
   `shell_processes`, `shell_file_bytes`: rlimits set in the child before the program
   starts; `None` leaves the worker's own limit.
+- `shell_isolation`: run each step isolated (`wovyr.activities.sandbox`: its own mount
+  and PID namespaces, a fresh `/proc`, the worker's home and database hidden, a separate
+  uid on a root worker); a worker that cannot isolate refuses the step (`PolicyDenied`).
+  False (the local owner's `TRUSTED`, or a host administrator's explicit choice): the step
+  runs beside the worker and reads what the worker's user can, the KMS root key included.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class SideEffectPolicy:
     shell_open_files: int | None = None  # RLIMIT_NOFILE; None: the worker's
     shell_processes: int | None = None  # RLIMIT_NPROC (counts the whole user); None: the worker's
     shell_file_bytes: int | None = None  # RLIMIT_FSIZE (largest file written); None: the worker's
+    shell_isolation: bool = False  # run shell steps in namespaces, away from the worker
     private_network: bool = True  # may `http` reach loopback, private, link-local, ... hosts
     allow_networks: tuple[str, ...] = ()  # CIDRs admitted even when private_network is off
     allow_hosts: tuple[str, ...] = ()  # "host:port" admitted even when private_network is off
@@ -71,12 +77,15 @@ RESTRICTED = SideEffectPolicy(
     shell_open_files=256,
     shell_processes=512,
     shell_file_bytes=256 * _MIB,
+    shell_isolation=True,
     private_network=False,
 )
 
 
 _TUPLES = ("shell_commands", "shell_env", "allow_networks", "allow_hosts")
-_BOOLS = ("shell", "shell_cwd", "private_network")
+_BOOLS = ("shell", "shell_cwd", "private_network", "shell_isolation")
+# Booleans that allow more when false (the others allow more when true).
+_GUARDS = ("shell_isolation",)
 _LIMITS = (
     "shell_cpu_seconds",
     "shell_memory_bytes",
@@ -165,7 +174,8 @@ def widened(policy: SideEffectPolicy, ceiling: SideEffectPolicy) -> list[str]:
     """The fields of `policy` that allow more than `ceiling`'s (empty: `policy` is within)."""
     wider: list[str] = []
     for name in _BOOLS:
-        if getattr(policy, name) and not getattr(ceiling, name):
+        mine, theirs = getattr(policy, name), getattr(ceiling, name)
+        if (theirs and not mine) if name in _GUARDS else (mine and not theirs):
             wider.append(name)
     for name in ("shell_commands", "shell_env"):
         mine, theirs = getattr(policy, name), getattr(ceiling, name)

@@ -13,11 +13,14 @@ timer), so a failure is mapped here to an `ActivityError` whose `type` says what
 - `ProviderMalformedResponse` (a 200 whose body is not a chat completion): retryable.
 - `Timeout`: retryable.
 
-The API key is resolved for each call through one seam, `CredentialResolver` (the key of
-the `default` provider given at the edge, `WOVYR_LLM_API_KEY`; for a tenant's stored
-provider the value of its secret, `wovyr.platform.providers.SecretCredentials`), is sent
-only in the `Authorization` header (`x-api-key` for Anthropic), and is scrubbed from every
-message this module builds: errors end up in the durable event log.
+A provider's key comes from its `ProviderConfig` alone, the one record an attempt read:
+either the key the host configured with that very endpoint (`ProviderConfig.api_key`, e.g.
+`WOVYR_LLM_API_KEY` of `default`: bound to that base URL, sent nowhere else), or the tenant's
+secret a stored provider names (`api_key_secret`, opened through the one seam
+`CredentialResolver`, `wovyr.platform.providers.SecretCredentials`). `ModelAccess` resolves
+it once per attempt. The key is sent only in the `Authorization` header (`x-api-key` for
+Anthropic), and is scrubbed from every message this module builds: errors end up in the
+durable event log.
 
 The request is sent through `send_checked` of the `http` kind, so the tenant's
 `SideEffectPolicy` applies to a provider like to any `http` target (a loopback provider is
@@ -54,6 +57,7 @@ __all__ = [
     "DEFAULT_PROVIDER",
     "MAX_RESPONSE_BYTES",
     "PROVIDER_KINDS",
+    "BoundCredentials",
     "ChatResult",
     "CredentialResolver",
     "Embeddings",
@@ -61,7 +65,6 @@ __all__ = [
     "ProviderConfig",
     "Providers",
     "ResponseCache",
-    "StaticCredentials",
     "chat",
     "embed",
 ]
@@ -78,7 +81,13 @@ _ERROR_EXCERPT = 512
 class ProviderConfig:
     """A model endpoint: OpenAI-compatible chat completions (`kind="openai"`) or the
     Anthropic Messages API (`kind="anthropic"`). Prices are per 1M tokens (None: cost
-    unknown)."""
+    unknown).
+
+    Its API key is one of two, never both: `api_key`, a key the host configured together
+    with this endpoint (bound to this `base_url`: a config built from anything else, such as
+    a tenant's stored provider of the same name, does not carry it); or `api_key_secret`,
+    the NAME of the tenant's secret holding the key of a tenant's stored provider. Neither:
+    no key is sent."""
 
     name: str
     base_url: str  # up to the version: `https://api.openai.com/v1`
@@ -86,6 +95,12 @@ class ProviderConfig:
     price_in: float | None = None
     price_out: float | None = None
     kind: Literal["openai", "anthropic"] = "openai"
+    api_key: str | None = field(default=None, repr=False, compare=False)  # never printed
+    api_key_secret: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.api_key is not None and self.api_key_secret is not None:
+            raise ValueError("a provider's key is its own api_key or a secret, not both")
 
     def cost(self, input_tokens: int, output_tokens: int) -> float | None:
         if self.price_in is None or self.price_out is None:
@@ -119,24 +134,28 @@ class Providers:
 
 
 class CredentialResolver(Protocol):
-    """Where a provider's API key comes from, asked for each call in the worker (the seam
-    the tenant's secrets store plugs into). None: the provider needs no key."""
+    """How a provider's API key is found, from its config alone (the seam the tenant's
+    secrets store plugs into): its bound `api_key`, or the value of its `api_key_secret`.
+    None: the provider needs no key."""
 
-    def api_key(self, tenant: str, provider: str) -> str | None: ...
+    def api_key(self, tenant: str, provider: ProviderConfig) -> str | None: ...
 
 
-class StaticCredentials:
-    """Keys given at the edge (`WOVYR_LLM_API_KEY` for `default`), the same for every
-    tenant; never shown by `repr`."""
+class BoundCredentials:
+    """The resolver of a worker without a secrets store: a provider's own bound key; a
+    provider whose key is a tenant's secret cannot be called."""
 
-    def __init__(self, keys: Mapping[str, str] | None = None) -> None:
-        self._keys = {k: v for k, v in (keys or {}).items() if v}
-
-    def api_key(self, tenant: str, provider: str) -> str | None:
-        return self._keys.get(provider)
+    def api_key(self, tenant: str, provider: ProviderConfig) -> str | None:
+        if provider.api_key_secret is not None:
+            raise NonRetryableError(
+                f"the API key of model provider {provider.name!r} is secret "
+                f"{provider.api_key_secret!r}, and this worker has no secrets store",
+                type="SecretUnreadable",
+            )
+        return provider.api_key
 
     def __repr__(self) -> str:
-        return f"StaticCredentials(providers={sorted(self._keys)})"
+        return "BoundCredentials()"
 
 
 class ResponseCache(Protocol):
@@ -149,7 +168,8 @@ class ResponseCache(Protocol):
 
 @dataclass(frozen=True)
 class ModelAccess:
-    """What a model-calling kind gets for one attempt (built by the worker)."""
+    """What a model-calling kind gets for one attempt (built by the worker): the providers
+    read for this attempt, and each one's key resolved from that same config, once."""
 
     tenant: str
     providers: Providers
@@ -157,9 +177,18 @@ class ModelAccess:
     cache: ResponseCache | None = field(default=None, repr=False)
     # why the tenant may make no model call today (a daily model quota used up), or None
     quota: Callable[[], str | None] | None = field(default=None, repr=False)
+    _keys: dict[str, str | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def api_key(self, provider: str) -> str | None:
-        return self.credentials.api_key(self.tenant, provider)
+        """The key of `providers.get(provider)`, resolved from that config alone, once: a
+        provider changed or deleted meanwhile cannot pair this attempt's endpoint with
+        another record's key (or the host's key with a tenant's endpoint)."""
+        if provider not in self._keys:
+            config = self.providers.get(provider)
+            self._keys[provider] = self.credentials.api_key(self.tenant, config)
+        return self._keys[provider]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ its own tenant's policy (see docs/security.md).
 
 `set` starts from `--preset` (default: the tenant's policy now), then a `--policy-file`
 (a JSON object of policy fields), then the flags; `--preset default` with nothing else puts
-the tenant back on its default (trusted for `default`, restricted for every other).
+the tenant back on its default (trusted for `default`, restricted for every other). A policy
+that lets the tenant run `shell` is followed by a warning on stderr of what that grants,
+whether this host can isolate the tenant's steps, and, unisolated, that they can read the
+KMS root key.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import click
 from rich.table import Table
 
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
+from wovyr.activities.sandbox import probe
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table
 from wovyr.engine.quotas import DEFAULT_WEIGHT, MAX_WEIGHT, parse_quotas
@@ -60,6 +64,8 @@ def _tenant_dict(found: TenantPolicy) -> dict[str, Any]:
 
 def _summary(policy: SideEffectPolicy) -> str:
     shell = "shell" if policy.shell else "no shell"
+    if policy.shell:
+        shell += " isolated" if policy.shell_isolation else " UNISOLATED"
     if policy.shell and policy.shell_commands is not None:
         shell += f" ({len(policy.shell_commands)} commands)"
     net = "private network" if policy.private_network else "public network"
@@ -149,6 +155,14 @@ def _print(found: TenantPolicy, as_json: bool) -> None:
 )
 @click.option("--shell-cwd/--no-shell-cwd", "cwd", default=None, help="May a step pick its cwd.")
 @click.option(
+    "--shell-isolation/--no-shell-isolation",
+    "isolation",
+    default=None,
+    help="Run shell steps isolated from the worker (namespaces; the default of every grant). "
+    "--no-shell-isolation lets them read what the worker's user can, the KMS root key "
+    "included: only for a tenant trusted with the host.",
+)
+@click.option(
     "--cpu-seconds", type=click.IntRange(min=1), help="CPU seconds of a shell step (RLIMIT_CPU)."
 )
 @click.option(
@@ -191,6 +205,7 @@ def set_command(
     any_command: bool,
     env: tuple[str, ...],
     cwd: bool | None,
+    isolation: bool | None,
     cpu_seconds: int | None,
     memory_bytes: int | None,
     open_files: int | None,
@@ -215,6 +230,7 @@ def set_command(
     flags: dict[str, Any] = {
         "shell": shell,
         "shell_cwd": cwd,
+        "shell_isolation": isolation,
         "shell_cpu_seconds": cpu_seconds,
         "shell_memory_bytes": memory_bytes,
         "shell_open_files": open_files,
@@ -252,6 +268,46 @@ def set_command(
                 store, tenant, policy, by="cli", at=engine.clock.now(), actor=engine.actor
             )
     _print(found, as_json)
+    if found.policy.shell:
+        _warn_shell(found, settings)
+
+
+def _warn_shell(found: TenantPolicy, settings: Settings) -> None:
+    """What a grant of `shell` means, on stderr (also with --json): said every time."""
+    policy, tenant = found.policy, found.tenant
+    lines = [
+        f"WARNING: tenant {tenant!r} may run programs on the hosts of this store's workers "
+        "(shell), with every key of that tenant that may start a workflow.",
+    ]
+    if policy.shell_commands is not None:
+        lines.append(
+            "  The command allow-list names programs, not what they do: an interpreter or a "
+            "shell in it (python3, sh, env, xargs) admits any program."
+        )
+    if policy.shell_isolation:
+        lines.append(
+            "  Isolated: each step runs in its own mount and PID namespaces (as the account "
+            f"{settings.shell_user!r} on a root worker), sees none of the worker's processes, "
+            "and not WOVYR_HOME (the development KMS key) or the SQLite store's directory. It "
+            "still reaches the network (the database server and internal services "
+            "included), /tmp, and every file its user may read."
+        )
+        reason = probe(settings.shell_sandbox())
+        if reason is None:
+            lines.append("  This host can isolate shell steps.")
+        else:
+            lines.append(
+                f"  This host CANNOT isolate them: the tenant's shell steps fail here "
+                f"(PolicyDenied). {reason}"
+            )
+    else:
+        lines.append(
+            "  UNISOLATED (--no-shell-isolation): a step runs beside the worker as its user "
+            "and can read the worker's environment and memory through /proc, WOVYR_HOME with "
+            "the KMS root key file, the database and every tenant's data. Grant this only to "
+            "a tenant you trust with the host and every secret of this store."
+        )
+    click.echo("\n".join(lines), err=True)
 
 
 def _read_policy_file(path: Path) -> dict[str, Any]:
@@ -352,6 +408,7 @@ _COUNT = click.IntRange(min=0)
     type=_LIMIT,
     help="Executions of the tenant leased at once by all workers together (under fair share).",
 )
+@click.option("--max-schedules", type=_COUNT, help="Schedules the tenant may have at once.")
 @click.option(
     "--clear", "clear", multiple=True, metavar="QUOTA", help="Remove a limit (repeatable)."
 )
@@ -368,6 +425,7 @@ def quotas_set_command(
     weight: float | None,
     max_slots: int | None,
     max_running: int | None,
+    max_schedules: int | None,
     clear: tuple[str, ...],
     as_json: bool,
     settings: Settings,
@@ -384,6 +442,7 @@ def quotas_set_command(
         "weight": weight,
         "max_slots": max_slots,
         "max_running": max_running,
+        "max_schedules": max_schedules,
     }
     with open_engine(settings, load_activities=False) as opened:
         engine = opened.for_tenant(tenant)
@@ -408,22 +467,32 @@ def quotas_set_command(
 @click.option("--json", "as_json", is_flag=True)
 @engine_options
 def shred_command(tenant: str, yes: bool, as_json: bool, settings: Settings) -> None:
-    """Destroy TENANT's data keys: every secret they sealed becomes unreadable for good,
-    in this database and in every copy of it (other tenants are untouched). New secrets
-    set after it get a new data key. Sealed execution payloads (--seal-payloads) become
-    unreadable too, and the tenant's running executions with them are failed."""
+    """Destroy TENANT's data keys: every secret they sealed becomes unreadable for good
+    (other tenants are untouched), and the store is scrubbed of earlier copies of those
+    keys (SQLite: its database file and WAL; PostgreSQL: the table, while its write-ahead
+    log keeps them until you rotate the root key). Backups taken before are pre-shred
+    copies. New secrets set after it get a new data key. Sealed execution payloads
+    (--seal-payloads) become unreadable too, and the tenant's running executions with
+    them are failed."""
     from wovyr.platform.payloads import shred_tenant_payloads
 
     validate_tenant(tenant)
     if not yes:
         raise click.UsageError(f"shredding tenant {tenant!r} cannot be undone: add --yes")
     with open_engine(settings, load_activities=False) as engine:
-        destroyed, failed = shred_tenant_payloads(
+        report = shred_tenant_payloads(
             engine.store, tenant, by="cli", at=engine.clock.now(), actor=engine.actor
         )
     if as_json:
-        echo_json({"tenant": tenant, "data_keys_destroyed": destroyed, "executions_failed": failed})
+        echo_json(report.to_dict(tenant))
     else:
-        click.echo(f"tenant {tenant}: {destroyed} data keys destroyed")
-        if failed:
-            click.echo(f"{failed} running executions failed: their sealed payloads are gone")
+        click.echo(f"tenant {tenant}: {report.destroyed} data keys destroyed")
+        if report.executions_failed:
+            click.echo(
+                f"{report.executions_failed} running executions failed: their sealed "
+                "payloads are gone"
+            )
+        if not report.remains:
+            click.echo("the store's files keep no earlier copy of them")
+    for remains in report.remains:
+        click.echo(f"warning: {remains}", err=True)

@@ -6,8 +6,11 @@ Whoever runs these commands holds the store, so they see every tenant's records 
 of one chain, so only the host can check it. Exit codes of `verify`: 0 the chain holds,
 1 it does not (the first bad seq and why are printed).
 
-The anchor key comes from the KMS (`wovyr.platform.secrets.audit_anchor_key`): `anchor`
-needs it, and `verify` without a KMS that loads checks the links only and says so.
+The anchor key comes from the KMS (`wovyr.platform.secrets`): `anchor` needs it (and makes
+it on first use, while no anchor exists). `verify` only looks it up and never makes a key
+(not even a development root key file): while anchors exist, a key that cannot be read (no
+root key, a row removed, altered or wrapped by another root key) fails the check; with no
+anchor yet it checks the links and says that is all it checked.
 """
 
 from __future__ import annotations
@@ -24,21 +27,24 @@ from wovyr.engine.engine import Engine
 from wovyr.errors import InputError, KmsError
 from wovyr.platform.audit import verify_chain, write_anchor
 from wovyr.platform.auth import validate_tenant
-from wovyr.platform.secrets import Secrets, audit_anchor_key
+from wovyr.platform.kms import load_kms
+from wovyr.platform.secrets import Secrets, audit_anchor_key, find_audit_anchor_key
 from wovyr.settings import Settings
 
 __all__: list[str] = []
 
 
-def _anchor_key(engine: Engine) -> tuple[bytes | None, str]:
-    """The anchor key from the engine's KMS, or None and why it could not load."""
-    secrets = engine.secrets
-    if not isinstance(secrets, Secrets):  # pragma: no cover - open_engine always sets it
-        return None, "no KMS is configured"
-    try:
-        return audit_anchor_key(secrets, engine.clock.now()), ""
+def _anchor_key(engine: Engine, settings: Settings) -> tuple[bytes | None, str]:
+    """The anchor key if it exists and opens, or None and why; never makes a key."""
+    home = settings.home
+    try:  # the KMS is loaded only if there is a key to open
+        secrets = Secrets(engine.store, lambda: load_kms(home, warn=False, create=False))
+        key = find_audit_anchor_key(secrets)
     except KmsError as exc:
-        return None, f"the KMS did not load ({exc})"
+        return None, f"the anchor key cannot be read ({exc})"
+    if key is None:
+        return None, "this store has no anchor key yet"
+    return key, ""
 
 
 @admin.group("audit")
@@ -52,14 +58,13 @@ def audit() -> None:
 def verify_command(as_json: bool, settings: Settings) -> None:
     """Check every record's hash and link, and the chain against every signed anchor."""
     with open_engine(settings, load_activities=False) as engine:
-        key, why = _anchor_key(engine)
+        key, why = _anchor_key(engine, settings)
         verdict = verify_chain(engine.store, key)
     unsigned = None
     if key is None:
         unsigned = (
-            f"anchors not checked: {why}, so their signatures cannot be verified and no "
-            "anchor is written; the links of the chain were checked, which does not detect "
-            "a truncated tail or a full rewrite"
+            f"anchors not checked: {why}; the links of the chain were checked, which does "
+            "not detect a truncated tail or a full rewrite"
         )
     if as_json:
         echo_json(
@@ -99,8 +104,9 @@ def anchor_command(as_json: bool, settings: Settings) -> None:
     with open_engine(settings, load_activities=False) as engine:
         secrets = engine.secrets
         assert isinstance(secrets, Secrets)
-        key = audit_anchor_key(secrets, engine.clock.now())  # KmsError: the CLI's exit 2
-        anchor = write_anchor(engine.store, key, engine.clock.now())
+        now = engine.clock.now()
+        key = audit_anchor_key(secrets, now, engine.store)  # KmsError: the CLI's exit 1
+        anchor = write_anchor(engine.store, key, now)
     if anchor is None:
         out: dict[str, Any] = {"anchored": False, "reason": "the chain is empty"}
     else:

@@ -6,24 +6,30 @@ checksums (`wovyr.platform.backup`). Exit codes: 0 done, 1 refused (a damaged or
 backup, a wrong root key, a non-empty target without --force), 2 a usage error.
 
 A passphrase (`--encrypt`, and to verify or restore an encrypted backup) is read from
-`--passphrase-file` or `WOVYR_BACKUP_PASSPHRASE`, never from the command line.
+`--passphrase-file` or `WOVYR_BACKUP_PASSPHRASE`, never from the command line; a scheduled
+backup reads it when it runs, from the file the schedule names or the worker's
+environment. `WOVYR_BACKUP_REQUIRE_ENCRYPTION=1` makes the host take, schedule and restore
+encrypted backups only.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
+from wovyr import withheld
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, local_actor, open_engine, store_options
-from wovyr.errors import KmsError
+from wovyr.errors import ConfigError, KmsError
 from wovyr.platform.backup import (
     BACKUP_WORKFLOW,
+    PASSPHRASE_ENV,
     PLATFORM_TENANT,
+    REQUIRE_ENCRYPTION_ENV,
+    read_passphrase,
     restore_backup,
     take_backup,
     verify_backup,
@@ -36,17 +42,14 @@ from wovyr.store import redact_url
 
 __all__: list[str] = []
 
-PASSPHRASE_ENV = "WOVYR_BACKUP_PASSPHRASE"
-
 
 def _passphrase(path: Path | None) -> str | None:
     if path is not None:
         try:
-            text = path.read_text(encoding="utf-8").rstrip("\n")
-        except (OSError, UnicodeDecodeError) as exc:
+            return read_passphrase(path)
+        except (OSError, ConfigError) as exc:
             raise click.BadParameter(str(exc), param_hint="--passphrase-file") from None
-        return text
-    return os.environ.get(PASSPHRASE_ENV) or None
+    return withheld.environ().get(PASSPHRASE_ENV) or None
 
 
 _passphrase_option = click.option(
@@ -113,6 +116,7 @@ def take_command(
             at=datetime.now(UTC),
             include_root_key=include_root_key,
             passphrase=passphrase,
+            require_encryption=settings.backup_require_encryption,
         )
     if include_root_key:
         click.echo(
@@ -170,6 +174,19 @@ def verify_command(
 @click.option("--dest", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--keep", type=click.IntRange(min=1), default=24, show_default=True)
 @click.option("--id", "schedule_id", default="backup", show_default=True)
+@click.option(
+    "--encrypt",
+    is_flag=True,
+    help=f"Encrypt every backup; the worker reads the passphrase when it runs, from "
+    f"--passphrase-file or its own {PASSPHRASE_ENV}.",
+)
+@click.option(
+    "--passphrase-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --encrypt: a file on the worker's host holding the passphrase (the schedule "
+    "keeps its path, never the passphrase).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @engine_options
 def schedule_command(
@@ -178,6 +195,8 @@ def schedule_command(
     dest: Path,
     keep: int,
     schedule_id: str,
+    encrypt: bool,
+    passphrase_file: Path | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
@@ -186,9 +205,24 @@ def schedule_command(
     server run it; `wovyr admin backup schedule` again with another --id adds another."""
     if (cron is None) == (every is None):
         raise click.UsageError("give exactly one of --cron and --every")
+    if passphrase_file is not None and not encrypt:
+        raise click.UsageError("--passphrase-file is for --encrypt")
+    if settings.backup_require_encryption and not encrypt:
+        raise click.UsageError(
+            f"this host takes encrypted backups only ({REQUIRE_ENCRYPTION_ENV}): add --encrypt"
+        )
+    if passphrase_file is not None:
+        _passphrase(passphrase_file)  # readable now (it is read again at every backup)
     with open_engine(settings, load_activities=False) as engine:
         record = create_backup_schedule(
-            engine, schedule_id, dest=dest, keep=keep, cron=cron, every=every
+            engine,
+            schedule_id,
+            dest=dest,
+            keep=keep,
+            cron=cron,
+            every=every,
+            encrypt=encrypt,
+            passphrase_file=passphrase_file,
         )
     out: dict[str, Any] = {
         "id": record.id,
@@ -198,14 +232,20 @@ def schedule_command(
         "next_fire_at": None if record.next_fire_at is None else record.next_fire_at.isoformat(),
         "dest": str(dest),
         "keep": keep,
+        "encrypt": encrypt,
     }
     if as_json:
         echo_json(out)
         return
     click.echo(
         f"backup schedule {record.id}: next at {out['next_fire_at']}, into {dest}, keeping "
-        f"{keep} (runs in `wovyr serve` or `wovyr worker`)"
+        f"{keep}{', encrypted' if encrypt else ''} (runs in `wovyr serve` or `wovyr worker`)"
     )
+    if encrypt and passphrase_file is None:
+        click.echo(
+            f"note: the workers that run it need {PASSPHRASE_ENV} in their environment",
+            err=True,
+        )
 
 
 @admin.command("restore")
@@ -217,7 +257,18 @@ def schedule_command(
     help="Where to restore: a home folder (SQLite) or a postgresql:// URL; default: the "
     "configured store (--home/--db).",
 )
-@click.option("--force", is_flag=True, help="Replace a target that holds data.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a target that holds data (never one a server or worker is using).",
+)
+@click.option(
+    "--allow-unsigned",
+    is_flag=True,
+    help="Restore an unencrypted backup whose manifest no root key here shows to be genuine "
+    "(one of an earlier Wovyr, or one that brings its own root key): only if you know where "
+    "it came from.",
+)
 @_passphrase_option
 @click.option("--json", "as_json", is_flag=True)
 @store_options
@@ -225,11 +276,14 @@ def restore_command(
     src: Path,
     target: str | None,
     force: bool,
+    allow_unsigned: bool,
     passphrase_file: Path | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
-    """Restore the backup SRC (checked first; nothing is touched when it is refused)."""
+    """Restore the backup SRC (checked first; nothing is touched when it is refused). A
+    restore never replaces the host's root key, and refuses an unencrypted backup when a
+    passphrase is given."""
     home = settings.home
     url = settings.store_url
     if target is not None:
@@ -247,10 +301,14 @@ def restore_command(
         force=force,
         passphrase=_passphrase(passphrase_file),
         redact=redact_url,
+        require_encryption=settings.backup_require_encryption,
+        allow_unsigned=allow_unsigned,
     )
     if as_json:
         echo_json(report.to_dict())
         return
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)
     click.echo(
         f"restored {src} (taken {report.manifest.data['created_at']}) into {report.target}: "
         f"schema {report.schema_version}, {report.audit.records} audit records verified, "

@@ -31,6 +31,7 @@ from wovyr.cli.common import engine_options, open_engine
 from wovyr.cli.main import cli
 from wovyr.errors import ConfigError
 from wovyr.settings import Settings
+from wovyr.withheld import handing_over
 
 __all__: list[str] = []
 
@@ -73,10 +74,15 @@ def module_sources(activities: Iterable[str]) -> list[Path]:
 
 
 def _store_args(settings: Settings) -> list[str]:
-    args = ["--home", str(settings.home)]
-    if settings.database_url:
-        args += ["--db", settings.database_url]
-    return args
+    return ["--home", str(settings.home)]
+
+
+def _handover(settings: Settings) -> contextlib.AbstractContextManager[tuple[dict[str, str], int]]:
+    """A child's environment and the fd of the secrets it is handed (`wovyr.withheld`): this
+    process's withheld ones (the root key), and the store URL (it may hold a password: not
+    on the child's command line, which any user reads)."""
+    url = {"WOVYR_DATABASE_URL": settings.database_url} if settings.database_url else {}
+    return handing_over(url)
 
 
 def _activity_args(settings: Settings) -> list[str]:
@@ -100,7 +106,8 @@ def apply_workflows(files: list[Path], settings: Settings, as_json: bool = False
         *_activity_args(settings),
         *(["--json"] if as_json else []),
     )
-    return subprocess.run(command, check=False).returncode == 0
+    with _handover(settings) as (env, fd):
+        return subprocess.run(command, check=False, env=env, pass_fds=(fd,)).returncode == 0
 
 
 def dev_key(settings: Settings) -> str:
@@ -139,7 +146,8 @@ class ServerChild:
             *_store_args(self.settings),
             *_activity_args(self.settings),
         )
-        self.process = subprocess.Popen(command)
+        with _handover(self.settings) as (env, fd):
+            self.process = subprocess.Popen(command, env=env, pass_fds=(fd,))
         deadline = time.monotonic() + START_DEADLINE
         while not self._healthy():
             if self.process.poll() is not None:

@@ -14,11 +14,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
+from wovyr import withheld
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine
 from wovyr.errors import KmsError
@@ -149,7 +149,7 @@ def _new_key(path: Path | None) -> RootKey:
         except (OSError, UnicodeDecodeError) as exc:
             raise KmsError(f"cannot read the new key file {path}: {exc}") from None
         return RootKey(parse_root_key(text, f"the new key file {path}"), str(path))
-    given = os.environ.get(NEW_ROOT_ENV)
+    given = withheld.environ().get(NEW_ROOT_ENV)
     if not given:
         raise KmsError(
             f"a rotation needs the new root key: set {NEW_ROOT_ENV} (64 hex digits) or "

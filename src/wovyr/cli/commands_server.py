@@ -19,8 +19,17 @@ from typing import Any
 import click
 from rich.table import Table
 
+from wovyr import withheld
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
-from wovyr.cli.common import echo_json, engine_options, json_log_config, open_engine, print_table
+from wovyr.activities.logs import route_output
+from wovyr.cli.common import (
+    echo_json,
+    engine_options,
+    json_log_config,
+    local_actor,
+    open_engine,
+    print_table,
+)
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
@@ -108,6 +117,7 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
             if as_json or settings.log_format == "json"
             else uvicorn.config.LOGGING_CONFIG,
         )
+        route_output()  # logging is configured: what an attempt prints goes to its own log
         _server_class(uvicorn.Server)(config).run()
 
 
@@ -203,6 +213,14 @@ def _server_class(base: Any) -> Any:
     "on; this keeps slots for other tenants when one tenant's executions are slow). "
     "Env: WOVYR_MAX_PER_TENANT.",
 )
+@click.option(
+    "--reserved-slots",
+    type=click.IntRange(0, 10_000),
+    default=None,
+    help="Slots of this worker no one tenant may fill, kept for the others even while one "
+    "tenant's executions hold the rest (default: an eighth of --concurrency, none below 8; "
+    "0: none). Env: WOVYR_RESERVED_SLOTS.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Log JSON lines on stderr.")
 @engine_options
 def worker_command(
@@ -216,6 +234,7 @@ def worker_command(
     db_clock: bool,
     metrics_addr: str | None,
     max_per_tenant: int | None,
+    reserved_slots: int | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
@@ -226,6 +245,11 @@ def worker_command(
     """
     lease = lease_seconds or settings.lease_seconds
     poll = poll_interval or settings.poll_interval
+    reserved = reserved_slots if reserved_slots is not None else settings.reserved_slots
+    if reserved is not None and reserved >= concurrency:
+        raise click.BadParameter(
+            f"{reserved} is not below --concurrency {concurrency}", param_hint="--reserved-slots"
+        )
     partitions = _worker_partitions(partition_spec, partition_count, membership)
     # What a long-running worker notices (store failures and retries, adopted leases, its
     # share of the partitions, partitions no live worker claims) goes to stderr.
@@ -237,22 +261,31 @@ def worker_command(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
     say = logging.getLogger("wovyr.cli").info if as_json else _stderr
+    route_output()  # what an attempt prints goes to its own log, never to the worker's
     load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
     store, secrets = open_sealed(open_store(settings.store_url, db_clock=db_clock), settings.home)
     secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
-    providers, static = settings.model_providers()
+    providers = settings.model_providers()
     with Engine(
         store,
         providers=providers,
-        credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
+        credentials=SecretCredentials(secrets),  # tenants' stored providers
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,
+        min_continue_interval=settings.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),
+        shell_sandbox=settings.shell_sandbox(),
     ) as engine:
         register_backup_activity(
-            engine.activities, store, settings.home, lambda: secrets.kms, engine.clock.now
+            engine.activities,
+            store,
+            settings.home,
+            lambda: secrets.kms,
+            engine.clock.now,
+            env=withheld.environ(),  # a scheduled backup's passphrase
+            require_encryption=settings.backup_require_encryption,
         )
         worker = Worker(
             engine,
@@ -263,6 +296,7 @@ def worker_command(
             of=partition_count,
             membership=membership,
             max_per_tenant=max_per_tenant or settings.max_per_tenant,
+            reserved_slots=reserved,
         )
         endpoint = _export_metrics(metrics_addr, worker) if metrics_addr else None
 
@@ -434,3 +468,28 @@ def revoke_command(key_id: str, as_json: bool, settings: Settings) -> None:
         echo_json({"id": key_id, "revoked": True})
     else:
         click.echo(f"{key_id} revoked")
+
+
+@admin.command("rotate-session-key")
+@click.option("--json", "as_json", is_flag=True)
+@engine_options
+def rotate_session_key_command(as_json: bool, settings: Settings) -> None:
+    """Replace the web UI's session-signing key (WOVYR_HOME/ui-session.key): every UI
+    session ends and everyone signs in again. Running servers that read this home pick the
+    new key up at their next request; servers on other hosts have their own file: run it
+    there too. Audited as `ui.session_key_rotate`."""
+    from wovyr.platform.kms import HOST_TENANT
+    from wovyr.server.ui.session import SECRET_FILE, rotate_secret
+    from wovyr.store.audit import AuditEntry
+
+    rotate_secret(settings.home)
+    with open_engine(settings, load_activities=False) as engine:
+        entry = AuditEntry(
+            engine.clock.now(), HOST_TENANT, local_actor(), "ui.session_key_rotate", SECRET_FILE
+        )
+        engine.store.append_audit(entry)
+    path = settings.home / SECRET_FILE
+    if as_json:
+        echo_json({"rotated": True, "file": str(path)})
+        return
+    click.echo(f"rotated {path}: every web UI session has ended")

@@ -185,7 +185,7 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
         )
     if load_activities:
         load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
-    providers, credentials = settings.model_providers()
+    providers = settings.model_providers()
     from wovyr.platform.payloads import open_sealed
     from wovyr.platform.providers import SecretCredentials
 
@@ -194,14 +194,15 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
     engine = Engine(
         store,
         providers=providers,
-        credentials=credentials,
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
         min_schedule_interval=settings.min_schedule_interval,
+        min_continue_interval=settings.min_continue_interval,
         tracer=settings.tracer(),
+        shell_sandbox=settings.shell_sandbox(),
     )
     engine.secrets = secrets
-    engine.credentials = SecretCredentials(engine.store, engine.secrets, credentials)
+    engine.credentials = SecretCredentials(engine.secrets)
     try:
         yield engine.for_tenant(settings.tenant).acting(local_actor())
     finally:

@@ -22,6 +22,7 @@ from wovyr.errors import (
     RemoteError,
     WovyrError,
 )
+from wovyr.withheld import withhold
 
 __all__ = ["cli", "error_text", "main"]
 
@@ -204,6 +205,11 @@ def _input_problem(problem: Problem, *, at: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `wovyr` command: `argv` None means this is the process's entry point, which first
+    moves secret variables out of its environment (`wovyr.withheld`; the process may be
+    executed again for it). A caller passing `argv` runs a command in its own process."""
+    if argv is None:
+        withhold()
     try:
         # Without standalone mode, click catches `Exit` (ctx.exit) itself and *returns* the code.
         code = cli.main(args=argv, prog_name="wovyr", standalone_mode=False)

@@ -24,7 +24,8 @@ from wovyr.activities.base import ActivityRegistry, NonRetryableError, default_r
 from wovyr.activities.builtin.wait import WaitStep
 from wovyr.activities.kinds import SecretResolver
 from wovyr.activities.policy import SideEffectPolicy
-from wovyr.activities.providers import CredentialResolver, Providers, StaticCredentials
+from wovyr.activities.providers import BoundCredentials, CredentialResolver, Providers
+from wovyr.activities.sandbox import ShellSandbox
 from wovyr.clock import Clock, SystemClock
 from wovyr.definition.expr import render
 from wovyr.definition.inputs import resolve_inputs
@@ -39,7 +40,7 @@ from wovyr.engine.core.state import (
     fold,
     state_from_json,
 )
-from wovyr.engine.core.waits import QUOTA_HOLD
+from wovyr.engine.core.waits import CONTINUE_HOLD, QUOTA_HOLD
 from wovyr.engine.definitions import (
     DEFINITION_CACHE,
     SOURCE_CACHE,
@@ -54,7 +55,6 @@ from wovyr.engine.quotas import (
     QuotaCache,
     Quotas,
     check_grant,
-    continued_debits,
     day_of,
     midnight_after,
     model_debits,
@@ -191,6 +191,16 @@ def _check_id(execution_id: str) -> None:
         )
 
 
+def _continue_timer(state: ExecutionState, fire_at: datetime, reason: str) -> TimerArmed:
+    """The durable timer holding the hand-over of `state`'s run (`Engine.continue_hold`)."""
+    return TimerArmed(
+        timer=f"{CONTINUE_HOLD}:{state.seq}",
+        purpose=CONTINUE_HOLD,
+        fire_at=fire_at.isoformat(),
+        reason=reason,
+    )
+
+
 class Engine(Definitions):
     """One public API over a store. Thread-safe; cheap to share."""
 
@@ -208,14 +218,17 @@ class Engine(Definitions):
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
+        min_continue_interval: float = 1.0,
         secrets: SecretResolver | None = None,
         providers: Providers | None = None,
         credentials: CredentialResolver | None = None,
         tracer: Tracer | None = None,
+        shell_sandbox: ShellSandbox | None = None,
     ) -> None:
         """`providers`: the model providers `llm` and `agent` activities may call (none by default);
-        `credentials`: where their API keys come from, asked in the worker for each call
-        (never stored). `max_recoveries`: how often an activity (an item, a compensation) is
+        `credentials`: how a provider's API key is resolved from its config, in the worker
+        once per attempt (never stored; by default only keys bound to the providers' own
+        configs). `max_recoveries`: how often an activity (an item, a compensation) is
         run again after its attempt was lost with its worker (process killed, lease expired)
         before it fails with `RecoveryBudgetExhausted`; such re-runs never count against its
         `retry.max_attempts`. `side_effects`: one policy for what `shell` and `http`
@@ -227,16 +240,23 @@ class Engine(Definitions):
         payload or an activity's output may be (each also nests at most 64 levels deep).
         `min_schedule_interval`: the fewest seconds between two fires any schedule may be
         set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more).
+        `min_continue_interval`: the fewest seconds between the starts of two runs of one
+        continue-as-new chain (0: none); a run that ends sooner holds its hand-over on a
+        durable timer until then (`continue_hold`).
         `secrets`: what workers resolve `${{ secrets.NAME }}` with at dispatch (the edges
         pass `wovyr.platform.secrets.Secrets`); None: an attempt that references a secret
         fails, not retried, saying no secrets are configured. `tracer`: the tracing hooks
         (`wovyr.traces`; off by default): starts record their span's context, attempts
-        open spans under it."""
+        open spans under it. `shell_sandbox`: what isolated `shell` steps do not see and
+        whom they run as (the edges pass `Settings.shell_sandbox()`: the worker's home and
+        database; None: only the worker's processes are out of their sight)."""
         check_store(store)  # a partial store fails here, with what it lacks
         if max_recoveries < 0:
             raise ValueError("max_recoveries must be 0 or more")
         if default_timeout <= 0 or max_payload_bytes <= 0:
             raise ValueError("default_timeout and max_payload_bytes must be positive")
+        if not min_continue_interval >= 0:
+            raise ValueError("min_continue_interval must be 0 or more")
         self.store = store
         self._timer_locking = capabilities(store).timer_locking  # asked once, not per tick
         self.max_child_depth = max_child_depth
@@ -246,10 +266,12 @@ class Engine(Definitions):
         self.default_timeout = default_timeout
         self.max_payload_bytes = max_payload_bytes
         self.min_schedule_interval = min_schedule_interval
+        self.min_continue_interval = min_continue_interval
         self.secrets = secrets
         self.providers = providers or Providers()
-        self.credentials: CredentialResolver = credentials or StaticCredentials()
+        self.credentials: CredentialResolver = credentials or BoundCredentials()
         self.tracer: Tracer = tracer or NO_TRACER
+        self.shell_sandbox = shell_sandbox
         self._quota_cache = QuotaCache()  # shared by `for_tenant` engines
         self.clock: Clock = clock or SystemClock()
         self.activities = activities or default_registry
@@ -291,10 +313,12 @@ class Engine(Definitions):
             default_timeout=self.default_timeout,
             max_payload_bytes=self.max_payload_bytes,
             min_schedule_interval=self.min_schedule_interval,
+            min_continue_interval=self.min_continue_interval,
             secrets=self.secrets,
             providers=self.providers,
             credentials=self.credentials,
             tracer=self.tracer,
+            shell_sandbox=self.shell_sandbox,
         )
         other.actor = actor
         other._quota_cache = self._quota_cache
@@ -314,6 +338,7 @@ class Engine(Definitions):
         default_timeout: float = DEFAULT_TIMEOUT,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         min_schedule_interval: float = 1.0,
+        min_continue_interval: float = 1.0,
         secrets: SecretResolver | None = None,
         providers: Providers | None = None,
         credentials: CredentialResolver | None = None,
@@ -328,6 +353,7 @@ class Engine(Definitions):
             default_timeout=default_timeout,
             max_payload_bytes=max_payload_bytes,
             min_schedule_interval=min_schedule_interval,
+            min_continue_interval=min_continue_interval,
             secrets=secrets,
             providers=providers,
             credentials=credentials,
@@ -617,9 +643,8 @@ class Engine(Definitions):
             labels=tags,
             lease_owner=lease_owner,
             lease_until=now + timedelta(seconds=lease_seconds) if lease_owner else None,
-            debits=continued_debits(quotas, now)
-            if carried is not None
-            else start_debits(quotas, now),
+            # a chain's next run was admitted (and debited) by `continue_hold`
+            debits=() if carried is not None else start_debits(quotas, now),
             # a chain's next run replaces its last: the running count does not grow
             max_running=None if carried is not None else quotas.concurrent_executions,
             priority=priority or 0,
@@ -872,6 +897,41 @@ class Engine(Definitions):
             timer=timer, purpose=QUOTA_HOLD, fire_at=until.isoformat(), reason=reason
         )
         return [armed.at(now)]
+
+    def continue_hold(self, state: ExecutionState, paid: bool = False) -> list[Event] | None:
+        """Whether the run in `state`, which its step would end `continued`, may hand over
+        to its chain's next run now: None when it may, else the events holding the hand-over
+        (a durable timer whose `reason` is the run's `waiting_on`; the decider continues
+        nothing while it is armed and tries again when it fires).
+
+        Held until `min_continue_interval` seconds after this run started, so one chain
+        starts at most one run per interval; then until the next UTC midnight when the
+        tenant's quotas refuse the next run as they would refuse a start (`start_debits`:
+        one execution of the day, and the day's seconds, tokens and cost not used up). The
+        next run's debit is taken here, in a transaction of its own (check and addition
+        one statement, as a start's), unless `paid` (this run's hand-over was admitted
+        already, and its commit did not apply)."""
+        now = self.clock.now()
+        interval = self.min_continue_interval
+        if interval > 0 and state.created_at:
+            ready = datetime.fromisoformat(state.created_at) + timedelta(seconds=interval)
+            if ready > now:
+                reason = (
+                    f"continue-as-new: one run of chain {state.chain_root} every {interval:g} s;"
+                    f" the next no sooner than {ready.isoformat()}"
+                )
+                return [_continue_timer(state, ready, reason).at(now)]
+        debits = () if paid else start_debits(self.quotas(), now)
+        refused = self.store.debit_quota(self.tenant, debits) if debits else None
+        if refused is None:
+            return None
+        until, limit = midnight_after(now), refused.limit or 0.0
+        reason = (
+            f"quota: {refused.budget.replace('_', ' ')} per day for tenant {self.tenant} used up"
+            f" (limit {limit:g}); the chain's next run waits until"
+            f" {until.date().isoformat()} 00:00 UTC"
+        )
+        return [_continue_timer(state, until, reason).at(now)]
 
     # --- flow control ---------------------------------------------------------------------
 

@@ -8,7 +8,11 @@ for, so no restart, crash or second server resets or overspends a day:
 
 - `executions_per_day`: every new execution (a start, a schedule fire, a child) debits 1;
   the start that would pass the limit is refused (`QuotaExceeded`, retry after the next
-  UTC midnight by the engine's clock).
+  UTC midnight by the engine's clock). The next run of a continue-as-new chain is a new
+  execution too, admitted as a start is (`start_debits`, debited by `Engine.continue_hold`
+  in a transaction of its own just before the hand-over commits): a hand-over the quotas
+  refuse is not failed but held, a durable timer to the next UTC midnight, and tried
+  again when it fires.
 - `activity_seconds_per_day`: an attempt's measured seconds are debited by the commit that
   records its result. Work already done is never refused: the attempts in flight finish
   and their seconds count, possibly past the limit; from then on the tenant's new
@@ -37,6 +41,10 @@ for, so no restart, crash or second server resets or overspends a day:
   the claim's own transaction and takes at most the difference, so no two workers both
   take the last slot; the rest of the tenant's ready work waits, claimable, for a lease to
   end. It is a cap on running work, where `concurrent_executions` refuses starts.
+- `max_schedules`: the most schedules the tenant may have at once; creating one more is
+  refused (`QuotaExceeded`, budget `max_schedules`), counted in the create's transaction.
+  Together with `max_schedule_rate` (and the store's minimum interval) it bounds how many
+  fires a tenant's schedules can make.
 
 The ledger is generic (`Debit(budget, amount, day, limit)`): a later budget (model tokens,
 cost) is one more name debited by the step that uses it.
@@ -94,6 +102,7 @@ QUOTA_NAMES = (
     "weight",
     "max_slots",
     "max_running",
+    "max_schedules",
 )
 DEFAULT_WEIGHT = 1.0  # the fair-share weight of a tenant none is set for
 MAX_WEIGHT = 1000.0
@@ -103,6 +112,7 @@ _WHOLE = (
     "max_slots",
     "max_running",
     "model_tokens_per_day",
+    "max_schedules",
 )
 
 
@@ -119,6 +129,7 @@ class Quotas:
     model_tokens_per_day: int | None = None  # input + output tokens of model calls
     model_cost_per_day: float | None = None  # in the providers' prices
     max_running: int | None = None  # executions leased at once by all workers together
+    max_schedules: int | None = None  # schedules the tenant may have at once
 
     @property
     def empty(self) -> bool:
@@ -207,6 +218,7 @@ def stored_quotas(data: dict[str, Any] | None) -> Quotas:
             model_tokens_per_day=0,
             model_cost_per_day=0.0,
             max_running=1,
+            max_schedules=0,
         )
 
 
@@ -323,17 +335,6 @@ def check_grant(grant: dict[str, Any] | None) -> dict[str, Any] | None:
     if problems:
         raise InputError(problems)
     return out or None
-
-
-def continued_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:
-    """What the next run of a continue-as-new chain debits: one execution of the day, as
-    any start (Temporal counts a continued run as a new run too), but without a limit: the
-    chain was admitted when its first run started, and refusing the hand-over would leave
-    it with no live run. So a chain's runs count toward executions-per-day and may take the
-    day's count past the limit; new starts are then refused as usual."""
-    if quotas.executions_per_day is None:
-        return ()
-    return (Debit(EXECUTIONS, 1, day_of(now)),)
 
 
 class QuotaCache:

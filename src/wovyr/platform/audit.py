@@ -13,7 +13,9 @@ change in the change's transaction. This module signs and checks what proves it 
 
 Every function that needs the key takes it as `anchor_key: bytes`; where it comes from is
 the edge's business (`wovyr.platform.secrets.audit_anchor_key`: from a KMS data key that a
-rotation re-wraps, so anchors outlive a rotation of the root key).
+rotation re-wraps, so anchors outlive a rotation of the root key). Anchors that exist but
+cannot be checked (no key) make the chain fail: whoever holds the database could have
+rewritten the chain and forged them, so an unchecked anchor proves nothing.
 """
 
 from __future__ import annotations
@@ -65,10 +67,14 @@ class AuditVerdict:
         return self.problems[0] if self.problems else None
 
 
-def verify_chain(store: AuditStore, anchor_key: bytes | None) -> AuditVerdict:
+def verify_chain(
+    store: AuditStore, anchor_key: bytes | None, *, unchecked_anchors_ok: bool = False
+) -> AuditVerdict:
     """Walk the whole chain and check it against every anchor. Without `anchor_key` the
-    anchors' signatures cannot be checked (a forged anchor would pass), but the chain's
-    own links, and truncation below an anchor's seq, still are."""
+    anchors' signatures cannot be checked (a forged anchor would pass): that is a problem
+    of its own while any anchor exists, unless `unchecked_anchors_ok` (a backup checked
+    where its root key is not: it says so, and its restore checks them); the chain's own
+    links, and truncation below an anchor's seq, are checked either way."""
     anchors = store.audit_anchors()
     wanted = {a.seq for a in anchors}
     hashes: dict[int, str] = {}
@@ -88,6 +94,14 @@ def verify_chain(store: AuditStore, anchor_key: bytes | None) -> AuditVerdict:
         after = page[-1].seq
     head = after
     problems = [chain_problem] if chain_problem else []
+    if anchor_key is None and anchors and not unchecked_anchors_ok:
+        problems.append(
+            (
+                min(a.seq for a in anchors),
+                f"{len(anchors)} anchor(s) cannot be checked without the anchor key: a "
+                "rewritten chain with forged anchors would look the same",
+            )
+        )
     for anchor in anchors:
         when = anchor.at.isoformat()
         if anchor_key is not None and not hmac.compare_digest(

@@ -5,68 +5,82 @@ A backup is a folder (`wovyr admin backup DEST`):
 - `store.sqlite` (SQLite's online backup API) or `store.pgdump` (`pg_dump -Fc` of the
   store's schema): one consistent moment, taken while writers keep committing
   (`wovyr.store.capabilities.Snapshotting`);
-- the files of `WOVYR_HOME` an installation needs besides the database: `ui-session.key`
-  (web UI sessions signed before the backup keep working after a restore), and the
-  development KMS root key `kms-root.key` only when asked (`include_root_key`): a backup
-  that holds both the database and its root key opens every secret, so by default the root
-  key comes from escrow (the manifest says where it is expected to come from);
-- `manifest.json`, written last with `atomic_write`: format version, Wovyr version, schema
-  version, store kind, creation time, the audit chain's head at the snapshot, the root key
-  ids the data keys are wrapped by, and each file's size and SHA-256; its own `digest`
-  (SHA-256 of the rest) catches an edited or damaged manifest.
+- the development KMS root key `kms-root.key` only when asked (`include_root_key`): a
+  backup that holds both the database and its root key opens every secret, so by default
+  the root key comes from escrow (the manifest says where it is expected to come from).
+  The web UI's session key is in none (whoever read a backup could sign cookies);
+- `manifest.json`, written last with `atomic_write` and signed (`wovyr.platform.archive`:
+  the manifest, its signature, checksums and encryption with a passphrase).
 
 The folder is built as `.<name>.partial-*` beside DEST and renamed at the end: a backup
 that was interrupted never looks complete.
 
-**Encryption** (a passphrase): every file but the manifest is sealed with AES-256-GCM under
-a key derived with scrypt from the passphrase and a random salt (kept in the manifest), in
-1 MiB chunks whose nonce is a per-file random prefix and the chunk's number, and whose
-associated data binds the file's name, the chunk's number and whether it is the last: a
-flipped, dropped, reordered or truncated chunk, or a file swapped for another, does not open.
-
-**Verify** checks the manifest, every file's size and SHA-256, the snapshot's integrity
-(`PRAGMA integrity_check` / `pg_restore --list`) and, for SQLite, that a copy's audit chain
-verifies and holds the recorded head. **Restore** refuses, before it touches anything, a
-newer format or schema, a damaged file, a non-empty target (unless forced) and a root key
-that does not open the backup's data keys; it then stages the store (a temporary file, or
-the target schema renamed aside), migrates and checks it (data keys unwrap, audit chain
-verifies up to the recorded head), records `backup.restore` in the audit chain, and only
-then swaps it in and writes the home files.
+**Verify** checks the manifest, every file's size and SHA-256, the signature when a key
+for it is at hand, the snapshot's integrity (`PRAGMA integrity_check` / `pg_restore
+--list`) and, for SQLite, that a copy's audit chain verifies and holds the recorded head.
+**Restore** refuses, before it touches anything, a newer format or schema, a damaged file,
+an unencrypted backup when a passphrase is given or the host requires encryption, a
+manifest no key here shows to be genuine (unless `allow_unsigned`), a root key that does
+not open the backup's data keys (a backup's root key never replaces the host's), a
+non-empty target (unless forced) and a target a server or worker holds (even forced); it
+then stages the store (a temporary file, or the target schema renamed aside), migrates and
+checks it (data keys unwrap, audit chain verifies up to the recorded head), records
+`backup.restore` in the audit chain, and only then swaps it in and writes the root key
+file when the host had none.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import logging
 import os
 import secrets
 import shutil
-import struct
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
-
+from wovyr import withheld
 from wovyr.activities.base import ActivityContext, ActivityRegistry, NonRetryableError
 from wovyr.errors import BackupRefused, ConfigError, Conflict, KmsError
 from wovyr.files import atomic_write
+from wovyr.platform.archive import (
+    CHUNK,
+    ENC_SUFFIX,
+    FORMAT,
+    FORMAT_VERSION,
+    HOME_FILES,
+    LEGACY_HOME_FILES,
+    MANIFEST,
+    SCRYPT,
+    STORE_FILES,
+    Manifest,
+    check_sound,
+    derive_key,
+    encrypt_file,
+    in_clear,
+    passphrase_signing_key,
+    read_manifest,
+    sha256_file,
+    unlock,
+    wovyr_version,
+)
 from wovyr.platform.audit import verify_chain
 from wovyr.platform.kms import DEV_KEY_FILE, HOST_TENANT, ROOT_ENV, Kms, RootKey, parse_root_key
-from wovyr.platform.secrets import Secrets, audit_anchor_key
+from wovyr.platform.secrets import Secrets, find_audit_anchor_key
 from wovyr.store import Store, open_store
 from wovyr.store.audit import AuditEntry
 from wovyr.store.capabilities import Snapshotting, capabilities
 from wovyr.store.secrets import SHREDDED
-from wovyr.store.snapshots import check_snapshot, scratch_store, stage_restore, target_in_use
+from wovyr.store.snapshots import (
+    check_snapshot,
+    scratch_store,
+    stage_restore,
+    target_held,
+    target_in_use,
+)
 
 __all__ = [
     "BACKUP_TOOL",
@@ -75,7 +89,9 @@ __all__ = [
     "FORMAT_VERSION",
     "HOME_FILES",
     "MANIFEST",
+    "PASSPHRASE_ENV",
     "PLATFORM_TENANT",
+    "REQUIRE_ENCRYPTION_ENV",
     "BackupReport",
     "Manifest",
     "RestoreReport",
@@ -84,6 +100,7 @@ __all__ = [
     "backup_name",
     "prune_backups",
     "read_manifest",
+    "read_passphrase",
     "register_backup_activity",
     "restore_backup",
     "take_backup",
@@ -92,203 +109,15 @@ __all__ = [
 
 log = logging.getLogger("wovyr.backup")
 
-FORMAT = "wovyr-backup"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-#: Files of WOVYR_HOME an installation needs besides the database (the web UI's session
-#: secret: `wovyr.server.ui.session.SECRET_FILE`, checked equal by a test).
-HOME_FILES = ("ui-session.key",)
-_STORE_FILES = {"sqlite": "store.sqlite", "postgres": "store.pgdump"}
 _PREFIX = "wovyr-backup-"
-_ENC_SUFFIX = ".enc"
-_MAGIC = b"WVYRENC1"
-_CHUNK = 1 << 20
-_SCRYPT = {"n": 1 << 15, "r": 8, "p": 1}
-_READ = 1 << 20
-
-
-def _wovyr_version() -> str:
-    try:
-        return metadata.version("wovyr")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
-
-
-# --- the manifest ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """`manifest.json` of a backup (see the module docstring)."""
-
-    data: dict[str, Any]
-
-    @property
-    def store_kind(self) -> str:
-        return str(self.data["store"]["kind"])
-
-    @property
-    def store_file(self) -> str:
-        return str(self.data["store"]["file"])
-
-    @property
-    def schema_version(self) -> int:
-        return int(self.data["store"]["schema_version"])
-
-    @property
-    def dump_schema(self) -> str | None:
-        value = self.data["store"].get("schema")
-        return None if value is None else str(value)
-
-    @property
-    def files(self) -> list[dict[str, Any]]:
-        return list(self.data["files"])
-
-    @property
-    def encryption(self) -> dict[str, Any] | None:
-        value = self.data.get("encryption")
-        return dict(value) if value else None
-
-    @property
-    def audit_head(self) -> tuple[int, str] | None:
-        head = self.data.get("audit_head")
-        return None if not head else (int(head["seq"]), str(head["hash"]))
-
-    @property
-    def root_ids(self) -> list[str]:
-        return list(self.data["kms"]["data_key_roots"])
-
-    def to_json(self) -> str:
-        return json.dumps({**self.data, "digest": _digest(self.data)}, indent=2, sort_keys=True)
-
-
-def _digest(data: Mapping[str, Any]) -> str:
-    body = {k: v for k, v in data.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def read_manifest(src: Path) -> Manifest:
-    """The manifest of the backup folder `src`; `BackupRefused` when it is missing, damaged,
-    or from a newer format than this Wovyr reads."""
-    path = src / MANIFEST
-    if not src.is_dir():
-        raise BackupRefused(f"{src} is not a backup folder", hint="give the folder of a backup")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        missing = f"{src} has no {MANIFEST}: not a backup, or an unfinished one"
-        raise BackupRefused(missing) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BackupRefused(f"the manifest of {src} is damaged: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise BackupRefused(f"{path} is not a Wovyr backup manifest")
-    version = data.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise BackupRefused(
-            f"the backup {src} has format version {version} and this Wovyr "
-            f"({_wovyr_version()}) reads up to {FORMAT_VERSION}",
-            hint=f"restore it with Wovyr {data.get('wovyr_version', 'of that version')} or newer",
-        )
-    if data.get("digest") != _digest(data):
-        raise BackupRefused(f"the manifest of {src} was altered or damaged (its digest differs)")
-    try:
-        manifest = Manifest({k: v for k, v in data.items() if k != "digest"})
-        _ = (manifest.store_kind, manifest.store_file, manifest.schema_version, manifest.files)
-        _ = manifest.root_ids
-        names = [(str(f["name"]), str(f["file"]), str(f["role"])) for f in manifest.files]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BackupRefused(f"the manifest of {src} lacks a field: {exc}") from None
-    known = {*_STORE_FILES.values(), *HOME_FILES, DEV_KEY_FILE}
-    for name, stored, _role in names:
-        # Only the files a backup is made of, by plain name: a crafted manifest cannot
-        # make a restore read or write anywhere else.
-        if name not in known or stored not in (name, name + _ENC_SUFFIX):
-            raise BackupRefused(f"the manifest of {src} lists an unexpected file {stored!r}")
-    return manifest
-
-
-# --- encryption --------------------------------------------------------------------------
-
-
-def _derive(passphrase: str, params: Mapping[str, Any]) -> bytes:
-    kdf = Scrypt(
-        salt=bytes.fromhex(str(params["salt"])),
-        length=32,
-        n=int(params["n"]),
-        r=int(params["r"]),
-        p=int(params["p"]),
-    )
-    return kdf.derive(passphrase.encode("utf-8"))
-
-
-def _aad(name: str, index: int, last: bool) -> bytes:
-    return _MAGIC + name.encode("utf-8") + struct.pack(">Q?", index, last)
-
-
-def _chunks(path: Path) -> Iterator[tuple[bytes, bool]]:
-    """The file in chunks of `_CHUNK` bytes, each with whether it is the last (an empty
-    file is one empty last chunk)."""
-    with path.open("rb") as f:
-        current = f.read(_CHUNK)
-        while True:
-            following = f.read(_CHUNK)
-            yield current, not following
-            if not following:
-                return
-            current = following
-
-
-def _encrypt_file(plain: Path, sealed: Path, key: bytes, name: str) -> None:
-    aes, prefix = AESGCM(key), secrets.token_bytes(4)
-    with sealed.open("xb") as out:
-        out.write(_MAGIC + prefix)
-        for index, (chunk, last) in enumerate(_chunks(plain)):
-            nonce = prefix + struct.pack(">Q", index)
-            body = aes.encrypt(nonce, chunk, _aad(name, index, last))
-            out.write(struct.pack(">I", len(body)) + body)
-        out.flush()
-        os.fsync(out.fileno())
-
-
-def _decrypt_file(sealed: Path, plain: Path, key: bytes, name: str) -> None:
-    aes = AESGCM(key)
-    with sealed.open("rb") as f, plain.open("xb") as out:
-        head = f.read(len(_MAGIC) + 4)
-        if head[: len(_MAGIC)] != _MAGIC or len(head) != len(_MAGIC) + 4:
-            raise BackupRefused(f"{sealed.name} is not an encrypted backup file")
-        prefix, index, last = head[len(_MAGIC) :], 0, False
-        while not last:
-            size_bytes = f.read(4)
-            if len(size_bytes) != 4:
-                raise BackupRefused(f"{sealed.name} is truncated (its last chunk is missing)")
-            body = f.read(struct.unpack(">I", size_bytes)[0])
-            nonce = prefix + struct.pack(">Q", index)
-            for last in (False, True):  # which one it is is bound in the associated data
-                try:
-                    out.write(aes.decrypt(nonce, body, _aad(name, index, last)))
-                    break
-                except InvalidTag:
-                    continue
-            else:
-                raise BackupRefused(
-                    f"{sealed.name} does not decrypt at chunk {index}: a wrong passphrase, "
-                    "or the file was damaged or altered"
-                )
-            index += 1
-        if f.read(1):
-            raise BackupRefused(f"{sealed.name} has data after its last chunk")
-
+#: Where a passphrase comes from when no file is given, and the host's policy that every
+#: backup must be encrypted (read by the edges, passed in).
+PASSPHRASE_ENV = "WOVYR_BACKUP_PASSPHRASE"
+REQUIRE_ENCRYPTION_ENV = "WOVYR_BACKUP_REQUIRE_ENCRYPTION"
+#: A KMS and where its root key came from: environment, home (the host's) or backup.
+RootKeySource = tuple[Kms, str]
 
 # --- taking a backup -----------------------------------------------------------------------
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(_READ):
-            h.update(block)
-    return h.hexdigest()
 
 
 def backup_name(at: datetime) -> str:
@@ -347,8 +176,17 @@ def take_backup(
     at: datetime,
     include_root_key: bool = False,
     passphrase: str | None = None,
+    require_encryption: bool = False,
 ) -> BackupReport:
-    """Write a backup of `store` and the files of `home` into the new folder `dest`."""
+    """Write a backup of `store` and the files of `home` into the new folder `dest`, its
+    manifest signed with the passphrase's key (encrypted) or the root key's (`kms`; without
+    one it is not signed, and a restore needs `allow_unsigned`). `require_encryption` (the
+    host's policy) refuses a backup without a passphrase."""
+    if require_encryption and passphrase is None:
+        raise ConfigError(
+            f"this host takes encrypted backups only ({REQUIRE_ENCRYPTION_ENV})",
+            hint=f"give --encrypt with --passphrase-file or {PASSPHRASE_ENV}",
+        )
     snapshots = _snapshots(store)
     migrations = capabilities(store).migrations
     if snapshots is None or migrations is None:
@@ -373,7 +211,7 @@ def take_backup(
         schema_version = migrations.schema_version()
         kind_file = work / ".snapshot"
         info = snapshots.snapshot(kind_file)
-        plain: list[tuple[str, str, Path]] = [("store", _STORE_FILES[info.kind], kind_file)]
+        plain: list[tuple[str, str, Path]] = [("store", STORE_FILES[info.kind], kind_file)]
         for name in HOME_FILES:
             if (home / name).is_file():
                 plain.append(("home", name, home / name))
@@ -387,17 +225,17 @@ def take_backup(
                 raise ConfigError("an empty passphrase encrypts nothing")
             encryption = {
                 "cipher": "AES-256-GCM",
-                "chunk_bytes": _CHUNK,
+                "chunk_bytes": CHUNK,
                 "kdf": "scrypt",
                 "salt": secrets.token_hex(16),
-                **_SCRYPT,
+                **SCRYPT,
             }
-            key = _derive(passphrase, encryption)
+            key = derive_key(passphrase, encryption)
         files = []
         for role, name, source in plain:
-            stored = name + (_ENC_SUFFIX if encryption else "")
+            stored = name + (ENC_SUFFIX if encryption else "")
             if encryption:
-                _encrypt_file(source, work / stored, key, name)
+                encrypt_file(source, work / stored, key, name)
             elif source.parent == work:
                 os.replace(source, work / stored)
             else:
@@ -411,18 +249,18 @@ def take_backup(
                     "file": stored,
                     "role": role,
                     "size": (work / stored).stat().st_size,
-                    "sha256": _sha256(work / stored),
+                    "sha256": sha256_file(work / stored),
                 }
             )
         manifest = Manifest(
             {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
-                "wovyr_version": _wovyr_version(),
+                "wovyr_version": wovyr_version(),
                 "created_at": at.astimezone(UTC).isoformat(),
                 "store": {
                     "kind": info.kind,
-                    "file": _STORE_FILES[info.kind],
+                    "file": STORE_FILES[info.kind],
                     "schema_version": schema_version,
                     "schema": info.schema,
                 },
@@ -432,6 +270,10 @@ def take_backup(
                 "files": files,
             }
         )
+        if encryption is not None:
+            manifest = manifest.signed("passphrase", passphrase_signing_key(key))
+        elif kms is not None:
+            manifest = manifest.signed("root-key", kms.derive_key(_SIGNING), kms.key_id)
         atomic_write(work / MANIFEST, manifest.to_json(), 0o600)
         if dest.exists():
             dest.rmdir()  # empty (checked above)
@@ -466,61 +308,6 @@ def prune_backups(folder: Path, keep: int) -> list[Path]:
 # --- verifying ---------------------------------------------------------------------------
 
 
-def _check_files(src: Path, manifest: Manifest) -> list[str]:
-    problems = []
-    for entry in manifest.files:
-        path = src / str(entry["file"])
-        if not path.is_file():
-            problems.append(f"{entry['file']} is missing")
-            continue
-        size = path.stat().st_size
-        if size != int(entry["size"]):
-            problems.append(
-                f"{entry['file']} has {size} bytes, the manifest says {entry['size']} (truncated "
-                "or altered)"
-            )
-        elif _sha256(path) != entry["sha256"]:
-            problems.append(f"{entry['file']} does not match its SHA-256 (damaged or altered)")
-    if manifest.store_file not in {str(e["name"]) for e in manifest.files}:
-        problems.append(f"the manifest lists no {manifest.store_file}")
-    return problems
-
-
-@contextlib.contextmanager
-def _opened(src: Path, manifest: Manifest, passphrase: str | None) -> Iterator[Path]:
-    """A private temporary folder with the backup's files in clear (decrypted, or copied
-    when the backup is not encrypted), under their names; removed afterwards."""
-    encryption = manifest.encryption
-    if encryption is not None and not passphrase:
-        raise BackupRefused(
-            "the backup is encrypted: give its passphrase (--passphrase-file or "
-            "WOVYR_BACKUP_PASSPHRASE)"
-        )
-    scratch = Path(tempfile.mkdtemp(prefix=".wovyr-restore-"))
-    try:
-        key = _derive(passphrase, encryption) if encryption and passphrase else b""
-        for entry in manifest.files:
-            name, stored = str(entry["name"]), src / str(entry["file"])
-            if encryption:
-                _decrypt_file(stored, scratch / name, key, name)
-            else:
-                shutil.copyfile(stored, scratch / name)
-        yield scratch
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _check_sound(src: Path, passphrase: str | None) -> Manifest:
-    manifest = read_manifest(src)
-    problems = _check_files(src, manifest)
-    if problems:
-        raise BackupRefused(
-            f"the backup {src} is damaged: " + "; ".join(problems),
-            hint="use another backup; this one cannot be restored",
-        )
-    return manifest
-
-
 @dataclass(frozen=True)
 class AuditCheck:
     checked: bool
@@ -529,18 +316,23 @@ class AuditCheck:
     note: str = ""
 
 
-def _check_audit(store: Store, manifest: Manifest, kms: Kms | None, at: datetime) -> AuditCheck:
-    """The restored (or copied) store's chain verifies and holds the recorded head."""
+def _check_audit(store: Store, manifest: Manifest, kms: Kms | None) -> AuditCheck:
+    """The restored (or copied) store's chain verifies and holds the recorded head. With the
+    backup's root key (`kms`), its anchors must verify (an anchor key that does not open is
+    a refusal); without it they cannot be checked, and the note says so."""
     anchor_key: bytes | None = None
     note = ""
     if kms is not None:
         try:
-            anchor_key = audit_anchor_key(Secrets(store, kms), at)
+            anchor_key = find_audit_anchor_key(Secrets(store, kms))
         except KmsError as exc:
-            note = f"anchors not checked: {exc}"
+            raise BackupRefused(
+                f"the audit anchors in the backup cannot be checked: {exc}",
+                hint="the backup was altered, or taken from another store than its root key's",
+            ) from None
     else:
         note = "anchors not checked: no root key for this backup here"
-    verdict = verify_chain(store, anchor_key)
+    verdict = verify_chain(store, anchor_key, unchecked_anchors_ok=kms is None)
     if not verdict.ok and verdict.first is not None:
         seq, reason = verdict.first
         raise BackupRefused(f"the audit chain in the backup is broken at seq {seq}: {reason}")
@@ -583,39 +375,42 @@ def verify_backup(
     passphrase: str | None = None,
     home: Path | None = None,
     env: Mapping[str, str] | None = None,
-    at: datetime | None = None,
     server: str | None = None,
 ) -> VerifyReport:
     """Check a backup without restoring it: the manifest, every file's size and SHA-256,
-    and (when it can be opened: not encrypted, or the passphrase given) the snapshot's
-    integrity and the audit chain: of a copy for SQLite; for PostgreSQL of the dump restored
-    into a scratch database on `server` (a PostgreSQL URL; without one, checked at restore).
-    `BackupRefused` on any problem."""
-    at = at or datetime.now(UTC)
-    manifest = _check_sound(src, passphrase)
+    the manifest's signature when a key for it is here, and (when it can be opened: not
+    encrypted, or the passphrase given) the snapshot's integrity and the audit chain: of a
+    copy for SQLite; for PostgreSQL of the dump restored into a scratch database on `server`
+    (a PostgreSQL URL; without one, checked at restore). `BackupRefused` on any problem."""
+    manifest = check_sound(src)
     notes: list[str] = []
     if manifest.encryption is not None and not passphrase:
         notes.append("encrypted and no passphrase given: checksums checked, contents not")
         return VerifyReport(src, manifest, False, AuditCheck(False), notes)
+    key = unlock(src, manifest, passphrase)
     audit = AuditCheck(False)
-    with _opened(src, manifest, passphrase) as clear:
+    with in_clear(src, manifest, key) as clear:
         problems = check_snapshot(manifest.store_kind, clear / manifest.store_file)
         if problems:
             raise BackupRefused(f"the store snapshot in {src} is damaged: " + "; ".join(problems))
+        kms, source = _verifying_kms(manifest, _root_keys(clear, home, env))
+        why = _unproven(src, manifest, kms, source) if key is None else None
+        if why is not None:
+            notes.append(f"manifest signature not checked: {why}")
+        elif key is not None and manifest.signed_by is None:
+            notes.append(_LEGACY_ENCRYPTED)
         if manifest.store_kind == "sqlite":
-            kms = _backup_kms(manifest, clear, home, env, strict=False)
             store = open_store(f"sqlite:///{clear / manifest.store_file}")
             try:
-                audit = _check_audit(store, manifest, kms, at)
+                audit = _check_audit(store, manifest, kms)
             finally:
                 store.close()
             if audit.note:
                 notes.append(audit.note)
         elif server is not None and server.startswith(("postgresql://", "postgres://")):
-            kms = _backup_kms(manifest, clear, home, env, strict=False)
             dump = clear / manifest.store_file
             with scratch_store(dump, server, manifest.dump_schema) as store:
-                audit = _check_audit(store, manifest, kms, at)
+                audit = _check_audit(store, manifest, kms)
             if audit.note:
                 notes.append(audit.note)
         else:
@@ -629,49 +424,113 @@ def verify_backup(
 # --- restoring ---------------------------------------------------------------------------
 
 
-def _backup_kms(
-    manifest: Manifest,
-    clear: Path,
-    home: Path | None,
-    env: Mapping[str, str] | None,
-    *,
-    strict: bool,
-) -> Kms | None:
-    """The KMS a restored store will use: `WOVYR_KMS_ROOT_KEY`, else the root key in the
-    backup, else the development key file of the target home. With `strict`, a missing key
-    or one that does not wrap the backup's data keys is refused (`KmsError`)."""
-    env = os.environ if env is None else env
-    kms: Kms | None = None
+_SIGNING = "backup-manifest"  # the root-key-derived key a manifest is signed with
+_LEGACY_ENCRYPTED = (
+    "the manifest is not signed (a backup of an earlier Wovyr); its files are authenticated "
+    "by the encryption"
+)
+
+
+def _key_file(path: Path) -> Kms:
+    with path.open("rb") as f:  # a key file is small; a crafted one is not read whole
+        data = f.read(4096)
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        raise KmsError(f"the KMS key file {path} is not a hex key") from None
+    root = RootKey(parse_root_key(text, f"the KMS key file {path}"), str(path))
+    return Kms(root, "development", path=path)
+
+
+def _root_keys(
+    clear: Path, home: Path | None, env: Mapping[str, str] | None
+) -> list[RootKeySource]:
+    """The root keys at hand, by precedence: `WOVYR_KMS_ROOT_KEY`, the development key
+    file of `home` (the host's), the key file in the backup."""
+    env = withheld.environ() if env is None else env
+    found: list[RootKeySource] = []
     if env.get(ROOT_ENV):
-        kms = Kms(RootKey(parse_root_key(env[ROOT_ENV], ROOT_ENV), ROOT_ENV), "production")
-    else:
-        for path in (clear / DEV_KEY_FILE, *(() if home is None else (home / DEV_KEY_FILE,))):
-            if path.is_file():
-                text = path.read_text(encoding="ascii")
-                kms = Kms(
-                    RootKey(parse_root_key(text, f"the KMS key file {path}"), str(path)),
-                    "development",
-                    path=path,
-                )
-                break
+        root = RootKey(parse_root_key(env[ROOT_ENV], ROOT_ENV), ROOT_ENV)
+        found.append((Kms(root, "production"), "environment"))
+    if home is not None and (home / DEV_KEY_FILE).is_file():
+        found.append((_key_file(home / DEV_KEY_FILE), "home"))
+    if (clear / DEV_KEY_FILE).is_file():
+        found.append((_key_file(clear / DEV_KEY_FILE), "backup"))
+    return found
+
+
+def _verifying_kms(manifest: Manifest, keys: list[RootKeySource]) -> tuple[Kms | None, str]:
+    """For a check only: the first key at hand that wraps every data key of the backup (or
+    that signed it, when it has none)."""
+    wanted = set(manifest.root_ids)
+    if not wanted and manifest.signing_key_id is not None:
+        wanted = {manifest.signing_key_id}
+    for kms, source in keys:
+        if not wanted or kms.key_id in wanted:
+            return kms, source
+    return None, ""
+
+
+def _restoring_kms(
+    manifest: Manifest, keys: list[RootKeySource], home: Path
+) -> tuple[Kms | None, str]:
+    """The KMS the restored store will use: the host's root key when it has one (a restore
+    never takes a backup's root key over it), else the one in the backup. `KmsError` when
+    it does not wrap every data key of the backup."""
+    host = [k for k in keys if k[1] != "backup"]
+    carried = [k for k in keys if k[1] == "backup"]
     roots = set(manifest.root_ids)
-    if kms is None:
-        if strict and roots:
+    if not host and not carried:
+        if roots:
             raise KmsError(
                 f"no root key to open the backup's secrets (sealed under root key "
                 f"{', '.join(sorted(roots))})",
-                hint=f"set {ROOT_ENV} to the escrowed key, or put it in "
-                f"{(home or Path('HOME')) / DEV_KEY_FILE}",
+                hint=f"set {ROOT_ENV} to the escrowed key, or put it in {home / DEV_KEY_FILE}",
             )
-        return None
+        return None, ""
+    kms, source = (host or carried)[0]
     missing = roots - {kms.key_id}
-    if missing and strict:
+    if missing:
+        hint = f"set {ROOT_ENV} to the escrowed root key of that id"
+        if carried and not missing - {carried[0][0].key_id}:
+            hint = (
+                f"the backup carries that root key, but a restore never puts a backup's root "
+                f"key in place of the host's: if this host should use it, move "
+                f"{home / DEV_KEY_FILE} aside yourself (keep it: it opens what this host's "
+                "store sealed) and restore again"
+            )
         raise KmsError(
             f"the root key {kms.key_id} (from {kms.root.source}) is not the one the backup's "
             f"secrets are sealed under ({', '.join(sorted(missing))}): they would not open",
-            hint=f"set {ROOT_ENV} to the escrowed root key of that id",
+            hint=hint,
         )
-    return kms if not missing else None
+    return kms, source
+
+
+def _unproven(src: Path, manifest: Manifest, kms: Kms | None, source: str) -> str | None:
+    """Why nothing here shows who made this unencrypted backup: it is not signed, signed by
+    another root key than the one at hand, or only by the root key it carries itself (which
+    proves nothing about who made it). None when its signature by the host's root key holds;
+    `BackupRefused` when the signature is forged."""
+    signed_by, key_id = manifest.signed_by, manifest.signing_key_id
+    if signed_by not in (None, "root-key"):
+        raise BackupRefused(f"the manifest of {src} is signed by {signed_by!r} but not encrypted")
+    if signed_by is None:
+        return (
+            "its manifest is not signed (a backup of an earlier Wovyr, or of a host whose "
+            "KMS did not load)"
+        )
+    if kms is None or kms.key_id != key_id:
+        here = "no root key is here" if kms is None else f"the root key here is {kms.key_id}"
+        return f"its manifest is signed by root key {key_id} and {here}"
+    if not manifest.signature_holds(kms.derive_key(_SIGNING)):
+        raise BackupRefused(
+            f"the manifest of {src} does not match its signature by root key {key_id}: it "
+            "was altered, or made by someone without that key"
+        )
+    if source == "backup":
+        return f"it is signed only by the root key it carries itself ({key_id})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -683,6 +542,7 @@ class RestoreReport:
     audit: AuditCheck
     data_keys: int
     files: list[str]
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -695,6 +555,7 @@ class RestoreReport:
             "anchors_verified": self.audit.anchors_verified,
             "data_keys_opened": self.data_keys,
             "home_files": self.files,
+            "notes": self.notes,
         }
 
 
@@ -710,12 +571,22 @@ def restore_backup(
     env: Mapping[str, str] | None = None,
     latest_schema: Callable[[str], int] | None = None,
     redact: Callable[[str], str] = lambda url: url,
+    require_encryption: bool = False,
+    allow_unsigned: bool = False,
 ) -> RestoreReport:
     """Restore the backup `src` into the store at `target_url` and the files of `home`.
 
     Every refusal comes before the target is touched (`BackupRefused`, `KmsError`,
-    `Conflict`); see the module docstring for the order of the work."""
-    manifest = _check_sound(src, passphrase)
+    `Conflict`): an unencrypted backup when a passphrase is given or the host requires
+    encryption (`require_encryption`), one whose manifest no key here shows to be genuine
+    (unless `allow_unsigned`), a target a server or worker holds (even with `force`); see
+    the module docstring for the rest and the order of the work."""
+    manifest = check_sound(src)
+    if require_encryption and manifest.encryption is None:
+        raise BackupRefused(
+            f"the backup {src} is not encrypted, and this host restores encrypted backups "
+            f"only ({REQUIRE_ENCRYPTION_ENV})"
+        )
     newest = (latest_schema or _latest_schema)(manifest.store_kind)
     if manifest.schema_version > newest:
         raise BackupRefused(
@@ -723,18 +594,38 @@ def restore_backup(
             f"Wovyr's ({newest}): it was taken by Wovyr {manifest.data['wovyr_version']}",
             hint="restore it with that version of Wovyr or a newer one",
         )
-    with _opened(src, manifest, passphrase) as clear:
+    key = unlock(src, manifest, passphrase)
+    notes = [_LEGACY_ENCRYPTED] if key is not None and manifest.signed_by is None else []
+    with in_clear(src, manifest, key) as clear:
         problems = check_snapshot(manifest.store_kind, clear / manifest.store_file)
         if problems:
             raise BackupRefused(f"the store snapshot in {src} is damaged: " + "; ".join(problems))
-        kms = _backup_kms(manifest, clear, home, env, strict=True)
-        home_files = _home_files(manifest, clear, home, force=force)
-        if target_in_use(target_url) and not force:
-            raise Conflict(
-                f"the target store {redact(target_url)} is not empty",
-                hint="restore into an empty home or schema, or give --force to replace it "
-                "(stop every server and worker using it first)",
+        keys = _root_keys(clear, home, env)
+        kms, source = _restoring_kms(manifest, keys, home)
+        why = _unproven(src, manifest, kms, source) if key is None else None
+        if why is not None and not allow_unsigned:
+            raise BackupRefused(
+                f"the backup {src} is not encrypted and nothing here shows who made it: {why}",
+                hint=f"set {ROOT_ENV} to the root key it was taken with, restore an encrypted "
+                "backup, or, only if you know where this one came from, give --allow-unsigned",
             )
+        if why is not None:
+            notes.append(f"restored with --allow-unsigned although {why}")
+        home_files, skipped = _home_files(manifest, clear, source)
+        notes += skipped
+        if target_in_use(target_url):
+            if not force:
+                raise Conflict(
+                    f"the target store {redact(target_url)} is not empty",
+                    hint="restore into an empty home or schema, or give --force to replace "
+                    "it (stop every server and worker using it first)",
+                )
+            holder = target_held(target_url)
+            if holder is not None:
+                raise Conflict(
+                    f"the target store {redact(target_url)} is in use: {holder}",
+                    hint="stop every server and worker using it, then restore again",
+                )
         staged = stage_restore(
             manifest.store_kind,
             clear / manifest.store_file,
@@ -752,7 +643,7 @@ def restore_backup(
                     if record.root_id != SHREDDED and kms is not None:
                         kms.unwrap(record)
                         opened += 1
-                audit = _check_audit(store, manifest, kms, at)
+                audit = _check_audit(store, manifest, kms)
                 store.append_audit(
                     AuditEntry(
                         at,
@@ -775,32 +666,37 @@ def restore_backup(
             raise
         staged.commit()
         written = []
-        for name, body, mode in home_files:
+        for name, body in home_files:
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
-            atomic_write(home / name, body, mode)
-            written.append(name)
-    return RestoreReport(src, redact(target_url), manifest, version, audit, opened, written)
+            if atomic_write(home / name, body, 0o600, exclusive=True):  # never over one
+                written.append(name)
+            else:
+                notes.append(f"{home / name} appeared during the restore and was kept")
+    return RestoreReport(src, redact(target_url), manifest, version, audit, opened, written, notes)
 
 
 def _home_files(
-    manifest: Manifest, clear: Path, home: Path, *, force: bool
-) -> list[tuple[str, bytes, int]]:
-    """The home files to write, each refused (`Conflict`) when the target home holds a
-    different one and not `force`."""
-    out = []
+    manifest: Manifest, clear: Path, source: str
+) -> tuple[list[tuple[str, bytes]], list[str]]:
+    """The home files to write: the root key the backup carries, when the restored store
+    will use it (`source` backup: the host has none of its own); and notes on what is not
+    written (the backup's root key beside the host's, the web UI's session key of a backup
+    of format 1)."""
+    out, notes = [], []
     for entry in manifest.files:
-        if entry["role"] not in ("home", "root-key"):
-            continue
-        name = str(entry["name"])
-        body = (clear / name).read_bytes()
-        existing = home / name
-        if existing.is_file() and existing.read_bytes() != body and not force:
-            raise Conflict(
-                f"{existing} exists and differs from the backup's",
-                hint="restore into an empty home, or give --force to replace it",
+        name, role = str(entry["name"]), entry["role"]
+        if role == "root-key" and source == "backup":
+            out.append((name, (clear / name).read_bytes()))
+        elif role == "root-key":
+            notes.append(
+                f"the backup's root key was not installed: this host has its own ({source})"
             )
-        out.append((name, body, 0o600))
-    return out
+        elif name in LEGACY_HOME_FILES:
+            notes.append(
+                f"the backup's {name} was not restored (backups no longer carry it): web UI "
+                "sessions signed before end, and everyone signs in again"
+            )
+    return out, notes
 
 
 def _latest_schema(kind: str) -> int:
@@ -824,26 +720,65 @@ BACKUP_WORKFLOW = "wovyr-backup"
 BACKUP_WORKFLOW_YAML = f"""\
 apiVersion: wovyr/v1
 kind: Workflow
-metadata: {{name: {BACKUP_WORKFLOW}}}
+metadata: {{name: {BACKUP_WORKFLOW}, version: "2"}}
 inputs:
   dest: {{type: string, required: true}}
   keep: {{type: integer, default: 24}}
+  encrypt: {{type: boolean, default: false}}
+  passphrase_file: {{type: string, default: ""}}
 activities:
   - id: backup
     tool: {BACKUP_TOOL}
-    with: {{dest: "${{{{ inputs.dest }}}}", keep: "${{{{ inputs.keep }}}}"}}
+    with:
+      dest: "${{{{ inputs.dest }}}}"
+      keep: "${{{{ inputs.keep }}}}"
+      encrypt: "${{{{ inputs.encrypt }}}}"
+      passphrase_file: "${{{{ inputs.passphrase_file }}}}"
     retry: {{max_attempts: 3, initial_interval: 30s}}
     timeout: 1h
 output: {{backup: "${{{{ activities.backup.output }}}}"}}
 """
 
 
-def backup_activity(
-    store: Store, home: Path, kms: Callable[[], Kms | None], now: Callable[[], datetime]
-) -> Callable[..., dict[str, Any]]:
-    """The handler of `BACKUP_TOOL` for a worker over `store` (whose home is `home`)."""
+_MAX_PASSPHRASE = 4096
 
-    def run(dest: str, keep: int, ctx: ActivityContext) -> dict[str, Any]:
+
+def read_passphrase(path: Path) -> str:
+    """The passphrase in the file `path`: its text without trailing newlines (a
+    passphrase file is small: over `_MAX_PASSPHRASE` bytes is an error)."""
+    with path.open("rb") as f:
+        data = f.read(_MAX_PASSPHRASE + 1)
+    if len(data) > _MAX_PASSPHRASE:
+        raise ConfigError(f"{path} holds more than {_MAX_PASSPHRASE} bytes: not a passphrase")
+    try:
+        return data.decode("utf-8").rstrip("\n")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text") from None
+
+
+def backup_activity(
+    store: Store,
+    home: Path,
+    kms: Callable[[], Kms | None],
+    now: Callable[[], datetime],
+    *,
+    env: Mapping[str, str] | None = None,
+    require_encryption: bool = False,
+) -> Callable[..., dict[str, Any]]:
+    """The handler of `BACKUP_TOOL` for a worker over `store` (whose home is `home`). An
+    encrypted backup's passphrase is read when the backup is taken, from the schedule's
+    `passphrase_file` (a file on the worker's host) or the worker's `WOVYR_BACKUP_PASSPHRASE`
+    (`env`): never from the schedule, which the store keeps in clear. `require_encryption`
+    (the host's policy) fails an unencrypted one."""
+    worker_env = {} if env is None else env
+
+    def run(
+        dest: str,
+        keep: int,
+        ctx: ActivityContext,
+        encrypt: bool = False,
+        passphrase_file: str = "",
+    ) -> dict[str, Any]:
         # whose run it is, not only whether the platform has a run of that id: ids are per
         # tenant, so a tenant's run may carry the id of a platform backup run
         if ctx.tenant != PLATFORM_TENANT or store.load(ctx.execution_id, PLATFORM_TENANT) is None:
@@ -852,23 +787,53 @@ def backup_activity(
                 "(`wovyr admin backup schedule`), not in a tenant's workflow",
                 type="Forbidden",
             )
+        passphrase = _scheduled_passphrase(encrypt, passphrase_file, worker_env)
+        if require_encryption and passphrase is None:
+            raise NonRetryableError(
+                f"this host takes encrypted backups only ({REQUIRE_ENCRYPTION_ENV}): schedule "
+                "them with `wovyr admin backup schedule --encrypt`",
+                type="ConfigError",
+            )
         folder = Path(dest)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         at = now()
         target = folder / backup_name(at)
         if target.exists():  # a retry of an attempt at the same instant
             target = folder / f"{target.name}-{secrets.token_hex(2)}"
-        report = take_backup(store, home, target, kms=kms(), at=at)
+        report = take_backup(store, home, target, kms=kms(), at=at, passphrase=passphrase)
         removed = prune_backups(folder, keep)
         head = report.manifest.audit_head
         return {
             "path": str(report.path),
             "bytes": report.bytes,
+            "encrypted": passphrase is not None,
             "audit_head_seq": None if head is None else head[0],
             "removed": [p.name for p in removed],
         }
 
     return run
+
+
+def _scheduled_passphrase(
+    encrypt: bool, passphrase_file: str, env: Mapping[str, str]
+) -> str | None:
+    if not encrypt:
+        return None
+    try:
+        passphrase = (
+            read_passphrase(Path(passphrase_file)) if passphrase_file else env.get(PASSPHRASE_ENV)
+        )
+    except (OSError, ConfigError) as exc:
+        raise NonRetryableError(
+            f"the passphrase of the encrypted backup cannot be read: {exc}", type="ConfigError"
+        ) from None
+    if not passphrase:
+        where = passphrase_file or f"{PASSPHRASE_ENV} in the worker's environment"
+        raise NonRetryableError(
+            f"the schedule takes encrypted backups and there is no passphrase ({where})",
+            type="ConfigError",
+        )
+    return passphrase
 
 
 def register_backup_activity(
@@ -877,7 +842,14 @@ def register_backup_activity(
     home: Path,
     kms: Callable[[], Kms | None],
     now: Callable[[], datetime],
+    *,
+    env: Mapping[str, str] | None = None,
+    require_encryption: bool = False,
 ) -> None:
-    """Register `BACKUP_TOOL` in a worker's registry (a store without snapshots: not)."""
+    """Register `BACKUP_TOOL` in a worker's registry (a store without snapshots: not);
+    `env` and `require_encryption` as for `backup_activity`."""
     if _snapshots(store) is not None:
-        registry.register(BACKUP_TOOL, backup_activity(store, home, kms, now))
+        handler = backup_activity(
+            store, home, kms, now, env=env, require_encryption=require_encryption
+        )
+        registry.register(BACKUP_TOOL, handler)

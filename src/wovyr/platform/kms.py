@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -51,6 +50,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from wovyr import withheld
 from wovyr.errors import KmsError
 from wovyr.files import atomic_write
 from wovyr.store.audit import AuditEntry
@@ -267,11 +267,14 @@ def _read_key_file(path: Path) -> RootKey:
     return RootKey(parse_root_key(text, f"the KMS key file {path}"), str(path))
 
 
-def load_kms(home: Path, env: Mapping[str, str] | None = None, *, warn: bool = True) -> Kms:
+def load_kms(
+    home: Path, env: Mapping[str, str] | None = None, *, warn: bool = True, create: bool = True
+) -> Kms:
     """The KMS of this process: production when `WOVYR_KMS_ROOT_KEY` is set, else the
-    development key under `home` (generated on first use). Warns (log `wovyr.kms`) that a
-    development key must be escrowed, every time."""
-    env = os.environ if env is None else env
+    development key under `home` (generated on first use, unless not `create`: a command
+    that only checks, like `wovyr admin audit verify`, gets `KmsError` instead of a new
+    key). Warns (log `wovyr.kms`) that a development key must be escrowed, every time."""
+    env = withheld.environ() if env is None else env
     configured = env.get(ROOT_ENV)
     next_text = env.get(NEW_ROOT_ENV)
     next_key = RootKey(parse_root_key(next_text, NEW_ROOT_ENV), NEW_ROOT_ENV) if next_text else None
@@ -280,6 +283,11 @@ def load_kms(home: Path, env: Mapping[str, str] | None = None, *, warn: bool = T
             RootKey(parse_root_key(configured, ROOT_ENV), ROOT_ENV), "production", next_key=next_key
         )
     path = home / DEV_KEY_FILE
+    if not path.exists() and not create:
+        raise KmsError(
+            f"no root key: {ROOT_ENV} is not set and there is no development key {path}",
+            hint=f"set {ROOT_ENV} to the store's root key (or put its key file there)",
+        )
     if not path.exists():
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic_write(path, secrets.token_hex(KEY_BYTES) + "\n", 0o600, exclusive=True)

@@ -18,11 +18,12 @@ import binascii
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from wovyr.errors import KmsError
-from wovyr.platform.secrets import Secrets, open_secrets, shred_tenant
+from wovyr.platform.secrets import Secrets, ShredReport, open_secrets, shred_tenant
 from wovyr.store.base import Store
 from wovyr.store.sealing import (
     NotSealed,
@@ -120,7 +121,9 @@ def sealed_store(store: Store, secrets: Secrets) -> SealingStore:
     """`store` with its sealing tenants' payloads sealed by `secrets`' KMS."""
     if isinstance(store, SealingStore):
         return store
-    return SealingStore(store, KmsPayloadSealer(secrets))
+    # (a nominal `Store`: the contract's plain methods are the inner store's, bound per
+    # instance from the declaration in `wovyr.store.sealing`, which mypy cannot see)
+    return SealingStore(store, KmsPayloadSealer(secrets))  # type: ignore[abstract]
 
 
 def open_sealed(
@@ -133,17 +136,19 @@ def open_sealed(
 
 def shred_tenant_payloads(
     store: Store, tenant: str, *, by: str, at: datetime, actor: str | None = None
-) -> tuple[int, int]:
+) -> ShredReport:
     """Crypto-shred `tenant` (`shred_tenant`: its data keys, so its secrets and its sealed
-    payloads never open again, here and in every copy of the database) and fail its running
+    payloads never open again, here and in every copy of the database taken after it; the
+    report says where the store could not scrub earlier copies) and fail its running
     executions with sealed payloads: they cannot run on. Those are failed just before the
     keys go (so a step a worker has in flight conflicts and is dropped, never sealed again
-    under a new key) and once more after (any started meanwhile). Returns (data keys
-    destroyed, executions failed). On a store that does not seal, only the shred."""
+    under a new key) and once more after (any started meanwhile). On a store that does not
+    seal, only the shred."""
     if not isinstance(store, SealingStore):
-        return shred_tenant(store, tenant, by=by, at=at, actor=actor), 0
+        return shred_tenant(store, tenant, by=by, at=at, actor=actor)
     failed = fail_shredded(store, tenant, at, before=True)
-    destroyed = shred_tenant(store, tenant, by=by, at=at, actor=actor)
+    report = shred_tenant(store, tenant, by=by, at=at, actor=actor)
     if isinstance(store.sealer, KmsPayloadSealer):
         store.sealer.forget(tenant)
-    return destroyed, failed + fail_shredded(store, tenant, at)
+    failed += fail_shredded(store, tenant, at)
+    return replace(report, executions_failed=failed)

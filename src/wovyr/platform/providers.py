@@ -10,7 +10,10 @@ Another tenant's provider answers exactly like a missing one.
 At dispatch a step's provider is the tenant's stored one of that name, else the one the
 worker's environment defines (`default`, from `WOVYR_LLM_*`): `tenant_providers` builds that
 view for one attempt, and `SecretCredentials` (the `CredentialResolver` the edges give the
-engine) resolves a stored provider's key from the tenant's secret. The base URL is checked
+engine) resolves a stored provider's key from the tenant's secret its config names, a host
+provider's from the key bound to its config; never by reading the provider again, so the
+host's key never pairs with a tenant's endpoint (a stored provider named `default`,
+deleted or not, never gets it). The base URL is checked
 here for its form only (http or https, a host, no credentials in it); the tenant's
 side-effect policy still governs every call.
 
@@ -29,12 +32,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.providers import (
-    PROVIDER_KINDS,
-    CredentialResolver,
-    ProviderConfig,
-    Providers,
-)
+from wovyr.activities.providers import PROVIDER_KINDS, ProviderConfig, Providers
 from wovyr.errors import InputError, KmsError, NotFound, Problem
 from wovyr.platform.secrets import SECRET_NAME
 from wovyr.store.audit import AuditEntry, payload_digest
@@ -277,6 +275,7 @@ def _config(record: ProviderRecord) -> ProviderConfig:
         record.price_in,
         record.price_out,
         kind="anthropic" if record.kind == "anthropic" else "openai",
+        api_key_secret=record.api_key_secret,
     )
 
 
@@ -294,38 +293,32 @@ class _SecretResolver(Protocol):
 
 class SecretCredentials:
     """The `CredentialResolver` of a worker with a secrets store: a tenant's stored provider
-    has the value of its `api_key_secret`; any other provider, what `fallback` says (the
-    environment's key for `default`)."""
+    has the value of the secret its config names (`api_key_secret`); a host provider, the
+    key bound to its config."""
 
-    def __init__(
-        self, store: ProviderStore, secrets: _SecretResolver, fallback: CredentialResolver
-    ) -> None:
-        self._store = store
+    def __init__(self, secrets: _SecretResolver) -> None:
         self._secrets = secrets
-        self._fallback = fallback
 
-    def api_key(self, tenant: str, provider: str) -> str | None:
-        record = self._store.get_provider(tenant, provider)
-        if record is None:
-            return self._fallback.api_key(tenant, provider)
-        secret = record.api_key_secret
+    def api_key(self, tenant: str, provider: ProviderConfig) -> str | None:
+        secret = provider.api_key_secret
         if secret is None:
-            return None
+            return provider.api_key
+        name = provider.name
         try:
             return self._secrets.resolve_secret(tenant, secret)
         except NotFound:
             raise NonRetryableError(
-                f"the API key of model provider {provider!r} is secret {secret!r}, which "
+                f"the API key of model provider {name!r} is secret {secret!r}, which "
                 f"tenant {tenant!r} does not have (set it: wovyr secrets set {secret} "
                 f"--tenant {tenant})",
                 type="SecretMissing",
             ) from None
         except KmsError as exc:
             raise NonRetryableError(
-                f"secret {secret!r} (the API key of model provider {provider!r}) cannot be "
+                f"secret {secret!r} (the API key of model provider {name!r}) cannot be "
                 f"opened: {exc}",
                 type="SecretUnreadable",
             ) from None
 
     def __repr__(self) -> str:
-        return f"SecretCredentials(fallback={self._fallback!r})"
+        return "SecretCredentials()"

@@ -17,7 +17,11 @@ low-entropy value could be guessed offline from a hash).
 reserved owner `AUDIT_ANCHOR_OWNER` (outside the tenant alphabet, so no tenant can have it
 and shredding a tenant never touches it): the KMS creates it on first use and a rotation
 re-wraps it like every other, so the anchor key, and every anchor signed with it, survives
-`wovyr admin kms rotate`.
+`wovyr admin kms rotate`. Its row is authenticated by the root key (AES-GCM, the associated
+data binding the owner and the version): someone holding only the database can delete,
+tombstone or alter it, but not make it give another key. So a key that does not open is an
+error, never a reason to check less, and a new key is made only while no anchor exists
+(`find_audit_anchor_key`, which checks, never makes one).
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wovyr.errors import InputError, NotFound, Problem
-from wovyr.store.audit import AuditEntry
+from wovyr.activities.redact import MIN_SECRET_CHARS
+from wovyr.errors import InputError, KmsError, NotFound, Problem
+from wovyr.store.audit import AuditEntry, AuditStore
 from wovyr.store.secrets import SHREDDED, SecretRecord, SecretStore
 
 if TYPE_CHECKING:  # loaded with the KMS, on first use: `cryptography` costs a CLI start
@@ -42,12 +47,15 @@ if TYPE_CHECKING:  # loaded with the KMS, on first use: `cryptography` costs a C
 __all__ = [
     "AUDIT_ANCHOR_OWNER",
     "MAX_SECRET_BYTES",
+    "MIN_SECRET_CHARS",
     "SECRET_NAME",
     "SecretInfo",
     "SecretMissing",
     "Secrets",
+    "ShredReport",
     "audit_anchor_key",
     "check_secret_name",
+    "find_audit_anchor_key",
     "open_secrets",
     "shred_tenant",
 ]
@@ -112,6 +120,18 @@ def check_secret_name(name: str, path: str = "name") -> str:
 def _check_value(value: str) -> bytes:
     if not isinstance(value, str) or not value:
         raise InputError([Problem("a secret's value must be non-empty text", path="value")])
+    if len(value) < MIN_SECRET_CHARS:
+        raise InputError(
+            [
+                Problem(
+                    f"a secret's value is at least {MIN_SECRET_CHARS} characters: a shorter "
+                    "one cannot be masked where a step echoes it (outputs, errors, logs) "
+                    "without masking ordinary text",
+                    path="value",
+                    hint="use a longer value (a generated key or token)",
+                )
+            ]
+        )
     data = value.encode("utf-8")
     if len(data) > MAX_SECRET_BYTES:
         raise InputError(
@@ -226,25 +246,81 @@ def open_secrets(store: SecretStore, home: Path, env: Mapping[str, str] | None =
     return Secrets(store, load)
 
 
+@dataclass(frozen=True)
+class ShredReport:
+    """What `shred_tenant` did: the data keys it destroyed now, and where earlier copies of
+    their rows may remain that the store could not scrub (each a sentence; empty when the
+    store's own files hold none). `executions_failed` is the sealed-payload shred's."""
+
+    destroyed: int
+    remains: tuple[str, ...] = ()
+    executions_failed: int = 0
+
+    def to_dict(self, tenant: str) -> dict[str, Any]:
+        return {
+            "tenant": tenant,
+            "data_keys_destroyed": self.destroyed,
+            "executions_failed": self.executions_failed,
+            "scrubbed": not self.remains,
+            "remains": list(self.remains),
+        }
+
+
 def shred_tenant(
     store: SecretStore, tenant: str, *, by: str, at: datetime, actor: str | None = None
-) -> int:
+) -> ShredReport:
     """Crypto-shred `tenant`: destroy its data keys, so every secret they sealed is
-    unreadable everywhere, copies of the database included (the ciphertexts stay, and never
-    open again); other tenants are untouched. Returns how many data keys were destroyed.
-    With an `actor`, `tenant.shred` is appended to the audit chain in the same transaction.
-    The audit anchor key's owner is never shredded (`ValueError`)."""
+    unreadable (the ciphertexts stay, and never open again); other tenants are untouched.
+    Then scrub the store (`SecretStore.scrub_data_keys`), so that its files keep no earlier
+    version of a destroyed key's row that the root key would open; the report says where
+    copies may remain (PostgreSQL's write-ahead log; backups are never touched). With an
+    `actor`, `tenant.shred` is appended to the audit chain in the same transaction. The
+    audit anchor key's owner is never shredded (`ValueError`)."""
     if tenant == AUDIT_ANCHOR_OWNER:
         raise ValueError("the audit anchor key is not a tenant's: it is never shredded")
     audit = None if actor is None else AuditEntry(at, tenant, actor, "tenant.shred", tenant)
-    return store.shred_data_keys(tenant, audit=audit)
+    destroyed = store.shred_data_keys(tenant, audit=audit)
+    return ShredReport(destroyed, tuple(store.scrub_data_keys()))
 
 
-def audit_anchor_key(secrets: Secrets, at: datetime) -> bytes:
-    """The key that signs and checks audit anchors: HMAC-SHA256, info `wovyr audit-anchor`,
-    of the data key of `AUDIT_ANCHOR_OWNER` (created on first use, at `at`, like a tenant's;
-    re-wrapped, never changed, by a rotation). The ONE place the anchor key is looked up.
-    Loads the KMS: `KmsError` when it cannot (a bad root key, or not the one this store's
-    data keys are wrapped by)."""
-    _, data_key = secrets._data_key(AUDIT_ANCHOR_OWNER, at)
+def find_audit_anchor_key(secrets: Secrets) -> bytes | None:
+    """The key that signs and checks audit anchors (HMAC-SHA256, info `wovyr audit-anchor`,
+    of the data key of `AUDIT_ANCHOR_OWNER`), or None when this store never made one. Never
+    creates a key. Loads the KMS. `KmsError` when the KMS does not load, or the row is there
+    but gives no key: tombstoned (Wovyr never shreds it), wrapped by a root key this process
+    lacks, or altered (its wrapping does not open)."""
+    record = secrets.store.data_key(AUDIT_ANCHOR_OWNER)
+    if record is None:
+        return None
+    if record.root_id == SHREDDED:
+        raise KmsError(
+            "the audit anchor key's row is marked shredded, which Wovyr never does: the "
+            "database was altered",
+            hint="check the chain with `wovyr admin audit verify` against exported anchors",
+        )
+    data_key = secrets.kms.unwrap(record)
     return hmac.new(data_key, _ANCHOR_INFO, hashlib.sha256).digest()
+
+
+def audit_anchor_key(secrets: Secrets, at: datetime, chain: AuditStore) -> bytes:
+    """The audit anchor key for signing (`find_audit_anchor_key`), created on first use at
+    `at` like a tenant's data key (re-wrapped, never changed, by a rotation). The ONE place
+    it is made, and only while `chain` holds no anchor: anchors without their key mean the
+    row was removed, and a new key would make the old anchors fail and new ones pass
+    (`KmsError`). Loads the KMS: `KmsError` when it cannot (a bad root key, or not the one
+    this store's data keys are wrapped by)."""
+    found = find_audit_anchor_key(secrets)
+    if found is not None:
+        return found
+    anchors = chain.audit_anchors()
+    if anchors:
+        raise KmsError(
+            f"the audit chain has {len(anchors)} signed anchor(s) but the key that signed them "
+            "is gone from the database: it was removed, and a new key would hide that",
+            hint="check the chain with `wovyr admin audit verify` against exported anchors; "
+            "to sign with a new key, first export and remove the audit_anchors rows",
+        )
+    secrets._data_key(AUDIT_ANCHOR_OWNER, at)
+    key = find_audit_anchor_key(secrets)
+    assert key is not None  # just made (or made by another process meanwhile)
+    return key

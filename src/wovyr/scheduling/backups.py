@@ -27,8 +27,13 @@ def create_backup_schedule(
     keep: int,
     cron: str | None = None,
     every: str | None = None,
+    encrypt: bool = False,
+    passphrase_file: Path | None = None,
 ) -> ScheduleRecord:
-    """Schedule backups into `dest` (made absolute), keeping the newest `keep`."""
+    """Schedule backups into `dest` (made absolute), keeping the newest `keep`; with
+    `encrypt`, each encrypted with the passphrase the worker reads when it runs, from
+    `passphrase_file` (made absolute; the schedule keeps the path, never the passphrase)
+    or its `WOVYR_BACKUP_PASSPHRASE`."""
     platform = engine.for_tenant(PLATFORM_TENANT)
     platform.apply(BACKUP_WORKFLOW_YAML)
     return Schedules(platform).create(
@@ -36,6 +41,13 @@ def create_backup_schedule(
         workflow=BACKUP_WORKFLOW,
         cron=cron,
         every=every,
-        input={"dest": str(dest.expanduser().resolve()), "keep": keep},
+        input={
+            "dest": str(dest.expanduser().resolve()),
+            "keep": keep,
+            "encrypt": encrypt,
+            "passphrase_file": str(passphrase_file.expanduser().resolve())
+            if passphrase_file
+            else "",
+        },
         note="built-in backup",
     )

@@ -18,7 +18,8 @@ unless a backfill asks for it).
 
 Quotas (`wovyr.engine.quotas`): no schedule fires more often than the store-wide minimum
 interval (`Engine.min_schedule_interval`, default 1 s) nor than its tenant's
-`max_schedule_rate` allows, refused when it is created or changed. A fire whose starts the
+`max_schedule_rate` allows, refused when it is created or changed; a tenant has at most
+`max_schedules` schedules (creating one more is `QuotaExceeded`). A fire whose starts the
 tenant's quota refuses starts none of them: its ticks are counted as skipped and the fire
 is listed in `recent` with `skipped` (the reason) instead of an execution.
 """
@@ -153,7 +154,8 @@ class Schedules:
             "input": payload_digest(inputs),
         }
         audit = self.engine.audit_entry("schedule.create", schedule_id, details)
-        if not self.store.create_schedule(record, audit=audit):
+        cap = self.engine.quotas().max_schedules
+        if not self.store.create_schedule(record, audit=audit, max_count=cap):
             raise Conflict(f"schedule {schedule_id!r} already exists")
         return record
 

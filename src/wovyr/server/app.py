@@ -18,7 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from wovyr.activities.providers import StaticCredentials
+from wovyr.activities.providers import BoundCredentials
 from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import served
@@ -102,8 +102,8 @@ def create_app(
     else:  # the KMS of the server's home, loaded on first use
         ctx.secrets = open_secrets(engine.store, settings.home)
         engine.secrets = engine.secrets or ctx.secrets
-    if isinstance(engine.credentials, StaticCredentials):  # an in-process worker's keys
-        engine.credentials = SecretCredentials(engine.store, ctx.secrets, engine.credentials)
+    if isinstance(engine.credentials, BoundCredentials):  # tenants' stored providers' keys
+        engine.credentials = SecretCredentials(ctx.secrets)
 
     mcp_running: Callable[[], Any] | None = None  # the MCP mount's sessions (`mcp` extra)
 

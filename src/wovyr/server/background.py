@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,6 +48,7 @@ from wovyr.platform.secrets import Secrets, audit_anchor_key
 from wovyr.server.worker_process import CONFIG_ENV, WorkerConfig, replay
 from wovyr.settings import Settings
 from wovyr.store import capabilities
+from wovyr.withheld import handing_over
 from wovyr.worker import Worker
 
 __all__ = ["Background"]
@@ -72,9 +72,11 @@ class Background:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        secrets = engine.secrets  # a bad root key fails the start: KmsError
+        secrets = engine.secrets  # a bad root key, or anchors without their key: KmsError
         self._anchor_key = (
-            audit_anchor_key(secrets, engine.clock.now()) if isinstance(secrets, Secrets) else None
+            audit_anchor_key(secrets, engine.clock.now(), engine.store)
+            if isinstance(secrets, Secrets)
+            else None
         )
         self._anchored = 0  # the head seq this server signed last
         self.batches = BatchRunner(engine, lease_seconds=settings.lease_seconds)
@@ -119,6 +121,7 @@ class Background:
                 lease_seconds=self.settings.lease_seconds,
                 poll_interval=self.settings.dispatch_interval,
                 max_per_tenant=self.settings.max_per_tenant,
+                reserved_slots=self.settings.reserved_slots,
             )
             self.worker = worker
             try:
@@ -143,6 +146,8 @@ class Background:
             max_payload_bytes=s.max_payload_bytes,
             max_per_tenant=s.max_per_tenant,
             home=str(s.home),
+            min_continue_interval=s.min_continue_interval,
+            reserved_slots=s.reserved_slots,
         )
 
     async def _supervise_process(self) -> None:
@@ -159,16 +164,19 @@ class Background:
             self.engine.remove_listener(self._changed)
 
     async def _run_process(self) -> int | None:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            "from wovyr.server.worker_process import main; main()",
-            # in the environment, not argv: the store URL may hold a password
-            env={**os.environ, CONFIG_ENV: self._config().to_json()},
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=1 << 20,
-        )
+        # The config (the store URL may hold a password) and this process's withheld
+        # secrets (the root key) go over a pipe: never in argv or the child's environment.
+        with handing_over({CONFIG_ENV: self._config().to_json()}) as (env, fd):
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                "from wovyr.server.worker_process import main; main()",
+                env=env,
+                pass_fds=(fd,),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=1 << 20,
+            )
         self.process = process
         reading = asyncio.create_task(self._read(process))
         stopping = asyncio.create_task(self._stop.wait())

@@ -1,6 +1,7 @@
 """The outermost ASGI layer (request body cap, crash guard, request metrics, and
-`Cache-Control: no-store` on every response: they carry tenant data), and strict JSON for
-request bodies (`StrictJsonRoute`, which also refuses nesting deeper than the stores keep).
+`Cache-Control: no-store` and `X-Content-Type-Options: nosniff` on every response: they
+carry tenant data), and strict JSON for request bodies (`StrictJsonRoute`, which also
+refuses nesting deeper than the stores keep).
 
 The body cap is checked twice: a declared `Content-Length` over the cap is refused before
 the application runs, and the bytes actually received are counted as they stream in (a
@@ -30,6 +31,10 @@ from wovyr.store.codec import MAX_DEPTH
 __all__ = ["CALLER_TENANT", "BodyTooLarge", "RequestGuard", "StrictJsonRoute", "strict_json"]
 
 log = logging.getLogger("wovyr.server")
+# What every response carries unless it says otherwise: they hold tenant data (never cached),
+# and a browser must take their Content-Type as given (a JSON body that holds a tenant's
+# text is never sniffed into HTML or script).
+_EVERY_RESPONSE = ((b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"))
 # The key in the request's state where authentication leaves the caller's tenant, so the
 # request is counted for that tenant (and shown only to it).
 CALLER_TENANT = "wovyr_tenant"
@@ -58,9 +63,10 @@ class RequestGuard:
                 state["status"] = int(message["status"])
                 state["sent"] = True
                 headers = list(message.get("headers", ()))
-                if not any(name.lower() == b"cache-control" for name, _ in headers):
-                    headers.append((b"cache-control", b"no-store"))
-                    message = {**message, "headers": headers}
+                names = {name.lower() for name, _ in headers}
+                added = [(k, v) for k, v in _EVERY_RESPONSE if k not in names]
+                if added:
+                    message = {**message, "headers": headers + added}
             await send(message)
 
         async def counting_receive() -> Message:

@@ -1,9 +1,10 @@
 """The server's worker process: `python -m wovyr.server.worker_process`.
 
 `wovyr serve` drives executions here, not on the event loop that serves HTTP (see
-`wovyr.server.background`). The process (configured by the
-JSON in `WOVYR_WORKER_PROCESS_CONFIG`) opens the same store, runs one `Worker` and talks
-to its server over its standard streams, one JSON object per line:
+`wovyr.server.background`). The process (configured by the JSON in
+`WOVYR_WORKER_PROCESS_CONFIG`, handed over with the server's secrets through a pipe:
+`wovyr.withheld`) opens the same store, runs one `Worker` and talks to its server over its
+standard streams, one JSON object per line:
 
 - stdin, from the server: `{"notify": [tenant, id]}` when the API changed an execution
   (start, signal, approve, cancel: the worker picks it up at once, without polling), and
@@ -34,7 +35,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
-from wovyr.activities.logs import log_config
+from wovyr.activities.logs import log_config, route_output
+from wovyr.activities.sandbox import ShellSandbox
 from wovyr.engine.engine import Engine
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
@@ -43,13 +45,15 @@ from wovyr.platform.providers import SecretCredentials
 from wovyr.server.memtrace import install as install_memtrace
 from wovyr.settings import load_settings
 from wovyr.store import open_store
+from wovyr.withheld import environ, withhold
 from wovyr.worker import Worker
 
 __all__ = ["CONFIG_ENV", "WorkerConfig", "main", "replay"]
 
 log = logging.getLogger("wovyr.server")
-#: The environment variable holding the JSON `WorkerConfig` (not argv: the store URL may
-#: hold a password, and any user can read another's command line).
+#: The name the JSON `WorkerConfig` is handed over under (`wovyr.withheld`): not argv, where
+#: any user reads it, nor the environment, where the process's user does (the store URL may
+#: hold a password).
 CONFIG_ENV = "WOVYR_WORKER_PROCESS_CONFIG"
 _STATUS_EVERY = 0.25  # seconds between checks of how many executions the worker drives
 
@@ -68,6 +72,8 @@ class WorkerConfig:
     max_payload_bytes: int
     max_per_tenant: int | None = None
     home: str = ""  # WOVYR_HOME: where a development KMS key lives
+    min_continue_interval: float = 1.0
+    reserved_slots: int | None = None  # None: the worker's default
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -123,6 +129,7 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
         lease_seconds=config.lease_seconds,
         poll_interval=config.poll_interval,
         max_per_tenant=config.max_per_tenant,
+        reserved_slots=config.reserved_slots,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -163,7 +170,8 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
 
 
 def main() -> int:
-    config = WorkerConfig.from_json(os.environ[CONFIG_ENV])
+    withhold()  # what the server handed over: its secrets, and this process's config
+    config = WorkerConfig.from_json(environ()[CONFIG_ENV])
     install_memtrace("worker", os.environ)  # opt-in debugging aid; nothing when unset
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # WOVYR_LOG_FORMAT=json (inherited from the server): JSON lines with the ids of the
@@ -171,25 +179,34 @@ def main() -> int:
     logging.config.dictConfig(log_config(load_settings().log_format == "json"))
     # The protocol owns stdout: anything else printed there would break it.
     out, sys.stdout = sys.stdout, sys.stderr
+    route_output()  # what an attempt prints goes to its own log, never to the server's
     load_activity_modules(config.activities, entry_point_group=ENTRY_POINT_GROUP)
     store = open_store(config.store_url)
     # The model providers (and their keys) come from this process's own environment,
     # inherited from the server: they never travel in the config.
     settings = load_settings()  # this process's own environment (the server's, inherited)
-    providers, static = settings.model_providers()
+    providers = settings.model_providers()
     # the server warned about the key; sealing tenants' payloads are sealed with it
     store, secrets = open_sealed(store, Path(config.home))
     with Engine(
         store,
         providers=providers,
-        credentials=SecretCredentials(store, secrets, static),  # tenants' stored providers
+        credentials=SecretCredentials(secrets),  # tenants' stored providers
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
+        min_continue_interval=config.min_continue_interval,
         secrets=secrets,
         tracer=settings.tracer(),  # attempts continue the traces the server's starts began
+        shell_sandbox=ShellSandbox.of_host(config.home, config.store_url, settings.shell_user),
     ) as engine:
         register_backup_activity(
-            engine.activities, store, Path(config.home), lambda: secrets.kms, engine.clock.now
+            engine.activities,
+            store,
+            Path(config.home),
+            lambda: secrets.kms,
+            engine.clock.now,
+            env=environ(),  # a scheduled backup's passphrase, never in the config
+            require_encryption=settings.backup_require_encryption,
         )
         metrics = _ForwardingMetrics(out)
         store.add_observer(MetricsObserver(metrics, lambda t, i: store.load(i, t)))

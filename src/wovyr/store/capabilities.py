@@ -35,6 +35,7 @@ __all__ = [
     "Snapshotting",
     "TimerLocking",
     "TimerSteps",
+    "Wrapping",
     "capabilities",
     "check_store",
     "contract_methods",
@@ -145,8 +146,21 @@ class Capabilities:
     event_partitions: EventPartitioning | None = None
 
 
+@runtime_checkable
+class Wrapping(Protocol):
+    """A store over another (the sealing store): it passes on the inner store's optional
+    capabilities as it declares (`wrapped_capabilities`), never by forwarding names."""
+
+    @property
+    def inner(self) -> Store: ...
+
+    def wrapped_capabilities(self, inner: Capabilities) -> Capabilities: ...
+
+
 def capabilities(store: object) -> Capabilities:
-    """Which optional capabilities `store` has."""
+    """Which optional capabilities `store` has (a wrapping store: those it passes on)."""
+    if isinstance(store, Wrapping):
+        return store.wrapped_capabilities(capabilities(store.inner))
     return Capabilities(
         timer_locking=store if isinstance(store, TimerLocking) else None,
         membership=store if isinstance(store, Membership) else None,

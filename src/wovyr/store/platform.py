@@ -14,11 +14,13 @@ writes that use it (`wovyr.store.records.Debit`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Protocol
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.records import Debit
 
 __all__ = [
     "ApiKeyRecord",
@@ -143,6 +145,12 @@ class TenantStore(Protocol):
 
     def quota_usage(self, tenant: str, day: date) -> dict[str, float]:
         """What `tenant` used of each budget on UTC `day` (budgets it never used: absent)."""
+        ...
+
+    def debit_quota(self, tenant: str, debits: Sequence[Debit]) -> Debit | None:
+        """Add `debits` to `tenant`'s ledger in a transaction of their own, each checked
+        against its limit as a start's are (check and addition one statement): None when
+        all were added, else the first one a limit refused, and nothing is added."""
         ...
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from wovyr.errors import QuotaExceeded
 from wovyr.store.records import Debit
 
-__all__ = ["RUNNING_RETRY_AFTER", "debit_refused", "running_refused"]
+__all__ = ["RUNNING_RETRY_AFTER", "debit_refused", "running_refused", "schedules_refused"]
 
 RUNNING_RETRY_AFTER = 5.0  # seconds: a running execution of the tenant may end by then
 
@@ -37,4 +37,15 @@ def running_refused(limit: int) -> QuotaExceeded:
         limit=limit,
         retry_after=RUNNING_RETRY_AFTER,
         hint="try again when one of the tenant's running executions has ended",
+    )
+
+
+def schedules_refused(limit: int) -> QuotaExceeded:
+    """The error of a schedule refused by the tenant's `max_schedules` quota."""
+    return QuotaExceeded(
+        f"quota exceeded: at most {limit} schedules",
+        budget="max_schedules",
+        limit=limit,
+        retry_after=0.0,
+        hint="delete a schedule first, or ask the host's administrator to raise the quota",
     )

@@ -47,9 +47,18 @@ class ScheduleRecord:
 
 
 class ScheduleStore(Protocol):
-    def create_schedule(self, record: ScheduleRecord, *, audit: AuditEntry | None = None) -> bool:
+    def create_schedule(
+        self,
+        record: ScheduleRecord,
+        *,
+        audit: AuditEntry | None = None,
+        max_count: int | None = None,
+    ) -> bool:
         """Insert; False when the id exists for that tenant. `audit` (here and below) is
-        appended to the audit chain in the same transaction, when the write applies."""
+        appended to the audit chain in the same transaction, when the write applies. With
+        `max_count` (the tenant's `max_schedules` quota), a tenant that has that many
+        schedules already is refused (`QuotaExceeded`, nothing written): the count and the
+        insert are one transaction, so two creates never both take the last one."""
         ...
 
     def get_schedule(

@@ -31,7 +31,16 @@ process. A step whose payloads cannot be sealed here (that error) is refused as
 `LEASE_LOST`, the other steps of its batch written.
 
 Observers (`add_observer`) registered here see the plain steps; the store below sees only
-sealed ones. Everything else is the inner store's, reached through `__getattr__`.
+sealed ones.
+
+**Sealing by declaration.** Every method of the store contract is declared here, once:
+`SEALED_METHODS` (a tenant's payloads pass through it: implemented below, sealing what goes in and
+opening what comes out) or `PLAIN_METHODS` (no sealed payload crosses it: forwarded to the inner
+store as it is). There is no implicit forwarding: a method added to the contract and not
+declared here fails `tests/contract/test_sealed_store_contract.py`, so a new method that
+carries payloads cannot be stored unsealed by default. The optional capabilities pass
+through as the inner store has them (`wrapped_capabilities`): timer locking sealed (the
+steps it writes carry payloads), the others as they are (none carries a payload).
 """
 
 from __future__ import annotations
@@ -61,7 +70,7 @@ from wovyr.store.base import (
     StepWrite,
     Store,
 )
-from wovyr.store.capabilities import TimerSteps
+from wovyr.store.capabilities import Capabilities, TimerSteps, capabilities
 from wovyr.store.codec import dumps, loads
 from wovyr.store.flow import GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
@@ -72,7 +81,10 @@ from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.streams import NewChunk, StreamChunk
 
 __all__ = [
+    "FORWARDED",
+    "PLAIN_METHODS",
     "SEALED",
+    "SEALED_METHODS",
     "SHREDDED_MARKER",
     "UNREADABLE_MARKER",
     "NotSealed",
@@ -151,7 +163,7 @@ class _Unreadable(Exception):
         self.marker = marker
 
 
-class SealingStore:
+class SealingStore(Store):
     """`inner` with the payloads of sealing tenants sealed by `sealer` (see the module)."""
 
     def __init__(
@@ -177,18 +189,17 @@ class SealingStore:
         # The continued runs of steps being committed: told by this store's own observers
         # with their step (`Observers.committed`), so not again when the inner store tells.
         self._continued: set[int] = set()
+        self._timer_locking = capabilities(inner).timer_locking
+        for name in FORWARDED:
+            setattr(self, name, getattr(inner, name))
         inner.add_observer(_Created(self))
 
-    def __getattr__(self, name: str) -> Any:
-        # Only called for what this class lacks: the inner store's (bound once, then cached).
-        if name == "fire_timers":
-            if not hasattr(self.inner, "fire_timers"):
-                raise AttributeError(name)
-            return self._fire_timers
-        value = getattr(self.inner, name)
-        if callable(value):
-            self.__dict__[name] = value
-        return value
+    def wrapped_capabilities(self, inner: Capabilities) -> Capabilities:
+        """The optional capabilities of this store, given the inner store's: timer locking
+        through this store (the steps it writes are sealed here), the others the inner
+        store's own (migrations, snapshots, membership, notifications and event partitions
+        carry no payload; a snapshot copies the rows as stored, sealed)."""
+        return replace(inner, timer_locking=self if inner.timer_locking is not None else None)
 
     def __repr__(self) -> str:
         return f"SealingStore({self.inner!r})"
@@ -556,7 +567,7 @@ class SealingStore:
         self._observers.claimed(out)
         return out
 
-    def _fire_timers(
+    def fire_timers(
         self,
         now: datetime,
         limit: int,
@@ -575,9 +586,9 @@ class SealingStore:
                 out.append(sealed)
             return out
 
-        done: list[tuple[StepWrite, CommitOutcome]] = self.inner.fire_timers(  # type: ignore[attr-defined]
-            now, limit, sealed_build
-        )
+        if self._timer_locking is None:
+            raise TypeError(f"{self.inner!r} does not lock timers")
+        done = self._timer_locking.fire_timers(now, limit, sealed_build)
         result = [(plain.get(id(step), step), outcome) for step, outcome in done]
         if result:
             self._observers.committed([s for s, _ in result], [o for _, o in result])
@@ -694,3 +705,134 @@ def fail_shredded(store: SealingStore, tenant: str, at: datetime, *, before: boo
         if page.next_cursor is None:
             return failed
         cursor = page.next_cursor
+
+
+# --- the declaration ------------------------------------------------------------------------
+
+#: The contract's methods that a tenant's payloads pass through: each is implemented on
+#: `SealingStore`, sealing what it writes and opening what it reads.
+SEALED_METHODS = frozenset(
+    {
+        "create_execution",  # the input and the first step
+        "commit",  # events, checkpoint, output, error (and a continued run)
+        "commit_gated",
+        "update_schedule",  # the executions a schedule fire starts
+        "load",
+        "list_executions",
+        "history",
+        "claim",  # the claimed checkpoint (an unreadable one fails its run)
+        "append_stream",  # a model's streamed text
+        "read_stream",
+        "put_memory",  # agent memory values and texts
+        "get_memory",
+        "list_memory",
+        "search_memory",
+    }
+)
+
+#: The contract's methods that no sealed payload crosses: forwarded to the inner store as
+#: they are, unless `SealingStore` implements one to keep its own state (`put_tenant`:
+#: which tenants seal; `add_observer`: observers see plain steps). Not sealed by design
+#: (docs/security.md): definitions, a schedule's stored input, the response cache, audit
+#: details (digests), bulk actions, memory embeddings.
+PLAIN_METHODS = frozenset(
+    {
+        "add_observer",
+        # definitions and the registry
+        "put_definition",
+        "get_definition",
+        "apply_definition",
+        "registered_definition",
+        "list_registered",
+        # executions, the queue and timers: ids, leases, counts and times
+        "workflow_names",
+        "claimable_tenants",
+        "renew_leases",
+        "release_owner",
+        "ready_count",
+        "due_timers",
+        "next_timer_at",
+        # schedules
+        "create_schedule",
+        "get_schedule",
+        "list_schedules",
+        "delete_schedule",
+        "due_schedules",
+        # keys, idempotency, sessions, tenants and quotas
+        "create_api_key",
+        "api_key_by_hash",
+        "get_api_key",
+        "list_api_keys",
+        "revoke_api_key",
+        "touch_api_key",
+        "claim_idempotency_key",
+        "purge_idempotency_keys",
+        "revoke_session",
+        "session_revoked",
+        "purge_revoked_sessions",
+        "put_tenant",
+        "get_tenant",
+        "list_tenants",
+        "quota_usage",
+        "debit_quota",
+        # the audit chain (digests, never payloads)
+        "append_audit",
+        "audit_head",
+        "audit_records",
+        "add_audit_anchor",
+        "audit_anchors",
+        # secrets and data keys (sealed by the KMS itself)
+        "add_data_key",
+        "data_key",
+        "list_data_keys",
+        "rewrap_data_key",
+        "shred_data_keys",
+        "scrub_data_keys",
+        "put_secret",
+        "get_secret",
+        "list_secrets",
+        "delete_secret",
+        "kms_root",
+        "put_kms_root",
+        # model providers, MCP servers and the response cache
+        "get_cached_response",
+        "put_cached_response",
+        "put_provider",
+        "get_provider",
+        "list_providers",
+        "delete_provider",
+        "put_mcp_server",
+        "get_mcp_server",
+        "list_mcp_servers",
+        "delete_mcp_server",
+        # bulk actions
+        "create_batch",
+        "get_batch",
+        "list_batches",
+        "batch_items",
+        "claim_batch",
+        "update_batch",
+        # flow control: slots, buckets, keys
+        "slot_state",
+        "acquire_flow",
+        "acquire_flows",
+        "activity_slot_holders",
+        "flow_keys",
+        "set_rate_limit",
+        "rate_limits",
+        "delete_rate_limit",
+        # agent memory's bookkeeping (versions, embeddings)
+        "delete_memory",
+        "memory_version",
+        "memory_vectors",
+        # retention
+        "find_expired",
+        "purge_executions",
+        # the store itself
+        "close",
+    }
+)
+
+#: The plain methods `SealingStore` does not implement: each instance binds the inner
+#: store's own (a plain call costs what a call on the inner store costs).
+FORWARDED = tuple(sorted(PLAIN_METHODS - set(vars(SealingStore))))

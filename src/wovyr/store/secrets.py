@@ -14,6 +14,12 @@ by the new one, and the row says which.
 The audited writes (`put_secret`, `delete_secret`, `shred_data_keys`, `put_kms_root`) take
 `audit=`, appended to the audit chain in the change's transaction (`wovyr.store.audit`):
 `delete_secret` appends it only when a secret was deleted.
+
+**Scrubbing** (`scrub_data_keys`, after a shred): a database keeps earlier versions of a row
+after it changed (SQLite: freed space in its pages, and whole pages in the WAL until a
+checkpoint; PostgreSQL: dead row versions until a vacuum, and the write-ahead log), and with
+the root key an earlier version of a data key's row opens what the shred destroyed. The
+store removes what it can from its own files and says what it could not.
 """
 
 from __future__ import annotations
@@ -88,6 +94,14 @@ class SecretStore(Protocol):
         """Destroy every data key of `tenant` (each row kept as a `SHREDDED` tombstone with
         nothing wrapped); return how many were destroyed now. `audit` is appended even when
         none was left (the shred was asked for)."""
+        ...
+
+    def scrub_data_keys(self) -> list[str]:
+        """Remove earlier versions of the data keys' rows (a shredded key's, a key wrapped by
+        a retired root key) from the store's own files as far as the database allows;
+        return what may still hold one ([]: nothing). SQLite: the table is written anew
+        with `secure_delete` on (freed space zeroed) and the WAL checkpointed and truncated;
+        PostgreSQL: `VACUUM` of the table (its write-ahead log keeps them regardless)."""
         ...
 
     # --- secrets -------------------------------------------------------------------------

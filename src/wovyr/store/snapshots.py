@@ -27,6 +27,7 @@ __all__ = [
     "latest_migration",
     "scratch_store",
     "stage_restore",
+    "target_held",
     "target_in_use",
 ]
 
@@ -100,6 +101,33 @@ def target_in_use(url: str) -> bool:
         from wovyr.store.postgres.snapshot import target_tables
 
         return target_tables(url) > 0
+    raise ConfigError(f"a restore target is a sqlite:/// or postgresql:// URL, not {url!r}")
+
+
+#: How recently a worker must have reported (PostgreSQL's `worker_members`) to count as
+#: holding the store: twice the default lease, as workers report every third of theirs.
+HELD_SECONDS = 60.0
+
+
+def target_held(url: str) -> str | None:
+    """Who holds the store at `url` right now (None: nobody), so that a restore never
+    replaces a store under a running server or worker. SQLite: any connection to the file
+    (of any process, this one included); PostgreSQL: a worker that reported in the last
+    `HELD_SECONDS` (every server runs one)."""
+    if url.startswith("sqlite:///"):
+        from wovyr.store.sqlite.snapshot import open_elsewhere
+
+        path = _sqlite_path(url)
+        return f"{path} is open in another connection" if open_elsewhere(path) else None
+    if url.startswith(("postgresql://", "postgres://")):
+        from wovyr.store.postgres.snapshot import live_workers
+
+        owners = live_workers(url, HELD_SECONDS)
+        if not owners:
+            return None
+        return f"{len(owners)} worker(s) reported in the last {HELD_SECONDS:g} s: " + ", ".join(
+            owners[:5]
+        )
     raise ConfigError(f"a restore target is a sqlite:/// or postgresql:// URL, not {url!r}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -24,11 +25,11 @@ from wovyr.activities.kinds import (
     Dispatch,
     WorkflowTool,
 )
-from wovyr.activities.logs import AttemptLog, bind
+from wovyr.activities.logs import AttemptLog, attempt_ids, bind
 from wovyr.activities.memory import MemoryAccess
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
-from wovyr.activities.redact import scrub, secret_forms
+from wovyr.activities.redact import MIN_SCRUBBED, scrub, secret_forms
 from wovyr.definition.expr import secret_names, substitute_secrets
 from wovyr.definition.inputs import inputs_json_schema
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
@@ -66,6 +67,8 @@ if TYPE_CHECKING:
     from wovyr.worker.commit import GroupCommitter
 
 __all__ = ["ExecutionRunner", "RunnerStats"]
+
+_log = logging.getLogger("wovyr.worker")
 
 #: The kinds that call model providers: their attempts see the tenant's stored providers.
 _MODEL_KINDS = frozenset({"llm", "agent"})
@@ -115,6 +118,7 @@ class ExecutionRunner:
         # (when, by the monotonic clock, the requests)
         self._granted: dict[str, tuple[float, list[RateRequest]]] = {}
         self._refused: FlowAnswer | None = None  # the last step's gate, refused: hold
+        self._handed = 0  # the chain run whose hand-over `continue_hold` admitted (and debited)
         self.committer = committer
         self.execution_id = execution_id
         self.fence = fence
@@ -206,6 +210,9 @@ class ExecutionRunner:
                     hold, gate = self._flow_gate(working, decision.runs, now)
                 if hold is not None:  # no new attempt now (a durable timer wakes it)
                     decision = Decision(events=hold, state=fold(hold, working))
+            assert decision.state is not None
+            if decision.state.status == ExecutionStatus.CONTINUED and not working.finished:
+                decision = await self._continue_or_hold(working, decision, now)
             assert decision.state is not None
             events.extend(decision.events)
             done = not self._tasks and not decision.runs
@@ -332,6 +339,31 @@ class ExecutionRunner:
             return None
         return await asyncio.to_thread(self.engine.quota_hold, state, self._unbilled)
 
+    async def _continue_or_hold(
+        self, working: ExecutionState, decision: Decision, now: datetime
+    ) -> Decision:
+        """`decision`, which ends the run `continued`, if the hand-over may happen now
+        (`Engine.continue_hold`: the chain's minimum interval, the tenant's quotas); else
+        the decision again with the hand-over held by a durable timer (what else it
+        settles stays). A hand-over admitted once is not debited again when its commit
+        did not apply (a conflict: decided again on the reloaded state)."""
+        assert decision.state is not None
+        run = decision.state.chain_run + 1
+        hold = await asyncio.to_thread(self.engine.continue_hold, working, self._handed == run)
+        if hold is None:
+            self._handed = run
+            return decision
+        held = fold(hold, working)
+        again = decide(
+            self.definition,
+            held,
+            now,
+            frozenset(self._tasks),
+            max_items=self.engine.max_items,
+            max_recoveries=self.engine.max_recoveries,
+        )
+        return Decision(events=hold + again.events, runs=again.runs, state=again.state)
+
     def _flow_gate(
         self, state: ExecutionState, runs: list[RunActivity], now: datetime
     ) -> tuple[list[Event] | None, FlowAsk | None]:
@@ -444,7 +476,7 @@ class ExecutionRunner:
 
     async def _execute(self, run: RunActivity) -> Outcome:
         forms: list[str] = []
-        log = AttemptLog()
+        log = AttemptLog(forms=forms)
         # the attempt's span, a child of the context its execution's start recorded
         with self.engine.tracer.attempt(
             self.state.trace,
@@ -515,6 +547,15 @@ class ExecutionRunner:
                     ) from None
 
         await asyncio.to_thread(resolve)
+        for name, value in values.items():  # stored before secrets had a minimum length
+            if len(value) < MIN_SCRUBBED:
+                raise ActivityError(
+                    f"secret {name!r} is too short to be masked where the step could echo it "
+                    f"(under {MIN_SCRUBBED} characters): set a longer value (wovyr secrets "
+                    f"set {name} --tenant {tenant})",
+                    type="SecretTooShort",
+                    retryable=False,
+                )
         given = substitute_secrets(template, run.input, values.__getitem__)
         return given, secret_forms(values.values())
 
@@ -607,6 +648,7 @@ class ExecutionRunner:
                     self.engine.tenant,
                     TenantMemory(self.engine.store, self.engine.tenant, self.engine.clock),
                 ),
+                sandbox=self.engine.shell_sandbox,
             )
             given = run.input
             if spec.kind_entry.secrets:
@@ -755,11 +797,21 @@ def _error(
     kind: str, message: str, details: Any = None, exc: BaseException | None = None
 ) -> dict[str, Any]:
     """The error of a failed attempt; `traceback` holds the handler's own frames of `exc`
-    (capped; absent when the failure came from Wovyr, not from code of the user's)."""
+    (capped; absent when the failure came from Wovyr, not from code of the user's). The
+    whole of `exc` goes to the process's log, for the operator."""
     err: dict[str, Any] = {"type": kind, "message": message}
     if details is not None:
         err["details"] = details
-    trace = handler_traceback(exc) if exc is not None else None
+    if exc is None:
+        return err
+    trace = handler_traceback(exc)
     if trace is not None:
         err["traceback"] = trace
+    ids = attempt_ids()
+    if ids is not None:  # masked like every record of the attempt
+        _log.info(
+            "execution %s of tenant %s: activity %s, attempt %s failed: %s: %s",
+            ids.execution_id, ids.tenant, ids.activity_id, ids.attempt, kind, message,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )  # fmt: skip
     return err

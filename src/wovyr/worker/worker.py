@@ -17,10 +17,14 @@ Fair share: the claim is fair between tenants (`FairClaimer`, `wovyr.worker.fair
 the slots each tenant holds here, each round serves every tenant with claimable work in
 turn and a freed slot goes to the tenant holding the fewest (weighted). One tenant's
 backlog then delays another tenant's execution by one slot's turn (the next slot to free),
-not by the backlog. A tenant's weight and slot cap are stored with the tenant (`wovyr admin
-quotas set T --weight W --max-slots N`); `tenant_weights` are the default weights of
-tenants with none stored, `max_per_tenant` caps every tenant's slots in this worker (so
-slots stay free for others even while one tenant's executions are all slow). A stored
+not by the backlog. Running executions keep their slots (nothing is pre-empted), so a
+tenant whose executions are slow could otherwise hold every slot while no other tenant had
+work, and a tenant arriving then would wait for one of them to end: `reserved_slots` (by
+default an eighth of the slots, none below 8; 0 turns it off) are slots no one tenant may
+fill, so another tenant's execution is claimed in the next round. A tenant's weight and
+slot cap are stored with the tenant (`wovyr admin quotas set T --weight W --max-slots N`);
+`tenant_weights` are the default weights of tenants with none stored, `max_per_tenant`
+caps every tenant's slots in this worker (the reserve lowers it further). A stored
 `max_running` (`--max-running N`) caps a tenant's executions leased by all workers
 together; the fair claim enforces it (fair share off, it is not counted).
 """
@@ -72,6 +76,18 @@ class WorkerStats:
     rebalances: int = 0
 
 
+def _reserved_share(concurrency: int, reserved: int | None = None) -> int:
+    """The slots of a worker of `concurrency` that no one tenant may fill (`reserved`, or
+    by default an eighth of them, none below 8 slots), checked: 0 or more, below
+    `concurrency`."""
+    share = concurrency // 8 if reserved is None else reserved
+    if not 0 <= share < concurrency:
+        raise ValueError(
+            f"reserved_slots must be 0 or more and below the concurrency ({concurrency})"
+        )
+    return share
+
+
 def _default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
@@ -93,16 +109,21 @@ class Worker:
         fair_share: bool = True,
         max_per_tenant: int | None = None,
         tenant_weights: Mapping[str, float] | None = None,
+        reserved_slots: int | None = None,
     ) -> None:
         self.engine = engine
         self.capabilities = capabilities(engine.store)  # what this store can do beyond the contract
         self.owner = owner or _default_owner()
         self.concurrency = concurrency
         # Fair share between tenants (module docstring); a cap implies the fair claim.
-        self.fair_share = fair_share or max_per_tenant is not None
+        self.fair_share = fair_share or max_per_tenant is not None or bool(reserved_slots)
         self.max_per_tenant = max_per_tenant
         self.tenant_weights = dict(tenant_weights or {})
-        self.shares = TenantShares(engine.store, weights=tenant_weights, ceiling=max_per_tenant)
+        self.reserved_slots = _reserved_share(concurrency, reserved_slots) if self.fair_share else 0
+        ceiling = max_per_tenant
+        if self.reserved_slots:  # no tenant fills the slots kept for the others
+            ceiling = min(ceiling or concurrency, concurrency - self.reserved_slots)
+        self.shares = TenantShares(engine.store, weights=tenant_weights, ceiling=ceiling)
         self.claimer = FairClaimer(engine.store, self.shares) if self.fair_share else None
         self.lease_seconds = lease_seconds
         self.poll_interval = poll_interval

@@ -58,6 +58,17 @@ def test_a_bad_field_is_named(data: dict[str, Any], path: str) -> None:
     assert [p.path for p in caught.value.problems] == [path]
 
 
+def test_shell_is_isolated_unless_the_host_says_otherwise() -> None:
+    stored_before = {k: v for k, v in to_dict(OPENED).items() if k != "shell_isolation"}
+
+    assert RESTRICTED.shell_isolation is True and TRUSTED.shell_isolation is False
+    # a policy stored before the field existed runs isolated: a stored row fails closed
+    assert parse_policy(stored_before).shell_isolation is True
+    # turning it off reaches further (an admin over the API may not); turning it on does not
+    assert widened(replace(OPENED, shell_isolation=False), OPENED) == ["shell_isolation"]
+    assert widened(OPENED, replace(OPENED, shell_isolation=False)) == []
+
+
 def test_not_an_object_is_refused() -> None:
     with pytest.raises(InputError, match="JSON object"):
         parse_policy(["shell"])
@@ -69,6 +80,7 @@ def test_widened_names_each_field_that_reaches_further() -> None:
     assert set(widened(TRUSTED, RESTRICTED)) == {
         "shell", "shell_cwd", "private_network", "shell_env", "shell_cpu_seconds",
         "shell_memory_bytes", "shell_open_files", "shell_processes", "shell_file_bytes",
+        "shell_isolation",
     }  # fmt: skip
     narrow = replace(RESTRICTED, allow_networks=("10.0.0.0/8",), allow_hosts=("db:5432",))
     assert widened(replace(narrow, allow_networks=("10.1.0.0/16",)), narrow) == []

@@ -1,5 +1,7 @@
 """The `shell` sandbox with real processes: policy refusals, environment, fresh working
-directory, rlimits (CPU, address space, open files, file size) and the group kill under them."""
+directory, rlimits (CPU, address space, open files, file size) and the group kill under them,
+each unisolated (as a host administrator may accept for a tenant) and, where it applies,
+isolated (`shell_isolation`: namespaces, and another uid on a root worker)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.isolation import sandbox_python
 
 from wovyr.activities.base import ActivityContext, ActivityError, ActivityRegistry
 from wovyr.activities.builtin import shell
@@ -27,8 +30,22 @@ from wovyr.definition.model import ShellSpec
 
 PY = sys.executable
 MIB = 1024 * 1024
-# RESTRICTED opened up for shell: its limits, no cwd, only PATH inherited.
-SANDBOX = replace(RESTRICTED, shell=True, shell_env=("PATH",))
+# RESTRICTED opened up for shell and accepted unisolated: its limits, no cwd, only PATH
+# inherited, beside the worker. ISOLATED: the same, isolated (what a grant is by default).
+SANDBOX = replace(RESTRICTED, shell=True, shell_env=("PATH",), shell_isolation=False)
+ISOLATED = replace(SANDBOX, shell_isolation=True)
+
+
+def _under(kind: str) -> tuple[SideEffectPolicy, str]:
+    """The policy of `kind`, and a Python its step can run (as `nobody` when isolated)."""
+    if kind == "isolated":
+        return ISOLATED, sandbox_python()
+    return (TRUSTED if kind == "trusted" else SANDBOX), PY
+
+
+@pytest.fixture(params=["unisolated", "isolated"])
+def confined(request: pytest.FixtureRequest) -> tuple[SideEffectPolicy, str]:
+    return _under(request.param)
 
 
 def _run(coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
@@ -184,13 +201,14 @@ def test_under_the_sandbox_the_environment_is_only_what_the_definition_and_polic
 # --- working directory -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("policy", [TRUSTED, SANDBOX], ids=["trusted", "sandbox"])
-def test_each_attempt_runs_in_a_fresh_directory_removed_after_it(policy: SideEffectPolicy) -> None:
+@pytest.mark.parametrize("kind", ["trusted", "unisolated", "isolated"])
+def test_each_attempt_runs_in_a_fresh_directory_removed_after_it(kind: str) -> None:
+    policy, py = _under(kind)
     write = "import os; open('left-behind', 'w').write('x'); print(os.getcwd())"
     look = "import os; print(os.getcwd()); print(sorted(os.listdir('.')))"
 
-    first = _shell([PY, "-c", write], policy)["stdout"].strip()
-    second_cwd, listing = _lines(_shell([PY, "-c", look], policy))
+    first = _shell([py, "-c", write], policy)["stdout"].strip()
+    second_cwd, listing = _lines(_shell([py, "-c", look], policy))
 
     assert listing == "[]"
     assert second_cwd != first
@@ -198,10 +216,13 @@ def test_each_attempt_runs_in_a_fresh_directory_removed_after_it(policy: SideEff
     assert os.path.realpath(first) != os.path.realpath(os.getcwd())
 
 
-def test_the_fresh_directory_is_removed_after_a_failed_attempt() -> None:
+def test_the_fresh_directory_is_removed_after_a_failed_attempt(
+    confined: tuple[SideEffectPolicy, str],
+) -> None:
+    policy, py = confined
     code = "import os, sys; sys.stderr.write(os.getcwd()); sys.exit(2)"
 
-    error = _failure([PY, "-c", code], SANDBOX)
+    error = _failure([py, "-c", code], policy)
 
     assert error.type == "NonZeroExit"
     cwd = error.details["stderr"]
@@ -212,41 +233,47 @@ def test_the_fresh_directory_is_removed_after_a_failed_attempt() -> None:
 # --- rlimits ---------------------------------------------------------------------------------
 
 
-def test_a_cpu_bound_loop_is_killed_at_the_cpu_limit() -> None:
-    policy = replace(SANDBOX, shell_cpu_seconds=1)
+def test_a_cpu_bound_loop_is_killed_at_the_cpu_limit(
+    confined: tuple[SideEffectPolicy, str],
+) -> None:
+    policy, py = replace(confined[0], shell_cpu_seconds=1), confined[1]
 
     # Wall-clock timeout far above the CPU limit: only the rlimit can end this loop in time.
-    error = _failure([PY, "-c", "while True: pass"], policy, timeout=25.0)
+    error = _failure([py, "-c", "while True: pass"], policy, timeout=25.0)
 
     assert error.type == "CpuLimitExceeded"
     assert error.retryable is False
     assert error.details == {"exit_code": -signal.SIGXCPU, "signal": "SIGXCPU"}
 
 
-def test_an_allocation_beyond_the_address_space_limit_fails() -> None:
-    policy = replace(SANDBOX, shell_memory_bytes=256 * MIB)
+def test_an_allocation_beyond_the_address_space_limit_fails(
+    confined: tuple[SideEffectPolicy, str],
+) -> None:
+    policy, py = replace(confined[0], shell_memory_bytes=256 * MIB), confined[1]
     allocate = "import sys; b = bytearray(int(sys.argv[1])); print(len(b))"
 
-    small = _shell([PY, "-c", allocate, str(8 * MIB)], policy)
-    error = _failure([PY, "-c", allocate, str(1024 * MIB)], policy)
+    small = _shell([py, "-c", allocate, str(8 * MIB)], policy)
+    error = _failure([py, "-c", allocate, str(1024 * MIB)], policy)
 
     assert small["stdout"] == f"{8 * MIB}\n"
     assert error.type == "NonZeroExit"
     assert "MemoryError" in error.details["stderr"]
 
 
-def test_open_files_are_capped() -> None:
-    policy = replace(SANDBOX, shell_open_files=32)
+def test_open_files_are_capped(confined: tuple[SideEffectPolicy, str]) -> None:
+    policy, py = replace(confined[0], shell_open_files=32), confined[1]
     opener = "import sys; fs = [open('/dev/null') for _ in range(int(sys.argv[1]))]; print('ok')"
 
-    assert _shell([PY, "-c", opener, "8"], policy)["stdout"] == "ok\n"
-    error = _failure([PY, "-c", opener, "64"], policy)
+    assert _shell([py, "-c", opener, "8"], policy)["stdout"] == "ok\n"
+    error = _failure([py, "-c", opener, "64"], policy)
 
     assert "Too many open files" in error.details["stderr"]
 
 
-def test_writing_past_the_file_size_limit_kills_the_program() -> None:
-    policy = replace(SANDBOX, shell_file_bytes=1 * MIB)
+def test_writing_past_the_file_size_limit_kills_the_program(
+    confined: tuple[SideEffectPolicy, str],
+) -> None:
+    policy = replace(confined[0], shell_file_bytes=1 * MIB)
     writer = "exec head -c $0 /dev/zero > f"
 
     _shell(["sh", "-c", writer, str(MIB // 2)], policy)
@@ -256,17 +283,22 @@ def test_writing_past_the_file_size_limit_kills_the_program() -> None:
     assert error.retryable is False
 
 
-def test_the_program_starts_with_the_signal_dispositions_of_a_direct_start() -> None:
-    # The launcher is Python, which ignores SIGPIPE and SIGXFSZ; the program must not be.
+def test_the_program_starts_with_the_signal_dispositions_of_a_direct_start(
+    confined: tuple[SideEffectPolicy, str],
+) -> None:
+    # The launcher is Python, which ignores SIGPIPE and SIGXFSZ (and, isolated, SIGTERM);
+    # the program must not be.
     probe = ["grep", "^SigIgn", "/proc/self/status"]
 
-    assert _shell(probe, SANDBOX)["stdout"] == _shell(probe, TRUSTED)["stdout"]
+    assert _shell(probe, confined[0])["stdout"] == _shell(probe, TRUSTED)["stdout"]
 
 
-def test_the_program_runs_under_every_limit_of_the_policy() -> None:
+def test_the_program_runs_under_every_limit_of_the_policy(
+    confined: tuple[SideEffectPolicy, str],
+) -> None:
     # RLIMIT_NPROC cannot be shown to bite as root (exempt): that it is set is shown here.
     policy = replace(
-        SANDBOX,
+        confined[0],
         shell_cpu_seconds=7,
         shell_memory_bytes=512 * MIB,
         shell_open_files=64,
@@ -279,7 +311,7 @@ def test_the_program_runs_under_every_limit_of_the_policy() -> None:
         "for name in sys.argv[1:]: print(*resource.getrlimit(getattr(resource, name)))"
     )
 
-    out = _shell([PY, "-c", code, *names], policy)
+    out = _shell([confined[1], "-c", code, *names], policy)
 
     assert _lines(out) == [
         "7 8",
@@ -290,15 +322,17 @@ def test_the_program_runs_under_every_limit_of_the_policy() -> None:
     ]
 
 
-def test_limits_never_raise_a_hard_limit_the_worker_already_has() -> None:
+def test_limits_never_raise_a_hard_limit_the_worker_already_has(
+    confined: tuple[SideEffectPolicy, str],
+) -> None:
     # The launcher only lowers limits: a policy above the worker's hard limit keeps the latter.
     worker_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if worker_hard == resource.RLIM_INFINITY:  # pragma: no cover - not on Linux
         pytest.skip("the worker has no hard limit on open files")
-    policy = replace(SANDBOX, shell_open_files=worker_hard + 1_000)
+    policy = replace(confined[0], shell_open_files=worker_hard + 1_000)
     code = "import resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)[1])"
 
-    out = _shell([PY, "-c", code], policy)
+    out = _shell([confined[1], "-c", code], policy)
 
     assert int(out["stdout"]) == worker_hard
 

@@ -65,7 +65,7 @@ def test_set_from_stdin_or_a_file_list_and_delete(cli: Cli, tmp_path: Path) -> N
     code, out, _ = cli("secrets", "set", "API_KEY", "--from-file", str(source))
     assert code == 0 and "version 2" in out
     assert cli.resolve("default", "API_KEY") == "from-a-file"
-    cli.json("secrets", "set", "OTHER", "--tenant", "t2", stdin="v2")
+    cli.json("secrets", "set", "OTHER", "--tenant", "t2", stdin="value-two")
     listed = cli.json("secrets", "list")
     assert [(s["name"], s["version"]) for s in listed] == [("API_KEY", 2)]
     code, out, _ = cli("secrets", "list")
@@ -85,6 +85,8 @@ def test_a_value_is_never_an_argument_and_bad_input_is_refused(cli: Cli, tmp_pat
     assert code == 1 and "a secret name is a letter" in err
     code, _, err = cli("secrets", "set", "EMPTY", stdin="\n")
     assert code == 1 and "non-empty" in err
+    code, _, err = cli("secrets", "set", "PIN", stdin="4711\n")
+    assert code == 1 and "at least 8 characters" in err and "4711" not in err
     code, _, err = cli("secrets", "set", "X", "--from-file", str(tmp_path / "nope"))
     assert code == 1 and "cannot read" in err
     assert cli.json("secrets", "list") == []
@@ -128,14 +130,20 @@ def test_a_root_key_of_the_wrong_length_is_a_one_line_error(
 
 
 def test_shredding_a_tenant_needs_yes_and_leaves_others_readable(cli: Cli) -> None:
-    cli.json("secrets", "set", "A", "--tenant", "t1", stdin="one")
-    cli.json("secrets", "set", "A", "--tenant", "t2", stdin="two")
+    cli.json("secrets", "set", "A", "--tenant", "t1", stdin="value-one")
+    cli.json("secrets", "set", "A", "--tenant", "t2", stdin="value-two")
     code, _, err = cli("admin", "tenants", "shred", "t1")
     assert code == 2 and "--yes" in err
-    assert cli.resolve("t1", "A") == "one"
+    assert cli.resolve("t1", "A") == "value-one"
     done = cli.json("admin", "tenants", "shred", "t1", "--yes")
-    assert done == {"tenant": "t1", "data_keys_destroyed": 1, "executions_failed": 0}
-    assert cli.resolve("t2", "A") == "two"
+    assert done == {
+        "tenant": "t1",
+        "data_keys_destroyed": 1,
+        "executions_failed": 0,
+        "scrubbed": True,  # SQLite: neither the file nor its WAL keeps the key
+        "remains": [],
+    }
+    assert cli.resolve("t2", "A") == "value-two"
     with pytest.raises(KmsError, match="was shredded"):
         cli.resolve("t1", "A")
 
@@ -146,10 +154,10 @@ def test_secret_kms_and_shred_changes_are_audited_and_anchors_survive_rotation(
     import getpass
     import sqlite3
 
-    weak = "hunter2"  # low entropy: neither it nor a hash of it may be recorded
+    weak = "hunter22"  # low entropy: neither it nor a hash of it may be recorded
     cli.json("secrets", "set", "API_KEY", stdin=weak)
     cli.json("secrets", "set", "API_KEY", "--tenant", "acme", stdin="acme-value")
-    cli.json("secrets", "set", "OTHER", "--tenant", "acme", stdin="x")
+    cli.json("secrets", "set", "OTHER", "--tenant", "acme", stdin="x-value-1")
     cli.json("secrets", "delete", "OTHER", "--tenant", "acme")
     assert cli("secrets", "delete", "NOPE")[0] == 4  # nothing deleted: nothing audited
     first = cli.json("admin", "audit", "anchor")

@@ -13,7 +13,8 @@ import pytest
 from wovyr.definition import load_definition
 from wovyr.engine.core.decide import decide, start_events
 from wovyr.engine.core.state import ExecutionState, ExecutionStatus, fold, state_to_json
-from wovyr.events import Event
+from wovyr.engine.core.waits import CONTINUE_HOLD, waiting_on
+from wovyr.events import Event, TimerArmed, TimerFired
 from wovyr.ids import ID_MAX_LENGTH, continued_id, is_chain_run_id, is_execution_id
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -58,6 +59,23 @@ def test_when_it_holds_the_run_continues_with_the_next_id_and_inputs() -> None:
         {"n": 1},
     )
     assert state.chain == {"root": "sub", "run": 1}
+
+
+def test_a_held_hand_over_waits_for_its_timer_and_settles_the_rest() -> None:
+    events = start_events(FLOW, "h", {"n": 1}, T0)
+    hold = TimerArmed(
+        timer="continue:1", purpose=CONTINUE_HOLD, fire_at="2030-01-02T00:00:00+00:00",
+        reason="quota: executions per day used up",
+    )  # fmt: skip
+    held = fold([*events, hold.at(T0)], id="sub")
+    decision = decide(FLOW, held, T0)
+    assert [e.type for e in decision.events] == ["ActivityScheduled", "ActivityCompleted"]
+    assert decision.state is not None and decision.state.status == ExecutionStatus.RUNNING
+    assert waiting_on(decision.state) == "quota: executions per day used up"
+    fired = TimerFired(timer="continue:1", fired_at="2030-01-02T00:00:00+00:00").at(T0)
+    later = decide(FLOW, fold([fired], decision.state), T0)
+    assert later.events[-1].type == "ExecutionContinued"
+    assert later.state is not None and later.state.continued_as == "sub~c2"
 
 
 def test_a_later_run_knows_its_chain_and_the_last_one_completes() -> None:

@@ -109,12 +109,12 @@ def test_secrets_over_a_store() -> None:
     store = SQLiteStore()
     kms = Kms(RootKey(bytes.fromhex(KEY)), "production")
     secrets = Secrets(store, kms)
-    info = secrets.set_secret("t1", "API_KEY", "sk-1", by="cli", at=AT)
+    info = secrets.set_secret("t1", "API_KEY", "sk-first-1", by="cli", at=AT)
     assert (info.name, info.version) == ("API_KEY", 1)
-    assert secrets.set_secret("t1", "API_KEY", "sk-2", by="cli", at=AT).version == 2
-    assert secrets.resolve_secret("t1", "API_KEY") == "sk-2"
+    assert secrets.set_secret("t1", "API_KEY", "sk-second-2", by="cli", at=AT).version == 2
+    assert secrets.resolve_secret("t1", "API_KEY") == "sk-second-2"
     record = store.get_secret("t1", "API_KEY")
-    assert record is not None and b"sk-2" not in record.ciphertext
+    assert record is not None and b"sk-second-2" not in record.ciphertext
     key = store.data_key("t1")
     assert key is not None and key.root_id == kms.key_id
     # another tenant's secret is missing, exactly like one that does not exist
@@ -132,6 +132,12 @@ def test_secrets_over_a_store() -> None:
             secrets.set_secret("t1", bad, "v", by="cli", at=AT)
     with pytest.raises(InputError):
         secrets.set_secret("t1", "EMPTY", "", by="cli", at=AT)
+    # too short to be masked where a step echoes it: refused, and nothing stored
+    with pytest.raises(InputError, match="at least 8 characters") as short:
+        secrets.set_secret("t1", "PIN", "1234567", by="cli", at=AT)
+    assert "1234567" not in str(short.value)
+    assert store.get_secret("t1", "PIN") is None
+    assert secrets.set_secret("t1", "PIN", "12345678", by="cli", at=AT).version == 1
     # a corrupt ciphertext: a clear error naming the secret, never a value
     store.put_secret("t1", "API_KEY", record.ciphertext[:-3] + b"xyz", 1, AT, "x")
     with pytest.raises(KmsError, match="secret 'API_KEY' of tenant 't1' does not decrypt"):
@@ -151,7 +157,7 @@ def test_secrets_over_a_store() -> None:
 def test_status_and_escrow() -> None:
     store = SQLiteStore()
     kms = Kms(RootKey(bytes.fromhex(KEY)), "production")
-    Secrets(store, kms).set_secret("t1", "A", "v", by="cli", at=AT)
+    Secrets(store, kms).set_secret("t1", "A", "value-of-a", by="cli", at=AT)
     status = kms_status(kms, store)
     assert status.escrowed_at is None and status.data_keys == {kms.key_id: 1}
     assert KEY not in str(status.to_dict())
@@ -164,21 +170,21 @@ def test_shredding_a_tenant_makes_its_secrets_unreadable_and_spares_the_others()
     store = SQLiteStore()
     kms = Kms(RootKey(bytes.fromhex(KEY)), "production")
     secrets = Secrets(store, kms)
-    secrets.set_secret("t1", "A", "one", by="cli", at=AT)
-    secrets.set_secret("t2", "A", "two", by="cli", at=AT)
-    assert shred_tenant(store, "t1", by="cli", at=AT) == 1
+    secrets.set_secret("t1", "A", "value-one", by="cli", at=AT)
+    secrets.set_secret("t2", "A", "value-two", by="cli", at=AT)
+    assert shred_tenant(store, "t1", by="cli", at=AT).destroyed == 1
     for reader in (secrets, Secrets(store, Kms(RootKey(bytes.fromhex(KEY)), "production"))):
         with pytest.raises(KmsError, match="was shredded"):
             reader.resolve_secret("t1", "A")
-        assert reader.resolve_secret("t2", "A") == "two"
+        assert reader.resolve_secret("t2", "A") == "value-two"
     assert [i.name for i in secrets.list_secrets("t1")] == ["A"]  # the names stay, unreadable
     # a secret set afterwards gets a new data key (version 2) and reads
-    secrets.set_secret("t1", "B", "fresh", by="cli", at=AT)
-    assert secrets.resolve_secret("t1", "B") == "fresh"
+    secrets.set_secret("t1", "B", "fresh-value", by="cli", at=AT)
+    assert secrets.resolve_secret("t1", "B") == "fresh-value"
     with pytest.raises(KmsError, match="was shredded"):
         secrets.resolve_secret("t1", "A")
     # a rotation skips the shredded key and moves the others
     new = RootKey(bytes.fromhex("ef" * 32))
     result = rotate(kms, store, new, at=AT)
     assert result.rewrapped == 2
-    assert Secrets(store, Kms(new, "production")).resolve_secret("t1", "B") == "fresh"
+    assert Secrets(store, Kms(new, "production")).resolve_secret("t1", "B") == "fresh-value"

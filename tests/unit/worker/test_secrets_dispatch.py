@@ -140,6 +140,30 @@ def test_for_each_items_resolve_per_item(setup: tuple[Engine, list[dict[str, Any
     assert VALUE not in _stored(engine, started.id)
 
 
+class _Legacy:
+    """A store's secret set before values had a minimum length."""
+
+    def resolve_secret(self, tenant: str, name: str) -> str:
+        return "ab1"
+
+
+def test_a_stored_value_too_short_to_mask_fails_at_once(store: Store) -> None:
+    seen: list[Any] = []
+    registry = ActivityRegistry()
+    registry.register("take", lambda **kw: seen.append(kw))
+    engine = Engine(store, clock=ManualClock(AT), activities=registry, secrets=_Legacy())
+    started = engine.start(
+        FLOW.replace("    tool: take", "    retry: {max_attempts: 3}\n    tool: take")
+    )
+    _drain(engine)
+    view = engine.query(started.id)
+    assert view.status == "failed" and seen == []  # the handler never got it
+    error = view.activities["call"]["error"]
+    assert error["type"] == "SecretTooShort" and "'TOKEN'" in error["message"]
+    assert "wovyr secrets set TOKEN" in error["message"]
+    assert view.activities["call"]["attempt"] == 1  # not retried
+
+
 def test_without_a_resolver_it_fails_saying_so(store: Store) -> None:
     registry = ActivityRegistry()
     registry.register("take", lambda **kw: kw)

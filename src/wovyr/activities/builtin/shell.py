@@ -11,11 +11,16 @@ starts: `shell` off, a `cwd` where the policy gives none, or a program outside
 - in a session of its own, so on timeout or cancellation the whole process group -
   grandchildren included - is killed, not just the program we started;
 - under the policy's rlimits (CPU seconds, address space, open files, processes, file size).
-  They are set by a tiny launcher (`python -I -S -c`, started with an empty environment,
-  handed its job on stdin) that calls `setrlimit` and then `execve`s the program: no
-  `preexec_fn` (unsafe in a worker that runs tools in threads) and no external `prlimit`
-  (not on every host; and a dynamically linked helper started with the step's environment
-  would let an `LD_PRELOAD` run before the limits are set).
+  They are set by a tiny launcher (`wovyr.activities.launcher`: `python -I -S`, started with
+  an empty environment, handed its job on stdin) that calls `setrlimit` and then `execve`s
+  the program: no `preexec_fn` (unsafe in a worker that runs tools in threads) and no
+  external `prlimit` (not on every host; and a dynamically linked helper started with the
+  step's environment would let an `LD_PRELOAD` run before the limits are set);
+- isolated, when the policy says `shell_isolation` (every grant of shell to a tenant unless
+  the host's administrator said otherwise): the launcher runs the program in new mount and
+  PID namespaces, with a fresh `/proc`, the worker's home and database hidden, and as the
+  sandbox account on a root worker (`wovyr.activities.sandbox`). A worker that cannot
+  isolate refuses the attempt (`PolicyDenied`) rather than run it unisolated.
 
 Output is capped but always drained, so a chatty child never blocks on a full pipe.
 """
@@ -38,8 +43,10 @@ from pydantic import Field
 
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register_kind
+from wovyr.activities.launcher import EXEC_FAILED
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.redact import mask
+from wovyr.activities.sandbox import LAUNCHER, ShellSandbox, isolation_refusal
 from wovyr.fields import FrozenModel
 
 if TYPE_CHECKING:
@@ -116,23 +123,28 @@ async def run_shell(
     timeout: float | None,
     environ: Mapping[str, str] | None = None,
     policy: SideEffectPolicy = TRUSTED,
+    sandbox: ShellSandbox | None = None,
 ) -> dict[str, Any]:
     """Run `spec.argv` under `policy`; return `{exit_code, stdout, stderr, stdout_truncated,
     stderr_truncated}`.
 
     `environ` is the worker's environment (default: `os.environ`): where `spec.inherit_env`
     names are looked up, and whose PATH finds a bare program name under a command allow-list.
-    A policy refusal raises `ActivityError(type="PolicyDenied", retryable=False)` before
-    anything starts. A non-zero exit raises `ActivityError(type="NonZeroExit")`; the timeout
-    raises `ActivityError(type="Timeout")` after killing the process group.
+    `sandbox` is what an isolated step does not see (default: nothing beyond the worker's
+    processes). A policy refusal raises `ActivityError(type="PolicyDenied",
+    retryable=False)` before anything starts; so does a worker that cannot isolate a step
+    its policy isolates. A non-zero exit raises `ActivityError(type="NonZeroExit")`; the
+    timeout raises `ActivityError(type="Timeout")` after killing the process group.
     """
     worker_env = os.environ if environ is None else environ
     _check_input(spec)
     _check_allowed(spec, policy)
     env = _child_environment(spec, worker_env, policy)
-    async with _working_directory(spec) as cwd:
+    isolate = (sandbox or ShellSandbox()).job() if policy.shell_isolation else None
+    owner = None if isolate is None or isolate["uid"] is None else (isolate["uid"], isolate["gid"])
+    async with _working_directory(spec, owner) as cwd:
         program = _resolve_program(spec.argv[0], env, cwd, worker_env, policy)
-        launch = _Launch(spec.argv, program, env, cwd, _limits(policy))
+        launch = _Launch(spec.argv, program, env, cwd, _limits(policy), isolate)
         process = await _start(launch)
         stdout = _Capture(spec.max_output_bytes)
         stderr = _Capture(spec.max_output_bytes)
@@ -206,8 +218,11 @@ def _child_environment(
 
 
 @contextlib.asynccontextmanager
-async def _working_directory(spec: ShellSpec) -> AsyncIterator[str]:
-    """The step's own `cwd` (checked to exist), or a fresh private directory removed after."""
+async def _working_directory(
+    spec: ShellSpec, owner: tuple[int, int] | None = None
+) -> AsyncIterator[str]:
+    """The step's own `cwd` (checked to exist), or a fresh private directory removed after
+    (given to `owner`, the uid and gid an isolated step runs as, when there is one)."""
     import asyncio  # by the first run, not by importing the kind
 
     if spec.cwd is not None:
@@ -217,6 +232,8 @@ async def _working_directory(spec: ShellSpec) -> AsyncIterator[str]:
         return
     fresh = tempfile.mkdtemp(prefix="wovyr-shell-")
     try:
+        if owner is not None:
+            os.chown(fresh, *owner)
         yield fresh
     finally:
         # Off the event loop (a step may leave many files); shielded so a second cancel
@@ -276,45 +293,30 @@ def _limits(policy: SideEffectPolicy) -> list[tuple[str, int, int]]:
     return limits
 
 
-# The launcher: read the job from stdin, put /dev/null there, lower the limits (never above
-# a hard limit the worker already has), exec. An exec failure is reported after a marker.
-_EXEC_FAILED = "\x00wovyr-shell-exec-failed:"
-_LAUNCHER = f"""\
-import json, os, resource, signal, sys
-job = json.loads(sys.stdin.buffer.read())
-null = os.open(os.devnull, os.O_RDONLY)
-os.dup2(null, 0)
-os.close(null)
-for name, soft, hard in job["limits"]:
-    which = getattr(resource, name)
-    old = resource.getrlimit(which)[1]
-    if old != resource.RLIM_INFINITY:
-        soft, hard = min(soft, old), min(hard, old)
-    resource.setrlimit(which, (soft, hard))
-# Python ignores these at startup and an ignored signal stays ignored across exec.
-for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
-    if hasattr(signal, name):
-        signal.signal(getattr(signal, name), signal.SIG_DFL)
-try:
-    os.execve(job["program"], job["argv"], job["env"])
-except OSError as exc:
-    sys.stderr.write({_EXEC_FAILED!r} + json.dumps([exc.errno, str(exc)]))
-    sys.stderr.flush()
-    os._exit(127)
-"""
-
-
 @dataclass(frozen=True)
 class _Launch:
     argv: list[str]
     program: str  # what is executed (argv[0] is passed as written)
     env: dict[str, str]
     cwd: str
-    limits: list[tuple[str, int, int]]  # (RLIMIT name, soft, hard); empty: no launcher
+    limits: list[tuple[str, int, int]]  # (RLIMIT name, soft, hard)
+    isolate: dict[str, Any] | None = None  # the sandbox (`ShellSandbox.job`); None: none
+
+    @property
+    def launched(self) -> bool:
+        """Whether the launcher starts the program (else the worker does, directly)."""
+        return bool(self.limits) or self.isolate is not None
 
     def job(self) -> bytes:
         return json.dumps(
-            {"program": self.program, "argv": self.argv, "env": self.env, "limits": self.limits}
+            {
+                "program": self.program,
+                "argv": self.argv,
+                "env": self.env,
+                "cwd": self.cwd,
+                "limits": self.limits,
+                "isolate": self.isolate,
+            }
         ).encode()
 
 
@@ -322,9 +324,13 @@ def _exit_error(
     spec: ShellSpec, launch: _Launch, exit_code: int, stderr: _Capture
 ) -> ActivityError:
     program = spec.argv[0]
-    if launch.limits and exit_code == 127 and stderr.text().startswith(_EXEC_FAILED):
-        code, text = json.loads(stderr.text()[len(_EXEC_FAILED) :])
-        return _spawn_error(program, OSError(code, text))
+    if launch.launched and exit_code == 127:
+        failed = _exec_failure(stderr.text())
+        if failed is not None:
+            return _spawn_error(program, failed)
+        refused = isolation_refusal(stderr.text())
+        if refused is not None:
+            return refused
     if exit_code == -signal.SIGXCPU:
         return NonRetryableError(
             f"{program} was killed at its CPU time limit ({_cpu_text(launch)})",
@@ -347,6 +353,18 @@ def _exit_error(
         # The end of stderr is where programs put the reason they failed.
         details=details,
     )
+
+
+def _exec_failure(stderr: str) -> OSError | None:
+    """The launcher's report of an exec that failed (None: the program ran, or wrote
+    something that only looks like the report)."""
+    if not stderr.startswith(EXEC_FAILED):
+        return None
+    try:
+        code, text = json.loads(stderr[len(EXEC_FAILED) :])
+        return OSError(int(code), str(text))
+    except (TypeError, ValueError):
+        return None
 
 
 def _cpu_text(launch: _Launch) -> str:
@@ -388,7 +406,7 @@ async def _spawn(launch: _Launch) -> asyncio.subprocess.Process:
         "cwd": launch.cwd,
         "start_new_session": True,  # own process group; unlike preexec_fn, thread-safe
     }
-    if not launch.limits:
+    if not launch.launched:
         try:
             return await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -404,8 +422,7 @@ async def _spawn(launch: _Launch) -> asyncio.subprocess.Process:
             sys.executable,
             "-I",
             "-S",
-            "-c",
-            _LAUNCHER,
+            LAUNCHER,
             env={},
             stdin=asyncio.subprocess.PIPE,
             **pipes,
@@ -519,7 +536,10 @@ def _signal_group(pgid: int, signum: signal.Signals) -> None:
 
 async def _execute(step: ShellStep, rendered: Any, dispatch: Dispatch) -> Any:
     return await run_shell(
-        ShellSpec.model_validate(rendered), timeout=dispatch.timeout, policy=dispatch.policy
+        ShellSpec.model_validate(rendered),
+        timeout=dispatch.timeout,
+        policy=dispatch.policy,
+        sandbox=dispatch.sandbox,
     )
 
 

@@ -50,6 +50,7 @@ from wovyr.engine.core.state import (
 )
 from wovyr.engine.core.waits import begin_wait as _begin_wait
 from wovyr.engine.core.waits import check_wait as _check_wait
+from wovyr.engine.core.waits import continue_held
 from wovyr.events import (
     ActivityCompensated,
     ActivityCompleted,
@@ -711,6 +712,8 @@ def _complete(
             error = _error("ContinueAsNewError", str(exc))
             return [*cancel, ExecutionFailed(error=error).at(now)]
         if continued is not None:
+            if continue_held(state):  # (a quota or the chain's interval): its timer wakes it
+                return []
             return [*cancel, continued.at(now)]
     return [*cancel, ExecutionCompleted(output=output).at(now)]
 

@@ -26,10 +26,28 @@ from wovyr.events import (
     TimerCancelled,
 )
 
-__all__ = ["FLOW_HOLD", "QUOTA_HOLD", "begin_wait", "check_wait", "shown_status", "waiting_on"]
+__all__ = [
+    "CONTINUE_HOLD",
+    "FLOW_HOLD",
+    "QUOTA_HOLD",
+    "begin_wait",
+    "check_wait",
+    "continue_held",
+    "shown_status",
+    "waiting_on",
+]
 
 QUOTA_HOLD = "quota"  # the purpose of a timer that holds an execution's next attempts
 FLOW_HOLD = "flow"  # ... until a rate limit has units or a concurrency key a free slot
+# ... that holds a continue-as-new hand-over: until the tenant's executions-per-day quota
+# has room again, or the chain's minimum interval between runs has passed
+CONTINUE_HOLD = "continue"
+_HOLDS = (QUOTA_HOLD, FLOW_HOLD, CONTINUE_HOLD)
+
+
+def continue_held(state: ExecutionState) -> bool:
+    """Whether the run's hand-over to its chain's next run is held (its timer pending)."""
+    return any(info.get("purpose") == CONTINUE_HOLD for info in state.timers.values())
 
 
 def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Event]:
@@ -111,7 +129,8 @@ def waiting_on(state: ExecutionState) -> str | None:
     `retry charge attempt 2 at ...`, `child <id>`, `children 2/6 done` (a map over child
     workflows), `items 3/10 done` (a for_each whose items wait for their back-offs), `quota:
     activity seconds for tenant T exhausted until 2030-01-02 00:00 UTC` (a quota hold),
-    `rate limit openai: next slot in 3.2 s` or `concurrency k: 2 running (...)` (a flow hold).
+    `rate limit openai: next slot in 3.2 s` or `concurrency k: 2 running (...)` (a flow hold),
+    `continue-as-new: ...` (the hand-over to the chain's next run, held).
 
     None when it is finished, compensating, or runs an activity (or a map item) itself: it
     is then `running`, not `waiting` (see `shown_status`), whatever else it also waits for.
@@ -137,7 +156,7 @@ def waiting_on(state: ExecutionState) -> str | None:
     parts.extend(
         str(info.get("reason") or f"quota until {info['fire_at']}")
         for info in state.timers.values()
-        if info.get("purpose") in (QUOTA_HOLD, FLOW_HOLD)
+        if info.get("purpose") in _HOLDS
     )
     return "; ".join(parts) or None
 

@@ -91,7 +91,13 @@ def _target(service: Schedules, body: ScheduleCreate) -> str | Workflow:
     return workflow
 
 
-@router.post("", status_code=201, response_model=ScheduleOut, summary="Create a schedule")
+@router.post(
+    "",
+    status_code=201,
+    response_model=ScheduleOut,
+    summary="Create a schedule",
+    responses=problem_responses(429),  # the tenant has its max_schedules already
+)
 def create_schedule(body: ScheduleCreate, ctx: Ctx, principal: Operator) -> ScheduleOut:
     service = schedules_for(ctx, principal)
     if (body.cron is None) == (body.every is None):

@@ -18,7 +18,7 @@ from wovyr.engine.engine import Engine
 from wovyr.server.ui.batch_routes import BatchRoutes
 from wovyr.server.ui.catalog_routes import CatalogRoutes
 from wovyr.server.ui.routes import UiRoutes
-from wovyr.server.ui.session import Authenticator, SessionCodec, load_secret
+from wovyr.server.ui.session import Authenticator, SecretFile, SessionCodec, load_secret
 from wovyr.settings import Settings
 
 __all__ = ["STATIC_DIR", "TEMPLATE_DIR", "mount_ui"]
@@ -41,11 +41,13 @@ def mount_ui(
     """Register the UI's routes and static files on `app`.
 
     The session-signing secret is `secret`, else `settings.ui_secret` when the settings
-    have one, else a random one persisted under `settings.home` (mode 0600)."""
+    have one, else a random one persisted under `settings.home` (mode 0600) and read again
+    when that file changes (`wovyr admin rotate-session-key`)."""
     configured = secret or getattr(settings, "ui_secret", None)
     home = Path(settings.home)
+    key: bytes | SecretFile
     try:
-        key = load_secret(home, configured)
+        key = load_secret(home, configured) if configured else SecretFile(home)
     except OSError as exc:  # a read-only home: the UI still works, sessions end at restart
         log.warning(
             "web UI: cannot keep a session secret under %s (%s); using one in memory", home, exc

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 import jinja2
 from fastapi import APIRouter, Request
@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from wovyr.engine.engine import Engine
 from wovyr.engine.streams import StreamCursor
 from wovyr.errors import Conflict, InputError, NotFound, WovyrError
+from wovyr.platform.auth import role_at_least
 from wovyr.server.streams import EventStream, StreamHub
 from wovyr.server.ui.pages import (
     LIST_STATUSES,
@@ -40,6 +41,7 @@ from wovyr.server.ui.session import Authenticator, Principal, Session, SessionCo
 __all__ = ["UiRoutes"]
 
 SESSION_COOKIE = "wovyr_session"
+UI_ROLE = "viewer"  # the least role that signs in: the UI shows the tenant's executions
 LOGIN_COOKIE = "wovyr_login"
 FORM_LIMIT = 64 * 1024
 _HERE = Path(__file__).parent
@@ -106,15 +108,22 @@ class UiRoutes:
 
     def session(self, request: Request) -> Session | None:
         """The signed-in session, re-checked against the key it came from (when the
-        authenticator can look keys up): a revoked key ends it, a changed role applies."""
+        authenticator can look keys up): a revoked key ends it, a changed role applies. A
+        session whose role is below `viewer` (a `metrics` key's, signed in before that was
+        refused) is none: the UI shows a tenant's executions, which such a key may not
+        read."""
         session = self.codec.read(request.cookies.get(SESSION_COOKIE))
-        if session is None or self.principal_for_key is None:
+        if session is None or not session.can(UI_ROLE):
+            return None
+        if self.principal_for_key is None:
             return session
         try:
             current = self.principal_for_key(session.key_id)
         except WovyrError:
             return None
         if current is None or current.tenant != session.tenant:
+            return None
+        if not role_at_least(current.role, UI_ROLE):
             return None
         return session if current.role == session.role else replace(session, role=current.role)
 
@@ -223,6 +232,12 @@ class UiRoutes:
         principal = await run_in_threadpool(self.authenticator.verify, token) if token else None
         if principal is None:
             return self.login_page(request, next_url, "That API key is not valid.", 401)
+        if not role_at_least(principal.role, UI_ROLE):
+            refused = (
+                f"A key of role {principal.role} cannot sign in to the web UI: it shows the "
+                f"tenant's executions, which need a key of role {UI_ROLE} or above."
+            )
+            return self.login_page(request, next_url, refused, 403)
         _, cookie = self.codec.issue(principal)
         response = redirect(safe_next(next_url, self.base(request)))
         response.set_cookie(
@@ -499,16 +514,24 @@ async def read_form(request: Request) -> dict[str, str]:
 
 
 def safe_next(target: str, base: str) -> str:
-    """Only our own pages: no scheme, no host, no `//` tricks."""
-    if (
-        target
-        and (target == base or target.startswith(base + "/") or target.startswith(base + "?"))
-        and "//" not in target
-        and "\\" not in target
-        and not any(ord(ch) < 32 for ch in target)
-    ):
-        return target
-    return base
+    """`target` if it is one of our own pages, else `base`: a path under `base` (no scheme,
+    no host), with no `.` or `..` segment, no `//`, no backslash and no control character,
+    as written and once percent-decoded (a browser resolves `%2e%2e` as `..`; decoding is
+    repeated, so a doubly encoded one is refused too)."""
+    if not (target == base or target.startswith((base + "/", base + "?"))):
+        return base
+    decoded = target
+    while (again := unquote(decoded)) != decoded:  # (each pass shortens it: it ends)
+        decoded = again
+    for text in (target, decoded):
+        if "//" in text or "\\" in text or any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+            return base
+        path = text.split("?", 1)[0].split("#", 1)[0]
+        if not (path == base or path.startswith(base + "/")):
+            return base
+        if any(segment in (".", "..") for segment in path.split("/")):
+            return base
+    return target
 
 
 def redirect(url: str, status: int = 303) -> RedirectResponse:

@@ -7,6 +7,11 @@ tokens are an HMAC of the session id, so a form posted from another site (which 
 read our pages) cannot carry one. Signing out records the session id in the store
 (`SessionStore.revoke_session`) until the session would have expired: a replayed cookie is
 refused by every server sharing the store, and after a restart.
+
+The server secret lives in `WOVYR_HOME/ui-session.key` (`SecretFile`), read again whenever
+the file changes: `rotate_secret` (`wovyr admin rotate-session-key`) replaces it, and every
+server reading that file signs everyone out at its next request, without a restart. Backups
+never carry it.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from wovyr.store.platform import SessionStore
 __all__ = [
     "Authenticator",
     "Principal",
+    "SecretFile",
     "Session",
     "SessionCodec",
     "load_secret",
+    "rotate_secret",
 ]
 
 SECRET_FILE = "ui-session.key"
@@ -90,13 +97,13 @@ class SessionCodec:
 
     def __init__(
         self,
-        secret: bytes,
+        secret: bytes | SecretFile,
         *,
         lifetime_seconds: int = _LIFETIME,
         now: Callable[[], float] = time.time,
         revoked: SessionStore | None = None,
     ) -> None:
-        if len(secret) < 16:
+        if isinstance(secret, bytes) and len(secret) < 16:
             raise ValueError("the UI session secret must be at least 16 bytes")
         self._secret = secret
         self.lifetime_seconds = lifetime_seconds
@@ -106,7 +113,8 @@ class SessionCodec:
         self._lock = threading.Lock()
 
     def _mac(self, purpose: str, data: str) -> bytes:
-        return hmac.new(self._secret, f"{purpose}|{data}".encode(), hashlib.sha256).digest()
+        secret = self._secret if isinstance(self._secret, bytes) else self._secret.current()
+        return hmac.new(secret, f"{purpose}|{data}".encode(), hashlib.sha256).digest()
 
     def issue(self, principal: Principal) -> tuple[Session, str]:
         session = Session(
@@ -190,6 +198,42 @@ class SessionCodec:
         if not nonce or not token:
             return False
         return hmac.compare_digest(token.encode(), self.login_token(nonce).encode())
+
+
+class SecretFile:
+    """The secret in `home/ui-session.key`, read again when the file changes (another
+    inode, size or modification time: `rotate_secret` replaces it atomically), and made
+    anew (`load_secret`) when it was deleted. One `stat` per use."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int, int] | None = None
+        self._secret = b""
+        self.current()  # a bad file fails now, at the server's start
+
+    def current(self) -> bytes:
+        path = self.home / SECRET_FILE
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            info = None
+        stamp = None if info is None else (info.st_ino, info.st_size, info.st_mtime_ns)
+        if stamp is not None and stamp == self._stamp:
+            return self._secret
+        with self._lock:
+            secret = load_secret(self.home)
+            info = path.stat()
+            self._stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+            self._secret = secret
+            return secret
+
+
+def rotate_secret(home: Path) -> None:
+    """Replace the session secret under `home` with a new random one (atomically, 0600):
+    every session signed with the old one ends, on every server reading this file."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write(home / SECRET_FILE, secrets.token_hex(32), 0o600)
 
 
 def load_secret(home: Path, configured: str | bytes | None = None) -> bytes:

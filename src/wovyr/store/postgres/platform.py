@@ -12,6 +12,7 @@ from typing import Any
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from wovyr.errors import QuotaExceeded
 from wovyr.store.audit import AuditEntry
 from wovyr.store.platform import (
     ApiKeyRecord,
@@ -249,6 +250,20 @@ class PostgresPlatform:
 
         rows: list[Any] = self._run(body, write=False)
         return {row[0]: float(row[1]) for row in rows}
+
+    def debit_quota(self, tenant: str, debits: Sequence[Debit]) -> Debit | None:
+        refused: list[Debit] = []
+
+        def body(conn: Connection) -> None:
+            for debit in debits:
+                refused[:] = [debit]
+                self._debit(conn, tenant, (debit,))  # a refusal rolls all back
+
+        try:
+            self._write(body)
+        except QuotaExceeded:
+            return refused[0]
+        return None
 
     # --- quotas (inside the transaction of the write they guard) ---------------------------
 

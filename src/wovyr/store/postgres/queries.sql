@@ -493,6 +493,13 @@ VALUES (
     %(created_at)s, %(updated_at)s, %(version)s)
 ON CONFLICT (tenant, id) DO NOTHING;
 
+-- name: schedules_lock
+-- Serialises the schedule creates of one tenant that check its max-schedules quota.
+SELECT pg_advisory_xact_lock(hashtext('wovyr.schedules'), hashtext(%(tenant)s));
+
+-- name: schedules_count
+SELECT count(*) FROM schedules WHERE tenant = %(tenant)s;
+
 -- name: get_schedule
 SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused, note,
        start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered, running, recent,

@@ -11,6 +11,7 @@ from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.hooks import Observers
 from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.support import Connection
+from wovyr.store.quotas import schedules_refused
 from wovyr.store.rows import POSTGRES, schedule_params, schedule_record
 from wovyr.store.schedules import ScheduleRecord
 
@@ -26,9 +27,24 @@ class PostgresSchedules:
     _insert_execution: Callable[[Connection, NewExecution], bool]
     _observers: Observers
 
-    def create_schedule(self, record: ScheduleRecord, *, audit: AuditEntry | None = None) -> bool:
+    def create_schedule(
+        self,
+        record: ScheduleRecord,
+        *,
+        audit: AuditEntry | None = None,
+        max_count: int | None = None,
+    ) -> bool:
         sql, params = self._q["create_schedule"], schedule_params(record, POSTGRES)
-        return bool(self._write(lambda conn: _audited(conn, conn.execute(sql, params), audit)))
+
+        def body(conn: Connection) -> bool:
+            if max_count is not None:  # the tenant's creates counted one after the other
+                conn.execute(self._q["schedules_lock"], {"tenant": record.tenant})
+                row = conn.execute(self._q["schedules_count"], {"tenant": record.tenant}).fetchone()
+                if (int(row[0]) if row else 0) >= max_count:
+                    raise schedules_refused(max_count)
+            return _audited(conn, conn.execute(sql, params), audit)
+
+        return bool(self._write(body))
 
     def get_schedule(self, schedule_id: str, tenant: str = DEFAULT_TENANT) -> ScheduleRecord | None:
         rows = self._read("get_schedule", {"tenant": tenant, "id": schedule_id}, named=True)

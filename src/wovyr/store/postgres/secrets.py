@@ -89,6 +89,17 @@ class PostgresSecrets:
 
         return int(self._write(body))
 
+    def scrub_data_keys(self) -> list[str]:
+        # Outside a transaction (VACUUM cannot run in one); removes the dead row versions
+        # no open snapshot can still see.
+        self._run(lambda conn: conn.execute(_queries()["data_key_vacuum"]), write=True)
+        return [
+            "PostgreSQL's write-ahead log (and any WAL archive, replica or base backup) keeps "
+            "the earlier row versions until it is recycled, and a snapshot open during the "
+            "vacuum keeps them in the table: rotate the root key (`wovyr admin kms rotate`) "
+            "and retire the old one to make the shred final there"
+        ]
+
     def put_secret(
         self,
         tenant: str,

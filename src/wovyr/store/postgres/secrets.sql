@@ -22,6 +22,9 @@ WHERE tenant = %(tenant)s AND version = %(version)s AND root_id = %(old_root_id)
 UPDATE data_keys SET wrapped = ''::bytea, root_id = %(shredded)s
 WHERE tenant = %(tenant)s AND root_id != %(shredded)s;
 
+-- name: data_key_vacuum
+VACUUM data_keys;
+
 -- name: secret_put
 INSERT INTO secrets AS s (tenant, name, version, ciphertext, key_version, created_at,
                           updated_at, updated_by)

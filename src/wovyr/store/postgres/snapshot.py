@@ -31,7 +31,14 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from wovyr.errors import ConfigError, Conflict, StoreError
 from wovyr.store import redact_url
 
-__all__ = ["StagedSchema", "check_dump", "dump_schema", "stage_restore", "target_schema"]
+__all__ = [
+    "StagedSchema",
+    "check_dump",
+    "dump_schema",
+    "live_workers",
+    "stage_restore",
+    "target_schema",
+]
 
 _ENV = {
     "host": "PGHOST",
@@ -155,6 +162,26 @@ class StagedSchema:
                 )
 
 
+def live_workers(url: str, within_seconds: float) -> list[str]:
+    """The workers of the store at `url` that reported in the last `within_seconds` (by
+    the database's clock), from its `worker_members` table ([] when it has none)."""
+    schema = target_schema(url)
+    with _connect(url) as conn:
+        table = conn.execute(
+            "SELECT to_regclass(%s)", (f"{sql.Identifier(schema).as_string(conn)}.worker_members",)
+        ).fetchone()
+        if table is None or table[0] is None:
+            return []
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT owner FROM {}.worker_members"
+                " WHERE last_seen >= now() - make_interval(secs => %s) ORDER BY owner"
+            ).format(sql.Identifier(schema)),
+            (within_seconds,),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def target_tables(url: str) -> int:
     """How many tables the target schema of `url` holds (0 when it does not exist)."""
     schema = target_schema(url)
@@ -181,7 +208,10 @@ def stage_restore(dump: Path, url: str, dump_schema_name: str, *, force: bool) -
             raise Conflict(
                 f"the dump is of schema {dump_schema_name}, which exists in the target "
                 f"database beside the target schema {schema}",
-                hint="restore into another database, or into a schema of the dump's name",
+                hint=f"restore into the schema {dump_schema_name} of this or another database "
+                "(a URL without search_path for public; every database has a public schema)"
+                if dump_schema_name == "public"
+                else "restore into another database, or into a schema of the dump's name",
             )
         if _tables(conn, aside) is not None:
             raise Conflict(
@@ -232,6 +262,11 @@ def scratch_restore(dump: Path, url: str, dump_schema_name: str) -> Iterator[str
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     scratch = make_conninfo(url, dbname=name, options=f"-csearch_path={dump_schema_name}")
     try:
+        # a new database has a `public` schema: a dump of that schema creates it itself
+        with _connect(scratch) as conn:
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(dump_schema_name))
+            )
         _run(
             [
                 _tool("pg_restore"),

@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
 
+from wovyr.errors import QuotaExceeded
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
 from wovyr.store.platform import (
@@ -278,6 +279,17 @@ class SQLitePlatform:
             (tenant, day.isoformat()),
         )
         return {row[0]: float(row[1]) for row in rows}
+
+    def debit_quota(self, tenant: str, debits: Sequence[Debit]) -> Debit | None:
+        refused: list[Debit] = []
+        try:
+            with self._write() as conn:
+                for debit in debits:
+                    refused[:] = [debit]
+                    self._debit(conn, tenant, (debit,))  # a refusal rolls all back
+        except QuotaExceeded:
+            return refused[0]
+        return None
 
     # --- quotas (inside the transaction of the write they guard) ---------------------------
 

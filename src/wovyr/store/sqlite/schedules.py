@@ -12,6 +12,7 @@ from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.codec import to_micros
 from wovyr.store.hooks import Observers
+from wovyr.store.quotas import schedules_refused
 from wovyr.store.rows import SQLITE, schedule_params, schedule_record
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.sqlite.audit import append_audit_row
@@ -41,8 +42,20 @@ class SQLiteSchedules:
     _insert_execution: Callable[[sqlite3.Connection, NewExecution], bool]
     _observers: Observers
 
-    def create_schedule(self, record: ScheduleRecord, *, audit: AuditEntry | None = None) -> bool:
-        with self._write() as conn:
+    def create_schedule(
+        self,
+        record: ScheduleRecord,
+        *,
+        audit: AuditEntry | None = None,
+        max_count: int | None = None,
+    ) -> bool:
+        with self._write() as conn:  # BEGIN IMMEDIATE: the count cannot race
+            if max_count is not None:
+                row = conn.execute(
+                    "SELECT count(*) FROM schedules WHERE tenant = ?", (record.tenant,)
+                ).fetchone()
+                if int(row[0]) >= max_count:
+                    raise schedules_refused(max_count)
             if conn.execute(_INSERT, schedule_params(record, SQLITE)).rowcount != 1:
                 return False
             append_audit_row(conn, audit)

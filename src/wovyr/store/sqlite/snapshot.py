@@ -17,7 +17,7 @@ from pathlib import Path
 
 from wovyr.errors import StoreError
 
-__all__ = ["check_file", "write_snapshot"]
+__all__ = ["check_file", "open_elsewhere", "write_snapshot"]
 
 PAGES_PER_STEP = 1024  # 4 MiB at the default page size
 
@@ -69,3 +69,23 @@ def check_file(path: Path) -> list[str]:
     if not problems and "schema_migrations" not in tables:
         problems.append(f"{path.name} is a SQLite database but not a Wovyr store")
     return problems
+
+
+def open_elsewhere(path: Path) -> bool:
+    """True while another connection has the database `path` open (a server, a worker, a
+    CLI command; in any process). In WAL mode every open connection holds a shared lock, so
+    a connection asking for the file to itself (`locking_mode = EXCLUSIVE`) without waiting
+    is refused exactly then. The probe writes nothing and never creates the file."""
+    try:
+        conn = sqlite3.connect(f"file:{path.resolve()}?mode=rw", uri=True, timeout=0)
+    except sqlite3.Error:
+        return False  # no such file: nobody has it open
+    try:
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        conn.close()

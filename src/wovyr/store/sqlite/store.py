@@ -16,6 +16,7 @@ databases, shared-cache or `memdb`, lock readers out of a table being written.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -251,6 +252,22 @@ def _shard_sql(shards: frozenset[int] | None, alias: str = "") -> str:
     return f" AND {alias}shard IN ({','.join(str(int(s)) for s in sorted(shards))})"
 
 
+def _owner_only(path: Path) -> None:
+    """Create the database file readable and writable by its owner only (SQLite gives its
+    -wal and -shm the database file's mode), and take group and other access away from an
+    existing one and its side files (stores made before this was so were world-readable).
+    A file owned by another user is left as it is."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    uid = os.getuid()
+    for suffix in ("", "-wal", "-shm"):
+        side = Path(f"{path}{suffix}")
+        with contextlib.suppress(FileNotFoundError):
+            info = side.stat()
+            if info.st_uid == uid and info.st_mode & 0o077:
+                side.chmod(info.st_mode & 0o600)
+
+
 @cache
 def _migrations() -> tuple[tuple[int, str], ...]:
     """(version, script) of every migration, in order."""
@@ -319,7 +336,6 @@ class SQLiteStore(
             folder = tempfile.mkdtemp(prefix="wovyr-memory-")
             self._remove_folder = weakref.finalize(self, shutil.rmtree, folder, True)
             path = Path(folder) / "wovyr.db"
-            path.write_bytes(_migrated_image())
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}" if self._durable else "memory://"
         self._busy_ms = busy_timeout_ms
@@ -335,11 +351,12 @@ class SQLiteStore(
         self.commits = 0  # durable write transactions issued by this object (for benchmarks)
         self._ledger = Ledger()  # what this object last wrote of each checkpoint
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _owner_only(self.path)
+            if not self._durable:
+                self.path.write_bytes(_migrated_image())
         except OSError as exc:
-            raise StoreUnavailable(
-                f"cannot create the store folder {self.path.parent}: {exc}"
-            ) from exc
+            raise StoreUnavailable(f"cannot create the store {self.path}: {exc}") from exc
         self._writer = self._connect()
         self.migrate()
 

@@ -219,6 +219,8 @@ def scenarios() -> dict[str, Any]:
 def _scenarios(providers: Any) -> dict[str, Any]:
     engine = memory_engine(ActivityRegistry())  # not the process's default registry
     engine.providers = providers  # the scripted model server of `_agent_script`
+    # the logs were written when a chain handed over at once: no minimum interval here
+    engine.min_continue_interval = 0
     flaky_calls: list[int] = []
 
     @engine.activities.activity("ok")
