@@ -6,16 +6,26 @@ in the same folder, fsynced, renamed over the target (or linked, when the target
 replaced), and the folder is fsynced so the rename itself survives a power loss. A process
 killed at any point leaves either the old file or the new one, never a mix, and at worst a
 stray `.<name>.*.tmp` beside it.
+
+`process_folder()` is the process's private temporary folder: `memory://` stores keep their
+files in it, and isolated shell steps are not shown it.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
+import shutil
+import tempfile
+import threading
 from pathlib import Path
 
-__all__ = ["atomic_write", "fsync_folder"]
+__all__ = ["atomic_write", "fsync_folder", "process_folder"]
+
+_process_folder: dict[int, Path] = {}  # pid -> its folder (a forked child makes its own)
+_process_folder_lock = threading.Lock()
 
 
 def atomic_write(
@@ -70,3 +80,20 @@ def fsync_folder(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def process_folder() -> Path:
+    """This process's private temporary folder (0700, made on first use, removed at exit)."""
+    pid = os.getpid()
+    with _process_folder_lock:
+        folder = _process_folder.get(pid)
+        if folder is None:
+            folder = Path(tempfile.mkdtemp(prefix=f"wovyr-{pid}-"))
+            _process_folder[pid] = folder
+            atexit.register(_remove_process_folder, pid, folder)
+        return folder
+
+
+def _remove_process_folder(pid: int, folder: Path) -> None:
+    if os.getpid() == pid:  # not in a forked child that exits through atexit
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,5 +1,6 @@
 """`atomic_write`: a process killed before the rename (or at any moment of a write loop)
-leaves the old file intact and parseable; modes; exclusive creation keeps the first file."""
+leaves the old file intact and parseable; modes; exclusive creation keeps the first file.
+`process_folder`: one private folder a process, removed when it exits."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from wovyr.files import atomic_write
+from wovyr.files import atomic_write, process_folder
 
 # The child stops just before the rename (os.replace) and tells the parent, which kills it.
 _STOP_BEFORE_RENAME = """
@@ -96,3 +97,30 @@ def test_mode_and_exclusive_creation(tmp_path: Path) -> None:
     assert atomic_write(key, b"third", 0o600)
     assert key.read_bytes() == b"third"
     assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+
+
+_PROCESS_FOLDER = """
+import os, sys
+from wovyr.files import process_folder
+folder = process_folder()
+assert process_folder() == folder
+(folder / "inside").write_text("x")
+if os.fork() == 0:  # a forked child has a folder of its own and leaves its parent's alone
+    child = process_folder()
+    assert child != folder and child.is_dir()
+    sys.stdout.write(str(child) + "\\n"); sys.stdout.flush()
+    sys.exit(0)
+os.wait()
+assert (folder / "inside").is_file()
+print(folder)
+"""
+
+
+def test_the_process_folder_is_private_and_goes_with_its_process() -> None:
+    folder = process_folder()
+    assert folder == process_folder() and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    out = subprocess.run(
+        [sys.executable, "-c", _PROCESS_FOLDER], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert len(out) == 2 and out[0] != out[1]
+    assert not any(Path(p).exists() for p in out)  # removed by each process at its exit

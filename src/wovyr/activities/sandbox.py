@@ -36,6 +36,7 @@ from typing import Any
 
 from wovyr.activities import launcher
 from wovyr.activities.base import NonRetryableError
+from wovyr.files import process_folder
 
 __all__ = ["LAUNCHER", "ShellSandbox", "isolation_refusal", "probe"]
 
@@ -55,11 +56,14 @@ class ShellSandbox:
     @classmethod
     def of_host(cls, home: Path | str, store_url: str, user: str = "nobody") -> ShellSandbox:
         """Hide `home` (WOVYR_HOME: the development KMS key, the UI's session key, the
-        default database) and the directory of a SQLite store elsewhere."""
+        default database) and the directory of a SQLite store elsewhere, or this process's
+        folder where `memory://` stores keep their files."""
         hide = [os.path.abspath(os.path.expanduser(home))]
         if store_url.startswith("sqlite:///"):
             database = os.path.abspath(os.path.expanduser(store_url[len("sqlite:///") :]))
             hide.append(os.path.dirname(database))
+        elif store_url.startswith("memory:"):
+            hide.append(str(process_folder()))
         return cls(tuple(dict.fromkeys(hide)), user)
 
     def job(self) -> dict[str, Any]:

@@ -29,6 +29,9 @@ from wovyr.activities.builtin.shell import run_shell
 from wovyr.activities.policy import RESTRICTED, SideEffectPolicy
 from wovyr.activities.sandbox import LAUNCHER, ShellSandbox
 from wovyr.definition.model import ShellSpec
+from wovyr.files import process_folder
+from wovyr.store import open_store
+from wovyr.store.sqlite import SQLiteStore
 
 ISOLATED = replace(RESTRICTED, shell=True, shell_env=("PATH",))  # a grant, as the host gives it
 UNISOLATED = replace(ISOLATED, shell_isolation=False)
@@ -140,6 +143,26 @@ def test_the_sandbox_of_a_host_hides_its_home_and_its_database_directory(tmp_pat
     assert sandbox.hide == (str(home), str(tmp_path / "db"))
     assert postgres.hide == (str(home),)
     assert ShellSandbox.of_host(home, f"sqlite:///{home}/wovyr.db").hide == (str(home),)
+
+
+def test_the_sandbox_of_a_memory_store_hides_the_folder_of_its_files(tmp_path: Path) -> None:
+    """A memory:// store is a SQLite file in this process's folder, which a step running as
+    the worker's own uid (a user namespace) could read: isolated steps do not see it."""
+    store = open_store("memory://")
+    try:
+        assert isinstance(store, SQLiteStore) and store.path.parent.parent == process_folder()
+        sandbox = ShellSandbox.of_host(tmp_path / "home", "memory://")
+        assert sandbox.hide == (str(tmp_path / "home"), str(process_folder()))
+        look = ["sh", "-c", f"ls -A {process_folder()}; true"]
+
+        hidden = _shell(look, sandbox=sandbox)
+        shown = _shell(look, sandbox=ShellSandbox())
+    finally:
+        store.close()
+
+    assert (hidden["stdout"], hidden["stderr"]) == ("", "")  # an empty folder in its place
+    # unhidden: the store's folder is listed, or refused to the sandbox account of a root worker
+    assert store.path.parent.name in shown["stdout"] or "Permission denied" in shown["stderr"]
 
 
 @pytest.mark.skipif(not ROOT, reason="a worker that is not root runs steps as its own uid")

@@ -5,8 +5,9 @@ executions commits in one transaction (one fsync). Reads use a connection per th
 Several processes may share the file: SQLite serialises writers and `busy_timeout` waits.
 Leases and fences make that safe for workers (see `claim` and `commit`).
 
-`SQLiteStore()` without a path is the `memory://` store: a file in a private temporary
-folder, removed when the store is closed (or collected, or at exit), written with
+`SQLiteStore()` without a path is the `memory://` store: a file in a folder of its own in
+the process's private folder (`wovyr.files.process_folder`, which isolated shell steps do
+not see), removed when the store is closed (or collected, or at exit), written with
 `synchronous=OFF` since nothing in it outlives the process, and started from a copy of a
 migrated empty database made once per process. It is a file, not an in-memory database,
 because the store relies on WAL (a reader never waits for the writer): SQLite's in-memory
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from wovyr.errors import StoreError, StoreUnavailable
+from wovyr.files import process_folder
 from wovyr.store.base import (
     DEFAULT_TENANT,
     Claim,
@@ -333,7 +335,7 @@ class SQLiteStore(
         self._durable = path is not None
         self._remove_folder: Callable[[], object] | None = None
         if path is None:  # memory://: its folder goes with the store, closed or not
-            folder = tempfile.mkdtemp(prefix="wovyr-memory-")
+            folder = tempfile.mkdtemp(prefix="memory-", dir=process_folder())
             self._remove_folder = weakref.finalize(self, shutil.rmtree, folder, True)
             path = Path(folder) / "wovyr.db"
         self.path = Path(path)
