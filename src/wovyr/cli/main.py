@@ -79,8 +79,8 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "run": (
         ("commands_run",),
         "Run the workflow in FILE (or --workflow NAME) here, with its child workflows, map "
-        "items, retries and short timers, until it completes or fails, or waits for a signal, "
-        "an approval or a timer later than --wait-up-to.",
+        "items, retries, short timers and flow-control holds, until it completes or fails, or "
+        "waits for a signal, an approval, or a timer or hold later than --wait-up-to.",
     ),
     "schedules": (("commands_schedules",), "Run workflows on a cron or interval schedule."),
     "schema": (
