@@ -69,6 +69,7 @@ from wovyr.engine.steps import make_step, timer_steps
 from wovyr.engine.views import ExecutionView, build_view, shown_events, status_filter
 from wovyr.errors import (
     Conflict,
+    DefinitionDrift,
     ExecutionFinished,
     ExpressionError,
     InputError,
@@ -155,6 +156,10 @@ def concurrency_key(template: str, inputs: Mapping[str, Any]) -> str:
             ]
         )
     return text
+
+
+def _no_guard(state: ExecutionState) -> None:
+    """A signal or a decision sent without a definition: nothing to compare."""
 
 
 def check_priority(priority: int | None) -> None:
@@ -911,14 +916,24 @@ class Engine(Definitions):
 
     # --- external changes ----------------------------------------------------------------
 
-    def signal(self, execution_id: str, name: str, payload: Any = None) -> ExecutionView:
-        """Deliver a signal; buffered until an activity waits for `name`."""
+    def signal(
+        self,
+        execution_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        definition: Workflow | str | None = None,
+    ) -> ExecutionView:
+        """Deliver a signal; buffered until an activity waits for `name`. `definition`: see
+        `pinned_guard`."""
         if not name or not isinstance(name, str):
             raise InputError([Problem("a signal needs a name", path="name")])
         self._checked("the signal's payload", payload, "payload")
+        pinned = self.pinned_guard(execution_id, definition)
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)
+            pinned(state)
             return [SignalReceived(name=name, payload=payload).at(self.clock.now())]
 
         details = {"name": name, "payload": payload_digest(payload)}
@@ -933,14 +948,17 @@ class Engine(Definitions):
         by: str | None = None,
         comment: str | None = None,
         grant: dict[str, Any] | None = None,
+        definition: Workflow | str | None = None,
     ) -> ExecutionView:
         """Decide an approval wait (before it is reached, the decision is kept until it is).
         `grant` (`{tokens, cost}`) approves more budget for an `agent` paused on its budget
-        (`budget.on_exhausted: approval`)."""
+        (`budget.on_exhausted: approval`). `definition`: see `pinned_guard`."""
         grant = check_grant(grant)
+        pinned = self.pinned_guard(execution_id, definition)
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)
+            pinned(state)
             try:
                 act = workflow.activity(activity_id)
             except KeyError:
@@ -1018,6 +1036,24 @@ class Engine(Definitions):
         ).items:
             with contextlib.suppress(ExecutionFinished):
                 self.cancel(child.id, reason=f"parent {execution_id} cancelled", by=by)
+
+    def pinned_guard(
+        self, execution_id: str, definition: Workflow | str | None
+    ) -> Callable[[ExecutionState], None]:
+        """The drift guard of a signal or a decision sent with a definition (older clients
+        upload the execution's definition again with each): nothing to check without one;
+        else the check that the execution is pinned to the same content hash, raising
+        `DefinitionDrift` (naming both hashes) when it is another. The definition is parsed
+        and hashed here, once; it is never stored, and never needed."""
+        if definition is None:
+            return _no_guard
+        sent = self.hash_of(definition)
+
+        def check(state: ExecutionState) -> None:
+            if state.definition_hash != sent:
+                raise DefinitionDrift(execution_id, sent, state.definition_hash)
+
+        return check
 
     def _require_running(self, state: ExecutionState) -> None:
         if state.finished:
