@@ -5,7 +5,8 @@ server lists and calls them through the scripted model (one server process for t
 attempt's listing and calls), each call recorded as a
 `ToolCallCompleted`; the tenant's side-effect policy governs (a restricted
 tenant cannot register a stdio server, nor reach one registered before, nor a loopback
-http server); a header secret is sent to the server and is nowhere in the store."""
+http server unless the host allow-lists its host:port, and then reaches it by an `mcp` step
+and an agent alike); a header secret is sent to the server and is nowhere in the store."""
 
 from __future__ import annotations
 

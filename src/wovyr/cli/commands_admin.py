@@ -319,18 +319,25 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
     table.add_column("quota")
     table.add_column("limit")
     table.add_column("used")
+    counted = usage["used"]  # a daily budget the ledger does not count is absent
     used = {
-        "executions_per_day": usage["used"].get("executions", 0),
-        "activity_seconds_per_day": usage["used"].get("activity_seconds", 0),
-        "model_tokens_per_day": usage["used"].get("model_tokens", 0),
-        "model_cost_per_day": usage["used"].get("model_cost", 0),
+        "executions_per_day": counted.get("executions"),
+        "activity_seconds_per_day": counted.get("activity_seconds"),
+        "model_tokens_per_day": counted.get("model_tokens"),
+        "model_cost_per_day": counted.get("model_cost"),
         "concurrent_executions": usage["running"],
     }
     for name, limit in usage["quotas"].items():
         shown = "none" if limit is None else f"{limit:g}"
         if name == "weight" and limit is None:
             shown = f"default ({DEFAULT_WEIGHT:g})"
-        table.add_row(name.replace("_", "-"), shown, f"{used[name]:g}" if name in used else "")
+        if name not in used:
+            spent = ""
+        elif used[name] is None:
+            spent = "not counted"
+        else:
+            spent = f"{used[name]:g}"
+        table.add_row(name.replace("_", "-"), shown, spent)
     print_table(table)
 
 

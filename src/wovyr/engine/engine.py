@@ -50,6 +50,9 @@ from wovyr.engine.definitions import (
 from wovyr.engine.flow import gated
 from wovyr.engine.labels import check_labels, execution_labels
 from wovyr.engine.quotas import (
+    EXECUTIONS,
+    MODEL_COST,
+    MODEL_TOKENS,
     SECONDS,
     QuotaCache,
     Quotas,
@@ -817,18 +820,52 @@ class Engine(Definitions):
 
     def quota_usage(self) -> dict[str, Any]:
         """This tenant's quotas, what it used of each daily budget today (UTC) and how many
-        of its executions run now."""
+        of its executions run now.
+
+        `used` holds what the ledger counts (a budget is debited once it has a quota: from
+        then on, what counts against it; 0 before any use) and, when executions have no
+        quota, the executions started today, counted from the executions themselves: the
+        status shows real starts either way. A budget the ledger does not count is absent
+        (not counted), never 0."""
         now = self.clock.now()
         running = self.store.list_executions(
             ExecutionFilter(tenant=self.tenant, status="running", limit=10_000)
         )
+        quotas = quotas_of(self.store, self.tenant)
+        used = self.store.quota_usage(self.tenant, day_of(now))
+        limits = {
+            EXECUTIONS: quotas.executions_per_day,
+            SECONDS: quotas.activity_seconds_per_day,
+            MODEL_TOKENS: quotas.model_tokens_per_day,
+            MODEL_COST: quotas.model_cost_per_day,
+        }
+        for budget, limit in limits.items():
+            if limit is not None:
+                used.setdefault(budget, 0.0)
+        if quotas.executions_per_day is None:
+            used[EXECUTIONS] = float(self._started_today(now))
         return {
             "tenant": self.tenant,
             "day": day_of(now).isoformat(),
-            "quotas": quotas_of(self.store, self.tenant).to_dict(),
-            "used": self.store.quota_usage(self.tenant, day_of(now)),
+            "quotas": quotas.to_dict(),
+            "used": used,
             "running": len(running.items),
         }
+
+    def _started_today(self, now: datetime) -> int:
+        """How many executions of this tenant were created on `now`'s UTC day."""
+        start = midnight_after(now) - timedelta(days=1)
+        count, cursor = 0, None
+        while True:
+            page = self.store.list_executions(
+                ExecutionFilter(
+                    tenant=self.tenant, created_after=start, limit=10_000, cursor=cursor
+                )
+            )
+            count += len(page.items)
+            if page.next_cursor is None:
+                return count
+            cursor = page.next_cursor
 
     def attempt_debits(self, seconds: float) -> tuple[Debit, ...]:
         """What attempts that took `seconds` in all debit when their results commit: their
