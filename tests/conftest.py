@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from tests.pg_schemas import SchemaPool, schema_url
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.store.base import Store
 
 if TYPE_CHECKING:
+    from tests.pg_schemas import SchemaPool
+
     from wovyr.engine.engine import Engine
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -66,6 +67,10 @@ def _require_postgres() -> None:
 
 @pytest.fixture(scope="session")
 def schema_pool() -> Iterator[SchemaPool]:
+    # imported here: an install without the `postgres` extra runs the other tests
+    # (scripts/check-extras.sh)
+    from tests.pg_schemas import SchemaPool
+
     pool = SchemaPool(POSTGRES_URL)
     yield pool
     pool.close()
@@ -75,6 +80,8 @@ def schema_pool() -> Iterator[SchemaPool]:
 def postgres_url(schema_pool: SchemaPool) -> Iterator[str]:
     """A URL whose search_path is a fresh, empty schema, dropped after the test: no test
     sees another's rows."""
+    from tests.pg_schemas import schema_url
+
     _require_postgres()
     schema = schema_pool.fresh()
     try:
@@ -88,6 +95,8 @@ def migrated_postgres_url(schema_pool: SchemaPool) -> Iterator[str]:
     """A URL whose search_path is a migrated schema no other test is using, with no rows
     but the ones the migrations write (`tests/pg_schemas.py`: emptied and handed on to the
     next test in this process unless the test changed its catalog)."""
+    from tests.pg_schemas import schema_url
+
     _require_postgres()
     schema = schema_pool.take_migrated()
     try:

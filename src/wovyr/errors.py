@@ -45,6 +45,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "DefinitionConflict",
+    "DefinitionDrift",
     "DefinitionError",
     "ExecutionFinished",
     "ExpressionError",
@@ -177,6 +178,18 @@ class ExecutionFinished(Conflict):
 
 class DefinitionConflict(Conflict):
     """A different definition is already stored under that name and version."""
+
+
+class DefinitionDrift(Conflict):
+    """The definition sent is not the one the execution is pinned to."""
+
+    def __init__(self, execution_id: str, sent: str, pinned: str) -> None:
+        self.sent, self.pinned = sent, pinned
+        super().__init__(
+            f"definition drift: the definition sent ({sent}) is not the one execution "
+            f"{execution_id} is pinned to ({pinned})",
+            hint="leave the definition out: the execution always runs on its pinned one",
+        )
 
 
 class ActivityNotRegistered(WovyrError):

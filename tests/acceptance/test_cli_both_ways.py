@@ -141,12 +141,12 @@ class Cli:
 
     # how the two modes differ
 
-    def use_key(self, name: str) -> None:
-        """Act with the tenant's operator key called `name` (made on first use)."""
+    def use_key(self, name: str, role: str = "operator") -> None:
+        """Act with the tenant's key called `name` (made on first use, with `role`)."""
         assert self.server is not None
         if name not in self.keys:
             self.capsys.readouterr()
-            argv = ["admin", "keys", "create", "--tenant", self.tenant, "--role", "operator"]
+            argv = ["admin", "keys", "create", "--tenant", self.tenant, "--role", role]
             code = main([*argv, "--name", name, "--json", "--home", str(self.server.home)])
             out, err = self.capsys.readouterr()
             assert code == 0, err
@@ -214,6 +214,35 @@ class Cli:
         return json.loads(out)
 
 
+def both_ways(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    prefix: str = "t-",
+    role: str = "operator",
+) -> Iterator[Cli]:
+    """The `cli` of a test run both ways (`request.param`), for a tenant of its own named
+    after the test (the module's server is shared); through the server with a key of
+    `role`."""
+    monkeypatch.delenv("WOVYR_DATABASE_URL", raising=False)
+    monkeypatch.delenv("WOVYR_SERVER", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+    tenant = prefix + request.node.name.split("[")[0].removeprefix("test_")[:40].replace("_", "-")
+    if request.param == "local":
+        monkeypatch.setenv("WOVYR_TENANT", tenant)
+        yield Cli("local", tmp_path / "home", capsys, monkeypatch, tenant, None)
+        return
+    server = request.getfixturevalue("server")
+    monkeypatch.delenv("WOVYR_TENANT", raising=False)
+    made = Cli("server", tmp_path / "home", capsys, monkeypatch, tenant, server)
+    if role != "operator":
+        made.use_key(role, role=role)
+    yield made
+    assert not (tmp_path / "home").exists()  # no local store was opened: all went by HTTP
+
+
 @pytest.fixture(params=["local", "server"])
 def cli(
     request: pytest.FixtureRequest,
@@ -221,18 +250,7 @@ def cli(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cli]:
-    monkeypatch.delenv("WOVYR_DATABASE_URL", raising=False)
-    monkeypatch.delenv("WOVYR_SERVER", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")
-    # each test its own tenant: the module's server is shared
-    tenant = "t-" + request.node.name.split("[")[0].removeprefix("test_")[:40].replace("_", "-")
-    if request.param == "local":
-        monkeypatch.setenv("WOVYR_TENANT", tenant)
-        yield Cli("local", tmp_path / "home", capsys, monkeypatch, tenant, None)
-        return
-    server = request.getfixturevalue("server")
-    yield Cli("server", tmp_path / "home", capsys, monkeypatch, tenant, server)
-    assert not (tmp_path / "home").exists()  # no local store was opened: all went by HTTP
+    yield from both_ways(request, tmp_path, capsys, monkeypatch)
 
 
 @pytest.fixture
@@ -464,14 +482,13 @@ def test_commands_of_the_host_refuse_a_server(
         code = main(["--server", "http://127.0.0.1:9", *argv])
         err = capsys.readouterr().err
         assert code == 2 and f"`wovyr {argv[0]}` works on this host's store" in err, argv
-    for argv in (["secrets", "list"], ["agents", "list"]):
+    code = main(["--server", "http://127.0.0.1:9", "memory", "list", "notes"])
+    err = capsys.readouterr().err
+    assert code == 2 and "`wovyr memory` does not go through a server yet" in err
+    for argv in (["admin", "backup", "verify", "x"], ["admin", "restore", "x"]):
         code = main(["--server", "http://127.0.0.1:9", *argv])
         err = capsys.readouterr().err
-        assert code == 2 and f"`wovyr {argv[0]}` does not go through a server yet" in err
-    bulk = ["workflows", "bulk", "cancel", "--status", "waiting", "--json"]
-    assert main(["--server", "http://127.0.0.1:9", *bulk]) == 2
-    err = capsys.readouterr().err
-    assert "`wovyr workflows bulk cancel` does not go through a server yet" in err
+        assert code == 2 and f"`wovyr admin {argv[1]}` does not go through a server" in err
     export = ["workflows", "export", "--before", "2030-01-01", "-o", "out.jsonl"]
     assert main(["--server", "http://127.0.0.1:9", *export]) == 2
     assert "`wovyr workflows export` does not go through a server" in capsys.readouterr().err

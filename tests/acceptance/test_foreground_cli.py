@@ -134,3 +134,38 @@ def test_a_timer_later_than_wait_up_to_stops_with_exit_3_and_status_waiting(
         ("flaky", "retry", None)
     ]
     assert result["continue_with"].startswith(f"wovyr run {flow} -a ")
+
+
+LIMITED = textwrap.dedent("""
+    apiVersion: wovyr/v1
+    kind: Workflow
+    metadata: {name: limited, version: "1"}
+    activities:
+      - id: lines
+        for_each: "${{ [1, 2, 3] }}"
+        tool: flaky.once
+        retry: {max_attempts: 3, initial_interval: 0s}
+        rate_limit: {key: api, limit: 1, per: 200ms, burst: 1}
+    output: "${{ activities.lines.output.size() }}"
+    """)
+
+
+def test_rate_limit_holds_shorter_than_wait_up_to_run_here_and_a_longer_one_exits_3(
+    home: Path, tmp_path: Path
+) -> None:
+    # One unit every 200 ms for three items (each failing once): the run waits out the holds
+    # in the foreground, like its back-offs, and completes (it used to stop, exit 3).
+    (tmp_path / "flaky.py").write_text(FLAKY)
+    flow = tmp_path / "limited.yaml"
+    flow.write_text(LIMITED)
+    activities = str(tmp_path / "flaky.py")
+    done = wovyr(home, "run", str(flow), "-a", activities, "--id", "r-1", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    view = json.loads(done.stdout)
+    assert view["status"] == "completed" and view["output"] == 3
+    # A hold longer than --wait-up-to stops the run and says what it waits for.
+    stopped = wovyr(home, "run", str(flow), "-a", activities, "--id", "r-2", "--wait-up-to", "0")
+    assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+    lines = [line.strip() for line in stopped.stdout.splitlines()]
+    held = [line for line in lines if line.startswith("rate limit api: next slot in ")]
+    assert len(held) == 1 and "(r-2 holds its next attempts until " in held[0], stopped.stdout

@@ -85,3 +85,104 @@ def test_weighted_units_and_a_declared_bucket(
     held = other.start(named, {"size": 1}, execution_id="x").id
     drive(other)
     assert other.query(held).waiting_on == "rate limit llm: no such bucket"
+
+
+MAPPED = textwrap.dedent("""
+    apiVersion: wovyr/v1
+    kind: Workflow
+    metadata: {name: mapped}
+    inputs:
+      items: {type: array}
+    activities:
+      - id: call
+        for_each: "${{ inputs.items }}"
+        tool: t.call
+        with: {n: "${{ item }}"}
+        rate_limit: {key: api, limit: 2, per: 1s}
+    """)
+
+
+def test_a_map_over_a_bucket_smaller_than_its_items_proceeds_at_the_buckets_rate(
+    engine: Engine, clock: ManualClock, registry: ActivityRegistry
+) -> None:
+    # Each item takes its own unit: the bucket's 2 start at once, then 2 a second (a step
+    # asking 7 units at once used to wait for ever: "asks more units than the bucket holds").
+    calls: list[int] = []
+    registry.activity("t.call")(lambda n: calls.append(n) or n)
+    engine.start(MAPPED, {"items": list(range(7))}, execution_id="m")
+    drive(engine)
+    seen = [len(calls)]
+    view = engine.query("m")
+    assert view.status == "waiting"
+    assert view.waiting_on == "items 2/7 done; rate limit api: next slot in 0.5 s"
+    for _ in range(4):
+        clock.advance(1.0)
+        drive(engine)
+        seen.append(len(calls))
+    assert seen == [2, 4, 6, 7, 7]
+    assert sorted(calls) == list(range(7))
+    view = engine.query("m")
+    assert view.status == "completed"
+    assert [item["attempt"] for item in view.activities["call"]["items"]] == [1] * 7
+
+
+SIBLINGS = textwrap.dedent("""
+    apiVersion: wovyr/v1
+    kind: Workflow
+    metadata: {name: siblings}
+    activities:
+      - {id: a, tool: t.call, with: {n: 1}, rate_limit: {key: api, limit: 1, per: 2s, units: 1}}
+      - {id: b, tool: t.call, with: {n: 2}, rate_limit: {key: api, limit: 1, per: 2s, units: 1}}
+      - {id: c, tool: t.call, with: {n: 3}, rate_limit: {key: api, limit: 1, per: 2s, units: 1}}
+      - {id: d, needs: [a, b, c], tool: t.call, with: {n: 4}}
+    """)
+
+
+def test_sibling_steps_sharing_a_bucket_start_one_by_one_and_the_others_go_on(
+    engine: Engine, clock: ManualClock, registry: ActivityRegistry
+) -> None:
+    calls: list[int] = []
+    registry.activity("t.call")(lambda n: calls.append(n) or n)
+    engine.start(SIBLINGS, {}, execution_id="s")
+    drive(engine)
+    seen = [list(calls)]
+    for _ in range(2):
+        clock.advance(2.0)
+        drive(engine)
+        seen.append(list(calls))
+    assert seen == [[1], [1, 2], [1, 2, 3, 4]]  # one unit every 2 s, in their order
+    assert engine.query("s").status == "completed"
+
+
+SLOTTED = textwrap.dedent("""
+    apiVersion: wovyr/v1
+    kind: Workflow
+    metadata: {name: slotted}
+    activities:
+      - id: call
+        for_each: "${{ [1, 2, 3, 4, 5] }}"
+        tool: t.slot
+        with: {n: "${{ item }}"}
+        concurrency: {key: gpu, limit: 2}
+    """)
+
+
+def test_a_map_over_a_concurrency_key_holds_at_most_its_limit(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    # Each item takes its own slot: a step starting the map's five items used to grant the
+    # key five slots at once.
+    holders: list[int] = []
+
+    def slot(n: int) -> int:
+        now = engine.clock.now()
+        holders.append(len(engine.store.activity_slot_holders(engine.tenant, "gpu", now)))
+        return n
+
+    registry.activity("t.slot")(slot)
+    engine.start(SLOTTED, {}, execution_id="g")
+    drive(engine)
+    view = engine.query("g")
+    assert view.status == "completed", view.waiting_on
+    assert len(holders) == 5
+    assert max(holders) == 2

@@ -137,3 +137,31 @@ def test_many_asks_in_one_transaction_are_answered_in_order(store: Store) -> Non
     assert answers[1].reason == "rate limit one: next slot in 1.0 s"
     assert answers[2].reason == "concurrency k: 1 running (e1/a/1)"
     assert store.acquire_flows([]) == []
+
+
+def test_an_ask_for_several_attempts_weighs_each_and_says_how_many_fit(store: Store) -> None:
+    for name in ("e1", "e2"):
+        start(store, "t", name, T0)
+    store.claim("W", T0, 10, 2)
+    # Three attempts of one unit each on a bucket of 2: the first two fit, the third
+    # waits for its own unit (not for three at once, which the bucket never holds).
+    three = FlowAcquire("t", "e1", "W", T0, [API, API, API], [], [(1, 0), (1, 0), (1, 0)])
+    [refused] = store.acquire_flows([three])
+    assert (refused.granted, refused.fits) == (False, 2)
+    assert refused.wait == pytest.approx(1.0)
+    assert refused.reason == "rate limit api: next slot in 1.0 s"
+    two = FlowAcquire("t", "e1", "W", T0, [API, API], [], [(1, 0), (1, 0)])
+    assert store.acquire_flows([two])[0].granted  # nothing was taken by the refusal
+    # Slots likewise: each attempt counts the slots of those before it.
+    claims = [SlotClaim("k", f"e2/a[{i}]/1", 2) for i in range(3)]
+    ask = FlowAcquire("t", "e2", "W", T0, [], claims, [(0, 1)] * 3)
+    [refused] = store.acquire_flows([ask])
+    assert (refused.granted, refused.fits) == (False, 2)
+    assert refused.reason == "concurrency k: 2 running (e2/a[0]/1, e2/a[1]/1)"
+    assert store.activity_slot_holders("t", "k", T0) == []
+    # asked again alone, the two that fit keep their turn before the third
+    first = FlowAcquire("t", "e2", "W", T0, [], claims[:2], [(0, 1)] * 2)
+    assert store.acquire_flows([first])[0].granted
+    assert sorted(store.activity_slot_holders("t", "k", T0)) == ["e2/a[0]/1", "e2/a[1]/1"]
+    other = FlowAcquire("t", "e1", "W", T0, [], [SlotClaim("k", "e1/b/1", 2)])
+    assert not store.acquire_flows([other])[0].granted

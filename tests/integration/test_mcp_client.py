@@ -5,7 +5,8 @@ server lists and calls them through the scripted model (one server process for t
 attempt's listing and calls), each call recorded as a
 `ToolCallCompleted`; the tenant's side-effect policy governs (a restricted
 tenant cannot register a stdio server, nor reach one registered before, nor a loopback
-http server); a header secret is sent to the server and is nowhere in the store."""
+http server unless the host allow-lists its host:port, and then reaches it by an `mcp` step
+and an agent alike); a header secret is sent to the server and is nowhere in the store."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from tests.llm_server import ScriptedLLM, text, tool_calls
@@ -29,6 +32,7 @@ from wovyr.activities.policy import RESTRICTED, TRUSTED
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
+from wovyr.engine.tenants import set_policy
 from wovyr.errors import InputError
 from wovyr.platform.kms import Kms, RootKey
 from wovyr.platform.mcp import add_mcp_server, parse_mcp_server
@@ -278,3 +282,42 @@ def test_another_tenants_server_is_unknown_at_dispatch(tmp_path: Path) -> None:
     act = other.query("b1").activities["sum"]
     assert act["error"]["type"] == "UnknownMcpServer", act
     assert "registered: none" in act["error"]["message"]
+
+
+def test_a_restricted_tenant_reaches_an_http_server_its_policy_allows(
+    tmp_path: Path, http_server: str
+) -> None:
+    # The host's administrator allow-lists the loopback servers' host:port for tenant acme
+    # (the MCP server's, and the model's for the agent), whose policy is otherwise
+    # restricted (no private network): every request of the `mcp` step and of the agent's
+    # session goes through the pinned transport.
+    script = [tool_calls(("calc_add", {"a": 2, "b": 3})), text("5")]
+    with ScriptedLLM(script, pick="turn") as llm:
+        hosts = (urlsplit(http_server).netloc, urlsplit(llm.base_url).netloc)
+        allowed = replace(RESTRICTED, allow_hosts=hosts)
+        provider = ProviderConfig("default", llm.base_url)
+        engine = _engine(tmp_path / "w.db", providers=Providers({"default": provider}))
+        engine = engine.for_tenant("acme")
+        set_policy(engine.store, "acme", allowed, by="admin", at=T0)
+        record = parse_mcp_server(
+            "acme", "calc", {"url": http_server}, policy=allowed, by="t", at=T0
+        )
+        add_mcp_server(engine.store, record)
+        engine.start(CALL, {"a": 1}, execution_id="e1")
+        engine.start(AGENT.replace('"mcp:calc/record"', ""), execution_id="e2")
+        drain(engine)
+    view = engine.query("e1")
+    assert view.status == "completed", view.activities["sum"]["error"]
+    assert view.output["structured_content"] == {"result": 4}
+    agent = engine.query("e2")
+    assert agent.status == "completed", agent.activities["think"]["error"]
+    calls = [e.data for e in engine.history("e2") if e.type == "ToolCallCompleted"]
+    assert [(c["tool"], c["result"]) for c in calls] == [("mcp:calc/add", {"result": 5})]
+    # another port of the same host is not allowed: refused before anything is sent
+    other = f"http://127.0.0.1:{_free_port()}/mcp"
+    record = parse_mcp_server("acme", "other", {"url": other}, policy=allowed, by="t", at=T0)
+    add_mcp_server(engine.store, record)
+    engine.start(CALL.replace("server: calc", "server: other"), {"a": 1}, execution_id="e3")
+    drain(engine)
+    refused = engine.query("e3").activities["sum"]
+    assert refused["error"]["type"] == "TargetUnreachable", refused

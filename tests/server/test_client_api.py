@@ -85,13 +85,20 @@ class Raw:
     async def history(self, who: str, eid: str, **params: Any) -> Any:
         return await self._call(who, "GET", f"{W}/{eid}/history", params=params)
 
-    async def signal(self, who: str, eid: str, name: str, payload: Any) -> Any:
-        return await self._call(
-            who, "POST", f"{W}/{eid}/signal", json={"name": name, "payload": payload}
-        )
+    async def signal(
+        self, who: str, eid: str, name: str, payload: Any, definition: str | None = None
+    ) -> Any:
+        body = {"name": name, "payload": payload}
+        if definition is not None:
+            body["definition"] = definition
+        return await self._call(who, "POST", f"{W}/{eid}/signal", json=body)
 
-    async def approve(self, who: str, eid: str, activity: str, comment: str) -> Any:
+    async def approve(
+        self, who: str, eid: str, activity: str, comment: str, definition: str | None = None
+    ) -> Any:
         body = {"activity": activity, "comment": comment}
+        if definition is not None:
+            body["definition"] = definition
         return await self._call(who, "POST", f"{W}/{eid}/approve", json=body)
 
     async def cancel(self, who: str, eid: str, reason: str) -> Any:
@@ -209,11 +216,18 @@ class Typed:
     async def history(self, who: str, eid: str, **params: Any) -> Any:
         return await self._do(self._client(who).get_history(eid, **params))
 
-    async def signal(self, who: str, eid: str, name: str, payload: Any) -> Any:
-        return await self._do(self._client(who).signal_workflow(eid, name, payload))
+    async def signal(
+        self, who: str, eid: str, name: str, payload: Any, definition: str | None = None
+    ) -> Any:
+        client = self._client(who)
+        return await self._do(client.signal_workflow(eid, name, payload, definition=definition))
 
-    async def approve(self, who: str, eid: str, activity: str, comment: str) -> Any:
-        return await self._do(self._client(who).approve_workflow(eid, activity, comment=comment))
+    async def approve(
+        self, who: str, eid: str, activity: str, comment: str, definition: str | None = None
+    ) -> Any:
+        client = self._client(who)
+        call = client.approve_workflow(eid, activity, comment=comment, definition=definition)
+        return await self._do(call)
 
     async def cancel(self, who: str, eid: str, reason: str) -> Any:
         return await self._do(self._client(who).cancel_workflow(eid, reason=reason))
@@ -306,6 +320,23 @@ async def test_start_wait_approve_signal_complete(d: Both) -> None:
     stream = await d.http.stream(VIEW, eid)
     assert stream[0][0] == "event" and stream[0][1]["type"] == "ExecutionStarted"
     assert stream[-1] == ("end", {"status": "completed"})
+
+
+async def test_a_definition_sent_with_a_signal_or_decision_must_be_the_pinned_one(
+    d: Both,
+) -> None:
+    eid = (await d.http.start(OP, APPROVAL_FLOW))["id"]
+    await d.api.drain()
+    drifted = APPROVAL_FLOW.replace("shipped: true", "shipped: false")
+    exc = await refused(d.http.signal(OP, eid, "go", 1, definition=drifted))
+    assert exc.status == 409 and exc.detail.startswith("definition drift: ")
+    exc = await refused(d.http.approve(OP, eid, "gate", "ok", definition=drifted))
+    assert exc.status == 409 and exc.detail.startswith("definition drift: ")
+    await d.http.signal(OP, eid, "go", 1, definition=APPROVAL_FLOW)
+    await d.http.approve(OP, eid, "gate", "ok", definition=APPROVAL_FLOW)
+    await d.api.drain()
+    view = await d.http.get(VIEW, eid)
+    assert view["status"] == "completed" and view["output"] == {"shipped": True}
 
 
 async def test_invalid_definition_is_422_with_line_and_column(d: Both) -> None:

@@ -122,11 +122,17 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("get_history", ("e1",), dict(after_seq=2, limit=10, follow=False)),
     ("stream_workflow", ("e1",), dict(after="1-0")),
     ("get_logs", ("e1",), dict(after_seq=2, follow=False)),
-    ("signal_workflow", ("e1", "go"), dict(payload=[1])),
+    ("signal_workflow", ("e1", "go"), dict(payload=[1], definition="kind: Workflow")),
     (
         "approve_workflow",
         ("e1", "gate"),
-        dict(approved=False, comment="no", grant_tokens=10, grant_cost=0.5),
+        dict(
+            approved=False,
+            comment="no",
+            grant_tokens=10,
+            grant_cost=0.5,
+            definition={"kind": "Workflow"},
+        ),
     ),
     ("rerun_workflow", ("e1",), dict(start_from="a", input={"x": 1}, latest=True, id="e2")),
     (

@@ -10,7 +10,7 @@ import pytest
 from tests.server.conftest import APPROVAL_FLOW, Api
 
 from wovyr.definition.parse import load_definition
-from wovyr.definition.pin import canonical_json
+from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.server.api.workflows import payload
 from wovyr.store.base import StepWrite
 
@@ -50,6 +50,50 @@ async def test_start_run_approve_signal_complete(api: Api) -> None:
     decided = [e for e in view["timeline"] if e["type"] == "ApprovalDecided"]
     assert decided[0]["data"]["by"] == "tenant-a-operator"  # who decided is recorded
     assert decided[0]["data"]["comment"] == "ok"
+
+
+async def test_a_signal_or_decision_sent_with_the_pinned_definition_is_taken_and_another_refused(
+    api: Api,
+) -> None:
+    """DUR-405: older clients upload the definition again with each signal and decision. The
+    pinned one (compared by content hash: another spelling of it, or its JSON object, is the
+    same) is accepted; another is refused with a drift error naming both hashes, and
+    nothing is recorded."""
+    eid = (await start(api))["id"]
+    await api.drain()
+    pinned = load_definition(APPROVAL_FLOW)
+    respelled = json.loads(canonical_json(pinned))  # an object, keys in another order
+    drifted = APPROVAL_FLOW.replace("shipped: true", "shipped: false")
+    sent = content_hash(load_definition(drifted))
+    hashes = {"pinned": content_hash(pinned), "sent": sent}
+    for path, body in (
+        ("signal", {"name": "go", "payload": 1}),
+        ("approve", {"activity": "gate", "comment": "ok"}),
+    ):
+        r = await api.call("POST", f"{BASE}/{eid}/{path}", OP, json={**body, "definition": drifted})
+        assert r.status_code == 409, r.text
+        problem = r.json()
+        assert problem["type"] == "urn:wovyr:problem:definition-drift"
+        assert problem["detail"].startswith(
+            f"definition drift: the definition sent ({hashes['sent']}) is not the one "
+            f"execution {eid} is pinned to ({hashes['pinned']})"
+        )
+        history = (await api.call("GET", f"{BASE}/{eid}/history", VIEW)).json()["items"]
+        assert not {"SignalReceived", "ApprovalDecided"} & {e["type"] for e in history}
+    r = await api.call(
+        "POST", f"{BASE}/{eid}/signal", OP, json={"name": "go", "definition": APPROVAL_FLOW}
+    )
+    assert r.status_code == 200, r.text
+    r = await api.call(
+        "POST", f"{BASE}/{eid}/approve", OP, json={"activity": "gate", "definition": respelled}
+    )
+    assert r.status_code == 200, r.text
+    await api.drain()
+    view = (await api.call("GET", f"{BASE}/{eid}", VIEW)).json()
+    assert view["status"] == "completed" and view["output"] == {"shipped": True}
+    # a definition that is not a workflow at all is refused as the invalid document it is
+    r = await api.call("POST", f"{BASE}/{eid}/signal", OP, json={"name": "go", "definition": "x"})
+    assert r.status_code == 422, r.text
 
 
 class _Follower:

@@ -187,13 +187,24 @@ def _failure(server: str, exc: BaseException, headers: Mapping[str, str]) -> Act
 
 class _PinnedTransport:
     """An httpx2 transport that sends each request to an address checked against the
-    policy (the host resolved here), keeping the name for `Host` and TLS."""
+    policy (the host resolved here), keeping the name for `Host` and TLS.
+
+    It has the whole shape of `httpx2.AsyncBaseTransport` (not subclassed: httpx2 comes
+    with the `mcp` extra and is imported at the first call): the client enters its
+    transport as an async context manager and leaves it when it closes."""
 
     def __init__(self, policy: SideEffectPolicy) -> None:
         import httpx2
 
         self._inner = httpx2.AsyncHTTPTransport()
         self._policy = policy
+
+    async def __aenter__(self) -> _PinnedTransport:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._inner.__aexit__(*exc)
 
     async def handle_async_request(self, request: Any) -> Any:
         import httpx2

@@ -1,7 +1,8 @@
-"""The seam between the `workflows`, `schedules` and `definitions` commands and what they
-act on: the engine over this host's database (`LocalBackend`), or a server's HTTP API
-through `wovyr.client` (`wovyr.cli.remote.RemoteBackend`, with `--server URL` or
-`WOVYR_SERVER`).
+"""The seam between the commands and what they act on: the engine over this host's database
+(`LocalBackend`), or a server's HTTP API through `wovyr.client` (`wovyr.cli.remote.
+RemoteBackend` for the `workflows`, `schedules` and `definitions` commands, `wovyr.cli.
+remote_platform.RemotePlatform` for the tenant's platform commands, `store_or_server`),
+with `--server URL` or `WOVYR_SERVER`.
 
 Both answer in the same shapes, the ones the commands print with `--json` (times as the
 local commands have always printed them), so a command renders one way whichever answers,
@@ -10,18 +11,19 @@ and exits with the same codes: a missing object is `NotFound` from either side.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
 
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
     from wovyr.engine.engine import Engine
     from wovyr.scheduling.schedules import Schedules
     from wovyr.store.schedules import ScheduleRecord
@@ -35,7 +37,10 @@ __all__ = [
     "open_backend",
     "refuse_remote",
     "remote_of",
+    "store_or_server",
 ]
+
+T = TypeVar("T")
 
 API_KEY_ENV = "WOVYR_API_KEY"
 WatchMessage = tuple[str, str, dict[str, Any]]  # (position, kind, data) of a live stream
@@ -137,6 +142,29 @@ class Backend(Protocol):
     def apply_definition(self, file: Path) -> tuple[str, str, str, str]: ...
     def definitions(self) -> list[dict[str, Any]]: ...
     def definition(self, name: str, version: str | None) -> dict[str, Any]: ...
+
+
+def store_or_server(
+    settings: Settings,
+    local: Callable[[Engine], T],
+    remote: Callable[[RemotePlatform], T],
+    *,
+    load_activities: bool = False,
+) -> T:
+    """What a platform command (secrets, providers, MCP servers, agents, bulk actions, a
+    tenant's administration) does: `local` over the engine on this host's store, or
+    `remote` over the server's API when the CLI was given one (`--server`). Both answer
+    in the same shapes, so the command prints one way."""
+    found = remote_of()
+    if found is not None:
+        from wovyr.cli.remote_platform import RemotePlatform  # httpx loads only here
+
+        with RemotePlatform.open(found) as platform:
+            return remote(platform)
+    from wovyr.cli.common import open_engine
+
+    with open_engine(settings, load_activities=load_activities) as engine:
+        return local(engine)
 
 
 @contextmanager

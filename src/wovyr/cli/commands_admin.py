@@ -11,20 +11,26 @@ the tenant back on its default (trusted for `default`, restricted for every othe
 that lets the tenant run `shell` is followed by a warning on stderr of what that grants,
 whether this host can isolate the tenant's steps, and, unisolated, that they can read the
 KMS root key.
+
+Through a server (`--server`), an admin key shows its own tenant's policy and quotas, and
+may only tighten the policy and lower the quotas (the server refuses the rest); listing
+every tenant, presets, sealing and shredding are the host's.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
 
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
 from wovyr.activities.sandbox import probe
+from wovyr.cli.backend import refuse_remote, remote_of, store_or_server
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table
 from wovyr.engine.quotas import DEFAULT_WEIGHT, MAX_WEIGHT, parse_quotas
@@ -38,6 +44,10 @@ from wovyr.engine.tenants import (
 from wovyr.errors import InputError, Problem
 from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings
+
+if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
+    from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
 
@@ -80,6 +90,7 @@ def _summary(policy: SideEffectPolicy) -> str:
 @engine_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """Every tenant with a policy set or an API key, and the policy it runs under."""
+    refuse_remote("admin tenants list", "it lists every tenant of the host's store")
     with open_engine(settings, load_activities=False) as engine:
         store = engine.store
         names = {t.tenant for t in store.list_tenants()} | {k.tenant for k in store.list_api_keys()}
@@ -102,25 +113,34 @@ def list_command(as_json: bool, settings: Settings) -> None:
 def show_command(tenant: str, as_json: bool, settings: Settings) -> None:
     """The side-effect policy TENANT's shell and http steps run under now."""
     validate_tenant(tenant)
-    with open_engine(settings, load_activities=False) as engine:
-        found = policy_of(engine.store, tenant)
+
+    def remote(api: RemotePlatform) -> dict[str, Any]:
+        api.check_tenant(tenant)
+        return api.policy()
+
+    found = store_or_server(
+        settings, lambda engine: _tenant_dict(policy_of(engine.store, tenant)), remote
+    )
     _print(found, as_json)
 
 
-def _print(found: TenantPolicy, as_json: bool) -> None:
+def _print(found: dict[str, Any], as_json: bool) -> None:
+    """A tenant's policy (`_tenant_dict`'s form): the JSON, or a summary and a table."""
     if as_json:
-        echo_json(_tenant_dict(found))
+        echo_json(found)
         return
-    origin = "its default" if found.source == "default" else "set"
-    if found.source == "set" and found.stored is not None:
-        origin += f" {found.stored.updated_at:%Y-%m-%d %H:%M} by {found.stored.updated_by}"
-    click.echo(f"tenant {found.tenant}: {_summary(found.policy)} ({origin})")
-    if found.seal_payloads:
+    policy = parse_policy(found["policy"], base=RESTRICTED)
+    origin = "its default" if found["source"] == "default" else "set"
+    if found["source"] == "set" and found["updated_at"] is not None:
+        at = datetime.fromisoformat(found["updated_at"])
+        origin += f" {at:%Y-%m-%d %H:%M} by {found['updated_by']}"
+    click.echo(f"tenant {found['tenant']}: {_summary(policy)} ({origin})")
+    if found["seal_payloads"]:
         click.echo("execution payloads: sealed with the tenant's data key")
     table = Table(box=None, pad_edge=False)
     table.add_column("field")
     table.add_column("value")
-    for name, value in to_dict(found.policy).items():
+    for name, value in to_dict(policy).items():
         if value is None:  # no list: anything; no limit: the worker's own
             shown = "any" if name in ("shell_commands", "shell_env") else "the worker's"
         else:
@@ -224,6 +244,8 @@ def set_command(
     validate_tenant(tenant)
     if commands and any_command:
         raise click.UsageError("--shell-command and --any-command exclude each other")
+    if remote_of() is not None and (preset is not None or seal is not None):
+        refuse_remote("admin tenants set --preset/--seal-payloads", "they are the host's")
     fields: dict[str, Any] = {}
     if policy_file is not None:
         fields.update(_read_policy_file(policy_file))
@@ -245,6 +267,14 @@ def set_command(
     fields.update({k: v for k, v in flags.items() if v is not None and v is not ...})
     if any_command:
         fields["shell_commands"] = None
+    if remote_of() is not None:  # only tightened: the server refuses a widening (403)
+
+        def tighten(api: RemotePlatform) -> dict[str, Any]:
+            api.check_tenant(tenant)
+            return api.policy(fields) if fields else api.policy()
+
+        _print(store_or_server(settings, _never_local, tighten), as_json)
+        return
     with open_engine(settings, load_activities=False) as engine:
         store = engine.store
         if seal is not None:
@@ -252,7 +282,7 @@ def set_command(
                 store, tenant, seal, by="cli", at=engine.clock.now(), actor=engine.actor
             )
             if preset is None and not fields and not any_command:
-                _print(found, as_json)
+                _print(_tenant_dict(found), as_json)
                 return
         if preset == "default" and not fields:
             found = set_policy(
@@ -267,7 +297,7 @@ def set_command(
             found = set_policy(
                 store, tenant, policy, by="cli", at=engine.clock.now(), actor=engine.actor
             )
-    _print(found, as_json)
+    _print(_tenant_dict(found), as_json)
     if found.policy.shell:
         _warn_shell(found, settings)
 
@@ -310,6 +340,10 @@ def _warn_shell(found: TenantPolicy, settings: Settings) -> None:
     click.echo("\n".join(lines), err=True)
 
 
+def _never_local(engine: Engine) -> Any:  # pragma: no cover - only called with a server
+    raise AssertionError("the host's path opens the store itself")
+
+
 def _read_policy_file(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -341,18 +375,25 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
     table.add_column("quota")
     table.add_column("limit")
     table.add_column("used")
+    counted = usage["used"]  # a daily budget the ledger does not count is absent
     used = {
-        "executions_per_day": usage["used"].get("executions", 0),
-        "activity_seconds_per_day": usage["used"].get("activity_seconds", 0),
-        "model_tokens_per_day": usage["used"].get("model_tokens", 0),
-        "model_cost_per_day": usage["used"].get("model_cost", 0),
+        "executions_per_day": counted.get("executions"),
+        "activity_seconds_per_day": counted.get("activity_seconds"),
+        "model_tokens_per_day": counted.get("model_tokens"),
+        "model_cost_per_day": counted.get("model_cost"),
         "concurrent_executions": usage["running"],
     }
     for name, limit in usage["quotas"].items():
         shown = "none" if limit is None else f"{limit:g}"
         if name == "weight" and limit is None:
             shown = f"default ({DEFAULT_WEIGHT:g})"
-        table.add_row(name.replace("_", "-"), shown, f"{used[name]:g}" if name in used else "")
+        if name not in used:
+            spent = ""
+        elif used[name] is None:
+            spent = "not counted"
+        else:
+            spent = f"{used[name]:g}"
+        table.add_row(name.replace("_", "-"), shown, spent)
     print_table(table)
 
 
@@ -363,8 +404,14 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
 def quotas_show_command(tenant: str, as_json: bool, settings: Settings) -> None:
     """TENANT's quotas and what it used today (UTC)."""
     validate_tenant(tenant)
-    with open_engine(settings, load_activities=False) as engine:
-        usage = engine.for_tenant(tenant).quota_usage()
+
+    def remote(api: RemotePlatform) -> dict[str, Any]:
+        api.check_tenant(tenant)
+        return api.quotas()
+
+    usage = store_or_server(
+        settings, lambda engine: engine.for_tenant(tenant).quota_usage(), remote
+    )
     _print_quotas(usage, as_json)
 
 
@@ -444,6 +491,16 @@ def quotas_set_command(
         "max_running": max_running,
         "max_schedules": max_schedules,
     }
+    if remote_of() is not None:  # only lowered: the server refuses a raise (403)
+        changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        changes.update({name.replace("-", "_"): None for name in clear})
+
+        def lower(api: RemotePlatform) -> dict[str, Any]:
+            api.check_tenant(tenant)
+            return api.quotas(changes) if changes else api.quotas()
+
+        _print_quotas(store_or_server(settings, _never_local, lower), as_json)
+        return
     with open_engine(settings, load_activities=False) as opened:
         engine = opened.for_tenant(tenant)
         fields = engine.quotas().to_dict()
@@ -476,6 +533,7 @@ def shred_command(tenant: str, yes: bool, as_json: bool, settings: Settings) -> 
     them are failed."""
     from wovyr.platform.payloads import shred_tenant_payloads
 
+    refuse_remote("admin tenants shred", "it destroys the tenant's keys in the host's KMS")
     validate_tenant(tenant)
     if not yes:
         raise click.UsageError(f"shredding tenant {tenant!r} cannot be undone: add --yes")

@@ -1,15 +1,19 @@
-"""`wovyr agents apply|list|show|run`: the agents registry (`wovyr.engine.agents`)."""
+"""`wovyr agents apply|list|show|run`: the agents registry (`wovyr.engine.agents`), on the
+store directly or through a server (`--server`: `run` then follows the run the server's
+worker drives)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
 
+from wovyr.cli.backend import remote_of, store_or_server
 from wovyr.cli.commands_registry import apply_files
 from wovyr.cli.common import (
     cli_inputs,
@@ -21,11 +25,15 @@ from wovyr.cli.common import (
 )
 from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli
 from wovyr.definition.agent import agent_tool_problems
-from wovyr.engine.agents import agent_run, apply_agent, list_agents, named_agent
+from wovyr.engine.agents import AgentRun, agent_run, apply_agent, list_agents, named_agent
 from wovyr.errors import DefinitionError
 from wovyr.settings import Settings
 from wovyr.worker import Worker
 from wovyr.worker.run import Foreground, drive
+
+if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
+    from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
 
@@ -44,13 +52,18 @@ def agents() -> None:
 def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
     """Register each agent FILE under its metadata name and version (idempotent). With
     --activities, a tool that no loaded handler is registered as is refused."""
-    with open_engine(settings) as engine:
 
+    def local(engine: Engine) -> None:
         def apply_one(file: Path) -> tuple[str, str, str, str]:
             outcome, digest, document = apply_agent(engine, file)
             return outcome, digest, document.name, document.version
 
         apply_files(files, apply_one, as_json, what="agent ")
+
+    def remote(api: RemotePlatform) -> None:
+        apply_files(files, api.apply_agent, as_json, what="agent ")
+
+    store_or_server(settings, local, remote, load_activities=True)
 
 
 @agents.command("list")
@@ -58,34 +71,35 @@ def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) ->
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """List the tenant's agents, newest first."""
-    with open_engine(settings, load_activities=False) as engine:
-        found = list_agents(engine)
+    rows = store_or_server(
+        settings,
+        lambda engine: [
+            {
+                "name": d.name,
+                "version": d.version,
+                "hash": r.hash,
+                "model": d.spec.model,
+                "tools": d.spec.tools,
+                "applied_at": r.created_at.isoformat(),
+            }
+            for d, r in list_agents(engine)
+        ],
+        lambda api: api.agents(),
+    )
     if as_json:
-        echo_json(
-            [
-                {
-                    "name": d.name,
-                    "version": d.version,
-                    "hash": r.hash,
-                    "model": d.spec.model,
-                    "tools": d.spec.tools,
-                    "applied_at": r.created_at.isoformat(),
-                }
-                for d, r in found
-            ]
-        )
+        echo_json(rows)
         return
     table = Table(box=None, pad_edge=False)
     for column in ("name", "version", "model", "tools", "applied", "hash"):
         table.add_column(column)
-    for d, r in found:
+    for row in rows:
         table.add_row(
-            d.name,
-            d.version,
-            d.spec.model or "",
-            ", ".join(d.spec.tools),
-            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            r.hash[:19],
+            row["name"],
+            row["version"],
+            row["model"] or "",
+            ", ".join(row["tools"]),
+            datetime.fromisoformat(row["applied_at"]).strftime("%Y-%m-%d %H:%M:%S"),
+            row["hash"][:19],
         )
     print_table(table)
 
@@ -97,13 +111,19 @@ def list_command(as_json: bool, settings: Settings) -> None:
 @tenant_options
 def show_command(name: str, version: str | None, as_json: bool, settings: Settings) -> None:
     """Print a registered agent."""
-    with open_engine(settings, load_activities=False) as engine:
+
+    def local(engine: Engine) -> tuple[str, str, str, dict[str, Any]]:
         document, record = named_agent(engine, name, version)
-    data = document.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+        data = document.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+        return document.name, document.version, record.hash, data
+
+    found, found_version, digest, data = store_or_server(
+        settings, local, lambda api: api.agent(name, version)
+    )
     if as_json:
-        echo_json({"hash": record.hash, "agent": data})
+        echo_json({"hash": digest, "agent": data})
     else:
-        console.print(f"{document.name} v{document.version}  {record.hash}", markup=False)
+        console.print(f"{found} v{found_version}  {digest}", markup=False)
         echo_json(data)
 
 
@@ -137,6 +157,12 @@ def run_command(
     if task is not None and pairs:
         raise click.UsageError("give -i pairs or --text, not both")
     task_input: Any = task if task is not None else cli_inputs(pairs)
+    if remote_of() is not None:  # the server's worker runs it: follow it there
+        result = store_or_server(
+            settings, _never_local, lambda api: api.run_agent(name, task_input, run_id)
+        )
+        _print_run(result, as_json)
+        return
     with open_engine(settings) as engine:
         document, record = named_agent(engine, name)
         problems = agent_tool_problems(document, None, engine.activities)
@@ -163,6 +189,16 @@ def run_command(
 
         ran = asyncio.run(main())
         result = agent_run(engine, ran.view.id)
+    _print_run(result, as_json)
+
+
+def _never_local(engine: Engine) -> AgentRun:  # pragma: no cover - only called with a server
+    raise AssertionError("a foreground run is driven by this process")
+
+
+def _print_run(result: AgentRun, as_json: bool) -> None:
+    """The run's answer, and its exit code: 0 completed, 1 failed or cancelled, 3
+    waiting."""
     if as_json:
         echo_json(
             {

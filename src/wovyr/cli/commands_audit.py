@@ -2,7 +2,8 @@
 
 Whoever runs these commands holds the store, so they see every tenant's records (`list
 --tenant T` narrows); over the API a tenant's admin sees only its own tenant's
-(`GET /api/v1/audit`). `verify` walks the WHOLE chain: records of every tenant are links
+(`GET /api/v1/audit`; `list` through a server, `--server`, reads it: each record's link,
+`prev_hash`, is then null). `verify` walks the WHOLE chain: records of every tenant are links
 of one chain, so only the host can check it. Exit codes of `verify`: 0 the chain holds,
 1 it does not (the first bad seq and why are printed).
 
@@ -16,11 +17,12 @@ anchor yet it checks the links and says that is all it checked.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
 
+from wovyr.cli.backend import refuse_remote, store_or_server
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table, short
 from wovyr.engine.engine import Engine
@@ -30,6 +32,10 @@ from wovyr.platform.auth import validate_tenant
 from wovyr.platform.kms import load_kms
 from wovyr.platform.secrets import Secrets, audit_anchor_key, find_audit_anchor_key
 from wovyr.settings import Settings
+
+if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
+    from wovyr.store.audit import AuditRecord
 
 __all__: list[str] = []
 
@@ -57,6 +63,7 @@ def audit() -> None:
 @engine_options
 def verify_command(as_json: bool, settings: Settings) -> None:
     """Check every record's hash and link, and the chain against every signed anchor."""
+    refuse_remote("admin audit verify", "the chain holds every tenant's records")
     with open_engine(settings, load_activities=False) as engine:
         key, why = _anchor_key(engine, settings)
         verdict = verify_chain(engine.store, key)
@@ -101,6 +108,7 @@ def verify_command(as_json: bool, settings: Settings) -> None:
 @engine_options
 def anchor_command(as_json: bool, settings: Settings) -> None:
     """Sign the chain's head now (HMAC with the KMS's audit anchor key)."""
+    refuse_remote("admin audit anchor", "the anchor key is the host's")
     with open_engine(settings, load_activities=False) as engine:
         secrets = engine.secrets
         assert isinstance(secrets, Secrets)
@@ -146,8 +154,17 @@ def list_command(
             raise click.BadParameter(str(exc), param_hint="--tenant") from None
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
-    with open_engine(settings, load_activities=False) as engine:
-        records = engine.store.audit_records(tenant=tenant, since=since, limit=limit)
+
+    def remote(api: RemotePlatform) -> list[AuditRecord]:
+        if tenant is not None:
+            api.check_tenant(tenant)
+        return api.audit(since, limit)
+
+    records = store_or_server(
+        settings,
+        lambda engine: engine.store.audit_records(tenant=tenant, since=since, limit=limit),
+        remote,
+    )
     if as_json:
         echo_json([r.to_dict() for r in records])
         return

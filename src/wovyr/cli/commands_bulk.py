@@ -2,7 +2,8 @@
 
 A bulk action is recorded as a batch in the store; a running `wovyr serve` works on it in
 the background, or this command does with `--wait` (printing its progress), in pages
-either way (see `wovyr.engine.bulk`).
+either way (see `wovyr.engine.bulk`). Through a server (`--server`) the batch is submitted
+over the API (a `delete` needs an admin key) and `--wait` follows the server's work on it.
 """
 
 from __future__ import annotations
@@ -10,16 +11,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from wovyr.cli.backend import store_or_server
 from wovyr.cli.commands_workflows import STATUSES, _timestamp, workflows
 from wovyr.cli.common import (
     cli_labels,
     console,
     echo_json,
-    open_engine,
     print_table,
     tenant_options,
 )
@@ -28,6 +29,9 @@ from wovyr.engine.bulk import BatchRunner, Bulk, BulkFilter
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
 from wovyr.store.bulk import BatchItem, BatchRecord
+
+if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
 
 __all__: list[str] = []
 
@@ -81,15 +85,43 @@ def bulk() -> None:
 
 def _submit(action: str, options: dict[str, Any], **extra: Any) -> None:
     settings: Settings = options["settings"]
-    with open_engine(settings, load_activities=action == "rerun") as engine:
-        created, batch = Bulk(engine).submit(
-            action, _filter(options), idempotency_key=options["key"], **extra
-        )
+
+    def said(created: bool, batch: BatchRecord) -> None:
         if not options["as_json"]:
             said = "submitted" if created else "already submitted"
             console.print(f"batch {batch.id} {said}: {action} {_described(batch)}")
+
+    def local(engine: Engine) -> BatchRecord:
+        created, batch = Bulk(engine).submit(
+            action, _filter(options), idempotency_key=options["key"], **extra
+        )
+        said(created, batch)
         if options["wait"]:
             batch = _wait(engine, batch, quiet=options["as_json"])
+        return batch
+
+    def remote(api: RemotePlatform) -> BatchRecord:
+        f = _filter(options)
+        filters = {
+            "status": f.status,
+            "workflow": f.workflow,
+            "labels": f.labels or None,
+            "id_prefix": f.id_prefix,
+            "since": f.since,
+            "until": f.until,
+            "idempotency_key": options["key"],
+        }
+        created, batch = api.submit_batch(action, filters, **extra)
+        said(created, batch)
+        if options["wait"]:
+            batch = api.wait_batch(batch, shown)
+        return batch
+
+    def shown(batch: BatchRecord) -> None:
+        if not options["as_json"]:
+            console.print(f"  {_progress(batch)}")
+
+    batch = store_or_server(settings, local, remote, load_activities=action == "rerun")
     if options["as_json"]:
         echo_json(_batch_json(batch))
     elif not options["wait"] and not batch.finished:
@@ -167,8 +199,9 @@ def batches() -> None:
 @tenant_options
 def batches_list(limit: int, as_json: bool, settings: Settings) -> None:
     """The tenant's batches, newest first."""
-    with open_engine(settings, load_activities=False) as engine:
-        found = Bulk(engine).batches(limit)
+    found = store_or_server(
+        settings, lambda engine: Bulk(engine).batches(limit), lambda api: api.batches(limit)
+    )
     if as_json:
         echo_json({"items": [_batch_json(b) for b in found]})
         return
@@ -207,10 +240,15 @@ def batches_show(
     settings: Settings,
 ) -> None:
     """One batch: its progress and its items' outcomes."""
-    with open_engine(settings, load_activities=False) as engine:
+
+    def local(engine: Engine) -> tuple[BatchRecord, list[BatchItem]]:
         bulk_ = Bulk(engine)
         batch = bulk_.get(batch_id)
-        items = bulk_.items(batch_id, after, limit, outcome) if limit else []
+        return batch, bulk_.items(batch_id, after, limit, outcome) if limit else []
+
+    batch, items = store_or_server(
+        settings, local, lambda api: api.batch(batch_id, after, limit, outcome)
+    )
     if as_json:
         echo_json({**_batch_json(batch), "items": [_item_json(i) for i in items]})
         return

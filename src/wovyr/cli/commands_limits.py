@@ -9,8 +9,9 @@ from typing import Any
 import click
 from rich.table import Table
 
+from wovyr.cli.backend import store_or_server
 from wovyr.cli.commands_server import admin
-from wovyr.cli.common import echo_json, open_engine, print_table, tenant_options
+from wovyr.cli.common import echo_json, print_table, tenant_options
 from wovyr.fields import parse_duration
 from wovyr.settings import Settings
 from wovyr.store.flow import RateLimitRecord
@@ -74,8 +75,12 @@ def set_command(
     settings: Settings,
 ) -> None:
     """Declare the tenant's bucket KEY: --limit units per --per, shared by all its workers."""
-    with open_engine(settings, load_activities=False) as engine:
-        record = engine.set_rate_limit(key, limit, _seconds(per), burst, by="cli")
+    seconds = _seconds(per)
+    record = store_or_server(
+        settings,
+        lambda engine: engine.set_rate_limit(key, limit, seconds, burst, by="cli"),
+        lambda api: api.set_limit(key, limit, seconds, burst),
+    )
     _print([record], as_json)
 
 
@@ -84,8 +89,9 @@ def set_command(
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """The tenant's buckets: declared ones and those activities made."""
-    with open_engine(settings, load_activities=False) as engine:
-        records = engine.rate_limits()
+    records = store_or_server(
+        settings, lambda engine: engine.rate_limits(), lambda api: api.limits()
+    )
     _print(records, as_json)
 
 
@@ -96,8 +102,11 @@ def list_command(as_json: bool, settings: Settings) -> None:
 def delete_command(key: str, as_json: bool, settings: Settings) -> None:
     """Delete the tenant's bucket KEY (an activity naming it makes it again with its own
     numbers, or waits if it gives none)."""
-    with open_engine(settings, load_activities=False) as engine:
-        engine.delete_rate_limit(key)
+    store_or_server(
+        settings,
+        lambda engine: engine.delete_rate_limit(key),
+        lambda api: api.delete_limit(key),
+    )
     if as_json:
         echo_json({"key": key, "deleted": True})
         return

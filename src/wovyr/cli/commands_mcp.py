@@ -5,7 +5,7 @@
 unless the tenant's side-effect policy allows running programs) or `--url URL`
 (streamable HTTP, with `--header-secret HEADER=SECRET` to send a secret of the tenant in a
 header; the secret's NAME is stored, never a value). Changes are audited as made by the
-local user.
+local user; through a server (`--server`, an admin key), as made by the key, for its tenant.
 
 `serve` speaks MCP on stdin/stdout as the API key in `WOVYR_API_KEY` (its tenant and role),
 for MCP clients that start their servers as processes; `--worker` also runs the
@@ -15,10 +15,12 @@ executions it starts in this process. The `mcp` SDK is imported only by `serve`.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
 
+from wovyr.cli.backend import refuse_remote, store_or_server
 from wovyr.cli.common import echo_json, json_log_config, open_engine, print_table, tenant_options
 from wovyr.cli.main import cli
 from wovyr.errors import ConfigError
@@ -33,6 +35,10 @@ from wovyr.platform.mcp import (
     remove_mcp_server,
 )
 from wovyr.settings import Settings
+
+if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
+    from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
 
@@ -88,7 +94,8 @@ def add_command(
     fields: dict[str, object] = {"command": command, "url": url}
     if header_secrets:
         fields["header_secrets"] = _header_secrets(header_secrets)
-    with open_engine(settings, load_activities=False) as engine:
+
+    def local(engine: Engine) -> tuple[McpServerInfo, str]:
         record = parse_mcp_server(
             engine.tenant,
             name,
@@ -100,10 +107,15 @@ def add_command(
         info = McpServerInfo.of(record)
         audit = engine.audit_entry("mcp.add", name, audit_details(info))
         add_mcp_server(engine.store, record, audit=audit)
+        return info, engine.tenant
+
+    info, tenant = store_or_server(
+        settings, local, lambda api: (api.add_mcp_server(name, fields), api.tenant)
+    )
     if as_json:
         echo_json(info.to_dict())
     else:
-        click.echo(f"MCP server {name} ({info.transport}) of tenant {settings.tenant} added")
+        click.echo(f"MCP server {name} ({info.transport}) of tenant {tenant} added")
 
 
 @mcp_group.command("list")
@@ -111,8 +123,11 @@ def add_command(
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """The tenant's MCP servers (secret names, never values)."""
-    with open_engine(settings, load_activities=False) as engine:
-        found = list_mcp_servers(engine.store, engine.tenant)
+    found = store_or_server(
+        settings,
+        lambda engine: list_mcp_servers(engine.store, engine.tenant),
+        lambda api: api.list_mcp_servers(),
+    )
     if as_json:
         echo_json([info.to_dict() for info in found])
         return
@@ -132,12 +147,15 @@ def list_command(as_json: bool, settings: Settings) -> None:
 def show_command(name: str, as_json: bool, settings: Settings) -> None:
     """MCP server NAME of the tenant."""
     check_server_name(name, "NAME")
-    with open_engine(settings, load_activities=False) as engine:
-        info = mcp_server_info(engine.store, engine.tenant, name)
+    info, tenant = store_or_server(
+        settings,
+        lambda engine: (mcp_server_info(engine.store, engine.tenant, name), engine.tenant),
+        lambda api: (api.mcp_server(name), api.tenant),
+    )
     if as_json:
         echo_json(info.to_dict())
         return
-    click.echo(f"MCP server {info.name} of tenant {settings.tenant}")
+    click.echo(f"MCP server {info.name} of tenant {tenant}")
     click.echo(f"  transport: {info.transport}")
     click.echo(f"  {'command' if info.command is not None else 'URL'}: {_where(info)}")
     for header, secret in sorted(info.header_secrets.items()):
@@ -152,13 +170,21 @@ def show_command(name: str, as_json: bool, settings: Settings) -> None:
 def remove_command(name: str, as_json: bool, settings: Settings) -> None:
     """Remove MCP server NAME of the tenant (steps naming it then fail, not retried)."""
     check_server_name(name, "NAME")
-    with open_engine(settings, load_activities=False) as engine:
+
+    def local(engine: Engine) -> str:
         audit = engine.audit_entry("mcp.remove", name)
         remove_mcp_server(engine.store, engine.tenant, name, audit=audit)
+        return engine.tenant
+
+    def remote(api: RemotePlatform) -> str:
+        api.remove_mcp_server(name)
+        return api.tenant
+
+    tenant = store_or_server(settings, local, remote)
     if as_json:
-        echo_json({"removed": name, "tenant": settings.tenant})
+        echo_json({"removed": name, "tenant": tenant})
     else:
-        click.echo(f"removed MCP server {name} of tenant {settings.tenant}")
+        click.echo(f"removed MCP server {name} of tenant {tenant}")
 
 
 @mcp_group.command("serve")
@@ -179,6 +205,7 @@ def serve_command(worker: bool, as_json: bool, settings: Settings) -> None:
     import logging
     import logging.config
 
+    refuse_remote("mcp serve", "it serves this host's store on stdin/stdout")
     if importlib.util.find_spec("mcp") is None:
         raise ConfigError("wovyr mcp serve needs the MCP SDK", hint="pip install 'wovyr[mcp]'")
     from wovyr.server.mcp import build_server, stdio_principal

@@ -1,4 +1,5 @@
-"""`wovyr providers set|list|show|delete`: a tenant's model providers, on the store directly.
+"""`wovyr providers set|list|show|delete`: a tenant's model providers, on the store directly
+or through a server (`--server`, an admin key: its tenant's).
 
 A provider's API key is never an argument: `--api-key-secret` names a secret of the tenant
 (`wovyr secrets set NAME`), whose value the worker sends at dispatch. Every change is
@@ -7,10 +8,13 @@ audited as made by the local user.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.table import Table
 
-from wovyr.cli.common import echo_json, open_engine, print_table, tenant_options
+from wovyr.cli.backend import store_or_server
+from wovyr.cli.common import echo_json, print_table, tenant_options
 from wovyr.cli.main import cli
 from wovyr.platform.providers import (
     ProviderInfo,
@@ -23,6 +27,10 @@ from wovyr.platform.providers import (
     set_provider,
 )
 from wovyr.settings import Settings
+
+if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
+    from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
 
@@ -91,15 +99,21 @@ def set_command(
         "price_out": price_out,
         "kind": kind,
     }
-    with open_engine(settings, load_activities=False) as engine:
+
+    def local(engine: Engine) -> tuple[ProviderInfo, str]:
         record = parse_provider(engine.tenant, name, fields, by="cli", at=engine.clock.now())
         info = ProviderInfo.of(record)
         audit = engine.audit_entry("provider.set", name, audit_details(info))
         set_provider(engine.store, record, audit=audit)
+        return info, engine.tenant
+
+    info, tenant = store_or_server(
+        settings, local, lambda api: (api.set_provider(name, fields), api.tenant)
+    )
     if as_json:
         echo_json(info.to_dict())
     else:
-        click.echo(f"provider {name} of tenant {settings.tenant} set")
+        click.echo(f"provider {name} of tenant {tenant} set")
 
 
 @providers_group.command("list")
@@ -107,8 +121,11 @@ def set_command(
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """The tenant's model providers (secret names, never values)."""
-    with open_engine(settings, load_activities=False) as engine:
-        found = list_providers(engine.store, engine.tenant)
+    found = store_or_server(
+        settings,
+        lambda engine: list_providers(engine.store, engine.tenant),
+        lambda api: api.list_providers(),
+    )
     if as_json:
         echo_json([info.to_dict() for info in found])
         return
@@ -135,12 +152,15 @@ def list_command(as_json: bool, settings: Settings) -> None:
 def show_command(name: str, as_json: bool, settings: Settings) -> None:
     """Model provider NAME of the tenant (its secret's name, never a value)."""
     check_provider_name(name, "NAME")
-    with open_engine(settings, load_activities=False) as engine:
-        info = provider_info(engine.store, engine.tenant, name)
+    info, tenant = store_or_server(
+        settings,
+        lambda engine: (provider_info(engine.store, engine.tenant, name), engine.tenant),
+        lambda api: (api.provider(name), api.tenant),
+    )
     if as_json:
         echo_json(info.to_dict())
     else:
-        _show(info, settings.tenant)
+        _show(info, tenant)
 
 
 @providers_group.command("delete")
@@ -151,10 +171,18 @@ def delete_command(name: str, as_json: bool, settings: Settings) -> None:
     """Delete model provider NAME of the tenant (steps naming it then fail, not retried,
     unless the environment defines one of that name)."""
     check_provider_name(name, "NAME")
-    with open_engine(settings, load_activities=False) as engine:
+
+    def local(engine: Engine) -> str:
         audit = engine.audit_entry("provider.delete", name)
         delete_provider(engine.store, engine.tenant, name, audit=audit)
+        return engine.tenant
+
+    def remote(api: RemotePlatform) -> str:
+        api.delete_provider(name)
+        return api.tenant
+
+    tenant = store_or_server(settings, local, remote)
     if as_json:
-        echo_json({"deleted": name, "tenant": settings.tenant})
+        echo_json({"deleted": name, "tenant": tenant})
     else:
-        click.echo(f"deleted provider {name} of tenant {settings.tenant}")
+        click.echo(f"deleted provider {name} of tenant {tenant}")

@@ -4,23 +4,29 @@ and a purge pass run here (the server runs one every housekeeping round).
 Whoever runs these commands holds the store, so they may set any tenant's retention,
 including `--export-to`, a folder on this host (over the API a tenant's admin sets days
 only). `run` purges in bounded batches; run it again (or from cron) while it says more is
-left.
+left. Through a server (`--server`), an admin key shows and sets its own tenant's days;
+the export folder and `run` are the host's.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from wovyr.cli.backend import refuse_remote, remote_of, store_or_server
 from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine
 from wovyr.engine.retention import MAX_DAYS, Retention, purge_all, purge_expired
 from wovyr.errors import InputError, Problem
 from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings
+
+if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
+    from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
 
@@ -52,8 +58,12 @@ def _print(tenant: str, settings: Retention, as_json: bool) -> None:
 def show_command(tenant: str, as_json: bool, settings: Settings) -> None:
     """TENANT's retention settings."""
     validate_tenant(tenant)
-    with open_engine(settings, load_activities=False) as engine:
-        found = engine.for_tenant(tenant).retention()
+
+    def remote(api: RemotePlatform) -> Retention:
+        api.check_tenant(tenant)
+        return api.retention()
+
+    found = store_or_server(settings, lambda engine: engine.for_tenant(tenant).retention(), remote)
     _print(tenant, found, as_json)
 
 
@@ -87,28 +97,50 @@ def set_command(
         raise InputError([Problem("give --days or --clear, not both", path="--clear")])
     if workflow is not None and days is None and not clear:
         raise InputError([Problem("--workflow needs --days or --clear", path="--workflow")])
+    if remote_of() is not None:
+        if export_to is not None or no_export:
+            refuse_remote("admin retention set --export-to/--no-export", "the folder is the host's")
+
+        def remote(api: RemotePlatform) -> Retention:
+            api.check_tenant(tenant)
+            current = api.retention()
+            changed = _changes(current, days, workflow, clear)
+            if not changed:
+                return current
+            return api.retention(changed.get("days", current.days), changed.get("workflows"))
+
+        _print(tenant, store_or_server(settings, _never_local, remote), as_json)
+        return
     with open_engine(settings, load_activities=False) as opened:
         engine = opened.for_tenant(tenant)
         current = engine.retention()
-        changed: dict[str, Any] = {}
-        if workflow is not None:
-            workflows = dict(current.workflows)
-            if clear:
-                workflows.pop(workflow, None)
-            else:
-                assert days is not None
-                workflows[workflow] = days
-            changed["workflows"] = workflows
-        elif clear:
-            changed.update(days=None, workflows={})
-        elif days is not None:
-            changed["days"] = days
+        changed = _changes(current, days, workflow, clear)
         if export_to is not None:  # the server resolves nothing: store where it points now
             changed["export_to"] = str(Path(export_to).expanduser().resolve())
         if no_export:
             changed["export_to"] = None
         stored = engine.set_retention(replace(current, **changed), by="cli")
     _print(tenant, stored, as_json)
+
+
+def _changes(
+    current: Retention, days: int | None, workflow: str | None, clear: bool
+) -> dict[str, Any]:
+    """The fields of `current` that `set`'s options change (the export folder aside)."""
+    changed: dict[str, Any] = {}
+    if workflow is not None:
+        workflows = dict(current.workflows)
+        if clear:
+            workflows.pop(workflow, None)
+        else:
+            assert days is not None
+            workflows[workflow] = days
+        changed["workflows"] = workflows
+    elif clear:
+        changed.update(days=None, workflows={})
+    elif days is not None:
+        changed["days"] = days
+    return changed
 
 
 @retention.command("run")
@@ -121,6 +153,7 @@ def run_command(
     only: str | None, batch: int, max_batches: int, as_json: bool, settings: Settings
 ) -> None:
     """Purge the finished executions older than their tenant's retention, now."""
+    refuse_remote("admin retention run", "it purges the host's store")
     with open_engine(settings, load_activities=False) as engine:
         if only is not None:
             validate_tenant(only)
@@ -135,3 +168,7 @@ def run_command(
         click.echo(f"tenant {r.tenant}: {r.purged} purged{more}")
         for path in r.files:
             click.echo(f"  exported to {path}")
+
+
+def _never_local(engine: Engine) -> Retention:  # pragma: no cover - only with a server
+    raise AssertionError("the host's path opens the store itself")

@@ -103,8 +103,8 @@ def _seconds(value: str) -> float:
     default="60s",
     show_default=True,
     metavar="DURATION",
-    help="Sleep here for timers and retry back-offs due within this long (30s, 5m, 0); "
-    "a later one stops the run (exit 3).",
+    help="Sleep here for timers, retry back-offs and rate-limit or concurrency holds due "
+    "within this long (30s, 5m, 0); a later one stops the run (exit 3).",
 )
 @click.option("--detach", is_flag=True, help="Only start it; a worker drives it.")
 @click.option(
@@ -131,8 +131,8 @@ def run_command(
     settings: Settings,
 ) -> None:
     """Run the workflow in FILE (or --workflow NAME) here, with its child workflows, map
-    items, retries and short timers, until it completes or fails, or waits for a signal,
-    an approval or a timer later than --wait-up-to.
+    items, retries, short timers and flow-control holds, until it completes or fails, or
+    waits for a signal, an approval, or a timer or hold later than --wait-up-to.
 
     Exit codes: 0 completed, 1 failed or cancelled, 2 usage, 3 waiting (the command that
     continues it is printed) or continued as new (a worker drives the chain's next run),
@@ -299,6 +299,11 @@ def _wait_text(wait: Wait) -> str:
         return (
             f"the tenant's activity-seconds quota ({wait.execution_id} holds its next attempts"
             f" until {wait.fire_at}, later than --wait-up-to)"
+        )
+    if wait.kind == "flow":
+        return (
+            f"{wait.reason} ({wait.execution_id} holds its next attempts until {wait.fire_at},"
+            " later than --wait-up-to)"
         )
     what = {"retry": "retry of", "repeat": "next iteration of"}.get(wait.kind, "timer")
     return f"{what} {where} of {wait.execution_id} at {wait.fire_at} (later than --wait-up-to)"

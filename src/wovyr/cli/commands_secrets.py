@@ -1,4 +1,5 @@
-"""`wovyr secrets set|list|delete`: a tenant's secrets, on the store directly.
+"""`wovyr secrets set|list|delete`: a tenant's secrets, on the store directly or through a
+server (`--server`, an admin key: its tenant's).
 
 A value is never a command-line argument (it would land in the shell's history and in
 `ps`): `set` reads it from standard input (typed without echo at a terminal) or from
@@ -10,15 +11,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
 
-from wovyr.cli.common import echo_json, open_engine, print_table, tenant_options
+from wovyr.cli.backend import store_or_server
+from wovyr.cli.common import echo_json, print_table, tenant_options
 from wovyr.cli.main import cli
 from wovyr.errors import InputError, Problem
 from wovyr.platform.secrets import SecretInfo, Secrets, check_secret_name
 from wovyr.settings import Settings
+
+if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
+    from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
 
@@ -79,14 +86,20 @@ def set_command(name: str, from_file: Path | None, as_json: bool, settings: Sett
     ${{ secrets.NAME }}."""
     check_secret_name(name, "NAME")
     value = _read_value(from_file)
-    with open_engine(settings, load_activities=False) as engine:
-        info = _secrets(engine).set_secret(
-            engine.tenant, name, value, by="cli", at=engine.clock.now(), actor=engine.actor
-        )
+    info, tenant = store_or_server(
+        settings,
+        lambda engine: (
+            _secrets(engine).set_secret(
+                engine.tenant, name, value, by="cli", at=engine.clock.now(), actor=engine.actor
+            ),
+            engine.tenant,
+        ),
+        lambda api: (api.set_secret(name, value), api.tenant),
+    )
     if as_json:
         echo_json(info.to_dict())
     else:
-        click.echo(f"secret {info.name} of tenant {settings.tenant}: version {info.version}")
+        click.echo(f"secret {info.name} of tenant {tenant}: version {info.version}")
 
 
 @secrets_group.command("list")
@@ -94,8 +107,11 @@ def set_command(name: str, from_file: Path | None, as_json: bool, settings: Sett
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """The tenant's secrets: names, versions and times (never values)."""
-    with open_engine(settings, load_activities=False) as engine:
-        found = _secrets(engine).list_secrets(engine.tenant)
+    found = store_or_server(
+        settings,
+        lambda engine: _secrets(engine).list_secrets(engine.tenant),
+        lambda api: api.list_secrets(),
+    )
     if as_json:
         echo_json([info.to_dict() for info in found])
         return
@@ -114,11 +130,19 @@ def list_command(as_json: bool, settings: Settings) -> None:
 def delete_command(name: str, as_json: bool, settings: Settings) -> None:
     """Delete secret NAME of the tenant (steps that reference it then fail, not retried)."""
     check_secret_name(name, "NAME")
-    with open_engine(settings, load_activities=False) as engine:
+
+    def local(engine: Engine) -> str:
         _secrets(engine).delete_secret(
             engine.tenant, name, by="cli", at=engine.clock.now(), actor=engine.actor
         )
+        return engine.tenant
+
+    def remote(api: RemotePlatform) -> str:
+        api.delete_secret(name)
+        return api.tenant
+
+    tenant = store_or_server(settings, local, remote)
     if as_json:
-        echo_json({"deleted": name, "tenant": settings.tenant})
+        echo_json({"deleted": name, "tenant": tenant})
     else:
-        click.echo(f"deleted secret {name} of tenant {settings.tenant}")
+        click.echo(f"deleted secret {name} of tenant {tenant}")

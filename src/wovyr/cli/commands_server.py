@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -22,6 +22,7 @@ from rich.table import Table
 from wovyr import withheld
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import route_output
+from wovyr.cli.backend import refuse_remote, store_or_server
 from wovyr.cli.common import (
     echo_json,
     engine_options,
@@ -46,6 +47,9 @@ from wovyr.store.platform import ApiKeyRecord
 from wovyr.store.shards import SHARD_COUNT
 from wovyr.worker import Worker
 from wovyr.worker.partitions import parse_partitions
+
+if TYPE_CHECKING:
+    from wovyr.cli.remote_platform import RemotePlatform
 
 __all__: list[str] = []
 
@@ -380,15 +384,28 @@ def _worker_partitions(spec: str | None, count: int | None, membership: bool) ->
         raise click.BadParameter(str(exc), param_hint="--partitions/--of") from None
 
 
+# what of `wovyr admin` only the server's host does: its keys, files and whole store
+_HOST_ONLY = {
+    "kms": "the KMS's root key is the host's",
+    "backup": "a backup is of the host's store and files",
+    "restore": "a restore replaces the host's store",
+}
+
+
 @cli.group("admin")
-def admin() -> None:
+@click.pass_context
+def admin(ctx: click.Context) -> None:
     """Administration on the server host: API keys, tenants' policies and quotas, the KMS, the
     audit chain, backups, rate limits, retention."""
+    why = _HOST_ONLY.get(ctx.invoked_subcommand or "")
+    if why is not None:
+        refuse_remote(f"admin {ctx.invoked_subcommand}", why)
 
 
 @admin.group("keys")
 def keys() -> None:
-    """Create, list and revoke API keys (each bound to a tenant and a role)."""
+    """Create, list and revoke API keys (each bound to a tenant and a role). Through a server
+    (`--server`), an admin key manages its own tenant's."""
 
 
 def _key_dict(k: ApiKeyRecord) -> dict[str, Any]:
@@ -417,10 +434,18 @@ def _key_dict(k: ApiKeyRecord) -> dict[str, Any]:
 @engine_options
 def create_command(tenant: str, role: str, name: str, as_json: bool, settings: Settings) -> None:
     """Create a key; its token is printed once and never stored."""
-    with open_engine(settings, load_activities=False) as engine:
-        key_id, token = Authenticator(engine.store).create_key(
+
+    def remote(api: RemotePlatform) -> tuple[str, str]:
+        api.check_tenant(tenant)
+        return api.create_key(role, name)
+
+    key_id, token = store_or_server(
+        settings,
+        lambda engine: Authenticator(engine.store).create_key(
             tenant, role, name, actor=engine.actor
-        )
+        ),
+        remote,
+    )
     if as_json:
         echo_json({"id": key_id, "tenant": tenant, "role": role, "name": name, "token": token})
         return
@@ -434,8 +459,15 @@ def create_command(tenant: str, role: str, name: str, as_json: bool, settings: S
 @engine_options
 def list_command(tenant: str | None, as_json: bool, settings: Settings) -> None:
     """List keys (never their tokens)."""
-    with open_engine(settings, load_activities=False) as engine:
-        records = Authenticator(engine.store).list_keys(tenant)
+
+    def remote(api: RemotePlatform) -> list[ApiKeyRecord]:
+        if tenant is not None:
+            api.check_tenant(tenant)
+        return api.keys()
+
+    records = store_or_server(
+        settings, lambda engine: Authenticator(engine.store).list_keys(tenant), remote
+    )
     if as_json:
         echo_json([_key_dict(k) for k in records])
         return
@@ -462,8 +494,11 @@ def list_command(tenant: str | None, as_json: bool, settings: Settings) -> None:
 @engine_options
 def revoke_command(key_id: str, as_json: bool, settings: Settings) -> None:
     """Revoke a key: requests with it are refused (401) from now on."""
-    with open_engine(settings, load_activities=False) as engine:
-        Authenticator(engine.store).revoke(key_id, actor=engine.actor)
+    store_or_server(
+        settings,
+        lambda engine: Authenticator(engine.store).revoke(key_id, actor=engine.actor),
+        lambda api: api.revoke_key(key_id),
+    )
     if as_json:
         echo_json({"id": key_id, "revoked": True})
     else:

@@ -80,8 +80,8 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "run": (
         ("commands_run",),
         "Run the workflow in FILE (or --workflow NAME) here, with its child workflows, map "
-        "items, retries and short timers, until it completes or fails, or waits for a signal, "
-        "an approval or a timer later than --wait-up-to.",
+        "items, retries, short timers and flow-control holds, until it completes or fails, or "
+        "waits for a signal, an approval, or a timer or hold later than --wait-up-to.",
     ),
     "schedules": (("commands_schedules",), "Run workflows on a cron or interval schedule."),
     "schema": (
@@ -113,11 +113,27 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 # The commands that work through a server (`--server URL`), not only on this host's store:
-# `validate` and `schema` read no store at all. The others refuse a server rather than
+# `validate` and `schema` read no store at all; of `admin`, what a tenant's admin key may do
+# (its keys, policy, quotas, rate limits, retention, audit records), each of the host's own
+# subcommands refusing a server (`refuse_remote`). The others refuse a server rather than
 # quietly act on a local store: those of the host itself (its processes, its database,
 # `run` in the foreground here), and those whose API the CLI does not speak yet.
-REMOTE_COMMANDS = frozenset({"workflows", "schedules", "definitions", "validate", "schema"})
-NOT_YET_REMOTE = frozenset({"agents", "secrets", "providers", "mcp"})
+REMOTE_COMMANDS = frozenset(
+    {
+        "admin",
+        "agents",
+        "batches",
+        "definitions",
+        "mcp",
+        "providers",
+        "schedules",
+        "schema",
+        "secrets",
+        "validate",
+        "workflows",
+    }
+)
+NOT_YET_REMOTE = frozenset({"memory"})
 
 
 class _LazyGroup(click.Group):
@@ -152,9 +168,9 @@ class _LazyGroup(click.Group):
     "--server",
     metavar="URL",
     envvar="WOVYR_SERVER",
-    help="Talk to this Wovyr server's API instead of the local store (the `workflows`, "
-    "`schedules` and `definitions` commands), with the key in WOVYR_API_KEY. "
-    "Env: WOVYR_SERVER.",
+    help="Talk to this Wovyr server's API instead of the local store (every command but the "
+    "host's own: run, serve, worker, dev, db, memory and the host's admin commands), with "
+    "the key in WOVYR_API_KEY. Env: WOVYR_SERVER.",
 )
 @click.pass_context
 def cli(ctx: click.Context, server: str | None) -> None:

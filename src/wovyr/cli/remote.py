@@ -9,7 +9,7 @@ apply raises. The key decides the tenant; who approves is the key's actor.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -29,7 +29,7 @@ from wovyr.errors import (
     RequestInvalid,
 )
 
-__all__ = ["RemoteBackend"]
+__all__ = ["RemoteBackend", "apply_file"]
 
 _PAGE = 200  # the API's largest page of executions
 _EVENTS = 1000  # ... and of events
@@ -65,6 +65,25 @@ def _schedule(data: Any) -> dict[str, Any]:
 def _located(problems: list[Problem], file: Path) -> list[Problem]:
     """The server parsed the text it was sent: its problems are in `file`."""
     return [replace(p, file=str(file)) if p.file in ("", "<input>") else p for p in problems]
+
+
+def apply_file(file: Path, send: Callable[[str], Mapping[str, Any]]) -> tuple[str, str, str, str]:
+    """Send the document in `file` to be applied (`send`: the client's apply of a
+    definition or of an agent): (outcome, hash, name, version), or the `DefinitionError`
+    located in the file, or the `DefinitionConflict`, a local apply raises."""
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DefinitionError([Problem(f"cannot read the file: {exc}", file=str(file))]) from None
+    try:
+        applied = send(text)
+    except RequestInvalid as exc:
+        if exc.problems:
+            raise DefinitionError(_located(exc.problems, file)) from None
+        raise InputError([Problem(exc.message, file=str(file))]) from None
+    except Conflict as exc:
+        raise DefinitionConflict(exc.message) from None
+    return applied["result"], applied["hash"], applied["name"], applied["version"]
 
 
 class RemoteBackend:
@@ -254,21 +273,7 @@ class RemoteBackend:
     # definitions
 
     def apply_definition(self, file: Path) -> tuple[str, str, str, str]:
-        try:
-            text = Path(file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DefinitionError(
-                [Problem(f"cannot read the file: {exc}", file=str(file))]
-            ) from None
-        try:
-            applied = self.client.apply_definition(text)
-        except RequestInvalid as exc:
-            if exc.problems:
-                raise DefinitionError(_located(exc.problems, file)) from None
-            raise InputError([Problem(exc.message, file=str(file))]) from None
-        except Conflict as exc:
-            raise DefinitionConflict(exc.message) from None
-        return applied["result"], applied["hash"], applied["name"], applied["version"]
+        return apply_file(file, self.client.apply_definition)
 
     def definitions(self) -> list[dict[str, Any]]:
         return [{**d, "applied_at": _iso(d["applied_at"])} for d in self.client.list_definitions()]

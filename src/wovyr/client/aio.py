@@ -254,10 +254,20 @@ class AsyncClient:
         except httpx.TransportError as exc:
             raise unreachable(self.base_url, exc) from None
 
-    async def signal_workflow(self, execution_id: str, name: str, payload: Any = None) -> Execution:
-        """Send signal `name` (buffered until a wait consumes it)."""
+    async def signal_workflow(
+        self,
+        execution_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        definition: str | Mapping[str, Any] | None = None,
+    ) -> Execution:
+        """Send signal `name` (buffered until a wait consumes it). `definition` is never
+        needed (the execution runs on its pinned one); sent, it must be that one (else
+        `Conflict`: definition drift)."""
         path = f"{_V1}/workflows/{_part(execution_id)}/signal"
-        body = {"name": name, "payload": payload}
+        body = _some(name=name, definition=definition)
+        body["payload"] = payload
         return cast(Execution, await self._json("POST", path, json=body))
 
     async def approve_workflow(
@@ -269,11 +279,19 @@ class AsyncClient:
         comment: str | None = None,
         grant_tokens: int | None = None,
         grant_cost: float | None = None,
+        definition: str | Mapping[str, Any] | None = None,
     ) -> Execution:
         """Decide the approval `activity` (recorded as decided by the key's actor); an agent
-        paused on its budget gets `grant_tokens`/`grant_cost` more."""
+        paused on its budget gets `grant_tokens`/`grant_cost` more. `definition`: as for
+        `signal_workflow`."""
         grant = _some(tokens=grant_tokens, cost=grant_cost)
-        body = _some(activity=activity, approved=approved, comment=comment, grant=grant or None)
+        body = _some(
+            activity=activity,
+            approved=approved,
+            comment=comment,
+            grant=grant or None,
+            definition=definition,
+        )
         path = f"{_V1}/workflows/{_part(execution_id)}/approve"
         return cast(Execution, await self._json("POST", path, json=body))
 

@@ -22,7 +22,7 @@ import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from wovyr.activities.kinds import KINDS
 from wovyr.definition.expr import (
@@ -273,6 +273,7 @@ class _Checker:
         self._when(act.get("when"), (*base, "when"))
         self._for_each(act, base)
         self._repeat(act, base)
+        self._rate_limit(act.get("rate_limit"), (*base, "rate_limit"))
         for key, value in act.items():
             if key in _NOT_RENDERED:
                 continue
@@ -337,6 +338,23 @@ class _Checker:
             "'until' must be a single '${{ ... }}' expression",
             "e.g. until: \"${{ output.state == 'done' }}\"",
         )
+
+    def _rate_limit(self, spec: Any, path: DataPath) -> None:
+        """A literal `units` above what the activity's own bucket holds (`burst`, else
+        `limit`) could never be granted: each attempt takes its units on its own. Units
+        from an expression, and a bucket an admin declares, are weighed when an attempt
+        asks (a request above the bucket waits, saying so)."""
+        if not isinstance(spec, dict):
+            return
+        units, limit, burst = spec.get("units", 1), spec.get("limit"), spec.get("burst")
+        which, capacity = ("burst", burst) if burst is not None else ("limit", limit)
+        if _number(units) and _number(limit) and _number(capacity) and units > capacity:
+            self.add(
+                f"rate_limit.units ({_figure(units)}) is more than the bucket holds "
+                f"({which} {_figure(capacity)}): no attempt could start",
+                (*path, "units"),
+                hint=f"raise {which} to at least {_figure(units)}, or take fewer units per attempt",
+            )
 
     def _runnable(self, spec: dict[str, Any], base: DataPath) -> None:
         self._duration_positive(spec.get("timeout"), (*base, "timeout"))
@@ -687,3 +705,12 @@ def _selected(tokens: list[Token], i: int) -> tuple[str | None, int]:
         if text[:1] in "'\"" and "\\" not in text and len(text) >= 2:
             return text[1:-1], i + 3
     return None, i
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _figure(value: float) -> str:
+    """A number as written: 5 for 5.0."""
+    return f"{value:g}"

@@ -116,6 +116,17 @@ class Definitions:
         if error is not None:
             raise error
 
+    def hash_of(self, definition: Workflow | str) -> str:
+        """The content hash of a definition (a model or YAML/JSON text), nothing stored."""
+        cached = self._sources.get(definition) if isinstance(definition, str) else None
+        if cached is not None:
+            return cached[1]
+        workflow = self._as_workflow(definition)
+        digest = content_hash(workflow)
+        if isinstance(definition, str):
+            self._sources.put(definition, (workflow, digest))
+        return digest
+
     def register(self, definition: Workflow | str | Path) -> str:
         """Store a definition by its content hash (idempotent); return the hash."""
         return self._pin(definition)[1]

@@ -51,6 +51,9 @@ from wovyr.engine.definitions import (
 from wovyr.engine.flow import gated
 from wovyr.engine.labels import check_labels, execution_labels
 from wovyr.engine.quotas import (
+    EXECUTIONS,
+    MODEL_COST,
+    MODEL_TOKENS,
     SECONDS,
     QuotaCache,
     Quotas,
@@ -69,6 +72,7 @@ from wovyr.engine.steps import make_step, timer_steps
 from wovyr.engine.views import ExecutionView, build_view, shown_events, status_filter
 from wovyr.errors import (
     Conflict,
+    DefinitionDrift,
     ExecutionFinished,
     ExpressionError,
     InputError,
@@ -155,6 +159,10 @@ def concurrency_key(template: str, inputs: Mapping[str, Any]) -> str:
             ]
         )
     return text
+
+
+def _no_guard(state: ExecutionState) -> None:
+    """A signal or a decision sent without a definition: nothing to compare."""
 
 
 def check_priority(priority: int | None) -> None:
@@ -837,18 +845,52 @@ class Engine(Definitions):
 
     def quota_usage(self) -> dict[str, Any]:
         """This tenant's quotas, what it used of each daily budget today (UTC) and how many
-        of its executions run now."""
+        of its executions run now.
+
+        `used` holds what the ledger counts (a budget is debited once it has a quota: from
+        then on, what counts against it; 0 before any use) and, when executions have no
+        quota, the executions started today, counted from the executions themselves: the
+        status shows real starts either way. A budget the ledger does not count is absent
+        (not counted), never 0."""
         now = self.clock.now()
         running = self.store.list_executions(
             ExecutionFilter(tenant=self.tenant, status="running", limit=10_000)
         )
+        quotas = quotas_of(self.store, self.tenant)
+        used = self.store.quota_usage(self.tenant, day_of(now))
+        limits = {
+            EXECUTIONS: quotas.executions_per_day,
+            SECONDS: quotas.activity_seconds_per_day,
+            MODEL_TOKENS: quotas.model_tokens_per_day,
+            MODEL_COST: quotas.model_cost_per_day,
+        }
+        for budget, limit in limits.items():
+            if limit is not None:
+                used.setdefault(budget, 0.0)
+        if quotas.executions_per_day is None:
+            used[EXECUTIONS] = float(self._started_today(now))
         return {
             "tenant": self.tenant,
             "day": day_of(now).isoformat(),
-            "quotas": quotas_of(self.store, self.tenant).to_dict(),
-            "used": self.store.quota_usage(self.tenant, day_of(now)),
+            "quotas": quotas.to_dict(),
+            "used": used,
             "running": len(running.items),
         }
+
+    def _started_today(self, now: datetime) -> int:
+        """How many executions of this tenant were created on `now`'s UTC day."""
+        start = midnight_after(now) - timedelta(days=1)
+        count, cursor = 0, None
+        while True:
+            page = self.store.list_executions(
+                ExecutionFilter(
+                    tenant=self.tenant, created_after=start, limit=10_000, cursor=cursor
+                )
+            )
+            count += len(page.items)
+            if page.next_cursor is None:
+                return count
+            cursor = page.next_cursor
 
     def attempt_debits(self, seconds: float) -> tuple[Debit, ...]:
         """What attempts that took `seconds` in all debit when their results commit: their
@@ -971,14 +1013,24 @@ class Engine(Definitions):
 
     # --- external changes ----------------------------------------------------------------
 
-    def signal(self, execution_id: str, name: str, payload: Any = None) -> ExecutionView:
-        """Deliver a signal; buffered until an activity waits for `name`."""
+    def signal(
+        self,
+        execution_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        definition: Workflow | str | None = None,
+    ) -> ExecutionView:
+        """Deliver a signal; buffered until an activity waits for `name`. `definition`: see
+        `pinned_guard`."""
         if not name or not isinstance(name, str):
             raise InputError([Problem("a signal needs a name", path="name")])
         self._checked("the signal's payload", payload, "payload")
+        pinned = self.pinned_guard(execution_id, definition)
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)
+            pinned(state)
             return [SignalReceived(name=name, payload=payload).at(self.clock.now())]
 
         details = {"name": name, "payload": payload_digest(payload)}
@@ -993,14 +1045,17 @@ class Engine(Definitions):
         by: str | None = None,
         comment: str | None = None,
         grant: dict[str, Any] | None = None,
+        definition: Workflow | str | None = None,
     ) -> ExecutionView:
         """Decide an approval wait (before it is reached, the decision is kept until it is).
         `grant` (`{tokens, cost}`) approves more budget for an `agent` paused on its budget
-        (`budget.on_exhausted: approval`)."""
+        (`budget.on_exhausted: approval`). `definition`: see `pinned_guard`."""
         grant = check_grant(grant)
+        pinned = self.pinned_guard(execution_id, definition)
 
         def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
             self._require_running(state)
+            pinned(state)
             try:
                 act = workflow.activity(activity_id)
             except KeyError:
@@ -1078,6 +1133,24 @@ class Engine(Definitions):
         ).items:
             with contextlib.suppress(ExecutionFinished):
                 self.cancel(child.id, reason=f"parent {execution_id} cancelled", by=by)
+
+    def pinned_guard(
+        self, execution_id: str, definition: Workflow | str | None
+    ) -> Callable[[ExecutionState], None]:
+        """The drift guard of a signal or a decision sent with a definition (older clients
+        upload the execution's definition again with each): nothing to check without one;
+        else the check that the execution is pinned to the same content hash, raising
+        `DefinitionDrift` (naming both hashes) when it is another. The definition is parsed
+        and hashed here, once; it is never stored, and never needed."""
+        if definition is None:
+            return _no_guard
+        sent = self.hash_of(definition)
+
+        def check(state: ExecutionState) -> None:
+            if state.definition_hash != sent:
+                raise DefinitionDrift(execution_id, sent, state.definition_hash)
+
+        return check
 
     def _require_running(self, state: ExecutionState) -> None:
         if state.finished:

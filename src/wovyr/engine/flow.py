@@ -3,7 +3,11 @@
 store says to wait (`flow_hold`): a durable timer (purpose `flow`) whose reason is the
 execution's `waiting_on` ("rate limit openai: next slot in 3.2 s"). A held attempt is not
 started (no `ActivityStarted`, not a retry) and its execution holds no worker slot until
-the timer fires and a worker decides again."""
+the timer fires and a worker decides again.
+
+Each attempt asks for its own units and slot (`FlowAsk.parts`): when a step would start
+more attempts than the bucket or the key has room for (a map's items, sibling activities),
+the leading ones that fit start and the others are held (`FlowAsk.order` names them)."""
 
 from __future__ import annotations
 
@@ -22,7 +26,15 @@ from wovyr.engine.core.waits import FLOW_HOLD
 from wovyr.events import Event, TimerArmed
 from wovyr.store.flow import HOLD_TIMER_PREFIX, RateRequest, SlotClaim
 
-__all__ = ["MAX_GRANT_AGE", "FlowAsk", "flow_hold", "flow_requests", "gated", "problem_hold"]
+__all__ = [
+    "MAX_GRANT_AGE",
+    "FlowAsk",
+    "flow_held",
+    "flow_hold",
+    "flow_requests",
+    "gated",
+    "problem_hold",
+]
 
 _BAD_KEY_WAIT = 60.0  # a key or units that cannot be evaluated: looked at again this late
 # A call starts at most this long (seconds) after it took its rate-limit units, or takes
@@ -41,6 +53,9 @@ class FlowAsk:
     holds: dict[str, tuple[str, str]] = field(default_factory=dict)
     rates_of: dict[str, list[RateRequest]] = field(default_factory=dict)  # by RunActivity.key
     problem: str | None = None  # a key or units that could not be evaluated
+    # each gated attempt in order: its RunActivity.key, and how many rates and slots it asks
+    order: list[str] = field(default_factory=list)
+    parts: list[tuple[int, int]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.rates or self.slots or self.problem)
@@ -67,6 +82,8 @@ def flow_requests(
             continue
         ctx = expression_context(state, {"input": run.input, "index": run.index})
         where = f"activity '{act.id}'"
+        ask.order.append(run.key)
+        ask.parts.append((int(act.rate_limit is not None), int(act.concurrency is not None)))
         try:
             if act.rate_limit is not None:
                 spec = act.rate_limit
@@ -92,10 +109,15 @@ def flow_requests(
     return ask
 
 
+def flow_held(state: ExecutionState) -> bool:
+    """Is a hold armed: the execution's gated attempts wait for its timer."""
+    return any(info.get("purpose") == FLOW_HOLD for info in state.timers.values())
+
+
 def flow_hold(state: ExecutionState, now: datetime, wait: float, reason: str) -> list[Event]:
     """The events that hold the execution's next attempts `wait` seconds (none when a hold
     is armed already: the execution was woken by something else and goes on waiting)."""
-    if any(info.get("purpose") == FLOW_HOLD for info in state.timers.values()):
+    if flow_held(state):
         return []
     fire_at = now + timedelta(seconds=max(wait, 0.001))
     armed = TimerArmed(

@@ -24,6 +24,7 @@ from wovyr.errors import (
     ActivityNotRegistered,
     ConfigError,
     Conflict,
+    DefinitionDrift,
     DefinitionError,
     ExpressionError,
     InputError,
@@ -168,6 +169,8 @@ def _wovyr_error(exc: WovyrError) -> Response:
         return problem_response(422, exc.message, problems=exc.problems)
     if isinstance(exc, ExpressionError | ActivityNotRegistered):
         return problem_response(422, str(exc))
+    if isinstance(exc, DefinitionDrift):
+        return problem_response(409, str(exc), slug="definition-drift")
     if isinstance(exc, Conflict):
         return problem_response(409, str(exc))
     if isinstance(exc, QuotaExceeded):

@@ -90,7 +90,13 @@ class SlotClaim:
 
 @dataclass(frozen=True)
 class FlowAcquire:
-    """One `acquire_flow` call, for `acquire_flows` (many in one transaction)."""
+    """One `acquire_flow` call, for `acquire_flows` (many in one transaction).
+
+    `parts`: the attempts the ask is for, in order, as how many of `rates` and of `slots`
+    each takes (they follow each other in those lists); empty: one attempt asks them all.
+    Each attempt is weighed on its own: a refusal says how many leading attempts would have
+    been granted (`FlowAnswer.fits`), so a step starting more attempts than a bucket or a
+    key holds at once starts those and holds the others."""
 
     tenant: str
     execution_id: str
@@ -98,16 +104,20 @@ class FlowAcquire:
     now: datetime
     rates: Sequence[RateRequest] = ()
     slots: Sequence[SlotClaim] = ()
+    parts: Sequence[tuple[int, int]] = ()
 
 
 @dataclass(frozen=True)
 class FlowAnswer:
     """Granted, or how long to wait (seconds) and why ("rate limit openai: next slot in
-    3.2 s", "concurrency k: 2 running (a, b)")."""
+    3.2 s", "concurrency k: 2 running (a, b)"). A refusal of an ask for several attempts
+    says how many of its leading attempts fit now (`fits`: granted, had they been asked
+    alone), and waits for the first that does not."""
 
     granted: bool
     wait: float = 0.0
     reason: str = ""
+    fits: int = 0
 
 
 @dataclass(frozen=True)
@@ -175,15 +185,17 @@ class Bucket:
         at = self.refilled_at if refilled_at is None else refilled_at
         return Bucket(self.capacity, self.per_second, tokens, at, self.wake_at, self.declared)
 
-    def wait_for(self, units: float, now: float) -> tuple[Bucket, float]:
-        """For a refilled bucket short of `units`: when the request should look again (its
+    def wait_for(self, units: float, now: float, spent: float = 0.0) -> tuple[Bucket, float]:
+        """For a refilled bucket short of `units` (once `spent` units are taken first, by
+        the attempts before it in the same ask): when the request should look again (its
         deficit at the refill rate, and after the last waiter told before it, so that
         waiters look one at a time instead of all at once), and the bucket that remembers
         it. A request above the capacity waits `NEVER`."""
         if units > self.capacity:
             return self, NEVER
         step = units / self.per_second
-        wake = max(now + (units - self.tokens) / self.per_second, self.wake_at + step)
+        deficit = units + spent - self.tokens
+        wake = max(now + deficit / self.per_second, self.wake_at + step)
         return replace(self, wake_at=wake), wake - now
 
 
@@ -203,12 +215,18 @@ def slot_refused(key: str, limit: int, holders: Sequence[str], ahead: int = 0) -
     return f"{text}, {ahead} waiting before it" if ahead else text  # one waiting_on clause
 
 
-def slot_blocked(claim: SlotClaim, held: list[str], queue: list[str]) -> str | None:
+def slot_blocked(
+    claim: SlotClaim, held: list[str], queue: list[str], before: Sequence[str] = ()
+) -> str | None:
     """Why `claim` cannot have a slot now (None: it can): its key's slots are `held`, or the
     free ones are kept for the attempts that began to wait before it (`queue`, oldest
-    first; a slot that frees goes to the oldest)."""
+    first; a slot that frees goes to the oldest). `before`: the holders the same ask claims
+    for its earlier attempts (counted as held, and no longer as waiting)."""
     if claim.holder in held:
         return None
+    if before:
+        held = [*held, *(h for h in before if h not in held)]
+        queue = [h for h in queue if h not in before]
     ahead = queue.index(claim.holder) if claim.holder in queue else len(queue)
     if len(held) + ahead < claim.limit:
         return None
@@ -217,6 +235,20 @@ def slot_blocked(claim: SlotClaim, held: list[str], queue: list[str]) -> str | N
 
 #: The answer of every granted gate (answers are immutable).
 GRANTED = FlowAnswer(granted=True)
+
+
+def _groups(
+    ask: FlowAcquire,
+) -> Sequence[tuple[Sequence[RateRequest], Sequence[SlotClaim]]]:
+    """The rates and slots of each attempt of `ask`, in order (one group: all of them)."""
+    if len(ask.parts) <= 1:
+        return ((ask.rates, ask.slots),)
+    groups = []
+    r = c = 0
+    for rates, slots in ask.parts:
+        groups.append((ask.rates[r : r + rates], ask.slots[c : c + slots]))
+        r, c = r + rates, c + slots
+    return groups
 
 
 def tight_keys(
@@ -271,42 +303,59 @@ class GateBook:
         long to wait: the longest of its refusals, and why). The buckets are refilled to
         `at`; a bucket not declared by an admin takes the shape its request declares (made
         full by the first); a refusal takes nothing but remembers the waiter's look; a
-        claim refused its slot joins (or keeps its place in) its key's queue. One call per
-        gated attempt, on the worker's hot path: no allocation beyond the rows that change."""
+        claim refused its slot joins (or keeps its place in) its key's queue. An ask for
+        several attempts (`parts`) weighs them one after the other, each after the units
+        and slots of those before it: the first that does not fit refuses the ask, which
+        then says how many fit (`fits`) and waits for that one. One call per gated step, on
+        the worker's hot path: no allocation beyond the rows that change."""
         t, now = ask.tenant, self.at
         buckets = self._buckets
         refusals: list[tuple[float, str]] | None = None
         states: dict[tuple[str, str], Bucket] = {}
-        need: dict[tuple[str, str], float] = {}
-        for request in ask.rates:
-            key = (t, request.key)
-            bucket = states.get(key) or buckets.get(key)
-            if request.capacity is not None and request.per_second is not None:
-                # made (or reshaped) by the activity that names it
-                bucket = (
-                    Bucket(request.capacity, request.per_second, request.capacity, now)
-                    if bucket is None
-                    else bucket.shaped(request.capacity, request.per_second)
-                )
-            if bucket is None:
-                refusals = refusals or []
-                refusals.append((NEVER, f"rate limit {request.key}: no such bucket"))
-                continue
-            states[key] = bucket.refill(now)
-            need[key] = need.get(key, 0.0) + request.units
-        for key, units in need.items():
-            bucket = states[key]
-            if bucket.tokens < units:
-                states[key], wait = bucket.wait_for(units, now)
-                refusals = refusals or []
-                refusals.append((wait, rate_refused(key[1], wait)))
-        for claim in ask.slots:
-            key = (t, claim.key)
-            held = self._holders.setdefault(key, [])
-            blocked = slot_blocked(claim, held, self._waiters.get(key, []))
-            if blocked is not None:
-                refusals = refusals or []
-                refusals.append((SLOT_RECHECK_SECONDS, blocked))
+        need: dict[tuple[str, str], float] = {}  # the units of the attempts that fit
+        claimed: dict[tuple[str, str], list[str]] = {}  # their slots (asks of several)
+        groups = _groups(ask)
+        fits = 0
+        for rates, slots in groups:
+            part: dict[tuple[str, str], float] = {}
+            for request in rates:
+                key = (t, request.key)
+                bucket = states.get(key) or buckets.get(key)
+                if request.capacity is not None and request.per_second is not None:
+                    # made (or reshaped) by the activity that names it
+                    bucket = (
+                        Bucket(request.capacity, request.per_second, request.capacity, now)
+                        if bucket is None
+                        else bucket.shaped(request.capacity, request.per_second)
+                    )
+                if bucket is None:
+                    refusals = refusals or []
+                    refusals.append((NEVER, f"rate limit {request.key}: no such bucket"))
+                    continue
+                states[key] = bucket.refill(now)
+                part[key] = part.get(key, 0.0) + request.units
+            for key, units in part.items():
+                bucket, spent = states[key], need.get(key, 0.0)
+                if bucket.tokens - spent < units:
+                    states[key], wait = bucket.wait_for(units, now, spent)
+                    refusals = refusals or []
+                    refusals.append((wait, rate_refused(key[1], wait)))
+            for claim in slots:
+                key = (t, claim.key)
+                held = self._holders.setdefault(key, [])
+                before = claimed.get(key, ())
+                blocked = slot_blocked(claim, held, self._waiters.get(key, []), before)
+                if blocked is not None:
+                    refusals = refusals or []
+                    refusals.append((SLOT_RECHECK_SECONDS, blocked))
+            if refusals is not None:
+                break
+            fits += 1
+            for key, units in part.items():
+                need[key] = need.get(key, 0.0) + units
+            if len(groups) > 1:
+                for claim in slots:
+                    claimed.setdefault((t, claim.key), []).append(claim.holder)
         if refusals is None:
             for key, units in need.items():
                 bucket = states[key]
@@ -328,17 +377,37 @@ class GateBook:
                     self._queued.pop((t, claim.key, claim.holder), None)
             self._granted[id(ask)] = (ask, need)
             return GRANTED
-        for claim in ask.slots:  # a claim refused its slot joins (or stays in) the key's queue
-            key = (t, claim.key)
-            queue = self._waiters.setdefault(key, [])
-            if slot_blocked(claim, self._holders[key], queue) is not None:
-                if claim.holder not in queue:
-                    queue.append(claim.holder)
-                self._queued[(t, claim.key, claim.holder)] = ask.execution_id
-            elif self.queues is None or key in self.queues:
-                self._looked.add((t, claim.key, claim.holder))
+        self._wait_in_line(ask, groups, fits)
         wait, reason = max(refusals)
-        return FlowAnswer(granted=False, wait=wait, reason=reason)
+        return FlowAnswer(granted=False, wait=wait, reason=reason, fits=fits)
+
+    def _wait_in_line(
+        self,
+        ask: FlowAcquire,
+        groups: Sequence[tuple[Sequence[RateRequest], Sequence[SlotClaim]]],
+        fits: int,
+    ) -> None:
+        """The claims of a refused ask: one refused its slot joins (or stays in) its key's
+        queue, behind the claims of the ask's attempts before it; so does one of the
+        attempts that fit (`fits`: asked again at once, alone, they keep their turn before
+        the others); one whose slot was free was refused for another reason (it looked,
+        see `looked`)."""
+        t = ask.tenant
+        before: dict[tuple[str, str], list[str]] = {}
+        for n, (_, slots) in enumerate(groups):
+            for claim in slots:
+                key = (t, claim.key)
+                queue = self._waiters.setdefault(key, [])
+                held = self._holders.setdefault(key, [])
+                earlier = before.get(key, ())
+                if n < fits or slot_blocked(claim, held, queue, earlier) is not None:
+                    if claim.holder not in queue and claim.holder not in held:
+                        queue.append(claim.holder)
+                    self._queued[(t, claim.key, claim.holder)] = ask.execution_id
+                elif self.queues is None or key in self.queues:
+                    self._looked.add((t, claim.key, claim.holder))
+                if fits:
+                    before.setdefault(key, []).append(claim.holder)
 
     def queued(self) -> list[tuple[str, str, str, str]]:
         """The waiters to record (tenant, key, holder, execution id): new ones at the end

@@ -2,7 +2,8 @@
 in this process.
 
 An execution needs more than its own steps: the child workflows it starts (and theirs), the
-items of a map over children, retry back-offs and timers. A foreground run drives that whole
+items of a map over children, retry back-offs, timers, and the holds of flow control (a
+rate limit's next unit, a concurrency key's free slot). A foreground run drives that whole
 tree and sleeps (on the engine's clock) until a timer that is due within `wait_up_to`
 seconds; it stops only when the root execution has finished, or when what is left waits for
 the outside world: a signal, an approval, or a timer further away than `wait_up_to`. Those
@@ -33,16 +34,23 @@ __all__ = ["DEFAULT_WAIT_UP_TO", "Foreground", "Wait", "arun_workflow", "drive",
 DEFAULT_WAIT_UP_TO = 60.0
 # Timers a tree waits on. Others are deadlines (an approval's or the workflow's timeout):
 # they end a wait badly, they are not what it waits for.
-_WAITED_TIMERS = {"retry": "retry", "wait": "timer", "repeat": "repeat", "quota": "quota"}
+_WAITED_TIMERS = {
+    "retry": "retry",
+    "wait": "timer",
+    "repeat": "repeat",
+    "quota": "quota",
+    "flow": "flow",
+}
 
 
 @dataclass(frozen=True)
 class Wait:
     """What a stopped foreground run waits for, in one execution of its tree: a `signal`
     (`name`), an `approval` (`approvers`, empty when anyone may decide), or a `timer`, a
-    `retry` back-off, the next iteration of a `repeat` or the end of a `quota` hold (the
-    tenant's activity seconds used up) due at `fire_at` (ISO 8601), later than the run was
-    allowed to wait."""
+    `retry` back-off, the next iteration of a `repeat`, the end of a `quota` hold (the
+    tenant's activity seconds used up) or of a `flow` hold (a rate limit or a concurrency
+    key; `reason` says which) due at `fire_at` (ISO 8601), later than the run was allowed
+    to wait."""
 
     execution_id: str
     activity: str
@@ -51,6 +59,7 @@ class Wait:
     approvers: tuple[str, ...] = ()
     fire_at: str | None = None
     item: int | None = None
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "approvers": list(self.approvers)}
@@ -114,6 +123,7 @@ def _look(engine: Engine, root_id: str) -> _Look:
                     kind,
                     fire_at=timer["fire_at"],
                     item=timer.get("item"),
+                    reason=timer.get("reason") if kind == "flow" else None,
                 )
             )
     return look

@@ -45,6 +45,7 @@ from wovyr.engine.core.state import (
 from wovyr.engine.flow import (
     MAX_GRANT_AGE,
     FlowAsk,
+    flow_held,
     flow_hold,
     flow_requests,
     gated,
@@ -195,21 +196,14 @@ class ExecutionRunner:
                 working = fold(produced, working)
                 events.extend(produced)
                 recorded.append(future)
-            decision = decide(
-                self.definition,
-                working,
-                now,
-                frozenset(self._tasks),
-                max_items=self.engine.max_items,
-                max_recoveries=self.engine.max_recoveries,
-            )
+            decision = self._decide(working, now)
             gate: FlowAsk | None = None
             if decision.runs:
                 hold = await self._quota_hold(working)
-                if hold is None and self._gated:  # rate limits, concurrency keys
-                    hold, gate = self._flow_gate(working, decision.runs, now)
                 if hold is not None:  # no new attempt now (a durable timer wakes it)
                     decision = Decision(events=hold, state=fold(hold, working))
+                elif self._gated:  # rate limits, concurrency keys
+                    decision, gate = self._flow_gate(working, decision, now)
             assert decision.state is not None
             if decision.state.status == ExecutionStatus.CONTINUED and not working.finished:
                 decision = await self._continue_or_hold(working, decision, now)
@@ -248,6 +242,19 @@ class ExecutionRunner:
             for run in decision.runs:
                 self._launch(run)
             await self._wait()
+
+    def _decide(
+        self, working: ExecutionState, now: datetime, deferred: frozenset[str] = frozenset()
+    ) -> Decision:
+        return decide(
+            self.definition,
+            working,
+            now,
+            frozenset(self._tasks),
+            max_items=self.engine.max_items,
+            max_recoveries=self.engine.max_recoveries,
+            deferred=deferred,
+        )
 
     async def _commit(
         self,
@@ -291,6 +298,7 @@ class ExecutionRunner:
                 now or self.engine.clock.now(),
                 gate.rates,
                 gate.slots,
+                gate.parts,
             )
         outcome: GatedOutcome
         if (after.finished and after.parent) or children_to_cancel(events):
@@ -365,20 +373,33 @@ class ExecutionRunner:
         return Decision(events=hold + again.events, runs=again.runs, state=again.state)
 
     def _flow_gate(
-        self, state: ExecutionState, runs: list[RunActivity], now: datetime
-    ) -> tuple[list[Event] | None, FlowAsk | None]:
-        """What the decision's attempts need from flow control (`wovyr.engine.flow`): the
-        gate its step commit takes (None: they need none), or the events holding them (a
-        key that cannot be evaluated, or the refusal of the previous try's gate)."""
-        ask = flow_requests(self.definition, state, runs)
+        self, state: ExecutionState, decision: Decision, now: datetime
+    ) -> tuple[Decision, FlowAsk | None]:
+        """The decision to commit and the gate its step takes (None: its attempts need
+        none), from what the attempts need of flow control (`wovyr.engine.flow`).
+
+        Gated attempts that must wait are left out (the decision is made again without
+        them) and held by a durable timer: after the previous try's gate was refused, those
+        after the leading ones it said fit (which start now); while a hold is armed, all
+        of them (they look again when it fires). A key that cannot be evaluated holds
+        every attempt of the decision."""
+        ask = flow_requests(self.definition, state, decision.runs)
         if not ask:
-            return None, None
+            return decision, None
         if ask.problem is not None:
-            return problem_hold(state, now, ask.problem), None
+            hold = problem_hold(state, now, ask.problem)
+            return Decision(events=hold, state=fold(hold, state)), None
         refused, self._refused = self._refused, None
+        deferred = ask.order if refused is None else ask.order[refused.fits :]
+        if not deferred or (refused is None and not flow_held(state)):
+            return decision, ask
+        decision = self._decide(state, now, frozenset(deferred))
+        assert decision.state is not None
         if refused is not None:
-            return flow_hold(state, now, refused.wait, refused.reason), None
-        return None, ask
+            hold = flow_hold(decision.state, now, refused.wait, refused.reason)
+            decision.events.extend(hold)
+            decision.state = fold(hold, decision.state)
+        return decision, flow_requests(self.definition, state, decision.runs) or None
 
     def _granted_now(self, gate: FlowAsk, runs: list[RunActivity]) -> None:
         """The step carrying `gate` was written: its attempts hold their slots (released by

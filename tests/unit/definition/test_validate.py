@@ -406,3 +406,42 @@ def test_on_failure_takes_fail_or_continue() -> None:
         """)
     )
     assert len(found) == 1 and "'fail' or 'continue'" in found[0]
+
+
+def test_a_rate_limit_asking_more_units_than_its_bucket_holds_is_refused_where_it_says_so() -> None:
+    # One attempt could never start: the bucket never holds 5 units (burst 3, else limit 2).
+    problem = only_problem(
+        workflow_text("""\
+        activities:
+          - id: call
+            tool: t.call
+            rate_limit: {key: api, limit: 10, per: 1m, burst: 3, units: 5}
+        """)
+    )
+    assert problem.message == (
+        "rate_limit.units (5) is more than the bucket holds (burst 3): no attempt could start"
+    )
+    assert (problem.path, problem.line) == ("activities[0].rate_limit.units", 7)
+    assert problem.hint == "raise burst to at least 5, or take fewer units per attempt"
+    assert messages(
+        workflow_text("""\
+        activities:
+          - id: call
+            tool: t.call
+            rate_limit: {key: api, limit: 2, units: 3}
+        """)
+    ) == ["rate_limit.units (3) is more than the bucket holds (limit 2): no attempt could start"]
+    # units within the bucket, units from an expression, and a declared bucket (no limit:
+    # its numbers are the admin's) are checked when the attempt asks
+    for spec in (
+        "{key: api, limit: 2, units: 2}",
+        '{key: api, limit: 2, units: "${{ input.size }}"}',
+        "{key: api, units: 50}",
+    ):
+        text = workflow_text(f"""\
+            activities:
+              - id: call
+                tool: t.call
+                rate_limit: {spec}
+            """)
+        assert load_definition(text).activities[0].rate_limit is not None, spec

@@ -160,3 +160,58 @@ def test_signals_and_approvals_anywhere_in_the_tree_stop_the_run_at_once() -> No
         assert view.status == "completed"
 
     asyncio.run(main())
+
+
+LIMITED = textwrap.dedent("""
+    apiVersion: wovyr/v1
+    kind: Workflow
+    metadata: {name: limited, version: "1"}
+    inputs: {units: {type: integer, default: 1}}
+    activities:
+      - id: first
+        tool: t.flaky
+        with: {n: 1}
+        retry: {max_attempts: 2, initial_interval: 1s}
+        rate_limit: {key: api, limit: 1, per: 2s, burst: 4, units: "${{ inputs.units }}"}
+      - id: lines
+        needs: [first]
+        for_each: "${{ [1, 2, 3] }}"
+        tool: t.flaky
+        with: {n: "${{ item }}"}
+        retry: {max_attempts: 2, initial_interval: 1s}
+        rate_limit: {key: api, limit: 1, per: 2s, burst: 4, units: "${{ inputs.units }}"}
+    output: "${{ activities.lines.output }}"
+    """)
+
+
+def test_rate_limit_holds_within_wait_up_to_are_waited_out_and_a_longer_one_stops_the_run() -> None:
+    # Every attempt fails once (a 1 s back-off) and takes a unit of a bucket refilled one
+    # unit every 2 s: the run sleeps on the engine's clock for the holds as for the
+    # back-offs and ends completed.
+    clock = JumpingClock()
+    engine = _engine(clock)
+    view = run_workflow(engine, LIMITED, execution_id="l-1", wait_up_to=5)
+    assert view.status == "completed", view
+    assert view.output == [10, 20, 30]
+    assert clock.slept and max(clock.slept) <= 5
+    # A hold longer than --wait-up-to stops the run, saying what it waits for.
+    clock = JumpingClock()
+    engine = _engine(clock)
+
+    async def held() -> tuple[str, tuple[Wait, ...]]:
+        worker = Worker(engine)
+        try:
+            record = await worker.start(LIMITED, {"units": 4}, execution_id="l-2")
+            ran = await drive(worker, record.id, wait_up_to=5)
+            return ran.status, ran.waits
+        finally:
+            await worker.close()
+
+    status, waits = asyncio.run(held())
+    assert status == "waiting"
+    # the first attempt took the bucket's 4 units and failed; its retry, 1 s later (slept
+    # for), finds half a unit and waits 7 s for 4
+    assert [(w.execution_id, w.kind, w.reason) for w in waits] == [
+        ("l-2", "flow", "rate limit api: next slot in 7.0 s")
+    ]
+    assert clock.slept == [1.0]

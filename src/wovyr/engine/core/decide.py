@@ -140,11 +140,17 @@ def decide(
     *,
     max_items: int = MAX_ITEMS,
     max_recoveries: int = MAX_RECOVERIES,
+    deferred: frozenset[str] = frozenset(),
 ) -> Decision:
-    """Events to record and attempts to run, settling every pure step to a fixpoint."""
+    """Events to record and attempts to run, settling every pure step to a fixpoint.
+
+    `deferred` names attempts (by `RunActivity.key`) that must not start now (flow control
+    holds them): the decision leaves them, and the events that would start them, out, as
+    if it had not reached them; a deferred map item also keeps the items after it pending,
+    so that items start in order."""
     decision = Decision(state=state)
     current = state
-    limits = _Limits(max_items, max_recoveries)
+    limits = _Limits(max_items, max_recoveries, deferred)
     for _ in range(_MAX_PASSES):
         events, runs = _step(definition, current, now, in_flight, limits)
         if not events and not runs:
@@ -313,6 +319,7 @@ def _compensation_outcome(
 class _Limits:
     max_items: int
     max_recoveries: int
+    deferred: frozenset[str] = frozenset()
 
 
 def _step(
@@ -339,6 +346,8 @@ def _step(
     for act in _candidates(definition, state, index):
         a = state.activity(act.id)
         ev_a, run_a = _advance(definition, act, a, state, ctx, now, in_flight, limits)
+        if limits.deferred and run_a and a.items is None and run_a[0].key in limits.deferred:
+            continue  # its events only start it (a map's items are deferred one by one)
         if ev_a:
             events.extend(ev_a)
             if any(e.type in _SETTLING for e in ev_a):
@@ -476,7 +485,7 @@ def _advance(
     if a.items is not None:
         if a.status == ActivityStatus.RUNNING:
             return items.advance_items(
-                act, a, ctx, now, in_flight, state.timers, limits.max_recoveries
+                act, a, ctx, now, in_flight, state.timers, limits.max_recoveries, limits.deferred
             )
         return [], []
     if _child_done(a.child_result, a.status, a.attempt):

@@ -94,17 +94,24 @@ def advance_items(
     in_flight: frozenset[str],
     timers: Mapping[str, Any],
     max_recoveries: int,
+    deferred: frozenset[str] = frozenset(),
 ) -> tuple[list[Event], list[RunActivity]]:
+    """The events and attempts that move the map on; none for an item whose attempt is
+    `deferred` (flow control holds it: see `decide`)."""
     items = a.items or ()
     events: list[Event] = []
     runs: list[RunActivity] = []
+    held = False
     for i, item in enumerate(items):
         if item["status"] not in _LIVE:
             continue  # nothing to do for it here (a map's items are mostly done or pending)
         ev_i, run = _advance_item(act, i, item, now, in_flight, timers, max_recoveries)
+        if deferred and run and run[0].key in deferred:
+            held = True  # its events only start it
+            continue
         events.extend(ev_i)
         runs.extend(run)
-    if events or runs:
+    if events or runs or held:
         return events, runs
     busy = sum(1 for item in items if item["status"] in _BUSY)
     failed = [i for i, item in enumerate(items) if item["status"] == ActivityStatus.FAILED]
@@ -124,7 +131,7 @@ def advance_items(
     if all(item["status"] == ActivityStatus.COMPLETED for item in items):
         outputs = [item.get("output") for item in items]
         return [ActivityCompleted(activity=act.id, attempt=1, output=outputs).at(now)], []
-    return _start_pending(act, a, ctx, now, busy)
+    return _start_pending(act, a, ctx, now, busy, deferred)
 
 
 def _advance_item(
@@ -167,7 +174,12 @@ def _advance_item(
 
 
 def _start_pending(
-    act: Activity, a: ActivityState, lazy: Callable[[], dict[str, Any]], now: datetime, busy: int
+    act: Activity,
+    a: ActivityState,
+    lazy: Callable[[], dict[str, Any]],
+    now: datetime,
+    busy: int,
+    deferred: frozenset[str],
 ) -> tuple[list[Event], list[RunActivity]]:
     limit = act.max_concurrency or len(a.items or ())
     values = a.input if isinstance(a.input, list) else []
@@ -178,6 +190,8 @@ def _start_pending(
             break
         if item["status"] != ActivityStatus.PENDING:
             continue
+        if deferred and f"{act.id}[{i}]" in deferred:
+            break  # held, and the items after it wait their turn
         item_ctx = {**lazy(), "item": values[i] if i < len(values) else None, "index": i}
         where = f"activity '{act.id}' item {i}"
         try:

@@ -52,6 +52,11 @@ class AgentOut(BaseModel):
     applied_at: datetime
 
 
+class AgentListed(AgentOut):
+    model: str | None  # the model its steps ask for (None: the provider's default)
+    tools: list[str]  # the tools it may call
+
+
 class AgentApplied(AgentOut):
     result: str  # "applied" or "unchanged"
 
@@ -122,11 +127,18 @@ async def apply(
     )
 
 
-@router.get("", response_model=list[AgentOut], summary="The tenant's agents")
-def list_all(ctx: Ctx, principal: Viewer) -> list[AgentOut]:
+@router.get("", response_model=list[AgentListed], summary="The tenant's agents")
+def list_all(ctx: Ctx, principal: Viewer) -> list[AgentListed]:
     engine = tenant_engine(ctx, principal)
     return [
-        AgentOut(name=d.name, version=d.version, hash=r.hash, applied_at=r.created_at)
+        AgentListed(
+            name=d.name,
+            version=d.version,
+            hash=r.hash,
+            applied_at=r.created_at,
+            model=d.spec.model,
+            tools=list(d.spec.tools),
+        )
         for d, r in list_agents(engine)
     ]
 

@@ -110,9 +110,17 @@ class RerunRequest(Strict):
     id: str | None = Field(None, min_length=1, max_length=200, description="The new id.")
 
 
+_PINNED = (
+    "Not needed: the execution runs on the definition it was pinned to at its start. Older "
+    "clients send that definition again (YAML/JSON text or an object): accepted when its "
+    "content hash is the pinned one, else 409 `definition-drift` naming both hashes."
+)
+
+
 class SignalRequest(Strict):
     name: str = Name
     payload: Any = None
+    definition: str | dict[str, Any] | None = Field(None, description=_PINNED)
 
 
 class BudgetGrant(Strict):
@@ -127,6 +135,7 @@ class ApproveRequest(Strict):
     grant: BudgetGrant | None = Field(
         None, description="More budget for an agent paused on its budget (on_exhausted)"
     )
+    definition: str | dict[str, Any] | None = Field(None, description=_PINNED)
 
 
 class NoteRequest(Strict):

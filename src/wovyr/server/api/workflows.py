@@ -227,9 +227,7 @@ def start_workflow(
             "Give exactly one of `definition` or `workflow`.",
             problems=[Problem("give exactly one of definition or workflow", path="definition")],
         )
-    definition = body.definition
-    if definition is not None and not isinstance(definition, str):
-        definition = json.dumps(definition, indent=2)  # parsed as a document: located errors
+    definition = _document(body.definition)
     claim = None  # the key is spent only on a valid start: the engine calls this after checks
     if idempotency_key is not None:
         claim = functools.partial(_claim_key, ctx, principal, idempotency_key, body)
@@ -408,6 +406,14 @@ def get_logs(
     return AttemptLogs(items=items, next_after_seq=last, finished=finished)
 
 
+def _document(definition: str | dict[str, Any] | None) -> str | None:
+    """A definition in a request body as the document it is parsed as (an object as JSON
+    text: its errors are located)."""
+    if definition is None or isinstance(definition, str):
+        return definition
+    return json.dumps(definition, indent=2)
+
+
 # --- steering --------------------------------------------------------------------------------
 
 
@@ -416,7 +422,9 @@ def signal_workflow(
     execution_id: str, body: SignalRequest, ctx: Ctx, principal: Operator
 ) -> Response:
     engine = tenant_engine(ctx, principal)
-    return detail(engine, execution_id, view=engine.signal(execution_id, body.name, body.payload))
+    pinned = _document(body.definition)
+    view = engine.signal(execution_id, body.name, body.payload, definition=pinned)
+    return detail(engine, execution_id, view=view)
 
 
 @router.post("/{execution_id}/approve", response_model=ExecutionDetail, summary="Decide")
@@ -432,6 +440,7 @@ def approve_workflow(
         by=principal.actor,
         comment=body.comment,
         grant=grant,
+        definition=_document(body.definition),
     )
     return detail(engine, execution_id, view=view)
 
