@@ -27,7 +27,7 @@ from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import BoundCredentials, CredentialResolver, Providers
 from wovyr.activities.sandbox import ShellSandbox
 from wovyr.clock import Clock, SystemClock
-from wovyr.definition.expr import render
+from wovyr.definition.expr import PASS_WORK, Costs, render
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
 from wovyr.engine.attempts import attempt_entries
@@ -628,7 +628,12 @@ class Engine(Definitions):
         state = fold(events, empty)
         if lease_owner is not None:
             decision = decide(
-                workflow, state, now, max_items=self.max_items, max_recoveries=self.max_recoveries
+                workflow,
+                state,
+                now,
+                max_items=self.max_items,
+                max_recoveries=self.max_recoveries,
+                costs=Costs(PASS_WORK),  # the rest (if any) is decided by its worker
             )
             assert decision.state is not None
             # a run that would continue as new at once is left to its worker, whose commit

@@ -30,7 +30,7 @@ from wovyr.activities.memory import MemoryAccess
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
 from wovyr.activities.redact import MIN_SCRUBBED, scrub, secret_forms
-from wovyr.definition.expr import secret_names, substitute_secrets
+from wovyr.definition.expr import PASS_WORK, Costs, secret_names, substitute_secrets
 from wovyr.definition.inputs import inputs_json_schema
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.engine.core.decide import Decision, Outcome, RunActivity, decide, outcome_events
@@ -95,6 +95,7 @@ class RunnerStats:
     attempts: int = 0
     lease_lost: bool = False
     activity_seconds: list[float] = field(default_factory=list)
+    yields: int = 0  # decisions stopped at their work limit, to let other steps run
 
 
 class ExecutionRunner:
@@ -196,14 +197,14 @@ class ExecutionRunner:
                 working = fold(produced, working)
                 events.extend(produced)
                 recorded.append(future)
-            decision = self._decide(working, now)
+            decision = await self._decide(working, now)
             gate: FlowAsk | None = None
             if decision.runs:
                 hold = await self._quota_hold(working)
                 if hold is not None:  # no new attempt now (a durable timer wakes it)
                     decision = Decision(events=hold, state=fold(hold, working))
                 elif self._gated:  # rate limits, concurrency keys
-                    decision, gate = self._flow_gate(working, decision, now)
+                    decision, gate = await self._flow_gate(working, decision, now)
             assert decision.state is not None
             if decision.state.status == ExecutionStatus.CONTINUED and not working.finished:
                 decision = await self._continue_or_hold(working, decision, now)
@@ -243,18 +244,40 @@ class ExecutionRunner:
                 self._launch(run)
             await self._wait()
 
-    def _decide(
-        self, working: ExecutionState, now: datetime, deferred: frozenset[str] = frozenset()
+    async def _decide(
+        self, state: ExecutionState, now: datetime, deferred: frozenset[str] = frozenset()
     ) -> Decision:
-        return decide(
-            self.definition,
-            working,
-            now,
-            frozenset(self._tasks),
-            max_items=self.engine.max_items,
-            max_recoveries=self.engine.max_recoveries,
-            deferred=deferred,
-        )
+        """`decide` in calls of bounded work (PASS_WORK each: about 12 ms), letting the
+        worker's other steps run between them (every execution of every tenant shares this
+        event loop), until nothing is left to decide; one step, committed once. `deferred`:
+        attempts flow control holds (see `decide`)."""
+        decision = Decision(state=state, more=True)
+        in_flight = frozenset(self._tasks)
+        costs = Costs()  # what is measured once serves every call of the step
+        while decision.more:
+            costs.limit = costs.spent + PASS_WORK
+            if decision.events or decision.runs:
+                self.stats.yields += 1
+                await asyncio.sleep(0)
+            assert decision.state is not None
+            more = decide(
+                self.definition,
+                decision.state,
+                now,
+                in_flight,
+                max_items=self.engine.max_items,
+                max_recoveries=self.engine.max_recoveries,
+                deferred=deferred,
+                costs=costs,
+            )
+            in_flight |= {r.key for r in more.runs}
+            decision = Decision(
+                events=[*decision.events, *more.events],
+                runs=[*decision.runs, *more.runs],
+                state=more.state,
+                more=more.more,
+            )
+        return decision
 
     async def _commit(
         self,
@@ -361,18 +384,10 @@ class ExecutionRunner:
         if hold is None:
             self._handed = run
             return decision
-        held = fold(hold, working)
-        again = decide(
-            self.definition,
-            held,
-            now,
-            frozenset(self._tasks),
-            max_items=self.engine.max_items,
-            max_recoveries=self.engine.max_recoveries,
-        )
+        again = await self._decide(fold(hold, working), now)
         return Decision(events=hold + again.events, runs=again.runs, state=again.state)
 
-    def _flow_gate(
+    async def _flow_gate(
         self, state: ExecutionState, decision: Decision, now: datetime
     ) -> tuple[Decision, FlowAsk | None]:
         """The decision to commit and the gate its step takes (None: its attempts need
@@ -393,7 +408,7 @@ class ExecutionRunner:
         deferred = ask.order if refused is None else ask.order[refused.fits :]
         if not deferred or (refused is None and not flow_held(state)):
             return decision, ask
-        decision = self._decide(state, now, frozenset(deferred))
+        decision = await self._decide(state, now, frozenset(deferred))
         assert decision.state is not None
         if refused is not None:
             hold = flow_hold(decision.state, now, refused.wait, refused.reason)
