@@ -33,6 +33,7 @@ from wovyr.activities.redact import MIN_SCRUBBED, scrub, secret_forms
 from wovyr.definition.expr import PASS_WORK, Costs, secret_names, substitute_secrets
 from wovyr.definition.inputs import inputs_json_schema
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
+from wovyr.engine.core.bounds import ExecutionBytes, StepBytes
 from wovyr.engine.core.decide import Decision, Outcome, RunActivity, decide, outcome_events
 from wovyr.engine.core.policy import children_to_cancel, spec_of
 from wovyr.engine.core.state import (
@@ -141,6 +142,9 @@ class ExecutionRunner:
         # sub-steps running attempts asked to record (an agent's calls): committed by the loop
         self._journal: list[tuple[RunActivity, tuple[EventData, ...], asyncio.Future[None]]] = []
         self._stream: StreamJournal | None = None  # what model calls stream (made when used)
+        self._bytes = ExecutionBytes(engine.value_limits)  # what this execution holds
+        # what a step's results (then its last decision) admitted: see `_decide`
+        self._admitted = self._bounds = StepBytes(engine.value_limits)
 
     @property
     def seq(self) -> int:
@@ -177,8 +181,11 @@ class ExecutionRunner:
         while not self._lost:
             now = self.engine.clock.now()
             working, events = self.state, []
+            # what the step may store: a result over a bound fails its activity instead
+            bounds = self._bytes.step(working)
             for run, outcome in self._results:
                 produced = outcome_events(self.definition, working, run, outcome, now)
+                produced, _ = bounds.admit(working, produced, [], now)
                 working = fold(produced, working)
                 events.extend(produced)
             recorded: list[asyncio.Future[None]] = []
@@ -193,16 +200,22 @@ class ExecutionRunner:
                 ):
                     future.set_exception(_not_current(run))
                     continue
-                produced = [d.at(now) for d in datas]
+                refused = bounds.refusals
+                produced, _ = bounds.admit(working, [d.at(now) for d in datas], [], now)
                 working = fold(produced, working)
                 events.extend(produced)
+                if bounds.refusals > refused:  # the attempt failed in its place
+                    future.set_exception(_not_current(run))
+                    continue
                 recorded.append(future)
+            self._admitted = bounds  # what the step's results add: each decision starts there
             decision = await self._decide(working, now)
             gate: FlowAsk | None = None
             if decision.runs:
-                hold = await self._quota_hold(working)
+                hold = await self._quota_hold(working, self._bounds.added)
                 if hold is not None:  # no new attempt now (a durable timer wakes it)
                     decision = Decision(events=hold, state=fold(hold, working))
+                    self._bounds = self._admitted  # (nothing of the decision is recorded)
                 elif self._gated:  # rate limits, concurrency keys
                     decision, gate = await self._flow_gate(working, decision, now)
             assert decision.state is not None
@@ -213,7 +226,9 @@ class ExecutionRunner:
             done = not self._tasks and not decision.runs
             released = [self._slots[r.key] for r, _ in self._results if r.key in self._slots]
             if events or done:
-                result = await self._commit(decision.state, events, done, released, gate, now)
+                result = await self._commit(
+                    decision.state, events, done, released, gate, now, self._bounds.added
+                )
                 if isinstance(result, FlowAnswer):  # nothing written: decide again, held
                     self._refused = result
                     continue
@@ -250,7 +265,9 @@ class ExecutionRunner:
         """`decide` in calls of bounded work (PASS_WORK each: about 12 ms), letting the
         worker's other steps run between them (every execution of every tenant shares this
         event loop), until nothing is left to decide; one step, committed once. `deferred`:
-        attempts flow control holds (see `decide`)."""
+        attempts flow control holds (see `decide`). The values it records are admitted from
+        where the step's results left the bounds (`self._bounds`: the last decision's)."""
+        self._bounds = bounds = self._admitted.copy()
         decision = Decision(state=state, more=True)
         in_flight = frozenset(self._tasks)
         costs = Costs()  # what is measured once serves every call of the step
@@ -269,6 +286,7 @@ class ExecutionRunner:
                 max_recoveries=self.engine.max_recoveries,
                 deferred=deferred,
                 costs=costs,
+                bounds=bounds,
             )
             in_flight |= {r.key for r in more.runs}
             decision = Decision(
@@ -287,6 +305,7 @@ class ExecutionRunner:
         released: list[tuple[str, str]] | None = None,
         gate: FlowAsk | None = None,
         now: datetime | None = None,
+        stored: int = 0,
     ) -> GatedOutcome:
         step = make_step(
             self.execution_id,
@@ -306,6 +325,8 @@ class ExecutionRunner:
         tokens, cost = self._model_usage(events)
         if tokens or cost:
             debits += self.engine.model_debits(tokens, cost)
+        if stored:  # the bytes of the values the step records
+            debits += self.engine.stored_debits(stored)
         if debits:
             step = replace(step, debits=debits)
         if after.status == ExecutionStatus.CONTINUED and self.state.status != after.status:
@@ -362,13 +383,14 @@ class ExecutionRunner:
             cost += float(spent or 0.0)
         return tokens, cost
 
-    async def _quota_hold(self, state: ExecutionState) -> list[Event] | None:
+    async def _quota_hold(self, state: ExecutionState, unstored: int) -> list[Event] | None:
         """The events holding this execution's next attempts while its tenant's activity
-        seconds are used up today (`Engine.quota_hold`); None when they may start. A tenant
-        without that quota costs no read."""
-        if self.engine.quotas().activity_seconds_per_day is None:
+        seconds or stored bytes are used up today (`Engine.quota_hold`); None when they may
+        start. A tenant without those quotas costs no read."""
+        quotas = self.engine.quotas()
+        if quotas.activity_seconds_per_day is None and quotas.stored_bytes_per_day is None:
             return None
-        return await asyncio.to_thread(self.engine.quota_hold, state, self._unbilled)
+        return await asyncio.to_thread(self.engine.quota_hold, state, self._unbilled, unstored)
 
     async def _continue_or_hold(
         self, working: ExecutionState, decision: Decision, now: datetime

@@ -26,6 +26,7 @@ from wovyr.definition.expr import Costs, evaluate_condition, render
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.core import items, saga
+from wovyr.engine.core.bounds import StepBytes
 from wovyr.engine.core.context import LazyContext, expression_context
 from wovyr.engine.core.policy import (
     MAX_RECOVERIES,
@@ -145,6 +146,7 @@ def decide(
     max_recoveries: int = MAX_RECOVERIES,
     deferred: frozenset[str] = frozenset(),
     costs: Costs | None = None,
+    bounds: StepBytes | None = None,
 ) -> Decision:
     """Events to record and attempts to run, settling every pure step to a fixpoint.
 
@@ -158,7 +160,10 @@ def decide(
     spent - between activities, between the items of a `for_each` - and says so
     (`Decision.more`): the caller records what was decided, lets other executions' steps
     run, and decides again from `Decision.state`. The events decided so far are a valid
-    prefix of what one unbounded call would decide."""
+    prefix of what one unbounded call would decide.
+
+    `bounds`: what the step may store (`wovyr.engine.core.bounds`): each pass's values are
+    admitted in order, and one over a bound fails its owner instead of being recorded."""
     decision = Decision(state=state)
     current = state
     limits = _Limits(max_items, max_recoveries, deferred, Costs() if costs is None else costs)
@@ -166,6 +171,8 @@ def decide(
         events, runs = _step(definition, current, now, in_flight, limits)
         if not events and not runs:
             break
+        if bounds is not None:
+            events, runs = bounds.admit(current, events, runs, now)
         for event in events:
             current = apply(current, event)
         decision.events.extend(events)
