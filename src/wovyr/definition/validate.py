@@ -41,6 +41,7 @@ from wovyr.definition.model import IDENT_PATTERN, Workflow
 from wovyr.definition.source import DataPath, SourceMap
 from wovyr.errors import ExpressionError, Problem
 from wovyr.fields import format_duration, parse_duration
+from wovyr.ids import ID_RULE, is_chain_run_id, is_execution_id
 
 __all__ = ["validate", "validate_data"]
 
@@ -396,6 +397,20 @@ class _Checker:
                 (*base, "workflow", "name"),
                 hint="start the chain on its own, or drop continue_as_new",
             )
+        chosen = child.get("id")
+        if isinstance(chosen, str) and "${{" not in chosen:  # (a rendered one: at its start)
+            if not is_execution_id(chosen):
+                self.add(
+                    f"the child workflow id {chosen!r} is refused: {ID_RULE}",
+                    (*base, "workflow", "id"),
+                )
+            elif is_chain_run_id(chosen):
+                self.add(
+                    f"the child workflow id {chosen!r} ends like a continue-as-new chain's "
+                    "runs ('~c<number>'): those ids are reserved",
+                    (*base, "workflow", "id"),
+                    hint="choose an id that does not end in '~c' and digits",
+                )
 
     def _for_each(self, act: dict[str, Any], base: DataPath) -> None:
         value, path = act.get("for_each"), (*base, "for_each")

@@ -1366,6 +1366,14 @@ class Engine(Definitions):
             raise NonRetryableError(
                 f"the child workflow id {spec.id!r} is refused: {ID_RULE}", type="InvalidChildId"
             )
+        if spec.id is not None and is_chain_run_id(spec.id):
+            # a chain's later runs are `<root>~c<n>`: a child taking one would stand in the
+            # way of (or be mistaken for) a run of that chain
+            raise NonRetryableError(
+                f"the child workflow id {spec.id!r} ends like a continue-as-new chain's runs "
+                "('~c<number>'): those ids are reserved",
+                type="InvalidChildId",
+            )
         # iteration n > 1 of a `repeat` starts a child of its own: `~i<n>` names it
         again = f"~i{run.iteration}" if run.iteration > 1 else ""
         if spec.id is None:
