@@ -36,6 +36,7 @@ from wovyr.definition.expr import (
 )
 from wovyr.definition.expr_static import Token, tokenize
 from wovyr.definition.inputs import json_equal, type_matches, type_name
+from wovyr.definition.labels import label_problems
 from wovyr.definition.locate import suggest
 from wovyr.definition.model import IDENT_PATTERN, Workflow
 from wovyr.definition.source import DataPath, SourceMap
@@ -462,10 +463,16 @@ class _Checker:
             self._text(text, path, scope)
 
     def _labels(self) -> None:
-        """Execution labels are rendered at start: they read `inputs` only."""
+        """Execution labels are rendered at start: they read `inputs` only. They keep to the
+        label rules (count, keys, literal values' length; a rendered value at the start)."""
         scope = _Scope(roots=frozenset({"inputs"}))
         for path, text in _strings(self.data.get("labels"), ("labels",)):
             self._text(text, path, scope)
+        labels = self.data.get("labels")
+        if isinstance(labels, dict):
+            for message, key, hint in label_problems(labels, rendered=False):
+                where: DataPath = ("labels",) if key is None else ("labels", key)
+                self.add(message, where, hint=hint, key=key is not None and hint is not None)
 
     def _continue_as_new(self) -> None:
         """`when` is one condition; `input` names declared inputs only, literal values of
