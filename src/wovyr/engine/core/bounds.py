@@ -114,24 +114,39 @@ class ValueLimits:
 
 
 class ExecutionBytes:
-    """The size of executions' checkpoints under one `ValueLimits` (a worker's runner keeps
-    one): each activity's form is measured once per record, and the input once per object."""
+    """The size of an execution's checkpoint under one `ValueLimits`, kept from step to step
+    (a worker's runner keeps one): an activity is measured again only when its record
+    changed (a step changes one or two), the input once per object."""
 
     def __init__(self, limits: ValueLimits) -> None:
         self.limits = limits
         self._input: tuple[Any, int] | None = None
+        self._sizes: dict[str, tuple[Any, int]] = {}  # activity -> (its record, its size)
+        self._total = 0  # of the activities in _sizes
 
     def of(self, state: ExecutionState) -> int:
-        measure = self.limits.measure
-        total = sum(activity_bytes(a, measure) for a in state.activities.values())
+        measure, sizes = self.limits.measure, self._sizes
+        for key, record in state.activities.items():
+            known = sizes.get(key)
+            if known is None or known[0] is not record:
+                size = activity_bytes(record, measure)
+                self._total += size - (known[1] if known is not None else 0)
+                sizes[key] = (record, size)
+        if len(sizes) != len(state.activities):  # (another execution's, or fewer)
+            for key in [k for k in sizes if k not in state.activities]:
+                self._total -= sizes.pop(key)[1]
         if self._input is None or self._input[0] is not state.input:
             self._input = (state.input, measure(state.input))
-        total += self._input[1]
+        total = self._total + self._input[1]
         if state.signals:
             total += measure({k: list(v) for k, v in state.signals.items()})
         if state.approvals:
             total += measure(dict(state.approvals))
-        return total + measure(state.output) + measure(state.error)
+        if state.output is not None:
+            total += measure(state.output)
+        if state.error is not None:
+            total += measure(state.error)
+        return total
 
     def step(self, state: ExecutionState) -> StepBytes:
         """The bounds of one step from `state`."""
@@ -205,22 +220,24 @@ class StepBytes:
             value = event.data.get(field)
             if value is None or value is ABSENT or isinstance(value, bool | int | float):
                 continue
-            what = _what(state, event, field)
             if value_depth(value, limits.depth) > limits.depth:
-                message = f"{what} is nested more than {limits.depth} levels deep"
+                message = (
+                    f"{_what(state, event, field)} is nested more than {limits.depth} levels deep"
+                )
                 return field, error("PayloadTooDeep", message, limit=limits.depth)
             size = limits.measure(value)
             if size > limits.value_bytes:
                 message = (
-                    f"{what} is {size} bytes of JSON, over the cap of {limits.value_bytes} "
-                    f"bytes ({PAYLOAD_SETTING})"
+                    f"{_what(state, event, field)} is {size} bytes of JSON, over the cap of "
+                    f"{limits.value_bytes} bytes ({PAYLOAD_SETTING})"
                 )
                 return field, error("PayloadTooLarge", message, limit=limits.value_bytes)
             budget = limits.execution_bytes
             if budget is not None and self.used + size > budget:
                 message = (
-                    f"{what} ({size} bytes) would take execution {state.id} past its byte "
-                    f"budget of {budget} ({EXECUTION_SETTING}): it holds {self.used} bytes"
+                    f"{_what(state, event, field)} ({size} bytes) would take execution "
+                    f"{state.id} past its byte budget of {budget} ({EXECUTION_SETTING}): it "
+                    f"holds {self.used} bytes"
                 )
                 return field, error("ExecutionTooLarge", message, limit=budget)
             self.used += size
