@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from wovyr.clock import ManualClock
 from wovyr.definition import load_definition
 from wovyr.engine.engine import Engine
 from wovyr.errors import DefinitionError, InputError
@@ -60,7 +61,9 @@ def test_a_literal_reserved_child_id_is_refused_where_it_is_written() -> None:
     load_definition(parent("${{ inputs.id }}"))  # rendered: checked when it starts
 
 
-def test_a_rendered_reserved_child_id_fails_and_the_chain_hands_over(engine: Engine) -> None:
+def test_a_rendered_reserved_child_id_fails_and_the_chain_hands_over(
+    engine: Engine, clock: ManualClock
+) -> None:
     engine.apply(OTHER)
     spawner = engine.start(parent("${{ inputs.id }}"), {"id": continued_id("job", 2)})
     drain(engine)
@@ -74,6 +77,7 @@ def test_a_rendered_reserved_child_id_fails_and_the_chain_hands_over(engine: Eng
     for _ in range(2):
         drain(engine)
         engine.signal("job", "go")
+        clock.advance(2)  # (past the chain's minimum interval between runs)
     drain(engine)
     second = engine.get("job~c2")
     assert second.workflow == "chain" and second.status == "continued"
