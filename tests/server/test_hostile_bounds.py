@@ -14,10 +14,12 @@ storage: B's requests may fail, clearly, and tenant A's work goes on (every stor
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from tests.integration.test_reserved_ids import CHAIN as CHAIN_LOOP
+from tests.integration.test_reserved_ids import OTHER
+from tests.integration.test_reserved_ids import parent as spawner
 from tests.server.conftest import Api
 
 from wovyr.engine.core.decide import decide
@@ -205,43 +207,10 @@ async def test_an_execution_stored_too_deep_by_an_older_engine_still_answers(api
 
 # --- ids, labels, quotas --------------------------------------------------------------------------
 
-LOOP = """\
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {name: loop}
-inputs:
-  n: {type: integer, default: 1}
-activities:
-  - {id: go, wait: {signal: go}}
-continue_as_new:
-  when: "${{ inputs.n < 3 }}"
-  input: {n: "${{ inputs.n + 1 }}"}
-"""
-OTHER = """\
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {name: other}
-activities:
-  - {id: x, set: {v: 1}}
-"""
-
-
-def spawner(child_id: str) -> str:
-    return f"""\
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {{name: spawner}}
-inputs:
-  id: {{type: string, default: ""}}
-activities:
-  - id: spawn
-    workflow: {{name: other, id: {json.dumps(child_id)}}}
-"""
-
 
 async def test_a_child_may_not_take_the_id_of_a_chain_s_next_run(api: Api) -> None:
     assert (await api.call("POST", D, B, content=OTHER, headers=YAML)).is_success
-    literal = await start(api, B, spawner("job~c2"))
+    literal = await start(api, B, spawner("job~c2"))  # (tests/integration/test_reserved_ids)
     assert literal.status_code == 422
     (problem,) = literal.json()["problems"]
     assert problem["path"] == "activities[0].workflow.id" and problem["line"] == 8
@@ -252,7 +221,7 @@ async def test_a_child_may_not_take_the_id_of_a_chain_s_next_run(api: Api) -> No
     spawn = (await view(api, B, r.json()["id"]))["activities"]["spawn"]
     assert spawn["error"]["type"] == "InvalidChildId"
 
-    assert (await start(api, B, LOOP, id="job")).status_code == 201
+    assert (await start(api, B, CHAIN_LOOP, id="job")).status_code == 201
     for _ in range(2):
         await api.drain()
         signal = await api.call("POST", f"{W}/job/signal", B, json={"name": "go"})
@@ -260,7 +229,7 @@ async def test_a_child_may_not_take_the_id_of_a_chain_s_next_run(api: Api) -> No
         api.clock.advance(2)  # (past the chain's minimum interval between runs)
     await api.drain()
     assert (await view(api, B, "job"))["id"] == continued_id("job", 3)
-    assert (await view(api, B, "job~c2"))["workflow"] == "loop"
+    assert (await view(api, B, "job~c2"))["workflow"] == "chain"
     refused = await start(api, B, OTHER, id="job~c9")
     assert refused.status_code == 422 and refused.json()["problems"][0]["path"] == "id"
 

@@ -124,6 +124,7 @@ from wovyr.store.codec import (
     PayloadRefused,
     check_payload,
     json_bytes,
+    json_depth,
 )
 from wovyr.store.flow import FlowKey, RateLimitRecord
 from wovyr.store.records import MAX_PRIORITY, Debit, SlotRequest
@@ -292,7 +293,7 @@ class Engine(Definitions):
         self.max_execution_bytes = max_execution_bytes
         # what every step may store (sized as the stores encode)
         self.value_limits = ValueLimits(
-            max_payload_bytes, MAX_DEPTH, max_execution_bytes, json_bytes
+            json_bytes, json_depth, max_payload_bytes, MAX_DEPTH, max_execution_bytes
         )
         self.min_schedule_interval = min_schedule_interval
         self.min_continue_interval = min_continue_interval

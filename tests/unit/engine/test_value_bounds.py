@@ -14,9 +14,10 @@ from wovyr.definition import load_definition
 from wovyr.engine.core.bounds import ExecutionBytes, StepBytes, ValueLimits
 from wovyr.engine.core.decide import decide, start_events
 from wovyr.engine.core.state import ExecutionState, fold
+from wovyr.store.codec import json_bytes, json_depth
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
-LIMITS = ValueLimits(value_bytes=4_000, execution_bytes=40_000)
+LIMITS = ValueLimits(json_bytes, json_depth, value_bytes=4_000, execution_bytes=40_000)
 
 
 def workflow(body: str, inputs: str = "") -> Any:
@@ -145,7 +146,7 @@ def test_a_failing_map_too_large_to_keep_its_outputs_fails_without_them() -> Non
         """,
         "inputs:\n  xs: {type: array}\n  pad: {type: string}\n",
     )
-    limits = ValueLimits(value_bytes=10_000, execution_bytes=None)
+    limits = ValueLimits(json_bytes, json_depth, value_bytes=10_000, execution_bytes=None)
     state = fold(
         start_events(definition, "h", {"xs": list(range(30)), "pad": "p" * 400}, NOW), id="e1"
     )

@@ -22,8 +22,7 @@ counts in full: the bound errs on the side of refusing).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -50,8 +49,6 @@ __all__ = [
     "ExecutionBytes",
     "StepBytes",
     "ValueLimits",
-    "json_bytes",
-    "value_depth",
 ]
 
 MAX_VALUE_DEPTH = 64  # as every stored value (wovyr.store.codec.MAX_DEPTH)
@@ -75,42 +72,17 @@ _COMPENSATION_EVENTS = frozenset(
 )
 
 
-def json_bytes(value: Any) -> int:
-    """The bytes of `value` as compact JSON (the standard library's; the engine passes the
-    stores' faster encoder)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def value_depth(value: Any, limit: int) -> int:
-    """How deeply lists and maps nest in `value` (a scalar: 0), counted to `limit + 1`."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Iterable[Any] = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        depth += 1
-        if depth > deepest:
-            deepest = depth
-            if depth > limit:
-                return depth
-        stack.extend((child, depth) for child in children)
-    return deepest
-
-
 @dataclass(frozen=True)
 class ValueLimits:
-    """The bounds (`None`: no bound on the execution's bytes); `measure` sizes a value."""
+    """The bounds (`execution_bytes` None: no bound on an execution's bytes), and how a value
+    is sized and its nesting counted: the stores' own functions (`wovyr.store.codec`'s
+    `json_bytes` and `json_depth`), which the pure core does not import."""
 
+    measure: Callable[[Any], int]  # the bytes of a value as stored
+    nesting: Callable[[Any, int], int]  # how deeply a value nests, counted to limit + 1
     value_bytes: int = 2 * 1_048_576
     depth: int = MAX_VALUE_DEPTH
     execution_bytes: int | None = MAX_EXECUTION_BYTES
-    measure: Callable[[Any], int] = json_bytes
 
 
 class ExecutionBytes:
@@ -220,7 +192,7 @@ class StepBytes:
             value = event.data.get(field)
             if value is None or value is ABSENT or isinstance(value, bool | int | float):
                 continue
-            if value_depth(value, limits.depth) > limits.depth:
+            if limits.nesting(value, limits.depth) > limits.depth:
                 message = (
                     f"{_what(state, event, field)} is nested more than {limits.depth} levels deep"
                 )
