@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.integration.test_bounded_steps import B_STEPS, BIG, CHAIN, ITEMS, PAD
 from tests.integration.test_reserved_ids import CHAIN as CHAIN_LOOP
 from tests.integration.test_reserved_ids import OTHER
 from tests.integration.test_reserved_ids import parent as spawner
@@ -51,48 +52,25 @@ async def view(api: Api, who: str, execution_id: str) -> Any:
 
 # --- work: one start may not hold the worker ------------------------------------------------------
 
-HEAVY = """\
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {name: heavy}
-inputs:
-  xs: {type: array}
-  pad: {type: string}
-activities:
-""" + "".join(
-    f'  - id: fan{m}\n    for_each: "${{{{ inputs.xs }}}}"\n'
-    f'    set: {{v: "${{{{ item * {m + 1} + size(inputs.pad) }}}}"}}\n'
-    for m in range(4)
-)
-CHAIN = """\
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {name: chain}
-activities:
-  - {id: s0, tool: look}
-  - {id: s1, needs: [s0], tool: look}
-  - {id: s2, needs: [s1], tool: look}
-"""
-
 
 async def test_a_heavy_map_does_not_hold_another_tenant_s_steps(api: Api) -> None:
     seen: list[int] = []
     b = api.engine.for_tenant("tenant-b")
 
     async def look() -> int:  # A's tool: how far B's step has got when each of A's runs
-        items = b.query("heavy").activities["fan0"]["items"] or []
+        items = b.query("big").activities["fan0"]["items"] or []
         seen.append(sum(1 for i in items if i["status"] == "completed"))
         return len(seen)
 
     api.engine.activities.register("look", look)
-    body = {"input": {"xs": list(range(600)), "pad": "p" * 600_000}, "id": "heavy"}
-    assert (await start(api, B, HEAVY, **body)).status_code == 201
+    body = {"input": {"xs": list(range(ITEMS)), "pad": "p" * PAD}, "id": "big"}
+    assert (await start(api, B, BIG, **body)).status_code == 201
     assert (await start(api, A, CHAIN, id="chain")).status_code == 201
     await api.drain()
 
     assert (await view(api, A, "chain"))["status"] == "completed"
-    assert (await view(api, B, "heavy"))["status"] == "completed"
-    assert seen == [0, 0, 0]  # each of A's steps ran while B's one step was being decided
+    assert (await view(api, B, "big"))["status"] == "completed"
+    assert seen == [0] * B_STEPS  # each of A's steps ran while B's one step was decided
 
 
 REFUSED = """\
