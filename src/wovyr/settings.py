@@ -35,6 +35,8 @@ class Settings:
     default_timeout: float = 300.0  # seconds an attempt may take when its definition says not
     tenant: str = "default"  # the tenant CLI engine commands act for (--tenant, WOVYR_TENANT)
     max_payload_bytes: int = 2_097_152  # largest stored input, signal payload, output (JSON)
+    max_execution_bytes: int = 33_554_432  # most one execution's checkpoint may hold (JSON)
+    max_page_bytes: int = 4_194_304  # most JSON one page of the API (a detail, history) holds
     min_schedule_interval: float = 1.0  # the fewest seconds between two fires of a schedule
     # the fewest seconds between the starts of two runs of one continue-as-new chain (0: none)
     min_continue_interval: float = 1.0
@@ -216,7 +218,8 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     """Settings from the environment (`WOVYR_HOME`, `WOVYR_DATABASE_URL`, `WOVYR_ACTIVITIES`,
     `WOVYR_LEASE_SECONDS`, `WOVYR_POLL_INTERVAL`, `WOVYR_DISPATCH_INTERVAL_SECS`,
     `WOVYR_CONCURRENCY`, `WOVYR_MAX_BODY_BYTES`, `WOVYR_SHUTDOWN_GRACE_SECS`,
-    `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
+    `WOVYR_DEFAULT_TIMEOUT_SECS`, `WOVYR_MAX_PAYLOAD_BYTES`, `WOVYR_MAX_EXECUTION_BYTES`,
+    `WOVYR_MAX_PAGE_BYTES`, `WOVYR_MIN_SCHEDULE_INTERVAL_SECS`,
     `WOVYR_MIN_CONTINUE_INTERVAL_SECS`, `WOVYR_MAX_PER_TENANT`, `WOVYR_RESERVED_SLOTS`,
     `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_BACKUP_REQUIRE_ENCRYPTION`, `WOVYR_LLM_BASE_URL`,
     `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`,
@@ -238,6 +241,8 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         shutdown_grace=_float(env, "WOVYR_SHUTDOWN_GRACE_SECS", 10.0),
         default_timeout=_float(env, "WOVYR_DEFAULT_TIMEOUT_SECS", 300.0),
         max_payload_bytes=_int(env, "WOVYR_MAX_PAYLOAD_BYTES", 2_097_152),
+        max_execution_bytes=_int(env, "WOVYR_MAX_EXECUTION_BYTES", 33_554_432),
+        max_page_bytes=_int(env, "WOVYR_MAX_PAGE_BYTES", 4_194_304),
         min_schedule_interval=_float(env, "WOVYR_MIN_SCHEDULE_INTERVAL_SECS", 1.0),
         min_continue_interval=_float(env, "WOVYR_MIN_CONTINUE_INTERVAL_SECS", 1.0, zero=True),
         max_per_tenant=_int(env, "WOVYR_MAX_PER_TENANT", 0) or None,

@@ -14,8 +14,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from tests.conftest import POSTGRES_URL, _require_postgres, schema_url
+from tests.conftest import POSTGRES_URL, _require_postgres
 from tests.integration.backup_tools import FLOW, NOW
+from tests.pg_schemas import schema_url
 
 from wovyr.engine.engine import Engine
 from wovyr.errors import BackupRefused, Conflict, KmsError, WovyrError

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.conftest import POSTGRES_URL, _require_postgres, schema_url
+from tests.conftest import POSTGRES_URL, _require_postgres
+from tests.pg_schemas import schema_url
 
 from wovyr.engine.engine import Engine
 from wovyr.engine.quotas import Quotas, day_of

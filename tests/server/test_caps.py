@@ -268,5 +268,7 @@ async def test_a_child_input_over_the_cap_fails_the_parents_activity_for_good(
     await capped.drain()
     spawn = await _activity(capped, r.json()["id"], "spawn")
     assert spawn["status"] == "failed", spawn
-    assert spawn["attempt"] == 1 and "over the cap of 4096" in spawn["error"]["message"]
+    # the rendered input is over the cap: refused when the step is scheduled, before any
+    # attempt could start the child
+    assert spawn["attempt"] == 0 and "over the cap of 4096" in spawn["error"]["message"]
     assert [e["workflow"] for e in await _executions(capped)] == ["parent"]

@@ -40,6 +40,7 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/workflows/{execution_id}/stream"): "viewer",
     ("DELETE", "/api/v1/workflows/{execution_id}"): "operator",
     ("GET", "/api/v1/workflows/{execution_id}/history"): "viewer",
+    ("GET", "/api/v1/workflows/{execution_id}/activities/{activity}/items"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/signal"): "operator",
     ("POST", "/api/v1/workflows/{execution_id}/rerun"): "operator",
     ("GET", "/api/v1/workflows/{execution_id}/logs"): "viewer",
@@ -255,6 +256,7 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "limit": A_LIMIT,
         "agent": f"{CANARY}-agent",
         "run_id": f"{CANARY}-run",
+        "activity": "prepare",
     }
 
 

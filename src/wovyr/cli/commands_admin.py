@@ -360,7 +360,7 @@ def _read_policy_file(path: Path) -> dict[str, Any]:
 @admin.group("quotas")
 def quotas() -> None:
     """Show and set tenants' quotas (daily executions, activity seconds, model tokens and
-    cost, concurrent
+    cost, stored bytes, concurrent
     executions, schedule rate) and fair-share settings (weight, slots per worker, executions
     leased by all workers together). Here
     they may be raised; a tenant's admin may only lower them over the API."""
@@ -381,6 +381,7 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
         "activity_seconds_per_day": counted.get("activity_seconds"),
         "model_tokens_per_day": counted.get("model_tokens"),
         "model_cost_per_day": counted.get("model_cost"),
+        "stored_bytes_per_day": counted.get("stored_bytes"),
         "concurrent_executions": usage["running"],
     }
     for name, limit in usage["quotas"].items():
@@ -434,6 +435,11 @@ _COUNT = click.IntRange(min=0)
     type=click.FloatRange(min=0),
     help="Model cost (in the providers' prices) per UTC day.",
 )
+@click.option(
+    "--stored-bytes-per-day",
+    type=_COUNT,
+    help="Bytes of values (inputs, outputs, errors, as JSON) executions record per UTC day.",
+)
 @click.option("--concurrent-executions", type=_COUNT, help="Executions running at once.")
 @click.option(
     "--max-schedule-rate",
@@ -467,6 +473,7 @@ def quotas_set_command(
     activity_seconds_per_day: float | None,
     model_tokens_per_day: int | None,
     model_cost_per_day: float | None,
+    stored_bytes_per_day: int | None,
     concurrent_executions: int | None,
     max_schedule_rate: float | None,
     weight: float | None,
@@ -484,6 +491,7 @@ def quotas_set_command(
         "activity_seconds_per_day": activity_seconds_per_day,
         "model_tokens_per_day": model_tokens_per_day,
         "model_cost_per_day": model_cost_per_day,
+        "stored_bytes_per_day": stored_bytes_per_day,
         "concurrent_executions": concurrent_executions,
         "max_schedule_rate": max_schedule_rate,
         "weight": weight,

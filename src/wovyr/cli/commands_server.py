@@ -276,6 +276,7 @@ def worker_command(
         credentials=SecretCredentials(secrets),  # tenants' stored providers
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
+        max_execution_bytes=settings.max_execution_bytes,
         min_schedule_interval=settings.min_schedule_interval,
         min_continue_interval=settings.min_continue_interval,
         secrets=secrets,

@@ -196,6 +196,7 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
         providers=providers,
         default_timeout=settings.default_timeout,
         max_payload_bytes=settings.max_payload_bytes,
+        max_execution_bytes=settings.max_execution_bytes,
         min_schedule_interval=settings.min_schedule_interval,
         min_continue_interval=settings.min_continue_interval,
         tracer=settings.tracer(),

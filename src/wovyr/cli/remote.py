@@ -45,10 +45,24 @@ def _iso(value: Any) -> Any:
     return parsed.isoformat() if parsed is not None else value
 
 
-def _view(detail: Any) -> dict[str, Any]:
-    """An ExecutionDetail as the engine's view: without the timeline."""
+def _view(detail: Any, client: Client) -> dict[str, Any]:
+    """An ExecutionDetail as the engine's view: without the timeline, and with every item
+    of its `for_each` activities (a detail holds as many as its page does: the rest are
+    read page by page)."""
     view = dict(detail)
     view.pop("timeline", None)
+    activities = dict(view.get("activities") or {})
+    for key, paged in activities.items():
+        if "items_total" not in paged:
+            continue
+        act = {k: v for k, v in paged.items() if k not in ("items_total", "items_next")}
+        items, start = list(act["items"] or []), paged.get("items_next")
+        while start is not None:
+            page = client.get_items(view["id"], key, start=start, follow=False)
+            items.extend(page["items"])
+            start = page["next_start"] if page["items"] else None
+        activities[key] = {**act, "items": items}
+    view["activities"] = activities
     return view
 
 
@@ -152,7 +166,7 @@ class RemoteBackend:
                 return items, cursor
 
     def execution(self, execution_id: str, *, follow: bool) -> dict[str, Any]:
-        return _view(self.client.get_workflow(execution_id, events=0, follow=follow))
+        return _view(self.client.get_workflow(execution_id, events=0, follow=follow), self.client)
 
     def history(
         self, execution_id: str, after: int, limit: int | None, *, follow: bool
@@ -184,7 +198,7 @@ class RemoteBackend:
             raise click.BadParameter(exc.message, param_hint="--after") from None
 
     def signal(self, execution_id: str, name: str, payload: Any) -> dict[str, Any]:
-        return _view(self.client.signal_workflow(execution_id, name, payload))
+        return _view(self.client.signal_workflow(execution_id, name, payload), self.client)
 
     def approve(
         self,
@@ -210,10 +224,10 @@ class RemoteBackend:
             grant_tokens=grant.get("tokens"),
             grant_cost=grant.get("cost"),
         )
-        return _view(detail)
+        return _view(detail, self.client)
 
     def cancel(self, execution_id: str, reason: str | None) -> dict[str, Any]:
-        return _view(self.client.cancel_workflow(execution_id, reason=reason))
+        return _view(self.client.cancel_workflow(execution_id, reason=reason), self.client)
 
     def rerun(
         self,
@@ -227,7 +241,7 @@ class RemoteBackend:
         detail = self.client.rerun_workflow(
             execution_id, start_from=start_from, input=input, latest=latest, id=new_id
         )
-        return _view(detail)
+        return _view(detail, self.client)
 
     # schedules
 

@@ -35,6 +35,7 @@ from wovyr.client.models import (
     Execution,
     ExecutionPage,
     HistoryPage,
+    ItemsPage,
     JSONObject,
     Schedule,
     ScheduleList,
@@ -221,6 +222,22 @@ class AsyncClient:
         params = query(after_seq=after_seq, limit=limit, follow=follow)
         path = f"{_V1}/workflows/{_part(execution_id)}/history"
         return cast(HistoryPage, await self._json("GET", path, params=params))
+
+    async def get_items(
+        self,
+        execution_id: str,
+        activity: str,
+        *,
+        start: int | None = None,
+        limit: int | None = None,
+        follow: bool | None = None,
+    ) -> ItemsPage:
+        """A page of the items of the `for_each` activity `activity` from index `start`
+        (an execution's `activities[activity]["items_next"]` says where its detail stopped);
+        `next_start` goes on."""
+        params = query(start=start, limit=limit, follow=follow)
+        path = f"{_V1}/workflows/{_part(execution_id)}/activities/{_part(activity)}/items"
+        return cast(ItemsPage, await self._json("GET", path, params=params))
 
     async def get_logs(
         self, execution_id: str, *, after_seq: int | None = None, follow: bool | None = None

@@ -20,6 +20,7 @@ __all__ = [
     "ExecutionPage",
     "ExecutionSummary",
     "HistoryPage",
+    "ItemsPage",
     "JSONObject",
     "Payload",
     "Schedule",
@@ -96,6 +97,13 @@ class HistoryPage(TypedDict):
     items: list[Event]
     total: int
     next_after_seq: int | None
+
+
+class ItemsPage(TypedDict):
+    items: list[dict[str, Any]]
+    start: int
+    total: int
+    next_start: int | None
 
 
 class AttemptLogs(TypedDict):

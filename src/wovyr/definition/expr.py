@@ -59,15 +59,18 @@ from wovyr.errors import ExpressionError
 __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
     "CONTEXT_ROOTS",
     "CompiledExpression",
+    "Costs",
     "EXECUTION_FIELDS",
     "FUNCTIONS",
     "MAX_COPY_BYTES",
     "MAX_COST",
     "MAX_DATA_DEPTH",
+    "MAX_ITEMS_WORK",
     "MAX_MACRO_DEPTH",
     "MAX_NESTING",
     "MAX_RESULT_BYTES",
     "MAX_SOURCE_CHARS",
+    "PASS_WORK",
     "Refs",
     "SECRET_REF",
     "SECRET_SOURCE",
@@ -76,6 +79,7 @@ __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
     "duration_text",
     "evaluate",
     "evaluate_condition",
+    "items_work",
     "iter_expressions",
     "references",
     "render",
@@ -107,6 +111,20 @@ MAX_COPY_BYTES = 64 * 1_048_576
 #: What converting one value (number, string, list, map) costs, in bytes of string copied:
 #: about 1 us against 2 ns per byte on this runtime, so the bound is about 0.1 s either way.
 _VALUE_BYTES = 500
+#: What one comprehension step costs in those bytes (MAX_COST steps take about as long as
+#: MAX_COPY_BYTES bytes), and one evaluation besides its data (selecting, the call, the
+#: conversion of its result: about 10 us).
+_STEP_BYTES = MAX_COPY_BYTES // MAX_COST
+_EVALUATION_BYTES = 5_000
+#: The work one call of the decider may do before it stops and lets other executions' steps
+#: run (`Costs.limit`): an eighth of the most one expression may do (about 12 ms), so that
+#: one execution's call holds a worker for little more than the one expression it ends on.
+PASS_WORK = MAX_COPY_BYTES // 8
+#: The most work the items of one `for_each` may ask of their expressions together
+#: (`items_work`, estimated before any item starts): each expression that reads `item` or
+#: `index` converts what it reads once per item, so reading a large value from every item
+#: costs the number of items times its size (about 1.6 s of the worker's time at most).
+MAX_ITEMS_WORK = 16 * MAX_COPY_BYTES
 #: The names the engine puts in an evaluation context.
 CONTEXT_ROOTS = ("inputs", "activities", "execution", "item", "index")
 #: Functions of the CEL runtime we use (standard definitions it implements). Anything else,
@@ -152,15 +170,30 @@ class CompiledExpression:
     map_reads: frozenset[tuple[str, str | None]]  # see expr_static.Analysis.map_reads
     map_read_depth: int
     program: Any
+    roots: tuple[str, ...] = ()  # refs.roots, sorted
 
-    def evaluate(self, context: Mapping[str, Any], *, where: str = "") -> Any:
-        """The JSON value of this expression in `context`; ExpressionError on any failure."""
+    def evaluate(
+        self, context: Mapping[str, Any], *, where: str = "", costs: Costs | None = None
+    ) -> Any:
+        """The JSON value of this expression in `context`; ExpressionError on any failure.
+        `costs`: shared by the evaluations of one decision (see `Costs`); else its own."""
+        costs = Costs() if costs is None else costs
+        read = tuple(context.get(name) for name in self.roots)
+        known = costs.result(self, read)
+        if known is not None:
+            return known[0]
         data = self._select(context)
-        if _weight(data, MAX_COPY_BYTES, _VALUE_BYTES) > MAX_COPY_BYTES:  # before walking it all
-            self._check_copies(data, 0, where)
-        largest = _measure(data, where)
-        self._check_cost(largest, where)
-        self._check_copies(data, largest, where)
+        size = costs.footprint(context, data)
+        if size.weight > MAX_COPY_BYTES:  # refused whatever else it does
+            self._check_copies(context, data, size, costs, where)
+        if size.depth > MAX_DATA_DEPTH:
+            raise ExpressionError(
+                f"the data this expression reads is nested more than {MAX_DATA_DEPTH} deep",
+                where=where,
+            )
+        steps = self._check_cost(size.largest, where)
+        copies = self._check_copies(context, data, size, costs, where)
+        costs.spend(_EVALUATION_BYTES + copies + steps * _STEP_BYTES)
         try:
             raw = self.program.eval(data=data)
             failed = raw.type() == _cel().Type.ERROR
@@ -173,7 +206,8 @@ class CompiledExpression:
             message, hint = _runtime_message(str(result))
             raise ExpressionError(message, where=where, hint=hint) from None
         value = to_json_value(result, where=where)
-        _check_size(value, where)
+        costs.spend(_check_size(value, where))
+        costs.remember(self, read, value)
         return value
 
     def _select(self, context: Mapping[str, Any]) -> dict[str, Any]:
@@ -186,12 +220,14 @@ class CompiledExpression:
             data["activities"] = dict(acts)  # a lazy view, read whole: plain data for CEL
         return data
 
-    def _check_cost(self, largest: int, where: str) -> None:
+    def _check_cost(self, largest: int, where: str) -> int:
+        """The comprehension steps this expression will take at most (refused over
+        MAX_COST)."""
         if not self.macro_count:
-            return
+            return 0
         size = max(largest, self.literal_items, 1) * self.width
         power = max(self.macro_depth + int(self.accumulates), self.linear_depth)
-        cost = self.macro_count * size**power
+        cost: int = self.macro_count * size**power
         if cost > MAX_COST:
             raise ExpressionError(
                 f"expression would do too much work (about {cost:.1e} steps iterating "
@@ -199,21 +235,29 @@ class CompiledExpression:
                 where=where,
                 hint="iterate a smaller list, avoid nesting, or compute this in an activity",
             )
+        return cost
 
-    def _check_copies(self, data: Mapping[str, Any], largest: int, where: str) -> None:
+    def _check_copies(
+        self,
+        context: Mapping[str, Any],
+        data: Mapping[str, Any],
+        size: _Footprint,
+        costs: Costs,
+        where: str,
+    ) -> int:
         """Refuse an expression that would convert or build more than MAX_COPY_BYTES: the
         data it reads is converted for the runtime on every evaluation, a chain of `+`
         copies its operands once per step (a left fold: width**2 / 2 times the data at
         most), and a `map` body copies what it reads from outside its element once per item
-        (at each level of nesting). A value costs like _VALUE_BYTES bytes of string."""
+        (at each level of nesting). A value costs like _VALUE_BYTES bytes of string.
+        Return the estimate."""
         width = self.width
-        copies = max(1, width * (width - 1) // 2) * _weight(data, MAX_COPY_BYTES, _VALUE_BYTES)
+        copies = max(1, width * (width - 1) // 2) * size.weight
         if self.map_read_depth and copies <= MAX_COPY_BYTES:
             body = sum(
-                _weight(_read(data, root, member), MAX_COPY_BYTES, _VALUE_BYTES)
-                for root, member in self.map_reads
+                costs.part(context, data, root, member).weight for root, member in self.map_reads
             )
-            items = max(largest, self.literal_items, 1) ** self.map_read_depth
+            items = max(size.largest, self.literal_items, 1) ** self.map_read_depth
             copies += items * width * body
         if copies > MAX_COPY_BYTES:
             raise ExpressionError(
@@ -224,6 +268,134 @@ class CompiledExpression:
                 hint="read less data, concatenate less, map over what the element holds "
                 "rather than copying other data into every item, or use an activity",
             )
+        return copies
+
+
+@dataclass(frozen=True)
+class _Footprint:
+    """What a value costs to convert: its weight (`_weight` with _VALUE_BYTES per value,
+    counted up to just past MAX_COPY_BYTES), the length of its largest list or map, and how
+    deeply its containers nest (the value itself 0 when it is one, -1 for a scalar; counted
+    up to just past MAX_DATA_DEPTH)."""
+
+    weight: int
+    largest: int
+    depth: int
+
+
+class Costs:
+    """What evaluating expressions costs, shared by the evaluations of one decision.
+
+    The footprint of each value of a context that an expression reads (`inputs`, one
+    activity's record, `item`) is measured once and reused by every later evaluation over a
+    context holding the same object (the items of a `for_each`: their contexts share every
+    root but `item` and `index`); and an expression's last value is reused while the
+    values it reads are the same objects (an item's expression that reads no `item` or
+    `index` is evaluated once for all the items). Each is kept with the objects it was
+    made from and used only for those very objects, so contexts that differ never share
+    one; data is never changed in place (states are immutable, and so are values once
+    rendered), and expressions have no clock or randomness, so what is kept stays true.
+
+    `spent` adds up the work done (in the bytes of `_check_copies`: data converted and
+    built, a comprehension step as _STEP_BYTES, the result's JSON, and _EVALUATION_BYTES
+    per evaluation); `limit`, when given, is what the caller means to allow (`exhausted`):
+    the decider stops a call there and lets other executions' steps run (PASS_WORK).
+    `evaluations` and `walked` (the values measured) count for tests and benchmarks."""
+
+    __slots__ = ("_known", "_results", "evaluations", "limit", "spent", "walked")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.spent = 0
+        self.evaluations = 0
+        self.walked = 0
+        self._known: dict[tuple[str, str | None], tuple[Any, Any, _Footprint]] = {}
+        self._results: dict[CompiledExpression, tuple[tuple[Any, ...], Any]] = {}
+
+    @property
+    def exhausted(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
+
+    def spend(self, work: int) -> None:
+        self.spent += work
+
+    def result(self, expression: CompiledExpression, read: tuple[Any, ...]) -> tuple[Any] | None:
+        """(the value) `expression` gave last over the very objects `read`, else None."""
+        known = self._results.get(expression)
+        if known is None or len(known[0]) != len(read):
+            return None
+        if all(a is b for a, b in zip(known[0], read, strict=True)):
+            return (known[1],)
+        return None
+
+    def remember(self, expression: CompiledExpression, read: tuple[Any, ...], value: Any) -> None:
+        self._results[expression] = (read, value)
+
+    def footprint(self, context: Mapping[str, Any], data: Mapping[str, Any]) -> _Footprint:
+        """The footprint of `data` (an expression's selection of `context`)."""
+        self.evaluations += 1
+        return _mapping({root: self.part(context, data, root, None) for root in data})
+
+    def part(
+        self, context: Mapping[str, Any], data: Mapping[str, Any], root: str, member: str | None
+    ) -> _Footprint:
+        """The footprint of `data[root][member]` (of `data[root]` when `member` is None or
+        not one of its keys). The activities are measured one by one: an expression's
+        selection of them is a map made for it, of records made when read."""
+        value = data.get(root)
+        if isinstance(value, Mapping) and member is not None and member in value:
+            return self._known_or_measured(context, root, member, value[member])
+        if root == "activities" and isinstance(value, Mapping):
+            each = {a: self._known_or_measured(context, root, a, v) for a, v in value.items()}
+            return _mapping(each)
+        return self._known_or_measured(context, root, None, value)
+
+    def _known_or_measured(
+        self, context: Mapping[str, Any], root: str, member: str | None, value: Any
+    ) -> _Footprint:
+        """`value` (`context[root]`, or what `member` selects of it) measured once: a
+        member is known by its root's object (an activity's record is made anew each time
+        it is read, from the same view), a root by its own object."""
+        owner = context.get(root)
+        key = (root, member)
+        known = self._known.get(key)
+        if known is not None and known[0] is owner and (member is not None or known[1] is value):
+            return known[2]
+        measured = self._measure(value)
+        self._known[key] = (owner, value, measured)
+        return measured
+
+    def _measure(self, value: Any) -> _Footprint:
+        weight = largest = 0
+        deepest = -1
+        extra = _VALUE_BYTES - 1
+        stack: list[tuple[Any, int]] = [(value, 0)]
+        while stack and weight <= MAX_COPY_BYTES and deepest <= MAX_DATA_DEPTH:
+            item, depth = stack.pop()
+            self.walked += 1
+            weight += extra
+            if isinstance(item, str):
+                weight += len(item) + 2
+            elif isinstance(item, Mapping):
+                weight += 2 + 2 * len(item)  # its keys count as text, not as values
+                weight += sum(len(k) + 2 if isinstance(k, str) else 1 for k in item)
+                largest, deepest = max(largest, len(item)), max(deepest, depth)
+                stack.extend((child, depth + 1) for child in item.values())
+            elif isinstance(item, list | tuple):
+                weight += 2 + len(item)
+                largest, deepest = max(largest, len(item)), max(deepest, depth)
+                stack.extend((child, depth + 1) for child in item)
+            else:
+                weight += 1
+        return _Footprint(weight, largest, deepest)
+
+
+def _mapping(parts: Mapping[str, _Footprint]) -> _Footprint:
+    """The footprint of a map whose values have the footprints `parts`."""
+    weight = _VALUE_BYTES + 1 + sum(len(k) + 4 + p.weight for k, p in parts.items())
+    largest = max((p.largest for p in parts.values()), default=0)
+    depth = 1 + max((p.depth for p in parts.values()), default=-1)
+    return _Footprint(weight, max(largest, len(parts)), depth)
 
 
 class _Invalid(Exception):
@@ -273,6 +445,7 @@ def _compile(src: str) -> CompiledExpression:
         map_reads=frozenset(info.map_reads),
         map_read_depth=info.map_read_depth,
         program=program,
+        roots=tuple(sorted(free)),
     )
 
 
@@ -419,13 +592,19 @@ def references(src: str) -> Refs:
     return compile_expression(src).refs
 
 
-def evaluate(src: str, context: Mapping[str, Any], *, where: str = "") -> Any:
+def evaluate(
+    src: str, context: Mapping[str, Any], *, where: str = "", costs: Costs | None = None
+) -> Any:
     """Evaluate CEL source (or one whole `${{ }}` template) to a JSON value."""
-    return compile_expression(src, where).evaluate(context, where=where)
+    return compile_expression(src, where).evaluate(context, where=where, costs=costs)
 
 
 def evaluate_condition(
-    when: str | bool | None, context: Mapping[str, Any], *, where: str = ""
+    when: str | bool | None,
+    context: Mapping[str, Any],
+    *,
+    where: str = "",
+    costs: Costs | None = None,
 ) -> bool:
     """A `when:` value: None means true; a string must be one `${{ }}` giving a boolean."""
     if when is None or isinstance(when, bool):
@@ -435,7 +614,7 @@ def evaluate_condition(
         raise ExpressionError(
             "a condition must be true, false or a single '${{ ... }}' expression", where=where
         )
-    value = evaluate(sources[0], context, where=where)
+    value = evaluate(sources[0], context, where=where, costs=costs)
     if not isinstance(value, bool):
         raise ExpressionError(
             f"a condition must give true or false, not {_json_type(value)}",
@@ -445,15 +624,22 @@ def evaluate_condition(
     return value
 
 
-def render(value: Any, context: Mapping[str, Any], *, where: str = "") -> Any:
+def render(
+    value: Any, context: Mapping[str, Any], *, where: str = "", costs: Costs | None = None
+) -> Any:
     """`value` with every `${{ }}` replaced (see the module docstring for typing rules).
-    Keys of mappings are literal; `where` grows with the path (`with.order`, `argv[1]`)."""
+    Keys of mappings are literal; `where` grows with the path (`with.order`, `argv[1]`).
+    `costs`: shared by the evaluations of one decision (see `Costs`)."""
+    return _render(value, context, where, Costs() if costs is None else costs)
+
+
+def _render(value: Any, context: Mapping[str, Any], where: str, costs: Costs) -> Any:
     if isinstance(value, str):
-        return _render_text(value, context, where)
+        return _render_text(value, context, where, costs)
     if isinstance(value, Mapping):
-        return {k: render(v, context, where=_join(where, f".{k}")) for k, v in value.items()}
+        return {k: _render(v, context, _join(where, f".{k}"), costs) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [render(v, context, where=_join(where, f"[{i}]")) for i, v in enumerate(value)]
+        return [_render(v, context, _join(where, f"[{i}]"), costs) for i, v in enumerate(value)]
     return value
 
 
@@ -461,20 +647,20 @@ def _join(where: str, step: str) -> str:
     return where + step if where else step.lstrip(".")
 
 
-def _render_text(text: str, context: Mapping[str, Any], where: str) -> Any:
+def _render_text(text: str, context: Mapping[str, Any], where: str, costs: Costs) -> Any:
     if "${{" not in text:
         return text
     template_sources(text, where=where)  # rejects an unterminated '${{'
     matches = list(TEMPLATE_RE.finditer(text))
     if any(SECRET_SOURCE.match(m.group(1)) for m in matches):
-        return _render_with_secrets(text, matches, context, where)
+        return _render_with_secrets(text, matches, context, where, costs)
     if len(matches) == 1 and matches[0].span() == (0, len(text)):
-        return evaluate(matches[0].group(1), context, where=where)
+        return evaluate(matches[0].group(1), context, where=where, costs=costs)
     pieces: list[str] = []
     last = 0
     for match in matches:
         pieces.append(text[last : match.start()])
-        pieces.append(_as_text(evaluate(match.group(1), context, where=where)))
+        pieces.append(_as_text(evaluate(match.group(1), context, where=where, costs=costs)))
         last = match.end()
     pieces.append(text[last:])
     result = "".join(pieces)
@@ -483,7 +669,11 @@ def _render_text(text: str, context: Mapping[str, Any], where: str) -> Any:
 
 
 def _render_with_secrets(
-    text: str, matches: list[re.Match[str]], context: Mapping[str, Any], where: str
+    text: str,
+    matches: list[re.Match[str]],
+    context: Mapping[str, Any],
+    where: str,
+    costs: Costs,
 ) -> str:
     """Text holding secret references: they stay references (`${{ secrets.NAME }}`), the
     other expressions are spliced in as text, and a spliced value may not contain `${{`
@@ -496,7 +686,7 @@ def _render_with_secrets(
         if secret is not None:
             pieces.append("${{ secrets." + secret.group(1) + " }}")
         else:
-            piece = _as_text(evaluate(match.group(1), context, where=where))
+            piece = _as_text(evaluate(match.group(1), context, where=where, costs=costs))
             if "${{" in piece:
                 raise ExpressionError(
                     "a value spliced beside a secret reference may not contain '${{'",
@@ -546,6 +736,27 @@ def substitute_secrets(spec: Any, rendered: Any, lookup: Callable[[str], str]) -
     return rendered
 
 
+_PER_ITEM = frozenset({"item", "index"})
+
+
+def items_work(spec: Any, context: Mapping[str, Any], items: int, costs: Costs) -> int:
+    """An estimate of the work of rendering `spec` once for each of `items` items (in
+    `context` with `item` and `index` added), in the bytes of `Costs.spent`: each
+    expression that reads `item` or `index` converts the rest of what it reads once per
+    item; the others are evaluated once (their value is reused, see `Costs`)."""
+    total = 0
+    for src in iter_expressions(spec):
+        if SECRET_SOURCE.match(src):
+            continue
+        compiled = compile_expression(src)
+        if not compiled.refs.roots & _PER_ITEM:
+            continue
+        data = compiled._select(context)
+        shared = {k: v for k, v in data.items() if k not in _PER_ITEM}
+        total += items * (costs.footprint(context, shared).weight + _EVALUATION_BYTES)
+    return total
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -584,32 +795,6 @@ def iter_expressions(value: Any) -> Iterator[str]:
             stack.extend(reversed(list(item.values())))
         elif isinstance(item, list | tuple):
             stack.extend(reversed(item))
-
-
-def _measure(data: Any, where: str) -> int:
-    """The length of the largest list or map inside `data`; reject data nested too deeply."""
-    largest = 0
-    stack: list[tuple[Any, int]] = [(data, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, Mapping | list | tuple):
-            if depth > MAX_DATA_DEPTH:
-                raise ExpressionError(
-                    f"the data this expression reads is nested more than {MAX_DATA_DEPTH} deep",
-                    where=where,
-                )
-            largest = max(largest, len(item))
-            children = item.values() if isinstance(item, Mapping) else item
-            stack.extend((child, depth + 1) for child in children)
-    return largest
-
-
-def _read(data: Mapping[str, Any], root: str, member: str | None) -> Any:
-    """`data[root][member]` (the whole root when member is None or not a key), or None."""
-    value = data.get(root)
-    if member is not None and isinstance(value, Mapping) and member in value:
-        return value[member]
-    return value
 
 
 def _weight(value: Any, stop: int, per_value: int = 1) -> int:
@@ -708,7 +893,8 @@ def _json_key(key: Any, where: str) -> str:
     raise ExpressionError(f"map key {key!r} cannot be a JSON object key", where=where)
 
 
-def _check_size(value: Any, where: str) -> None:
+def _check_size(value: Any, where: str) -> int:
+    """The bytes of `value` as JSON; ExpressionError over MAX_RESULT_BYTES."""
     if _weight(value, MAX_RESULT_BYTES) > MAX_RESULT_BYTES:  # over for sure: skip encoding it
         raise ExpressionError(
             f"result is more than {MAX_RESULT_BYTES} bytes as JSON (limit {MAX_RESULT_BYTES})",
@@ -725,6 +911,7 @@ def _check_size(value: Any, where: str) -> None:
             where=where,
             hint="return less data, e.g. select the fields you need",
         )
+    return size
 
 
 def _json_type(value: Any) -> str:

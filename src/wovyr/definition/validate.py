@@ -36,11 +36,13 @@ from wovyr.definition.expr import (
 )
 from wovyr.definition.expr_static import Token, tokenize
 from wovyr.definition.inputs import json_equal, type_matches, type_name
+from wovyr.definition.labels import label_problems
 from wovyr.definition.locate import suggest
 from wovyr.definition.model import IDENT_PATTERN, Workflow
 from wovyr.definition.source import DataPath, SourceMap
 from wovyr.errors import ExpressionError, Problem
 from wovyr.fields import format_duration, parse_duration
+from wovyr.ids import ID_RULE, is_chain_run_id, is_execution_id
 
 __all__ = ["validate", "validate_data"]
 
@@ -396,6 +398,20 @@ class _Checker:
                 (*base, "workflow", "name"),
                 hint="start the chain on its own, or drop continue_as_new",
             )
+        chosen = child.get("id")
+        if isinstance(chosen, str) and "${{" not in chosen:  # (a rendered one: at its start)
+            if not is_execution_id(chosen):
+                self.add(
+                    f"the child workflow id {chosen!r} is refused: {ID_RULE}",
+                    (*base, "workflow", "id"),
+                )
+            elif is_chain_run_id(chosen):
+                self.add(
+                    f"the child workflow id {chosen!r} ends like a continue-as-new chain's "
+                    "runs ('~c<number>'): those ids are reserved",
+                    (*base, "workflow", "id"),
+                    hint="choose an id that does not end in '~c' and digits",
+                )
 
     def _for_each(self, act: dict[str, Any], base: DataPath) -> None:
         value, path = act.get("for_each"), (*base, "for_each")
@@ -447,10 +463,16 @@ class _Checker:
             self._text(text, path, scope)
 
     def _labels(self) -> None:
-        """Execution labels are rendered at start: they read `inputs` only."""
+        """Execution labels are rendered at start: they read `inputs` only. They keep to the
+        label rules (count, keys, literal values' length; a rendered value at the start)."""
         scope = _Scope(roots=frozenset({"inputs"}))
         for path, text in _strings(self.data.get("labels"), ("labels",)):
             self._text(text, path, scope)
+        labels = self.data.get("labels")
+        if isinstance(labels, dict):
+            for message, key, hint in label_problems(labels, rendered=False):
+                where: DataPath = ("labels",) if key is None else ("labels", key)
+                self.add(message, where, hint=hint, key=key is not None and hint is not None)
 
     def _continue_as_new(self) -> None:
         """`when` is one condition; `input` names declared inputs only, literal values of

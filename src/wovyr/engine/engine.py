@@ -27,10 +27,11 @@ from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import BoundCredentials, CredentialResolver, Providers
 from wovyr.activities.sandbox import ShellSandbox
 from wovyr.clock import Clock, SystemClock
-from wovyr.definition.expr import render
+from wovyr.definition.expr import PASS_WORK, Costs, render
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import ChildWorkflowSpec, Workflow
 from wovyr.engine.attempts import attempt_entries
+from wovyr.engine.core.bounds import MAX_EXECUTION_BYTES, ExecutionBytes, ValueLimits
 from wovyr.engine.core.decide import decide, start_events
 from wovyr.engine.core.policy import MAX_RECOVERIES, RunActivity, children_to_cancel
 from wovyr.engine.core.state import (
@@ -55,6 +56,7 @@ from wovyr.engine.quotas import (
     MODEL_COST,
     MODEL_TOKENS,
     SECONDS,
+    STORED,
     QuotaCache,
     Quotas,
     check_grant,
@@ -65,6 +67,7 @@ from wovyr.engine.quotas import (
     quotas_of,
     set_quotas,
     start_debits,
+    stored_debits,
 )
 from wovyr.engine.rerun import check_compatible, plan_rerun, reused_events
 from wovyr.engine.retention import Retention, retention_of, set_retention
@@ -115,7 +118,14 @@ from wovyr.store.base import (
     TimerRecord,
 )
 from wovyr.store.capabilities import capabilities
-from wovyr.store.codec import MAX_PAYLOAD_BYTES, PayloadRefused, check_payload
+from wovyr.store.codec import (
+    MAX_DEPTH,
+    MAX_PAYLOAD_BYTES,
+    PayloadRefused,
+    check_payload,
+    json_bytes,
+    json_depth,
+)
 from wovyr.store.flow import FlowKey, RateLimitRecord
 from wovyr.store.records import MAX_PRIORITY, Debit, SlotRequest
 from wovyr.traces import NO_TRACER, TraceContext, Tracer
@@ -232,6 +242,7 @@ class Engine(Definitions):
         credentials: CredentialResolver | None = None,
         tracer: Tracer | None = None,
         shell_sandbox: ShellSandbox | None = None,
+        max_execution_bytes: int | None = MAX_EXECUTION_BYTES,
     ) -> None:
         """`providers`: the model providers `llm` and `agent` activities may call (none by default);
         `credentials`: how a provider's API key is resolved from its config, in the worker
@@ -245,7 +256,11 @@ class Engine(Definitions):
         other restricted until an administrator opens it). `default_timeout`: the seconds an
         attempt (an activity's or a compensation's) may take when its definition gives no
         `timeout`. `max_payload_bytes`: the largest JSON a start's inputs, a signal's
-        payload or an activity's output may be (each also nests at most 64 levels deep).
+        payload or an activity's output may be (each also nests at most 64 levels deep),
+        and so may every value a step records (`set` outputs, rendered inputs, a
+        `for_each`'s outputs together: `wovyr.engine.core.bounds`). `max_execution_bytes`:
+        the most one execution's checkpoint may hold (None: no bound); a value that would
+        take it past fails its activity (`ExecutionTooLarge`).
         `min_schedule_interval`: the fewest seconds between two fires any schedule may be
         set to (store-wide; a tenant's `max_schedule_rate` quota may ask for more).
         `min_continue_interval`: the fewest seconds between the starts of two runs of one
@@ -265,6 +280,8 @@ class Engine(Definitions):
             raise ValueError("default_timeout and max_payload_bytes must be positive")
         if not min_continue_interval >= 0:
             raise ValueError("min_continue_interval must be 0 or more")
+        if max_execution_bytes is not None and max_execution_bytes <= 0:
+            raise ValueError("max_execution_bytes must be positive (or None)")
         self.store = store
         self._timer_locking = capabilities(store).timer_locking  # asked once, not per tick
         self.max_child_depth = max_child_depth
@@ -273,6 +290,11 @@ class Engine(Definitions):
         self.side_effects = side_effects
         self.default_timeout = default_timeout
         self.max_payload_bytes = max_payload_bytes
+        self.max_execution_bytes = max_execution_bytes
+        # what every step may store (sized as the stores encode)
+        self.value_limits = ValueLimits(
+            json_bytes, json_depth, max_payload_bytes, MAX_DEPTH, max_execution_bytes
+        )
         self.min_schedule_interval = min_schedule_interval
         self.min_continue_interval = min_continue_interval
         self.secrets = secrets
@@ -327,6 +349,7 @@ class Engine(Definitions):
             credentials=self.credentials,
             tracer=self.tracer,
             shell_sandbox=self.shell_sandbox,
+            max_execution_bytes=self.max_execution_bytes,
         )
         other.actor = actor
         other._quota_cache = self._quota_cache
@@ -351,6 +374,7 @@ class Engine(Definitions):
         providers: Providers | None = None,
         credentials: CredentialResolver | None = None,
         tracer: Tracer | None = None,
+        max_execution_bytes: int | None = MAX_EXECUTION_BYTES,
     ) -> Engine:
         from wovyr.store import default_url
 
@@ -366,6 +390,7 @@ class Engine(Definitions):
             providers=providers,
             credentials=credentials,
             tracer=tracer,
+            max_execution_bytes=max_execution_bytes,
         )
 
     def close(self) -> None:
@@ -628,7 +653,13 @@ class Engine(Definitions):
         state = fold(events, empty)
         if lease_owner is not None:
             decision = decide(
-                workflow, state, now, max_items=self.max_items, max_recoveries=self.max_recoveries
+                workflow,
+                state,
+                now,
+                max_items=self.max_items,
+                max_recoveries=self.max_recoveries,
+                costs=Costs(PASS_WORK),  # the rest (if any) is decided by its worker
+                bounds=ExecutionBytes(self.value_limits).step(state),
             )
             assert decision.state is not None
             # a run that would continue as new at once is left to its worker, whose commit
@@ -652,7 +683,9 @@ class Engine(Definitions):
             lease_owner=lease_owner,
             lease_until=now + timedelta(seconds=lease_seconds) if lease_owner else None,
             # a chain's next run was admitted (and debited) by `continue_hold`
-            debits=() if carried is not None else start_debits(quotas, now),
+            debits=()
+            if carried is not None
+            else start_debits(quotas, now, lambda: json_bytes(inputs)),
             # a chain's next run replaces its last: the running count does not grow
             max_running=None if carried is not None else quotas.concurrent_executions,
             priority=priority or 0,
@@ -863,6 +896,7 @@ class Engine(Definitions):
             SECONDS: quotas.activity_seconds_per_day,
             MODEL_TOKENS: quotas.model_tokens_per_day,
             MODEL_COST: quotas.model_cost_per_day,
+            STORED: quotas.stored_bytes_per_day,
         }
         for budget, limit in limits.items():
             if limit is not None:
@@ -899,6 +933,11 @@ class Engine(Definitions):
             return ()
         return (Debit(SECONDS, seconds, day_of(self.clock.now())),)
 
+    def stored_debits(self, stored: int) -> tuple[Debit, ...]:
+        """What a step that records `stored` bytes of values debits when it commits (when
+        this tenant has a stored-bytes quota; else nothing is written)."""
+        return stored_debits(self.quotas(), stored, self.clock.now())
+
     def model_debits(self, tokens: int, cost: float | None) -> tuple[Debit, ...]:
         """What model calls that used `tokens` and `cost` debit in the commit that records
         them (only the budgets this tenant has a quota of)."""
@@ -913,26 +952,39 @@ class Engine(Definitions):
         used = self.store.quota_usage(self.tenant, day_of(self.clock.now()))
         return model_quota_exhausted(quotas, used, self.tenant)
 
-    def quota_hold(self, state: ExecutionState, unbilled: float = 0.0) -> list[Event] | None:
+    def quota_hold(
+        self, state: ExecutionState, unbilled: float = 0.0, unstored: int = 0
+    ) -> list[Event] | None:
         """Whether the execution in `state` may start its next attempts: None when it may
-        (no activity-seconds quota, or today's seconds, with the `unbilled` seconds of its
-        finished attempts that the same commit debits, not used up); else the events that
-        hold them until the next UTC midnight by this engine's clock (a durable timer whose
-        `reason` is the execution's `waiting_on`; none when that hold is armed already).
-        One read of today's usage, only for a tenant with the quota."""
-        limit = self.quotas().activity_seconds_per_day
-        if limit is None:
+        (no activity-seconds or stored-bytes quota, or today's seconds and bytes, with the
+        `unbilled` seconds of its finished attempts and the `unstored` bytes of its step
+        that the same commit debits, not used up); else the events that hold them until
+        the next UTC midnight by this engine's clock (a durable timer whose `reason` is the
+        execution's `waiting_on`; none when that hold is armed already). One read of
+        today's usage, only for a tenant with one of those quotas."""
+        quotas = self.quotas()
+        budgets = (
+            (SECONDS, quotas.activity_seconds_per_day, unbilled, "activity seconds"),
+            (STORED, quotas.stored_bytes_per_day, unstored, "stored bytes"),
+        )
+        if all(limit is None for _, limit, _, _ in budgets):
             return None
         now = self.clock.now()
-        used = self.store.quota_usage(self.tenant, day_of(now)).get(SECONDS, 0.0)
-        if used + unbilled < limit:
+        used = self.store.quota_usage(self.tenant, day_of(now))
+        spent = [
+            (name, what)
+            for name, limit, pending, what in budgets
+            if limit is not None and used.get(name, 0.0) + pending >= limit
+        ]
+        if not spent:
             return None
+        name, what = spent[0]
         until = midnight_after(now)
-        timer = f"{QUOTA_HOLD}:{SECONDS}:{until.date().isoformat()}"
+        timer = f"{QUOTA_HOLD}:{name}:{until.date().isoformat()}"
         if timer in state.timers:
             return []
         reason = (
-            f"quota: activity seconds for tenant {self.tenant} exhausted until "
+            f"quota: {what} for tenant {self.tenant} exhausted until "
             f"{until.date().isoformat()} 00:00 UTC"
         )
         armed = TimerArmed(
@@ -1314,6 +1366,14 @@ class Engine(Definitions):
         if spec.id is not None and not is_execution_id(spec.id):
             raise NonRetryableError(
                 f"the child workflow id {spec.id!r} is refused: {ID_RULE}", type="InvalidChildId"
+            )
+        if spec.id is not None and is_chain_run_id(spec.id):
+            # a chain's later runs are `<root>~c<n>`: a child taking one would stand in the
+            # way of (or be mistaken for) a run of that chain
+            raise NonRetryableError(
+                f"the child workflow id {spec.id!r} ends like a continue-as-new chain's runs "
+                "('~c<number>'): those ids are reserved",
+                type="InvalidChildId",
             )
         # iteration n > 1 of a `repeat` starts a child of its own: `~i<n>` names it
         again = f"~i{run.iteration}" if run.iteration > 1 else ""

@@ -8,50 +8,34 @@ label is an index row; an execution without labels writes none.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from wovyr.definition.expr import render
+from wovyr.definition.labels import KEY_RULE, MAX_LABELS, MAX_VALUE, label_problems
 from wovyr.definition.model import Workflow
 from wovyr.errors import InputError, Problem
 
-__all__ = ["MAX_LABELS", "MAX_VALUE", "check_labels", "execution_labels", "parse_label_pairs"]
-
-MAX_LABELS = 32
-MAX_VALUE = 200
-_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/]{0,62}")
-KEY_RULE = "1-63 characters: letters, digits, '_', '.', '-', '/', starting with a letter or digit"
+__all__ = [
+    "KEY_RULE",
+    "MAX_LABELS",
+    "MAX_VALUE",
+    "check_labels",
+    "execution_labels",
+    "parse_label_pairs",
+]
 
 
 def check_labels(labels: Mapping[str, Any], where: str = "labels") -> dict[str, str]:
-    """`labels` if every key and value is acceptable, else InputError naming each problem."""
-    problems: list[Problem] = []
-    if len(labels) > MAX_LABELS:
-        problems.append(Problem(f"at most {MAX_LABELS} labels, not {len(labels)}", path=where))
-    out: dict[str, str] = {}
-    for key, value in labels.items():
-        path = f"{where}.{key}"
-        if not isinstance(key, str) or _KEY.fullmatch(key) is None:
-            problems.append(Problem(f"label key {key!r} is refused", path=path, hint=KEY_RULE))
-            continue
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            problems.append(
-                Problem(f"label {key!r} must be a string, not {type(value).__name__}", path=path)
-            )
-            continue
-        text = str(value)
-        if len(text) > MAX_VALUE or any(ord(ch) < 32 for ch in text):
-            problems.append(
-                Problem(
-                    f"label {key!r} must be at most {MAX_VALUE} printable characters", path=path
-                )
-            )
-            continue
-        out[key] = text
+    """`labels` if every key and value is acceptable (`wovyr.definition.labels`), else
+    InputError naming each problem."""
+    problems = [
+        Problem(message, path=where if key is None else f"{where}.{key}", hint=hint)
+        for message, key, hint in label_problems(labels)
+    ]
     if problems:
         raise InputError(problems)
-    return out
+    return {key: str(value) for key, value in labels.items()}
 
 
 def execution_labels(

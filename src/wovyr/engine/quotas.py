@@ -27,6 +27,13 @@ for, so no restart, crash or second server resets or overspends a day:
   never refused: a call in flight counts even past the limit; from then on, until the next
   UTC midnight, the tenant's new executions are refused and its model calls not yet made
   fail (`QuotaExceeded`, not retried) before they reach the provider.
+- `stored_bytes_per_day`: the bytes of the values (inputs, outputs, errors: their JSON) the
+  tenant's executions record, debited by the start and by the commit of each step that
+  records them. A start whose input would pass the limit is refused; a step's values are
+  work done and never refused (each execution is bounded by its own byte budget, see
+  `wovyr.engine.core.bounds`); once the day's bytes are used up, new executions are
+  refused and running ones start no new attempt (held, as for activity seconds) until the
+  next UTC day.
 - `concurrent_executions`: a start is refused while that many executions of the tenant
   are running (waiting ones count), retry after a few seconds.
 - `max_schedule_rate`: the most fires per minute one schedule of the tenant may be set to
@@ -55,6 +62,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -72,6 +80,7 @@ __all__ = [
     "MODEL_TOKENS",
     "QUOTA_NAMES",
     "SECONDS",
+    "STORED",
     "QuotaCache",
     "Quotas",
     "check_grant",
@@ -84,6 +93,7 @@ __all__ = [
     "seconds_to_midnight",
     "set_quotas",
     "start_debits",
+    "stored_debits",
     "stored_quotas",
 ]
 
@@ -91,12 +101,14 @@ EXECUTIONS = "executions"  # the ledger's budget names
 SECONDS = "activity_seconds"
 MODEL_TOKENS = "model_tokens"
 MODEL_COST = "model_cost"
+STORED = "stored_bytes"
 
 QUOTA_NAMES = (
     "executions_per_day",
     "activity_seconds_per_day",
     "model_tokens_per_day",
     "model_cost_per_day",
+    "stored_bytes_per_day",
     "concurrent_executions",
     "max_schedule_rate",
     "weight",
@@ -113,6 +125,7 @@ _WHOLE = (
     "max_running",
     "model_tokens_per_day",
     "max_schedules",
+    "stored_bytes_per_day",
 )
 
 
@@ -130,6 +143,7 @@ class Quotas:
     model_cost_per_day: float | None = None  # in the providers' prices
     max_running: int | None = None  # executions leased at once by all workers together
     max_schedules: int | None = None  # schedules the tenant may have at once
+    stored_bytes_per_day: int | None = None  # bytes of values the executions record
 
     @property
     def empty(self) -> bool:
@@ -219,6 +233,7 @@ def stored_quotas(data: dict[str, Any] | None) -> Quotas:
             model_cost_per_day=0.0,
             max_running=1,
             max_schedules=0,
+            stored_bytes_per_day=0,
         )
 
 
@@ -260,22 +275,39 @@ def seconds_to_midnight(now: datetime) -> float:
     return max(1.0, math.ceil((midnight - now.astimezone(UTC)).total_seconds()))
 
 
-def start_debits(quotas: Quotas, now: datetime) -> tuple[Debit, ...]:
-    """What a new execution debits under `quotas`: one execution, and checks (amounts of
-    0) that the day's activity seconds, model tokens and model cost are not used up."""
+def start_debits(
+    quotas: Quotas, now: datetime, stored: Callable[[], int] = lambda: 0
+) -> tuple[Debit, ...]:
+    """What a new execution debits under `quotas`: one execution, the bytes of its input
+    (`stored`, asked only when the tenant has that quota), and checks (amounts of 0) that
+    the day's activity seconds, model tokens and model cost are not used up."""
     gates = (
         (SECONDS, quotas.activity_seconds_per_day),
         (MODEL_TOKENS, quotas.model_tokens_per_day),
         (MODEL_COST, quotas.model_cost_per_day),
     )
-    if quotas.executions_per_day is None and all(limit is None for _, limit in gates):
+    if (
+        quotas.executions_per_day is None
+        and quotas.stored_bytes_per_day is None
+        and all(limit is None for _, limit in gates)
+    ):
         return ()
     day, wait = day_of(now), seconds_to_midnight(now)
     out = []
     if quotas.executions_per_day is not None:
         out.append(Debit(EXECUTIONS, 1, day, quotas.executions_per_day, wait))
+    if quotas.stored_bytes_per_day is not None:
+        out.append(Debit(STORED, stored(), day, quotas.stored_bytes_per_day, wait))
     out.extend(Debit(name, 0, day, limit, wait) for name, limit in gates if limit is not None)
     return tuple(out)
+
+
+def stored_debits(quotas: Quotas, stored: int, now: datetime) -> tuple[Debit, ...]:
+    """What a step that recorded `stored` bytes of values debits (work done: no limit),
+    when the tenant has that quota (else nothing is written)."""
+    if quotas.stored_bytes_per_day is None or stored <= 0:
+        return ()
+    return (Debit(STORED, stored, day_of(now)),)
 
 
 def model_debits(

@@ -3,7 +3,9 @@
 An activity's rendered input is shown through its kind's `redact` (credentials in known
 fields masked: `Authorization` headers, shell `env` entries marked secret), in the view and
 in the history alike. The store keeps what was recorded; secret *values* are never in it
-(only `${{ secrets.NAME }}` references).
+(only `${{ secrets.NAME }}` references). A value nested deeper than stored values may be
+(written before that cap) is shown cut at that depth (`wovyr.store.codec.shallow`): the
+rest of the execution stays readable.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from wovyr.engine.core.state import ActivityStatus, ExecutionState, ExecutionSta
 from wovyr.engine.core.waits import shown_status, waiting_on
 from wovyr.events import EventType
 from wovyr.store.base import EventRecord, ExecutionRecord
+from wovyr.store.codec import MAX_DEPTH, shallow
 
 __all__ = ["ExecutionView", "build_view", "shown_events", "shown_input", "status_filter"]
 
@@ -82,13 +85,13 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
             "max_attempts": retry_policy(act).max_attempts,
             "recoveries": a.recoveries,  # re-runs after a lost worker (not attempts)
             "needs": act.needs,
-            "input": shown_input(act, a.input),
-            "output": a.output,
-            "error": a.error,
+            "input": shallow(shown_input(act, a.input)),
+            "output": shallow(a.output),
+            "error": shallow(a.error),
             "started_at": a.started_at,
             "finished_at": a.finished_at,
             "next_attempt_at": a.next_attempt_at,
-            "wait": a.wait,
+            "wait": shallow(a.wait),
             "iterations": a.iterations,  # of a `repeat`: completed so far
             "max_iterations": act.repeat.max_iterations if act.repeat is not None else None,
             "exhausted": a.exhausted,
@@ -98,14 +101,14 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
             "compensable": act.compensate is not None,
             "compensation_step": undo.index(act.id) if act.id in undo else None,
             "items": [
-                {k: item.get(k) for k in ("status", "attempt", "output", "error", "child")}
+                {k: shallow(item.get(k)) for k in ("status", "attempt", "output", "error", "child")}
                 for item in a.items
             ]
             if a.items is not None
             else None,
         }
         if a.status == ActivityStatus.WAITING and a.wait:
-            pending.append({"activity": act.id, **a.wait})
+            pending.append({"activity": act.id, **shallow(a.wait)})
     # waiting for a slot of its concurrency key: the store knows (the log does not)
     queued = record.status == "running" and (record.waiting_on or "").startswith("concurrency ")
     return ExecutionView(
@@ -113,9 +116,9 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         workflow=state.workflow,
         version=state.version,
         status="waiting" if queued else shown_status(state),
-        input=state.input,
-        output=state.output,
-        error=state.error,
+        input=shallow(state.input),
+        output=shallow(state.output),
+        error=shallow(state.error),
         created_at=state.created_at,
         updated_at=state.updated_at,
         definition_hash=state.definition_hash,
@@ -153,10 +156,12 @@ def shown_input(act: Activity, value: Any) -> Any:
 
 
 def shown_events(workflow: Workflow, events: Sequence[EventRecord]) -> list[EventRecord]:
-    """`events` with the rendered inputs they carry as they may be shown."""
+    """`events` with the rendered inputs they carry as they may be shown (and values nested
+    too deeply cut, as in the view)."""
     out = []
-    for event in events:
-        data = event.data
+    for stored in events:
+        data = shallow(stored.data, MAX_DEPTH + 1)  # (the data holds the values)
+        event = stored if data is stored.data else replace(stored, data=data)
         if event.type in _INPUT_EVENTS and "input" in data and "items" not in data:
             try:
                 act = workflow.activity(str(data.get("activity")))

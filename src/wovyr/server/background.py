@@ -144,6 +144,7 @@ class Background:
             shutdown_grace=s.shutdown_grace,
             default_timeout=s.default_timeout,
             max_payload_bytes=s.max_payload_bytes,
+            max_execution_bytes=s.max_execution_bytes,
             max_per_tenant=s.max_per_tenant,
             home=str(s.home),
             min_continue_interval=s.min_continue_interval,

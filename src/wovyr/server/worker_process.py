@@ -37,6 +37,7 @@ from typing import Any, TextIO
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import log_config, route_output
 from wovyr.activities.sandbox import ShellSandbox
+from wovyr.engine.core.bounds import MAX_EXECUTION_BYTES
 from wovyr.engine.engine import Engine
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
@@ -71,6 +72,7 @@ class WorkerConfig:
     default_timeout: float
     max_payload_bytes: int
     max_per_tenant: int | None = None
+    max_execution_bytes: int = MAX_EXECUTION_BYTES
     home: str = ""  # WOVYR_HOME: where a development KMS key lives
     min_continue_interval: float = 1.0
     reserved_slots: int | None = None  # None: the worker's default
@@ -195,6 +197,7 @@ def main() -> int:
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
         min_continue_interval=config.min_continue_interval,
+        max_execution_bytes=config.max_execution_bytes,
         secrets=secrets,
         tracer=settings.tracer(),  # attempts continue the traces the server's starts began
         shell_sandbox=ShellSandbox.of_host(config.home, config.store_url, settings.shell_user),

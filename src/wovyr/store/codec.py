@@ -29,14 +29,17 @@ __all__ = [
     "check_payload",
     "dumps",
     "from_micros",
+    "json_bytes",
     "json_depth",
     "loads",
+    "shallow",
     "to_micros",
 ]
 
 MAX_DEPTH = 64  # arrays and objects inside each other
 MAX_PAYLOAD_BYTES = 2 * 1024 * 1024  # bytes of JSON of one stored value
 UNREADABLE = {"unreadable": "a value nested too deeply to read"}
+TOO_DEEP = {"unreadable": f"a value nested more than {MAX_DEPTH} levels deep (not shown)"}
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Non-string keys become strings as `json` does; dataclasses are not data we store.
@@ -50,6 +53,14 @@ def dumps(value: Any) -> str:
         return json.dumps(
             _finite(value), separators=(",", ":"), ensure_ascii=False, default=_default
         )
+
+
+def json_bytes(value: Any) -> int:
+    """The bytes of `value` as stored (its JSON, as `dumps` writes it)."""
+    try:
+        return len(orjson.dumps(value, default=_default, option=_OPTIONS))
+    except orjson.JSONEncodeError:
+        return len(dumps(value).encode("utf-8", "surrogatepass"))
 
 
 def loads(text: str | bytes | None) -> Any:
@@ -115,6 +126,26 @@ def check_payload(
             "PayloadTooLarge", f"{what} is {size} bytes of JSON, over the cap of {max_bytes}"
         )
     return size
+
+
+def shallow(value: Any, max_depth: int = MAX_DEPTH) -> Any:
+    """`value` as it may be shown: itself when it nests at most `max_depth` levels (every
+    value stored since the caps), else a copy whose lists and maps at that depth are the
+    marker `TOO_DEEP` (a value written before the caps: an encoder would refuse it whole,
+    and a reader that fails on one value fails on the whole execution)."""
+    if json_depth(value, max_depth) <= max_depth:
+        return value
+    return _cut(value, max_depth)
+
+
+def _cut(value: Any, levels: int) -> Any:
+    if not isinstance(value, dict | list | tuple):
+        return value
+    if levels <= 0:
+        return dict(TOO_DEEP)
+    if isinstance(value, dict):
+        return {k: _cut(v, levels - 1) for k, v in value.items()}
+    return [_cut(v, levels - 1) for v in value]
 
 
 def _finite(value: Any) -> Any:

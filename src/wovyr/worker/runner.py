@@ -30,9 +30,10 @@ from wovyr.activities.memory import MemoryAccess
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ModelAccess
 from wovyr.activities.redact import MIN_SCRUBBED, scrub, secret_forms
-from wovyr.definition.expr import secret_names, substitute_secrets
+from wovyr.definition.expr import PASS_WORK, Costs, secret_names, substitute_secrets
 from wovyr.definition.inputs import inputs_json_schema
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
+from wovyr.engine.core.bounds import ExecutionBytes, StepBytes
 from wovyr.engine.core.decide import Decision, Outcome, RunActivity, decide, outcome_events
 from wovyr.engine.core.policy import children_to_cancel, spec_of
 from wovyr.engine.core.state import (
@@ -95,6 +96,7 @@ class RunnerStats:
     attempts: int = 0
     lease_lost: bool = False
     activity_seconds: list[float] = field(default_factory=list)
+    yields: int = 0  # decisions stopped at their work limit, to let other steps run
 
 
 class ExecutionRunner:
@@ -140,6 +142,9 @@ class ExecutionRunner:
         # sub-steps running attempts asked to record (an agent's calls): committed by the loop
         self._journal: list[tuple[RunActivity, tuple[EventData, ...], asyncio.Future[None]]] = []
         self._stream: StreamJournal | None = None  # what model calls stream (made when used)
+        self._bytes = ExecutionBytes(engine.value_limits)  # what this execution holds
+        # what a step's results (then its last decision) admitted: see `_decide`
+        self._admitted = self._bounds = StepBytes(engine.value_limits)
 
     @property
     def seq(self) -> int:
@@ -176,8 +181,11 @@ class ExecutionRunner:
         while not self._lost:
             now = self.engine.clock.now()
             working, events = self.state, []
+            # what the step may store: a result over a bound fails its activity instead
+            bounds = self._bytes.step(working)
             for run, outcome in self._results:
                 produced = outcome_events(self.definition, working, run, outcome, now)
+                produced, _ = bounds.admit(working, produced, [], now)
                 working = fold(produced, working)
                 events.extend(produced)
             recorded: list[asyncio.Future[None]] = []
@@ -192,18 +200,24 @@ class ExecutionRunner:
                 ):
                     future.set_exception(_not_current(run))
                     continue
-                produced = [d.at(now) for d in datas]
+                refused = bounds.refusals
+                produced, _ = bounds.admit(working, [d.at(now) for d in datas], [], now)
                 working = fold(produced, working)
                 events.extend(produced)
+                if bounds.refusals > refused:  # the attempt failed in its place
+                    future.set_exception(_not_current(run))
+                    continue
                 recorded.append(future)
-            decision = self._decide(working, now)
+            self._admitted = bounds  # what the step's results add: each decision starts there
+            decision = await self._decide(working, now)
             gate: FlowAsk | None = None
             if decision.runs:
-                hold = await self._quota_hold(working)
+                hold = await self._quota_hold(working, self._bounds.added)
                 if hold is not None:  # no new attempt now (a durable timer wakes it)
                     decision = Decision(events=hold, state=fold(hold, working))
+                    self._bounds = self._admitted  # (nothing of the decision is recorded)
                 elif self._gated:  # rate limits, concurrency keys
-                    decision, gate = self._flow_gate(working, decision, now)
+                    decision, gate = await self._flow_gate(working, decision, now)
             assert decision.state is not None
             if decision.state.status == ExecutionStatus.CONTINUED and not working.finished:
                 decision = await self._continue_or_hold(working, decision, now)
@@ -212,7 +226,9 @@ class ExecutionRunner:
             done = not self._tasks and not decision.runs
             released = [self._slots[r.key] for r, _ in self._results if r.key in self._slots]
             if events or done:
-                result = await self._commit(decision.state, events, done, released, gate, now)
+                result = await self._commit(
+                    decision.state, events, done, released, gate, now, self._bounds.added
+                )
                 if isinstance(result, FlowAnswer):  # nothing written: decide again, held
                     self._refused = result
                     continue
@@ -243,18 +259,43 @@ class ExecutionRunner:
                 self._launch(run)
             await self._wait()
 
-    def _decide(
-        self, working: ExecutionState, now: datetime, deferred: frozenset[str] = frozenset()
+    async def _decide(
+        self, state: ExecutionState, now: datetime, deferred: frozenset[str] = frozenset()
     ) -> Decision:
-        return decide(
-            self.definition,
-            working,
-            now,
-            frozenset(self._tasks),
-            max_items=self.engine.max_items,
-            max_recoveries=self.engine.max_recoveries,
-            deferred=deferred,
-        )
+        """`decide` in calls of bounded work (PASS_WORK each: about 12 ms), letting the
+        worker's other steps run between them (every execution of every tenant shares this
+        event loop), until nothing is left to decide; one step, committed once. `deferred`:
+        attempts flow control holds (see `decide`). The values it records are admitted from
+        where the step's results left the bounds (`self._bounds`: the last decision's)."""
+        self._bounds = bounds = self._admitted.copy()
+        decision = Decision(state=state, more=True)
+        in_flight = frozenset(self._tasks)
+        costs = Costs()  # what is measured once serves every call of the step
+        while decision.more:
+            costs.limit = costs.spent + PASS_WORK
+            if decision.events or decision.runs:
+                self.stats.yields += 1
+                await asyncio.sleep(0)
+            assert decision.state is not None
+            more = decide(
+                self.definition,
+                decision.state,
+                now,
+                in_flight,
+                max_items=self.engine.max_items,
+                max_recoveries=self.engine.max_recoveries,
+                deferred=deferred,
+                costs=costs,
+                bounds=bounds,
+            )
+            in_flight |= {r.key for r in more.runs}
+            decision = Decision(
+                events=[*decision.events, *more.events],
+                runs=[*decision.runs, *more.runs],
+                state=more.state,
+                more=more.more,
+            )
+        return decision
 
     async def _commit(
         self,
@@ -264,6 +305,7 @@ class ExecutionRunner:
         released: list[tuple[str, str]] | None = None,
         gate: FlowAsk | None = None,
         now: datetime | None = None,
+        stored: int = 0,
     ) -> GatedOutcome:
         step = make_step(
             self.execution_id,
@@ -283,6 +325,8 @@ class ExecutionRunner:
         tokens, cost = self._model_usage(events)
         if tokens or cost:
             debits += self.engine.model_debits(tokens, cost)
+        if stored:  # the bytes of the values the step records
+            debits += self.engine.stored_debits(stored)
         if debits:
             step = replace(step, debits=debits)
         if after.status == ExecutionStatus.CONTINUED and self.state.status != after.status:
@@ -339,13 +383,14 @@ class ExecutionRunner:
             cost += float(spent or 0.0)
         return tokens, cost
 
-    async def _quota_hold(self, state: ExecutionState) -> list[Event] | None:
+    async def _quota_hold(self, state: ExecutionState, unstored: int) -> list[Event] | None:
         """The events holding this execution's next attempts while its tenant's activity
-        seconds are used up today (`Engine.quota_hold`); None when they may start. A tenant
-        without that quota costs no read."""
-        if self.engine.quotas().activity_seconds_per_day is None:
+        seconds or stored bytes are used up today (`Engine.quota_hold`); None when they may
+        start. A tenant without those quotas costs no read."""
+        quotas = self.engine.quotas()
+        if quotas.activity_seconds_per_day is None and quotas.stored_bytes_per_day is None:
             return None
-        return await asyncio.to_thread(self.engine.quota_hold, state, self._unbilled)
+        return await asyncio.to_thread(self.engine.quota_hold, state, self._unbilled, unstored)
 
     async def _continue_or_hold(
         self, working: ExecutionState, decision: Decision, now: datetime
@@ -361,18 +406,10 @@ class ExecutionRunner:
         if hold is None:
             self._handed = run
             return decision
-        held = fold(hold, working)
-        again = decide(
-            self.definition,
-            held,
-            now,
-            frozenset(self._tasks),
-            max_items=self.engine.max_items,
-            max_recoveries=self.engine.max_recoveries,
-        )
+        again = await self._decide(fold(hold, working), now)
         return Decision(events=hold + again.events, runs=again.runs, state=again.state)
 
-    def _flow_gate(
+    async def _flow_gate(
         self, state: ExecutionState, decision: Decision, now: datetime
     ) -> tuple[Decision, FlowAsk | None]:
         """The decision to commit and the gate its step takes (None: its attempts need
@@ -393,7 +430,7 @@ class ExecutionRunner:
         deferred = ask.order if refused is None else ask.order[refused.fits :]
         if not deferred or (refused is None and not flow_held(state)):
             return decision, ask
-        decision = self._decide(state, now, frozenset(deferred))
+        decision = await self._decide(state, now, frozenset(deferred))
         assert decision.state is not None
         if refused is not None:
             hold = flow_hold(decision.state, now, refused.wait, refused.reason)

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from wovyr.definition.expr import evaluate_condition, render
+from wovyr.definition.expr import Costs, evaluate_condition, render
 from wovyr.definition.inputs import resolve_inputs
 from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.core import items, saga
+from wovyr.engine.core.bounds import StepBytes
 from wovyr.engine.core.context import LazyContext, expression_context
 from wovyr.engine.core.policy import (
     MAX_RECOVERIES,
@@ -100,6 +101,9 @@ class Decision:
     events: list[Event] = field(default_factory=list)
     runs: list[RunActivity] = field(default_factory=list)
     state: ExecutionState | None = None
+    #: The call stopped at its work limit (`decide`'s `costs`) with more perhaps left to
+    #: decide: record these, then decide again from `state`.
+    more: bool = False
 
 
 def start_events(
@@ -141,25 +145,42 @@ def decide(
     max_items: int = MAX_ITEMS,
     max_recoveries: int = MAX_RECOVERIES,
     deferred: frozenset[str] = frozenset(),
+    costs: Costs | None = None,
+    bounds: StepBytes | None = None,
 ) -> Decision:
     """Events to record and attempts to run, settling every pure step to a fixpoint.
 
     `deferred` names attempts (by `RunActivity.key`) that must not start now (flow control
     holds them): the decision leaves them, and the events that would start them, out, as
     if it had not reached them; a deferred map item also keeps the items after it pending,
-    so that items start in order."""
+    so that items start in order.
+
+    `costs`: what the call's expressions cost (one `Costs` for the whole call: each value
+    they read is measured once). With a `limit`, the call stops once that much work is
+    spent - between activities, between the items of a `for_each` - and says so
+    (`Decision.more`): the caller records what was decided, lets other executions' steps
+    run, and decides again from `Decision.state`. The events decided so far are a valid
+    prefix of what one unbounded call would decide.
+
+    `bounds`: what the step may store (`wovyr.engine.core.bounds`): each pass's values are
+    admitted in order, and one over a bound fails its owner instead of being recorded."""
     decision = Decision(state=state)
     current = state
-    limits = _Limits(max_items, max_recoveries, deferred)
+    limits = _Limits(max_items, max_recoveries, deferred, Costs() if costs is None else costs)
     for _ in range(_MAX_PASSES):
         events, runs = _step(definition, current, now, in_flight, limits)
         if not events and not runs:
             break
+        if bounds is not None:
+            events, runs = bounds.admit(current, events, runs, now)
         for event in events:
             current = apply(current, event)
         decision.events.extend(events)
         decision.runs.extend(runs)
         in_flight = in_flight | {r.key for r in runs}
+        if limits.costs.exhausted:
+            decision.more = True
+            break
     decision.state = current
     return decision
 
@@ -245,7 +266,12 @@ def _result_events(
 
 
 def _iteration_end(
-    act: Activity, state: ExecutionState, attempt: int, output: Any, now: datetime
+    act: Activity,
+    state: ExecutionState,
+    attempt: int,
+    output: Any,
+    now: datetime,
+    costs: Costs | None = None,
 ) -> list[Event]:
     """An iteration of a `repeat` activity succeeded: `until` decides whether the activity
     completes, another iteration follows (after `every`), or `max_iterations` ends it."""
@@ -253,8 +279,9 @@ def _iteration_end(
     assert spec is not None
     n = state.activity(act.id).iterations + 1
     ctx = {**expression_context(state), "output": output, "iteration": n}
+    where = f"activity '{act.id}' field repeat.until"
     try:
-        done = evaluate_condition(spec.until, ctx, where=f"activity '{act.id}' field repeat.until")
+        done = evaluate_condition(spec.until, ctx, where=where, costs=costs)
     except Exception as exc:
         return [ActivityFailed.final(act.id, attempt, _error("ExpressionError", str(exc))).at(now)]
     if done:
@@ -320,6 +347,7 @@ class _Limits:
     max_items: int
     max_recoveries: int
     deferred: frozenset[str] = frozenset()
+    costs: Costs = field(default_factory=Costs)
 
 
 def _step(
@@ -332,7 +360,9 @@ def _step(
     if state.finished:
         return [], []
     if state.compensation is not None:
-        return saga.compensate(definition, state, now, in_flight, limits.max_recoveries)
+        return saga.compensate(
+            definition, state, now, in_flight, limits.max_recoveries, limits.costs
+        )
     if state.timed_out:
         timeout_events, timeout_runs = saga.timeout(definition, state, now)
         if timeout_events:
@@ -354,10 +384,12 @@ def _step(
                 runs.extend(run_a)
                 break  # the context changed: re-evaluate on the next pass
         runs.extend(run_a)
+        if limits.costs.exhausted and (events or runs):
+            break  # the rest on a later pass (or call)
     if events or runs:
         return events, runs
     if _all_done(definition, state, index):
-        return _complete(definition, state, ctx(), now), []
+        return _complete(definition, state, ctx(), now, limits.costs), []
     return [], []
 
 
@@ -481,18 +513,26 @@ def _advance(
     limits: _Limits,
 ) -> tuple[list[Event], list[RunActivity]]:
     if a.status == ActivityStatus.PENDING and a.started_at is None:
-        return _maybe_schedule(definition, act, state, ctx, now, limits.max_items)
+        return _maybe_schedule(definition, act, state, ctx, now, limits)
     if a.items is not None:
         if a.status == ActivityStatus.RUNNING:
             return items.advance_items(
-                act, a, ctx, now, in_flight, state.timers, limits.max_recoveries, limits.deferred
+                act,
+                a,
+                ctx,
+                now,
+                in_flight,
+                state.timers,
+                limits.max_recoveries,
+                limits.deferred,
+                limits.costs,
             )
         return [], []
     if _child_done(a.child_result, a.status, a.attempt):
         return outcome_events_for_child(act, a, state, now), []
     if a.status == ActivityStatus.WAITING:
         if a.wait is not None and a.wait.get("kind") == "repeat":
-            return _next_iteration(act, a, state, ctx, now)
+            return _next_iteration(act, a, state, ctx, now, limits.costs)
         if a.wait is not None and a.wait.get("suspended"):
             return _resume(act, a, state, now)
         return _check_wait(act, a, state, now), []
@@ -504,22 +544,28 @@ def _advance(
 
 
 def _next_iteration(
-    act: Activity, a: ActivityState, state: ExecutionState, lazy: LazyContext, now: datetime
+    act: Activity,
+    a: ActivityState,
+    state: ExecutionState,
+    lazy: LazyContext,
+    now: datetime,
+    costs: Costs,
 ) -> tuple[list[Event], list[RunActivity]]:
     """The next iteration of a `repeat` activity, once its timer fired (or at once)."""
     if not retry_due(a.next_attempt_at, a.timer_fired, now):
         return [], []
     n = a.iterations + 1
     ctx = {**lazy(), "iteration": n}
+    where = f"activity '{act.id}' field {act.kind}"
     try:
-        rendered = render(spec_of(act), ctx, where=f"activity '{act.id}' field {act.kind}")
+        rendered = render(spec_of(act), ctx, where=where, costs=costs)
     except Exception as exc:  # expression errors fail the activity, never the engine
         err = _error("ExpressionError", str(exc))
         return [ActivityFailed.final(act.id, a.attempt, err).at(now)], []
     started = IterationStarted(activity=act.id, iteration=n, input=rendered).at(now)
     if act.kind_entry.settle == "value":  # settled here: the rendered spec is the output
         after = apply(state, started)
-        return [started, *_iteration_end(act, after, 1, rendered, now)], []
+        return [started, *_iteration_end(act, after, 1, rendered, now, costs)], []
     events, runs = _next_attempt(act, 1, rendered, now, state.id, it=n)
     return [started, *events], runs
 
@@ -630,7 +676,7 @@ def _maybe_schedule(
     state: ExecutionState,
     lazy: LazyContext,
     now: datetime,
-    max_items: int,
+    limits: _Limits,
 ) -> tuple[list[Event], list[RunActivity]]:
     needs: list[Activity] = []
     for need in act.needs:
@@ -641,23 +687,25 @@ def _maybe_schedule(
             needs.append(definition.activity(need))
     if needs and not all(n.continues for n in needs):  # pragma: no cover - saga took over
         return [], []
-    ctx = lazy()
+    ctx, costs = lazy(), limits.costs
     try:
-        if not evaluate_condition(act.when, ctx, where=f"activity '{act.id}' field when"):
+        where = f"activity '{act.id}' field when"
+        if not evaluate_condition(act.when, ctx, where=where, costs=costs):
             return [ActivitySkipped(activity=act.id, reason="condition is false").at(now)], []
         if act.for_each is not None:
-            return items.schedule_items(act, ctx, now, max_items), []
+            return items.schedule_items(act, ctx, now, limits.max_items, costs), []
         settle = act.kind_entry.settle
         if settle == "wait":
             return _begin_wait(act, state, now), []
         if act.repeat is not None:
             ctx = {**ctx, "iteration": 1}
-        rendered = render(spec_of(act), ctx, where=f"activity '{act.id}' field {act.kind}")
+        where = f"activity '{act.id}' field {act.kind}"
+        rendered = render(spec_of(act), ctx, where=where, costs=costs)
         if settle == "value":  # settled here: the rendered spec is the output
             scheduled = ActivityScheduled(activity=act.id, input=None).at(now)
             if act.repeat is not None:
                 after = apply(state, scheduled)
-                return [scheduled, *_iteration_end(act, after, 1, rendered, now)], []
+                return [scheduled, *_iteration_end(act, after, 1, rendered, now, costs)], []
             return [
                 scheduled,
                 ActivityCompleted(activity=act.id, attempt=1, output=rendered).at(now),
@@ -706,11 +754,15 @@ def _recover_lost_attempt(
 
 
 def _complete(
-    definition: Workflow, state: ExecutionState, ctx: dict[str, Any], now: datetime
+    definition: Workflow,
+    state: ExecutionState,
+    ctx: dict[str, Any],
+    now: datetime,
+    costs: Costs | None = None,
 ) -> list[Event]:
     cancel = [TimerCancelled(timer=t).at(now) for t in state.timers]
     try:
-        output = render(definition.output, ctx, where="workflow field output")
+        output = render(definition.output, ctx, where="workflow field output", costs=costs)
     except Exception as exc:
         error = _error("ExpressionError", str(exc))
         return [*cancel, ExecutionFailed(error=error).at(now)]

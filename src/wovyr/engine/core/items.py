@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from wovyr.definition.expr import render
+from wovyr.definition.expr import MAX_ITEMS_WORK, Costs, items_work, render
 from wovyr.definition.model import Activity
 from wovyr.engine.core.policy import (
     Outcome,
@@ -45,14 +45,18 @@ _LIVE = _BUSY  # the item statuses `_advance_item` acts on (running, waiting, re
 
 
 def schedule_items(
-    act: Activity, ctx: dict[str, Any], now: datetime, max_items: int
+    act: Activity,
+    ctx: dict[str, Any],
+    now: datetime,
+    max_items: int,
+    costs: Costs | None = None,
 ) -> list[Event]:
     """ActivityScheduled with the item count, or the activity's failure when `for_each` does
     not yield a list (or yields more than `max_items`)."""
     where = f"activity '{act.id}' field for_each"
     scheduled = ActivityScheduled(activity=act.id, input=None).at(now)
     try:
-        values = render(act.for_each, ctx, where=where)
+        values = render(act.for_each, ctx, where=where, costs=costs)
     except Exception as exc:
         return [scheduled, _fail(act.id, error("ExpressionError", str(exc)), now)]
     if not isinstance(values, list):
@@ -79,6 +83,27 @@ def schedule_items(
             scheduled,
             ActivityCompleted(activity=act.id, attempt=1, output=[]).at(now),
         ]
+    costs = Costs() if costs is None else costs
+    try:  # (an expression that does not compile fails its item, as it did)
+        work = items_work(spec_of(act), ctx, len(values), costs)
+    except Exception:
+        work = 0
+    if work > MAX_ITEMS_WORK:
+        mib = 1_048_576
+        message = (
+            f"the expressions of the {len(values)} items of activity {act.id!r} would convert "
+            f"about {work // mib} MiB of data (each item reads about "
+            f"{work // len(values) // 1024} KiB besides its own); the limit is "
+            f"{MAX_ITEMS_WORK // mib} MiB"
+        )
+        err = error(
+            "ForEachTooExpensive",
+            message,
+            limit=MAX_ITEMS_WORK,
+            hint="have `for_each` yield what each item needs (read `item`, not "
+            "`inputs.list[index]`), or read the large value once in another activity",
+        )
+        return [scheduled, _fail(act.id, err, now)]
     return [ActivityScheduled(activity=act.id, input=values, items=len(values)).at(now)]
 
 
@@ -95,9 +120,12 @@ def advance_items(
     timers: Mapping[str, Any],
     max_recoveries: int,
     deferred: frozenset[str] = frozenset(),
+    costs: Costs | None = None,
 ) -> tuple[list[Event], list[RunActivity]]:
-    """The events and attempts that move the map on; none for an item whose attempt is
-    `deferred` (flow control holds it: see `decide`)."""
+    """The events and attempts that move the map on: its items' retries and recoveries,
+    then (none of them pending work) its end, or the start of pending items; none for an
+    item whose attempt is `deferred` (flow control holds it: see `decide`). `costs`: the
+    decision's; once exhausted, no further item is started in this call."""
     items = a.items or ()
     events: list[Event] = []
     runs: list[RunActivity] = []
@@ -131,7 +159,7 @@ def advance_items(
     if all(item["status"] == ActivityStatus.COMPLETED for item in items):
         outputs = [item.get("output") for item in items]
         return [ActivityCompleted(activity=act.id, attempt=1, output=outputs).at(now)], []
-    return _start_pending(act, a, ctx, now, busy, deferred)
+    return _start_pending(act, a, ctx, now, busy, deferred, Costs() if costs is None else costs)
 
 
 def _advance_item(
@@ -180,13 +208,17 @@ def _start_pending(
     now: datetime,
     busy: int,
     deferred: frozenset[str],
+    costs: Costs,
 ) -> tuple[list[Event], list[RunActivity]]:
+    """Start pending items, up to `max_concurrency` busy, rendering each one's spec: the
+    items' contexts share every value but `item` and `index`, which `costs` measures once;
+    once `costs` is exhausted the rest wait for the next call (at least one item starts)."""
     limit = act.max_concurrency or len(a.items or ())
     values = a.input if isinstance(a.input, list) else []
     events: list[Event] = []
     runs: list[RunActivity] = []
     for i, item in enumerate(a.items or ()):
-        if busy >= limit:
+        if busy >= limit or (events and costs.exhausted):
             break
         if item["status"] != ActivityStatus.PENDING:
             continue
@@ -195,7 +227,7 @@ def _start_pending(
         item_ctx = {**lazy(), "item": values[i] if i < len(values) else None, "index": i}
         where = f"activity '{act.id}' item {i}"
         try:
-            rendered = render(spec_of(act), item_ctx, where=where)
+            rendered = render(spec_of(act), item_ctx, where=where, costs=costs)
         except Exception as exc:
             err = error("ExpressionError", str(exc))
             events.append(ItemStarted(activity=act.id, index=i, attempt=1).at(now))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from wovyr.definition.expr import render
+from wovyr.definition.expr import Costs, render
 from wovyr.definition.model import CompensateSpec, Workflow
 from wovyr.engine.core.context import expression_context
 from wovyr.engine.core.policy import (
@@ -120,17 +120,19 @@ def compensate(
     now: datetime,
     in_flight: frozenset[str],
     max_recoveries: int,
+    costs: Costs | None = None,
 ) -> Step:
     """Undo completed activities one at a time, in the recorded order."""
     comp = state.compensation or {}
+    costs = Costs() if costs is None else costs
     for aid in comp.get("order", []):
         spec = definition.activity(aid).compensate
         assert spec is not None
         a = state.activity(aid)
         if a.items is not None:
-            step = _compensate_items(aid, spec, state, now, in_flight, max_recoveries)
+            step = _compensate_items(aid, spec, state, now, in_flight, max_recoveries, costs)
         else:
-            step = _compensate_one(aid, spec, state, now, in_flight, max_recoveries)
+            step = _compensate_one(aid, spec, state, now, in_flight, max_recoveries, costs)
         if step is not None:
             return step
     steps = []
@@ -152,21 +154,22 @@ def _compensate_one(
     now: datetime,
     in_flight: frozenset[str],
     max_recoveries: int,
+    costs: Costs,
 ) -> Step | None:
     a = state.activity(aid)
     if a.status == ActivityStatus.COMPLETED:
-        return _attempt(aid, spec, 1, state, now, None)
+        return _attempt(aid, spec, 1, state, now, None, costs=costs)
     if a.status == ActivityStatus.COMPENSATING:
         if f"{aid}/compensate" in in_flight:
             return [], []
         attempt = a.compensation_attempt
         if a.compensation_retry:  # it failed (within its retry policy): the next attempt
-            return _attempt(aid, spec, attempt + 1, state, now, None)
+            return _attempt(aid, spec, attempt + 1, state, now, None, costs=costs)
         if a.compensation_recoveries >= max_recoveries:  # lost with its worker too often
             err = recovery_exhausted(f"the compensation of {aid}", attempt, max_recoveries)
             return [CompensationFailed(activity=aid, error=err).at(now)], []
         recovery = a.compensation_recoveries + 1
-        return _attempt(aid, spec, attempt, state, now, None, recovery)
+        return _attempt(aid, spec, attempt, state, now, None, recovery, costs)
     return None
 
 
@@ -177,6 +180,7 @@ def _compensate_items(
     now: datetime,
     in_flight: frozenset[str],
     max_recoveries: int,
+    costs: Costs,
 ) -> Step | None:
     a = state.activity(aid)
     items = a.items or ()
@@ -186,19 +190,19 @@ def _compensate_items(
             continue
         mark = item.get("compensation")
         if mark is None:
-            return _attempt(aid, spec, 1, state, now, i)
+            return _attempt(aid, spec, 1, state, now, i, costs=costs)
         if mark == "running":
             if f"{aid}[{i}]/compensate" in in_flight:
                 return [], []
             attempt = int(item.get("compensation_attempt", 1))
             if item.get("compensation_retry"):  # it failed: the next attempt
-                return _attempt(aid, spec, attempt + 1, state, now, i)
+                return _attempt(aid, spec, attempt + 1, state, now, i, costs=costs)
             recoveries = int(item.get("compensation_recoveries", 0))
             if recoveries >= max_recoveries:  # lost with its worker too often
                 what = f"the compensation of item {i} of {aid}"
                 err = recovery_exhausted(what, attempt, max_recoveries)
                 return [CompensationFailed(activity=aid, index=i, error=err).at(now)], []
-            return _attempt(aid, spec, attempt, state, now, i, recoveries + 1)
+            return _attempt(aid, spec, attempt, state, now, i, recoveries + 1, costs)
     if a.status in (ActivityStatus.COMPENSATED, ActivityStatus.COMPENSATION_FAILED):
         return None
     failed = [i for i, item in enumerate(items) if item.get("compensation") == "failed"]
@@ -216,6 +220,7 @@ def _attempt(
     now: datetime,
     index: int | None,
     recovery: int | None = None,
+    costs: Costs | None = None,
 ) -> Step:
     """Attempt `attempt` of a compensation (again, with `recovery`, after a lost worker)."""
     extra: dict[str, Any] = {}
@@ -231,6 +236,7 @@ def _attempt(
             spec_of(spec),
             expression_context(state, extra),
             where=f"activity '{aid}' field compensate",
+            costs=costs,
         )
     except Exception as exc:
         err = error("ExpressionError", str(exc))

@@ -6,7 +6,7 @@ store keeps is `state_to_json(fold(events))`; `state_from_json` reads it back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ __all__ = [
     "ActivityStatus",
     "ExecutionState",
     "ExecutionStatus",
+    "activity_bytes",
     "activity_index",
     "apply",
     "fold",
@@ -166,6 +167,7 @@ STATE_UNLESS_SET = (
 
 # Derived values cached in a record's __dict__ (never fields: not compared, not stored).
 _JSON = "_json"  # ActivityState: its checkpoint form
+_BYTES = "_bytes"  # ActivityState: (how it was measured, the size of its checkpoint form)
 _INDEX = "_index"  # ExecutionState: its ActivityIndex
 
 _ACTIVE = frozenset({ActivityStatus.RUNNING, ActivityStatus.WAITING, ActivityStatus.RETRYING})
@@ -287,6 +289,7 @@ def replace(record: _T, **changes: Any) -> _T:
     new.__dict__.update(record.__dict__)
     new.__dict__.update(changes)
     new.__dict__.pop(_JSON, None)  # a cached encoding is of the old record
+    new.__dict__.pop(_BYTES, None)  # and so is a cached size
     return new
 
 
@@ -891,11 +894,23 @@ def _activity_to_json(act: ActivityState) -> dict[str, Any]:
     if cached is not None:
         return cached
     data = dict(act.__dict__)
+    data.pop(_BYTES, None)
     for key in _UNLESS_SET:
         if not data[key]:
             del data[key]
     act.__dict__[_JSON] = data
     return data
+
+
+def activity_bytes(act: ActivityState, measure: Callable[[Any], int]) -> int:
+    """The size of `act`'s checkpoint form as `measure` sizes it (the bytes of its JSON),
+    measured once per record and `measure`: a step changes one or two activities."""
+    cached: tuple[Callable[[Any], int], int] | None = act.__dict__.get(_BYTES)
+    if cached is not None and cached[0] is measure:
+        return cached[1]
+    size = measure(_activity_to_json(act))
+    act.__dict__[_BYTES] = (measure, size)
+    return size
 
 
 def state_from_json(data: Mapping[str, Any]) -> ExecutionState:

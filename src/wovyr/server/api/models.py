@@ -207,7 +207,12 @@ class ExecutionDetail(BaseModel):
         "`children 2/6 done`, `items 3/10 done`, `retry ACTIVITY attempt N at TIME`, `timer "
         "ACTIVITY fires TIME`, `signal NAME`, `approval ACTIVITY`."
     )
-    activities: dict[str, dict[str, Any]]
+    activities: dict[str, dict[str, Any]] = Field(
+        description="By id. A `for_each` activity's `items` are given as far as the page "
+        "holds them (WOVYR_MAX_PAGE_BYTES): `items_total` counts them all, and "
+        "`items_next` is the index `GET .../activities/{activity}/items?start=` goes on "
+        "from (null: all given)."
+    )
     pending_waits: list[dict[str, Any]]
     buffered_signals: dict[str, int]
     continued_from: str | None = Field(
@@ -261,6 +266,16 @@ class HistoryPage(BaseModel):
     items: list[EventOut]
     total: int = Field(description="Events in the whole history.")
     next_after_seq: int | None = Field(description="Pass as `after_seq` for the next page.")
+
+
+class ItemsPage(BaseModel):
+    items: list[dict[str, Any]] = Field(
+        description="Items `start`, `start + 1`, ...: `status`, `attempt`, `output`, "
+        "`error`, `child`, as in an execution's `activities`."
+    )
+    start: int = Field(description="The index of the first item of this page.")
+    total: int = Field(description="The activity's items.")
+    next_start: int | None = Field(description="Pass as `start` for the next page.")
 
 
 class ScheduleCreate(Strict):

@@ -32,12 +32,14 @@ from wovyr.server.api.models import (
     ExecutionPage,
     ExecutionSummary,
     HistoryPage,
+    ItemsPage,
     Payload,
     RerunRequest,
     SignalRequest,
     StartRequest,
     Status,
 )
+from wovyr.server.api.paging import events_after, items_page, newest_events, page_items
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import ApiProblem, problem_responses
@@ -111,6 +113,7 @@ _FOLLOW = (
 
 
 def detail(
+    ctx: ServerContext,
     engine: Engine,
     execution_id: str,
     events: int = _TIMELINE,
@@ -123,17 +126,19 @@ def detail(
     """One execution (a chain's live or last run, when `follow`), with its newest events,
     as the response (`ExecutionDetail`): built from the engine's view without validation and
     serialized once by pydantic's encoder (returned as a model, FastAPI would dump it to
-    dicts, validate those again and encode them: 0.43 ms against 0.10 ms a detail).
+    dicts, validate those again and encode them: 0.43 ms against 0.10 ms a detail). Paged
+    by bytes (`wovyr.server.api.paging`): the items of its `for_each` activities as far
+    as they fit, the timeline within a quarter of the page.
 
     `view`: the state a steering call left (a signal, a decision), shown as of that call,
     with the events up to it: read again, it could already show what a worker did next."""
     if view is None:
         view = engine.query(execution_id, follow=follow)
-    first = max(0, view.event_count - events)
-    shown = view.event_count - first
-    timeline = engine.history(view.id, first, shown, follow=False) if shown else []
+    budget = ctx.settings.max_page_bytes
+    timeline = newest_events(engine, view.id, view.event_count, events, budget // 4)
     out = ExecutionDetail.model_construct(
-        **view.to_dict(), timeline=[event_out(e) for e in timeline]
+        **page_items(view.to_dict(), budget - budget // 4),
+        timeline=[event_out(e) for e in timeline],
     )
     return _json(out, status_code, headers)
 
@@ -253,7 +258,7 @@ def start_workflow(
     if not started.created and idempotency_key is not None:
         headers["Idempotent-Replayed"] = "true"
     status = 201 if started.created else 200
-    return detail(engine, started.record.id, status_code=status, headers=headers)
+    return detail(ctx, engine, started.record.id, status_code=status, headers=headers)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -315,10 +320,16 @@ def get_workflow(
     events: Annotated[int, Query(ge=0, le=500, description="Newest events to include.")] = 50,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
 ) -> Response:
-    return detail(tenant_engine(ctx, principal), execution_id, events, follow=follow)
+    return detail(ctx, tenant_engine(ctx, principal), execution_id, events, follow=follow)
 
 
-@router.get("/{execution_id}/history", response_model=HistoryPage, summary="Events, paged")
+@router.get(
+    "/{execution_id}/history",
+    response_model=HistoryPage,
+    summary="Events, paged",
+    description="At most `limit` events, and no more than fit in the server's page bytes "
+    "(WOVYR_MAX_PAGE_BYTES, one event at least): follow `next_after_seq`.",
+)
 def get_history(
     execution_id: str,
     ctx: Ctx,
@@ -329,15 +340,42 @@ def get_history(
 ) -> HistoryPage:
     engine = tenant_engine(ctx, principal)
     record = engine.live(execution_id) if follow else engine.get(execution_id)
-    total = record.seq
-    start = max(0, total - limit) if after_seq is None else after_seq
-    items = engine.history(record.id, start, limit, follow=False)
-    last = items[-1].seq if items else start
+    total, budget = record.seq, ctx.settings.max_page_bytes
+    if after_seq is None:
+        items = newest_events(engine, record.id, total, limit, budget)
+    else:
+        items = events_after(engine, record.id, after_seq, limit, budget)
+    last = items[-1].seq if items else (after_seq or total)
     return HistoryPage(
         items=[event_out(e) for e in items],
         total=total,
         next_after_seq=last if last < total else None,
     )
+
+
+@router.get(
+    "/{execution_id}/activities/{activity}/items",
+    response_model=ItemsPage,
+    summary="A for_each activity's items, paged",
+    description="From index `start`: at most `limit` items, and no more than fit in the "
+    "server's page bytes (one at least). An execution's detail gives the first ones and "
+    "each map's `items_next`, where this goes on.",
+)
+def get_items(
+    execution_id: str,
+    activity: str,
+    ctx: Ctx,
+    principal: Viewer,
+    start: Annotated[int, Query(ge=0, description="The index of the first item.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    follow: Annotated[bool, Query(description=_FOLLOW)] = True,
+) -> ItemsPage:
+    view = tenant_engine(ctx, principal).query(execution_id, follow=follow)
+    act = view.activities.get(activity)
+    if act is None or act.get("items") is None:
+        raise ApiProblem(404, f"Execution {view.id} has no for_each activity {activity!r}.")
+    items, following = items_page(act["items"], start, limit, ctx.settings.max_page_bytes)
+    return ItemsPage(items=items, start=start, total=len(act["items"]), next_start=following)
 
 
 _STREAM = """Server-Sent Events: `event` (an event as it commits), `attempt` (a model call
@@ -424,7 +462,7 @@ def signal_workflow(
     engine = tenant_engine(ctx, principal)
     pinned = _document(body.definition)
     view = engine.signal(execution_id, body.name, body.payload, definition=pinned)
-    return detail(engine, execution_id, view=view)
+    return detail(ctx, engine, execution_id, view=view)
 
 
 @router.post("/{execution_id}/approve", response_model=ExecutionDetail, summary="Decide")
@@ -442,7 +480,7 @@ def approve_workflow(
         grant=grant,
         definition=_document(body.definition),
     )
-    return detail(engine, execution_id, view=view)
+    return detail(ctx, engine, execution_id, view=view)
 
 
 @router.delete(
@@ -459,7 +497,7 @@ def cancel_workflow(
 ) -> Response:
     engine = tenant_engine(ctx, principal)
     engine.cancel(execution_id, reason=reason, by=principal.actor)
-    return detail(engine, execution_id)
+    return detail(ctx, engine, execution_id)
 
 
 @router.post(
@@ -483,4 +521,4 @@ def rerun_workflow(
         new_id=body.id,
     )
     location = {"Location": f"{router.prefix}/{record.id}"}
-    return detail(engine, record.id, follow=False, status_code=201, headers=location)
+    return detail(ctx, engine, record.id, follow=False, status_code=201, headers=location)
