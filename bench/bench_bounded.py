@@ -1,5 +1,5 @@
-"""One tenant's heavy step beside another tenant's short ones, on one worker (in-memory store,
-so that only the engine's own work is measured).
+"""One tenant's heavy step beside another tenant's short ones, on one worker (a `memory://`
+store: SQLite without fsync, so that the engine's own work is what is measured).
 
 Tenant A starts `for_each` activities whose items each evaluate an expression that reads a
 large input of many values (the shape of a start that once kept a worker busy for a minute:
@@ -37,7 +37,7 @@ from bench_engine import b0  # bench/ is on sys.path: this folder
 from wovyr.activities.base import ActivityRegistry
 from wovyr.definition.expr import compile_expression
 from wovyr.engine.engine import Engine
-from wovyr.store.memory import MemoryStore
+from wovyr.store import open_store
 from wovyr.worker import Worker
 
 HEAVY = "item * {k} + size(inputs.xs)"  # k: each map its own (no value shared by two)
@@ -118,7 +118,7 @@ def run(items: int, maps: int, with_a: bool) -> dict[str, Any]:
     registry = ActivityRegistry()
     marks: list[float] = []
     registry.register("mark", lambda: marks.append(time.perf_counter()) or len(marks))
-    engine = Engine(MemoryStore(), activities=registry)
+    engine = Engine(open_store("memory://"), activities=registry)
     a, b = engine.for_tenant("tenant-a"), engine.for_tenant("tenant-b")
     if with_a:
         a.start(big(maps), {"xs": list(range(items))}, execution_id="big")
@@ -152,7 +152,7 @@ def run(items: int, maps: int, with_a: bool) -> dict[str, Any]:
 
 
 def refused(items: int) -> float:
-    engine = Engine(MemoryStore(), activities=ActivityRegistry())
+    engine = Engine(open_store("memory://"), activities=ActivityRegistry())
     xs = [f"value-{i:020d}" for i in range(items)]  # about 30 bytes each
     engine.start(REFUSED, {"xs": xs}, execution_id="r")
 

@@ -24,7 +24,6 @@ from wovyr.cli.main import main
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
-from wovyr.store.memory import MemoryStore
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
 
@@ -50,9 +49,10 @@ activities:
 
 @pytest.fixture
 async def paged(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Api]:
-    engine = Engine(MemoryStore(), clock=clock, activities=ActivityRegistry())
-    async with serve(engine, Settings(home=tmp_path / "home", max_page_bytes=PAGE)) as api:
-        yield api
+    engine = Engine(SQLiteStore(), clock=clock, activities=ActivityRegistry())
+    with engine:
+        async with serve(engine, Settings(home=tmp_path / "home", max_page_bytes=PAGE)) as api:
+            yield api
 
 
 async def started(api: Api) -> str:
