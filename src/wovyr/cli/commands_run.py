@@ -21,6 +21,7 @@ from wovyr.cli.common import (
     is_tty,
     open_engine,
     print_table,
+    styled,
     tenant_options,
 )
 from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli
@@ -320,7 +321,12 @@ def _print_result(ran: Foreground, again: _Again) -> None:
     view = ran.view
     print_table(activities_table(view.activities))
     console.print(
-        f"\nexecution [bold]{view.id}[/] ({view.workflow} v{view.version}): [bold]{view.status}[/]",
+        styled(
+            "\nexecution ",
+            (view.id, "bold"),
+            f" ({view.workflow} v{view.version}): ",
+            (view.status, "bold"),
+        ),
         soft_wrap=True,
     )
     if view.output is not None:

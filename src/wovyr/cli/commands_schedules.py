@@ -15,6 +15,7 @@ from wovyr.cli.common import (
     echo_json,
     print_table,
     short,
+    styled,
     tenant_options,
 )
 from wovyr.cli.main import cli
@@ -122,7 +123,9 @@ def _show(data: dict[str, Any], as_json: bool) -> None:
         echo_json(data)
         return
     state = "paused" if data["paused"] else "active"
-    console.print(f"[bold]{data['id']}[/]  {data['workflow']}  {data['describe']}  ({state})")
+    console.print(
+        styled((data["id"], "bold"), f"  {data['workflow']}  {data['describe']}  ({state})")
+    )
     console.print(
         f"overlap {data['overlap']}, catch-up window "
         f"{format_duration(data['catchup_window'])}; fired {data['fired']}, "

@@ -21,6 +21,7 @@ from wovyr.cli.common import (
     print_table,
     short,
     status_style,
+    styled,
     tenant_options,
 )
 from wovyr.cli.main import cli
@@ -186,8 +187,11 @@ def show_command(execution_id: str, as_json: bool, no_follow: bool, settings: Se
         echo_json(view)
         return
     console.print(
-        f"[bold]{view['id']}[/]  {view['workflow']} v{view['version']}  "
-        f"{status_style(view['status'])}"
+        styled(
+            (view["id"], "bold"),
+            f"  {view['workflow']} v{view['version']}  ",
+            status_style(view["status"]),
+        )
     )
     console.print(f"created {view['created_at']}   events {view['event_count']}")
     chain, rerun_of = view["chain"], view["rerun_of"]
@@ -330,18 +334,12 @@ class _WatchPrinter:
             if where in self.seen:
                 label += ": the text above for it is superseded"
             self.seen.add(where)
-            console.print(f"[dim]--- {label} ---[/]")
+            console.print(styled((f"--- {label} ---", "dim")))
         elif kind == "event":
-            from rich.markup import escape
-
-            at, shown = str(data["at"])[11:23], escape(short(data["data"], 80))
-            console.print(
-                f"[dim]{data['seq']:>4}  {at}[/]  {data['type']}  {shown}",
-                markup=True,
-                highlight=False,
-            )
+            at, shown = str(data["at"])[11:23], short(data["data"], 80)
+            console.print(styled((f"{data['seq']:>4}  {at}", "dim"), f"  {data['type']}  {shown}"))
         elif kind == "end":
-            console.print(f"end: {status_style(str(data['status']))}")
+            console.print(styled("end: ", status_style(str(data["status"]))))
 
 
 @workflows.command("logs")
@@ -374,7 +372,7 @@ def _print_attempt(item: dict[str, Any], as_json: bool) -> None:
         return
     where = item["activity"] + (f"[{item['index']}]" if item["index"] is not None else "")
     head = f"── {where} attempt {item['attempt'] or '-'}: {item['outcome']}"
-    console.print(f"{head}  [dim]{item['at']}[/]", highlight=False)
+    console.print(styled(head, "  ", (str(item["at"]), "dim")))
     for line in item["lines"]:
         level = line.get("level", "info").upper()
         text = f"  {line.get('at', '')[11:23]} {level:<7} {line.get('logger')}: "
@@ -467,7 +465,7 @@ def _done(view: dict[str, Any], as_json: bool, message: str) -> None:
     if as_json:
         echo_json(view)
     else:
-        console.print(f"{message}; status {status_style(view['status'])}")
+        console.print(styled(f"{message}; status ", status_style(view["status"])))
 
 
 @workflows.command("rerun")
@@ -512,6 +510,8 @@ def rerun_command(
         echo_json(view)
         return
     reused = [aid for aid, act in view["activities"].items() if act.get("reused_from")]
-    console.print(f"{view['id']} reruns {execution_id}; status {status_style(view['status'])}")
+    console.print(
+        styled(f"{view['id']} reruns {execution_id}; status ", status_style(view["status"]))
+    )
     if reused:
         console.print(f"reused from {execution_id}: {', '.join(reused)}")

@@ -27,6 +27,7 @@ from wovyr.store import open_store
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
 __all__ = [
     "JsonLines",
@@ -37,9 +38,11 @@ __all__ = [
     "json_log_config",
     "local_actor",
     "open_engine",
+    "plain_console",
     "print_table",
     "status_style",
     "store_options",
+    "styled",
     "tenant_options",
 ]
 
@@ -56,9 +59,7 @@ class _LazyConsole:
 
     def _get(self) -> Console:
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**self._options)
+            self._console = plain_console(**self._options)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -71,12 +72,23 @@ class _LazyConsole:
         self._get().__exit__(*exc)
 
 
+def plain_console(**options: Any) -> Console:
+    """A Console that prints every string as it is. Labels, ids, inputs, outputs and error
+    texts come from users and workflows, and `[small]`, `job[red]` or `:smile:` in them must
+    show as typed (Rich would read them as styles or emoji, and a stray `[/red]` as a broken
+    tag that crashes the command). Styles are given as `Text` (`styled`, `status_style`),
+    never as markup inside a string."""
+    from rich.console import Console
+
+    return Console(markup=False, emoji=False, highlight=False, **options)
+
+
 if TYPE_CHECKING:
     console: Console
     err_console: Console
 else:
-    console = _LazyConsole(highlight=False, soft_wrap=True)  # long ids, paths never broken
-    err_console = _LazyConsole(stderr=True, highlight=False)
+    console = _LazyConsole(soft_wrap=True)  # long ids, paths never broken
+    err_console = _LazyConsole(stderr=True)
 
 STATUS_STYLES = {
     "completed": "green",
@@ -94,8 +106,19 @@ STATUS_STYLES = {
 }
 
 
-def status_style(status: str) -> str:
-    return f"[{STATUS_STYLES.get(status, 'white')}]{status}[/]"
+def status_style(status: str) -> Text:
+    """`status` in its colour."""
+    from rich.text import Text
+
+    return Text(status, style=STATUS_STYLES.get(status, "white"))
+
+
+def styled(*parts: str | Text | tuple[str, str]) -> Text:
+    """One line of plain parts and `(text, style)` parts: the texts are printed as they are,
+    whatever brackets they hold."""
+    from rich.text import Text
+
+    return Text.assemble(*parts)
 
 
 def store_options(fn: F) -> F:
@@ -259,9 +282,7 @@ def print_table(table: Table) -> None:
     if is_tty():
         console.print(table)
     else:
-        from rich.console import Console
-
-        Console(highlight=False, width=100_000, soft_wrap=True).print(table)
+        plain_console(width=100_000, soft_wrap=True).print(table)
 
 
 def cli_inputs(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
