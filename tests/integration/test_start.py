@@ -202,3 +202,11 @@ def test_a_stored_yaml_source_still_loads(store: Store, clock: ManualClock) -> N
     digest = content_hash(load_definition(FLOW))
     store.put_definition(DefinitionRecord(digest, "flow", "1", FLOW, clock.now(), "default"))
     assert Engine(store, clock=clock).definition(digest) == load_definition(FLOW)
+    # one with a key new documents are refused since (`metadata.labels`) still loads
+    labelled = FLOW.replace('version: "1"}', 'version: "1", labels: {team: ops}}')
+    with pytest.raises(DefinitionError, match=r"metadata\.labels"):
+        load_definition(labelled)
+    store.put_definition(
+        DefinitionRecord("sha256:old", "flow", "1", labelled, clock.now(), "default")
+    )
+    assert Engine(store, clock=clock).definition("sha256:old").metadata.labels == {"team": "ops"}

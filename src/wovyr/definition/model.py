@@ -70,7 +70,10 @@ class Metadata(_Model):
     name: str = Field(pattern=NAME_PATTERN, description="Workflow name, unique per tenant")
     version: Version = Field(default="1", description="Version label, e.g. '3'")
     description: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    # Not part of the language (a document that fills it is refused: the top-level
+    # `labels:` labels executions) and so not in the schema; kept for what Wovyr writes
+    # itself (an agent's workflow is marked `wovyr.agent`) and for definitions stored so.
+    labels: SkipJsonSchema[dict[str, str]] = Field(default_factory=dict)
 
 
 class InputSpec(_Model):

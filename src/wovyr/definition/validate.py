@@ -121,6 +121,7 @@ class _Checker:
         for index, act in self.activities:
             self._activity(index, act, upstream)
         self._output()
+        self._metadata_labels()
         self._labels()
         self._continue_as_new()
         self._concurrency()
@@ -461,6 +462,24 @@ class _Checker:
         scope = _Scope(roots=frozenset({"inputs", "activities", "execution"}))
         for path, text in _strings(self.data.get("output"), ("output",)):
             self._text(text, path, scope)
+
+    def _metadata_labels(self) -> None:
+        """`metadata.labels` is not part of the language: one place labels executions (the
+        top-level `labels:`), and a key that did nothing must not look as if it did. An
+        empty mapping (the canonical form writes one) says nothing."""
+        metadata = self.data.get("metadata")
+        labels = metadata.get("labels") if isinstance(metadata, dict) else None
+        if not labels:
+            return
+        first = next(iter(labels), "KEY") if isinstance(labels, dict) else "KEY"
+        self.add(
+            "`metadata.labels` labels nothing: the labels of each execution are the "
+            "top-level `labels:`",
+            ("metadata", "labels"),
+            key=True,
+            hint=f"move them there: `labels: {{{first}: ...}}`; values may be "
+            "`${{ inputs.NAME }}`",
+        )
 
     def _labels(self) -> None:
         """Execution labels are rendered at start: they read `inputs` only. They keep to the

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.clock import Clock
 from wovyr.definition.model import Workflow
-from wovyr.definition.parse import load_definition, load_definition_file
+from wovyr.definition.parse import load_definition, load_definition_file, parse_document
 from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.definition.preflight import workflow_steps
 from wovyr.engine.tenants import policy_of, refusals
@@ -260,4 +260,8 @@ def _stored_workflow(record: DefinitionRecord) -> Workflow:
     try:
         return Workflow.model_validate_json(record.source)
     except ValidationError:  # not canonical JSON: read it as the document it is
-        return load_definition(record.source, filename=f"<definition {record.name}>")
+        name = f"<definition {record.name}>"
+        try:  # by the model only: a key refused in new documents since (`metadata.labels`)
+            return Workflow.model_validate(parse_document(record.source, name)[0])
+        except ValidationError:
+            return load_definition(record.source, filename=name)  # its problems, located

@@ -445,3 +445,25 @@ def test_a_rate_limit_asking_more_units_than_its_bucket_holds_is_refused_where_i
                 rate_limit: {spec}
             """)
         assert load_definition(text).activities[0].rate_limit is not None, spec
+
+
+def test_metadata_labels_are_refused_at_their_key_with_the_place_that_labels() -> None:
+    problem = only_problem(
+        """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata:
+  name: test
+  labels: {team: ops}
+activities:
+  - {id: a, set: {}}
+"""
+    )
+    assert problem.format() == (
+        "wf.yaml:5:3: `metadata.labels` labels nothing: the labels of each execution are the "
+        "top-level `labels:` (at metadata.labels); move them there: `labels: {team: ...}`; "
+        "values may be `${{ inputs.NAME }}`"
+    )
+    # the canonical form's empty mapping is no label at all
+    empty = HEADER.replace("name: test", "name: test, labels: {}")
+    assert load_definition(empty + "activities: [{id: a, set: {}}]\n").name == "test"
