@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,10 @@ from wovyr.cli.common import (
     print_table,
     styled,
     tenant_options,
+    wait_up_to_option,
 )
 from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli
+from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition_file
 from wovyr.definition.preflight import handler_problems
 from wovyr.engine.engine import Engine
@@ -62,7 +65,7 @@ def exit_code_for(status: str) -> int:
     return EXIT_WAITING
 
 
-def _seconds(value: str) -> float:
+def wait_seconds(value: str) -> float:
     try:
         return float(value)
     except ValueError:
@@ -98,14 +101,9 @@ def _seconds(value: str) -> float:
     help="A label of the execution, for search (over the definition's). Repeatable.",
 )
 @click.option("--id", "execution_id", help="Execution id (starting an existing id resumes it).")
-@click.option(
-    "--wait-up-to",
-    "wait_up_to",
-    default="60s",
-    show_default=True,
-    metavar="DURATION",
-    help="Sleep here for timers, retry back-offs and rate-limit or concurrency holds due "
-    "within this long (30s, 5m, 0); a later one stops the run (exit 3).",
+@wait_up_to_option(
+    "Sleep here for timers, retry back-offs and rate-limit or concurrency holds due "
+    "within this long (30s, 5m, 0); a later one stops the run (exit 3)."
 )
 @click.option("--detach", is_flag=True, help="Only start it; a worker drives it.")
 @click.option(
@@ -139,106 +137,128 @@ def run_command(
     continues it is printed) or continued as new (a worker drives the chain's next run),
     4 not found.
     """
-    target = _target(file, registered)
-    horizon = _seconds(wait_up_to)
+    target = _target(file, registered, execution_id)
+    if target.resume and (pairs or input_file or label_pairs or priority is not None or detach):
+        raise click.UsageError(
+            "an existing execution is resumed as it is: leave out -i, --input-file, --label, "
+            "--priority and --detach (or give a FILE or --workflow to start one)"
+        )
+    horizon = wait_seconds(wait_up_to)
     inputs = _inputs(pairs, input_file)
     labels = cli_labels(label_pairs)
+    start: dict[str, Any] = {
+        "input": inputs,
+        "path": target.path,
+        "name": target.name,
+        "version": target.version,
+        "execution_id": execution_id,
+        "labels": labels,
+        "priority": priority,
+    }
     with open_engine(settings) as engine:
         if detach:
-            record = engine.start(
-                input=inputs,
-                path=target.path,
-                name=target.name,
-                version=target.version,
-                execution_id=execution_id,
-                labels=labels,
-                priority=priority,
-            )
-            ran = Foreground(engine.query(record.id, follow=False))
+            ran = Foreground(engine.query(engine.start(**start).id, follow=False))
         else:
-            _check_handlers(engine, target)
-            ran = _run_live(
-                engine,
-                target,
-                inputs,
-                execution_id,
-                settings,
-                horizon,
-                show=not as_json and is_tty(),
-                labels=labels,
-                priority=priority,
-            )
-    again = _Again(ctx.params, target)
+            _check_handlers(engine, target, execution_id)
+
+            async def begin(worker: Worker) -> str:
+                if target.resume:
+                    assert execution_id is not None
+                    return execution_id
+                return (await worker.start(**start)).id
+
+            ran = drive_here(engine, begin, settings, horizon, show=not as_json and is_tty())
+    report(ran, Again(ctx.params, target), as_json)
+    raise click.exceptions.Exit(EXIT_OK if detach else exit_code_for(ran.status))
+
+
+def report(ran: Foreground, again: Again, as_json: bool) -> None:
+    """What a foreground run prints when it stops (JSON, or the table and the commands that
+    continue it)."""
     if as_json:
         echo_json(_result_json(ran, again))
     else:
         _print_result(ran, again)
-    raise click.exceptions.Exit(EXIT_OK if detach else exit_code_for(ran.status))
 
 
 @dataclass(frozen=True)
 class _Target:
-    """What `wovyr run` starts: a file, or a registered name (and version)."""
+    """What `wovyr run` starts: a file, or a registered name (and version); neither: the
+    existing execution `--id` names, resumed."""
 
     path: Path | None = None
     name: str | None = None
     version: str | None = None
 
+    @property
+    def resume(self) -> bool:
+        return self.path is None and self.name is None
 
-def _target(file: Path | None, registered: str | None) -> _Target:
+
+RESUME = _Target()
+
+
+def _target(file: Path | None, registered: str | None, execution_id: str | None) -> _Target:
+    if file is None and registered is None and execution_id is not None:
+        return RESUME
     if (file is None) == (registered is None):
-        raise click.UsageError("give a FILE or --workflow NAME[@VERSION], not both or neither")
+        raise click.UsageError(
+            "give a FILE or --workflow NAME[@VERSION] (or only --id ID to resume an "
+            "execution), not both or neither"
+        )
     if registered is None:
         return _Target(path=file)
     name, _, version = registered.partition("@")  # names cannot contain '@'
     return _Target(name=name, version=version or None)
 
 
-def _check_handlers(engine: Engine, target: _Target) -> None:
-    """Refuse to start when a tool has no handler loaded here or its `with:` keys do not fit
-    the handler: else the activities before it would run first, then fail there."""
+def _check_handlers(engine: Engine, target: _Target, execution_id: str | None = None) -> None:
+    """Refuse to start (or resume) when a tool has no handler loaded here or its `with:`
+    keys do not fit the handler: else the activities before it would run first, then fail
+    there."""
     if target.path is not None:
         workflow = load_definition_file(target.path)
-    else:
+    elif target.name is not None:
         workflow, _ = engine.target(name=target.name, version=target.version)
-    problems = handler_problems(workflow, engine.activities, path=target.path)
+    else:
+        assert execution_id is not None
+        workflow = engine.definition(engine.get(execution_id).definition_hash)
+    check_handlers(engine, workflow, target.path)
+
+
+def check_handlers(engine: Engine, workflow: Workflow, path: Path | None = None) -> None:
+    """`DefinitionError` naming each tool of `workflow` the handlers loaded here cannot run
+    (none registered, `with:` keys that do not fit), located in `path` when given."""
+    problems = handler_problems(workflow, engine.activities, path=path)
     if problems:
         listed = "".join(f"\n  {p.format()}" for p in problems)
         message = f"the workflow cannot run with the activity handlers loaded here:{listed}"
         raise DefinitionError(problems, message=message)
 
 
-def _run_live(
+def drive_here(
     engine: Engine,
-    target: _Target,
-    inputs: dict[str, Any],
-    execution_id: str | None,
+    begin: Callable[[Worker], Awaitable[str]],
     settings: Settings,
     wait_up_to: float,
     *,
     show: bool,
-    labels: dict[str, str] | None = None,
-    priority: int | None = None,
 ) -> Foreground:
+    """Drive in this process the execution `begin` starts (or names) with the worker given
+    to it, with everything it needs, until it ends or waits on the outside world (see
+    `wovyr.worker.run.drive`); `show`: a live table of its activities meanwhile."""
+
     async def main() -> Foreground:
         worker = Worker(engine, lease_seconds=settings.lease_seconds)
         try:
-            record = await worker.start(
-                input=inputs,
-                path=target.path,
-                name=target.name,
-                version=target.version,
-                execution_id=execution_id,
-                labels=labels,
-                priority=priority,
-            )
+            execution_id = await begin(worker)
             driving = asyncio.create_task(
-                drive(worker, record.id, wait_up_to=wait_up_to, poll=settings.poll_interval)
+                drive(worker, execution_id, wait_up_to=wait_up_to, poll=settings.poll_interval)
             )
             if show:
                 with Live(console=console, refresh_per_second=8, transient=True) as live:
                     while not driving.done():
-                        view = engine.query(record.id, follow=False)
+                        view = engine.query(execution_id, follow=False)
                         live.update(activities_table(view.activities))
                         await asyncio.wait([driving], timeout=0.1)
             return await driving
@@ -248,9 +268,9 @@ def _run_live(
     return asyncio.run(main())
 
 
-class _Again:
+class Again:
     """The commands that continue a stopped run, spelt as this one was invoked (the store
-    and activities flags given, the same FILE or --workflow)."""
+    and activities flags given, the same FILE or --workflow, or only the id)."""
 
     def __init__(self, params: dict[str, Any], target: _Target) -> None:
         store: list[str] = []
@@ -262,14 +282,19 @@ class _Again:
         modules = [arg for module in params.get("activities") or () for arg in ("-a", module)]
         if target.path is not None:
             what = [str(target.path)]
-        else:
+        elif target.name is not None:
             what = [
                 "--workflow",
                 f"{target.name}@{target.version}" if target.version else str(target.name),
             ]
+        else:
+            what = []
         self.run = ["run", *what, *modules]
+        self.target = target
 
     def resume(self, execution_id: str) -> str:
+        if self.target.resume:  # `--id` first: it is the whole target
+            return _command(["run", "--id", execution_id, *self.run[1:], *self.store])
         return _command([*self.run, "--id", execution_id, *self.store])
 
     def answer(self, wait: Wait) -> str | None:
@@ -310,14 +335,14 @@ def _wait_text(wait: Wait) -> str:
     return f"{what} {where} of {wait.execution_id} at {wait.fire_at} (later than --wait-up-to)"
 
 
-def _result_json(ran: Foreground, again: _Again) -> dict[str, Any]:
+def _result_json(ran: Foreground, again: Again) -> dict[str, Any]:
     data = ran.view.to_dict()
     data["waits"] = [{**w.to_dict(), "command": again.answer(w)} for w in ran.waits]
     data["continue_with"] = again.resume(ran.view.id) if ran.status == "waiting" else None
     return data
 
 
-def _print_result(ran: Foreground, again: _Again) -> None:
+def _print_result(ran: Foreground, again: Again) -> None:
     view = ran.view
     print_table(activities_table(view.activities))
     console.print(

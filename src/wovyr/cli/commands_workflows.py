@@ -5,28 +5,33 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from wovyr.activities.failures import tracebacks_in, without_tracebacks
-from wovyr.cli.backend import open_backend, refuse_remote
+from wovyr.cli.backend import open_backend, refuse_remote, remote_of
 from wovyr.cli.common import (
     activities_table,
     cli_inputs,
     cli_labels,
     console,
     echo_json,
+    is_tty,
     open_engine,
     print_table,
     short,
     status_style,
     styled,
     tenant_options,
+    wait_up_to_option,
 )
 from wovyr.cli.main import cli
 from wovyr.fields import parse_timestamp
 from wovyr.settings import Settings
+
+if TYPE_CHECKING:
+    from wovyr.worker import Worker
 
 __all__: list[str] = []
 
@@ -486,32 +491,109 @@ def _done(view: dict[str, Any], as_json: bool, message: str) -> None:
     "the reused results), not the execution's own definition.",
 )
 @click.option("--id", "new_id", help="The new execution's id (default: a fresh one).")
+@wait_up_to_option(
+    "On this host's store: as `wovyr run`, drive it here, sleeping for timers and "
+    "retry back-offs due within this long (a later one stops it, exit 3)."
+)
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Only start it; a `wovyr worker` (or `wovyr serve`) drives it. Through a server "
+    "the server's worker always does.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @tenant_options
+@click.pass_context
 def rerun_command(
+    ctx: click.Context,
     execution_id: str,
     start_from: str | None,
     pairs: tuple[str, ...],
     latest: bool,
     new_id: str | None,
+    wait_up_to: str,
+    detach: bool,
     as_json: bool,
     settings: Settings,
 ) -> None:
-    """Start a new execution that reruns a finished one (linked to it as its rerun)."""
+    """Start a new execution that reruns a finished one (linked to it as its rerun). On
+    this host's store it is driven here, as `wovyr run` drives a run (exit 0 completed, 1
+    failed, 3 waiting, with the commands that continue it); through a server, the server's
+    worker drives it."""
+    inputs = cli_inputs(pairs)
+    if remote_of() is None and not detach:
+        _rerun_here(ctx, settings, execution_id, start_from, inputs, latest, new_id, wait_up_to)
+        return
     with open_backend(settings) as backend:
         view = backend.rerun(
-            execution_id,
-            start_from=start_from,
-            input=cli_inputs(pairs),
-            latest=latest,
-            new_id=new_id,
+            execution_id, start_from=start_from, input=inputs, latest=latest, new_id=new_id
         )
     if as_json:
         echo_json(view)
         return
+    _print_rerun(view, execution_id)
+    if remote_of() is None:
+        console.print(
+            f"nothing runs it until `wovyr worker` (or `wovyr serve`) runs on this store, or "
+            f"it is continued here: wovyr run --id {view['id']}"
+        )
+
+
+def _print_rerun(view: dict[str, Any], execution_id: str) -> None:
     reused = [aid for aid, act in view["activities"].items() if act.get("reused_from")]
     console.print(
         styled(f"{view['id']} reruns {execution_id}; status ", status_style(view["status"]))
     )
     if reused:
         console.print(f"reused from {execution_id}: {', '.join(reused)}")
+
+
+def _rerun_here(
+    ctx: click.Context,
+    settings: Settings,
+    execution_id: str,
+    start_from: str | None,
+    inputs: dict[str, Any],
+    latest: bool,
+    new_id: str | None,
+    wait_up_to: str,
+) -> None:
+    """Rerun on this host's store and drive the new execution here, as `wovyr run` does:
+    nothing else may be running on the store to drive it."""
+    import asyncio
+
+    from wovyr.cli.commands_run import (
+        RESUME,
+        Again,
+        check_handlers,
+        drive_here,
+        exit_code_for,
+        report,
+        wait_seconds,
+    )
+
+    as_json = bool(ctx.params.get("as_json"))
+    horizon = wait_seconds(wait_up_to)
+    with open_engine(settings) as engine:
+        original = engine.get(execution_id)
+        workflow = engine.definition(original.definition_hash)
+        if latest:
+            workflow, _ = engine.named(original.workflow)
+        check_handlers(engine, workflow)
+
+        async def begin(worker: Worker) -> str:
+            record = await asyncio.to_thread(
+                engine.rerun,
+                execution_id,
+                start_from=start_from,
+                input=inputs,
+                latest=latest,
+                new_id=new_id,
+            )
+            return record.id
+
+        ran = drive_here(engine, begin, settings, horizon, show=not as_json and is_tty())
+    if not as_json:
+        _print_rerun(ran.view.to_dict(), execution_id)
+    report(ran, Again(ctx.params, RESUME), as_json)
+    raise click.exceptions.Exit(exit_code_for(ran.status))

@@ -44,6 +44,7 @@ __all__ = [
     "store_options",
     "styled",
     "tenant_options",
+    "wait_up_to_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -283,6 +284,18 @@ def print_table(table: Table) -> None:
         console.print(table)
     else:
         plain_console(width=100_000, soft_wrap=True).print(table)
+
+
+def wait_up_to_option(help: str) -> Callable[[F], F]:
+    """`--wait-up-to DURATION` (default 60s) of the commands that drive an execution here."""
+    return click.option(
+        "--wait-up-to",
+        "wait_up_to",
+        default="60s",
+        show_default=True,
+        metavar="DURATION",
+        help=help,
+    )
 
 
 def cli_inputs(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:

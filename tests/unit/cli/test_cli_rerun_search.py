@@ -4,6 +4,7 @@ with the reason; `run --label` and `list --label/--id-prefix/--name` find the ri
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def test_rerun_from_an_activity_and_links_both_ways(cli: Cli, tmp_path: Path) ->
     assert code == 3, err
     assert cli("workflows", "cancel", "r1")[0] == 0
     code, out, err = cli("workflows", "rerun", "r1", "--from", "c", "--id", "r2", "-i", "n=7")
-    assert code == 0, err
+    assert code == 3, err  # driven here up to its signal
     assert "r2 reruns r1" in out and "reused from r1: a, b" in out
     shown = cli.json("workflows", "show", "r2")
     assert shown["rerun_of"] == {"id": "r1", "from": "c"}
@@ -88,3 +89,35 @@ def test_labels_at_start_and_the_list_search_flags(cli: Cli, tmp_path: Path) -> 
     assert code == 2 and "expected KEY=VALUE" in err
     code, _, err = cli("run", "--workflow", "Relay-Flow", "--detach", "--label", "a b=c")
     assert code == 2 and "label key 'a b' is refused" in err
+
+
+def test_a_local_rerun_is_driven_here_like_run(cli: Cli, tmp_path: Path) -> None:
+    """On this host's store nothing else may be running: `rerun` drives the new execution
+    in the foreground, as `wovyr run` does, and says how to continue it when it waits."""
+    _apply(cli, tmp_path, "1", B_SET)
+    code, _, err = cli("run", "--workflow", "Relay-Flow", "--id", "d1", "-i", "n=2")
+    assert code == 3, err
+    assert cli("workflows", "signal", "d1", "go")[0] == 0
+    assert cli("run", "--id", "d1")[0] == 0  # an existing execution, resumed by its id alone
+
+    code, out, err = cli("workflows", "rerun", "d1", "--from", "c", "--id", "d2")
+    assert code == 3, err  # it ran up to its wait: the signal is not buffered for a rerun
+    assert "d2 reruns d1" in out and "reused from d1: a, b" in out
+    assert "execution d2 (Relay-Flow v1): waiting" in out
+    assert "wovyr workflows signal d2 go" in out and "wovyr run --id d2" in out
+    assert cli("workflows", "signal", "d2", "go")[0] == 0
+    code, out, err = cli("run", "--id", "d2")
+    assert code == 0 and "execution d2 (Relay-Flow v1): completed" in out, err
+
+    code, out, err = cli("workflows", "rerun", "d1", "--id", "d3", "--wait-up-to", "0", "--json")
+    assert code == 3 and json.loads(out)["continue_with"].startswith("wovyr run --id d3"), err
+    assert cli.json("workflows", "show", "d3")["activities"]["b"]["status"] == "completed"
+
+    code, out, err = cli("workflows", "rerun", "d1", "--id", "d4", "--detach")
+    assert code == 0 and "nothing runs it until `wovyr worker`" in out, err
+    assert cli.json("workflows", "show", "d4")["activities"]["a"]["status"] == "pending"
+
+    code, _, err = cli("run", "--id", "d9")
+    assert code == 4 and "d9" in err
+    code, _, err = cli("run", "--id", "d1", "-i", "n=3")
+    assert code == 2 and "resumed as it is" in err
