@@ -5,6 +5,7 @@ the new code; it prints the UI address and an admin key, and Ctrl-C (SIGINT) sto
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -61,6 +62,7 @@ class Dev:
             [sys.executable, "-m", "wovyr", "dev", "flows", "-a", "dev_tools.py",
              "--port", str(port), *extra],
             cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,  # its server child goes with it when a test fails
         )  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
@@ -68,8 +70,8 @@ class Dev:
         self.reader.start()
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
+        with contextlib.suppress(ProcessLookupError):  # its group: the server child too
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         self.reader.join(timeout=10)
         if self.process.stdout is not None:
@@ -116,7 +118,7 @@ def test_dev_serves_registers_and_reloads(tmp_path: Path) -> None:
     (project / "dev_tools.py").write_text(TOOLS.format(word="hello"))
     dev = Dev(project, tmp_path / "home", _free_port())
     try:
-        dev.expect(r"greet.*1")  # the file was registered before the server started
+        dev.expect(r"^greet\.yaml: registered greet v1$")  # before the server started
         url = dev.expect(r"UI (http://\S+)/ui").group(1)
         key = dev.expect(r"admin key \(tenant default\): (\S+)").group(1)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as api:
@@ -127,9 +129,23 @@ def test_dev_serves_registers_and_reloads(tmp_path: Path) -> None:
             assert _run(api, {"workflow": "greet"}) == "hi"  # the restarted server's new code
 
             (project / "flows" / "greet.yaml").write_text(FLOW.format(version="2", suffix="!"))
-            dev.expect(r"reloaded \(definitions\): greet\.yaml")
+            dev.expect(r"^reloaded greet\.yaml: registered greet v2$")
             assert _run(api, {"workflow": "greet"}) == "hi!"  # the newest version by name
             assert _run(api, {"workflow": "greet", "version": "1"}) == "hi"
+
+            # edited without a new version: registered as a development revision, and said
+            (project / "flows" / "greet.yaml").write_text(FLOW.format(version="2", suffix="?"))
+            dev.expect(
+                r"^reloaded greet\.yaml: registered greet v2\+dev\.1, a development revision "
+                r"\(v2 is applied with other content"
+            )
+            assert _run(api, {"workflow": "greet"}) == "hi?"
+            assert _run(api, {"workflow": "greet", "version": "2"}) == "hi!"
+            (project / "flows" / "greet.yaml").write_text(FLOW.format(version="2", suffix="?"))
+            dev.expect(r"^reloaded greet\.yaml: greet v2\+dev\.1 unchanged$")
+            (project / "flows" / "greet.yaml").write_text("kind: Workflow\n")
+            dev.expect(r"^greet\.yaml: not registered: ")  # and its problems, located:
+            dev.expect(r"greet\.yaml:1:1: .*apiVersion")
 
         # a second start revokes the first start's key: only one dev key is live
         dev.process.send_signal(signal.SIGINT)

@@ -16,7 +16,7 @@ from wovyr.definition.parse import load_definition, load_definition_file
 from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.engine.engine import Engine, Started
 from wovyr.engine.tenants import set_policy
-from wovyr.errors import DefinitionError, InputError, NotFound
+from wovyr.errors import DefinitionConflict, DefinitionError, InputError, NotFound
 from wovyr.events import EventType
 from wovyr.store.base import DefinitionRecord, Store
 
@@ -210,3 +210,28 @@ def test_a_stored_yaml_source_still_loads(store: Store, clock: ManualClock) -> N
         DefinitionRecord("sha256:old", "flow", "1", labelled, clock.now(), "default")
     )
     assert Engine(store, clock=clock).definition("sha256:old").metadata.labels == {"team": "ops"}
+
+
+def test_revise_registers_an_edit_as_the_next_development_revision(
+    store: Store, clock: ManualClock
+) -> None:
+    """What `wovyr dev` asks: the file, edited without a new `metadata.version`, is what
+    runs by name, registered as `VERSION+dev.N`; the same content again registers nothing."""
+    engine = Engine(store, clock=clock)
+    assert engine.apply(FLOW, revise=True)[0] == "applied"
+    edited = FLOW.replace("inputs.n * 2", "inputs.n * 3")
+    with pytest.raises(DefinitionConflict, match="already applied with different content"):
+        engine.apply(edited)
+    clock.advance(1)
+    outcome, first = engine.apply(edited, revise=True)
+    assert outcome == "revised" and engine.definition(first).version == "1+dev.1"
+    assert engine.apply(edited, revise=True) == ("unchanged", first)
+    assert engine.named("flow")[1] == first
+    clock.advance(1)
+    outcome, back = engine.apply(FLOW, revise=True)  # back to the content of version 1
+    assert outcome == "revised" and engine.definition(back).version == "1+dev.2"
+    assert engine.named("flow")[1] == back and back != content_hash(load_definition(FLOW))
+    assert engine.apply(FLOW, revise=True) == ("unchanged", back)
+    assert engine.apply(FLOW) == ("unchanged", content_hash(load_definition(FLOW)))
+    versions = [r.version for r in store.list_registered("default")]
+    assert sorted(versions) == ["1", "1+dev.1", "1+dev.2"]

@@ -139,7 +139,9 @@ class Backend(Protocol):
     def backfill_schedule(self, schedule_id: str, start: datetime, end: datetime) -> list[str]: ...
 
     # definitions
-    def apply_definition(self, file: Path) -> tuple[str, str, str, str]: ...
+    def apply_definition(
+        self, file: Path, *, revise: bool = False
+    ) -> tuple[str, str, str, str]: ...
     def definitions(self) -> list[dict[str, Any]]: ...
     def definition(self, name: str, version: str | None) -> dict[str, Any]: ...
 
@@ -412,8 +414,8 @@ class LocalBackend:
 
     # definitions
 
-    def apply_definition(self, file: Path) -> tuple[str, str, str, str]:
-        outcome, digest = self.engine.apply(file)
+    def apply_definition(self, file: Path, *, revise: bool = False) -> tuple[str, str, str, str]:
+        outcome, digest = self.engine.apply(file, revise=revise)
         workflow = self.engine.definition(digest)
         return outcome, digest, workflow.name, workflow.version
 

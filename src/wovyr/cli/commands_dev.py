@@ -29,6 +29,7 @@ import click
 
 from wovyr.cli.common import engine_options, open_engine
 from wovyr.cli.main import cli
+from wovyr.engine.definitions import DEV_REVISION
 from wovyr.errors import ConfigError
 from wovyr.settings import Settings
 from wovyr.withheld import handing_over
@@ -93,21 +94,48 @@ def _wovyr(*args: str) -> list[str]:
     return [sys.executable, "-m", "wovyr", *args]
 
 
-def apply_workflows(files: list[Path], settings: Settings, as_json: bool = False) -> bool:
-    """Register the files in a fresh process (its lines printed as they are); True if all
-    were accepted."""
+def apply_workflows(files: list[Path], settings: Settings) -> list[dict[str, Any]]:
+    """Register the files in a fresh process (`definitions apply --revise`: an edited file
+    whose version was applied before becomes a development revision, `VERSION+dev.N`); the
+    outcome of each file, as `--json` prints it."""
     if not files:
-        return True
+        return []
     command = _wovyr(
         "definitions",
         "apply",
         *map(str, files),
         *_store_args(settings),
         *_activity_args(settings),
-        *(["--json"] if as_json else []),
+        "--revise",
+        "--json",
     )
     with _handover(settings) as (env, fd):
-        return subprocess.run(command, check=False, env=env, pass_fds=(fd,)).returncode == 0
+        done = subprocess.run(
+            command, check=False, env=env, pass_fds=(fd,), stdout=subprocess.PIPE, text=True
+        )
+    try:
+        results: list[dict[str, Any]] = json.loads(done.stdout)
+    except ValueError:  # it could not even start (its error went to stderr, shown above)
+        error = f"`wovyr definitions apply` exited with code {done.returncode} (see above)"
+        return [{"file": str(f), "result": "error", "error": error} for f in files]
+    return results
+
+
+def registered_text(result: dict[str, Any]) -> str:
+    """One file's outcome in words: what was registered, under which version, and why."""
+    file, outcome = Path(result["file"]).name, result["result"]
+    if outcome == "error":
+        return f"{file}: not registered: {result['error']}"
+    what = f"{result['name']} v{result['version']}"
+    if outcome == "unchanged":
+        return f"{file}: {what} unchanged"
+    if outcome == "revised":
+        base = str(result["version"]).rpartition(DEV_REVISION)[0]
+        return (
+            f"{file}: registered {what}, a development revision (v{base} is applied with "
+            "other content; bump metadata.version to name a release)"
+        )
+    return f"{file}: registered {what}"
 
 
 def dev_key(settings: Settings) -> str:
@@ -181,6 +209,14 @@ def _json_line(value: dict[str, Any]) -> None:
     click.echo(json.dumps(value, ensure_ascii=False))
 
 
+def _say_registered(results: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        _json_line({"event": "registered", "definitions": results})
+        return
+    for result in results:
+        click.echo(registered_text(result))
+
+
 def _changes(paths: list[Path], stop: threading.Event) -> Iterator[set[Path]]:
     """Each batch of changed files under `paths` (debounced by watchfiles)."""
     try:
@@ -220,7 +256,7 @@ def dev_command(
     """
     files = workflow_files(paths)
     sources = module_sources(settings.activities)
-    apply_workflows(files, settings, as_json)
+    _say_registered(apply_workflows(files, settings), as_json)
     token = dev_key(settings)
     child = ServerChild(settings, host, port)
     stop = threading.Event()
@@ -254,16 +290,35 @@ def dev_command(
             yaml = {p for p in changed if p.suffix in WORKFLOW_SUFFIXES}
             if not python and not yaml:
                 continue
-            apply_workflows(files, settings, as_json)
+            edited = {p.resolve() for p in yaml}
+            results = [  # what the edit did; and what else changed (an import error)
+                r
+                for r in apply_workflows(files, settings)
+                if Path(r["file"]).resolve() in edited or r["result"] != "unchanged"
+            ]
             if python:
                 child.stop()
                 child.start()
             names = sorted(p.name for p in python | yaml)
             if as_json:
-                _json_line({"event": "reloaded", "restarted": bool(python), "files": names})
+                _json_line(
+                    {
+                        "event": "reloaded",
+                        "restarted": bool(python),
+                        "files": names,
+                        "definitions": results,
+                    }
+                )
             else:
-                what = "server restarted" if python else "definitions"
-                click.echo(f"reloaded ({what}): {', '.join(names)}")
+                if python:
+                    click.echo(
+                        f"reloaded (server restarted): {', '.join(sorted(p.name for p in python))}"
+                    )
+                for result in results:
+                    click.echo(
+                        ("reloaded " if result["result"] != "error" else "")
+                        + registered_text(result)
+                    )
             sys.stdout.flush()
         if not watched:
             stop.wait()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -10,9 +11,10 @@ from typing import Any
 import click
 from rich.table import Table
 
-from wovyr.cli.backend import open_backend
+from wovyr.cli.backend import open_backend, refuse_remote
 from wovyr.cli.common import console, echo_json, print_table, tenant_options
 from wovyr.cli.main import EXIT_FAILED, cli, error_text
+from wovyr.engine.definitions import DEV_REVISION
 from wovyr.errors import DefinitionConflict, DefinitionError, InputError
 from wovyr.settings import Settings
 
@@ -26,12 +28,21 @@ def definitions() -> None:
 
 @definitions.command("apply")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--revise",
+    is_flag=True,
+    help="A FILE edited under a name and version already applied is registered as the next "
+    "development revision, VERSION+dev.N, instead of refused (what `wovyr dev` does); "
+    "this host's store only.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @tenant_options
-def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
+def apply_command(files: tuple[Path, ...], revise: bool, as_json: bool, settings: Settings) -> None:
     """Register each FILE under its metadata name and version (idempotent)."""
+    if revise:
+        refuse_remote("definitions apply --revise", "development revisions are for `wovyr dev`")
     with open_backend(settings) as backend:
-        apply_files(files, backend.apply_definition, as_json)
+        apply_files(files, functools.partial(backend.apply_definition, revise=revise), as_json)
 
 
 def apply_files(
@@ -75,11 +86,18 @@ def apply_files(
             else:
                 console.print(
                     f"{r['file']}: {what}{r['name']} v{r['version']} {r['result']} "
-                    f"({r['hash'][:19]})",
-                    markup=False,
+                    f"({r['hash'][:19]})" + _revised(r["result"], r["version"]),
                 )
     if any(r["result"] == "error" for r in results):
         raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _revised(result: str, version: str) -> str:
+    """What a development revision is, said where one is registered."""
+    if result != "revised":
+        return ""
+    base = version.rpartition(DEV_REVISION)[0]
+    return f": a development revision, as v{base} is applied with other content"
 
 
 @definitions.command("list")

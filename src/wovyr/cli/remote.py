@@ -286,7 +286,8 @@ class RemoteBackend:
 
     # definitions
 
-    def apply_definition(self, file: Path) -> tuple[str, str, str, str]:
+    def apply_definition(self, file: Path, *, revise: bool = False) -> tuple[str, str, str, str]:
+        assert not revise  # refused before: development revisions are a local store's
         return apply_file(file, self.client.apply_definition)
 
     def definitions(self) -> list[dict[str, Any]]:

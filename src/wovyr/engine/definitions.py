@@ -4,6 +4,7 @@ against the tenant's side-effect policy when it is accepted (`check_side_effects
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -23,7 +24,14 @@ from wovyr.errors import DefinitionConflict, InputError, NotFound, Problem
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DefinitionRecord, Store
 
-__all__ = ["DEFINITION_CACHE", "SOURCE_CACHE", "STORED_CACHE", "Definitions", "Lru"]
+__all__ = [
+    "DEFINITION_CACHE",
+    "DEV_REVISION",
+    "SOURCE_CACHE",
+    "STORED_CACHE",
+    "Definitions",
+    "Lru",
+]
 
 # A long-running engine sees any number of distinct definitions (clients that start inline
 # text made per request); each cache keeps the most recently used, and a miss costs a parse
@@ -31,6 +39,9 @@ __all__ = ["DEFINITION_CACHE", "SOURCE_CACHE", "STORED_CACHE", "Definitions", "L
 SOURCE_CACHE = 256  # source text -> parsed and hashed
 DEFINITION_CACHE = 512  # content hash -> parsed (what executions run on)
 STORED_CACHE = 4096  # (tenant, hash) known to be in the store
+# What marks a development revision's version: `3+dev.2` is the second edit of version 3
+# registered by `wovyr dev` (`definitions apply --revise`), as a semantic version's build part.
+DEV_REVISION = "+dev."
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -179,13 +190,28 @@ class Definitions:
         definition: Workflow | str | Path,
         *,
         audit_as: tuple[str, str] | None = None,
+        revise: bool = False,
     ) -> tuple[str, str]:
         """Register a definition under its name and version: ("applied" | "unchanged", hash).
-        A different definition under an existing name and version is refused. `audit_as`:
-        the (action, target) the change is audited as (default `definition.apply`,
-        `name@version`)."""
+        A different definition under an existing name and version is refused, unless
+        `revise` (what `wovyr dev` asks): then it is registered as the next development
+        revision `VERSION+dev.N` ("revised"; see `_revise`). `audit_as`: the (action,
+        target) the change is audited as (default `definition.apply`, `name@version`)."""
         workflow = self._as_workflow(definition)
         self.check_side_effects(workflow)
+        outcome, digest = self._register(workflow, audit_as)
+        if outcome == "conflict" or (revise and outcome == "unchanged"):
+            if revise:
+                return self._revise(workflow, digest, audit_as)
+            raise DefinitionConflict(
+                f"{workflow.name} version {workflow.version} is already applied with "
+                "different content",
+                hint="bump metadata.version to apply a new version",
+            )
+        return outcome, digest
+
+    def _register(self, workflow: Workflow, audit_as: tuple[str, str] | None) -> tuple[str, str]:
+        """One `apply_definition` of `workflow` under its own name and version."""
         digest = content_hash(workflow)
         record = DefinitionRecord(
             digest,
@@ -198,15 +224,44 @@ class Definitions:
         action, target = audit_as or ("definition.apply", f"{workflow.name}@{workflow.version}")
         audit = self.audit_entry(action, target, {"definition_hash": digest})
         outcome = self.store.apply_definition(record, audit=audit)
-        if outcome == "conflict":
-            raise DefinitionConflict(
-                f"{workflow.name} version {workflow.version} is already applied with "
-                "different content",
-                hint="bump metadata.version to apply a new version",
-            )
-        self._stored.put((self.tenant, digest), True)
-        self._definitions.put(digest, workflow)
+        if outcome != "conflict":
+            self._stored.put((self.tenant, digest), True)
+            self._definitions.put(digest, workflow)
         return str(outcome), digest
+
+    def _revise(
+        self, workflow: Workflow, digest: str, audit_as: tuple[str, str] | None
+    ) -> tuple[str, str]:
+        """In development, the file is what runs by name: `workflow`, edited without a new
+        `metadata.version` (or back to content applied before), is registered as the next
+        development revision of its version, `VERSION+dev.N` (N from 1), so that it is the
+        latest of its name. Nothing new is registered when it already is the latest (the
+        version itself, or the last revision of the same content)."""
+        latest = self.store.registered_definition(workflow.name, None, self.tenant)
+        prefix = f"{workflow.version}{DEV_REVISION}"
+        if latest is not None and latest.hash == digest:
+            return "unchanged", digest
+        if (
+            latest is not None
+            and latest.version.startswith(prefix)
+            and content_hash(_versioned(workflow, latest.version)) == latest.hash
+        ):
+            return "unchanged", latest.hash
+        numbers = [
+            int(r.version[len(prefix) :])
+            for r in self.store.list_registered(self.tenant)
+            if r.name == workflow.name
+            and r.version.startswith(prefix)
+            and r.version[len(prefix) :].isdigit()
+        ]
+        revision = _versioned(workflow, f"{prefix}{max(numbers, default=0) + 1}")
+        outcome, revised = self._register(revision, audit_as)
+        if outcome == "conflict":  # applied meanwhile by another process: not ours to take
+            raise DefinitionConflict(
+                f"{revision.name} version {revision.version} was applied meanwhile",
+                hint="apply again",
+            )
+        return "revised", revised
 
     def named(self, name: str, version: str | None = None) -> tuple[Workflow, str]:
         """A registered definition by name (the latest applied version, or `version`). Only
@@ -251,6 +306,13 @@ class Definitions:
             return self._pin(path)
         assert definition is not None
         return self._pin(definition)
+
+
+def _versioned(workflow: Workflow, version: str) -> Workflow:
+    """`workflow` under another `metadata.version` (built from its canonical form)."""
+    data = json.loads(canonical_json(workflow))
+    data["metadata"]["version"] = version
+    return Workflow.model_validate(data)
 
 
 def _stored_workflow(record: DefinitionRecord) -> Workflow:
