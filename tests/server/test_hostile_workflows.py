@@ -33,7 +33,23 @@ pytestmark = pytest.mark.anyio
 
 OPERATOR = "tenant-b:operator"
 ADMIN = "tenant-b:admin"
-REFUSED = {"type": "TargetUnreachable", "message": "HTTP target not reachable"}
+
+
+def refused(where: str, hosts: str = "") -> dict[str, str]:
+    """The one error of every refused or unreachable target under tenant-b's policy: it
+    names the policy and the command that admits a host, never the target."""
+    return {
+        "type": "TargetUnreachable",
+        "message": "HTTP target not reachable: the side-effect policy of tenant 'tenant-b' "
+        f"({where}) lets `http` steps, model providers and MCP servers reach public addresses "
+        "only (private_network: false), and a refused address fails like one that does not "
+        "answer; for a host on a loopback or private network (a local model server), the "
+        f"host's administrator admits it with: wovyr admin tenants set tenant-b {hosts}"
+        "--allow-host HOST:PORT",
+    }
+
+
+REFUSED = refused("restricted, its default")
 
 
 class Listener(ThreadingHTTPServer):
@@ -293,7 +309,8 @@ async def test_a_redirect_chain_ending_at_loopback_is_refused_at_the_hop(
     r = await start(api, http_flow(first, follow=True), id="redirect")
     assert r.status_code == 201, r.text
     status, error = await outcome(api, "redirect")
-    assert (status, error) == ("failed", REFUSED)
+    hosts = f"--allow-host 127.0.0.1:{allowed.port} "
+    assert (status, error) == ("failed", refused("custom, set by host", hosts))
     assert len(allowed.seen) == 2  # both allowed hops were made
     assert listener.seen == []  # the last one never left
 

@@ -267,3 +267,19 @@ def test_sigterm_exits_cleanly_and_releases_leases(
         assert record is not None and record.lease_owner is None  # released, not left to expire
     finally:
         store.close()
+
+
+@pytest.mark.timeout(120)
+def test_serving_says_once_that_tenant_default_is_restricted_and_how_to_open_it(
+    make_server: Callable[..., Server],
+) -> None:
+    server = make_server()
+    server.start()
+    said = server.output()
+    assert said.count("tenant 'default' now runs under the restricted side-effect policy") == 1
+    for command in ("--shell ", "--allow-host localhost:11434 ", "--preset trusted "):
+        assert f"\n  wovyr admin tenants set default {command}" in said, said
+    assert server.stop() == 0
+    server.start()  # the policy is set now: nothing more to say
+    assert "side-effect policy" not in server.output()
+    assert server.stop() == 0

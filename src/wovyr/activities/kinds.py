@@ -191,7 +191,9 @@ class SecretResolver(Protocol):
 
 @dataclass(frozen=True)
 class StepProblem:
-    """What `preflight` found, at `path` inside the activity (`("with", "nmae")`)."""
+    """What `preflight` (or `admits`) found, at `path` inside the activity (`("with",
+    "nmae")`). An `admits` problem's `hint` is the `wovyr admin tenants set` flags that
+    would allow the step (`--shell`, `--allow-host localhost:11434`), or None."""
 
     path: tuple[str, ...]
     message: str

@@ -47,15 +47,17 @@ def handler_problems(
 
 def policy_problems(
     workflow: Workflow, policy: SideEffectPolicy
-) -> list[tuple[str, str, str, str]]:
+) -> list[tuple[str, str, str, str, str | None]]:
     """What `policy` refuses of the steps of `workflow` before anything runs (each kind's
-    `admits`), as (activity id, kind, data path, message) in document order."""
-    found: list[tuple[str, str, str, str]] = []
+    `admits`), as (activity id, kind, data path, message, the `wovyr admin tenants set`
+    flags that would allow it or None) in document order."""
+    found: list[tuple[str, str, str, str, str | None]] = []
     for where, act, spec in workflow_steps(workflow):
         check = spec.kind_entry.admits
         if check is not None:
             for p in check(spec.step, policy):
-                found.append((act.id, spec.kind, format_path((*where, *p.path)), p.message))
+                path = format_path((*where, *p.path))
+                found.append((act.id, spec.kind, path, p.message, p.hint))
     return found
 
 

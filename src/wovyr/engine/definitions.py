@@ -19,7 +19,7 @@ from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file, parse_document
 from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.definition.preflight import workflow_steps
-from wovyr.engine.tenants import policy_of, refusals
+from wovyr.engine.tenants import TenantPolicy, policy_of, refusals
 from wovyr.errors import DefinitionConflict, InputError, NotFound, Problem
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DefinitionRecord, Store
@@ -110,12 +110,17 @@ class Definitions:
             details=dict(details or {}),
         )
 
-    def side_effect_policy(self) -> SideEffectPolicy:
-        """The policy this tenant's side effects run under now: the engine's own when it
-        was given one, else the tenant's (stored, or its default)."""
+    def tenant_policy(self) -> TenantPolicy:
+        """The policy this tenant's side effects run under now, and where it comes from:
+        the engine's own when it was given one, else the tenant's (stored, or its
+        default)."""
         if self.side_effects is not None:
-            return self.side_effects
-        return policy_of(self.store, self.tenant).policy
+            return TenantPolicy(self.tenant, self.side_effects, None, given=True)
+        return policy_of(self.store, self.tenant)
+
+    def side_effect_policy(self) -> SideEffectPolicy:
+        """`tenant_policy`'s policy."""
+        return self.tenant_policy().policy
 
     def check_side_effects(self, workflow: Workflow) -> None:
         """`InputError` naming every step of `workflow` this tenant's policy refuses before
@@ -123,7 +128,7 @@ class Definitions:
         kind with side effects."""
         if not any(spec.kind_entry.admits for _, _, spec in workflow_steps(workflow)):
             return
-        error = refusals(workflow, self.side_effect_policy(), self.tenant)
+        error = refusals(workflow, self.tenant_policy())
         if error is not None:
             raise error
 

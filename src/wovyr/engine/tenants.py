@@ -24,9 +24,12 @@ fails closed.
 from __future__ import annotations
 
 import logging
+import shlex
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from wovyr.activities.builtin.shell import POLICY_DENIED
+from wovyr.activities.egress import UNREACHABLE_TYPE
 from wovyr.activities.policy import (
     RESTRICTED,
     TRUSTED,
@@ -42,16 +45,22 @@ from wovyr.store.base import DEFAULT_TENANT
 from wovyr.store.platform import TenantRecord, TenantStore
 
 __all__ = [
+    "SERVED_BY",
     "TenantPolicy",
+    "allow_command",
     "default_policy",
+    "dispatch_note",
     "policy_of",
     "refusals",
     "served",
+    "served_notice",
     "set_policy",
     "set_sealing",
 ]
 
 log = logging.getLogger("wovyr.tenants")
+
+SERVED_BY = "serve"  # who set tenant default's policy when a server first opened the store
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,7 @@ class TenantPolicy:
     tenant: str
     policy: SideEffectPolicy
     stored: TenantRecord | None  # None: the tenant's default applies
+    given: bool = False  # the engine was given this policy (`Engine(side_effects=...)`)
 
     @property
     def seal_payloads(self) -> bool:
@@ -69,7 +79,25 @@ class TenantPolicy:
 
     @property
     def source(self) -> str:
+        if self.given:
+            return "given"
         return "default" if self.stored is None or self.stored.policy is None else "set"
+
+    def described(self) -> str:
+        """What it is and where it comes from, in words: `restricted, its default`,
+        `restricted, given when this store was first served over HTTP`, `custom, set by
+        cli`."""
+        name = {RESTRICTED: "restricted", TRUSTED: "trusted"}.get(self.policy, "custom")
+        if self.given:
+            return f"{name}, the policy this engine was given"
+        if self.stored is None or self.stored.policy is None:
+            return f"{name}, its default"
+        if self.stored.updated_by == SERVED_BY:
+            return f"{name}, given when this store was first served over HTTP"
+        return f"{name}, set by {self.stored.updated_by}"
+
+    def where(self) -> str:
+        return f"the side-effect policy of tenant {self.tenant!r} ({self.described()})"
 
 
 def default_policy(tenant: str) -> SideEffectPolicy:
@@ -147,32 +175,74 @@ def set_sealing(
 
 def served(store: TenantStore, at: datetime) -> bool:
     """The store is about to be served over HTTP: restrict tenant `default` unless a policy
-    is set for it already. True when this call restricted it."""
+    is set for it already, and say so once (`served_notice`, logged as a warning). True
+    when this call restricted it."""
     if store.get_tenant(DEFAULT_TENANT) is not None:
         return False
-    set_policy(store, DEFAULT_TENANT, RESTRICTED, by="serve", at=at)
-    log.warning(
-        "tenant 'default' runs restricted (no shell, public network only) now that this store "
-        "is served over HTTP: API keys must not buy a shell on the host. To trust it: "
-        "wovyr admin tenants set default --preset trusted"
-    )
+    set_policy(store, DEFAULT_TENANT, RESTRICTED, by=SERVED_BY, at=at)
+    log.warning("%s", served_notice())
     return True
 
 
-def refusals(workflow: Workflow, policy: SideEffectPolicy, tenant: str) -> InputError | None:
-    """The error naming every step of `workflow` that `policy` refuses, or None."""
-    found = policy_problems(workflow, policy)
-    if not found:
+def served_notice(tenant: str = DEFAULT_TENANT) -> str:
+    """What a server says the one time it restricts `tenant`: the policy it got, why, and
+    the commands that open it (a local developer's shell steps, a local model server)."""
+    allow = allow_command(tenant, "")
+    return (
+        f"tenant {tenant!r} now runs under the restricted side-effect policy: no `shell` "
+        "steps, and `http` steps, model providers and MCP servers reach public addresses only. "
+        "This store is served over HTTP, so no API key may buy a shell on this host or a view "
+        "of its network until its administrator allows it, with one of:\n"
+        f"  {allow}--shell                        # shell steps (examples/hello.yaml)\n"
+        f"  {allow}--allow-host localhost:11434   # a host:port as URLs write it (a local model)\n"
+        f"  {allow}--preset trusted               # all of it, as before it was served"
+    )
+
+
+def allow_command(tenant: str, flags: str) -> str:
+    """The command with which the host's administrator changes `tenant`'s policy."""
+    return f"wovyr admin tenants set {shlex.quote(tenant)} {flags}"
+
+
+def dispatch_note(error_type: str, found: TenantPolicy, allow: str | None = None) -> str | None:
+    """What an attempt's `PolicyDenied` or `TargetUnreachable` error adds: which policy
+    refused it and the command that allows it (`allow`: the flags, when the kind knew them).
+    It depends on the policy only, never on the target: a refused address, a closed port and
+    an unknown name read the same, so a workflow cannot probe a network with the text."""
+    if error_type == UNREACHABLE_TYPE and not found.policy.private_network:
+        hosts = " ".join(f"--allow-host {shlex.quote(h)}" for h in found.policy.allow_hosts)
+        flags = f"{hosts} --allow-host HOST:PORT".lstrip()
+        return (
+            f"{found.where()} lets `http` steps, model providers and MCP servers reach public "
+            "addresses only (private_network: false), and a refused address fails like one "
+            "that does not answer; for a host on a loopback or private network (a local model "
+            "server), the host's administrator admits it with: "
+            + allow_command(found.tenant, flags)
+        )
+    if error_type == POLICY_DENIED:
+        how = (
+            allow_command(found.tenant, allow)
+            if allow
+            else f"wovyr admin tenants show {shlex.quote(found.tenant)} says what it allows"
+        )
+        return f"refused by {found.where()}; the host's administrator: {how}"
+    return None
+
+
+def refusals(workflow: Workflow, found: TenantPolicy) -> InputError | None:
+    """The error naming every step of `workflow` that `found`'s policy refuses (with the
+    command that would allow it), or None."""
+    refused = policy_problems(workflow, found.policy)
+    if not refused:
         return None
-    hint = f"the server host's administrator can change it: `wovyr admin tenants set {tenant} ...`"
     return InputError(
         [
             Problem(
-                f"activity {activity!r} ({kind}) is refused by the side-effect policy of "
-                f"tenant {tenant!r}: {message}",
+                f"activity {activity!r} ({kind}) is refused by {found.where()}: {message}",
                 path=path,
-                hint=hint,
+                hint="the host's administrator allows it with: "
+                + allow_command(found.tenant, flags or "..."),
             )
-            for activity, kind, path, message in found
+            for activity, kind, path, message, flags in refused
         ]
     )

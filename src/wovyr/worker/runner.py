@@ -54,6 +54,7 @@ from wovyr.engine.flow import (
 )
 from wovyr.engine.memory import TenantMemory
 from wovyr.engine.steps import make_step
+from wovyr.engine.tenants import TenantPolicy, dispatch_note
 from wovyr.errors import ActivityNotRegistered, KmsError, NotFound, WovyrError
 from wovyr.events import Event, EventData, EventType
 from wovyr.platform.mcp import tenant_mcp_access
@@ -645,10 +646,12 @@ class ExecutionRunner:
         # every attempt has a deadline: the definition's, else the engine's default
         timeout = spec.timeout or self.engine.default_timeout
         policy = TRUSTED  # what a kind without side effects is handed (it never looks)
+        tenant_policy: TenantPolicy | None = None
         if spec.kind_entry.side_effects:  # read for every attempt: a tightening applies now
             # (outside the `try`: a store that cannot answer loses the attempt, which is
             # run again, rather than failing the activity)
-            policy = await asyncio.to_thread(self.engine.side_effect_policy)
+            tenant_policy = await asyncio.to_thread(self.engine.tenant_policy)
+            policy = tenant_policy.policy
         try:
             execute = spec.kind_entry.execute
             if execute is None:
@@ -731,7 +734,12 @@ class ExecutionRunner:
         except PayloadRefused as exc:
             return Outcome(error=_error(exc.type, exc.message), retryable=False)
         except ActivityError as exc:
-            error = _error(exc.type, exc.message, exc.details, exc)
+            message = exc.message
+            if tenant_policy is not None:  # a refusal says which policy and what allows it
+                allow = exc.details.get("allow") if isinstance(exc.details, dict) else None
+                note = dispatch_note(exc.type, tenant_policy, allow)
+                message = f"{message}: {note}" if note else message
+            error = _error(exc.type, message, exc.details, exc)
             return Outcome(error=error, retryable=exc.retryable, retry_after=exc.retry_after)
         except ActivityNotRegistered as exc:
             return Outcome(error=_error("ActivityNotRegistered", str(exc)), retryable=False)

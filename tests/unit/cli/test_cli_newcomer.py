@@ -9,6 +9,7 @@ import json
 import re
 import shlex
 import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -43,6 +44,34 @@ def _readme_commands(*prefixes: str) -> list[list[str]]:
             if command.startswith(prefixes):
                 found.append(shlex.split(command)[1:])
     return found
+
+
+def test_the_readme_line_after_serve_opens_what_a_local_developer_needs(
+    run: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serving the store restricts tenant default: the README's hello example is refused,
+    with the command that opens it, and the README's line after `wovyr serve` opens it."""
+    from tests.isolation import require_isolation
+
+    from wovyr.engine.tenants import served
+    from wovyr.settings import load_settings
+    from wovyr.store import open_store
+
+    require_isolation()  # `--shell` on a restricted policy runs the step isolated
+    monkeypatch.chdir(ROOT)
+    assert run("run", "examples/hello.yaml", "-i", "name=Ada")[0] == 0  # the owner's, trusted
+    store = open_store(load_settings(home=str(run.home)).store_url)
+    try:
+        assert served(store, datetime.now(UTC))  # what the first `wovyr serve` does
+    finally:
+        store.close()
+    code, _, err = run("run", "examples/hello.yaml", "-i", "name=Ada")
+    assert code == EXIT_FAILED
+    assert "the host's administrator allows it with: wovyr admin tenants set default --shell" in err
+    [allow] = _readme_commands("wovyr admin tenants set default")
+    assert run(*allow)[0] == 0
+    code, out, err = run("run", "examples/hello.yaml", "-i", "name=Ada")
+    assert code == 0 and "Hello, Ada!" in out, err
 
 
 def test_the_readme_registry_and_schedule_commands_work_as_written(

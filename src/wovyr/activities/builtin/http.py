@@ -15,6 +15,7 @@ hop with the same check, and every refused or unreachable target fails alike
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -427,11 +428,14 @@ def _admits(step: HttpStep, policy: SideEffectPolicy) -> list[StepProblem]:
     address = egress.literal_address(host)
     if address is None or egress.admitted(address, host=host, port=port, policy=policy):
         return []
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    hosts = " ".join(f"--allow-host {shlex.quote(h)}" for h in (*policy.allow_hosts, target))
     return [
         StepProblem(
             ("http", "url"),
             f"{host} is a loopback, private, link-local or metadata address "
             "(private_network: false)",
+            hosts,
         )
     ]
 

@@ -31,6 +31,7 @@ import contextlib
 import errno
 import json
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -167,8 +168,12 @@ async def run_shell(
     }
 
 
-def _denied(message: str) -> NonRetryableError:
-    return NonRetryableError(message, type=POLICY_DENIED)
+def _denied(message: str, allow: str | None = None) -> NonRetryableError:
+    """A policy refusal; `allow`: the `wovyr admin tenants set` flags that would allow it
+    (in `details`, for the worker to name the command with the tenant)."""
+    return NonRetryableError(
+        message, type=POLICY_DENIED, details={"allow": allow} if allow else None
+    )
 
 
 def _check_input(spec: ShellSpec) -> None:
@@ -187,19 +192,22 @@ def _check_allowed(spec: ShellSpec, policy: SideEffectPolicy) -> None:
     if not policy.shell:
         raise _denied(
             "activity kind `shell` is not allowed by the side-effect policy "
-            "(shell: false); an admin must allow shell for this tenant"
+            "(shell: false); an admin must allow shell for this tenant",
+            "--shell",
         )
     if spec.cwd is not None and not policy.shell_cwd:
         raise _denied(
             f"`shell` may not choose its working directory ({spec.cwd!r}): the side-effect "
-            "policy runs shell steps only in their fresh per-attempt directory (shell_cwd: false)"
+            "policy runs shell steps only in their fresh per-attempt directory (shell_cwd: false)",
+            "--shell-cwd",
         )
     if policy.shell_commands is not None:
         loader = sorted(name for name in spec.env if name.startswith("LD_"))
         if loader:
             raise _denied(
                 f"`shell` may not set {', '.join(loader)} under a command allow-list "
-                "(the side-effect policy's shell_commands)"
+                "(the side-effect policy's shell_commands)",
+                "--any-command",
             )
 
 
@@ -268,7 +276,8 @@ def _resolve_program(
         if not (("/" not in argv0 and argv0 in commands) or program in paths):
             raise _denied(
                 f"`shell` may not run {argv0!r} ({program}): it is not in the side-effect "
-                "policy's command allow-list (shell_commands)"
+                "policy's command allow-list (shell_commands)",
+                " ".join(f"--shell-command {shlex.quote(c)}" for c in (*commands, program)),
             )
     return program
 
@@ -548,11 +557,15 @@ def _admits(step: ShellStep, policy: SideEffectPolicy) -> list[StepProblem]:
     named by an expression, one found on PATH - is checked by `run_shell` at dispatch)."""
     spec = step.shell
     if not policy.shell:
-        return [StepProblem(("shell",), "`shell` is not allowed (shell: false)")]
+        return [StepProblem(("shell",), "`shell` is not allowed (shell: false)", "--shell")]
     found: list[StepProblem] = []
     if spec.cwd is not None and not policy.shell_cwd:
         found.append(
-            StepProblem(("shell", "cwd"), "a shell step may not choose its cwd (shell_cwd: false)")
+            StepProblem(
+                ("shell", "cwd"),
+                "a shell step may not choose its cwd (shell_cwd: false)",
+                "--shell-cwd",
+            )
         )
     commands = policy.shell_commands
     argv0 = spec.argv[0]
@@ -563,9 +576,16 @@ def _admits(step: ShellStep, policy: SideEffectPolicy) -> list[StepProblem]:
         else:  # a relative path is only known in the attempt's directory
             refused = argv0.startswith("/") and os.path.normpath(argv0) not in paths
         if refused:
-            found.append(StepProblem(("shell", "argv"), f"{argv0!r} is not in shell_commands"))
+            allowed = " ".join(f"--shell-command {shlex.quote(c)}" for c in (*commands, argv0))
+            found.append(
+                StepProblem(("shell", "argv"), f"{argv0!r} is not in shell_commands", allowed)
+            )
     if commands is not None and any(name.startswith("LD_") for name in spec.env):
-        found.append(StepProblem(("shell", "env"), "LD_* variables under a command allow-list"))
+        found.append(
+            StepProblem(
+                ("shell", "env"), "LD_* variables under a command allow-list", "--any-command"
+            )
+        )
     return found
 
 
