@@ -59,13 +59,18 @@ def test_order_saga_compensates_with_retries_and_timeouts() -> None:
     assert all(a.retry and a.timeout for a in saga.activities)
 
 
-def test_approval_escalation_has_an_approval_a_timer_and_a_set() -> None:
+def test_approval_escalation_escalates_on_the_managers_timeout_not_a_parallel_timer() -> None:
+    """A timer beside the approval kept the run waiting a day after it was approved: the
+    approval's own timeout escalates (tests/integration/test_examples_end_to_end.py)."""
     flow = load_definition_file(_by_name("approval-escalation.yaml"))
     waits = {a.id: w.wait for a in flow.activities if (w := a.step_of(WaitStep))}
-    kinds = {w.kind for w in waits.values()} | {a.kind for a in flow.activities}
-    assert {"approval", "timer", "set"} <= kinds
-    approval = next(w.approval for w in waits.values() if w.approval)
-    assert approval.timeout == 2 * 86400
+    assert {aid: w.kind for aid, w in waits.items()} == {
+        "manager_approval": "approval",
+        "finance_approval": "approval",
+    }
+    assert all(w.approval and w.approval.timeout == 86400 for w in waits.values())
+    finance = flow.activity("finance_approval")
+    assert finance.needs == ["manager_approval"] and "ApprovalTimeout" in str(finance.when)
 
 
 def test_fan_out_fans_out_and_in() -> None:
