@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 from markupsafe import Markup
 
 from wovyr.definition.dump import as_yaml
+from wovyr.definition.model import Workflow
 from wovyr.engine.engine import Engine
 from wovyr.errors import NotFound
 from wovyr.scheduling.schedules import Schedules, spec_of
@@ -120,6 +121,7 @@ class DefinitionPage:
     applied_at: datetime
     source: str
     svg: Markup
+    workflow: Workflow
     versions: list[dict[str, Any]] = field(default_factory=list)
     executions_href: str = ""
 
@@ -154,6 +156,7 @@ def definition_page(engine: Engine, name: str, version: str | None, base: str) -
         applied_at=record.created_at,
         source=as_yaml(record.source),
         svg=svg,
+        workflow=workflow,
         versions=versions,
         executions_href=f"{base}?{urlencode({'workflow': name})}",
     )

@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from wovyr.errors import Conflict, InputError, NotFound, WovyrError
+from wovyr.errors import (
+    Conflict,
+    DefinitionConflict,
+    DefinitionError,
+    InputError,
+    NotFound,
+    Problem,
+    WovyrError,
+)
 from wovyr.scheduling.schedules import Schedules
 from wovyr.server.ui.catalog import (
     definition_page,
@@ -29,6 +37,7 @@ from wovyr.server.ui.catalog import (
 from wovyr.server.ui.present import as_datetime
 from wovyr.server.ui.routes import READ_ONLY, FormError, UiRoutes, redirect
 from wovyr.server.ui.session import Session
+from wovyr.server.ui.start_form import field_errors, parse_start_form, start_fields
 
 __all__ = ["CatalogRoutes"]
 
@@ -40,6 +49,13 @@ SCHEDULE_NOTICES = {
     "backfilled": "Backfill started.",
 }
 LIMIT_NOTICES = {"set": "Rate limit saved.", "deleted": "Rate limit deleted."}
+DEFINITION_NOTICES = {
+    "applied": "Definition applied.",
+    "unchanged": "That document was applied already: nothing changed.",
+}
+# A pasted definition may be larger than an action form (the server's body limit still
+# applies first).
+DOCUMENT_LIMIT = 2 * 1024 * 1024
 
 
 class CatalogRoutes:
@@ -57,7 +73,9 @@ class CatalogRoutes:
                 methods=["POST"],
             )
         r.add_api_route("/ui/definitions", self.definitions, methods=["GET"])
+        r.add_api_route("/ui/definitions", self.apply, methods=["POST"])
         r.add_api_route("/ui/definitions/{name}", self.definition, methods=["GET"])
+        r.add_api_route("/ui/definitions/{name}/start", self.start, methods=["POST"])
         r.add_api_route("/ui/workers", self.workers, methods=["GET"])
         r.add_api_route("/ui/flow", self.flow, methods=["GET"])
         r.add_api_route("/ui/flow/limits", self.set_limit, methods=["POST"])
@@ -110,8 +128,7 @@ class CatalogRoutes:
         if isinstance(checked, Response):
             return checked
         session, form = checked
-        actor = f"key:{session.key_id}/{session.role}"
-        service = Schedules(self.ui.engine.for_tenant(session.tenant).acting(actor))
+        service = Schedules(self.ui.engine.for_tenant(session.tenant).acting(_actor(session)))
         try:
             notice, started = await run_in_threadpool(perform, service, schedule_id, action, form)
         except NotFound:
@@ -143,17 +160,83 @@ class CatalogRoutes:
         session = self.ui.session(request)
         if session is None:
             return self.ui.to_login(request)
+        return self.definitions_response(request, session)
+
+    def definitions_response(
+        self,
+        request: Request,
+        session: Session,
+        *,
+        status: int = 200,
+        document: str = "",
+        problems: Sequence[str] = (),
+    ) -> Response:
         engine = self.ui.engine.for_tenant(session.tenant)
         return self.ui.render(
-            request, "definitions.html", 200, session, rows=definition_rows(engine)
+            request,
+            "definitions.html",
+            status,
+            session,
+            rows=definition_rows(engine),
+            can_apply=session.can("admin"),
+            document=document,
+            problems=list(problems),
         )
+
+    async def apply(self, request: Request) -> Response:
+        """Apply the pasted (or, with the page's script, uploaded) document: admins only,
+        checked and audited as `POST /api/v1/definitions` is, as made by the session's key.
+        A refused document comes back with its problems, at their lines."""
+        page = f"{self.ui.base(request)}/definitions"
+        refused = "Your role ({role}) may not apply definitions: that takes an admin."
+        checked = await self.ui.form_post(request, page, "admin", refused, limit=DOCUMENT_LIMIT)
+        if isinstance(checked, Response):
+            return checked
+        session, form = checked
+        text = form.get("document", "")
+        if not text.strip():
+            problems = ["Paste a workflow document (YAML or JSON), or choose a file."]
+            return self.definitions_response(request, session, status=400, problems=problems)
+        engine = self.ui.engine.for_tenant(session.tenant).acting(_actor(session))
+        try:
+            # parsing and validating an untrusted document is CPU work: not on the loop
+            outcome, digest = await run_in_threadpool(engine.apply, text)
+        except (DefinitionError, InputError) as exc:
+            found = [_located(p) for p in exc.problems] or [str(exc)]
+            return self.definitions_response(
+                request, session, status=400, document=text, problems=found
+            )
+        except (DefinitionConflict, WovyrError) as exc:
+            said = str(exc) + (f" ({exc.hint})" if getattr(exc, "hint", None) else "")
+            return self.definitions_response(
+                request, session, status=_status(exc), document=text, problems=[said]
+            )
+        workflow = engine.definition(digest)
+        query = urlencode({"version": workflow.version, "notice": outcome})
+        return redirect(f"{page}/{quote(workflow.name, safe='')}?{query}")
 
     def definition(self, request: Request, name: str) -> Response:
         session = self.ui.session(request)
         if session is None:
             return self.ui.to_login(request)
-        engine = self.ui.engine.for_tenant(session.tenant)
         version = request.query_params.get("version", "").strip()[:128] or None
+        notice = DEFINITION_NOTICES.get(request.query_params.get("notice", ""))
+        return self.definition_response(request, session, name, version, notice=notice)
+
+    def definition_response(
+        self,
+        request: Request,
+        session: Session,
+        name: str,
+        version: str | None,
+        *,
+        status: int = 200,
+        notice: str | None = None,
+        posted: Mapping[str, str] | None = None,
+        errors: Mapping[str, str] | None = None,
+        problems: Sequence[str] = (),
+    ) -> Response:
+        engine = self.ui.engine.for_tenant(session.tenant)
         try:
             page = definition_page(engine, name, version, self.ui.base(request))
         except NotFound:
@@ -166,7 +249,69 @@ class CatalogRoutes:
                 title="Not found",
                 message=f"There is no definition {shown} here.",
             )
-        return self.ui.render(request, "definition.html", 200, session, page=page)
+        return self.ui.render(
+            request,
+            "definition.html",
+            status,
+            session,
+            page=page,
+            notice=notice,
+            fields=start_fields(page.workflow, posted, errors),
+            posted=posted or {},
+            problems=list(problems),
+        )
+
+    async def start(self, request: Request, name: str) -> Response:
+        """Start an execution of the definition from its form: operators (and admins),
+        as `POST /api/v1/workflows` allows them, for the session's tenant and audited as
+        made by its key (the tenant's policy and quotas apply as to any start). A refused
+        start shows the page again, each problem at its field, with what was typed."""
+        page = f"{self.ui.base(request)}/definitions/{quote(name, safe='')}"
+        refused = "Your role ({role}) may not start executions."
+        checked = await self.ui.form_post(request, page, "operator", refused)
+        if isinstance(checked, Response):
+            return checked
+        session, form = checked
+        version = form.get("version", "").strip()[:128] or None
+        engine = self.ui.engine.for_tenant(session.tenant).acting(_actor(session))
+        try:
+            workflow, _ = await run_in_threadpool(engine.named, name, version)
+        except NotFound:
+            return await run_in_threadpool(
+                functools.partial(self.definition_response, request, session, name, version)
+            )
+        inputs, errors = parse_start_form(workflow, form)
+        problems: list[str] = []
+        if not errors:
+            start = functools.partial(
+                engine.start,
+                name=name,
+                version=workflow.version,
+                input=inputs,
+                execution_id=form.get("id", "").strip() or None,
+            )
+            try:
+                record = await run_in_threadpool(start)
+            except InputError as exc:
+                errors, problems = field_errors(exc, workflow)
+            except WovyrError as exc:
+                problems = [str(exc)]
+            else:
+                started = quote(record.id, safe=":")
+                return redirect(f"{self.ui.base(request)}/executions/{started}?notice=started")
+        return await run_in_threadpool(
+            functools.partial(
+                self.definition_response,
+                request,
+                session,
+                name,
+                workflow.version,
+                status=400,
+                posted=form,
+                errors=errors,
+                problems=problems,
+            )
+        )
 
     # --- workers -------------------------------------------------------------------------
 
@@ -235,8 +380,7 @@ class CatalogRoutes:
         if isinstance(checked, Response):
             return checked
         session, form = checked
-        actor = f"key:{session.key_id}/{session.role}"
-        engine = self.ui.engine.for_tenant(session.tenant).acting(actor)
+        engine = self.ui.engine.for_tenant(session.tenant).acting(_actor(session))
         try:
             if deleted is not None:
                 await run_in_threadpool(engine.delete_rate_limit, deleted)
@@ -261,6 +405,18 @@ class CatalogRoutes:
                 )
             )
         return redirect(f"{page}?notice=set")
+
+
+def _actor(session: Session) -> str:
+    """Who a change made through the UI is audited as: the key the session signed in with."""
+    return f"key:{session.key_id}/{session.role}"
+
+
+def _located(problem: Problem) -> str:
+    """A problem of a pasted document: `line 3, column 5: ...` (it has no file name)."""
+    where = f"line {problem.line}, column {problem.column}: " if problem.line else ""
+    path = f" (at {problem.path})" if problem.path and not problem.line else ""
+    return where + problem.message + path + (f"; {problem.hint}" if problem.hint else "")
 
 
 def limit_form(form: dict[str, str]) -> tuple[str, float, float, float | None]:

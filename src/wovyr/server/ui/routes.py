@@ -44,6 +44,7 @@ SESSION_COOKIE = "wovyr_session"
 UI_ROLE = "viewer"  # the least role that signs in: the UI shows the tenant's executions
 LOGIN_COOKIE = "wovyr_login"
 FORM_LIMIT = 64 * 1024
+FORM_FIELDS = 256  # a start form has a field per input of its workflow
 _HERE = Path(__file__).parent
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -55,6 +56,7 @@ NOTICES = {
     "signalled": "Signal sent.",
     "cancelled": "Cancellation recorded.",
     "rerun": "Rerun started.",
+    "started": "Execution started.",
 }
 
 
@@ -272,7 +274,13 @@ class UiRoutes:
         return self.render(request, "error.html", 403, session, title="Forbidden", message=message)
 
     async def form_post(
-        self, request: Request, page: str, role: str, refused: str, title: str = "Error"
+        self,
+        request: Request,
+        page: str,
+        role: str,
+        refused: str,
+        title: str = "Error",
+        limit: int = FORM_LIMIT,
     ) -> tuple[Session, dict[str, str]] | Response:
         """What an action form's POST checks first, in order: a session (signed out
         meanwhile: sign in and come back to `page`, not to the POST), a readable form (else
@@ -283,7 +291,7 @@ class UiRoutes:
         if session is None:
             return self.to_login(request, page)
         try:
-            form = await read_form(request)
+            form = await read_form(request, limit)
         except FormError as exc:
             return self.render(
                 request, "error.html", exc.status, session, title=title, message=str(exc)
@@ -493,21 +501,21 @@ def parse_payload(text: str) -> Any:
 READ_ONLY = "Your role ({role}) may only read."
 
 
-async def read_form(request: Request) -> dict[str, str]:
-    """An `application/x-www-form-urlencoded` body (or none), at most FORM_LIMIT bytes."""
+async def read_form(request: Request, limit: int = FORM_LIMIT) -> dict[str, str]:
+    """An `application/x-www-form-urlencoded` body (or none), at most `limit` bytes."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > FORM_LIMIT:
+    if declared.isdigit() and int(declared) > limit:
         raise FormError(413, "The form is too large.")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
-        if len(body) > FORM_LIMIT:
+        if len(body) > limit:
             raise FormError(413, "The form is too large.")
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/x-www-form-urlencoded" and (kind or body):
         raise FormError(415, "Send the form as application/x-www-form-urlencoded.")
     try:
-        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=64)
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=FORM_FIELDS)
     except (UnicodeDecodeError, ValueError):
         raise FormError(400, "The form could not be read.") from None
     return dict(pairs)

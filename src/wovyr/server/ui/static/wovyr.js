@@ -199,8 +199,26 @@
     });
   }
 
+  function fileReaders() {  // a file input (shown only with the script) fills a textarea
+    var inputs = document.querySelectorAll("input[type=file][data-read-into]");
+    for (var i = 0; i < inputs.length; i++) {
+      var input = inputs[i], into = document.getElementById(input.getAttribute("data-read-into"));
+      if (!into || !window.FileReader) continue;
+      input.closest("label").hidden = false;
+      input.addEventListener("change", function (e) {
+        var file = e.target.files && e.target.files[0];
+        if (!file) return;
+        var target = document.getElementById(e.target.getAttribute("data-read-into"));
+        var reader = new FileReader();
+        reader.onload = function () { target.value = reader.result; };
+        reader.readAsText(file);
+      });
+    }
+  }
+
   function start() {
     copyButtons();
+    fileReaders();
     refreshTimes(document);
     setInterval(function () { if (!document.hidden) refreshTimes(document); }, 30000);
     var live = document.getElementById("live");
