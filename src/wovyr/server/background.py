@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
 from datetime import datetime, timedelta
 from typing import Any
@@ -69,6 +70,9 @@ class Background:
         self.process: asyncio.subprocess.Process | None = None
         self.restarts = 0
         self._running = 0  # what the worker process last reported
+        self._started: datetime | None = None  # when the current worker (or process) started
+        self._reported: dict[str, Any] = {}  # what the worker process said of itself
+        self._heard: datetime | None = None  # when the worker process last reported
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,6 +115,39 @@ class Background:
             running = len(worker.runners)
         return {"alive": self.alive(), "restarts": self.restarts, "running": running}
 
+    def own_worker(self) -> dict[str, Any] | None:
+        """This server's worker as the workers page shows it (a store without a worker
+        membership, SQLite, knows of no other): the owner id its leases name, where it runs
+        (the server's worker process and its pid, or the server's own process), when it
+        started, when it was last heard from, how many executions it drives, how often it
+        was restarted. None while none runs."""
+        now = self.engine.clock.now()
+        if self.settings.worker_process:
+            process = self.process
+            if process is None or process.returncode is not None:
+                return None
+            return {
+                "owner": self._reported.get("owner"),
+                "where": "the server's worker process",
+                "pid": self._reported.get("pid", process.pid),
+                "started_at": self._started,
+                "last_seen": self._heard,
+                "running": self._running,
+                "restarts": self.restarts,
+            }
+        worker = self.worker
+        if worker is None or not self.alive():
+            return None
+        return {
+            "owner": worker.owner,
+            "where": "embedded in the server's process",
+            "pid": os.getpid(),
+            "started_at": self._started,
+            "last_seen": now,  # it runs in this process, which is answering
+            "running": len(worker.runners),
+            "restarts": self.restarts,
+        }
+
     # --- in this process -------------------------------------------------------------------
 
     async def _supervise(self) -> None:
@@ -124,6 +161,7 @@ class Background:
                 reserved_slots=self.settings.reserved_slots,
             )
             self.worker = worker
+            self._started = self.engine.clock.now()
             try:
                 await worker.run(self._stop, grace_seconds=self.settings.shutdown_grace)
             except Exception:
@@ -179,6 +217,7 @@ class Background:
                 limit=1 << 20,
             )
         self.process = process
+        self._started, self._heard, self._reported = self.engine.clock.now(), None, {}
         reading = asyncio.create_task(self._read(process))
         stopping = asyncio.create_task(self._stop.wait())
         try:
@@ -208,8 +247,11 @@ class Background:
             except ValueError:
                 log.warning("unreadable report from the worker process: %r", line[:200])
                 continue
+            self._heard = self.engine.clock.now()
             if "running" in message:
                 self._running = int(message["running"])
+            elif "worker" in message:
+                self._reported = dict(message["worker"])
             elif self.metrics is not None:
                 replay(self.metrics, message)
 

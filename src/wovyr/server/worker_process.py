@@ -11,7 +11,9 @@ standard streams, one JSON object per line:
   `{"stop": true}` to stop claiming, give in-flight work the grace period and exit. End of
   input without it means the server died (SIGKILL, a crash): the worker exits at once,
   exactly as if it had run inside the server, and its leases expire for the next one.
-- stdout, to the server: `{"running": n}` when the number of executions it drives changes,
+- stdout, to the server: `{"worker": {"owner": ..., "pid": ...}}` once at start (the lease
+  owner id it claims under: the server's workers page shows it), `{"running": n}` when the
+  number of executions it drives changes and at least every few seconds (its heartbeat),
   and `{"inc": [...]}` / `{"observe": [...]}` for each metric the store observer records,
   which the server replays into its own registry so `/metrics` shows the worker's series.
 
@@ -49,7 +51,7 @@ from wovyr.store import open_store
 from wovyr.withheld import environ, withhold
 from wovyr.worker import Worker
 
-__all__ = ["CONFIG_ENV", "WorkerConfig", "main", "replay"]
+__all__ = ["CONFIG_ENV", "HEARTBEAT_EVERY", "WorkerConfig", "main", "replay"]
 
 log = logging.getLogger("wovyr.server")
 #: The name the JSON `WorkerConfig` is handed over under (`wovyr.withheld`): not argv, where
@@ -57,6 +59,7 @@ log = logging.getLogger("wovyr.server")
 #: hold a password).
 CONFIG_ENV = "WOVYR_WORKER_PROCESS_CONFIG"
 _STATUS_EVERY = 0.25  # seconds between checks of how many executions the worker drives
+HEARTBEAT_EVERY = 5.0  # seconds between reports when the count did not change
 
 
 @dataclass(frozen=True)
@@ -152,12 +155,13 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
         stop.set()
 
     async def status() -> None:
-        shown = -1
+        _send(out, {"worker": {"owner": worker.owner, "pid": os.getpid()}})
+        shown, sent = -1, loop.time()
         while not stop.is_set():
             running = len(worker.runners)
-            if running != shown:
+            if running != shown or loop.time() - sent >= HEARTBEAT_EVERY:
                 _send(out, {"running": running})
-                shown = running
+                shown, sent = running, loop.time()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), _STATUS_EVERY)
 

@@ -170,9 +170,21 @@ class WorkersPage:
     leases: list[dict[str, Any]]  # this tenant's in-flight executions, per worker
     in_flight: int
     scan_capped: bool
+    own: dict[str, Any] | None = None  # this server's worker (admins only)
+    own_runs: bool = False  # this server runs a worker (what every role may know)
 
 
-def workers_page(engine: Engine, now: datetime, ttl_seconds: float, admin: bool) -> WorkersPage:
+def workers_page(
+    engine: Engine,
+    now: datetime,
+    ttl_seconds: float,
+    admin: bool,
+    own: dict[str, Any] | None = None,
+) -> WorkersPage:
+    """What the workers page shows the signed-in tenant: the live workers (the store's
+    membership, PostgreSQL; `own` is the server's own worker, the one a SQLite store's
+    server knows of), and which of them hold this tenant's executions. The processes'
+    ids and heartbeats are for admins only."""
     lister = getattr(engine.store, "members", None)
     members: list[dict[str, Any]] = []
     live: int | None = None
@@ -203,6 +215,8 @@ def workers_page(engine: Engine, now: datetime, ttl_seconds: float, admin: bool)
         leases=leases if admin else [],
         in_flight=sum(held.values()),
         scan_capped=page.next_cursor is not None,
+        own=own if admin else None,
+        own_runs=own is not None,
     )
 
 

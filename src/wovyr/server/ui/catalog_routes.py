@@ -320,8 +320,14 @@ class CatalogRoutes:
         if session is None:
             return self.ui.to_login(request)
         engine = self.ui.engine.for_tenant(session.tenant)
+        server = getattr(request.app.state, "wovyr", None)  # None: the UI mounted alone
+        background = server.background if server is not None else None
         page = workers_page(
-            engine, engine.clock.now(), self.lease_seconds, admin=session.can("admin")
+            engine,
+            engine.clock.now(),
+            self.lease_seconds,
+            admin=session.can("admin"),
+            own=background.own_worker() if background is not None else None,
         )
         return self.ui.render(
             request,
