@@ -214,7 +214,7 @@ def test_an_agents_model_and_tool_calls_read_as_a_conversation() -> None:
         ("attempt", "think turn 1: model m1 asked for 2 tool calls (120 in, 30 out tokens)"),
         ("attempt", "think turn 1: tool math.add returned"),
         ("failure", "think turn 1: tool explode failed: RuntimeError: the tool broke"),
-        ("attempt", "think turn 2: model m1 answered (120 in, 30 out tokens)"),
+        ("attempt", "think turn 2: model m1 answered (120 in, 30 out tokens, $0.1000)"),
     ]
 
 

@@ -1,7 +1,8 @@
 """The execution's activities on one time axis (a Gantt chart), drawn as SVG on the server.
 
 Each activity that started is one bar from its (latest) start to its end, or to `now` while
-it runs, coloured by status; a `for_each` bar spans its items. The axis starts at the
+it runs, coloured by status; a `for_each` bar spans its items. A row with a `parent` (an
+agent's model call or tool call) is drawn under its parent's bar, indented. The axis starts at the
 execution's creation, so the gap before a bar is the time it waited for its dependencies
 (or a timer, an approval, a slot). Ticks fall on round durations. Like the DAG, the output
 is deterministic for the same rows and `now`.
@@ -39,6 +40,9 @@ class GanttBar:
     start: float  # seconds after the execution was created
     end: float
     running: bool  # no end yet: the bar reaches `now`
+    parent: str | None = None  # the activity a sub-step's bar belongs to
+    label: str = ""  # shown instead of the id (a sub-step's)
+    note: str = ""  # more for its title (a sub-step's tokens and cost)
 
 
 def span_text(seconds: float) -> str:
@@ -59,8 +63,9 @@ def span_text(seconds: float) -> str:
 def gantt_bars(
     rows: Sequence[Mapping[str, Any]], origin: datetime, now: datetime
 ) -> list[GanttBar]:
-    """The bars of the activities that started, in start order (ties in `rows` order). `rows` carry
-    `id`, `status` and the datetimes `started` / `finished` (either may be None)."""
+    """The bars of the activities that started, in start order (ties in `rows` order), each
+    followed by its sub-steps' bars. `rows` carry `id`, `status` and the datetimes `started`
+    / `finished` (either may be None); a sub-step's also `parent`, `label` and `note`."""
     bars = []
     for row in rows:
         started = row.get("started")
@@ -77,9 +82,30 @@ def gantt_bars(
             end_at = started
         start = max(0.0, (started - origin).total_seconds())
         end = max(start, (end_at - origin).total_seconds())
-        bars.append(GanttBar(str(row["id"]), status, start, end, running))
+        parent = row.get("parent")
+        bars.append(
+            GanttBar(
+                str(row["id"]),
+                status,
+                start,
+                end,
+                running,
+                parent=str(parent) if parent else None,
+                label=str(row.get("label") or ""),
+                note=str(row.get("note") or ""),
+            )
+        )
     bars.sort(key=lambda b: b.start)  # stable: ties keep the definition's order
-    return bars
+    under: dict[str, list[GanttBar]] = {}
+    for bar in bars:
+        if bar.parent is not None:
+            under.setdefault(bar.parent, []).append(bar)
+    ordered = []
+    for bar in bars:
+        if bar.parent is None:
+            ordered.append(bar)
+            ordered.extend(under.pop(bar.id, []))
+    return ordered + [b for rest in under.values() for b in rest]  # a parent not drawn
 
 
 def _step(span: float) -> float:
@@ -134,17 +160,22 @@ def render_gantt(
         status = bar.status.replace("_", "-")
         took = span_text(bar.end - bar.start) + (" so far" if bar.running else "")
         shown = bar.status.replace("_", " ")
-        title = f"{bar.id}: {shown}, started +{span_text(bar.start)}, {took}"
-        bid = escape(bar.id, quote=True)
+        name = bar.label or bar.id
+        title = f"{name}: {shown}, started +{span_text(bar.start)}, {took}"
+        title += f" ({bar.note})" if bar.note else ""
+        bid = escape(bar.parent or bar.id, quote=True)
         live = ' class="running"' if bar.running else ""
+        sub = f' data-step="{escape(bar.label, quote=True)}"' if bar.parent is not None else ""
         out.append(
-            f'<g class="bar status-{escape(status, quote=True)}" data-activity="{bid}"'
+            f'<g class="bar{" sub" if sub else ""} status-{escape(status, quote=True)}"'
+            f' data-activity="{bid}"{sub}'
             f' data-start="{bar.start:.3f}" data-end="{bar.end:.3f}">'
             f"<title>{escape(title)}</title>"
         )
         if link_prefix is not None:
-            out.append(f'<a href="{escape(link_prefix + bar.id, quote=True)}">')
-        label = bar.id if len(bar.id) <= 22 else bar.id[:21] + "\u2026"
+            out.append(f'<a href="{escape(link_prefix + (bar.parent or bar.id), quote=True)}">')
+        label = name if len(name) <= 22 else name[:21] + "\u2026"
+        label = f"\u203a {label}" if bar.parent is not None else label
         out.append(
             f'<text class="name" x="{LABEL_W - 8}" y="{y + BAR_H + 1}">{escape(label)}</text>'
             f'<rect x="{x:.1f}" y="{y + 4}" width="{w:.1f}" height="{BAR_H}" rx="3"{live}/>'

@@ -20,6 +20,7 @@ from wovyr.engine.bulk import BulkFilter
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.engine.labels import parse_label_pairs
 from wovyr.errors import InputError, WovyrError
+from wovyr.server.ui.agent_steps import SubStep, agent_steps, render_steps, steps_summary
 from wovyr.server.ui.dag import DagLayout, layout_dag, render_svg
 from wovyr.server.ui.gantt import render_gantt
 from wovyr.server.ui.present import (
@@ -281,6 +282,38 @@ def list_rows(engine: Engine, items: list[ExecutionRecord], now: datetime) -> li
     return rows
 
 
+def _with_steps(rows: list[dict[str, Any]], steps: Mapping[str, list[SubStep]]) -> None:
+    """An agent activity's row gets its model and tool calls (`agent_steps`): their table,
+    their graph, and their count in its kind (what its node in the DAG says)."""
+    for row in rows:
+        found = steps.get(row["id"])
+        if not found:
+            continue
+        row["steps"] = found
+        row["steps_summary"] = steps_summary(found)
+        row["steps_svg"] = Markup(render_steps(found))
+        row["kind"] = f"{row['kind']} \u00b7 {len(found)} calls"
+
+
+def _gantt_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The activities' rows, and an agent's calls as rows under it."""
+    out = list(rows)
+    for row in rows:
+        for step in row.get("steps", ()):
+            out.append(
+                {
+                    "id": f"{row['id']} \u203a {step.label}",
+                    "parent": row["id"],
+                    "label": step.label,
+                    "note": step.measures(),
+                    "status": step.status,
+                    "started": step.started or step.finished,
+                    "finished": step.finished,
+                }
+            )
+    return out
+
+
 def _layout(digest: str, workflow: Workflow) -> DagLayout:
     """Layouts depend only on the pinned definition: cache them by its content hash."""
     with _LAYOUTS_LOCK:
@@ -392,13 +425,21 @@ def execution_page(
     attempts, _, _ = engine.logs(execution_id, follow=False)
     for row in rows:  # each activity's attempts that logged (tracebacks are shown already)
         row["logs"] = [a for a in attempts if a["activity"] == row["id"] and a["lines"]]
+    agents = [a.id for a in workflow.activities if a.kind == "agent"]
+    steps = agent_steps(engine, execution_id, agents)
+    _with_steps(rows, steps)
     layout = _layout(view.definition_hash, workflow)
     svg = Markup(render_svg(layout, {r["id"]: r for r in rows}, link_prefix="#act-"))
     total = view.event_count
     start = max(0, total - TIMELINE_PAGE) if events_from is None else events_from
     start = min(max(0, start), max(0, total - 1))
+    latencies = {
+        s.seq: s.latency for found in steps.values() for s in found if s.latency is not None
+    }
     events = timeline(
-        engine.history(execution_id, after_seq=start, limit=TIMELINE_PAGE, follow=False), now
+        engine.history(execution_id, after_seq=start, limit=TIMELINE_PAGE, follow=False),
+        now,
+        latencies,
     )
     approvals = [w for w in view.pending_waits if w.get("kind") == "approval"]
     signals = sorted({str(w.get("name")) for w in view.pending_waits if w.get("kind") == "signal"})
@@ -406,7 +447,7 @@ def execution_page(
         view=view,
         workflow=workflow,
         svg=svg,
-        gantt=Markup(render_gantt(rows, as_datetime(view.created_at) or now, now)),
+        gantt=Markup(render_gantt(_gantt_rows(rows), as_datetime(view.created_at) or now, now)),
         activities=rows,
         events=events,
         events_from=start,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +19,7 @@ from markupsafe import Markup
 from wovyr.activities.failures import tracebacks_in, without_tracebacks
 from wovyr.definition.model import Workflow
 from wovyr.events import EventType
+from wovyr.server.ui.gantt import span_text
 from wovyr.store.base import EventRecord
 
 __all__ = [
@@ -225,6 +226,9 @@ def _model_call(d: dict[str, Any]) -> str:
     usage = d.get("usage") or {}
     said = f"asked for {calls} tool call{'s' if calls != 1 else ''}" if calls else "answered"
     tokens = f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out tokens"
+    cost = d.get("cost")
+    if isinstance(cost, int | float):
+        tokens += f", ${cost:.4f}"
     return f"{d.get('activity')} turn {d.get('turn')}: model {d.get('model')} {said} ({tokens})"
 
 
@@ -374,12 +378,21 @@ def duration_text(seconds: float) -> str:
     return f"+{whole // 86400}d {whole % 86400 // 3600:02d}h"
 
 
-def timeline(events: Iterable[EventRecord], now: datetime) -> list[TimelineEntry]:
+def timeline(
+    events: Iterable[EventRecord],
+    now: datetime,
+    latencies: Mapping[int, float] | None = None,
+) -> list[TimelineEntry]:
+    """The events as lines for people; `latencies` (by seq: an agent's model and tool calls,
+    `agent_steps`) adds how long each call took."""
     entries: list[TimelineEntry] = []
     for ev in events:
         data = ev.data if isinstance(ev.data, dict) else {}
         line = _LINES.get(ev.type)
         category, text = line(data) if line else ("lifecycle", ev.type)
+        took = (latencies or {}).get(ev.seq)
+        if took is not None:
+            text += f" in {span_text(took)}"
         detail = {k: data[k] for k in _DETAIL_KEYS if data.get(k) is not None}
         traces = tracebacks_in(detail)
         detail = without_tracebacks(detail)

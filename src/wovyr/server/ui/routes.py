@@ -25,6 +25,7 @@ from wovyr.engine.streams import StreamCursor
 from wovyr.errors import Conflict, InputError, NotFound, WovyrError
 from wovyr.platform.auth import role_at_least
 from wovyr.server.streams import EventStream, StreamHub
+from wovyr.server.ui.gantt import span_text
 from wovyr.server.ui.pages import (
     LIST_STATUSES,
     ListFilters,
@@ -102,6 +103,7 @@ class UiRoutes:
         self.templates.globals["static_version"] = versions
         self.templates.globals["statuses"] = LIST_STATUSES
         self.templates.globals["wait_kinds"] = WAIT_KINDS
+        self.templates.globals["span_text"] = span_text
 
     # --- plumbing ------------------------------------------------------------------------
 
