@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,16 +83,15 @@ class LiveServer:
     authenticator: Authenticator
 
 
-@pytest.fixture
-def live_server(tmp_path: Path) -> Iterator[LiveServer]:
-    """`create_app` (API, UI and its background worker) served by uvicorn in a thread."""
+@contextmanager
+def serving(engine: Engine, home: Path) -> Iterator[LiveServer]:
+    """`create_app` over `engine` (API, UI and its background worker) served by uvicorn in a
+    thread, until the block ends."""
     import uvicorn
 
     from wovyr.server.app import create_app
 
-    store = SQLiteStore(tmp_path / "wovyr.db")
-    engine = Engine(store)
-    settings = Settings(home=tmp_path / "home", dispatch_interval=0.2, poll_interval=0.2)
+    settings = Settings(home=home, dispatch_interval=0.2, poll_interval=0.2)
     app = create_app(engine, settings)
     port = _free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
@@ -104,6 +104,15 @@ def live_server(tmp_path: Path) -> Iterator[LiveServer]:
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+@pytest.fixture
+def live_server(tmp_path: Path) -> Iterator[LiveServer]:
+    store = SQLiteStore(tmp_path / "wovyr.db")
+    try:
+        with serving(Engine(store), tmp_path / "home") as live:
+            yield live
+    finally:
         store.close()
 
 

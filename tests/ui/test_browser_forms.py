@@ -8,7 +8,6 @@ Playwright this skips locally and FAILS when CI=true (tests/ui/test_browser.py).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,9 @@ from tests.ui.test_browser import (
     CHROMIUM_ARGS,
     DEADLINE,
     LiveServer,
-    _free_port,
     _wait_until,
     live_server,
+    serving,
     sync_api,
 )
 
@@ -31,7 +30,6 @@ from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
-from wovyr.settings import Settings
 from wovyr.store.sqlite import SQLiteStore
 
 __all__ = ["live_server", "sync_api"]  # the fixtures, shared with test_browser.py
@@ -199,10 +197,6 @@ def test_the_workers_page_shows_the_servers_embedded_worker(
 
 @pytest.fixture
 def agent_server(tmp_path: Path) -> Iterator[LiveServer]:
-    import uvicorn
-
-    from wovyr.server.app import create_app
-
     registry = ActivityRegistry()
     registry.register("geo.lookup", lambda city: {"city": city, "country": "FR"})
     script = [tool_calls(("geo_lookup", {"city": "Paris"})), text("Paris is in FR.")]
@@ -215,20 +209,10 @@ def agent_server(tmp_path: Path) -> Iterator[LiveServer]:
             providers=Providers({"default": provider}),
             side_effects=TRUSTED,
         )
-        settings = Settings(home=tmp_path / "home", dispatch_interval=0.2, poll_interval=0.2)
-        app = create_app(engine, settings)
-        port = _free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        _wait_until(lambda: server.started, "the server to start")
         try:
-            yield LiveServer(f"http://127.0.0.1:{port}", engine, app.state.authenticator)
+            with serving(engine, tmp_path / "home") as live:
+                yield live
         finally:
-            server.should_exit = True
-            thread.join(timeout=15)
             store.close()
 
 

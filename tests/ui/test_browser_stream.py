@@ -4,7 +4,6 @@ execution's output), over a real uvicorn server, a real SQLite file and a script
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,16 +15,15 @@ from tests.ui.test_browser import (
     CHROMIUM_ARGS,
     DEADLINE,
     LiveServer,
-    _free_port,
     _require_browser,
     _wait_until,
+    serving,
 )
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
-from wovyr.settings import Settings
 from wovyr.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow
@@ -44,10 +42,6 @@ output: "${{ activities.ask.output.text }}"
 
 @pytest.fixture
 def streaming_server(tmp_path: Path) -> Iterator[LiveServer]:
-    import uvicorn
-
-    from wovyr.server.app import create_app
-
     with ScriptedLLM([text(ANSWER, stream=True, chunk_delay=0.015)]) as llm:
         store = SQLiteStore(tmp_path / "wovyr.db")
         engine = Engine(
@@ -56,19 +50,10 @@ def streaming_server(tmp_path: Path) -> Iterator[LiveServer]:
             providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
             side_effects=TRUSTED,
         )
-        settings = Settings(home=tmp_path / "home", dispatch_interval=0.2, poll_interval=0.2)
-        app = create_app(engine, settings)
-        port = _free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        _wait_until(lambda: server.started, "the server to start")
         try:
-            yield LiveServer(f"http://127.0.0.1:{port}", engine, app.state.authenticator)
+            with serving(engine, tmp_path / "home") as live:
+                yield live
         finally:
-            server.should_exit = True
-            thread.join(timeout=15)
             store.close()
 
 
