@@ -24,7 +24,7 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.platform.auth import Authenticator
 from wovyr.settings import Settings
-from wovyr.store.memory import MemoryStore
+from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
 
 from .conftest import UiClient
@@ -68,7 +68,7 @@ def agent_run(tmp_path: Path) -> Iterator[tuple[UiClient, str]]:
     with ScriptedLLM(SCRIPT, pick="turn") as llm:
         provider = ProviderConfig("default", llm.base_url, price_in=1.0, price_out=2.0)
         engine = Engine(
-            MemoryStore(),
+            SQLiteStore(tmp_path / "w.db"),
             clock=clock,
             activities=registry,
             providers=Providers({"default": provider}),
@@ -89,6 +89,7 @@ def agent_run(tmp_path: Path) -> Iterator[tuple[UiClient, str]]:
             yield client, record.id
         finally:
             client.close()
+            engine.close()
 
 
 def _node(svg: str, label: str) -> str:
