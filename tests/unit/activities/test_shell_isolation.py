@@ -291,9 +291,17 @@ def test_a_worker_that_is_not_root_isolates_in_a_user_namespace(shared_dir: Path
         "isolate": {"hide": [str(shared_dir)], "uid": None, "gid": None},
     }
 
+    # The checkout may sit in a folder only its owner can enter (CI clones into mktemp -d):
+    # a non-root worker runs its own installed copy, so "nobody" gets a copy it can read.
+    readable = Path(tempfile.mkdtemp(prefix="wovyr-launcher-"))
+    readable.chmod(0o755)
+    launcher = readable / "launcher.py"
+    launcher.write_bytes(Path(LAUNCHER).read_bytes())
+    launcher.chmod(0o644)
+
     def launch(job: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
-            [python, "-I", "-S", LAUNCHER],
+            [python, "-I", "-S", str(launcher)],
             input=json.dumps(job).encode(),
             capture_output=True,
             env={},
@@ -308,6 +316,8 @@ def test_a_worker_that_is_not_root_isolates_in_a_user_namespace(shared_dir: Path
     spin = launch(
         {**job, "argv": [python, "-c", "while True: pass"], "limits": [["RLIMIT_CPU", 1, 2]]}
     )
+    launcher.unlink()
+    readable.rmdir()
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().splitlines() == ["65534", "['1', '2']", "[]", "(5, 6)"]
