@@ -20,7 +20,7 @@ from wovyr.activities.providers import CredentialResolver, Providers
 from wovyr.activities.sandbox import ShellSandbox
 from wovyr.clock import Clock
 from wovyr.definition.model import Workflow
-from wovyr.engine import changes, flow, reads, retention, starts, usage
+from wovyr.engine import changes, children, flow, reads, retention, starts, usage
 from wovyr.engine.changes import Decision
 from wovyr.engine.core.bounds import ValueLimits
 from wovyr.engine.core.policy import RunActivity
@@ -262,12 +262,14 @@ class Engine:
         trace: TraceContext | None = None,
     ) -> str:
         rt = self.runtime
-        return starts.start_tool_child(rt, parent, activity_id, workflow_name, inputs, call, trace)
+        return children.start_tool_child(
+            rt, parent, activity_id, workflow_name, inputs, call, trace
+        )
 
     def start_child(
         self, parent: ExecutionState, run: RunActivity, trace: TraceContext | None = None
     ) -> str:
-        return starts.start_child(self.runtime, parent, run, trace)
+        return children.start_child(self.runtime, parent, run, trace)
 
     # --- quotas, retention and flow control (`usage`, `retention`, `flow`) ----------------
 
