@@ -196,9 +196,13 @@ class Runtime:
     shell_sandbox: ShellSandbox | None = None
     listeners: Listeners = field(default_factory=Listeners)
     caches: Caches = field(default_factory=Caches)
-    timer_locking: TimerLocking | None = None  # the store's, asked once (not per tick)
     tenant: str = DEFAULT_TENANT
     actor: str | None = None
+    # the store's, asked once per runtime (not per tick)
+    timer_locking: TimerLocking | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "timer_locking", capabilities(self.store).timer_locking)
 
     def view(self, tenant: str, actor: str | None) -> Runtime:
         """The same runtime acting for `tenant` as `actor` (itself when nothing changes)."""
@@ -317,4 +321,4 @@ def new_runtime(store: Store, **options: Any) -> Runtime:
         raise TypeError(f"unknown engine options: {', '.join(sorted(unknown))}")
     limits = Limits(**{k: v for k, v in given.items() if k in _LIMITS})
     rest = {k: v for k, v in given.items() if k not in _LIMITS}
-    return Runtime(store, limits=limits, timer_locking=capabilities(store).timer_locking, **rest)
+    return Runtime(store, limits=limits, **rest)
