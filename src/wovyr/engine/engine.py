@@ -13,16 +13,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Unpack
 
-from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.kinds import SecretResolver
 from wovyr.activities.policy import SideEffectPolicy
-from wovyr.activities.providers import CredentialResolver, Providers
-from wovyr.activities.sandbox import ShellSandbox
-from wovyr.clock import Clock
 from wovyr.definition.model import Workflow
 from wovyr.engine import changes, children, flow, reads, retention, starts, usage
 from wovyr.engine.changes import Decision
-from wovyr.engine.core.bounds import ValueLimits
 from wovyr.engine.core.policy import RunActivity
 from wovyr.engine.core.state import ExecutionState
 from wovyr.engine.definitions import Definitions
@@ -31,7 +25,6 @@ from wovyr.engine.reads import ListOptions
 from wovyr.engine.retention import Retention
 from wovyr.engine.runtime import (
     DEFAULT_TIMEOUT,
-    Limits,
     Listener,
     Runtime,
     RuntimeField,
@@ -61,7 +54,7 @@ from wovyr.store.base import (
 )
 from wovyr.store.flow import FlowKey, RateLimitRecord
 from wovyr.store.records import Debit
-from wovyr.traces import TraceContext, Tracer
+from wovyr.traces import TraceContext
 
 __all__ = ["DEFAULT_TIMEOUT", "Engine", "ExecutionView", "Started", "check_priority"]
 
@@ -97,24 +90,24 @@ class Engine:
         return cls(open_store(url or default_url()), **options)
 
     store = RuntimeField(lambda rt: rt.store)
-    clock: RuntimeField[Clock] = RuntimeField(lambda rt: rt.clock)
+    clock = RuntimeField(lambda rt: rt.clock)
     tenant = RuntimeField(lambda rt: rt.tenant)
     actor = RuntimeField(lambda rt: rt.actor)
-    activities: RuntimeField[ActivityRegistry] = RuntimeField(lambda rt: rt.activities)
-    secrets: RuntimeField[SecretResolver | None] = RuntimeField(lambda rt: rt.secrets)
-    providers: RuntimeField[Providers] = RuntimeField(lambda rt: rt.providers)
-    credentials: RuntimeField[CredentialResolver] = RuntimeField(lambda rt: rt.credentials)
-    tracer: RuntimeField[Tracer] = RuntimeField(lambda rt: rt.tracer)
-    side_effects: RuntimeField[SideEffectPolicy | None] = RuntimeField(lambda rt: rt.side_effects)
-    shell_sandbox: RuntimeField[ShellSandbox | None] = RuntimeField(lambda rt: rt.shell_sandbox)
-    limits: RuntimeField[Limits] = RuntimeField(lambda rt: rt.limits)
+    activities = RuntimeField(lambda rt: rt.activities)
+    secrets = RuntimeField(lambda rt: rt.secrets)
+    providers = RuntimeField(lambda rt: rt.providers)
+    credentials = RuntimeField(lambda rt: rt.credentials)
+    tracer = RuntimeField(lambda rt: rt.tracer)
+    side_effects = RuntimeField(lambda rt: rt.side_effects)
+    shell_sandbox = RuntimeField(lambda rt: rt.shell_sandbox)
+    limits = RuntimeField(lambda rt: rt.limits)
     max_child_depth = RuntimeField(lambda rt: rt.limits.max_child_depth)
     max_items = RuntimeField(lambda rt: rt.limits.max_items)
     max_recoveries = RuntimeField(lambda rt: rt.limits.max_recoveries)
     default_timeout = RuntimeField(lambda rt: rt.limits.default_timeout)
     max_payload_bytes = RuntimeField(lambda rt: rt.limits.max_payload_bytes)
     max_execution_bytes = RuntimeField(lambda rt: rt.limits.max_execution_bytes)
-    value_limits: RuntimeField[ValueLimits] = RuntimeField(lambda rt: rt.limits.value_limits)
+    value_limits = RuntimeField(lambda rt: rt.limits.value_limits)
     min_schedule_interval = RuntimeField(lambda rt: rt.limits.min_schedule_interval)
     min_continue_interval = RuntimeField(lambda rt: rt.limits.min_continue_interval)
 

@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar, overload
 
 from wovyr.activities.base import ActivityRegistry, default_registry
 from wovyr.activities.providers import BoundCredentials, CredentialResolver, Providers
@@ -251,8 +251,14 @@ class RuntimeField(Generic[_T]):
     def __init__(self, read: Callable[[Runtime], _T]) -> None:
         self._read = read
 
-    def __get__(self, holder: RuntimeHolder, owner: type | None = None) -> _T:
-        return self._read(holder.runtime)
+    @overload
+    def __get__(self, holder: None, owner: type) -> RuntimeField[_T]: ...
+    @overload
+    def __get__(self, holder: RuntimeHolder, owner: type | None = None) -> _T: ...
+    def __get__(
+        self, holder: RuntimeHolder | None, owner: type | None = None
+    ) -> _T | RuntimeField[_T]:
+        return self if holder is None else self._read(holder.runtime)  # on the class: itself
 
 
 class RuntimeOptions(TypedDict, total=False):
