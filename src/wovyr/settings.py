@@ -1,6 +1,7 @@
 """Frozen settings, read only at the edges (CLI and server): flags > WOVYR_* env > defaults.
 
-The engine never reads the environment; it gets what it needs through constructors.
+Settings are data: they build nothing (`wovyr.assemble` builds what the edges run with from
+them). The engine never reads the environment; it gets what it needs through its runtime.
 """
 
 from __future__ import annotations
@@ -8,17 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wovyr import withheld
 from wovyr.errors import ConfigError
 
-if TYPE_CHECKING:
-    from wovyr.activities.providers import Providers
-    from wovyr.activities.sandbox import ShellSandbox
-    from wovyr.traces import Tracer
-
-__all__ = ["OTEL_DISTRIBUTIONS", "Settings", "load_settings"]
+__all__ = ["Settings", "load_settings"]
 
 
 @dataclass(frozen=True)
@@ -69,53 +65,6 @@ class Settings:
     def store_url(self) -> str:
         return self.database_url or f"sqlite:///{self.home / 'wovyr.db'}"
 
-    def model_providers(self) -> Providers:
-        """The providers an engine may call (`default` when WOVYR_LLM_BASE_URL is set), for
-        `Engine(providers=...)`: `default` carries WOVYR_LLM_API_KEY bound to its base URL."""
-        from wovyr.activities.providers import DEFAULT_PROVIDER, ProviderConfig, Providers
-
-        if not self.llm_base_url:
-            return Providers()
-        default = ProviderConfig(
-            DEFAULT_PROVIDER,
-            self.llm_base_url,
-            default_model=self.llm_model,
-            price_in=self.llm_price_in,
-            price_out=self.llm_price_out,
-            api_key=self.llm_api_key or None,
-        )
-        return Providers({DEFAULT_PROVIDER: default})
-
-    def shell_sandbox(self) -> ShellSandbox:
-        """What isolated shell steps do not see (this home and the SQLite store's directory)
-        and whom they run as on a root worker, for `Engine(shell_sandbox=...)`."""
-        from wovyr.activities.sandbox import ShellSandbox
-
-        return ShellSandbox.of_host(self.home, self.store_url, self.shell_user)
-
-    def tracer(self) -> Tracer:
-        """The tracing hooks for `Engine(tracer=...)`: when tracing is on, OpenTelemetry's
-        (`wovyr.platform.tracing`, imported on the first start or attempt and installed as
-        the process's tracer provider), else the no-op."""
-        from wovyr.traces import NO_TRACER, LazyTracer
-
-        if not self.otel:
-            return NO_TRACER
-        if not _installed(OTEL_DISTRIBUTIONS):
-            raise ConfigError(
-                "tracing is on (WOVYR_OTEL or OTEL_EXPORTER_OTLP_ENDPOINT), but the "
-                "OpenTelemetry SDK and OTLP exporter are not installed",
-                hint="pip install 'wovyr[otel]', or set WOVYR_OTEL=0",
-            )
-        endpoint, service = self.otel_endpoint, self.otel_service_name
-
-        def build() -> Tracer:
-            from wovyr.platform.tracing import OtelTracer
-
-            return OtelTracer(endpoint, service_name=service, install=True)
-
-        return LazyTracer(build)
-
 
 def _float(env: Mapping[str, str], name: str, default: float, *, zero: bool = False) -> float:
     """A positive number (`zero`: or 0, what turns a minimum or a reserve off)."""
@@ -163,23 +112,6 @@ def _log_format(env: Mapping[str, str]) -> str:
     if raw not in ("text", "json"):
         raise ConfigError(f"WOVYR_LOG_FORMAT must be text or json, got {raw!r}")
     return raw
-
-
-#: What tracing needs installed (the `otel` extra), looked up by distribution: finding a
-#: module of a package would import the package (a command that only reads must not).
-OTEL_DISTRIBUTIONS = ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http")
-
-
-def _installed(distributions: tuple[str, ...]) -> bool:
-    """Whether every one of `distributions` is installed (read from their metadata)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        for name in distributions:
-            version(name)
-    except PackageNotFoundError:
-        return False
-    return True
 
 
 _TRUE = ("1", "true", "yes", "on")

@@ -4,6 +4,7 @@ long-running process sees, and what they drop is read back from the store when n
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -14,6 +15,7 @@ from wovyr.engine.definitions import (
     Lru,
 )
 from wovyr.engine.engine import Engine
+from wovyr.engine.runtime import Caches
 from wovyr.worker import Worker
 
 
@@ -42,21 +44,21 @@ def test_an_lru_keeps_the_most_recently_used() -> None:
 
 def test_the_default_caches_are_bounded() -> None:
     engine = Engine.open("memory:")
-    assert [engine._sources.size, engine._definitions.size, engine._stored.size] == [
+    caches = engine.runtime.caches
+    assert [caches.sources.size, caches.definitions.size, caches.stored.size] == [
         SOURCE_CACHE,
         DEFINITION_CACHE,
         STORED_CACHE,
     ]
-    assert engine.for_tenant("other")._definitions is engine._definitions  # shared
+    assert engine.for_tenant("other").runtime.caches is caches  # shared
 
 
 def test_many_distinct_definitions_keep_the_caches_bounded_and_still_run(
     engine: Engine,
 ) -> None:
     bound = 8
-    engine._sources = Lru(bound)
-    engine._definitions = Lru(bound)
-    engine._stored = Lru(bound)
+    caches = Caches(Lru(bound), Lru(bound), Lru(bound))
+    engine = Engine.over(replace(engine.runtime, caches=caches))
     n = 5 * bound
 
     async def main() -> list[str]:
@@ -72,4 +74,4 @@ def test_many_distinct_definitions_keep_the_caches_bounded_and_still_run(
     for i, eid in enumerate(ids):  # the early ones' definitions were dropped and read back
         view = engine.query(eid)
         assert (view.status, view.output) == ("completed", {"n": i})
-    assert max(len(engine._sources), len(engine._definitions), len(engine._stored)) <= bound
+    assert max(len(caches.sources), len(caches.definitions), len(caches.stored)) <= bound

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from tests.llm_server import Reply, ScriptedLLM, malformed, status, text
 
+from wovyr import assemble
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy
 from wovyr.activities.providers import BoundCredentials, ProviderConfig, Providers
@@ -291,14 +292,14 @@ def test_the_default_provider_comes_from_the_environment_at_the_edge() -> None:
     }
     settings = load_settings(env)
     assert KEY not in repr(settings)
-    providers = settings.model_providers()
+    providers = assemble.model_providers(settings)
     default = providers.get("default")
     assert (default.base_url, default.default_model) == ("http://127.0.0.1:9/v1", "m9")
     assert default.cost(1_000_000, 1_000_000) == 7.5
     assert default.api_key == KEY  # bound to this base URL, in the one config
     assert BoundCredentials().api_key("any", default) == KEY
     assert KEY not in repr(default) and KEY not in repr(providers)
-    assert load_settings({}).model_providers().names() == []
+    assert assemble.model_providers(load_settings({})).names() == []
 
 
 @pytest.mark.parametrize(

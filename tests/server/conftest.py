@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,12 @@ class Api:
     def as_(self, who: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[who]}"}
 
+    def configure(self, **changes: Any) -> None:
+        """Serve an engine built with `changes` to its runtime (`providers`, `side_effects`)
+        from now on: the same store, listeners and caches (an engine is never changed)."""
+        engine = Engine.over(replace(self.engine.runtime, **changes))
+        self.engine = self.app.state.engine = self.app.state.wovyr.engine = engine
+
     async def drain(self) -> None:
         """Run everything runnable now (the background worker is off in these tests)."""
         worker = Worker(self.engine)
@@ -118,7 +124,7 @@ async def serve(
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=transport, base_url="http://wovyr.test") as client,
     ):
-        api = Api(app, engine, engine.clock, client, app.state.authenticator)
+        api = Api(app, app.state.engine, engine.clock, client, app.state.authenticator)
         add_keys(api)
         yield api
 

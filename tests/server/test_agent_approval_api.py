@@ -59,8 +59,8 @@ async def test_agent_tool_approvals_over_the_api(
         async with memory_api_factory() as api:
             assert isinstance(api, Api)
             provider = ProviderConfig("default", llm.base_url, api_key=KEY)
-            api.engine.providers = Providers({"default": provider})
-            api.engine.side_effects = TRUSTED  # tenant-a may reach the model on 127.0.0.1
+            # tenant-a may reach the model on 127.0.0.1
+            api.configure(providers=Providers({"default": provider}), side_effects=TRUSTED)
             r = await api.call("POST", BASE, OP, json={"definition": FLOW})
             assert r.status_code in (200, 201), r.text
             eid = r.json()["id"]
@@ -122,8 +122,8 @@ async def test_more_budget_is_granted_over_the_api(
     with ScriptedLLM(script, pick="turn") as llm:
         async with memory_api_factory() as api:
             assert isinstance(api, Api)
-            api.engine.providers = Providers({"default": ProviderConfig("default", llm.base_url)})
-            api.engine.side_effects = TRUSTED
+            providers = Providers({"default": ProviderConfig("default", llm.base_url)})
+            api.configure(providers=providers, side_effects=TRUSTED)
             r = await api.call("POST", BASE, OP, json={"definition": BUDGETED})
             eid = r.json()["id"]
             await api.drain()

@@ -49,8 +49,9 @@ async def served(
     registry.register("greet", lambda name: f"hello {name}")
     async with factory() as api:
         assert isinstance(api, Api)
-        api.engine.providers = Providers({"default": ProviderConfig("default", llm.base_url)})
-        api.engine.side_effects = TRUSTED  # the tenants may reach the model on 127.0.0.1
+        providers = Providers({"default": ProviderConfig("default", llm.base_url)})
+        # the tenants may reach the model on 127.0.0.1
+        api.configure(providers=providers, side_effects=TRUSTED)
         r = await api.call("POST", AGENTS, OP, content=AGENT, headers=YAML)
         assert r.status_code == 201, r.text
         yield api
@@ -217,10 +218,11 @@ async def test_a_run_outlives_the_server_that_started_it(
     registry.register("greet", lambda name: f"hello {name}")
 
     def engine(llm: ScriptedLLM) -> Engine:
-        opened = Engine(SQLiteStore(db), clock=clock, activities=registry)
-        opened.providers = Providers({"default": ProviderConfig("default", llm.base_url)})
-        opened.side_effects = TRUSTED
-        return opened
+        providers = Providers({"default": ProviderConfig("default", llm.base_url)})
+        store = SQLiteStore(db)
+        return Engine(
+            store, clock=clock, activities=registry, providers=providers, side_effects=TRUSTED
+        )
 
     with ScriptedLLM([text("after the restart")]) as llm:
         first = engine(llm)

@@ -54,7 +54,7 @@ output: "${{ activities.think.output }}"
 def host_default(api: Api, url: str) -> None:
     """The host's provider `default`, with the host's key, as `wovyr serve` configures it."""
     host = ProviderConfig("default", url, "m-host", api_key=HOST_KEY)
-    api.engine.providers = Providers({"default": host})
+    api.configure(providers=Providers({"default": host}))
 
 
 def reach(api: Api, *ports: int) -> None:

@@ -101,7 +101,7 @@ async def test_bad_bodies_are_a_422_that_stores_nothing(
 
 
 async def test_a_step_started_over_the_api_uses_the_stored_provider(api: Api) -> None:
-    api.engine.side_effects = TRUSTED  # tenant-a may reach the model on 127.0.0.1
+    api.configure(side_effects=TRUSTED)  # tenant-a may reach the model on 127.0.0.1
     with ScriptedLLM([text("hello", usage=(2000, 500))]) as llm:
         assert (
             await api.call("PUT", "/api/v1/secrets/ACME_KEY", A, json={"value": CANARY})

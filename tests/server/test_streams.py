@@ -85,8 +85,8 @@ def live(request: pytest.FixtureRequest, tmp_path: Path, llm: ScriptedLLM) -> It
         store,
         activities=ActivityRegistry(),
         providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
+        side_effects=TRUSTED,  # the tenants may reach the model on 127.0.0.1
     )
-    engine.side_effects = TRUSTED  # the tenants may reach the model on 127.0.0.1
     settings = Settings(home=tmp_path / "home", dispatch_interval=0.05, poll_interval=0.05)
     app = create_app(engine, settings)
     keys = {

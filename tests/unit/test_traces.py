@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from wovyr import settings
+from wovyr import assemble
 from wovyr.definition.parse import load_definition
 from wovyr.engine.core.decide import start_events
 from wovyr.engine.core.state import fold, state_from_json, state_to_json
@@ -66,7 +66,7 @@ def test_tracing_is_off_unless_asked_and_the_endpoint_follows_opentelemetrys_rul
         "http://localhost:4318/v1/traces",
         "wovyr",
     )
-    assert off.tracer() is NO_TRACER
+    assert assemble.tracer(off) is NO_TRACER
     assert load_settings({"WOVYR_OTEL": "1"}).otel
     base = load_settings({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"})
     assert (base.otel, base.otel_endpoint) == (True, "http://collector:4318/v1/traces")
@@ -92,7 +92,7 @@ def test_tracing_is_off_unless_asked_and_the_endpoint_follows_opentelemetrys_rul
 
 def test_settings_give_a_lazy_tracer_that_loads_nothing_until_used() -> None:
     loaded = "wovyr.platform.tracing" in sys.modules
-    tracer = load_settings({"WOVYR_OTEL": "1"}).tracer()
+    tracer = assemble.tracer(load_settings({"WOVYR_OTEL": "1"}))
     assert isinstance(tracer, LazyTracer)
     tracer.close()  # never built: nothing to close, nothing imported
     assert ("wovyr.platform.tracing" in sys.modules) == loaded
@@ -187,8 +187,8 @@ def test_tracing_asked_for_without_the_library_is_refused_saying_what_to_install
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # as if the SDK were not installed: a distribution that no index has
-    monkeypatch.setattr(settings, "OTEL_DISTRIBUTIONS", ("wovyr-test-absent-distribution",))
-    assert load_settings({}).tracer() is NO_TRACER  # off: never looked for
+    monkeypatch.setattr(assemble, "OTEL_DISTRIBUTIONS", ("wovyr-test-absent-distribution",))
+    assert assemble.tracer(load_settings({})) is NO_TRACER  # off: never looked for
     with pytest.raises(ConfigError, match="not installed") as refused:
-        load_settings({"WOVYR_OTEL": "1"}).tracer()
+        assemble.tracer(load_settings({"WOVYR_OTEL": "1"}))
     assert refused.value.hint == "pip install 'wovyr[otel]', or set WOVYR_OTEL=0"

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.table import Table
 
+from wovyr import assemble
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
 from wovyr.activities.sandbox import probe
 from wovyr.cli.admin import admin
@@ -322,7 +323,7 @@ def _warn_shell(found: TenantPolicy, settings: Settings) -> None:
             "still reaches the network (the database server and internal services "
             "included), /tmp, and every file its user may read."
         )
-        reason = probe(settings.shell_sandbox())
+        reason = probe(assemble.shell_sandbox(settings))
         if reason is None:
             lines.append("  This host can isolate shell steps.")
         else:

@@ -17,8 +17,7 @@ from typing import Any
 
 import click
 
-from wovyr import withheld
-from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr import assemble, withheld
 from wovyr.activities.logs import route_output
 from wovyr.cli.common import echo_json, engine_options, json_log_config, open_engine
 from wovyr.cli.main import cli
@@ -27,11 +26,9 @@ from wovyr.errors import ConfigError
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import meter, store_gauges
 from wovyr.platform.metrics_http import MetricsEndpoint
-from wovyr.platform.payloads import open_sealed
-from wovyr.platform.providers import SecretCredentials
 from wovyr.platform.secrets import Secrets
 from wovyr.settings import Settings
-from wovyr.store import open_store, redact_url
+from wovyr.store import redact_url
 from wovyr.store.shards import SHARD_COUNT
 from wovyr.worker import Worker
 from wovyr.worker.partitions import parse_partitions
@@ -251,26 +248,12 @@ def worker_command(
         )
     say = logging.getLogger("wovyr.cli").info if as_json else _stderr
     route_output()  # what an attempt prints goes to its own log, never to the worker's
-    load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
-    store, secrets = open_sealed(open_store(settings.store_url, db_clock=db_clock), settings.home)
+    runtime, secrets = assemble.open_runtime(replace(settings, tenant="default"), db_clock=db_clock)
     secrets.kms  # noqa: B018 - loaded at start: its escrow warning, or a bad key's error
-    providers = settings.model_providers()
-    with Engine(
-        store,
-        providers=providers,
-        credentials=SecretCredentials(secrets),  # tenants' stored providers
-        default_timeout=settings.default_timeout,
-        max_payload_bytes=settings.max_payload_bytes,
-        max_execution_bytes=settings.max_execution_bytes,
-        min_schedule_interval=settings.min_schedule_interval,
-        min_continue_interval=settings.min_continue_interval,
-        secrets=secrets,
-        tracer=settings.tracer(),
-        shell_sandbox=settings.shell_sandbox(),
-    ) as engine:
+    with Engine.over(runtime) as engine:
         register_backup_activity(
             engine.activities,
-            store,
+            engine.store,
             settings.home,
             lambda: secrets.kms,
             engine.clock.now,

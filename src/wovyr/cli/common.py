@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr import assemble
 from wovyr.activities.logs import JsonLines, log_config
 from wovyr.definition.inputs import parse_cli_inputs
 from wovyr.engine.engine import Engine
@@ -22,7 +22,6 @@ from wovyr.engine.labels import parse_label_pairs
 from wovyr.errors import InputError
 from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings, load_settings
-from wovyr.store import open_store
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -207,29 +206,9 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
             "server's host without --server (and WOVYR_SERVER)",
             ctx=ctx,
         )
-    if load_activities:
-        load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
-    providers = settings.model_providers()
-    from wovyr.platform.payloads import open_sealed
-    from wovyr.platform.providers import SecretCredentials
-
-    # the KMS loads on first use; sealing tenants' payloads are sealed with it
-    store, secrets = open_sealed(open_store(settings.store_url), settings.home)
-    engine = Engine(
-        store,
-        providers=providers,
-        default_timeout=settings.default_timeout,
-        max_payload_bytes=settings.max_payload_bytes,
-        max_execution_bytes=settings.max_execution_bytes,
-        min_schedule_interval=settings.min_schedule_interval,
-        min_continue_interval=settings.min_continue_interval,
-        tracer=settings.tracer(),
-        shell_sandbox=settings.shell_sandbox(),
-    )
-    engine.secrets = secrets
-    engine.credentials = SecretCredentials(engine.secrets)
+    engine = assemble.open_engine(settings, activities=load_activities)
     try:
-        yield engine.for_tenant(settings.tenant).acting(local_actor())
+        yield engine.acting(local_actor())
     finally:
         engine.close()
 

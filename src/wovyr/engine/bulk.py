@@ -226,7 +226,7 @@ class Bulk:
         if action == "signal":
             if not signal:
                 raise InputError([Problem("a bulk signal needs the signal's name", "signal")])
-            self.engine._checked("the signal's payload", payload, "payload")
+            self.engine.limits.checked("the signal's payload", payload, "payload")
         elif signal is not None or payload is not None:
             raise InputError([Problem("only a bulk signal takes a signal and payload", "signal")])
         if idempotency_key is not None and not 0 < len(idempotency_key) <= 200:

@@ -5,24 +5,19 @@ against the tenant's side-effect policy when it is accepted (`check_side_effects
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
 from wovyr.activities.policy import SideEffectPolicy
-from wovyr.clock import Clock
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file, parse_document
 from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.definition.preflight import workflow_steps
+from wovyr.engine.runtime import DEFINITION_CACHE, SOURCE_CACHE, STORED_CACHE, Lru, Runtime
 from wovyr.engine.tenants import TenantPolicy, policy_of, refusals
 from wovyr.errors import DefinitionConflict, InputError, NotFound, Problem
-from wovyr.store.audit import AuditEntry
-from wovyr.store.base import DefinitionRecord, Store
+from wovyr.store.base import DefinitionRecord
 
 __all__ = [
     "DEFINITION_CACHE",
@@ -33,90 +28,25 @@ __all__ = [
     "Lru",
 ]
 
-# A long-running engine sees any number of distinct definitions (clients that start inline
-# text made per request); each cache keeps the most recently used, and a miss costs a parse
-# (sources), a store read (definitions) or an idempotent write (stored).
-SOURCE_CACHE = 256  # source text -> parsed and hashed
-DEFINITION_CACHE = 512  # content hash -> parsed (what executions run on)
-STORED_CACHE = 4096  # (tenant, hash) known to be in the store
 # What marks a development revision's version: `3+dev.2` is the second edit of version 3
 # registered by `wovyr dev` (`definitions apply --revise`), as a semantic version's build part.
 DEV_REVISION = "+dev."
 
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-class Lru(Generic[_K, _V]):
-    """At most `size` entries, the least recently used dropped first; thread-safe (request
-    threads and the worker share an engine's caches)."""
-
-    def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError("an LRU cache holds at least one entry")
-        self.size = size
-        self._entries: OrderedDict[_K, _V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, key: object) -> bool:
-        with self._lock:
-            return key in self._entries
-
-    def get(self, key: _K) -> _V | None:
-        with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
-
-    def put(self, key: _K, value: _V) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-
 
 class Definitions:
-    """Mixed into Engine; shares its caches across `for_tenant` views."""
+    """The definitions of one runtime's tenant; its caches are the runtime's (shared by
+    every view of one engine)."""
 
-    store: Store
-    clock: Clock
-    tenant: str
-    side_effects: SideEffectPolicy | None
-    _definitions: Lru[str, Workflow]
-    _stored: Lru[tuple[str, str], bool]
-    _sources: Lru[str, tuple[Workflow, str]]
-    actor: str | None = None  # who the changes made through this engine are audited as
-
-    def audit_entry(
-        self, action: str, target: str, details: Mapping[str, Any] | None = None
-    ) -> AuditEntry | None:
-        """The audit record of a change this engine's actor makes now (None without an
-        actor: a change the system makes itself, a worker's step, a schedule's fire, a
-        child's start, is in the execution's own log, not in the audit chain). The store
-        appends it in the transaction of the change (`wovyr.store.audit`)."""
-        if self.actor is None:
-            return None
-        return AuditEntry(
-            at=self.clock.now(),
-            tenant=self.tenant,
-            actor=self.actor,
-            action=action,
-            target=target,
-            details=dict(details or {}),
-        )
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
 
     def tenant_policy(self) -> TenantPolicy:
         """The policy this tenant's side effects run under now, and where it comes from:
         the engine's own when it was given one, else the tenant's (stored, or its
         default)."""
-        if self.side_effects is not None:
-            return TenantPolicy(self.tenant, self.side_effects, None, given=True)
-        return policy_of(self.store, self.tenant)
+        if self.runtime.side_effects is not None:
+            return TenantPolicy(self.runtime.tenant, self.runtime.side_effects, None, given=True)
+        return policy_of(self.runtime.store, self.runtime.tenant)
 
     def side_effect_policy(self) -> SideEffectPolicy:
         """`tenant_policy`'s policy."""
@@ -134,13 +64,15 @@ class Definitions:
 
     def hash_of(self, definition: Workflow | str) -> str:
         """The content hash of a definition (a model or YAML/JSON text), nothing stored."""
-        cached = self._sources.get(definition) if isinstance(definition, str) else None
+        cached = (
+            self.runtime.caches.sources.get(definition) if isinstance(definition, str) else None
+        )
         if cached is not None:
             return cached[1]
         workflow = self._as_workflow(definition)
         digest = content_hash(workflow)
         if isinstance(definition, str):
-            self._sources.put(definition, (workflow, digest))
+            self.runtime.caches.sources.put(definition, (workflow, digest))
         return digest
 
     def register(self, definition: Workflow | str | Path) -> str:
@@ -149,38 +81,40 @@ class Definitions:
 
     def _pin(self, definition: Workflow | str | Path) -> tuple[Workflow, str]:
         """Parse (cached by source text), hash and store a definition once per tenant."""
-        cached = self._sources.get(definition) if isinstance(definition, str) else None
+        cached = (
+            self.runtime.caches.sources.get(definition) if isinstance(definition, str) else None
+        )
         if cached is not None:
             workflow, digest = cached
         else:
             workflow = self._as_workflow(definition)
             digest = content_hash(workflow)
             if isinstance(definition, str):
-                self._sources.put(definition, (workflow, digest))
-        if (self.tenant, digest) not in self._stored:
+                self.runtime.caches.sources.put(definition, (workflow, digest))
+        if (self.runtime.tenant, digest) not in self.runtime.caches.stored:
             record = DefinitionRecord(
                 digest,
                 workflow.name,
                 workflow.version,
                 canonical_json(workflow),
-                self.clock.now(),
-                self.tenant,
+                self.runtime.clock.now(),
+                self.runtime.tenant,
             )
-            self.store.put_definition(record)
-            self._stored.put((self.tenant, digest), True)
-            self._definitions.put(digest, workflow)
+            self.runtime.store.put_definition(record)
+            self.runtime.caches.stored.put((self.runtime.tenant, digest), True)
+            self.runtime.caches.definitions.put(digest, workflow)
         return workflow, digest
 
     def definition(self, definition_hash: str, tenant: str | None = None) -> Workflow:
         """The pinned definition an execution runs on (cached)."""
-        cached = self._definitions.get(definition_hash)
+        cached = self.runtime.caches.definitions.get(definition_hash)
         if cached is not None:
             return cached
-        record = self.store.get_definition(definition_hash, tenant or self.tenant)
+        record = self.runtime.store.get_definition(definition_hash, tenant or self.runtime.tenant)
         if record is None:
             raise NotFound(f"definition {definition_hash} not found")
         workflow = _stored_workflow(record)
-        self._definitions.put(definition_hash, workflow)
+        self.runtime.caches.definitions.put(definition_hash, workflow)
         return workflow
 
     def _as_workflow(self, definition: Workflow | str | Path) -> Workflow:
@@ -223,15 +157,15 @@ class Definitions:
             workflow.name,
             workflow.version,
             canonical_json(workflow),
-            self.clock.now(),
-            self.tenant,
+            self.runtime.clock.now(),
+            self.runtime.tenant,
         )
         action, target = audit_as or ("definition.apply", f"{workflow.name}@{workflow.version}")
-        audit = self.audit_entry(action, target, {"definition_hash": digest})
-        outcome = self.store.apply_definition(record, audit=audit)
+        audit = self.runtime.audit_entry(action, target, {"definition_hash": digest})
+        outcome = self.runtime.store.apply_definition(record, audit=audit)
         if outcome != "conflict":
-            self._stored.put((self.tenant, digest), True)
-            self._definitions.put(digest, workflow)
+            self.runtime.caches.stored.put((self.runtime.tenant, digest), True)
+            self.runtime.caches.definitions.put(digest, workflow)
         return str(outcome), digest
 
     def _revise(
@@ -242,7 +176,7 @@ class Definitions:
         development revision of its version, `VERSION+dev.N` (N from 1), so that it is the
         latest of its name. Nothing new is registered when it already is the latest (the
         version itself, or the last revision of the same content)."""
-        latest = self.store.registered_definition(workflow.name, None, self.tenant)
+        latest = self.runtime.store.registered_definition(workflow.name, None, self.runtime.tenant)
         prefix = f"{workflow.version}{DEV_REVISION}"
         if latest is not None and latest.hash == digest:
             return "unchanged", digest
@@ -254,7 +188,7 @@ class Definitions:
             return "unchanged", latest.hash
         numbers = [
             int(r.version[len(prefix) :])
-            for r in self.store.list_registered(self.tenant)
+            for r in self.runtime.store.list_registered(self.runtime.tenant)
             if r.name == workflow.name
             and r.version.startswith(prefix)
             and r.version[len(prefix) :].isdigit()
@@ -272,7 +206,7 @@ class Definitions:
         """A registered definition by name (the latest applied version, or `version`). Only
         `apply` registers: a definition merely run or started from its text (`wovyr run
         FILE`) is stored by hash and claims no name, so it is never found here."""
-        record = self.store.registered_definition(name, version, self.tenant)
+        record = self.runtime.store.registered_definition(name, version, self.runtime.tenant)
         if record is None:
             what = f"{name!r} version {version!r}" if version else repr(name)
             raise NotFound(

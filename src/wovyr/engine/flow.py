@@ -23,17 +23,24 @@ from wovyr.engine.core.context import expression_context
 from wovyr.engine.core.policy import RunActivity
 from wovyr.engine.core.state import ExecutionState
 from wovyr.engine.core.waits import FLOW_HOLD
+from wovyr.engine.runtime import Runtime
+from wovyr.errors import InputError, NotFound, Problem
 from wovyr.events import Event, TimerArmed
-from wovyr.store.flow import HOLD_TIMER_PREFIX, RateRequest, SlotClaim
+from wovyr.store.flow import HOLD_TIMER_PREFIX, FlowKey, RateLimitRecord, RateRequest, SlotClaim
 
 __all__ = [
     "MAX_GRANT_AGE",
+    "MAX_KEY_LENGTH",
     "FlowAsk",
+    "delete_rate_limit",
     "flow_held",
     "flow_hold",
+    "flow_keys",
     "flow_requests",
     "gated",
     "problem_hold",
+    "rate_limits",
+    "set_rate_limit",
 ]
 
 _BAD_KEY_WAIT = 60.0  # a key or units that cannot be evaluated: looked at again this late
@@ -41,6 +48,7 @@ _BAD_KEY_WAIT = 60.0  # a key or units that cannot be evaluated: looked at again
 # them again: so a window of T seconds sees at most rate x (T + MAX_GRANT_AGE) + burst
 # calls (rate: limit / per).
 MAX_GRANT_AGE = 0.2
+MAX_KEY_LENGTH = 500  # characters of a concurrency key's value, or a rate limit's key
 
 
 @dataclass
@@ -131,3 +139,42 @@ def flow_hold(state: ExecutionState, now: datetime, wait: float, reason: str) ->
 
 def problem_hold(state: ExecutionState, now: datetime, problem: str) -> list[Event]:
     return flow_hold(state, now, _BAD_KEY_WAIT, problem)
+
+
+def set_rate_limit(
+    rt: Runtime, key: str, limit: float, per: float, burst: float | None = None, *, by: str = ""
+) -> RateLimitRecord:
+    """Declare this tenant's token bucket `key`: `limit` units per `per` seconds, at most
+    `burst` at once (default `limit`); activities naming it (`rate_limit: {key: ...}`)
+    use these numbers, whatever their own say."""
+    problems = []
+    if not key or len(key) > MAX_KEY_LENGTH:
+        problems.append(Problem(f"a key is 1 to {MAX_KEY_LENGTH} characters", path="key"))
+    for name, value in (("limit", limit), ("per", per), ("burst", burst)):
+        if value is not None and not value > 0:
+            problems.append(Problem(f"{name} must be above 0", path=name))
+    if problems:
+        raise InputError(problems)
+    capacity = burst if burst is not None else limit
+    numbers = {"limit": limit, "per": per, "burst": capacity}
+    audit = rt.audit_entry("limits.set", key, numbers)
+    return rt.store.set_rate_limit(
+        rt.tenant, key, capacity, limit / per, by, rt.clock.now(), audit=audit
+    )
+
+
+def rate_limits(rt: Runtime) -> list[RateLimitRecord]:
+    """This tenant's token buckets, declared or made by activities."""
+    return rt.store.rate_limits(rt.tenant)
+
+
+def flow_keys(rt: Runtime) -> list[FlowKey]:
+    """This tenant's concurrency keys in use, with what runs and what waits."""
+    return rt.store.flow_keys(rt.tenant, rt.clock.now())
+
+
+def delete_rate_limit(rt: Runtime, key: str) -> None:
+    """Forget this tenant's token bucket `key` (NotFound when it has none)."""
+    audit = rt.audit_entry("limits.delete", key)
+    if not rt.store.delete_rate_limit(rt.tenant, key, audit=audit):
+        raise NotFound(f"rate limit {key} not found")

@@ -27,21 +27,21 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from wovyr.engine.reads import history, query
+from wovyr.engine.runtime import Runtime, RuntimeHolder
 from wovyr.errors import InputError, NotFound, Problem
 from wovyr.files import atomic_write, fsync_folder
 from wovyr.store.audit import AuditEntry
 from wovyr.store.platform import TenantRecord, TenantStore
 from wovyr.store.retention import Expired
 
-if TYPE_CHECKING:
-    from wovyr.engine.engine import Engine
-
 __all__ = [
     "MAX_DAYS",
     "PurgeReport",
     "Retention",
+    "change_retention",
     "export_file",
     "export_lines",
     "iter_finished",
@@ -50,6 +50,7 @@ __all__ = [
     "purge_expired",
     "retention_of",
     "set_retention",
+    "tenant_retention",
 ]
 
 MAX_DAYS = 36_500  # a hundred years: beyond it a finish time cannot be told from "never"
@@ -141,6 +142,18 @@ def set_retention(
     return retention_of(store, tenant)
 
 
+def tenant_retention(rt: Runtime) -> Retention:
+    """The retention settings of `rt`'s tenant."""
+    return retention_of(rt.store, rt.tenant)
+
+
+def change_retention(rt: Runtime, retention: Retention, *, by: str) -> Retention:
+    """Store the retention settings of `rt`'s tenant (the caller checked who may); return
+    them. Audited as `tenant.retention` in the same transaction."""
+    audit = rt.audit_entry("tenant.retention", rt.tenant, retention.to_dict())
+    return set_retention(rt.store, rt.tenant, retention, by=by, at=rt.clock.now(), audit=audit)
+
+
 @dataclass
 class PurgeReport:
     """What one pass did for one tenant."""
@@ -160,7 +173,7 @@ class PurgeReport:
 
 
 def iter_finished(
-    engine: Engine,
+    engine: RuntimeHolder,
     workflow: str | None,
     finished_before: datetime,
     *,
@@ -171,10 +184,9 @@ def iter_finished(
     `statuses`) that finished before `finished_before`, oldest first, page by page."""
     wanted = None if statuses is None else frozenset(statuses)
     after: tuple[datetime, str] | None = None
+    rt = engine.runtime
     while True:
-        found = engine.store.find_expired(
-            engine.tenant, workflow, finished_before, page, after=after
-        )
+        found = rt.store.find_expired(rt.tenant, workflow, finished_before, page, after=after)
         for item in found:
             if wanted is None or item.status in wanted:
                 yield item
@@ -183,21 +195,22 @@ def iter_finished(
         after = (found[-1].finished_at, found[-1].id)
 
 
-def export_lines(engine: Engine, ids: Sequence[str]) -> list[str]:
+def export_lines(engine: RuntimeHolder | Runtime, ids: Sequence[str]) -> list[str]:
     """One JSON line per execution of the engine's tenant in `ids` (gone ones left out):
     `{"id", "tenant", "view", "events"}`: its view (what `wovyr workflows show --json`
     prints) and its events as shown (`history`: rendered inputs through their kind's
     redaction, sealed payloads opened)."""
+    rt = engine if isinstance(engine, Runtime) else engine.runtime
     lines = []
     for execution_id in ids:
         try:
-            view = engine.query(execution_id, follow=False)
-            events = engine.history(execution_id, follow=False)
+            view = query(rt, execution_id, follow=False)
+            events = history(rt, execution_id, follow=False)
         except NotFound:
             continue
         line = {
             "id": execution_id,
-            "tenant": engine.tenant,
+            "tenant": rt.tenant,
             "view": view.to_dict(),
             "events": [
                 {"seq": e.seq, "type": e.type, "at": e.at.isoformat(), "data": e.data}
@@ -209,7 +222,11 @@ def export_lines(engine: Engine, ids: Sequence[str]) -> list[str]:
 
 
 def export_file(
-    engine: Engine, items: Iterable[Expired], path: str | os.PathLike[str], *, chunk: int = 200
+    engine: RuntimeHolder,
+    items: Iterable[Expired],
+    path: str | os.PathLike[str],
+    *,
+    chunk: int = 200,
 ) -> int:
     """Write `items` (executions of the engine's tenant) to `path` as `export_lines` do,
     one line each, and return how many lines: written to a temporary file beside it,
@@ -241,20 +258,20 @@ def _write_lines(out: TextIO, lines: Sequence[str]) -> int:
     return len(lines)
 
 
-def _export(engine: Engine, folder: str, ids: Sequence[str], now: datetime, n: int) -> str:
+def _export(rt: Runtime, folder: str, ids: Sequence[str], now: datetime, n: int) -> str:
     """Write `ids` to a new file in `folder` (fsynced, with the folder) and name it."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
     stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
     for attempt in range(1000):
-        path = Path(folder) / f"wovyr-{engine.tenant}-{stamp}-{n:04d}-{attempt}.jsonl"
-        data = "".join(line + "\n" for line in export_lines(engine, ids))
+        path = Path(folder) / f"wovyr-{rt.tenant}-{stamp}-{n:04d}-{attempt}.jsonl"
+        data = "".join(line + "\n" for line in export_lines(rt, ids))
         if atomic_write(path, data, 0o600, exclusive=True):
             return str(path)
     raise InputError([Problem(f"cannot find a free export file name in {folder}")])
 
 
 def purge_expired(
-    engine: Engine,
+    engine: RuntimeHolder,
     retention: Retention | None = None,
     *,
     batch: int = 500,
@@ -263,14 +280,18 @@ def purge_expired(
     """One pass for the engine's tenant: purge its finished executions older than its
     retention (`retention`: else the stored one), at most `max_batches` batches of `batch`,
     each exported first when `export_to` is set."""
-    settings = retention_of(engine.store, engine.tenant) if retention is None else retention
-    report = PurgeReport(engine.tenant)
+    return _purge(engine.runtime, retention, batch, max_batches)
+
+
+def _purge(rt: Runtime, retention: Retention | None, batch: int, max_batches: int) -> PurgeReport:
+    settings = retention_of(rt.store, rt.tenant) if retention is None else retention
+    report = PurgeReport(rt.tenant)
     if settings.empty:
         return report
-    now = engine.clock.now()
+    now = rt.clock.now()
     cutoffs: list[tuple[str | None, int | None]]
     if settings.workflows:
-        names = engine.store.workflow_names(engine.tenant, "", limit=_WORKFLOW_NAMES)
+        names = rt.store.workflow_names(rt.tenant, "", limit=_WORKFLOW_NAMES)
         cutoffs = [(name, settings.days_for(name)) for name in names]
     else:  # one walk of the tenant-wide index
         cutoffs = [(None, settings.days)]
@@ -281,25 +302,25 @@ def purge_expired(
         before = now - timedelta(days=days)
         while True:
             if batches == max_batches:
-                report.more = bool(engine.store.find_expired(engine.tenant, workflow, before, 1))
+                report.more = bool(rt.store.find_expired(rt.tenant, workflow, before, 1))
                 if report.more:
                     return report
                 break
-            found = engine.store.find_expired(engine.tenant, workflow, before, batch)
+            found = rt.store.find_expired(rt.tenant, workflow, before, batch)
             if not found:
                 break
             ids = [item.id for item in found]
             if settings.export_to is not None:
-                report.files.append(_export(engine, settings.export_to, ids, now, batches))
+                report.files.append(_export(rt, settings.export_to, ids, now, batches))
             audit = AuditEntry(
                 now,
-                engine.tenant,
-                engine.actor or SYSTEM_ACTOR,
+                rt.tenant,
+                rt.actor or SYSTEM_ACTOR,
                 "executions.purge",
                 workflow or "*",
                 {"count": len(ids), "finished_before": before.isoformat(), "days": days},
             )
-            purged = len(engine.store.purge_executions(engine.tenant, ids, audit=audit))
+            purged = len(rt.store.purge_executions(rt.tenant, ids, audit=audit))
             report.purged += purged
             batches += 1
             if len(found) < batch or not purged:  # none purged: another pass purged them
@@ -307,13 +328,14 @@ def purge_expired(
     return report
 
 
-def purge_all(engine: Engine, *, batch: int = 500, max_batches: int = 20) -> list[PurgeReport]:
+def purge_all(
+    engine: RuntimeHolder, *, batch: int = 500, max_batches: int = 20
+) -> list[PurgeReport]:
     """`purge_expired` for every tenant that has retention settings."""
     reports = []
-    for record in engine.store.list_tenants():
+    for record in engine.runtime.store.list_tenants():
         if record.retention is None:
             continue
-        tenant_engine = engine.for_tenant(record.tenant)
-        settings = retention_of(engine.store, record.tenant)
-        reports.append(purge_expired(tenant_engine, settings, batch=batch, max_batches=max_batches))
+        rt = engine.runtime.for_tenant(record.tenant)
+        reports.append(_purge(rt, retention_of(rt.store, rt.tenant), batch, max_batches))
     return reports

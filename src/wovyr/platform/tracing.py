@@ -1,6 +1,6 @@
 """Traces with OpenTelemetry: the `wovyr.traces.Tracer` hooks over the SDK, exported over
 OTLP/HTTP (protobuf). The only module that imports `opentelemetry`; the edges import it
-only when tracing is on (`Settings.tracer()`), so an engine without tracing never loads it.
+only when tracing is on (`wovyr.assemble.tracer`), so an engine without tracing never loads it.
 
 Spans (all of one execution tree in one trace):
 

@@ -18,13 +18,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from wovyr.activities.providers import BoundCredentials
+from wovyr import assemble
 from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import served
 from wovyr.platform.auth import Authenticator
 from wovyr.platform.metrics import meter
-from wovyr.platform.providers import SecretCredentials
 from wovyr.platform.secrets import Secrets, open_secrets
 from wovyr.server.api import (
     admin,
@@ -96,14 +95,14 @@ def create_app(
     clock = clock or engine.clock
     served(engine.store, clock.now())  # tenant default is the owner's only until served
     authenticator = Authenticator(engine.store, clock)
-    ctx = ServerContext(engine, settings, authenticator, metrics, clock, clock.now())
     if isinstance(engine.secrets, Secrets):
-        ctx.secrets = engine.secrets
+        stored = engine.secrets
     else:  # the KMS of the server's home, loaded on first use
-        ctx.secrets = open_secrets(engine.store, settings.home)
-        engine.secrets = engine.secrets or ctx.secrets
-    if isinstance(engine.credentials, BoundCredentials):  # tenants' stored providers' keys
-        engine.credentials = SecretCredentials(ctx.secrets)
+        stored = open_secrets(engine.store, settings.home)
+    # tenants' stored providers' keys are resolved through the secrets
+    engine = assemble.with_secrets(engine, stored)
+    ctx = ServerContext(engine, settings, authenticator, metrics, clock, clock.now())
+    ctx.secrets = stored
 
     mcp_running: Callable[[], Any] | None = None  # the MCP mount's sessions (`mcp` extra)
 

@@ -32,22 +32,18 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
+from wovyr import assemble
 from wovyr.activities.logs import log_config, route_output
-from wovyr.activities.sandbox import ShellSandbox
 from wovyr.engine.core.bounds import MAX_EXECUTION_BYTES
 from wovyr.engine.engine import Engine
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
-from wovyr.platform.payloads import open_sealed
-from wovyr.platform.providers import SecretCredentials
 from wovyr.server.memtrace import install as install_memtrace
 from wovyr.settings import load_settings
-from wovyr.store import open_store
 from wovyr.withheld import environ, withhold
 from wovyr.worker import Worker
 
@@ -186,26 +182,23 @@ def main() -> int:
     # The protocol owns stdout: anything else printed there would break it.
     out, sys.stdout = sys.stdout, sys.stderr
     route_output()  # what an attempt prints goes to its own log, never to the server's
-    load_activity_modules(config.activities, entry_point_group=ENTRY_POINT_GROUP)
-    store = open_store(config.store_url)
     # The model providers (and their keys) come from this process's own environment,
     # inherited from the server: they never travel in the config.
-    settings = load_settings()  # this process's own environment (the server's, inherited)
-    providers = settings.model_providers()
-    # the server warned about the key; sealing tenants' payloads are sealed with it
-    store, secrets = open_sealed(store, Path(config.home))
-    with Engine(
-        store,
-        providers=providers,
-        credentials=SecretCredentials(secrets),  # tenants' stored providers
+    settings = replace(
+        load_settings(),  # this process's own environment (the server's, inherited)
+        database_url=config.store_url,
+        home=Path(config.home),
+        activities=config.activities,
         default_timeout=config.default_timeout,
         max_payload_bytes=config.max_payload_bytes,
-        min_continue_interval=config.min_continue_interval,
         max_execution_bytes=config.max_execution_bytes,
-        secrets=secrets,
-        tracer=settings.tracer(),  # attempts continue the traces the server's starts began
-        shell_sandbox=ShellSandbox.of_host(config.home, config.store_url, settings.shell_user),
-    ) as engine:
+        min_continue_interval=config.min_continue_interval,
+    )
+    # the server warned about the key; sealing tenants' payloads are sealed with it
+    runtime, secrets = assemble.open_runtime(settings)
+    # attempts continue the traces the server's starts began
+    with Engine.over(runtime) as engine:
+        store = engine.store
         register_backup_activity(
             engine.activities,
             store,

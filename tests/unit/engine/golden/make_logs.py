@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from wovyr.activities.base import ActivityRegistry
+from wovyr.engine.engine import Engine
 from wovyr.testing import drain, memory_engine
 
 OUT = Path(__file__).with_name("logs.json")
@@ -217,10 +219,11 @@ def scenarios() -> dict[str, Any]:
 
 
 def _scenarios(providers: Any) -> dict[str, Any]:
-    engine = memory_engine(ActivityRegistry())  # not the process's default registry
-    engine.providers = providers  # the scripted model server of `_agent_script`
+    base = memory_engine(ActivityRegistry())  # not the process's default registry
     # the logs were written when a chain handed over at once: no minimum interval here
-    engine.min_continue_interval = 0
+    limits = replace(base.limits, min_continue_interval=0)
+    # providers: the scripted model server of `_agent_script`
+    engine = Engine.over(replace(base.runtime, providers=providers, limits=limits))
     flaky_calls: list[int] = []
 
     @engine.activities.activity("ok")
