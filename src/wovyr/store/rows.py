@@ -11,6 +11,7 @@ the codec) and times as `timestamptz`. Parameters are named (`:name` in SQLite,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -76,8 +77,10 @@ class Row(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
-    """How one SQL store encodes JSON and timestamps."""
+    """How one SQL store spells parameters and encodes JSON and timestamps."""
 
+    name: str  # `sqlite`, `postgres`: which `x@<name>` blocks of a role's SQL it takes
+    params: Callable[[str], str]  # SQL with `:name` parameters -> as the driver takes them
     json: Callable[[Any], Any]  # a JSON column as the driver returns it -> the value
     time: Callable[[Any], datetime]  # a timestamp column -> an aware UTC datetime
     timestamp: Callable[[datetime], Any]  # a datetime -> the parameter the column takes
@@ -97,8 +100,20 @@ def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-SQLITE = Dialect(json=loads, time=from_micros, timestamp=to_micros)
-POSTGRES = Dialect(json=_as_is, time=_utc, timestamp=_as_is)
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")  # `:name`, not a `::type` cast
+
+
+def _pyformat(sql: str) -> str:
+    """`:name` -> `%(name)s` (psycopg), a literal `%` doubled."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+def _as_is_sql(sql: str) -> str:
+    return sql  # sqlite3 takes `:name` itself
+
+
+SQLITE = Dialect("sqlite", _as_is_sql, json=loads, time=from_micros, timestamp=to_micros)
+POSTGRES = Dialect("postgres", _pyformat, json=_as_is, time=_utc, timestamp=_as_is)
 
 
 # --- definitions ---------------------------------------------------------------------------

@@ -72,7 +72,6 @@ from wovyr.store.postgres.retention import PostgresRetention
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.secrets import PostgresSecrets
 from wovyr.store.postgres.snapshot import dump_schema
-from wovyr.store.postgres.streams import PostgresStreams
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
 from wovyr.store.records import SlotState
@@ -84,6 +83,8 @@ from wovyr.store.rows import (
     execution_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.sql import Tx
+from wovyr.store.sql.streams import SQLStreams
 
 __all__ = ["PostgresStore"]
 
@@ -99,7 +100,7 @@ class PostgresStore(
     PostgresAudit,
     PostgresSecrets,
     PostgresTimers,
-    PostgresStreams,
+    SQLStreams,
     PostgresAgentMemory,
     PostgresRateLimits,
     PostgresRetention,
@@ -221,6 +222,17 @@ class PostgresStore(
                 yield conn
         finally:
             self._pool.putconn(conn)
+
+    _dialect = POSTGRES  # for the roles written once for both SQL stores (wovyr.store.sql)
+
+    def _sql_write(self, body: Callable[[Tx], T]) -> T:
+        return self._write(lambda conn: body(support.Tx(conn)))
+
+    def _sql_read(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        return self._run(
+            lambda conn: conn.cursor(row_factory=dict_row).execute(sql, params).fetchall(),
+            write=False,
+        )
 
     def _write(self, body: Callable[[Connection], T]) -> T:
         """Several statements in one transaction."""

@@ -23,7 +23,7 @@ import sqlite3
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import cache
@@ -64,6 +64,8 @@ from wovyr.store.rows import (
     timer_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.sql import Tx
+from wovyr.store.sql.streams import SQLStreams
 from wovyr.store.sqlite.agent_memory import SQLiteAgentMemory
 from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
 from wovyr.store.sqlite.bulk import SQLiteBulk
@@ -83,7 +85,6 @@ from wovyr.store.sqlite.retention import SQLiteRetention
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 from wovyr.store.sqlite.secrets import SQLiteSecrets
 from wovyr.store.sqlite.snapshot import write_snapshot
-from wovyr.store.sqlite.streams import SQLiteStreams
 
 __all__ = ["SQLiteStore"]
 
@@ -323,7 +324,7 @@ class SQLiteStore(
     SQLiteSecrets,
     SQLiteFlow,
     SQLiteRateLimits,
-    SQLiteStreams,
+    SQLStreams,
     SQLiteAgentMemory,
     SQLiteRetention,
     SQLiteBulk,
@@ -480,7 +481,16 @@ class SQLiteStore(
             for turn in turns:
                 turn.done = True
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    _dialect = SQLITE  # for the roles written once for both SQL stores (wovyr.store.sql)
+
+    def _sql_write(self, body: Callable[[Tx], _T]) -> _T:
+        with self._write() as conn:
+            return body(_Tx(conn))
+
+    def _sql_read(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        return self._read(sql, params)
+
+    def _read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         if self._closed:
             raise StoreError("the store is closed")
         try:
@@ -997,6 +1007,24 @@ class _Turn:
         self.done = False
         self.value: Any = None
         self.error: BaseException | None = None
+
+
+class _Tx:
+    """A write transaction's connection, for the shared roles (`wovyr.store.sql.Tx`)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: Mapping[str, Any]) -> int:
+        return self.conn.execute(sql, params).rowcount
+
+    def run_many(self, sql: str, params: Iterable[Mapping[str, Any]]) -> None:
+        self.conn.executemany(sql, params)
 
 
 class _Rollback(Exception):
