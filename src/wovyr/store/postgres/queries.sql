@@ -9,11 +9,6 @@
 -- unprepared (planned with the actual values, which folds the NULL tests away) when an
 -- index choice depends on them (list_executions).
 
--- name: get_definition
-SELECT hash, name, version, source, created_at, tenant
-FROM definitions
-WHERE tenant = %(tenant)s AND hash = %(hash)s;
-
 -- name: create_execution
 -- Insert the execution with its first step; a known id inserts nothing (idempotent start).
 -- A lease given as a duration (db_clock) starts at the database's now().

@@ -24,7 +24,7 @@ Same contract and semantics as the SQLite store (the contract suite runs on both
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,11 +38,11 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from wovyr.errors import StoreError, StoreUnavailable
 from wovyr.store import redact_url
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
     Claim,
     CommitOutcome,
-    DefinitionRecord,
     EventRecord,
     ExecutionFilter,
     ExecutionKey,
@@ -67,7 +67,6 @@ from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.partitions import PostgresEventPartitions
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
-from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.retention import PostgresRetention
 from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.secrets import PostgresSecrets
@@ -78,12 +77,12 @@ from wovyr.store.records import SlotState
 from wovyr.store.rows import (
     POSTGRES,
     claim_record,
-    definition_record,
     event_record,
     execution_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
+from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.streams import SQLStreams
 
 __all__ = ["PostgresStore"]
@@ -94,7 +93,7 @@ RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 class PostgresStore(
     PostgresSchedules,
-    PostgresRegistry,
+    SQLRegistry,
     PostgresMembers,
     PostgresPlatform,
     PostgresAudit,
@@ -226,7 +225,7 @@ class PostgresStore(
     _dialect = POSTGRES  # for the roles written once for both SQL stores (wovyr.store.sql)
 
     def _sql_write(self, body: Callable[[Tx], T]) -> T:
-        return self._write(lambda conn: body(support.Tx(conn)))
+        return self._write(lambda conn: body(_Tx(conn)))
 
     def _sql_read(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
         return self._run(
@@ -365,15 +364,6 @@ class PostgresStore(
                     self._listener = None
                 self._listener_lost = True
                 raise support.translate(exc, write=False) from exc
-
-    # --- definitions (put_definition: in the registry half) ------------------------------
-
-    def get_definition(
-        self, definition_hash: str, tenant: str = DEFAULT_TENANT
-    ) -> DefinitionRecord | None:
-        params = {"tenant": tenant, "hash": definition_hash}
-        rows = self._read("get_definition", params, named=True)
-        return definition_record(rows[0], POSTGRES) if rows else None
 
     # --- executions ----------------------------------------------------------------------
 
@@ -863,3 +853,25 @@ class PostgresStore(
 def _cursor(conn: Connection, named: bool) -> psycopg.Cursor[Any]:
     """A cursor whose rows are dicts by column name (`named`: records) or plain tuples."""
     return conn.cursor(row_factory=dict_row) if named else conn.cursor()
+
+
+class _Tx:
+    """A write transaction's connection, for the shared roles (`wovyr.store.sql.Tx`)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        return self.conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: Mapping[str, Any]) -> int:
+        return self.conn.execute(sql, params).rowcount
+
+    def run_many(self, sql: str, params: Iterable[Mapping[str, Any]]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(sql, params)
+
+    def append_audit(self, entry: AuditEntry | None) -> AuditRecord | None:
+        return append_audit_row(self.conn, entry)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import select
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from psycopg import pq
-from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
@@ -19,7 +18,6 @@ from wovyr.store.codec import dumps, loads
 
 __all__ = [
     "Connection",
-    "Tx",
     "batch_params",
     "channel",
     "check_connection",
@@ -34,25 +32,6 @@ Connection = psycopg.Connection[Any]
 # SQLSTATE classes meaning "the server or the connection is not there": connection
 # exception, insufficient resources, operator intervention (shutdown, terminated backend).
 _UNAVAILABLE_CLASSES = ("08", "53", "57")
-
-
-class Tx:
-    """A write transaction's connection, for the shared roles (`wovyr.store.sql.Tx`)."""
-
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def rows(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
-        return self.conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
-
-    def run(self, sql: str, params: Mapping[str, Any]) -> int:
-        return self.conn.execute(sql, params).rowcount
-
-    def run_many(self, sql: str, params: Iterable[Mapping[str, Any]]) -> None:
-        with self.conn.cursor() as cur:
-            cur.executemany(sql, params)
 
 
 def channel(schema: str | None) -> str:

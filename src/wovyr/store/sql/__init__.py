@@ -16,9 +16,10 @@ from functools import cache
 from importlib import resources
 from typing import Any, Protocol
 
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.rows import Dialect, Row
 
-__all__ = ["SQLRole", "Tx", "parse_queries", "role_queries"]
+__all__ = ["Params", "SQLRole", "Tx", "parse_queries", "role_queries"]
 
 Params = Mapping[str, Any]
 
@@ -33,6 +34,10 @@ class Tx(Protocol):
         ...
 
     def run_many(self, sql: str, params: Iterable[Params]) -> None: ...
+
+    def append_audit(self, entry: AuditEntry | None) -> AuditRecord | None:
+        """Append `entry` (if any) to the audit chain in this transaction."""
+        ...
 
 
 _NAME = re.compile(r"^--\s*name:\s*([\w@]+)\s*$", re.MULTILINE)

@@ -33,11 +33,11 @@ from typing import Any, TypeVar, cast
 
 from wovyr.errors import StoreError, StoreUnavailable
 from wovyr.files import process_folder
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
     Claim,
     CommitOutcome,
-    DefinitionRecord,
     EventRecord,
     ExecutionFilter,
     ExecutionKey,
@@ -58,13 +58,13 @@ from wovyr.store.rows import (
     SQLITE,
     claim_record,
     created_record,
-    definition_record,
     event_record,
     execution_record,
     timer_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
+from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.streams import SQLStreams
 from wovyr.store.sqlite.agent_memory import SQLiteAgentMemory
 from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
@@ -80,7 +80,6 @@ from wovyr.store.sqlite.flow import (
     write_gates,
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
-from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.retention import SQLiteRetention
 from wovyr.store.sqlite.schedules import SQLiteSchedules
 from wovyr.store.sqlite.secrets import SQLiteSecrets
@@ -318,7 +317,7 @@ def _migrated_image() -> bytes:
 
 class SQLiteStore(
     SQLiteSchedules,
-    SQLiteRegistry,
+    SQLRegistry,
     SQLitePlatform,
     SQLiteAudit,
     SQLiteSecrets,
@@ -544,18 +543,6 @@ class SQLiteStore(
                 conn.close()
         if self._remove_folder is not None:
             self._remove_folder()
-
-    # --- definitions (put_definition: in the registry half) ------------------------------
-
-    def get_definition(
-        self, definition_hash: str, tenant: str = DEFAULT_TENANT
-    ) -> DefinitionRecord | None:
-        rows = self._read(
-            "SELECT hash, name, version, source, created_at, tenant FROM definitions "
-            "WHERE tenant = ? AND hash = ?",
-            (tenant, definition_hash),
-        )
-        return definition_record(rows[0], SQLITE) if rows else None
 
     # --- executions ----------------------------------------------------------------------
 
@@ -1025,6 +1012,9 @@ class _Tx:
 
     def run_many(self, sql: str, params: Iterable[Mapping[str, Any]]) -> None:
         self.conn.executemany(sql, params)
+
+    def append_audit(self, entry: AuditEntry | None) -> AuditRecord | None:
+        return append_audit_row(self.conn, entry)
 
 
 class _Rollback(Exception):
