@@ -60,7 +60,7 @@ from wovyr.store.flow import FlowAnswer, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
 from wovyr.store.postgres.agent_memory import PostgresAgentMemory
-from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
+from wovyr.store.postgres.audit import append_audit_row, audit_head_lock_sql
 from wovyr.store.postgres.bulk import PostgresBulk
 from wovyr.store.postgres.flow import FlowGates, PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
@@ -82,6 +82,7 @@ from wovyr.store.rows import (
 )
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
+from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.streams import SQLStreams
 
@@ -96,7 +97,7 @@ class PostgresStore(
     SQLRegistry,
     PostgresMembers,
     PostgresPlatform,
-    PostgresAudit,
+    SQLAudit,
     PostgresSecrets,
     PostgresTimers,
     SQLStreams,
