@@ -108,11 +108,15 @@ def _pyformat(sql: str) -> str:
     return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
-def _as_is_sql(sql: str) -> str:
-    return sql  # sqlite3 takes `:name` itself
+_JSON_CAST = re.compile(r"(?<![:\w])(:[A-Za-z_]\w*)::jsonb?\b")
 
 
-SQLITE = Dialect("sqlite", _as_is_sql, json=loads, time=from_micros, timestamp=to_micros)
+def _sqlite_sql(sql: str) -> str:
+    """sqlite3 takes `:name` itself; a JSON parameter (`:name::json`) is plain text here."""
+    return _JSON_CAST.sub(r"\1", sql)
+
+
+SQLITE = Dialect("sqlite", _sqlite_sql, json=loads, time=from_micros, timestamp=to_micros)
 POSTGRES = Dialect("postgres", _pyformat, json=_as_is, time=_utc, timestamp=_as_is)
 
 

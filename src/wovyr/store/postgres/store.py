@@ -68,7 +68,6 @@ from wovyr.store.postgres.partitions import PostgresEventPartitions
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.retention import PostgresRetention
-from wovyr.store.postgres.schedules import PostgresSchedules
 from wovyr.store.postgres.secrets import PostgresSecrets
 from wovyr.store.postgres.snapshot import dump_schema
 from wovyr.store.postgres.support import Connection
@@ -84,6 +83,7 @@ from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.registry import SQLRegistry
+from wovyr.store.sql.schedules import SQLSchedules
 from wovyr.store.sql.streams import SQLStreams
 
 __all__ = ["PostgresStore"]
@@ -93,7 +93,7 @@ RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
 class PostgresStore(
-    PostgresSchedules,
+    SQLSchedules,
     SQLRegistry,
     PostgresMembers,
     PostgresPlatform,
@@ -226,7 +226,7 @@ class PostgresStore(
     _dialect = POSTGRES  # for the roles written once for both SQL stores (wovyr.store.sql)
 
     def _sql_write(self, body: Callable[[Tx], T]) -> T:
-        return self._write(lambda conn: body(_Tx(conn)))
+        return self._write(lambda conn: body(_Tx(conn, self)))
 
     def _sql_read(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
         return self._run(
@@ -859,10 +859,11 @@ def _cursor(conn: Connection, named: bool) -> psycopg.Cursor[Any]:
 class _Tx:
     """A write transaction's connection, for the shared roles (`wovyr.store.sql.Tx`)."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "store")
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, store: PostgresStore) -> None:
         self.conn = conn
+        self.store = store
 
     def rows(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
         return self.conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
@@ -876,3 +877,6 @@ class _Tx:
 
     def append_audit(self, entry: AuditEntry | None) -> AuditRecord | None:
         return append_audit_row(self.conn, entry)
+
+    def insert_execution(self, new: NewExecution) -> bool:
+        return self.store._insert_execution(self.conn, new)

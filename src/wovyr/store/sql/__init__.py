@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from wovyr.store.audit import AuditEntry, AuditRecord
+from wovyr.store.records import NewExecution
 from wovyr.store.rows import Dialect, Row
 
 __all__ = ["Params", "SQLRole", "Tx", "parse_queries", "role_queries"]
@@ -37,6 +38,11 @@ class Tx(Protocol):
 
     def append_audit(self, entry: AuditEntry | None) -> AuditRecord | None:
         """Append `entry` (if any) to the audit chain in this transaction."""
+        ...
+
+    def insert_execution(self, new: NewExecution) -> bool:
+        """Create `new` with its first step in this transaction unless its tenant has its
+        id (the store's own insert); True when created."""
         ...
 
 

@@ -66,6 +66,7 @@ from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.registry import SQLRegistry
+from wovyr.store.sql.schedules import SQLSchedules
 from wovyr.store.sql.streams import SQLStreams
 from wovyr.store.sqlite.agent_memory import SQLiteAgentMemory
 from wovyr.store.sqlite.audit import append_audit_row
@@ -82,7 +83,6 @@ from wovyr.store.sqlite.flow import (
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.retention import SQLiteRetention
-from wovyr.store.sqlite.schedules import SQLiteSchedules
 from wovyr.store.sqlite.secrets import SQLiteSecrets
 from wovyr.store.sqlite.snapshot import write_snapshot
 
@@ -317,7 +317,7 @@ def _migrated_image() -> bytes:
 
 
 class SQLiteStore(
-    SQLiteSchedules,
+    SQLSchedules,
     SQLRegistry,
     SQLitePlatform,
     SQLAudit,
@@ -485,7 +485,7 @@ class SQLiteStore(
 
     def _sql_write(self, body: Callable[[Tx], _T]) -> _T:
         with self._write() as conn:
-            return body(_Tx(conn))
+            return body(_Tx(conn, self))
 
     def _sql_read(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
         return self._read(sql, params)
@@ -1000,10 +1000,11 @@ class _Turn:
 class _Tx:
     """A write transaction's connection, for the shared roles (`wovyr.store.sql.Tx`)."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "store")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, store: SQLiteStore) -> None:
         self.conn = conn
+        self.store = store
 
     def rows(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
         return self.conn.execute(sql, params).fetchall()
@@ -1016,6 +1017,9 @@ class _Tx:
 
     def append_audit(self, entry: AuditEntry | None) -> AuditRecord | None:
         return append_audit_row(self.conn, entry)
+
+    def insert_execution(self, new: NewExecution) -> bool:
+        return self.store._insert_execution(self.conn, new)
 
 
 class _Rollback(Exception):
