@@ -84,6 +84,7 @@ class Dialect:
     json: Callable[[Any], Any]  # a JSON column as the driver returns it -> the value
     time: Callable[[Any], datetime]  # a timestamp column -> an aware UTC datetime
     timestamp: Callable[[datetime], Any]  # a datetime -> the parameter the column takes
+    array: Callable[[list[Any]], Any]  # a list parameter (SQLite: a JSON array for json_each)
 
     def time_or_none(self, value: Any) -> datetime | None:
         return None if value is None else self.time(value)
@@ -116,8 +117,10 @@ def _sqlite_sql(sql: str) -> str:
     return _JSON_CAST.sub(r"\1", sql)
 
 
-SQLITE = Dialect("sqlite", _sqlite_sql, json=loads, time=from_micros, timestamp=to_micros)
-POSTGRES = Dialect("postgres", _pyformat, json=_as_is, time=_utc, timestamp=_as_is)
+SQLITE = Dialect(
+    "sqlite", _sqlite_sql, json=loads, time=from_micros, timestamp=to_micros, array=dumps
+)
+POSTGRES = Dialect("postgres", _pyformat, json=_as_is, time=_utc, timestamp=_as_is, array=_as_is)
 
 
 # --- definitions ---------------------------------------------------------------------------

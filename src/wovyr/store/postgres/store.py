@@ -59,7 +59,6 @@ from wovyr.store.codec import dumps
 from wovyr.store.flow import FlowAnswer, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
-from wovyr.store.postgres.agent_memory import PostgresAgentMemory
 from wovyr.store.postgres.audit import append_audit_row, audit_head_lock_sql
 from wovyr.store.postgres.bulk import PostgresBulk
 from wovyr.store.postgres.flow import FlowGates, PostgresRateLimits, flow_queries
@@ -81,6 +80,7 @@ from wovyr.store.rows import (
 )
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
+from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.schedules import SQLSchedules
@@ -101,7 +101,7 @@ class PostgresStore(
     PostgresSecrets,
     PostgresTimers,
     SQLStreams,
-    PostgresAgentMemory,
+    SQLAgentMemory,
     PostgresRateLimits,
     PostgresRetention,
     PostgresBulk,

@@ -64,11 +64,11 @@ from wovyr.store.rows import (
 )
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
+from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.schedules import SQLSchedules
 from wovyr.store.sql.streams import SQLStreams
-from wovyr.store.sqlite.agent_memory import SQLiteAgentMemory
 from wovyr.store.sqlite.audit import append_audit_row
 from wovyr.store.sqlite.bulk import SQLiteBulk
 from wovyr.store.sqlite.flow import (
@@ -325,7 +325,7 @@ class SQLiteStore(
     SQLiteFlow,
     SQLiteRateLimits,
     SQLStreams,
-    SQLiteAgentMemory,
+    SQLAgentMemory,
     SQLiteRetention,
     SQLiteBulk,
 ):
