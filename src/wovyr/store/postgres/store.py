@@ -67,7 +67,7 @@ from wovyr.store.postgres.partitions import PostgresEventPartitions
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.retention import PostgresRetention
-from wovyr.store.postgres.secrets import PostgresSecrets
+from wovyr.store.postgres.secrets import PostgresScrub
 from wovyr.store.postgres.snapshot import dump_schema
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
@@ -84,6 +84,7 @@ from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.schedules import SQLSchedules
+from wovyr.store.sql.secrets import SQLSecrets
 from wovyr.store.sql.streams import SQLStreams
 
 __all__ = ["PostgresStore"]
@@ -98,7 +99,8 @@ class PostgresStore(
     PostgresMembers,
     PostgresPlatform,
     SQLAudit,
-    PostgresSecrets,
+    SQLSecrets,
+    PostgresScrub,
     PostgresTimers,
     SQLStreams,
     SQLAgentMemory,

@@ -68,6 +68,7 @@ from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.schedules import SQLSchedules
+from wovyr.store.sql.secrets import SQLSecrets
 from wovyr.store.sql.streams import SQLStreams
 from wovyr.store.sqlite.audit import append_audit_row
 from wovyr.store.sqlite.bulk import SQLiteBulk
@@ -83,7 +84,7 @@ from wovyr.store.sqlite.flow import (
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.retention import SQLiteRetention
-from wovyr.store.sqlite.secrets import SQLiteSecrets
+from wovyr.store.sqlite.secrets import SQLiteScrub
 from wovyr.store.sqlite.snapshot import write_snapshot
 
 __all__ = ["SQLiteStore"]
@@ -321,7 +322,8 @@ class SQLiteStore(
     SQLRegistry,
     SQLitePlatform,
     SQLAudit,
-    SQLiteSecrets,
+    SQLSecrets,
+    SQLiteScrub,
     SQLiteFlow,
     SQLiteRateLimits,
     SQLStreams,
