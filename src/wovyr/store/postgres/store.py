@@ -82,6 +82,7 @@ from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
+from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.schedules import SQLSchedules
 from wovyr.store.sql.secrets import SQLSecrets
@@ -97,6 +98,7 @@ class PostgresStore(
     SQLSchedules,
     SQLRegistry,
     PostgresMembers,
+    SQLPlatform,
     PostgresPlatform,
     SQLAudit,
     SQLSecrets,
