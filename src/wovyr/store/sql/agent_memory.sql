@@ -69,11 +69,12 @@ JOIN memory_items m
 WHERE m.expires_at IS NULL OR m.expires_at > :now;
 
 -- name: memory_get@sqlite
--- The same join, the keys a JSON array (no limit on bound parameters to chunk around).
+-- The same join, the keys a JSON array (no limit on bound parameters to chunk around);
+-- CROSS JOIN keeps the keys the outer loop (else SQLite may walk the whole namespace).
 SELECT m.tenant, m.namespace, m.key, m.value, m.text, m.embedding_model, m.version,
        m.updated_at, m.expires_at
 FROM json_each(:keys) AS wanted
-JOIN memory_items m
+CROSS JOIN memory_items m
   ON m.tenant = :tenant AND m.namespace = :namespace AND m.key = wanted.value
 WHERE m.expires_at IS NULL OR m.expires_at > :now;
 
