@@ -39,6 +39,7 @@ from wovyr.scheduling.backups import create_backup_schedule
 from wovyr.scheduling.schedules import Schedules
 from wovyr.settings import Settings
 from wovyr.store import redact_url
+from wovyr.store.backends import restorable_url
 
 __all__: list[str] = []
 
@@ -287,7 +288,7 @@ def restore_command(
     home = settings.home
     url = settings.store_url
     if target is not None:
-        if target.startswith(("postgresql://", "postgres://", "sqlite:///")):
+        if restorable_url(target) is not None:
             url = target
         else:
             home = Path(target).expanduser()

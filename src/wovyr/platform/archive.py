@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from wovyr.errors import BackupRefused
 from wovyr.platform.kms import DEV_KEY_FILE
+from wovyr.store.backends import BACKENDS
 
 __all__ = [
     "CHUNK",
@@ -77,7 +78,7 @@ HOME_FILES: tuple[str, ...] = ()
 #: key (`wovyr.server.ui.session.SECRET_FILE`, checked equal by a test), in clear in every
 #: backup, with which whoever read one could sign a session cookie.
 LEGACY_HOME_FILES = ("ui-session.key",)
-STORE_FILES = {"sqlite": "store.sqlite", "postgres": "store.pgdump"}
+STORE_FILES = {b.kind: b.snapshot_file for b in BACKENDS if b.snapshot_file is not None}
 ENC_SUFFIX = ".enc"
 _MAGIC = b"WVYRENC1"
 CHUNK = 1 << 20

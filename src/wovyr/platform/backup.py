@@ -72,11 +72,12 @@ from wovyr.platform.kms import DEV_KEY_FILE, HOST_TENANT, ROOT_ENV, Kms, RootKey
 from wovyr.platform.secrets import Secrets, find_audit_anchor_key
 from wovyr.store import Store, open_store
 from wovyr.store.audit import AuditEntry
+from wovyr.store.backends import backend_for
 from wovyr.store.capabilities import Snapshotting, capabilities
 from wovyr.store.secrets import SHREDDED
 from wovyr.store.snapshots import (
     check_snapshot,
-    scratch_store,
+    snapshot_store,
     stage_restore,
     target_held,
     target_in_use,
@@ -164,7 +165,7 @@ def _root_source(kms: Kms | None, included: bool) -> dict[str, Any]:
 def _snapshots(store: Store) -> Snapshotting | None:
     """`store`'s snapshots, unless it is a `memory://` store: a backup of what ends with
     the process (and is empty in any other process) is no backup."""
-    return None if store.url.startswith("memory:") else capabilities(store).snapshots
+    return capabilities(store).snapshots if backend_for(store.url).durable else None
 
 
 def take_backup(
@@ -399,25 +400,19 @@ def verify_backup(
             notes.append(f"manifest signature not checked: {why}")
         elif key is not None and manifest.signed_by is None:
             notes.append(_LEGACY_ENCRYPTED)
-        if manifest.store_kind == "sqlite":
-            store = open_store(f"sqlite:///{clear / manifest.store_file}")
-            try:
-                audit = _check_audit(store, manifest, kms)
-            finally:
-                store.close()
-            if audit.note:
-                notes.append(audit.note)
-        elif server is not None and server.startswith(("postgresql://", "postgres://")):
-            dump = clear / manifest.store_file
-            with scratch_store(dump, server, manifest.dump_schema) as store:
-                audit = _check_audit(store, manifest, kms)
-            if audit.note:
-                notes.append(audit.note)
-        else:
+        opened = snapshot_store(
+            manifest.store_kind, clear / manifest.store_file, server, manifest.dump_schema
+        )
+        if opened is None:
             notes.append(
                 "the audit chain of a PostgreSQL dump is checked in a scratch database on a "
                 "PostgreSQL server (WOVYR_DATABASE_URL), or when it is restored"
             )
+        else:
+            with opened as store:
+                audit = _check_audit(store, manifest, kms)
+            if audit.note:
+                notes.append(audit.note)
     return VerifyReport(src, manifest, True, audit, notes)
 
 

@@ -1,6 +1,6 @@
-"""Store contracts and drivers. Only this module knows the drivers; it imports them lazily
-from the URL scheme: `sqlite:///path`, `postgresql://...`, and `memory://` (a SQLite store
-in a private temporary folder, gone when the store is closed: `SQLiteStore()`)."""
+"""Store contracts and drivers. The drivers are reached only through the backend table
+(`wovyr.store.backends`), lazily, by the URL: `sqlite:///path`, `postgresql://...`, and
+`memory://` (a SQLite store in a private temporary folder, gone when the store is closed)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from wovyr.errors import ConfigError
+from wovyr.store.backends import backend_for
 from wovyr.store.base import (
     Claim,
     CommitOutcome,
@@ -67,36 +68,10 @@ def open_store(url: str, *, migrate: bool = True, db_clock: bool = True) -> Stor
     measured with the database's clock (`db_clock`, so workers on hosts whose clocks
     disagree share one); `db_clock=False` uses the engine's clock (tests with a ManualClock).
     """
-    store = _driver_store(url, migrate=migrate, db_clock=db_clock)
+    store = backend_for(url).driver().open_url(url, migrate, db_clock)
     try:
         check_store(store)
     except ConfigError:
         store.close()
         raise
     return store
-
-
-def _driver_store(url: str, *, migrate: bool, db_clock: bool) -> Store:
-    if url.startswith("sqlite:///"):
-        from wovyr.store.sqlite import SQLiteStore
-
-        path = url[len("sqlite:///") :]
-        if not path:
-            raise ConfigError("a sqlite URL needs a path: sqlite:///path/to/wovyr.db")
-        return SQLiteStore(Path(path).expanduser())  # sqlite:////abs or sqlite:///rel
-    if url in ("memory://", "memory:"):
-        from wovyr.store.sqlite import SQLiteStore
-
-        return SQLiteStore()
-    if url.startswith(("postgresql://", "postgres://")):
-        try:
-            from wovyr.store.postgres import PostgresStore
-        except ImportError as exc:
-            raise ConfigError(
-                "the PostgreSQL store needs the postgres extra: pip install 'wovyr[postgres]'"
-            ) from exc
-        return PostgresStore(url, auto_migrate=migrate, db_clock=db_clock)
-    raise ConfigError(
-        f"unknown store URL {url!r}",
-        hint="use sqlite:///path/to/wovyr.db, postgresql://user@host/db or memory://",
-    )

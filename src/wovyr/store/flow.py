@@ -29,7 +29,14 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditEntry
-from wovyr.store.records import CommitOutcome, SlotState, StepWrite
+from wovyr.store.records import (
+    CommitOutcome,
+    FlowAcquire,
+    RateRequest,
+    SlotClaim,
+    SlotState,
+    StepWrite,
+)
 
 __all__ = [
     "GRANTED",
@@ -65,46 +72,6 @@ NEVER = 3600.0  # the wait of a request no bucket can ever grant (it looks again
 # that did not (held longer by a rate limit, its execution cancelled, workers too busy to
 # fire its timer) loses its place, so a vanished waiter keeps no slot from the others.
 WAITER_TTL_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class RateRequest:
-    """`units` from bucket `key`; `capacity` and `per_second` as the activity declares them
-    (None: the bucket must have been declared by an admin)."""
-
-    key: str
-    units: float = 1.0
-    capacity: float | None = None
-    per_second: float | None = None
-
-
-@dataclass(frozen=True)
-class SlotClaim:
-    """A slot of activity concurrency key `key` (at most `limit` held) for `holder` (the
-    attempt's idempotency key)."""
-
-    key: str
-    holder: str
-    limit: int
-
-
-@dataclass(frozen=True)
-class FlowAcquire:
-    """One `acquire_flow` call, for `acquire_flows` (many in one transaction).
-
-    `parts`: the attempts the ask is for, in order, as how many of `rates` and of `slots`
-    each takes (they follow each other in those lists); empty: one attempt asks them all.
-    Each attempt is weighed on its own: a refusal says how many leading attempts would have
-    been granted (`FlowAnswer.fits`), so a step starting more attempts than a bucket or a
-    key holds at once starts those and holds the others."""
-
-    tenant: str
-    execution_id: str
-    owner: str
-    now: datetime
-    rates: Sequence[RateRequest] = ()
-    slots: Sequence[SlotClaim] = ()
-    parts: Sequence[tuple[int, int]] = ()
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wovyr.events import Event
 from wovyr.ids import DEFAULT_TENANT
 from wovyr.store.audit import AuditEntry
-
-if TYPE_CHECKING:
-    from wovyr.store.flow import FlowAcquire
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -37,9 +34,12 @@ __all__ = [
     "ExecutionKey",
     "ExecutionRecord",
     "FairShare",
+    "FlowAcquire",
     "LeaseState",
     "NewExecution",
     "Page",
+    "RateRequest",
+    "SlotClaim",
     "SlotRelease",
     "SlotRequest",
     "SlotState",
@@ -420,3 +420,46 @@ class LeaseState:
     fence: int
     seq: int
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --- flow-control asks (`wovyr.store.flow` decides them) ----------------------------------
+
+
+@dataclass(frozen=True)
+class RateRequest:
+    """`units` from bucket `key`; `capacity` and `per_second` as the activity declares them
+    (None: the bucket must have been declared by an admin)."""
+
+    key: str
+    units: float = 1.0
+    capacity: float | None = None
+    per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class SlotClaim:
+    """A slot of activity concurrency key `key` (at most `limit` held) for `holder` (the
+    attempt's idempotency key)."""
+
+    key: str
+    holder: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class FlowAcquire:
+    """One `acquire_flow` call, for `acquire_flows` (many in one transaction).
+
+    `parts`: the attempts the ask is for, in order, as how many of `rates` and of `slots`
+    each takes (they follow each other in those lists); empty: one attempt asks them all.
+    Each attempt is weighed on its own: a refusal says how many leading attempts would have
+    been granted (`FlowAnswer.fits`), so a step starting more attempts than a bucket or a
+    key holds at once starts those and holds the others."""
+
+    tenant: str
+    execution_id: str
+    owner: str
+    now: datetime
+    rates: Sequence[RateRequest] = ()
+    slots: Sequence[SlotClaim] = ()
+    parts: Sequence[tuple[int, int]] = ()

@@ -11,6 +11,7 @@ the codec) and times as `timestamptz`. Parameters are named (`:name` in SQLite,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -76,11 +77,14 @@ class Row(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
-    """How one SQL store encodes JSON and timestamps."""
+    """How one SQL store spells parameters and encodes JSON and timestamps."""
 
+    name: str  # `sqlite`, `postgres`: which `x@<name>` blocks of a role's SQL it takes
+    params: Callable[[str], str]  # SQL with `:name` parameters -> as the driver takes them
     json: Callable[[Any], Any]  # a JSON column as the driver returns it -> the value
     time: Callable[[Any], datetime]  # a timestamp column -> an aware UTC datetime
     timestamp: Callable[[datetime], Any]  # a datetime -> the parameter the column takes
+    array: Callable[[list[Any]], Any]  # a list parameter (SQLite: a JSON array for json_each)
 
     def time_or_none(self, value: Any) -> datetime | None:
         return None if value is None else self.time(value)
@@ -97,8 +101,26 @@ def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-SQLITE = Dialect(json=loads, time=from_micros, timestamp=to_micros)
-POSTGRES = Dialect(json=_as_is, time=_utc, timestamp=_as_is)
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")  # `:name`, not a `::type` cast
+
+
+def _pyformat(sql: str) -> str:
+    """`:name` -> `%(name)s` (psycopg), a literal `%` doubled."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+_JSON_CAST = re.compile(r"(?<![:\w])(:[A-Za-z_]\w*)::jsonb?\b")
+
+
+def _sqlite_sql(sql: str) -> str:
+    """sqlite3 takes `:name` itself; a JSON parameter (`:name::json`) is plain text here."""
+    return _JSON_CAST.sub(r"\1", sql)
+
+
+SQLITE = Dialect(
+    "sqlite", _sqlite_sql, json=loads, time=from_micros, timestamp=to_micros, array=dumps
+)
+POSTGRES = Dialect("postgres", _pyformat, json=_as_is, time=_utc, timestamp=_as_is, array=_as_is)
 
 
 # --- definitions ---------------------------------------------------------------------------

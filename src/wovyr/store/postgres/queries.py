@@ -6,33 +6,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 
+from wovyr.store.sql import parse_queries
+
 __all__ = ["migrations", "parse_queries", "queries"]
 
-_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _PACKAGE = "wovyr.store.postgres"
-
-
-def parse_queries(text: str) -> dict[str, str]:
-    """Split a file of `-- name: x` blocks into {name: sql}; comment lines are dropped."""
-    found: dict[str, str] = {}
-    marks = list(_NAME.finditer(text))
-    for mark, following in zip(marks, [*marks[1:], None], strict=True):
-        end = following.start() if following else len(text)
-        body = "\n".join(
-            line
-            for line in text[mark.end() : end].splitlines()
-            if line.strip() and not line.lstrip().startswith("--")
-        )
-        name = mark.group(1)
-        if name in found:
-            raise ValueError(f"query {name!r} is defined twice")
-        found[name] = body.strip().rstrip(";")
-    return found
 
 
 @cache

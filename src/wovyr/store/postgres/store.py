@@ -24,7 +24,7 @@ Same contract and semantics as the SQLite store (the contract suite runs on both
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,11 +38,11 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from wovyr.errors import StoreError, StoreUnavailable
 from wovyr.store import redact_url
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
     Claim,
     CommitOutcome,
-    DefinitionRecord,
     EventRecord,
     ExecutionFilter,
     ExecutionKey,
@@ -59,31 +59,34 @@ from wovyr.store.codec import dumps
 from wovyr.store.flow import FlowAnswer, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
-from wovyr.store.postgres.agent_memory import PostgresAgentMemory
-from wovyr.store.postgres.audit import PostgresAudit, append_audit_row, audit_head_lock_sql
+from wovyr.store.postgres.audit import append_audit_row, audit_head_lock_sql
 from wovyr.store.postgres.bulk import PostgresBulk
 from wovyr.store.postgres.flow import FlowGates, PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.partitions import PostgresEventPartitions
 from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
-from wovyr.store.postgres.registry import PostgresRegistry
 from wovyr.store.postgres.retention import PostgresRetention
-from wovyr.store.postgres.schedules import PostgresSchedules
-from wovyr.store.postgres.secrets import PostgresSecrets
+from wovyr.store.postgres.secrets import PostgresScrub
 from wovyr.store.postgres.snapshot import dump_schema
-from wovyr.store.postgres.streams import PostgresStreams
 from wovyr.store.postgres.support import Connection
 from wovyr.store.postgres.timers import PostgresTimers
 from wovyr.store.records import SlotState
 from wovyr.store.rows import (
     POSTGRES,
     claim_record,
-    definition_record,
     event_record,
     execution_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
+from wovyr.store.sql import Tx
+from wovyr.store.sql.agent_memory import SQLAgentMemory
+from wovyr.store.sql.audit import SQLAudit
+from wovyr.store.sql.platform import SQLPlatform
+from wovyr.store.sql.registry import SQLRegistry
+from wovyr.store.sql.schedules import SQLSchedules
+from wovyr.store.sql.secrets import SQLSecrets
+from wovyr.store.sql.streams import SQLStreams
 
 __all__ = ["PostgresStore"]
 
@@ -92,15 +95,17 @@ RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
 class PostgresStore(
-    PostgresSchedules,
-    PostgresRegistry,
+    SQLSchedules,
+    SQLRegistry,
     PostgresMembers,
+    SQLPlatform,
     PostgresPlatform,
-    PostgresAudit,
-    PostgresSecrets,
+    SQLAudit,
+    SQLSecrets,
+    PostgresScrub,
     PostgresTimers,
-    PostgresStreams,
-    PostgresAgentMemory,
+    SQLStreams,
+    SQLAgentMemory,
     PostgresRateLimits,
     PostgresRetention,
     PostgresBulk,
@@ -221,6 +226,17 @@ class PostgresStore(
                 yield conn
         finally:
             self._pool.putconn(conn)
+
+    _dialect = POSTGRES  # for the roles written once for both SQL stores (wovyr.store.sql)
+
+    def _sql_write(self, body: Callable[[Tx], T]) -> T:
+        return self._write(lambda conn: body(_Tx(conn, self)))
+
+    def _sql_read(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        return self._run(
+            lambda conn: conn.cursor(row_factory=dict_row).execute(sql, params).fetchall(),
+            write=False,
+        )
 
     def _write(self, body: Callable[[Connection], T]) -> T:
         """Several statements in one transaction."""
@@ -353,15 +369,6 @@ class PostgresStore(
                     self._listener = None
                 self._listener_lost = True
                 raise support.translate(exc, write=False) from exc
-
-    # --- definitions (put_definition: in the registry half) ------------------------------
-
-    def get_definition(
-        self, definition_hash: str, tenant: str = DEFAULT_TENANT
-    ) -> DefinitionRecord | None:
-        params = {"tenant": tenant, "hash": definition_hash}
-        rows = self._read("get_definition", params, named=True)
-        return definition_record(rows[0], POSTGRES) if rows else None
 
     # --- executions ----------------------------------------------------------------------
 
@@ -851,3 +858,29 @@ class PostgresStore(
 def _cursor(conn: Connection, named: bool) -> psycopg.Cursor[Any]:
     """A cursor whose rows are dicts by column name (`named`: records) or plain tuples."""
     return conn.cursor(row_factory=dict_row) if named else conn.cursor()
+
+
+class _Tx:
+    """A write transaction's connection, for the shared roles (`wovyr.store.sql.Tx`)."""
+
+    __slots__ = ("conn", "store")
+
+    def __init__(self, conn: Connection, store: PostgresStore) -> None:
+        self.conn = conn
+        self.store = store
+
+    def rows(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        return self.conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: Mapping[str, Any]) -> int:
+        return self.conn.execute(sql, params).rowcount
+
+    def run_many(self, sql: str, params: Iterable[Mapping[str, Any]]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(sql, params)
+
+    def append_audit(self, entry: AuditEntry | None) -> AuditRecord | None:
+        return append_audit_row(self.conn, entry)
+
+    def insert_execution(self, new: NewExecution) -> bool:
+        return self.store._insert_execution(self.conn, new)

@@ -23,7 +23,7 @@ import sqlite3
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import cache
@@ -33,11 +33,11 @@ from typing import Any, TypeVar, cast
 
 from wovyr.errors import StoreError, StoreUnavailable
 from wovyr.files import process_folder
+from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
     DEFAULT_TENANT,
     Claim,
     CommitOutcome,
-    DefinitionRecord,
     EventRecord,
     ExecutionFilter,
     ExecutionKey,
@@ -58,14 +58,20 @@ from wovyr.store.rows import (
     SQLITE,
     claim_record,
     created_record,
-    definition_record,
     event_record,
     execution_record,
     timer_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
-from wovyr.store.sqlite.agent_memory import SQLiteAgentMemory
-from wovyr.store.sqlite.audit import SQLiteAudit, append_audit_row
+from wovyr.store.sql import Tx
+from wovyr.store.sql.agent_memory import SQLAgentMemory
+from wovyr.store.sql.audit import SQLAudit
+from wovyr.store.sql.platform import SQLPlatform
+from wovyr.store.sql.registry import SQLRegistry
+from wovyr.store.sql.schedules import SQLSchedules
+from wovyr.store.sql.secrets import SQLSecrets
+from wovyr.store.sql.streams import SQLStreams
+from wovyr.store.sqlite.audit import append_audit_row
 from wovyr.store.sqlite.bulk import SQLiteBulk
 from wovyr.store.sqlite.flow import (
     SQLiteFlow,
@@ -78,12 +84,9 @@ from wovyr.store.sqlite.flow import (
     write_gates,
 )
 from wovyr.store.sqlite.platform import SQLitePlatform
-from wovyr.store.sqlite.registry import SQLiteRegistry
 from wovyr.store.sqlite.retention import SQLiteRetention
-from wovyr.store.sqlite.schedules import SQLiteSchedules
-from wovyr.store.sqlite.secrets import SQLiteSecrets
+from wovyr.store.sqlite.secrets import SQLiteScrub
 from wovyr.store.sqlite.snapshot import write_snapshot
-from wovyr.store.sqlite.streams import SQLiteStreams
 
 __all__ = ["SQLiteStore"]
 
@@ -316,15 +319,17 @@ def _migrated_image() -> bytes:
 
 
 class SQLiteStore(
-    SQLiteSchedules,
-    SQLiteRegistry,
+    SQLSchedules,
+    SQLRegistry,
+    SQLPlatform,
     SQLitePlatform,
-    SQLiteAudit,
-    SQLiteSecrets,
+    SQLAudit,
+    SQLSecrets,
+    SQLiteScrub,
     SQLiteFlow,
     SQLiteRateLimits,
-    SQLiteStreams,
-    SQLiteAgentMemory,
+    SQLStreams,
+    SQLAgentMemory,
     SQLiteRetention,
     SQLiteBulk,
 ):
@@ -480,7 +485,16 @@ class SQLiteStore(
             for turn in turns:
                 turn.done = True
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    _dialect = SQLITE  # for the roles written once for both SQL stores (wovyr.store.sql)
+
+    def _sql_write(self, body: Callable[[Tx], _T]) -> _T:
+        with self._write() as conn:
+            return body(_Tx(conn, self))
+
+    def _sql_read(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        return self._read(sql, params)
+
+    def _read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         if self._closed:
             raise StoreError("the store is closed")
         try:
@@ -534,18 +548,6 @@ class SQLiteStore(
                 conn.close()
         if self._remove_folder is not None:
             self._remove_folder()
-
-    # --- definitions (put_definition: in the registry half) ------------------------------
-
-    def get_definition(
-        self, definition_hash: str, tenant: str = DEFAULT_TENANT
-    ) -> DefinitionRecord | None:
-        rows = self._read(
-            "SELECT hash, name, version, source, created_at, tenant FROM definitions "
-            "WHERE tenant = ? AND hash = ?",
-            (tenant, definition_hash),
-        )
-        return definition_record(rows[0], SQLITE) if rows else None
 
     # --- executions ----------------------------------------------------------------------
 
@@ -997,6 +999,31 @@ class _Turn:
         self.done = False
         self.value: Any = None
         self.error: BaseException | None = None
+
+
+class _Tx:
+    """A write transaction's connection, for the shared roles (`wovyr.store.sql.Tx`)."""
+
+    __slots__ = ("conn", "store")
+
+    def __init__(self, conn: sqlite3.Connection, store: SQLiteStore) -> None:
+        self.conn = conn
+        self.store = store
+
+    def rows(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: Mapping[str, Any]) -> int:
+        return self.conn.execute(sql, params).rowcount
+
+    def run_many(self, sql: str, params: Iterable[Mapping[str, Any]]) -> None:
+        self.conn.executemany(sql, params)
+
+    def append_audit(self, entry: AuditEntry | None) -> AuditRecord | None:
+        return append_audit_row(self.conn, entry)
+
+    def insert_execution(self, new: NewExecution) -> bool:
+        return self.store._insert_execution(self.conn, new)
 
 
 class _Rollback(Exception):

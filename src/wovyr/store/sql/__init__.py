@@ -1,0 +1,95 @@
+"""Store roles written once for both SQL stores, over a small dialect.
+
+A role here is a mixin of `SQLiteStore` and `PostgresStore` alike. Its SQL lives in
+`<role>.sql` beside it, in named blocks (`-- name: x`) with named parameters (`:name`); a
+block named `x@postgres` or `x@sqlite` replaces `x` for that dialect only, where the SQL
+really differs (a row lock, an advisory lock, rowid). `Dialect` (`wovyr.store.rows`) says
+how a dialect spells parameters and encodes times and JSON; each store hands its role a
+`Tx` (a transaction's connection) through `_sql_write` and reads through `_sql_read`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any, Protocol
+
+from wovyr.store.audit import AuditEntry, AuditRecord
+from wovyr.store.records import NewExecution
+from wovyr.store.rows import Dialect, Row
+
+__all__ = ["Params", "SQLRole", "Tx", "parse_queries", "role_queries"]
+
+Params = Mapping[str, Any]
+
+
+class Tx(Protocol):
+    """A connection inside one write transaction; rows are read by column name."""
+
+    def rows(self, sql: str, params: Params) -> list[Row]: ...
+
+    def run(self, sql: str, params: Params) -> int:
+        """Run one statement; how many rows it changed."""
+        ...
+
+    def run_many(self, sql: str, params: Iterable[Params]) -> None: ...
+
+    def append_audit(self, entry: AuditEntry | None) -> AuditRecord | None:
+        """Append `entry` (if any) to the audit chain in this transaction."""
+        ...
+
+    def insert_execution(self, new: NewExecution) -> bool:
+        """Create `new` with its first step in this transaction unless its tenant has its
+        id (the store's own insert); True when created."""
+        ...
+
+
+_NAME = re.compile(r"^--\s*name:\s*([\w@]+)\s*$", re.MULTILINE)
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """Split a file of `-- name: x` blocks into {name: sql}; comment lines are dropped."""
+    found: dict[str, str] = {}
+    marks = list(_NAME.finditer(text))
+    for mark, following in zip(marks, [*marks[1:], None], strict=True):
+        end = following.start() if following else len(text)
+        body = "\n".join(
+            line
+            for line in text[mark.end() : end].splitlines()
+            if line.strip() and not line.lstrip().startswith("--")
+        )
+        name = mark.group(1)
+        if name in found:
+            raise ValueError(f"query {name!r} is defined twice")
+        found[name] = body.strip().rstrip(";")
+    return found
+
+
+@cache
+def role_queries(role: str, dialect: Dialect) -> Mapping[str, str]:
+    """The queries of `<role>.sql` for `dialect`: its own variants (`x@<dialect>`) in place
+    of the shared blocks, parameters spelled as the dialect wants them."""
+    text = (resources.files(__package__) / f"{role}.sql").read_text(encoding="utf-8")
+    shared: dict[str, str] = {}
+    own: dict[str, str] = {}
+    for name, sql in parse_queries(text).items():
+        base, _, only = name.partition("@")
+        if not only:
+            shared[base] = sql
+        elif only == dialect.name:
+            own[base] = sql
+    return {name: dialect.params(sql) for name, sql in {**shared, **own}.items()}
+
+
+class SQLRole:
+    """What a shared role needs from its store: the dialect, one write transaction
+    (`_sql_write(body)`: `body(tx)` in it, its answer returned) and a read."""
+
+    _dialect: Dialect
+    _sql_write: Callable[[Callable[[Tx], Any]], Any]
+    _sql_read: Callable[[str, Params], list[Row]]
+
+    def _queries(self, role: str) -> Mapping[str, str]:
+        return role_queries(role, self._dialect)

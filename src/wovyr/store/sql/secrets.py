@@ -1,0 +1,134 @@
+"""The KMS and secrets tables of both SQL stores (the contract is `wovyr.store.secrets`);
+its SQL lives in `secrets.sql`. Scrubbing the data keys' earlier copies is each store's own
+(`scrub_data_keys`: SQLite rewrites the table with secure_delete and empties its WAL,
+PostgreSQL vacuums)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from wovyr.store.audit import AuditEntry
+from wovyr.store.rows import (
+    data_key_params,
+    data_key_record,
+    kms_root_params,
+    kms_root_record,
+    secret_record,
+)
+from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretRecord
+from wovyr.store.sql import SQLRole, Tx
+
+__all__ = ["SQLSecrets"]
+
+
+class SQLSecrets(SQLRole):
+    def add_data_key(self, record: DataKeyRecord) -> DataKeyRecord:
+        q, params = self._queries("secrets"), data_key_params(record, self._dialect)
+
+        def body(tx: Tx) -> DataKeyRecord:
+            tx.run(q["data_key_add"], params)
+            return data_key_record(tx.rows(q["data_key_get"], params)[0], self._dialect)
+
+        added: DataKeyRecord = self._sql_write(body)
+        return added
+
+    def data_key(self, tenant: str, version: int | None = None) -> DataKeyRecord | None:
+        name = "data_key_latest" if version is None else "data_key_get"
+        rows = self._sql_read(
+            self._queries("secrets")[name], {"tenant": tenant, "version": version}
+        )
+        return data_key_record(rows[0], self._dialect) if rows else None
+
+    def list_data_keys(self) -> list[DataKeyRecord]:
+        rows = self._sql_read(self._queries("secrets")["data_key_list"], {})
+        return [data_key_record(r, self._dialect) for r in rows]
+
+    def rewrap_data_key(
+        self, tenant: str, version: int, old_root_id: str, wrapped: bytes, root_id: str
+    ) -> bool:
+        sql = self._queries("secrets")["data_key_rewrap"]
+        params = {
+            "tenant": tenant,
+            "version": version,
+            "old_root_id": old_root_id,
+            "wrapped": wrapped,
+            "root_id": root_id,
+        }
+        return int(self._sql_write(lambda tx: tx.run(sql, params))) == 1
+
+    def shred_data_keys(self, tenant: str, *, audit: AuditEntry | None = None) -> int:
+        sql = self._queries("secrets")["data_key_shred"]
+        params = {"tenant": tenant, "shredded": SHREDDED, "empty": b""}
+
+        def body(tx: Tx) -> int:
+            count = tx.run(sql, params)
+            tx.append_audit(audit)
+            return count
+
+        return int(self._sql_write(body))
+
+    def put_secret(
+        self,
+        tenant: str,
+        name: str,
+        ciphertext: bytes,
+        key_version: int,
+        at: datetime,
+        by: str,
+        *,
+        audit: AuditEntry | None = None,
+    ) -> SecretRecord:
+        sql = self._queries("secrets")["secret_put"]
+        params = {
+            "tenant": tenant,
+            "name": name,
+            "ciphertext": ciphertext,
+            "key_version": key_version,
+            "at": self._dialect.timestamp(at),
+            "by": by,
+        }
+
+        def body(tx: Tx) -> SecretRecord:
+            row = tx.rows(sql, params)[0]
+            tx.append_audit(audit)
+            return secret_record(row, self._dialect)
+
+        record: SecretRecord = self._sql_write(body)
+        return record
+
+    def get_secret(self, tenant: str, name: str) -> SecretRecord | None:
+        sql = self._queries("secrets")["secret_get"]
+        rows = self._sql_read(sql, {"tenant": tenant, "name": name})
+        return secret_record(rows[0], self._dialect) if rows else None
+
+    def list_secrets(self, tenant: str) -> list[SecretRecord]:
+        rows = self._sql_read(self._queries("secrets")["secret_list"], {"tenant": tenant})
+        return [secret_record(r, self._dialect) for r in rows]
+
+    def delete_secret(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        sql = self._queries("secrets")["secret_delete"]
+        params = {"tenant": tenant, "name": name}
+
+        def body(tx: Tx) -> bool:
+            if tx.run(sql, params) != 1:
+                return False
+            tx.append_audit(audit)
+            return True
+
+        return bool(self._sql_write(body))
+
+    def kms_root(self, root_id: str) -> KmsRootRecord | None:
+        rows = self._sql_read(self._queries("secrets")["kms_root_get"], {"root_id": root_id})
+        return kms_root_record(rows[0], self._dialect) if rows else None
+
+    def put_kms_root(self, record: KmsRootRecord, *, audit: AuditEntry | None = None) -> None:
+        sql, params = (
+            self._queries("secrets")["kms_root_put"],
+            kms_root_params(record, self._dialect),
+        )
+
+        def body(tx: Tx) -> None:
+            tx.run(sql, params)
+            tx.append_audit(audit)
+
+        self._sql_write(body)
