@@ -202,7 +202,7 @@ def test_a_wrong_key_and_an_overloaded_provider_are_clear_outcomes(tmp_path: Pat
         engine.start(SUMMARY, execution_id="e1")
         drain(engine)
         say = engine.query("e1").activities["say"]
-        assert (say["status"], say["error"]["type"]) == ("retrying", "ProviderUnavailable")
+        assert (say["status"], say["error"]["type"]) == ("retrying", "ProviderOverloaded")
         clock.advance(60)
         drain(engine)  # 529 (overloaded) is retried by the engine's policy
         assert engine.query("e1").output["json"] == {"greeting": "hi"}

@@ -56,6 +56,7 @@ __all__ = [
     "anthropic_problem",
     "embed",
     "malformed",
+    "raw",
     "status",
     "text",
     "tool_calls",
@@ -64,7 +65,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Reply:
-    kind: Literal["text", "tools", "status", "malformed"]
+    kind: Literal["text", "tools", "status", "malformed", "raw"]
     content: str = ""
     calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments JSON text)
     status: int = 200
@@ -75,6 +76,8 @@ class Reply:
     usage: tuple[int, int] = (10, 5)  # prompt, completion tokens
     body: str = ""
     gate: threading.Event | None = field(default=None, compare=False)
+    headers: tuple[tuple[str, str], ...] = ()  # of a `raw` reply
+    content_type: str = "application/json"
 
 
 def text(
@@ -122,6 +125,24 @@ def status(code: int, *, retry_after: str | None = None, body: str = "") -> Repl
 
 def malformed(body: str = '{"choices": [ this is not json') -> Reply:
     return Reply("malformed", body=body)
+
+
+def raw(
+    code: int,
+    body: str,
+    *,
+    headers: dict[str, str] | None = None,
+    content_type: str = "application/json",
+) -> Reply:
+    """An answer sent exactly as given, on either protocol's path: a recorded response
+    (status, headers, body; `text/event-stream` for a recorded stream)."""
+    return Reply(
+        "raw",
+        status=code,
+        body=body,
+        headers=tuple((headers or {}).items()),
+        content_type=content_type,
+    )
 
 
 @dataclass(frozen=True)
@@ -424,6 +445,9 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
                 self._send(reply.status, reply.body.encode(), extra)
             elif reply.kind == "malformed":
                 self._send(200, reply.body.encode())
+            elif reply.kind == "raw":
+                extra = dict(reply.headers)
+                self._send(reply.status, reply.body.encode(), extra, reply.content_type)
             elif anthropic:
                 self._send(200, json.dumps(_anthropic_message(reply, model)).encode())
             elif (body or {}).get("stream"):
@@ -435,9 +459,15 @@ def _handler(script: _Script) -> type[BaseHTTPRequestHandler]:
             with script.lock:
                 script.answered[id(recorded)] = time.time()
 
-        def _send(self, code: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
+        def _send(
+            self,
+            code: int,
+            payload: bytes,
+            extra: dict[str, str] | None = None,
+            content_type: str = "application/json",
+        ) -> None:
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             for name, value in (extra or {}).items():
                 self.send_header(name, value)
