@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 __all__ = [
     "ANTHROPIC_OPTIONS",
     "MANAGED_KEYS",
     "OPENAI_OPTIONS",
     "OPTIONS",
+    "Options",
     "option_problems",
     "with_options",
 ]
@@ -98,7 +101,7 @@ def option_problems(options: Mapping[str, Any], family: str | None = None) -> li
             continue
         if key in MANAGED_KEYS:
             own = _OWN_KEY.get(key, "the kind")
-            problems.append(f"option {key!r} is not an option: {own} sets it")
+            problems.append(f"{key!r} is not an option: {own} sets it")
             continue
         where = f"{family} providers" if family is not None else "any provider family"
         message = f"option {key!r} is not taken by {where}"
@@ -122,3 +125,15 @@ def with_options(
 
         raise NonRetryableError("; ".join(problems), type="UnsupportedOption")
     return {**options, **body}
+
+
+def _known_option(key: str) -> str:
+    problems = option_problems({key: None})
+    if problems:
+        raise ValueError(problems[0])
+    return key
+
+
+# `options:` of a step: a key no family takes is refused where it is written (the
+# definition's located problems point at the key)
+Options = dict[Annotated[str, AfterValidator(_known_option)], Any]
