@@ -1,45 +1,88 @@
-"""Helpers for testing workflows: an engine on a `memory://` store and a ManualClock, `drain`.
+"""Testing workflows and agents: an engine on a `memory://` store and a ManualClock, a
+scripted model (in process, or over real HTTP as an OpenAI-compatible server), recorded
+transcripts, and a pytest plugin (`engine`, `clock`, `model` and `activities` fixtures).
 
-from wovyr.testing import memory_engine, drain
+    from wovyr.testing import drain, memory_engine
 
-engine = memory_engine()
-engine.start(definition, {"order_id": "A-1"})
-drain(engine)                      # run everything runnable now
-engine.clock.advance(hours=2)      # move time; due timers fire on the next drain
-drain(engine)
+    engine = memory_engine()
+    engine.start(definition, {"order_id": "A-1"})
+    drain(engine)                      # run everything runnable now
+    engine.clock.advance(hours=2)      # move time; due timers fire on the next drain
+    drain(engine)
+    drain(engine, skip_time=True)      # or skip to each timer until none is left
+
+See docs/testing.md. The names load on first use, so the pytest plugin costs nothing in a
+test run that does not use it.
 """
 
 from __future__ import annotations
 
-import asyncio
-from datetime import UTC, datetime
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from wovyr.activities.base import ActivityRegistry
-from wovyr.clock import ManualClock
-from wovyr.engine.engine import Engine
-from wovyr.store import open_store
-from wovyr.worker import Worker
+if TYPE_CHECKING:
+    from wovyr.testing.engines import EPOCH, CrashPoint, crash, drain, memory_engine
+    from wovyr.testing.model import (
+        Answer,
+        Recorded,
+        Reply,
+        ScriptedModel,
+        malformed,
+        raw,
+        status,
+        text,
+        tool_calls,
+    )
+    from wovyr.testing.model_server import ScriptedLLM
+    from wovyr.testing.transcript import Transcript
 
-__all__ = ["drain", "memory_engine"]
+__all__ = [
+    "EPOCH",
+    "Answer",
+    "CrashPoint",
+    "Recorded",
+    "Reply",
+    "ScriptedLLM",
+    "ScriptedModel",
+    "Transcript",
+    "crash",
+    "drain",
+    "malformed",
+    "memory_engine",
+    "raw",
+    "status",
+    "text",
+    "tool_calls",
+]
+
+_WHERE = {
+    "EPOCH": "wovyr.testing.engines",
+    "CrashPoint": "wovyr.testing.engines",
+    "crash": "wovyr.testing.engines",
+    "drain": "wovyr.testing.engines",
+    "memory_engine": "wovyr.testing.engines",
+    "Answer": "wovyr.testing.model",
+    "Recorded": "wovyr.testing.model",
+    "Reply": "wovyr.testing.model",
+    "ScriptedModel": "wovyr.testing.model",
+    "malformed": "wovyr.testing.model",
+    "raw": "wovyr.testing.model",
+    "status": "wovyr.testing.model",
+    "text": "wovyr.testing.model",
+    "tool_calls": "wovyr.testing.model",
+    "ScriptedLLM": "wovyr.testing.model_server",
+    "Transcript": "wovyr.testing.transcript",
+}
 
 
-def memory_engine(
-    activities: ActivityRegistry | None = None, start: datetime | None = None
-) -> Engine:
-    """An engine over a fresh `memory://` store (SQLite in a temporary folder, removed when
-    the engine is closed) and a ManualClock."""
-    clock = ManualClock(start or datetime(2030, 1, 1, tzinfo=UTC))
-    return Engine(open_store("memory://"), clock=clock, activities=activities)
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'wovyr.testing' has no attribute {name!r}")
+    value = getattr(import_module(where), name)
+    globals()[name] = value
+    return value
 
 
-def drain(engine: Engine, *, only: list[str] | None = None, lease_seconds: float = 30.0) -> None:
-    """Drive every runnable execution (and due timer) until nothing is runnable now."""
-
-    async def main() -> None:
-        worker = Worker(engine, lease_seconds=lease_seconds)
-        try:
-            await worker.run_until_idle(only=only)
-        finally:
-            await worker.close()
-
-    asyncio.run(main())
+def __dir__() -> list[str]:
+    return sorted(__all__)
