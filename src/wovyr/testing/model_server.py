@@ -123,7 +123,10 @@ class ScriptedLLM:
         )
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self.model))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # a short poll: `shutdown` waits for the loop to look, once per test that uses one
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def port(self) -> int:
