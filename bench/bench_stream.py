@@ -127,14 +127,13 @@ def read(url: str, key: str, count: int) -> None:
 def measure(
     readers: int, tokens: int, pace_ms: float, db: Path, port: int, server_pid: int, key: str
 ) -> dict[str, Any]:
-    from tests.llm_server import ScriptedLLM, text
-
     from wovyr.activities.base import ActivityRegistry
     from wovyr.activities.policy import TRUSTED
     from wovyr.activities.providers import ProviderConfig, Providers
     from wovyr.engine.engine import Engine
     from wovyr.store.sqlite import SQLiteStore
     from wovyr.testing import drain
+    from wovyr.testing.model_server import ScriptedLLM, text
 
     answer = _answer(tokens)
     reply = text(answer, stream=True, chunk_delay=pace_ms / 1000)

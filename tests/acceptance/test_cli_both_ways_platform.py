@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 from tests.acceptance.test_cli_both_ways import Cli, Server, both_ways
-from tests.llm_server import ScriptedLLM, text
 
 from wovyr.cli.main import main
+from wovyr.testing.model_server import ScriptedLLM, text
 
 pytestmark = pytest.mark.slow
 

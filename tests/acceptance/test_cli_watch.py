@@ -10,13 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.llm_server import ScriptedLLM, text
-
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, text
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSWER = "".join(f"a{i:02d} " for i in range(60))

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.llm_server import ScriptedLLM, text
 from tests.server.test_serve_process import WOVYR, Server, wait_for
+
+from wovyr.testing.model_server import ScriptedLLM, text
 
 pytestmark = pytest.mark.slow
 

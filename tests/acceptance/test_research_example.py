@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
+
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "research-agent.yaml")

@@ -20,10 +20,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.llm_server import Recorded, Reply, ScriptedLLM, text, tool_calls
 
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
+from wovyr.testing.model_server import Recorded, Reply, ScriptedLLM, text, tool_calls
 
 WORKER = Path(__file__).with_name("agent_worker.py")
 KEY = "sk-canary-chaos-5e1f"  # the worker's (tests/chaos/agent_worker.py)

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.engine.engine import Engine
 from wovyr.platform.mcp import add_mcp_server, parse_mcp_server
 from wovyr.store.sqlite import SQLiteStore
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 WORKER = Path(__file__).with_name("mcp_worker.py")
 SERVER = Path(__file__).parents[1] / "mcp_server.py"

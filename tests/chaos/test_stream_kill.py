@@ -15,12 +15,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.llm_server import ScriptedLLM, text
 from tests.sse import Message, messages
 
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
 from wovyr.store.sqlite import SQLiteStore
+from wovyr.testing.model_server import ScriptedLLM, text
 
 WORKER = Path(__file__).with_name("stream_worker.py")
 LEASE = 1.0

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from tests.llm_server import ScriptedLLM, status, text, tool_calls
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.activities.providers import ProviderConfig, Providers
@@ -25,6 +24,7 @@ from wovyr.engine.engine import Engine
 from wovyr.errors import DefinitionError
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, status, text, tool_calls
 
 KEY = "sk-canary-agent-91d2"
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)

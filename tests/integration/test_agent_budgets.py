@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.providers import ProviderConfig, Providers
@@ -21,6 +20,7 @@ from wovyr.engine.quotas import Quotas, day_of
 from wovyr.errors import Conflict, InputError, QuotaExceeded
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 KEY = "sk-canary-budget-5e7a"
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)

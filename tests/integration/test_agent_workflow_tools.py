@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.providers import ProviderConfig, Providers
@@ -25,6 +24,7 @@ from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)
 

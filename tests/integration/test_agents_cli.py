@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.llm_server import ScriptedLLM, text, tool_calls
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 TOOLS = textwrap.dedent("""
     import wovyr

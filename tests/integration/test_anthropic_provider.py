@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, anthropic_problem, status, text, tool_calls
 
 from wovyr.activities.anthropic import request_body
 from wovyr.activities.base import ActivityRegistry
@@ -24,6 +23,7 @@ from wovyr.errors import InputError
 from wovyr.platform.providers import parse_provider, tenant_providers
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, anthropic_problem, status, text, tool_calls
 
 KEY = "sk-ant-canary-0c4d19"
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)
@@ -202,7 +202,7 @@ def test_a_wrong_key_and_an_overloaded_provider_are_clear_outcomes(tmp_path: Pat
         engine.start(SUMMARY, execution_id="e1")
         drain(engine)
         say = engine.query("e1").activities["say"]
-        assert (say["status"], say["error"]["type"]) == ("retrying", "ProviderUnavailable")
+        assert (say["status"], say["error"]["type"]) == ("retrying", "ProviderOverloaded")
         clock.advance(60)
         drain(engine)  # 529 (overloaded) is retried by the engine's policy
         assert engine.query("e1").output["json"] == {"greeting": "hi"}

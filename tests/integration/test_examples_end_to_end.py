@@ -1,7 +1,7 @@
 """Every workflow under examples/ runs to the end its own comments (and the README) promise,
 on every store: approvals and signals given as the comments say, time moved on a
 ManualClock where a timer or a back-off is on the way (never slept), and the research agent
-answered by the scripted model server (tests/llm_server.py).
+answered by the scripted model server (wovyr.testing.model_server).
 
 A new example without a scenario here fails `test_every_example_has_a_scenario`."""
 
@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.activities.base import default_registry, load_activity_modules
 from wovyr.activities.providers import ProviderConfig, Providers
@@ -21,6 +20,7 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.store.base import Store
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)

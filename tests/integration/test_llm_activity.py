@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from tests.llm_server import Reply, ScriptedLLM, malformed, status, text
 
 from wovyr import assemble
 from wovyr.activities.base import ActivityRegistry
@@ -24,6 +23,7 @@ from wovyr.errors import DefinitionError
 from wovyr.settings import load_settings
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import Reply, ScriptedLLM, malformed, status, text
 
 KEY = "sk-canary-7f3a9c1e5b"
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.llm_server import ScriptedLLM, text
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
@@ -25,6 +24,7 @@ from wovyr.platform.providers import SecretCredentials, parse_provider, set_prov
 from wovyr.platform.secrets import Secrets
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, text
 
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)
 CANARY_A = "sk-canary-a-81d0f6b2c4"

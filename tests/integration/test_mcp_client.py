@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import RESTRICTED, TRUSTED
@@ -40,6 +39,7 @@ from wovyr.platform.secrets import Secrets
 from wovyr.store.platform import McpServerRecord
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)
 SERVER = Path(__file__).parents[1] / "mcp_server.py"

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.activities.builtin import memory as memory_kind
@@ -28,6 +27,7 @@ from wovyr.engine.engine import Engine
 from wovyr.engine.memory import TenantMemory
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)
 KEY = "sk-canary-memory-5e1f"

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.llm_server import ScriptedLLM, text
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.providers import ProviderConfig, Providers
@@ -22,6 +21,7 @@ from wovyr.engine.tenants import served
 from wovyr.errors import InputError
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, text
 
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)
 HEAD = "apiVersion: wovyr/v1\nkind: Workflow\nmetadata: {name: probe}\n"

@@ -8,14 +8,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.llm_server import ScriptedLLM, status, text, tool_calls
-
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, status, text, tool_calls
 
 ANSWER = "".join(f"p{i:03d}" for i in range(500))  # 500 pieces
 

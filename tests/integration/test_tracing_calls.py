@@ -5,7 +5,7 @@ by what it called (`model.chat <provider>`, `model.embeddings <provider>`, `mcp.
 <server>/<tool>`) with the model and the tokens; a failed call (the provider refused the
 key, the tool answered an error) is an error span named by its type. The API key, the
 prompt and a tool's arguments leave the process in no export, though the key was sent to
-the model server (the scripted one of tests/llm_server.py) and the tool ran (the official
+the model server (the scripted one of wovyr.testing.model_server) and the tool ran (the official
 SDK's server of tests/mcp_server.py, over stdio)."""
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
-from tests.llm_server import ScriptedLLM, status, text, tool_calls
 from tests.otlp_collector import Collector, Span
 
 from wovyr.activities.base import ActivityRegistry
@@ -31,6 +30,7 @@ from wovyr.platform.secrets import Secrets
 from wovyr.platform.tracing import OtelTracer
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, status, text, tool_calls
 
 MCP_SERVER = Path(__file__).parents[1] / "mcp_server.py"
 API_KEY = "sk-trace-canary-5f3e1a9d07"

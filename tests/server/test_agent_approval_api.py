@@ -10,12 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
 from tests.server.conftest import Api
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ProviderConfig, Providers
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 pytestmark = pytest.mark.anyio
 OP, VIEW = "tenant-a:operator", "tenant-a:viewer"

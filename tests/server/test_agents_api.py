@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
 from tests.server.conftest import APPROVAL_FLOW, Api, serve, until
 
 from wovyr.activities.base import ActivityRegistry
@@ -24,6 +23,7 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
 from wovyr.store.sqlite import SQLiteStore
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 pytestmark = pytest.mark.anyio
 OP, VIEW, B_OP = "tenant-a:operator", "tenant-a:viewer", "tenant-b:operator"

@@ -26,13 +26,13 @@ from typing import Any
 
 import pytest
 from tests.acceptance.test_secrets_canary import forms
-from tests.llm_server import ScriptedLLM, text, tool_calls
 from tests.server.conftest import Api, until
 from tests.tracebacks import frame_files, wovyr_frames
 
 from wovyr.activities.policy import RESTRICTED
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.tenants import set_policy
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 pytestmark = pytest.mark.anyio
 

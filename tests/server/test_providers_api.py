@@ -10,10 +10,10 @@ from __future__ import annotations
 import base64
 
 import pytest
-from tests.llm_server import ScriptedLLM, text
 from tests.server.conftest import Api
 
 from wovyr.activities.policy import TRUSTED
+from wovyr.testing.model_server import ScriptedLLM, text
 
 pytestmark = pytest.mark.anyio
 

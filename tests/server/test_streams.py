@@ -16,7 +16,6 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.conftest import make_store
-from tests.llm_server import ScriptedLLM, text
 from tests.sse import Message, messages
 
 from wovyr.activities.base import ActivityRegistry
@@ -25,6 +24,7 @@ from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
 from wovyr.server.streams import StreamHub
 from wovyr.settings import Settings
+from wovyr.testing.model_server import ScriptedLLM, text
 
 ANSWER = "".join(f"t{i:03d}" for i in range(500))  # 500 pieces of 4 characters
 FLOW = """\

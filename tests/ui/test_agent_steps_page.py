@@ -2,7 +2,7 @@
 its loop as sub-steps, in a graph of their own (each turn's model call, the tool calls it
 asked for, the next turn's call), as rows under the activity's Gantt bar, in a table with
 tokens, cost and latency, and with their latency on the timeline. Over HTTP
-(httpx.ASGITransport), a scripted model server (tests/llm_server.py) and a ManualClock that
+(httpx.ASGITransport), a scripted model server (wovyr.testing.model_server) and a ManualClock that
 the tools move, so latencies are exact."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
-from tests.llm_server import ScriptedLLM, text, tool_calls
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import TRUSTED
@@ -26,6 +25,7 @@ from wovyr.platform.auth import Authenticator
 from wovyr.settings import Settings
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 from .conftest import UiClient
 

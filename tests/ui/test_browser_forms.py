@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, text, tool_calls
 from tests.ui.test_browser import (
     ARTIFACTS,
     CHROMIUM,
@@ -31,6 +30,7 @@ from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
+from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 __all__ = ["live_server", "sync_api"]  # the fixtures, shared with test_browser.py
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, text
 from tests.ui.test_browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -25,6 +24,7 @@ from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
+from wovyr.testing.model_server import ScriptedLLM, text
 
 pytestmark = pytest.mark.slow
 

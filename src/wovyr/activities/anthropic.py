@@ -8,13 +8,16 @@ messages that answer them become `tool_result` blocks of one `user` message (an 
 result is sent with `is_error`); consecutive messages of one role are merged (the API wants
 turns that alternate); `tools` are `{name, description, input_schema}`; `max_tokens`, which
 the API requires, defaults to `DEFAULT_MAX_TOKENS`. `response_format` has no counterpart and
-is not sent: the `llm` kind validates the answer against its schema either way. Streaming is
-not used for this kind (the answer is read whole).
+is not sent: the `llm` kind validates the answer against its schema either way. The options
+a step or the provider sets (`wovyr.activities.model_options.ANTHROPIC_OPTIONS`: `top_k`,
+`stop_sequences`, `thinking`, `tool_choice`, ...) are sent as they are. Streaming is not used
+for this kind (the answer is read whole).
 
 Response: text blocks joined are the message's `content`, `tool_use` blocks its
 `tool_calls` (arguments as JSON text); `stop_reason` maps to the chat-completions
-`finish_reason` (`end_turn` -> `stop`, `tool_use` -> `tool_calls`, `max_tokens` ->
-`length`); `usage.input_tokens` and `usage.output_tokens` are the usage.
+`finish_reason` (`end_turn` and `stop_sequence` -> `stop`, `tool_use` -> `tool_calls`,
+`max_tokens` and `model_context_window_exceeded` -> `length`, `refusal` -> `content_filter`);
+`usage.input_tokens` and `usage.output_tokens` are the usage.
 
 The key goes in the `x-api-key` header only, with `anthropic-version: 2023-06-01`.
 """
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from wovyr.activities.model_options import ANTHROPIC_OPTIONS
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -35,7 +40,8 @@ __all__ = [
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 _STOP = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}
-_STOP["max_tokens"] = "length"
+_STOP |= {"max_tokens": "length", "model_context_window_exceeded": "length"}
+_STOP["refusal"] = "content_filter"  # the streaming classifiers stopped the answer
 
 
 def headers(api_key: str | None) -> dict[str, str]:
@@ -91,6 +97,8 @@ def request_body(body: dict[str, Any]) -> dict[str, Any]:
     ]
     if tools:
         out["tools"] = tools
+    for key in sorted(ANTHROPIC_OPTIONS & body.keys()):  # `options:`, checked at dispatch
+        out[key] = body[key]
     return out
 
 

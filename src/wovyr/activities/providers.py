@@ -5,13 +5,24 @@ One call is one HTTP exchange and nothing more: no retry of its own. The engine'
 policy governs every model call (a failed call fails the attempt, whose retry is a durable
 timer), so a failure is mapped here to an `ActivityError` whose `type` says what happened:
 
-- `ProviderRateLimited` (429) and `ProviderUnavailable` (5xx, connection refused or reset):
-  retryable; a `Retry-After` header (seconds or an HTTP date) becomes the attempt's
-  `retry_after`, the delay of the next attempt's timer.
-- `ProviderAuthFailed` (401, 403), `ModelNotFound` (404), `ProviderBadRequest` (other 4xx):
-  not retryable.
+- `ProviderRateLimited` (429), `ProviderOverloaded` (529, Anthropic's `overloaded_error`)
+  and `ProviderUnavailable` (other 5xx, connection refused or reset): retryable; a
+  `Retry-After` header (seconds or an HTTP date; for a 429 without one, OpenAI's
+  `x-ratelimit-reset-*`) becomes the attempt's `retry_after`, the delay of the next
+  attempt's timer.
+- `ProviderQuotaExhausted` (429 `insufficient_quota`: no credit left, which waiting does
+  not cure), `ProviderAuthFailed` (401, 403), `ModelNotFound` (404),
+  `ContextLengthExceeded` (a 4xx saying the conversation is too long for the model),
+  `ContentFiltered` (a 4xx `content_filter`, Azure OpenAI's refusal of a prompt),
+  `ProviderBadRequest` (other 4xx): not retryable. A filtered *answer* is not an error: it
+  is a result whose `finish_reason` is `content_filter`.
 - `ProviderMalformedResponse` (a 200 whose body is not a chat completion): retryable.
 - `Timeout`: retryable.
+
+The request: a kind builds a chat-completions body; `provider_body` adds the provider's
+`options` (under the step's) and sends the answer's token limit as `max_completion_tokens`
+where the provider wants it (`ProviderConfig.token_limit_key`); `anthropic` maps it to a
+Messages request.
 
 A provider's key comes from its `ProviderConfig` alone, the one record an attempt read:
 either the key the host configured with that very endpoint (`ProviderConfig.api_key`, e.g.
@@ -37,6 +48,7 @@ import contextlib
 import functools
 import json
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -68,6 +80,7 @@ __all__ = [
     "ResponseCache",
     "chat",
     "embed",
+    "provider_body",
 ]
 
 DEFAULT_PROVIDER = "default"
@@ -98,10 +111,32 @@ class ProviderConfig:
     kind: Literal["openai", "anthropic"] = "openai"
     api_key: str | None = field(default=None, repr=False, compare=False)  # never printed
     api_key_secret: str | None = None
+    # how an answer's token limit is sent (`openai` kind): None picks `max_completion_tokens`
+    # for OpenAI's own API (api.openai.com, where reasoning models refuse `max_tokens`) and
+    # `max_tokens` for any other server (vLLM, Ollama, llama.cpp, LiteLLM, ...)
+    token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
+    # provider parameters sent with every call (a step's `options` override them)
+    options: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
+        from wovyr.activities.model_options import option_problems
+
         if self.api_key is not None and self.api_key_secret is not None:
             raise ValueError("a provider's key is its own api_key or a secret, not both")
+        problems = option_problems(self.options, self.kind)
+        if problems:
+            raise ValueError(f"provider {self.name!r}: " + "; ".join(problems))
+
+    @property
+    def token_limit_key(self) -> str:
+        """The request key of an answer's token limit (see `token_limit`)."""
+        if self.kind != "openai":
+            return "max_tokens"  # the Messages API's one key
+        if self.token_limit is not None:
+            return self.token_limit
+        if _host(self.base_url) == "api.openai.com":
+            return "max_completion_tokens"
+        return "max_tokens"
 
     def cost(self, input_tokens: int, output_tokens: int) -> float | None:
         if self.price_in is None or self.price_out is None:
@@ -192,6 +227,15 @@ class ModelAccess:
         return self._keys[provider]
 
 
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
 @dataclass(frozen=True)
 class ChatResult:
     message: dict[str, Any]  # the assistant message: role, content, tool_calls
@@ -221,6 +265,7 @@ async def chat(
 
     suffix = "/messages" if provider.kind == "anthropic" else "/chat/completions"
     url = provider.base_url.rstrip("/") + suffix
+    body = provider_body(provider, body)
     named = body.get("model")
     attributes = _call_attributes(provider, "chat", named if isinstance(named, str) else None)
     with call_span(f"model.chat {provider.name}", attributes) as span:
@@ -245,6 +290,17 @@ async def chat(
             }
         )
     return result
+
+
+def provider_body(provider: ProviderConfig, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` (a chat-completions request a kind built) as `provider` is sent it, before
+    a protocol mapping: the provider's `options` under the step's, and the answer's token
+    limit under the key the provider wants (`ProviderConfig.token_limit_key`)."""
+    sent = {**provider.options, **body} if provider.options else dict(body)
+    key = provider.token_limit_key
+    if key != "max_tokens" and "max_tokens" in sent:
+        sent[key] = sent.pop("max_tokens")
+    return sent
 
 
 def _call_attributes(
@@ -411,11 +467,12 @@ async def _exchange(
     from wovyr.activities import anthropic
 
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    sent = body
     if kind == "anthropic":
         headers, sent = anthropic.headers(api_key), anthropic.request_body(body)
-    elif api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    else:
+        sent = body
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
     request = client.build_request("POST", url, headers=headers, content=_json_bytes(sent))
     response = await send_checked(client, request, policy, follow=False)
     try:
@@ -448,14 +505,32 @@ def _json_bytes(body: dict[str, Any]) -> bytes:
 
 
 async def _status_error(response: httpx.Response, model: str) -> ActivityError:
+    """A refused call as the attempt's error, classified by its status and, where the
+    status alone does not say, by the error object of the body (OpenAI's `error.code`,
+    Anthropic's `error.type` and message): see the module docstring."""
     status = response.status_code
-    excerpt = ""
+    head = bytearray()
     async for chunk in response.aiter_bytes():
-        excerpt = chunk[:_ERROR_EXCERPT].decode("utf-8", errors="replace")
-        break
+        head += chunk
+        if len(head) >= _ERROR_READ:
+            break
+    excerpt = bytes(head[:_ERROR_EXCERPT]).decode("utf-8", errors="replace")
+    code, said = _error_object(bytes(head))
     details: dict[str, Any] = {"status": status, "body": excerpt}
+    if code:
+        details["code"] = code
+    quoted = f": {said[:200]}" if said else ""
+    if status == 429 and code == "insufficient_quota":
+        return NonRetryableError(
+            "the model provider refuses for want of quota or credit (429 insufficient_quota)"
+            f"{quoted}",
+            type="ProviderQuotaExhausted",
+            details=details,
+        )
     if status == 429:
         after = retry_after_seconds(response.headers.get("retry-after"))
+        if after is None:
+            after = _rate_limit_reset(response.headers)
         if after is not None:
             details["retry_after"] = after
         return ActivityError(
@@ -464,6 +539,13 @@ async def _status_error(response: httpx.Response, model: str) -> ActivityError:
             type="ProviderRateLimited",
             details=details,
             retry_after=after,
+        )
+    if status == 529 or code == "overloaded_error":
+        return ActivityError(
+            f"the model provider is overloaded (HTTP {status})",
+            type="ProviderOverloaded",
+            details=details,
+            retry_after=retry_after_seconds(response.headers.get("retry-after")),
         )
     if status >= 500:
         after = retry_after_seconds(response.headers.get("retry-after"))
@@ -486,11 +568,69 @@ async def _status_error(response: httpx.Response, model: str) -> ActivityError:
             type="ModelNotFound",
             details=details,
         )
+    lowered = said.lower()
+    if code == "context_length_exceeded" or any(s in lowered for s in _CONTEXT_SIGNS):
+        return NonRetryableError(
+            f"the conversation is longer than model {model!r} takes (HTTP {status}){quoted}",
+            type="ContextLengthExceeded",
+            details=details,
+        )
+    if code in ("content_filter", "content_policy_violation"):
+        return NonRetryableError(
+            f"the model provider's content filter refused the request (HTTP {status}){quoted}",
+            type="ContentFiltered",
+            details=details,
+        )
     return NonRetryableError(
-        f"the model provider refused the request (HTTP {status})",
+        f"the model provider refused the request (HTTP {status}){quoted}",
         type="ProviderBadRequest",
         details=details,
     )
+
+
+_ERROR_READ = 65_536  # of an error body, to classify it (the details keep an excerpt)
+# how providers word a conversation too long for the model: OpenAI ("This model's maximum
+# context length is ..."), Anthropic ("prompt is too long: 208310 tokens > 200000 maximum"),
+# vLLM and llama.cpp servers (which send no code)
+_CONTEXT_SIGNS = ("maximum context length", "prompt is too long", "context window", "n_ctx")
+
+
+def _error_object(body: bytes) -> tuple[str | None, str]:
+    """The code and message of an error body: OpenAI's `{"error": {"message", "type",
+    "code"}}` (code, else type) or Anthropic's `{"type": "error", "error": {"type",
+    "message"}}`; (None, "") for anything else."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None, ""
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return None, ""
+    code = error.get("code") or error.get("type")
+    message = error.get("message")
+    return (
+        str(code) if isinstance(code, str | int) else None,
+        message if isinstance(message, str) else "",
+    )
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _rate_limit_reset(headers: httpx.Headers) -> float | None:
+    """When a 429 without `Retry-After` may be retried, from OpenAI's
+    `x-ratelimit-reset-requests`/`-tokens` (`1s`, `6m0s`, `20ms`): the reset of a limit
+    whose `x-ratelimit-remaining-*` is 0, else the later of the two; None without them."""
+    resets: dict[str, float] = {}
+    for limit in ("requests", "tokens"):
+        value = (headers.get(f"x-ratelimit-reset-{limit}") or "").strip()
+        parts = _DURATION_PART.findall(value)
+        if parts and "".join(n + u for n, u in parts) == value:
+            resets[limit] = sum(float(n) * _DURATION_UNIT[u] for n, u in parts)
+    spent = [s for k, s in resets.items() if headers.get(f"x-ratelimit-remaining-{k}") == "0"]
+    chosen = spent or list(resets.values())
+    return min(max(chosen), 86_400.0) if chosen else None
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -552,6 +692,8 @@ def _parse_anthropic(content: bytes, model: str) -> ChatResult:
 
 def _clean_message(message: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if isinstance(message.get("refusal"), str):  # structured outputs: why it would not answer
+        out["refusal"] = message["refusal"]
     calls = message.get("tool_calls")
     if calls:
         out["tool_calls"] = [

@@ -29,6 +29,7 @@ from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.builtin.agent import AgentBudget, ToolName
 from wovyr.activities.kinds import KINDS
 from wovyr.activities.memory import EmbeddingSpec
+from wovyr.activities.model_options import Options
 from wovyr.definition.locate import model_problems
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import Limits, parse_document
@@ -72,6 +73,9 @@ class AgentDefinitionSpec(FrozenModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     stream: bool | None = Field(default=None, description="Stream and journal each answer's text")
+    options: Options | None = Field(
+        default=None, description="Provider parameters sent with every model call"
+    )
     embedding: EmbeddingSpec | None = Field(
         default=None, description="The provider and model that embed memory texts"
     )

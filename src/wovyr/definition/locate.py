@@ -34,6 +34,8 @@ def model_problems(exc: ValidationError, data: Any, smap: SourceMap) -> list[Pro
         path, rest = _resolve(err["loc"], data)
         if err["type"] == "extra_forbidden":
             single.append(_unknown_field(path, smap))
+        elif rest == ["[key]"]:  # a mapping's key refused: located at that key
+            single.append(smap.problem(_message(err), path, key=True))
         elif err["type"] == "missing":
             name = str(rest[-1]) if rest else "?"
             single.append(smap.problem(f"missing required field {name!r}", path))

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM
 
 from wovyr.cli.main import main
 from wovyr.store import open_store
+from wovyr.testing.model_server import ScriptedLLM
 
 
 class Cli:

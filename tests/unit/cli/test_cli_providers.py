@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.llm_server import ScriptedLLM, text
 
 from wovyr.cli.main import main
 from wovyr.platform.kms import NEW_ROOT_ENV, ROOT_ENV
 from wovyr.store import open_store
+from wovyr.testing.model_server import ScriptedLLM, text
 
 CANARY = "sk-cli-canary-5c0e17d9a3"
 

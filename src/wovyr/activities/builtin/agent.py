@@ -87,6 +87,7 @@ from wovyr.activities.memory_tools import (
     memory_call,
     memory_functions,
 )
+from wovyr.activities.model_options import Options, with_options
 from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
 from wovyr.errors import InputError, NotFound
@@ -161,6 +162,11 @@ class AgentSpec(FrozenModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, description="Per model answer")
     stream: bool | None = Field(default=None, description="Stream and journal each answer's text")
+    options: Options | None = Field(
+        default=None,
+        description="Provider parameters sent with every model call (reasoning_effort, "
+        "top_p, seed, stop, tool_choice, ...), checked against the provider's family",
+    )
 
 
 class AgentStep(FrozenModel):
@@ -315,6 +321,7 @@ async def _model_call(
     if spec.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
+    body = with_options(body, spec.options, access.providers.get(spec.provider).kind)
     result = await call_model(
         access,
         spec.provider,

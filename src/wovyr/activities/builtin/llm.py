@@ -10,6 +10,7 @@
         max_tokens: 300
         response_schema: {type: object, required: [title], properties: {title: {type: string}}}
         cache: true
+        options: {seed: 7, top_p: 0.9}   # provider parameters, sent as they are
 
 Output: `{text, json, usage: {input_tokens, output_tokens}, cost, model, finish_reason}`
 (`json` is the parsed answer when `response_schema` is given, else null; `cost` is null
@@ -40,6 +41,7 @@ from pydantic import Field, field_validator, model_validator
 
 from wovyr.activities.base import NonRetryableError
 from wovyr.activities.kinds import ActivityKind, Dispatch, StreamSink, register_kind
+from wovyr.activities.model_options import Options, with_options
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import DEFAULT_PROVIDER, ChatResult, ModelAccess, chat
 from wovyr.fields import FrozenModel
@@ -81,11 +83,21 @@ class LlmSpec(FrozenModel):
     )
     cache: bool = Field(default=False, description="Answer an identical request from cache")
     stream: bool = Field(default=False, description="Receive the answer as streamed chunks")
+    options: Options | None = Field(
+        default=None,
+        description="Provider parameters sent as they are (reasoning_effort, top_p, seed, "
+        "stop, response_format, tool_choice, ...), checked against the provider's family",
+    )
 
     @model_validator(mode="after")
     def _one_prompt(self) -> LlmSpec:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("give exactly one of `prompt` and `messages`")
+        if self.response_schema is not None and "response_format" in (self.options or {}):
+            raise ValueError(
+                "give `response_schema` or `options.response_format`, not both "
+                "(response_schema sends a json_schema response_format and checks the answer)"
+            )
         return self
 
     @field_validator("response_schema")
@@ -164,7 +176,7 @@ def _messages(spec: LlmSpec) -> list[dict[str, Any]]:
     return out
 
 
-def _body(spec: LlmSpec, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _body(spec: LlmSpec, model: str, messages: list[dict[str, Any]], family: str) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "messages": messages}
     if spec.temperature is not None:
         body["temperature"] = spec.temperature
@@ -178,7 +190,7 @@ def _body(spec: LlmSpec, model: str, messages: list[dict[str, Any]]) -> dict[str
     if spec.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    return body
+    return with_options(body, spec.options, family)
 
 
 def cache_key(provider: str, body: dict[str, Any]) -> str:
@@ -237,14 +249,14 @@ async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
     access = _access(dispatch)
     model = model_for(access, spec.provider, spec.model)
     messages = _messages(spec)
-    body = _body(spec, model, messages)
+    provider = access.providers.get(spec.provider)
+    body = _body(spec, model, messages, provider.kind)
     key = cache_key(spec.provider, body) if spec.cache else None
     cache = access.cache
     if key is not None and cache is not None:
         hit = await asyncio.to_thread(cache.get, key)
         if hit is not None:
             return {**hit, "cached": True}
-    provider = access.providers.get(spec.provider)
     usage = {"input_tokens": 0, "output_tokens": 0}
     failures: list[dict[str, Any]] = []
     while True:

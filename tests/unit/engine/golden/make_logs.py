@@ -185,7 +185,7 @@ RERUN = wf(
 
 
 def _agent_script() -> list[Any]:
-    from tests.llm_server import text, tool_calls
+    from wovyr.testing.model_server import text, tool_calls
 
     return [
         tool_calls(("ok", {"v": 1}, "c1"), usage=(12, 4)),
@@ -207,9 +207,8 @@ CHAIN = wf(
 
 
 def scenarios() -> dict[str, Any]:
-    from tests.llm_server import ScriptedLLM
-
     from wovyr.activities.providers import ProviderConfig, Providers
+    from wovyr.testing.model_server import ScriptedLLM
 
     llm = ScriptedLLM(_agent_script(), pick="turn").__enter__()
     try:
