@@ -204,8 +204,8 @@ class Client:
 
     def cancel_workflow(self, execution_id: str, *, reason: str | None = None) -> Execution:
         """Cancel (durable when this returns); `Conflict` when it has already finished."""
-        path = f"{_V1}/workflows/{_part(execution_id)}"
-        return cast(Execution, self._json("DELETE", path, params=query(reason=reason)))
+        path = f"{_V1}/workflows/{_part(execution_id)}/cancel"
+        return cast(Execution, self._json("POST", path, json=_some(reason=reason)))
 
     def get_history(
         self,

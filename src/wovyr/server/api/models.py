@@ -18,6 +18,7 @@ __all__ = [
     "BatchOut",
     "BatchProgress",
     "BatchRequest",
+    "CancelRequest",
     "EventOut",
     "ExecutionDetail",
     "ExecutionPage",
@@ -136,6 +137,12 @@ class ApproveRequest(Strict):
         None, description="More budget for an agent paused on its budget (on_exhausted)"
     )
     definition: str | dict[str, Any] | None = Field(None, description=_PINNED)
+
+
+class CancelRequest(Strict):
+    """Why an execution is cancelled (recorded in `ExecutionCancelled`)."""
+
+    reason: str | None = Field(None, max_length=1000, examples=["the order was withdrawn"])
 
 
 class NoteRequest(Strict):

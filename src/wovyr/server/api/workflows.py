@@ -27,6 +27,7 @@ from wovyr.platform.auth import Principal
 from wovyr.server.api.models import (
     ApproveRequest,
     AttemptLogs,
+    CancelRequest,
     EventOut,
     ExecutionDetail,
     ExecutionPage,
@@ -483,21 +484,35 @@ def approve_workflow(
     return detail(ctx, engine, execution_id, view=view)
 
 
-@router.delete(
-    "/{execution_id}",
+@router.post(
+    "/{execution_id}/cancel",
     response_model=ExecutionDetail,
     summary="Cancel",
-    description="Answers only once `ExecutionCancelled` is durable; 409 if already finished.",
+    description="Writes `ExecutionCancelled` (pending and waiting activities skipped, a late "
+    "result refused, children cancelled) and answers only once it is durable; 409 if the "
+    "execution already finished. The body (`reason`) is optional.",
 )
 def cancel_workflow(
     execution_id: str,
     ctx: Ctx,
     principal: Operator,
-    reason: Annotated[str | None, Query(max_length=1000)] = None,
+    body: CancelRequest | None = None,
 ) -> Response:
     engine = tenant_engine(ctx, principal)
-    engine.cancel(execution_id, reason=reason, by=principal.actor)
+    engine.cancel(execution_id, reason=body.reason if body else None, by=principal.actor)
     return detail(ctx, engine, execution_id)
+
+
+@router.delete("/{execution_id}", include_in_schema=False)
+def cancel_moved(execution_id: str) -> Response:
+    """`DELETE` used to cancel: it answers 405 and says where cancel went (a future version
+    may make it delete a finished execution)."""
+    raise ApiProblem(
+        405,
+        f"Cancel is POST {router.prefix}/{execution_id}/cancel (DELETE no longer cancels).",
+        headers={"Allow": "GET"},
+        slug="cancel-moved",
+    )
 
 
 @router.post(
