@@ -214,9 +214,11 @@ class Client:
         after_seq: int | None = None,
         limit: int | None = None,
         follow: bool | None = None,
+        cursor: str | None = None,
     ) -> HistoryPage:
-        """A page of events after `after_seq` (default: the newest page)."""
-        params = query(after_seq=after_seq, limit=limit, follow=follow)
+        """A page of events after `after_seq` or `cursor` (a page's `next_cursor`; default:
+        the newest page)."""
+        params = query(after_seq=after_seq, limit=limit, follow=follow, cursor=cursor)
         path = f"{_V1}/workflows/{_part(execution_id)}/history"
         return cast(HistoryPage, self._json("GET", path, params=params))
 
@@ -228,19 +230,25 @@ class Client:
         start: int | None = None,
         limit: int | None = None,
         follow: bool | None = None,
+        cursor: str | None = None,
     ) -> ItemsPage:
         """A page of the items of the `for_each` activity `activity` from index `start`
         (an execution's `activities[activity]["items_next"]` says where its detail stopped);
-        `next_start` goes on."""
-        params = query(start=start, limit=limit, follow=follow)
+        `next_start` (or `next_cursor`, as `cursor`) goes on."""
+        params = query(start=start, limit=limit, follow=follow, cursor=cursor)
         path = f"{_V1}/workflows/{_part(execution_id)}/activities/{_part(activity)}/items"
         return cast(ItemsPage, self._json("GET", path, params=params))
 
     def get_logs(
-        self, execution_id: str, *, after_seq: int | None = None, follow: bool | None = None
+        self,
+        execution_id: str,
+        *,
+        after_seq: int | None = None,
+        follow: bool | None = None,
+        cursor: str | None = None,
     ) -> AttemptLogs:
-        """The attempts that logged or failed, ended after `after_seq`."""
-        params = query(after_seq=after_seq, follow=follow)
+        """The attempts that logged or failed, ended after `after_seq` (or `cursor`)."""
+        params = query(after_seq=after_seq, follow=follow, cursor=cursor)
         path = f"{_V1}/workflows/{_part(execution_id)}/logs"
         return cast(AttemptLogs, self._json("GET", path, params=params))
 
@@ -362,9 +370,9 @@ class Client:
         )
         return cast(JSONObject, self._json("POST", f"{_V1}/batches", json=body))
 
-    def list_batches(self, *, limit: int | None = None) -> JSONObject:
-        """Batches, newest first (`items`)."""
-        params = query(limit=limit)
+    def list_batches(self, *, limit: int | None = None, cursor: str | None = None) -> JSONObject:
+        """A page of batches, newest first (`items`; `next_cursor`: pass it as `cursor`)."""
+        params = query(limit=limit, cursor=cursor)
         return cast(JSONObject, self._json("GET", f"{_V1}/batches", params=params))
 
     def get_batch(
@@ -374,9 +382,11 @@ class Client:
         after: int | None = None,
         limit: int | None = None,
         outcome: str | None = None,
+        cursor: str | None = None,
     ) -> JSONObject:
-        """One batch: its progress and its items numbered above `after` (`next_after`)."""
-        params = query(after=after, limit=limit, outcome=outcome)
+        """One batch: its progress and its items numbered above `after` or from `cursor`
+        (`next_cursor` goes on)."""
+        params = query(after=after, limit=limit, outcome=outcome, cursor=cursor)
         path = f"{_V1}/batches/{_part(batch_id)}"
         return cast(JSONObject, self._json("GET", path, params=params))
 
@@ -448,9 +458,11 @@ class Client:
         prefix: str | None = None,
         after: str | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
     ) -> JSONObject:
-        """The live items of a memory namespace, by key (`next`: pass it as `after`)."""
-        params = query(prefix=prefix, after=after, limit=limit)
+        """The live items of a memory namespace, by key (`next_cursor`: pass it as
+        `cursor`; `next`, as `after`)."""
+        params = query(prefix=prefix, after=after, limit=limit, cursor=cursor)
         path = f"{_V1}/memory/{_part(namespace)}"
         return cast(JSONObject, self._json("GET", path, params=params))
 
@@ -681,9 +693,11 @@ class Client:
         after: int | None = None,
         since: datetime | str | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
     ) -> JSONObject:
-        """A page of the tenant's audit records, oldest first (`next_after`: the next)."""
-        params = query(after=after, since=_time(since), limit=limit)
+        """A page of the tenant's audit records, oldest first (`next_cursor`: pass it as
+        `cursor`)."""
+        params = query(after=after, since=_time(since), limit=limit, cursor=cursor)
         return cast(JSONObject, self._json("GET", f"{_V1}/audit", params=params))
 
     # --- health --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from wovyr.server.api.models import (
     BatchProgress,
     BatchRequest,
 )
+from wovyr.server.api.paging import Cursor, decode_cursor, encode_cursor, index_at, opaque
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import ApiProblem, problem_responses
@@ -103,11 +104,22 @@ def submit_batch(body: BatchRequest, response: Response, ctx: Ctx, principal: Op
     return batch_out(batch)
 
 
-@router.get("", response_model=BatchList, summary="Batches, newest first")
+@router.get(
+    "",
+    response_model=BatchList,
+    summary="Batches, newest first",
+    description="At most `limit` batches; follow `next_cursor` for older ones.",
+)
 def list_batches(
-    ctx: Ctx, principal: Viewer, limit: Annotated[int, Query(ge=1, le=200)] = 50
+    ctx: Ctx,
+    principal: Viewer,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Cursor = None,
 ) -> BatchList:
-    return BatchList(items=[batch_out(b) for b in _bulk(ctx, principal).batches(limit)])
+    found = _bulk(ctx, principal).batches(limit + 1, before=decode_cursor(cursor))
+    last = found[limit - 1] if len(found) > limit else None
+    following = encode_cursor((last.created_at, last.id)) if last else None
+    return BatchList(items=[batch_out(b) for b in found[:limit]], next_cursor=following)
 
 
 @router.get(
@@ -120,7 +132,9 @@ def get_batch(
     after: Annotated[int, Query(ge=0, description="Items numbered above it.")] = 0,
     limit: Annotated[int, Query(ge=0, le=1000)] = 100,
     outcome: Literal["pending", "ok", "skipped", "error"] | None = None,
+    cursor: Cursor = None,
 ) -> BatchDetail:
+    after = index_at(cursor, after)
     bulk = _bulk(ctx, principal)
     batch = bulk.get(batch_id)
     items = bulk.items(batch_id, after, limit, outcome) if limit else []
@@ -129,4 +143,5 @@ def get_batch(
         **batch_out(batch).model_dump(),
         items=[item_out(i) for i in items],
         next_after=items[-1].n if more else None,
+        next_cursor=opaque(items[-1].n) if more else None,
     )

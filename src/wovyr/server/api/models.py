@@ -177,6 +177,9 @@ class ExecutionSummary(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict, description="Set at start.")
 
 
+_NEXT = "Pass as `cursor` for the next page (None: this is the last)."
+
+
 class ExecutionPage(BaseModel):
     items: list[ExecutionSummary]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next (older) page.")
@@ -266,6 +269,7 @@ class AttemptLogs(BaseModel):
         "most 200 lines), `error` ({type, message}) and `traceback`."
     )
     next_after_seq: int = Field(description="Pass as `after_seq` to read only newer ones.")
+    next_cursor: str | None = Field(None, description="Pass as `cursor` to read only newer ones.")
     finished: bool = Field(description="The run has ended: no more will come.")
 
 
@@ -273,6 +277,7 @@ class HistoryPage(BaseModel):
     items: list[EventOut]
     total: int = Field(description="Events in the whole history.")
     next_after_seq: int | None = Field(description="Pass as `after_seq` for the next page.")
+    next_cursor: str | None = Field(None, description=_NEXT)
 
 
 class ItemsPage(BaseModel):
@@ -283,6 +288,7 @@ class ItemsPage(BaseModel):
     start: int = Field(description="The index of the first item of this page.")
     total: int = Field(description="The activity's items.")
     next_start: int | None = Field(description="Pass as `start` for the next page.")
+    next_cursor: str | None = Field(None, description=_NEXT)
 
 
 class ScheduleCreate(Strict):
@@ -446,7 +452,9 @@ class BatchItemOut(BaseModel):
 class BatchDetail(BatchOut):
     items: list[BatchItemOut]
     next_after: int | None = Field(None, description="Pass as `after` for the next items.")
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next items.")
 
 
 class BatchList(BaseModel):
     items: list[BatchOut]
+    next_cursor: str | None = Field(None, description=_NEXT)

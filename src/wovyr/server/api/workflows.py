@@ -4,8 +4,6 @@ cancel, rerun."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import functools
 import hashlib
 import json
@@ -40,13 +38,22 @@ from wovyr.server.api.models import (
     StartRequest,
     Status,
 )
-from wovyr.server.api.paging import events_after, items_page, newest_events, page_items
+from wovyr.server.api.paging import (
+    Cursor,
+    decode_cursor,
+    encode_cursor,
+    events_after,
+    index_at,
+    items_page,
+    newest_events,
+    opaque,
+    page_items,
+)
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import ApiProblem, problem_responses
 from wovyr.server.streams import EventStream
 from wovyr.store.base import EventRecord, ExecutionRecord
-from wovyr.store.codec import from_micros, to_micros
 from wovyr.store.platform import IdempotencyRecord, IdempotencyStore
 from wovyr.traces import trace_context
 
@@ -153,30 +160,6 @@ def _json(
         headers=headers,
         media_type="application/json",
     )
-
-
-def encode_cursor(cursor: tuple[datetime, str] | None) -> str | None:
-    if cursor is None:
-        return None
-    raw = json.dumps([to_micros(cursor[0]), cursor[1]]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(text: str | None) -> tuple[datetime, str] | None:
-    if not text:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        micros, ident = json.loads(raw)
-        if not isinstance(micros, int) or not isinstance(ident, str):
-            raise ValueError
-        return from_micros(micros), ident
-    except (ValueError, TypeError, binascii.Error, OverflowError):
-        raise ApiProblem(
-            400,
-            "The cursor is not one this API returned.",
-            problems=[Problem("bad cursor", "cursor")],
-        ) from None
 
 
 # --- starting --------------------------------------------------------------------------------
@@ -338,7 +321,9 @@ def get_history(
     after_seq: Annotated[int | None, Query(ge=0, description="Default: the newest page.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
+    cursor: Cursor = None,
 ) -> HistoryPage:
+    after_seq = index_at(cursor, after_seq)
     engine = tenant_engine(ctx, principal)
     record = engine.live(execution_id) if follow else engine.get(execution_id)
     total, budget = record.seq, ctx.settings.max_page_bytes
@@ -347,10 +332,12 @@ def get_history(
     else:
         items = events_after(engine, record.id, after_seq, limit, budget)
     last = items[-1].seq if items else (after_seq or total)
+    following = last if last < total else None
     return HistoryPage(
         items=[event_out(e) for e in items],
         total=total,
-        next_after_seq=last if last < total else None,
+        next_after_seq=following,
+        next_cursor=opaque(following),
     )
 
 
@@ -370,13 +357,21 @@ def get_items(
     start: Annotated[int, Query(ge=0, description="The index of the first item.")] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
+    cursor: Cursor = None,
 ) -> ItemsPage:
+    start = index_at(cursor, start)
     view = tenant_engine(ctx, principal).query(execution_id, follow=follow)
     act = view.activities.get(activity)
     if act is None or act.get("items") is None:
         raise ApiProblem(404, f"Execution {view.id} has no for_each activity {activity!r}.")
     items, following = items_page(act["items"], start, limit, ctx.settings.max_page_bytes)
-    return ItemsPage(items=items, start=start, total=len(act["items"]), next_start=following)
+    return ItemsPage(
+        items=items,
+        start=start,
+        total=len(act["items"]),
+        next_start=following,
+        next_cursor=opaque(following),
+    )
 
 
 _STREAM = """Server-Sent Events: `event` (an event as it commits), `attempt` (a model call
@@ -438,11 +433,15 @@ def get_logs(
     principal: Viewer,
     after_seq: Annotated[int, Query(ge=0, description="Only attempts ended after it.")] = 0,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
+    cursor: Cursor = None,
 ) -> AttemptLogs:
+    after_seq = index_at(cursor, after_seq)
     items, last, finished = tenant_engine(ctx, principal).logs(
         execution_id, after_seq, follow=follow
     )
-    return AttemptLogs(items=items, next_after_seq=last, finished=finished)
+    return AttemptLogs(
+        items=items, next_after_seq=last, next_cursor=opaque(last), finished=finished
+    )
 
 
 def _document(definition: str | dict[str, Any] | None) -> str | None:
