@@ -64,6 +64,10 @@ def _document(document: str | Mapping[str, Any]) -> dict[str, Any]:
     return {"json": dict(document)}
 
 
+def _if_match(etag: str | None) -> dict[str, str]:
+    return {"If-Match": etag} if etag is not None else {}
+
+
 def _some(**fields: Any) -> dict[str, Any]:
     """A JSON body of the fields given (None: left to the server's default)."""
     return {k: v for k, v in fields.items() if v is not None}
@@ -397,13 +401,16 @@ class AsyncClient:
 
     # --- definitions ---------------------------------------------------------------------------
 
-    async def apply_definition(self, document: str | Mapping[str, Any]) -> DefinitionApplied:
+    async def apply_definition(
+        self, document: str | Mapping[str, Any], *, if_match: str | None = None
+    ) -> DefinitionApplied:
         """Register a workflow document under its name and version (`result`: `applied` or
-        `unchanged`); `Conflict` when that name and version hold other content."""
-        return cast(
-            DefinitionApplied,
-            await self._json("POST", f"{_V1}/definitions", **_document(document)),
-        )
+        `unchanged`); `Conflict` when that name and version hold other content. `if_match`
+        (`'"<hash>"'` of the name's latest version, or `*`): `Conflict` (a 412) when
+        another version was applied since."""
+        options = _document(document)
+        options["headers"] = {**options.get("headers", {}), **_if_match(if_match)}
+        return cast(DefinitionApplied, await self._json("POST", f"{_V1}/definitions", **options))
 
     async def list_definitions(self) -> list[DefinitionOut]:
         return cast(list[DefinitionOut], await self._json("GET", f"{_V1}/definitions"))
@@ -542,8 +549,10 @@ class AsyncClient:
         note: str | None = None,
         end_at: datetime | str | None = None,
         remaining_actions: int | None = None,
+        if_match: str | None = None,
     ) -> Schedule:
-        """Change what is given (None: unchanged)."""
+        """Change what is given (None: unchanged); `if_match`: the schedule's ETag when the
+        change was decided (`Conflict` (a 412) when it changed since)."""
         body = _some(
             cron=cron,
             every=every,
@@ -557,18 +566,26 @@ class AsyncClient:
             remaining_actions=remaining_actions,
         )
         path = f"{_V1}/schedules/{_part(schedule_id)}"
-        return cast(Schedule, await self._json("PATCH", path, json=body))
+        headers = _if_match(if_match)
+        return cast(Schedule, await self._json("PATCH", path, json=body, headers=headers))
 
-    async def delete_schedule(self, schedule_id: str) -> None:
-        await self._send("DELETE", f"{_V1}/schedules/{_part(schedule_id)}")
+    async def delete_schedule(self, schedule_id: str, *, if_match: str | None = None) -> None:
+        path = f"{_V1}/schedules/{_part(schedule_id)}"
+        await self._send("DELETE", path, headers=_if_match(if_match))
 
-    async def pause_schedule(self, schedule_id: str, note: str | None = None) -> Schedule:
+    async def pause_schedule(
+        self, schedule_id: str, note: str | None = None, *, if_match: str | None = None
+    ) -> Schedule:
         path = f"{_V1}/schedules/{_part(schedule_id)}/pause"
-        return cast(Schedule, await self._json("POST", path, json={"note": note}))
+        headers = _if_match(if_match)
+        return cast(Schedule, await self._json("POST", path, json={"note": note}, headers=headers))
 
-    async def resume_schedule(self, schedule_id: str, note: str | None = None) -> Schedule:
+    async def resume_schedule(
+        self, schedule_id: str, note: str | None = None, *, if_match: str | None = None
+    ) -> Schedule:
         path = f"{_V1}/schedules/{_part(schedule_id)}/resume"
-        return cast(Schedule, await self._json("POST", path, json={"note": note}))
+        headers = _if_match(if_match)
+        return cast(Schedule, await self._json("POST", path, json={"note": note}, headers=headers))
 
     async def trigger_schedule(self, schedule_id: str) -> TriggerResult:
         path = f"{_V1}/schedules/{_part(schedule_id)}/trigger"
@@ -599,10 +616,15 @@ class AsyncClient:
     async def get_policy(self) -> JSONObject:
         return cast(JSONObject, await self._json("GET", f"{_V1}/admin/policy"))
 
-    async def tighten_policy(self, changes: Mapping[str, Any]) -> JSONObject:
+    async def tighten_policy(
+        self, changes: Mapping[str, Any], *, if_match: str | None = None
+    ) -> JSONObject:
         """Change policy fields; over the API a change may only allow less."""
         path = f"{_V1}/admin/policy"
-        return cast(JSONObject, await self._json("PATCH", path, json=dict(changes)))
+        headers = _if_match(if_match)
+        return cast(
+            JSONObject, await self._json("PATCH", path, json=dict(changes), headers=headers)
+        )
 
     async def get_quotas(self) -> JSONObject:
         return cast(JSONObject, await self._json("GET", f"{_V1}/admin/quotas"))
@@ -669,14 +691,18 @@ class AsyncClient:
     async def get_provider(self, name: str) -> JSONObject:
         return cast(JSONObject, await self._json("GET", f"{_V1}/providers/{_part(name)}"))
 
-    async def put_provider(self, name: str, config: Mapping[str, Any]) -> JSONObject:
+    async def put_provider(
+        self, name: str, config: Mapping[str, Any], *, if_match: str | None = None
+    ) -> JSONObject:
         """`config`: kind, base_url, api_key_secret (a secret's name), default_model,
         price_in and price_out."""
         path = f"{_V1}/providers/{_part(name)}"
-        return cast(JSONObject, await self._json("PUT", path, json=dict(config)))
+        headers = _if_match(if_match)
+        return cast(JSONObject, await self._json("PUT", path, json=dict(config), headers=headers))
 
-    async def delete_provider(self, name: str) -> None:
-        await self._send("DELETE", f"{_V1}/providers/{_part(name)}")
+    async def delete_provider(self, name: str, *, if_match: str | None = None) -> None:
+        path = f"{_V1}/providers/{_part(name)}"
+        await self._send("DELETE", path, headers=_if_match(if_match))
 
     async def list_mcp_servers(self) -> list[JSONObject]:
         return cast(list[JSONObject], await self._json("GET", f"{_V1}/mcp-servers"))

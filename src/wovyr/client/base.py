@@ -111,7 +111,7 @@ def error_of(response: httpx.Response) -> WovyrError:
     kind = str(body.get("type", ""))
     if status == 404:
         return NotFound(detail)
-    if status == 409:
+    if status in (409, 412):  # 412: the object changed since the ETag sent as If-Match
         return Conflict(detail)
     if status == 429:
         return QuotaExceeded(detail, retry_after=_retry_after(response))

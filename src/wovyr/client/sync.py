@@ -63,6 +63,10 @@ def _document(document: str | Mapping[str, Any]) -> dict[str, Any]:
     return {"json": dict(document)}
 
 
+def _if_match(etag: str | None) -> dict[str, str]:
+    return {"If-Match": etag} if etag is not None else {}
+
+
 def _some(**fields: Any) -> dict[str, Any]:
     """A JSON body of the fields given (None: left to the server's default)."""
     return {k: v for k, v in fields.items() if v is not None}
@@ -392,13 +396,16 @@ class Client:
 
     # --- definitions ---------------------------------------------------------------------------
 
-    def apply_definition(self, document: str | Mapping[str, Any]) -> DefinitionApplied:
+    def apply_definition(
+        self, document: str | Mapping[str, Any], *, if_match: str | None = None
+    ) -> DefinitionApplied:
         """Register a workflow document under its name and version (`result`: `applied` or
-        `unchanged`); `Conflict` when that name and version hold other content."""
-        return cast(
-            DefinitionApplied,
-            self._json("POST", f"{_V1}/definitions", **_document(document)),
-        )
+        `unchanged`); `Conflict` when that name and version hold other content. `if_match`
+        (`'"<hash>"'` of the name's latest version, or `*`): `Conflict` (a 412) when
+        another version was applied since."""
+        options = _document(document)
+        options["headers"] = {**options.get("headers", {}), **_if_match(if_match)}
+        return cast(DefinitionApplied, self._json("POST", f"{_V1}/definitions", **options))
 
     def list_definitions(self) -> list[DefinitionOut]:
         return cast(list[DefinitionOut], self._json("GET", f"{_V1}/definitions"))
@@ -537,8 +544,10 @@ class Client:
         note: str | None = None,
         end_at: datetime | str | None = None,
         remaining_actions: int | None = None,
+        if_match: str | None = None,
     ) -> Schedule:
-        """Change what is given (None: unchanged)."""
+        """Change what is given (None: unchanged); `if_match`: the schedule's ETag when the
+        change was decided (`Conflict` (a 412) when it changed since)."""
         body = _some(
             cron=cron,
             every=every,
@@ -552,18 +561,26 @@ class Client:
             remaining_actions=remaining_actions,
         )
         path = f"{_V1}/schedules/{_part(schedule_id)}"
-        return cast(Schedule, self._json("PATCH", path, json=body))
+        headers = _if_match(if_match)
+        return cast(Schedule, self._json("PATCH", path, json=body, headers=headers))
 
-    def delete_schedule(self, schedule_id: str) -> None:
-        self._send("DELETE", f"{_V1}/schedules/{_part(schedule_id)}")
+    def delete_schedule(self, schedule_id: str, *, if_match: str | None = None) -> None:
+        path = f"{_V1}/schedules/{_part(schedule_id)}"
+        self._send("DELETE", path, headers=_if_match(if_match))
 
-    def pause_schedule(self, schedule_id: str, note: str | None = None) -> Schedule:
+    def pause_schedule(
+        self, schedule_id: str, note: str | None = None, *, if_match: str | None = None
+    ) -> Schedule:
         path = f"{_V1}/schedules/{_part(schedule_id)}/pause"
-        return cast(Schedule, self._json("POST", path, json={"note": note}))
+        headers = _if_match(if_match)
+        return cast(Schedule, self._json("POST", path, json={"note": note}, headers=headers))
 
-    def resume_schedule(self, schedule_id: str, note: str | None = None) -> Schedule:
+    def resume_schedule(
+        self, schedule_id: str, note: str | None = None, *, if_match: str | None = None
+    ) -> Schedule:
         path = f"{_V1}/schedules/{_part(schedule_id)}/resume"
-        return cast(Schedule, self._json("POST", path, json={"note": note}))
+        headers = _if_match(if_match)
+        return cast(Schedule, self._json("POST", path, json={"note": note}, headers=headers))
 
     def trigger_schedule(self, schedule_id: str) -> TriggerResult:
         path = f"{_V1}/schedules/{_part(schedule_id)}/trigger"
@@ -594,10 +611,13 @@ class Client:
     def get_policy(self) -> JSONObject:
         return cast(JSONObject, self._json("GET", f"{_V1}/admin/policy"))
 
-    def tighten_policy(self, changes: Mapping[str, Any]) -> JSONObject:
+    def tighten_policy(
+        self, changes: Mapping[str, Any], *, if_match: str | None = None
+    ) -> JSONObject:
         """Change policy fields; over the API a change may only allow less."""
         path = f"{_V1}/admin/policy"
-        return cast(JSONObject, self._json("PATCH", path, json=dict(changes)))
+        headers = _if_match(if_match)
+        return cast(JSONObject, self._json("PATCH", path, json=dict(changes), headers=headers))
 
     def get_quotas(self) -> JSONObject:
         return cast(JSONObject, self._json("GET", f"{_V1}/admin/quotas"))
@@ -664,14 +684,18 @@ class Client:
     def get_provider(self, name: str) -> JSONObject:
         return cast(JSONObject, self._json("GET", f"{_V1}/providers/{_part(name)}"))
 
-    def put_provider(self, name: str, config: Mapping[str, Any]) -> JSONObject:
+    def put_provider(
+        self, name: str, config: Mapping[str, Any], *, if_match: str | None = None
+    ) -> JSONObject:
         """`config`: kind, base_url, api_key_secret (a secret's name), default_model,
         price_in and price_out."""
         path = f"{_V1}/providers/{_part(name)}"
-        return cast(JSONObject, self._json("PUT", path, json=dict(config)))
+        headers = _if_match(if_match)
+        return cast(JSONObject, self._json("PUT", path, json=dict(config), headers=headers))
 
-    def delete_provider(self, name: str) -> None:
-        self._send("DELETE", f"{_V1}/providers/{_part(name)}")
+    def delete_provider(self, name: str, *, if_match: str | None = None) -> None:
+        path = f"{_V1}/providers/{_part(name)}"
+        self._send("DELETE", path, headers=_if_match(if_match))
 
     def list_mcp_servers(self) -> list[JSONObject]:
         return cast(list[JSONObject], self._json("GET", f"{_V1}/mcp-servers"))

@@ -39,6 +39,7 @@ from wovyr.errors import (
 
 __all__ = [
     "LOCATED_SCHEMA",
+    "LOCATION_HEADER",
     "PROBLEM_JSON",
     "PROBLEM_SCHEMA",
     "TITLES",
@@ -118,6 +119,11 @@ PROBLEM_SCHEMA: dict[str, Any] = {
             "detail": "The requested resource does not exist.",
         }
     ],
+}
+
+
+LOCATION_HEADER: dict[str, Any] = {
+    "Location": {"description": "The URL of the object created.", "schema": {"type": "string"}}
 }
 
 

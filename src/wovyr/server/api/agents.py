@@ -31,7 +31,7 @@ from wovyr.engine.agents import (
 )
 from wovyr.server.api.documents import DOCUMENT_BODY, read_document
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
-from wovyr.server.problems import problem_responses
+from wovyr.server.problems import LOCATION_HEADER, problem_responses
 
 __all__ = ["router"]
 
@@ -104,6 +104,7 @@ def _run_out(run: AgentRun) -> RunOut:
     summary="Apply an agent (YAML or JSON body)",
     responses={
         200: {"description": "Already applied with the same content."},
+        201: {"headers": LOCATION_HEADER},
         **problem_responses(409, 415),
     },
     openapi_extra=DOCUMENT_BODY,
@@ -170,7 +171,12 @@ def show(
     status_code=200,
     response_model=RunOut,
     summary="Run an agent (synchronous with a bounded wait, or `Prefer: respond-async`)",
-    responses={202: {"description": "Started and not ended yet: poll `Location`."}},
+    responses={
+        202: {
+            "description": "Started and not ended yet: poll `Location`.",
+            "headers": LOCATION_HEADER,
+        }
+    },
 )
 async def run(
     agent: str,

@@ -20,7 +20,7 @@ from wovyr.server.api.models import (
 from wovyr.server.api.paging import Cursor, decode_cursor, encode_cursor, index_at, opaque
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.server.problems import LOCATION_HEADER, ApiProblem, problem_responses
 from wovyr.store.bulk import BatchItem, BatchRecord
 
 __all__ = ["batch_out", "router"]
@@ -75,7 +75,10 @@ def _bulk(ctx: ServerContext, principal: Principal) -> Bulk:
     "background, in pages. `delete` needs the admin role (and deletes only finished "
     "executions). The same `idempotency_key`, or the same action and filter while that "
     "batch still runs, answers the existing batch with 200 and changes nothing.",
-    responses={200: {"description": "The batch already existed."}},
+    responses={
+        200: {"description": "The batch already existed.", "headers": LOCATION_HEADER},
+        201: {"headers": LOCATION_HEADER},
+    },
 )
 def submit_batch(body: BatchRequest, response: Response, ctx: Ctx, principal: Operator) -> BatchOut:
     if body.action == "delete" and not principal.can("admin"):

@@ -51,7 +51,7 @@ from wovyr.server.api.paging import (
 )
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.server.problems import LOCATION_HEADER, ApiProblem, problem_responses
 from wovyr.server.streams import EventStream
 from wovyr.store.base import EventRecord, ExecutionRecord
 from wovyr.store.platform import IdempotencyRecord, IdempotencyStore
@@ -65,6 +65,12 @@ router = APIRouter(
     route_class=StrictJsonRoute,
     responses=problem_responses(400, 401, 403, 404, 409, 413, 422),
 )
+_REPLAYED = {
+    "Idempotent-Replayed": {
+        "description": "`true` when an `Idempotency-Key` answered an earlier start.",
+        "schema": {"type": "string"},
+    }
+}
 _PREVIEW = 256
 _WHOLE = 1024  # payloads up to this many bytes of JSON are listed whole
 _TIMELINE = 50
@@ -191,7 +197,18 @@ def _claim_key(ctx: ServerContext, principal: Principal, key: str, body: StartRe
     status_code=201,
     response_model=ExecutionDetail,
     summary="Start an execution",
-    responses={200: {"description": "The execution already existed (same id or same key)."}},
+    description="Starts an inline `definition` or the registered `workflow` (its latest "
+    "version, or `version`) with `input`. The same `id`, or the same `Idempotency-Key` with "
+    "the same body, answers the existing execution with 200 (`Idempotent-Replayed: true`); "
+    "a quota reached is a 429 with `Retry-After`.",
+    responses={
+        200: {
+            "description": "The execution already existed (same id or same key).",
+            "headers": {**LOCATION_HEADER, **_REPLAYED},
+        },
+        201: {"headers": LOCATION_HEADER},
+        **problem_responses(429),
+    },
 )
 def start_workflow(
     body: StartRequest,
@@ -522,6 +539,7 @@ def cancel_moved(execution_id: str) -> Response:
     description="Starts a new execution linked to this finished one (`rerun_of`); 409 when "
     "it still runs, or (with `latest`) when the newest definition cannot take the reused "
     "results, with the reason.",
+    responses={201: {"headers": LOCATION_HEADER}},
 )
 def rerun_workflow(
     execution_id: str, body: RerunRequest, ctx: Ctx, principal: Operator
