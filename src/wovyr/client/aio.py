@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import os
+import time
+from asyncio import sleep
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from types import TracebackType
@@ -17,7 +19,9 @@ import httpx
 
 from wovyr.client.base import (
     DEFAULT_TIMEOUT,
+    ENDED,
     SERVER_ENV,
+    Retry,
     SseDecoder,
     StreamMessage,
     api_key_from,
@@ -32,8 +36,10 @@ from wovyr.client.models import (
     DefinitionApplied,
     DefinitionDetail,
     DefinitionOut,
+    Event,
     Execution,
     ExecutionPage,
+    ExecutionSummary,
     HistoryPage,
     ItemsPage,
     JSONObject,
@@ -79,6 +85,9 @@ class AsyncClient:
     `wovyr.errors`: `NotFound`, `Conflict`, `QuotaExceeded` (`retry_after`),
     `RequestInvalid` (`problems`), `AccessDenied`, `ServerError`, `ServerUnreachable`.
 
+    A 429 or 503 is asked again after its `Retry-After`, within `retry` (`Retry`: 3 more
+    times, waits up to 60 s; `Retry(attempts=0)`: never).
+
     Use it as a context manager, or call `aclose()`. `transport` is httpx's (tests pass
     an ASGI transport to talk to an app in-process)."""
 
@@ -89,6 +98,7 @@ class AsyncClient:
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
+        retry: Retry | None = None,
     ) -> None:
         url = base_url or os.environ.get(SERVER_ENV)
         if not url:
@@ -96,6 +106,7 @@ class AsyncClient:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"the server URL must start with http:// or https://: {url!r}")
         self.base_url = url.rstrip("/")
+        self.retry = retry or Retry()
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             headers=headers_of(api_key_from(api_key)),
@@ -122,10 +133,19 @@ class AsyncClient:
     async def _send(
         self, method: str, path: str, *, allow: tuple[int, ...] = (), **options: Any
     ) -> httpx.Response:
-        try:
-            response = await self._http.request(method, path, **options)
-        except httpx.TransportError as exc:
-            raise unreachable(self.base_url, exc) from None
+        tried = 0
+        while True:
+            try:
+                response = await self._http.request(method, path, **options)
+            except httpx.TransportError as exc:
+                raise unreachable(self.base_url, exc) from None
+            wait = self.retry.delay(response, tried)
+            if wait is None:
+                break
+            tried += 1
+            if self.retry.on_retry is not None:
+                self.retry.on_retry(tried, wait, response)
+            await sleep(wait)
         if response.status_code >= 400 and response.status_code not in allow:
             raise error_of(response)
         return response
@@ -340,6 +360,98 @@ class AsyncClient:
             body["from"] = start_from
         path = f"{_V1}/workflows/{_part(execution_id)}/rerun"
         return cast(Execution, await self._json("POST", path, json=body))
+
+    # --- built on the operations: waiting and paging -------------------------------------
+
+    async def wait_for_result(
+        self, execution_id: str, *, timeout: float | None = None, interval: float = 1.0
+    ) -> Execution:
+        """The execution once it has ended (`completed`, `failed` or `cancelled`; a chain
+        that continued as new: its last run), read every `interval` seconds at most (sooner
+        at first). Its `output` is the result, its `error` why it failed: a failure is an
+        answer here, not an exception. `TimeoutError` after `timeout` seconds (None: wait
+        as long as it takes)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = min(0.05, interval)
+        while True:
+            execution = await self.get_workflow(execution_id, events=0)
+            if execution["status"] in ENDED:
+                return execution
+            if deadline is not None and time.monotonic() + pause > deadline:
+                raise TimeoutError(
+                    f"execution {execution_id} is still {execution['status']} after {timeout} s"
+                )
+            await sleep(pause)
+            pause = min(pause * 2, interval)
+
+    async def iter_workflows(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
+        labels: Mapping[str, str] | None = None,
+        id_prefix: str | None = None,
+        name: str | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[ExecutionSummary]:
+        """Every execution the filters select, newest first, a page (`page_size`) at a time."""
+        cursor = None
+        while True:
+            page = await self.list_workflows(
+                workflow=workflow,
+                status=status,
+                created_after=created_after,
+                created_before=created_before,
+                labels=labels,
+                id_prefix=id_prefix,
+                name=name,
+                limit=page_size,
+                cursor=cursor,
+            )
+            for item in page["items"]:
+                yield item
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
+    async def iter_history(
+        self, execution_id: str, *, follow: bool | None = None, page_size: int | None = None
+    ) -> AsyncIterator[Event]:
+        """Every event of an execution so far, oldest first, a page at a time."""
+        page = await self.get_history(execution_id, after_seq=0, limit=page_size, follow=follow)
+        while True:
+            for event in page["items"]:
+                yield event
+            if page["next_cursor"] is None:
+                return
+            page = await self.get_history(
+                execution_id, cursor=page["next_cursor"], limit=page_size, follow=follow
+            )
+
+    async def iter_batches(self, *, page_size: int | None = None) -> AsyncIterator[JSONObject]:
+        """Every batch of the tenant, newest first."""
+        async for item in self._pages(f"{_V1}/batches", query(limit=page_size)):
+            yield item
+
+    async def iter_audit(
+        self, *, since: datetime | str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[JSONObject]:
+        """Every audit record of the tenant (from `since`), oldest first (admin keys)."""
+        params = query(since=_time(since), limit=page_size)
+        async for item in self._pages(f"{_V1}/audit", params):
+            yield item
+
+    async def _pages(self, path: str, params: dict[str, Any]) -> AsyncIterator[JSONObject]:
+        """The items of a list that pages with `cursor` and `next_cursor`."""
+        while True:
+            page = await self._json("GET", path, params=params)
+            for item in page["items"]:
+                yield item
+            if page.get("next_cursor") is None:
+                return
+            params = {**params, "cursor": page["next_cursor"]}
 
     # --- bulk actions --------------------------------------------------------------------------
 

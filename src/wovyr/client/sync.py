@@ -6,8 +6,10 @@ GENERATED from wovyr/client/aio.py by scripts/unasync_client.py: do not edit by 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
+from time import sleep
 from types import TracebackType
 from typing import Any, cast
 from urllib.parse import quote
@@ -16,7 +18,9 @@ import httpx
 
 from wovyr.client.base import (
     DEFAULT_TIMEOUT,
+    ENDED,
     SERVER_ENV,
+    Retry,
     SseDecoder,
     StreamMessage,
     api_key_from,
@@ -31,8 +35,10 @@ from wovyr.client.models import (
     DefinitionApplied,
     DefinitionDetail,
     DefinitionOut,
+    Event,
     Execution,
     ExecutionPage,
+    ExecutionSummary,
     HistoryPage,
     ItemsPage,
     JSONObject,
@@ -78,6 +84,9 @@ class Client:
     `wovyr.errors`: `NotFound`, `Conflict`, `QuotaExceeded` (`retry_after`),
     `RequestInvalid` (`problems`), `AccessDenied`, `ServerError`, `ServerUnreachable`.
 
+    A 429 or 503 is asked again after its `Retry-After`, within `retry` (`Retry`: 3 more
+    times, waits up to 60 s; `Retry(attempts=0)`: never).
+
     Use it as a context manager, or call `close()`. `transport` is httpx's (tests pass
     an ASGI transport to talk to an app in-process)."""
 
@@ -88,6 +97,7 @@ class Client:
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
+        retry: Retry | None = None,
     ) -> None:
         url = base_url or os.environ.get(SERVER_ENV)
         if not url:
@@ -95,6 +105,7 @@ class Client:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"the server URL must start with http:// or https://: {url!r}")
         self.base_url = url.rstrip("/")
+        self.retry = retry or Retry()
         self._http = httpx.Client(
             base_url=self.base_url,
             headers=headers_of(api_key_from(api_key)),
@@ -121,10 +132,19 @@ class Client:
     def _send(
         self, method: str, path: str, *, allow: tuple[int, ...] = (), **options: Any
     ) -> httpx.Response:
-        try:
-            response = self._http.request(method, path, **options)
-        except httpx.TransportError as exc:
-            raise unreachable(self.base_url, exc) from None
+        tried = 0
+        while True:
+            try:
+                response = self._http.request(method, path, **options)
+            except httpx.TransportError as exc:
+                raise unreachable(self.base_url, exc) from None
+            wait = self.retry.delay(response, tried)
+            if wait is None:
+                break
+            tried += 1
+            if self.retry.on_retry is not None:
+                self.retry.on_retry(tried, wait, response)
+            sleep(wait)
         if response.status_code >= 400 and response.status_code not in allow:
             raise error_of(response)
         return response
@@ -337,6 +357,93 @@ class Client:
             body["from"] = start_from
         path = f"{_V1}/workflows/{_part(execution_id)}/rerun"
         return cast(Execution, self._json("POST", path, json=body))
+
+    # --- built on the operations: waiting and paging -------------------------------------
+
+    def wait_for_result(
+        self, execution_id: str, *, timeout: float | None = None, interval: float = 1.0
+    ) -> Execution:
+        """The execution once it has ended (`completed`, `failed` or `cancelled`; a chain
+        that continued as new: its last run), read every `interval` seconds at most (sooner
+        at first). Its `output` is the result, its `error` why it failed: a failure is an
+        answer here, not an exception. `TimeoutError` after `timeout` seconds (None: wait
+        as long as it takes)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = min(0.05, interval)
+        while True:
+            execution = self.get_workflow(execution_id, events=0)
+            if execution["status"] in ENDED:
+                return execution
+            if deadline is not None and time.monotonic() + pause > deadline:
+                raise TimeoutError(
+                    f"execution {execution_id} is still {execution['status']} after {timeout} s"
+                )
+            sleep(pause)
+            pause = min(pause * 2, interval)
+
+    def iter_workflows(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
+        labels: Mapping[str, str] | None = None,
+        id_prefix: str | None = None,
+        name: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[ExecutionSummary]:
+        """Every execution the filters select, newest first, a page (`page_size`) at a time."""
+        cursor = None
+        while True:
+            page = self.list_workflows(
+                workflow=workflow,
+                status=status,
+                created_after=created_after,
+                created_before=created_before,
+                labels=labels,
+                id_prefix=id_prefix,
+                name=name,
+                limit=page_size,
+                cursor=cursor,
+            )
+            yield from page["items"]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
+    def iter_history(
+        self, execution_id: str, *, follow: bool | None = None, page_size: int | None = None
+    ) -> Iterator[Event]:
+        """Every event of an execution so far, oldest first, a page at a time."""
+        page = self.get_history(execution_id, after_seq=0, limit=page_size, follow=follow)
+        while True:
+            yield from page["items"]
+            if page["next_cursor"] is None:
+                return
+            page = self.get_history(
+                execution_id, cursor=page["next_cursor"], limit=page_size, follow=follow
+            )
+
+    def iter_batches(self, *, page_size: int | None = None) -> Iterator[JSONObject]:
+        """Every batch of the tenant, newest first."""
+        yield from self._pages(f"{_V1}/batches", query(limit=page_size))
+
+    def iter_audit(
+        self, *, since: datetime | str | None = None, page_size: int | None = None
+    ) -> Iterator[JSONObject]:
+        """Every audit record of the tenant (from `since`), oldest first (admin keys)."""
+        params = query(since=_time(since), limit=page_size)
+        yield from self._pages(f"{_V1}/audit", params)
+
+    def _pages(self, path: str, params: dict[str, Any]) -> Iterator[JSONObject]:
+        """The items of a list that pages with `cursor` and `next_cursor`."""
+        while True:
+            page = self._json("GET", path, params=params)
+            yield from page["items"]
+            if page.get("next_cursor") is None:
+                return
+            params = {**params, "cursor": page["next_cursor"]}
 
     # --- bulk actions --------------------------------------------------------------------------
 
