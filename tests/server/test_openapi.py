@@ -55,6 +55,19 @@ async def test_operation_ids_are_unique_camel_case(api: Api) -> None:
     assert {"startWorkflow", "listExecutions", "cancelExecution", "getExecution"} <= set(ids)
 
 
+async def test_every_operation_says_what_it_does(api: Api) -> None:
+    doc = (await api.call("GET", "/openapi.json")).json()
+    health = {"/healthz", "/readyz", "/metrics"}  # their summaries say it all
+    for method, path, op in operations(doc):
+        assert op.get("summary"), (method, path)
+        if path not in health:
+            assert op.get("description"), (method, path)
+        body = op.get("requestBody", {}).get("content", {}).get("application/json")
+        if body and "$ref" in body["schema"]:
+            name = body["schema"]["$ref"].rsplit("/", 1)[1]
+            assert doc["components"]["schemas"][name].get("examples"), (method, path, name)
+
+
 async def test_errors_are_one_problem_schema_behind_shared_responses(api: Api) -> None:
     doc = (await api.call("GET", "/openapi.json")).json()
     shared = doc["components"]["responses"]

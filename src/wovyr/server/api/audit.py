@@ -58,6 +58,8 @@ def list_audit(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Cursor = None,
 ) -> AuditPage:
+    """The tenant's audit records, oldest first: who (`key:<id>/<role>`), what, on which
+    target, with hashes of payloads (never payloads). Follow `next_cursor`."""
     after = index_at(cursor, after)
     records = ctx.engine.store.audit_records(
         after_seq=after, limit=limit + 1, tenant=principal.tenant, since=since

@@ -137,6 +137,8 @@ def get_batch(
     outcome: Literal["pending", "ok", "skipped", "error"] | None = None,
     cursor: Cursor = None,
 ) -> BatchDetail:
+    """A batch's progress and its items' outcomes (`pending`, `ok`, `skipped`, `error`),
+    numbered; follow `next_cursor` for more items."""
     after = index_at(cursor, after)
     bulk = _bulk(ctx, principal)
     batch = bulk.get(batch_id)

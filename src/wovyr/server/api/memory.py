@@ -58,6 +58,8 @@ def list_items(
     limit: int = Query(100, ge=1, le=1000),
     cursor: Cursor = None,
 ) -> dict[str, Any]:
+    """The live items of an agents' memory namespace, by key (`prefix` narrows); follow
+    `next_cursor`."""
     after = position(cursor, str) or after
     items = _memory(ctx, principal.tenant).list_items(_namespace(namespace), prefix, after, limit)
     if not items and not prefix and not after:  # no live item: no such namespace
@@ -68,6 +70,7 @@ def list_items(
 
 @router.get("/{namespace}/{key}", summary="One item of a memory namespace")
 def get_item(namespace: str, key: str, ctx: Ctx, principal: Viewer) -> dict[str, Any]:
+    """One item: key, value, text, version, updated and expiry times."""
     item = _memory(ctx, principal.tenant).get(_namespace(namespace), key)
     if item is None:
         raise _missing(namespace, key)
@@ -76,6 +79,7 @@ def get_item(namespace: str, key: str, ctx: Ctx, principal: Viewer) -> dict[str,
 
 @router.delete("/{namespace}/{key}", status_code=204, summary="Delete an item")
 def delete_item(namespace: str, key: str, ctx: Ctx, principal: Operator) -> Response:
+    """Delete an item (204); audited."""
     engine = tenant_engine(ctx, principal)
     audit = engine.audit_entry("memory.delete", f"{_namespace(namespace)}/{key}")
     done = _memory(ctx, principal.tenant).delete(namespace, key, None, audit=audit)

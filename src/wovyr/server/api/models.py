@@ -62,6 +62,19 @@ class StartRequest(Strict):
     """Start an execution of an inline definition (YAML or JSON text, or a JSON object) or
     of a registered workflow by name."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "workflow": "order-fulfillment",
+                    "input": {"order_id": "A-1"},
+                    "labels": {"team": "ops"},
+                }
+            ]
+        },
+    )
+
     definition: str | dict[str, Any] | None = Field(
         None, description="The workflow document: YAML/JSON text or an object."
     )
@@ -88,7 +101,11 @@ class StartRequest(Strict):
 class RerunRequest(Strict):
     """Rerun a finished execution as a new one (linked to it: `rerun_of`)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={"examples": [{"from": "ship", "input": {"order_id": "A-2"}}]},
+    )
 
     start_from: str | None = Field(
         None,
@@ -119,6 +136,11 @@ _PINNED = (
 
 
 class SignalRequest(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "paid", "payload": {"amount": 12}}]},
+    )
+
     name: str = Name
     payload: Any = None
     definition: str | dict[str, Any] | None = Field(None, description=_PINNED)
@@ -130,6 +152,13 @@ class BudgetGrant(Strict):
 
 
 class ApproveRequest(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"activity": "approve", "approved": True, "comment": "within budget"}]
+        },
+    )
+
     activity: str = Name
     approved: bool = True
     comment: str | None = Field(None, max_length=10_000)
@@ -292,6 +321,20 @@ class ItemsPage(BaseModel):
 
 
 class ScheduleCreate(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "nightly-report",
+                    "workflow": "report",
+                    "cron": "0 3 * * *",
+                    "timezone": "Europe/Paris",
+                }
+            ]
+        },
+    )
+
     id: str = Name
     workflow: str | None = Field(None, min_length=1, max_length=200)
     definition: str | dict[str, Any] | None = None
@@ -311,6 +354,10 @@ class ScheduleCreate(Strict):
 
 
 class ScheduleUpdate(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"every": "15m", "note": "busier season"}]}
+    )
+
     cron: str | None = Field(None, max_length=200)
     every: str | float | None = None
     timezone: str | None = Field(None, max_length=100)
@@ -358,6 +405,13 @@ class TriggerResult(BaseModel):
 
 
 class BackfillRequest(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z"}]
+        },
+    )
+
     start: When
     end: When
 
@@ -367,6 +421,10 @@ class BackfillResult(BaseModel):
 
 
 class KeyCreate(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"role": "operator", "name": "ci"}]}
+    )
+
     role: Role
     name: str = Field("", max_length=200)
 
@@ -405,6 +463,18 @@ class BatchFilterIn(Strict):
 class BatchRequest(Strict):
     """A bulk action over the executions `filter` selects, recorded and run in the
     background in pages. `delete` needs the admin role, the others operator."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "action": "cancel",
+                    "filter": {"workflow": "order-fulfillment", "status": "waiting"},
+                }
+            ]
+        },
+    )
 
     action: Literal["cancel", "rerun", "signal", "delete"]
     filter: BatchFilterIn

@@ -57,6 +57,8 @@ def _out(info: ProviderInfo) -> ProviderOut:
 
 @router.get("", response_model=list[ProviderOut], summary="The tenant's model providers")
 def get_providers(ctx: Ctx, principal: Admin) -> list[ProviderOut]:
+    """The tenant's model providers (OpenAI-compatible or Anthropic endpoints; keys by
+    secret name, never a value)."""
     return [_out(i) for i in list_providers(ctx.engine.store, principal.tenant)]
 
 

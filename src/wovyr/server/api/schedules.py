@@ -105,6 +105,8 @@ def _target(service: Schedules, body: ScheduleCreate) -> str | Workflow:
 def create_schedule(
     body: ScheduleCreate, response: Response, ctx: Ctx, principal: Operator
 ) -> ScheduleOut:
+    """A schedule (`cron` or `every`) that starts the registered `workflow` or an inline
+    `definition` (pinned); a 429 when the tenant has its `max_schedules`."""
     service = schedules_for(ctx, principal)
     if (body.cron is None) == (body.every is None):
         raise _invalid("give exactly one of cron or every", "cron")
@@ -130,6 +132,7 @@ def create_schedule(
 
 @router.get("", response_model=ScheduleList, summary="List schedules")
 def list_schedules(ctx: Ctx, principal: Viewer) -> ScheduleList:
+    """The tenant's schedules with their next fire times."""
     service = schedules_for(ctx, principal)
     return ScheduleList(items=[schedule_out(r, service) for r in service.list()[:1000]])
 
@@ -263,6 +266,7 @@ def delete_schedule(
     summary="Start one execution now",
 )
 def trigger_schedule(schedule_id: str, ctx: Ctx, principal: Operator) -> TriggerResult:
+    """Start one execution of the schedule now, as a tick would."""
     return TriggerResult(execution_id=schedules_for(ctx, principal).trigger(schedule_id))
 
 
@@ -275,6 +279,8 @@ def trigger_schedule(schedule_id: str, ctx: Ctx, principal: Operator) -> Trigger
 def backfill_schedule(
     schedule_id: str, body: BackfillRequest, ctx: Ctx, principal: Operator
 ) -> BackfillResult:
+    """Start every tick of the schedule in (`start`, `end`] now; a repeated backfill starts
+    no tick twice."""
     service = schedules_for(ctx, principal)
     service.get(schedule_id)
     return BackfillResult(

@@ -295,6 +295,9 @@ def list_workflows(
         ),
     ] = None,
 ) -> Response:
+    """Executions of the tenant, newest first: summary columns (inputs, outputs and errors
+    whole up to 1 KiB, else a preview), filtered by workflow, status, creation time, labels,
+    id prefix or name. Follow `next_cursor`."""
     page = tenant_engine(ctx, principal).list(
         labels=parse_label_pairs(label or [], "label") if label else None,
         id_prefix=id_prefix,
@@ -321,6 +324,8 @@ def get_workflow(
     events: Annotated[int, Query(ge=0, le=500, description="Newest events to include.")] = 50,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
 ) -> Response:
+    """One execution: its status (and what it waits on), activities with their states and
+    outputs, input, output, error, and its newest events (`timeline`)."""
     return detail(ctx, tenant_engine(ctx, principal), execution_id, events, follow=follow)
 
 
@@ -452,6 +457,8 @@ def get_logs(
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
     cursor: Cursor = None,
 ) -> AttemptLogs:
+    """The attempts that logged or failed, in history order: their log lines (secrets
+    masked), errors and tracebacks. Pass `next_cursor` to read only newer ones."""
     after_seq = index_at(cursor, after_seq)
     items, last, finished = tenant_engine(ctx, principal).logs(
         execution_id, after_seq, follow=follow
@@ -476,6 +483,7 @@ def _document(definition: str | dict[str, Any] | None) -> str | None:
 def signal_workflow(
     execution_id: str, body: SignalRequest, ctx: Ctx, principal: Operator
 ) -> Response:
+    """Send the signal `name` with `payload`: buffered until a wait consumes it, in order."""
     engine = tenant_engine(ctx, principal)
     pinned = _document(body.definition)
     view = engine.signal(execution_id, body.name, body.payload, definition=pinned)
@@ -486,6 +494,8 @@ def signal_workflow(
 def approve_workflow(
     execution_id: str, body: ApproveRequest, ctx: Ctx, principal: Operator
 ) -> Response:
+    """Decide the approval `activity` (approved or not, with a comment), recorded as decided
+    by the key's actor; an agent paused on its budget can be granted more."""
     engine = tenant_engine(ctx, principal)
     grant = body.grant.model_dump(exclude_none=True) if body.grant is not None else None
     view = engine.approve(
