@@ -5,6 +5,7 @@ purge that leaves nothing of a finished execution behind (and nothing else touch
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -67,6 +68,19 @@ def test_a_batch_is_created_once_per_key_or_running_fingerprint(store: Store) ->
     assert [r.action for r in store.audit_records()] == ["batch.submit"]  # once
     assert store.get_batch("t2", "b1") is None
     assert [b.id for b in store.list_batches("default")] == ["b1"]
+
+
+def test_batches_list_newest_first_in_pages(store: Store) -> None:
+    for i, batch_id in enumerate(("a", "b", "c", "d")):
+        batch = new_batch(batch_id, fingerprint=batch_id)
+        at = T0 + timedelta(seconds=i // 2)  # two pairs created at the same time
+        store.create_batch(replace(batch, created_at=at))
+    store.create_batch(new_batch("z", tenant="t2"))
+    first = store.list_batches("default", 3)
+    assert [b.id for b in first] == ["d", "c", "b"]
+    rest = store.list_batches("default", 3, before=(first[-1].created_at, first[-1].id))
+    assert [b.id for b in rest] == ["a"]
+    assert store.list_batches("default", 3, before=(T0, "a")) == []
 
 
 def test_the_claim_is_a_lease_and_every_write_is_fenced(store: Store) -> None:

@@ -66,7 +66,7 @@ def test_soak_memory_and_fds_stay_flat(make_server: Callable[..., Server]) -> No
             dropped = call("POST", "/api/v1/workflows", json={"definition": WAITS})["id"]
             call("GET", f"/api/v1/workflows/{kept}")
             call("POST", f"/api/v1/workflows/{kept}/signal", json={"name": "go"})
-            call("DELETE", f"/api/v1/workflows/{dropped}")
+            call("POST", f"/api/v1/workflows/{dropped}/cancel")
             call("GET", "/api/v1/workflows", params={"limit": 20})
             if rounds % SAMPLE_EVERY == 0:
                 samples.append((rounds, rss_kib(pid), open_fds(pid)))

@@ -66,7 +66,7 @@ ROUTES = [
           status=201),
     Route(OP, "POST", f"{RUNS}/e2/approve", "execution.deny", "e2",
           {"activity": "gate", "approved": False}),
-    Route(OP, "DELETE", f"{RUNS}/e2?reason=nope", "execution.cancel", "e2"),
+    Route(OP, "POST", f"{RUNS}/e2/cancel", "execution.cancel", "e2", {"reason": "nope"}),
     Route(OP, "POST", f"{RUNS}/e2/rerun", "execution.rerun", "e3", {"id": "e3"}, status=201),
     Route(OP, "POST", SCHEDULES, "schedule.create", "s1",
           {"id": "s1", "workflow": "purchase", "cron": "0 3 * * *"}, status=201),

@@ -102,7 +102,7 @@ class Raw:
         return await self._call(who, "POST", f"{W}/{eid}/approve", json=body)
 
     async def cancel(self, who: str, eid: str, reason: str) -> Any:
-        return await self._call(who, "DELETE", f"{W}/{eid}", params={"reason": reason})
+        return await self._call(who, "POST", f"{W}/{eid}/cancel", json={"reason": reason})
 
     async def stream(self, who: str, eid: str) -> list[tuple[str, dict[str, Any]]]:
         r = await self.api.call("GET", f"{W}/{eid}/stream", who)

@@ -53,7 +53,7 @@ async def test_the_api_shows_and_follows_the_chain(api: Api) -> None:
     assert [i["id"] for i in listed["items"]] == ["sub"]
     assert (await api.call("GET", f"{BASE}?status=continuing", VIEW)).status_code == 422
 
-    r = await api.call("DELETE", f"{BASE}/sub", OP)  # the logical id cancels the live run
+    r = await api.call("POST", f"{BASE}/sub/cancel", OP)  # the logical id cancels the live run
     assert r.status_code == 200, r.text
     assert (r.json()["id"], r.json()["status"]) == ("sub~c2", "cancelled")
 

@@ -38,7 +38,7 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/workflows"): "viewer",
     ("GET", "/api/v1/workflows/{execution_id}"): "viewer",
     ("GET", "/api/v1/workflows/{execution_id}/stream"): "viewer",
-    ("DELETE", "/api/v1/workflows/{execution_id}"): "operator",
+    ("POST", "/api/v1/workflows/{execution_id}/cancel"): "operator",
     ("GET", "/api/v1/workflows/{execution_id}/history"): "viewer",
     ("GET", "/api/v1/workflows/{execution_id}/activities/{activity}/items"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/signal"): "operator",
@@ -413,7 +413,7 @@ async def test_the_same_ids_and_names_in_two_tenants_are_independent(api: Api) -
     await api.drain()
     r = await api.call("POST", f"/api/v1/workflows/{eid}/signal", b, json={"name": "go"})
     assert r.status_code in (200, 202), r.text
-    r = await api.call("DELETE", f"/api/v1/workflows/{eid}", b)
+    r = await api.call("POST", f"/api/v1/workflows/{eid}/cancel", b)
     assert r.status_code in (200, 202), r.text
     mine = (await api.call("GET", f"/api/v1/workflows/{eid}", b)).json()
     assert mine["status"] == "cancelled" and mine["workflow"] == "b-flow"

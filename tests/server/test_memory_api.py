@@ -54,7 +54,7 @@ async def test_another_tenants_namespace_answers_like_a_missing_one(api: Api) ->
     assert listed.status_code == never.status_code == 404
     assert listed.json() == never.json()
     empty = await api.call("GET", f"{BASE}/notes?prefix=k", "tenant-b:viewer")
-    assert empty.json() == {"items": [], "next": None}
+    assert empty.json() == {"items": [], "next": None, "next_cursor": None}
     assert (await api.call("GET", f"{BASE}/notes/k", "tenant-a:viewer")).status_code == 200
     TenantMemory(api.engine.store, "tenant-a", api.engine.clock).delete("notes", "k", None)
     missing = await api.call("GET", f"{BASE}/notes/k", "tenant-a:viewer")

@@ -31,7 +31,7 @@ async def test_rerun_from_an_activity_links_both_ways(api: Api) -> None:
     r = await api.call("POST", BASE, OP, json={"workflow": "relay", "input": {"n": 2}, "id": "o"})
     assert r.status_code == 201, r.text
     await api.drain()
-    assert (await api.call("DELETE", f"{BASE}/o", OP)).status_code == 200
+    assert (await api.call("POST", f"{BASE}/o/cancel", OP)).status_code == 200
 
     r = await api.call("POST", f"{BASE}/o/rerun", VIEW, json={"from": "c"})
     assert r.status_code == 403  # a viewer may not start anything
@@ -61,7 +61,7 @@ async def test_an_incompatible_latest_is_refused_with_the_reason(api: Api) -> No
     engine.apply(FLOW % ("1", B_SET))
     await api.call("POST", BASE, OP, json={"workflow": "relay", "id": "p"})
     await api.drain()
-    await api.call("DELETE", f"{BASE}/p", OP)
+    await api.call("POST", f"{BASE}/p/cancel", OP)
     engine.apply(FLOW % ("2", "wait: {signal: b}"))
     r = await api.call("POST", f"{BASE}/p/rerun", OP, json={"from": "c", "latest": True})
     assert r.status_code == 409, r.text

@@ -393,7 +393,7 @@ async def test_an_idempotency_key_is_not_spent_on_an_invalid_start(api: Api) -> 
 async def test_cancel_is_durable_then_409(api: Api) -> None:
     eid = (await start(api))["id"]
     await api.drain()
-    r = await api.call("DELETE", f"{BASE}/{eid}", OP, params={"reason": "changed my mind"})
+    r = await api.call("POST", f"{BASE}/{eid}/cancel", OP, json={"reason": "changed my mind"})
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "cancelled"
     view = (await api.call("GET", f"{BASE}/{eid}", VIEW)).json()
@@ -403,7 +403,7 @@ async def test_cancel_is_durable_then_409(api: Api) -> None:
     cancelled = [e for e in history["items"] if e["type"] == "ExecutionCancelled"]
     assert cancelled and cancelled[0]["data"]["by"] == "tenant-a-operator"
     assert cancelled[0]["data"]["reason"] == "changed my mind"
-    again = await api.call("DELETE", f"{BASE}/{eid}", OP)
+    again = await api.call("POST", f"{BASE}/{eid}/cancel", OP)
     assert again.status_code == 409
     late = await api.call("POST", f"{BASE}/{eid}/signal", OP, json={"name": "go"})
     assert late.status_code == 409

@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import os
+import time
+from asyncio import sleep
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from types import TracebackType
@@ -17,7 +19,9 @@ import httpx
 
 from wovyr.client.base import (
     DEFAULT_TIMEOUT,
+    ENDED,
     SERVER_ENV,
+    Retry,
     SseDecoder,
     StreamMessage,
     api_key_from,
@@ -32,8 +36,10 @@ from wovyr.client.models import (
     DefinitionApplied,
     DefinitionDetail,
     DefinitionOut,
+    Event,
     Execution,
     ExecutionPage,
+    ExecutionSummary,
     HistoryPage,
     ItemsPage,
     JSONObject,
@@ -64,6 +70,10 @@ def _document(document: str | Mapping[str, Any]) -> dict[str, Any]:
     return {"json": dict(document)}
 
 
+def _if_match(etag: str | None) -> dict[str, str]:
+    return {"If-Match": etag} if etag is not None else {}
+
+
 def _some(**fields: Any) -> dict[str, Any]:
     """A JSON body of the fields given (None: left to the server's default)."""
     return {k: v for k, v in fields.items() if v is not None}
@@ -75,6 +85,9 @@ class AsyncClient:
     `wovyr.errors`: `NotFound`, `Conflict`, `QuotaExceeded` (`retry_after`),
     `RequestInvalid` (`problems`), `AccessDenied`, `ServerError`, `ServerUnreachable`.
 
+    A 429 or 503 is asked again after its `Retry-After`, within `retry` (`Retry`: 3 more
+    times, waits up to 60 s; `Retry(attempts=0)`: never).
+
     Use it as a context manager, or call `aclose()`. `transport` is httpx's (tests pass
     an ASGI transport to talk to an app in-process)."""
 
@@ -85,6 +98,7 @@ class AsyncClient:
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
+        retry: Retry | None = None,
     ) -> None:
         url = base_url or os.environ.get(SERVER_ENV)
         if not url:
@@ -92,6 +106,7 @@ class AsyncClient:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"the server URL must start with http:// or https://: {url!r}")
         self.base_url = url.rstrip("/")
+        self.retry = retry or Retry()
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             headers=headers_of(api_key_from(api_key)),
@@ -118,10 +133,19 @@ class AsyncClient:
     async def _send(
         self, method: str, path: str, *, allow: tuple[int, ...] = (), **options: Any
     ) -> httpx.Response:
-        try:
-            response = await self._http.request(method, path, **options)
-        except httpx.TransportError as exc:
-            raise unreachable(self.base_url, exc) from None
+        tried = 0
+        while True:
+            try:
+                response = await self._http.request(method, path, **options)
+            except httpx.TransportError as exc:
+                raise unreachable(self.base_url, exc) from None
+            wait = self.retry.delay(response, tried)
+            if wait is None:
+                break
+            tried += 1
+            if self.retry.on_retry is not None:
+                self.retry.on_retry(tried, wait, response)
+            await sleep(wait)
         if response.status_code >= 400 and response.status_code not in allow:
             raise error_of(response)
         return response
@@ -207,8 +231,8 @@ class AsyncClient:
 
     async def cancel_workflow(self, execution_id: str, *, reason: str | None = None) -> Execution:
         """Cancel (durable when this returns); `Conflict` when it has already finished."""
-        path = f"{_V1}/workflows/{_part(execution_id)}"
-        return cast(Execution, await self._json("DELETE", path, params=query(reason=reason)))
+        path = f"{_V1}/workflows/{_part(execution_id)}/cancel"
+        return cast(Execution, await self._json("POST", path, json=_some(reason=reason)))
 
     async def get_history(
         self,
@@ -217,9 +241,11 @@ class AsyncClient:
         after_seq: int | None = None,
         limit: int | None = None,
         follow: bool | None = None,
+        cursor: str | None = None,
     ) -> HistoryPage:
-        """A page of events after `after_seq` (default: the newest page)."""
-        params = query(after_seq=after_seq, limit=limit, follow=follow)
+        """A page of events after `after_seq` or `cursor` (a page's `next_cursor`; default:
+        the newest page)."""
+        params = query(after_seq=after_seq, limit=limit, follow=follow, cursor=cursor)
         path = f"{_V1}/workflows/{_part(execution_id)}/history"
         return cast(HistoryPage, await self._json("GET", path, params=params))
 
@@ -231,19 +257,25 @@ class AsyncClient:
         start: int | None = None,
         limit: int | None = None,
         follow: bool | None = None,
+        cursor: str | None = None,
     ) -> ItemsPage:
         """A page of the items of the `for_each` activity `activity` from index `start`
         (an execution's `activities[activity]["items_next"]` says where its detail stopped);
-        `next_start` goes on."""
-        params = query(start=start, limit=limit, follow=follow)
+        `next_start` (or `next_cursor`, as `cursor`) goes on."""
+        params = query(start=start, limit=limit, follow=follow, cursor=cursor)
         path = f"{_V1}/workflows/{_part(execution_id)}/activities/{_part(activity)}/items"
         return cast(ItemsPage, await self._json("GET", path, params=params))
 
     async def get_logs(
-        self, execution_id: str, *, after_seq: int | None = None, follow: bool | None = None
+        self,
+        execution_id: str,
+        *,
+        after_seq: int | None = None,
+        follow: bool | None = None,
+        cursor: str | None = None,
     ) -> AttemptLogs:
-        """The attempts that logged or failed, ended after `after_seq`."""
-        params = query(after_seq=after_seq, follow=follow)
+        """The attempts that logged or failed, ended after `after_seq` (or `cursor`)."""
+        params = query(after_seq=after_seq, follow=follow, cursor=cursor)
         path = f"{_V1}/workflows/{_part(execution_id)}/logs"
         return cast(AttemptLogs, await self._json("GET", path, params=params))
 
@@ -329,6 +361,98 @@ class AsyncClient:
         path = f"{_V1}/workflows/{_part(execution_id)}/rerun"
         return cast(Execution, await self._json("POST", path, json=body))
 
+    # --- built on the operations: waiting and paging -------------------------------------
+
+    async def wait_for_result(
+        self, execution_id: str, *, timeout: float | None = None, interval: float = 1.0
+    ) -> Execution:
+        """The execution once it has ended (`completed`, `failed` or `cancelled`; a chain
+        that continued as new: its last run), read every `interval` seconds at most (sooner
+        at first). Its `output` is the result, its `error` why it failed: a failure is an
+        answer here, not an exception. `TimeoutError` after `timeout` seconds (None: wait
+        as long as it takes)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = min(0.05, interval)
+        while True:
+            execution = await self.get_workflow(execution_id, events=0)
+            if execution["status"] in ENDED:
+                return execution
+            if deadline is not None and time.monotonic() + pause > deadline:
+                raise TimeoutError(
+                    f"execution {execution_id} is still {execution['status']} after {timeout} s"
+                )
+            await sleep(pause)
+            pause = min(pause * 2, interval)
+
+    async def iter_workflows(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
+        labels: Mapping[str, str] | None = None,
+        id_prefix: str | None = None,
+        name: str | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[ExecutionSummary]:
+        """Every execution the filters select, newest first, a page (`page_size`) at a time."""
+        cursor = None
+        while True:
+            page = await self.list_workflows(
+                workflow=workflow,
+                status=status,
+                created_after=created_after,
+                created_before=created_before,
+                labels=labels,
+                id_prefix=id_prefix,
+                name=name,
+                limit=page_size,
+                cursor=cursor,
+            )
+            for item in page["items"]:
+                yield item
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
+    async def iter_history(
+        self, execution_id: str, *, follow: bool | None = None, page_size: int | None = None
+    ) -> AsyncIterator[Event]:
+        """Every event of an execution so far, oldest first, a page at a time."""
+        page = await self.get_history(execution_id, after_seq=0, limit=page_size, follow=follow)
+        while True:
+            for event in page["items"]:
+                yield event
+            if page["next_cursor"] is None:
+                return
+            page = await self.get_history(
+                execution_id, cursor=page["next_cursor"], limit=page_size, follow=follow
+            )
+
+    async def iter_batches(self, *, page_size: int | None = None) -> AsyncIterator[JSONObject]:
+        """Every batch of the tenant, newest first."""
+        async for item in self._pages(f"{_V1}/batches", query(limit=page_size)):
+            yield item
+
+    async def iter_audit(
+        self, *, since: datetime | str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[JSONObject]:
+        """Every audit record of the tenant (from `since`), oldest first (admin keys)."""
+        params = query(since=_time(since), limit=page_size)
+        async for item in self._pages(f"{_V1}/audit", params):
+            yield item
+
+    async def _pages(self, path: str, params: dict[str, Any]) -> AsyncIterator[JSONObject]:
+        """The items of a list that pages with `cursor` and `next_cursor`."""
+        while True:
+            page = await self._json("GET", path, params=params)
+            for item in page["items"]:
+                yield item
+            if page.get("next_cursor") is None:
+                return
+            params = {**params, "cursor": page["next_cursor"]}
+
     # --- bulk actions --------------------------------------------------------------------------
 
     async def submit_batch(
@@ -365,9 +489,11 @@ class AsyncClient:
         )
         return cast(JSONObject, await self._json("POST", f"{_V1}/batches", json=body))
 
-    async def list_batches(self, *, limit: int | None = None) -> JSONObject:
-        """Batches, newest first (`items`)."""
-        params = query(limit=limit)
+    async def list_batches(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> JSONObject:
+        """A page of batches, newest first (`items`; `next_cursor`: pass it as `cursor`)."""
+        params = query(limit=limit, cursor=cursor)
         return cast(JSONObject, await self._json("GET", f"{_V1}/batches", params=params))
 
     async def get_batch(
@@ -377,21 +503,26 @@ class AsyncClient:
         after: int | None = None,
         limit: int | None = None,
         outcome: str | None = None,
+        cursor: str | None = None,
     ) -> JSONObject:
-        """One batch: its progress and its items numbered above `after` (`next_after`)."""
-        params = query(after=after, limit=limit, outcome=outcome)
+        """One batch: its progress and its items numbered above `after` or from `cursor`
+        (`next_cursor` goes on)."""
+        params = query(after=after, limit=limit, outcome=outcome, cursor=cursor)
         path = f"{_V1}/batches/{_part(batch_id)}"
         return cast(JSONObject, await self._json("GET", path, params=params))
 
     # --- definitions ---------------------------------------------------------------------------
 
-    async def apply_definition(self, document: str | Mapping[str, Any]) -> DefinitionApplied:
+    async def apply_definition(
+        self, document: str | Mapping[str, Any], *, if_match: str | None = None
+    ) -> DefinitionApplied:
         """Register a workflow document under its name and version (`result`: `applied` or
-        `unchanged`); `Conflict` when that name and version hold other content."""
-        return cast(
-            DefinitionApplied,
-            await self._json("POST", f"{_V1}/definitions", **_document(document)),
-        )
+        `unchanged`); `Conflict` when that name and version hold other content. `if_match`
+        (`'"<hash>"'` of the name's latest version, or `*`): `Conflict` (a 412) when
+        another version was applied since."""
+        options = _document(document)
+        options["headers"] = {**options.get("headers", {}), **_if_match(if_match)}
+        return cast(DefinitionApplied, await self._json("POST", f"{_V1}/definitions", **options))
 
     async def list_definitions(self) -> list[DefinitionOut]:
         return cast(list[DefinitionOut], await self._json("GET", f"{_V1}/definitions"))
@@ -451,9 +582,11 @@ class AsyncClient:
         prefix: str | None = None,
         after: str | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
     ) -> JSONObject:
-        """The live items of a memory namespace, by key (`next`: pass it as `after`)."""
-        params = query(prefix=prefix, after=after, limit=limit)
+        """The live items of a memory namespace, by key (`next_cursor`: pass it as
+        `cursor`; `next`, as `after`)."""
+        params = query(prefix=prefix, after=after, limit=limit, cursor=cursor)
         path = f"{_V1}/memory/{_part(namespace)}"
         return cast(JSONObject, await self._json("GET", path, params=params))
 
@@ -528,8 +661,10 @@ class AsyncClient:
         note: str | None = None,
         end_at: datetime | str | None = None,
         remaining_actions: int | None = None,
+        if_match: str | None = None,
     ) -> Schedule:
-        """Change what is given (None: unchanged)."""
+        """Change what is given (None: unchanged); `if_match`: the schedule's ETag when the
+        change was decided (`Conflict` (a 412) when it changed since)."""
         body = _some(
             cron=cron,
             every=every,
@@ -543,18 +678,26 @@ class AsyncClient:
             remaining_actions=remaining_actions,
         )
         path = f"{_V1}/schedules/{_part(schedule_id)}"
-        return cast(Schedule, await self._json("PATCH", path, json=body))
+        headers = _if_match(if_match)
+        return cast(Schedule, await self._json("PATCH", path, json=body, headers=headers))
 
-    async def delete_schedule(self, schedule_id: str) -> None:
-        await self._send("DELETE", f"{_V1}/schedules/{_part(schedule_id)}")
+    async def delete_schedule(self, schedule_id: str, *, if_match: str | None = None) -> None:
+        path = f"{_V1}/schedules/{_part(schedule_id)}"
+        await self._send("DELETE", path, headers=_if_match(if_match))
 
-    async def pause_schedule(self, schedule_id: str, note: str | None = None) -> Schedule:
+    async def pause_schedule(
+        self, schedule_id: str, note: str | None = None, *, if_match: str | None = None
+    ) -> Schedule:
         path = f"{_V1}/schedules/{_part(schedule_id)}/pause"
-        return cast(Schedule, await self._json("POST", path, json={"note": note}))
+        headers = _if_match(if_match)
+        return cast(Schedule, await self._json("POST", path, json={"note": note}, headers=headers))
 
-    async def resume_schedule(self, schedule_id: str, note: str | None = None) -> Schedule:
+    async def resume_schedule(
+        self, schedule_id: str, note: str | None = None, *, if_match: str | None = None
+    ) -> Schedule:
         path = f"{_V1}/schedules/{_part(schedule_id)}/resume"
-        return cast(Schedule, await self._json("POST", path, json={"note": note}))
+        headers = _if_match(if_match)
+        return cast(Schedule, await self._json("POST", path, json={"note": note}, headers=headers))
 
     async def trigger_schedule(self, schedule_id: str) -> TriggerResult:
         path = f"{_V1}/schedules/{_part(schedule_id)}/trigger"
@@ -585,10 +728,15 @@ class AsyncClient:
     async def get_policy(self) -> JSONObject:
         return cast(JSONObject, await self._json("GET", f"{_V1}/admin/policy"))
 
-    async def tighten_policy(self, changes: Mapping[str, Any]) -> JSONObject:
+    async def tighten_policy(
+        self, changes: Mapping[str, Any], *, if_match: str | None = None
+    ) -> JSONObject:
         """Change policy fields; over the API a change may only allow less."""
         path = f"{_V1}/admin/policy"
-        return cast(JSONObject, await self._json("PATCH", path, json=dict(changes)))
+        headers = _if_match(if_match)
+        return cast(
+            JSONObject, await self._json("PATCH", path, json=dict(changes), headers=headers)
+        )
 
     async def get_quotas(self) -> JSONObject:
         return cast(JSONObject, await self._json("GET", f"{_V1}/admin/quotas"))
@@ -655,14 +803,18 @@ class AsyncClient:
     async def get_provider(self, name: str) -> JSONObject:
         return cast(JSONObject, await self._json("GET", f"{_V1}/providers/{_part(name)}"))
 
-    async def put_provider(self, name: str, config: Mapping[str, Any]) -> JSONObject:
+    async def put_provider(
+        self, name: str, config: Mapping[str, Any], *, if_match: str | None = None
+    ) -> JSONObject:
         """`config`: kind, base_url, api_key_secret (a secret's name), default_model,
         price_in and price_out."""
         path = f"{_V1}/providers/{_part(name)}"
-        return cast(JSONObject, await self._json("PUT", path, json=dict(config)))
+        headers = _if_match(if_match)
+        return cast(JSONObject, await self._json("PUT", path, json=dict(config), headers=headers))
 
-    async def delete_provider(self, name: str) -> None:
-        await self._send("DELETE", f"{_V1}/providers/{_part(name)}")
+    async def delete_provider(self, name: str, *, if_match: str | None = None) -> None:
+        path = f"{_V1}/providers/{_part(name)}"
+        await self._send("DELETE", path, headers=_if_match(if_match))
 
     async def list_mcp_servers(self) -> list[JSONObject]:
         return cast(list[JSONObject], await self._json("GET", f"{_V1}/mcp-servers"))
@@ -684,9 +836,11 @@ class AsyncClient:
         after: int | None = None,
         since: datetime | str | None = None,
         limit: int | None = None,
+        cursor: str | None = None,
     ) -> JSONObject:
-        """A page of the tenant's audit records, oldest first (`next_after`: the next)."""
-        params = query(after=after, since=_time(since), limit=limit)
+        """A page of the tenant's audit records, oldest first (`next_cursor`: pass it as
+        `cursor`)."""
+        params = query(after=after, since=_time(since), limit=limit, cursor=cursor)
         return cast(JSONObject, await self._json("GET", f"{_V1}/audit", params=params))
 
     # --- health --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,9 @@ from wovyr.errors import (
 __all__ = [
     "API_KEY_ENV",
     "DEFAULT_TIMEOUT",
+    "ENDED",
     "SERVER_ENV",
+    "Retry",
     "SseDecoder",
     "StreamMessage",
     "api_key_from",
@@ -46,6 +48,41 @@ __all__ = [
 API_KEY_ENV = "WOVYR_API_KEY"
 SERVER_ENV = "WOVYR_SERVER"
 DEFAULT_TIMEOUT = 30.0  # seconds; a watched stream reads with no timeout
+ENDED = frozenset({"completed", "failed", "cancelled"})  # what `wait_for_result` waits for
+# Methods a server may be asked again after a 503 (the store unavailable: whether the first
+# request took effect is unknown); a POST or PATCH only with an Idempotency-Key.
+_REPEATABLE = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+@dataclass(frozen=True)
+class Retry:
+    """When the clients ask again by themselves: an answer 429 (a quota or rate limit:
+    nothing was done) or 503 (the store unavailable; only for a request that may be repeated:
+    GET, HEAD, OPTIONS, PUT, DELETE, or one with an `Idempotency-Key`), at most `attempts`
+    more times, each after the answer's `Retry-After` (1 s without one). A `Retry-After`
+    over `max_wait` seconds (a daily quota says: after midnight) is not waited for: the
+    error is raised at once, with `retry_after`. `Retry(attempts=0)` never retries.
+    `on_retry(tries, seconds, response)` is told before each wait (to log it)."""
+
+    attempts: int = 3
+    max_wait: float = 60.0
+    on_retry: Callable[[int, float, httpx.Response], object] | None = None
+
+    def delay(self, response: httpx.Response, tried: int) -> float | None:
+        """Seconds to wait before asking again after `response` (None: do not), when
+        `tried` retries were made already."""
+        status = response.status_code
+        if tried >= self.attempts or status not in (429, 503):
+            return None
+        request = response.request
+        if (
+            status == 503
+            and request.method not in _REPEATABLE
+            and "Idempotency-Key" not in request.headers
+        ):
+            return None
+        wait = _retry_after(response)
+        return wait if wait <= self.max_wait else None
 
 
 def api_key_from(api_key: str | None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -111,7 +148,7 @@ def error_of(response: httpx.Response) -> WovyrError:
     kind = str(body.get("type", ""))
     if status == 404:
         return NotFound(detail)
-    if status == 409:
+    if status in (409, 412):  # 412: the object changed since the ETag sent as If-Match
         return Conflict(detail)
     if status == 429:
         return QuotaExceeded(detail, retry_after=_retry_after(response))

@@ -97,6 +97,7 @@ class HistoryPage(TypedDict):
     items: list[Event]
     total: int
     next_after_seq: int | None
+    next_cursor: str | None
 
 
 class ItemsPage(TypedDict):
@@ -104,11 +105,13 @@ class ItemsPage(TypedDict):
     start: int
     total: int
     next_start: int | None
+    next_cursor: str | None
 
 
 class AttemptLogs(TypedDict):
     items: list[dict[str, Any]]
     next_after_seq: int
+    next_cursor: str | None
     finished: bool
 
 

@@ -269,8 +269,11 @@ class Bulk:
             raise NotFound(f"batch {batch_id} not found")
         return batch
 
-    def batches(self, limit: int = 50) -> list[BatchRecord]:
-        return self.store.list_batches(self.engine.tenant, limit)
+    def batches(
+        self, limit: int = 50, before: tuple[datetime, str] | None = None
+    ) -> list[BatchRecord]:
+        """Newest first; `before`: those listed after the batch of that time and id."""
+        return self.store.list_batches(self.engine.tenant, limit, before)
 
     def items(
         self, batch_id: str, after: int = 0, limit: int = 100, outcome: str | None = None

@@ -44,6 +44,7 @@ from wovyr.server.api import (
     secrets,
     workflows,
 )
+from wovyr.server.api.openapi import install_openapi, operation_id
 from wovyr.server.background import Background
 from wovyr.server.deps import ServerContext
 from wovyr.server.guard import RequestGuard
@@ -129,12 +130,14 @@ def create_app(
         docs_url=None,  # FastAPI's pages load scripts from a CDN: /docs is ours instead
         redoc_url=None,
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
     app.state.wovyr = ctx
     app.state.engine = engine
     app.state.settings = settings
     app.state.authenticator = authenticator
     install_problem_handlers(app)
+    install_openapi(app)
     for module in (
         workflows,
         batches,

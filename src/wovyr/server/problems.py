@@ -38,7 +38,11 @@ from wovyr.errors import (
 )
 
 __all__ = [
+    "LOCATED_SCHEMA",
+    "LOCATION_HEADER",
     "PROBLEM_JSON",
+    "PROBLEM_SCHEMA",
+    "TITLES",
     "ApiProblem",
     "install_problem_handlers",
     "problem_response",
@@ -48,16 +52,18 @@ __all__ = [
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger("wovyr.server")
 
-_TITLES = {
+TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
+    412: "Precondition Failed",
     413: "Content Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Content",
+    428: "Precondition Required",
     429: "Too Many Requests",
     500: "Internal Server Error",
     503: "Service Unavailable",
@@ -69,16 +75,19 @@ _SLUGS = {
     404: "not-found",
     405: "method-not-allowed",
     409: "conflict",
+    412: "precondition-failed",
     413: "content-too-large",
     415: "unsupported-media-type",
     422: "invalid",
+    428: "precondition-required",
     429: "too-many-requests",
     500: "internal",
     503: "unavailable",
 }
 NOT_FOUND_DETAIL = "The requested resource does not exist."
-_LOCATED = {
+LOCATED_SCHEMA: dict[str, Any] = {
     "type": "object",
+    "description": "One problem of a document or request, where it is.",
     "properties": {
         k: {"type": t}
         for k, t in (
@@ -93,22 +102,37 @@ _LOCATED = {
 }
 PROBLEM_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "description": "An RFC 9457 problem document.",
+    "description": "An RFC 9457 problem document (`application/problem+json`).",
     "required": ["type", "title", "status", "detail"],
     "properties": {
-        "type": {"type": "string"},
+        "type": {"type": "string", "description": "`urn:wovyr:problem:<slug>`"},
         "title": {"type": "string"},
         "status": {"type": "integer"},
         "detail": {"type": "string"},
-        "problems": {"type": "array", "items": _LOCATED},
+        "problems": {"type": "array", "items": {"$ref": "#/components/schemas/LocatedProblem"}},
     },
+    "examples": [
+        {
+            "type": "urn:wovyr:problem:not-found",
+            "title": "Not Found",
+            "status": 404,
+            "detail": "The requested resource does not exist.",
+        }
+    ],
+}
+
+
+LOCATION_HEADER: dict[str, Any] = {
+    "Location": {"description": "The URL of the object created.", "schema": {"type": "string"}}
 }
 
 
 def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` for error codes, each an `application/problem+json` document."""
+    """OpenAPI `responses` for error codes, each an `application/problem+json` document
+    (`wovyr.server.api.openapi` makes them references to one shared response each)."""
+    schema = {"$ref": "#/components/schemas/Problem"}
     return {
-        code: {"description": _TITLES[code], "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}}}
+        code: {"description": TITLES[code], "content": {PROBLEM_JSON: {"schema": schema}}}
         for code in codes
     }
 
@@ -143,7 +167,7 @@ def problem_response(
 ) -> Response:
     body: dict[str, Any] = {
         "type": f"urn:wovyr:problem:{slug or _SLUGS.get(status, 'error')}",
-        "title": _TITLES.get(status, "Error"),
+        "title": TITLES.get(status, "Error"),
         "status": status,
         "detail": detail,
     }
@@ -218,7 +242,7 @@ def install_problem_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 404:
             return not_found()
-        detail = exc.detail if isinstance(exc.detail, str) else _TITLES.get(exc.status_code, "")
+        detail = exc.detail if isinstance(exc.detail, str) else TITLES.get(exc.status_code, "")
         headers = dict(exc.headers or {})
         return problem_response(exc.status_code, detail, headers=headers)
 

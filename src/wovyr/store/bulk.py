@@ -141,8 +141,11 @@ class BulkStore(Protocol):
 
     def get_batch(self, tenant: str, batch_id: str) -> BatchRecord | None: ...
 
-    def list_batches(self, tenant: str, limit: int = 50) -> list[BatchRecord]:
-        """The tenant's batches, newest first."""
+    def list_batches(
+        self, tenant: str, limit: int = 50, before: tuple[datetime, str] | None = None
+    ) -> list[BatchRecord]:
+        """The tenant's batches, newest first; with `before` (a batch's `created_at` and
+        `id`), those listed after it."""
         ...
 
     def batch_items(

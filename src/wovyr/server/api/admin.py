@@ -39,11 +39,15 @@ def key_out(record: ApiKeyRecord) -> KeyOut:
 
 @router.get("", response_model=list[KeyOut], summary="The tenant's API keys")
 def list_keys(ctx: Ctx, principal: Admin) -> list[KeyOut]:
+    """The tenant's API keys: id, name, role, display prefix, created, revoked and last
+    used times (never a token)."""
     return [key_out(k) for k in ctx.authenticator.list_keys(principal.tenant)]
 
 
 @router.post("", status_code=201, response_model=KeyCreated, summary="Create an API key")
 def create_key(body: KeyCreate, ctx: Ctx, principal: Admin) -> KeyCreated:
+    """A new key of the tenant with `role` (viewer, operator, admin); its `token` is in this
+    answer only."""
     key_id, token = ctx.authenticator.create_key(
         principal.tenant, body.role, body.name, actor=principal.audit_actor
     )
@@ -53,4 +57,5 @@ def create_key(body: KeyCreate, ctx: Ctx, principal: Admin) -> KeyCreated:
 
 @router.delete("/{key_id}", response_model=KeyOut, summary="Revoke an API key")
 def revoke_key(key_id: str, ctx: Ctx, principal: Admin) -> KeyOut:
+    """Revoke a key of the tenant: it is refused from the next request on."""
     return key_out(ctx.authenticator.revoke(key_id, principal.tenant, actor=principal.audit_actor))

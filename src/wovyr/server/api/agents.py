@@ -31,7 +31,7 @@ from wovyr.engine.agents import (
 )
 from wovyr.server.api.documents import DOCUMENT_BODY, read_document
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
-from wovyr.server.problems import problem_responses
+from wovyr.server.problems import LOCATION_HEADER, problem_responses
 
 __all__ = ["router"]
 
@@ -66,7 +66,10 @@ class AgentDetail(AgentOut):
 
 
 class RunRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"input": "Summarize yesterday's failed orders."}]},
+    )
     input: Any = Field(None, description="The task: text or any JSON value.")
     id: str | None = Field(None, min_length=1, max_length=200, description="The run's id.")
 
@@ -104,6 +107,7 @@ def _run_out(run: AgentRun) -> RunOut:
     summary="Apply an agent (YAML or JSON body)",
     responses={
         200: {"description": "Already applied with the same content."},
+        201: {"headers": LOCATION_HEADER},
         **problem_responses(409, 415),
     },
     openapi_extra=DOCUMENT_BODY,
@@ -111,6 +115,8 @@ def _run_out(run: AgentRun) -> RunOut:
 async def apply(
     request: Request, response: Response, ctx: Ctx, principal: Operator
 ) -> AgentApplied:
+    """Register an agent document (YAML or JSON) under its name and version: 201 applied,
+    200 unchanged, 409 when that version holds other content."""
     text = await read_document(request, "agent")
     engine = tenant_engine(ctx, principal)
     # parsing and validating an untrusted document is CPU work: never on the event loop
@@ -129,6 +135,7 @@ async def apply(
 
 @router.get("", response_model=list[AgentListed], summary="The tenant's agents")
 def list_all(ctx: Ctx, principal: Viewer) -> list[AgentListed]:
+    """The tenant's agents: each name with its latest version."""
     engine = tenant_engine(ctx, principal)
     return [
         AgentListed(
@@ -145,6 +152,7 @@ def list_all(ctx: Ctx, principal: Viewer) -> list[AgentListed]:
 
 @router.get("/runs/{run_id}", response_model=RunOut, summary="An agent run")
 def get_run(run_id: str, ctx: Ctx, principal: Viewer) -> RunOut:
+    """An agent run: its status, its answer once ended, and its calls so far."""
     return _run_out(agent_run(tenant_engine(ctx, principal), run_id))
 
 
@@ -155,6 +163,7 @@ def show(
     principal: Viewer,
     version: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
 ) -> AgentDetail:
+    """An agent's latest version (or `version`): its document as registered."""
     document, record = named_agent(tenant_engine(ctx, principal), agent, version)
     return AgentDetail(
         name=document.name,
@@ -170,7 +179,12 @@ def show(
     status_code=200,
     response_model=RunOut,
     summary="Run an agent (synchronous with a bounded wait, or `Prefer: respond-async`)",
-    responses={202: {"description": "Started and not ended yet: poll `Location`."}},
+    responses={
+        202: {
+            "description": "Started and not ended yet: poll `Location`.",
+            "headers": LOCATION_HEADER,
+        }
+    },
 )
 async def run(
     agent: str,
@@ -183,6 +197,8 @@ async def run(
     ] = 10.0,
     prefer: Annotated[str | None, Header(max_length=500)] = None,
 ) -> RunOut:
+    """Run an agent on `input`: waits up to `wait` seconds for its answer (200), else
+    answers 202 with `Location` to poll; `Prefer: respond-async` answers 202 at once."""
     engine = tenant_engine(ctx, principal)
     started = await run_in_threadpool(start_agent_run, engine, agent, body.input, run_id=body.id)
     run_id = started.record.id

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
+from wovyr.server.api.paging import Cursor, index_at, opaque
 from wovyr.server.deps import Admin, Ctx
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import problem_responses
@@ -45,6 +46,7 @@ class AuditOut(BaseModel):
 class AuditPage(BaseModel):
     items: list[AuditOut]
     next_after: int | None  # pass as `after` for the next page; None: no more
+    next_cursor: str | None  # the same, as `cursor`
 
 
 @router.get("", response_model=AuditPage, summary="The tenant's audit records, oldest first")
@@ -54,7 +56,11 @@ def list_audit(
     after: Annotated[int, Query(ge=0, description="Records after this seq.")] = 0,
     since: Annotated[datetime | None, Query(description="Records at or after this time.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Cursor = None,
 ) -> AuditPage:
+    """The tenant's audit records, oldest first: who (`key:<id>/<role>`), what, on which
+    target, with hashes of payloads (never payloads). Follow `next_cursor`."""
+    after = index_at(cursor, after)
     records = ctx.engine.store.audit_records(
         after_seq=after, limit=limit + 1, tenant=principal.tenant, since=since
     )
@@ -72,4 +78,5 @@ def list_audit(
         )
         for r in records[:limit]
     ]
-    return AuditPage(items=items, next_after=items[-1].seq if more else None)
+    following = items[-1].seq if more else None
+    return AuditPage(items=items, next_after=following, next_cursor=opaque(following))

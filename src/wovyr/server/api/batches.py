@@ -17,9 +17,10 @@ from wovyr.server.api.models import (
     BatchProgress,
     BatchRequest,
 )
+from wovyr.server.api.paging import Cursor, decode_cursor, encode_cursor, index_at, opaque
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.server.problems import LOCATION_HEADER, ApiProblem, problem_responses
 from wovyr.store.bulk import BatchItem, BatchRecord
 
 __all__ = ["batch_out", "router"]
@@ -74,7 +75,10 @@ def _bulk(ctx: ServerContext, principal: Principal) -> Bulk:
     "background, in pages. `delete` needs the admin role (and deletes only finished "
     "executions). The same `idempotency_key`, or the same action and filter while that "
     "batch still runs, answers the existing batch with 200 and changes nothing.",
-    responses={200: {"description": "The batch already existed."}},
+    responses={
+        200: {"description": "The batch already existed.", "headers": LOCATION_HEADER},
+        201: {"headers": LOCATION_HEADER},
+    },
 )
 def submit_batch(body: BatchRequest, response: Response, ctx: Ctx, principal: Operator) -> BatchOut:
     if body.action == "delete" and not principal.can("admin"):
@@ -103,11 +107,22 @@ def submit_batch(body: BatchRequest, response: Response, ctx: Ctx, principal: Op
     return batch_out(batch)
 
 
-@router.get("", response_model=BatchList, summary="Batches, newest first")
+@router.get(
+    "",
+    response_model=BatchList,
+    summary="Batches, newest first",
+    description="At most `limit` batches; follow `next_cursor` for older ones.",
+)
 def list_batches(
-    ctx: Ctx, principal: Viewer, limit: Annotated[int, Query(ge=1, le=200)] = 50
+    ctx: Ctx,
+    principal: Viewer,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Cursor = None,
 ) -> BatchList:
-    return BatchList(items=[batch_out(b) for b in _bulk(ctx, principal).batches(limit)])
+    found = _bulk(ctx, principal).batches(limit + 1, before=decode_cursor(cursor))
+    last = found[limit - 1] if len(found) > limit else None
+    following = encode_cursor((last.created_at, last.id)) if last else None
+    return BatchList(items=[batch_out(b) for b in found[:limit]], next_cursor=following)
 
 
 @router.get(
@@ -120,7 +135,11 @@ def get_batch(
     after: Annotated[int, Query(ge=0, description="Items numbered above it.")] = 0,
     limit: Annotated[int, Query(ge=0, le=1000)] = 100,
     outcome: Literal["pending", "ok", "skipped", "error"] | None = None,
+    cursor: Cursor = None,
 ) -> BatchDetail:
+    """A batch's progress and its items' outcomes (`pending`, `ok`, `skipped`, `error`),
+    numbered; follow `next_cursor` for more items."""
+    after = index_at(cursor, after)
     bulk = _bulk(ctx, principal)
     batch = bulk.get(batch_id)
     items = bulk.items(batch_id, after, limit, outcome) if limit else []
@@ -129,4 +148,5 @@ def get_batch(
         **batch_out(batch).model_dump(),
         items=[item_out(i) for i in items],
         next_after=items[-1].n if more else None,
+        next_cursor=opaque(items[-1].n) if more else None,
     )

@@ -19,8 +19,9 @@ from starlette.concurrency import run_in_threadpool
 
 from wovyr.errors import NotFound
 from wovyr.server.api.documents import DOCUMENT_BODY, read_document
+from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
-from wovyr.server.problems import problem_responses
+from wovyr.server.problems import LOCATION_HEADER, problem_responses
 from wovyr.store.records import DefinitionRecord
 
 __all__ = ["router"]
@@ -58,17 +59,32 @@ def _out(record: DefinitionRecord) -> DefinitionOut:
     status_code=201,
     response_model=DefinitionApplied,
     summary="Apply a definition (YAML or JSON body)",
+    description="Registers the document under its `metadata.name` and `metadata.version`: "
+    "201 applied, 200 unchanged, 409 when that name and version hold other content. With "
+    "`If-Match` (the `ETag` of the name's latest version, as `GET /{name}` gave it), a 412 "
+    "when another version was applied since.",
     responses={
-        200: {"description": "Already applied with the same content."},
+        200: {"description": "Already applied with the same content.", "headers": ETAG_HEADER},
+        201: {"headers": {**LOCATION_HEADER, **ETAG_HEADER}},
         **problem_responses(409, 415),
+        **PRECONDITION,
     },
     openapi_extra=DOCUMENT_BODY,
 )
 async def apply_definition(
-    request: Request, response: Response, ctx: Ctx, principal: Operator
+    request: Request,
+    response: Response,
+    ctx: Ctx,
+    principal: Operator,
+    if_match: IfMatch = None,
 ) -> DefinitionApplied:
     text = await read_document(request, "workflow")
     engine = tenant_engine(ctx, principal)
+    if if_match is not None:
+        # parsing and validating an untrusted document is CPU work: never on the event loop
+        named, _ = await run_in_threadpool(engine.resolve, text)
+        latest = engine.store.registered_definition(named.name, None, engine.tenant)
+        check_if_match(if_match, _etag(latest) if latest else None)
     # parsing and validating an untrusted document is CPU work: never on the event loop
     outcome, digest = await run_in_threadpool(engine.apply, text)
     workflow = engine.definition(digest)
@@ -76,32 +92,61 @@ async def apply_definition(
     assert record is not None  # just applied
     response.status_code = 201 if outcome == "applied" else 200
     response.headers["Location"] = f"{router.prefix}/{record.name}/{record.version}"
+    response.headers["ETag"] = _etag(record)
     return DefinitionApplied(**_out(record).model_dump(), result=outcome)
 
 
-@router.get("", response_model=list[DefinitionOut], summary="The tenant's definitions")
+def _etag(record: DefinitionRecord) -> str:
+    """A version's tag: its content hash (a version never changes; the name's latest does)."""
+    return f'"{record.hash}"'
+
+
+@router.get(
+    "",
+    response_model=list[DefinitionOut],
+    summary="The tenant's definitions",
+    description="Every applied version of every name: `name`, `version`, `hash`, `applied_at`.",
+)
 def list_definitions(ctx: Ctx, principal: Viewer) -> list[DefinitionOut]:
     engine = tenant_engine(ctx, principal)
     return [_out(r) for r in engine.store.list_registered(engine.tenant)]
 
 
 @router.get(
-    "/{name}", response_model=DefinitionDetail, summary="A definition's latest applied version"
+    "/{name}",
+    response_model=DefinitionDetail,
+    summary="A definition's latest applied version",
+    description="The document as registered, with its `ETag` (its hash): send it as "
+    "`If-Match` when applying the next version.",
+    responses={200: {"headers": ETAG_HEADER}},
 )
-def latest_definition(name: str, ctx: Ctx, principal: Viewer) -> DefinitionDetail:
-    return _detail(ctx, principal, name, None)
+def latest_definition(
+    name: str, response: Response, ctx: Ctx, principal: Viewer
+) -> DefinitionDetail:
+    return _detail(ctx, principal, response, name, None)
 
 
-@router.get("/{name}/{version}", response_model=DefinitionDetail, summary="One version")
-def one_definition(name: str, version: str, ctx: Ctx, principal: Viewer) -> DefinitionDetail:
-    return _detail(ctx, principal, name, version)
+@router.get(
+    "/{name}/{version}",
+    response_model=DefinitionDetail,
+    summary="One version",
+    description="The document of that version as registered, with its `ETag` (its hash).",
+    responses={200: {"headers": ETAG_HEADER}},
+)
+def one_definition(
+    name: str, version: str, response: Response, ctx: Ctx, principal: Viewer
+) -> DefinitionDetail:
+    return _detail(ctx, principal, response, name, version)
 
 
-def _detail(ctx: Ctx, principal: Viewer, name: str, version: str | None) -> DefinitionDetail:
+def _detail(
+    ctx: Ctx, principal: Viewer, response: Response, name: str, version: str | None
+) -> DefinitionDetail:
     engine = tenant_engine(ctx, principal)
     record = engine.store.registered_definition(name, version, engine.tenant)
     if record is None:
         raise NotFound(f"definition {name!r} not found")
+    response.headers["ETag"] = _etag(record)
     workflow = engine.definition(record.hash, engine.tenant)
     data = workflow.model_dump(by_alias=True, mode="json", exclude_defaults=True)
     return DefinitionDetail(**_out(record).model_dump(), definition=data)

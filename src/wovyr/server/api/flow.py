@@ -37,6 +37,8 @@ class FlowOut(BaseModel):
 
 @router.get("", response_model=FlowOut, summary="The tenant's concurrency keys and buckets")
 def flow_state(ctx: Ctx, principal: Viewer) -> FlowOut:
+    """The tenant's concurrency keys (how many run, how many wait) and rate-limit buckets,
+    as the workers see them now."""
     engine = ctx.engine.for_tenant(principal.tenant)
     keys = [FlowKeyOut(kind=k.kind, key=k.key, running=k.running, waiting=k.waiting)
             for k in engine.flow_keys()]  # fmt: skip

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from wovyr.errors import NotFound
 from wovyr.server.deps import Admin, Ctx, tenant_engine
@@ -35,6 +35,8 @@ KeyPath = Annotated[str, Path(min_length=1, max_length=200, description="The buc
 
 
 class LimitIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"limit": 500, "per": 60}]})
+
     limit: float = Field(gt=0, description="Units per `per` seconds.")
     per: float = Field(default=1.0, gt=0, description="The period of `limit`, in seconds.")
     burst: float | None = Field(default=None, gt=0, description="Units at once (default `limit`).")
@@ -62,6 +64,7 @@ def limit_out(record: RateLimitRecord) -> LimitOut:
 
 @router.get("", response_model=list[LimitOut], summary="The tenant's rate-limit buckets")
 def list_limits(ctx: Ctx, principal: Admin) -> list[LimitOut]:
+    """The tenant's rate-limit buckets: the declared ones and those its activities made."""
     return [limit_out(r) for r in ctx.engine.for_tenant(principal.tenant).rate_limits()]
 
 
@@ -72,6 +75,7 @@ def list_limits(ctx: Ctx, principal: Admin) -> list[LimitOut]:
     responses=problem_responses(404),
 )
 def get_limit(key: KeyPath, ctx: Ctx, principal: Admin) -> LimitOut:
+    """One bucket: its refill rate, its burst and the units in it as of its last use."""
     for record in ctx.engine.for_tenant(principal.tenant).rate_limits():
         if record.key == key:
             return limit_out(record)
@@ -80,6 +84,8 @@ def get_limit(key: KeyPath, ctx: Ctx, principal: Admin) -> LimitOut:
 
 @router.put("/{key}", response_model=LimitOut, summary="Declare (or change) a bucket")
 def put_limit(key: KeyPath, body: LimitIn, ctx: Ctx, principal: Admin) -> LimitOut:
+    """Declare a bucket (`limit` units per `per` seconds, `burst` at once) or change one;
+    audited."""
     engine = tenant_engine(ctx, principal)
     record = engine.set_rate_limit(key, body.limit, body.per, body.burst, by=principal.key_id)
     return limit_out(record)
@@ -92,5 +98,6 @@ def put_limit(key: KeyPath, body: LimitIn, ctx: Ctx, principal: Admin) -> LimitO
     responses=problem_responses(404),
 )
 def delete_limit(key: KeyPath, ctx: Ctx, principal: Admin) -> Response:
+    """Remove a declared bucket; audited. A 404 when there is none."""
     tenant_engine(ctx, principal).delete_rate_limit(key)  # NotFound answers 404
     return Response(status_code=204)

@@ -54,11 +54,13 @@ def _out(info: McpServerInfo) -> McpServerOut:
 
 @router.get("", response_model=list[McpServerOut], summary="The tenant's MCP servers")
 def get_mcp_servers(ctx: Ctx, principal: Admin) -> list[McpServerOut]:
+    """The tenant's MCP servers (a command or a URL; headers by secret name)."""
     return [_out(i) for i in list_mcp_servers(ctx.engine.store, principal.tenant)]
 
 
 @router.get("/{name}", response_model=McpServerOut, summary="An MCP server")
 def get_mcp_server(name: str, ctx: Ctx, principal: Admin) -> McpServerOut:
+    """One MCP server of the tenant."""
     return _out(mcp_server_info(ctx.engine.store, principal.tenant, name))
 
 
@@ -75,6 +77,8 @@ def put_mcp_server(
         ],
     ),
 ) -> McpServerOut:
+    """Add or replace an MCP server (`command`, or `url` and `header_secrets`); a stdio
+    server is a 422 unless the tenant's policy allows programs. Audited."""
     engine = tenant_engine(ctx, principal)
     record = parse_mcp_server(
         principal.tenant,
@@ -92,6 +96,7 @@ def put_mcp_server(
 
 @router.delete("/{name}", status_code=204, summary="Remove an MCP server")
 def delete_mcp_server(name: str, ctx: Ctx, principal: Admin) -> Response:
+    """Remove an MCP server of the tenant (204). Audited."""
     engine = tenant_engine(ctx, principal)
     audit = engine.audit_entry("mcp.remove", name)
     remove_mcp_server(engine.store, principal.tenant, name, audit=audit)

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Query, Response
 from wovyr.activities.memory import NAMESPACE_RULE, is_namespace
 from wovyr.engine.memory import TenantMemory
 from wovyr.errors import InputError, NotFound, Problem
+from wovyr.server.api.paging import Cursor, opaque, position
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import problem_responses
@@ -55,15 +56,21 @@ def list_items(
     prefix: str = Query("", description="Keys starting with it"),
     after: str = Query("", description="Keys after it (the `next` of the page before)"),
     limit: int = Query(100, ge=1, le=1000),
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
+    """The live items of an agents' memory namespace, by key (`prefix` narrows); follow
+    `next_cursor`."""
+    after = position(cursor, str) or after
     items = _memory(ctx, principal.tenant).list_items(_namespace(namespace), prefix, after, limit)
     if not items and not prefix and not after:  # no live item: no such namespace
         raise NotFound(f"no memory namespace {namespace!r}")
-    return {"items": items, "next": items[-1]["key"] if len(items) == limit else None}
+    following = items[-1]["key"] if len(items) == limit else None
+    return {"items": items, "next": following, "next_cursor": opaque(following)}
 
 
 @router.get("/{namespace}/{key}", summary="One item of a memory namespace")
 def get_item(namespace: str, key: str, ctx: Ctx, principal: Viewer) -> dict[str, Any]:
+    """One item: key, value, text, version, updated and expiry times."""
     item = _memory(ctx, principal.tenant).get(_namespace(namespace), key)
     if item is None:
         raise _missing(namespace, key)
@@ -72,6 +79,7 @@ def get_item(namespace: str, key: str, ctx: Ctx, principal: Viewer) -> dict[str,
 
 @router.delete("/{namespace}/{key}", status_code=204, summary="Delete an item")
 def delete_item(namespace: str, key: str, ctx: Ctx, principal: Operator) -> Response:
+    """Delete an item (204); audited."""
     engine = tenant_engine(ctx, principal)
     audit = engine.audit_entry("memory.delete", f"{_namespace(namespace)}/{key}")
     done = _memory(ctx, principal.tenant).delete(namespace, key, None, audit=audit)

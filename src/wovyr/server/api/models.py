@@ -18,6 +18,7 @@ __all__ = [
     "BatchOut",
     "BatchProgress",
     "BatchRequest",
+    "CancelRequest",
     "EventOut",
     "ExecutionDetail",
     "ExecutionPage",
@@ -61,6 +62,19 @@ class StartRequest(Strict):
     """Start an execution of an inline definition (YAML or JSON text, or a JSON object) or
     of a registered workflow by name."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "workflow": "order-fulfillment",
+                    "input": {"order_id": "A-1"},
+                    "labels": {"team": "ops"},
+                }
+            ]
+        },
+    )
+
     definition: str | dict[str, Any] | None = Field(
         None, description="The workflow document: YAML/JSON text or an object."
     )
@@ -87,7 +101,11 @@ class StartRequest(Strict):
 class RerunRequest(Strict):
     """Rerun a finished execution as a new one (linked to it: `rerun_of`)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={"examples": [{"from": "ship", "input": {"order_id": "A-2"}}]},
+    )
 
     start_from: str | None = Field(
         None,
@@ -118,6 +136,11 @@ _PINNED = (
 
 
 class SignalRequest(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "paid", "payload": {"amount": 12}}]},
+    )
+
     name: str = Name
     payload: Any = None
     definition: str | dict[str, Any] | None = Field(None, description=_PINNED)
@@ -129,6 +152,13 @@ class BudgetGrant(Strict):
 
 
 class ApproveRequest(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"activity": "approve", "approved": True, "comment": "within budget"}]
+        },
+    )
+
     activity: str = Name
     approved: bool = True
     comment: str | None = Field(None, max_length=10_000)
@@ -136,6 +166,12 @@ class ApproveRequest(Strict):
         None, description="More budget for an agent paused on its budget (on_exhausted)"
     )
     definition: str | dict[str, Any] | None = Field(None, description=_PINNED)
+
+
+class CancelRequest(Strict):
+    """Why an execution is cancelled (recorded in `ExecutionCancelled`)."""
+
+    reason: str | None = Field(None, max_length=1000, examples=["the order was withdrawn"])
 
 
 class NoteRequest(Strict):
@@ -168,6 +204,9 @@ class ExecutionSummary(BaseModel):
     output: Payload
     error: Payload
     labels: dict[str, str] = Field(default_factory=dict, description="Set at start.")
+
+
+_NEXT = "Pass as `cursor` for the next page (None: this is the last)."
 
 
 class ExecutionPage(BaseModel):
@@ -259,6 +298,7 @@ class AttemptLogs(BaseModel):
         "most 200 lines), `error` ({type, message}) and `traceback`."
     )
     next_after_seq: int = Field(description="Pass as `after_seq` to read only newer ones.")
+    next_cursor: str | None = Field(None, description="Pass as `cursor` to read only newer ones.")
     finished: bool = Field(description="The run has ended: no more will come.")
 
 
@@ -266,6 +306,7 @@ class HistoryPage(BaseModel):
     items: list[EventOut]
     total: int = Field(description="Events in the whole history.")
     next_after_seq: int | None = Field(description="Pass as `after_seq` for the next page.")
+    next_cursor: str | None = Field(None, description=_NEXT)
 
 
 class ItemsPage(BaseModel):
@@ -276,9 +317,24 @@ class ItemsPage(BaseModel):
     start: int = Field(description="The index of the first item of this page.")
     total: int = Field(description="The activity's items.")
     next_start: int | None = Field(description="Pass as `start` for the next page.")
+    next_cursor: str | None = Field(None, description=_NEXT)
 
 
 class ScheduleCreate(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "nightly-report",
+                    "workflow": "report",
+                    "cron": "0 3 * * *",
+                    "timezone": "Europe/Paris",
+                }
+            ]
+        },
+    )
+
     id: str = Name
     workflow: str | None = Field(None, min_length=1, max_length=200)
     definition: str | dict[str, Any] | None = None
@@ -298,6 +354,10 @@ class ScheduleCreate(Strict):
 
 
 class ScheduleUpdate(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"every": "15m", "note": "busier season"}]}
+    )
+
     cron: str | None = Field(None, max_length=200)
     every: str | float | None = None
     timezone: str | None = Field(None, max_length=100)
@@ -345,6 +405,13 @@ class TriggerResult(BaseModel):
 
 
 class BackfillRequest(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z"}]
+        },
+    )
+
     start: When
     end: When
 
@@ -354,6 +421,10 @@ class BackfillResult(BaseModel):
 
 
 class KeyCreate(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"role": "operator", "name": "ci"}]}
+    )
+
     role: Role
     name: str = Field("", max_length=200)
 
@@ -392,6 +463,18 @@ class BatchFilterIn(Strict):
 class BatchRequest(Strict):
     """A bulk action over the executions `filter` selects, recorded and run in the
     background in pages. `delete` needs the admin role, the others operator."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "action": "cancel",
+                    "filter": {"workflow": "order-fulfillment", "status": "waiting"},
+                }
+            ]
+        },
+    )
 
     action: Literal["cancel", "rerun", "signal", "delete"]
     filter: BatchFilterIn
@@ -439,7 +522,9 @@ class BatchItemOut(BaseModel):
 class BatchDetail(BatchOut):
     items: list[BatchItemOut]
     next_after: int | None = Field(None, description="Pass as `after` for the next items.")
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next items.")
 
 
 class BatchList(BaseModel):
     items: list[BatchOut]
+    next_cursor: str | None = Field(None, description=_NEXT)

@@ -11,18 +11,113 @@
 
 Sizes are those of the values' JSON (orjson, as the stores and the encoder of responses
 write them), counted as each value is read: a page never reads far past what it answers.
+
+Every list pages the same way for clients: `cursor` in, `next_cursor` out (None: the last
+page). A cursor is opaque (base64url of the position's JSON: a sequence number, an index,
+a key, or a time and an id); a cursor this API did not return is a 400. The older
+parameters (`after_seq`, `start`, `after`) still work beside it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Iterator
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any, TypeVar, overload
+
+from fastapi import Query
 
 from wovyr.engine.engine import Engine
+from wovyr.errors import Problem
+from wovyr.server.problems import ApiProblem
 from wovyr.store.base import EventRecord
-from wovyr.store.codec import json_bytes
+from wovyr.store.codec import from_micros, json_bytes, to_micros
 
-__all__ = ["event_bytes", "events_after", "items_page", "newest_events", "page_items"]
+__all__ = [
+    "Cursor",
+    "decode_cursor",
+    "encode_cursor",
+    "event_bytes",
+    "events_after",
+    "index_at",
+    "items_page",
+    "newest_events",
+    "opaque",
+    "page_items",
+    "position",
+]
+
+T = TypeVar("T")
+Cursor = Annotated[
+    str | None,
+    Query(
+        max_length=500,
+        description="The `next_cursor` of the page before (absent: the first page).",
+    ),
+]
+
+
+def opaque(value: Any) -> str | None:
+    """The cursor for a position (None: no next page)."""
+    if value is None:
+        return None
+    raw = json.dumps(value, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _bad_cursor() -> ApiProblem:
+    return ApiProblem(
+        400, "The cursor is not one this API returned.", problems=[Problem("bad cursor", "cursor")]
+    )
+
+
+def position(text: str | None, kind: type[T]) -> T | None:
+    """The position a cursor of `opaque` holds, of type `kind` (None: no cursor)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, TypeError, binascii.Error, RecursionError):
+        raise _bad_cursor() from None
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise _bad_cursor()
+    return value
+
+
+@overload
+def index_at(text: str | None, given: int) -> int: ...
+@overload
+def index_at(text: str | None, given: int | None) -> int | None: ...
+def index_at(text: str | None, given: int | None) -> int | None:
+    """The index or sequence number a cursor holds (it wins), else `given` (the older
+    parameter)."""
+    value = position(text, int)
+    if value is None:
+        return given
+    if value < 0:
+        raise _bad_cursor()
+    return value
+
+
+def encode_cursor(cursor: tuple[datetime, str] | None) -> str | None:
+    """A keyset cursor (a time and an id) as `opaque` writes it."""
+    return None if cursor is None else opaque([to_micros(cursor[0]), cursor[1]])
+
+
+def decode_cursor(text: str | None) -> tuple[datetime, str] | None:
+    value = position(text, list)
+    if value is None:
+        return None
+    try:
+        micros, ident = value
+        if not isinstance(micros, int) or not isinstance(ident, str):
+            raise ValueError
+        return from_micros(micros), ident
+    except (ValueError, TypeError, OverflowError):
+        raise _bad_cursor() from None
+
 
 _BATCH = 16  # events read at a time
 _EVENT = 80  # what an event costs besides its data: seq, type, time, keys

@@ -12,11 +12,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Response
 from pydantic import BaseModel
 
 from wovyr.activities.policy import SideEffectPolicy, parse_policy, widened
 from wovyr.engine.tenants import TenantPolicy, policy_of, set_policy
+from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match, etag_of, tag
 from wovyr.server.deps import Admin, Ctx
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import ApiProblem, problem_responses
@@ -50,15 +51,34 @@ def _out(found: TenantPolicy) -> PolicyOut:
     )
 
 
-@router.get("", response_model=PolicyOut, summary="The tenant's side-effect policy")
-def get_policy(ctx: Ctx, principal: Admin) -> PolicyOut:
-    return _out(policy_of(ctx.engine.store, principal.tenant))
+@router.get(
+    "",
+    response_model=PolicyOut,
+    summary="The tenant's side-effect policy",
+    description="What its `shell` and `http` steps, providers and MCP servers may reach, "
+    "with its `ETag` (send it as `If-Match` with a change).",
+    responses={200: {"headers": ETAG_HEADER}},
+)
+def get_policy(response: Response, ctx: Ctx, principal: Admin) -> PolicyOut:
+    out = _out(policy_of(ctx.engine.store, principal.tenant))
+    tag(response, out)
+    return out
 
 
-@router.patch("", response_model=PolicyOut, summary="Tighten the tenant's side-effect policy")
+@router.patch(
+    "",
+    response_model=PolicyOut,
+    summary="Tighten the tenant's side-effect policy",
+    description="The fields given change, each allowing no more than now (widening is a "
+    "403: it is done on the server host). With `If-Match`, a 412 when the policy changed "
+    "since that ETag.",
+    responses={200: {"headers": ETAG_HEADER}, **PRECONDITION},
+)
 def tighten_policy(
+    response: Response,
     ctx: Ctx,
     principal: Admin,
+    if_match: IfMatch = None,
     fields: dict[str, Any] = Body(  # noqa: B008 - FastAPI's way to take the whole body
         description="Policy fields to change (the others keep their value); each change must "
         "allow no more than the policy does now.",
@@ -66,7 +86,9 @@ def tighten_policy(
     ),
 ) -> PolicyOut:
     store = ctx.engine.store
-    current = policy_of(store, principal.tenant).policy
+    found = policy_of(store, principal.tenant)
+    check_if_match(if_match, etag_of(_out(found)))
+    current = found.policy
     proposed = parse_policy(fields, base=current)
     wider = widened(proposed, current)
     if wider:
@@ -84,4 +106,6 @@ def tighten_policy(
         at=ctx.clock.now(),
         actor=principal.audit_actor,
     )
-    return _out(found)
+    out = _out(found)
+    tag(response, out)
+    return out

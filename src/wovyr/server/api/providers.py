@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Response
 from pydantic import BaseModel
 
+from wovyr.errors import NotFound
 from wovyr.platform.providers import (
     ProviderInfo,
     audit_details,
@@ -23,6 +24,7 @@ from wovyr.platform.providers import (
     provider_info,
     set_provider,
 )
+from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match, etag_of, tag
 from wovyr.server.deps import Admin, Ctx, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
 from wovyr.server.problems import problem_responses
@@ -55,19 +57,46 @@ def _out(info: ProviderInfo) -> ProviderOut:
 
 @router.get("", response_model=list[ProviderOut], summary="The tenant's model providers")
 def get_providers(ctx: Ctx, principal: Admin) -> list[ProviderOut]:
+    """The tenant's model providers (OpenAI-compatible or Anthropic endpoints; keys by
+    secret name, never a value)."""
     return [_out(i) for i in list_providers(ctx.engine.store, principal.tenant)]
 
 
-@router.get("/{name}", response_model=ProviderOut, summary="A model provider")
-def get_provider(name: str, ctx: Ctx, principal: Admin) -> ProviderOut:
-    return _out(provider_info(ctx.engine.store, principal.tenant, name))
+def _current(ctx: Ctx, tenant: str, name: str) -> str | None:
+    """The provider's ETag now (None: the tenant has no such provider)."""
+    try:
+        return etag_of(_out(provider_info(ctx.engine.store, tenant, name)))
+    except NotFound:
+        return None
 
 
-@router.put("/{name}", response_model=ProviderOut, summary="Set a model provider")
+@router.get(
+    "/{name}",
+    response_model=ProviderOut,
+    summary="A model provider",
+    description="Its settings (the key's secret by name, never a value) and its `ETag`.",
+    responses={200: {"headers": ETAG_HEADER}},
+)
+def get_provider(name: str, response: Response, ctx: Ctx, principal: Admin) -> ProviderOut:
+    out = _out(provider_info(ctx.engine.store, principal.tenant, name))
+    tag(response, out)
+    return out
+
+
+@router.put(
+    "/{name}",
+    response_model=ProviderOut,
+    summary="Set a model provider",
+    description="Creates or replaces the tenant's provider `name` (audited). With "
+    "`If-Match`, a 412 when it changed since that ETag (or does not exist).",
+    responses={200: {"headers": ETAG_HEADER}, **PRECONDITION},
+)
 def put_provider(
     name: str,
+    response: Response,
     ctx: Ctx,
     principal: Admin,
+    if_match: IfMatch = None,
     body: dict[str, Any] = Body(  # noqa: B008 - FastAPI's way to take the whole body
         description="kind (openai or anthropic; default openai), base_url (http or https), "
         "api_key_secret (the NAME of a secret of the "
@@ -84,17 +113,30 @@ def put_provider(
     ),
 ) -> ProviderOut:
     engine = tenant_engine(ctx, principal)
+    if if_match is not None:
+        check_if_match(if_match, _current(ctx, principal.tenant, name))
     record = parse_provider(principal.tenant, name, body, by=principal.key_id, at=ctx.clock.now())
     info = ProviderInfo.of(record)
     set_provider(
         engine.store, record, audit=engine.audit_entry("provider.set", name, audit_details(info))
     )
-    return _out(info)
+    out = _out(info)
+    tag(response, out)
+    return out
 
 
-@router.delete("/{name}", status_code=204, summary="Delete a model provider")
-def remove_provider(name: str, ctx: Ctx, principal: Admin) -> Response:
+@router.delete(
+    "/{name}",
+    status_code=204,
+    summary="Delete a model provider",
+    description="Steps naming it then fail (`UnknownProvider`). With `If-Match`, a 412 when "
+    "it changed since that ETag.",
+    responses=PRECONDITION,
+)
+def remove_provider(name: str, ctx: Ctx, principal: Admin, if_match: IfMatch = None) -> Response:
     engine = tenant_engine(ctx, principal)
+    if if_match is not None:
+        check_if_match(if_match, _current(ctx, principal.tenant, name))
     audit = engine.audit_entry("provider.delete", name)
     delete_provider(engine.store, principal.tenant, name, audit=audit)
     return Response(status_code=204)

@@ -48,6 +48,8 @@ class QuotasOut(BaseModel):
 
 @router.get("", response_model=QuotasOut, summary="The tenant's quotas and today's usage")
 def get_quotas(ctx: Ctx, principal: Admin) -> QuotasOut:
+    """The tenant's quotas (executions a day, concurrent executions, schedules, model
+    tokens and cost a day, ...), today's use of each daily budget and what runs now."""
     return QuotasOut(**ctx.engine.for_tenant(principal.tenant).quota_usage())
 
 
@@ -60,6 +62,8 @@ def lower_quotas(
         examples=[{"executions_per_day": 1000, "concurrent_executions": 10}],
     ),
 ) -> QuotasOut:
+    """Lower quotas (the fields given): over the API a quota may only get tighter; raising
+    one is done on the server host."""
     engine = tenant_engine(ctx, principal)
     current = engine.quotas()
     proposed = parse_quotas({**current.to_dict(), **fields})

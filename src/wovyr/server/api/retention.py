@@ -49,6 +49,7 @@ def _out(tenant: str, settings: Retention) -> RetentionOut:
 
 @router.get("", response_model=RetentionOut, summary="The tenant's retention")
 def get_retention(ctx: Ctx, principal: Admin) -> RetentionOut:
+    """How many days the tenant's finished executions are kept, overall and per workflow."""
     return _out(principal.tenant, ctx.engine.for_tenant(principal.tenant).retention())
 
 
@@ -61,6 +62,8 @@ def put_retention(
         examples=[{"days": 90, "workflows": {"nightly-report": 7}}],
     ),
 ) -> RetentionOut:
+    """Replace the tenant's retention: `days` (null: keep everything) and per-workflow days
+    (the most specific wins)."""
     if "export_to" in fields:
         raise ApiProblem(
             403,

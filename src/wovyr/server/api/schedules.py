@@ -12,6 +12,7 @@ from wovyr.clock import utc
 from wovyr.definition.model import Workflow
 from wovyr.errors import Problem
 from wovyr.scheduling.schedules import Schedules, spec_of
+from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match, etag_of, tag
 from wovyr.server.api.models import (
     BackfillRequest,
     BackfillResult,
@@ -96,9 +97,16 @@ def _target(service: Schedules, body: ScheduleCreate) -> str | Workflow:
     status_code=201,
     response_model=ScheduleOut,
     summary="Create a schedule",
-    responses=problem_responses(429),  # the tenant has its max_schedules already
+    responses={
+        201: {"headers": ETAG_HEADER},
+        **problem_responses(429),  # the tenant has its max_schedules already
+    },
 )
-def create_schedule(body: ScheduleCreate, ctx: Ctx, principal: Operator) -> ScheduleOut:
+def create_schedule(
+    body: ScheduleCreate, response: Response, ctx: Ctx, principal: Operator
+) -> ScheduleOut:
+    """A schedule (`cron` or `every`) that starts the registered `workflow` or an inline
+    `definition` (pinned); a 429 when the tenant has its `max_schedules`."""
     service = schedules_for(ctx, principal)
     if (body.cron is None) == (body.every is None):
         raise _invalid("give exactly one of cron or every", "cron")
@@ -119,52 +127,135 @@ def create_schedule(body: ScheduleCreate, ctx: Ctx, principal: Operator) -> Sche
         note=body.note,
         priority=body.priority,
     )
-    return schedule_out(record, service)
+    return _tagged(response, schedule_out(record, service))
 
 
 @router.get("", response_model=ScheduleList, summary="List schedules")
 def list_schedules(ctx: Ctx, principal: Viewer) -> ScheduleList:
+    """The tenant's schedules with their next fire times."""
     service = schedules_for(ctx, principal)
     return ScheduleList(items=[schedule_out(r, service) for r in service.list()[:1000]])
 
 
-@router.get("/{schedule_id}", response_model=ScheduleOut, summary="One schedule")
-def get_schedule(schedule_id: str, ctx: Ctx, principal: Viewer) -> ScheduleOut:
+# What moves by itself as a schedule fires: not part of its ETag.
+_MOVING = {
+    "next_fire_at",
+    "next_fire_times",
+    "last_fire_at",
+    "buffered",
+    "recent",
+    "fired",
+    "skipped",
+    "missed",
+    "updated_at",
+}
+_TAGGED = {200: {"headers": ETAG_HEADER}, **PRECONDITION}
+
+
+def _tagged(response: Response, out: ScheduleOut) -> ScheduleOut:
+    tag(response, out, _MOVING)
+    return out
+
+
+def _unchanged(service: Schedules, schedule_id: str, if_match: str | None) -> None:
+    """404 for a missing (or another tenant's) schedule, then 412 for a stale `If-Match`."""
+    current = schedule_out(service.get(schedule_id), service)
+    check_if_match(if_match, etag_of(current, _MOVING))
+
+
+@router.get(
+    "/{schedule_id}",
+    response_model=ScheduleOut,
+    summary="One schedule",
+    description="With its `ETag`: send it as `If-Match` with a change.",
+    responses={200: {"headers": ETAG_HEADER}},
+)
+def get_schedule(schedule_id: str, response: Response, ctx: Ctx, principal: Viewer) -> ScheduleOut:
     service = schedules_for(ctx, principal)
-    return schedule_out(service.get(schedule_id), service)
+    return _tagged(response, schedule_out(service.get(schedule_id), service))
 
 
-@router.patch("/{schedule_id}", response_model=ScheduleOut, summary="Change a schedule")
+@router.patch(
+    "/{schedule_id}",
+    response_model=ScheduleOut,
+    summary="Change a schedule",
+    description="The fields given change, the others keep their value. With `If-Match`, "
+    "a 412 when the schedule changed since that ETag.",
+    responses=_TAGGED,
+)
 def update_schedule(
-    schedule_id: str, body: ScheduleUpdate, ctx: Ctx, principal: Operator
+    schedule_id: str,
+    body: ScheduleUpdate,
+    response: Response,
+    ctx: Ctx,
+    principal: Operator,
+    if_match: IfMatch = None,
 ) -> ScheduleOut:
     service = schedules_for(ctx, principal)
     changes: dict[str, Any] = {k: getattr(body, k) for k in body.model_fields_set}
     if changes.get("end_at") is not None:
         changes["end_at"] = utc(changes["end_at"])
-    service.get(schedule_id)  # 404 before 422: another tenant's id tells nothing
-    return schedule_out(service.update(schedule_id, **changes), service)
+    _unchanged(service, schedule_id, if_match)  # 404 before 422: another tenant's id tells nothing
+    return _tagged(response, schedule_out(service.update(schedule_id, **changes), service))
 
 
-@router.post("/{schedule_id}/pause", response_model=ScheduleOut, summary="Pause")
+@router.post(
+    "/{schedule_id}/pause",
+    response_model=ScheduleOut,
+    summary="Pause",
+    description="No tick fires while paused (`note` says why).",
+    responses=_TAGGED,
+)
 def pause_schedule(
-    schedule_id: str, ctx: Ctx, principal: Operator, body: NoteRequest | None = None
+    schedule_id: str,
+    response: Response,
+    ctx: Ctx,
+    principal: Operator,
+    body: NoteRequest | None = None,
+    if_match: IfMatch = None,
 ) -> ScheduleOut:
     service = schedules_for(ctx, principal)
-    return schedule_out(service.pause(schedule_id, body.note if body else None), service)
+    _unchanged(service, schedule_id, if_match)
+    record = service.pause(schedule_id, body.note if body else None)
+    return _tagged(response, schedule_out(record, service))
 
 
-@router.post("/{schedule_id}/resume", response_model=ScheduleOut, summary="Resume")
+@router.post(
+    "/{schedule_id}/resume",
+    response_model=ScheduleOut,
+    summary="Resume",
+    description="Ticks fire again from now (missed ones as the catch-up window says).",
+    responses=_TAGGED,
+)
 def resume_schedule(
-    schedule_id: str, ctx: Ctx, principal: Operator, body: NoteRequest | None = None
+    schedule_id: str,
+    response: Response,
+    ctx: Ctx,
+    principal: Operator,
+    body: NoteRequest | None = None,
+    if_match: IfMatch = None,
 ) -> ScheduleOut:
     service = schedules_for(ctx, principal)
-    return schedule_out(service.resume(schedule_id, body.note if body else None), service)
+    _unchanged(service, schedule_id, if_match)
+    record = service.resume(schedule_id, body.note if body else None)
+    return _tagged(response, schedule_out(record, service))
 
 
-@router.delete("/{schedule_id}", status_code=204, summary="Delete a schedule")
-def delete_schedule(schedule_id: str, ctx: Ctx, principal: Operator) -> Response:
-    schedules_for(ctx, principal).delete(schedule_id)
+@router.delete(
+    "/{schedule_id}",
+    status_code=204,
+    summary="Delete a schedule",
+    description="Executions it started are kept. With `If-Match`, a 412 when the schedule "
+    "changed since that ETag.",
+    responses=PRECONDITION,
+)
+def delete_schedule(
+    schedule_id: str, ctx: Ctx, principal: Operator, if_match: IfMatch = None
+) -> Response:
+    service = schedules_for(ctx, principal)
+    if if_match is not None:
+        _unchanged(service, schedule_id, if_match)
+    service.delete(schedule_id)
     return Response(status_code=204)
 
 
@@ -175,6 +266,7 @@ def delete_schedule(schedule_id: str, ctx: Ctx, principal: Operator) -> Response
     summary="Start one execution now",
 )
 def trigger_schedule(schedule_id: str, ctx: Ctx, principal: Operator) -> TriggerResult:
+    """Start one execution of the schedule now, as a tick would."""
     return TriggerResult(execution_id=schedules_for(ctx, principal).trigger(schedule_id))
 
 
@@ -187,6 +279,8 @@ def trigger_schedule(schedule_id: str, ctx: Ctx, principal: Operator) -> Trigger
 def backfill_schedule(
     schedule_id: str, body: BackfillRequest, ctx: Ctx, principal: Operator
 ) -> BackfillResult:
+    """Start every tick of the schedule in (`start`, `end`] now; a repeated backfill starts
+    no tick twice."""
     service = schedules_for(ctx, principal)
     service.get(schedule_id)
     return BackfillResult(

@@ -47,11 +47,13 @@ def _secrets(ctx: ServerContext) -> Secrets:
 
 @router.get("", response_model=list[SecretOut], summary="The tenant's secrets (no values)")
 def list_secrets(ctx: Ctx, principal: Admin) -> list[SecretOut]:
+    """The tenant's secrets: names, versions and times (a value is never read back)."""
     return [_out(i) for i in _secrets(ctx).list_secrets(principal.tenant)]
 
 
 @router.get("/{name}", response_model=SecretOut, summary="A secret's metadata (no value)")
 def get_secret(name: str, ctx: Ctx, principal: Admin) -> SecretOut:
+    """A secret's metadata: name, version, times (never its value)."""
     return _out(_secrets(ctx).secret_info(principal.tenant, name))
 
 
@@ -65,6 +67,7 @@ def put_secret(
         examples=[{"value": "sk-..."}],
     ),
 ) -> SecretOut:
+    """Set a secret's value (a new version): it is never read back. Audited."""
     value = body.get("value")
     unknown = sorted(set(body) - {"value"})
     if not isinstance(value, str) or unknown:
@@ -85,6 +88,7 @@ def put_secret(
 
 @router.delete("/{name}", status_code=204, summary="Delete a secret")
 def delete_secret(name: str, ctx: Ctx, principal: Admin) -> Response:
+    """Delete a secret (204); steps that reference it then fail (`SecretNotFound`). Audited."""
     _secrets(ctx).delete_secret(
         principal.tenant, name, by=principal.key_id, at=ctx.clock.now(), actor=principal.audit_actor
     )

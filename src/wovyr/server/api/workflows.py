@@ -4,8 +4,6 @@ cancel, rerun."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import functools
 import hashlib
 import json
@@ -27,6 +25,7 @@ from wovyr.platform.auth import Principal
 from wovyr.server.api.models import (
     ApproveRequest,
     AttemptLogs,
+    CancelRequest,
     EventOut,
     ExecutionDetail,
     ExecutionPage,
@@ -39,13 +38,22 @@ from wovyr.server.api.models import (
     StartRequest,
     Status,
 )
-from wovyr.server.api.paging import events_after, items_page, newest_events, page_items
+from wovyr.server.api.paging import (
+    Cursor,
+    decode_cursor,
+    encode_cursor,
+    events_after,
+    index_at,
+    items_page,
+    newest_events,
+    opaque,
+    page_items,
+)
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.server.problems import LOCATION_HEADER, ApiProblem, problem_responses
 from wovyr.server.streams import EventStream
 from wovyr.store.base import EventRecord, ExecutionRecord
-from wovyr.store.codec import from_micros, to_micros
 from wovyr.store.platform import IdempotencyRecord, IdempotencyStore
 from wovyr.traces import trace_context
 
@@ -57,6 +65,12 @@ router = APIRouter(
     route_class=StrictJsonRoute,
     responses=problem_responses(400, 401, 403, 404, 409, 413, 422),
 )
+_REPLAYED = {
+    "Idempotent-Replayed": {
+        "description": "`true` when an `Idempotency-Key` answered an earlier start.",
+        "schema": {"type": "string"},
+    }
+}
 _PREVIEW = 256
 _WHOLE = 1024  # payloads up to this many bytes of JSON are listed whole
 _TIMELINE = 50
@@ -154,30 +168,6 @@ def _json(
     )
 
 
-def encode_cursor(cursor: tuple[datetime, str] | None) -> str | None:
-    if cursor is None:
-        return None
-    raw = json.dumps([to_micros(cursor[0]), cursor[1]]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(text: str | None) -> tuple[datetime, str] | None:
-    if not text:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        micros, ident = json.loads(raw)
-        if not isinstance(micros, int) or not isinstance(ident, str):
-            raise ValueError
-        return from_micros(micros), ident
-    except (ValueError, TypeError, binascii.Error, OverflowError):
-        raise ApiProblem(
-            400,
-            "The cursor is not one this API returned.",
-            problems=[Problem("bad cursor", "cursor")],
-        ) from None
-
-
 # --- starting --------------------------------------------------------------------------------
 
 
@@ -207,7 +197,18 @@ def _claim_key(ctx: ServerContext, principal: Principal, key: str, body: StartRe
     status_code=201,
     response_model=ExecutionDetail,
     summary="Start an execution",
-    responses={200: {"description": "The execution already existed (same id or same key)."}},
+    description="Starts an inline `definition` or the registered `workflow` (its latest "
+    "version, or `version`) with `input`. The same `id`, or the same `Idempotency-Key` with "
+    "the same body, answers the existing execution with 200 (`Idempotent-Replayed: true`); "
+    "a quota reached is a 429 with `Retry-After`.",
+    responses={
+        200: {
+            "description": "The execution already existed (same id or same key).",
+            "headers": {**LOCATION_HEADER, **_REPLAYED},
+        },
+        201: {"headers": LOCATION_HEADER},
+        **problem_responses(429),
+    },
 )
 def start_workflow(
     body: StartRequest,
@@ -294,6 +295,9 @@ def list_workflows(
         ),
     ] = None,
 ) -> Response:
+    """Executions of the tenant, newest first: summary columns (inputs, outputs and errors
+    whole up to 1 KiB, else a preview), filtered by workflow, status, creation time, labels,
+    id prefix or name. Follow `next_cursor`."""
     page = tenant_engine(ctx, principal).list(
         labels=parse_label_pairs(label or [], "label") if label else None,
         id_prefix=id_prefix,
@@ -320,6 +324,8 @@ def get_workflow(
     events: Annotated[int, Query(ge=0, le=500, description="Newest events to include.")] = 50,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
 ) -> Response:
+    """One execution: its status (and what it waits on), activities with their states and
+    outputs, input, output, error, and its newest events (`timeline`)."""
     return detail(ctx, tenant_engine(ctx, principal), execution_id, events, follow=follow)
 
 
@@ -337,7 +343,9 @@ def get_history(
     after_seq: Annotated[int | None, Query(ge=0, description="Default: the newest page.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
+    cursor: Cursor = None,
 ) -> HistoryPage:
+    after_seq = index_at(cursor, after_seq)
     engine = tenant_engine(ctx, principal)
     record = engine.live(execution_id) if follow else engine.get(execution_id)
     total, budget = record.seq, ctx.settings.max_page_bytes
@@ -346,10 +354,12 @@ def get_history(
     else:
         items = events_after(engine, record.id, after_seq, limit, budget)
     last = items[-1].seq if items else (after_seq or total)
+    following = last if last < total else None
     return HistoryPage(
         items=[event_out(e) for e in items],
         total=total,
-        next_after_seq=last if last < total else None,
+        next_after_seq=following,
+        next_cursor=opaque(following),
     )
 
 
@@ -369,13 +379,21 @@ def get_items(
     start: Annotated[int, Query(ge=0, description="The index of the first item.")] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
+    cursor: Cursor = None,
 ) -> ItemsPage:
+    start = index_at(cursor, start)
     view = tenant_engine(ctx, principal).query(execution_id, follow=follow)
     act = view.activities.get(activity)
     if act is None or act.get("items") is None:
         raise ApiProblem(404, f"Execution {view.id} has no for_each activity {activity!r}.")
     items, following = items_page(act["items"], start, limit, ctx.settings.max_page_bytes)
-    return ItemsPage(items=items, start=start, total=len(act["items"]), next_start=following)
+    return ItemsPage(
+        items=items,
+        start=start,
+        total=len(act["items"]),
+        next_start=following,
+        next_cursor=opaque(following),
+    )
 
 
 _STREAM = """Server-Sent Events: `event` (an event as it commits), `attempt` (a model call
@@ -437,11 +455,17 @@ def get_logs(
     principal: Viewer,
     after_seq: Annotated[int, Query(ge=0, description="Only attempts ended after it.")] = 0,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
+    cursor: Cursor = None,
 ) -> AttemptLogs:
+    """The attempts that logged or failed, in history order: their log lines (secrets
+    masked), errors and tracebacks. Pass `next_cursor` to read only newer ones."""
+    after_seq = index_at(cursor, after_seq)
     items, last, finished = tenant_engine(ctx, principal).logs(
         execution_id, after_seq, follow=follow
     )
-    return AttemptLogs(items=items, next_after_seq=last, finished=finished)
+    return AttemptLogs(
+        items=items, next_after_seq=last, next_cursor=opaque(last), finished=finished
+    )
 
 
 def _document(definition: str | dict[str, Any] | None) -> str | None:
@@ -459,6 +483,7 @@ def _document(definition: str | dict[str, Any] | None) -> str | None:
 def signal_workflow(
     execution_id: str, body: SignalRequest, ctx: Ctx, principal: Operator
 ) -> Response:
+    """Send the signal `name` with `payload`: buffered until a wait consumes it, in order."""
     engine = tenant_engine(ctx, principal)
     pinned = _document(body.definition)
     view = engine.signal(execution_id, body.name, body.payload, definition=pinned)
@@ -469,6 +494,8 @@ def signal_workflow(
 def approve_workflow(
     execution_id: str, body: ApproveRequest, ctx: Ctx, principal: Operator
 ) -> Response:
+    """Decide the approval `activity` (approved or not, with a comment), recorded as decided
+    by the key's actor; an agent paused on its budget can be granted more."""
     engine = tenant_engine(ctx, principal)
     grant = body.grant.model_dump(exclude_none=True) if body.grant is not None else None
     view = engine.approve(
@@ -483,21 +510,35 @@ def approve_workflow(
     return detail(ctx, engine, execution_id, view=view)
 
 
-@router.delete(
-    "/{execution_id}",
+@router.post(
+    "/{execution_id}/cancel",
     response_model=ExecutionDetail,
     summary="Cancel",
-    description="Answers only once `ExecutionCancelled` is durable; 409 if already finished.",
+    description="Writes `ExecutionCancelled` (pending and waiting activities skipped, a late "
+    "result refused, children cancelled) and answers only once it is durable; 409 if the "
+    "execution already finished. The body (`reason`) is optional.",
 )
 def cancel_workflow(
     execution_id: str,
     ctx: Ctx,
     principal: Operator,
-    reason: Annotated[str | None, Query(max_length=1000)] = None,
+    body: CancelRequest | None = None,
 ) -> Response:
     engine = tenant_engine(ctx, principal)
-    engine.cancel(execution_id, reason=reason, by=principal.actor)
+    engine.cancel(execution_id, reason=body.reason if body else None, by=principal.actor)
     return detail(ctx, engine, execution_id)
+
+
+@router.delete("/{execution_id}", include_in_schema=False)
+def cancel_moved(execution_id: str) -> Response:
+    """`DELETE` used to cancel: it answers 405 and says where cancel went (a future version
+    may make it delete a finished execution)."""
+    raise ApiProblem(
+        405,
+        f"Cancel is POST {router.prefix}/{execution_id}/cancel (DELETE no longer cancels).",
+        headers={"Allow": "GET"},
+        slug="cancel-moved",
+    )
 
 
 @router.post(
@@ -508,6 +549,7 @@ def cancel_workflow(
     description="Starts a new execution linked to this finished one (`rerun_of`); 409 when "
     "it still runs, or (with `latest`) when the newest definition cannot take the reused "
     "results, with the reason.",
+    responses={201: {"headers": LOCATION_HEADER}},
 )
 def rerun_workflow(
     execution_id: str, body: RerunRequest, ctx: Ctx, principal: Operator

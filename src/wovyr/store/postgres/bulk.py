@@ -113,9 +113,12 @@ class PostgresBulk:
     def get_batch(self, tenant: str, batch_id: str) -> BatchRecord | None:
         return self._one("batch_get", {"tenant": tenant, "id": batch_id})
 
-    def list_batches(self, tenant: str, limit: int = 50) -> list[BatchRecord]:
+    def list_batches(
+        self, tenant: str, limit: int = 50, before: tuple[datetime, str] | None = None
+    ) -> list[BatchRecord]:
         sql = _queries()["batch_list"]
-        params = {"tenant": tenant, "limit": limit}
+        at, ident = before if before else (None, "")
+        params = {"tenant": tenant, "limit": limit, "at": at, "ident": ident}
         rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), write=False)
         return [_batch(r) for r in rows]
 

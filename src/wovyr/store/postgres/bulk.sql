@@ -23,6 +23,7 @@ SELECT {columns} FROM batches WHERE tenant = %(tenant)s AND id = %(id)s FOR UPDA
 
 -- name: batch_list
 SELECT {columns} FROM batches WHERE tenant = %(tenant)s
+  AND (%(at)s::timestamptz IS NULL OR (created_at, id) < (%(at)s::timestamptz, %(ident)s))
 ORDER BY created_at DESC, id DESC LIMIT %(limit)s;
 
 -- name: batch_items

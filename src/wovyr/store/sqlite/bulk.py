@@ -114,11 +114,15 @@ class SQLiteBulk:
         )
         return _batch(rows[0]) if rows else None
 
-    def list_batches(self, tenant: str, limit: int = 50) -> list[BatchRecord]:
+    def list_batches(
+        self, tenant: str, limit: int = 50, before: tuple[datetime, str] | None = None
+    ) -> list[BatchRecord]:
+        at, ident = (to_micros(before[0]), before[1]) if before else (None, "")
         rows = self._read(
             f"SELECT {_COLUMNS} FROM batches WHERE tenant = ?"
+            " AND (? IS NULL OR (created_at, id) < (?, ?))"
             " ORDER BY created_at DESC, id DESC LIMIT ?",
-            (tenant, limit),
+            (tenant, at, at, ident, limit),
         )
         return [_batch(r) for r in rows]
 
