@@ -69,6 +69,7 @@ from wovyr.activities.kinds import (
     AwaitChildren,
     Dispatch,
     Journal,
+    Need,
     StepProblem,
     WorkflowTool,
     register_kind,
@@ -698,6 +699,22 @@ def _preflight(step: AgentStep, tools: ActivityRegistry) -> list[StepProblem]:
     return problems
 
 
+_NEEDS: frozenset[Need] = frozenset(
+    {"models", "journal", "stream", "child_tools", "memory_namespaces", "mcp_servers"}
+)
+
+
+def _needs_for(rendered: Any) -> frozenset[Need]:
+    """An attempt is handed the tenant's MCP servers only when its tools name one
+    (reading them is a store read and a decryption of their secrets)."""
+    tools = rendered.get("tools") if isinstance(rendered, dict) else None
+    if isinstance(tools, list) and any(
+        isinstance(t, str) and t.startswith(MCP_TOOL_PREFIX) for t in tools
+    ):
+        return _NEEDS
+    return _NEEDS - {"mcp_servers"}
+
+
 KIND = register_kind(
     ActivityKind(
         name="agent",
@@ -710,5 +727,7 @@ KIND = register_kind(
         per_item=False,  # its steps are recorded per activity
         preflight=_preflight,
         side_effects=True,  # the provider's address is checked at dispatch, like `http`'s
+        needs=_NEEDS,
+        needs_for=_needs_for,
     )
 )

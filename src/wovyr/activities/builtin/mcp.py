@@ -71,5 +71,6 @@ KIND = register_kind(
         default_attempts=3,
         side_effects=True,  # a stdio server is a process; an http one goes through egress
         secrets=True,  # arguments may carry ${{ secrets.NAME }}, resolved at dispatch
+        needs=frozenset({"mcp_servers"}),
     )
 )

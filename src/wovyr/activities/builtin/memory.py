@@ -173,5 +173,6 @@ KIND = register_kind(
         description="one operation on a durable memory namespace of the tenant",
         default_attempts=3,
         side_effects=True,  # a text is embedded by a provider, checked like `http`'s target
+        needs=frozenset({"models", "memory_namespaces"}),
     )
 )

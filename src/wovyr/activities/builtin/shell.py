@@ -609,5 +609,6 @@ KIND = register_kind(
         admits=_admits,
         secrets=True,
         redact=_redact,
+        needs=frozenset({"sandbox"}),
     )
 )
