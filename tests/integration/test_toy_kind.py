@@ -12,7 +12,8 @@ import pytest
 from pydantic import Field
 
 from wovyr.activities.base import ActivityError
-from wovyr.activities.kinds import KINDS, ActivityKind, Dispatch
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import KINDS, ActivityKind
 from wovyr.definition import load_definition
 from wovyr.definition.schema import json_schema
 from wovyr.engine.engine import Engine

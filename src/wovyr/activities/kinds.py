@@ -46,17 +46,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel
 
-from wovyr.activities.base import ActivityContext, ActivityRegistry
-from wovyr.activities.mcp import McpAccess
-from wovyr.activities.memory import MemoryAccess
-from wovyr.activities.policy import TRUSTED, SideEffectPolicy
-from wovyr.activities.providers import ModelAccess
-from wovyr.activities.sandbox import ShellSandbox
+from wovyr.activities.base import ActivityRegistry
+from wovyr.activities.policy import SideEffectPolicy
 from wovyr.errors import ConfigError
 from wovyr.events import EventData
 
@@ -70,7 +66,6 @@ __all__ = [
     "AwaitChildren",
     "ChildStarted",
     "ChildTools",
-    "Dispatch",
     "Executor",
     "Generation",
     "Journal",
@@ -177,26 +172,6 @@ class ChildTools(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Dispatch:
-    """What an executor may use for one attempt (built by the worker that runs it): its
-    context, deadline, the registered tools and its tenant's policy, and the services its
-    kind declares (`ActivityKind.needs`), each None when not declared."""
-
-    context: ActivityContext
-    timeout: float | None
-    tools: ActivityRegistry
-    start_child: Callable[[], Awaitable[str]] | None = field(default=None, repr=False)
-    policy: SideEffectPolicy = TRUSTED  # what side effects this attempt may have
-    models: ModelAccess | None = None  # model providers, their keys, the response cache
-    journal: Journal | None = None  # the steps of this activity recorded so far (`agent`)
-    stream: StreamSink | None = None  # where a model call streams its text (`llm`, `agent`)
-    child_tools: ChildTools | None = None  # registered workflows as tools (`agent`)
-    mcp: McpAccess | None = None  # the tenant's MCP servers (need `mcp_servers`)
-    memory: MemoryAccess | None = None  # the tenant's memory namespaces (`memory_namespaces`)
-    sandbox: ShellSandbox | None = None  # what an isolated `shell` step does not see
-
-
 class Journal(Protocol):
     """The durable sub-steps of one activity (an `agent`'s model calls and tool calls).
 
@@ -252,9 +227,11 @@ Admits = Callable[[Any, SideEffectPolicy], list[StepProblem]]
 
 
 class Executor(Protocol):
-    def __call__(self, step: Any, rendered: Any, dispatch: Dispatch) -> Awaitable[Any]:
-        """Run one attempt; return its output (JSON-able), a `ChildStarted` or an
-        `AwaitApproval`, or raise
+    def __call__(self, step: Any, rendered: Any, dispatch: Any) -> Awaitable[Any]:
+        """Run one attempt with what it is handed (`dispatch`: a
+        `wovyr.activities.dispatch.Dispatch`, typed loosely so that this table imports
+        none of the services it hands out); return its output (JSON-able), a
+        `ChildStarted`, an `AwaitChildren` or an `AwaitApproval`, or raise
         `ActivityError` (its `type` is matched by `retry.non_retryable`)."""
         ...
 

@@ -15,7 +15,8 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from wovyr.activities.base import ActivityContext, ActivityError, key_scope
-from wovyr.activities.kinds import ChildTools, Dispatch, Journal, StreamSink, Usage, WorkflowTool
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ChildTools, Journal, StreamSink, Usage, WorkflowTool
 from wovyr.activities.logs import AttemptLog, bind
 from wovyr.activities.mcp import McpAccess
 from wovyr.activities.memory import MemoryAccess

@@ -9,7 +9,8 @@ import pytest
 from pydantic import Field
 
 from wovyr.activities.builtin.tool import ToolStep
-from wovyr.activities.kinds import KINDS, ActivityKind, Dispatch, KindTable
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import KINDS, ActivityKind, KindTable
 from wovyr.errors import ConfigError
 from wovyr.fields import FrozenModel
 

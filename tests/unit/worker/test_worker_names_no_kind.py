@@ -8,7 +8,8 @@ from pathlib import Path
 
 import wovyr.activities.builtin  # registers the built-in kinds
 import wovyr.worker
-from wovyr.activities.kinds import KINDS, NEED_FIELDS, NEEDS, Dispatch
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import KINDS, NEED_FIELDS, NEEDS
 
 WORKER = Path(wovyr.worker.__file__).parent
 

@@ -63,11 +63,11 @@ from pydantic import BeforeValidator, Field
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, call_handler
 from wovyr.activities.builtin.llm import call_model, model_for
+from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import (
     ActivityKind,
     AwaitApproval,
     AwaitChildren,
-    Dispatch,
     Journal,
     Need,
     StepProblem,

@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import Field
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.kinds import ActivityKind, ChildStarted, Dispatch, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, ChildStarted, register_kind
 from wovyr.fields import NAME_PATTERN, FrozenModel, Version
 
 __all__ = ["KIND", "ChildStep", "ChildWorkflowSpec"]

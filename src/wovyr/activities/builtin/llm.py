@@ -39,7 +39,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, StreamSink, Usage, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, StreamSink, Usage, register_kind
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import DEFAULT_PROVIDER, ChatResult, ModelAccess, chat
 from wovyr.fields import FrozenModel

@@ -25,7 +25,8 @@ from typing import Any
 from pydantic import Field
 
 from wovyr.activities.base import ActivityError, NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, register_kind
 from wovyr.activities.mcp import call_tool
 from wovyr.fields import NAME_PATTERN, FrozenModel
 

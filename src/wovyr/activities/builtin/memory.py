@@ -34,7 +34,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, register_kind
 from wovyr.activities.memory import (
     MAX_KEY_CHARS,
     MAX_TOP_K,
