@@ -84,9 +84,13 @@ def billed(run: RunActivity, used: Usage, produced: list[Event]) -> Usage:
     model usage its output records once that output is recorded as its activity's
     (`ActivityCompleted` of the whole activity). The model calls an attempt journals
     (`ModelCallCompleted`) are debited by the step that records them (`calls_usage`)."""
-    if run.index is None and any(
-        e.type == EventType.ACTIVITY_COMPLETED and e.data.get("activity") == run.activity_id
-        for e in produced
+    if (
+        run.index is None
+        and not run.compensation
+        and any(
+            e.type == EventType.ACTIVITY_COMPLETED and e.data.get("activity") == run.activity_id
+            for e in produced
+        )
     ):
         return used
     return Usage(seconds=used.seconds)

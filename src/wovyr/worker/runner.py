@@ -4,6 +4,10 @@ The loop: fold the results that came in, `decide`, commit the events (results, w
 unblock, and the next attempts' `ActivityStarted`) in ONE step, then start those attempts.
 A commit refused for a moved sequence (a signal, a cancel, a fired timer) reloads the state
 and tries again with the same results; a lost lease stops everything and commits nothing.
+
+A runner is handed `RunnerServices`, never the engine. Each attempt runs in
+`wovyr.worker.attempts` (handed what its kind declares) and comes back as an `Outcome` with
+what it used; the commit recording its result debits that from the tenant's budgets.
 """
 
 from __future__ import annotations
