@@ -19,6 +19,7 @@ from wovyr.activities.providers import BoundCredentials, ProviderConfig, Provide
 from wovyr.clock import ManualClock
 from wovyr.definition import load_definition
 from wovyr.engine.engine import Engine
+from wovyr.engine.quotas import Quotas, day_of
 from wovyr.errors import DefinitionError
 from wovyr.settings import load_settings
 from wovyr.store.sqlite import SQLiteStore
@@ -279,6 +280,24 @@ def test_an_identical_request_is_answered_from_the_tenants_cache(db: Path) -> No
         drain(other)
         assert other.query("e1").output["cached"] is False
         assert len(llm.completions) == 3
+        engine.close()
+
+
+def test_an_answer_debits_its_tokens_and_cost_and_a_cached_one_nothing(db: Path) -> None:
+    wf = _workflow('{model: m1, prompt: "About ${{ inputs.topic }}", cache: true}')
+    with ScriptedLLM([text("first", usage=(120, 30))]) as llm:
+        engine = _engine(db, llm, price=(2.0, 8.0))
+        engine.set_quotas(Quotas(model_tokens_per_day=10_000, model_cost_per_day=5.0), by="t")
+        engine.start(wf, execution_id="e1")
+        drain(engine)
+        used = engine.store.quota_usage("default", day_of(T0))
+        assert used["model_tokens"] == 150  # debited by the commit recording the answer
+        assert used["model_cost"] == pytest.approx((120 * 2.0 + 30 * 8.0) / 1e6)
+        engine.start(wf, execution_id="e2")  # the same request: answered from the cache
+        drain(engine)
+        assert engine.query("e2").output["cached"] is True
+        assert engine.store.quota_usage("default", day_of(T0)) == used
+        assert len(llm.completions) == 1
         engine.close()
 
 

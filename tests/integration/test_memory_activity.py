@@ -16,7 +16,7 @@ import pytest
 
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.activities.builtin import memory as memory_kind
-from wovyr.activities.kinds import Dispatch
+from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.memory import EmbeddingSpec, MemoryAccess
 from wovyr.activities.memory_tools import memory_call
 from wovyr.activities.policy import TRUSTED

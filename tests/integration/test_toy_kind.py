@@ -12,7 +12,8 @@ import pytest
 from pydantic import Field
 
 from wovyr.activities.base import ActivityError
-from wovyr.activities.kinds import KINDS, ActivityKind, Dispatch
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import KINDS, ActivityKind
 from wovyr.definition import load_definition
 from wovyr.definition.schema import json_schema
 from wovyr.engine.engine import Engine
@@ -134,3 +135,35 @@ def test_an_unregistered_kind_is_an_unknown_key() -> None:
     assert {"tool", "with", "http", "wait", "needs"} <= set(allowed)
     assert not {"echo", "kind", "step"} & set(allowed)
     assert "echo" not in json_schema()["definitions"]["Activity"]["properties"]
+
+
+async def run_probe(step: Any, rendered: Any, dispatch: Dispatch) -> Any:
+    """What this attempt was handed, by `Dispatch` field."""
+    services = ("models", "journal", "stream", "child_tools", "mcp", "memory", "sandbox")
+    handed = [name for name in services if getattr(dispatch, name) is not None]
+    return handed + (["start_child"] if dispatch.start_child is not None else [])
+
+
+def test_an_attempt_is_handed_only_what_its_kind_declares(engine: Engine) -> None:
+    flow = doc("activities:\n  - id: look\n    probe: {text: x}\n")
+    for needs, handed in [
+        (frozenset(), []),
+        (frozenset({"memory_namespaces", "start_child"}), ["memory", "start_child"]),
+        (frozenset({"journal", "stream"}), ["journal", "stream"]),
+    ]:
+        probe = ActivityKind(
+            name="probe",
+            model=ProbeStep,
+            spec=lambda step: step.probe.model_dump(mode="json"),
+            execute=run_probe,
+            needs=needs,
+        )
+        with KINDS.registered(probe):
+            record = engine.start(definition=flow)
+            drain(engine)
+            assert engine.query(record.id).output is None
+            assert engine.query(record.id).activities["look"]["output"] == handed
+
+
+class ProbeStep(FrozenModel):
+    probe: EchoSpec

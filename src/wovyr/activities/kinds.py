@@ -23,6 +23,14 @@ one `ActivityKind` registered here by its own module (see `wovyr.activities.buil
 - `redact` (optional): the rendered input as it may be shown (API, UI, CLI), with the
   fields known to hold credentials (an `Authorization` header, a `secret_env` entry)
   masked even when they hold literals.
+- `needs`: the services its attempts are handed in `Dispatch` (`models`, `mcp_servers`,
+  `memory_namespaces`, `journal`, `stream`, `child_tools`, `start_child`, `sandbox`: see
+  `NEED_FIELDS`); every other one is None.
+  `needs_for` (optional) narrows them for one attempt from its rendered input (an `agent`
+  reads the tenant's MCP servers only when its tools name one). The worker assembles
+  exactly these and names no kind.
+- `usage` (optional): what an attempt's output says it used of the tenant's daily model
+  budgets (tokens, cost), debited by the commit that records the output.
 - `side_effects`: the kind enforces the tenant's `SideEffectPolicy` when it runs (the worker
   reads the policy for each attempt of such a kind and hands it over in `Dispatch.policy`);
   `admits` (optional) says what a policy refuses of a step before anything runs (`shell`
@@ -38,43 +46,75 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel
 
-from wovyr.activities.base import ActivityContext, ActivityRegistry
-from wovyr.activities.mcp import McpAccess
-from wovyr.activities.memory import MemoryAccess
-from wovyr.activities.policy import TRUSTED, SideEffectPolicy
-from wovyr.activities.providers import ModelAccess
-from wovyr.activities.sandbox import ShellSandbox
+from wovyr.activities.base import ActivityRegistry
+from wovyr.activities.policy import SideEffectPolicy
 from wovyr.errors import ConfigError
 from wovyr.events import EventData
 
 __all__ = [
     "KINDS",
+    "NEEDS",
+    "NEED_FIELDS",
     "ActivityKind",
     "Admits",
     "AwaitApproval",
     "AwaitChildren",
     "ChildStarted",
     "ChildTools",
-    "Dispatch",
     "Executor",
     "Generation",
     "Journal",
     "KindTable",
+    "Need",
     "Preflight",
     "SecretResolver",
     "Settle",
     "StepProblem",
     "StreamSink",
+    "Usage",
     "WorkflowTool",
     "register_kind",
 ]
 
 Settle = Literal["worker", "value", "wait"]
+#: The services an attempt may be handed (named apart from every kind: a worker names none).
+Need = Literal[
+    "child_tools",
+    "journal",
+    "mcp_servers",
+    "memory_namespaces",
+    "models",
+    "sandbox",
+    "start_child",
+    "stream",
+]
+NEEDS: frozenset[str] = frozenset(get_args(Need))
+#: The field of `Dispatch` that holds each service.
+NEED_FIELDS: dict[str, str] = {
+    **{need: need for need in NEEDS},
+    "mcp_servers": "mcp",
+    "memory_namespaces": "memory",
+}
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What attempts used of their tenant's daily budgets (`wovyr.engine.quotas`): the
+    seconds they ran, the model tokens and cost their outputs or sub-steps record."""
+
+    seconds: float = 0.0
+    tokens: int = 0
+    cost: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.seconds + other.seconds, self.tokens + other.tokens, self.cost + other.cost
+        )
 
 
 @dataclass(frozen=True)
@@ -132,24 +172,6 @@ class ChildTools(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Dispatch:
-    """What an executor may use for one attempt (built by the worker that runs it)."""
-
-    context: ActivityContext
-    timeout: float | None
-    tools: ActivityRegistry
-    start_child: Callable[[], Awaitable[str]] = field(repr=False)
-    policy: SideEffectPolicy = TRUSTED  # what side effects this attempt may have
-    models: ModelAccess | None = None  # model providers, their keys, the response cache
-    journal: Journal | None = None  # the steps of this activity recorded so far (`agent`)
-    stream: StreamSink | None = None  # where a model call streams its text (`llm`, `agent`)
-    child_tools: ChildTools | None = None  # registered workflows as tools (`agent`)
-    mcp: McpAccess | None = None  # the tenant's MCP servers (`mcp`, `agent` with mcp: tools)
-    memory: MemoryAccess | None = None  # the tenant's memory namespaces (`memory`, `agent`)
-    sandbox: ShellSandbox | None = None  # what an isolated `shell` step does not see
-
-
 class Journal(Protocol):
     """The durable sub-steps of one activity (an `agent`'s model calls and tool calls).
 
@@ -205,9 +227,11 @@ Admits = Callable[[Any, SideEffectPolicy], list[StepProblem]]
 
 
 class Executor(Protocol):
-    def __call__(self, step: Any, rendered: Any, dispatch: Dispatch) -> Awaitable[Any]:
-        """Run one attempt; return its output (JSON-able), a `ChildStarted` or an
-        `AwaitApproval`, or raise
+    def __call__(self, step: Any, rendered: Any, dispatch: Any) -> Awaitable[Any]:
+        """Run one attempt with what it is handed (`dispatch`: a
+        `wovyr.activities.dispatch.Dispatch`, typed loosely so that this table imports
+        none of the services it hands out); return its output (JSON-able), a
+        `ChildStarted`, an `AwaitChildren` or an `AwaitApproval`, or raise
         `ActivityError` (its `type` is matched by `retry.non_retryable`)."""
         ...
 
@@ -229,6 +253,9 @@ class ActivityKind:
     admits: Admits | None = None  # what a policy refuses of a step, known before it runs
     secrets: bool = False  # its input may reference `${{ secrets.NAME }}`
     redact: Callable[[Any], Any] | None = None  # its rendered input as it may be shown
+    needs: frozenset[Need] = frozenset()  # the services its attempts are handed
+    needs_for: Callable[[Any], frozenset[Need]] | None = None  # of those, one attempt's
+    usage: Callable[[Any], Usage] | None = None  # the model usage its output records
 
     def __post_init__(self) -> None:
         if (self.execute is None) != (self.settle != "worker"):
@@ -247,6 +274,18 @@ class ActivityKind:
             )
         if self.default_attempts < 1:
             raise ConfigError(f"activity kind {self.name!r}: default_attempts must be >= 1")
+        unknown = sorted(set(self.needs) - NEEDS)
+        if unknown:
+            raise ConfigError(
+                f"activity kind {self.name!r}: no service is named {', '.join(unknown)}",
+                hint=f"services: {', '.join(sorted(NEEDS))}",
+            )
+
+    def needs_of(self, rendered: Any) -> frozenset[Need]:
+        """The services one attempt of this kind is handed, given its rendered input."""
+        if self.needs_for is None:
+            return self.needs
+        return self.needs & self.needs_for(rendered)
 
     @property
     def keys(self) -> tuple[str, ...]:

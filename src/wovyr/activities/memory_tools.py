@@ -20,7 +20,7 @@ from wovyr.activities.base import ActivityError
 from wovyr.activities.memory import MAX_TOP_K, EmbeddingSpec
 
 if TYPE_CHECKING:
-    from wovyr.activities.kinds import Dispatch
+    from wovyr.activities.dispatch import Dispatch
 
 __all__ = ["MEMORY_TOOL_PREFIX", "memory_call", "memory_functions"]
 

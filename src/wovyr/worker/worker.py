@@ -60,6 +60,7 @@ from wovyr.worker.partitions import (
     report_coverage,
 )
 from wovyr.worker.runner import ExecutionRunner
+from wovyr.worker.services import RunnerServices
 
 __all__ = ["Worker", "WorkerStats"]
 
@@ -241,7 +242,7 @@ class Worker:
         adopt: bool = False,
     ) -> ExecutionRunner:
         runner = ExecutionRunner(
-            self.engine.for_tenant(tenant),
+            services_for(self.engine.for_tenant(tenant)),
             self.committer,
             execution_id,
             fence,
@@ -308,7 +309,7 @@ class Worker:
             await asyncio.sleep(delay)
             try:
                 record = await self.committer.run_sync(
-                    self.engine.store.load, runner.execution_id, runner.engine.tenant
+                    self.engine.store.load, runner.execution_id, runner.services.tenant
                 )
             except StoreError:
                 delay = min(delay * 2, _BACKOFF_MAX)
@@ -586,3 +587,38 @@ class Worker:
                 await self.committer.run_sync(members.member_leave, self.owner)
         self.engine.remove_listener(self._on_change)
         self.committer.close()
+
+
+def services_for(engine: Engine) -> RunnerServices:
+    """What a runner acting for `engine`'s tenant works with: the engine's parts and the
+    operations it asks of it (the one place that reads them off an engine)."""
+    return RunnerServices(
+        tenant=engine.tenant,
+        store=engine.store,
+        clock=engine.clock,
+        tracer=engine.tracer,
+        activities=engine.activities,
+        secrets=engine.secrets,
+        providers=engine.providers,
+        credentials=engine.credentials,
+        shell_sandbox=engine.shell_sandbox,
+        default_timeout=engine.default_timeout,
+        max_payload_bytes=engine.max_payload_bytes,
+        tenant_policy=engine.tenant_policy,
+        start_child=engine.start_child,
+        start_tool_child=engine.start_tool_child,
+        named=engine.named,
+        value_limits=engine.value_limits,
+        max_items=engine.max_items,
+        max_recoveries=engine.max_recoveries,
+        commit_step=engine.commit_step,
+        continuation=engine.continuation,
+        notify=engine.notify,
+        quotas=engine.quotas,
+        model_quota_exhausted=engine.model_quota_exhausted,
+        quota_hold=engine.quota_hold,
+        continue_hold=engine.continue_hold,
+        attempt_debits=engine.attempt_debits,
+        model_debits=engine.model_debits,
+        stored_debits=engine.stored_debits,
+    )

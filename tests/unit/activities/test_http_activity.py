@@ -26,8 +26,8 @@ import pytest
 
 from wovyr.activities.base import ActivityContext, ActivityError, ActivityRegistry
 from wovyr.activities.builtin.http import ERROR_EXCERPT_BYTES, KIND, HttpStep, run_http
+from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.egress import UNREACHABLE, UNREACHABLE_TYPE
-from wovyr.activities.kinds import Dispatch
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy
 from wovyr.definition.model import HttpSpec
 

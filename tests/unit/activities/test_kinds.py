@@ -9,7 +9,8 @@ import pytest
 from pydantic import Field
 
 from wovyr.activities.builtin.tool import ToolStep
-from wovyr.activities.kinds import KINDS, ActivityKind, Dispatch, KindTable
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import KINDS, ActivityKind, KindTable
 from wovyr.errors import ConfigError
 from wovyr.fields import FrozenModel
 
@@ -81,3 +82,19 @@ def test_keys_belong_to_one_kind_and_names_to_one_registration() -> None:
         table.get("nope")
     table.unregister("ping")
     assert table.names() == ["tool"] and table.owner_of("ping") is None
+
+
+def test_a_kind_needs_only_services_that_exist_and_may_narrow_them_per_attempt() -> None:
+    with pytest.raises(ConfigError, match="no service is named engine"):
+        ActivityKind(
+            name="ping",
+            model=PingStep,
+            spec=lambda s: s.ping,
+            execute=run_ping,
+            needs=frozenset({"models", "engine"}),  # type: ignore[arg-type]
+        )
+    agent = KINDS.get("agent")
+    assert "mcp_servers" not in agent.needs_of({"tools": ["search.web", "memory:notes"]})
+    assert "mcp_servers" in agent.needs_of({"tools": ["mcp:files/read_file"]})
+    assert KINDS.get("tool").needs_of({"x": 1}) == frozenset()
+    assert KINDS.get("memory").needs == {"models", "memory_namespaces"}

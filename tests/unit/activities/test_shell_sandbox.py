@@ -24,7 +24,7 @@ from tests.isolation import sandbox_python
 from wovyr.activities.base import ActivityContext, ActivityError, ActivityRegistry
 from wovyr.activities.builtin import shell
 from wovyr.activities.builtin.shell import run_shell
-from wovyr.activities.kinds import Dispatch
+from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy
 from wovyr.definition.model import ShellSpec
 

@@ -63,12 +63,13 @@ from pydantic import BeforeValidator, Field
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, call_handler
 from wovyr.activities.builtin.llm import call_model, model_for
+from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import (
     ActivityKind,
     AwaitApproval,
     AwaitChildren,
-    Dispatch,
     Journal,
+    Need,
     StepProblem,
     WorkflowTool,
     register_kind,
@@ -705,6 +706,22 @@ def _preflight(step: AgentStep, tools: ActivityRegistry) -> list[StepProblem]:
     return problems
 
 
+_NEEDS: frozenset[Need] = frozenset(
+    {"models", "journal", "stream", "child_tools", "memory_namespaces", "mcp_servers"}
+)
+
+
+def _needs_for(rendered: Any) -> frozenset[Need]:
+    """An attempt is handed the tenant's MCP servers only when its tools name one
+    (reading them is a store read and a decryption of their secrets)."""
+    tools = rendered.get("tools") if isinstance(rendered, dict) else None
+    if isinstance(tools, list) and any(
+        isinstance(t, str) and t.startswith(MCP_TOOL_PREFIX) for t in tools
+    ):
+        return _NEEDS
+    return _NEEDS - {"mcp_servers"}
+
+
 KIND = register_kind(
     ActivityKind(
         name="agent",
@@ -717,5 +734,7 @@ KIND = register_kind(
         per_item=False,  # its steps are recorded per activity
         preflight=_preflight,
         side_effects=True,  # the provider's address is checked at dispatch, like `http`'s
+        needs=_NEEDS,
+        needs_for=_needs_for,
     )
 )

@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
-from wovyr.activities.kinds import ActivityKind, ChildStarted, Dispatch, register_kind
+from wovyr.activities.base import NonRetryableError
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, ChildStarted, register_kind
 from wovyr.fields import NAME_PATTERN, FrozenModel, Version
 
 __all__ = ["KIND", "ChildStep", "ChildWorkflowSpec"]
@@ -28,6 +30,8 @@ class ChildStep(FrozenModel):
 
 
 async def _execute(step: ChildStep, rendered: Any, dispatch: Dispatch) -> ChildStarted:
+    if dispatch.start_child is None:
+        raise NonRetryableError("this worker starts no child workflows", type="NoChildStarts")
     return ChildStarted(await dispatch.start_child())
 
 
@@ -41,5 +45,6 @@ KIND = register_kind(
         default_attempts=1,
         compensates=False,
         repeat_lost=True,
+        needs=frozenset({"start_child"}),
     )
 )

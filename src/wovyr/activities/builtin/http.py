@@ -24,7 +24,8 @@ from pydantic import Field
 
 from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, StepProblem, register_kind
 from wovyr.activities.outbound import ALLOWED_SCHEMES, send_checked
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.redact import mask

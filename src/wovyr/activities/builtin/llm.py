@@ -40,7 +40,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, StreamSink, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, StreamSink, Usage, register_kind
 from wovyr.activities.model_options import Options, with_options
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import DEFAULT_PROVIDER, ChatResult, ModelAccess, chat
@@ -325,6 +326,15 @@ def _validated(text: str | None, schema: dict[str, Any] | None) -> tuple[Any, st
     return value, None
 
 
+def _usage(output: Any) -> Usage:
+    """The tokens and cost of the answer in `output` (none for one from the cache)."""
+    if not isinstance(output, dict) or output.get("cached"):
+        return Usage()
+    usage, cost = output.get("usage") or {}, output.get("cost")
+    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    return Usage(tokens=tokens, cost=float(cost or 0.0))
+
+
 KIND = register_kind(
     ActivityKind(
         name="llm",
@@ -333,5 +343,7 @@ KIND = register_kind(
         execute=_execute,
         description="one answer of a model (an OpenAI-compatible provider)",
         side_effects=True,  # the provider's address is checked at dispatch, like `http`'s
+        needs=frozenset({"models", "stream"}),
+        usage=_usage,
     )
 )

@@ -25,7 +25,8 @@ from typing import Any
 from pydantic import Field
 
 from wovyr.activities.base import ActivityError, NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, register_kind
 from wovyr.activities.mcp import call_tool
 from wovyr.fields import NAME_PATTERN, FrozenModel
 
@@ -71,5 +72,6 @@ KIND = register_kind(
         default_attempts=3,
         side_effects=True,  # a stdio server is a process; an http one goes through egress
         secrets=True,  # arguments may carry ${{ secrets.NAME }}, resolved at dispatch
+        needs=frozenset({"mcp_servers"}),
     )
 )

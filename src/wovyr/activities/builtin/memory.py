@@ -34,7 +34,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, register_kind
 from wovyr.activities.memory import (
     MAX_KEY_CHARS,
     MAX_TOP_K,
@@ -173,5 +174,6 @@ KIND = register_kind(
         description="one operation on a durable memory namespace of the tenant",
         default_attempts=3,
         side_effects=True,  # a text is embedded by a provider, checked like `http`'s target
+        needs=frozenset({"models", "memory_namespaces"}),
     )
 )

@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from wovyr.activities.base import ActivityError, NonRetryableError
-from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, StepProblem, register_kind
 from wovyr.activities.launcher import EXEC_FAILED
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.redact import mask
@@ -609,5 +610,6 @@ KIND = register_kind(
         admits=_admits,
         secrets=True,
         redact=_redact,
+        needs=frozenset({"sandbox"}),
     )
 )

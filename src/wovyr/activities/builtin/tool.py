@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import Field
 
 from wovyr.activities.base import ActivityRegistry, bind_inputs, call_handler, parameters_of
-from wovyr.activities.kinds import ActivityKind, Dispatch, StepProblem, register_kind
+from wovyr.activities.dispatch import Dispatch
+from wovyr.activities.kinds import ActivityKind, StepProblem, register_kind
 from wovyr.fields import NAME_PATTERN, FrozenModel
 
 __all__ = ["KIND", "ToolStep"]
