@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from tests.server.conftest import APPROVAL_FLOW, Api, serve
 
+from wovyr._version import __version__
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
@@ -30,7 +31,7 @@ SAMPLE = re.compile(r'^([a-z_:][a-z0-9_:]*)(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})?
 
 
 async def test_healthz_and_readyz(api: Api) -> None:
-    assert (await api.client.get("/healthz")).json() == {"status": "ok"}
+    assert (await api.client.get("/healthz")).json() == {"status": "ok", "version": __version__}
     ready = await api.client.get("/readyz")
     assert ready.status_code == 200
     checks = ready.json()["checks"]

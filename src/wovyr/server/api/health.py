@@ -7,6 +7,7 @@ import html
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
+from wovyr._version import __version__
 from wovyr.platform.auth import METRICS_ROLE
 from wovyr.platform.metrics import Sample, store_gauges
 from wovyr.server.deps import Caller, Ctx, ServerContext
@@ -18,9 +19,9 @@ __all__ = ["router"]
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="Liveness: the process answers")
+@router.get("/healthz", summary="Liveness: the process answers, and its version")
 def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+    return {"status": "ok", "version": __version__}
 
 
 def _check_store(ctx: ServerContext) -> tuple[str, str]:
