@@ -37,7 +37,7 @@ from wovyr.errors import ConfigError
 from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import meter, store_gauges
-from wovyr.platform.metrics_http import MetricsEndpoint
+from wovyr.platform.metrics_http import MetricsEndpoint, store_checks
 from wovyr.platform.payloads import open_sealed
 from wovyr.platform.providers import SecretCredentials
 from wovyr.platform.secrets import Secrets
@@ -303,10 +303,10 @@ def worker_command(
             max_per_tenant=max_per_tenant or settings.max_per_tenant,
             reserved_slots=reserved,
         )
-        endpoint = _export_metrics(metrics_addr, worker) if metrics_addr else None
+        stop = asyncio.Event()
+        endpoint = _export_metrics(metrics_addr, worker, stop) if metrics_addr else None
 
         async def main() -> None:
-            stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
@@ -321,7 +321,7 @@ def worker_command(
             )
             if endpoint is not None:
                 host, port = endpoint.address
-                say(f"metrics on http://{_host(host)}:{port}/metrics")
+                say(f"metrics on http://{_host(host)}:{port}/metrics (and /healthz, /readyz)")
             started = time.monotonic()
             await worker.run(stop, grace_seconds=grace)
             say(f"worker stopped after {time.monotonic() - started:.1f}s; leases released")
@@ -337,9 +337,11 @@ def _stderr(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _export_metrics(address: str, worker: Worker) -> MetricsEndpoint:
+def _export_metrics(address: str, worker: Worker, stop: asyncio.Event) -> MetricsEndpoint:
     """Count what this worker's store commits and serve it, with gauges read at scrape
-    time, on `address`. The observer is in place before the worker's first claim."""
+    time, on `address`, beside the probes: /readyz is ready while the store answers with
+    the schema this code expects and the worker is not stopping. The observer is in place
+    before the worker's first claim."""
     engine = worker.engine
     metrics = meter(engine.store)
 
@@ -351,7 +353,10 @@ def _export_metrics(address: str, worker: Worker) -> MetricsEndpoint:
         ]
         return metrics.render(None, sampled)
 
-    return MetricsEndpoint(address, render).start()
+    def checks() -> dict[str, str]:
+        return {**store_checks(engine.store), "worker": "stopping" if stop.is_set() else "ok"}
+
+    return MetricsEndpoint(address, render, checks).start()
 
 
 def _host(host: str) -> str:

@@ -10,9 +10,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from wovyr._version import __version__
 from wovyr.platform.auth import METRICS_ROLE
 from wovyr.platform.metrics import Sample, store_gauges
+from wovyr.platform.metrics_http import store_checks
 from wovyr.server.deps import Caller, Ctx, ServerContext
 from wovyr.server.problems import ApiProblem, problem_responses
-from wovyr.store import capabilities
 
 __all__ = ["router"]
 
@@ -25,18 +25,8 @@ def healthz() -> dict[str, str]:
 
 
 def _check_store(ctx: ServerContext) -> tuple[str, str]:
-    store = ctx.engine.store
-    schema = capabilities(store).migrations
-    try:
-        if schema is None:
-            store.next_timer_at()  # a cheap read: the store answers
-            return "ok", "n/a"
-        current, known = schema.schema_version(), schema.latest_migration()
-    except Exception:
-        return "unreachable", "unknown"
-    if current == known:
-        return "ok", "ok"
-    return "ok", f"schema {current}, this server expects {known}"
+    checks = store_checks(ctx.engine.store)
+    return checks["store"], checks["migrations"]
 
 
 @router.get(
