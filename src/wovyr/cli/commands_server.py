@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -34,6 +35,7 @@ from wovyr.cli.common import (
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
+from wovyr.files import atomic_write
 from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import meter, store_gauges
@@ -55,8 +57,29 @@ __all__: list[str] = []
 
 
 @cli.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="WOVYR_HOST",
+    help="Address to listen on (0.0.0.0 in a container). Env: WOVYR_HOST.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8080,
+    show_default=True,
+    envvar="WOVYR_PORT",
+    help="Env: WOVYR_PORT.",
+)
+@click.option(
+    "--bootstrap-key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    envvar="WOVYR_BOOTSTRAP_KEY_FILE",
+    help="Write the first admin key (made on a store with no key) to this file, mode 0600, "
+    "instead of printing it. Env: WOVYR_BOOTSTRAP_KEY_FILE.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
@@ -67,7 +90,14 @@ __all__: list[str] = []
     "--json", "as_json", is_flag=True, help="Log JSON lines; print the first admin key as JSON."
 )
 @engine_options
-def serve_command(host: str, port: int, log_level: str, as_json: bool, settings: Settings) -> None:
+def serve_command(
+    host: str,
+    port: int,
+    bootstrap_key_file: Path | None,
+    log_level: str,
+    as_json: bool,
+    settings: Settings,
+) -> None:
     """Run the API, the web UI, the worker and the timer and schedule dispatchers.
 
     The worker (executions, timers, schedules) runs in a child process that this one
@@ -75,7 +105,8 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
 
     SIGTERM or Ctrl-C stops claiming work, gives in-flight activities a grace period
     (WOVYR_SHUTDOWN_GRACE_SECS), releases leases and exits. The first start on a store with
-    no API key prints one admin key for tenant "default", once.
+    no API key prints one admin key for tenant "default", once (or writes it to
+    --bootstrap-key-file, never printing it).
     """
     try:
         import uvicorn
@@ -98,8 +129,22 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
         # Requests check untrusted bodies and definitions in threads; hand the GIL over
         # every millisecond (default 5) so the event loop waits less behind them.
         sys.setswitchinterval(0.001)
+        if bootstrap_key_file is not None:  # before the key exists: a bad path loses none
+            _check_key_folder(bootstrap_key_file)
         token = app.state.authenticator.bootstrap_admin_if_empty()
-        if token is not None and as_json:
+        if token is not None and bootstrap_key_file is not None:
+            _write_key_file(bootstrap_key_file, token)
+            if as_json:
+                echo_json(
+                    {"tenant": "default", "role": "admin", "token_file": str(bootstrap_key_file)}
+                )
+            else:
+                click.echo(
+                    "No API key existed: created an admin key for tenant 'default', "
+                    f"written to {bootstrap_key_file} (mode 0600)."
+                )
+            sys.stdout.flush()
+        elif token is not None and as_json:
             echo_json({"tenant": "default", "role": "admin", "token": token})
             sys.stdout.flush()
         elif token is not None:
@@ -123,6 +168,29 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
         )
         route_output()  # logging is configured: what an attempt prints goes to its own log
         _server_class(uvicorn.Server)(config).run()
+
+
+def _check_key_folder(path: Path) -> None:
+    """The bootstrap key's file can be written: its folder exists (made if missing) and it
+    is not a folder."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot make the folder of --bootstrap-key-file {path}: {exc}") from None
+    if path.is_dir() or not os.access(path.parent, os.W_OK):
+        raise ConfigError(f"cannot write --bootstrap-key-file {path}")
+
+
+def _write_key_file(path: Path, token: str) -> None:
+    """The first admin key, in `path` (0600, written whole or not at all)."""
+    try:
+        atomic_write(path, token + "\n", 0o600)
+    except OSError as exc:
+        raise ConfigError(
+            f"the first admin key was made but could not be written to {path}: {exc}",
+            hint="revoke it (wovyr admin keys list/revoke) and make another with "
+            "wovyr admin keys create --tenant default --role admin",
+        ) from None
 
 
 def _server_class(base: Any) -> Any:
