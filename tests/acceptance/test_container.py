@@ -8,6 +8,7 @@ without curl, SIGTERM ending both with status 0)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,9 @@ import httpx
 import pytest
 from ruamel.yaml import YAML
 from tests.acceptance.test_worker_metrics import free_port, wait_for
+from tests.unit.test_log_lines import STAMP
+
+from wovyr._version import __version__
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINT = ROOT / "deploy" / "entrypoint.sh"
@@ -129,6 +133,7 @@ def test_the_entrypoint_runs_db_upgrade_serve_and_worker(tmp_path: Path) -> None
         WOVYR_PORT=str(port),
         WOVYR_BOOTSTRAP_KEY_FILE=str(key_file),
         WOVYR_LOG_FORMAT="json",
+        WOVYR_ACCESS_LOG="1",
     )
     assert not _healthy(env)  # nothing listens yet: the probe fails
     server = _start("serve", env)
@@ -151,6 +156,13 @@ def test_the_entrypoint_runs_db_upgrade_serve_and_worker(tmp_path: Path) -> None
     assert server.returncode == 0, err
     assert token not in out + err
     assert str(key_file) in out  # it says where the key went
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]  # JSON, all
+    banner = next(line for line in lines if line.get("event") == "start")
+    assert banner["url"] == f"http://127.0.0.1:{port}" and banner["version"] == __version__
+    assert all(STAMP.fullmatch(line["at"]) for line in lines)
+    assert {"method": "GET", "path": "/api/v1/workflows", "status": 200}.items() <= next(
+        line for line in lines if line.get("path") == "/api/v1/workflows"
+    ).items()
 
     metrics = free_port()
     worker_env = _env(

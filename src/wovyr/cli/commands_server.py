@@ -21,6 +21,7 @@ import click
 from rich.table import Table
 
 from wovyr import withheld
+from wovyr._version import __version__
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import route_output
 from wovyr.cli.backend import refuse_remote, store_or_server
@@ -89,6 +90,14 @@ __all__: list[str] = []
 @click.option(
     "--json", "as_json", is_flag=True, help="Log JSON lines; print the first admin key as JSON."
 )
+@click.option(
+    "--access-log/--no-access-log",
+    default=False,
+    show_default=True,
+    envvar="WOVYR_ACCESS_LOG",
+    help="Log one line per HTTP request (method, path without its query, status). "
+    "Env: WOVYR_ACCESS_LOG=1.",
+)
 @engine_options
 def serve_command(
     host: str,
@@ -96,6 +105,7 @@ def serve_command(
     bootstrap_key_file: Path | None,
     log_level: str,
     as_json: bool,
+    access_log: bool,
     settings: Settings,
 ) -> None:
     """Run the API, the web UI, the worker and the timer and schedule dispatchers.
@@ -117,6 +127,11 @@ def serve_command(
         raise ConfigError(
             f"the server needs the server extra: pip install 'wovyr[server]' ({exc})"
         ) from None
+    as_json = as_json or settings.log_format == "json"  # WOVYR_LOG_FORMAT=json
+    log_config = json_log_config(log_level) if as_json else uvicorn.config.LOGGING_CONFIG
+    # configured before the store opens: what start-up logs (a served store's policy, the
+    # KMS's escrow warning) is in the same format as the rest
+    logging.config.dictConfig(log_config)
     install_memtrace("server", os.environ)  # opt-in debugging aid; nothing when unset
     with open_engine(settings) as engine:
         secrets = engine.secrets  # the one the store seals payloads with
@@ -160,11 +175,20 @@ def serve_command(
             port=port,
             log_level=log_level,
             lifespan="on",
-            access_log=False,
+            access_log=access_log,
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)),
-            log_config=json_log_config(log_level)
-            if as_json or settings.log_format == "json"
-            else uvicorn.config.LOGGING_CONFIG,
+            log_config=log_config,
+        )
+        banner = {
+            "event": "start",
+            "version": __version__,
+            "url": f"http://{_host(host)}:{port}",
+            "store": redact_url(engine.store.url),
+            "worker": "process" if in_child else "embedded",
+            "pid": os.getpid(),
+        }
+        logging.getLogger("wovyr.cli").info(
+            "wovyr %s serving on %s", __version__, banner["url"], extra={"fields": banner}
         )
         route_output()  # logging is configured: what an attempt prints goes to its own log
         _server_class(uvicorn.Server)(config).run()
@@ -383,10 +407,22 @@ def worker_command(
                 share = f"a share of {worker.of} partitions (membership)"
             elif partitions is not None:
                 share = f"partitions {partition_spec} of {partition_count}"
-            say(
+            started_line = (
                 f"worker {worker.owner} on {redact_url(engine.store.url)} "
                 f"(concurrency {concurrency}, lease {lease}s, {share})"
             )
+            if as_json:  # the banner's parts as fields of its JSON line
+                banner = {
+                    "event": "start",
+                    "version": __version__,
+                    "owner": worker.owner,
+                    "store": redact_url(engine.store.url),
+                    "concurrency": concurrency,
+                    "pid": os.getpid(),
+                }
+                logging.getLogger("wovyr.cli").info(started_line, extra={"fields": banner})
+            else:
+                say(started_line)
             if endpoint is not None:
                 host, port = endpoint.address
                 say(f"metrics on http://{_host(host)}:{port}/metrics (and /healthz, /readyz)")
