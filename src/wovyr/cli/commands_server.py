@@ -187,9 +187,10 @@ def serve_command(
             "worker": "process" if in_child else "embedded",
             "pid": os.getpid(),
         }
-        logging.getLogger("wovyr.cli").info(
-            "wovyr %s serving on %s", __version__, banner["url"], extra={"fields": banner}
-        )
+        if as_json:  # text logs have uvicorn's own "running on" line
+            logging.getLogger("wovyr.cli").info(
+                "wovyr %s serving on %s", __version__, banner["url"], extra={"fields": banner}
+            )
         route_output()  # logging is configured: what an attempt prints goes to its own log
         _server_class(uvicorn.Server)(config).run()
 
