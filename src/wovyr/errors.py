@@ -7,21 +7,45 @@
     ├── ExpressionError            an expression failed to compile or evaluate
     ├── InputError                 workflow inputs do not match the declared inputs
     ├── NotFound                   no such execution / definition / activity (same for any tenant)
+    │   └── SecretMissing, ProviderMissing, McpServerMissing   (in `wovyr.platform.*`)
     ├── Conflict                   the request contradicts the current state
     │   ├── ExecutionFinished      the execution already completed, failed or was cancelled
-    │   └── DefinitionConflict     a different definition already uses that name and version
+    │   ├── DefinitionConflict     a different definition already uses that name and version
+    │   └── DefinitionDrift        the definition sent is not the one the execution is pinned to
+    ├── QuotaExceeded              the tenant's quota is used up (with when to try again)
     ├── ActivityNotRegistered      a `tool` names a handler nobody registered
+    ├── ActivityError              an activity attempt failed (`wovyr.activities.base`)
+    │   └── NonRetryableError      ... and is not tried again
+    ├── InvalidToolArguments       a model's tool arguments do not fit the tool (a ValueError
+    │                              too; `wovyr.activities.tool_schema`)
     ├── StoreError                 the store failed (driver errors are translated into this)
     │   ├── LeaseLost              our lease was taken over: commit nothing
     │   └── StoreUnavailable       the database could not be reached
+    ├── PayloadRefused             a value over the store's size or depth caps (`wovyr.store.codec`)
+    ├── NotSealed                  a `{"$sealed": ...}` value no sealer wrote (a ValueError too;
+    │                              `wovyr.store.sealing`)
     ├── ConfigError                bad settings, flags or URLs
     ├── KmsError                   a key or a sealed value could not be used (never shows one)
+    │   ├── PayloadKeyShredded     the data key of a sealed value was shredded
+    │   └── PayloadUndecryptable   a sealed value does not decrypt (both `wovyr.store.sealing`)
     ├── RemoteError                a Wovyr server refused or failed a request (`wovyr.client`)
     │   ├── RequestInvalid         400, 413, 415, 422: the request is invalid (with problems)
     │   ├── AccessDenied           401, 403: no key, a revoked key, or not the role for it
     │   ├── ServerError            500 and other answers the client does not expect
     │   └── ServerUnreachable      no answer: connection refused, timed out, bad URL
+    ├── BackupRefused              a backup is damaged, incomplete or from a newer Wovyr
+    ├── ApiProblem, FormError, KeyRefused   the server's answers to a request, a UI form,
+    │                              an MCP caller (`wovyr.server`)
     └── CalendarRangeError         a time or schedule tick beyond years 1-9999 (a ValueError too)
+
+Classes named with their module are defined there, beside the code that raises them (their
+module is part of how tracebacks and logs name them), and are importable from there only.
+Two kinds of exception stay outside the tree on purpose: the request guard's `BodyTooLarge`
+and `BadJson` (`wovyr.server.guard`) are Starlette `HTTPException`s, raised while a body is
+read so that the framework answers them (a handler's `except WovyrError` must not take a
+413 for a form error); and private signals (`_Stop`, `_Rollback`, ...) that one module raises
+and catches to unwind, which never leave it. `wovyr.activities.launcher` imports nothing of
+Wovyr (it runs as `python -I -S`).
 
 A server's 404, 409, 429 and 503 arrive in the client as `NotFound`, `Conflict`,
 `QuotaExceeded` and `StoreUnavailable`: code that catches them works the same against the

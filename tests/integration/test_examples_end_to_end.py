@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from tests.llm_server import ScriptedLLM, text, tool_calls
 
-from wovyr.activities.base import load_activity_modules
+from wovyr.activities.base import default_registry, load_activity_modules
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine, ExecutionView
@@ -52,8 +52,14 @@ class Run:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _example_tools() -> None:
+def _example_tools() -> Iterator[None]:
+    # the examples' handlers register in the default registry: the later tests of this
+    # process get it back as it was
+    before = dict(default_registry._handlers)
     load_activity_modules([str(EXAMPLES / "activities.py"), str(EXAMPLES / "research_tools.py")])
+    yield
+    default_registry._handlers.clear()
+    default_registry._handlers.update(before)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from wovyr.activities.logs import AttemptLog, capture
-from wovyr.errors import ActivityNotRegistered, ConfigError
+from wovyr.errors import ActivityNotRegistered, ConfigError, WovyrError
 from wovyr.ids import DEFAULT_TENANT
 
 __all__ = [
@@ -105,7 +105,7 @@ def current_activity() -> ActivityContext:
     return ctx
 
 
-class ActivityError(Exception):
+class ActivityError(WovyrError):
     """An activity attempt failed; `type` is matched against `retry.non_retryable`."""
 
     def __init__(

@@ -22,7 +22,7 @@ it once per attempt. The key is sent only in the `Authorization` header (`x-api-
 Anthropic), and is scrubbed from every message this module builds: errors end up in the
 durable event log.
 
-The request is sent through `send_checked` of the `http` kind, so the tenant's
+The request is sent through `wovyr.activities.outbound.send_checked`, so the tenant's
 `SideEffectPolicy` applies to a provider like to any `http` target (a loopback provider is
 reachable where the policy allows private networks, or lists the host).
 
@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
+from wovyr.activities.outbound import send_checked
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.traces import Attribute, call_span
 
@@ -352,8 +353,6 @@ async def _embed_exchange(
     texts: list[str],
     policy: SideEffectPolicy,
 ) -> Embeddings:
-    from wovyr.activities.builtin.http import send_checked
-
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -410,7 +409,6 @@ async def _exchange(
     kind: str = "openai",
 ) -> ChatResult:
     from wovyr.activities import anthropic
-    from wovyr.activities.builtin.http import send_checked
 
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     sent = body

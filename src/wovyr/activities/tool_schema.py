@@ -24,13 +24,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from wovyr.activities.base import Handler, parameters_of
+from wovyr.errors import WovyrError
 
 __all__ = ["InvalidToolArguments", "ToolSignature", "function_name", "tool_signature"]
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-class InvalidToolArguments(ValueError):
+class InvalidToolArguments(WovyrError, ValueError):
     """The arguments a model wrote for a tool do not fit it."""
 
 

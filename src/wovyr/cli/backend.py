@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
 
+from wovyr.cli.target import API_KEY_ENV, Remote, WatchMessage, refuse_remote, remote_of
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
@@ -41,39 +41,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-API_KEY_ENV = "WOVYR_API_KEY"
-WatchMessage = tuple[str, str, dict[str, Any]]  # (position, kind, data) of a live stream
-
-
-@dataclass(frozen=True)
-class Remote:
-    """The server the CLI talks to (`--server`/`WOVYR_SERVER`), and its key."""
-
-    url: str
-    api_key: str | None
-
-    def __repr__(self) -> str:  # never the key
-        return f"Remote({self.url!r})"
-
-
-def remote_of(ctx: click.Context | None = None) -> Remote | None:
-    """The server this invocation talks to, if any (set by the `wovyr` group)."""
-    ctx = ctx or click.get_current_context(silent=True)
-    if ctx is None:
-        return None
-    found = ctx.meta.get("wovyr.remote")
-    return found if isinstance(found, Remote) else None
-
-
-def refuse_remote(command: str, why: str) -> None:
-    """A command of a remote-capable group that only makes sense on the host: refused with
-    `--server`, never run against a local store instead."""
-    if remote_of() is not None:
-        raise click.UsageError(
-            f"`wovyr {command}` does not go through a server ({why}): run it on the "
-            f"server's host without --server (and WOVYR_SERVER)"
-        )
 
 
 class Backend(Protocol):

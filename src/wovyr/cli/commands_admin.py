@@ -30,8 +30,8 @@ from rich.table import Table
 
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
 from wovyr.activities.sandbox import probe
+from wovyr.cli.admin import admin
 from wovyr.cli.backend import refuse_remote, remote_of, store_or_server
-from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table
 from wovyr.engine.quotas import DEFAULT_WEIGHT, MAX_WEIGHT, parse_quotas
 from wovyr.engine.tenants import (

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.table import Table
 
+from wovyr.cli.admin import admin
 from wovyr.cli.backend import refuse_remote, store_or_server
-from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine, print_table, short
 from wovyr.engine.engine import Engine
 from wovyr.errors import InputError, KmsError

@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from wovyr import withheld
-from wovyr.cli.commands_server import admin
+from wovyr.cli.admin import admin
 from wovyr.cli.common import echo_json, engine_options, local_actor, open_engine, store_options
 from wovyr.errors import ConfigError, KmsError
 from wovyr.platform.backup import (

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from wovyr import withheld
-from wovyr.cli.commands_server import admin
+from wovyr.cli.admin import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine
 from wovyr.errors import KmsError
 from wovyr.platform.kms import (

@@ -9,8 +9,8 @@ from typing import Any
 import click
 from rich.table import Table
 
+from wovyr.cli.admin import admin
 from wovyr.cli.backend import store_or_server
-from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, print_table, tenant_options
 from wovyr.fields import parse_duration
 from wovyr.settings import Settings

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from wovyr.cli.admin import admin
 from wovyr.cli.backend import refuse_remote, remote_of, store_or_server
-from wovyr.cli.commands_server import admin
 from wovyr.cli.common import echo_json, engine_options, open_engine
 from wovyr.engine.retention import MAX_DAYS, Retention, purge_all, purge_expired
 from wovyr.errors import InputError, Problem

@@ -1,5 +1,4 @@
-"""The long-running processes, `wovyr serve` and `wovyr worker`, and
-`wovyr admin keys create|list|revoke`."""
+"""The long-running processes, `wovyr serve` and `wovyr worker`."""
 
 from __future__ import annotations
 
@@ -15,29 +14,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
-from rich.table import Table
 
 from wovyr import withheld
 from wovyr._version import __version__
 from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 from wovyr.activities.logs import route_output
-from wovyr.cli.backend import refuse_remote, store_or_server
-from wovyr.cli.common import (
-    echo_json,
-    engine_options,
-    json_log_config,
-    local_actor,
-    open_engine,
-    print_table,
-)
+from wovyr.cli.common import echo_json, engine_options, json_log_config, open_engine
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
 from wovyr.files import atomic_write
-from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import meter, store_gauges
 from wovyr.platform.metrics_http import MetricsEndpoint, store_checks
@@ -46,13 +35,9 @@ from wovyr.platform.providers import SecretCredentials
 from wovyr.platform.secrets import Secrets
 from wovyr.settings import Settings
 from wovyr.store import open_store, redact_url
-from wovyr.store.platform import ApiKeyRecord
 from wovyr.store.shards import SHARD_COUNT
 from wovyr.worker import Worker
 from wovyr.worker.partitions import parse_partitions
-
-if TYPE_CHECKING:
-    from wovyr.cli.remote_platform import RemotePlatform
 
 __all__: list[str] = []
 
@@ -493,149 +478,3 @@ def _worker_partitions(spec: str | None, count: int | None, membership: bool) ->
         return parse_partitions(spec, count)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--partitions/--of") from None
-
-
-# what of `wovyr admin` only the server's host does: its keys, files and whole store
-_HOST_ONLY = {
-    "kms": "the KMS's root key is the host's",
-    "backup": "a backup is of the host's store and files",
-    "restore": "a restore replaces the host's store",
-}
-
-
-@cli.group("admin")
-@click.pass_context
-def admin(ctx: click.Context) -> None:
-    """Administration on the server host: API keys, tenants' policies and quotas, the KMS, the
-    audit chain, backups, rate limits, retention."""
-    why = _HOST_ONLY.get(ctx.invoked_subcommand or "")
-    if why is not None:
-        refuse_remote(f"admin {ctx.invoked_subcommand}", why)
-
-
-@admin.group("keys")
-def keys() -> None:
-    """Create, list and revoke API keys (each bound to a tenant and a role). Through a server
-    (`--server`), an admin key manages its own tenant's."""
-
-
-def _key_dict(k: ApiKeyRecord) -> dict[str, Any]:
-    return {
-        "id": k.id,
-        "tenant": k.tenant,
-        "role": k.role,
-        "name": k.name,
-        "prefix": k.prefix,
-        "created_at": k.created_at.isoformat(),
-        "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None,
-        "last_used_at": k.last_used_at.isoformat() if k.last_used_at else None,
-    }
-
-
-@keys.command("create")
-@click.option("--tenant", required=True, help="The tenant the key acts for.")
-@click.option(
-    "--role",
-    type=click.Choice((*ROLES, METRICS_ROLE)),
-    required=True,
-    help="metrics: a scrape key that reads /metrics of every tenant and nothing else.",
-)
-@click.option("--name", default="", help="A label, e.g. who holds the key.")
-@click.option("--json", "as_json", is_flag=True)
-@engine_options
-def create_command(tenant: str, role: str, name: str, as_json: bool, settings: Settings) -> None:
-    """Create a key; its token is printed once and never stored."""
-
-    def remote(api: RemotePlatform) -> tuple[str, str]:
-        api.check_tenant(tenant)
-        return api.create_key(role, name)
-
-    key_id, token = store_or_server(
-        settings,
-        lambda engine: Authenticator(engine.store).create_key(
-            tenant, role, name, actor=engine.actor
-        ),
-        remote,
-    )
-    if as_json:
-        echo_json({"id": key_id, "tenant": tenant, "role": role, "name": name, "token": token})
-        return
-    click.echo(f"created {key_id} ({role} of tenant {tenant}); the key, shown this once:")
-    click.echo(token)
-
-
-@keys.command("list")
-@click.option("--tenant", help="Only this tenant's keys.")
-@click.option("--json", "as_json", is_flag=True)
-@engine_options
-def list_command(tenant: str | None, as_json: bool, settings: Settings) -> None:
-    """List keys (never their tokens)."""
-
-    def remote(api: RemotePlatform) -> list[ApiKeyRecord]:
-        if tenant is not None:
-            api.check_tenant(tenant)
-        return api.keys()
-
-    records = store_or_server(
-        settings, lambda engine: Authenticator(engine.store).list_keys(tenant), remote
-    )
-    if as_json:
-        echo_json([_key_dict(k) for k in records])
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "tenant", "role", "name", "prefix", "created", "last used", "state"):
-        table.add_column(column, no_wrap=column == "id")
-    for k in records:
-        table.add_row(
-            k.id,
-            k.tenant,
-            k.role,
-            k.name,
-            k.prefix + "…",
-            k.created_at.strftime("%Y-%m-%d %H:%M"),
-            k.last_used_at.strftime("%Y-%m-%d %H:%M") if k.last_used_at else "-",
-            "revoked" if k.revoked_at else "active",
-        )
-    print_table(table)
-
-
-@keys.command("revoke")
-@click.argument("key_id")
-@click.option("--json", "as_json", is_flag=True)
-@engine_options
-def revoke_command(key_id: str, as_json: bool, settings: Settings) -> None:
-    """Revoke a key: requests with it are refused (401) from now on."""
-    store_or_server(
-        settings,
-        lambda engine: Authenticator(engine.store).revoke(key_id, actor=engine.actor),
-        lambda api: api.revoke_key(key_id),
-    )
-    if as_json:
-        echo_json({"id": key_id, "revoked": True})
-    else:
-        click.echo(f"{key_id} revoked")
-
-
-@admin.command("rotate-session-key")
-@click.option("--json", "as_json", is_flag=True)
-@engine_options
-def rotate_session_key_command(as_json: bool, settings: Settings) -> None:
-    """Replace the web UI's session-signing key (WOVYR_HOME/ui-session.key): every UI
-    session ends and everyone signs in again. Running servers that read this home pick the
-    new key up at their next request; servers on other hosts have their own file: run it
-    there too. Audited as `ui.session_key_rotate`."""
-    from wovyr.platform.kms import HOST_TENANT
-    from wovyr.server.ui.session import SECRET_FILE, rotate_secret
-    from wovyr.store.audit import AuditEntry
-
-    rotate_secret(settings.home)
-    with open_engine(settings, load_activities=False) as engine:
-        entry = AuditEntry(
-            engine.clock.now(), HOST_TENANT, local_actor(), "ui.session_key_rotate", SECRET_FILE
-        )
-        engine.store.append_audit(entry)
-    path = settings.home / SECRET_FILE
-    if as_json:
-        echo_json({"rotated": True, "file": str(path)})
-        return
-    click.echo(f"rotated {path}: every web UI session has ended")

@@ -40,7 +40,7 @@ EXIT_NOT_FOUND = 4
 _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "admin": (
         (
-            "commands_server",
+            "admin",
             "commands_admin",
             "commands_kms",
             "commands_audit",
@@ -189,7 +189,7 @@ def cli(ctx: click.Context, server: str | None) -> None:
             f"--server (and unset WOVYR_SERVER). Through a server: "
             f"{', '.join(sorted(REMOTE_COMMANDS))}."
         )
-    from wovyr.cli.backend import API_KEY_ENV, Remote
+    from wovyr.cli.target import API_KEY_ENV, Remote
 
     ctx.meta["wovyr.remote"] = Remote(server, os.environ.get(API_KEY_ENV) or None)
 

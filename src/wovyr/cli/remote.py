@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from wovyr.cli.backend import Remote, WatchMessage
+from wovyr.cli.target import Remote, WatchMessage
 from wovyr.client import Client
 from wovyr.errors import (
     Conflict,

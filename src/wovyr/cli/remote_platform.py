@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from wovyr.cli.backend import Remote
 from wovyr.cli.remote import apply_file
+from wovyr.cli.target import Remote
 from wovyr.client import Client
 from wovyr.store.bulk import BatchItem, BatchRecord
 

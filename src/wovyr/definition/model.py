@@ -26,7 +26,7 @@ import wovyr.activities.builtin  # noqa: F401  (registers the built-in kinds)
 from wovyr.activities.builtin.child import ChildWorkflowSpec
 from wovyr.activities.builtin.http import HttpSpec
 from wovyr.activities.builtin.shell import ShellSpec
-from wovyr.activities.builtin.wait import ApprovalWait, TimerWait, WaitSpec
+from wovyr.activities.builtin.wait import ApprovalWait, TimerWait, WaitSpec, WaitStep
 from wovyr.activities.kinds import KINDS, ActivityKind
 from wovyr.fields import IDENT_PATTERN, NAME_PATTERN, Duration, FrozenModel, Timestamp, Version
 
@@ -52,6 +52,7 @@ __all__ = [
     "TimerWait",
     "Timestamp",
     "WaitSpec",
+    "WaitStep",
     "Workflow",
     "activity_kinds",
 ]

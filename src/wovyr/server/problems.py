@@ -113,7 +113,7 @@ def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-class ApiProblem(Exception):
+class ApiProblem(WovyrError):
     """Raise from a handler to answer with a problem document."""
 
     def __init__(

@@ -22,6 +22,8 @@ from typing import Any
 
 import orjson
 
+from wovyr.errors import WovyrError
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_PAYLOAD_BYTES",
@@ -75,13 +77,12 @@ def loads(text: str | bytes | None) -> Any:
             return dict(UNREADABLE)
 
 
-class PayloadRefused(Exception):
+class PayloadRefused(WovyrError):
     """A value the store will not keep: `type` is "PayloadTooLarge" or "PayloadTooDeep"."""
 
     def __init__(self, type: str, message: str) -> None:
         super().__init__(message)
         self.type = type
-        self.message = message
 
 
 def json_depth(value: Any, limit: int | None = None) -> int:

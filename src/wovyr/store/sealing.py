@@ -53,7 +53,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from wovyr.errors import WovyrError
+from wovyr.errors import KmsError, WovyrError
 from wovyr.events import Event, EventType
 from wovyr.store.agent_memory import MemoryHit, MemoryItem, MemoryPut, MemoryWriteResult
 from wovyr.store.audit import AuditEntry
@@ -106,15 +106,15 @@ _RUNNING = "running"
 _FAILED = "failed"
 
 
-class NotSealed(ValueError):
+class NotSealed(WovyrError, ValueError):
     """A `{"$sealed": ...}` value that is no sealer's text (a user's own data): kept as is."""
 
 
-class PayloadKeyShredded(Exception):
+class PayloadKeyShredded(KmsError):
     """The data key that sealed the value was shredded."""
 
 
-class PayloadUndecryptable(Exception):
+class PayloadUndecryptable(KmsError):
     """The value does not decrypt under its data key (corrupt, or moved from elsewhere)."""
 
 

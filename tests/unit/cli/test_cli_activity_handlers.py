@@ -71,8 +71,10 @@ class Cli:
 
 @pytest.fixture
 def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
-    # the handlers register in the default registry: give it back as it was after the test
-    monkeypatch.setattr(default_registry, "_handlers", dict(default_registry._handlers))
+    # the handlers register in the default registry: each test starts with it empty, as a
+    # fresh `wovyr` process has it (other tests of this worker may have loaded examples' handlers,
+    # which the listing of registered names would show), and it is given back after the test
+    monkeypatch.setattr(default_registry, "_handlers", {})
     monkeypatch.delenv("WOVYR_DATABASE_URL", raising=False)
     monkeypatch.setenv("COLUMNS", "200")
     return Cli(tmp_path, capsys)

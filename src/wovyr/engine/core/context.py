@@ -42,7 +42,7 @@ class ActivitiesView(Mapping[str, dict[str, Any]]):
         a = self._activities[activity_id]
         return {
             "output": a.output,
-            "status": a.status,
+            "status": str(a.status),  # the text: the evaluator takes JSON values only
             "error": a.error,
             "iterations": a.iterations,
             "exhausted": a.exhausted,

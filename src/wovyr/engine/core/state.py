@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from enum import StrEnum, nonmember
 from typing import Any, TypeVar
 
 from wovyr.events import Event, EventType
@@ -28,16 +29,21 @@ __all__ = [
 ]
 
 
-class ExecutionStatus:
+# Statuses are `StrEnum`s: each member is equal to (and hashes, formats and serializes as)
+# its string, so records, checkpoints, events and JSON hold the same text as ever, and a
+# status read back from the store (a plain `str`) compares equal to its member.
+
+
+class ExecutionStatus(StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
     CONTINUED = "continued"  # ended by continue-as-new: the chain goes on in its next run
-    TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, CONTINUED})
+    TERMINAL = nonmember(frozenset({COMPLETED, FAILED, CANCELLED, CONTINUED}))
 
 
-class ActivityStatus:
+class ActivityStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     WAITING = "waiting"
@@ -48,8 +54,10 @@ class ActivityStatus:
     COMPENSATING = "compensating"
     COMPENSATED = "compensated"
     COMPENSATION_FAILED = "compensation_failed"
-    DONE_OK = frozenset({COMPLETED, SKIPPED, COMPENSATING, COMPENSATED, COMPENSATION_FAILED})
-    ACTIVE = frozenset({RUNNING, WAITING, RETRYING})
+    DONE_OK = nonmember(
+        frozenset({COMPLETED, SKIPPED, COMPENSATING, COMPENSATED, COMPENSATION_FAILED})
+    )
+    ACTIVE = nonmember(frozenset({RUNNING, WAITING, RETRYING}))
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from wovyr.activities.builtin.wait import WaitStep
-from wovyr.definition.model import Activity
+from wovyr.definition.model import Activity, WaitStep
 from wovyr.engine.core.policy import error as _error
 from wovyr.engine.core.state import (
     ActivityState,

@@ -61,7 +61,9 @@ NOTICES = {
 }
 
 
-class FormError(Exception):
+class FormError(WovyrError):
+    """The form was refused; `status` is the HTTP status of the page that says why."""
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
