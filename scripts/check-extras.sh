@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The extras matrix: the core install alone, each extra alone (postgres, server, mcp, otel)
-# and all of them together, each in a virtualenv holding only what it declares (and the
+# The extras matrix: the core install alone, each extra alone (postgres, server, mcp, otel,
+# memory) and all of them together (the `all` extra), each in a virtualenv holding only what it declares (and the
 # test runner: pytest, pytest-timeout, hypothesis), each running the tests of what it
 # enables. A feature that needs a package its install does not declare fails here, where
 # the development install (every extra at once) would have hidden it.
 #
 #   scripts/check-extras.sh              # every install of the matrix; exit 0 when all pass
-#   scripts/check-extras.sh server mcp   # only these (core, postgres, server, mcp, otel, all)
+#   scripts/check-extras.sh server mcp   # only these (core, postgres, server, mcp, otel,
+#                                        # memory, all)
 #
 # Time is kept small: every wheel is resolved once into a wheelhouse (through pip's cache);
 # the core install is made from it without an index, by one pip into an environment that
@@ -23,20 +24,23 @@ trap 'rm -rf "$work"' EXIT
 
 RUNNER=("pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100")
 declare -A EXTRAS=([core]="" [postgres]="postgres" [server]="server" [mcp]="mcp" [otel]="otel"
-  [all]="postgres,server,mcp,otel")
+  [memory]="memory" [all]="all")
 # The module of each extra that no other install brings (mcp's SDK brings uvicorn and
 # starlette): present without its extra, the install is not what it claims to be.
-declare -A MODULE=([postgres]=psycopg [server]=fastapi [mcp]=mcp [otel]=opentelemetry.sdk)
+declare -A MODULE=([postgres]=psycopg [server]=fastapi [mcp]=mcp [otel]=opentelemetry.sdk
+  [memory]=numpy)
 # The tests of what each install enables; the marks keep to what runs without the others.
 declare -A TESTS=(
   [core]="tests/unit/definition/test_validate.py tests/unit/definition/test_parse.py
     tests/unit/engine/test_deferred.py tests/integration/test_engine_flows.py
     tests/acceptance/test_cli.py::test_run_completes_with_exit_0
-    tests/acceptance/test_cli.py::test_failed_saga_exits_1_and_compensates"
+    tests/acceptance/test_cli.py::test_failed_saga_exits_1_and_compensates
+    tests/unit/cli/test_cli_memory.py::test_search_without_numpy_names_the_memory_extra"
   [postgres]="tests/contract/test_store_flow_gates.py tests/contract/test_flow_holds.py"
   [server]="tests/server/test_workflows_api.py tests/server/test_secrets_api.py"
   [mcp]="tests/integration/test_mcp_client.py"
   [otel]="tests/unit/test_traces.py tests/integration/test_tracing.py"
+  [memory]="tests/unit/cli/test_cli_memory.py tests/integration/test_memory_activity.py"
   [all]="tests/server/test_mcp_server.py tests/server/test_tracing_api.py
     tests/integration/test_tracing_calls.py"
 )
@@ -44,12 +48,12 @@ declare -A MARKS=([postgres]="postgres and not slow" [all]="not slow")
 NOT_PG="not postgres and not slow"
 
 installs=("$@")
-((${#installs[@]})) || installs=(core postgres server mcp otel all)
+((${#installs[@]})) || installs=(core postgres server mcp otel memory all)
 
 "$python" -m venv "$work/pip"
 pip=("$work/pip/bin/pip" -q --disable-pip-version-check)
 started=$SECONDS
-"${pip[@]}" wheel -w "$work/wheels" ".[postgres,server,mcp,otel]" "${RUNNER[@]}"
+"${pip[@]}" wheel -w "$work/wheels" ".[all]" "${RUNNER[@]}"
 "$python" -m venv --without-pip "$work/core"
 "${pip[@]}" --python "$work/core/bin/python" install --no-index --find-links "$work/wheels" \
   wovyr "${RUNNER[@]}"
@@ -63,7 +67,7 @@ check() {  # one install: made, checked for what it must not have, its tests run
       "wovyr[$extras]"
   fi
   for extra in "${!MODULE[@]}"; do
-    [[ ",$extras," == *",$extra,"* ]] && continue
+    [[ ",$extras," == *",$extra,"* || "$extras" == all ]] && continue
     if "$env/bin/python" -c "import ${MODULE[$extra]}" 2>/dev/null; then
       echo "check-extras: ${MODULE[$extra]} is installed in '$name' without the $extra extra"
       return 1

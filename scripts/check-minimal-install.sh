@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Minimal install: the core package alone (no `server`, `postgres` or `test` extras), in a
-# fresh virtualenv, runs a workflow with the CLI on the embedded SQLite store.
+# Minimal install: the core package alone (no `server`, `postgres`, `memory` or `test`
+# extras), in a fresh virtualenv, runs a workflow with the CLI on the embedded SQLite store,
+# and prints the install's size (`du -sm` of the virtualenv).
 #
 #   scripts/check-minimal-install.sh            # exit 0 when it works
 #
@@ -16,7 +17,7 @@ trap 'rm -rf "$work"' EXIT
 "$work/venv/bin/pip" install -q --disable-pip-version-check .
 
 # The extras must really be absent, or this check proves nothing.
-for module in psycopg psycopg_pool fastapi uvicorn jinja2 pytest mcp opentelemetry; do
+for module in psycopg psycopg_pool fastapi uvicorn jinja2 pytest mcp opentelemetry numpy; do
   if "$work/venv/bin/python" -c "import $module" 2>/dev/null; then
     echo "check-minimal-install: '$module' is installed without its extra" >&2
     exit 1
@@ -45,4 +46,4 @@ if [ "$status" -eq 0 ] || ! grep -q "wovyr\[otel\]" "$work/otel.txt"; then
   echo "check-minimal-install: WOVYR_OTEL=1 without the otel extra was not refused" >&2
   exit 1
 fi
-echo "check-minimal-install: ok (core install ran examples/hello.yaml)"
+echo "check-minimal-install: ok (core install of $(du -sm "$work/venv" | cut -f1) MB ran examples/hello.yaml)"

@@ -19,6 +19,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from wovyr._version import __version__ as __version__
+
 if TYPE_CHECKING:
     from wovyr.activities.base import (
         ActivityContext,

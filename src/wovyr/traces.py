@@ -42,6 +42,7 @@ __all__ = [
     "TraceContext",
     "Tracer",
     "call_span",
+    "current_ids",
     "entered",
     "left",
     "trace_context",
@@ -234,6 +235,18 @@ def entered(span: AttemptSpan | None) -> contextvars.Token[AttemptSpan | None]:
 
 def left(token: contextvars.Token[AttemptSpan | None]) -> None:
     _current.reset(token)
+
+
+def current_ids() -> tuple[str, str] | None:
+    """(trace id, span id) of the traced attempt running in this task, for its log lines;
+    None when tracing is off or no attempt runs here."""
+    attempt = _current.get()
+    context = attempt.context if attempt is not None else None
+    parent = context.get("traceparent", "") if context else ""
+    if not _TRACEPARENT.fullmatch(parent):
+        return None
+    _, trace_id, span_id, _ = parent.split("-")
+    return trace_id, span_id
 
 
 def call_span(name: str, attributes: Mapping[str, Attribute]) -> CallSpan:

@@ -101,6 +101,10 @@ def test_worker_exports_the_counters_of_its_own_work(tmp_path: Path) -> None:
         response = httpx.get(url, timeout=5)
         assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
         assert httpx.get(f"http://127.0.0.1:{port}/", timeout=5).status_code == 404
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)  # the probes
+        assert ready.status_code == 200
+        assert ready.json()["checks"] == {"store": "ok", "migrations": "ok", "worker": "ok"}
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()["status"] == "ok"
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from tests.server.conftest import APPROVAL_FLOW, Api, serve
 
+from wovyr._version import __version__
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
@@ -30,7 +31,7 @@ SAMPLE = re.compile(r'^([a-z_:][a-z0-9_:]*)(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})?
 
 
 async def test_healthz_and_readyz(api: Api) -> None:
-    assert (await api.client.get("/healthz")).json() == {"status": "ok"}
+    assert (await api.client.get("/healthz")).json() == {"status": "ok", "version": __version__}
     ready = await api.client.get("/readyz")
     assert ready.status_code == 200
     checks = ready.json()["checks"]
@@ -124,8 +125,18 @@ async def test_openapi_is_3_1_and_docs_are_local(api: Api) -> None:
     assert spec["components"]["securitySchemes"]["ApiKey"]["scheme"] == "bearer"
     docs = await api.client.get("/docs")
     assert docs.status_code == 200
-    assert "/api/v1/workflows" in docs.text
-    assert "<script" not in docs.text and "http" not in docs.text.replace("http-equiv", "")
+    assert "/api/v1/workflows" in docs.text  # the plain list, for a browser without scripts
+    assert "<rapi-doc spec-url='/openapi.json'" in docs.text
+    scripts = re.findall(r"<script[^>]*\bsrc='([^']*)'", docs.text)
+    assert scripts == ["/docs/rapidoc.js"]  # served here: no CDN
+    assert "http" not in docs.text.replace("http-equiv", "")
+    assert "script-src 'self'" in docs.headers["content-security-policy"]
+    script = await api.client.get("/docs/rapidoc.js", headers={"Accept-Encoding": "gzip"})
+    assert script.status_code == 200 and script.headers["content-encoding"] == "gzip"
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert script.content.startswith(b"/*! RapiDoc")  # httpx decoded the gzip
+    plain = await api.client.get("/docs/rapidoc.js", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.content == script.content
     assert (await api.client.get("/redoc")).status_code == 404
 
 

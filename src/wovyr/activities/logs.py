@@ -32,11 +32,13 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from wovyr.activities.redact import MASK
+from wovyr.traces import current_ids
 
 __all__ = [
     "MAX_LINES",
     "MAX_LINE_CHARS",
     "MAX_LOG_CHARS",
+    "AccessFields",
     "AttemptLog",
     "Bound",
     "JsonLines",
@@ -308,15 +310,22 @@ def route_output() -> None:
 # --- JSON lines --------------------------------------------------------------------------
 
 
+def _rfc3339_ms(created: float) -> str:
+    """A log record's time in RFC 3339, UTC, to the millisecond: 2026-12-04T18:32:37.123Z."""
+    at = datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+    return at.removesuffix("+00:00") + "Z"
+
+
 class JsonLines(logging.Formatter):
-    """Log records as JSON objects, one per line, with the bound execution, activity and
-    attempt ids on every line (null outside one); an attempt's secret values were masked
-    when the record was made (`_install_masking`)."""
+    """Log records as JSON objects, one per line: `at` in RFC 3339 to the millisecond, the
+    bound execution, activity and attempt ids on every line (null outside one), and
+    `trace_id` and `span_id` on the lines of a traced attempt (tracing on); an attempt's
+    secret values were masked when the record was made (`_install_masking`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         bound = _BOUND.get() or Bound()
         line: dict[str, Any] = {
-            "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "at": _rfc3339_ms(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -325,9 +334,30 @@ class JsonLines(logging.Formatter):
             "activity_id": bound.activity_id,
             "attempt": bound.attempt,
         }
+        ids = current_ids()
+        if ids is not None:
+            line["trace_id"], line["span_id"] = ids
+        extra = getattr(record, "fields", None)  # structured fields: the banner, access lines
+        if isinstance(extra, dict):
+            line.update((k, v) for k, v in extra.items() if k not in line)
         if record.exc_info:
             line["error"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(line, default=str, ensure_ascii=False)
+
+
+class AccessFields(logging.Filter):
+    """uvicorn's access lines (`client - "METHOD path HTTP/v" status`) with their parts as
+    fields of the JSON line: `client`, `method`, `path` (without its query string, which
+    may carry what a caller would not want logged) and `status`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5:
+            client, method, target, _, status = args
+            path = str(target).split("?", 1)[0]
+            record.fields = {"client": client, "method": method, "path": path, "status": status}
+            record.msg, record.args = "%s %s %s", (method, path, status)
+        return True
 
 
 def log_config(json_lines: bool, level: str = "info") -> dict[str, Any]:
@@ -350,6 +380,10 @@ def log_config(json_lines: bool, level: str = "info") -> dict[str, Any]:
                 "stream": "ext://sys.stderr",
             }
         },
-        "loggers": dict.fromkeys(("uvicorn", "uvicorn.access", "wovyr"), handler),
+        "filters": {"access": {"()": AccessFields}},
+        "loggers": {
+            **dict.fromkeys(("uvicorn", "wovyr"), handler),
+            "uvicorn.access": {**handler, "filters": ["access"]},
+        },
         "root": {"handlers": ["out"], "level": "WARNING"},
     }

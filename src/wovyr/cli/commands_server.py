@@ -13,19 +13,22 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import click
 
 from wovyr import assemble, withheld
+from wovyr._version import __version__
 from wovyr.activities.logs import route_output
 from wovyr.cli.common import echo_json, engine_options, json_log_config, open_engine
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
+from wovyr.files import atomic_write
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import meter, store_gauges
-from wovyr.platform.metrics_http import MetricsEndpoint
+from wovyr.platform.metrics_http import MetricsEndpoint, store_checks
 from wovyr.platform.secrets import Secrets
 from wovyr.settings import Settings
 from wovyr.store import redact_url
@@ -37,8 +40,29 @@ __all__: list[str] = []
 
 
 @cli.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="WOVYR_HOST",
+    help="Address to listen on (0.0.0.0 in a container). Env: WOVYR_HOST.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8080,
+    show_default=True,
+    envvar="WOVYR_PORT",
+    help="Env: WOVYR_PORT.",
+)
+@click.option(
+    "--bootstrap-key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    envvar="WOVYR_BOOTSTRAP_KEY_FILE",
+    help="Write the first admin key (made on a store with no key) to this file, mode 0600, "
+    "instead of printing it. Env: WOVYR_BOOTSTRAP_KEY_FILE.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
@@ -48,8 +72,24 @@ __all__: list[str] = []
 @click.option(
     "--json", "as_json", is_flag=True, help="Log JSON lines; print the first admin key as JSON."
 )
+@click.option(
+    "--access-log/--no-access-log",
+    default=False,
+    show_default=True,
+    envvar="WOVYR_ACCESS_LOG",
+    help="Log one line per HTTP request (method, path without its query, status). "
+    "Env: WOVYR_ACCESS_LOG=1.",
+)
 @engine_options
-def serve_command(host: str, port: int, log_level: str, as_json: bool, settings: Settings) -> None:
+def serve_command(
+    host: str,
+    port: int,
+    bootstrap_key_file: Path | None,
+    log_level: str,
+    as_json: bool,
+    access_log: bool,
+    settings: Settings,
+) -> None:
     """Run the API, the web UI, the worker and the timer and schedule dispatchers.
 
     The worker (executions, timers, schedules) runs in a child process that this one
@@ -57,7 +97,8 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
 
     SIGTERM or Ctrl-C stops claiming work, gives in-flight activities a grace period
     (WOVYR_SHUTDOWN_GRACE_SECS), releases leases and exits. The first start on a store with
-    no API key prints one admin key for tenant "default", once.
+    no API key prints one admin key for tenant "default", once (or writes it to
+    --bootstrap-key-file, never printing it).
     """
     try:
         import uvicorn
@@ -68,6 +109,11 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
         raise ConfigError(
             f"the server needs the server extra: pip install 'wovyr[server]' ({exc})"
         ) from None
+    as_json = as_json or settings.log_format == "json"  # WOVYR_LOG_FORMAT=json
+    log_config = json_log_config(log_level) if as_json else uvicorn.config.LOGGING_CONFIG
+    # configured before the store opens: what start-up logs (a served store's policy, the
+    # KMS's escrow warning) is in the same format as the rest
+    logging.config.dictConfig(log_config)
     install_memtrace("server", os.environ)  # opt-in debugging aid; nothing when unset
     with open_engine(settings) as engine:
         secrets = engine.secrets  # the one the store seals payloads with
@@ -80,8 +126,22 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
         # Requests check untrusted bodies and definitions in threads; hand the GIL over
         # every millisecond (default 5) so the event loop waits less behind them.
         sys.setswitchinterval(0.001)
+        if bootstrap_key_file is not None:  # before the key exists: a bad path loses none
+            _check_key_folder(bootstrap_key_file)
         token = app.state.authenticator.bootstrap_admin_if_empty()
-        if token is not None and as_json:
+        if token is not None and bootstrap_key_file is not None:
+            _write_key_file(bootstrap_key_file, token)
+            if as_json:
+                echo_json(
+                    {"tenant": "default", "role": "admin", "token_file": str(bootstrap_key_file)}
+                )
+            else:
+                click.echo(
+                    "No API key existed: created an admin key for tenant 'default', "
+                    f"written to {bootstrap_key_file} (mode 0600)."
+                )
+            sys.stdout.flush()
+        elif token is not None and as_json:
             echo_json({"tenant": "default", "role": "admin", "token": token})
             sys.stdout.flush()
         elif token is not None:
@@ -97,14 +157,47 @@ def serve_command(host: str, port: int, log_level: str, as_json: bool, settings:
             port=port,
             log_level=log_level,
             lifespan="on",
-            access_log=False,
+            access_log=access_log,
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)),
-            log_config=json_log_config(log_level)
-            if as_json or settings.log_format == "json"
-            else uvicorn.config.LOGGING_CONFIG,
+            log_config=log_config,
         )
+        banner = {
+            "event": "start",
+            "version": __version__,
+            "url": f"http://{_host(host)}:{port}",
+            "store": redact_url(engine.store.url),
+            "worker": "process" if in_child else "embedded",
+            "pid": os.getpid(),
+        }
+        if as_json:  # text logs have uvicorn's own "running on" line
+            logging.getLogger("wovyr.cli").info(
+                "wovyr %s serving on %s", __version__, banner["url"], extra={"fields": banner}
+            )
         route_output()  # logging is configured: what an attempt prints goes to its own log
         _server_class(uvicorn.Server)(config).run()
+
+
+def _check_key_folder(path: Path) -> None:
+    """The bootstrap key's file can be written: its folder exists (made if missing) and it
+    is not a folder."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot make the folder of --bootstrap-key-file {path}: {exc}") from None
+    if path.is_dir() or not os.access(path.parent, os.W_OK):
+        raise ConfigError(f"cannot write --bootstrap-key-file {path}")
+
+
+def _write_key_file(path: Path, token: str) -> None:
+    """The first admin key, in `path` (0600, written whole or not at all)."""
+    try:
+        atomic_write(path, token + "\n", 0o600)
+    except OSError as exc:
+        raise ConfigError(
+            f"the first admin key was made but could not be written to {path}: {exc}",
+            hint="revoke it (wovyr admin keys list/revoke) and make another with "
+            "wovyr admin keys create --tenant default --role admin",
+        ) from None
 
 
 def _server_class(base: Any) -> Any:
@@ -271,10 +364,10 @@ def worker_command(
             max_per_tenant=max_per_tenant or settings.max_per_tenant,
             reserved_slots=reserved,
         )
-        endpoint = _export_metrics(metrics_addr, worker) if metrics_addr else None
+        stop = asyncio.Event()
+        endpoint = _export_metrics(metrics_addr, worker, stop) if metrics_addr else None
 
         async def main() -> None:
-            stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
@@ -283,13 +376,25 @@ def worker_command(
                 share = f"a share of {worker.of} partitions (membership)"
             elif partitions is not None:
                 share = f"partitions {partition_spec} of {partition_count}"
-            say(
+            started_line = (
                 f"worker {worker.owner} on {redact_url(engine.store.url)} "
                 f"(concurrency {concurrency}, lease {lease}s, {share})"
             )
+            if as_json:  # the banner's parts as fields of its JSON line
+                banner = {
+                    "event": "start",
+                    "version": __version__,
+                    "owner": worker.owner,
+                    "store": redact_url(engine.store.url),
+                    "concurrency": concurrency,
+                    "pid": os.getpid(),
+                }
+                logging.getLogger("wovyr.cli").info(started_line, extra={"fields": banner})
+            else:
+                say(started_line)
             if endpoint is not None:
                 host, port = endpoint.address
-                say(f"metrics on http://{_host(host)}:{port}/metrics")
+                say(f"metrics on http://{_host(host)}:{port}/metrics (and /healthz, /readyz)")
             started = time.monotonic()
             await worker.run(stop, grace_seconds=grace)
             say(f"worker stopped after {time.monotonic() - started:.1f}s; leases released")
@@ -305,9 +410,11 @@ def _stderr(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _export_metrics(address: str, worker: Worker) -> MetricsEndpoint:
+def _export_metrics(address: str, worker: Worker, stop: asyncio.Event) -> MetricsEndpoint:
     """Count what this worker's store commits and serve it, with gauges read at scrape
-    time, on `address`. The observer is in place before the worker's first claim."""
+    time, on `address`, beside the probes: /readyz is ready while the store answers with
+    the schema this code expects and the worker is not stopping. The observer is in place
+    before the worker's first claim."""
     engine = worker.engine
     metrics = meter(engine.store)
 
@@ -319,7 +426,10 @@ def _export_metrics(address: str, worker: Worker) -> MetricsEndpoint:
         ]
         return metrics.render(None, sampled)
 
-    return MetricsEndpoint(address, render).start()
+    def checks() -> dict[str, str]:
+        return {**store_checks(engine.store), "worker": "stopping" if stop.is_set() else "ok"}
+
+    return MetricsEndpoint(address, render, checks).start()
 
 
 def _host(host: str) -> str:

@@ -13,12 +13,12 @@ import importlib
 import importlib.util
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import FastAPI
 
 from wovyr import assemble
+from wovyr._version import __version__
 from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import served
@@ -52,13 +52,6 @@ from wovyr.server.problems import install_problem_handlers
 from wovyr.settings import Settings
 
 __all__ = ["create_app"]
-
-
-def _package_version() -> str:
-    try:
-        return version("wovyr")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0"
 
 
 def _ui_mounter() -> Callable[..., Any] | None:
@@ -124,7 +117,7 @@ def create_app(
 
     app = FastAPI(
         title="Wovyr",
-        version=_package_version(),
+        version=__version__,
         summary="Durable execution for declarative YAML workflows.",
         openapi_url="/openapi.json",
         docs_url=None,  # FastAPI's pages load scripts from a CDN: /docs is ours instead

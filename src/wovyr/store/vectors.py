@@ -2,7 +2,8 @@
 
 There is no vector index (pgvector is not assumed on PostgreSQL): a namespace's embeddings
 of one model are loaded once into a float32 matrix, normalised, and a search is one
-matrix-vector product (numpy, imported by the first search only) and a partial sort.
+matrix-vector product (numpy, from the `memory` extra, imported by the first search only)
+and a partial sort.
 The matrix is cached per (tenant, namespace, model, dimensions) in this process, tagged
 with the namespace's version and its count of deletes (`AgentMemoryStore.memory_marks`),
 which every write moves in its own transaction: a search reads them first (one indexed
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from wovyr.errors import ConfigError
 from wovyr.store.agent_memory import MemoryHit, MemoryItem, VectorColumns
 
 __all__ = ["DEFAULT_MAX_FLOATS", "VectorCache", "VectorSearch", "pack", "unpack"]
@@ -84,10 +86,23 @@ class VectorCache:
                 total -= dropped.vectors.size
 
 
+def _numpy() -> Any:
+    """numpy, or a ConfigError naming the extra that brings it: semantic search is the only
+    user of numpy, so the core install goes without it."""
+    try:
+        import numpy
+    except ImportError:
+        raise ConfigError(
+            "agent memory's semantic search needs numpy, which the core install leaves out",
+            hint="install the memory extra: pip install 'wovyr[memory]'",
+        ) from None
+    return numpy
+
+
 def _normalised(columns: VectorColumns, dims: int) -> tuple[list[int], Any]:
     """The rows of `columns` that hold an embedding of `dims` dimensions, and those
     embeddings as a normalised (n, dims) float32 matrix."""
-    import numpy as np
+    np = _numpy()
 
     size = dims * 4
     fitting = [i for i, blob in enumerate(columns.embeddings) if blob and len(blob) == size]
@@ -104,7 +119,7 @@ def _normalised(columns: VectorColumns, dims: int) -> tuple[list[int], Any]:
 
 
 def _build(marks: tuple[int, int], columns: VectorColumns, dims: int) -> _Matrix:
-    import numpy as np
+    np = _numpy()
 
     fitting, vectors = _normalised(columns, dims)
     keys = [columns.keys[i] for i in fitting]
@@ -115,7 +130,7 @@ def _build(marks: tuple[int, int], columns: VectorColumns, dims: int) -> _Matrix
 def _updated(old: _Matrix, marks: tuple[int, int], changed: VectorColumns, dims: int) -> _Matrix:
     """`old` with the items written since it was built: a copy, so readers of `old` are
     undisturbed."""
-    import numpy as np
+    np = _numpy()
 
     fitting, vectors = _normalised(changed, dims)
     keys, rows = list(old.keys), dict(old.rows)
@@ -149,7 +164,7 @@ def _updated(old: _Matrix, marks: tuple[int, int], changed: VectorColumns, dims:
 def _nearest(
     matrix: _Matrix, query: Sequence[float], k: int, now: datetime
 ) -> list[tuple[str, float]]:
-    import numpy as np
+    np = _numpy()
 
     if not matrix.keys or k <= 0:
         return []

@@ -97,3 +97,18 @@ def test_bad_input_is_refused(cli: Cli) -> None:
     assert code == 2 and "not JSON" in err
     code, _, err = cli("memory", "list", "bad namespace")
     assert code == 2 and "invalid memory namespace" in err
+
+
+def test_search_without_numpy_names_the_memory_extra(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The core install has no numpy: a search says which extra brings it, and what was
+    written stays (put and get need no numpy)."""
+    with ScriptedLLM([]) as llm:
+        monkeypatch.setenv("WOVYR_LLM_BASE_URL", llm.base_url)
+        cli.json("memory", "put", "kb", "office", "--text", "The office moved to Berlin")
+        monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` raises ImportError
+        code, out, err = cli("memory", "search", "kb", "berlin office")
+        assert code != 0
+        assert "pip install 'wovyr[memory]'" in out + err
+        assert cli.json("memory", "get", "kb", "office")["key"] == "office"

@@ -1,14 +1,23 @@
-"""The stdlib `/metrics` endpoint of processes without the HTTP server."""
+"""The stdlib `/metrics`, `/healthz` and `/readyz` endpoint of processes without the HTTP
+server."""
 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import httpx
 import pytest
 
+from wovyr._version import __version__
 from wovyr.errors import ConfigError
-from wovyr.platform.metrics_http import CONTENT_TYPE, MetricsEndpoint, parse_address
+from wovyr.platform.metrics_http import (
+    CONTENT_TYPE,
+    MetricsEndpoint,
+    parse_address,
+    store_checks,
+)
+from wovyr.store.sqlite import SQLiteStore
 
 
 def test_addresses_are_host_and_port() -> None:
@@ -69,3 +78,46 @@ def test_an_address_in_use_is_a_config_error() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(ConfigError, match=f"cannot serve metrics on 127.0.0.1:{port}"):
             MetricsEndpoint(f"127.0.0.1:{port}", lambda: "")
+
+
+def test_healthz_and_readyz_answer_beside_metrics(tmp_path: Path) -> None:
+    """A worker's probes: /healthz with the version; /readyz 200 while the real store
+    answers and nothing stops, 503 with the failing check named otherwise."""
+    store = SQLiteStore(tmp_path / "wovyr.db")
+    stopping: list[bool] = []
+
+    def checks() -> dict[str, str]:
+        return {**store_checks(store), "worker": "stopping" if stopping else "ok"}
+
+    endpoint = MetricsEndpoint("127.0.0.1:0", lambda: "", checks).start()
+    try:
+        base = f"http://127.0.0.1:{endpoint.address[1]}"
+        health = httpx.get(f"{base}/healthz", timeout=5)
+        assert health.status_code == 200
+        assert health.json() == {"status": "ok", "version": __version__}
+        ready = httpx.get(f"{base}/readyz", timeout=5)
+        assert ready.status_code == 200
+        assert ready.json() == {
+            "status": "ready",
+            "checks": {"store": "ok", "migrations": "ok", "worker": "ok"},
+        }
+        stopping.append(True)
+        stopped = httpx.get(f"{base}/readyz", timeout=5)
+        assert stopped.status_code == 503
+        assert stopped.json()["checks"]["worker"] == "stopping"
+        store.close()
+        gone = httpx.get(f"{base}/readyz", timeout=5)
+        assert gone.status_code == 503
+        assert gone.json()["checks"]["store"] == "unreachable"
+    finally:
+        endpoint.close()
+
+
+def test_without_checks_there_is_no_readyz() -> None:
+    endpoint = MetricsEndpoint("127.0.0.1:0", lambda: "").start()
+    try:
+        base = f"http://127.0.0.1:{endpoint.address[1]}"
+        assert httpx.get(f"{base}/readyz", timeout=5).status_code == 404
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+    finally:
+        endpoint.close()
