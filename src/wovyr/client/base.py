@@ -30,12 +30,12 @@ from wovyr.errors import (
     WovyrError,
 )
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
     "API_KEY_ENV",
     "DEFAULT_TIMEOUT",
     "ENDED",
-    "SERVER_ENV",
     "Retry",
+    "SERVER_ENV",
     "SseDecoder",
     "StreamMessage",
     "api_key_from",
