@@ -184,6 +184,10 @@ def test_the_server_and_its_worker_process_show_no_secret_in_their_environment(
             assert secret.encode() not in shown, (shown_by, secret)
 
 
+def completed_backups(dest: Path) -> list[Path]:
+    return sorted(m for m in dest.glob("*/manifest*") if not m.parent.name.startswith("."))
+
+
 def test_a_withheld_backup_passphrase_still_encrypts_the_workers_scheduled_backups(
     tmp_path: Path,
 ) -> None:
@@ -207,7 +211,9 @@ def test_a_withheld_backup_passphrase_still_encrypts_the_workers_scheduled_backu
         [*WOVYR, "worker", "--poll-interval", "0.1"], env=env, stdout=log, stderr=log
     )
     try:
-        taken = wait_for(lambda: sorted(dest.glob("*/manifest*")), 60, "a scheduled backup")
+        # A backup is built in a hidden `.NAME.partial-*` folder and renamed when complete:
+        # only a completed one is taken (pathlib's glob matches hidden folders too).
+        taken = wait_for(lambda: completed_backups(dest), 60, "a scheduled backup")
         shown = environ_of(worker.pid)
     finally:
         worker.terminate()
