@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,6 +113,35 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     s = make_store(request.param, tmp_path, url)
     yield s
     s.close()
+
+
+@contextmanager
+def fresh_default_registry() -> Iterator[None]:
+    """The default registry and the loaded activity files as a fresh `wovyr` process has them:
+    no handler registered, no file loaded (a file loaded by an earlier test is loaded once per
+    process, so its handlers would not register again); both given back after."""
+    from wovyr.activities.base import default_registry
+
+    def user_modules() -> list[str]:
+        return [name for name in sys.modules if name.startswith("wovyr_user_")]
+
+    handlers = default_registry._handlers
+    loaded = {name: sys.modules.pop(name) for name in user_modules()}
+    default_registry._handlers = {}
+    try:
+        yield
+    finally:
+        default_registry._handlers = handlers
+        for name in user_modules():
+            del sys.modules[name]
+        sys.modules.update(loaded)
+
+
+@pytest.fixture
+def fresh_registry() -> Iterator[None]:
+    """`fresh_default_registry` for one test."""
+    with fresh_default_registry():
+        yield
 
 
 @pytest.fixture
