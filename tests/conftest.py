@@ -32,6 +32,18 @@ POSTGRES_URL = os.environ.get(
     "WOVYR_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 STORE_KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+# The crash-point sweeps, fault injections, soak and process kills take the longest (each a
+# minute or more on a loaded two-core machine): they are handed to the pytest workers first,
+# so the tier does not end with one worker still in a sweep while the others are idle.
+LONGEST_FIRST = ("tests/reliability/", "tests/chaos/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        found = (i for i, folder in enumerate(LONGEST_FIRST) if item.nodeid.startswith(folder))
+        return next(found, len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the collection's order within each rank
 
 
 def make_store(kind: str, tmp_path: Path, postgres_url: str | None = None) -> Store:
