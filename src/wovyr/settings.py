@@ -17,12 +17,13 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from wovyr import withheld
 from wovyr.errors import ConfigError
 
 __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
+    "FILE_LIMIT",
     "SECTIONS",
     "Settings",
     "VARIABLES",
@@ -38,6 +39,14 @@ __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
 
 log = logging.getLogger("wovyr.settings")
 
+#: What a variable holds (for the docs, and for how `wovyr config show` redacts a secret).
+Kind = Literal[
+    "address", "bytes", "choice", "count", "json", "list", "number", "path", "seconds",
+    "switch", "text", "url",
+]  # fmt: skip
+#: Where a value came from.
+Source = Literal["default", "env", "file", "deprecated alias", "error"]
+
 #: The most a `*_FILE` secret file may hold (a key, a passphrase, a URL: a few hundred bytes).
 FILE_LIMIT = 65_536
 
@@ -49,7 +58,7 @@ class Variable:
     may come from a file named by `NAME_FILE`), and the deprecated `aliases` still read."""
 
     name: str
-    type: str
+    type: Kind
     default: str
     description: str
     section: str
@@ -73,7 +82,7 @@ class Value:
 
     variable: Variable
     text: str | None
-    source: str
+    source: Source  # "error": `wovyr config show`'s, for one it could not read
     origin: str
 
     def shown(self) -> str | None:
@@ -97,7 +106,7 @@ _STORE, _LIMITS, _SERVER, _REMOTE, _KEYS, _MODELS, _LOGS, _INTERNAL = SECTIONS
 
 
 def _v(
-    name: str, type: str, default: str, description: str, section: str, read_by: str, **more: Any
+    name: str, type: Kind, default: str, description: str, section: str, read_by: str, **more: Any
 ) -> Variable:
     return Variable(name, type, default, description, section, read_by, **more)
 

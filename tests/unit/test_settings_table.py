@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import wovyr.settings as settings_module
 from wovyr.client.base import api_key_from
 from wovyr.errors import ConfigError
 from wovyr.platform.kms import load_kms
@@ -24,6 +25,12 @@ from wovyr.settings import (
 
 ALIASES = [(alias, v.name) for v in VARIABLES for alias in v.aliases]
 ROOT_KEY = "ab" * 32
+
+
+def test_all_is_sorted_and_the_names_are_unique() -> None:
+    assert settings_module.__all__ == sorted(settings_module.__all__)
+    names = [n for v in VARIABLES for n in (v.name, *v.aliases)]
+    assert len(names) == len(set(names))
 
 
 def test_the_table_defaults_are_the_settings_defaults() -> None:

@@ -7,8 +7,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -224,3 +227,55 @@ def test_a_json_error_of_the_configuration(
     body = error_of(err)
     assert body["type"] == "ConfigError"
     assert body["message"] == "WOVYR_LEASE_SECONDS must be a number, got 'soon'"
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """A server that refuses every request (401), keeping the Authorization it was sent."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.headers.get("Authorization"))
+        body = b'{"detail": "invalid API key"}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def recorder() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Recorder.seen.clear()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_the_cli_sends_the_api_key_read_from_its_file(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    recorder: str,
+) -> None:
+    key = tmp_path / "api.key"
+    key.write_text("wk_from_a_file\n")
+    monkeypatch.setenv("WOVYR_API_KEY_FILE", str(key))
+    monkeypatch.setenv("WOVYR_SERVER", recorder)
+    code, out, err = run(capsys, "workflows", "list", "--json")
+    assert code == 1 and out == ""
+    assert error_of(err)["type"] == "AccessDenied"  # the 401
+    assert _Recorder.seen == ["Bearer wk_from_a_file"]
+    monkeypatch.setenv("WOVYR_API_KEY", "wk_too")  # both ways: refused before any request
+    code, _, err = run(capsys, "workflows", "list")
+    assert code == 1 and "both WOVYR_API_KEY and WOVYR_API_KEY_FILE are set" in err
+    assert len(_Recorder.seen) == 1
