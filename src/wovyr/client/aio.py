@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from asyncio import sleep
 from collections.abc import AsyncIterator, Mapping
@@ -48,6 +47,7 @@ from wovyr.client.models import (
     TriggerResult,
 )
 from wovyr.errors import ConfigError
+from wovyr.settings import read
 
 __all__ = ["AsyncClient"]
 
@@ -100,7 +100,7 @@ class AsyncClient:
         transport: httpx.AsyncBaseTransport | None = None,
         retry: Retry | None = None,
     ) -> None:
-        url = base_url or os.environ.get(SERVER_ENV)
+        url = base_url or read(SERVER_ENV)
         if not url:
             raise ConfigError(f"no server URL: pass base_url or set {SERVER_ENV}")
         if not url.startswith(("http://", "https://")):

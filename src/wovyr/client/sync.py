@@ -5,7 +5,6 @@ GENERATED from wovyr/client/aio.py by scripts/unasync_client.py: do not edit by 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -47,6 +46,7 @@ from wovyr.client.models import (
     TriggerResult,
 )
 from wovyr.errors import ConfigError
+from wovyr.settings import read
 
 __all__ = ["Client"]
 
@@ -99,7 +99,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         retry: Retry | None = None,
     ) -> None:
-        url = base_url or os.environ.get(SERVER_ENV)
+        url = base_url or read(SERVER_ENV)
         if not url:
             raise ConfigError(f"no server URL: pass base_url or set {SERVER_ENV}")
         if not url.startswith(("http://", "https://")):
