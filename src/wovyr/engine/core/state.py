@@ -86,7 +86,7 @@ class ActivityState:
     compensation_retry: bool = False  # the compensation attempt failed; the next follows
     iterations: int = 0  # iterations of a `repeat` activity completed so far
     exhausted: bool = False  # a `repeat` ended by max_iterations with `until` still false
-    # the sub-steps recorded so far (an `agent`'s model and tool calls), kept across attempts
+    # the sub-steps recorded so far (the activity's journal), kept across attempts
     journal: tuple[dict[str, Any], ...] = ()
     reused_from: str | None = None  # a rerun's activity whose result came from that run
 
@@ -560,7 +560,7 @@ def _resumed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
 def _journal_step(kind: str) -> Any:
     """A sub-step of an activity (a model call, a tool call) joins its journal. It is
     progress: the recovery budget counts the attempt's losses since the last one (a step
-    that kills its worker every time still exhausts it; a long agent loop does not)."""
+    that kills its worker every time still exhausts it; a long run of steps does not)."""
 
     def handler(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         aid = e.data["activity"]
@@ -764,7 +764,7 @@ def _child_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
 
 def _child_finished(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     call = e.get("call")
-    if call is not None:  # an agent's tool call ran as this child: its result is a step
+    if call is not None:  # a journaled call ran as this child: its result is a step
         return _tool_child_step(state, e, call)
     result = dict(e.data)
     if e.get("index") is not None:
@@ -773,7 +773,7 @@ def _child_finished(state: ExecutionState, e: Event, at: str) -> ExecutionState:
 
 
 def _tool_child_step(state: ExecutionState, e: Event, call: dict[str, Any]) -> ExecutionState:
-    """The end of a child workflow an agent's tool call started joins the activity's
+    """The end of a child workflow a journaled call started joins the activity's
     journal as that call's tool step (once: a repeated ChildFinished changes nothing)."""
     aid = e.data["activity"]
     act = state.activity(aid)
