@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from enum import StrEnum, nonmember
 from typing import Any, TypeVar
 
 from wovyr.events import Event, EventType
+from wovyr.statuses import ActivityStatus, ChildStatus, ExecutionStatus
 
 __all__ = [
     "STATE_UNLESS_SET",
@@ -27,37 +27,6 @@ __all__ = [
     "state_from_json",
     "state_to_json",
 ]
-
-
-# Statuses are `StrEnum`s: each member is equal to (and hashes, formats and serializes as)
-# its string, so records, checkpoints, events and JSON hold the same text as ever, and a
-# status read back from the store (a plain `str`) compares equal to its member.
-
-
-class ExecutionStatus(StrEnum):
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    CONTINUED = "continued"  # ended by continue-as-new: the chain goes on in its next run
-    TERMINAL = nonmember(frozenset({COMPLETED, FAILED, CANCELLED, CONTINUED}))
-
-
-class ActivityStatus(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    WAITING = "waiting"
-    RETRYING = "retrying"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    COMPENSATING = "compensating"
-    COMPENSATED = "compensated"
-    COMPENSATION_FAILED = "compensation_failed"
-    DONE_OK = nonmember(
-        frozenset({COMPLETED, SKIPPED, COMPENSATING, COMPENSATED, COMPENSATION_FAILED})
-    )
-    ACTIVE = nonmember(frozenset({RUNNING, WAITING, RETRYING}))
 
 
 @dataclass(frozen=True)
@@ -624,7 +593,7 @@ def _child_timed_out(state: ExecutionState, timer: dict[str, Any], fired_at: str
         "index": index,
         "attempt": attempt,
         "child": child,
-        "status": "timed_out",
+        "status": ChildStatus.TIMED_OUT,
         "fired_at": fired_at,
     }
     if index is not None:
@@ -791,7 +760,7 @@ def _tool_child_step(state: ExecutionState, e: Event, call: dict[str, Any]) -> E
         "result": e.get("output"),
         "child": e.data["child"],
     }
-    if e.data["status"] != "completed":
+    if e.data["status"] != ChildStatus.COMPLETED:
         error = e.get("error") or {}
         inner = error
         while isinstance(inner.get("error"), dict) and not inner.get("message"):
