@@ -59,7 +59,8 @@ class ShownStatus(StrEnum):
 
 
 #: The shown statuses in the order every list, filter and error message names them.
-SHOWN_STATUSES: tuple[str, ...] = tuple(ShownStatus)
+#: (plain strings: a `click.Choice` of enum members would match their names)
+SHOWN_STATUSES: tuple[str, ...] = tuple(s.value for s in ShownStatus)
 
 
 class ChildStatus(StrEnum):
