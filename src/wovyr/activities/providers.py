@@ -58,6 +58,8 @@ from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.outbound import send_checked
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+from wovyr.kinds.options import option_problems
+from wovyr.kinds.steps import DEFAULT_EMBEDDING_MODEL, DEFAULT_PROVIDER
 from wovyr.traces import Attribute, call_span
 
 if TYPE_CHECKING:
@@ -81,10 +83,9 @@ __all__ = [
     "chat",
     "embed",
     "provider_body",
+    "with_options",
 ]
 
-DEFAULT_PROVIDER = "default"
-DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"  # when a memory spec names none
 MAX_EMBEDDING_INPUTS = 256  # texts in one embeddings request
 PROVIDER_KINDS = ("openai", "anthropic")  # the protocols a provider may speak
 MAX_RESPONSE_BYTES = 8 * 1_048_576
@@ -119,8 +120,6 @@ class ProviderConfig:
     options: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        from wovyr.activities.model_options import option_problems
-
         if self.api_key is not None and self.api_key_secret is not None:
             raise ValueError("a provider's key is its own api_key or a secret, not both")
         problems = option_problems(self.options, self.kind)
@@ -769,3 +768,16 @@ async def _read_stream(
         output_tokens=int(usage.get("completion_tokens") or 0),
         model=name,
     )
+
+
+def with_options(
+    body: dict[str, Any], options: Mapping[str, Any] | None, family: str
+) -> dict[str, Any]:
+    """`body` with a step's `options` added, each checked against `family`'s list (a key it
+    does not take: `UnsupportedOption`, not retried); a key the kind set itself is kept."""
+    if not options:
+        return body
+    problems = option_problems(options, family)
+    if problems:
+        raise NonRetryableError("; ".join(problems), type="UnsupportedOption")
+    return {**options, **body}

@@ -29,13 +29,13 @@ from wovyr.cli.common import (
 from wovyr.cli.main import cli
 from wovyr.fields import parse_timestamp
 from wovyr.settings import Settings
+from wovyr.statuses import SHOWN_STATUSES as STATUSES
 
 if TYPE_CHECKING:
     from wovyr.worker import Worker
 
 __all__: list[str] = []
 
-STATUSES = ["running", "waiting", "completed", "failed", "cancelled", "continued"]
 _NO_FOLLOW = click.option(
     "--no-follow",
     "no_follow",

@@ -25,17 +25,17 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
+import wovyr.activities.builtin  # noqa: F401  (registers what runs the built-in kinds)
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.builtin.agent import AgentBudget, ToolName
 from wovyr.activities.kinds import KINDS
-from wovyr.activities.memory import EmbeddingSpec
-from wovyr.activities.model_options import Options
 from wovyr.definition.locate import model_problems
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import Limits, parse_document
 from wovyr.definition.source import SourceMap
 from wovyr.errors import DefinitionError, Problem
 from wovyr.fields import NAME_PATTERN, Duration, FrozenModel, Version
+from wovyr.kinds.options import Options
+from wovyr.kinds.steps import AgentBudget, EmbeddingSpec, ToolName
 
 __all__ = [
     "AGENT_LABEL",
@@ -195,7 +195,7 @@ def agent_tool_problems(
     key in the document when its source map is given."""
     workflow = agent_workflow(document)
     act = workflow.activities[0]
-    check = act.kind_entry.preflight
+    check = KINDS.get(act.kind).preflight
     found = check(act.step, tools) if check is not None else []
     problems = []
     for p in found:
