@@ -21,7 +21,14 @@ from typing import Any
 import click
 
 from wovyr.cli.admin import admin
-from wovyr.cli.common import echo_json, engine_options, local_actor, open_engine, store_options
+from wovyr.cli.common import (
+    echo_json,
+    engine_options,
+    json_option,
+    local_actor,
+    open_engine,
+    store_options,
+)
 from wovyr.errors import ConfigError, KmsError
 from wovyr.platform.backup import (
     BACKUP_WORKFLOW,
@@ -92,7 +99,7 @@ def _kms(settings: Settings) -> Kms | None:
 )
 @click.option("--encrypt", is_flag=True, help="Encrypt the backup with a passphrase.")
 @_passphrase_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @store_options
 def take_command(
     dest: Path,
@@ -140,7 +147,7 @@ def take_command(
 @backup_group.command("verify")
 @click.argument("src", type=click.Path(file_okay=False, path_type=Path))
 @_passphrase_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @store_options
 def verify_command(
     src: Path, passphrase_file: Path | None, as_json: bool, settings: Settings
@@ -187,7 +194,7 @@ def verify_command(
     help="With --encrypt: a file on the worker's host holding the passphrase (the schedule "
     "keeps its path, never the passphrase).",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def schedule_command(
     cron: str | None,
@@ -270,7 +277,7 @@ def schedule_command(
     "it came from.",
 )
 @_passphrase_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @store_options
 def restore_command(
     src: Path,
@@ -318,7 +325,7 @@ def restore_command(
 
 @backup_group.command("schedules")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def schedules_command(limit: int, as_json: bool, settings: Settings) -> None:
     """The backup schedules and the latest backups they took (newest first)."""
@@ -369,7 +376,7 @@ def schedules_command(limit: int, as_json: bool, settings: Settings) -> None:
 
 @backup_group.command("unschedule")
 @click.argument("schedule_id", default="backup")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def unschedule_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Delete the backup schedule SCHEDULE_ID (default `backup`); backups taken stay."""

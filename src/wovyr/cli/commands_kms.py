@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from wovyr.cli.admin import admin
-from wovyr.cli.common import echo_json, engine_options, open_engine
+from wovyr.cli.common import echo_json, engine_options, json_option, open_engine
 from wovyr.errors import KmsError
 from wovyr.platform.kms import (
     NEW_ROOT_ENV,
@@ -44,7 +44,7 @@ def kms_group() -> None:
 
 
 @kms_group.command("status")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def status_command(as_json: bool, settings: Settings) -> None:
     """The KMS mode, the root key's id (never the key) and its escrow and rotation times."""
@@ -70,7 +70,7 @@ def status_command(as_json: bool, settings: Settings) -> None:
 
 @kms_group.command("escrowed")
 @click.option("--by", default="cli", show_default=True, help="Who escrowed it (recorded).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def escrowed_command(by: str, as_json: bool, settings: Settings) -> None:
     """Record that the root key in use has been escrowed (copied somewhere safe, apart from
@@ -94,7 +94,7 @@ def escrowed_command(by: str, as_json: bool, settings: Settings) -> None:
     help=f"A file holding the new root key (64 hex digits); default: {NEW_ROOT_ENV}.",
 )
 @click.option("--verbose", is_flag=True, help="Print each data key as it is re-wrapped.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def rotate_command(
     new_key_file: Path | None, verbose: bool, as_json: bool, settings: Settings
