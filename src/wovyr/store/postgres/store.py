@@ -80,6 +80,7 @@ from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
+from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
 from wovyr.store.sql.registry import SQLRegistry
@@ -107,6 +108,7 @@ class PostgresStore(
     SQLStreams,
     SQLAgentMemory,
     PostgresRateLimits,
+    SQLFlow,
     PostgresRetention,
     SQLBulk,
     PostgresEventPartitions,

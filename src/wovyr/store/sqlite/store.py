@@ -66,6 +66,7 @@ from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
+from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
 from wovyr.store.sql.registry import SQLRegistry
@@ -409,6 +410,7 @@ class SQLiteStore(
     SQLiteScrub,
     SQLiteFlow,
     SQLiteRateLimits,
+    SQLFlow,
     SQLStreams,
     SQLAgentMemory,
     SQLiteRetention,
