@@ -84,6 +84,7 @@ from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
 from wovyr.store.sql.registry import SQLRegistry
+from wovyr.store.sql.retention import SQLRetention
 from wovyr.store.sql.schedules import SQLSchedules
 from wovyr.store.sql.secrets import SQLSecrets
 from wovyr.store.sql.streams import SQLStreams
@@ -110,6 +111,7 @@ class PostgresStore(
     PostgresRateLimits,
     SQLFlow,
     PostgresRetention,
+    SQLRetention,
     SQLBulk,
     PostgresEventPartitions,
 ):

@@ -70,6 +70,7 @@ from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
 from wovyr.store.sql.registry import SQLRegistry
+from wovyr.store.sql.retention import SQLRetention
 from wovyr.store.sql.schedules import SQLSchedules
 from wovyr.store.sql.secrets import SQLSecrets
 from wovyr.store.sql.streams import SQLStreams
@@ -414,6 +415,7 @@ class SQLiteStore(
     SQLStreams,
     SQLAgentMemory,
     SQLiteRetention,
+    SQLRetention,
     SQLBulk,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing); None
