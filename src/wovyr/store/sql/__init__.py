@@ -93,3 +93,18 @@ class SQLRole:
 
     def _queries(self, role: str) -> Mapping[str, str]:
         return role_queries(role, self._dialect)
+
+    def _role_write(
+        self, role: str, name: str, params: Params, audit: AuditEntry | None = None
+    ) -> int:
+        """One statement of `role` in a transaction; `audit` is appended in it when a row
+        changed."""
+        sql = self._queries(role)[name]
+
+        def body(tx: Tx) -> int:
+            count = tx.run(sql, params)
+            if count:
+                tx.append_audit(audit)
+            return count
+
+        return int(self._sql_write(body))

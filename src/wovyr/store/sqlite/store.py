@@ -66,6 +66,7 @@ from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
+from wovyr.store.sql.events import SQLEvents, write_outbox
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.schedules import SQLSchedules
@@ -332,6 +333,7 @@ class SQLiteStore(
     SQLAgentMemory,
     SQLiteRetention,
     SQLiteBulk,
+    SQLEvents,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing); None
     is the `memory://` store (a temporary file, not durable: see the module's docstring)."""
@@ -725,6 +727,7 @@ class SQLiteStore(
         if step.continued_as is not None and not self._insert_execution(conn, step.continued_as):
             raise StoreError(f"the continued run's id {step.continued_as.id} is taken")
         append_audit_row(conn, step.audit)
+        write_outbox(_Tx(conn, self), SQLITE, step, step.expected_seq)
         return CommitOutcome.OK
 
     @staticmethod
