@@ -158,7 +158,7 @@ def test_the_outbox_is_written_with_the_step_that_ends_an_execution(store: Store
     assert store.list_deliveries("default").items == []
     assert store.commit([ending("x1", 2, "completed")]) == [CommitOutcome.OK]  # type: ignore[list-item]
     [delivery] = store.list_deliveries("default").items
-    assert delivery.id == delivery_id("default", "ops", "x1", 3)
+    assert delivery.id == delivery_id("default", "ops", "x1", "3")
     assert (delivery.endpoint, delivery.event, delivery.status) == (
         "ops",
         "execution.completed",

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from tests.server.conftest import Api
 
+from wovyr.activities.outbound import sign_body
 from wovyr.engine.quotas import Quotas
-from wovyr.engine.triggers import MAX_EVENT_BYTES, sign
+from wovyr.engine.triggers import MAX_EVENT_BYTES
 
 pytestmark = pytest.mark.anyio
 OP_A, OP_B, VIEW_A, ADMIN_A = (
@@ -214,21 +215,23 @@ async def test_a_signed_webhook_starts_and_a_bad_one_does_not(api: Api) -> None:
     assert path.startswith("/api/v1/hooks/hk_")
     body = json.dumps({"order": 5}).encode()
     now = api.clock.now()
-    wrong = await hook(api, path, body, sign(b"not-the-key-at-all-0000", body, now))
+    wrong = await hook(api, path, body, sign_body([b"not-the-key-at-all-0000"], body, now))
     assert wrong.status_code == 401
     assert (await hook(api, path, body, "")).status_code == 401
-    stale = sign(b"new-key-0123456789abcdef", body, now - timedelta(seconds=301))
+    stale = sign_body([b"new-key-0123456789abcdef"], body, now - timedelta(seconds=301))
     assert (await hook(api, path, body, stale)).status_code == 401
-    tampered = await hook(api, path, body + b" ", sign(b"new-key-0123456789abcdef", body, now))
+    tampered = await hook(
+        api, path, body + b" ", sign_body([b"new-key-0123456789abcdef"], body, now)
+    )
     assert tampered.status_code == 401
     assert await executions(api) == []
     assert (await api.call("GET", "/api/v1/events", VIEW_A)).json()["items"] == []
-    good = sign(b"new-key-0123456789abcdef", body, now)
+    good = sign_body([b"new-key-0123456789abcdef"], body, now)
     ok = await hook(api, path, body, good)
     assert ok.status_code == 202, ok.text
     assert ok.json()["events"][0]["source"] == "webhook"
     assert (await hook(api, path, body, good)).status_code == 401  # the same request again
-    old = sign(b"old-key-0123456789abcdef", body, now + timedelta(seconds=1))
+    old = sign_body([b"old-key-0123456789abcdef"], body, now + timedelta(seconds=1))
     assert (await hook(api, path, body, old)).status_code == 202  # the key being rotated out
     assert len(await executions(api)) == 2
     assert (await hook(api, "/api/v1/hooks/hk_unknown", body, good)).status_code == 401

@@ -866,6 +866,39 @@ class AsyncClient:
         params = query(trigger=trigger, limit=limit, cursor=cursor)
         return cast(JSONObject, await self._json("GET", f"{_V1}/events", params=params))
 
+    # --- outbound webhooks ------------------------------------------------------------------------
+
+    async def list_webhooks(self) -> list[JSONObject]:
+        return cast(list[JSONObject], await self._json("GET", f"{_V1}/webhooks"))
+
+    async def get_webhook(self, name: str) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", f"{_V1}/webhooks/{_part(name)}"))
+
+    async def put_webhook(self, name: str, config: Mapping[str, Any]) -> JSONObject:
+        """`config`: url, events, secrets (names), filter."""
+        path = f"{_V1}/webhooks/{_part(name)}"
+        return cast(JSONObject, await self._json("PUT", path, json=dict(config)))
+
+    async def delete_webhook(self, name: str) -> None:
+        await self._send("DELETE", f"{_V1}/webhooks/{_part(name)}")
+
+    async def list_deliveries(
+        self,
+        *,
+        endpoint: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JSONObject:
+        """A page of the webhook deliveries, newest first (`next_cursor`: pass it as `cursor`)."""
+        params = query(endpoint=endpoint, status=status, limit=limit, cursor=cursor)
+        return cast(JSONObject, await self._json("GET", f"{_V1}/deliveries", params=params))
+
+    async def get_delivery(self, delivery_id: str) -> JSONObject:
+        """One delivery with its attempts (`attempts_made`)."""
+        path = f"{_V1}/deliveries/{_part(delivery_id)}"
+        return cast(JSONObject, await self._json("GET", path))
+
     async def list_audit(
         self,
         *,

@@ -854,6 +854,39 @@ class Client:
         params = query(trigger=trigger, limit=limit, cursor=cursor)
         return cast(JSONObject, self._json("GET", f"{_V1}/events", params=params))
 
+    # --- outbound webhooks ------------------------------------------------------------------------
+
+    def list_webhooks(self) -> list[JSONObject]:
+        return cast(list[JSONObject], self._json("GET", f"{_V1}/webhooks"))
+
+    def get_webhook(self, name: str) -> JSONObject:
+        return cast(JSONObject, self._json("GET", f"{_V1}/webhooks/{_part(name)}"))
+
+    def put_webhook(self, name: str, config: Mapping[str, Any]) -> JSONObject:
+        """`config`: url, events, secrets (names), filter."""
+        path = f"{_V1}/webhooks/{_part(name)}"
+        return cast(JSONObject, self._json("PUT", path, json=dict(config)))
+
+    def delete_webhook(self, name: str) -> None:
+        self._send("DELETE", f"{_V1}/webhooks/{_part(name)}")
+
+    def list_deliveries(
+        self,
+        *,
+        endpoint: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JSONObject:
+        """A page of the webhook deliveries, newest first (`next_cursor`: pass it as `cursor`)."""
+        params = query(endpoint=endpoint, status=status, limit=limit, cursor=cursor)
+        return cast(JSONObject, self._json("GET", f"{_V1}/deliveries", params=params))
+
+    def get_delivery(self, delivery_id: str) -> JSONObject:
+        """One delivery with its attempts (`attempts_made`)."""
+        path = f"{_V1}/deliveries/{_part(delivery_id)}"
+        return cast(JSONObject, self._json("GET", path))
+
     def list_audit(
         self,
         *,

@@ -24,8 +24,6 @@ id), so the event starts one execution, never two and never none.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import secrets as token_source
 from collections.abc import Mapping
@@ -34,6 +32,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wovyr.activities.outbound import SIGNATURE_HEADER, signature_of
 from wovyr.definition.expr import evaluate_condition, render
 from wovyr.definition.parse import read_source
 from wovyr.definition.trigger import TriggerDocument, load_trigger
@@ -63,12 +62,10 @@ __all__ = [
     "named_trigger",
     "receive_event",
     "receive_webhook",
-    "sign",
     "trigger_view",
 ]
 
 MAX_EVENT_BYTES = 262_144  # an event payload larger than this starts nothing (rejected)
-SIGNATURE_HEADER = "Wovyr-Signature"
 _REPLAY = "~webhook:"  # dedup keys of the signatures a trigger has accepted
 
 
@@ -220,7 +217,9 @@ def receive_webhook(
         raise SignatureRefused("the webhook signature is not valid")
     now = engine.clock.now()
     keys = [_secret(tenant_engine, name) for name in webhook.secrets]
-    signature = _verify(headers.get(SIGNATURE_HEADER, ""), body, keys, now, webhook.tolerance)
+    signature = signature_of(headers.get(SIGNATURE_HEADER, ""), body, keys, now, webhook.tolerance)
+    if signature is None:
+        raise SignatureRefused("the webhook signature is not valid (or outside its tolerance)")
     held = engine.store.claim_dedup_key(
         record.tenant,
         f"{_REPLAY}{record.name}",
@@ -234,14 +233,6 @@ def receive_webhook(
     return Received([_take(tenant_engine, "webhook", record, body, max_bytes)])
 
 
-def sign(key: bytes, body: bytes, at: datetime) -> str:
-    """The `Wovyr-Signature` header value of `body` signed with `key` at `at` (what a
-    sender computes; the outbound webhooks sign their deliveries the same way)."""
-    stamp = int(at.timestamp())
-    digest = hmac.new(key, f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
-    return f"t={stamp},v1={digest}"
-
-
 def _secret(engine: Engine, name: str) -> bytes:
     resolver = engine.secrets
     if resolver is None:
@@ -250,27 +241,6 @@ def _secret(engine: Engine, name: str) -> bytes:
         return resolver.resolve_secret(engine.tenant, name).encode()
     except NotFound:
         raise SignatureRefused("the webhook signature is not valid") from None
-
-
-def _verify(header: str, body: bytes, keys: list[bytes], now: datetime, tolerance: float) -> str:
-    """The matching v1 signature of `header` (hex), or SignatureRefused."""
-    parts: dict[str, list[str]] = {}
-    for item in header.split(","):
-        name, _, value = item.strip().partition("=")
-        parts.setdefault(name, []).append(value)
-    try:
-        stamp = int(parts.get("t", [""])[0])
-    except ValueError:
-        raise SignatureRefused("the webhook signature is not valid") from None
-    if abs(now.timestamp() - stamp) > tolerance:
-        raise SignatureRefused("the webhook signature's timestamp is outside the tolerance")
-    signed = f"{stamp}.".encode() + body
-    for key in keys:
-        expected = hmac.new(key, signed, hashlib.sha256).hexdigest()
-        for given in parts.get("v1", []):
-            if hmac.compare_digest(expected.encode(), given.encode()):
-                return given
-    raise SignatureRefused("the webhook signature is not valid")
 
 
 def _record(

@@ -48,6 +48,7 @@ OUTBOUND_EVENTS = (
     "execution.completed",
     "execution.failed",
 )
+_WAIT_STARTS = frozenset({EventType.ACTIVITY_SCHEDULED, EventType.ACTIVITY_SUSPENDED})
 _ENDED = {
     EventType.EXECUTION_COMPLETED: "execution.completed",
     EventType.EXECUTION_FAILED: "execution.failed",
@@ -55,25 +56,31 @@ _ENDED = {
 }
 
 
-def outbox_events(step: StepWrite, base_seq: int) -> list[tuple[str, int]]:
-    """The outbound events `step` makes, each with the seq of the event it comes from:
-    read from the event types and the plain `waiting_on` (never from event data, which a
-    sealing tenant's store holds sealed)."""
-    found: list[tuple[str, int]] = []
+def outbox_events(step: StepWrite, base_seq: int) -> list[tuple[str, int, str]]:
+    """The outbound events `step` makes: (name, the seq of the event it comes from, its key
+    in the execution). Read from the event types and the plain `waiting_on`, never from
+    event data (a sealing tenant's store holds that sealed): an approval is requested by a
+    step that schedules or suspends an activity while `waiting_on` names `approval <id>`,
+    keyed by the activity, so a later step that still waits on it makes no second one."""
+    found: list[tuple[str, int, str]] = []
+    waits = step.waiting_on or ""
     for i, event in enumerate(step.events, 1):
         name = _ENDED.get(event.type)
-        waits = step.waiting_on or ""
-        if name is None and event.type == EventType.ACTIVITY_SUSPENDED and "approval " in waits:
-            name = "execution.approval_requested"
         if name is not None:
-            found.append((name, base_seq + i))
-    return found
+            found.append((name, base_seq + i, str(base_seq + i)))
+        elif event.type in _WAIT_STARTS and "approval " in waits:
+            for part in waits.split("; "):
+                if part.startswith("approval "):
+                    key = f"approval:{part.removeprefix('approval ')}"
+                    found.append(("execution.approval_requested", base_seq + i, key))
+    return list({key: (n, seq, key) for n, seq, key in found}.values())
 
 
-def delivery_id(tenant: str, endpoint: str, execution_id: str, seq: int) -> str:
-    """The id of the delivery of one execution event to one endpoint: the same whoever
-    writes it and however often it is sent (a receiver dedups on it)."""
-    digest = hashlib.sha256(f"{tenant}\0{endpoint}\0{execution_id}\0{seq}".encode()).hexdigest()
+def delivery_id(tenant: str, endpoint: str, execution_id: str, key: str) -> str:
+    """The id of the delivery of one execution event (`key`: see `outbox_events`) to one
+    endpoint: the same whoever writes it and however often it is sent (a receiver dedups
+    on it)."""
+    digest = hashlib.sha256(f"{tenant}\0{endpoint}\0{execution_id}\0{key}".encode()).hexdigest()
     return f"dlv_{digest[:32]}"
 
 

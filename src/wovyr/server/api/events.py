@@ -10,13 +10,17 @@
   replayed signature is 401 and starts nothing.
 - `GET /api/v1/events` (viewer): the events received, newest first, one cursor page at a
   time.
+- `/api/v1/webhooks` (admin): the tenant's outbound webhook endpoints
+  (`wovyr.platform.webhooks`: a URL, the execution events, a filter, the NAMES of the secrets
+  deliveries are signed with); `GET /api/v1/deliveries[/{id}]` (viewer): the outbox, newest
+  first, each delivery with its attempts.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
@@ -35,9 +39,11 @@ from wovyr.engine.triggers import (
     receive_webhook,
     trigger_view,
 )
+from wovyr.errors import NotFound
+from wovyr.platform.webhooks import delivery_view, endpoint_view, parse_endpoint
 from wovyr.server.api.documents import DOCUMENT_BODY, read_document
 from wovyr.server.api.paging import Cursor, decode_cursor, encode_cursor
-from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
+from wovyr.server.deps import Admin, Ctx, Operator, Viewer, tenant_engine
 from wovyr.server.problems import LOCATION_HEADER, ApiProblem, problem_responses
 
 __all__ = ["router"]
@@ -207,3 +213,150 @@ def list_received_events(
         items=[ReceivedEvent(**event_view(r)) for r in page.items],
         next_cursor=encode_cursor(page.next),
     )
+
+
+class EndpointOut(BaseModel):
+    name: str
+    url: str
+    events: list[str]
+    filter: str | None
+    secrets: list[str]  # the NAMES of the tenant's secrets, never a value
+    updated_at: str
+    updated_by: str
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    at: str
+    status_code: int | None
+    error: str
+
+
+class DeliveryOut(BaseModel):
+    id: str  # the `Wovyr-Delivery` header: the same on every attempt
+    endpoint: str
+    event: str
+    execution_id: str
+    seq: int
+    payload: dict[str, Any]
+    status: str  # pending, delivered, filtered, dead
+    attempts: int
+    next_at: str
+    last_error: str
+    created_at: str
+    updated_at: str
+
+
+class DeliveryDetail(DeliveryOut):
+    attempts_made: list[AttemptOut]
+
+
+class DeliveryPage(BaseModel):
+    items: list[DeliveryOut]
+    next_cursor: str | None
+
+
+@router.get(
+    "/api/v1/webhooks", response_model=list[EndpointOut], summary="The tenant's webhook endpoints"
+)
+def list_webhooks(ctx: Ctx, principal: Admin) -> list[EndpointOut]:
+    """The tenant's outbound webhook endpoints (secrets by name)."""
+    return [
+        EndpointOut(**endpoint_view(e))
+        for e in ctx.engine.store.list_webhook_endpoints(principal.tenant)
+    ]
+
+
+@router.get("/api/v1/webhooks/{name}", response_model=EndpointOut, summary="A webhook endpoint")
+def get_webhook(name: str, ctx: Ctx, principal: Admin) -> EndpointOut:
+    """One webhook endpoint of the tenant."""
+    found = ctx.engine.store.get_webhook_endpoint(principal.tenant, name)
+    if found is None:
+        raise NotFound(f"no webhook endpoint {name!r}")
+    return EndpointOut(**endpoint_view(found))
+
+
+@router.put(
+    "/api/v1/webhooks/{name}",
+    response_model=EndpointOut,
+    summary="Add or replace a webhook endpoint",
+    description="`url` (http or https), `events` (of `execution.completed`, "
+    "`execution.failed`, `execution.cancelled`, `execution.approval_requested`), `secrets` "
+    "(one or two names of the tenant's secrets: the first signs, both while a key is "
+    "rotated) and an optional `filter` (a `${{ }}` condition on the delivery, read as "
+    "`event`). Deliveries go as the tenant's side-effect policy allows. Audited.",
+)
+def put_webhook(
+    name: str,
+    ctx: Ctx,
+    principal: Admin,
+    body: dict[str, Any] = Body(  # noqa: B008 - FastAPI's way to take the whole body
+        examples=[
+            {
+                "url": "https://hooks.example.com/wovyr",
+                "events": ["execution.completed", "execution.failed"],
+                "secrets": ["WEBHOOK_KEY"],
+                "filter": "${{ event.execution.workflow == 'billing' }}",
+            }
+        ],
+    ),
+) -> EndpointOut:
+    """Add or replace a webhook endpoint of the tenant."""
+    engine = tenant_engine(ctx, principal)
+    record = parse_endpoint(principal.tenant, name, body, by=principal.key_id, at=ctx.clock.now())
+    audit = engine.audit_entry(
+        "webhook.set", name, {"url": record.url, "events": list(record.events)}
+    )
+    engine.store.put_webhook_endpoint(record, audit=audit)
+    return EndpointOut(**endpoint_view(record))
+
+
+@router.delete("/api/v1/webhooks/{name}", status_code=204, summary="Remove a webhook endpoint")
+def delete_webhook(name: str, ctx: Ctx, principal: Admin) -> Response:
+    """Remove a webhook endpoint (its pending deliveries end `dead`). Audited."""
+    engine = tenant_engine(ctx, principal)
+    audit = engine.audit_entry("webhook.delete", name)
+    if not engine.store.delete_webhook_endpoint(principal.tenant, name, audit=audit):
+        raise NotFound(f"no webhook endpoint {name!r}")
+    return Response(status_code=204)
+
+
+@router.get(
+    "/api/v1/deliveries",
+    response_model=DeliveryPage,
+    summary="The webhook deliveries",
+    description="The tenant's outbound deliveries, newest first (`endpoint`, `status`: "
+    "pending, delivered, filtered, dead). `cursor` in, `next_cursor` out.",
+    responses=problem_responses(400),
+)
+def list_deliveries(
+    ctx: Ctx,
+    principal: Viewer,
+    cursor: Cursor = None,
+    endpoint: Annotated[str | None, Query(max_length=128)] = None,
+    status: Annotated[str | None, Query(pattern="^(pending|delivered|filtered|dead)$")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> DeliveryPage:
+    """A page of the webhook deliveries."""
+    page = ctx.engine.store.list_deliveries(
+        principal.tenant,
+        endpoint=endpoint,
+        status=status,
+        before=decode_cursor(cursor),
+        limit=limit,
+    )
+    return DeliveryPage(
+        items=[DeliveryOut(**delivery_view(d)) for d in page.items],
+        next_cursor=encode_cursor(page.next),
+    )
+
+
+@router.get("/api/v1/deliveries/{delivery_id}", response_model=DeliveryDetail, summary="A delivery")
+def get_delivery(delivery_id: str, ctx: Ctx, principal: Viewer) -> DeliveryDetail:
+    """One delivery with every attempt made (status code, error)."""
+    store = ctx.engine.store
+    found = store.get_delivery(principal.tenant, delivery_id)
+    if found is None:
+        raise NotFound(f"no delivery {delivery_id!r}")
+    attempts = store.delivery_attempts(principal.tenant, delivery_id)
+    return DeliveryDetail(**delivery_view(found, attempts))

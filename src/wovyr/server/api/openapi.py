@@ -59,6 +59,7 @@ OPERATION_IDS = {
     "post_event": "sendEvent",
     "receive_hook": "receiveWebhook",
     "list_received_events": "listEvents",
+    "put_webhook": "putWebhook",
     "metrics": "getMetrics",
 }
 # status -> the name of its shared response under components/responses

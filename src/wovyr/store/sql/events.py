@@ -121,15 +121,15 @@ def write_outbox(tx: Tx, dialect: Dialect, step: StepWrite, base_seq: int) -> in
     endpoints = [
         _endpoint(row, dialect) for row in tx.rows(q["endpoint_list"], {"tenant": step.tenant})
     ]
-    wanted = [(e, name, seq) for name, seq in made for e in endpoints if name in e.events]
+    wanted = [(e, n, seq, key) for n, seq, key in made for e in endpoints if n in e.events]
     if not wanted:
         return 0
     found = tx.rows(q["outbox_execution"], {"tenant": step.tenant, "id": step.execution_id})
     workflow, version = (found[0]["workflow"], found[0]["version"]) if found else ("", "")
     at = dialect.timestamp(step.updated_at)
     rows = []
-    for endpoint, name, seq in wanted:
-        ident = delivery_id(step.tenant, endpoint.name, step.execution_id, seq)
+    for endpoint, name, seq, key in wanted:
+        ident = delivery_id(step.tenant, endpoint.name, step.execution_id, key)
         payload = {
             "id": ident,
             "type": name,
