@@ -77,6 +77,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_registry",),
         "Register workflow definitions by name and version.",
     ),
+    "events": (
+        ("commands_events",),
+        "Events: send one to a topic's triggers, list those received.",
+    ),
     "mcp": (
         ("commands_mcp",),
         "MCP: the tenant's MCP servers (add, list, show, remove), and Wovyr as one (serve).",
@@ -88,6 +92,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "providers": (
         ("commands_providers",),
         "Tenants' model providers for `llm` and `agent` steps: set, list, show, delete.",
+    ),
+    "triggers": (
+        ("commands_events",),
+        "Event triggers: apply, list, show and delete `kind: Trigger` documents.",
     ),
     "run": (
         ("commands_run",),
@@ -150,11 +158,13 @@ REMOTE_COMMANDS = frozenset(
         "agents",
         "batches",
         "definitions",
+        "events",
         "mcp",
         "providers",
         "schedules",
         "schema",
         "secrets",
+        "triggers",
         "validate",
         "workflows",
     }

@@ -54,6 +54,7 @@ from wovyr.store.base import (
 from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.checkpoints import Ledger, Plan
 from wovyr.store.codec import dumps
+from wovyr.store.events import outbox_events
 from wovyr.store.flow import FlowAnswer, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
@@ -80,6 +81,7 @@ from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
+from wovyr.store.sql.events import SQLEvents, write_outbox
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
@@ -114,6 +116,7 @@ class PostgresStore(
     SQLRetention,
     SQLBulk,
     PostgresEventPartitions,
+    SQLEvents,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
@@ -504,9 +507,10 @@ class PostgresStore(
         gated = any(step.gate is not None for step in steps)
         released = any(step.flow_released for step in steps)
         ended = any(step.slot_released for step in steps)
-        if any(step.debits or step.audit is not None or step.continued_as for step in steps) or (
-            (gated or released or ended) and (atomic or not distinct)
-        ):
+        if any(
+            step.debits or step.audit is not None or step.continued_as or outbox_events(step, 0)
+            for step in steps
+        ) or ((gated or released or ended) and (atomic or not distinct)):
             return self._commit_with_debits(steps, atomic, plans)
         if gated or ended:
             return self._commit_batched(steps, plans)
@@ -675,6 +679,7 @@ class PostgresStore(
                         if new is not None and not self._insert(conn, new):
                             raise StoreError(f"the continued run's id {new.id} is taken")
                         append_audit_row(conn, step.audit)
+                        write_outbox(_Tx(conn, self), POSTGRES, step, step.expected_seq)
                     elif atomic:
                         raise psycopg.Rollback()
                 if gates is not None:

@@ -119,3 +119,18 @@ class SQLRole:
     def _lease_now(self, now: datetime) -> Any:
         """`:now` of `{lease_now}` (PostgreSQL with db_clock: None, the database's clock)."""
         return self._dialect.timestamp(now)
+
+    def _role_write(
+        self, role: str, name: str, params: Params, audit: AuditEntry | None = None
+    ) -> int:
+        """One statement of `role` in a transaction; `audit` is appended in it when a row
+        changed."""
+        sql = self._queries(role)[name]
+
+        def body(tx: Tx) -> int:
+            count = tx.run(sql, params)
+            if count:
+                tx.append_audit(audit)
+            return count
+
+        return int(self._sql_write(body))

@@ -35,16 +35,7 @@ class SQLPlatform(SQLRole):
         return [mcp_server_record(row, self._dialect) for row in rows]
 
     def _platform_write(self, name: str, params: Params, audit: AuditEntry | None = None) -> int:
-        """One statement in a transaction; `audit` is appended in it when a row changed."""
-        sql = self._queries("platform")[name]
-
-        def body(tx: Tx) -> int:
-            count = tx.run(sql, params)
-            if count:
-                tx.append_audit(audit)
-            return count
-
-        return int(self._sql_write(body))
+        return self._role_write("platform", name, params, audit)
 
     # --- API keys ------------------------------------------------------------------------
 

@@ -66,6 +66,7 @@ from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
+from wovyr.store.sql.events import SQLEvents, write_outbox
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
@@ -417,6 +418,7 @@ class SQLiteStore(
     SQLiteRetention,
     SQLRetention,
     SQLBulk,
+    SQLEvents,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing); None
     is the `memory://` store (a temporary file, not durable: see the module's docstring)."""
@@ -810,6 +812,7 @@ class SQLiteStore(
         if step.continued_as is not None and not self._insert_execution(conn, step.continued_as):
             raise StoreError(f"the continued run's id {step.continued_as.id} is taken")
         append_audit_row(conn, step.audit)
+        write_outbox(_Tx(conn, self), SQLITE, step, step.expected_seq)
         return CommitOutcome.OK
 
     @staticmethod
