@@ -161,7 +161,11 @@ class Attempts:
             result = await asyncio.wait_for(execute(spec.step, given, dispatch), timeout)
             outcome = ended(result, forms, self.services.max_payload_bytes)
         except Exception as exc:
-            return failed(exc, timeout, tenant_policy), Usage()
+            outcome = failed(exc, timeout, tenant_policy)
+            # a failure after model calls (an answer that never matched its schema) says
+            # what they used in its details: spent all the same
+            details = (outcome.error or {}).get("details")
+            return outcome, kind.usage(details) if kind.usage and details else Usage()
         if kind.usage is None or outcome.error is not None:
             return outcome, Usage()
         return outcome, kind.usage(outcome.output)

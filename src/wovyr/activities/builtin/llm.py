@@ -282,7 +282,11 @@ async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
                 f"the model's answer did not match response_schema after {len(failures)} "
                 f"tries: {problem}",
                 type="SchemaValidationFailed",
-                details={"failures": failures, "usage": usage},
+                details={
+                    "failures": failures,
+                    "usage": usage,
+                    "cost": provider.cost(usage["input_tokens"], usage["output_tokens"]),
+                },
             )
         body = {
             **body,
