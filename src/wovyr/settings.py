@@ -6,6 +6,7 @@ them). The engine never reads the environment; it gets what it needs through its
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,6 +54,9 @@ class Settings:
     llm_model: str | None = None
     llm_price_in: float | None = None  # per 1M input tokens; None: cost unknown
     llm_price_out: float | None = None  # per 1M output tokens
+    # prices of given models per 1M tokens, over those two (WOVYR_LLM_PRICES, JSON
+    # `{"MODEL": {"input": X, "output": Y}}`), checked when the provider is built
+    llm_prices: Mapping[str, Any] = field(default_factory=dict, hash=False)
     # Traces (docs/operations.md, "Tracing"): on with WOVYR_OTEL=1 or an OTLP endpoint set;
     # spans go over OTLP/HTTP to `otel_endpoint`, as service `otel_service_name`.
     otel: bool = False
@@ -107,6 +111,24 @@ def _price(env: Mapping[str, str], name: str) -> float | None:
     return value
 
 
+def _prices(env: Mapping[str, str]) -> dict[str, Any]:
+    """WOVYR_LLM_PRICES: a JSON object of models' prices (their form is checked with the
+    provider's, `wovyr.activities.providers.price_problems`)."""
+    raw = (env.get("WOVYR_LLM_PRICES") or "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigError(
+            'WOVYR_LLM_PRICES must be a JSON object {"MODEL": {"input": X, "output": Y}} '
+            "(per 1M tokens)"
+        )
+    return value
+
+
 def _log_format(env: Mapping[str, str]) -> str:
     raw = (env.get("WOVYR_LOG_FORMAT") or "text").strip().lower()
     if raw not in ("text", "json"):
@@ -155,7 +177,7 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
     `WOVYR_MIN_CONTINUE_INTERVAL_SECS`, `WOVYR_MAX_PER_TENANT`, `WOVYR_RESERVED_SLOTS`,
     `WOVYR_AUDIT_ANCHOR_SECS`, `WOVYR_BACKUP_REQUIRE_ENCRYPTION`, `WOVYR_LLM_BASE_URL`,
     `WOVYR_LLM_API_KEY`, `WOVYR_LLM_MODEL`, `WOVYR_LLM_PRICE_IN`, `WOVYR_LLM_PRICE_OUT`,
-    `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, `WOVYR_SHELL_USER`, and OpenTelemetry's
+    `WOVYR_LLM_PRICES`,    `WOVYR_LOG_FORMAT`, `WOVYR_OTEL`, `WOVYR_SHELL_USER`, and OpenTelemetry's
     `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_SERVICE_NAME`,
     `OTEL_SDK_DISABLED`), overridden by flags that are not None. The reserved slots must be
     below the concurrency (`ConfigError`)."""
@@ -187,6 +209,7 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         llm_model=env.get("WOVYR_LLM_MODEL") or None,
         llm_price_in=_price(env, "WOVYR_LLM_PRICE_IN"),
         llm_price_out=_price(env, "WOVYR_LLM_PRICE_OUT"),
+        llm_prices=_prices(env),
         otel=otel,
         otel_endpoint=otel_endpoint,
         otel_service_name=(env.get("OTEL_SERVICE_NAME") or "").strip() or "wovyr",
