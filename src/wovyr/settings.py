@@ -12,6 +12,7 @@ Every environment variable Wovyr reads is a `Variable` of `VARIABLES`, read thro
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from collections.abc import Mapping
@@ -206,6 +207,9 @@ VARIABLES: tuple[Variable, ...] = (
        _MODELS, "workers"),
     _v("WOVYR_LLM_PRICE_OUT", "number", "", "price per million output tokens", _MODELS,
        "workers"),
+    _v("WOVYR_LLM_PRICES", "json", "",
+       'prices of given models per million tokens, over the two above: '
+       '`{"MODEL": {"input": X, "output": Y}}`', _MODELS, "workers"),
     _v("WOVYR_LOG_FORMAT", "choice", "text",
        "`json`: JSON lines on stderr (RFC 3339 millisecond times, trace ids)", _LOGS,
        "serve, worker"),
@@ -349,6 +353,9 @@ class Settings:
     llm_model: str | None = None
     llm_price_in: float | None = None  # per 1M input tokens; None: cost unknown
     llm_price_out: float | None = None  # per 1M output tokens
+    # prices of given models per 1M tokens, over those two (WOVYR_LLM_PRICES, JSON
+    # `{"MODEL": {"input": X, "output": Y}}`), checked when the provider is built
+    llm_prices: Mapping[str, Any] = field(default_factory=dict, hash=False)
     # Traces (docs/operations.md, "Tracing"): on with WOVYR_OTEL=1 or an OTLP endpoint set;
     # spans go over OTLP/HTTP to `otel_endpoint`, as service `otel_service_name`.
     otel: bool = False
@@ -408,6 +415,24 @@ def _price(env: Mapping[str, str], name: str) -> float | None:
         raise ConfigError(
             f"{value.origin} must be a number of 0 or more (per 1M tokens), got {value.text!r}"
         ) from None
+
+
+def _prices(env: Mapping[str, str]) -> dict[str, Any]:
+    """WOVYR_LLM_PRICES: a JSON object of models' prices (their form is checked with the
+    provider's, `wovyr.activities.providers.price_problems`)."""
+    raw = (read("WOVYR_LLM_PRICES", env) or "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigError(
+            'WOVYR_LLM_PRICES must be a JSON object {"MODEL": {"input": X, "output": Y}} '
+            "(per 1M tokens)"
+        )
+    return value
 
 
 def _log_format(env: Mapping[str, str]) -> str:
@@ -482,6 +507,7 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         llm_model=read("WOVYR_LLM_MODEL", env),
         llm_price_in=_price(env, "WOVYR_LLM_PRICE_IN"),
         llm_price_out=_price(env, "WOVYR_LLM_PRICE_OUT"),
+        llm_prices=_prices(env),
         otel=otel,
         otel_endpoint=otel_endpoint,
         otel_service_name=_text(env, "OTEL_SERVICE_NAME") or "wovyr",

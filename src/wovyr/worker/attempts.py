@@ -147,6 +147,7 @@ class Attempts:
             # (outside the `try`: a store that cannot answer loses the attempt, which is
             # run again, rather than failing the activity)
             tenant_policy = await asyncio.to_thread(self.services.tenant_policy)
+        calls: list[dict[str, Any]] = []  # the model calls its result event carries
         try:
             execute = kind.execute
             if execute is None:
@@ -155,6 +156,8 @@ class Attempts:
                     retryable=False,
                 )
             dispatch = await self._dispatch(spec, run, ctx, timeout, tenant_policy, trace, name)
+            if dispatch.models is not None:
+                calls = dispatch.models.calls
             given = run.input
             if kind.secrets:
                 given, found = await self._with_secrets(spec, run)
@@ -162,7 +165,13 @@ class Attempts:
             result = await asyncio.wait_for(execute(spec.step, given, dispatch), timeout)
             outcome = ended(result, forms, self.services.max_payload_bytes)
         except Exception as exc:
-            return failed(exc, timeout, tenant_policy), Usage()
+            outcome = failed(exc, timeout, tenant_policy)
+            # a failure after model calls (an answer that never matched its schema) says
+            # what they used in its details: spent all the same
+            details = (outcome.error or {}).get("details")
+            used = kind.usage(details) if kind.usage and details else Usage()
+            return _with_calls(outcome, calls), used
+        outcome = _with_calls(outcome, calls)
         if kind.usage is None or outcome.error is not None:
             return outcome, Usage()
         return outcome, kind.usage(outcome.output)
@@ -301,7 +310,13 @@ def _models(services: RunnerServices, providers: Providers) -> ModelAccess:
         services.credentials,
         _TenantCache(services),
         quota=services.model_quota_exhausted if limited else None,
+        now=services.clock.now,
     )
+
+
+def _with_calls(outcome: Outcome, calls: list[dict[str, Any]]) -> Outcome:
+    """`outcome` with the model calls the attempt made (none: as it is)."""
+    return replace(outcome, model_calls=list(calls)) if calls else outcome
 
 
 class _AttemptJournal:

@@ -149,7 +149,7 @@ async def _loop(spec: AgentSpec, dispatch: Dispatch) -> Any:
     access, journal = dispatch.models, dispatch.journal
     model = model_for(access, spec.provider, spec.model)
     provider = access.providers.get(spec.provider)
-    if spec.budget.cost is not None and provider.cost(0, 0) is None:
+    if spec.budget.cost is not None and provider.cost(0, 0, model) is None:
         raise NonRetryableError(
             f"budget.cost needs prices for provider {spec.provider!r} "
             "(WOVYR_LLM_PRICE_IN and WOVYR_LLM_PRICE_OUT for `default`)",
@@ -262,17 +262,24 @@ async def _model_call(
         policy=dispatch.policy,
         stream=dispatch.stream,
         turn=turn,
+        journaled=True,
     )
     provider = access.providers.get(spec.provider)
+    call = result.record(provider)
+    usage = {"input_tokens": result.input_tokens, "output_tokens": result.output_tokens}
+    if result.cached_tokens:
+        usage["cached_tokens"] = result.cached_tokens
     event = ModelCallCompleted(
         activity=dispatch.context.activity_id,
         turn=turn,
         attempt=dispatch.context.attempt,
         message=result.message,
-        usage={"input_tokens": result.input_tokens, "output_tokens": result.output_tokens},
-        cost=provider.cost(result.input_tokens, result.output_tokens),
+        usage=usage,
+        cost=call["cost"],
         model=result.model,
         finish_reason=result.finish_reason,
+        provider=provider.name,
+        latency=call["latency"],
     )
     await journal.record(event)
     return {k: v for k, v in event.to_data().items() if k != "activity"}

@@ -33,8 +33,10 @@ The call goes through `wovyr.activities.providers`: the engine's retry policy go
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from datetime import datetime
 from typing import Any
 
 from wovyr.activities.base import NonRetryableError
@@ -145,11 +147,17 @@ async def call_model(
     policy: SideEffectPolicy,
     stream: StreamSink | None = None,
     turn: int = 1,
+    journaled: bool = False,
 ) -> ChatResult:
     """One model call through the gateway, with the provider's key from the resolver; none
     when the tenant's daily model quota is used up (`QuotaExceeded`, not retried). A
     streamed call (`body["stream"]`) journals its text as generation `turn` of the attempt
-    in `stream`, when given (every piece journaled before this returns or raises)."""
+    in `stream`, when given (every piece journaled before this returns or raises).
+
+    The result carries the call's latency; the call (its usage, cost and latency, or the
+    error it ended with) joins the attempt's `access.calls`, unless it answered and the
+    caller journals it in an event of its own (`journaled`: an `agent`'s
+    `ModelCallCompleted`)."""
     import asyncio  # by the first run, not by importing the kind (a read loads every kind)
 
     provider = access.providers.get(provider_name)
@@ -158,15 +166,46 @@ async def call_model(
         if reason is not None:
             raise NonRetryableError(reason, type="QuotaExceeded")
     key = await asyncio.to_thread(access.api_key, provider_name)
-    if stream is None or not body.get("stream"):
-        return await chat(provider, key, body, timeout=timeout, policy=policy)
-    generation = stream.generation(turn)
+    began = access.now()
     try:
-        return await chat(
-            provider, key, body, timeout=timeout, policy=policy, on_text=generation.text
-        )
-    finally:
-        await generation.close()
+        if stream is None or not body.get("stream"):
+            result = await chat(provider, key, body, timeout=timeout, policy=policy)
+        else:
+            generation = stream.generation(turn)
+            try:
+                result = await chat(
+                    provider, key, body, timeout=timeout, policy=policy, on_text=generation.text
+                )
+            finally:
+                await generation.close()
+    except Exception as exc:  # (kept even for an agent: no event journals a failed call)
+        access.calls.append(_failed_call(provider.name, body, exc, _since(access, began)))
+        raise
+    result = dataclasses.replace(result, latency=_since(access, began))
+    if not journaled:
+        access.calls.append(result.record(provider))
+    return result
+
+
+def _since(access: ModelAccess, began: datetime) -> float:
+    """Seconds from `began` to now, by the attempt's clock."""
+    return max(0.0, (access.now() - began).total_seconds())
+
+
+def _failed_call(
+    provider: str, body: dict[str, Any], exc: Exception, seconds: float
+) -> dict[str, Any]:
+    """A call that ended in an error, as `ModelAccess.calls` keeps it (no usage known)."""
+    named = body.get("model")
+    return {
+        "provider": provider,
+        "model": named if isinstance(named, str) else "",
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost": None,
+        "latency": round(seconds, 6),
+        "error": str(getattr(exc, "type", None) or type(exc).__name__),
+    }
 
 
 async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
@@ -211,7 +250,13 @@ async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
                 f"the model's answer did not match response_schema after {len(failures)} "
                 f"tries: {problem}",
                 type="SchemaValidationFailed",
-                details={"failures": failures, "usage": usage},
+                details={
+                    "failures": failures,
+                    "usage": usage,
+                    "cost": provider.cost(
+                        usage["input_tokens"], usage["output_tokens"], result.model
+                    ),
+                },
             )
         body = {
             **body,
@@ -229,7 +274,7 @@ async def _execute(step: LlmStep, rendered: Any, dispatch: Dispatch) -> Any:
         "text": text,
         "json": parsed,
         "usage": usage,
-        "cost": provider.cost(usage["input_tokens"], usage["output_tokens"]),
+        "cost": provider.cost(usage["input_tokens"], usage["output_tokens"], result.model),
         "model": result.model,
         "finish_reason": result.finish_reason,
     }
