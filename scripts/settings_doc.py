@@ -38,6 +38,17 @@ stripped; a Docker or Kubernetes secret mounted as a file, say). Setting both `N
 `NAME_FILE` is an error, as is a file that cannot be read or is empty.
 """
 
+LIBRARIES = """\
+## Read by the libraries Wovyr uses
+
+Not Wovyr's own settings, but they change what it does: `NO_COLOR` (no colour under
+`--color auto`) and `FORCE_COLOR` (colour even where the output is not a terminal), read by
+rich; `_WOVYR_COMPLETE`, set by the shell completion scripts (`wovyr completion`), read by
+click; libpq's `PG*` variables (`PGPASSWORD`, `PGSSLMODE`, ...), read by the PostgreSQL
+driver (they are not withheld: they stay readable in the process's environment, so keep
+a password in `WOVYR_DATABASE_URL` or `WOVYR_DATABASE_URL_FILE`, or in a `.pgpass` file).
+"""
+
 
 def _default(var: Variable) -> str:
     if var.default_doc:
@@ -87,7 +98,8 @@ def document() -> str:
         "Set by Wovyr for its own child processes; never set them yourself:",
     ]
     out += [f"`{v.name}` ({v.description})." for v in VARIABLES if v.internal]
-    return "\n".join(out) + "\n"
+    out += ["", LIBRARIES]
+    return "\n".join(out)
 
 
 def main(argv: list[str]) -> int:

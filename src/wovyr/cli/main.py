@@ -304,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _wants_json(args: list[str]) -> bool:
     """Whether the command line asks for `--json` output: the command it names has a
-    `--json` option, given. (Parsed again, leniently: the failed parse is gone.)"""
+    `--json` option, given (parsed again, leniently: the failed parse is gone), or, naming
+    no command there is, `--json` is among its words."""
     try:
         ctx = cli.make_context("wovyr", list(args), resilient_parsing=True)
         command: click.Command = cli
@@ -314,11 +315,11 @@ def _wants_json(args: list[str]) -> bool:
                 break
             name, sub, rest = command.resolve_command(ctx, rest)
             if sub is None or name is None:
-                break
+                raise click.UsageError(f"no command {name!r}")
             ctx = sub.make_context(name, rest, parent=ctx, resilient_parsing=True)
             command = sub
-    except (click.ClickException, WovyrError):  # an unknown command: no --json option
-        return False
+    except (click.ClickException, WovyrError):  # an unknown command: the word decides
+        return "--json" in args[: args.index("--") if "--" in args else len(args)]
     return any(
         isinstance(p, click.Option) and "--json" in p.opts and bool(ctx.params.get(p.name or ""))
         for p in command.params

@@ -208,6 +208,10 @@ def test_under_json_errors_are_a_json_object_with_the_same_exit_codes(
         "problems": [],
     }
     assert "bogus" in error_of(err)["message"]
+    code, _, err = run(capsys, "no-such-command", "--json")
+    assert code == 2 and "no-such-command" in error_of(err)["message"]
+    code, _, err = run(capsys, "no-such-command")
+    assert code == 2 and err.startswith("Usage:")
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: wovyr/v1\nkind: Workflow\nmetadata: {name: b}\nactivities: []\n")
