@@ -5,8 +5,9 @@
 `workflow` (a child workflow), `llm` (one model answer), `agent` (a tool-calling loop) and
 `mcp` (one call of an MCP server's tool) and `memory` (one operation on a durable memory
 namespace).
-A new kind is one more module like these, registered with
-`wovyr.activities.kinds.register_kind` (docs/architecture.md).
+Each registers what runs its kind over the kind's declaration in `wovyr.kinds.steps` (its
+model, spec and flags: what the language and the decider read), with
+`wovyr.activities.kinds.register_kind(ActivityKind.of(...))` (docs/architecture.md).
 """
 
 from __future__ import annotations
