@@ -391,12 +391,6 @@ WHERE t.tenant IS NOT NULL
         AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
         AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[])));
 
--- name: renew_leases
-UPDATE executions
-SET lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval
-WHERE lease_owner = %(owner)s
-RETURNING tenant, id, fence, seq;
-
 -- name: release_owner
 -- Released executions that are still ready become claimable: announce them.
 WITH released AS (

@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,9 +44,7 @@ from wovyr.store.base import (
     CommitOutcome,
     EventRecord,
     ExecutionFilter,
-    ExecutionKey,
     ExecutionRecord,
-    LeaseState,
     NewExecution,
     Page,
     StepWrite,
@@ -240,6 +238,13 @@ class PostgresStore(
         return self._run(
             lambda conn: conn.cursor(row_factory=dict_row).execute(sql, params).fetchall(),
             write=False,
+        )
+
+    def _sql_write_one(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        """One statement in autocommit (no BEGIN/COMMIT round trips)."""
+        return self._run(
+            lambda conn: conn.cursor(row_factory=dict_row).execute(sql, params).fetchall(),
+            write=True,
         )
 
     def _write(self, body: Callable[[Connection], T]) -> T:
@@ -819,13 +824,6 @@ class PostgresStore(
         shards = shards_for(partitions, of)
         params = {"now": self._now(now), "shards": sorted(shards) if shards is not None else None}
         return sorted(r[0] for r in self._read("claimable_tenants", params))
-
-    def renew_leases(
-        self, owner: str, now: datetime, lease_seconds: float
-    ) -> dict[ExecutionKey, LeaseState]:
-        params = {"owner": owner, "now": self._now(now), "lease": timedelta(seconds=lease_seconds)}
-        rows = self._write_one("renew_leases", params)
-        return {(r[0], r[1]): LeaseState(fence=r[2], seq=r[3]) for r in rows}
 
     def release_owner(self, owner: str) -> int:
         rows = self._write_one("release_owner", {"owner": owner, "channel": self.channel})

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from importlib import resources
 from typing import Any, Protocol
@@ -115,6 +115,16 @@ class SQLRole:
 
     def _queries(self, role: str) -> Mapping[str, str]:
         return role_queries(role, self._dialect)
+
+    def _sql_write_one(self, sql: str, params: Params) -> list[Row]:
+        """One statement, its own transaction; the rows it returns."""
+        rows: list[Row] = self._sql_write(lambda tx: tx.rows(sql, params))
+        return rows
+
+    def _lease(self, now: datetime, lease: timedelta) -> dict[str, Any]:
+        """The parameters of `{lease_until}`: a lease of `lease` from `now`."""
+        until = self._dialect.timestamp(now + lease)
+        return {"now": self._lease_now(now), "lease": lease, "until": until}
 
     def _lease_now(self, now: datetime) -> Any:
         """`:now` of `{lease_now}` (PostgreSQL with db_clock: None, the database's clock)."""

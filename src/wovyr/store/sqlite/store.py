@@ -25,7 +25,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -39,9 +39,7 @@ from wovyr.store.base import (
     CommitOutcome,
     EventRecord,
     ExecutionFilter,
-    ExecutionKey,
     ExecutionRecord,
-    LeaseState,
     NewExecution,
     Page,
     StepWrite,
@@ -145,14 +143,21 @@ _SUMMARY_COLUMNS = (
 )
 
 
-# The fair claim (see `SQLiteStore._claim_fair`); `/*shards*/` is the partition filter.
-_CLAIM_FAIR = """
+# The tenants with ready work: a skip through executions_ready_by_tenant, one probe per
+# tenant however long its backlog.
+_READY_TENANTS = """
 WITH RECURSIVE tenants(tenant) AS (
     SELECT (SELECT min(tenant) FROM executions WHERE ready = 1)
     UNION ALL
     SELECT (SELECT min(e.tenant) FROM executions e WHERE e.ready = 1 AND e.tenant > t.tenant)
     FROM tenants t WHERE t.tenant IS NOT NULL
-), shares(tenant, held, weight) AS (
+)"""
+
+
+# The fair claim (see `SQLiteStore._claim_fair`); `/*shards*/` is the partition filter.
+_CLAIM_FAIR = (
+    _READY_TENANTS
+    + """, shares(tenant, held, weight) AS (
     SELECT t.tenant, coalesce(json_extract(s.value, '$[0]'), 0),
            coalesce(json_extract(s.value, '$[1]'), 1.0)
     FROM tenants t LEFT JOIN json_each(:shares) s ON s.key = t.tenant
@@ -187,23 +192,21 @@ WHERE rowid IN (
     ORDER BY (held + k) * 1.0 / weight, lease_until, claim_rank, tenant, rid LIMIT :limit)
 RETURNING id, fence, seq, checkpoint, definition_hash, tenant
 """
+)
 
 
 # The tenants with claimable work (see `SQLiteStore.claimable_tenants`): skip through
 # executions_ready_by_tenant, one probe per tenant, then one probe for a claimable row.
-_CLAIMABLE_TENANTS = """
-WITH RECURSIVE tenants(tenant) AS (
-    SELECT (SELECT min(tenant) FROM executions WHERE ready = 1)
-    UNION ALL
-    SELECT (SELECT min(e.tenant) FROM executions e WHERE e.ready = 1 AND e.tenant > t.tenant)
-    FROM tenants t WHERE t.tenant IS NOT NULL
-)
+_CLAIMABLE_TENANTS = (
+    _READY_TENANTS
+    + """
 SELECT t.tenant FROM tenants t
 WHERE t.tenant IS NOT NULL AND EXISTS (
     SELECT 1 FROM executions e
     WHERE e.ready = 1 AND e.tenant = t.tenant
       AND (e.lease_until IS NULL OR e.lease_until < ?)/*shards*/)
 """
+)
 
 # One tenant's part of a claim by turns: its first `room` claimable executions.
 _TURN = (
@@ -916,18 +919,6 @@ class SQLiteStore(
         shards = shards_for(partitions, of)
         sql = _CLAIMABLE_TENANTS.replace("/*shards*/", _shard_sql(shards, "e."))
         return sorted(r[0] for r in self._read(sql, (to_micros(now),)))
-
-    def renew_leases(
-        self, owner: str, now: datetime, lease_seconds: float
-    ) -> dict[ExecutionKey, LeaseState]:
-        until = to_micros(now + timedelta(seconds=lease_seconds))
-        with self._write() as conn:
-            rows = conn.execute(
-                "UPDATE executions SET lease_until = ? WHERE lease_owner = ?"
-                " RETURNING tenant, id, fence, seq",
-                (until, owner),
-            ).fetchall()
-        return {(r[0], r[1]): LeaseState(fence=r[2], seq=r[3]) for r in rows}
 
     def release_owner(self, owner: str) -> int:
         with self._write() as conn:
