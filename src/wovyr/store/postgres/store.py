@@ -59,7 +59,6 @@ from wovyr.store.postgres.audit import append_audit_row, audit_head_lock_sql
 from wovyr.store.postgres.flow import FlowGates, PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.partitions import PostgresEventPartitions
-from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.retention import PostgresRetention
 from wovyr.store.postgres.secrets import PostgresScrub
@@ -81,6 +80,7 @@ from wovyr.store.sql.bulk import SQLBulk
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
+from wovyr.store.sql.quotas import SQLQuotas
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.retention import SQLRetention
 from wovyr.store.sql.schedules import SQLSchedules
@@ -99,7 +99,7 @@ class PostgresStore(
     SQLRegistry,
     PostgresMembers,
     SQLPlatform,
-    PostgresPlatform,
+    SQLQuotas,
     SQLAudit,
     SQLSecrets,
     PostgresScrub,
@@ -414,7 +414,7 @@ class PostgresStore(
             conn.execute(self._q["slot_lock"], {"tenant": new.tenant, "key": slot.key})
         rows = support.rows(_cursor(conn, True).execute(self._q["create_execution"], params))
         if rows and (new.debits or new.max_running is not None):
-            self._check_start(conn, new)  # in the caller's transaction
+            self._check_start(_Tx(conn, self), new)  # in the caller's transaction
         if rows and slot is not None:
             take = {"tenant": new.tenant, "key": slot.key, "id": new.id, "limit": slot.limit}
             conn.execute(self._q["take_slot"], take)
@@ -675,7 +675,7 @@ class PostgresStore(
                                     "channel": self.channel,
                                 },
                             )
-                        self._debit(conn, step.tenant, step.debits, checked=False)
+                        self._debit(_Tx(conn, self), step.tenant, step.debits, checked=False)
                         new = step.continued_as
                         if new is not None and not self._insert(conn, new):
                             raise StoreError(f"the continued run's id {new.id} is taken")

@@ -67,6 +67,7 @@ from wovyr.store.sql.bulk import SQLBulk
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
+from wovyr.store.sql.quotas import SQLQuotas
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.retention import SQLRetention
 from wovyr.store.sql.schedules import SQLSchedules
@@ -83,7 +84,6 @@ from wovyr.store.sqlite.flow import (
     woken_holds,
     write_gates,
 )
-from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.retention import SQLiteRetention
 from wovyr.store.sqlite.secrets import SQLiteScrub
 from wovyr.store.sqlite.snapshot import write_snapshot
@@ -408,7 +408,7 @@ class SQLiteStore(
     SQLSchedules,
     SQLRegistry,
     SQLPlatform,
-    SQLitePlatform,
+    SQLQuotas,
     SQLAudit,
     SQLSecrets,
     SQLiteScrub,
@@ -691,7 +691,7 @@ class SQLiteStore(
             )
         if created:
             if new.debits or new.max_running is not None:
-                self._check_start(conn, new)
+                self._check_start(_Tx(conn, self), new)
             self._write_children(conn, new.tenant, new.id, 0, step)
             if new.slot is not None:
                 take_slot(conn, new)
@@ -803,7 +803,7 @@ class SQLiteStore(
         self._ledger.wrote(step, plan)
         self._write_children(conn, step.tenant, step.execution_id, step.expected_seq, step)
         if step.debits:
-            self._debit(conn, step.tenant, step.debits, checked=False)
+            self._debit(_Tx(conn, self), step.tenant, step.debits, checked=False)
         if step.slot_released is not None:
             release_slot(conn, step.tenant, step.execution_id, step.slot_released)
         if step.flow_released:
