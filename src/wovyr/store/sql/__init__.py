@@ -23,7 +23,7 @@ from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.records import NewExecution
 from wovyr.store.rows import Dialect, Row
 
-__all__ = ["Params", "SQLRole", "Tx", "parse_queries", "role_queries"]
+__all__ = ["Params", "SQLRole", "Tx", "parse_queries", "role_queries", "with_fragments"]
 
 Params = Mapping[str, Any]
 
@@ -98,11 +98,17 @@ def role_queries(role: str, dialect: Dialect) -> Mapping[str, str]:
         **_own((folder / "dialect.sql").read_text(encoding="utf-8"), dialect),
         **_own((folder / f"{role}.sql").read_text(encoding="utf-8"), dialect),
     }
+    return {name: dialect.params(sql) for name, sql in with_fragments(blocks).items()}
+
+
+def with_fragments(blocks: Mapping[str, str]) -> dict[str, str]:
+    """`blocks` with each `{name}` in them replaced by the block `name` (itself expanded);
+    a `{name}` that names no block is left as it is."""
 
     def expand(sql: str) -> str:
         return _FRAGMENT.sub(lambda m: expand(blocks[m[1]]) if m[1] in blocks else m[0], sql)
 
-    return {name: dialect.params(expand(sql)) for name, sql in blocks.items()}
+    return {name: expand(sql) for name, sql in blocks.items()}
 
 
 class SQLRole:
