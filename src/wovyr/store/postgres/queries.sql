@@ -208,19 +208,6 @@ CROSS JOIN LATERAL (
 ORDER BY e.created_at DESC, e.id DESC
 LIMIT %(limit)s;
 
--- name: workflow_names
--- The workflow names of a tenant's stored definitions containing a text (any case).
-SELECT DISTINCT name FROM definitions
-WHERE tenant = %(tenant)s AND strpos(lower(name), %(contains)s) > 0
-ORDER BY name
-LIMIT %(limit)s;
-
--- name: history
--- From the one partition of events that holds the execution's (its creation month's),
--- pruned when planned (events_history, migration 0038). No execution row: no events.
-SELECT seq, type, at, data
-FROM events_history(%(tenant)s, %(id)s, %(after_seq)s, %(limit)s);
-
 -- name: leased
 -- The SET of a claim: the lease to `owner` from now (the database's with db_clock), the
 -- fence bumped.

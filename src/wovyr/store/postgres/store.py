@@ -42,7 +42,6 @@ from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
     Claim,
     CommitOutcome,
-    EventRecord,
     ExecutionFilter,
     ExecutionRecord,
     NewExecution,
@@ -69,7 +68,6 @@ from wovyr.store.records import SlotState
 from wovyr.store.rows import (
     POSTGRES,
     claim_record,
-    event_record,
     execution_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
@@ -77,6 +75,7 @@ from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
+from wovyr.store.sql.executions import SQLExecutions
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
@@ -95,6 +94,7 @@ RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 class PostgresStore(
     SQLQueue,
+    SQLExecutions,
     SQLSchedules,
     SQLRegistry,
     PostgresMembers,
@@ -756,17 +756,6 @@ class PostgresStore(
         items = records[: query.limit]
         more = len(records) > query.limit
         return Page(items, (items[-1].created_at, items[-1].id) if more and items else None)
-
-    def workflow_names(self, tenant: str, contains: str, limit: int = 50) -> list[str]:
-        params = {"tenant": tenant, "contains": contains.lower(), "limit": limit}
-        return [str(r["name"]) for r in self._read("workflow_names", params, named=True)]
-
-    def history(
-        self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
-    ) -> list[EventRecord]:
-        params = {"tenant": tenant, "id": execution_id, "after_seq": after_seq, "limit": limit}
-        rows = self._read("history", params, named=True)
-        return [event_record(execution_id, r, POSTGRES) for r in rows]
 
     # --- work queue ----------------------------------------------------------------------
 

@@ -37,7 +37,6 @@ from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
     Claim,
     CommitOutcome,
-    EventRecord,
     ExecutionFilter,
     ExecutionRecord,
     NewExecution,
@@ -55,7 +54,6 @@ from wovyr.store.rows import (
     SQLITE,
     claim_record,
     created_record,
-    event_record,
     execution_record,
     from_row,
 )
@@ -64,6 +62,7 @@ from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
+from wovyr.store.sql.executions import SQLExecutions
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
@@ -405,6 +404,7 @@ def _migrated_image() -> bytes:
 
 class SQLiteStore(
     SQLQueue,
+    SQLExecutions,
     SQLSchedules,
     SQLRegistry,
     SQLPlatform,
@@ -869,29 +869,6 @@ class SQLiteStore(
         items = rows[: query.limit]
         cursor = (items[-1].created_at, items[-1].id) if more and items else None
         return Page(items=items, next_cursor=cursor)
-
-    def workflow_names(self, tenant: str, contains: str, limit: int = 50) -> list[str]:
-        """The workflow names of `tenant`'s stored definitions that contain `contains`
-        (case-insensitive), by name: the definitions table, not the executions."""
-        rows = self._read(
-            "SELECT DISTINCT name FROM definitions WHERE tenant = ? AND instr(lower(name), ?) > 0"
-            " ORDER BY name LIMIT ?",
-            (tenant, contains.lower(), limit),
-        )
-        return [str(r[0]) for r in rows]
-
-    def history(
-        self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
-    ) -> list[EventRecord]:
-        sql = (
-            "SELECT seq, type, at, data FROM events"
-            " WHERE tenant = ? AND execution_id = ? AND seq > ? ORDER BY seq"
-        )
-        params: list[Any] = [tenant, execution_id, after_seq]
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [event_record(execution_id, r, SQLITE) for r in self._read(sql, params)]
 
     # --- work queue ----------------------------------------------------------------------
 
