@@ -1,13 +1,19 @@
 """Store roles written once for both SQL stores, over a small dialect.
 
-A role here is a mixin of `SQLiteStore` and `PostgresStore` alike. Its SQL lives in
-`<role>.sql` beside it, in named blocks (`-- name: x`) with named parameters (`:name`); a
-block named `x@postgres` or `x@sqlite` replaces `x` for that dialect only, where the SQL
-really differs (a row lock, an advisory lock, rowid), and `{x}` names the block `x` within
-another (a fragment: a column list, or one of `dialect.sql`, which every role shares, such as
-`{row_lock}`). `Dialect` (`wovyr.store.rows`) says
-how a dialect spells parameters and encodes times and JSON; each store hands its role a
-`Tx` (a transaction's connection) through `_sql_write` and reads through `_sql_read`.
+A role here is a mixin of `SQLiteStore` and `PostgresStore` alike: the registry, schedules,
+the platform tables, quotas, secrets, the audit chain's reads, agent memory, the stream
+journal, flow control's buckets, bulk batches, retention's finding, histories and the
+claim's frame. Its SQL lives in `<role>.sql` beside it, in named blocks (`-- name: x`) with
+named parameters (`:name`, cast as `:name::type` where PostgreSQL wants the type; SQLite
+drops the cast). A block named `x@postgres` or `x@sqlite` replaces `x` for that dialect
+only, where the SQL really differs (an advisory lock, rowid, a function's name), and `{x}`
+names the block `x` within another: a fragment, the role's own (a column list) or one of
+`dialect.sql`, which every role shares (`{row_lock}`, `{skip_locked}`, `{lease_now}`,
+`{lease_until}`). `Dialect` (`wovyr.store.rows`) says how a dialect spells parameters and
+encodes times and JSON; each store hands its role a `Tx` (a transaction's connection)
+through `_sql_write` and reads through `_sql_read`. What stays each store's own is where
+more than the SQL differs: writing steps and checkpoints, the claim's statements, taking
+flow-control slots, appending to the audit chain, purging, scrubbing keys.
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ WITH RECURSIVE tenants(tenant) AS (
 )"""
 
 
-# The fair claim (see `SQLiteStore._claim_fair`); `/*shards*/` is the partition filter.
+# The fair claim (see `_claim_fair`); `/*shards*/` is the partition filter.
 _CLAIM_FAIR = (
     _READY_TENANTS
     + """, shares(tenant, held, weight) AS (
