@@ -26,8 +26,10 @@ from wovyr.settings import Settings
 from wovyr.store.base import NewExecution, StepWrite
 from wovyr.store.postgres import PostgresStore, partitions
 from wovyr.store.postgres.partitions import bucket_of, partition_name
-from wovyr.store.postgres.queries import migrations, queries
+from wovyr.store.postgres.queries import migrations
+from wovyr.store.rows import POSTGRES
 from wovyr.store.shards import stable_shard
+from wovyr.store.sql import role_queries
 
 pytestmark = pytest.mark.postgres
 
@@ -156,7 +158,7 @@ def test_history_reads_only_the_execution_partition(pg: PostgresStore, postgres_
     make(pg, "feb", FEB)
     params = {"tenant": "default", "id": "feb", "after_seq": 1, "limit": 2}
     with psycopg.connect(postgres_url) as conn:  # one transaction: its locks stay listed
-        rows = conn.execute(queries()["history"], params).fetchall()
+        rows = conn.execute(role_queries("executions", POSTGRES)["history"], params).fetchall()
         locked = conn.execute(
             "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
             " WHERE l.pid = pg_backend_pid() AND c.relispartition AND c.relkind = 'r'"

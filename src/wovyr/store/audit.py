@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol
 
 __all__ = [
     "GENESIS",
@@ -40,6 +40,8 @@ __all__ = [
 ]
 
 GENESIS = "0" * 64  # the prev_hash of record 1
+
+_P = ParamSpec("_P")
 
 
 def _iso(at: datetime) -> str:
@@ -142,19 +144,15 @@ def canonical(
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def chain_hash(
-    seq: int,
-    at: datetime,
-    tenant: str,
-    actor: str,
-    action: str,
-    target: str,
-    details: Mapping[str, Any],
-    prev_hash: str,
-) -> str:
-    return hashlib.sha256(
-        canonical(seq, at, tenant, actor, action, target, details, prev_hash)
-    ).hexdigest()
+def _sha256_of(body: Callable[_P, bytes]) -> Callable[_P, str]:
+    def digest(*args: _P.args, **kwargs: _P.kwargs) -> str:
+        return hashlib.sha256(body(*args, **kwargs)).hexdigest()
+
+    return digest
+
+
+chain_hash = _sha256_of(canonical)
+"""A record's hash: the hex SHA-256 of `canonical` of the same arguments."""
 
 
 def next_record(entry: AuditEntry, head_seq: int, head_hash: str) -> AuditRecord:

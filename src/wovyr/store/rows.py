@@ -215,29 +215,22 @@ def _labels(row: Row, d: Dialect) -> dict[str, str]:
     return dict(d.json(value) or {}) if value is not None else {}
 
 
+_FROM_NEW = (
+    "id", "tenant", "workflow", "version", "definition_hash", "created_at", "parent_id",
+    "input", "lease_owner", "lease_until",
+)  # fmt: skip
+_FROM_STEP = ("status", "updated_at", "waiting_on", "output", "error", "ready", "checkpoint")
+
+
 def created_record(new: NewExecution) -> ExecutionRecord:
-    """The row just inserted, without reading it back."""
+    """The row just inserted, without reading it back: the new execution's fields, and its
+    first step's."""
     step = new.first_step
     return ExecutionRecord(
-        id=new.id,
-        tenant=new.tenant,
-        workflow=new.workflow,
-        version=new.version,
-        definition_hash=new.definition_hash,
-        status=step.status,
-        created_at=new.created_at,
-        updated_at=step.updated_at,
+        **{name: getattr(new, name) for name in _FROM_NEW},
+        **{name: getattr(step, name) for name in _FROM_STEP},
         seq=len(step.events),
-        parent_id=new.parent_id,
-        waiting_on=step.waiting_on,
-        input=new.input,
-        output=step.output,
-        error=step.error,
-        ready=step.ready,
-        lease_owner=new.lease_owner,
-        lease_until=new.lease_until,
         fence=1 if new.lease_owner else 0,
-        checkpoint=step.checkpoint,
         labels=dict(new.labels),
     )
 

@@ -45,13 +45,14 @@ steps it writes carry payloads), the others as they are (none carries a payload)
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from wovyr.errors import KmsError, WovyrError
 from wovyr.events import Event, EventType
@@ -98,6 +99,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("wovyr.sealing")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 SEALED = "$sealed"
 SHREDDED_MARKER = "sealed: the tenant's key was shredded"
@@ -161,6 +164,20 @@ class _Unreadable(Exception):
     def __init__(self, marker: str) -> None:
         super().__init__(marker)
         self.marker = marker
+
+
+def _opening(
+    method: Callable[Concatenate[Any, _P], _R], open_: Callable[[SealingStore, _R], _R]
+) -> Callable[Concatenate[SealingStore, _P], _R]:
+    """The sealed method that asks the inner store's `method` and opens its answer with
+    `open_` (what goes in carries no payload): its signature is the contract's."""
+    name = method.__name__
+
+    def opened(store: SealingStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return open_(store, getattr(store.inner, name)(*args, **kwargs))
+
+    functools.update_wrapper(opened, method)  # the contract's name, doc and signature
+    return opened
 
 
 class SealingStore(Store):
@@ -488,36 +505,15 @@ class SealingStore(Store):
     def get_memory(
         self, tenant: str, namespace: str, keys: Sequence[str], now: datetime
     ) -> list[MemoryItem]:
-        items: list[MemoryItem] = self.inner.get_memory(tenant, namespace, keys, now)
+        return self._open_items(self.inner.get_memory(tenant, namespace, keys, now))
+
+    list_memory = _opening(Store.list_memory, lambda self, items: self._open_items(items))
+    search_memory = _opening(Store.search_memory, lambda self, hits: self._open_hits(hits))
+
+    def _open_items(self, items: list[MemoryItem]) -> list[MemoryItem]:
         return [self._open_item(i) for i in items]
 
-    def list_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        now: datetime,
-        *,
-        prefix: str = "",
-        after: str = "",
-        limit: int = 100,
-    ) -> list[MemoryItem]:
-        items: list[MemoryItem] = self.inner.list_memory(
-            tenant, namespace, now, prefix=prefix, after=after, limit=limit
-        )
-        return [self._open_item(i) for i in items]
-
-    def search_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        vector: Sequence[float],
-        model: str,
-        top_k: int,
-        now: datetime,
-    ) -> list[MemoryHit]:
-        hits: list[MemoryHit] = self.inner.search_memory(
-            tenant, namespace, vector, model, top_k, now
-        )
+    def _open_hits(self, hits: list[MemoryHit]) -> list[MemoryHit]:
         return [replace(h, item=self._open_item(h.item)) for h in hits]
 
     def claim(

@@ -1,6 +1,7 @@
 """The SQL of the PostgreSQL store, read from the `.sql` files next to this module.
 
-`queries.sql` holds named blocks (`-- name: claim` up to the next `-- name:`);
+`queries.sql` holds named blocks (`-- name: claim` up to the next `-- name:`), some of them
+fragments that others name as `{fragment}` (`wovyr.store.sql.with_fragments`);
 `migrations/NNNN_description.sql` are the numbered schema migrations.
 """
 
@@ -10,7 +11,7 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 
-from wovyr.store.sql import parse_queries
+from wovyr.store.sql import parse_queries, with_fragments
 
 __all__ = ["migrations", "parse_queries", "queries"]
 
@@ -19,9 +20,9 @@ _PACKAGE = "wovyr.store.postgres"
 
 @cache
 def queries() -> Mapping[str, str]:
-    """The named queries of `queries.sql`."""
+    """The named queries of `queries.sql`, a `{fragment}` in one replaced by its block."""
     text = (resources.files(_PACKAGE) / "queries.sql").read_text(encoding="utf-8")
-    return parse_queries(text)
+    return with_fragments(parse_queries(text))
 
 
 @cache

@@ -208,27 +208,47 @@ CROSS JOIN LATERAL (
 ORDER BY e.created_at DESC, e.id DESC
 LIMIT %(limit)s;
 
--- name: workflow_names
--- The workflow names of a tenant's stored definitions containing a text (any case).
-SELECT DISTINCT name FROM definitions
-WHERE tenant = %(tenant)s AND strpos(lower(name), %(contains)s) > 0
-ORDER BY name
-LIMIT %(limit)s;
+-- name: leased
+-- The SET of a claim: the lease to `owner` from now (the database's with db_clock), the
+-- fence bumped.
+lease_owner = %(owner)s,
+    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    fence = x.fence + 1
 
--- name: history
--- From the one partition of events that holds the execution's (its creation month's),
--- pruned when planned (events_history, migration 0038). No execution row: no events.
-SELECT seq, type, at, data
-FROM events_history(%(tenant)s, %(id)s, %(after_seq)s, %(limit)s);
+-- name: claimed
+-- What a claim returns of each execution it leased (`wovyr.store.rows.claim_record`).
+x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
+    (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
+        WHERE d.tenant = x.tenant AND d.execution_id = x.id) AS checkpoint_deltas
+
+-- name: ready_tenants
+-- The tenants with ready work, skipping through executions_ready_by_tenant (one index probe
+-- per tenant, however long a tenant's backlog).
+tenants AS (
+    (SELECT tenant FROM executions WHERE ready ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.tenant FROM executions e
+            WHERE e.ready AND e.tenant > t.tenant ORDER BY e.tenant LIMIT 1)
+    FROM tenants t
+    WHERE t.tenant IS NOT NULL
+)
+
+-- name: claimable_e
+-- An execution `e` (ready) that a claim may lease: its lease free or passed, in the shards.
+(e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
+          AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
+
+-- name: tenant_claimable
+-- The claimable executions `e` of the tenant `s.tenant`, in claim order.
+FROM executions e
+        WHERE e.ready AND e.tenant = s.tenant AND {claimable_e}
+        ORDER BY e.lease_until NULLS FIRST, e.claim_rank
 
 -- name: claim
 -- The claim is one statement: lock up to `limit` claimable rows nobody else is locking
 -- (SKIP LOCKED: claimers never wait on each other), lease them and bump their fence.
 -- FOR UPDATE re-checks a row that changed after the snapshot, so no row is claimed twice.
-UPDATE executions AS x
-SET lease_owner = %(owner)s,
-    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    fence = x.fence + 1
+UPDATE executions AS x SET {leased}
 WHERE (x.tenant, x.id) IN (
     SELECT tenant, id
     FROM executions
@@ -239,9 +259,7 @@ WHERE (x.tenant, x.id) IN (
     ORDER BY lease_until NULLS FIRST, claim_rank
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
-    (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
-        WHERE d.tenant = x.tenant AND d.execution_id = x.id) AS checkpoint_deltas;
+RETURNING {claimed};
 
 -- name: claim_fair
 -- The fair claim (see `FairShare`), still one statement. `tenants` finds the tenants with
@@ -252,14 +270,7 @@ RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
 -- ceil(S * weight) - held, S = (limit + the slots they hold) / (their weights); so a claim
 -- reads about `limit` rows however long the backlogs), within the limit and its cap.
 -- Rank k of a tenant scores (held + k) / weight; the lowest `limit` scores are leased.
-WITH RECURSIVE tenants AS (
-    (SELECT tenant FROM executions WHERE ready ORDER BY tenant LIMIT 1)
-    UNION ALL
-    SELECT (SELECT e.tenant FROM executions e
-            WHERE e.ready AND e.tenant > t.tenant ORDER BY e.tenant LIMIT 1)
-    FROM tenants t
-    WHERE t.tenant IS NOT NULL
-), shares AS (
+WITH RECURSIVE {ready_tenants}, shares AS (
     SELECT t.tenant, COALESCE(s.held, 0) AS held, COALESCE(s.weight, 1.0) AS weight
     FROM tenants t
     LEFT JOIN unnest(%(tenants)b::text[], %(held)b::integer[], %(weights)b::float8[])
@@ -269,8 +280,7 @@ WITH RECURSIVE tenants AS (
           SELECT FROM executions e
           WHERE e.ready
             AND e.tenant = t.tenant
-            AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
-            AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[])))
+            AND {claimable_e})
 ), turns AS (
     SELECT s.*,
            GREATEST(0, LEAST(%(limit)s, COALESCE(%(cap)s::integer - s.held, %(limit)s),
@@ -286,52 +296,32 @@ WITH RECURSIVE tenants AS (
     FROM turns s
     CROSS JOIN LATERAL (
         SELECT e.tenant, e.id, e.lease_until, e.claim_rank
-        FROM executions e
-        WHERE e.ready
-          AND e.tenant = s.tenant
-          AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
-          AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
-        ORDER BY e.lease_until NULLS FIRST, e.claim_rank
+        {tenant_claimable}
         LIMIT s.room
         FOR UPDATE SKIP LOCKED) c
 )
-UPDATE executions AS x
-SET lease_owner = %(owner)s,
-    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    fence = x.fence + 1
+UPDATE executions AS x SET {leased}
 WHERE (x.tenant, x.id) IN (
     SELECT tenant, id FROM candidates
     ORDER BY score, lease_until NULLS FIRST, claim_rank, tenant, id
     LIMIT %(limit)s)
-RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
-    (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
-        WHERE d.tenant = x.tenant AND d.execution_id = x.id) AS checkpoint_deltas;
+RETURNING {claimed};
 
 -- name: claim_turns
 -- The claim by turns (`FairShare.turns`, decided by the caller): each named tenant's first
 -- `room` claimable rows, locked with SKIP LOCKED from executions_ready_by_tenant (one
 -- index probe per tenant, no look for tenants), at most `limit` in all.
-UPDATE executions AS x
-SET lease_owner = %(owner)s,
-    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    fence = x.fence + 1
+UPDATE executions AS x SET {leased}
 WHERE (x.tenant, x.id) IN (
     SELECT c.tenant, c.id
-    FROM unnest(%(tenants)b::text[], %(rooms)b::integer[]) AS p(tenant, room)
+    FROM unnest(%(tenants)b::text[], %(rooms)b::integer[]) AS s(tenant, room)
     CROSS JOIN LATERAL (
         SELECT e.tenant, e.id
-        FROM executions e
-        WHERE e.ready
-          AND e.tenant = p.tenant
-          AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
-          AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
-        ORDER BY e.lease_until NULLS FIRST, e.claim_rank
-        LIMIT p.room
+        {tenant_claimable}
+        LIMIT s.room
         FOR UPDATE SKIP LOCKED) c
     LIMIT %(limit)s)
-RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
-    (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
-        WHERE d.tenant = x.tenant AND d.execution_id = x.id) AS checkpoint_deltas;
+RETURNING {claimed};
 
 -- name: leased_lock
 -- Serialises the claims of one tenant with a cap on its leased executions (`max_running`):
@@ -343,44 +333,27 @@ SELECT pg_advisory_xact_lock(hashtext('wovyr.leased'), hashtext(%(tenant)s));
 -- room is at most its cap less its live leases, counted on executions_ready_by_tenant (a
 -- leased execution is ready). Run after `leased_lock` of each of them, in the same
 -- transaction: this statement's snapshot then holds every earlier claim of theirs.
-UPDATE executions AS x
-SET lease_owner = %(owner)s,
-    lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    fence = x.fence + 1
+UPDATE executions AS x SET {leased}
 WHERE (x.tenant, x.id) IN (
     SELECT c.tenant, c.id
     FROM unnest(%(tenants)b::text[], %(rooms)b::integer[], %(caps)b::integer[])
-        AS p(tenant, room, cap)
+        AS s(tenant, room, cap)
     CROSS JOIN LATERAL (
         SELECT e.tenant, e.id
-        FROM executions e
-        WHERE e.ready
-          AND e.tenant = p.tenant
-          AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
-          AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[]))
-        ORDER BY e.lease_until NULLS FIRST, e.claim_rank
-        LIMIT CASE WHEN p.cap IS NULL THEN p.room ELSE GREATEST(0, LEAST(p.room, p.cap - (
+        {tenant_claimable}
+        LIMIT CASE WHEN s.cap IS NULL THEN s.room ELSE GREATEST(0, LEAST(s.room, s.cap - (
             SELECT count(*) FROM executions l
             WHERE l.ready
-              AND l.tenant = p.tenant
+              AND l.tenant = s.tenant
               AND l.lease_until >= COALESCE(%(now)s::timestamptz, now())))::integer) END
         FOR UPDATE SKIP LOCKED) c
     LIMIT %(limit)s)
-RETURNING x.id, x.fence, x.seq, x.checkpoint, x.definition_hash, x.tenant,
-    (SELECT json_agg(d.body ORDER BY d.seq) FROM checkpoint_deltas AS d
-        WHERE d.tenant = x.tenant AND d.execution_id = x.id) AS checkpoint_deltas;
+RETURNING {claimed};
 
 -- name: claimable_tenants
 -- The tenants with claimable work: skip through executions_ready_by_tenant (one probe per
 -- tenant with ready work), then one probe each for a claimable row.
-WITH RECURSIVE tenants AS (
-    (SELECT tenant FROM executions WHERE ready ORDER BY tenant LIMIT 1)
-    UNION ALL
-    SELECT (SELECT e.tenant FROM executions e
-            WHERE e.ready AND e.tenant > t.tenant ORDER BY e.tenant LIMIT 1)
-    FROM tenants t
-    WHERE t.tenant IS NOT NULL
-)
+WITH RECURSIVE {ready_tenants}
 SELECT t.tenant
 FROM tenants t
 WHERE t.tenant IS NOT NULL
@@ -388,14 +361,7 @@ WHERE t.tenant IS NOT NULL
       SELECT FROM executions e
       WHERE e.ready
         AND e.tenant = t.tenant
-        AND (e.lease_until IS NULL OR e.lease_until < COALESCE(%(now)s::timestamptz, now()))
-        AND (%(shards)b::integer[] IS NULL OR e.shard = ANY(%(shards)b::integer[])));
-
--- name: renew_leases
-UPDATE executions
-SET lease_until = COALESCE(%(now)s::timestamptz, now()) + %(lease)s::interval
-WHERE lease_owner = %(owner)s
-RETURNING tenant, id, fence, seq;
+        AND {claimable_e});
 
 -- name: release_owner
 -- Released executions that are still ready become claimable: announce them.

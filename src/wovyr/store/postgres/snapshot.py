@@ -226,19 +226,8 @@ def stage_restore(dump: Path, url: str, dump_schema_name: str, *, force: bool) -
             )
     staged = StagedSchema(url, schema, aside if held is not None else None)
     try:
-        _run(
-            [
-                _tool("pg_restore"),
-                "--no-owner",
-                "--no-privileges",
-                "--single-transaction",
-                "--exit-on-error",
-                f"--dbname={conninfo_to_dict(url).get('dbname') or 'postgres'}",
-                str(dump),
-            ],
-            url,
-            f"pg_restore into {redact_url(url)}",
-        )
+        dbname = str(conninfo_to_dict(url).get("dbname") or "postgres")
+        _restore(dump, dbname, url, f"pg_restore into {redact_url(url)}")
         if dump_schema_name != schema:
             with _connect(url) as conn:
                 conn.execute(
@@ -250,6 +239,13 @@ def stage_restore(dump: Path, url: str, dump_schema_name: str, *, force: bool) -
         staged.abort()
         raise
     return staged
+
+
+def _restore(dump: Path, dbname: str, url: str, what: str) -> None:
+    """pg_restore `dump` into the database `dbname` (reached as `url`), in one transaction
+    that any error rolls back, the objects owned by whoever connects."""
+    options = ["--no-owner", "--no-privileges", "--single-transaction", "--exit-on-error"]
+    _run([_tool("pg_restore"), *options, f"--dbname={dbname}", str(dump)], url, what)
 
 
 @contextmanager
@@ -267,19 +263,7 @@ def scratch_restore(dump: Path, url: str, dump_schema_name: str) -> Iterator[str
             conn.execute(
                 sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(dump_schema_name))
             )
-        _run(
-            [
-                _tool("pg_restore"),
-                "--no-owner",
-                "--no-privileges",
-                "--single-transaction",
-                "--exit-on-error",
-                f"--dbname={name}",
-                str(dump),
-            ],
-            scratch,
-            "pg_restore into a scratch database",
-        )
+        _restore(dump, name, scratch, "pg_restore into a scratch database")
         yield scratch
     finally:
         with _connect(url) as conn:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,11 +42,8 @@ from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
     Claim,
     CommitOutcome,
-    EventRecord,
     ExecutionFilter,
-    ExecutionKey,
     ExecutionRecord,
-    LeaseState,
     NewExecution,
     Page,
     StepWrite,
@@ -62,7 +59,6 @@ from wovyr.store.postgres.audit import append_audit_row, audit_head_lock_sql
 from wovyr.store.postgres.flow import FlowGates, PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.partitions import PostgresEventPartitions
-from wovyr.store.postgres.platform import PostgresPlatform
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.postgres.retention import PostgresRetention
 from wovyr.store.postgres.secrets import PostgresScrub
@@ -73,7 +69,6 @@ from wovyr.store.records import SlotState
 from wovyr.store.rows import (
     POSTGRES,
     claim_record,
-    event_record,
     execution_record,
 )
 from wovyr.store.shards import shards_for, stable_shard
@@ -82,9 +77,11 @@ from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
 from wovyr.store.sql.events import SQLEvents, write_outbox
+from wovyr.store.sql.executions import SQLExecutions
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
+from wovyr.store.sql.quotas import SQLQuotas
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.retention import SQLRetention
 from wovyr.store.sql.schedules import SQLSchedules
@@ -99,11 +96,12 @@ RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 class PostgresStore(
     SQLQueue,
+    SQLExecutions,
     SQLSchedules,
     SQLRegistry,
     PostgresMembers,
     SQLPlatform,
-    PostgresPlatform,
+    SQLQuotas,
     SQLAudit,
     SQLSecrets,
     PostgresScrub,
@@ -243,6 +241,13 @@ class PostgresStore(
         return self._run(
             lambda conn: conn.cursor(row_factory=dict_row).execute(sql, params).fetchall(),
             write=False,
+        )
+
+    def _sql_write_one(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        """One statement in autocommit (no BEGIN/COMMIT round trips)."""
+        return self._run(
+            lambda conn: conn.cursor(row_factory=dict_row).execute(sql, params).fetchall(),
+            write=True,
         )
 
     def _write(self, body: Callable[[Connection], T]) -> T:
@@ -412,7 +417,7 @@ class PostgresStore(
             conn.execute(self._q["slot_lock"], {"tenant": new.tenant, "key": slot.key})
         rows = support.rows(_cursor(conn, True).execute(self._q["create_execution"], params))
         if rows and (new.debits or new.max_running is not None):
-            self._check_start(conn, new)  # in the caller's transaction
+            self._check_start(_Tx(conn, self), new)  # in the caller's transaction
         if rows and slot is not None:
             take = {"tenant": new.tenant, "key": slot.key, "id": new.id, "limit": slot.limit}
             conn.execute(self._q["take_slot"], take)
@@ -674,7 +679,7 @@ class PostgresStore(
                                     "channel": self.channel,
                                 },
                             )
-                        self._debit(conn, step.tenant, step.debits, checked=False)
+                        self._debit(_Tx(conn, self), step.tenant, step.debits, checked=False)
                         new = step.continued_as
                         if new is not None and not self._insert(conn, new):
                             raise StoreError(f"the continued run's id {new.id} is taken")
@@ -757,17 +762,6 @@ class PostgresStore(
         more = len(records) > query.limit
         return Page(items, (items[-1].created_at, items[-1].id) if more and items else None)
 
-    def workflow_names(self, tenant: str, contains: str, limit: int = 50) -> list[str]:
-        params = {"tenant": tenant, "contains": contains.lower(), "limit": limit}
-        return [str(r["name"]) for r in self._read("workflow_names", params, named=True)]
-
-    def history(
-        self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
-    ) -> list[EventRecord]:
-        params = {"tenant": tenant, "id": execution_id, "after_seq": after_seq, "limit": limit}
-        rows = self._read("history", params, named=True)
-        return [event_record(execution_id, r, POSTGRES) for r in rows]
-
     # --- work queue ----------------------------------------------------------------------
 
     def _claim(self, ask: ClaimAsk) -> list[Claim]:
@@ -824,13 +818,6 @@ class PostgresStore(
         shards = shards_for(partitions, of)
         params = {"now": self._now(now), "shards": sorted(shards) if shards is not None else None}
         return sorted(r[0] for r in self._read("claimable_tenants", params))
-
-    def renew_leases(
-        self, owner: str, now: datetime, lease_seconds: float
-    ) -> dict[ExecutionKey, LeaseState]:
-        params = {"owner": owner, "now": self._now(now), "lease": timedelta(seconds=lease_seconds)}
-        rows = self._write_one("renew_leases", params)
-        return {(r[0], r[1]): LeaseState(fence=r[2], seq=r[3]) for r in rows}
 
     def release_owner(self, owner: str) -> int:
         rows = self._write_one("release_owner", {"owner": owner, "channel": self.channel})

@@ -1,20 +1,26 @@
 """Store roles written once for both SQL stores, over a small dialect.
 
-A role here is a mixin of `SQLiteStore` and `PostgresStore` alike. Its SQL lives in
-`<role>.sql` beside it, in named blocks (`-- name: x`) with named parameters (`:name`); a
-block named `x@postgres` or `x@sqlite` replaces `x` for that dialect only, where the SQL
-really differs (a row lock, an advisory lock, rowid), and `{x}` names the block `x` within
-another (a fragment: a column list, or one of `dialect.sql`, which every role shares, such as
-`{row_lock}`). `Dialect` (`wovyr.store.rows`) says
-how a dialect spells parameters and encodes times and JSON; each store hands its role a
-`Tx` (a transaction's connection) through `_sql_write` and reads through `_sql_read`.
+A role here is a mixin of `SQLiteStore` and `PostgresStore` alike: the registry, schedules,
+the platform tables, quotas, secrets, the audit chain's reads, agent memory, the stream
+journal, flow control's buckets, bulk batches, retention's finding, histories and the
+claim's frame. Its SQL lives in `<role>.sql` beside it, in named blocks (`-- name: x`) with
+named parameters (`:name`, cast as `:name::type` where PostgreSQL wants the type; SQLite
+drops the cast). A block named `x@postgres` or `x@sqlite` replaces `x` for that dialect
+only, where the SQL really differs (an advisory lock, rowid, a function's name), and `{x}`
+names the block `x` within another: a fragment, the role's own (a column list) or one of
+`dialect.sql`, which every role shares (`{row_lock}`, `{skip_locked}`, `{lease_now}`,
+`{lease_until}`). `Dialect` (`wovyr.store.rows`) says how a dialect spells parameters and
+encodes times and JSON; each store hands its role a `Tx` (a transaction's connection)
+through `_sql_write` and reads through `_sql_read`. What stays each store's own is where
+more than the SQL differs: writing steps and checkpoints, the claim's statements, taking
+flow-control slots, appending to the audit chain, purging, scrubbing keys.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from importlib import resources
 from typing import Any, Protocol
@@ -23,7 +29,7 @@ from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.records import NewExecution
 from wovyr.store.rows import Dialect, Row
 
-__all__ = ["Params", "SQLRole", "Tx", "parse_queries", "role_queries"]
+__all__ = ["Params", "SQLRole", "Tx", "parse_queries", "role_queries", "with_fragments"]
 
 Params = Mapping[str, Any]
 
@@ -98,11 +104,17 @@ def role_queries(role: str, dialect: Dialect) -> Mapping[str, str]:
         **_own((folder / "dialect.sql").read_text(encoding="utf-8"), dialect),
         **_own((folder / f"{role}.sql").read_text(encoding="utf-8"), dialect),
     }
+    return {name: dialect.params(sql) for name, sql in with_fragments(blocks).items()}
+
+
+def with_fragments(blocks: Mapping[str, str]) -> dict[str, str]:
+    """`blocks` with each `{name}` in them replaced by the block `name` (itself expanded);
+    a `{name}` that names no block is left as it is."""
 
     def expand(sql: str) -> str:
         return _FRAGMENT.sub(lambda m: expand(blocks[m[1]]) if m[1] in blocks else m[0], sql)
 
-    return {name: dialect.params(expand(sql)) for name, sql in blocks.items()}
+    return {name: expand(sql) for name, sql in blocks.items()}
 
 
 class SQLRole:
@@ -115,6 +127,16 @@ class SQLRole:
 
     def _queries(self, role: str) -> Mapping[str, str]:
         return role_queries(role, self._dialect)
+
+    def _sql_write_one(self, sql: str, params: Params) -> list[Row]:
+        """One statement, its own transaction; the rows it returns."""
+        rows: list[Row] = self._sql_write(lambda tx: tx.rows(sql, params))
+        return rows
+
+    def _lease(self, now: datetime, lease: timedelta) -> dict[str, Any]:
+        """The parameters of `{lease_until}`: a lease of `lease` from `now`."""
+        until = self._dialect.timestamp(now + lease)
+        return {"now": self._lease_now(now), "lease": lease, "until": until}
 
     def _lease_now(self, now: datetime) -> Any:
         """`:now` of `{lease_now}` (PostgreSQL with db_clock: None, the database's clock)."""

@@ -4,7 +4,6 @@ purges through the retention role's `purge_executions`. Its SQL lives in `bulk.s
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from wovyr.errors import StoreError
 from wovyr.store.bulk import BatchItem, BatchRecord, BatchUpdate, ItemOutcome, NewBatch
@@ -22,11 +21,6 @@ def _batch(r: Row, d: Dialect) -> BatchRecord:
 
 
 class SQLBulk(SQLRole):
-    def _lease(self, now: datetime, seconds: timedelta) -> dict[str, Any]:
-        """The parameters of `{lease_until}`: a lease of `seconds` from `now`."""
-        d = self._dialect
-        return {"now": self._lease_now(now), "lease": seconds, "until": d.timestamp(now + seconds)}
-
     def _batches(self, name: str, params: Params) -> list[BatchRecord]:
         rows = self._sql_read(self._queries("bulk")[name], params)
         return [_batch(r, self._dialect) for r in rows]

@@ -64,12 +64,6 @@ UPDATE batches SET listed = :listed, ok = :ok, skipped = :skipped,
 WHERE tenant = :tenant AND id = :id
 RETURNING {columns};
 
--- name: lease_until@postgres
-{lease_now} + :lease::interval
-
--- name: lease_until@sqlite
-:until
-
 -- name: columns
 tenant, id, action, filter, signal, payload, created_at, created_by, fingerprint,
 idempotency_key, status, updated_at, finished_at, cursor, listed_all, listed, ok, skipped,

@@ -21,3 +21,11 @@ COALESCE(:now::timestamptz, now())
 
 -- name: lease_now@sqlite
 :now
+
+-- name: lease_until@postgres
+-- The end of a lease of `:lease` (an interval) from `{lease_now}`.
+{lease_now} + :lease::interval
+
+-- name: lease_until@sqlite
+-- The end of a lease: `:until`, reckoned by the caller.
+:until

@@ -1,7 +1,7 @@
 """The platform tables of both SQL stores (the contract is `wovyr.store.platform`): API
 keys, idempotency keys, revoked UI sessions, cached model responses, model providers, MCP
-servers, tenants. Its SQL lives in `platform.sql`. The quota ledger stays with each store
-(`SQLitePlatform`, `PostgresPlatform`): it is written inside the store's start transaction."""
+servers, tenants. Its SQL lives in `platform.sql`. The quota ledger is a role of its own
+(`wovyr.store.sql.quotas`): it is written inside the store's start transaction."""
 
 from __future__ import annotations
 

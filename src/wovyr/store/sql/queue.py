@@ -1,7 +1,8 @@
-"""The work queue's claim, once for both SQL stores (the contract is `Store.claim`): what a
-claim asks is read here into a `ClaimAsk`; each store leases the rows in its own SQL
-(`_claim`: one statement, or a few in one transaction), since the two claim queries differ
-in every line (row locks and SKIP LOCKED, rowid, arrays or JSON)."""
+"""The work queue's claim and lease renewal, once for both SQL stores (the contract is
+`Store.claim`): what a claim asks is read here into a `ClaimAsk`; each store leases the
+rows in its own SQL (`_claim`: one statement, or a few in one transaction), since the two
+claim queries differ in every line (row locks and SKIP LOCKED, rowid, arrays or JSON). Its
+SQL lives in `queue.sql`."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from wovyr.store.base import DEFAULT_TENANT, Claim, FairShare
+from wovyr.store.base import DEFAULT_TENANT, Claim, ExecutionKey, FairShare, LeaseState
 from wovyr.store.hooks import Observers
 from wovyr.store.shards import shards_for
+from wovyr.store.sql import SQLRole
 
 __all__ = ["ClaimAsk", "SQLQueue"]
 
@@ -36,7 +38,7 @@ class ClaimAsk:
         return self.now + self.lease
 
 
-class SQLQueue:
+class SQLQueue(SQLRole):
     """Needs `_claim` and `_observers` from its store."""
 
     _claim: Callable[[ClaimAsk], list[Claim]]
@@ -61,3 +63,11 @@ class SQLQueue:
         claims = self._claim(ClaimAsk(owner, now, lease, limit, only, tenant, shards, fair))
         self._observers.claimed(claims)
         return claims
+
+    def renew_leases(
+        self, owner: str, now: datetime, lease_seconds: float
+    ) -> dict[ExecutionKey, LeaseState]:
+        sql = self._queries("queue")["renew_leases"]
+        params = {"owner": owner, **self._lease(now, timedelta(seconds=lease_seconds))}
+        rows = self._sql_write_one(sql, params)
+        return {(r["tenant"], r["id"]): LeaseState(fence=r["fence"], seq=r["seq"]) for r in rows}

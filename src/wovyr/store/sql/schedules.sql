@@ -1,10 +1,7 @@
 -- Schedules (wovyr.store.schedules).
 
 -- name: create_schedule
-INSERT INTO schedules (
-    tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused, note,
-    start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered, running, recent,
-    fired_count, skipped_count, missed_count, created_at, updated_at, version)
+INSERT INTO schedules ({columns})
 VALUES (
     :tenant, :id, :workflow, :definition_hash, :input::json, :spec::json, :overlap,
     :catchup_window, :paused, :note, :start_at, :end_at, :remaining_actions, :next_fire_at,
@@ -21,16 +18,12 @@ SELECT pg_advisory_xact_lock(hashtext('wovyr.schedules'), hashtext(:tenant));
 SELECT count(*) AS n FROM schedules WHERE tenant = :tenant;
 
 -- name: get_schedule
-SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused, note,
-       start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered, running, recent,
-       fired_count, skipped_count, missed_count, created_at, updated_at, version
+SELECT {columns}
 FROM schedules
 WHERE tenant = :tenant AND id = :id;
 
 -- name: list_schedules
-SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused, note,
-       start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered, running, recent,
-       fired_count, skipped_count, missed_count, created_at, updated_at, version
+SELECT {columns}
 FROM schedules
 WHERE tenant = :tenant
 ORDER BY id;
@@ -40,19 +33,13 @@ DELETE FROM schedules WHERE tenant = :tenant AND id = :id;
 
 -- name: due_schedules@postgres
 -- Due by time, then those holding a buffered tick for a running execution to end.
-(SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused,
-        note, start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered,
-        running, recent, fired_count, skipped_count, missed_count, created_at, updated_at,
-        version, 0 AS part
+(SELECT {columns}, 0 AS part
  FROM schedules
  WHERE next_fire_at IS NOT NULL AND next_fire_at <= :now
  ORDER BY next_fire_at
  LIMIT :limit)
 UNION ALL
-(SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused,
-        note, start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered,
-        running, recent, fired_count, skipped_count, missed_count, created_at, updated_at,
-        version, 1 AS part
+(SELECT {columns}, 1 AS part
  FROM schedules
  WHERE buffered::text <> '[]' AND NOT paused
    AND NOT (next_fire_at IS NOT NULL AND next_fire_at <= :now)
@@ -63,20 +50,14 @@ ORDER BY part, next_fire_at;
 -- The same; each half's WHERE spelled as its partial index (schedules_due,
 -- schedules_buffered): SQLite uses one only when the query names its condition term for term.
 SELECT * FROM (
-    SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused,
-           note, start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered,
-           running, recent, fired_count, skipped_count, missed_count, created_at, updated_at,
-           version, 0 AS part
+    SELECT {columns}, 0 AS part
     FROM schedules
     WHERE next_fire_at IS NOT NULL AND next_fire_at <= :now
     ORDER BY next_fire_at
     LIMIT :limit)
 UNION ALL
 SELECT * FROM (
-    SELECT tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused,
-           note, start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered,
-           running, recent, fired_count, skipped_count, missed_count, created_at, updated_at,
-           version, 1 AS part
+    SELECT {columns}, 1 AS part
     FROM schedules
     WHERE buffered != '[]' AND paused = 0
       AND NOT (next_fire_at IS NOT NULL AND next_fire_at <= :now)
@@ -94,3 +75,8 @@ SET workflow = :workflow, definition_hash = :definition_hash, input = :input::js
     skipped_count = :skipped_count, missed_count = :missed_count,
     created_at = :created_at, updated_at = :updated_at, version = :version
 WHERE tenant = :tenant AND id = :id AND version = :expected_version;
+
+-- name: columns
+tenant, id, workflow, definition_hash, input, spec, overlap, catchup_window, paused, note,
+start_at, end_at, remaining_actions, next_fire_at, last_fire_at, buffered, running, recent,
+fired_count, skipped_count, missed_count, created_at, updated_at, version

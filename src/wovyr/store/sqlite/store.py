@@ -25,7 +25,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -37,11 +37,8 @@ from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
     Claim,
     CommitOutcome,
-    EventRecord,
     ExecutionFilter,
-    ExecutionKey,
     ExecutionRecord,
-    LeaseState,
     NewExecution,
     Page,
     StepWrite,
@@ -57,7 +54,6 @@ from wovyr.store.rows import (
     SQLITE,
     claim_record,
     created_record,
-    event_record,
     execution_record,
     from_row,
 )
@@ -67,9 +63,11 @@ from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
 from wovyr.store.sql.events import SQLEvents, write_outbox
+from wovyr.store.sql.executions import SQLExecutions
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
 from wovyr.store.sql.queue import ClaimAsk, SQLQueue
+from wovyr.store.sql.quotas import SQLQuotas
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.retention import SQLRetention
 from wovyr.store.sql.schedules import SQLSchedules
@@ -86,7 +84,6 @@ from wovyr.store.sqlite.flow import (
     woken_holds,
     write_gates,
 )
-from wovyr.store.sqlite.platform import SQLitePlatform
 from wovyr.store.sqlite.retention import SQLiteRetention
 from wovyr.store.sqlite.secrets import SQLiteScrub
 from wovyr.store.sqlite.snapshot import write_snapshot
@@ -146,14 +143,21 @@ _SUMMARY_COLUMNS = (
 )
 
 
-# The fair claim (see `SQLiteStore._claim_fair`); `/*shards*/` is the partition filter.
-_CLAIM_FAIR = """
+# The tenants with ready work: a skip through executions_ready_by_tenant, one probe per
+# tenant however long its backlog.
+_READY_TENANTS = """
 WITH RECURSIVE tenants(tenant) AS (
     SELECT (SELECT min(tenant) FROM executions WHERE ready = 1)
     UNION ALL
     SELECT (SELECT min(e.tenant) FROM executions e WHERE e.ready = 1 AND e.tenant > t.tenant)
     FROM tenants t WHERE t.tenant IS NOT NULL
-), shares(tenant, held, weight) AS (
+)"""
+
+
+# The fair claim (see `_claim_fair`); `/*shards*/` is the partition filter.
+_CLAIM_FAIR = (
+    _READY_TENANTS
+    + """, shares(tenant, held, weight) AS (
     SELECT t.tenant, coalesce(json_extract(s.value, '$[0]'), 0),
            coalesce(json_extract(s.value, '$[1]'), 1.0)
     FROM tenants t LEFT JOIN json_each(:shares) s ON s.key = t.tenant
@@ -188,23 +192,21 @@ WHERE rowid IN (
     ORDER BY (held + k) * 1.0 / weight, lease_until, claim_rank, tenant, rid LIMIT :limit)
 RETURNING id, fence, seq, checkpoint, definition_hash, tenant
 """
+)
 
 
 # The tenants with claimable work (see `SQLiteStore.claimable_tenants`): skip through
 # executions_ready_by_tenant, one probe per tenant, then one probe for a claimable row.
-_CLAIMABLE_TENANTS = """
-WITH RECURSIVE tenants(tenant) AS (
-    SELECT (SELECT min(tenant) FROM executions WHERE ready = 1)
-    UNION ALL
-    SELECT (SELECT min(e.tenant) FROM executions e WHERE e.ready = 1 AND e.tenant > t.tenant)
-    FROM tenants t WHERE t.tenant IS NOT NULL
-)
+_CLAIMABLE_TENANTS = (
+    _READY_TENANTS
+    + """
 SELECT t.tenant FROM tenants t
 WHERE t.tenant IS NOT NULL AND EXISTS (
     SELECT 1 FROM executions e
     WHERE e.ready = 1 AND e.tenant = t.tenant
       AND (e.lease_until IS NULL OR e.lease_until < ?)/*shards*/)
 """
+)
 
 # One tenant's part of a claim by turns: its first `room` claimable executions.
 _TURN = (
@@ -403,10 +405,11 @@ def _migrated_image() -> bytes:
 
 class SQLiteStore(
     SQLQueue,
+    SQLExecutions,
     SQLSchedules,
     SQLRegistry,
     SQLPlatform,
-    SQLitePlatform,
+    SQLQuotas,
     SQLAudit,
     SQLSecrets,
     SQLiteScrub,
@@ -690,7 +693,7 @@ class SQLiteStore(
             )
         if created:
             if new.debits or new.max_running is not None:
-                self._check_start(conn, new)
+                self._check_start(_Tx(conn, self), new)
             self._write_children(conn, new.tenant, new.id, 0, step)
             if new.slot is not None:
                 take_slot(conn, new)
@@ -802,7 +805,7 @@ class SQLiteStore(
         self._ledger.wrote(step, plan)
         self._write_children(conn, step.tenant, step.execution_id, step.expected_seq, step)
         if step.debits:
-            self._debit(conn, step.tenant, step.debits, checked=False)
+            self._debit(_Tx(conn, self), step.tenant, step.debits, checked=False)
         if step.slot_released is not None:
             release_slot(conn, step.tenant, step.execution_id, step.slot_released)
         if step.flow_released:
@@ -870,29 +873,6 @@ class SQLiteStore(
         cursor = (items[-1].created_at, items[-1].id) if more and items else None
         return Page(items=items, next_cursor=cursor)
 
-    def workflow_names(self, tenant: str, contains: str, limit: int = 50) -> list[str]:
-        """The workflow names of `tenant`'s stored definitions that contain `contains`
-        (case-insensitive), by name: the definitions table, not the executions."""
-        rows = self._read(
-            "SELECT DISTINCT name FROM definitions WHERE tenant = ? AND instr(lower(name), ?) > 0"
-            " ORDER BY name LIMIT ?",
-            (tenant, contains.lower(), limit),
-        )
-        return [str(r[0]) for r in rows]
-
-    def history(
-        self, execution_id: str, after_seq: int = 0, limit: int | None = None, *, tenant: str
-    ) -> list[EventRecord]:
-        sql = (
-            "SELECT seq, type, at, data FROM events"
-            " WHERE tenant = ? AND execution_id = ? AND seq > ? ORDER BY seq"
-        )
-        params: list[Any] = [tenant, execution_id, after_seq]
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [event_record(execution_id, r, SQLITE) for r in self._read(sql, params)]
-
     # --- work queue ----------------------------------------------------------------------
 
     def _claim(self, ask: ClaimAsk) -> list[Claim]:
@@ -919,18 +899,6 @@ class SQLiteStore(
         shards = shards_for(partitions, of)
         sql = _CLAIMABLE_TENANTS.replace("/*shards*/", _shard_sql(shards, "e."))
         return sorted(r[0] for r in self._read(sql, (to_micros(now),)))
-
-    def renew_leases(
-        self, owner: str, now: datetime, lease_seconds: float
-    ) -> dict[ExecutionKey, LeaseState]:
-        until = to_micros(now + timedelta(seconds=lease_seconds))
-        with self._write() as conn:
-            rows = conn.execute(
-                "UPDATE executions SET lease_until = ? WHERE lease_owner = ?"
-                " RETURNING tenant, id, fence, seq",
-                (until, owner),
-            ).fetchall()
-        return {(r[0], r[1]): LeaseState(fence=r[2], seq=r[3]) for r in rows}
 
     def release_owner(self, owner: str) -> int:
         with self._write() as conn:
