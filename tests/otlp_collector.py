@@ -60,6 +60,8 @@ class Span:
 
 def _value(value: AnyValue) -> Any:
     which = value.WhichOneof("value")
+    if which == "array_value":  # (a tuple: what a span was given)
+        return tuple(_value(v) for v in value.array_value.values)
     return getattr(value, which) if which else None
 
 

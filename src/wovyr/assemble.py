@@ -59,14 +59,18 @@ def model_providers(settings: Settings) -> Providers:
 
     if not settings.llm_base_url:
         return Providers()
-    default = ProviderConfig(
-        DEFAULT_PROVIDER,
-        settings.llm_base_url,
-        default_model=settings.llm_model,
-        price_in=settings.llm_price_in,
-        price_out=settings.llm_price_out,
-        api_key=settings.llm_api_key or None,
-    )
+    try:
+        default = ProviderConfig(
+            DEFAULT_PROVIDER,
+            settings.llm_base_url,
+            default_model=settings.llm_model,
+            price_in=settings.llm_price_in,
+            price_out=settings.llm_price_out,
+            api_key=settings.llm_api_key or None,
+            prices=settings.llm_prices,
+        )
+    except ValueError as exc:  # WOVYR_LLM_PRICES of a wrong form
+        raise ConfigError(f"WOVYR_LLM_PRICES: {exc}") from None
     return Providers({DEFAULT_PROVIDER: default})
 
 

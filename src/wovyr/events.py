@@ -13,7 +13,11 @@ default `ABSENT` and is then left out of `data`, which is not the same as an exp
 
 The events that end an attempt (`ActivityCompleted`, `ActivityFailed`, `ItemCompleted`,
 `ItemFailed`, `IterationCompleted`, and the compensation's) carry `logs` only when the
-attempt logged something: its lines, `{at, level, logger, message}`, scrubbed and capped.
+attempt logged something: its lines, `{at, level, logger, message}`, scrubbed and capped;
+and `model_calls` only when the attempt called models outside an agent's journal (an `llm`
+step): each call's `{provider, model, input_tokens, output_tokens, cached_tokens?, cost,
+latency, error?}` (latency in seconds, cost in the provider's prices or null), what the
+metrics count and `wovyr workflows show` lists.
 
 Compensation events and `ChildStarted` carry an ``index`` only when they concern one item of
 a `for_each` activity; `ChildFinished` always carries it (null for a single child).
@@ -22,6 +26,7 @@ a `for_each` activity; `ChildFinished` always carries it (null for a single chil
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, ClassVar, Final, Protocol, TypeVar
@@ -64,6 +69,8 @@ __all__ = [
     "TimerCancelled",
     "TimerFired",
     "ToolCallCompleted",
+    "model_calls",
+    "model_totals",
     "or_absent",
     "typed",
 ]
@@ -311,6 +318,7 @@ class ActivityCompleted(EventData):
     output: Any
     signal: str | Absent = ABSENT
     logs: list[dict[str, Any]] | Absent = ABSENT
+    model_calls: list[dict[str, Any]] | Absent = ABSENT
 
 
 @_record
@@ -346,6 +354,7 @@ class ActivityFailed(EventData):
     next_attempt_at: str | None
     output: Any = ABSENT
     logs: list[dict[str, Any]] | Absent = ABSENT
+    model_calls: list[dict[str, Any]] | Absent = ABSENT
 
     @classmethod
     def final(
@@ -474,6 +483,7 @@ class ActivityCompensated(EventData):
     index: int | Absent = ABSENT
     output: Any
     logs: list[dict[str, Any]] | Absent = ABSENT
+    model_calls: list[dict[str, Any]] | Absent = ABSENT
 
 
 @_record
@@ -487,6 +497,7 @@ class CompensationAttemptFailed(EventData):
     attempt: int
     error: dict[str, Any]
     logs: list[dict[str, Any]] | Absent = ABSENT
+    model_calls: list[dict[str, Any]] | Absent = ABSENT
 
 
 @_record
@@ -497,6 +508,7 @@ class CompensationFailed(EventData):
     index: int | Absent = ABSENT
     error: dict[str, Any]
     logs: list[dict[str, Any]] | Absent = ABSENT
+    model_calls: list[dict[str, Any]] | Absent = ABSENT
 
 
 # --- child workflows and for_each items -------------------------------------------------
@@ -558,6 +570,7 @@ class IterationCompleted(EventData):
     next_at: str | Absent = ABSENT
     exhausted: bool | Absent = ABSENT
     logs: list[dict[str, Any]] | Absent = ABSENT
+    model_calls: list[dict[str, Any]] | Absent = ABSENT
 
 
 @_record
@@ -566,7 +579,9 @@ class ModelCallCompleted(EventData):
     """Turn `turn` (1, 2, ...) of an `agent` activity: its model call answered `message`
     (the assistant message: `content`, `tool_calls`). Recorded once the call returns, in a
     commit of its own, so a crash after it never repeats the call. `cost` is null when the
-    provider has no prices configured."""
+    provider has no prices configured. `usage` has `cached_tokens` when the provider said
+    how many input tokens it read from its cache; `provider` (its name) and `latency`
+    (seconds the call took) are absent from calls recorded before they were kept."""
 
     TYPE: ClassVar[str] = EventType.MODEL_CALL_COMPLETED
     activity: str
@@ -577,6 +592,8 @@ class ModelCallCompleted(EventData):
     cost: float | None
     model: str
     finish_reason: str | None
+    provider: str | Absent = ABSENT
+    latency: float | Absent = ABSENT
 
 
 @_record
@@ -645,6 +662,7 @@ class ItemCompleted(EventData):
     attempt: int
     output: Any
     logs: list[dict[str, Any]] | Absent = ABSENT
+    model_calls: list[dict[str, Any]] | Absent = ABSENT
 
 
 @_record
@@ -658,6 +676,7 @@ class ItemFailed(EventData):
     will_retry: bool
     next_attempt_at: str | None
     logs: list[dict[str, Any]] | Absent = ABSENT
+    model_calls: list[dict[str, Any]] | Absent = ABSENT
 
     @classmethod
     def final(cls, activity: str, index: int, attempt: int, error: dict[str, Any]) -> ItemFailed:
@@ -684,3 +703,50 @@ class ItemFailed(EventData):
             will_retry=True,
             next_attempt_at=next_attempt_at,
         )
+
+
+def model_calls(events: Iterable[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The model calls `events` (each `(type, data)`, in order) record, one dict each:
+    `{activity, provider, model, input_tokens, output_tokens, cached_tokens, cost, latency}`
+    with `turn` (an agent's call), `index` (a `for_each` item's), `iteration` (a `repeat`'s)
+    and `error` (a call that failed) when they apply; `provider` and `latency` are None for
+    a call recorded before they were kept, `cost` when its provider has no price."""
+    out: list[dict[str, Any]] = []
+    for kind, data in events:
+        activity = data.get("activity")
+        if kind == EventType.MODEL_CALL_COMPLETED:
+            usage = data.get("usage") or {}
+            out.append(
+                {
+                    "activity": activity,
+                    "turn": data.get("turn"),
+                    "provider": data.get("provider"),
+                    "model": data.get("model"),
+                    "input_tokens": int(usage.get("input_tokens") or 0),
+                    "output_tokens": int(usage.get("output_tokens") or 0),
+                    "cached_tokens": int(usage.get("cached_tokens") or 0),
+                    "cost": data.get("cost"),
+                    "latency": data.get("latency"),
+                }
+            )
+            continue
+        where = {k: data[k] for k in ("index", "iteration") if data.get(k) is not None}
+        for call in data.get("model_calls") or ():
+            entry = {"activity": activity, **where, "cached_tokens": 0, **call}
+            out.append(entry)
+    return out
+
+
+def model_totals(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What `calls` (of `model_calls`) add up to: `{calls, input_tokens, output_tokens,
+    cached_tokens, cost, latency}`; `cost` None when no call had a price."""
+    calls = list(calls)
+    costs = [c["cost"] for c in calls if isinstance(c.get("cost"), int | float)]
+    return {
+        "calls": len(calls),
+        "input_tokens": sum(int(c.get("input_tokens") or 0) for c in calls),
+        "output_tokens": sum(int(c.get("output_tokens") or 0) for c in calls),
+        "cached_tokens": sum(int(c.get("cached_tokens") or 0) for c in calls),
+        "cost": sum(costs) if costs else None,
+        "latency": round(sum(float(c.get("latency") or 0.0) for c in calls), 6),
+    }

@@ -52,8 +52,8 @@ __all__ = [
 
 #: The W3C trace context of a span: `traceparent` always, `tracestate` when it has one.
 TraceContext = Mapping[str, str]
-#: A span attribute's value.
-Attribute = str | int | float | bool
+#: A span attribute's value (a tuple: an array of texts, e.g. finish reasons).
+Attribute = str | int | float | bool | tuple[str, ...]
 
 # version 00: trace id (32 hex, not all zeros), parent id (16 hex, not all zeros), flags
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")

@@ -39,10 +39,14 @@ def test_quotas_set_show_and_a_refused_start(
     assert "quota exceeded: executions per day is 1" in err
     assert main(["admin", "quotas", "show", "default", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert shown["used"] == {"executions": 1.0}
+    assert shown["used"] == {"executions": 1.0, "model_tokens": 0.0, "model_cost": 0.0}
     assert shown["quotas"]["concurrent_executions"] is None
     assert main(["admin", "quotas", "show", "default"]) == 0
-    assert "executions-per-day" in capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()}
+    assert rows["executions-per-day"] == ["1", "1"]
+    # model usage is counted without a quota; seconds are not, and say so
+    assert rows["model-tokens-per-day"] == ["none", "0"]
+    assert rows["activity-seconds-per-day"] == ["none", "not", "counted", "without", "a", "quota"]
 
 
 def test_quotas_set_weight_and_max_slots(

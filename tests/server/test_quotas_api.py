@@ -51,7 +51,7 @@ async def test_an_admin_reads_and_lowers_its_quotas_but_never_raises_them(
         await api.call("POST", BASE, OP, json={"definition": APPROVAL_FLOW})
         shown = (await api.call("GET", "/api/v1/admin/quotas", ADMIN)).json()
         assert shown["quotas"]["executions_per_day"] == 10
-        assert shown["used"] == {"executions": 1.0}
+        assert shown["used"] == {"executions": 1.0, "model_tokens": 0.0, "model_cost": 0.0}
         assert shown["running"] == 1 and shown["day"] == "2030-01-01"
         lowered = await api.call(
             "PATCH",

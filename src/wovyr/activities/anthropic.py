@@ -9,7 +9,7 @@ result is sent with `is_error`); consecutive messages of one role are merged (th
 turns that alternate); `tools` are `{name, description, input_schema}`; `max_tokens`, which
 the API requires, defaults to `DEFAULT_MAX_TOKENS`. `response_format` has no counterpart and
 is not sent: the `llm` kind validates the answer against its schema either way. The options
-a step or the provider sets (`wovyr.activities.model_options.ANTHROPIC_OPTIONS`: `top_k`,
+a step or the provider sets (`wovyr.kinds.options.ANTHROPIC_OPTIONS`: `top_k`,
 `stop_sequences`, `thinking`, `tool_choice`, ...) are sent as they are. Streaming is not used
 for this kind (the answer is read whole).
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wovyr.activities.model_options import ANTHROPIC_OPTIONS
+from wovyr.kinds.options import ANTHROPIC_OPTIONS
 
 __all__ = [
     "ANTHROPIC_VERSION",

@@ -58,6 +58,8 @@ from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.outbound import send_checked
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+from wovyr.kinds.options import option_problems
+from wovyr.kinds.steps import DEFAULT_EMBEDDING_MODEL, DEFAULT_PROVIDER
 from wovyr.traces import Attribute, call_span
 
 if TYPE_CHECKING:
@@ -80,11 +82,11 @@ __all__ = [
     "ResponseCache",
     "chat",
     "embed",
+    "price_problems",
     "provider_body",
+    "with_options",
 ]
 
-DEFAULT_PROVIDER = "default"
-DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"  # when a memory spec names none
 MAX_EMBEDDING_INPUTS = 256  # texts in one embeddings request
 PROVIDER_KINDS = ("openai", "anthropic")  # the protocols a provider may speak
 MAX_RESPONSE_BYTES = 8 * 1_048_576
@@ -117,13 +119,14 @@ class ProviderConfig:
     token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
     # provider parameters sent with every call (a step's `options` override them)
     options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    # prices per 1M tokens of given models, `{model: {input: X, output: Y}}`, over
+    # `price_in`/`price_out` (a name prices its dated versions: `gpt-4o`, `gpt-4o-2024-08-06`)
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        from wovyr.activities.model_options import option_problems
-
         if self.api_key is not None and self.api_key_secret is not None:
             raise ValueError("a provider's key is its own api_key or a secret, not both")
-        problems = option_problems(self.options, self.kind)
+        problems = option_problems(self.options, self.kind) + price_problems(self.prices)
         if problems:
             raise ValueError(f"provider {self.name!r}: " + "; ".join(problems))
 
@@ -138,10 +141,52 @@ class ProviderConfig:
             return "max_completion_tokens"
         return "max_tokens"
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float | None:
+    def price(self, model: str | None = None) -> tuple[float, float] | None:
+        """The prices per 1M input and output tokens of `model`: its entry in `prices` (the
+        exact name, else the longest entry it extends with a version, `-` and a digit:
+        `gpt-4o` prices `gpt-4o-2024-08-06`, not `gpt-4o-mini`), else the provider's; None
+        when none is known."""
+        if model and self.prices:
+            found = self.prices.get(model)
+            if found is None:
+                extended = [
+                    k
+                    for k in self.prices
+                    if model.startswith(k + "-") and model[len(k) + 1 : len(k) + 2].isdigit()
+                ]
+                found = self.prices[max(extended, key=len)] if extended else None
+            if found is not None:
+                return float(found["input"]), float(found["output"])
         if self.price_in is None or self.price_out is None:
             return None
-        return (input_tokens * self.price_in + output_tokens * self.price_out) / 1_000_000
+        return self.price_in, self.price_out
+
+    def cost(self, input_tokens: int, output_tokens: int, model: str | None = None) -> float | None:
+        price = self.price(model)
+        if price is None:
+            return None
+        return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+
+
+def price_problems(prices: Any) -> list[str]:
+    """What is wrong with a price table (`ProviderConfig.prices`): `{model: {input: X,
+    output: Y}}`, each price a finite number of 0 or more per 1M tokens."""
+    if not isinstance(prices, Mapping):
+        return ["prices is a map of model names to {input, output} prices per 1M tokens"]
+    problems = []
+    for model, price in prices.items():
+        where = f"prices.{model}"
+        if not isinstance(model, str) or not model.strip() or len(model) > 256:
+            problems.append(f"{where}: a model name is non-empty text (at most 256)")
+            continue
+        if not isinstance(price, Mapping) or set(price) != {"input", "output"}:
+            problems.append(f"{where} is {{input: X, output: Y}} (per 1M tokens)")
+            continue
+        for part, value in price.items():
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not math.isfinite(value) or value < 0:
+                problems.append(f"{where}.{part} is a finite number, 0 or more")
+    return problems
 
 
 class Providers:
@@ -213,6 +258,12 @@ class ModelAccess:
     cache: ResponseCache | None = field(default=None, repr=False)
     # why the tenant may make no model call today (a daily model quota used up), or None
     quota: Callable[[], str | None] | None = field(default=None, repr=False)
+    # the model calls of this attempt not journaled by its kind (an `llm` step's), each
+    # `{provider, model, input_tokens, output_tokens, cached_tokens?, cost, latency,
+    # error?}`: they ride on the attempt's result event (`model_calls`)
+    calls: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+    # the time a call's latency is measured with (the worker's injected clock)
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
     _keys: dict[str, str | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -243,6 +294,33 @@ class ChatResult:
     input_tokens: int
     output_tokens: int
     model: str
+    cached_tokens: int = 0  # of the input tokens, read from the provider's prompt cache
+    latency: float = 0.0  # seconds from the request to the end of the answer
+
+    def record(self, provider: ProviderConfig) -> dict[str, Any]:
+        """The call as its event keeps it (`ModelAccess.calls`)."""
+        out: dict[str, Any] = {
+            "provider": provider.name,
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": provider.cost(self.input_tokens, self.output_tokens, self.model),
+            "latency": round(self.latency, 6),
+        }
+        if self.cached_tokens:
+            out["cached_tokens"] = self.cached_tokens
+        return out
+
+
+def _cached_input(usage: Any) -> int:
+    """The input tokens a provider's `usage` says it read from its prompt cache: OpenAI's
+    `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`."""
+    if not isinstance(usage, dict):
+        return 0
+    details = usage.get("prompt_tokens_details")
+    found = details.get("cached_tokens") if isinstance(details, dict) else None
+    found = found if found is not None else usage.get("cache_read_input_tokens")
+    return int(found) if isinstance(found, int) and not isinstance(found, bool) else 0
 
 
 async def chat(
@@ -267,8 +345,9 @@ async def chat(
     url = provider.base_url.rstrip("/") + suffix
     body = provider_body(provider, body)
     named = body.get("model")
-    attributes = _call_attributes(provider, "chat", named if isinstance(named, str) else None)
-    with call_span(f"model.chat {provider.name}", attributes) as span:
+    model = named if isinstance(named, str) else None
+    attributes = _call_attributes(provider, "chat", model)
+    with call_span(f"chat {model}" if model else "chat", attributes) as span:
         with _provider_errors(provider, timeout, policy, api_key):
             async with asyncio.timeout(timeout):
                 if client is not None:
@@ -287,6 +366,10 @@ async def chat(
                 "gen_ai.response.model": result.model,
                 "gen_ai.usage.input_tokens": result.input_tokens,
                 "gen_ai.usage.output_tokens": result.output_tokens,
+                "gen_ai.usage.cache_read.input_tokens": result.cached_tokens or None,
+                "gen_ai.response.finish_reasons": (
+                    (result.finish_reason,) if result.finish_reason else None
+                ),
             }
         )
     return result
@@ -306,15 +389,28 @@ def provider_body(provider: ProviderConfig, body: dict[str, Any]) -> dict[str, A
 def _call_attributes(
     provider: ProviderConfig, operation: str, model: str | None
 ) -> dict[str, Attribute]:
-    """What a model call's span says from the start: whom it asks, for what (never the
-    key, which no span attribute may carry, nor the base URL, which may hold one)."""
+    """What a model call's span says from the start, per OpenTelemetry's GenAI semantic
+    conventions: whom it asks (the protocol's provider, the server's host and port), for
+    what (never the key, which no span attribute may carry, nor the base URL, which may
+    hold one)."""
+    from urllib.parse import urlsplit
+
+    split = urlsplit(provider.base_url)
     attributes: dict[str, Attribute] = {
         "wovyr.provider": provider.name,
-        "gen_ai.system": provider.kind,
+        "gen_ai.provider.name": provider.kind,
         "gen_ai.operation.name": operation,
     }
     if model:
         attributes["gen_ai.request.model"] = model
+    if split.hostname:
+        attributes["server.address"] = split.hostname
+        try:
+            port = split.port or (443 if split.scheme == "https" else 80)
+        except ValueError:  # a port the URL check refused already; said nowhere here
+            port = None
+        if port is not None:
+            attributes["server.port"] = port
     return attributes
 
 
@@ -386,7 +482,7 @@ async def embed(
         )
     url = provider.base_url.rstrip("/") + "/embeddings"
     attributes = _call_attributes(provider, "embeddings", model)
-    with call_span(f"model.embeddings {provider.name}", attributes) as span:
+    with call_span(f"embeddings {model}", attributes) as span:
         with _provider_errors(provider, timeout, policy, api_key):
             async with asyncio.timeout(timeout):
                 async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as client:
@@ -677,6 +773,7 @@ def _parse_completion(content: bytes, model: str) -> ChatResult:
         input_tokens=int(usage.get("prompt_tokens") or 0),
         output_tokens=int(usage.get("completion_tokens") or 0),
         model=str(data.get("model") or model),
+        cached_tokens=_cached_input(usage),
     )
 
 
@@ -684,10 +781,12 @@ def _parse_anthropic(content: bytes, model: str) -> ChatResult:
     from wovyr.activities import anthropic
 
     try:
-        message, finish, tokens_in, tokens_out, name = anthropic.parse_message(json.loads(content))
+        data = json.loads(content)
+        message, finish, tokens_in, tokens_out, name = anthropic.parse_message(data)
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise _malformed(f"{type(exc).__name__}: {exc}"[:200]) from None
-    return ChatResult(message, finish, tokens_in, tokens_out, str(name or model))
+    cached = _cached_input(data.get("usage"))
+    return ChatResult(message, finish, tokens_in, tokens_out, str(name or model), cached)
 
 
 def _clean_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -768,4 +867,18 @@ async def _read_stream(
         input_tokens=int(usage.get("prompt_tokens") or 0),
         output_tokens=int(usage.get("completion_tokens") or 0),
         model=name,
+        cached_tokens=_cached_input(usage),
     )
+
+
+def with_options(
+    body: dict[str, Any], options: Mapping[str, Any] | None, family: str
+) -> dict[str, Any]:
+    """`body` with a step's `options` added, each checked against `family`'s list (a key it
+    does not take: `UnsupportedOption`, not retried); a key the kind set itself is kept."""
+    if not options:
+        return body
+    problems = option_problems(options, family)
+    if problems:
+        raise NonRetryableError("; ".join(problems), type="UnsupportedOption")
+    return {**options, **body}

@@ -396,7 +396,7 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
         if name not in used:
             spent = ""
         elif used[name] is None:
-            spent = "not counted"
+            spent = "not counted without a quota"
         else:
             spent = f"{used[name]:g}"
         table.add_row(name.replace("_", "-"), shown, spent)

@@ -20,7 +20,6 @@ from typing import Any
 
 import click
 
-from wovyr import withheld
 from wovyr.cli.admin import admin
 from wovyr.cli.common import (
     echo_json,
@@ -44,7 +43,7 @@ from wovyr.platform.backup import (
 from wovyr.platform.kms import Kms, load_kms
 from wovyr.scheduling.backups import create_backup_schedule
 from wovyr.scheduling.schedules import Schedules
-from wovyr.settings import Settings
+from wovyr.settings import Settings, read
 from wovyr.store import redact_url
 from wovyr.store.backends import restorable_url
 
@@ -57,7 +56,7 @@ def _passphrase(path: Path | None) -> str | None:
             return read_passphrase(path)
         except (OSError, ConfigError) as exc:
             raise click.BadParameter(str(exc), param_hint="--passphrase-file") from None
-    return withheld.environ().get(PASSPHRASE_ENV) or None
+    return read(PASSPHRASE_ENV)  # or WOVYR_BACKUP_PASSPHRASE_FILE's file
 
 
 _passphrase_option = click.option(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from wovyr.cli.backend import store_or_server
-from wovyr.cli.commands_workflows import STATUSES, workflows
+from wovyr.cli.commands_workflows import workflows
 from wovyr.cli.common import (
     cli_labels,
     cli_timestamp,
@@ -31,6 +31,7 @@ from wovyr.cli.main import cli
 from wovyr.engine.bulk import BatchRunner, Bulk, BulkFilter
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
+from wovyr.statuses import SHOWN_STATUSES as STATUSES
 from wovyr.store.bulk import BatchItem, BatchRecord
 
 if TYPE_CHECKING:

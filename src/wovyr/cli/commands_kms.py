@@ -18,7 +18,6 @@ from pathlib import Path
 
 import click
 
-from wovyr import withheld
 from wovyr.cli.admin import admin
 from wovyr.cli.common import echo_json, engine_options, json_option, open_engine
 from wovyr.errors import KmsError
@@ -33,7 +32,7 @@ from wovyr.platform.kms import (
     rotate,
     rotate_development,
 )
-from wovyr.settings import Settings
+from wovyr.settings import Settings, read
 from wovyr.store.secrets import DataKeyRecord
 
 __all__: list[str] = []
@@ -149,7 +148,7 @@ def _new_key(path: Path | None) -> RootKey:
         except (OSError, UnicodeDecodeError) as exc:
             raise KmsError(f"cannot read the new key file {path}: {exc}") from None
         return RootKey(parse_root_key(text, f"the new key file {path}"), str(path))
-    given = withheld.environ().get(NEW_ROOT_ENV)
+    given = read(NEW_ROOT_ENV)  # or WOVYR_KMS_NEW_ROOT_KEY_FILE's file
     if not given:
         raise KmsError(
             f"a rotation needs the new root key: set {NEW_ROOT_ENV} (64 hex digits) or "

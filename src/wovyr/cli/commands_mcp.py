@@ -14,7 +14,6 @@ executions it starts in this process. The `mcp` SDK is imported only by `serve`.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import click
@@ -41,7 +40,7 @@ from wovyr.platform.mcp import (
     parse_mcp_server,
     remove_mcp_server,
 )
-from wovyr.settings import Settings
+from wovyr.settings import Settings, read
 
 if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
@@ -215,7 +214,7 @@ def serve_command(worker: bool, as_json: bool, settings: Settings) -> None:
         )
 
     with open_engine(settings, load_activities=worker) as engine:
-        principal = stdio_principal(engine, os.environ.get("WOVYR_API_KEY"))
+        principal = stdio_principal(engine, read("WOVYR_API_KEY"))
         server = build_server(engine, lambda _ctx: principal)
 
         async def main() -> None:

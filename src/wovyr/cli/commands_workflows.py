@@ -31,14 +31,15 @@ from wovyr.cli.common import (
     wait_up_to_option,
 )
 from wovyr.cli.main import cli
+from wovyr.events import model_calls, model_totals
 from wovyr.settings import Settings
+from wovyr.statuses import SHOWN_STATUSES as STATUSES
 
 if TYPE_CHECKING:
     from wovyr.worker import Worker
 
 __all__: list[str] = []
 
-STATUSES = ["running", "waiting", "completed", "failed", "cancelled", "continued"]
 _NO_FOLLOW = click.option(
     "--no-follow",
     "no_follow",
@@ -177,11 +178,25 @@ def export_command(
 @tenant_options
 def show_command(execution_id: str, as_json: bool, no_follow: bool, settings: Settings) -> None:
     """Show one execution's state (a query: changes nothing). A run that continued as new
-    shows its chain's live (or last) run, unless --no-follow."""
+    shows its chain's live (or last) run, unless --no-follow. The model calls of its `llm`
+    and `agent` steps are listed with their tokens, cost and latency, and added up per
+    activity (an agent's run) and for the execution (--json: `model_calls`,
+    `model_usage`)."""
     with open_backend(settings) as backend:
         view = backend.execution(execution_id, follow=not no_follow)
+        calls = []
+        if any(a["kind"] in _MODEL_KINDS for a in view["activities"].values()):
+            events = backend.history(view["id"], 0, None, follow=False)
+            calls = model_calls((e["type"], e["data"]) for e in events)
+    usage = {
+        "total": model_totals(calls),
+        "activities": {
+            aid: model_totals(c for c in calls if c["activity"] == aid)
+            for aid in dict.fromkeys(c["activity"] for c in calls)
+        },
+    }
     if as_json:
-        echo_json(view)
+        echo_json({**view, "model_calls": calls, "model_usage": usage})
         return
     console.print(
         styled(
@@ -212,11 +227,49 @@ def show_command(execution_id: str, as_json: bool, no_follow: bool, settings: Se
     if isinstance(given, dict) and set(given) == {"sealed"}:  # its payloads are gone
         console.print(f"payloads: {given['sealed']}", markup=False)
     print_table(activities_table(view["activities"]))
+    if calls:
+        _print_model_calls(calls, usage)
     if view["output"] is not None:
         console.print("output: " + json.dumps(view["output"], default=str))
     if view["error"] is not None:
         console.print("error: " + json.dumps(without_tracebacks(view["error"]), default=str))
     _print_tracebacks(view)
+
+
+_MODEL_KINDS = frozenset({"llm", "agent"})
+
+
+def _print_model_calls(calls: list[dict[str, Any]], usage: dict[str, Any]) -> None:
+    """The model calls, one row each, then what they add up to per activity and in all."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, title="model calls", title_justify="left")
+    for column in ("activity", "call", "model", "tokens in", "out", "cost", "latency"):
+        table.add_column(column)
+
+    def row(name: str, where: str, model: str, total: dict[str, Any]) -> None:
+        cached = total.get("cached_tokens") or 0
+        latency = total.get("latency")
+        table.add_row(
+            name,
+            where,
+            model,
+            str(total["input_tokens"]) + (f" ({cached} cached)" if cached else ""),
+            str(total["output_tokens"]),
+            "-" if total.get("cost") is None else f"{total['cost']:.6f}",
+            "-" if latency is None else f"{latency:.3f}s",
+        )
+
+    for call in calls:
+        where = [f"{k} {call[k]}" for k in ("index", "iteration", "turn") if k in call]
+        failed = f" {call['error']}" if call.get("error") else ""
+        model = f"{call.get('provider') or '?'}/{call.get('model') or '?'}"
+        row(call["activity"], ", ".join(where) + failed, model, call)
+    for aid, total in usage["activities"].items():
+        row(aid, f"{total['calls']} calls", "(activity)", total)
+    total = usage["total"]
+    row("(all)", f"{total['calls']} calls", "", total)
+    print_table(table)
 
 
 def _print_tracebacks(view: dict[str, Any]) -> None:

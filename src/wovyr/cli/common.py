@@ -17,6 +17,7 @@ import click
 
 from wovyr import assemble
 from wovyr.activities.logs import JsonLines, log_config
+from wovyr.cli.main import env_default
 from wovyr.cli.target import refuse_remote
 from wovyr.definition.inputs import parse_cli_inputs
 from wovyr.engine.engine import Engine
@@ -66,10 +67,15 @@ class _LazyConsole:
     def __init__(self, **options: Any) -> None:
         self._options = options
         self._console: Console | None = None
+        self._command: click.Context | None = None
 
     def _get(self) -> Console:
-        if self._console is None:
+        # made again for each command (`main` called again in one process): its --color
+        ctx = click.get_current_context(silent=True)
+        command = ctx.find_root() if ctx is not None else None
+        if self._console is None or command is not self._command:
             self._console = plain_console(**self._options)
+            self._command = command
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -90,7 +96,19 @@ def plain_console(**options: Any) -> Console:
     never as markup inside a string."""
     from rich.console import Console
 
+    color: dict[str, dict[str, Any]] = {
+        "always": {"force_terminal": True, "no_color": False},
+        "never": {"color_system": None},
+    }
+    options = {**color.get(_color_mode(), {}), **options}
     return Console(markup=False, emoji=False, highlight=False, **options)
+
+
+def _color_mode() -> str:
+    """The command's `--color`: auto (a terminal's colours, none under NO_COLOR, as rich
+    does), always (even into a pipe, whatever NO_COLOR says) or never."""
+    ctx = click.get_current_context(silent=True)
+    return str(ctx.meta.get("wovyr.color", "auto")) if ctx is not None else "auto"
 
 
 if TYPE_CHECKING:
@@ -180,9 +198,8 @@ def tenant_options(fn: F) -> F:
 
     @click.option(
         "--tenant",
-        default="default",
-        envvar="WOVYR_TENANT",
-        show_default=True,
+        default=env_default("WOVYR_TENANT"),
+        show_default="default",
         metavar="TENANT",
         help="The tenant to act for. Env: WOVYR_TENANT.",
     )

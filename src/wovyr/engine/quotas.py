@@ -23,7 +23,10 @@ for, so no restart, crash or second server resets or overspends a day:
 - `model_tokens_per_day` and `model_cost_per_day`: the input + output tokens, and the cost
   (in the providers' prices), of the tenant's model calls. Each `agent` model call debits
   its tokens and cost in the commit that records it (`ModelCallCompleted`), each `llm`
-  answer in the commit that records its result. As with activity seconds, work done is
+  answer in the commit that records its result (an activity's, a `for_each` item's, a
+  `repeat` iteration's, or its failure after answers that never matched its schema).
+  Unlike the other budgets these two are counted with or without a quota, so the status
+  shows what model calls used from the first one. As with activity seconds, work done is
   never refused: a call in flight counts even past the limit; from then on, until the next
   UTC midnight, the tenant's new executions are refused and its model calls not yet made
   fail (`QuotaExceeded`, not retried) before they reach the provider.
@@ -310,16 +313,16 @@ def stored_debits(quotas: Quotas, stored: int, now: datetime) -> tuple[Debit, ..
     return (Debit(STORED, stored, day_of(now)),)
 
 
-def model_debits(
-    quotas: Quotas, tokens: int, cost: float | None, now: datetime
-) -> tuple[Debit, ...]:
+def model_debits(tokens: int, cost: float | None, now: datetime) -> tuple[Debit, ...]:
     """What model calls that used `tokens` and `cost` debit when they are recorded (work
-    done: no limit), for the budgets the tenant has a quota of (else nothing is written)."""
+    done: no limit). Counted whether or not the tenant has a model quota, so its status
+    shows what its model calls used today from the first call (a row per tenant and day,
+    written only by the steps that record model calls)."""
     day = day_of(now)
     out = []
-    if quotas.model_tokens_per_day is not None and tokens > 0:
+    if tokens > 0:
         out.append(Debit(MODEL_TOKENS, tokens, day))
-    if quotas.model_cost_per_day is not None and cost:
+    if cost:
         out.append(Debit(MODEL_COST, cost, day))
     return tuple(out)
 

@@ -74,11 +74,12 @@ def quota_usage(rt: Runtime) -> dict[str, Any]:
     """This tenant's quotas, what it used of each daily budget today (UTC) and how many
     of its executions run now.
 
-    `used` holds what the ledger counts (a budget is debited once it has a quota: from
-    then on, what counts against it; 0 before any use) and, when executions have no
-    quota, the executions started today, counted from the executions themselves: the
-    status shows real starts either way. A budget the ledger does not count is absent
-    (not counted), never 0."""
+    `used` holds what the ledger counts (model tokens and cost always; another budget
+    once it has a quota: from then on, what counts against it; 0 before any use) and,
+    when executions have no quota, the executions started today, counted from the
+    executions themselves: the status shows real starts and model usage either way. A
+    budget the ledger does not count (activity seconds, stored bytes without a quota) is
+    absent (not counted), never 0."""
     now = rt.clock.now()
     running = rt.store.list_executions(
         ExecutionFilter(tenant=rt.tenant, status="running", limit=10_000)
@@ -93,7 +94,7 @@ def quota_usage(rt: Runtime) -> dict[str, Any]:
         STORED: quotas.stored_bytes_per_day,
     }
     for budget, limit in limits.items():
-        if limit is not None:
+        if limit is not None or budget in (MODEL_TOKENS, MODEL_COST):
             used.setdefault(budget, 0.0)
     if quotas.executions_per_day is None:
         used[EXECUTIONS] = float(started_today(rt, now))
@@ -136,8 +137,8 @@ def stored_debits(rt: Runtime, stored: int) -> tuple[Debit, ...]:
 
 def model_debits(rt: Runtime, tokens: int, cost: float | None) -> tuple[Debit, ...]:
     """What model calls that used `tokens` and `cost` debit in the commit that records
-    them (only the budgets this tenant has a quota of)."""
-    return ledger.model_debits(tenant_quotas(rt), tokens, cost, rt.clock.now())
+    them (counted with or without a model quota)."""
+    return ledger.model_debits(tokens, cost, rt.clock.now())
 
 
 def model_quota_exhausted(rt: Runtime) -> str | None:

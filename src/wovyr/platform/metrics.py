@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from wovyr.events import EventType
+from wovyr.events import EventType, model_calls
 from wovyr.store.base import (
     Claim,
     CommitOutcome,
@@ -111,6 +111,25 @@ FAMILIES = {
             "wovyr_flow_throttled_seconds_total",
             "counter",
             "Seconds attempts were told to wait by flow control, by kind and key.",
+            True,
+        ),
+        _Family(
+            "wovyr_model_tokens_total",
+            "counter",
+            "Tokens of model calls, by provider, model and kind (input, output, and cached:"
+            " the input tokens read from the provider's prompt cache).",
+            True,
+        ),
+        _Family(
+            "wovyr_model_cost_total",
+            "counter",
+            "Cost of model calls in the providers' prices, by provider and model.",
+            True,
+        ),
+        _Family(
+            "wovyr_model_request_duration_seconds",
+            "histogram",
+            "Duration of one model call, by provider, model and outcome (ok or the error).",
             True,
         ),
         _Family(
@@ -364,6 +383,11 @@ class MetricsObserver:
         owner: tuple[str, str] | None = None  # looked up at the first event that counts:
         for event in step.events:  # a timer fire or a signal costs no read
             kind = event.type
+            if kind == EventType.MODEL_CALL_COMPLETED or event.get("model_calls"):
+                for call in model_calls([(kind, event.data)]):  # an agent's, an llm step's
+                    self._model_call(step.tenant, call)
+                if kind == EventType.MODEL_CALL_COMPLETED:
+                    continue
             if kind == EventType.TIMER_ARMED and event.get("purpose") == _FLOW_HOLD:
                 self._flow_held(step, event)
                 continue
@@ -398,6 +422,27 @@ class MetricsObserver:
                     workflow=workflow,
                     outcome="retried" if retry else outcome,
                 )
+
+    def _model_call(self, tenant: str, call: dict[str, Any]) -> None:
+        """One model call's tokens, cost and latency (`wovyr.events.model_calls`)."""
+        labels = {"provider": str(call.get("provider") or ""), "model": str(call.get("model"))}
+        for kind, key in (
+            ("input", "input_tokens"),
+            ("output", "output_tokens"),
+            ("cached", "cached_tokens"),
+        ):
+            tokens = call.get(key)
+            if isinstance(tokens, int) and tokens > 0:
+                self.metrics.inc("wovyr_model_tokens_total", tenant, tokens, kind=kind, **labels)
+        cost = call.get("cost")
+        if isinstance(cost, int | float) and cost > 0:
+            self.metrics.inc("wovyr_model_cost_total", tenant, float(cost), **labels)
+        latency = call.get("latency")
+        if isinstance(latency, int | float):
+            outcome = str(call.get("error") or "ok")
+            self.metrics.observe(
+                "wovyr_model_request_duration_seconds", latency, tenant, outcome=outcome, **labels
+            )
 
     def _flow_held(self, step: StepWrite, event: Any) -> None:
         """A flow hold: its kind and key are in its reason ("rate limit KEY: ...",

@@ -12,11 +12,16 @@ Spans (all of one execution tree in one trace):
   context, opened by whichever worker runs it. While it runs it is the current span, so
   spans a handler opens with the OpenTelemetry API nest under it; its context is the
   handler's `ctx.traceparent` and the `traceparent` header the `http` kind sends.
-- `model.chat <provider>`, `model.embeddings <provider>`, `mcp.call <server>/<tool>`
-  (CLIENT): an outside call an attempt makes, a child of the attempt's span
-  (`wovyr.traces.call_span`). Attributes say who was called and what came back (model,
-  tokens); never a credential, a prompt or a tool's arguments. A failed call is an error
-  span named by its error type only (a provider's message may quote the request).
+- `chat <model>`, `embeddings <model>`, `mcp.call <server>/<tool>` (CLIENT): an outside
+  call an attempt makes, a child of the attempt's span (`wovyr.traces.call_span`), and the
+  current span while it runs (the MCP SDK's own spans nest under it). A model call is
+  named and attributed per OpenTelemetry's GenAI semantic conventions
+  (`gen_ai.provider.name`, `gen_ai.operation.name`, `gen_ai.request.model`,
+  `gen_ai.response.model`, `gen_ai.usage.input_tokens`/`output_tokens`,
+  `gen_ai.response.finish_reasons`, `server.address`/`server.port`; `wovyr.provider` the
+  configured provider's name). Attributes say who was called and what came back; never a
+  credential, a prompt or a tool's arguments. A failed call is an error span named by its
+  error type only (a provider's message may quote the request).
 
 An execution started untraced (before tracing was turned on, or by a process without it)
 has no stored context: each of its attempts is then the root of a trace of its own.
@@ -69,10 +74,13 @@ def _context_of(span: Span) -> dict[str, str]:
 
 
 class _CallSpan:
-    """One outside call's span, ended when the call returns."""
+    """One outside call's span, ended when the call returns; the current span while the
+    call runs, so the spans a client library opens for it (the MCP SDK's `MCP send
+    tools/call`) nest under it."""
 
     def __init__(self, span: Span) -> None:
         self._span = span
+        self._token: Token[otel_context.Context] | None = None
 
     def record(self, attributes: Mapping[str, Attribute | None]) -> None:
         for name, value in attributes.items():
@@ -84,9 +92,12 @@ class _CallSpan:
         self._span.set_status(Status(StatusCode.ERROR, error_type))
 
     def __enter__(self) -> CallSpan:
+        self._token = otel_context.attach(trace.set_span_in_context(self._span))
         return self
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if self._token is not None:
+            otel_context.detach(self._token)
         if isinstance(exc, asyncio.CancelledError):  # the attempt timed out or was cancelled
             self._span.set_attribute("wovyr.call.status", "cancelled")
         elif exc is not None:

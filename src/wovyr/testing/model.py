@@ -77,6 +77,7 @@ class Reply:
     delay: float = 0.0
     chunk_delay: float = 0.0  # between streamed chunks (a model generating slowly)
     usage: tuple[int, int] = (10, 5)  # prompt, completion tokens
+    cached: int = 0  # of the prompt tokens, read from the provider's cache
     body: str = ""
     gate: threading.Event | None = field(default=None, compare=False)
     headers: tuple[tuple[str, str], ...] = ()  # of a `raw` reply
@@ -91,6 +92,7 @@ def text(
     usage: tuple[int, int] = (10, 5),
     gate: threading.Event | None = None,
     chunk_delay: float = 0.0,
+    cached: int = 0,
 ) -> Reply:
     return Reply(
         "text",
@@ -100,6 +102,7 @@ def text(
         usage=usage,
         gate=gate,
         chunk_delay=chunk_delay,
+        cached=cached,
     )
 
 
@@ -443,7 +446,6 @@ def _message(reply: Reply) -> dict[str, Any]:
 
 
 def _completion(reply: Reply, model: str) -> dict[str, Any]:
-    prompt, completion = reply.usage
     return {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -456,12 +458,21 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
                 "finish_reason": "tool_calls" if reply.kind == "tools" else "stop",
             }
         ],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        },
+        "usage": _usage(reply),
     }
+
+
+def _usage(reply: Reply) -> dict[str, Any]:
+    """A chat completion's usage (with the cached prompt tokens when there are some)."""
+    prompt, completion = reply.usage
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if reply.cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached}
+    return usage
 
 
 def _chunks(reply: Reply, model: str, with_usage: bool) -> Iterator[dict[str, Any]]:
@@ -485,13 +496,7 @@ def _chunks(reply: Reply, model: str, with_usage: bool) -> Iterator[dict[str, An
             yield chunk({"content": reply.content[start : start + 4]})
         yield chunk({}, "stop")
     if with_usage:
-        prompt, completion = reply.usage
-        usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-        yield {**base, "choices": [], "usage": usage}
+        yield {**base, "choices": [], "usage": _usage(reply)}
 
 
 def _anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
@@ -511,7 +516,11 @@ def _anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
         "content": content,
         "stop_reason": "tool_use" if reply.kind == "tools" else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": prompt, "output_tokens": completion},
+        "usage": {
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            **({"cache_read_input_tokens": reply.cached} if reply.cached else {}),
+        },
     }
 
 

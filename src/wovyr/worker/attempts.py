@@ -14,9 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
+import wovyr.activities.builtin  # noqa: F401  (registers what runs the built-in kinds)
 from wovyr.activities.base import ActivityContext, ActivityError, key_scope
 from wovyr.activities.dispatch import Dispatch
-from wovyr.activities.kinds import ChildTools, Journal, StreamSink, Usage, WorkflowTool
+from wovyr.activities.kinds import KINDS, ChildTools, Journal, StreamSink, Usage, WorkflowTool
 from wovyr.activities.logs import AttemptLog, bind
 from wovyr.activities.mcp import McpAccess
 from wovyr.activities.memory import MemoryAccess
@@ -140,12 +141,13 @@ class Attempts:
         )
         # every attempt has a deadline: the definition's, else the engine's default
         timeout = spec.timeout or self.services.default_timeout
-        kind = spec.kind_entry
+        kind = KINDS.get(spec.kind)
         tenant_policy: TenantPolicy | None = None
         if kind.side_effects:  # read for every attempt: a tightening applies now
             # (outside the `try`: a store that cannot answer loses the attempt, which is
             # run again, rather than failing the activity)
             tenant_policy = await asyncio.to_thread(self.services.tenant_policy)
+        calls: list[dict[str, Any]] = []  # the model calls its result event carries
         try:
             execute = kind.execute
             if execute is None:
@@ -154,6 +156,8 @@ class Attempts:
                     retryable=False,
                 )
             dispatch = await self._dispatch(spec, run, ctx, timeout, tenant_policy, trace, name)
+            if dispatch.models is not None:
+                calls = dispatch.models.calls
             given = run.input
             if kind.secrets:
                 given, found = await self._with_secrets(spec, run)
@@ -161,7 +165,13 @@ class Attempts:
             result = await asyncio.wait_for(execute(spec.step, given, dispatch), timeout)
             outcome = ended(result, forms, self.services.max_payload_bytes)
         except Exception as exc:
-            return failed(exc, timeout, tenant_policy), Usage()
+            outcome = failed(exc, timeout, tenant_policy)
+            # a failure after model calls (an answer that never matched its schema) says
+            # what they used in its details: spent all the same
+            details = (outcome.error or {}).get("details")
+            used = kind.usage(details) if kind.usage and details else Usage()
+            return _with_calls(outcome, calls), used
+        outcome = _with_calls(outcome, calls)
         if kind.usage is None or outcome.error is not None:
             return outcome, Usage()
         return outcome, kind.usage(outcome.output)
@@ -182,7 +192,7 @@ class Attempts:
         its own attempts, not to an item's or a compensation's; a compensation streams
         nothing."""
         s, state = self.services, self.host.state
-        needs = spec.kind_entry.needs_of(run.input)
+        needs = KINDS.get(spec.kind).needs_of(run.input)
         whole = run.index is None and not run.compensation
         models: ModelAccess | None = None
         mcp: McpAccess | None = None
@@ -300,7 +310,13 @@ def _models(services: RunnerServices, providers: Providers) -> ModelAccess:
         services.credentials,
         _TenantCache(services),
         quota=services.model_quota_exhausted if limited else None,
+        now=services.clock.now,
     )
+
+
+def _with_calls(outcome: Outcome, calls: list[dict[str, Any]]) -> Outcome:
+    """`outcome` with the model calls the attempt made (none: as it is)."""
+    return replace(outcome, model_calls=list(calls)) if calls else outcome
 
 
 class _AttemptJournal:

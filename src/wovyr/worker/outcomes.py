@@ -79,21 +79,14 @@ def failed(exc: Exception, timeout: float, policy: TenantPolicy | None) -> Outco
     return Outcome(error=error_record(type(exc).__name__, str(exc), exc=exc))
 
 
-def billed(run: RunActivity, used: Usage, produced: list[Event]) -> Usage:
-    """What the result of `run` adds to the usage its step debits: its seconds, and the
-    model usage its output records once that output is recorded as its activity's
-    (`ActivityCompleted` of the whole activity). The model calls an attempt journals
-    (`ModelCallCompleted`) are debited by the step that records them (`calls_usage`)."""
-    if (
-        run.index is None
-        and not run.compensation
-        and any(
-            e.type == EventType.ACTIVITY_COMPLETED and e.data.get("activity") == run.activity_id
-            for e in produced
-        )
-    ):
-        return used
-    return Usage(seconds=used.seconds)
+def billed(used: Usage, produced: list[Event]) -> Usage:
+    """What the result of an attempt adds to the usage its step debits: its seconds, and
+    the model usage its output records once that result is recorded (`produced`: an
+    activity's, an item's of a `for_each`, an iteration's of a `repeat`, a compensation's).
+    A result refused (its attempt no longer current) debits its seconds alone. The model
+    calls an attempt journals (`ModelCallCompleted`) are debited by the step that records
+    them (`calls_usage`)."""
+    return used if produced else Usage(seconds=used.seconds)
 
 
 def calls_usage(events: list[Event], total: Usage) -> Usage:

@@ -153,7 +153,7 @@ class ExecutionRunner:
                 produced, _ = bounds.admit(working, produced, [], now)
                 working = fold(produced, working)
                 events.extend(produced)
-                usage += billed(run, used, produced)
+                usage += billed(used, produced)
             recorded: list[asyncio.Future[None]] = []
             for run, datas, future in self._journal:
                 if future.done():

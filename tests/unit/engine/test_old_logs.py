@@ -52,13 +52,27 @@ def test_every_stored_event_reads_back_as_its_typed_record_and_writes_the_same_d
         assert record.at(event.at) == event
 
 
+# Optional keys today's engine writes that the golden logs predate (each read back as absent
+# from an old log, which the tests above fold): left out of the comparison of what is written.
+_ADDED = {"ModelCallCompleted": frozenset({"provider", "latency"})}
+
+
 def _canonical(log: dict[str, Any]) -> list[str]:
     """The events of a log as a multiset (sorted canonical JSON): items that run at once may
     complete in another order from one run to the next. A handler's traceback (inside the
-    free-form error, with the paths of the machine that ran it) is left out."""
+    free-form error, with the paths of the machine that ran it) is left out, and so are
+    the keys added since the logs were written (`_ADDED`)."""
     return sorted(
         json.dumps(
-            {"type": e["type"], "at": e["at"], "data": _without_tracebacks(e["data"])},
+            {
+                "type": e["type"],
+                "at": e["at"],
+                "data": {
+                    k: v
+                    for k, v in _without_tracebacks(e["data"]).items()
+                    if k not in _ADDED.get(e["type"], ())
+                },
+            },
             sort_keys=True,
         )
         for e in log["events"]

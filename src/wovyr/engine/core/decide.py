@@ -190,12 +190,14 @@ def outcome_events(
 ) -> list[Event]:
     """The events recording `outcome` of `run`; empty when the result must be refused
     (the execution finished, or the attempt is no longer the current one). The attempt's
-    log lines, if any, ride on its result event (`logs`: the state never holds them)."""
+    log lines and model calls, if any, ride on its result event (`logs`, `model_calls`:
+    the state never holds them)."""
     events = _outcome_events(definition, state, run, outcome, now)
-    if outcome.logs:
+    riders = {k: v for k, v in (("logs", outcome.logs), ("model_calls", outcome.model_calls)) if v}
+    if riders:
         for i, event in enumerate(events):
             if event.type in _LOGGED and event.data.get("activity") == run.activity_id:
-                events[i] = Event(event.type, event.at, {**event.data, "logs": outcome.logs})
+                events[i] = Event(event.type, event.at, {**event.data, **riders})
                 break
     return events
 

@@ -62,6 +62,7 @@ class Outcome:
     retry_after: float | None = None  # the delay the server asked for (429 `Retry-After`)
     suspend: dict[str, Any] | None = None  # the attempt waits for an approval (`wait` info)
     logs: list[dict[str, Any]] | None = None  # the attempt's log lines (`ctx.log`, logging)
+    model_calls: list[dict[str, Any]] | None = None  # its model calls (an `llm` step's)
 
 
 def retry_policy(activity: Activity | CompensateSpec) -> RetryPolicy:
