@@ -18,6 +18,9 @@ import functools
 import ipaddress
 import re
 import socket
+from collections.abc import Awaitable, Callable
+from types import ModuleType
+from typing import Any, TypeVar
 
 from wovyr.activities.base import ActivityError
 from wovyr.activities.policy import SideEffectPolicy
@@ -30,10 +33,12 @@ __all__ = [
     "checked_addresses",
     "is_public",
     "literal_address",
+    "send_pinned",
     "unreachable",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+T = TypeVar("T")
 
 UNREACHABLE = "HTTP target not reachable"
 UNREACHABLE_TYPE = "TargetUnreachable"
@@ -179,6 +184,42 @@ async def checked_addresses(host: str, port: int, policy: SideEffectPolicy) -> l
         if not admitted(address, host=host, port=port, policy=policy):
             raise unreachable(retryable=False)
     return addresses
+
+
+async def send_pinned(
+    http: ModuleType,
+    request: Any,
+    host: str,
+    policy: SideEffectPolicy,
+    send: Callable[[Any], Awaitable[T]],
+) -> T:
+    """`send(request)`, addressed by name (`host`), to the first checked address that
+    connects. `http` is the HTTP library the request is of (`httpx`, or the MCP SDK's).
+
+    The request keeps its `Host` header and, over TLS, the name is the server name that is
+    sent and verified; only the address connected to is the one that was checked.
+    """
+    url = request.url
+    port = url.port or (443 if url.scheme == "https" else 80)
+    addresses = await checked_addresses(host, port, policy)
+    extensions = dict(request.extensions)
+    if url.scheme == "https":
+        extensions["sni_hostname"] = host
+    failure: Exception | None = None
+    for address in addresses:
+        pinned = http.Request(
+            request.method,
+            url.copy_with(host=address),
+            headers=request.headers,
+            stream=request.stream,
+            extensions=extensions,
+        )
+        try:
+            return await send(pinned)
+        except http.ConnectError as exc:  # nothing was sent: the next address may answer
+            failure = exc
+    assert failure is not None  # checked_addresses returns at least one address
+    raise failure
 
 
 def _host_key(host: str) -> str:

@@ -209,28 +209,9 @@ class _PinnedTransport:
     async def handle_async_request(self, request: Any) -> Any:
         import httpx2
 
-        url = request.url
-        host = url.host
-        port = url.port or (443 if url.scheme == "https" else 80)
-        addresses = await egress.checked_addresses(host, port, self._policy)
-        extensions = dict(request.extensions)
-        if url.scheme == "https":
-            extensions["sni_hostname"] = host
-        failure: Exception | None = None
-        for address in addresses:
-            pinned = httpx2.Request(
-                request.method,
-                url.copy_with(host=address),
-                headers=request.headers,
-                stream=request.stream,
-                extensions=extensions,
-            )
-            try:
-                return await self._inner.handle_async_request(pinned)
-            except httpx2.ConnectError as exc:  # nothing was sent: the next may answer
-                failure = exc
-        assert failure is not None
-        raise failure
+        return await egress.send_pinned(
+            httpx2, request, request.url.host, self._policy, self._inner.handle_async_request
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()

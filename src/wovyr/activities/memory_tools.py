@@ -13,11 +13,11 @@ error) are the call's error, told to the model like any tool's.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.base import ActivityError
 from wovyr.activities.memory import MAX_TOP_K, EmbeddingSpec
+from wovyr.activities.tool_schema import call_arguments
 
 if TYPE_CHECKING:
     from wovyr.activities.dispatch import Dispatch
@@ -92,12 +92,9 @@ async def memory_call(
     """(arguments, result, error) of one call of memory tool `ref`."""
     from wovyr.activities.builtin.memory import MemorySpec, run_memory_op
 
-    try:
-        arguments = json.loads(text) if isinstance(text, str) and text.strip() else {}
-    except ValueError as exc:
-        return text, None, {"type": "InvalidArguments", "message": f"not JSON: {exc}"}
-    if not isinstance(arguments, dict):
-        return arguments, None, {"type": "InvalidArguments", "message": "not a JSON object"}
+    arguments, refused = call_arguments(text)
+    if refused is not None:
+        return arguments, None, refused
     namespace, op = ref.removeprefix(MEMORY_TOOL_PREFIX).rsplit("/", 1)
     given: dict[str, Any] = {"namespace": namespace, "embedding": embedding}
     if op == "remember":

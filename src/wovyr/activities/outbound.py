@@ -23,6 +23,8 @@ from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.policy import SideEffectPolicy
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     import httpx
 
 __all__ = [
@@ -151,36 +153,17 @@ async def _send_guarded(
 async def _send_pinned(
     client: httpx.AsyncClient, request: httpx.Request, policy: SideEffectPolicy
 ) -> httpx.Response:
-    """Send `request` (addressed by name) to the first checked address that connects.
-
-    The request keeps its `Host` header and, over TLS, the name is the server name that is
-    sent and verified; only the address connected to is the one that was checked.
-    """
+    """Send `request` (addressed by name) to the first checked address that connects
+    (`egress.send_pinned`)."""
     import httpx
 
-    url = request.url
-    _check_scheme(url)
-    host = url.raw_host.decode("ascii")
-    port = url.port or (443 if url.scheme == "https" else 80)
-    addresses = await egress.checked_addresses(host, port, policy)
-    extensions = dict(request.extensions)
-    if url.scheme == "https":
-        extensions["sni_hostname"] = host
-    failure: httpx.ConnectError | None = None
-    for address in addresses:
-        pinned = httpx.Request(
-            request.method,
-            url.copy_with(host=address),
-            headers=request.headers,
-            stream=request.stream,
-            extensions=extensions,
-        )
-        try:
-            return await client.send(pinned, stream=True, follow_redirects=False)
-        except httpx.ConnectError as exc:  # nothing was sent: the next address may answer
-            failure = exc
-    assert failure is not None  # checked_addresses returns at least one address
-    raise failure
+    _check_scheme(request.url)
+
+    def send(pinned: httpx.Request) -> Awaitable[httpx.Response]:
+        return client.send(pinned, stream=True, follow_redirects=False)
+
+    host = request.url.raw_host.decode("ascii")
+    return await egress.send_pinned(httpx, request, host, policy, send)
 
 
 def _redirect_request(request: httpx.Request, response: httpx.Response) -> httpx.Request:

@@ -26,13 +26,31 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from wovyr.activities.base import Handler, parameters_of
 from wovyr.errors import WovyrError
 
-__all__ = ["InvalidToolArguments", "ToolSignature", "function_name", "tool_signature"]
+__all__ = [
+    "InvalidToolArguments",
+    "ToolSignature",
+    "call_arguments",
+    "function_name",
+    "tool_signature",
+]
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 
 
 class InvalidToolArguments(WovyrError, ValueError):
     """The arguments a model wrote for a tool do not fit it."""
+
+
+def call_arguments(text: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The arguments object a model wrote for a call (JSON text; empty: none), and None; or
+    what it wrote and the error the call then ends with (`InvalidArguments`)."""
+    try:
+        arguments = json.loads(text) if isinstance(text, str) and text.strip() else {}
+    except ValueError as exc:
+        return text, {"type": "InvalidArguments", "message": f"not JSON: {exc}"}
+    if not isinstance(arguments, dict):
+        return arguments, {"type": "InvalidArguments", "message": "not a JSON object"}
+    return arguments, None
 
 
 def function_name(tool: str, taken: set[str]) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Unpack
 
 import click
 
@@ -30,9 +30,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_KEY_ENV",
+    "LISTED",
     "Backend",
+    "Decision",
+    "ExecutionFilter",
     "LocalBackend",
     "Remote",
+    "Rerun",
     "WatchMessage",
     "open_backend",
     "refuse_remote",
@@ -46,22 +50,55 @@ __all__ = [
 T = TypeVar("T")
 
 
+class ExecutionFilter(TypedDict):
+    """Which executions `workflows list` shows (`Backend.list_executions`)."""
+
+    workflow: str | None
+    status: str | None
+    created_after: datetime | None
+    created_before: datetime | None
+    labels: dict[str, str]
+    id_prefix: str | None
+    name: str | None
+
+
+class Decision(TypedDict):
+    """Who decides an approval (`--by`, the local store's), why, and the budget it grants."""
+
+    by: str | None
+    comment: str | None
+    grant: dict[str, Any] | None
+
+
+class Rerun(TypedDict):
+    """How `workflows rerun` reruns an execution."""
+
+    start_from: str | None
+    input: dict[str, Any]
+    latest: bool
+    new_id: str | None
+
+
+#: The keys of a listed execution, in the order `workflows list --json` prints them.
+LISTED = (
+    "id",
+    "workflow",
+    "version",
+    "status",
+    "created_at",
+    "updated_at",
+    "waiting_on",
+    "parent_id",
+    "labels",
+)
+
+
 class Backend(Protocol):
     """What the commands ask; dicts are the `--json` shapes."""
 
     # workflows
     def list_executions(
-        self,
-        *,
-        workflow: str | None,
-        status: str | None,
-        limit: int,
-        cursor: str | None,
-        created_after: datetime | None,
-        created_before: datetime | None,
-        labels: dict[str, str],
-        id_prefix: str | None,
-        name: str | None,
+        self, *, limit: int, cursor: str | None, **selected: Unpack[ExecutionFilter]
     ) -> tuple[list[dict[str, Any]], str | None]: ...
     def execution(self, execution_id: str, *, follow: bool) -> dict[str, Any]: ...
     def history(
@@ -75,25 +112,10 @@ class Backend(Protocol):
     ) -> Iterator[WatchMessage]: ...
     def signal(self, execution_id: str, name: str, payload: Any) -> dict[str, Any]: ...
     def approve(
-        self,
-        execution_id: str,
-        activity_id: str,
-        approved: bool,
-        *,
-        by: str | None,
-        comment: str | None,
-        grant: dict[str, Any] | None,
+        self, execution_id: str, activity_id: str, approved: bool, **decision: Unpack[Decision]
     ) -> dict[str, Any]: ...
     def cancel(self, execution_id: str, reason: str | None) -> dict[str, Any]: ...
-    def rerun(
-        self,
-        execution_id: str,
-        *,
-        start_from: str | None,
-        input: dict[str, Any],
-        latest: bool,
-        new_id: str | None,
-    ) -> dict[str, Any]: ...
+    def rerun(self, execution_id: str, **how: Unpack[Rerun]) -> dict[str, Any]: ...
 
     # schedules
     def create_schedule(
@@ -235,17 +257,7 @@ class LocalBackend:
     # workflows
 
     def list_executions(
-        self,
-        *,
-        workflow: str | None,
-        status: str | None,
-        limit: int,
-        cursor: str | None,
-        created_after: datetime | None,
-        created_before: datetime | None,
-        labels: dict[str, str],
-        id_prefix: str | None,
-        name: str | None,
+        self, *, limit: int, cursor: str | None, **selected: Unpack[ExecutionFilter]
     ) -> tuple[list[dict[str, Any]], str | None]:
         from wovyr.store.codec import from_micros, to_micros
 
@@ -258,28 +270,14 @@ class LocalBackend:
                 raise click.BadParameter(
                     "not a cursor printed by a previous page", param_hint="--cursor"
                 ) from None
-        page = self.engine.list(
-            workflow=workflow,
-            status=status,
-            limit=limit,
-            cursor=position,
-            created_after=created_after,
-            created_before=created_before,
-            labels=labels,
-            id_prefix=id_prefix,
-            name=name,
-        )
+        page = self.engine.list(limit=limit, cursor=position, **selected)
         after = page.next_cursor
         items = [
-            {
-                "id": r.id,
-                "workflow": r.workflow,
-                "version": r.version,
+            {k: getattr(r, k) for k in LISTED}
+            | {
                 "status": r.shown_status,
                 "created_at": r.created_at.isoformat(),
                 "updated_at": r.updated_at.isoformat(),
-                "waiting_on": r.waiting_on,
-                "parent_id": r.parent_id,
                 "labels": dict(r.labels),
             }
             for r in page.items
@@ -329,21 +327,11 @@ class LocalBackend:
         return self.engine.signal(execution_id, name, payload).to_dict()
 
     def approve(
-        self,
-        execution_id: str,
-        activity_id: str,
-        approved: bool,
-        *,
-        by: str | None,
-        comment: str | None,
-        grant: dict[str, Any] | None,
+        self, execution_id: str, activity_id: str, approved: bool, **decision: Unpack[Decision]
     ) -> dict[str, Any]:
-        if by is None:
+        if decision["by"] is None:
             self._require_by(execution_id, activity_id)
-        view = self.engine.approve(
-            execution_id, activity_id, approved, by=by, comment=comment, grant=grant
-        )
-        return view.to_dict()
+        return self.engine.approve(execution_id, activity_id, approved, **decision).to_dict()
 
     def _require_by(self, execution_id: str, activity_id: str) -> None:
         """An approval that names its approvers needs --by: say so, with who may decide."""
@@ -365,18 +353,8 @@ class LocalBackend:
     def cancel(self, execution_id: str, reason: str | None) -> dict[str, Any]:
         return self.engine.cancel(execution_id, reason).to_dict()
 
-    def rerun(
-        self,
-        execution_id: str,
-        *,
-        start_from: str | None,
-        input: dict[str, Any],
-        latest: bool,
-        new_id: str | None,
-    ) -> dict[str, Any]:
-        record = self.engine.rerun(
-            execution_id, start_from=start_from, input=input, latest=latest, new_id=new_id
-        )
+    def rerun(self, execution_id: str, **how: Unpack[Rerun]) -> dict[str, Any]:
+        record = self.engine.rerun(execution_id, **how)
         return self.engine.query(record.id, follow=False).to_dict()
 
     # schedules

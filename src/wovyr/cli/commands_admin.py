@@ -38,7 +38,14 @@ from wovyr.cli.backend import (
     server_for,
     store_or_server_for,
 )
-from wovyr.cli.common import echo_json, engine_options, json_option, open_engine, print_table
+from wovyr.cli.common import (
+    echo_json,
+    engine_options,
+    host_engine,
+    json_option,
+    open_engine,
+    print_table,
+)
 from wovyr.engine.quotas import DEFAULT_WEIGHT, MAX_WEIGHT, parse_quotas
 from wovyr.engine.tenants import (
     TenantPolicy,
@@ -95,8 +102,9 @@ def _summary(policy: SideEffectPolicy) -> str:
 @engine_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """Every tenant with a policy set or an API key, and the policy it runs under."""
-    refuse_remote("admin tenants list", "it lists every tenant of the host's store")
-    with open_engine(settings, load_activities=False) as engine:
+    with host_engine(
+        settings, "admin tenants list", "it lists every tenant of the host's store"
+    ) as engine:
         store = engine.store
         names = {t.tenant for t in store.list_tenants()} | {k.tenant for k in store.list_api_keys()}
         found = [policy_of(store, name) for name in sorted(names | {"default"})]

@@ -23,8 +23,15 @@ import click
 from rich.table import Table
 
 from wovyr.cli.admin import admin
-from wovyr.cli.backend import refuse_remote, store_or_server_for
-from wovyr.cli.common import echo_json, engine_options, json_option, open_engine, print_table, short
+from wovyr.cli.backend import store_or_server_for
+from wovyr.cli.common import (
+    echo_json,
+    engine_options,
+    host_engine,
+    json_option,
+    print_table,
+    short,
+)
 from wovyr.engine.engine import Engine
 from wovyr.errors import InputError, KmsError
 from wovyr.platform.audit import verify_chain, write_anchor
@@ -62,8 +69,9 @@ def audit() -> None:
 @engine_options
 def verify_command(as_json: bool, settings: Settings) -> None:
     """Check every record's hash and link, and the chain against every signed anchor."""
-    refuse_remote("admin audit verify", "the chain holds every tenant's records")
-    with open_engine(settings, load_activities=False) as engine:
+    with host_engine(
+        settings, "admin audit verify", "the chain holds every tenant's records"
+    ) as engine:
         key, why = _anchor_key(engine, settings)
         verdict = verify_chain(engine.store, key)
     unsigned = None
@@ -107,8 +115,7 @@ def verify_command(as_json: bool, settings: Settings) -> None:
 @engine_options
 def anchor_command(as_json: bool, settings: Settings) -> None:
     """Sign the chain's head now (HMAC with the KMS's audit anchor key)."""
-    refuse_remote("admin audit anchor", "the anchor key is the host's")
-    with open_engine(settings, load_activities=False) as engine:
+    with host_engine(settings, "admin audit anchor", "the anchor key is the host's") as engine:
         secrets = engine.secrets
         assert isinstance(secrets, Secrets)
         now = engine.clock.now()

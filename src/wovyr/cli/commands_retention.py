@@ -23,7 +23,7 @@ from wovyr.cli.backend import (
     server_for,
     store_or_server_for,
 )
-from wovyr.cli.common import echo_json, engine_options, json_option, open_engine
+from wovyr.cli.common import echo_json, engine_options, host_engine, json_option, open_engine
 from wovyr.engine.retention import MAX_DAYS, Retention, purge_all, purge_expired
 from wovyr.errors import InputError, Problem
 from wovyr.platform.auth import validate_tenant
@@ -156,8 +156,7 @@ def run_command(
     only: str | None, batch: int, max_batches: int, as_json: bool, settings: Settings
 ) -> None:
     """Purge the finished executions older than their tenant's retention, now."""
-    refuse_remote("admin retention run", "it purges the host's store")
-    with open_engine(settings, load_activities=False) as engine:
+    with host_engine(settings, "admin retention run", "it purges the host's store") as engine:
         if only is not None:
             validate_tenant(only)
             reports = [purge_expired(engine.for_tenant(only), batch=batch, max_batches=max_batches)]

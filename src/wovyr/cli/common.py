@@ -18,6 +18,7 @@ import click
 from wovyr import assemble
 from wovyr.activities.logs import JsonLines, log_config
 from wovyr.cli.main import env_default
+from wovyr.cli.target import refuse_remote
 from wovyr.definition.inputs import parse_cli_inputs
 from wovyr.engine.engine import Engine
 from wovyr.engine.labels import parse_label_pairs
@@ -42,6 +43,7 @@ __all__ = [
     "echo_result",
     "echo_table",
     "engine_options",
+    "host_engine",
     "json_log_config",
     "json_option",
     "local_actor",
@@ -236,6 +238,15 @@ def open_engine(settings: Settings, *, load_activities: bool = True) -> Iterator
         yield engine.acting(local_actor())
     finally:
         engine.close()
+
+
+@contextmanager
+def host_engine(settings: Settings, command: str, why: str) -> Iterator[Engine]:
+    """`open_engine` (no activities) for a command only the server's host runs: through a
+    server it is refused, saying `why` (`refuse_remote`)."""
+    refuse_remote(command, why)
+    with open_engine(settings, load_activities=False) as engine:
+        yield engine
 
 
 def local_actor() -> str:

@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import click
 
+from wovyr.cli.backend import LISTED, Decision, ExecutionFilter, Rerun
 from wovyr.cli.target import Remote, WatchMessage
 from wovyr.client import Client
 from wovyr.errors import (
@@ -43,6 +44,12 @@ def _iso(value: Any) -> Any:
     """An API time as the local commands print it (`+00:00`, not `Z`)."""
     parsed = _time(value)
     return parsed.isoformat() if parsed is not None else value
+
+
+def _listed(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A listed execution as `workflows list --json` prints it (times as the local store's)."""
+    times = {"created_at": _iso(r["created_at"]), "updated_at": _iso(r["updated_at"])}
+    return {k: r[k] for k in LISTED} | times | {"labels": dict(r["labels"])}
 
 
 def _view(detail: Any, client: Client) -> dict[str, Any]:
@@ -115,31 +122,13 @@ class RemoteBackend:
     # workflows
 
     def list_executions(
-        self,
-        *,
-        workflow: str | None,
-        status: str | None,
-        limit: int,
-        cursor: str | None,
-        created_after: datetime | None,
-        created_before: datetime | None,
-        labels: dict[str, str],
-        id_prefix: str | None,
-        name: str | None,
+        self, *, limit: int, cursor: str | None, **selected: Unpack[ExecutionFilter]
     ) -> tuple[list[dict[str, Any]], str | None]:
         items: list[dict[str, Any]] = []
         while True:
             try:
                 page = self.client.list_workflows(
-                    workflow=workflow,
-                    status=status,
-                    created_after=created_after,
-                    created_before=created_before,
-                    limit=min(_PAGE, limit - len(items)),
-                    cursor=cursor,
-                    labels=labels or None,
-                    id_prefix=id_prefix,
-                    name=name,
+                    limit=min(_PAGE, limit - len(items)), cursor=cursor, **selected
                 )
             except RequestInvalid as exc:
                 if any(p.path.endswith("cursor") for p in exc.problems):
@@ -147,20 +136,7 @@ class RemoteBackend:
                         "not a cursor printed by a previous page", param_hint="--cursor"
                     ) from None
                 raise
-            for r in page["items"]:
-                items.append(
-                    {
-                        "id": r["id"],
-                        "workflow": r["workflow"],
-                        "version": r["version"],
-                        "status": r["status"],
-                        "created_at": _iso(r["created_at"]),
-                        "updated_at": _iso(r["updated_at"]),
-                        "waiting_on": r["waiting_on"],
-                        "parent_id": r["parent_id"],
-                        "labels": dict(r["labels"]),
-                    }
-                )
+            items.extend(_listed(r) for r in page["items"])
             cursor = page["next_cursor"]
             if cursor is None or len(items) >= limit:
                 return items, cursor
@@ -201,26 +177,19 @@ class RemoteBackend:
         return _view(self.client.signal_workflow(execution_id, name, payload), self.client)
 
     def approve(
-        self,
-        execution_id: str,
-        activity_id: str,
-        approved: bool,
-        *,
-        by: str | None,
-        comment: str | None,
-        grant: dict[str, Any] | None,
+        self, execution_id: str, activity_id: str, approved: bool, **decision: Unpack[Decision]
     ) -> dict[str, Any]:
-        if by is not None:
+        if decision["by"] is not None:
             raise click.UsageError(
                 "--by is for the local store: through a server, the API key's name is "
                 "recorded as who decides"
             )
-        grant = grant or {}
+        grant = decision["grant"] or {}
         detail = self.client.approve_workflow(
             execution_id,
             activity_id,
             approved=approved,
-            comment=comment,
+            comment=decision["comment"],
             grant_tokens=grant.get("tokens"),
             grant_cost=grant.get("cost"),
         )
@@ -229,17 +198,13 @@ class RemoteBackend:
     def cancel(self, execution_id: str, reason: str | None) -> dict[str, Any]:
         return _view(self.client.cancel_workflow(execution_id, reason=reason), self.client)
 
-    def rerun(
-        self,
-        execution_id: str,
-        *,
-        start_from: str | None,
-        input: dict[str, Any],
-        latest: bool,
-        new_id: str | None,
-    ) -> dict[str, Any]:
+    def rerun(self, execution_id: str, **how: Unpack[Rerun]) -> dict[str, Any]:
         detail = self.client.rerun_workflow(
-            execution_id, start_from=start_from, input=input, latest=latest, id=new_id
+            execution_id,
+            start_from=how["start_from"],
+            input=how["input"],
+            latest=how["latest"],
+            id=how["new_id"],
         )
         return _view(detail, self.client)
 

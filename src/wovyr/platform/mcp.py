@@ -29,6 +29,7 @@ from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.mcp import McpAccess, McpServerConfig, check_stdio_allowed
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.errors import InputError, KmsError, NotFound, Problem
+from wovyr.platform.fields import checked_name, shown_fields
 from wovyr.platform.secrets import SECRET_NAME
 from wovyr.store.audit import AuditEntry, payload_digest
 from wovyr.store.platform import McpServerRecord, McpServerStore
@@ -85,15 +86,7 @@ class McpServerInfo:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "transport": self.transport,
-            "command": self.command,
-            "url": self.url,
-            "header_secrets": self.header_secrets,
-            "updated_at": self.updated_at.isoformat(),
-            "updated_by": self.updated_by,
-        }
+        return shown_fields(self)
 
 
 def audit_details(info: McpServerInfo) -> dict[str, Any]:
@@ -110,18 +103,14 @@ def audit_details(info: McpServerInfo) -> dict[str, Any]:
 
 
 def check_server_name(name: str, path: str = "name") -> str:
-    if not isinstance(name, str) or not MCP_SERVER_NAME.match(name):
-        raise InputError(
-            [
-                Problem(
-                    "an MCP server name is a letter or digit followed by letters, digits, "
-                    "'_', '.' or '-' (at most 64)",
-                    path=path,
-                    hint="e.g. files, github",
-                )
-            ]
-        )
-    return name
+    return checked_name(
+        name,
+        MCP_SERVER_NAME,
+        path,
+        "an MCP server name is a letter or digit followed by letters, digits, "
+        "'_', '.' or '-' (at most 64)",
+        "e.g. files, github",
+    )
 
 
 def _command(value: Any, problems: list[Problem]) -> tuple[str, ...] | None:

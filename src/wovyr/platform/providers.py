@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from wovyr.activities.base import NonRetryableError
 from wovyr.activities.providers import PROVIDER_KINDS, ProviderConfig, Providers
 from wovyr.errors import InputError, KmsError, NotFound, Problem
+from wovyr.platform.fields import checked_name, shown_fields
 from wovyr.platform.secrets import SECRET_NAME
 from wovyr.store.audit import AuditEntry, payload_digest
 from wovyr.store.platform import ProviderRecord, ProviderStore
@@ -100,17 +101,7 @@ class ProviderInfo:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "base_url": self.base_url,
-            "api_key_secret": self.api_key_secret,
-            "default_model": self.default_model,
-            "price_in": self.price_in,
-            "price_out": self.price_out,
-            "updated_at": self.updated_at.isoformat(),
-            "updated_by": self.updated_by,
-            "kind": self.kind,
-        }
+        return shown_fields(self)
 
 
 def audit_details(info: ProviderInfo) -> dict[str, Any]:
@@ -128,18 +119,14 @@ def audit_details(info: ProviderInfo) -> dict[str, Any]:
 def check_provider_name(name: str, path: str = "name") -> str:
     """`name` if it is a provider name (a letter or digit, then letters, digits, `_`, `.`,
     `-`; at most 64), else `InputError`."""
-    if not isinstance(name, str) or not PROVIDER_NAME.match(name):
-        raise InputError(
-            [
-                Problem(
-                    "a provider name is a letter or digit followed by letters, digits, '_', "
-                    "'.' or '-' (at most 64)",
-                    path=path,
-                    hint="e.g. openai, local-vllm",
-                )
-            ]
-        )
-    return name
+    return checked_name(
+        name,
+        PROVIDER_NAME,
+        path,
+        "a provider name is a letter or digit followed by letters, digits, '_', "
+        "'.' or '-' (at most 64)",
+        "e.g. openai, local-vllm",
+    )
 
 
 def _url(value: Any, problems: list[Problem]) -> str:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from wovyr.activities.redact import MIN_SECRET_CHARS
 from wovyr.errors import InputError, KmsError, NotFound, Problem
+from wovyr.platform.fields import checked_name, shown_fields
 from wovyr.store.audit import AuditEntry, AuditStore
 from wovyr.store.secrets import SHREDDED, SecretRecord, SecretStore
 
@@ -91,30 +92,19 @@ class SecretInfo:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "updated_by": self.updated_by,
-        }
+        return shown_fields(self)
 
 
 def check_secret_name(name: str, path: str = "name") -> str:
     """`name` if it is a secret name (a letter or `_`, then letters, digits, `_`; at most
     128), else `InputError`."""
-    if not isinstance(name, str) or not SECRET_NAME.match(name):
-        raise InputError(
-            [
-                Problem(
-                    "a secret name is a letter or '_' followed by letters, digits or '_' "
-                    "(at most 128)",
-                    path=path,
-                    hint="e.g. OPENAI_API_KEY",
-                )
-            ]
-        )
-    return name
+    return checked_name(
+        name,
+        SECRET_NAME,
+        path,
+        "a secret name is a letter or '_' followed by letters, digits or '_' (at most 128)",
+        "e.g. OPENAI_API_KEY",
+    )
 
 
 def _check_value(value: str) -> bytes:

@@ -87,7 +87,12 @@ from wovyr.activities.memory_tools import (
     memory_functions,
 )
 from wovyr.activities.providers import ModelAccess, with_options
-from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
+from wovyr.activities.tool_schema import (
+    InvalidToolArguments,
+    call_arguments,
+    function_name,
+    tool_signature,
+)
 from wovyr.errors import InputError, NotFound
 from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
 from wovyr.kinds.steps import (
@@ -429,12 +434,9 @@ async def _mcp_call(
     tool: str, text: Any, dispatch: Dispatch
 ) -> tuple[Any, Any, dict[str, Any] | None]:
     """(arguments, result, error) of one call of MCP tool `tool` (`mcp:SERVER/TOOL`)."""
-    try:
-        arguments = json.loads(text) if isinstance(text, str) and text.strip() else {}
-    except ValueError as exc:
-        return text, None, {"type": "InvalidArguments", "message": f"not JSON: {exc}"}
-    if not isinstance(arguments, dict):
-        return arguments, None, {"type": "InvalidArguments", "message": "not a JSON object"}
+    arguments, refused = call_arguments(text)
+    if refused is not None:
+        return arguments, None, refused
     assert dispatch.mcp is not None  # offered only when there is access
     server, name = parse_tool_ref(tool)
     output = await call_tool(

@@ -67,9 +67,10 @@ class DagLayout:
     routes: dict[tuple[str, str], list[tuple[int, int, int]]] = field(default_factory=dict)
 
 
-def _layers(order: Sequence[str], needs: Mapping[str, Sequence[str]]) -> dict[str, int]:
-    """Longest-path layering (Kahn's order). Nodes caught in a cycle, which validation
-    forbids, are put below everything else rather than lost."""
+def _links(
+    order: Sequence[str], needs: Mapping[str, Sequence[str]]
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Each node's predecessors (its needs that are nodes, once, not itself) and successors."""
     known = set(order)
     preds = {
         n: [d for d in dict.fromkeys(needs.get(n, ())) if d in known and d != n] for n in order
@@ -78,6 +79,13 @@ def _layers(order: Sequence[str], needs: Mapping[str, Sequence[str]]) -> dict[st
     for n in order:
         for d in preds[n]:
             succs[d].append(n)
+    return preds, succs
+
+
+def _layers(order: Sequence[str], needs: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """Longest-path layering (Kahn's order). Nodes caught in a cycle, which validation
+    forbids, are put below everything else rather than lost."""
+    preds, succs = _links(order, needs)
     indegree = {n: len(preds[n]) for n in order}
     layer: dict[str, int] = {}
     queue = [n for n in order if indegree[n] == 0]
@@ -166,14 +174,7 @@ def layout_dag(nodes: Sequence[tuple[str, Sequence[str]]]) -> DagLayout:
     order = list(dict.fromkeys(n for n, _ in nodes))
     needs = {n: list(deps) for n, deps in nodes}
     layer_of = _layers(order, needs)
-    known = set(order)
-    preds = {
-        n: [d for d in dict.fromkeys(needs.get(n, ())) if d in known and d != n] for n in order
-    }
-    succs: dict[str, list[str]] = {n: [] for n in order}
-    for n in order:
-        for d in preds[n]:
-            succs[d].append(n)
+    preds, succs = _links(order, needs)
     depth = max(layer_of.values(), default=-1) + 1
     layers: list[list[str]] = [[] for _ in range(depth)]
     for n in order:

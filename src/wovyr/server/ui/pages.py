@@ -19,6 +19,7 @@ from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.bulk import BulkFilter
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.engine.labels import parse_label_pairs
+from wovyr.engine.reads import ListOptions
 from wovyr.errors import InputError, WovyrError
 from wovyr.server.ui.agent_steps import SubStep, agent_steps, render_steps, steps_summary
 from wovyr.server.ui.dag import DagLayout, layout_dag, render_svg
@@ -190,6 +191,27 @@ def _matcher(filters: ListFilters) -> Callable[[ExecutionRecord], bool] | None:
     return matches
 
 
+def _selected(
+    filters: ListFilters,
+    status: str | None,
+    limit: int,
+    cursor: tuple[datetime, str] | None = None,
+) -> ListOptions:
+    """A page of what the filters select (workflow, name, id, labels, creation time) with
+    `status`."""
+    return ListOptions(
+        limit=limit,
+        cursor=cursor,
+        workflow=filters.workflow or None,
+        name=filters.name or None,
+        id_prefix=filters.id or None,
+        labels=dict(filters.labels) or None,
+        status=status,
+        created_after=filters.created_from,
+        created_before=filters.created_to,
+    )
+
+
 def find_executions(engine: Engine, filters: ListFilters) -> Found:
     """One page of the list, newest first. The store filters by workflow, status (`waiting`
     included) and creation time through its indexes; the waiting-on kind is read from each
@@ -200,17 +222,7 @@ def find_executions(engine: Engine, filters: ListFilters) -> Found:
     matches = _matcher(filters)
 
     def fetch(limit: int, cursor: tuple[datetime, str] | None) -> Any:
-        return engine.list(
-            workflow=filters.workflow or None,
-            name=filters.name or None,
-            id_prefix=filters.id or None,
-            labels=dict(filters.labels) or None,
-            status=status,
-            created_after=filters.created_from,
-            created_before=filters.created_to,
-            limit=limit,
-            cursor=cursor,
-        )
+        return engine.list(**_selected(filters, status, limit, cursor))
 
     if matches is None:
         page = fetch(filters.limit, filters.cursor)
@@ -239,16 +251,7 @@ def status_counts(engine: Engine, filters: ListFilters) -> dict[str, str]:
     each execution counts under one status (`running` ones are those not `waiting`)."""
     counts: dict[str, str] = {}
     for status in LIST_STATUSES:
-        page = engine.list(
-            workflow=filters.workflow or None,
-            name=filters.name or None,
-            id_prefix=filters.id or None,
-            labels=dict(filters.labels) or None,
-            status=status,
-            created_after=filters.created_from,
-            created_before=filters.created_to,
-            limit=COUNT_CAP,
-        )
+        page = engine.list(**_selected(filters, status, COUNT_CAP))
         more = page.next_cursor is not None
         counts[status] = f"{len(page.items)}{'+' if more else ''}"
     return counts
