@@ -143,8 +143,12 @@ def send_command(topic: str, payload: str, as_json: bool, settings: Settings) ->
 
     def local(engine: Engine) -> dict[str, Any]:
         from wovyr.engine.triggers import receive_event
+        from wovyr.errors import NotFound
 
-        return receive_event(engine, topic, payload.encode()).to_dict()
+        received = receive_event(engine, topic, payload.encode())
+        if received.status == 404:  # recorded, and said as the API says it
+            raise NotFound(f"no trigger takes topic {topic!r}")
+        return received.to_dict()
 
     def remote(api: RemotePlatform) -> dict[str, Any]:
         try:
