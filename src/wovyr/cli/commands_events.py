@@ -101,8 +101,9 @@ def list_command(as_json: bool, settings: Settings) -> None:
 
 @triggers.command("show")
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="The same JSON (the only form).")
 @tenant_options
-def show_command(name: str, settings: Settings) -> None:
+def show_command(name: str, as_json: bool, settings: Settings) -> None:
     """Show one trigger (JSON: its document and webhook path)."""
 
     def local(engine: Engine) -> dict[str, Any]:
@@ -115,8 +116,9 @@ def show_command(name: str, settings: Settings) -> None:
 
 @triggers.command("delete")
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
 @tenant_options
-def delete_command(name: str, settings: Settings) -> None:
+def delete_command(name: str, as_json: bool, settings: Settings) -> None:
     """Delete a trigger (its webhook URL stops answering)."""
 
     def local(engine: Engine) -> None:
@@ -125,12 +127,15 @@ def delete_command(name: str, settings: Settings) -> None:
         delete_trigger(engine, name)
 
     store_or_server(settings, local, lambda api: api.client.delete_trigger(name))
-    console.print(f"deleted trigger {name}", markup=False)
+    if as_json:
+        echo_json({"deleted": name})
+    else:
+        console.print(f"deleted trigger {name}", markup=False)
 
 
 @cli.group("events")
 def events() -> None:
-    """Events: send one to a topic, list those received."""
+    """Events: send one to a topic's triggers, list those received."""
 
 
 @events.command("send")
@@ -213,7 +218,7 @@ def _print_events(rows: list[dict[str, Any]]) -> None:
 
 @cli.group("webhooks")
 def webhooks() -> None:
-    """Outbound webhooks: the tenant's endpoints for execution events and their deliveries."""
+    """Outbound webhooks: the tenant's endpoints for execution events, their deliveries."""
 
 
 @webhooks.command("set")
@@ -298,8 +303,9 @@ def webhooks_list_command(as_json: bool, settings: Settings) -> None:
 
 @webhooks.command("delete")
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
 @tenant_options
-def webhooks_delete_command(name: str, settings: Settings) -> None:
+def webhooks_delete_command(name: str, as_json: bool, settings: Settings) -> None:
     """Remove a webhook endpoint (its pending deliveries end dead)."""
 
     def local(engine: Engine) -> None:
@@ -310,7 +316,10 @@ def webhooks_delete_command(name: str, settings: Settings) -> None:
             raise NotFound(f"no webhook endpoint {name!r}")
 
     store_or_server(settings, local, lambda api: api.client.delete_webhook(name))
-    console.print(f"deleted webhook {name}", markup=False)
+    if as_json:
+        echo_json({"deleted": name})
+    else:
+        console.print(f"deleted webhook {name}", markup=False)
 
 
 @webhooks.command("deliveries")
@@ -368,8 +377,9 @@ def deliveries_command(
 
 @webhooks.command("delivery")
 @click.argument("delivery_id")
+@click.option("--json", "as_json", is_flag=True, help="The same JSON (the only form).")
 @tenant_options
-def delivery_command(delivery_id: str, settings: Settings) -> None:
+def delivery_command(delivery_id: str, as_json: bool, settings: Settings) -> None:
     """Show one delivery with its attempts (JSON)."""
 
     def local(engine: Engine) -> dict[str, Any]:
