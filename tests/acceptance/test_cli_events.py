@@ -54,3 +54,34 @@ def test_a_trigger_from_apply_to_delete(cli: Cli, tmp_path: Path) -> None:
     assert cli.json("triggers", "list") == []
     code, _, err = cli("triggers", "show", "orders")
     assert code == 4 and err.startswith("error: ")
+
+
+QUICK = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: quick}
+activities:
+  - {id: a, set: {ok: true}}
+"""
+
+
+def test_webhook_endpoints_and_their_deliveries(cli: Cli, tmp_path: Path) -> None:
+    args = ["--url", "http://127.0.0.1:9/hook", "--event", "execution.completed"]
+    made = cli.json("webhooks", "set", "ops", *args, "--secret", "WH_KEY")
+    assert (made["name"], made["events"], made["secrets"]) == (
+        "ops",
+        ["execution.completed"],
+        ["WH_KEY"],
+    )
+    code, _, err = cli("webhooks", "set", "bad", *args, "--secret", "not a name")
+    assert code != 0 and err.startswith("error: ")
+    assert [e["name"] for e in cli.json("webhooks", "list")] == ["ops"]
+    flow = tmp_path / "quick.yaml"
+    flow.write_text(QUICK)
+    cli.start(flow, "x1")
+    [delivery] = cli.json("webhooks", "deliveries")["items"]
+    assert (delivery["event"], delivery["execution_id"]) == ("execution.completed", "x1")
+    shown = json.loads(cli("webhooks", "delivery", delivery["id"])[1])
+    assert shown["id"] == delivery["id"] and isinstance(shown["attempts_made"], list)
+    assert cli("webhooks", "delete", "ops")[0] == 0
+    assert cli.json("webhooks", "list") == []

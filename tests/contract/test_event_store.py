@@ -15,7 +15,7 @@ from tests.contract.test_store_contract import create, step
 from wovyr.errors import StoreError
 from wovyr.events import Event
 from wovyr.store.audit import AuditEntry
-from wovyr.store.base import CommitOutcome, Store
+from wovyr.store.base import CommitOutcome, NewExecution, Store
 from wovyr.store.events import (
     AttemptRecord,
     TriggerEventRecord,
@@ -214,3 +214,23 @@ def test_deliveries_are_leased_attempted_and_listed(store: Store) -> None:
     rest = store.list_deliveries("default", before=page.next, limit=2)
     assert len(page.items) == 2 and len(rest.items) == 1 and rest.next is None
     assert [d.id for d in store.list_deliveries("default", status="delivered").items] == [first.id]
+
+
+def test_a_run_that_ends_in_its_first_step_has_its_outbox_row(store: Store) -> None:
+    store.put_webhook_endpoint(endpoint())
+    first = replace(step("x1", 0), events=[Event("ExecutionCompleted", AT, {})], status="completed")
+    store.create_execution(
+        NewExecution(
+            id="x1",
+            tenant="default",
+            workflow="wf",
+            version="1",
+            definition_hash="h",
+            created_at=AT,
+            input={},
+            first_step=first,
+        )
+    )
+    [delivery] = store.list_deliveries("default").items
+    assert delivery.id == delivery_id("default", "ops", "x1", "1")
+    assert delivery.payload["execution"]["status"] == "completed"

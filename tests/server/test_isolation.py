@@ -97,6 +97,19 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/memory/{namespace}/{key}"): "viewer",
     ("DELETE", "/api/v1/memory/{namespace}/{key}"): "operator",
     ("GET", "/metrics"): "viewer",
+    ("POST", "/api/v1/triggers"): "operator",
+    ("GET", "/api/v1/triggers"): "viewer",
+    ("GET", "/api/v1/triggers/{name}"): "viewer",
+    ("DELETE", "/api/v1/triggers/{name}"): "operator",
+    ("POST", "/api/v1/events/{topic}"): "operator",
+    ("POST", "/api/v1/hooks/{hook_id}"): "",  # signed, not keyed
+    ("GET", "/api/v1/events"): "viewer",
+    ("GET", "/api/v1/webhooks"): "admin",
+    ("GET", "/api/v1/webhooks/{name}"): "admin",
+    ("PUT", "/api/v1/webhooks/{name}"): "admin",
+    ("DELETE", "/api/v1/webhooks/{name}"): "admin",
+    ("GET", "/api/v1/deliveries"): "viewer",
+    ("GET", "/api/v1/deliveries/{delivery_id}"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",
 }
@@ -112,6 +125,26 @@ A_PROVIDER = "a-provider"
 # And for an MCP server.
 _PUT_MCP = ("PUT", "/api/v1/mcp-servers/{name}")
 A_MCP = "a-mcp"
+# And for a webhook endpoint.
+_PUT_WEBHOOK = ("PUT", "/api/v1/webhooks/{name}")
+A_WEBHOOK = "a-webhook"
+A_TRIGGER = "a-trigger"
+A_TRIGGER_DOC = f"""\
+apiVersion: wovyr/v1
+kind: Trigger
+metadata: {{name: {A_TRIGGER}}}
+spec:
+  topic: a-topic
+  webhook: {{secrets: [A_SECRET]}}
+  start: {{workflow: {CANARY}-flow}}
+  input: {{note: {CANARY}}}
+"""
+B_TRIGGER = {
+    "apiVersion": "wovyr/v1",
+    "kind": "Trigger",
+    "metadata": {"name": "b-trigger"},
+    "spec": {"topic": "b-topic", "start": {"workflow": "b-flow"}},
+}
 # And for a rate-limit bucket.
 _PUT_LIMIT = ("PUT", "/api/v1/admin/limits/{key}")
 A_LIMIT = "a-limit"
@@ -158,6 +191,12 @@ def body_for(method: str, path: str) -> Any:
         return {"url": "https://b.example/mcp", "header_secrets": {"X-Key": "B_KEY"}}
     if (method, path) == _PUT_LIMIT:
         return {"limit": 7, "per": 60}
+    if (method, path) == _PUT_WEBHOOK:
+        return {"url": "https://b.example/hook", "events": ["execution.failed"], "secrets": ["B"]}
+    if (method, path) == ("POST", "/api/v1/triggers"):
+        return B_TRIGGER
+    if path.startswith(("/api/v1/events/", "/api/v1/hooks/")):
+        return {"note": "from b"}
     if (method, path) == ("POST", "/api/v1/admin/keys"):
         return {"role": "viewer", "name": f"b-{n}"}
     return None
@@ -257,6 +296,33 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "agent": f"{CANARY}-agent",
         "run_id": f"{CANARY}-run",
         "activity": "prepare",
+        **await seed_events(api),
+    }
+
+
+async def seed_events(api: Api) -> dict[str, str]:
+    """Tenant A's trigger (with a webhook), webhook endpoint and a delivery."""
+    a, admin = "tenant-a:operator", "tenant-a:admin"
+    yaml = {"Content-Type": "application/yaml"}
+    r = await api.call("POST", "/api/v1/triggers", a, content=A_TRIGGER_DOC, headers=yaml)
+    assert r.status_code == 201, r.text
+    hook_id = r.json()["webhook_path"].rsplit("/", 1)[1]
+    endpoint = {"url": "https://a.example/hook", "events": ["execution.cancelled"]}
+    r = await api.call(
+        "PUT", f"/api/v1/webhooks/{A_WEBHOOK}", admin, json={**endpoint, "secrets": [A_SECRET]}
+    )
+    assert r.status_code == 200, r.text
+    gone = {"definition": A_FLOW, "input": {"note": CANARY}, "id": f"{CANARY}-gone"}
+    assert (await api.call("POST", "/api/v1/workflows", a, json=gone)).status_code == 201
+    r = await api.call("POST", f"/api/v1/workflows/{CANARY}-gone/cancel", a)
+    assert r.status_code == 200, r.text
+    [delivery] = (await api.call("GET", "/api/v1/deliveries", a)).json()["items"]
+    return {
+        "trigger": A_TRIGGER,
+        "topic": "a-topic",
+        "hook_id": hook_id,
+        "webhook": A_WEBHOOK,
+        "delivery_id": delivery["id"],
     }
 
 
@@ -277,6 +343,10 @@ def fill(path: str, ids: dict[str, str]) -> str:
         ids = {**ids, "name": ids["mcp"]}
     if path.startswith("/api/v1/admin/limits/"):
         ids = {**ids, "key": ids["limit"]}
+    if path.startswith("/api/v1/triggers/"):
+        ids = {**ids, "name": ids["trigger"]}
+    if path.startswith("/api/v1/webhooks/"):
+        ids = {**ids, "name": ids["webhook"]}
     return re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
 
 
@@ -303,6 +373,7 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
             _PUT_PROVIDER: {"provider": "b-own"},
             _PUT_MCP: {"mcp": "b-own"},
             _PUT_LIMIT: {"limit": "b-own"},
+            _PUT_WEBHOOK: {"webhook": "b-own"},
         }
         url = fill(path, {**a_ids, **own.get((method, path), {})})
 
@@ -343,7 +414,7 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
             who = f"tenant-b:{b_role}"
             r = await call(api.as_(who))
             assert_clean(r, f"{method} {path} as {who}")
-            if (method, path) in (_PUT_SECRET, _PUT_PROVIDER, _PUT_MCP, _PUT_LIMIT):
+            if (method, path) in (_PUT_SECRET, _PUT_PROVIDER, _PUT_MCP, _PUT_LIMIT, _PUT_WEBHOOK):
                 assert r.status_code == 200, f"{method} {path} as {who}: {r.text[:200]}"
             elif "{" in path:
                 assert r.status_code == 404, f"{method} {path} as {who}: {r.status_code}"
@@ -370,6 +441,12 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
     assert item["value"] == CANARY and item["version"] == 1
     limit = (await api.call("GET", f"/api/v1/admin/limits/{A_LIMIT}", a)).json()
     assert (limit["per_second"], limit["burst"]) == (3, 3)
+    trigger = (await api.call("GET", f"/api/v1/triggers/{A_TRIGGER}", a)).json()
+    assert trigger["document"]["spec"]["input"] == {"note": CANARY}
+    webhook = (await api.call("GET", f"/api/v1/webhooks/{A_WEBHOOK}", a)).json()
+    assert webhook["url"] == "https://a.example/hook"
+    a_events = (await api.call("GET", "/api/v1/events", a)).json()["items"]
+    assert a_events == []  # B's events went to B's own record
     keys = (await api.call("GET", "/api/v1/admin/keys", a)).json()
     assert [k["revoked_at"] for k in keys if k["id"] == a_ids["key_id"]] == [None]
     # ... and A still sees its own data (the canary is real).

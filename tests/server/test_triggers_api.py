@@ -234,6 +234,8 @@ async def test_a_signed_webhook_starts_and_a_bad_one_does_not(api: Api) -> None:
     old = sign_body([b"old-key-0123456789abcdef"], body, now + timedelta(seconds=1))
     assert (await hook(api, path, body, old)).status_code == 202  # the key being rotated out
     assert len(await executions(api)) == 2
+    starts = api.engine.store.audit_records(tenant="tenant-a", limit=1000)
+    assert [r.actor for r in starts if r.action == "execution.start"] == ["trigger:gh"] * 2
     assert (await hook(api, "/api/v1/hooks/hk_unknown", body, good)).status_code == 401
     reapplied = await api.call("POST", "/api/v1/triggers", OP_A, content=HOOKED, headers=YAML)
     assert reapplied.status_code == 200 and reapplied.json()["webhook_path"] == path

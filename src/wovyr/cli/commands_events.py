@@ -4,7 +4,9 @@
 `triggers apply FILE` registers `kind: Trigger` documents (a trigger with `webhook` prints
 the path of its inbound URL); `events send TOPIC JSON` sends an event as the API does;
 `events list` shows the events received, newest first (what each trigger made of each,
-never a payload), a page at a time (`--cursor`)."""
+never a payload), a page at a time (`--cursor`). `wovyr webhooks set|list|delete` manage
+the tenant's outbound endpoints (`wovyr.platform.webhooks`), `webhooks deliveries` and
+`webhooks delivery ID` show the outbox with each delivery's attempts."""
 
 from __future__ import annotations
 
@@ -99,8 +101,9 @@ def list_command(as_json: bool, settings: Settings) -> None:
 
 @triggers.command("show")
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="The same JSON (the only form).")
 @tenant_options
-def show_command(name: str, settings: Settings) -> None:
+def show_command(name: str, as_json: bool, settings: Settings) -> None:
     """Show one trigger (JSON: its document and webhook path)."""
 
     def local(engine: Engine) -> dict[str, Any]:
@@ -113,8 +116,9 @@ def show_command(name: str, settings: Settings) -> None:
 
 @triggers.command("delete")
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
 @tenant_options
-def delete_command(name: str, settings: Settings) -> None:
+def delete_command(name: str, as_json: bool, settings: Settings) -> None:
     """Delete a trigger (its webhook URL stops answering)."""
 
     def local(engine: Engine) -> None:
@@ -123,12 +127,15 @@ def delete_command(name: str, settings: Settings) -> None:
         delete_trigger(engine, name)
 
     store_or_server(settings, local, lambda api: api.client.delete_trigger(name))
-    console.print(f"deleted trigger {name}", markup=False)
+    if as_json:
+        echo_json({"deleted": name})
+    else:
+        console.print(f"deleted trigger {name}", markup=False)
 
 
 @cli.group("events")
 def events() -> None:
-    """Events: send one to a topic, list those received."""
+    """Events: send one to a topic's triggers, list those received."""
 
 
 @events.command("send")
@@ -141,8 +148,12 @@ def send_command(topic: str, payload: str, as_json: bool, settings: Settings) ->
 
     def local(engine: Engine) -> dict[str, Any]:
         from wovyr.engine.triggers import receive_event
+        from wovyr.errors import NotFound
 
-        return receive_event(engine, topic, payload.encode()).to_dict()
+        received = receive_event(engine, topic, payload.encode())
+        if received.status == 404:  # recorded, and said as the API says it
+            raise NotFound(f"no trigger takes topic {topic!r}")
+        return received.to_dict()
 
     def remote(api: RemotePlatform) -> dict[str, Any]:
         try:
@@ -173,18 +184,9 @@ def events_list_command(
 
     def local(engine: Engine) -> dict[str, Any]:
         from wovyr.engine.triggers import event_view, list_events
-        from wovyr.store.codec import from_micros, to_micros
 
-        before = None
-        if cursor:
-            micros, _, ident = cursor.partition(":")
-            try:
-                before = (from_micros(int(micros)), ident)
-            except (ValueError, OverflowError):
-                raise click.BadParameter("not a cursor this command printed") from None
-        page = list_events(engine, trigger=trigger, before=before, limit=limit)
-        after = None if page.next is None else f"{to_micros(page.next[0])}:{page.next[1]}"
-        return {"items": [event_view(r) for r in page.items], "next_cursor": after}
+        page = list_events(engine, trigger=trigger, before=_before(cursor), limit=limit)
+        return {"items": [event_view(r) for r in page.items], "next_cursor": _after(page.next)}
 
     def remote(api: RemotePlatform) -> dict[str, Any]:
         return dict(api.client.list_events(trigger=trigger, limit=limit, cursor=cursor))
@@ -212,3 +214,204 @@ def _print_events(rows: list[dict[str, Any]]) -> None:
             row["reason"],
         )
     print_table(table)
+
+
+@cli.group("webhooks")
+def webhooks() -> None:
+    """Outbound webhooks: the tenant's endpoints for execution events, their deliveries."""
+
+
+@webhooks.command("set")
+@click.argument("name")
+@click.option("--url", required=True, help="Where deliveries are POSTed (http or https).")
+@click.option(
+    "--event",
+    "events",
+    multiple=True,
+    required=True,
+    help="An execution event to send (repeat): execution.completed, execution.failed, "
+    "execution.cancelled, execution.approval_requested.",
+)
+@click.option(
+    "--secret",
+    "secrets",
+    multiple=True,
+    required=True,
+    help="The NAME of a secret of the tenant that signs (repeat once while rotating a key).",
+)
+@click.option("--filter", "condition", help="A '${{ }}' condition on the delivery (`event`).")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def set_command(
+    name: str,
+    url: str,
+    events: tuple[str, ...],
+    secrets: tuple[str, ...],
+    condition: str | None,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """Add or replace the webhook endpoint NAME."""
+    body: dict[str, Any] = {"url": url, "events": list(events), "secrets": list(secrets)}
+    if condition is not None:
+        body["filter"] = condition
+
+    def local(engine: Engine) -> dict[str, Any]:
+        from wovyr.platform.webhooks import endpoint_view, parse_endpoint
+
+        by = engine.actor or "local"
+        record = parse_endpoint(engine.tenant, name, body, by=by, at=engine.clock.now())
+        audit = engine.audit_entry("webhook.set", name, {"url": url, "events": list(events)})
+        engine.store.put_webhook_endpoint(record, audit=audit)
+        return endpoint_view(record)
+
+    shown = store_or_server(settings, local, lambda api: dict(api.client.put_webhook(name, body)))
+    if as_json:
+        echo_json(shown)
+    else:
+        console.print(f"webhook {name}: {', '.join(shown['events'])} -> {url}", markup=False)
+
+
+@webhooks.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def webhooks_list_command(as_json: bool, settings: Settings) -> None:
+    """List the tenant's webhook endpoints (secrets by name)."""
+
+    def local(engine: Engine) -> list[dict[str, Any]]:
+        from wovyr.platform.webhooks import endpoint_view
+
+        return [endpoint_view(e) for e in engine.store.list_webhook_endpoints(engine.tenant)]
+
+    rows = store_or_server(settings, local, lambda api: list(api.client.list_webhooks()))
+    if as_json:
+        echo_json(rows)
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("name", "url", "events", "secrets", "filter"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["url"],
+            ", ".join(row["events"]),
+            ", ".join(row["secrets"]),
+            row["filter"] or "",
+        )
+    print_table(table)
+
+
+@webhooks.command("delete")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def webhooks_delete_command(name: str, as_json: bool, settings: Settings) -> None:
+    """Remove a webhook endpoint (its pending deliveries end dead)."""
+
+    def local(engine: Engine) -> None:
+        from wovyr.errors import NotFound
+
+        audit = engine.audit_entry("webhook.delete", name)
+        if not engine.store.delete_webhook_endpoint(engine.tenant, name, audit=audit):
+            raise NotFound(f"no webhook endpoint {name!r}")
+
+    store_or_server(settings, local, lambda api: api.client.delete_webhook(name))
+    if as_json:
+        echo_json({"deleted": name})
+    else:
+        console.print(f"deleted webhook {name}", markup=False)
+
+
+@webhooks.command("deliveries")
+@click.option("--endpoint", help="Only this endpoint's deliveries.")
+@click.option("--status", type=click.Choice(["pending", "delivered", "filtered", "dead"]))
+@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+@click.option("--cursor", help="The next_cursor of the page before.")
+@click.option("--json", "as_json", is_flag=True)
+@tenant_options
+def deliveries_command(
+    endpoint: str | None,
+    status: str | None,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """List the webhook deliveries, newest first."""
+
+    def local(engine: Engine) -> dict[str, Any]:
+        from wovyr.platform.webhooks import delivery_view
+
+        page = engine.store.list_deliveries(
+            engine.tenant, endpoint=endpoint, status=status, before=_before(cursor), limit=limit
+        )
+        return {"items": [delivery_view(d) for d in page.items], "next_cursor": _after(page.next)}
+
+    def remote(api: RemotePlatform) -> dict[str, Any]:
+        found = api.client.list_deliveries(
+            endpoint=endpoint, status=status, limit=limit, cursor=cursor
+        )
+        return dict(found)
+
+    page = store_or_server(settings, local, remote)
+    if as_json:
+        echo_json(page)
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "endpoint", "event", "execution", "status", "attempts", "last error"):
+        table.add_column(column)
+    for row in page["items"]:
+        table.add_row(
+            row["id"],
+            row["endpoint"],
+            row["event"],
+            row["execution_id"],
+            row["status"],
+            str(row["attempts"]),
+            row["last_error"],
+        )
+    print_table(table)
+    if page["next_cursor"]:
+        console.print(f"more: --cursor {page['next_cursor']}", markup=False)
+
+
+@webhooks.command("delivery")
+@click.argument("delivery_id")
+@click.option("--json", "as_json", is_flag=True, help="The same JSON (the only form).")
+@tenant_options
+def delivery_command(delivery_id: str, as_json: bool, settings: Settings) -> None:
+    """Show one delivery with its attempts (JSON)."""
+
+    def local(engine: Engine) -> dict[str, Any]:
+        from wovyr.errors import NotFound
+        from wovyr.platform.webhooks import delivery_view
+
+        found = engine.store.get_delivery(engine.tenant, delivery_id)
+        if found is None:
+            raise NotFound(f"no delivery {delivery_id!r}")
+        return delivery_view(found, engine.store.delivery_attempts(engine.tenant, delivery_id))
+
+    echo_json(
+        store_or_server(settings, local, lambda api: dict(api.client.get_delivery(delivery_id)))
+    )
+
+
+def _before(cursor: str | None) -> tuple[Any, str] | None:
+    """The position of a cursor this command printed (`<micros>:<id>`)."""
+    if not cursor:
+        return None
+    from wovyr.store.codec import from_micros
+
+    micros, _, ident = cursor.partition(":")
+    try:
+        return from_micros(int(micros)), ident
+    except (ValueError, OverflowError):
+        raise click.BadParameter("not a cursor this command printed") from None
+
+
+def _after(position: tuple[Any, str] | None) -> str | None:
+    if position is None:
+        return None
+    from wovyr.store.codec import to_micros
+
+    return f"{to_micros(position[0])}:{position[1]}"

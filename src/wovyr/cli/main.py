@@ -97,6 +97,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_events",),
         "Event triggers: apply, list, show and delete `kind: Trigger` documents.",
     ),
+    "webhooks": (
+        ("commands_events",),
+        "Outbound webhooks: the tenant's endpoints for execution events, their deliveries.",
+    ),
     "run": (
         ("commands_run",),
         "Run the workflow in FILE (or --workflow NAME) here, with its child workflows, map "
@@ -166,6 +170,7 @@ REMOTE_COMMANDS = frozenset(
         "secrets",
         "triggers",
         "validate",
+        "webhooks",
         "workflows",
     }
 )

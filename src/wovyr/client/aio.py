@@ -848,9 +848,9 @@ class AsyncClient:
     async def send_event(self, topic: str, payload: Any) -> JSONObject:
         """Send a JSON event to `topic`'s triggers: what each made of it (`events`), also
         when none started anything (an error status then, the events recorded all the
-        same)."""
+        same); a topic no trigger takes is `NotFound`."""
         path = f"{_V1}/events/{_part(topic)}"
-        allow = (400, 404, 413, 422, 429)
+        allow = (400, 413, 422, 429)
         return cast(JSONObject, (await self._send("POST", path, json=payload, allow=allow)).json())
 
     async def receive_webhook(self, hook_id: str, body: bytes, signature: str) -> JSONObject:

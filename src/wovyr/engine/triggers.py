@@ -210,7 +210,8 @@ def receive_webhook(
     record = engine.store.trigger_by_hook(hook_id)
     if record is None:
         raise SignatureRefused("the webhook signature is not valid")
-    tenant_engine = engine.for_tenant(record.tenant)
+    # what it starts or signals is audited as made by the trigger (no key signed it)
+    tenant_engine = engine.for_tenant(record.tenant).acting(f"trigger:{record.name}")
     document = TriggerDocument.model_validate(record.document)
     webhook = document.spec.webhook
     if webhook is None:  # pragma: no cover - a stored hook id always has a webhook

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from wovyr.events import EventType
 from wovyr.store.audit import AuditEntry
-from wovyr.store.records import StepWrite
+from wovyr.store.records import NewExecution, StepWrite
 
 __all__ = [
     "OUTBOUND_EVENTS",
@@ -38,6 +38,7 @@ __all__ = [
     "TriggerRecord",
     "WebhookEndpointRecord",
     "delivery_id",
+    "first_step_of",
     "outbox_events",
 ]
 
@@ -74,6 +75,11 @@ def outbox_events(step: StepWrite, base_seq: int) -> list[tuple[str, int, str]]:
                     key = f"approval:{part.removeprefix('approval ')}"
                     found.append(("execution.approval_requested", base_seq + i, key))
     return list({key: (n, seq, key) for n, seq, key in found}.values())
+
+
+def first_step_of(new: NewExecution) -> StepWrite:
+    """`new`'s first step, named by `new`'s tenant and id (what `outbox_events` reads)."""
+    return replace(new.first_step, tenant=new.tenant, execution_id=new.id)
 
 
 def delivery_id(tenant: str, endpoint: str, execution_id: str, key: str) -> str:

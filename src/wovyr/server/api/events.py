@@ -140,6 +140,8 @@ def delete_trigger_document(name: str, ctx: Ctx, principal: Operator) -> Respons
 
 
 def _answer(received: Received) -> JSONResponse:
+    if received.status == 404:  # recorded; answered as THE 404 (another tenant's topic too)
+        raise NotFound("no trigger takes this topic")
     return JSONResponse(received.to_dict(), status_code=received.status)
 
 

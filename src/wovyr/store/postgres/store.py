@@ -51,7 +51,7 @@ from wovyr.store.base import (
 from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.checkpoints import Ledger, Plan
 from wovyr.store.codec import dumps
-from wovyr.store.events import outbox_events
+from wovyr.store.events import first_step_of, outbox_events
 from wovyr.store.flow import FlowAnswer, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
@@ -388,7 +388,12 @@ class PostgresStore(
 
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
         # quotas and concurrency slots: a transaction, not a statement
-        if new.debits or new.max_running is not None or new.slot is not None:
+        if (
+            new.debits
+            or new.max_running is not None
+            or new.slot is not None
+            or outbox_events(new.first_step, 0)  # its outbox rows go in its transaction
+        ):
             rows = self._run(lambda conn: self._insert(conn, new), write=True, transaction=True)
         elif new.audit is not None:
             rows = self._run(lambda conn: self._insert_audited(conn, new), write=True)
@@ -423,6 +428,8 @@ class PostgresStore(
             conn.execute(self._q["take_slot"], take)
         if rows:
             append_audit_row(conn, new.audit)
+            if outbox_events(new.first_step, 0):  # a run that ends in its first step
+                write_outbox(_Tx(conn, self), POSTGRES, first_step_of(new), 0)
         return rows
 
     def _insert_params(self, new: NewExecution) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from wovyr.store.base import (
 from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.checkpoints import DELTA_FROM, Ledger, merged
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
+from wovyr.store.events import first_step_of, outbox_events
 from wovyr.store.flow import HOLD_TIMER_PREFIX, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.records import FairShare
@@ -698,6 +699,8 @@ class SQLiteStore(
             if new.slot is not None:
                 take_slot(conn, new)
             append_audit_row(conn, new.audit)
+            if outbox_events(step, 0):  # a run that ends in its first step
+                write_outbox(_Tx(conn, self), SQLITE, first_step_of(new), 0)
         return created
 
     def create_execution(self, new: NewExecution) -> tuple[bool, ExecutionRecord]:
