@@ -436,7 +436,16 @@ def provider_record(row: Row, d: Dialect) -> ProviderRecord:
         updated_at=d.time(row["updated_at"]),
         updated_by=row["updated_by"],
         kind=row["kind"],
+        options=_json_object(row["options"]),
+        prices=_json_object(row["prices"]),
     )
+
+
+def _json_object(value: Any) -> dict[str, Any] | None:
+    """A JSON object column (SQLite `TEXT`, PostgreSQL `jsonb`); None: NULL."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value if isinstance(value, dict) else None
 
 
 def provider_params(record: ProviderRecord, d: Dialect) -> dict[str, Any]:
@@ -451,6 +460,8 @@ def provider_params(record: ProviderRecord, d: Dialect) -> dict[str, Any]:
         "updated_at": d.timestamp(record.updated_at),
         "updated_by": record.updated_by,
         "kind": record.kind,
+        "options": json.dumps(record.options, sort_keys=True) if record.options else None,
+        "prices": json.dumps(record.prices, sort_keys=True) if record.prices else None,
     }
 
 
