@@ -208,7 +208,7 @@ def main() -> None:
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="wovyr-bench-api-"))
     port = free_port()
-    env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_DISPATCH_INTERVAL_SECS": "1"}
+    env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_DISPATCH_INTERVAL_SECONDS": "1"}
     if args.pg:
         env["WOVYR_DATABASE_URL"] = args.pg
     else:

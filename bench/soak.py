@@ -394,7 +394,7 @@ def main() -> None:
     warmup = args.warmup if args.warmup is not None else min(300.0, duration / 3)
     home = Path(tempfile.mkdtemp(prefix="wovyr-soak-"))
     port = free_port()
-    env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_DISPATCH_INTERVAL_SECS": "1"}
+    env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_DISPATCH_INTERVAL_SECONDS": "1"}
     if args.tracemalloc is not None:
         env["WOVYR_DEBUG_TRACEMALLOC"] = str(args.tracemalloc)
     pids: dict[str, int | None] = {}

@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from generated import write_or_check
+
 from wovyr.engine.engine import Engine
 from wovyr.server import create_app
 from wovyr.server.api.openapi import document_text
@@ -31,14 +33,7 @@ def served_document() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = served_document()
-    if "--check" in argv:
-        if not TARGET.exists() or TARGET.read_text(encoding="utf-8") != text:
-            print(f"{TARGET} is out of date: run python scripts/openapi.py", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(TARGET, served_document(), argv, "scripts/openapi.py")
 
 
 if __name__ == "__main__":

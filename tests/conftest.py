@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +32,18 @@ POSTGRES_URL = os.environ.get(
     "WOVYR_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 STORE_KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+# The crash-point sweeps, fault injections, soak and process kills take the longest (each a
+# minute or more on a loaded two-core machine): they are handed to the pytest workers first,
+# so the tier does not end with one worker still in a sweep while the others are idle.
+LONGEST_FIRST = ("tests/reliability/", "tests/chaos/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        found = (i for i, folder in enumerate(LONGEST_FIRST) if item.nodeid.startswith(folder))
+        return next(found, len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the collection's order within each rank
 
 
 def make_store(kind: str, tmp_path: Path, postgres_url: str | None = None) -> Store:
@@ -111,6 +125,35 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     s = make_store(request.param, tmp_path, url)
     yield s
     s.close()
+
+
+@contextmanager
+def fresh_default_registry() -> Iterator[None]:
+    """The default registry and the loaded activity files as a fresh `wovyr` process has them:
+    no handler registered, no file loaded (a file loaded by an earlier test is loaded once per
+    process, so its handlers would not register again); both given back after."""
+    from wovyr.activities.base import default_registry
+
+    def user_modules() -> list[str]:
+        return [name for name in sys.modules if name.startswith("wovyr_user_")]
+
+    handlers = default_registry._handlers
+    loaded = {name: sys.modules.pop(name) for name in user_modules()}
+    default_registry._handlers = {}
+    try:
+        yield
+    finally:
+        default_registry._handlers = handlers
+        for name in user_modules():
+            del sys.modules[name]
+        sys.modules.update(loaded)
+
+
+@pytest.fixture
+def fresh_registry() -> Iterator[None]:
+    """`fresh_default_registry` for one test."""
+    with fresh_default_registry():
+        yield
 
 
 @pytest.fixture

@@ -28,15 +28,17 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, Self, TypedDict, Unpack
 
 __all__ = [
     "NO_CALL_SPAN",
     "NO_SPAN",
     "NO_TRACER",
+    "AttemptOf",
     "AttemptSpan",
     "Attribute",
     "CallSpan",
+    "ExecutionStart",
     "LazyTracer",
     "NoTracer",
     "TraceContext",
@@ -74,7 +76,40 @@ def trace_context(headers: Mapping[str, str]) -> dict[str, str] | None:
     return context
 
 
-class CallSpan(Protocol):
+class ExecutionStart(TypedDict):
+    """What `Tracer.execution_started` is told of the execution (its keywords)."""
+
+    tenant: str
+    execution_id: str
+    workflow: str
+    version: str
+
+
+class AttemptOf(TypedDict):
+    """What `Tracer.attempt` is told of the attempt (its keywords)."""
+
+    tenant: str
+    execution_id: str
+    workflow: str
+    activity: str
+    attempt: int
+    kind: str
+    index: int | None
+    compensation: bool
+
+
+class _Ended(Protocol):
+    """A span is a context manager; an exception leaving it ends it as an error."""
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class CallSpan(_Ended, Protocol):
     """The span of one outside call an attempt makes (a context manager: ended when the
     call returns; an exception leaving it ends it as an error, named by its type only,
     never by its message, which may quote what was sent)."""
@@ -90,15 +125,8 @@ class CallSpan(Protocol):
 
     def __enter__(self) -> CallSpan: ...
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
 
-
-class AttemptSpan(Protocol):
+class AttemptSpan(_Ended, Protocol):
     """The span of one running attempt (a context manager: entered while the attempt
     runs, ended when it leaves; an exception ends it as an error)."""
 
@@ -119,44 +147,19 @@ class AttemptSpan(Protocol):
 
     def __enter__(self) -> AttemptSpan: ...
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
-
 
 class Tracer(Protocol):
     """The hooks, called by the engine (starts) and the runner (attempts)."""
 
     def execution_started(
-        self,
-        parent: TraceContext | None,
-        *,
-        tenant: str,
-        execution_id: str,
-        workflow: str,
-        version: str,
+        self, parent: TraceContext | None, **start: Unpack[ExecutionStart]
     ) -> dict[str, str] | None:
         """Record the start of an execution, under `parent` (the starting attempt's span
         for a child, the caller's context for a start, None for a new trace); the trace
         context to store with it, or None when not traced."""
         ...
 
-    def attempt(
-        self,
-        parent: TraceContext | None,
-        *,
-        tenant: str,
-        execution_id: str,
-        workflow: str,
-        activity: str,
-        attempt: int,
-        kind: str,
-        index: int | None,
-        compensation: bool,
-    ) -> AttemptSpan:
+    def attempt(self, parent: TraceContext | None, **of: Unpack[AttemptOf]) -> AttemptSpan:
         """The span of one attempt, a child of the execution's stored context `parent`
         (None: the execution started untraced, and the attempt's span is a root)."""
         ...
@@ -166,7 +169,19 @@ class Tracer(Protocol):
         ...
 
 
-class _NoCallSpan:
+class _Nothing:
+    """A span when tracing is off: a context manager that does nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _NoCallSpan(_Nothing):
     """The call span when tracing is off (one shared instance)."""
 
     __slots__ = ()
@@ -177,22 +192,11 @@ class _NoCallSpan:
     def failed(self, error_type: str) -> None:
         return None
 
-    def __enter__(self) -> _NoCallSpan:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
-
 
 NO_CALL_SPAN: Final = _NoCallSpan()
 
 
-class _NoSpan:
+class _NoSpan(_Nothing):
     """The attempt span when tracing is off (one shared instance)."""
 
     __slots__ = ()
@@ -206,17 +210,6 @@ class _NoSpan:
 
     def call(self, name: str, attributes: Mapping[str, Attribute]) -> CallSpan:
         return NO_CALL_SPAN
-
-    def __enter__(self) -> _NoSpan:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
 
 NO_SPAN: Final = _NoSpan()
@@ -265,29 +258,11 @@ class NoTracer:
     __slots__ = ()
 
     def execution_started(
-        self,
-        parent: TraceContext | None,
-        *,
-        tenant: str,
-        execution_id: str,
-        workflow: str,
-        version: str,
+        self, parent: TraceContext | None, **start: Unpack[ExecutionStart]
     ) -> dict[str, str] | None:
         return None
 
-    def attempt(
-        self,
-        parent: TraceContext | None,
-        *,
-        tenant: str,
-        execution_id: str,
-        workflow: str,
-        activity: str,
-        attempt: int,
-        kind: str,
-        index: int | None,
-        compensation: bool,
-    ) -> AttemptSpan:
+    def attempt(self, parent: TraceContext | None, **of: Unpack[AttemptOf]) -> AttemptSpan:
         return NO_SPAN
 
     def close(self) -> None:
@@ -317,42 +292,12 @@ class LazyTracer:
         return built
 
     def execution_started(
-        self,
-        parent: TraceContext | None,
-        *,
-        tenant: str,
-        execution_id: str,
-        workflow: str,
-        version: str,
+        self, parent: TraceContext | None, **start: Unpack[ExecutionStart]
     ) -> dict[str, str] | None:
-        return self._tracer().execution_started(
-            parent, tenant=tenant, execution_id=execution_id, workflow=workflow, version=version
-        )
+        return self._tracer().execution_started(parent, **start)
 
-    def attempt(
-        self,
-        parent: TraceContext | None,
-        *,
-        tenant: str,
-        execution_id: str,
-        workflow: str,
-        activity: str,
-        attempt: int,
-        kind: str,
-        index: int | None,
-        compensation: bool,
-    ) -> AttemptSpan:
-        return self._tracer().attempt(
-            parent,
-            tenant=tenant,
-            execution_id=execution_id,
-            workflow=workflow,
-            activity=activity,
-            attempt=attempt,
-            kind=kind,
-            index=index,
-            compensation=compensation,
-        )
+    def attempt(self, parent: TraceContext | None, **of: Unpack[AttemptOf]) -> AttemptSpan:
+        return self._tracer().attempt(parent, **of)
 
     def close(self) -> None:
         with self._lock:

@@ -150,7 +150,7 @@ def test_definitions_and_schedules_through_the_cli(home: Path) -> None:
 def test_worker_drives_detached_runs_and_stops_on_sigterm(home: Path) -> None:
     started = wovyr(home, "run", str(EXAMPLES / "hello.yaml"), "--detach", "--id", "bg-1")
     assert started.returncode == 0, started.stderr
-    env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_POLL_INTERVAL": "0.05"}
+    env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_POLL_INTERVAL_SECONDS": "0.05"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "wovyr", "worker"],
         env=env,

@@ -83,7 +83,7 @@ class Server:
         self.home = home
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_DISPATCH_INTERVAL_SECS": "0.2"}
+        env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_DISPATCH_INTERVAL_SECONDS": "0.2"}
         env.pop("WOVYR_DATABASE_URL", None)
         env.pop("WOVYR_SERVER", None)
         home.mkdir(parents=True, exist_ok=True)

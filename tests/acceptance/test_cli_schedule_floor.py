@@ -1,5 +1,5 @@
 """The store-wide minimum schedule interval reaches the CLI: faster than one second is
-refused unless the host sets `WOVYR_MIN_SCHEDULE_INTERVAL_SECS` lower."""
+refused unless the host sets `WOVYR_MIN_SCHEDULE_INTERVAL_SECONDS` lower."""
 
 from __future__ import annotations
 
@@ -28,5 +28,5 @@ def test_a_schedule_faster_than_the_floor_is_refused_until_the_host_lowers_it(
     create = ["schedules", "create", "fast", "--file", str(flow), "--every", "500ms"]
     assert main(create) == 1
     assert "minimum interval" in capsys.readouterr().err
-    monkeypatch.setenv("WOVYR_MIN_SCHEDULE_INTERVAL_SECS", "0.1")
+    monkeypatch.setenv("WOVYR_MIN_SCHEDULE_INTERVAL_SECONDS", "0.1")
     assert main(create) == 0

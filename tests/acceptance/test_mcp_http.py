@@ -72,7 +72,7 @@ async def _drive(url: str, operator: str, viewer: str) -> dict[str, Any]:
 def test_an_mcp_client_over_http_starts_a_workflow_and_reads_its_result(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    server = Server(home, {"WOVYR_DISPATCH_INTERVAL_SECS": "0.2"})
+    server = Server(home, {"WOVYR_DISPATCH_INTERVAL_SECONDS": "0.2"})
     server.start()
     try:
         admin = server.bootstrap_token()

@@ -42,7 +42,7 @@ def test_a_stored_provider_in_a_served_worker(tmp_path: Path) -> None:
     server = Server(
         home,
         {
-            "WOVYR_DISPATCH_INTERVAL_SECS": "0.2",
+            "WOVYR_DISPATCH_INTERVAL_SECONDS": "0.2",
             "WOVYR_KMS_ROOT_KEY": ROOT_KEY,
             "WOVYR_LLM_BASE_URL": "",
             "WOVYR_LLM_API_KEY": "",

@@ -116,7 +116,7 @@ def test_wovyr_serve_continues_the_callers_trace_in_its_worker_process(
     home = tmp_path / "home"
     home.mkdir()
     env = {
-        "WOVYR_DISPATCH_INTERVAL_SECS": "0.2",
+        "WOVYR_DISPATCH_INTERVAL_SECONDS": "0.2",
         "OTEL_EXPORTER_OTLP_ENDPOINT": collector.base_url,
         "WOVYR_TEST_EFFECTS": str(tmp_path / "effects.log"),
     }

@@ -26,7 +26,7 @@ SAMPLE = re.compile(r'^([a-z_:][a-z0-9_:]*)(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})?
 
 
 def wovyr_env(home: Path) -> dict[str, str]:
-    env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_POLL_INTERVAL": "0.05"}
+    env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_POLL_INTERVAL_SECONDS": "0.05"}
     env.pop("WOVYR_DATABASE_URL", None)
     env.pop("WOVYR_METRICS_ADDR", None)
     return env

@@ -167,22 +167,36 @@ def _fill(store: Store, n: int) -> None:
 
 
 def test_sqlite_find_expired_walks_its_partial_index(tmp_path: Path) -> None:
-    from wovyr.store.sqlite.retention import expired_sql
+    from wovyr.store.codec import to_micros
+    from wovyr.store.rows import SQLITE
+    from wovyr.store.sql import role_queries
 
     store = SQLiteStore(tmp_path / "plans.db")
     try:
         _fill(store, 100)
 
-        def plan(workflow: str | None, after: tuple[datetime, str] | None = None) -> str:
-            sql, params = expired_sql("default", workflow, T0 + timedelta(days=3), 50, after)
+        def plan(workflow: str | None) -> str:
+            name = "find_expired" if workflow is None else "find_expired_workflow"
+            params = {
+                "tenant": "default",
+                "workflow": workflow,
+                "before": to_micros(T0 + timedelta(days=3)),
+                "after_at": to_micros(T0),
+                "after_id": "x",
+                "limit": 50,
+            }
+            sql = role_queries("retention", SQLITE)[name]
             with sqlite3.connect(store.path) as conn:
                 rows = conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
             return "\n".join(str(r[-1]) for r in rows)
 
         tenant_wide = plan(None)
-        assert "USING INDEX executions_finished (tenant=? AND updated_at<?)" in tenant_wide
+        assert (
+            "USING INDEX executions_finished (tenant=? AND (updated_at,id)>(?,?) AND updated_at<?)"
+            in tenant_wide
+        ), tenant_wide
         assert "SCAN" not in tenant_wide and "TEMP B-TREE" not in tenant_wide, tenant_wide
-        by_workflow = plan("wf2", (T0, "x"))
+        by_workflow = plan("wf2")
         assert "USING INDEX executions_finished_by_workflow (tenant=? AND workflow=?" in (
             by_workflow
         ), by_workflow
@@ -195,7 +209,8 @@ def test_sqlite_find_expired_walks_its_partial_index(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_postgres_find_expired_walks_its_partial_index(postgres_url: str) -> None:
     from wovyr.store.postgres import PostgresStore
-    from wovyr.store.postgres.retention import retention_queries
+    from wovyr.store.rows import POSTGRES
+    from wovyr.store.sql import role_queries
 
     store = PostgresStore(postgres_url, max_size=2)
     try:
@@ -216,7 +231,9 @@ def test_postgres_find_expired_walks_its_partial_index(postgres_url: str) -> Non
                 # bitmaps it shows that the index gives the order (no Sort) on its own
                 conn.execute("SET enable_bitmapscan = off")
                 rows = conn.execute(
-                    "EXPLAIN " + retention_queries()[name], {**base, **given}, prepare=False
+                    "EXPLAIN " + role_queries("retention", POSTGRES)[name],
+                    {**base, **given},
+                    prepare=False,
                 ).fetchall()
             return "\n".join(row[0] for row in rows)
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import fresh_default_registry
 
-from wovyr.activities.base import default_registry, load_activity_modules
+from wovyr.activities.base import load_activity_modules
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine, ExecutionView
@@ -54,12 +55,11 @@ class Run:
 @pytest.fixture(scope="module", autouse=True)
 def _example_tools() -> Iterator[None]:
     # the examples' handlers register in the default registry: the later tests of this
-    # process get it back as it was
-    before = dict(default_registry._handlers)
-    load_activity_modules([str(EXAMPLES / "activities.py"), str(EXAMPLES / "research_tools.py")])
-    yield
-    default_registry._handlers.clear()
-    default_registry._handlers.update(before)
+    # process get it back as it was, and load the files again if they ask
+    with fresh_default_registry():
+        files = ("activities.py", "research_tools.py")
+        load_activity_modules([str(EXAMPLES / name) for name in files])
+        yield
 
 
 @pytest.fixture

@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 
 from wovyr.activities.base import ActivityError
-from wovyr.activities.model_options import with_options
-from wovyr.activities.providers import ChatResult, ProviderConfig, chat
+from wovyr.activities.providers import ChatResult, ProviderConfig, chat, with_options
 from wovyr.testing.model_server import ScriptedLLM, raw
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "providers"

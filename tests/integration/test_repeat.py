@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
@@ -102,15 +104,12 @@ def test_each_iteration_of_a_child_workflow_is_a_child_of_its_own(engine: Engine
     assert kids == ["prober-1::probe", "prober-1::probe~i2", "prober-1::probe~i3"]
 
 
+@pytest.mark.usefixtures("fresh_registry")  # `-a` loads into the process's default registry
 def test_a_foreground_run_sleeps_through_the_iterations_it_may_wait_for(
     tmp_path: Path, capsys: Any, monkeypatch: Any
 ) -> None:
-    from wovyr.activities.base import default_registry
     from wovyr.cli.main import main
 
-    # `-a` registers the example's handlers in the process's default registry: give it back
-    # as it was, so no later test sees them
-    monkeypatch.setattr(default_registry, "_handlers", dict(default_registry._handlers))
     monkeypatch.setenv("WOVYR_HOME", str(tmp_path))
     activities = str(EXAMPLE.parent / "activities.py")
     argv = ["run", str(EXAMPLE), "-a", activities, "-i", "job=J-3", "-i", "ready_after=2"]

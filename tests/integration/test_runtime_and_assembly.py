@@ -77,7 +77,7 @@ def test_settings_build_nothing() -> None:
 
 def test_the_composition_root_builds_the_edges_engine_from_settings(tmp_path: Path) -> None:
     settings = load_settings(
-        {"WOVYR_HOME": str(tmp_path), "WOVYR_DEFAULT_TIMEOUT_SECS": "12"}, tenant="tenant-a"
+        {"WOVYR_HOME": str(tmp_path), "WOVYR_DEFAULT_TIMEOUT_SECONDS": "12"}, tenant="tenant-a"
     )
     engine = assemble.open_engine(settings, activities=False)
     try:

@@ -36,9 +36,9 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         home = tmp_path / name
         home.mkdir()
         settings = {
-            "WOVYR_DISPATCH_INTERVAL_SECS": "0.2",
+            "WOVYR_DISPATCH_INTERVAL_SECONDS": "0.2",
             "WOVYR_KMS_ROOT_KEY": ROOT,
-            "WOVYR_AUDIT_ANCHOR_SECS": "0.3",
+            "WOVYR_AUDIT_ANCHOR_INTERVAL_SECONDS": "0.3",
             **env,
         }
         server = Server(home, settings)

@@ -122,7 +122,9 @@ async def test_an_activity_without_a_timeout_is_bounded_by_the_engines_default(
 def test_the_default_timeout_and_payload_cap_come_from_settings() -> None:
     from wovyr.settings import load_settings
 
-    settings = load_settings({"WOVYR_DEFAULT_TIMEOUT_SECS": "7", "WOVYR_MAX_PAYLOAD_BYTES": "99"})
+    settings = load_settings(
+        {"WOVYR_DEFAULT_TIMEOUT_SECONDS": "7", "WOVYR_MAX_PAYLOAD_BYTES": "99"}
+    )
     assert (settings.default_timeout, settings.max_payload_bytes) == (7.0, 99)
     with Engine(SQLiteStore()) as engine:
         assert engine.default_timeout == 300.0

@@ -138,7 +138,7 @@ def make_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     servers: list[Server] = []
 
     def make(**env: str) -> Server:
-        settings = {"WOVYR_DISPATCH_INTERVAL_SECS": "0.2", "WOVYR_LEASE_SECONDS": "1.5", **env}
+        settings = {"WOVYR_DISPATCH_INTERVAL_SECONDS": "0.2", "WOVYR_LEASE_SECONDS": "1.5", **env}
         server = Server(tmp_path / "home", settings)
         server.home.mkdir(exist_ok=True)
         servers.append(server)
@@ -251,7 +251,7 @@ def test_sigterm_exits_cleanly_and_releases_leases(
         WOVYR_TEST_EFFECTS=str(effects),
         WOVYR_TEST_MARKER=str(marker),
         WOVYR_TEST_BLOCK_AT="s1",
-        WOVYR_SHUTDOWN_GRACE_SECS="0.5",
+        WOVYR_SHUTDOWN_GRACE_SECONDS="0.5",
         WOVYR_LEASE_SECONDS="600",
     )
     server.start()

@@ -21,7 +21,7 @@ def test_settings_from_env_and_flags(tmp_path: Path) -> None:
         "WOVYR_ACTIVITIES": "a.py,b",
         "WOVYR_LEASE_SECONDS": "12.5",
         "WOVYR_CONCURRENCY": "8",
-        "WOVYR_POLL_INTERVAL": "",
+        "WOVYR_POLL_INTERVAL_SECONDS": "",
     }
     settings = load_settings(
         env, activities=("c",), home=str(tmp_path / "other"), lease_seconds=None
@@ -39,7 +39,7 @@ def test_settings_from_env_and_flags(tmp_path: Path) -> None:
     ("name", "value", "message"),
     [
         ("WOVYR_LEASE_SECONDS", "soon", "must be a number"),
-        ("WOVYR_POLL_INTERVAL", "-1", "must be positive"),
+        ("WOVYR_POLL_INTERVAL_SECONDS", "-1", "must be positive"),
         ("WOVYR_CONCURRENCY", "2.5", "must be a whole number"),
     ],
 )
@@ -108,7 +108,9 @@ def test_store_urls(tmp_path: Path) -> None:
 def test_schedule_floor_and_tenant_cap_come_from_the_environment() -> None:
     default = load_settings({})
     assert (default.min_schedule_interval, default.max_per_tenant) == (1.0, None)
-    tuned = load_settings({"WOVYR_MIN_SCHEDULE_INTERVAL_SECS": "0.25", "WOVYR_MAX_PER_TENANT": "3"})
+    tuned = load_settings(
+        {"WOVYR_MIN_SCHEDULE_INTERVAL_SECONDS": "0.25", "WOVYR_MAX_PER_TENANT": "3"}
+    )
     assert (tuned.min_schedule_interval, tuned.max_per_tenant) == (0.25, 3)
     with pytest.raises(ConfigError, match="must be positive"):
         load_settings({"WOVYR_MAX_PER_TENANT": "0"})
@@ -116,11 +118,11 @@ def test_schedule_floor_and_tenant_cap_come_from_the_environment() -> None:
 
 def test_the_chains_minimum_interval_comes_from_the_environment_and_may_be_0() -> None:
     assert load_settings({}).min_continue_interval == 1.0
-    assert load_settings({"WOVYR_MIN_CONTINUE_INTERVAL_SECS": "0"}).min_continue_interval == 0
-    assert load_settings({"WOVYR_MIN_CONTINUE_INTERVAL_SECS": "5"}).min_continue_interval == 5
+    assert load_settings({"WOVYR_MIN_CONTINUE_INTERVAL_SECONDS": "0"}).min_continue_interval == 0
+    assert load_settings({"WOVYR_MIN_CONTINUE_INTERVAL_SECONDS": "5"}).min_continue_interval == 5
     for bad in ("-1", "nan", "soon"):
-        with pytest.raises(ConfigError, match="WOVYR_MIN_CONTINUE_INTERVAL_SECS must be"):
-            load_settings({"WOVYR_MIN_CONTINUE_INTERVAL_SECS": bad})
+        with pytest.raises(ConfigError, match="WOVYR_MIN_CONTINUE_INTERVAL_SECONDS must be"):
+            load_settings({"WOVYR_MIN_CONTINUE_INTERVAL_SECONDS": bad})
 
 
 def test_the_reserved_slots_come_from_the_environment_below_the_concurrency() -> None:

@@ -9,7 +9,7 @@ result is sent with `is_error`); consecutive messages of one role are merged (th
 turns that alternate); `tools` are `{name, description, input_schema}`; `max_tokens`, which
 the API requires, defaults to `DEFAULT_MAX_TOKENS`. `response_format` has no counterpart and
 is not sent: the `llm` kind validates the answer against its schema either way. The options
-a step or the provider sets (`wovyr.activities.model_options.ANTHROPIC_OPTIONS`: `top_k`,
+a step or the provider sets (`wovyr.kinds.options.ANTHROPIC_OPTIONS`: `top_k`,
 `stop_sequences`, `thinking`, `tool_choice`, ...) are sent as they are. `stream: true` asks
 for the answer as server-sent events (`MessageStream` assembles them).
 
@@ -35,13 +35,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wovyr.activities.model_options import ANTHROPIC_OPTIONS
+from wovyr.kinds.options import ANTHROPIC_OPTIONS
 
 __all__ = [
     "ANTHROPIC_VERSION",
     "DEFAULT_MAX_TOKENS",
     "MessageStream",
-    "StreamFailed",
     "headers",
     "parse_message",
     "request_body",
@@ -185,23 +184,17 @@ def parse_message(data: Any) -> tuple[dict[str, Any], str | None, int, int, str 
     )
 
 
-class StreamFailed(Exception):
-    """An `error` event in a stream: its error `type` and message."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
 class MessageStream:
     """A streamed Messages answer assembled from its events (see the module docstring):
     `feed` each event's data object, in order; it returns the text piece the event adds
     (None for any other event). `done` once `message_stop` came; `result()` is then what
-    `parse_message` gives for a whole answer."""
+    `parse_message` gives for a whole answer. `failed`: the error type of an `error` event
+    (the stream ends there)."""
 
     def __init__(self, model: str) -> None:
         self.model = model
         self.done = False
+        self.failed: str | None = None
         self._blocks: dict[int, dict[str, Any]] = {}
         self._finish: str | None = None
         self._usage: dict[str, Any] = {}
@@ -232,8 +225,7 @@ class MessageStream:
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
-            error = event.get("error") or {}
-            raise StreamFailed(str(error.get("type") or "error"), str(error.get("message") or ""))
+            self.failed = str((event.get("error") or {}).get("type") or "error")
         return None
 
     def result(self) -> tuple[dict[str, Any], str | None, int, int, str, int]:

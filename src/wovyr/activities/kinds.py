@@ -1,7 +1,11 @@
 """The table of activity kinds: each kind is registered once, with everything it needs.
 
 An activity names its kind by a key (`tool: ...`, `http: {...}`, `wait: {...}`). A kind is
-one `ActivityKind` registered here by its own module (see `wovyr.activities.builtin`):
+one `ActivityKind` registered here by its own module (see `wovyr.activities.builtin`). Its
+declared part (`model`, `spec`, `settle`, attempts, `compensates`, `per_item`,
+`repeat_lost`, `secrets`) is a `wovyr.kinds.Declaration`, which registering it declares in
+`wovyr.kinds.DECLARED`: the language and the decider read only that table, and import no
+activity code (the built-in kinds are declared in `wovyr.kinds.steps`).
 
 - `model`: the pydantic model of the keys the kind owns in an activity (`tool` owns `tool`
   and `with`; `http` owns `http`). The workflow model validates those keys with it, so
@@ -44,23 +48,22 @@ A kind that misses a piece fails when it is registered (a type error for mypy, a
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
-
-from pydantic import BaseModel
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.errors import ConfigError
 from wovyr.events import EventData
+from wovyr.kinds.table import DECLARED, Declaration, KindTable, Settle, declare
 
 __all__ = [
     "KINDS",
     "NEEDS",
     "NEED_FIELDS",
     "ActivityKind",
+    "ActivityKinds",
     "Admits",
     "AwaitApproval",
     "AwaitChildren",
@@ -81,7 +84,6 @@ __all__ = [
     "register_kind",
 ]
 
-Settle = Literal["worker", "value", "wait"]
 #: The services an attempt may be handed (named apart from every kind: a worker names none).
 Need = Literal[
     "child_tools",
@@ -236,44 +238,27 @@ class Executor(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class ActivityKind:
-    name: str  # the key that selects the kind in an activity
-    model: type[BaseModel]  # the keys the kind owns in an activity (the selecting key among them)
-    spec: Callable[[Any], Any]  # the part of a step rendered with expressions before an attempt
+@dataclass(frozen=True, kw_only=True)
+class ActivityKind(Declaration):
+    """A kind as it is declared (`wovyr.kinds.Declaration`: what the language and the
+    decider read) and what runs it (what the worker, the checks and the views read)."""
+
     execute: Executor | None  # None only when the decider settles the kind itself
-    settle: Settle = "worker"
-    description: str = ""
-    default_attempts: int = 3  # attempts when the activity has no `retry`
-    compensates: bool = True  # may undo another activity (`compensate: {<kind>: ...}`)
-    per_item: bool = True  # may run once per item of a `for_each`
-    repeat_lost: bool = False  # a lost attempt is repeated (its start is idempotent), not counted
     preflight: Preflight | None = None  # checks a step against the loaded handlers
     side_effects: bool = False  # enforces the tenant's side-effect policy when it runs
     admits: Admits | None = None  # what a policy refuses of a step, known before it runs
-    secrets: bool = False  # its input may reference `${{ secrets.NAME }}`
     redact: Callable[[Any], Any] | None = None  # its rendered input as it may be shown
     needs: frozenset[Need] = frozenset()  # the services its attempts are handed
     needs_for: Callable[[Any], frozenset[Need]] | None = None  # of those, one attempt's
     usage: Callable[[Any], Usage] | None = None  # the model usage its output records
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if (self.execute is None) != (self.settle != "worker"):
             raise ConfigError(
                 f"activity kind {self.name!r}: a kind that runs in a worker needs `execute`; "
                 "one the decider settles (settle='value' or 'wait') has none"
             )
-        if self.name not in self.keys:
-            raise ConfigError(
-                f"activity kind {self.name!r}: its model {self.model.__name__} has no field "
-                f"named (or aliased) {self.name!r}"
-            )
-        if self.secrets and self.settle != "worker":
-            raise ConfigError(
-                f"activity kind {self.name!r}: only a kind run in a worker may read secrets"
-            )
-        if self.default_attempts < 1:
-            raise ConfigError(f"activity kind {self.name!r}: default_attempts must be >= 1")
         unknown = sorted(set(self.needs) - NEEDS)
         if unknown:
             raise ConfigError(
@@ -281,82 +266,39 @@ class ActivityKind:
                 hint=f"services: {', '.join(sorted(NEEDS))}",
             )
 
+    @classmethod
+    def of(cls, declared: Declaration, **runs: Any) -> ActivityKind:
+        """The kind `declared` (a built-in's `wovyr.kinds.steps` declaration) with what runs
+        it (`execute` and the other fields of this class, by keyword)."""
+        return cls(**vars(declared.declaration), **runs)
+
     def needs_of(self, rendered: Any) -> frozenset[Need]:
         """The services one attempt of this kind is handed, given its rendered input."""
         if self.needs_for is None:
             return self.needs
         return self.needs & self.needs_for(rendered)
 
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """The activity keys this kind owns (field aliases where they have one)."""
-        return tuple(f.alias or name for name, f in self.model.model_fields.items())
 
-    def json_schema(self) -> dict[str, Any]:
-        """This kind's schema fragment: the JSON Schema of its model (draft 2020-12)."""
-        return self.model.model_json_schema(by_alias=True, mode="validation")
-
-
-class KindTable:
-    """The registered kinds, by the key that selects them. Thread-safe; reads are lock-free."""
+class ActivityKinds(KindTable[ActivityKind]):
+    """The kinds with what runs them; registering one declares it too (`DECLARED`).
+    Thread-safe: changes of both tables are serialized; reads are lock-free."""
 
     def __init__(self) -> None:
-        self._kinds: dict[str, ActivityKind] = {}
-        self._owner: dict[str, str] = {}  # activity key -> the kind that owns it
+        super().__init__()
         self._lock = threading.Lock()
 
     def register(self, kind: ActivityKind) -> ActivityKind:
         with self._lock:
-            existing = self._kinds.get(kind.name)
-            if existing is not None and existing != kind:
-                raise ConfigError(f"activity kind {kind.name!r} is already registered")
-            taken = [k for k in kind.keys if self._owner.get(k, kind.name) != kind.name]
-            if taken:
-                raise ConfigError(
-                    f"activity kind {kind.name!r}: keys {taken} belong to another kind"
-                )
-            kinds = dict(self._kinds)
-            kinds[kind.name] = kind
-            owner = dict(self._owner)
-            owner.update(dict.fromkeys(kind.keys, kind.name))
-            self._kinds, self._owner = kinds, owner  # swapped whole: readers take no lock
-        return kind
+            declare(kind)
+            return super().register(kind)
 
     def unregister(self, name: str) -> None:
         with self._lock:
-            self._kinds = {k: v for k, v in self._kinds.items() if k != name}
-            self._owner = {k: v for k, v in self._owner.items() if v != name}
-
-    @contextmanager
-    def registered(self, kind: ActivityKind) -> Iterator[ActivityKind]:
-        """Register `kind` for the duration of a `with` block (tests, plugins' checks)."""
-        self.register(kind)
-        try:
-            yield kind
-        finally:
-            self.unregister(kind.name)
-
-    def get(self, name: str) -> ActivityKind:
-        try:
-            return self._kinds[name]
-        except KeyError:
-            raise ConfigError(
-                f"no activity kind {name!r} is registered",
-                hint=f"registered kinds: {', '.join(self.names())}",
-            ) from None
-
-    def names(self) -> list[str]:
-        return list(self._kinds)
-
-    def kinds(self) -> list[ActivityKind]:
-        return list(self._kinds.values())
-
-    def owner_of(self, key: str) -> str | None:
-        """The kind that owns activity key `key` (`with` -> `tool`), or None."""
-        return self._owner.get(key)
+            super().unregister(name)
+            DECLARED.unregister(name)
 
 
-KINDS = KindTable()
+KINDS = ActivityKinds()
 
 
 def register_kind(kind: ActivityKind) -> ActivityKind:

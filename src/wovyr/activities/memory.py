@@ -16,17 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import Field
-
 from wovyr.activities.base import NonRetryableError
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
-from wovyr.activities.providers import (
-    DEFAULT_EMBEDDING_MODEL,
-    DEFAULT_PROVIDER,
-    ModelAccess,
-    embed,
-)
-from wovyr.fields import FrozenModel
+from wovyr.activities.providers import ModelAccess, embed
+from wovyr.kinds.steps import MAX_TOP_K, EmbeddingSpec
 
 __all__ = [
     "MAX_KEY_CHARS",
@@ -43,15 +36,7 @@ __all__ = [
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$"
 MAX_KEY_CHARS = 512
-MAX_TOP_K = 100
 _NAMESPACE = re.compile(NAMESPACE_PATTERN)
-
-
-class EmbeddingSpec(FrozenModel):
-    provider: str = Field(default=DEFAULT_PROVIDER, description="An OpenAI-compatible provider")
-    model: str = Field(
-        default=DEFAULT_EMBEDDING_MODEL, min_length=1, description="The embedding model"
-    )
 
 
 class MemoryBackend(Protocol):

@@ -11,18 +11,109 @@ httpx is imported only where a request is sent: parsing a workflow does not load
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from wovyr.activities import egress
-from wovyr.activities.base import NonRetryableError
+from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.policy import SideEffectPolicy
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["ALLOWED_SCHEMES", "send_checked"]
+__all__ = [
+    "ALLOWED_SCHEMES",
+    "SIGNATURE_HEADER",
+    "Sent",
+    "post_signed",
+    "send_checked",
+    "sign_body",
+    "signature_of",
+]
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
+# Webhooks are signed both ways (inbound triggers, outbound deliveries) as GitHub and Stripe
+# sign theirs: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`, one `v1` per key.
+SIGNATURE_HEADER = "Wovyr-Signature"
+
+
+def sign_body(keys: Sequence[bytes], body: bytes, at: datetime) -> str:
+    """The `Wovyr-Signature` value of `body` at `at`: one `v1` per key (during a key
+    rotation a receiver holding either key accepts it)."""
+    stamp = int(at.timestamp())
+    signed = f"{stamp}.".encode() + body
+    digests = [hmac.new(key, signed, hashlib.sha256).hexdigest() for key in keys]
+    return ",".join([f"t={stamp}", *(f"v1={d}" for d in digests)])
+
+
+def signature_of(
+    header: str, body: bytes, keys: Sequence[bytes], now: datetime, tolerance: float
+) -> str | None:
+    """The `v1` of `header` that one of `keys` made over `body` (compared in constant
+    time), when its timestamp is within `tolerance` seconds of `now`; else None."""
+    parts: dict[str, list[str]] = {}
+    for item in header.split(","):
+        name, _, value = item.strip().partition("=")
+        parts.setdefault(name, []).append(value)
+    try:
+        stamp = int(parts.get("t", [""])[0])
+    except ValueError:
+        return None
+    if abs(now.timestamp() - stamp) > tolerance:
+        return None
+    signed = f"{stamp}.".encode() + body
+    found = None
+    for key in keys:
+        expected = hmac.new(key, signed, hashlib.sha256).hexdigest().encode()
+        for given in parts.get("v1", []):
+            if hmac.compare_digest(expected, given.encode()):
+                found = given
+    return found
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What one delivery attempt got: the status (None: no answer) and, when it failed,
+    why, and whether another attempt may do better."""
+
+    status: int | None
+    error: str = ""
+    retryable: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+async def post_signed(
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    policy: SideEffectPolicy,
+    *,
+    timeout: float = 10.0,
+) -> Sent:
+    """POST `body` to `url` as the tenant's policy allows (`send_checked`: no private
+    address unless the policy admits it); redirects are not followed (a receiver answers
+    where it was registered)."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            request = client.build_request("POST", url, content=body, headers=dict(headers))
+            response = await send_checked(client, request, policy, follow=False)
+            await response.aclose()
+    except ActivityError as exc:
+        return Sent(None, exc.message, exc.retryable)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        return Sent(None, f"{type(exc).__name__}: the receiver did not answer")
+    if 200 <= response.status_code < 300:
+        return Sent(response.status_code)
+    return Sent(response.status_code, f"HTTP {response.status_code}")
 
 
 async def send_checked(

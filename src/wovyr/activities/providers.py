@@ -58,6 +58,8 @@ from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.outbound import send_checked
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
+from wovyr.kinds.options import option_problems
+from wovyr.kinds.steps import DEFAULT_EMBEDDING_MODEL, DEFAULT_PROVIDER
 from wovyr.traces import Attribute, call_span
 
 if TYPE_CHECKING:
@@ -82,10 +84,9 @@ __all__ = [
     "embed",
     "price_problems",
     "provider_body",
+    "with_options",
 ]
 
-DEFAULT_PROVIDER = "default"
-DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"  # when a memory spec names none
 MAX_EMBEDDING_INPUTS = 256  # texts in one embeddings request
 PROVIDER_KINDS = ("openai", "anthropic")  # the protocols a provider may speak
 MAX_RESPONSE_BYTES = 8 * 1_048_576
@@ -123,8 +124,6 @@ class ProviderConfig:
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        from wovyr.activities.model_options import option_problems
-
         if self.api_key is not None and self.api_key_secret is not None:
             raise ValueError("a provider's key is its own api_key or a secret, not both")
         problems = option_problems(self.options, self.kind) + price_problems(self.prices)
@@ -828,17 +827,17 @@ async def _read_anthropic_stream(
         event, data = "\n".join(data), []
         try:
             piece = stream.feed(json.loads(event))
-        except anthropic.StreamFailed as exc:
-            if exc.kind == "overloaded_error":
-                raise ActivityError(
-                    "the model provider is overloaded (an error event in its stream)",
-                    type="ProviderOverloaded",
-                ) from None
-            raise ActivityError(
-                f"the model provider's stream failed: {exc.kind}", type="ProviderUnavailable"
-            ) from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise _malformed(f"a stream event: {type(exc).__name__}: {exc}"[:200]) from None
+        if stream.failed == "overloaded_error":
+            raise ActivityError(
+                "the model provider is overloaded (an error event in its stream)",
+                type="ProviderOverloaded",
+            )
+        if stream.failed is not None:
+            raise ActivityError(
+                f"the model provider's stream failed: {stream.failed}", type="ProviderUnavailable"
+            )
         if piece and on_text is not None:
             on_text(piece)
         if stream.done:
@@ -910,3 +909,16 @@ async def _read_stream(
         model=name,
         cached_tokens=_cached_input(usage),
     )
+
+
+def with_options(
+    body: dict[str, Any], options: Mapping[str, Any] | None, family: str
+) -> dict[str, Any]:
+    """`body` with a step's `options` added, each checked against `family`'s list (a key it
+    does not take: `UnsupportedOption`, not retried); a key the kind set itself is kept."""
+    if not options:
+        return body
+    problems = option_problems(options, family)
+    if problems:
+        raise NonRetryableError("; ".join(problems), type="UnsupportedOption")
+    return {**options, **body}

@@ -7,17 +7,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
-from wovyr.cli.backend import refuse_remote, store_or_server
-from wovyr.cli.common import echo_json, engine_options, local_actor, open_engine, print_table
+from wovyr.cli.backend import refuse_remote, store_or_server, store_or_server_for
+from wovyr.cli.common import (
+    echo_json,
+    echo_listing,
+    echo_result,
+    engine_options,
+    json_option,
+    local_actor,
+    open_engine,
+)
 from wovyr.cli.main import cli
 from wovyr.platform.auth import METRICS_ROLE, ROLES, Authenticator
 from wovyr.settings import Settings
 from wovyr.store.platform import ApiKeyRecord
 
 if TYPE_CHECKING:
-    from wovyr.cli.remote_platform import RemotePlatform
+    pass
 
 __all__ = ["admin"]
 
@@ -68,21 +75,18 @@ def _key_dict(k: ApiKeyRecord) -> dict[str, Any]:
     help="metrics: a scrape key that reads /metrics of every tenant and nothing else.",
 )
 @click.option("--name", default="", help="A label, e.g. who holds the key.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def create_command(tenant: str, role: str, name: str, as_json: bool, settings: Settings) -> None:
     """Create a key; its token is printed once and never stored."""
 
-    def remote(api: RemotePlatform) -> tuple[str, str]:
-        api.check_tenant(tenant)
-        return api.create_key(role, name)
-
-    key_id, token = store_or_server(
+    key_id, token = store_or_server_for(
         settings,
+        tenant,
         lambda engine: Authenticator(engine.store).create_key(
             tenant, role, name, actor=engine.actor
         ),
-        remote,
+        lambda api: api.create_key(role, name),
     )
     if as_json:
         echo_json({"id": key_id, "tenant": tenant, "role": role, "name": name, "token": token})
@@ -93,27 +97,18 @@ def create_command(tenant: str, role: str, name: str, as_json: bool, settings: S
 
 @keys.command("list")
 @click.option("--tenant", help="Only this tenant's keys.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def list_command(tenant: str | None, as_json: bool, settings: Settings) -> None:
     """List keys (never their tokens)."""
-
-    def remote(api: RemotePlatform) -> list[ApiKeyRecord]:
-        if tenant is not None:
-            api.check_tenant(tenant)
-        return api.keys()
-
-    records = store_or_server(
-        settings, lambda engine: Authenticator(engine.store).list_keys(tenant), remote
+    records = store_or_server_for(
+        settings,
+        tenant,
+        lambda engine: Authenticator(engine.store).list_keys(tenant),
+        lambda api: api.keys(),
     )
-    if as_json:
-        echo_json([_key_dict(k) for k in records])
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "tenant", "role", "name", "prefix", "created", "last used", "state"):
-        table.add_column(column, no_wrap=column == "id")
-    for k in records:
-        table.add_row(
+    rows = (
+        (
             k.id,
             k.tenant,
             k.role,
@@ -123,12 +118,15 @@ def list_command(tenant: str | None, as_json: bool, settings: Settings) -> None:
             k.last_used_at.strftime("%Y-%m-%d %H:%M") if k.last_used_at else "-",
             "revoked" if k.revoked_at else "active",
         )
-    print_table(table)
+        for k in records
+    )
+    columns = ("id", "tenant", "role", "name", "prefix", "created", "last used", "state")
+    echo_listing(as_json, [_key_dict(k) for k in records], columns, rows, no_wrap=("id",))
 
 
 @keys.command("revoke")
 @click.argument("key_id")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def revoke_command(key_id: str, as_json: bool, settings: Settings) -> None:
     """Revoke a key: requests with it are refused (401) from now on."""
@@ -137,14 +135,11 @@ def revoke_command(key_id: str, as_json: bool, settings: Settings) -> None:
         lambda engine: Authenticator(engine.store).revoke(key_id, actor=engine.actor),
         lambda api: api.revoke_key(key_id),
     )
-    if as_json:
-        echo_json({"id": key_id, "revoked": True})
-    else:
-        click.echo(f"{key_id} revoked")
+    echo_result(as_json, {"id": key_id, "revoked": True}, f"{key_id} revoked")
 
 
 @admin.command("rotate-session-key")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def rotate_session_key_command(as_json: bool, settings: Settings) -> None:
     """Replace the web UI's session-signing key (WOVYR_HOME/ui-session.key): every UI

@@ -37,7 +37,10 @@ __all__ = [
     "open_backend",
     "refuse_remote",
     "remote_of",
+    "server_for",
     "store_or_server",
+    "store_or_server_for",
+    "with_tenant",
 ]
 
 T = TypeVar("T")
@@ -134,6 +137,46 @@ def store_or_server(
 
     with open_engine(settings, load_activities=load_activities) as engine:
         return local(engine)
+
+
+def store_or_server_for(
+    settings: Settings,
+    tenant: str | None,
+    local: Callable[[Engine], T],
+    remote: Callable[[RemotePlatform], T],
+) -> T:
+    """`store_or_server` for a command naming `tenant` (None: every one): through a server,
+    the key's tenant must be that one."""
+
+    def checked(api: RemotePlatform) -> T:
+        if tenant is not None:
+            api.check_tenant(tenant)
+        return remote(api)
+
+    return store_or_server(settings, local, checked)
+
+
+def server_for(settings: Settings, tenant: str, remote: Callable[[RemotePlatform], T]) -> T:
+    """What a command does through the server it was given (`remote_of()` is set), for
+    `tenant` (the key's)."""
+
+    def never_local(engine: Engine) -> T:  # pragma: no cover - only called with a server
+        raise AssertionError("the host's path opens the store itself")
+
+    return store_or_server_for(settings, tenant, never_local, remote)
+
+
+def with_tenant(
+    settings: Settings,
+    local: Callable[[Engine], T],
+    remote: Callable[[RemotePlatform], T],
+) -> tuple[T, str]:
+    """`store_or_server`, answering also the tenant acted for (through a server, the key's)."""
+    return store_or_server(
+        settings,
+        lambda engine: (local(engine), engine.tenant),
+        lambda api: (remote(api), api.tenant),
+    )
 
 
 @contextmanager

@@ -32,8 +32,13 @@ from wovyr import assemble
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
 from wovyr.activities.sandbox import probe
 from wovyr.cli.admin import admin
-from wovyr.cli.backend import refuse_remote, remote_of, store_or_server
-from wovyr.cli.common import echo_json, engine_options, open_engine, print_table
+from wovyr.cli.backend import (
+    refuse_remote,
+    remote_of,
+    server_for,
+    store_or_server_for,
+)
+from wovyr.cli.common import echo_json, engine_options, json_option, open_engine, print_table
 from wovyr.engine.quotas import DEFAULT_WEIGHT, MAX_WEIGHT, parse_quotas
 from wovyr.engine.tenants import (
     TenantPolicy,
@@ -47,8 +52,7 @@ from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
-    from wovyr.cli.remote_platform import RemotePlatform
-    from wovyr.engine.engine import Engine
+    pass
 
 __all__: list[str] = []
 
@@ -87,7 +91,7 @@ def _summary(policy: SideEffectPolicy) -> str:
 
 
 @tenants.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """Every tenant with a policy set or an API key, and the policy it runs under."""
@@ -109,18 +113,16 @@ def list_command(as_json: bool, settings: Settings) -> None:
 
 @tenants.command("show")
 @click.argument("tenant")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def show_command(tenant: str, as_json: bool, settings: Settings) -> None:
     """The side-effect policy TENANT's shell and http steps run under now."""
     validate_tenant(tenant)
-
-    def remote(api: RemotePlatform) -> dict[str, Any]:
-        api.check_tenant(tenant)
-        return api.policy()
-
-    found = store_or_server(
-        settings, lambda engine: _tenant_dict(policy_of(engine.store, tenant)), remote
+    found = store_or_server_for(
+        settings,
+        tenant,
+        lambda engine: _tenant_dict(policy_of(engine.store, tenant)),
+        lambda api: api.policy(),
     )
     _print(found, as_json)
 
@@ -215,7 +217,7 @@ def _print(found: dict[str, Any], as_json: bool) -> None:
     help="Store the tenant's execution payloads (inputs, outputs, errors, signal payloads, "
     "approvals, events, checkpoints) sealed with its data key, from now on.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def set_command(
     tenant: str,
@@ -269,12 +271,10 @@ def set_command(
     if any_command:
         fields["shell_commands"] = None
     if remote_of() is not None:  # only tightened: the server refuses a widening (403)
-
-        def tighten(api: RemotePlatform) -> dict[str, Any]:
-            api.check_tenant(tenant)
-            return api.policy(fields) if fields else api.policy()
-
-        _print(store_or_server(settings, _never_local, tighten), as_json)
+        tightened = server_for(
+            settings, tenant, lambda api: api.policy(fields) if fields else api.policy()
+        )
+        _print(tightened, as_json)
         return
     with open_engine(settings, load_activities=False) as engine:
         store = engine.store
@@ -341,10 +341,6 @@ def _warn_shell(found: TenantPolicy, settings: Settings) -> None:
     click.echo("\n".join(lines), err=True)
 
 
-def _never_local(engine: Engine) -> Any:  # pragma: no cover - only called with a server
-    raise AssertionError("the host's path opens the store itself")
-
-
 def _read_policy_file(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -401,18 +397,16 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
 
 @quotas.command("show")
 @click.argument("tenant")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def quotas_show_command(tenant: str, as_json: bool, settings: Settings) -> None:
     """TENANT's quotas and what it used today (UTC)."""
     validate_tenant(tenant)
-
-    def remote(api: RemotePlatform) -> dict[str, Any]:
-        api.check_tenant(tenant)
-        return api.quotas()
-
-    usage = store_or_server(
-        settings, lambda engine: engine.for_tenant(tenant).quota_usage(), remote
+    usage = store_or_server_for(
+        settings,
+        tenant,
+        lambda engine: engine.for_tenant(tenant).quota_usage(),
+        lambda api: api.quotas(),
     )
     _print_quotas(usage, as_json)
 
@@ -466,7 +460,7 @@ _COUNT = click.IntRange(min=0)
 @click.option(
     "--clear", "clear", multiple=True, metavar="QUOTA", help="Remove a limit (repeatable)."
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def quotas_set_command(
     tenant: str,
@@ -503,12 +497,10 @@ def quotas_set_command(
     if remote_of() is not None:  # only lowered: the server refuses a raise (403)
         changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         changes.update({name.replace("-", "_"): None for name in clear})
-
-        def lower(api: RemotePlatform) -> dict[str, Any]:
-            api.check_tenant(tenant)
-            return api.quotas(changes) if changes else api.quotas()
-
-        _print_quotas(store_or_server(settings, _never_local, lower), as_json)
+        lowered = server_for(
+            settings, tenant, lambda api: api.quotas(changes) if changes else api.quotas()
+        )
+        _print_quotas(lowered, as_json)
         return
     with open_engine(settings, load_activities=False) as opened:
         engine = opened.for_tenant(tenant)
@@ -530,7 +522,7 @@ def quotas_set_command(
 @tenants.command("shred")
 @click.argument("tenant")
 @click.option("--yes", is_flag=True, help="Confirm: this cannot be undone.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def shred_command(tenant: str, yes: bool, as_json: bool, settings: Settings) -> None:
     """Destroy TENANT's data keys: every secret they sealed becomes unreadable for good

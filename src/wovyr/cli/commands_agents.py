@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from wovyr.cli.backend import remote_of, store_or_server
 from wovyr.cli.commands_registry import apply_files
 from wovyr.cli.common import (
+    applied_at,
     cli_inputs,
     console,
     echo_json,
+    echo_listing,
+    json_option,
     open_engine,
-    print_table,
     tenant_options,
 )
 from wovyr.cli.main import EXIT_FAILED, EXIT_OK, EXIT_WAITING, cli
@@ -47,7 +47,7 @@ def agents() -> None:
 
 @agents.command("apply")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) -> None:
     """Register each agent FILE under its metadata name and version (idempotent). With
@@ -67,7 +67,7 @@ def apply_command(files: tuple[Path, ...], as_json: bool, settings: Settings) ->
 
 
 @agents.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """List the tenant's agents, newest first."""
@@ -86,28 +86,25 @@ def list_command(as_json: bool, settings: Settings) -> None:
         ],
         lambda api: api.agents(),
     )
-    if as_json:
-        echo_json(rows)
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "version", "model", "tools", "applied", "hash"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
+    columns = ("name", "version", "model", "tools", "applied", "hash")
+    lines = (
+        (
             row["name"],
             row["version"],
             row["model"] or "",
             ", ".join(row["tools"]),
-            datetime.fromisoformat(row["applied_at"]).strftime("%Y-%m-%d %H:%M:%S"),
+            applied_at(row),
             row["hash"][:19],
         )
-    print_table(table)
+        for row in rows
+    )
+    echo_listing(as_json, rows, columns, lines)
 
 
 @agents.command("show")
 @click.argument("name")
 @click.option("--version", "version", help="A specific version (default: the latest).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def show_command(name: str, version: str | None, as_json: bool, settings: Settings) -> None:
     """Print a registered agent."""

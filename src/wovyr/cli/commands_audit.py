@@ -23,8 +23,8 @@ import click
 from rich.table import Table
 
 from wovyr.cli.admin import admin
-from wovyr.cli.backend import refuse_remote, store_or_server
-from wovyr.cli.common import echo_json, engine_options, open_engine, print_table, short
+from wovyr.cli.backend import refuse_remote, store_or_server_for
+from wovyr.cli.common import echo_json, engine_options, json_option, open_engine, print_table, short
 from wovyr.engine.engine import Engine
 from wovyr.errors import InputError, KmsError
 from wovyr.platform.audit import verify_chain, write_anchor
@@ -34,8 +34,7 @@ from wovyr.platform.secrets import Secrets, audit_anchor_key, find_audit_anchor_
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
-    from wovyr.cli.remote_platform import RemotePlatform
-    from wovyr.store.audit import AuditRecord
+    pass
 
 __all__: list[str] = []
 
@@ -59,7 +58,7 @@ def audit() -> None:
 
 
 @audit.command("verify")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def verify_command(as_json: bool, settings: Settings) -> None:
     """Check every record's hash and link, and the chain against every signed anchor."""
@@ -104,7 +103,7 @@ def verify_command(as_json: bool, settings: Settings) -> None:
 
 
 @audit.command("anchor")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def anchor_command(as_json: bool, settings: Settings) -> None:
     """Sign the chain's head now (HMAC with the KMS's audit anchor key)."""
@@ -141,7 +140,7 @@ def anchor_command(as_json: bool, settings: Settings) -> None:
     help="Only records at or after this time (UTC unless an offset is given).",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def list_command(
     tenant: str | None, since: datetime | None, limit: int, as_json: bool, settings: Settings
@@ -154,16 +153,11 @@ def list_command(
             raise click.BadParameter(str(exc), param_hint="--tenant") from None
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
-
-    def remote(api: RemotePlatform) -> list[AuditRecord]:
-        if tenant is not None:
-            api.check_tenant(tenant)
-        return api.audit(since, limit)
-
-    records = store_or_server(
+    records = store_or_server_for(
         settings,
+        tenant,
         lambda engine: engine.store.audit_records(tenant=tenant, since=since, limit=limit),
-        remote,
+        lambda api: api.audit(since, limit),
     )
     if as_json:
         echo_json([r.to_dict() for r in records])

@@ -20,9 +20,15 @@ from typing import Any
 
 import click
 
-from wovyr import withheld
 from wovyr.cli.admin import admin
-from wovyr.cli.common import echo_json, engine_options, local_actor, open_engine, store_options
+from wovyr.cli.common import (
+    echo_json,
+    engine_options,
+    json_option,
+    local_actor,
+    open_engine,
+    store_options,
+)
 from wovyr.errors import ConfigError, KmsError
 from wovyr.platform.backup import (
     BACKUP_WORKFLOW,
@@ -37,7 +43,7 @@ from wovyr.platform.backup import (
 from wovyr.platform.kms import Kms, load_kms
 from wovyr.scheduling.backups import create_backup_schedule
 from wovyr.scheduling.schedules import Schedules
-from wovyr.settings import Settings
+from wovyr.settings import Settings, read
 from wovyr.store import redact_url
 from wovyr.store.backends import restorable_url
 
@@ -50,7 +56,7 @@ def _passphrase(path: Path | None) -> str | None:
             return read_passphrase(path)
         except (OSError, ConfigError) as exc:
             raise click.BadParameter(str(exc), param_hint="--passphrase-file") from None
-    return withheld.environ().get(PASSPHRASE_ENV) or None
+    return read(PASSPHRASE_ENV)  # or WOVYR_BACKUP_PASSPHRASE_FILE's file
 
 
 _passphrase_option = click.option(
@@ -93,7 +99,7 @@ def _kms(settings: Settings) -> Kms | None:
 )
 @click.option("--encrypt", is_flag=True, help="Encrypt the backup with a passphrase.")
 @_passphrase_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @store_options
 def take_command(
     dest: Path,
@@ -141,7 +147,7 @@ def take_command(
 @backup_group.command("verify")
 @click.argument("src", type=click.Path(file_okay=False, path_type=Path))
 @_passphrase_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @store_options
 def verify_command(
     src: Path, passphrase_file: Path | None, as_json: bool, settings: Settings
@@ -188,7 +194,7 @@ def verify_command(
     help="With --encrypt: a file on the worker's host holding the passphrase (the schedule "
     "keeps its path, never the passphrase).",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def schedule_command(
     cron: str | None,
@@ -271,7 +277,7 @@ def schedule_command(
     "it came from.",
 )
 @_passphrase_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @store_options
 def restore_command(
     src: Path,
@@ -319,7 +325,7 @@ def restore_command(
 
 @backup_group.command("schedules")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def schedules_command(limit: int, as_json: bool, settings: Settings) -> None:
     """The backup schedules and the latest backups they took (newest first)."""
@@ -370,7 +376,7 @@ def schedules_command(limit: int, as_json: bool, settings: Settings) -> None:
 
 @backup_group.command("unschedule")
 @click.argument("schedule_id", default="backup")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def unschedule_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Delete the backup schedule SCHEDULE_ID (default `backup`); backups taken stay."""

@@ -16,18 +16,22 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from wovyr.cli.backend import store_or_server
-from wovyr.cli.commands_workflows import STATUSES, _timestamp, workflows
+from wovyr.cli.commands_workflows import workflows
 from wovyr.cli.common import (
     cli_labels,
+    cli_timestamp,
     console,
     echo_json,
-    print_table,
+    echo_listing,
+    echo_table,
+    json_option,
     tenant_options,
 )
 from wovyr.cli.main import cli
 from wovyr.engine.bulk import BatchRunner, Bulk, BulkFilter
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
+from wovyr.statuses import SHOWN_STATUSES as STATUSES
 from wovyr.store.bulk import BatchItem, BatchRecord
 
 if TYPE_CHECKING:
@@ -72,8 +76,8 @@ def _filter(options: dict[str, Any]) -> BulkFilter:
         workflow=options["workflow"],
         labels=cli_labels(options["label_pairs"]),
         id_prefix=options["id_prefix"],
-        since=_timestamp(options["since"], "--since"),
-        until=_timestamp(options["until"], "--until"),
+        since=cli_timestamp(options["since"], "--since"),
+        until=cli_timestamp(options["until"], "--until"),
     )
 
 
@@ -195,23 +199,15 @@ def batches() -> None:
 
 @batches.command("list")
 @click.option("--limit", type=click.IntRange(1, 200), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def batches_list(limit: int, as_json: bool, settings: Settings) -> None:
     """The tenant's batches, newest first."""
     found = store_or_server(
         settings, lambda engine: Bulk(engine).batches(limit), lambda api: api.batches(limit)
     )
-    if as_json:
-        echo_json({"items": [_batch_json(b) for b in found]})
-        return
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "action", "status", "progress", "created", "filter"):
-        table.add_column(column, no_wrap=column in ("id", "created"))
-    for b in found:
-        table.add_row(
+    rows = (
+        (
             b.id,
             b.action,
             b.status,
@@ -219,7 +215,15 @@ def batches_list(limit: int, as_json: bool, settings: Settings) -> None:
             b.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             _described(b),
         )
-    print_table(table)
+        for b in found
+    )
+    echo_listing(
+        as_json,
+        {"items": [_batch_json(b) for b in found]},
+        ("id", "action", "status", "progress", "created", "filter"),
+        rows,
+        no_wrap=("id", "created"),
+    )
 
 
 @batches.command("show")
@@ -229,7 +233,7 @@ def batches_list(limit: int, as_json: bool, settings: Settings) -> None:
 @click.option(
     "--outcome", type=click.Choice(["pending", "ok", "skipped", "error"]), help="Only these."
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def batches_show(
     batch_id: str,
@@ -254,14 +258,9 @@ def batches_show(
         return
     console.print(f"batch {batch.id}: {batch.action} {_described(batch)}")
     console.print(f"{batch.status}; {_progress(batch)}; by {batch.created_by}")
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False)
-    for column in ("#", "execution", "outcome", "detail"):
-        table.add_column(column, no_wrap=column != "detail")
-    for i in items:
-        table.add_row(str(i.n), i.execution_id, i.outcome, i.detail)
-    print_table(table)
+    rows = ((str(i.n), i.execution_id, i.outcome, i.detail) for i in items)
+    columns = ("#", "execution", "outcome", "detail")
+    echo_table(columns, rows, no_wrap=("#", "execution", "outcome"))
 
 
 # --- presenting ------------------------------------------------------------------------------

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import click
 
-from wovyr import withheld
 from wovyr.cli.admin import admin
-from wovyr.cli.common import echo_json, engine_options, open_engine
+from wovyr.cli.common import echo_json, engine_options, json_option, open_engine
 from wovyr.errors import KmsError
 from wovyr.platform.kms import (
     NEW_ROOT_ENV,
@@ -33,7 +32,7 @@ from wovyr.platform.kms import (
     rotate,
     rotate_development,
 )
-from wovyr.settings import Settings
+from wovyr.settings import Settings, read
 from wovyr.store.secrets import DataKeyRecord
 
 __all__: list[str] = []
@@ -45,7 +44,7 @@ def kms_group() -> None:
 
 
 @kms_group.command("status")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def status_command(as_json: bool, settings: Settings) -> None:
     """The KMS mode, the root key's id (never the key) and its escrow and rotation times."""
@@ -71,7 +70,7 @@ def status_command(as_json: bool, settings: Settings) -> None:
 
 @kms_group.command("escrowed")
 @click.option("--by", default="cli", show_default=True, help="Who escrowed it (recorded).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def escrowed_command(by: str, as_json: bool, settings: Settings) -> None:
     """Record that the root key in use has been escrowed (copied somewhere safe, apart from
@@ -95,7 +94,7 @@ def escrowed_command(by: str, as_json: bool, settings: Settings) -> None:
     help=f"A file holding the new root key (64 hex digits); default: {NEW_ROOT_ENV}.",
 )
 @click.option("--verbose", is_flag=True, help="Print each data key as it is re-wrapped.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def rotate_command(
     new_key_file: Path | None, verbose: bool, as_json: bool, settings: Settings
@@ -149,7 +148,7 @@ def _new_key(path: Path | None) -> RootKey:
         except (OSError, UnicodeDecodeError) as exc:
             raise KmsError(f"cannot read the new key file {path}: {exc}") from None
         return RootKey(parse_root_key(text, f"the new key file {path}"), str(path))
-    given = withheld.environ().get(NEW_ROOT_ENV)
+    given = read(NEW_ROOT_ENV)  # or WOVYR_KMS_NEW_ROOT_KEY_FILE's file
     if not given:
         raise KmsError(
             f"a rotation needs the new root key: set {NEW_ROOT_ENV} (64 hex digits) or "

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from wovyr.cli.admin import admin
 from wovyr.cli.backend import store_or_server
-from wovyr.cli.common import echo_json, print_table, tenant_options
+from wovyr.cli.common import echo_json, echo_result, json_option, print_table, tenant_options
 from wovyr.fields import parse_duration
 from wovyr.settings import Settings
 from wovyr.store.flow import RateLimitRecord
@@ -64,7 +64,7 @@ def _seconds(value: str) -> float:
 @click.option(
     "--burst", type=click.FloatRange(min=0, min_open=True), help="Units at once (default --limit)."
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def set_command(
     key: str,
@@ -85,7 +85,7 @@ def set_command(
 
 
 @limits.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """The tenant's buckets: declared ones and those activities made."""
@@ -97,7 +97,7 @@ def list_command(as_json: bool, settings: Settings) -> None:
 
 @limits.command("delete")
 @click.argument("key")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def delete_command(key: str, as_json: bool, settings: Settings) -> None:
     """Delete the tenant's bucket KEY (an activity naming it makes it again with its own
@@ -107,7 +107,4 @@ def delete_command(key: str, as_json: bool, settings: Settings) -> None:
         lambda engine: engine.delete_rate_limit(key),
         lambda api: api.delete_limit(key),
     )
-    if as_json:
-        echo_json({"key": key, "deleted": True})
-        return
-    click.echo(f"rate limit {key} deleted")
+    echo_result(as_json, {"key": key, "deleted": True}, f"rate limit {key} deleted")

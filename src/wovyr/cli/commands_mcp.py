@@ -14,14 +14,20 @@ executions it starts in this process. The `mcp` SDK is imported only by `serve`.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
-from wovyr.cli.backend import refuse_remote, store_or_server
-from wovyr.cli.common import echo_json, json_log_config, open_engine, print_table, tenant_options
+from wovyr.cli.backend import refuse_remote, store_or_server, with_tenant
+from wovyr.cli.common import (
+    echo_json,
+    echo_listing,
+    echo_result,
+    json_log_config,
+    json_option,
+    open_engine,
+    tenant_options,
+)
 from wovyr.cli.main import cli
 from wovyr.errors import ConfigError
 from wovyr.platform.mcp import (
@@ -34,10 +40,9 @@ from wovyr.platform.mcp import (
     parse_mcp_server,
     remove_mcp_server,
 )
-from wovyr.settings import Settings
+from wovyr.settings import Settings, read
 
 if TYPE_CHECKING:
-    from wovyr.cli.remote_platform import RemotePlatform
     from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
@@ -77,7 +82,7 @@ def _header_secrets(values: tuple[str, ...]) -> dict[str, str]:
     metavar="HEADER=SECRET",
     help="Send the tenant's secret SECRET in header HEADER (repeatable; --url only).",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def add_command(
     name: str,
@@ -95,7 +100,7 @@ def add_command(
     if header_secrets:
         fields["header_secrets"] = _header_secrets(header_secrets)
 
-    def local(engine: Engine) -> tuple[McpServerInfo, str]:
+    def local(engine: Engine) -> McpServerInfo:
         record = parse_mcp_server(
             engine.tenant,
             name,
@@ -107,19 +112,16 @@ def add_command(
         info = McpServerInfo.of(record)
         audit = engine.audit_entry("mcp.add", name, audit_details(info))
         add_mcp_server(engine.store, record, audit=audit)
-        return info, engine.tenant
+        return info
 
-    info, tenant = store_or_server(
-        settings, local, lambda api: (api.add_mcp_server(name, fields), api.tenant)
+    info, tenant = with_tenant(settings, local, lambda api: api.add_mcp_server(name, fields))
+    echo_result(
+        as_json, info.to_dict(), f"MCP server {name} ({info.transport}) of tenant {tenant} added"
     )
-    if as_json:
-        echo_json(info.to_dict())
-    else:
-        click.echo(f"MCP server {name} ({info.transport}) of tenant {tenant} added")
 
 
 @mcp_group.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """The tenant's MCP servers (secret names, never values)."""
@@ -128,29 +130,26 @@ def list_command(as_json: bool, settings: Settings) -> None:
         lambda engine: list_mcp_servers(engine.store, engine.tenant),
         lambda api: api.list_mcp_servers(),
     )
-    if as_json:
-        echo_json([info.to_dict() for info in found])
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "transport", "command / URL", "header secrets"):
-        table.add_column(column)
-    for info in found:
-        headers = ", ".join(f"{h}={s}" for h, s in sorted(info.header_secrets.items()))
-        table.add_row(info.name, info.transport, _where(info), headers or "-")
-    print_table(table)
+    rows = ((info.name, info.transport, _where(info), _headers(info) or "-") for info in found)
+    columns = ("name", "transport", "command / URL", "header secrets")
+    echo_listing(as_json, [info.to_dict() for info in found], columns, rows)
+
+
+def _headers(info: McpServerInfo) -> str:
+    return ", ".join(f"{h}={s}" for h, s in sorted(info.header_secrets.items()))
 
 
 @mcp_group.command("show")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def show_command(name: str, as_json: bool, settings: Settings) -> None:
     """MCP server NAME of the tenant."""
     check_server_name(name, "NAME")
-    info, tenant = store_or_server(
+    info, tenant = with_tenant(
         settings,
-        lambda engine: (mcp_server_info(engine.store, engine.tenant, name), engine.tenant),
-        lambda api: (api.mcp_server(name), api.tenant),
+        lambda engine: mcp_server_info(engine.store, engine.tenant, name),
+        lambda api: api.mcp_server(name),
     )
     if as_json:
         echo_json(info.to_dict())
@@ -165,26 +164,22 @@ def show_command(name: str, as_json: bool, settings: Settings) -> None:
 
 @mcp_group.command("remove")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def remove_command(name: str, as_json: bool, settings: Settings) -> None:
     """Remove MCP server NAME of the tenant (steps naming it then fail, not retried)."""
     check_server_name(name, "NAME")
 
-    def local(engine: Engine) -> str:
+    def local(engine: Engine) -> None:
         audit = engine.audit_entry("mcp.remove", name)
         remove_mcp_server(engine.store, engine.tenant, name, audit=audit)
-        return engine.tenant
 
-    def remote(api: RemotePlatform) -> str:
-        api.remove_mcp_server(name)
-        return api.tenant
-
-    tenant = store_or_server(settings, local, remote)
-    if as_json:
-        echo_json({"removed": name, "tenant": tenant})
-    else:
-        click.echo(f"removed MCP server {name} of tenant {tenant}")
+    _, tenant = with_tenant(settings, local, lambda api: api.remove_mcp_server(name))
+    echo_result(
+        as_json,
+        {"removed": name, "tenant": tenant},
+        f"removed MCP server {name} of tenant {tenant}",
+    )
 
 
 @mcp_group.command("serve")
@@ -219,7 +214,7 @@ def serve_command(worker: bool, as_json: bool, settings: Settings) -> None:
         )
 
     with open_engine(settings, load_activities=worker) as engine:
-        principal = stdio_principal(engine, os.environ.get("WOVYR_API_KEY"))
+        principal = stdio_principal(engine, read("WOVYR_API_KEY"))
         server = build_server(engine, lambda _ctx: principal)
 
         async def main() -> None:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from wovyr.activities.memory import NAMESPACE_RULE, EmbeddingSpec, embed_texts, is_namespace
 from wovyr.activities.providers import DEFAULT_EMBEDDING_MODEL, DEFAULT_PROVIDER, ModelAccess
-from wovyr.cli.common import echo_json, open_engine, print_table, short, tenant_options
+from wovyr.cli.common import echo_json, json_option, open_engine, print_table, short, tenant_options
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.engine.memory import TenantMemory
@@ -84,7 +84,7 @@ def _table(items: list[dict[str, Any]], score: bool = False) -> None:
 @click.option("--prefix", default="", help="Keys starting with it.")
 @click.option("--after", default="", help="Keys after it (the next page).")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 1000))
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def list_command(
     namespace: str, prefix: str, after: str, limit: int, as_json: bool, settings: Settings
@@ -101,7 +101,7 @@ def list_command(
 @memory_group.command("get")
 @click.argument("namespace")
 @click.argument("key")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def get_command(namespace: str, key: str, as_json: bool, settings: Settings) -> None:
     """The item at KEY of NAMESPACE (exit 4 when there is none)."""
@@ -122,7 +122,7 @@ def get_command(namespace: str, key: str, as_json: bool, settings: Settings) -> 
 @click.option("--text", help="The item's text (embedded, so search finds it).")
 @click.option("--ttl", help="The item expires after it (90s, 10m, 30d).")
 @_with_embedding
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def put_command(
     namespace: str,
@@ -166,7 +166,7 @@ def put_command(
 @memory_group.command("delete")
 @click.argument("namespace")
 @click.argument("key")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def delete_command(namespace: str, key: str, as_json: bool, settings: Settings) -> None:
     """Delete the item at KEY of NAMESPACE (exit 4 when there is none)."""
@@ -186,7 +186,7 @@ def delete_command(namespace: str, key: str, as_json: bool, settings: Settings) 
 @click.argument("query")
 @click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 100))
 @_with_embedding
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def search_command(
     namespace: str,

@@ -12,10 +12,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
-from wovyr.cli.backend import store_or_server
-from wovyr.cli.common import echo_json, print_table, tenant_options
+from wovyr.cli.backend import store_or_server, with_tenant
+from wovyr.cli.common import echo_json, echo_listing, echo_result, json_option, tenant_options
 from wovyr.cli.main import cli
 from wovyr.platform.providers import (
     ProviderInfo,
@@ -30,7 +29,6 @@ from wovyr.platform.providers import (
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
-    from wovyr.cli.remote_platform import RemotePlatform
     from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
@@ -127,7 +125,7 @@ def _prices(given: tuple[str, ...]) -> dict[str, Any] | None:
     help="A provider parameter sent with every call (repeatable; VALUE as JSON or text), "
     "checked against the kind's allow-list: seed=7, reasoning_effort=low.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def set_command(
     name: str,
@@ -156,24 +154,19 @@ def set_command(
         "prices": _prices(model_prices),
     }
 
-    def local(engine: Engine) -> tuple[ProviderInfo, str]:
+    def local(engine: Engine) -> ProviderInfo:
         record = parse_provider(engine.tenant, name, fields, by="cli", at=engine.clock.now())
         info = ProviderInfo.of(record)
         audit = engine.audit_entry("provider.set", name, audit_details(info))
         set_provider(engine.store, record, audit=audit)
-        return info, engine.tenant
+        return info
 
-    info, tenant = store_or_server(
-        settings, local, lambda api: (api.set_provider(name, fields), api.tenant)
-    )
-    if as_json:
-        echo_json(info.to_dict())
-    else:
-        click.echo(f"provider {name} of tenant {tenant} set")
+    info, tenant = with_tenant(settings, local, lambda api: api.set_provider(name, fields))
+    echo_result(as_json, info.to_dict(), f"provider {name} of tenant {tenant} set")
 
 
 @providers_group.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """The tenant's model providers (secret names, never values)."""
@@ -182,14 +175,8 @@ def list_command(as_json: bool, settings: Settings) -> None:
         lambda engine: list_providers(engine.store, engine.tenant),
         lambda api: api.list_providers(),
     )
-    if as_json:
-        echo_json([info.to_dict() for info in found])
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "kind", "base URL", "key secret", "default model", "in/1M", "out/1M"):
-        table.add_column(column)
-    for info in found:
-        table.add_row(
+    rows = (
+        (
             info.name,
             info.kind,
             info.base_url,
@@ -198,20 +185,23 @@ def list_command(as_json: bool, settings: Settings) -> None:
             _price(info.price_in),
             _price(info.price_out),
         )
-    print_table(table)
+        for info in found
+    )
+    columns = ("name", "kind", "base URL", "key secret", "default model", "in/1M", "out/1M")
+    echo_listing(as_json, [info.to_dict() for info in found], columns, rows)
 
 
 @providers_group.command("show")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def show_command(name: str, as_json: bool, settings: Settings) -> None:
     """Model provider NAME of the tenant (its secret's name, never a value)."""
     check_provider_name(name, "NAME")
-    info, tenant = store_or_server(
+    info, tenant = with_tenant(
         settings,
-        lambda engine: (provider_info(engine.store, engine.tenant, name), engine.tenant),
-        lambda api: (api.provider(name), api.tenant),
+        lambda engine: provider_info(engine.store, engine.tenant, name),
+        lambda api: api.provider(name),
     )
     if as_json:
         echo_json(info.to_dict())
@@ -221,24 +211,18 @@ def show_command(name: str, as_json: bool, settings: Settings) -> None:
 
 @providers_group.command("delete")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def delete_command(name: str, as_json: bool, settings: Settings) -> None:
     """Delete model provider NAME of the tenant (steps naming it then fail, not retried,
     unless the environment defines one of that name)."""
     check_provider_name(name, "NAME")
 
-    def local(engine: Engine) -> str:
+    def local(engine: Engine) -> None:
         audit = engine.audit_entry("provider.delete", name)
         delete_provider(engine.store, engine.tenant, name, audit=audit)
-        return engine.tenant
 
-    def remote(api: RemotePlatform) -> str:
-        api.delete_provider(name)
-        return api.tenant
-
-    tenant = store_or_server(settings, local, remote)
-    if as_json:
-        echo_json({"deleted": name, "tenant": tenant})
-    else:
-        click.echo(f"deleted provider {name} of tenant {tenant}")
+    _, tenant = with_tenant(settings, local, lambda api: api.delete_provider(name))
+    echo_result(
+        as_json, {"deleted": name, "tenant": tenant}, f"deleted provider {name} of tenant {tenant}"
+    )

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from wovyr.cli.backend import open_backend, refuse_remote
-from wovyr.cli.common import console, echo_json, print_table, tenant_options
+from wovyr.cli.common import (
+    applied_at,
+    console,
+    echo_json,
+    echo_listing,
+    json_option,
+    tenant_options,
+)
 from wovyr.cli.main import EXIT_FAILED, cli, error_text
 from wovyr.engine.definitions import DEV_REVISION
 from wovyr.errors import DefinitionConflict, DefinitionError, InputError
@@ -35,7 +40,7 @@ def definitions() -> None:
     "development revision, VERSION+dev.N, instead of refused (what `wovyr dev` does); "
     "this host's store only.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def apply_command(files: tuple[Path, ...], revise: bool, as_json: bool, settings: Settings) -> None:
     """Register each FILE under its metadata name and version (idempotent)."""
@@ -101,28 +106,20 @@ def _revised(result: str, version: str) -> str:
 
 
 @definitions.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """List registered definitions, newest first."""
     with open_backend(settings) as backend:
         records = backend.definitions()
-    if as_json:
-        echo_json(records)
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "version", "applied", "hash"):
-        table.add_column(column)
-    for r in records:
-        applied = datetime.fromisoformat(r["applied_at"]).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(r["name"], r["version"], applied, r["hash"][:19])
-    print_table(table)
+    rows = ((r["name"], r["version"], applied_at(r), r["hash"][:19]) for r in records)
+    echo_listing(as_json, records, ("name", "version", "applied", "hash"), rows)
 
 
 @definitions.command("show")
 @click.argument("name")
 @click.option("--version", "version", help="A specific version (default: the latest).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def show_command(name: str, version: str | None, as_json: bool, settings: Settings) -> None:
     """Print a registered definition (canonical JSON)."""

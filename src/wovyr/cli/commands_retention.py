@@ -17,8 +17,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from wovyr.cli.admin import admin
-from wovyr.cli.backend import refuse_remote, remote_of, store_or_server
-from wovyr.cli.common import echo_json, engine_options, open_engine
+from wovyr.cli.backend import (
+    refuse_remote,
+    remote_of,
+    server_for,
+    store_or_server_for,
+)
+from wovyr.cli.common import echo_json, engine_options, json_option, open_engine
 from wovyr.engine.retention import MAX_DAYS, Retention, purge_all, purge_expired
 from wovyr.errors import InputError, Problem
 from wovyr.platform.auth import validate_tenant
@@ -26,7 +31,6 @@ from wovyr.settings import Settings
 
 if TYPE_CHECKING:
     from wovyr.cli.remote_platform import RemotePlatform
-    from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
 
@@ -53,17 +57,17 @@ def _print(tenant: str, settings: Retention, as_json: bool) -> None:
 
 @retention.command("show")
 @click.argument("tenant")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def show_command(tenant: str, as_json: bool, settings: Settings) -> None:
     """TENANT's retention settings."""
     validate_tenant(tenant)
-
-    def remote(api: RemotePlatform) -> Retention:
-        api.check_tenant(tenant)
-        return api.retention()
-
-    found = store_or_server(settings, lambda engine: engine.for_tenant(tenant).retention(), remote)
+    found = store_or_server_for(
+        settings,
+        tenant,
+        lambda engine: engine.for_tenant(tenant).retention(),
+        lambda api: api.retention(),
+    )
     _print(tenant, found, as_json)
 
 
@@ -78,7 +82,7 @@ def show_command(tenant: str, as_json: bool, settings: Settings) -> None:
 @click.option(
     "--clear", is_flag=True, help="Keep everything (with --workflow: drop its own setting)."
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def set_command(
     tenant: str,
@@ -102,14 +106,13 @@ def set_command(
             refuse_remote("admin retention set --export-to/--no-export", "the folder is the host's")
 
         def remote(api: RemotePlatform) -> Retention:
-            api.check_tenant(tenant)
             current = api.retention()
             changed = _changes(current, days, workflow, clear)
             if not changed:
                 return current
             return api.retention(changed.get("days", current.days), changed.get("workflows"))
 
-        _print(tenant, store_or_server(settings, _never_local, remote), as_json)
+        _print(tenant, server_for(settings, tenant, remote), as_json)
         return
     with open_engine(settings, load_activities=False) as opened:
         engine = opened.for_tenant(tenant)
@@ -147,7 +150,7 @@ def _changes(
 @click.option("--tenant", "only", metavar="TENANT", help="Only this tenant (default: every one).")
 @click.option("--batch", type=click.IntRange(1, 10_000), default=500, show_default=True)
 @click.option("--max-batches", type=click.IntRange(1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @engine_options
 def run_command(
     only: str | None, batch: int, max_batches: int, as_json: bool, settings: Settings
@@ -168,7 +171,3 @@ def run_command(
         click.echo(f"tenant {r.tenant}: {r.purged} purged{more}")
         for path in r.files:
             click.echo(f"  exported to {path}")
-
-
-def _never_local(engine: Engine) -> Retention:  # pragma: no cover - only with a server
-    raise AssertionError("the host's path opens the store itself")

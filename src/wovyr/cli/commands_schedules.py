@@ -6,33 +6,26 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from wovyr.cli.backend import open_backend
 from wovyr.cli.common import (
     cli_inputs,
+    cli_timestamp,
     console,
     echo_json,
-    print_table,
+    echo_listing,
+    echo_result,
+    json_option,
     short,
     styled,
     tenant_options,
 )
 from wovyr.cli.main import cli
-from wovyr.fields import format_duration, parse_timestamp
+from wovyr.fields import format_duration
 from wovyr.scheduling.schedules import OVERLAP_POLICIES
 from wovyr.settings import Settings
 
 __all__: list[str] = []
-
-
-def _time(value: str | None, name: str) -> Any:
-    if value is None:
-        return None
-    try:
-        return parse_timestamp(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=name) from None
 
 
 @cli.group("schedules")
@@ -69,7 +62,7 @@ def schedules() -> None:
 @click.option(
     "--priority", type=click.IntRange(0, 9), help="0-9: the priority of the executions it starts."
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def create_command(
     schedule_id: str,
@@ -108,8 +101,8 @@ def create_command(
             overlap=overlap,
             catchup_window=catchup_window,
             input=cli_inputs(pairs),
-            start_at=_time(start_at, "--start-at"),
-            end_at=_time(end_at, "--end-at"),
+            start_at=cli_timestamp(start_at, "--start-at"),
+            end_at=cli_timestamp(end_at, "--end-at"),
             remaining_actions=remaining,
             paused=paused,
             note=note,
@@ -143,20 +136,14 @@ def _show(data: dict[str, Any], as_json: bool) -> None:
 
 
 @schedules.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """List schedules."""
     with open_backend(settings) as backend:
         records = backend.schedules()
-    if as_json:
-        echo_json(records)
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "workflow", "spec", "state", "next fire", "fired"):
-        table.add_column(column)
-    for r in records:
-        table.add_row(
+    rows = (
+        (
             r["id"],
             r["workflow"],
             short(r["describe"], 40),
@@ -164,12 +151,14 @@ def list_command(as_json: bool, settings: Settings) -> None:
             r["next_fire_at"].isoformat() if r["next_fire_at"] else "-",
             str(r["fired"]),
         )
-    print_table(table)
+        for r in records
+    )
+    echo_listing(as_json, records, ("id", "workflow", "spec", "state", "next fire", "fired"), rows)
 
 
 @schedules.command("show")
 @click.argument("schedule_id")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def show_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Show a schedule with its next 5 fire times."""
@@ -190,10 +179,7 @@ def pause_command(schedule_id: str, note: str | None, as_json: bool, settings: S
     """Stop firing (nothing missed while paused replays on resume)."""
     with open_backend(settings) as backend:
         data = backend.pause_schedule(schedule_id, note)
-    if as_json:
-        echo_json(data)
-        return
-    console.print(f"{schedule_id} paused")
+    echo_result(as_json, data, f"{schedule_id} paused")
 
 
 @schedules.command("resume")
@@ -205,10 +191,7 @@ def resume_command(schedule_id: str, note: str | None, as_json: bool, settings: 
     """Fire again from the next tick after now."""
     with open_backend(settings) as backend:
         data = backend.resume_schedule(schedule_id, note)
-    if as_json:
-        echo_json(data)
-        return
-    console.print(f"{schedule_id} resumed; next fire {data['next_fire_at']}")
+    echo_result(as_json, data, f"{schedule_id} resumed; next fire {data['next_fire_at']}")
 
 
 @schedules.command("update")
@@ -249,10 +232,7 @@ def update_command(
         raise click.UsageError("nothing to update")
     with open_backend(settings) as backend:
         data = backend.update_schedule(schedule_id, **changes)
-    if as_json:
-        echo_json(data)
-        return
-    console.print(f"{schedule_id} updated; next fire {data['next_fire_at']}")
+    echo_result(as_json, data, f"{schedule_id} updated; next fire {data['next_fire_at']}")
 
 
 @schedules.command("delete")
@@ -263,10 +243,7 @@ def delete_command(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Delete a schedule (executions it started are kept)."""
     with open_backend(settings) as backend:
         backend.delete_schedule(schedule_id)
-    if as_json:
-        echo_json({"id": schedule_id, "deleted": True})
-    else:
-        console.print(f"{schedule_id} deleted")
+    echo_result(as_json, {"id": schedule_id, "deleted": True}, f"{schedule_id} deleted")
 
 
 @schedules.command("trigger")
@@ -277,10 +254,9 @@ def trigger_command(schedule_id: str, as_json: bool, settings: Settings) -> None
     """Start one execution now."""
     with open_backend(settings) as backend:
         execution_id = backend.trigger_schedule(schedule_id)
-    if as_json:
-        echo_json({"id": schedule_id, "execution_id": execution_id})
-    else:
-        console.print(f"started {execution_id}", soft_wrap=True)
+    echo_result(
+        as_json, {"id": schedule_id, "execution_id": execution_id}, f"started {execution_id}"
+    )
 
 
 @schedules.command("backfill")
@@ -293,10 +269,7 @@ def backfill_command(
     schedule_id: str, start: str, end: str, as_json: bool, settings: Settings
 ) -> None:
     """Start every tick in (START, END] now; repeating a backfill starts nothing twice."""
-    first, last = _time(start, "--start"), _time(end, "--end")
+    first, last = cli_timestamp(start, "--start"), cli_timestamp(end, "--end")
     with open_backend(settings) as backend:
         ids = backend.backfill_schedule(schedule_id, first, last)
-    if as_json:
-        echo_json({"id": schedule_id, "execution_ids": ids})
-    else:
-        console.print(f"backfilled {len(ids)} ticks")
+    echo_result(as_json, {"id": schedule_id, "execution_ids": ids}, f"backfilled {len(ids)} ticks")

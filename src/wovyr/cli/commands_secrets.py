@@ -14,18 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
-from wovyr.cli.backend import store_or_server
-from wovyr.cli.common import echo_json, print_table, tenant_options
+from wovyr.cli.backend import store_or_server, with_tenant
+from wovyr.cli.common import echo_listing, echo_result, json_option, tenant_options
 from wovyr.cli.main import cli
 from wovyr.errors import InputError, Problem
 from wovyr.platform.secrets import SecretInfo, Secrets, check_secret_name
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
-    from wovyr.cli.remote_platform import RemotePlatform
-    from wovyr.engine.engine import Engine
+    pass
 
 __all__: list[str] = []
 
@@ -78,7 +76,7 @@ def _row(info: SecretInfo) -> tuple[str, str, str, str]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Read the value from this file (default: standard input).",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def set_command(name: str, from_file: Path | None, as_json: bool, settings: Settings) -> None:
     """Set secret NAME of the tenant to the value read from standard input (or
@@ -86,24 +84,20 @@ def set_command(name: str, from_file: Path | None, as_json: bool, settings: Sett
     ${{ secrets.NAME }}."""
     check_secret_name(name, "NAME")
     value = _read_value(from_file)
-    info, tenant = store_or_server(
+    info, tenant = with_tenant(
         settings,
-        lambda engine: (
-            _secrets(engine).set_secret(
-                engine.tenant, name, value, by="cli", at=engine.clock.now(), actor=engine.actor
-            ),
-            engine.tenant,
+        lambda engine: _secrets(engine).set_secret(
+            engine.tenant, name, value, by="cli", at=engine.clock.now(), actor=engine.actor
         ),
-        lambda api: (api.set_secret(name, value), api.tenant),
+        lambda api: api.set_secret(name, value),
     )
-    if as_json:
-        echo_json(info.to_dict())
-    else:
-        click.echo(f"secret {info.name} of tenant {tenant}: version {info.version}")
+    echo_result(
+        as_json, info.to_dict(), f"secret {info.name} of tenant {tenant}: version {info.version}"
+    )
 
 
 @secrets_group.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def list_command(as_json: bool, settings: Settings) -> None:
     """The tenant's secrets: names, versions and times (never values)."""
@@ -112,37 +106,25 @@ def list_command(as_json: bool, settings: Settings) -> None:
         lambda engine: _secrets(engine).list_secrets(engine.tenant),
         lambda api: api.list_secrets(),
     )
-    if as_json:
-        echo_json([info.to_dict() for info in found])
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "version", "updated (UTC)", "by"):
-        table.add_column(column)
-    for info in found:
-        table.add_row(*_row(info))
-    print_table(table)
+    columns = ("name", "version", "updated (UTC)", "by")
+    echo_listing(as_json, [info.to_dict() for info in found], columns, map(_row, found))
 
 
 @secrets_group.command("delete")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def delete_command(name: str, as_json: bool, settings: Settings) -> None:
     """Delete secret NAME of the tenant (steps that reference it then fail, not retried)."""
     check_secret_name(name, "NAME")
 
-    def local(engine: Engine) -> str:
-        _secrets(engine).delete_secret(
+    _, tenant = with_tenant(
+        settings,
+        lambda engine: _secrets(engine).delete_secret(
             engine.tenant, name, by="cli", at=engine.clock.now(), actor=engine.actor
-        )
-        return engine.tenant
-
-    def remote(api: RemotePlatform) -> str:
-        api.delete_secret(name)
-        return api.tenant
-
-    tenant = store_or_server(settings, local, remote)
-    if as_json:
-        echo_json({"deleted": name, "tenant": tenant})
-    else:
-        click.echo(f"deleted secret {name} of tenant {tenant}")
+        ),
+        lambda api: api.delete_secret(name),
+    )
+    echo_result(
+        as_json, {"deleted": name, "tenant": tenant}, f"deleted secret {name} of tenant {tenant}"
+    )

@@ -22,7 +22,7 @@ from wovyr import assemble, withheld
 from wovyr._version import __version__
 from wovyr.activities.logs import route_output
 from wovyr.cli.common import echo_json, engine_options, json_log_config, open_engine
-from wovyr.cli.main import cli
+from wovyr.cli.main import cli, env_default
 from wovyr.engine.engine import Engine
 from wovyr.errors import ConfigError
 from wovyr.files import atomic_write
@@ -42,24 +42,21 @@ __all__: list[str] = []
 @cli.command("serve")
 @click.option(
     "--host",
-    default="127.0.0.1",
-    show_default=True,
-    envvar="WOVYR_HOST",
+    default=env_default("WOVYR_HOST"),
+    show_default="127.0.0.1",
     help="Address to listen on (0.0.0.0 in a container). Env: WOVYR_HOST.",
 )
 @click.option(
     "--port",
     type=click.IntRange(1, 65535),
-    default=8080,
-    show_default=True,
-    envvar="WOVYR_PORT",
+    default=env_default("WOVYR_PORT"),
+    show_default="8080",
     help="Env: WOVYR_PORT.",
 )
 @click.option(
     "--bootstrap-key-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    envvar="WOVYR_BOOTSTRAP_KEY_FILE",
+    default=env_default("WOVYR_BOOTSTRAP_KEY_FILE"),
     help="Write the first admin key (made on a store with no key) to this file, mode 0600, "
     "instead of printing it. Env: WOVYR_BOOTSTRAP_KEY_FILE.",
 )
@@ -74,9 +71,8 @@ __all__: list[str] = []
 )
 @click.option(
     "--access-log/--no-access-log",
-    default=False,
-    show_default=True,
-    envvar="WOVYR_ACCESS_LOG",
+    default=env_default("WOVYR_ACCESS_LOG", flag=True),
+    show_default="off",
     help="Log one line per HTTP request (method, path without its query, status). "
     "Env: WOVYR_ACCESS_LOG=1.",
 )
@@ -96,7 +92,7 @@ def serve_command(
     supervises (restarted if it dies), so the HTTP event loop only does I/O.
 
     SIGTERM or Ctrl-C stops claiming work, gives in-flight activities a grace period
-    (WOVYR_SHUTDOWN_GRACE_SECS), releases leases and exits. The first start on a store with
+    (WOVYR_SHUTDOWN_GRACE_SECONDS), releases leases and exits. The first start on a store with
     no API key prints one admin key for tenant "default", once (or writes it to
     --bootstrap-key-file, never printing it).
     """
@@ -114,7 +110,7 @@ def serve_command(
     # configured before the store opens: what start-up logs (a served store's policy, the
     # KMS's escrow warning) is in the same format as the rest
     logging.config.dictConfig(log_config)
-    install_memtrace("server", os.environ)  # opt-in debugging aid; nothing when unset
+    install_memtrace("server")  # opt-in debugging aid; nothing when unset
     with open_engine(settings) as engine:
         secrets = engine.secrets  # the one the store seals payloads with
         assert isinstance(secrets, Secrets)
@@ -271,18 +267,18 @@ def _server_class(base: Any) -> Any:
 )
 @click.option(
     "--db-clock/--no-db-clock",
-    default=True,
-    show_default=True,
-    envvar="WOVYR_DB_CLOCK",
-    help="Measure PostgreSQL leases with the database's clock (one clock for all hosts).",
+    default=env_default("WOVYR_DB_CLOCK", flag=True),
+    show_default="on",
+    help="Measure PostgreSQL leases with the database's clock (one clock for all hosts). "
+    "Env: WOVYR_DB_CLOCK.",
 )
 @click.option(
     "--metrics-addr",
     metavar="HOST:PORT",
-    default=None,
-    envvar="WOVYR_METRICS_ADDR",
+    default=env_default("WOVYR_METRICS_ADDR"),
     help="Serve Prometheus metrics on http://HOST:PORT/metrics, e.g. 127.0.0.1:9464 "
-    "(default: off). No authentication: every tenant's series; bind it privately.",
+    "(default: off). No authentication: every tenant's series; bind it privately. "
+    "Env: WOVYR_METRICS_ADDR.",
 )
 @click.option(
     "--max-per-tenant",

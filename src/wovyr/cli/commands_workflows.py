@@ -15,9 +15,13 @@ from wovyr.cli.common import (
     activities_table,
     cli_inputs,
     cli_labels,
+    cli_timestamp,
     console,
     echo_json,
+    echo_listing,
+    echo_table,
     is_tty,
+    json_option,
     open_engine,
     print_table,
     short,
@@ -28,15 +32,14 @@ from wovyr.cli.common import (
 )
 from wovyr.cli.main import cli
 from wovyr.events import model_calls, model_totals
-from wovyr.fields import parse_timestamp
 from wovyr.settings import Settings
+from wovyr.statuses import SHOWN_STATUSES as STATUSES
 
 if TYPE_CHECKING:
     from wovyr.worker import Worker
 
 __all__: list[str] = []
 
-STATUSES = ["running", "waiting", "completed", "failed", "cancelled", "continued"]
 _NO_FOLLOW = click.option(
     "--no-follow",
     "no_follow",
@@ -50,15 +53,6 @@ def workflows() -> None:
     """Inspect and steer executions."""
 
 
-def _timestamp(value: str | None, name: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return parse_timestamp(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=name) from None
-
-
 @workflows.command("list")
 @click.option("--workflow", help="Only this workflow name.")
 @click.option("--name", help="Workflow names containing this text (any case).")
@@ -69,7 +63,7 @@ def _timestamp(value: str | None, name: str) -> datetime | None:
 @click.option("--created-before", metavar="TIME", help="RFC 3339 time.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @click.option("--cursor", help="Continue after a previous page.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def list_command(
     workflow: str | None,
@@ -85,8 +79,8 @@ def list_command(
     settings: Settings,
 ) -> None:
     """List executions, newest first."""
-    after = _timestamp(created_after, "--created-after")
-    before = _timestamp(created_before, "--created-before")
+    after = cli_timestamp(created_after, "--created-after")
+    before = cli_timestamp(created_before, "--created-before")
     with open_backend(settings) as backend:
         items, next_cursor = backend.list_executions(
             workflow=workflow,
@@ -102,14 +96,8 @@ def list_command(
     if as_json:
         echo_json({"items": items, "next_cursor": next_cursor})
         return
-    from rich.table import Table  # only to print one: --json does not load rich
-
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "workflow", "status", "created", "waiting on", "labels"):
-        # An id is never cut or wrapped: it is what a user copies into the next command.
-        table.add_column(column, no_wrap=column in ("id", "created"))
-    for r in items:
-        table.add_row(
+    rows = (
+        (
             r["id"],
             f"{r['workflow']} v{r['version']}",
             status_style(r["status"]),
@@ -117,7 +105,11 @@ def list_command(
             short(r["waiting_on"] or "", 50),
             " ".join(f"{k}={v}" for k, v in sorted(r["labels"].items())),
         )
-    print_table(table)
+        for r in items
+    )
+    # An id is never cut or wrapped: it is what a user copies into the next command.
+    columns = ("id", "workflow", "status", "created", "waiting on", "labels")
+    echo_table(columns, rows, no_wrap=("id", "created"))
     if next_cursor:
         console.print(f"\nmore: --cursor {next_cursor}")
 
@@ -128,7 +120,7 @@ FINISHED_STATUSES = ["completed", "failed", "cancelled", "continued"]
 def _before(value: str) -> datetime:
     """An RFC 3339 time, or a day (its midnight, UTC)."""
     text = f"{value}T00:00:00Z" if len(value) == 10 else value
-    stamp = _timestamp(text, "--before")
+    stamp = cli_timestamp(text, "--before")
     assert stamp is not None
     return stamp
 
@@ -153,7 +145,7 @@ def _before(value: str) -> datetime:
     type=click.Path(dir_okay=False),
     help="A .jsonl file.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def export_command(
     statuses: tuple[str, ...],
@@ -181,7 +173,7 @@ def export_command(
 
 @workflows.command("show")
 @click.argument("execution_id")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @_NO_FOLLOW
 @tenant_options
 def show_command(execution_id: str, as_json: bool, no_follow: bool, settings: Settings) -> None:
@@ -296,7 +288,7 @@ def _print_tracebacks(view: dict[str, Any]) -> None:
 @click.argument("execution_id")
 @click.option("--after", type=click.IntRange(0), default=0, help="Only events after this seq.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @_NO_FOLLOW
 @tenant_options
 def history_command(
@@ -311,18 +303,16 @@ def history_command(
     --no-follow)."""
     with open_backend(settings) as backend:
         events = backend.history(execution_id, after, limit, follow=not no_follow)
-    if as_json:
-        echo_json(events)
-        return
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False)
-    for column in ("seq", "at", "type", "data"):
-        table.add_column(column)
-    for e in events:
-        at = datetime.fromisoformat(e["at"]).strftime("%H:%M:%S.%f")[:-3]
-        table.add_row(str(e["seq"]), at, e["type"], short(e["data"], 80))
-    print_table(table)
+    rows = (
+        (
+            str(e["seq"]),
+            datetime.fromisoformat(e["at"]).strftime("%H:%M:%S.%f")[:-3],
+            e["type"],
+            short(e["data"], 80),
+        )
+        for e in events
+    )
+    echo_listing(as_json, events, ("seq", "at", "type", "data"), rows)
 
 
 @workflows.command("watch")
@@ -454,7 +444,7 @@ def _payload(raw: str | None) -> Any:
 @click.argument("execution_id")
 @click.argument("name")
 @click.option("--payload", help="JSON payload (a plain string if it is not JSON).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def signal_command(
     execution_id: str, name: str, payload: str | None, as_json: bool, settings: Settings
@@ -481,7 +471,7 @@ def signal_command(
     type=click.FloatRange(min=0, min_open=True),
     help="More cost for an agent paused on its budget.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def approve_command(
     execution_id: str,
@@ -508,7 +498,7 @@ def approve_command(
 @workflows.command("cancel")
 @click.argument("execution_id")
 @click.option("--reason", help="Why (recorded).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 def cancel_command(
     execution_id: str, reason: str | None, as_json: bool, settings: Settings
@@ -554,7 +544,7 @@ def _done(view: dict[str, Any], as_json: bool, message: str) -> None:
     help="Only start it; a `wovyr worker` (or `wovyr serve`) drives it. Through a server "
     "the server's worker always does.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @tenant_options
 @click.pass_context
 def rerun_command(

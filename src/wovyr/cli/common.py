@@ -7,19 +7,22 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 
 from wovyr import assemble
 from wovyr.activities.logs import JsonLines, log_config
+from wovyr.cli.main import env_default
 from wovyr.definition.inputs import parse_cli_inputs
 from wovyr.engine.engine import Engine
 from wovyr.engine.labels import parse_label_pairs
 from wovyr.errors import InputError
+from wovyr.fields import parse_timestamp
 from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings, load_settings
 
@@ -30,11 +33,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JsonLines",
+    "applied_at",
     "cli_inputs",
     "cli_labels",
+    "cli_timestamp",
     "echo_json",
+    "echo_listing",
+    "echo_result",
+    "echo_table",
     "engine_options",
     "json_log_config",
+    "json_option",
     "local_actor",
     "open_engine",
     "plain_console",
@@ -56,10 +65,15 @@ class _LazyConsole:
     def __init__(self, **options: Any) -> None:
         self._options = options
         self._console: Console | None = None
+        self._command: click.Context | None = None
 
     def _get(self) -> Console:
-        if self._console is None:
+        # made again for each command (`main` called again in one process): its --color
+        ctx = click.get_current_context(silent=True)
+        command = ctx.find_root() if ctx is not None else None
+        if self._console is None or command is not self._command:
             self._console = plain_console(**self._options)
+            self._command = command
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -80,7 +94,19 @@ def plain_console(**options: Any) -> Console:
     never as markup inside a string."""
     from rich.console import Console
 
+    color: dict[str, dict[str, Any]] = {
+        "always": {"force_terminal": True, "no_color": False},
+        "never": {"color_system": None},
+    }
+    options = {**color.get(_color_mode(), {}), **options}
     return Console(markup=False, emoji=False, highlight=False, **options)
+
+
+def _color_mode() -> str:
+    """The command's `--color`: auto (a terminal's colours, none under NO_COLOR, as rich
+    does), always (even into a pipe, whatever NO_COLOR says) or never."""
+    ctx = click.get_current_context(silent=True)
+    return str(ctx.meta.get("wovyr.color", "auto")) if ctx is not None else "auto"
 
 
 if TYPE_CHECKING:
@@ -170,9 +196,8 @@ def tenant_options(fn: F) -> F:
 
     @click.option(
         "--tenant",
-        default="default",
-        envvar="WOVYR_TENANT",
-        show_default=True,
+        default=env_default("WOVYR_TENANT"),
+        show_default="default",
         metavar="TENANT",
         help="The tenant to act for. Env: WOVYR_TENANT.",
     )
@@ -223,8 +248,52 @@ def local_actor() -> str:
     return f"local:{user}"
 
 
+# `--json`: the command prints its answer as JSON (the `as_json` argument)
+json_option: Callable[[F], F] = click.option("--json", "as_json", is_flag=True)
+
+
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+
+
+def echo_result(as_json: bool, value: Any, text: str) -> None:
+    """What a command did: `value` as JSON under `--json`, else the line `text`."""
+    if as_json:
+        echo_json(value)
+    else:
+        click.echo(text)
+
+
+def echo_table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str | Text]],
+    *,
+    no_wrap: Collection[str] = (),
+) -> None:
+    """A table of `columns` (those in `no_wrap` never wrapped), printed by `print_table`."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for column in columns:
+        table.add_column(column, no_wrap=column in no_wrap)
+    for row in rows:
+        table.add_row(*row)
+    print_table(table)
+
+
+def echo_listing(
+    as_json: bool,
+    data: Any,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str | Text]],
+    *,
+    no_wrap: Collection[str] = (),
+) -> None:
+    """A list command's answer: `data` as JSON under `--json`, else the table of `rows`."""
+    if as_json:
+        echo_json(data)
+    else:
+        echo_table(columns, rows, no_wrap=no_wrap)
 
 
 def short(value: Any, width: int = 60) -> str:
@@ -250,6 +319,11 @@ def activities_table(activities: dict[str, dict[str, Any]]) -> Table:
             "" if detail is None else short(detail),
         )
     return table
+
+
+def applied_at(row: dict[str, Any]) -> str:
+    """When a listed definition or agent was applied (its `applied_at`), to the second."""
+    return datetime.fromisoformat(row["applied_at"]).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def is_tty() -> bool:
@@ -283,6 +357,20 @@ def cli_inputs(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
         return parse_cli_inputs(list(pairs))
     except InputError as exc:
         raise click.BadParameter(str(exc), param_hint="'-i' / '--input'") from None
+
+
+@overload
+def cli_timestamp(value: str, name: str) -> datetime: ...
+@overload
+def cli_timestamp(value: str | None, name: str) -> datetime | None: ...
+def cli_timestamp(value: str | None, name: str) -> datetime | None:
+    """An RFC 3339 time given as option `name`; a malformed one is a usage error (exit 2)."""
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=name) from None
 
 
 def cli_labels(pairs: tuple[str, ...] | list[str], flag: str = "--label") -> dict[str, str]:

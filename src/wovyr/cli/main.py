@@ -3,14 +3,18 @@
 Exit codes: 0 success, 1 the work failed or a document is invalid, 2 usage error (a bad
 flag, a malformed `-i KEY=VALUE`), 3 the execution is waiting (for a signal, an approval or
 a later timer), 4 not found (no such execution, definition, schedule or key). Errors from
-Wovyr are printed without a traceback; several problems are listed one per line.
+Wovyr are printed without a traceback; several problems are listed one per line. Under
+`--json` an error is printed (on stderr) as one JSON object, `{"error": {"type", "message",
+"hint", "exit_code", "problems"}}`, with the same exit code.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
+import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -24,7 +28,7 @@ from wovyr.errors import (
 )
 from wovyr.withheld import withhold
 
-__all__ = ["cli", "error_text", "main"]
+__all__ = ["cli", "env_default", "error_text", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -56,6 +60,14 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         "Agents: apply, list and show agent definitions, run one in the foreground.",
     ),
     "batches": (("commands_bulk",), "Bulk-action batches: list, show."),
+    "completion": (
+        ("commands_config",),
+        "Print the shell completion script for bash, zsh or fish.",
+    ),
+    "config": (
+        ("commands_config",),
+        "The effective configuration: every setting, its value and where it came from.",
+    ),
     "db": (("commands_db",), "The store's schema: apply migrations, show the version."),
     "dev": (
         ("commands_dev",),
@@ -64,6 +76,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "definitions": (
         ("commands_registry",),
         "Register workflow definitions by name and version.",
+    ),
+    "events": (
+        ("commands_events",),
+        "Events: send one to a topic's triggers, list those received.",
     ),
     "mcp": (
         ("commands_mcp",),
@@ -76,6 +92,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "providers": (
         ("commands_providers",),
         "Tenants' model providers for `llm` and `agent` steps: set, list, show, delete.",
+    ),
+    "triggers": (
+        ("commands_events",),
+        "Event triggers: apply, list, show and delete `kind: Trigger` documents.",
     ),
     "run": (
         ("commands_run",),
@@ -112,6 +132,20 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+def env_default(name: str, *, flag: bool = False) -> Callable[[], Any]:
+    """An option's default when it is not given: the variable `name`, read through the
+    settings table (`wovyr.settings.lookup`: deprecated names, `NAME_FILE`); `flag`: a 1/0
+    switch, as a bool. (Imported when a command runs, never by `wovyr --version`.)"""
+
+    def default() -> Any:
+        from wovyr.settings import lookup, switch
+
+        value = lookup(name)
+        return bool(switch(value)) if flag else value.text
+
+    return default
+
+
 # The commands that work through a server (`--server URL`), not only on this host's store:
 # `validate` and `schema` read no store at all; of `admin`, what a tenant's admin key may do
 # (its keys, policy, quotas, rate limits, retention, audit records), each of the host's own
@@ -124,11 +158,13 @@ REMOTE_COMMANDS = frozenset(
         "agents",
         "batches",
         "definitions",
+        "events",
         "mcp",
         "providers",
         "schedules",
         "schema",
         "secrets",
+        "triggers",
         "validate",
         "workflows",
     }
@@ -167,14 +203,24 @@ class _LazyGroup(click.Group):
 @click.option(
     "--server",
     metavar="URL",
-    envvar="WOVYR_SERVER",
+    default=env_default("WOVYR_SERVER"),
     help="Talk to this Wovyr server's API instead of the local store (every command but the "
     "host's own: run, serve, worker, dev, db, memory and the host's admin commands), with "
-    "the key in WOVYR_API_KEY. Env: WOVYR_SERVER.",
+    "the key in WOVYR_API_KEY (or WOVYR_API_KEY_FILE). Env: WOVYR_SERVER.",
+)
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Colour in tables and statuses: auto (on a terminal, unless NO_COLOR is set), "
+    "always, or never.",
 )
 @click.pass_context
-def cli(ctx: click.Context, server: str | None) -> None:
+def cli(ctx: click.Context, server: str | None, color: str) -> None:
     """Wovyr: durable execution for declarative workflows."""
+    ctx.meta["wovyr.color"] = color
+    ctx.color = {"always": True, "never": False}.get(color)
     if not server:
         return
     name = ctx.invoked_subcommand
@@ -190,8 +236,9 @@ def cli(ctx: click.Context, server: str | None) -> None:
             f"{', '.join(sorted(REMOTE_COMMANDS))}."
         )
     from wovyr.cli.target import API_KEY_ENV, Remote
+    from wovyr.settings import read
 
-    ctx.meta["wovyr.remote"] = Remote(server, os.environ.get(API_KEY_ENV) or None)
+    ctx.meta["wovyr.remote"] = Remote(server, read(API_KEY_ENV))
 
 
 def _register() -> None:
@@ -236,18 +283,60 @@ def main(argv: list[str] | None = None) -> int:
     except click.Abort:
         click.echo("Aborted.", err=True)
         return 130
-    except click.UsageError as err:
-        err.show()
-        return EXIT_USAGE
     except click.ClickException as err:
-        err.show()
-        return EXIT_USAGE if err.exit_code == 2 else err.exit_code
+        code = EXIT_USAGE if isinstance(err, click.UsageError) else err.exit_code
+        if _wants_json(sys.argv[1:] if argv is None else argv):
+            _echo_error("usage" if code == EXIT_USAGE else "error", err.format_message(), code)
+        else:
+            err.show()
+        return code
     except WovyrError as err:
-        click.echo(f"error: {error_text(err)}", err=True)
-        return EXIT_NOT_FOUND if isinstance(err, NotFound) else EXIT_FAILED
+        code = EXIT_NOT_FOUND if isinstance(err, NotFound) else EXIT_FAILED
+        if _wants_json(sys.argv[1:] if argv is None else argv):
+            _echo_error(type(err).__name__, err.message, code, err)
+        else:
+            click.echo(f"error: {error_text(err)}", err=True)
+        return code
     except KeyboardInterrupt:
         return 130
     return EXIT_OK
+
+
+def _wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for `--json` output: the command it names has a
+    `--json` option, given (parsed again, leniently: the failed parse is gone), or, naming
+    no command there is, `--json` is among its words."""
+    try:
+        ctx = cli.make_context("wovyr", list(args), resilient_parsing=True)
+        command: click.Command = cli
+        while isinstance(command, click.Group):
+            rest = [*ctx._protected_args, *ctx.args]
+            if not rest:
+                break
+            name, sub, rest = command.resolve_command(ctx, rest)
+            if sub is None or name is None:
+                raise click.UsageError(f"no command {name!r}")
+            ctx = sub.make_context(name, rest, parent=ctx, resilient_parsing=True)
+            command = sub
+    except (click.ClickException, WovyrError):  # an unknown command: the word decides
+        return "--json" in args[: args.index("--") if "--" in args else len(args)]
+    return any(
+        isinstance(p, click.Option) and "--json" in p.opts and bool(ctx.params.get(p.name or ""))
+        for p in command.params
+    )
+
+
+def _echo_error(kind: str, message: str, code: int, err: WovyrError | None = None) -> None:
+    """The error as one JSON object on stderr (under `--json`)."""
+    problems = getattr(err, "problems", None) or []
+    body = {
+        "type": kind,
+        "message": message,
+        "hint": getattr(err, "hint", None),
+        "exit_code": code,
+        "problems": [p.to_dict() for p in problems if isinstance(p, Problem)],
+    }
+    click.echo(json.dumps({"error": body}, ensure_ascii=False), err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from asyncio import sleep
 from collections.abc import AsyncIterator, Mapping
@@ -48,6 +47,7 @@ from wovyr.client.models import (
     TriggerResult,
 )
 from wovyr.errors import ConfigError
+from wovyr.settings import read
 
 __all__ = ["AsyncClient"]
 
@@ -100,7 +100,7 @@ class AsyncClient:
         transport: httpx.AsyncBaseTransport | None = None,
         retry: Retry | None = None,
     ) -> None:
-        url = base_url or os.environ.get(SERVER_ENV)
+        url = base_url or read(SERVER_ENV)
         if not url:
             raise ConfigError(f"no server URL: pass base_url or set {SERVER_ENV}")
         if not url.startswith(("http://", "https://")):
@@ -829,6 +829,75 @@ class AsyncClient:
 
     async def delete_mcp_server(self, name: str) -> None:
         await self._send("DELETE", f"{_V1}/mcp-servers/{_part(name)}")
+
+    # --- event triggers --------------------------------------------------------------------------
+
+    async def apply_trigger(self, document: str | Mapping[str, Any]) -> JSONObject:
+        """Apply a `kind: Trigger` document (YAML text or an object)."""
+        return cast(JSONObject, await self._json("POST", f"{_V1}/triggers", **_document(document)))
+
+    async def list_triggers(self) -> list[JSONObject]:
+        return cast(list[JSONObject], await self._json("GET", f"{_V1}/triggers"))
+
+    async def get_trigger(self, name: str) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", f"{_V1}/triggers/{_part(name)}"))
+
+    async def delete_trigger(self, name: str) -> None:
+        await self._send("DELETE", f"{_V1}/triggers/{_part(name)}")
+
+    async def send_event(self, topic: str, payload: Any) -> JSONObject:
+        """Send a JSON event to `topic`'s triggers: what each made of it (`events`), also
+        when none started anything (an error status then, the events recorded all the
+        same)."""
+        path = f"{_V1}/events/{_part(topic)}"
+        allow = (400, 404, 413, 422, 429)
+        return cast(JSONObject, (await self._send("POST", path, json=payload, allow=allow)).json())
+
+    async def receive_webhook(self, hook_id: str, body: bytes, signature: str) -> JSONObject:
+        """Post `body` to a trigger's webhook, signed (`Wovyr-Signature`; no API key needed)."""
+        path = f"{_V1}/hooks/{_part(hook_id)}"
+        headers = {"Content-Type": "application/json", "Wovyr-Signature": signature}
+        return cast(JSONObject, await self._json("POST", path, content=body, headers=headers))
+
+    async def list_events(
+        self, *, trigger: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> JSONObject:
+        """A page of the events received, newest first (`next_cursor`: pass it as `cursor`)."""
+        params = query(trigger=trigger, limit=limit, cursor=cursor)
+        return cast(JSONObject, await self._json("GET", f"{_V1}/events", params=params))
+
+    # --- outbound webhooks ------------------------------------------------------------------------
+
+    async def list_webhooks(self) -> list[JSONObject]:
+        return cast(list[JSONObject], await self._json("GET", f"{_V1}/webhooks"))
+
+    async def get_webhook(self, name: str) -> JSONObject:
+        return cast(JSONObject, await self._json("GET", f"{_V1}/webhooks/{_part(name)}"))
+
+    async def put_webhook(self, name: str, config: Mapping[str, Any]) -> JSONObject:
+        """`config`: url, events, secrets (names), filter."""
+        path = f"{_V1}/webhooks/{_part(name)}"
+        return cast(JSONObject, await self._json("PUT", path, json=dict(config)))
+
+    async def delete_webhook(self, name: str) -> None:
+        await self._send("DELETE", f"{_V1}/webhooks/{_part(name)}")
+
+    async def list_deliveries(
+        self,
+        *,
+        endpoint: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JSONObject:
+        """A page of the webhook deliveries, newest first (`next_cursor`: pass it as `cursor`)."""
+        params = query(endpoint=endpoint, status=status, limit=limit, cursor=cursor)
+        return cast(JSONObject, await self._json("GET", f"{_V1}/deliveries", params=params))
+
+    async def get_delivery(self, delivery_id: str) -> JSONObject:
+        """One delivery with its attempts (`attempts_made`)."""
+        path = f"{_V1}/deliveries/{_part(delivery_id)}"
+        return cast(JSONObject, await self._json("GET", path))
 
     async def list_audit(
         self,

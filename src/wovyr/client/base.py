@@ -9,7 +9,6 @@ the client is what a remote user installs, with httpx as its only dependency
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from wovyr.errors import (
     StoreUnavailable,
     WovyrError,
 )
+from wovyr.settings import read
 
 __all__ = [  # noqa: RUF022 - plain sorted(), as the tests check
     "API_KEY_ENV",
@@ -90,7 +90,7 @@ def api_key_from(api_key: str | None, environ: Mapping[str, str] | None = None) 
     /readyz answer, everything else is 401)."""
     if api_key:
         return api_key
-    return (os.environ if environ is None else environ).get(API_KEY_ENV) or None
+    return read(API_KEY_ENV, environ)  # or WOVYR_API_KEY_FILE's file
 
 
 def headers_of(api_key: str | None) -> dict[str, str]:

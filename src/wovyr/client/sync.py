@@ -5,7 +5,6 @@ GENERATED from wovyr/client/aio.py by scripts/unasync_client.py: do not edit by 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -47,6 +46,7 @@ from wovyr.client.models import (
     TriggerResult,
 )
 from wovyr.errors import ConfigError
+from wovyr.settings import read
 
 __all__ = ["Client"]
 
@@ -99,7 +99,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         retry: Retry | None = None,
     ) -> None:
-        url = base_url or os.environ.get(SERVER_ENV)
+        url = base_url or read(SERVER_ENV)
         if not url:
             raise ConfigError(f"no server URL: pass base_url or set {SERVER_ENV}")
         if not url.startswith(("http://", "https://")):
@@ -817,6 +817,75 @@ class Client:
 
     def delete_mcp_server(self, name: str) -> None:
         self._send("DELETE", f"{_V1}/mcp-servers/{_part(name)}")
+
+    # --- event triggers --------------------------------------------------------------------------
+
+    def apply_trigger(self, document: str | Mapping[str, Any]) -> JSONObject:
+        """Apply a `kind: Trigger` document (YAML text or an object)."""
+        return cast(JSONObject, self._json("POST", f"{_V1}/triggers", **_document(document)))
+
+    def list_triggers(self) -> list[JSONObject]:
+        return cast(list[JSONObject], self._json("GET", f"{_V1}/triggers"))
+
+    def get_trigger(self, name: str) -> JSONObject:
+        return cast(JSONObject, self._json("GET", f"{_V1}/triggers/{_part(name)}"))
+
+    def delete_trigger(self, name: str) -> None:
+        self._send("DELETE", f"{_V1}/triggers/{_part(name)}")
+
+    def send_event(self, topic: str, payload: Any) -> JSONObject:
+        """Send a JSON event to `topic`'s triggers: what each made of it (`events`), also
+        when none started anything (an error status then, the events recorded all the
+        same)."""
+        path = f"{_V1}/events/{_part(topic)}"
+        allow = (400, 404, 413, 422, 429)
+        return cast(JSONObject, (self._send("POST", path, json=payload, allow=allow)).json())
+
+    def receive_webhook(self, hook_id: str, body: bytes, signature: str) -> JSONObject:
+        """Post `body` to a trigger's webhook, signed (`Wovyr-Signature`; no API key needed)."""
+        path = f"{_V1}/hooks/{_part(hook_id)}"
+        headers = {"Content-Type": "application/json", "Wovyr-Signature": signature}
+        return cast(JSONObject, self._json("POST", path, content=body, headers=headers))
+
+    def list_events(
+        self, *, trigger: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> JSONObject:
+        """A page of the events received, newest first (`next_cursor`: pass it as `cursor`)."""
+        params = query(trigger=trigger, limit=limit, cursor=cursor)
+        return cast(JSONObject, self._json("GET", f"{_V1}/events", params=params))
+
+    # --- outbound webhooks ------------------------------------------------------------------------
+
+    def list_webhooks(self) -> list[JSONObject]:
+        return cast(list[JSONObject], self._json("GET", f"{_V1}/webhooks"))
+
+    def get_webhook(self, name: str) -> JSONObject:
+        return cast(JSONObject, self._json("GET", f"{_V1}/webhooks/{_part(name)}"))
+
+    def put_webhook(self, name: str, config: Mapping[str, Any]) -> JSONObject:
+        """`config`: url, events, secrets (names), filter."""
+        path = f"{_V1}/webhooks/{_part(name)}"
+        return cast(JSONObject, self._json("PUT", path, json=dict(config)))
+
+    def delete_webhook(self, name: str) -> None:
+        self._send("DELETE", f"{_V1}/webhooks/{_part(name)}")
+
+    def list_deliveries(
+        self,
+        *,
+        endpoint: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JSONObject:
+        """A page of the webhook deliveries, newest first (`next_cursor`: pass it as `cursor`)."""
+        params = query(endpoint=endpoint, status=status, limit=limit, cursor=cursor)
+        return cast(JSONObject, self._json("GET", f"{_V1}/deliveries", params=params))
+
+    def get_delivery(self, delivery_id: str) -> JSONObject:
+        """One delivery with its attempts (`attempts_made`)."""
+        path = f"{_V1}/deliveries/{_part(delivery_id)}"
+        return cast(JSONObject, self._json("GET", path))
 
     def list_audit(
         self,

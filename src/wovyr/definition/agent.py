@@ -23,19 +23,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
+import wovyr.activities.builtin  # noqa: F401  (registers what runs the built-in kinds)
 from wovyr.activities.base import ActivityRegistry
-from wovyr.activities.builtin.agent import AgentBudget, ToolName
 from wovyr.activities.kinds import KINDS
-from wovyr.activities.memory import EmbeddingSpec
-from wovyr.activities.model_options import Options
-from wovyr.definition.locate import model_problems
+from wovyr.definition.locate import validated
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import Limits, parse_document
 from wovyr.definition.source import SourceMap
 from wovyr.errors import DefinitionError, Problem
 from wovyr.fields import NAME_PATTERN, Duration, FrozenModel, Version
+from wovyr.kinds.options import Options
+from wovyr.kinds.steps import AgentBudget, EmbeddingSpec, ToolName
 
 __all__ = [
     "AGENT_LABEL",
@@ -113,12 +113,7 @@ def load_agent(
             hint="apply workflows with `wovyr definitions apply`",
         )
         raise DefinitionError([problem])
-    try:
-        document = AgentDocument.model_validate(data)
-    except ValidationError as exc:
-        problems = model_problems(exc, data, smap)
-        problems.sort(key=lambda p: (p.line or 0, p.column or 0))
-        raise DefinitionError(problems) from None
+    document = validated(AgentDocument, data, smap)
     if len(workflow_name(document.name)) > 128:
         message = "the name is too long (at most 122 characters)"
         problem = smap.problem(message, ("metadata", "name"))
@@ -195,7 +190,7 @@ def agent_tool_problems(
     key in the document when its source map is given."""
     workflow = agent_workflow(document)
     act = workflow.activities[0]
-    check = act.kind_entry.preflight
+    check = KINDS.get(act.kind).preflight
     found = check(act.step, tools) if check is not None else []
     problems = []
     for p in found:

@@ -20,9 +20,22 @@ from pydantic_core import ErrorDetails
 
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.definition.source import DataPath, SourceMap
-from wovyr.errors import Problem
+from wovyr.errors import DefinitionError, Problem
 
-__all__ = ["field_names", "model_at", "model_problems", "suggest"]
+__all__ = ["field_names", "model_at", "model_problems", "suggest", "validated"]
+
+_M = typing.TypeVar("_M", bound=BaseModel)
+
+
+def validated(model: type[_M], data: Any, smap: SourceMap) -> _M:
+    """`data` as a `model` (a document's), or DefinitionError with every problem located
+    and in the order of the text."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = model_problems(exc, data, smap)
+        problems.sort(key=lambda p: (p.line or 0, p.column or 0))
+        raise DefinitionError(problems) from None
 
 
 def model_problems(exc: ValidationError, data: Any, smap: SourceMap) -> list[Problem]:

@@ -22,13 +22,18 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import SkipJsonSchema
 
-import wovyr.activities.builtin  # noqa: F401  (registers the built-in kinds)
-from wovyr.activities.builtin.child import ChildWorkflowSpec
-from wovyr.activities.builtin.http import HttpSpec
-from wovyr.activities.builtin.shell import ShellSpec
-from wovyr.activities.builtin.wait import ApprovalWait, TimerWait, WaitSpec, WaitStep
-from wovyr.activities.kinds import KINDS, ActivityKind
 from wovyr.fields import IDENT_PATTERN, NAME_PATTERN, Duration, FrozenModel, Timestamp, Version
+from wovyr.kinds.steps import (
+    ApprovalWait,
+    ChildWorkflowSpec,
+    HttpSpec,
+    ShellSpec,
+    TimerWait,
+    WaitSpec,
+    WaitStep,
+)
+from wovyr.kinds.table import DECLARED as KINDS
+from wovyr.kinds.table import Declaration
 
 __all__ = [
     "IDENT_PATTERN",
@@ -112,7 +117,7 @@ class _NoKind:
 
 class _Runnable(_Model):
     """What activities and compensations share: one kind, chosen by its key (`tool`, `http`,
-    ... see `wovyr.activities.kinds`), and how to run it. The keys the kind owns are
+    ... see `wovyr.kinds`), and how to run it. The keys the kind owns are
     validated by the kind's model into `step` and dumped back as they were written."""
 
     kind: SkipJsonSchema[str] = Field(default="", exclude=True)
@@ -182,8 +187,8 @@ class _Runnable(_Model):
         return {**fields, **own}
 
     @property
-    def kind_entry(self) -> ActivityKind:
-        """This activity's entry in the kinds table."""
+    def kind_entry(self) -> Declaration:
+        """This activity's kind as the language declares it (`wovyr.kinds`)."""
         return KINDS.get(self.kind)
 
     def step_of(self, model: type[_Step]) -> _Step | None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import wovyr.activities.builtin  # noqa: F401  (registers what runs the built-in kinds)
 from wovyr.activities.base import ActivityRegistry
+from wovyr.activities.kinds import KINDS
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.definition.model import Activity, CompensateSpec, Workflow
 from wovyr.definition.parse import parse_document, read_source
@@ -32,7 +34,7 @@ def handler_problems(
     given, else by data path only (a stored definition has no lines)."""
     found: list[tuple[DataPath, str, str | None]] = []
     for where, _, spec in workflow_steps(workflow):
-        check = spec.kind_entry.preflight
+        check = KINDS.get(spec.kind).preflight
         if check is not None:
             found += [((*where, *p.path), p.message, p.hint) for p in check(spec.step, tools)]
     if not found:
@@ -53,7 +55,7 @@ def policy_problems(
     flags that would allow it or None) in document order."""
     found: list[tuple[str, str, str, str, str | None]] = []
     for where, act, spec in workflow_steps(workflow):
-        check = spec.kind_entry.admits
+        check = KINDS.get(spec.kind).admits
         if check is not None:
             for p in check(spec.step, policy):
                 path = format_path((*where, *p.path))

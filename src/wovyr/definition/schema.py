@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wovyr.activities.kinds import KINDS
 from wovyr.definition.model import Workflow, activity_kinds
+from wovyr.kinds.table import DECLARED as KINDS
 
 __all__ = ["SCHEMA_FILE", "json_schema", "schema_text"]
 

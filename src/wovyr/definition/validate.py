@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
-from wovyr.activities.kinds import KINDS
 from wovyr.definition.expr import (
     CONTEXT_ROOTS,
     EXECUTION_FIELDS,
@@ -43,6 +42,7 @@ from wovyr.definition.source import DataPath, SourceMap
 from wovyr.errors import ExpressionError, Problem
 from wovyr.fields import format_duration, parse_duration
 from wovyr.ids import ID_RULE, is_chain_run_id, is_execution_id
+from wovyr.kinds.table import DECLARED as KINDS
 
 __all__ = ["validate", "validate_data"]
 

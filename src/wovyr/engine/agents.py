@@ -29,6 +29,7 @@ from wovyr.definition.agent import (
 from wovyr.definition.parse import read_source
 from wovyr.errors import DefinitionError, InputError, NotFound, Problem
 from wovyr.events import EventType
+from wovyr.statuses import ExecutionStatus
 from wovyr.store.records import DefinitionRecord
 
 if TYPE_CHECKING:
@@ -42,8 +43,6 @@ __all__ = [
     "named_agent",
     "start_agent_run",
 ]
-
-_ENDED = frozenset({"completed", "failed", "cancelled", "continued"})
 
 
 def apply_agent(
@@ -121,7 +120,7 @@ class AgentRun:
 
     @property
     def ended(self) -> bool:
-        return self.status in _ENDED
+        return self.status in ExecutionStatus.TERMINAL
 
 
 def agent_run(engine: Engine, run_id: str) -> AgentRun:

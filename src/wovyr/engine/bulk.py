@@ -55,6 +55,7 @@ from wovyr.errors import (
 )
 from wovyr.events import EventType
 from wovyr.ids import derived_id, new_id
+from wovyr.statuses import SHOWN_STATUSES
 from wovyr.store.audit import payload_digest
 from wovyr.store.base import ExecutionFilter, ExecutionRecord
 from wovyr.store.bulk import (
@@ -80,7 +81,7 @@ __all__ = [
 ]
 
 PAGE_SIZE = 100  # executions per page: listed in one transaction, outcomes in another
-STATUSES = ("running", "waiting", "completed", "failed", "cancelled", "continued")
+STATUSES = SHOWN_STATUSES
 _RERUNNABLE = frozenset(
     {ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED}
 )

@@ -37,6 +37,7 @@ from wovyr.events import (
     SignalReceived,
     or_absent,
 )
+from wovyr.statuses import ExecutionStatus
 from wovyr.store.audit import payload_digest
 from wovyr.store.base import (
     CommitOutcome,
@@ -285,7 +286,7 @@ def parent_step(rt: Runtime, tenant: str, after: ExecutionState) -> list[StepWri
     if not (after.finished and parent):
         return []
     record = rt.store.load(parent["id"], tenant)
-    if record is None or record.status != "running":
+    if record is None or record.status != ExecutionStatus.RUNNING:
         return []
     before = state_from_json(record.checkpoint or {})
     now = rt.clock.now()
@@ -312,7 +313,7 @@ def cancel_steps(
     now = rt.clock.now()
     for child in children:
         record = rt.store.load(child, tenant)
-        if record is None or record.status != "running":
+        if record is None or record.status != ExecutionStatus.RUNNING:
             continue
         before = state_from_json(record.checkpoint or {})
         reason = f"the activity that started it in {parent.id} timed out"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from wovyr.activities.kinds import KINDS
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file, parse_document
@@ -56,7 +57,7 @@ class Definitions:
         """`InputError` naming every step of `workflow` this tenant's policy refuses before
         it runs (shell where shell is off, ...); the policy is read only when a step has a
         kind with side effects."""
-        if not any(spec.kind_entry.admits for _, _, spec in workflow_steps(workflow)):
+        if not any(KINDS.get(spec.kind).admits for _, _, spec in workflow_steps(workflow)):
             return
         error = refusals(workflow, self.tenant_policy())
         if error is not None:

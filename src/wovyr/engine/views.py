@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import wovyr.activities.builtin  # noqa: F401  (registers what runs the built-in kinds)
+from wovyr.activities.kinds import KINDS
 from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.core.policy import retry_policy
 from wovyr.engine.core.state import ActivityStatus, ExecutionState, ExecutionStatus
@@ -151,7 +153,7 @@ def status_filter(status: str | None) -> tuple[str | None, bool | None]:
 
 def shown_input(act: Activity, value: Any) -> Any:
     """`act`'s rendered input as it may be shown (its kind's `redact`)."""
-    redact = act.kind_entry.redact
+    redact = KINDS.get(act.kind).redact
     return value if redact is None or value is None else redact(value)
 
 
@@ -168,7 +170,7 @@ def shown_events(workflow: Workflow, events: Sequence[EventRecord]) -> list[Even
             except KeyError:  # an activity the definition lacks: shown as recorded
                 out.append(event)
                 continue
-            if act.kind_entry.redact is not None:
+            if KINDS.get(act.kind).redact is not None:
                 shown = {**data, "input": shown_input(act, data["input"])}
                 out.append(replace(event, data=shown))
                 continue

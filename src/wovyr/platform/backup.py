@@ -42,7 +42,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from wovyr import withheld
 from wovyr.activities.base import ActivityContext, ActivityRegistry, NonRetryableError
 from wovyr.errors import BackupRefused, ConfigError, Conflict, KmsError
 from wovyr.files import atomic_write
@@ -70,6 +69,7 @@ from wovyr.platform.archive import (
 from wovyr.platform.audit import verify_chain
 from wovyr.platform.kms import DEV_KEY_FILE, HOST_TENANT, ROOT_ENV, Kms, RootKey, parse_root_key
 from wovyr.platform.secrets import Secrets, find_audit_anchor_key
+from wovyr.settings import read
 from wovyr.store import Store, open_store
 from wovyr.store.audit import AuditEntry
 from wovyr.store.backends import backend_for
@@ -442,10 +442,10 @@ def _root_keys(
 ) -> list[RootKeySource]:
     """The root keys at hand, by precedence: `WOVYR_KMS_ROOT_KEY`, the development key
     file of `home` (the host's), the key file in the backup."""
-    env = withheld.environ() if env is None else env
     found: list[RootKeySource] = []
-    if env.get(ROOT_ENV):
-        root = RootKey(parse_root_key(env[ROOT_ENV], ROOT_ENV), ROOT_ENV)
+    configured = read(ROOT_ENV, env)  # or WOVYR_KMS_ROOT_KEY_FILE's file
+    if configured:
+        root = RootKey(parse_root_key(configured, ROOT_ENV), ROOT_ENV)
         found.append((Kms(root, "production"), "environment"))
     if home is not None and (home / DEV_KEY_FILE).is_file():
         found.append((_key_file(home / DEV_KEY_FILE), "home"))
@@ -816,7 +816,7 @@ def _scheduled_passphrase(
         return None
     try:
         passphrase = (
-            read_passphrase(Path(passphrase_file)) if passphrase_file else env.get(PASSPHRASE_ENV)
+            read_passphrase(Path(passphrase_file)) if passphrase_file else read(PASSPHRASE_ENV, env)
         )
     except (OSError, ConfigError) as exc:
         raise NonRetryableError(

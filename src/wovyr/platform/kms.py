@@ -50,9 +50,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from wovyr import withheld
 from wovyr.errors import KmsError
 from wovyr.files import atomic_write
+from wovyr.settings import read
 from wovyr.store.audit import AuditEntry
 from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretStore
 
@@ -274,9 +274,8 @@ def load_kms(
     development key under `home` (generated on first use, unless not `create`: a command
     that only checks, like `wovyr admin audit verify`, gets `KmsError` instead of a new
     key). Warns (log `wovyr.kms`) that a development key must be escrowed, every time."""
-    env = withheld.environ() if env is None else env
-    configured = env.get(ROOT_ENV)
-    next_text = env.get(NEW_ROOT_ENV)
+    configured = read(ROOT_ENV, env)  # or WOVYR_KMS_ROOT_KEY_FILE's file
+    next_text = read(NEW_ROOT_ENV, env)
     next_key = RootKey(parse_root_key(next_text, NEW_ROOT_ENV), NEW_ROOT_ENV) if next_text else None
     if configured:
         return Kms(

@@ -32,7 +32,6 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.model_options import option_problems
 from wovyr.activities.providers import (
     PROVIDER_KINDS,
     ProviderConfig,
@@ -40,6 +39,7 @@ from wovyr.activities.providers import (
     price_problems,
 )
 from wovyr.errors import InputError, KmsError, NotFound, Problem
+from wovyr.kinds.options import option_problems
 from wovyr.platform.secrets import SECRET_NAME
 from wovyr.store.audit import AuditEntry, payload_digest
 from wovyr.store.platform import ProviderRecord, ProviderStore

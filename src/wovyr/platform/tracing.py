@@ -32,8 +32,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from contextvars import Token
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -45,7 +44,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from wovyr import traces
-from wovyr.traces import AttemptSpan, Attribute, CallSpan, TraceContext
+from wovyr.traces import AttemptOf, AttemptSpan, Attribute, CallSpan, ExecutionStart, TraceContext
 
 __all__ = ["DEFAULT_ENDPOINT", "OtelTracer"]
 
@@ -96,12 +95,7 @@ class _CallSpan:
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
         if self._token is not None:
             otel_context.detach(self._token)
         if isinstance(exc, asyncio.CancelledError):  # the attempt timed out or was cancelled
@@ -147,19 +141,14 @@ class _AttemptSpan:
         self._entered = traces.entered(self)
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
         if self._entered is not None:
             traces.left(self._entered)
         if self._token is not None:
             otel_context.detach(self._token)
         if isinstance(exc, asyncio.CancelledError):  # cancelled, timed out, lease lost
             self._span.set_attribute("wovyr.attempt.status", "cancelled")
-        elif exc is not None:
+        elif isinstance(exc, BaseException):
             self._span.record_exception(exc)
             self._span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         self._span.end()
@@ -190,23 +179,17 @@ class OtelTracer:
             trace.set_tracer_provider(self._provider)
 
     def execution_started(
-        self,
-        parent: TraceContext | None,
-        *,
-        tenant: str,
-        execution_id: str,
-        workflow: str,
-        version: str,
+        self, parent: TraceContext | None, **start: Unpack[ExecutionStart]
     ) -> dict[str, str] | None:
         span = self._tracer.start_span(
-            f"start {workflow}",
+            f"start {start['workflow']}",
             context=_extracted(parent),
             kind=SpanKind.PRODUCER,
             attributes={
-                "wovyr.tenant": tenant,
-                "wovyr.execution.id": execution_id,
-                "wovyr.workflow": workflow,
-                "wovyr.workflow.version": version,
+                "wovyr.tenant": start["tenant"],
+                "wovyr.execution.id": start["execution_id"],
+                "wovyr.workflow": start["workflow"],
+                "wovyr.workflow.version": start["version"],
             },
         )
         try:
@@ -214,36 +197,27 @@ class OtelTracer:
         finally:
             span.end()
 
-    def attempt(
-        self,
-        parent: TraceContext | None,
-        *,
-        tenant: str,
-        execution_id: str,
-        workflow: str,
-        activity: str,
-        attempt: int,
-        kind: str,
-        index: int | None,
-        compensation: bool,
-    ) -> AttemptSpan:
+    def attempt(self, parent: TraceContext | None, **of: Unpack[AttemptOf]) -> AttemptSpan:
         attributes: dict[str, str | int | bool] = {
-            "wovyr.tenant": tenant,
-            "wovyr.execution.id": execution_id,
-            "wovyr.workflow": workflow,
-            "wovyr.activity": activity,
-            "wovyr.attempt": attempt,
-            "wovyr.kind": kind,
+            "wovyr.tenant": of["tenant"],
+            "wovyr.execution.id": of["execution_id"],
+            "wovyr.workflow": of["workflow"],
+            "wovyr.activity": of["activity"],
+            "wovyr.attempt": of["attempt"],
+            "wovyr.kind": of["kind"],
         }
-        if index is not None:
-            attributes["wovyr.item.index"] = index
-        if compensation:
+        if of["index"] is not None:
+            attributes["wovyr.item.index"] = of["index"]
+        if of["compensation"]:
             attributes["wovyr.compensation"] = True
         # no stored context: a root of its own (never the caller's current span: the
         # worker's loop is nobody's child)
         context = _extracted(parent) or otel_context.Context()
         span = self._tracer.start_span(
-            f"attempt {activity}", context=context, kind=SpanKind.INTERNAL, attributes=attributes
+            f"attempt {of['activity']}",
+            context=context,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
         )
         return _AttemptSpan(span, self._tracer)
 

@@ -31,6 +31,7 @@ from wovyr.server.api import (
     audit,
     batches,
     definitions,
+    events,
     flow,
     health,
     limits,
@@ -147,6 +148,7 @@ def create_app(
         providers,
         mcp_servers,
         memory,
+        events,
         audit,
         health,
     ):

@@ -18,17 +18,24 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from fastapi import Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wovyr.platform.metrics import Metrics
-from wovyr.server.problems import problem_response
+from wovyr.server.problems import problem_response, problem_responses
 from wovyr.store.codec import MAX_DEPTH
 
-__all__ = ["CALLER_TENANT", "BodyTooLarge", "RequestGuard", "StrictJsonRoute", "strict_json"]
+__all__ = [
+    "CALLER_TENANT",
+    "BodyTooLarge",
+    "RequestGuard",
+    "StrictJsonRoute",
+    "api_router",
+    "strict_json",
+]
 
 log = logging.getLogger("wovyr.server")
 # What every response carries unless it says otherwise: they hold tenant data (never cached),
@@ -197,3 +204,15 @@ class StrictJsonRoute(APIRoute):
             return await handler(_StrictJsonRequest(request.scope, request.receive))
 
         return strict
+
+
+def api_router(prefix: str, tag: str, *statuses: int, strict: bool = True) -> APIRouter:
+    """The router of one group of `/api/v1` operations: under `prefix`, tagged `tag`, every
+    operation documenting the problems of `statuses`; JSON bodies parsed by `strict_json`
+    (`strict=False`: a group that takes YAML bodies too, and reads them itself)."""
+    return APIRouter(
+        prefix=prefix,
+        tags=[tag],
+        responses=problem_responses(*statuses),
+        route_class=StrictJsonRoute if strict else APIRoute,
+    )

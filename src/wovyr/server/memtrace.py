@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from wovyr.errors import ConfigError
+from wovyr.settings import read
 
 __all__ = ["ENV", "FRAMES_ENV", "install"]
 
@@ -31,13 +32,13 @@ FRAMES_ENV = "WOVYR_DEBUG_TRACEMALLOC_FRAMES"  # frames kept per allocation (def
 log = logging.getLogger("wovyr.server")
 
 
-def install(role: str, environ: Mapping[str, str]) -> Path | None:
-    """Trace allocations and dump a snapshot on SIGUSR2 if `environ` names a directory for
-    them; the directory, or None (nothing installed)."""
-    directory = environ.get(ENV)
+def install(role: str, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Trace allocations and dump a snapshot on SIGUSR2 if `environ` (default: the
+    process's) names a directory for them; the directory, or None (nothing installed)."""
+    directory = read(ENV, environ)
     if not directory:
         return None
-    frames = environ.get(FRAMES_ENV) or "1"
+    frames = read(FRAMES_ENV, environ) or "1"
     if not frames.isdigit() or not 1 <= int(frames) <= 100:
         raise ConfigError(f"{FRAMES_ENV} must be a whole number from 1 to 100, not {frames!r}")
     where = Path(directory)

@@ -40,10 +40,11 @@ from wovyr import assemble
 from wovyr.activities.logs import log_config, route_output
 from wovyr.engine.core.bounds import MAX_EXECUTION_BYTES
 from wovyr.engine.engine import Engine
+from wovyr.errors import ConfigError
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
 from wovyr.server.memtrace import install as install_memtrace
-from wovyr.settings import load_settings
+from wovyr.settings import load_settings, read
 from wovyr.withheld import environ, withhold
 from wovyr.worker import Worker
 
@@ -173,8 +174,11 @@ async def _serve(config: WorkerConfig, engine: Engine, out: TextIO) -> None:
 
 def main() -> int:
     withhold()  # what the server handed over: its secrets, and this process's config
-    config = WorkerConfig.from_json(environ()[CONFIG_ENV])
-    install_memtrace("worker", os.environ)  # opt-in debugging aid; nothing when unset
+    given = read(CONFIG_ENV)
+    if given is None:
+        raise ConfigError(f"{CONFIG_ENV} is not set: `wovyr serve` starts this process")
+    config = WorkerConfig.from_json(given)
+    install_memtrace("worker")  # opt-in debugging aid; nothing when unset
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # WOVYR_LOG_FORMAT=json (inherited from the server): JSON lines with the ids of the
     # execution, activity and attempt each concerns

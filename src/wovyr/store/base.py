@@ -18,6 +18,7 @@ from typing import Protocol
 from wovyr.store.agent_memory import AgentMemoryStore
 from wovyr.store.audit import AuditStore
 from wovyr.store.bulk import BulkStore
+from wovyr.store.events import EventStore
 from wovyr.store.flow import FlowStore
 from wovyr.store.hooks import StoreObserver
 from wovyr.store.platform import (
@@ -179,6 +180,7 @@ class Store(
     McpServerStore,
     AgentMemoryStore,
     RetentionStore,
+    EventStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

@@ -5,7 +5,9 @@ a query's column order is its own business. The dialects differ only in how a va
 encoded, which a `Dialect` says: SQLite keeps JSON as text and times as integer
 microseconds (UTC); PostgreSQL returns JSON already parsed (the connection parses it with
 the codec) and times as `timestamptz`. Parameters are named (`:name` in SQLite,
-`%(name)s` in PostgreSQL), so one dict serves both.
+`%(name)s` in PostgreSQL), so one dict serves both. A record whose fields are its table's
+columns is read and written by its fields' names (`from_row`, `to_params`), each field's
+annotation saying how its value is encoded; the others have a function of their own.
 """
 
 from __future__ import annotations
@@ -13,60 +15,38 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from wovyr.store.checkpoints import merged
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
 from wovyr.store.platform import (
-    ApiKeyRecord,
-    IdempotencyRecord,
     McpServerRecord,
-    ProviderRecord,
-    TenantRecord,
 )
 from wovyr.store.records import (
     Claim,
-    DefinitionRecord,
     EventRecord,
     ExecutionRecord,
     NewExecution,
-    TimerRecord,
 )
-from wovyr.store.schedules import ScheduleRecord
-from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, SecretRecord
 
 __all__ = [
     "POSTGRES",
     "SQLITE",
     "Dialect",
     "Row",
-    "api_key_params",
-    "api_key_record",
     "claim_record",
     "created_record",
-    "data_key_params",
-    "data_key_record",
-    "definition_params",
-    "definition_record",
     "event_record",
     "execution_record",
-    "idempotency_params",
-    "idempotency_record",
-    "kms_root_params",
-    "kms_root_record",
+    "from_row",
     "mcp_server_params",
     "mcp_server_record",
-    "provider_params",
-    "provider_record",
-    "schedule_params",
-    "schedule_record",
-    "secret_record",
-    "tenant_params",
-    "tenant_record",
-    "timer_record",
+    "to_params",
 ]
+
+_R = TypeVar("_R")
 
 
 class Row(Protocol):
@@ -109,12 +89,13 @@ def _pyformat(sql: str) -> str:
     return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
-_JSON_CAST = re.compile(r"(?<![:\w])(:[A-Za-z_]\w*)::jsonb?\b")
+_PARAM_CAST = re.compile(r"(?<![:\w])(:[A-Za-z_]\w*)::\w+(\[\])?")
 
 
 def _sqlite_sql(sql: str) -> str:
-    """sqlite3 takes `:name` itself; a JSON parameter (`:name::json`) is plain text here."""
-    return _JSON_CAST.sub(r"\1", sql)
+    """sqlite3 takes `:name` itself; a parameter's cast (`:name::json`, `:at::timestamptz`,
+    which PostgreSQL wants to know the type) has no place here."""
+    return _PARAM_CAST.sub(r"\1", sql)
 
 
 SQLITE = Dialect(
@@ -123,27 +104,72 @@ SQLITE = Dialect(
 POSTGRES = Dialect("postgres", _pyformat, json=_as_is, time=_utc, timestamp=_as_is, array=_as_is)
 
 
-# --- definitions ---------------------------------------------------------------------------
+# --- records read by their fields' names ---------------------------------------------------
 
 
-def definition_record(row: Row, d: Dialect) -> DefinitionRecord:
-    """Columns hash, name, version, source, created_at, tenant (a registry row gives its
-    `applied_at` as created_at)."""
-    return DefinitionRecord(
-        row["hash"], row["name"], row["version"], row["source"], d.time(row["created_at"]),
-        row["tenant"],
-    )  # fmt: skip
+_Codec = Callable[[Dialect, Any], Any]  # (dialect, value) -> value
+_FIELDS: dict[type, tuple[tuple[str, _Codec, _Codec], ...]] = {}
 
 
-def definition_params(record: DefinitionRecord, d: Dialect) -> dict[str, Any]:
-    return {
-        "tenant": record.tenant,
-        "hash": record.hash,
-        "name": record.name,
-        "version": record.version,
-        "source": record.source,
-        "created_at": d.timestamp(record.created_at),
-    }
+def _fields(cls: type) -> tuple[tuple[str, _Codec, _Codec], ...]:
+    """(name, read, write) of each field of the dataclass `cls`: how `from_row` reads its
+    column and `to_params` writes it, by the field's annotation."""
+    known = _FIELDS.get(cls)
+    if known is not None:
+        return known
+    out: list[tuple[str, _Codec, _Codec]] = []
+    for f in fields(cls):
+        kind = str(f.type).removesuffix(" | None")
+        read: _Codec = _as_stored
+        write: _Codec = _as_stored
+        if kind == "datetime":
+            read, write = Dialect.time_or_none, Dialect.timestamp_or_none
+        elif kind.startswith(("dict[", "Any")):
+            read, write = _maybe_json, _json_text
+        elif kind.startswith("tuple["):
+            read, write = _json_tuple, _json_text
+        elif kind in _PLAIN:
+            read = _as_kind(_PLAIN[kind])
+        out.append((f.name, read, write))
+    return _FIELDS.setdefault(cls, tuple(out))
+
+
+_PLAIN: dict[str, Callable[[Any], Any]] = {"bool": bool, "int": int, "float": float, "bytes": bytes}
+
+
+def _as_kind(kind: Callable[[Any], Any]) -> _Codec:
+    return lambda _d, value: None if value is None else kind(value)
+
+
+def _as_stored(_d: Dialect, value: Any) -> Any:
+    return value
+
+
+def _maybe_json(d: Dialect, value: Any) -> Any:
+    return None if value is None else d.json(value)
+
+
+def _json_tuple(d: Dialect, value: Any) -> tuple[Any, ...]:
+    return tuple(d.json(value))
+
+
+def _json_text(_d: Dialect, value: Any) -> Any:
+    return None if value is None else dumps(list(value) if type(value) is tuple else value)
+
+
+def from_row(cls: type[_R], row: Row, d: Dialect) -> _R:
+    """The record `cls` (a dataclass) of `row`, each field from the column of its name, read
+    as its annotation says: a `datetime` as a time, `bool`, `int`, `float` and `bytes` as
+    such, a `dict`, a `tuple` or `Any` from JSON; any of them may be None where the column
+    is NULL (but a tuple's)."""
+    return cls(**{name: read(d, row[name]) for name, read, _ in _fields(cls)})
+
+
+def to_params(record: Any, d: Dialect) -> dict[str, Any]:
+    """The parameters of the record `record` (a dataclass), one a field by its name, written
+    as its annotation says (as `from_row` reads them): a `datetime` as the column's time, a
+    `dict`, a `tuple` or `Any` as JSON text, the others as they are; None stays None."""
+    return {name: write(d, getattr(record, name)) for name, _, write in _fields(type(record))}
 
 
 # --- executions, events, timers, claims ----------------------------------------------------
@@ -221,10 +247,6 @@ def event_record(execution_id: str, row: Row, d: Dialect) -> EventRecord:
     return EventRecord(execution_id, row["seq"], row["type"], at, data)
 
 
-def timer_record(row: Row, d: Dialect) -> TimerRecord:
-    return TimerRecord(row["execution_id"], row["timer_id"], d.time(row["fire_at"]), row["tenant"])
-
-
 def claim_record(row: Row, d: Dialect, checkpoint: dict[str, Any] | None = None) -> Claim:
     if checkpoint is None:
         checkpoint = stored_checkpoint(row, d)
@@ -244,225 +266,7 @@ def stored_checkpoint(row: Row, d: Dialect) -> dict[str, Any]:
     return merged(base, d.json(deltas)) if deltas else base
 
 
-# --- schedules -----------------------------------------------------------------------------
-
-
-def schedule_record(row: Row, d: Dialect) -> ScheduleRecord:
-    return ScheduleRecord(
-        tenant=row["tenant"],
-        id=row["id"],
-        workflow=row["workflow"],
-        definition_hash=row["definition_hash"],
-        input=d.json(row["input"]),
-        spec=d.json(row["spec"]),
-        overlap=row["overlap"],
-        catchup_window=row["catchup_window"],
-        paused=bool(row["paused"]),
-        note=row["note"],
-        start_at=d.time_or_none(row["start_at"]),
-        end_at=d.time_or_none(row["end_at"]),
-        remaining_actions=row["remaining_actions"],
-        next_fire_at=d.time_or_none(row["next_fire_at"]),
-        last_fire_at=d.time_or_none(row["last_fire_at"]),
-        buffered=tuple(d.json(row["buffered"])),
-        running=tuple(d.json(row["running"])),
-        recent=tuple(d.json(row["recent"])),
-        fired_count=row["fired_count"],
-        skipped_count=row["skipped_count"],
-        missed_count=row["missed_count"],
-        created_at=d.time(row["created_at"]),
-        updated_at=d.time(row["updated_at"]),
-        version=row["version"],
-    )
-
-
-def schedule_params(r: ScheduleRecord, d: Dialect) -> dict[str, Any]:
-    return {
-        "tenant": r.tenant,
-        "id": r.id,
-        "workflow": r.workflow,
-        "definition_hash": r.definition_hash,
-        "input": dumps(r.input),
-        "spec": dumps(r.spec),
-        "overlap": r.overlap,
-        "catchup_window": r.catchup_window,
-        "paused": r.paused,
-        "note": r.note,
-        "start_at": d.timestamp_or_none(r.start_at),
-        "end_at": d.timestamp_or_none(r.end_at),
-        "remaining_actions": r.remaining_actions,
-        "next_fire_at": d.timestamp_or_none(r.next_fire_at),
-        "last_fire_at": d.timestamp_or_none(r.last_fire_at),
-        "buffered": dumps(list(r.buffered)),
-        "running": dumps(list(r.running)),
-        "recent": dumps(list(r.recent)),
-        "fired_count": r.fired_count,
-        "skipped_count": r.skipped_count,
-        "missed_count": r.missed_count,
-        "created_at": d.timestamp(r.created_at),
-        "updated_at": d.timestamp(r.updated_at),
-        "version": r.version,
-    }
-
-
-# --- API keys, idempotency keys ------------------------------------------------------------
-
-
-def api_key_record(row: Row, d: Dialect) -> ApiKeyRecord:
-    return ApiKeyRecord(
-        id=row["id"],
-        tenant=row["tenant"],
-        role=row["role"],
-        name=row["name"],
-        prefix=row["prefix"],
-        key_hash=row["key_hash"],
-        created_at=d.time(row["created_at"]),
-        revoked_at=d.time_or_none(row["revoked_at"]),
-        last_used_at=d.time_or_none(row["last_used_at"]),
-    )
-
-
-def api_key_params(record: ApiKeyRecord, d: Dialect) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "tenant": record.tenant,
-        "role": record.role,
-        "name": record.name,
-        "prefix": record.prefix,
-        "key_hash": record.key_hash,
-        "created_at": d.timestamp(record.created_at),
-        "revoked_at": d.timestamp_or_none(record.revoked_at),
-        "last_used_at": d.timestamp_or_none(record.last_used_at),
-    }
-
-
-def idempotency_record(row: Row, d: Dialect) -> IdempotencyRecord:
-    return IdempotencyRecord(
-        row["tenant"], row["key"], row["fingerprint"], row["execution_id"],
-        d.time(row["created_at"]),
-    )  # fmt: skip
-
-
-def idempotency_params(record: IdempotencyRecord, d: Dialect) -> dict[str, Any]:
-    return {
-        "tenant": record.tenant,
-        "key": record.key,
-        "fingerprint": record.fingerprint,
-        "execution_id": record.execution_id,
-        "created_at": d.timestamp(record.created_at),
-    }
-
-
-def tenant_record(row: Row, d: Dialect) -> TenantRecord:
-    policy, quotas, retention = row["policy"], row["quotas"], row["retention"]
-    return TenantRecord(
-        tenant=row["tenant"],
-        policy=None if policy is None else d.json(policy),
-        updated_at=d.time(row["updated_at"]),
-        updated_by=row["updated_by"],
-        quotas=None if quotas is None else d.json(quotas),
-        seal_payloads=bool(row["seal_payloads"]),
-        retention=None if retention is None else d.json(retention),
-    )
-
-
-def tenant_params(record: TenantRecord, d: Dialect) -> dict[str, Any]:
-    return {
-        "tenant": record.tenant,
-        "policy": None if record.policy is None else dumps(record.policy),
-        "updated_at": d.timestamp(record.updated_at),
-        "updated_by": record.updated_by,
-        "quotas": None if record.quotas is None else dumps(record.quotas),
-        "seal_payloads": record.seal_payloads if d is POSTGRES else int(record.seal_payloads),
-        "retention": None if record.retention is None else dumps(record.retention),
-    }
-
-
-# --- KMS and secrets -----------------------------------------------------------------------
-
-
-def data_key_record(row: Row, d: Dialect) -> DataKeyRecord:
-    return DataKeyRecord(
-        row["tenant"], int(row["version"]), bytes(row["wrapped"]), row["root_id"],
-        d.time(row["created_at"]),
-    )  # fmt: skip
-
-
-def data_key_params(record: DataKeyRecord, d: Dialect) -> dict[str, Any]:
-    return {
-        "tenant": record.tenant,
-        "version": record.version,
-        "wrapped": record.wrapped,
-        "root_id": record.root_id,
-        "created_at": d.timestamp(record.created_at),
-    }
-
-
-def secret_record(row: Row, d: Dialect) -> SecretRecord:
-    return SecretRecord(
-        row["tenant"], row["name"], int(row["version"]), bytes(row["ciphertext"]),
-        int(row["key_version"]), d.time(row["created_at"]), d.time(row["updated_at"]),
-        row["updated_by"],
-    )  # fmt: skip
-
-
-def kms_root_record(row: Row, d: Dialect) -> KmsRootRecord:
-    return KmsRootRecord(
-        row["root_id"], d.time(row["created_at"]), d.time_or_none(row["escrowed_at"]),
-        row["escrowed_by"], d.time_or_none(row["rotated_at"]),
-    )  # fmt: skip
-
-
-def kms_root_params(record: KmsRootRecord, d: Dialect) -> dict[str, Any]:
-    return {
-        "root_id": record.root_id,
-        "created_at": d.timestamp(record.created_at),
-        "escrowed_at": d.timestamp_or_none(record.escrowed_at),
-        "escrowed_by": record.escrowed_by,
-        "rotated_at": d.timestamp_or_none(record.rotated_at),
-    }
-
-
-def provider_record(row: Row, d: Dialect) -> ProviderRecord:
-    price_in, price_out = row["price_in"], row["price_out"]
-    return ProviderRecord(
-        tenant=row["tenant"],
-        name=row["name"],
-        base_url=row["base_url"],
-        api_key_secret=row["api_key_secret"],
-        default_model=row["default_model"],
-        price_in=None if price_in is None else float(price_in),
-        price_out=None if price_out is None else float(price_out),
-        updated_at=d.time(row["updated_at"]),
-        updated_by=row["updated_by"],
-        kind=row["kind"],
-        options=_json_object(row["options"]),
-        prices=_json_object(row["prices"]),
-    )
-
-
-def _json_object(value: Any) -> dict[str, Any] | None:
-    """A JSON object column (SQLite `TEXT`, PostgreSQL `jsonb`); None: NULL."""
-    if isinstance(value, str):
-        value = json.loads(value)
-    return value if isinstance(value, dict) else None
-
-
-def provider_params(record: ProviderRecord, d: Dialect) -> dict[str, Any]:
-    return {
-        "tenant": record.tenant,
-        "name": record.name,
-        "base_url": record.base_url,
-        "api_key_secret": record.api_key_secret,
-        "default_model": record.default_model,
-        "price_in": record.price_in,
-        "price_out": record.price_out,
-        "updated_at": d.timestamp(record.updated_at),
-        "updated_by": record.updated_by,
-        "kind": record.kind,
-        "options": json.dumps(record.options, sort_keys=True) if record.options else None,
-        "prices": json.dumps(record.prices, sort_keys=True) if record.prices else None,
-    }
+# --- MCP servers ---------------------------------------------------------------------------
 
 
 def mcp_server_record(row: Row, d: Dialect) -> McpServerRecord:

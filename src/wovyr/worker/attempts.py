@@ -14,9 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
+import wovyr.activities.builtin  # noqa: F401  (registers what runs the built-in kinds)
 from wovyr.activities.base import ActivityContext, ActivityError, key_scope
 from wovyr.activities.dispatch import Dispatch
-from wovyr.activities.kinds import ChildTools, Journal, StreamSink, Usage, WorkflowTool
+from wovyr.activities.kinds import KINDS, ChildTools, Journal, StreamSink, Usage, WorkflowTool
 from wovyr.activities.logs import AttemptLog, bind
 from wovyr.activities.mcp import McpAccess
 from wovyr.activities.memory import MemoryAccess
@@ -140,7 +141,7 @@ class Attempts:
         )
         # every attempt has a deadline: the definition's, else the engine's default
         timeout = spec.timeout or self.services.default_timeout
-        kind = spec.kind_entry
+        kind = KINDS.get(spec.kind)
         tenant_policy: TenantPolicy | None = None
         if kind.side_effects:  # read for every attempt: a tightening applies now
             # (outside the `try`: a store that cannot answer loses the attempt, which is
@@ -191,7 +192,7 @@ class Attempts:
         its own attempts, not to an item's or a compensation's; a compensation streams
         nothing."""
         s, state = self.services, self.host.state
-        needs = spec.kind_entry.needs_of(run.input)
+        needs = KINDS.get(spec.kind).needs_of(run.input)
         whole = run.index is None and not run.compensation
         models: ModelAccess | None = None
         mcp: McpAccess | None = None

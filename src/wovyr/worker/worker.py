@@ -43,10 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wovyr.activities.outbound import post_signed
 from wovyr.definition.model import Workflow
 from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.errors import StoreError
+from wovyr.platform.webhooks import Dispatcher
 from wovyr.scheduling.schedules import Schedules
 from wovyr.store.base import Claim, ExecutionKey, ExecutionRecord, LeaseState
 from wovyr.store.capabilities import capabilities
@@ -146,6 +148,16 @@ class Worker:
         self._store_retries: int | None = None  # None: resume after store failures forever
         self._joined = False
         self._orphans: set[ExecutionKey] = set()
+        secrets = engine.secrets
+        # the outbox of webhook deliveries (`wovyr.platform.webhooks`), delivered by `run`
+        self.outbox = Dispatcher(
+            store=engine.store,
+            clock=engine.clock,
+            send=post_signed,
+            policy_for=lambda tenant: engine.for_tenant(tenant).side_effect_policy(),
+            secret=None if secrets is None else secrets.resolve_secret,
+            lease_seconds=lease_seconds,  # a worker killed mid-delivery: sent again after it
+        )
 
     @property
     def mode(self) -> str:
@@ -438,6 +450,7 @@ class Worker:
             listener = WorkListener(notifying.wait_for_work, self._work_arrived)
             listener.start()
         heartbeat = asyncio.create_task(self._heartbeat_loop())
+        outbox = asyncio.create_task(self._outbox_loop())
         delay = _BACKOFF_START
         try:
             while not stop.is_set():
@@ -458,9 +471,10 @@ class Worker:
                     spent = (self.engine.clock.now() - looked).total_seconds()
                     await self._idle(stop, self.poll_interval - spent)
         finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+            for task in (heartbeat, outbox):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if listener is not None:
                 await asyncio.to_thread(listener.stop)
             await self.shutdown(grace_seconds)
@@ -567,6 +581,17 @@ class Worker:
             except Exception as exc:  # a failed renewal is retried next beat
                 self.stats.store_errors += 1
                 log.warning("worker %s: heartbeat failed: %s", self.owner, exc)
+
+    async def _outbox_loop(self) -> None:
+        """Deliver the webhook outbox: at once while there is more, else every poll."""
+        while True:
+            try:
+                sent = await self.outbox.dispatch_due()
+            except Exception as exc:  # the store is down: the next look retries
+                log.warning("worker %s: webhook dispatch failed: %s", self.owner, exc)
+                sent = 0
+            if not sent:
+                await self.engine.clock.sleep(self.poll_interval)
 
     async def shutdown(self, grace_seconds: float = 10.0) -> None:
         """Stop claiming, let in-flight work finish for `grace_seconds`, release leases,

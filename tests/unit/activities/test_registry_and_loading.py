@@ -76,10 +76,10 @@ def test_activity_keys_and_the_current_context() -> None:
         current_activity()  # reset after each call
 
 
+@pytest.mark.usefixtures("fresh_registry")
 def test_loading_activity_files_and_modules(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(default_registry, "_handlers", dict(default_registry._handlers))
     plugin = tmp_path / "plugin_acts.py"
     plugin.write_text(
         "import wovyr\n\n@wovyr.activity('plugin.echo')\ndef echo(x):\n    return x\n"

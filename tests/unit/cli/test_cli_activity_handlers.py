@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from wovyr.activities.base import default_registry
 from wovyr.cli.main import main
 
 ACTIVITIES = textwrap.dedent("""
@@ -70,11 +69,15 @@ class Cli:
 
 
 @pytest.fixture
-def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
-    # the handlers register in the default registry: each test starts with it empty, as a
-    # fresh `wovyr` process has it (other tests of this worker may have loaded examples' handlers,
-    # which the listing of registered names would show), and it is given back after the test
-    monkeypatch.setattr(default_registry, "_handlers", {})
+def cli(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_registry: None,
+) -> Cli:
+    # the handlers register in the default registry: each test starts with it empty and no
+    # activity file loaded, as a fresh `wovyr` process has them (other tests of this worker may
+    # have loaded examples' handlers, which the listing of registered names would show)
     monkeypatch.delenv("WOVYR_DATABASE_URL", raising=False)
     monkeypatch.setenv("COLUMNS", "200")
     return Cli(tmp_path, capsys)

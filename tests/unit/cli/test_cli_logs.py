@@ -59,7 +59,7 @@ def cli(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> LogsCli:
     monkeypatch.delenv("WOVYR_DATABASE_URL", raising=False)
-    monkeypatch.setenv("WOVYR_POLL_INTERVAL", "0.05")
+    monkeypatch.setenv("WOVYR_POLL_INTERVAL_SECONDS", "0.05")
     monkeypatch.setenv("COLUMNS", "200")
     return LogsCli(tmp_path / "home", capsys)
 

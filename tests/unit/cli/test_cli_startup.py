@@ -59,6 +59,15 @@ def test_version_and_help_import_no_engine(tmp_path: Path) -> None:
         assert [m for m in HEAVY_FOR_VERSION if loaded.get(m)] == [], argv
 
 
+def test_config_show_and_completion_import_no_engine(tmp_path: Path) -> None:
+    """Light commands: the effective configuration and the completion scripts load no
+    engine, store, platform or rich."""
+    for argv in (["config", "show"], ["completion", "bash"]):
+        loaded = loaded_after(argv, tmp_path)
+        assert loaded["ok"], argv
+        assert [m for m in (*HEAVY_FOR_VERSION, "wovyr.platform") if loaded.get(m)] == [], argv
+
+
 def test_reading_an_execution_imports_no_server_scheduler_or_worker(tmp_path: Path) -> None:
     loaded = loaded_after(["workflows", "show", "no-such-id"], tmp_path)
     assert loaded["ok"] and loaded.get("wovyr.engine.engine")  # it did open the engine

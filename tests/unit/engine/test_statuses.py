@@ -45,3 +45,22 @@ def test_an_expression_reads_an_activity_status_as_text() -> None:
     view = ActivitiesView(state.activities)
     for activity_id in view:
         assert type(view[activity_id]["status"]) is str
+
+
+def test_the_shown_statuses_are_defined_once_and_every_reader_takes_them() -> None:
+    from typing import get_args
+
+    from wovyr.cli.commands_workflows import list_command
+    from wovyr.engine.bulk import STATUSES
+    from wovyr.server.api.models import Status
+    from wovyr.server.ui.pages import LIST_STATUSES
+    from wovyr.statuses import SHOWN_STATUSES, ChildStatus, ShownStatus
+
+    assert SHOWN_STATUSES == ("running", "waiting", "completed", "failed", "cancelled", "continued")
+    assert STATUSES is SHOWN_STATUSES and LIST_STATUSES is SHOWN_STATUSES
+    # the API's schema spells the same list (a Literal: the OpenAPI document holds an enum)
+    assert get_args(Status) == SHOWN_STATUSES
+    choice = next(p for p in list_command.params if p.name == "status")
+    assert tuple(choice.type.choices) == SHOWN_STATUSES  # type: ignore[attr-defined]
+    assert set(ExecutionStatus) <= set(ShownStatus)
+    assert [str(s) for s in ChildStatus] == ["completed", "failed", "timed_out"]

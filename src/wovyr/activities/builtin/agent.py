@@ -57,9 +57,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-from typing import Annotated, Any, Literal
-
-from pydantic import BeforeValidator, Field
+from typing import Any
 
 from wovyr.activities.base import ActivityRegistry, NonRetryableError, call_handler
 from wovyr.activities.builtin.llm import call_model, model_for
@@ -88,90 +86,23 @@ from wovyr.activities.memory_tools import (
     memory_call,
     memory_functions,
 )
-from wovyr.activities.model_options import Options, with_options
-from wovyr.activities.providers import DEFAULT_PROVIDER, ModelAccess
+from wovyr.activities.providers import ModelAccess, with_options
 from wovyr.activities.tool_schema import InvalidToolArguments, function_name, tool_signature
 from wovyr.errors import InputError, NotFound
 from wovyr.events import ModelCallCompleted, ToolCallCompleted, or_absent
-from wovyr.fields import NAME_PATTERN, Duration, FrozenModel
+from wovyr.kinds.steps import (
+    AGENT,
+    TOOL_PATTERN,
+    WORKFLOW_TOOL,
+    AgentBudget,
+    AgentSpec,
+    AgentStep,
+    ToolName,
+)
 
 __all__ = ["KIND", "TOOL_PATTERN", "AgentBudget", "AgentSpec", "AgentStep", "ToolName"]
 
 MAX_RESULT_CHARS = 16_000  # of one tool result sent to the model (and recorded)
-WORKFLOW_TOOL = "workflow:"  # the prefix of a tool that is a registered workflow
-# A registered tool's name, `workflow:NAME` (a registered workflow), an MCP server's
-# tools: `mcp:SERVER` or `mcp:SERVER/TOOL`, or a memory namespace's tools: `memory:NS`
-# (`memory:NS/forget` and the like name one of them, for `require_approval`).
-TOOL_PATTERN = (
-    r"^(?:(?:workflow:)?"
-    + NAME_PATTERN.removeprefix("^").removesuffix("$")
-    + r"|mcp:[A-Za-z0-9][A-Za-z0-9._\-]{0,63}(?:/[^\s/]{1,256})?"
-    + r"|memory:[A-Za-z0-9][A-Za-z0-9._\-]{0,127}(?:/(?:remember|recall|search|forget))?)$"
-)
-
-
-def _tool_entry(value: Any) -> Any:
-    """A tool entry as text: `{workflow: NAME}` is `workflow:NAME` (YAML reads an unquoted
-    `workflow:NAME` inside `[...]` as a key, so both forms are taken)."""
-    if (
-        isinstance(value, dict)
-        and list(value) == ["workflow"]
-        and isinstance(value["workflow"], str)
-    ):
-        return WORKFLOW_TOOL + value["workflow"]
-    return value
-
-
-ToolName = Annotated[str, BeforeValidator(_tool_entry), Field(pattern=TOOL_PATTERN)]
-
-
-class AgentBudget(FrozenModel):
-    tokens: int | None = Field(default=None, ge=1, description="Input + output tokens")
-    cost: float | None = Field(default=None, gt=0, description="In the provider's prices")
-    on_exhausted: Literal["fail", "approval"] | None = Field(
-        default=None,
-        description="fail (the default): stop with BudgetExceeded; approval: pause until a "
-        "person grants more budget (or stops the run)",
-    )
-
-
-class AgentSpec(FrozenModel):
-    provider: str = Field(default=DEFAULT_PROVIDER, description="The provider's name")
-    model: str | None = Field(default=None, description="Default: the provider's model")
-    instructions: str | None = Field(default=None, description="The system message")
-    input: Any = Field(description="The task (text, or any value sent as JSON)")
-    tools: list[ToolName] = Field(
-        default_factory=list,
-        description="Registered tools it may call; `workflow:NAME` a registered workflow "
-        "(run as a child execution, its inputs the tool's arguments); mcp:SERVER/TOOL or "
-        "mcp:SERVER for MCP tools; memory:NAMESPACE for remember/recall/search/forget tools "
-        "over a memory namespace",
-    )
-    embedding: EmbeddingSpec | None = Field(
-        default=None, description="The provider and model that embed memory texts"
-    )
-    max_turns: int = Field(default=10, ge=1, le=1000, description="Model calls at most")
-    budget: AgentBudget = Field(default_factory=AgentBudget)
-    require_approval: list[ToolName] = Field(
-        default_factory=list, description="Tools whose every call waits for a person's approval"
-    )
-    approval_timeout: Duration | None = Field(
-        default=None,
-        description="How long an approval (a call in require_approval, a budget pause) "
-        "waits; at the timeout it counts as denied",
-    )
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1, description="Per model answer")
-    stream: bool | None = Field(default=None, description="Stream and journal each answer's text")
-    options: Options | None = Field(
-        default=None,
-        description="Provider parameters sent with every model call (reasoning_effort, "
-        "top_p, seed, stop, tool_choice, ...), checked against the provider's family",
-    )
-
-
-class AgentStep(FrozenModel):
-    agent: AgentSpec
 
 
 @dataclasses.dataclass
@@ -730,15 +661,9 @@ def _needs_for(rendered: Any) -> frozenset[Need]:
 
 
 KIND = register_kind(
-    ActivityKind(
-        name="agent",
-        model=AgentStep,
-        spec=lambda step: step.agent.model_dump(mode="json", exclude_none=True),
+    ActivityKind.of(
+        AGENT,
         execute=_execute,
-        description="a tool-calling loop, each model call and tool call a durable step",
-        default_attempts=3,
-        compensates=False,
-        per_item=False,  # its steps are recorded per activity
         preflight=_preflight,
         side_effects=True,  # the provider's address is checked at dispatch, like `http`'s
         needs=_NEEDS,

@@ -17,10 +17,8 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-from pydantic import Field
 
 from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
@@ -29,32 +27,12 @@ from wovyr.activities.kinds import ActivityKind, StepProblem, register_kind
 from wovyr.activities.outbound import ALLOWED_SCHEMES, send_checked
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.redact import mask
-from wovyr.fields import FrozenModel
+from wovyr.kinds.steps import HTTP, HttpSpec, HttpStep
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["ERROR_EXCERPT_BYTES", "KIND", "HttpSpec", "HttpStep", "run_http", "send_checked"]
-
-
-class HttpSpec(FrozenModel):
-    url: str
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "GET"
-    headers: dict[str, str] = Field(default_factory=dict)
-    query: dict[str, Any] = Field(default_factory=dict)
-    json_body: Any = Field(default=None, alias="json")
-    body: str | None = None
-    allowed_statuses: list[int] = Field(
-        default_factory=list, description="Statuses that count as success (default: 2xx)"
-    )
-    max_response_bytes: int = Field(default=1_048_576, ge=1, le=64 * 1_048_576)
-    follow_redirects: bool = Field(
-        default=False, description="Follow 3xx redirects (off: a redirect is a response)"
-    )
-
-
-class HttpStep(FrozenModel):
-    http: HttpSpec
+__all__ = ["ERROR_EXCERPT_BYTES", "KIND", "HttpSpec", "HttpStep", "run_http"]
 
 
 ERROR_EXCERPT_BYTES = 2048
@@ -327,15 +305,5 @@ def _redact(rendered: Any) -> Any:
 
 
 KIND = register_kind(
-    ActivityKind(
-        name="http",
-        model=HttpStep,
-        spec=lambda step: step.http.model_dump(by_alias=True, mode="json", exclude_none=True),
-        execute=_execute,
-        description="one HTTP request",
-        side_effects=True,
-        admits=_admits,
-        secrets=True,
-        redact=_redact,
-    )
+    ActivityKind.of(HTTP, execute=_execute, side_effects=True, admits=_admits, redact=_redact)
 )

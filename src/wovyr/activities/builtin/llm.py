@@ -37,17 +37,14 @@ import dataclasses
 import hashlib
 import json
 from datetime import datetime
-from typing import Any, Literal
-
-from pydantic import Field, field_validator, model_validator
+from typing import Any
 
 from wovyr.activities.base import NonRetryableError
 from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import ActivityKind, StreamSink, Usage, register_kind
-from wovyr.activities.model_options import Options, with_options
 from wovyr.activities.policy import SideEffectPolicy
-from wovyr.activities.providers import DEFAULT_PROVIDER, ChatResult, ModelAccess, chat
-from wovyr.fields import FrozenModel
+from wovyr.activities.providers import ChatResult, ModelAccess, chat, with_options
+from wovyr.kinds.steps import LLM, LlmSpec, LlmStep, Message, check_json_schema
 
 __all__ = [
     "KIND",
@@ -59,74 +56,6 @@ __all__ = [
     "parse_json_answer",
     "schema_errors",
 ]
-
-
-class Message(FrozenModel):
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str | None = None
-    tool_call_id: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-
-
-class LlmSpec(FrozenModel):
-    provider: str = Field(default=DEFAULT_PROVIDER, description="The provider's name")
-    model: str | None = Field(default=None, description="Default: the provider's model")
-    system: str | None = Field(default=None, description="The system message")
-    prompt: str | None = Field(default=None, description="The user message")
-    messages: list[Message] | str | None = Field(
-        default=None, description="The conversation (instead of prompt), or an expression"
-    )
-    temperature: float | str | None = Field(default=None, description="0 to 2")
-    max_tokens: int | str | None = Field(default=None, description="The answer's token limit")
-    response_schema: dict[str, Any] | None = Field(
-        default=None, description="A JSON Schema the answer must be JSON valid against"
-    )
-    schema_retries: int = Field(
-        default=2, ge=0, le=5, description="Answers sent back with their validation error"
-    )
-    cache: bool = Field(default=False, description="Answer an identical request from cache")
-    stream: bool = Field(default=False, description="Receive the answer as streamed chunks")
-    options: Options | None = Field(
-        default=None,
-        description="Provider parameters sent as they are (reasoning_effort, top_p, seed, "
-        "stop, response_format, tool_choice, ...), checked against the provider's family",
-    )
-
-    @model_validator(mode="after")
-    def _one_prompt(self) -> LlmSpec:
-        if (self.prompt is None) == (self.messages is None):
-            raise ValueError("give exactly one of `prompt` and `messages`")
-        if self.response_schema is not None and "response_format" in (self.options or {}):
-            raise ValueError(
-                "give `response_schema` or `options.response_format`, not both "
-                "(response_schema sends a json_schema response_format and checks the answer)"
-            )
-        return self
-
-    @field_validator("response_schema")
-    @classmethod
-    def _valid_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            check_json_schema(value)
-        return value
-
-
-class LlmStep(FrozenModel):
-    llm: LlmSpec
-
-
-def check_json_schema(schema: dict[str, Any]) -> None:
-    """ValueError naming what is wrong when `schema` is not a JSON Schema (draft 2020-12)."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path)
-        raise ValueError(
-            f"not a valid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
-        ) from None
 
 
 def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
@@ -381,12 +310,9 @@ def _usage(output: Any) -> Usage:
 
 
 KIND = register_kind(
-    ActivityKind(
-        name="llm",
-        model=LlmStep,
-        spec=lambda step: step.llm.model_dump(mode="json", exclude_none=True),
+    ActivityKind.of(
+        LLM,
         execute=_execute,
-        description="one answer of a model (an OpenAI-compatible provider)",
         side_effects=True,  # the provider's address is checked at dispatch, like `http`'s
         needs=frozenset({"models", "stream"}),
         usage=_usage,

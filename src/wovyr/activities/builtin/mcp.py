@@ -22,25 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import ActivityKind, register_kind
 from wovyr.activities.mcp import call_tool
-from wovyr.fields import NAME_PATTERN, FrozenModel
+from wovyr.kinds.steps import MCP, McpSpec, McpStep
 
 __all__ = ["KIND", "McpSpec", "McpStep"]
-
-
-class McpSpec(FrozenModel):
-    server: str = Field(pattern=NAME_PATTERN, description="A registered MCP server's name")
-    tool: str = Field(min_length=1, max_length=256, description="The tool to call")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's input")
-
-
-class McpStep(FrozenModel):
-    mcp: McpSpec
 
 
 async def _execute(step: McpStep, rendered: Any, dispatch: Dispatch) -> Any:
@@ -63,15 +51,10 @@ async def _execute(step: McpStep, rendered: Any, dispatch: Dispatch) -> Any:
 
 
 KIND = register_kind(
-    ActivityKind(
-        name="mcp",
-        model=McpStep,
-        spec=lambda step: step.mcp.model_dump(mode="json"),
+    ActivityKind.of(
+        MCP,
         execute=_execute,
-        description="one call of a tool of a registered MCP server",
-        default_attempts=3,
         side_effects=True,  # a stdio server is a process; an http one goes through egress
-        secrets=True,  # arguments may carry ${{ secrets.NAME }}, resolved at dispatch
         needs=frozenset({"mcp_servers"}),
     )
 )

@@ -29,66 +29,21 @@ the `after` of the next page, or null); search `{results: [{key, value, text, sc
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import Field, model_validator
+from typing import Any
 
 from wovyr.activities.base import NonRetryableError
 from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import ActivityKind, register_kind
 from wovyr.activities.memory import (
     MAX_KEY_CHARS,
-    MAX_TOP_K,
     EmbeddingSpec,
     MemoryAccess,
     check_namespace,
     embed_texts,
 )
-from wovyr.fields import Duration, FrozenModel
+from wovyr.kinds.steps import MEMORY, MemorySpec, MemoryStep
 
 __all__ = ["KIND", "MemorySpec", "MemoryStep", "run_memory_op"]
-
-Op = Literal["put", "get", "delete", "list", "search"]
-_NEEDS: dict[str, tuple[str, ...]] = {
-    "put": ("key",),
-    "get": ("key",),
-    "delete": ("key",),
-    "list": (),
-    "search": ("text",),
-}
-
-
-class MemorySpec(FrozenModel):
-    op: Op = Field(description="put, get, delete, list or search")
-    namespace: str = Field(min_length=1, max_length=128, description="The namespace")
-    key: str | None = Field(default=None, description="The item's key (put, get, delete)")
-    value: Any = Field(default=None, description="put: the item's value (any JSON value)")
-    text: str | None = Field(
-        default=None, description="put: the item's text, embedded for search; search: the query"
-    )
-    ttl: Duration | None = Field(default=None, description="put: the item expires after it")
-    top_k: int | None = Field(default=None, ge=1, le=MAX_TOP_K, description="search: results")
-    prefix: str | None = Field(default=None, description="list: keys starting with it")
-    after: str | None = Field(default=None, description="list: keys after it (paging)")
-    limit: int | None = Field(default=None, ge=1, le=1000, description="list: items at most")
-    embedding: EmbeddingSpec | None = Field(
-        default=None, description="The provider and model that embed texts (put, search)"
-    )
-
-    @model_validator(mode="after")
-    def _fields_of_op(self) -> MemorySpec:
-        missing = [name for name in _NEEDS[self.op] if getattr(self, name) is None]
-        if missing:
-            raise ValueError(f"memory op {self.op!r} needs {' and '.join(missing)}")
-        if self.op == "put" and self.value is None and self.text is None:
-            raise ValueError("memory op 'put' needs a value or a text")
-        if self.ttl is not None and self.ttl <= 0:
-            raise ValueError("ttl must be positive")
-        return self
-
-
-class MemoryStep(FrozenModel):
-    memory: MemorySpec
 
 
 async def _execute(step: MemoryStep, rendered: Any, dispatch: Dispatch) -> Any:
@@ -166,13 +121,9 @@ def _access(dispatch: Dispatch) -> MemoryAccess:
 
 
 KIND = register_kind(
-    ActivityKind(
-        name="memory",
-        model=MemoryStep,
-        spec=lambda step: step.memory.model_dump(mode="json", exclude_none=True),
+    ActivityKind.of(
+        MEMORY,
         execute=_execute,
-        description="one operation on a durable memory namespace of the tenant",
-        default_attempts=3,
         side_effects=True,  # a text is embedded by a provider, checked like `http`'s target
         needs=frozenset({"models", "memory_namespaces"}),
     )

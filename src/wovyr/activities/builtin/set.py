@@ -3,25 +3,10 @@ step that schedules it (no attempt, no worker): the rendered mapping is the outp
 
 from __future__ import annotations
 
-from typing import Any
-
 from wovyr.activities.kinds import ActivityKind, register_kind
-from wovyr.fields import FrozenModel
+from wovyr.kinds.steps import SET, SetStep
 
 __all__ = ["KIND", "SetStep"]
 
 
-class SetStep(FrozenModel):
-    set: dict[str, Any]
-
-
-KIND = register_kind(
-    ActivityKind(
-        name="set",
-        model=SetStep,
-        spec=lambda step: step.set,
-        execute=None,
-        settle="value",
-        description="values computed from expressions",
-    )
-)
+KIND = register_kind(ActivityKind.of(SET, execute=None))

@@ -40,8 +40,6 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import ActivityKind, StepProblem, register_kind
@@ -49,7 +47,7 @@ from wovyr.activities.launcher import EXEC_FAILED
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.redact import mask
 from wovyr.activities.sandbox import LAUNCHER, ShellSandbox, isolation_refusal
-from wovyr.fields import FrozenModel
+from wovyr.kinds.steps import SHELL, ShellSpec, ShellStep
 
 if TYPE_CHECKING:
     import asyncio
@@ -63,24 +61,6 @@ __all__ = [
     "ShellStep",
     "run_shell",
 ]
-
-
-class ShellSpec(FrozenModel):
-    argv: list[str] = Field(min_length=1, description="Program and arguments; no shell is used")
-    cwd: str | None = None
-    env: dict[str, str] = Field(default_factory=dict, description="Variables set for the process")
-    inherit_env: list[str] = Field(
-        default_factory=lambda: ["PATH"],
-        description="Variables copied from the worker (allow-list)",
-    )
-    max_output_bytes: int = Field(default=1_048_576, ge=1, le=64 * 1_048_576)
-    secret_env: list[str] | None = Field(
-        default=None, description="Names of `env` entries masked wherever the step is shown"
-    )
-
-
-class ShellStep(FrozenModel):
-    shell: ShellSpec
 
 
 ERROR_EXCERPT_BYTES = 2048
@@ -600,15 +580,11 @@ def _redact(rendered: Any) -> Any:
 
 
 KIND = register_kind(
-    ActivityKind(
-        name="shell",
-        model=ShellStep,
-        spec=lambda step: step.shell.model_dump(mode="json", exclude_none=True),
+    ActivityKind.of(
+        SHELL,
         execute=_execute,
-        description="one program, run without a shell",
         side_effects=True,
         admits=_admits,
-        secrets=True,
         redact=_redact,
         needs=frozenset({"sandbox"}),
     )

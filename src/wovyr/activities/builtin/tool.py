@@ -12,21 +12,12 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from pydantic import Field
-
 from wovyr.activities.base import ActivityRegistry, bind_inputs, call_handler, parameters_of
 from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import ActivityKind, StepProblem, register_kind
-from wovyr.fields import NAME_PATTERN, FrozenModel
+from wovyr.kinds.steps import TOOL, ToolStep
 
 __all__ = ["KIND", "ToolStep"]
-
-
-class ToolStep(FrozenModel):
-    tool: str = Field(pattern=NAME_PATTERN, description="The registered activity to call")
-    with_: dict[str, Any] = Field(
-        default_factory=dict, alias="with", description="Its keyword arguments"
-    )
 
 
 async def _execute(step: ToolStep, rendered: Any, dispatch: Dispatch) -> Any:
@@ -54,14 +45,4 @@ def _preflight(step: ToolStep, tools: ActivityRegistry) -> list[StepProblem]:
     ]
 
 
-KIND = register_kind(
-    ActivityKind(
-        name="tool",
-        model=ToolStep,
-        spec=lambda step: step.with_,
-        execute=_execute,
-        description="a registered Python function",
-        preflight=_preflight,
-        secrets=True,
-    )
-)
+KIND = register_kind(ActivityKind.of(TOOL, execute=_execute, preflight=_preflight))

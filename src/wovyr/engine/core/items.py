@@ -37,6 +37,7 @@ from wovyr.events import (
     ItemFailed,
     ItemStarted,
 )
+from wovyr.statuses import ChildStatus
 
 __all__ = ["advance_items", "child_outcome", "item_outcome_events", "schedule_items"]
 
@@ -246,9 +247,9 @@ def _start_pending(
 def child_outcome(result: dict[str, Any], timeout: float | None = None) -> Outcome:
     """The outcome of a child workflow attempt from its ChildFinished data (or from the
     fire of its timeout, status `timed_out`: the child is cancelled with that commit)."""
-    if result.get("status") == "completed":
+    if result.get("status") == ChildStatus.COMPLETED:
         return Outcome(output=result.get("output"))
-    if result.get("status") == "timed_out":
+    if result.get("status") == ChildStatus.TIMED_OUT:
         return Outcome(error=child_timeout_error(result.get("child"), timeout))
     err = result.get("error") or {}
     return Outcome(
@@ -258,7 +259,7 @@ def child_outcome(result: dict[str, Any], timeout: float | None = None) -> Outco
             child=result.get("child"),
             error=err,
         ),
-        retryable=result.get("status") == "failed",
+        retryable=result.get("status") == ChildStatus.FAILED,
     )
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from enum import StrEnum, nonmember
 from typing import Any, TypeVar
 
 from wovyr.events import Event, EventType
+from wovyr.statuses import ActivityStatus, ChildStatus, ExecutionStatus
 
 __all__ = [
     "STATE_UNLESS_SET",
@@ -27,37 +27,6 @@ __all__ = [
     "state_from_json",
     "state_to_json",
 ]
-
-
-# Statuses are `StrEnum`s: each member is equal to (and hashes, formats and serializes as)
-# its string, so records, checkpoints, events and JSON hold the same text as ever, and a
-# status read back from the store (a plain `str`) compares equal to its member.
-
-
-class ExecutionStatus(StrEnum):
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    CONTINUED = "continued"  # ended by continue-as-new: the chain goes on in its next run
-    TERMINAL = nonmember(frozenset({COMPLETED, FAILED, CANCELLED, CONTINUED}))
-
-
-class ActivityStatus(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    WAITING = "waiting"
-    RETRYING = "retrying"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    COMPENSATING = "compensating"
-    COMPENSATED = "compensated"
-    COMPENSATION_FAILED = "compensation_failed"
-    DONE_OK = nonmember(
-        frozenset({COMPLETED, SKIPPED, COMPENSATING, COMPENSATED, COMPENSATION_FAILED})
-    )
-    ACTIVE = nonmember(frozenset({RUNNING, WAITING, RETRYING}))
 
 
 @dataclass(frozen=True)
@@ -86,7 +55,7 @@ class ActivityState:
     compensation_retry: bool = False  # the compensation attempt failed; the next follows
     iterations: int = 0  # iterations of a `repeat` activity completed so far
     exhausted: bool = False  # a `repeat` ended by max_iterations with `until` still false
-    # the sub-steps recorded so far (an `agent`'s model and tool calls), kept across attempts
+    # the sub-steps recorded so far (the activity's journal), kept across attempts
     journal: tuple[dict[str, Any], ...] = ()
     reused_from: str | None = None  # a rerun's activity whose result came from that run
 
@@ -560,7 +529,7 @@ def _resumed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
 def _journal_step(kind: str) -> Any:
     """A sub-step of an activity (a model call, a tool call) joins its journal. It is
     progress: the recovery budget counts the attempt's losses since the last one (a step
-    that kills its worker every time still exhausts it; a long agent loop does not)."""
+    that kills its worker every time still exhausts it; a long run of steps does not)."""
 
     def handler(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         aid = e.data["activity"]
@@ -624,7 +593,7 @@ def _child_timed_out(state: ExecutionState, timer: dict[str, Any], fired_at: str
         "index": index,
         "attempt": attempt,
         "child": child,
-        "status": "timed_out",
+        "status": ChildStatus.TIMED_OUT,
         "fired_at": fired_at,
     }
     if index is not None:
@@ -764,7 +733,7 @@ def _child_started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
 
 def _child_finished(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     call = e.get("call")
-    if call is not None:  # an agent's tool call ran as this child: its result is a step
+    if call is not None:  # a journaled call ran as this child: its result is a step
         return _tool_child_step(state, e, call)
     result = dict(e.data)
     if e.get("index") is not None:
@@ -773,7 +742,7 @@ def _child_finished(state: ExecutionState, e: Event, at: str) -> ExecutionState:
 
 
 def _tool_child_step(state: ExecutionState, e: Event, call: dict[str, Any]) -> ExecutionState:
-    """The end of a child workflow an agent's tool call started joins the activity's
+    """The end of a child workflow a journaled call started joins the activity's
     journal as that call's tool step (once: a repeated ChildFinished changes nothing)."""
     aid = e.data["activity"]
     act = state.activity(aid)
@@ -791,7 +760,7 @@ def _tool_child_step(state: ExecutionState, e: Event, call: dict[str, Any]) -> E
         "result": e.get("output"),
         "child": e.data["child"],
     }
-    if e.data["status"] != "completed":
+    if e.data["status"] != ChildStatus.COMPLETED:
         error = e.get("error") or {}
         inner = error
         while isinstance(inner.get("error"), dict) and not inner.get("message"):

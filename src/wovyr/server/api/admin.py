@@ -6,35 +6,18 @@ for any tenant is the operator's job, on the server host: `wovyr admin keys crea
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from wovyr.server.api.models import KeyCreate, KeyCreated, KeyOut
 from wovyr.server.deps import Admin, Ctx
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import problem_responses
+from wovyr.server.guard import api_router
 from wovyr.store.platform import ApiKeyRecord
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/admin/keys",
-    tags=["admin"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 404, 413, 422),
-)
+router = api_router("/api/v1/admin/keys", "admin", 401, 403, 404, 413, 422)
 
 
 def key_out(record: ApiKeyRecord) -> KeyOut:
-    return KeyOut(
-        id=record.id,
-        tenant=record.tenant,
-        role=record.role,
-        name=record.name,
-        prefix=record.prefix,
-        created_at=record.created_at,
-        revoked_at=record.revoked_at,
-        last_used_at=record.last_used_at,
-    )
+    return KeyOut.model_validate(record, from_attributes=True)
 
 
 @router.get("", response_model=list[KeyOut], summary="The tenant's API keys")

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -31,15 +31,12 @@ from wovyr.engine.agents import (
 )
 from wovyr.server.api.documents import DOCUMENT_BODY, read_document
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
+from wovyr.server.guard import api_router
 from wovyr.server.problems import LOCATION_HEADER, problem_responses
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/agents",
-    tags=["agents"],
-    responses=problem_responses(401, 403, 404, 413, 422),
-)
+router = api_router("/api/v1/agents", "agents", 401, 403, 404, 413, 422, strict=False)
 
 POLL_SECONDS = 0.05  # how often a synchronous run's request looks at the execution
 MAX_WAIT = 60.0
@@ -87,17 +84,7 @@ class RunOut(BaseModel):
 
 
 def _run_out(run: AgentRun) -> RunOut:
-    return RunOut(
-        id=run.id,
-        agent=run.agent,
-        version=run.version,
-        status=run.status,
-        turns=run.turns,
-        usage=run.usage,
-        cost=run.cost,
-        result=run.result,
-        error=run.error,
-    )
+    return RunOut.model_validate(run, from_attributes=True)
 
 
 @router.post(

@@ -14,22 +14,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from pydantic import BaseModel
 
 from wovyr.server.api.paging import Cursor, index_at, opaque
 from wovyr.server.deps import Admin, Ctx
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import problem_responses
+from wovyr.server.guard import api_router
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/audit",
-    tags=["admin"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 422),
-)
+router = api_router("/api/v1/audit", "admin", 401, 403, 422)
 
 
 class AuditOut(BaseModel):
@@ -65,18 +59,6 @@ def list_audit(
         after_seq=after, limit=limit + 1, tenant=principal.tenant, since=since
     )
     more = len(records) > limit
-    items = [
-        AuditOut(
-            seq=r.seq,
-            at=r.at,
-            tenant=r.tenant,
-            actor=r.actor,
-            action=r.action,
-            target=r.target,
-            details=r.details,
-            hash=r.hash,
-        )
-        for r in records[:limit]
-    ]
+    items = [AuditOut.model_validate(r, from_attributes=True) for r in records[:limit]]
     following = items[-1].seq if more else None
     return AuditPage(items=items, next_after=following, next_cursor=opaque(following))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 
 from wovyr.engine.bulk import Bulk, BulkFilter
 from wovyr.platform.auth import Principal
@@ -19,18 +19,13 @@ from wovyr.server.api.models import (
 )
 from wovyr.server.api.paging import Cursor, decode_cursor, encode_cursor, index_at, opaque
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import LOCATION_HEADER, ApiProblem, problem_responses
+from wovyr.server.guard import api_router
+from wovyr.server.problems import LOCATION_HEADER, ApiProblem
 from wovyr.store.bulk import BatchItem, BatchRecord
 
 __all__ = ["batch_out", "router"]
 
-router = APIRouter(
-    prefix="/api/v1/batches",
-    tags=["batches"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(400, 401, 403, 404, 409, 413, 422),
-)
+router = api_router("/api/v1/batches", "batches", 400, 401, 403, 404, 409, 413, 422)
 
 
 def batch_out(b: BatchRecord) -> BatchOut:
@@ -44,22 +39,12 @@ def batch_out(b: BatchRecord) -> BatchOut:
         created_by=b.created_by,
         updated_at=b.updated_at,
         finished_at=b.finished_at,
-        progress=BatchProgress(
-            listed=b.listed,
-            ok=b.ok,
-            skipped=b.skipped,
-            errors=b.errors,
-            pending=b.pending,
-            pages=b.pages,
-            listed_all=b.listed_all,
-        ),
+        progress=BatchProgress.model_validate(b, from_attributes=True),
     )
 
 
 def item_out(i: BatchItem) -> BatchItemOut:
-    return BatchItemOut(
-        n=i.n, execution_id=i.execution_id, outcome=i.outcome, detail=i.detail, at=i.at
-    )
+    return BatchItemOut.model_validate(i, from_attributes=True)
 
 
 def _bulk(ctx: ServerContext, principal: Principal) -> Bulk:
@@ -85,17 +70,9 @@ def submit_batch(body: BatchRequest, response: Response, ctx: Ctx, principal: Op
         raise ApiProblem(
             403, f"A bulk delete needs the admin role; the key's role is {principal.role}."
         )
-    f = body.filter
     created, batch = _bulk(ctx, principal).submit(
         body.action,
-        BulkFilter(
-            status=f.status,
-            workflow=f.workflow,
-            labels=f.labels,
-            id_prefix=f.id_prefix,
-            since=f.since,
-            until=f.until,
-        ),
+        BulkFilter(**dict(body.filter)),
         signal=body.signal,
         payload=body.payload,
         idempotency_key=body.idempotency_key,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
@@ -21,16 +21,13 @@ from wovyr.errors import NotFound
 from wovyr.server.api.documents import DOCUMENT_BODY, read_document
 from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
+from wovyr.server.guard import api_router
 from wovyr.server.problems import LOCATION_HEADER, problem_responses
 from wovyr.store.records import DefinitionRecord
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/definitions",
-    tags=["definitions"],
-    responses=problem_responses(401, 403, 404, 413, 422),
-)
+router = api_router("/api/v1/definitions", "definitions", 401, 403, 404, 413, 422, strict=False)
 
 
 class DefinitionOut(BaseModel):

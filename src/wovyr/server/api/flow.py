@@ -5,22 +5,15 @@ attempts running with a slot and waiting for one) and its rate-limit buckets. Re
 
 from __future__ import annotations
 
-from fastapi import APIRouter
 from pydantic import BaseModel
 
 from wovyr.server.api.limits import LimitOut, limit_out
 from wovyr.server.deps import Ctx, Viewer
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import problem_responses
+from wovyr.server.guard import api_router
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/flow",
-    tags=["workflows"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403),
-)
+router = api_router("/api/v1/flow", "workflows", 401, 403)
 
 
 class FlowKeyOut(BaseModel):

@@ -13,23 +13,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response
+from fastapi import Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from wovyr.errors import NotFound
 from wovyr.server.deps import Admin, Ctx, tenant_engine
-from wovyr.server.guard import StrictJsonRoute
+from wovyr.server.guard import api_router
 from wovyr.server.problems import problem_responses
 from wovyr.store.flow import RateLimitRecord
 
 __all__ = ["LimitOut", "limit_out", "router"]
 
-router = APIRouter(
-    prefix="/api/v1/admin/limits",
-    tags=["admin"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 413, 422),
-)
+router = api_router("/api/v1/admin/limits", "admin", 401, 403, 413, 422)
 
 KeyPath = Annotated[str, Path(min_length=1, max_length=200, description="The bucket's key.")]
 

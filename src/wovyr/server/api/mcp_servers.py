@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import Body, Response
 from pydantic import BaseModel
 
 from wovyr.platform.mcp import (
@@ -25,17 +25,11 @@ from wovyr.platform.mcp import (
     remove_mcp_server,
 )
 from wovyr.server.deps import Admin, Ctx, tenant_engine
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import problem_responses
+from wovyr.server.guard import api_router
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/mcp-servers",
-    tags=["admin"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 404, 413, 422),
-)
+router = api_router("/api/v1/mcp-servers", "admin", 401, 403, 404, 413, 422)
 
 
 class McpServerOut(BaseModel):

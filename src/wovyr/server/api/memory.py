@@ -13,24 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 
 from wovyr.activities.memory import NAMESPACE_RULE, is_namespace
 from wovyr.engine.memory import TenantMemory
 from wovyr.errors import InputError, NotFound, Problem
 from wovyr.server.api.paging import Cursor, opaque, position
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import problem_responses
+from wovyr.server.guard import api_router
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/memory",
-    tags=["memory"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 404, 422),
-)
+router = api_router("/api/v1/memory", "memory", 401, 403, 404, 422)
 
 
 def _memory(ctx: Ctx, tenant: str) -> TenantMemory:

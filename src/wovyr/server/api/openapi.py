@@ -53,6 +53,13 @@ OPERATION_IDS = {
     "remove_provider": "deleteProvider",
     "get_mcp_servers": "listMcpServers",
     "list_audit": "listAuditRecords",
+    "apply_trigger_document": "applyTrigger",
+    "list_trigger_documents": "listTriggers",
+    "delete_trigger_document": "deleteTrigger",
+    "post_event": "sendEvent",
+    "receive_hook": "receiveWebhook",
+    "list_received_events": "listEvents",
+    "put_webhook": "putWebhook",
     "metrics": "getMetrics",
 }
 # status -> the name of its shared response under components/responses

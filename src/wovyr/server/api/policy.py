@@ -12,24 +12,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import Body, Response
 from pydantic import BaseModel
 
 from wovyr.activities.policy import SideEffectPolicy, parse_policy, widened
 from wovyr.engine.tenants import TenantPolicy, policy_of, set_policy
 from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match, etag_of, tag
 from wovyr.server.deps import Admin, Ctx
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.server.guard import api_router
+from wovyr.server.problems import ApiProblem
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/admin/policy",
-    tags=["admin"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 413, 422),
-)
+router = api_router("/api/v1/admin/policy", "admin", 401, 403, 413, 422)
 
 
 class PolicyOut(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import Body, Response
 from pydantic import BaseModel
 
 from wovyr.errors import NotFound
@@ -26,17 +26,11 @@ from wovyr.platform.providers import (
 )
 from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match, etag_of, tag
 from wovyr.server.deps import Admin, Ctx, tenant_engine
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import problem_responses
+from wovyr.server.guard import api_router
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/providers",
-    tags=["admin"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 404, 413, 422),
-)
+router = api_router("/api/v1/providers", "admin", 401, 403, 404, 413, 422)
 
 
 class ProviderOut(BaseModel):

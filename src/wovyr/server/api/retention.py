@@ -13,22 +13,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from fastapi import APIRouter, Body
+from fastapi import Body
 from pydantic import BaseModel
 
 from wovyr.engine.retention import Retention, parse_retention
 from wovyr.server.deps import Admin, Ctx, tenant_engine
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import ApiProblem, problem_responses
+from wovyr.server.guard import api_router
+from wovyr.server.problems import ApiProblem
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/admin/retention",
-    tags=["admin"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 413, 422),
-)
+router = api_router("/api/v1/admin/retention", "admin", 401, 403, 413, 422)
 
 
 class RetentionOut(BaseModel):

@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from wovyr.clock import utc
 from wovyr.definition.model import Workflow
@@ -24,18 +24,13 @@ from wovyr.server.api.models import (
     TriggerResult,
 )
 from wovyr.server.deps import Ctx, Operator, Viewer, schedules_for
-from wovyr.server.guard import StrictJsonRoute
+from wovyr.server.guard import api_router
 from wovyr.server.problems import ApiProblem, problem_responses
 from wovyr.store.schedules import ScheduleRecord
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/schedules",
-    tags=["schedules"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 404, 409, 413, 422),
-)
+router = api_router("/api/v1/schedules", "schedules", 401, 403, 404, 409, 413, 422)
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 

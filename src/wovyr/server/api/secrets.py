@@ -9,23 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import Body, Response
 from pydantic import BaseModel
 
 from wovyr.errors import InputError, Problem
 from wovyr.platform.secrets import SecretInfo, Secrets
 from wovyr.server.deps import Admin, Ctx, ServerContext
-from wovyr.server.guard import StrictJsonRoute
-from wovyr.server.problems import problem_responses
+from wovyr.server.guard import api_router
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/secrets",
-    tags=["admin"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(401, 403, 404, 413, 422),
-)
+router = api_router("/api/v1/secrets", "admin", 401, 403, 404, 413, 422)
 
 
 class SecretOut(BaseModel):

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import Header, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
@@ -50,7 +50,7 @@ from wovyr.server.api.paging import (
     page_items,
 )
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
-from wovyr.server.guard import StrictJsonRoute
+from wovyr.server.guard import api_router
 from wovyr.server.problems import LOCATION_HEADER, ApiProblem, problem_responses
 from wovyr.server.streams import EventStream
 from wovyr.store.base import EventRecord, ExecutionRecord
@@ -59,12 +59,7 @@ from wovyr.traces import trace_context
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/api/v1/workflows",
-    tags=["workflows"],
-    route_class=StrictJsonRoute,
-    responses=problem_responses(400, 401, 403, 404, 409, 413, 422),
-)
+router = api_router("/api/v1/workflows", "workflows", 400, 401, 403, 404, 409, 413, 422)
 _REPLAYED = {
     "Idempotent-Replayed": {
         "description": "`true` when an `Idempotency-Key` answered an earlier start.",

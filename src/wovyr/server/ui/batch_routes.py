@@ -48,17 +48,17 @@ class BatchRoutes:
         return r
 
     def batches(self, request: Request) -> Response:
-        session = self.ui.session(request)
-        if session is None:
-            return self.ui.to_login(request)
+        session = self.ui.signed_in(request)
+        if isinstance(session, Response):
+            return session
         found = Bulk(self.ui.engine.for_tenant(session.tenant)).batches(100)
         rows = [{"b": b, **_progress(b)} for b in found]
         return self.ui.render(request, "batches.html", 200, session, rows=rows)
 
     def batch(self, request: Request, batch_id: str) -> Response:
-        session = self.ui.session(request)
-        if session is None:
-            return self.ui.to_login(request)
+        session = self.ui.signed_in(request)
+        if isinstance(session, Response):
+            return session
         bulk = Bulk(self.ui.engine.for_tenant(session.tenant))
         raw = request.query_params.get("after", "")
         after = int(raw) if raw.isdigit() and len(raw) <= 12 else 0
@@ -66,14 +66,7 @@ class BatchRoutes:
             found = bulk.get(batch_id)
             items = bulk.items(batch_id, after, _ITEMS)
         except NotFound:
-            return self.ui.render(
-                request,
-                "error.html",
-                404,
-                session,
-                title="Not found",
-                message=f"There is no batch {batch_id!r} here.",
-            )
+            return self.ui.not_found(request, session, f"batch {batch_id!r}")
         submitted = request.query_params.get("notice") == "submitted"
         return self.ui.render(
             request,
@@ -109,8 +102,7 @@ class BatchRoutes:
         given = bulk_filter(ListFilters.parse(form))
         if given is None:
             return self._error(request, session, 400, "This filter cannot be acted on in bulk.")
-        actor = f"key:{session.key_id}/{session.role}"
-        bulk = Bulk(self.ui.engine.for_tenant(session.tenant).acting(actor))
+        bulk = Bulk(self.ui.acting(session))
         try:
             _, made = await run_in_threadpool(bulk.submit, action, given)
         except (InputError, Conflict, WovyrError) as exc:
@@ -125,6 +117,4 @@ class BatchRoutes:
         return redirect(target)
 
     def _error(self, request: Request, session: Session, status: int, message: str) -> Response:
-        return self.ui.render(
-            request, "error.html", status, session, title=REFUSED, message=message
-        )
+        return self.ui.error(request, session, status, message, REFUSED)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
@@ -35,7 +34,14 @@ from wovyr.server.ui.catalog import (
     workers_page,
 )
 from wovyr.server.ui.present import as_datetime
-from wovyr.server.ui.routes import READ_ONLY, FormError, UiRoutes, redirect
+from wovyr.server.ui.routes import (
+    READ_ONLY,
+    FormError,
+    UiRoutes,
+    action_handler,
+    action_status,
+    redirect,
+)
 from wovyr.server.ui.session import Session
 from wovyr.server.ui.start_form import field_errors, parse_start_form, start_fields
 
@@ -69,7 +75,7 @@ class CatalogRoutes:
         for action in SCHEDULE_ACTIONS:
             r.add_api_route(
                 f"/ui/schedules/{{schedule_id}}/{action}",
-                self.schedule_handler(action),
+                action_handler(self.act, action, "schedule_id", f"ui_schedule_{action}"),
                 methods=["POST"],
             )
         r.add_api_route("/ui/definitions", self.definitions, methods=["GET"])
@@ -85,9 +91,9 @@ class CatalogRoutes:
     # --- schedules -----------------------------------------------------------------------
 
     def schedules(self, request: Request) -> Response:
-        session = self.ui.session(request)
-        if session is None:
-            return self.ui.to_login(request)
+        session = self.ui.signed_in(request)
+        if isinstance(session, Response):
+            return session
         notice = SCHEDULE_NOTICES.get(request.query_params.get("notice", ""))
         started = request.query_params.get("started", "")[:200]
         return self.schedules_response(request, session, notice=notice, started=started)
@@ -115,31 +121,17 @@ class CatalogRoutes:
             started_href=quote(started, safe=":"),
         )
 
-    def schedule_handler(self, action: str) -> Callable[[Request, str], Any]:
-        async def handle(request: Request, schedule_id: str) -> Response:
-            return await self.act(request, schedule_id, action)
-
-        handle.__name__ = f"ui_schedule_{action}"
-        return handle
-
     async def act(self, request: Request, schedule_id: str, action: str) -> Response:
         page = f"{self.ui.base(request)}/schedules"
         checked = await self.ui.form_post(request, page, "operator", READ_ONLY)
         if isinstance(checked, Response):
             return checked
         session, form = checked
-        service = Schedules(self.ui.engine.for_tenant(session.tenant).acting(_actor(session)))
+        service = Schedules(self.ui.acting(session))
         try:
             notice, started = await run_in_threadpool(perform, service, schedule_id, action, form)
         except NotFound:
-            return self.ui.render(
-                request,
-                "error.html",
-                404,
-                session,
-                title="Not found",
-                message=f"There is no schedule {schedule_id!r} here.",
-            )
+            return self.ui.not_found(request, session, f"schedule {schedule_id!r}")
         except (FormError, InputError, Conflict, WovyrError) as exc:
             # Show the page again with the reason; nothing was changed.
             return await run_in_threadpool(
@@ -147,7 +139,7 @@ class CatalogRoutes:
                     self.schedules_response,
                     request,
                     session,
-                    status=_status(exc),
+                    status=action_status(exc),
                     error=str(exc),
                 )
             )
@@ -157,9 +149,9 @@ class CatalogRoutes:
     # --- definitions ---------------------------------------------------------------------
 
     def definitions(self, request: Request) -> Response:
-        session = self.ui.session(request)
-        if session is None:
-            return self.ui.to_login(request)
+        session = self.ui.signed_in(request)
+        if isinstance(session, Response):
+            return session
         return self.definitions_response(request, session)
 
     def definitions_response(
@@ -197,7 +189,7 @@ class CatalogRoutes:
         if not text.strip():
             problems = ["Paste a workflow document (YAML or JSON), or choose a file."]
             return self.definitions_response(request, session, status=400, problems=problems)
-        engine = self.ui.engine.for_tenant(session.tenant).acting(_actor(session))
+        engine = self.ui.acting(session)
         try:
             # parsing and validating an untrusted document is CPU work: not on the loop
             outcome, digest = await run_in_threadpool(engine.apply, text)
@@ -209,16 +201,16 @@ class CatalogRoutes:
         except (DefinitionConflict, WovyrError) as exc:
             said = str(exc) + (f" ({exc.hint})" if getattr(exc, "hint", None) else "")
             return self.definitions_response(
-                request, session, status=_status(exc), document=text, problems=[said]
+                request, session, status=action_status(exc), document=text, problems=[said]
             )
         workflow = engine.definition(digest)
         query = urlencode({"version": workflow.version, "notice": outcome})
         return redirect(f"{page}/{quote(workflow.name, safe='')}?{query}")
 
     def definition(self, request: Request, name: str) -> Response:
-        session = self.ui.session(request)
-        if session is None:
-            return self.ui.to_login(request)
+        session = self.ui.signed_in(request)
+        if isinstance(session, Response):
+            return session
         version = request.query_params.get("version", "").strip()[:128] or None
         notice = DEFINITION_NOTICES.get(request.query_params.get("notice", ""))
         return self.definition_response(request, session, name, version, notice=notice)
@@ -241,14 +233,7 @@ class CatalogRoutes:
             page = definition_page(engine, name, version, self.ui.base(request))
         except NotFound:
             shown = f"{name!r} version {version!r}" if version else repr(name)
-            return self.ui.render(
-                request,
-                "error.html",
-                404,
-                session,
-                title="Not found",
-                message=f"There is no definition {shown} here.",
-            )
+            return self.ui.not_found(request, session, f"definition {shown}")
         return self.ui.render(
             request,
             "definition.html",
@@ -273,7 +258,7 @@ class CatalogRoutes:
             return checked
         session, form = checked
         version = form.get("version", "").strip()[:128] or None
-        engine = self.ui.engine.for_tenant(session.tenant).acting(_actor(session))
+        engine = self.ui.acting(session)
         try:
             workflow, _ = await run_in_threadpool(engine.named, name, version)
         except NotFound:
@@ -316,9 +301,9 @@ class CatalogRoutes:
     # --- workers -------------------------------------------------------------------------
 
     def workers(self, request: Request) -> Response:
-        session = self.ui.session(request)
-        if session is None:
-            return self.ui.to_login(request)
+        session = self.ui.signed_in(request)
+        if isinstance(session, Response):
+            return session
         engine = self.ui.engine.for_tenant(session.tenant)
         server = getattr(request.app.state, "wovyr", None)  # None: the UI mounted alone
         background = server.background if server is not None else None
@@ -342,9 +327,9 @@ class CatalogRoutes:
     # --- flow control --------------------------------------------------------------------
 
     def flow(self, request: Request) -> Response:
-        session = self.ui.session(request)
-        if session is None:
-            return self.ui.to_login(request)
+        session = self.ui.signed_in(request)
+        if isinstance(session, Response):
+            return session
         notice = LIMIT_NOTICES.get(request.query_params.get("notice", ""))
         return self.flow_response(request, session, notice=notice)
 
@@ -386,7 +371,7 @@ class CatalogRoutes:
         if isinstance(checked, Response):
             return checked
         session, form = checked
-        engine = self.ui.engine.for_tenant(session.tenant).acting(_actor(session))
+        engine = self.ui.acting(session)
         try:
             if deleted is not None:
                 await run_in_threadpool(engine.delete_rate_limit, deleted)
@@ -396,26 +381,14 @@ class CatalogRoutes:
                 functools.partial(engine.set_rate_limit, key, limit, per, burst, by=session.key_id)
             )
         except NotFound:
-            return self.ui.render(
-                request,
-                "error.html",
-                404,
-                session,
-                title="Not found",
-                message=f"There is no rate limit {deleted!r} here.",
-            )
+            return self.ui.not_found(request, session, f"rate limit {deleted!r}")
         except (FormError, InputError, Conflict, WovyrError) as exc:
             return await run_in_threadpool(
                 functools.partial(
-                    self.flow_response, request, session, status=_status(exc), error=str(exc)
+                    self.flow_response, request, session, status=action_status(exc), error=str(exc)
                 )
             )
         return redirect(f"{page}?notice=set")
-
-
-def _actor(session: Session) -> str:
-    """Who a change made through the UI is audited as: the key the session signed in with."""
-    return f"key:{session.key_id}/{session.role}"
 
 
 def _located(problem: Problem) -> str:
@@ -447,16 +420,6 @@ def _form_number(form: dict[str, str], name: str, default: str = "") -> float:
     if not math.isfinite(value):
         raise FormError(400, f"The {name} must be a finite number.")
     return value
-
-
-def _status(exc: Exception) -> int:
-    if isinstance(exc, FormError):
-        return exc.status
-    if isinstance(exc, InputError):
-        return 400
-    if isinstance(exc, Conflict):
-        return 409
-    return 503  # the store was busy or unavailable: the same post may work in a moment
 
 
 def perform(

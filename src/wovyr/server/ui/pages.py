@@ -33,6 +33,7 @@ from wovyr.server.ui.present import (
     wait_kinds,
     with_times,
 )
+from wovyr.statuses import SHOWN_STATUSES as LIST_STATUSES
 from wovyr.store.base import ExecutionRecord
 
 __all__ = [
@@ -45,7 +46,6 @@ __all__ = [
     "status_counts",
 ]
 
-LIST_STATUSES = ("running", "waiting", "completed", "failed", "cancelled", "continued")
 COUNT_CAP = 500
 SCAN_CAP = 5000
 TIMELINE_PAGE = 200

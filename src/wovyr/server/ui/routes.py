@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -162,15 +163,25 @@ class UiRoutes:
                 target += "?" + request.url.query
         return redirect(f"{self.base(request)}/login?{urlencode({'next': target})}")
 
-    def not_found(self, request: Request, session: Session, execution_id: str) -> HTMLResponse:
-        return self.render(
-            request,
-            "error.html",
-            404,
-            session,
-            title="Not found",
-            message=f"There is no execution {execution_id!r} here.",
-        )
+    def not_found(self, request: Request, session: Session, what: str) -> HTMLResponse:
+        """The 404 page: "There is no `what` here" (another tenant's is as missing)."""
+        return self.error(request, session, 404, f"There is no {what} here.", "Not found")
+
+    def error(
+        self, request: Request, session: Session, status: int, message: str, title: str = "Error"
+    ) -> HTMLResponse:
+        return self.render(request, "error.html", status, session, title=title, message=message)
+
+    def signed_in(self, request: Request) -> Session | Response:
+        """A page's session, or the way to sign in and come back."""
+        session = self.session(request)
+        return self.to_login(request) if session is None else session
+
+    def acting(self, session: Session) -> Engine:
+        """The session's tenant's engine, its changes audited as made by the key the session
+        signed in with."""
+        actor = f"key:{session.key_id}/{session.role}"
+        return self.engine.for_tenant(session.tenant).acting(actor)
 
     # --- routes --------------------------------------------------------------------------
 
@@ -188,7 +199,7 @@ class UiRoutes:
         for action in ("signal", "approve", "cancel", "rerun"):
             r.add_api_route(
                 f"/ui/executions/{{execution_id}}/{action}",
-                self.action_handler(action),
+                action_handler(self.act, action, "execution_id", f"ui_{action}"),
                 methods=["POST"],
             )
         return r
@@ -265,9 +276,7 @@ class UiRoutes:
             try:
                 form = await read_form(request)
             except FormError as exc:
-                return self.render(
-                    request, "error.html", exc.status, session, title="Error", message=str(exc)
-                )
+                return self.error(request, session, exc.status, str(exc))
             if not self.codec.check_csrf(session, form.get("csrf_token")):
                 return self.forbidden(request, session, "The form expired; reload and retry.")
             await run_in_threadpool(self.codec.end, session)
@@ -275,7 +284,7 @@ class UiRoutes:
         return response
 
     def forbidden(self, request: Request, session: Session, message: str) -> HTMLResponse:
-        return self.render(request, "error.html", 403, session, title="Forbidden", message=message)
+        return self.error(request, session, 403, message, "Forbidden")
 
     async def form_post(
         self,
@@ -297,9 +306,7 @@ class UiRoutes:
         try:
             form = await read_form(request, limit)
         except FormError as exc:
-            return self.render(
-                request, "error.html", exc.status, session, title=title, message=str(exc)
-            )
+            return self.error(request, session, exc.status, str(exc), title)
         if not self.codec.check_csrf(session, form.get("csrf_token")):
             return self.forbidden(request, session, "The form expired; reload the page and retry.")
         if not session.can(role):
@@ -309,9 +316,9 @@ class UiRoutes:
     def list_page(self, request: Request) -> Response:
         """The list. `?partial=rows` (what the page's script polls) renders only the rows
         and skips the status counts, so a refresh costs one indexed query."""
-        session = self.session(request)
-        if session is None:
-            return self.to_login(request)
+        session = self.signed_in(request)
+        if isinstance(session, Response):
+            return session
         filters = ListFilters.parse(request.query_params)
         partial = request.query_params.get("partial") == "rows"
         template = "list_rows.html" if partial else "list.html"
@@ -341,9 +348,9 @@ class UiRoutes:
         return self.render(request, template, 200, session, **context)
 
     def execution(self, request: Request, execution_id: str) -> Response:
-        session = self.session(request)
-        if session is None:
-            return self.to_login(request)
+        session = self.signed_in(request)
+        if isinstance(session, Response):
+            return session
         notice = NOTICES.get(request.query_params.get("notice", ""))
         return self.execution_response(
             request, session, execution_id, notice=notice, events_from=events_param(request)
@@ -366,7 +373,7 @@ class UiRoutes:
         try:
             page = execution_page(engine, execution_id, engine.clock.now(), events_from)
         except NotFound:
-            return self.not_found(request, session, execution_id)
+            return self.not_found(request, session, f"execution {execution_id!r}")
         return self.render(
             request,
             template,
@@ -408,26 +415,17 @@ class UiRoutes:
         secure_headers(response)
         return response
 
-    def action_handler(self, action: str) -> Callable[[Request, str], Any]:
-        async def handle(request: Request, execution_id: str) -> Response:
-            return await self.act(request, execution_id, action)
-
-        handle.__name__ = f"ui_{action}"
-        return handle
-
     async def act(self, request: Request, execution_id: str, action: str) -> Response:
         page = f"{self.base(request)}/executions/{quote(execution_id, safe=':')}"
         checked = await self.form_post(request, page, "operator", READ_ONLY)
         if isinstance(checked, Response):
             return checked
         session, form = checked
-        # the change is audited as made by the key the session signed in with
-        actor = f"key:{session.key_id}/{session.role}"
-        engine = self.engine.for_tenant(session.tenant).acting(actor)
+        engine = self.acting(session)
         try:
             notice = await run_in_threadpool(perform, engine, session, execution_id, action, form)
         except NotFound:
-            return self.not_found(request, session, execution_id)
+            return self.not_found(request, session, f"execution {execution_id!r}")
         except (FormError, InputError, Conflict, WovyrError) as exc:
             # Show the page again with the reason and what was typed, so it can be fixed.
             return await run_in_threadpool(
@@ -436,7 +434,7 @@ class UiRoutes:
                     request,
                     session,
                     execution_id,
-                    status=_action_status(exc),
+                    status=action_status(exc),
                     error=str(exc),
                     form=form,
                 )
@@ -447,7 +445,27 @@ class UiRoutes:
         return redirect(f"{page}?notice={notice}")
 
 
-def _action_status(exc: Exception) -> int:
+def action_handler(
+    act: Callable[[Request, str, str], Awaitable[Response]], action: str, param: str, name: str
+) -> Callable[..., Awaitable[Response]]:
+    """The route of one action, named `name`: `act(request, <path parameter param>, action)`
+    (the signature names `param`, as FastAPI reads path parameters from it)."""
+
+    async def handle(request: Request, **path: str) -> Response:
+        return await act(request, path[param], action)
+
+    handle.__name__ = name
+    handle.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request),
+            inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, annotation=str),
+        ]
+    )
+    return handle
+
+
+def action_status(exc: Exception) -> int:
+    """The status of the page that says why an action was refused."""
     if isinstance(exc, FormError):
         return exc.status
     if isinstance(exc, InputError):

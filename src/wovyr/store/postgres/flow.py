@@ -12,21 +12,16 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import dumps
 from wovyr.store.flow import (
     WAITER_TTL_SECONDS,
     Bucket,
     FlowAcquire,
     FlowAnswer,
-    FlowKey,
     GateBook,
-    RateLimitRecord,
     RateRequest,
-    SlotClaim,
     tight_keys,
 )
-from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
 
@@ -164,22 +159,11 @@ class FlowGates:
 
 
 class PostgresRateLimits:
-    """Needs `_write()`, `_run()` and `_now()` from PostgresStore."""
+    """Taking rate-limit units and activity slots (the rest of flow control's gates is
+    shared: `wovyr.store.sql.flow`). Needs `_write()` and `_now()` from PostgresStore."""
 
     _write: Callable[[Callable[[Connection], Any]], Any]
-    _run: Callable[..., Any]
     _now: Callable[[datetime], datetime | None]
-
-    def acquire_flow(
-        self,
-        tenant: str,
-        execution_id: str,
-        owner: str,
-        now: datetime,
-        rates: Sequence[RateRequest] = (),
-        slots: Sequence[SlotClaim] = (),
-    ) -> FlowAnswer:
-        return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
 
     def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
         """One transaction of two round trips (`FlowGates`)."""
@@ -194,66 +178,3 @@ class PostgresRateLimits:
 
         answers: list[FlowAnswer] = self._write(body)
         return answers
-
-    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
-        sql = flow_queries()["flow_keys"]
-        params = {"tenant": tenant, "now": self._now(now)}
-        rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), write=False)
-        return [FlowKey(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
-
-    def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
-        sql = flow_queries()["activity_holders_now"]
-        rows = self._run(
-            lambda conn: conn.execute(
-                sql, {"tenant": tenant, "key": key, "now": self._now(now)}
-            ).fetchall(),
-            write=False,
-        )
-        return [r[0] for r in rows]
-
-    def set_rate_limit(
-        self,
-        tenant: str,
-        key: str,
-        capacity: float,
-        per_second: float,
-        by: str,
-        now: datetime,
-        *,
-        audit: AuditEntry | None = None,
-    ) -> RateLimitRecord:
-        sql = flow_queries()["bucket_declare"]
-        params = {
-            "tenant": tenant,
-            "key": key,
-            "capacity": capacity,
-            "per_second": per_second,
-            "by": by,
-            "now": now,
-        }
-
-        def body(conn: Connection) -> None:
-            conn.execute(sql, params)
-            append_audit_row(conn, audit)
-
-        self._write(body)
-        return next(r for r in self.rate_limits(tenant) if r.key == key)
-
-    def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
-        sql = flow_queries()["buckets_list"]
-        rows = self._run(lambda conn: conn.execute(sql, {"tenant": tenant}).fetchall(), write=False)
-        return [
-            RateLimitRecord(tenant, r[0], r[1], r[2], r[3], r[4], r[5], _seconds(r[6]))
-            for r in rows
-        ]
-
-    def delete_rate_limit(self, tenant: str, key: str, *, audit: AuditEntry | None = None) -> bool:
-        sql = flow_queries()["bucket_delete"]
-
-        def body(conn: Connection) -> bool:
-            deleted = bool(conn.execute(sql, {"tenant": tenant, "key": key}).fetchall())
-            if deleted:
-                append_audit_row(conn, audit)
-            return deleted
-
-        return bool(self._write(body))

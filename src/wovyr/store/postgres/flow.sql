@@ -9,14 +9,6 @@ SELECT wovyr_flow_lock(%(now)s::timestamptz, %(doc)s::jsonb);
 -- name: flow_write
 SELECT wovyr_flow_write(%(until)s::timestamptz, %(doc)s::jsonb);
 
--- name: activity_holders_now
-SELECT s.holder
-FROM activity_slots s
-JOIN executions x ON x.tenant = s.tenant AND x.id = s.execution_id
-WHERE s.tenant = %(tenant)s AND s.key = %(key)s AND x.lease_owner = s.owner
-  AND x.lease_until >= COALESCE(%(now)s::timestamptz, now())
-ORDER BY s.holder;
-
 -- name: activity_slot_give_back
 -- A slot granted to a step that did not apply, given back in the same transaction.
 DELETE FROM activity_slots
@@ -48,24 +40,6 @@ WITH gone AS (
     RETURNING t.execution_id
 )
 SELECT count(pg_notify(%(channel)s, execution_id)) FROM woken;
-
--- name: bucket_declare
-INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens, refilled_at, declared,
-                          updated_by)
-VALUES (%(tenant)s, %(key)s, %(capacity)s, %(per_second)s, %(capacity)s, %(now)s, true, %(by)s)
-ON CONFLICT (tenant, key) DO UPDATE
-SET capacity = EXCLUDED.capacity, per_second = EXCLUDED.per_second,
-    tokens = LEAST(rate_buckets.tokens, EXCLUDED.capacity), declared = true,
-    updated_by = EXCLUDED.updated_by;
-
--- name: buckets_list
-SELECT key, capacity, per_second, tokens, declared, updated_by, refilled_at
-FROM rate_buckets
-WHERE tenant = %(tenant)s
-ORDER BY key;
-
--- name: bucket_delete
-DELETE FROM rate_buckets WHERE tenant = %(tenant)s AND key = %(key)s RETURNING key;
 
 -- name: activity_waiters_all
 -- The attempts waiting for a slot of every key given, oldest first, that still wait (their
@@ -112,27 +86,3 @@ WITH k AS (
       AND a.tenant = slots.tenant AND a.key = slots.key AND a.holder = slots.holder
 )
 SELECT tenant, key, holder FROM slots WHERE live ORDER BY tenant, key, holder;
-
--- name: flow_keys
--- The tenant's concurrency keys in use: workflow keys' holders and waiting executions;
--- activity keys' attempts whose slot still counts and the waiters that still wait.
-SELECT 'workflow' AS kind, key, count(*) FILTER (WHERE holding) AS running,
-       count(*) FILTER (WHERE NOT holding) AS waiting
-FROM flow_slots WHERE tenant = %(tenant)s GROUP BY key
-UNION ALL
-SELECT 'activity', key, count(*) FILTER (WHERE running), count(*) FILTER (WHERE NOT running)
-FROM (
-    SELECT s.key, true AS running
-    FROM activity_slots s
-    JOIN executions x ON x.tenant = s.tenant AND x.id = s.execution_id
-    WHERE s.tenant = %(tenant)s AND x.lease_owner = s.owner
-      AND x.lease_until >= COALESCE(%(now)s::timestamptz, now())
-    UNION ALL
-    SELECT w.key, false
-    FROM activity_slot_waiters w
-    JOIN executions x ON x.tenant = w.tenant AND x.id = w.execution_id
-    WHERE w.tenant = %(tenant)s AND w.until >= COALESCE(%(now)s::timestamptz, now())
-      AND x.status NOT IN ('completed', 'failed', 'cancelled', 'continued')
-) a
-GROUP BY key
-ORDER BY 1 DESC, 2;

@@ -1,5 +1,6 @@
 """Purging finished executions from the PostgreSQL store (mixed into PostgresStore; the
-contract is `wovyr.store.retention`). Its SQL lives in `retention.sql`.
+contract is `wovyr.store.retention`, finding them is shared: `wovyr.store.sql.retention`).
+Its SQL lives in `retention.sql`.
 
 Rows are deleted, except the events of a month whose last executions this purge removes:
 that month's partition of events is detached and dropped instead, in the purge's own
@@ -8,7 +9,6 @@ transaction (`wovyr.store.postgres.partitions`; docs/operations.md "Retention").
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -18,11 +18,9 @@ from wovyr.store.postgres.audit import append_audit_row
 from wovyr.store.postgres.partitions import drop_partition, lock_events
 from wovyr.store.postgres.queries import parse_queries
 from wovyr.store.postgres.support import Connection
-from wovyr.store.retention import Expired
 
 __all__ = ["PostgresRetention", "retention_queries"]
 
-_FIRST_PAGE = (datetime.min.replace(tzinfo=UTC), "")  # before every (finished_at, id)
 _PURGE_STEPS = (  # after the events
     "purge_timers",
     "purge_labels",  # before the executions: it reads their labels
@@ -39,37 +37,10 @@ def retention_queries() -> dict[str, str]:
 
 
 class PostgresRetention:
-    """Needs `_write()` and `_run()` from PostgresStore."""
+    """Purging (finding is shared: `wovyr.store.sql.retention`). Needs `_write()` from
+    PostgresStore."""
 
     _write: Callable[[Callable[[Connection], Any]], Any]
-    _run: Callable[..., Any]
-
-    def find_expired(
-        self,
-        tenant: str,
-        workflow: str | None,
-        finished_before: datetime,
-        limit: int,
-        *,
-        after: tuple[datetime, str] | None = None,
-    ) -> list[Expired]:
-        q = retention_queries()
-        after_at, after_id = after or _FIRST_PAGE
-        sql = q["find_expired" if workflow is None else "find_expired_workflow"]
-        params = {
-            "tenant": tenant,
-            "workflow": workflow,
-            "before": finished_before,
-            "after_at": after_at,
-            "after_id": after_id,
-            "limit": limit,
-        }
-
-        def body(conn: Connection) -> list[Any]:
-            return conn.execute(sql, params).fetchall()
-
-        rows: list[Any] = self._run(body, write=False)
-        return [Expired(r[0], r[1], r[2], r[3]) for r in rows]
 
     def purge_executions(
         self, tenant: str, ids: Sequence[str], *, audit: AuditEntry | None = None

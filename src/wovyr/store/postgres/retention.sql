@@ -1,22 +1,6 @@
--- Retention (wovyr.store.retention): finding finished executions by finish time, and
--- purging them with everything kept for them. The status list is spelled as in the partial
--- indexes of 0036_retention.sql, which hold only finished executions.
-
--- name: find_expired
--- The cursor is always given (from -infinity at the first page), so the row comparison is
--- an index condition on (tenant, updated_at, id), never a filter walked from the start.
-SELECT id, workflow, status, updated_at FROM executions
-WHERE status IN ('completed', 'failed', 'cancelled', 'continued')
-  AND tenant = %(tenant)s AND updated_at < %(before)s
-  AND (updated_at, id) > (%(after_at)s, %(after_id)s)
-ORDER BY updated_at, id LIMIT %(limit)s;
-
--- name: find_expired_workflow
-SELECT id, workflow, status, updated_at FROM executions
-WHERE status IN ('completed', 'failed', 'cancelled', 'continued')
-  AND tenant = %(tenant)s AND workflow = %(workflow)s AND updated_at < %(before)s
-  AND (updated_at, id) > (%(after_at)s, %(after_id)s)
-ORDER BY updated_at, id LIMIT %(limit)s;
+-- Retention (wovyr.store.retention): purging finished executions with everything kept for
+-- them (finding them is shared: wovyr/store/sql/retention.sql). The status list is spelled
+-- as in the partial indexes of 0036_retention.sql, which hold only finished executions.
 
 -- name: purge_lock
 -- The finished ones among the ids, locked until the purge commits, with the bucket (creation

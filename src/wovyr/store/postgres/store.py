@@ -40,14 +40,12 @@ from wovyr.errors import StoreError, StoreUnavailable
 from wovyr.store import redact_url
 from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
-    DEFAULT_TENANT,
     Claim,
     CommitOutcome,
     EventRecord,
     ExecutionFilter,
     ExecutionKey,
     ExecutionRecord,
-    FairShare,
     LeaseState,
     NewExecution,
     Page,
@@ -56,11 +54,11 @@ from wovyr.store.base import (
 from wovyr.store.capabilities import SnapshotInfo
 from wovyr.store.checkpoints import Ledger, Plan
 from wovyr.store.codec import dumps
+from wovyr.store.events import outbox_events
 from wovyr.store.flow import FlowAnswer, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.postgres import support
 from wovyr.store.postgres.audit import append_audit_row, audit_head_lock_sql
-from wovyr.store.postgres.bulk import PostgresBulk
 from wovyr.store.postgres.flow import FlowGates, PostgresRateLimits, flow_queries
 from wovyr.store.postgres.members import PostgresMembers
 from wovyr.store.postgres.partitions import PostgresEventPartitions
@@ -82,8 +80,13 @@ from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
+from wovyr.store.sql.bulk import SQLBulk
+from wovyr.store.sql.events import SQLEvents, write_outbox
+from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
+from wovyr.store.sql.queue import ClaimAsk, SQLQueue
 from wovyr.store.sql.registry import SQLRegistry
+from wovyr.store.sql.retention import SQLRetention
 from wovyr.store.sql.schedules import SQLSchedules
 from wovyr.store.sql.secrets import SQLSecrets
 from wovyr.store.sql.streams import SQLStreams
@@ -95,6 +98,7 @@ RETRYABLE_WRITE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
 class PostgresStore(
+    SQLQueue,
     SQLSchedules,
     SQLRegistry,
     PostgresMembers,
@@ -107,9 +111,12 @@ class PostgresStore(
     SQLStreams,
     SQLAgentMemory,
     PostgresRateLimits,
+    SQLFlow,
     PostgresRetention,
-    PostgresBulk,
+    SQLRetention,
+    SQLBulk,
     PostgresEventPartitions,
+    SQLEvents,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 
@@ -267,6 +274,8 @@ class PostgresStore(
     def _now(self, now: datetime) -> datetime | None:
         """The time a lease query measures against: None makes the SQL use the DB's now()."""
         return None if self.db_clock else now
+
+    _lease_now = _now  # for the shared roles' `{lease_now}` (wovyr.store.sql)
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -498,9 +507,10 @@ class PostgresStore(
         gated = any(step.gate is not None for step in steps)
         released = any(step.flow_released for step in steps)
         ended = any(step.slot_released for step in steps)
-        if any(step.debits or step.audit is not None or step.continued_as for step in steps) or (
-            (gated or released or ended) and (atomic or not distinct)
-        ):
+        if any(
+            step.debits or step.audit is not None or step.continued_as or outbox_events(step, 0)
+            for step in steps
+        ) or ((gated or released or ended) and (atomic or not distinct)):
             return self._commit_with_debits(steps, atomic, plans)
         if gated or ended:
             return self._commit_batched(steps, plans)
@@ -669,6 +679,7 @@ class PostgresStore(
                         if new is not None and not self._insert(conn, new):
                             raise StoreError(f"the continued run's id {new.id} is taken")
                         append_audit_row(conn, step.audit)
+                        write_outbox(_Tx(conn, self), POSTGRES, step, step.expected_seq)
                     elif atomic:
                         raise psycopg.Rollback()
                 if gates is not None:
@@ -759,31 +770,20 @@ class PostgresStore(
 
     # --- work queue ----------------------------------------------------------------------
 
-    def claim(
-        self,
-        owner: str,
-        now: datetime,
-        lease_seconds: float,
-        limit: int,
-        only: Sequence[str] | None = None,
-        *,
-        tenant: str = DEFAULT_TENANT,
-        partitions: Sequence[int] | None = None,
-        of: int | None = None,
-        fair: FairShare | None = None,
-    ) -> list[Claim]:
-        shards = shards_for(partitions, of)
+    def _claim(self, ask: ClaimAsk) -> list[Claim]:
+        """The claim of `ask` (`SQLQueue.claim`): plain, fair, or by turns."""
+        fair, limit = ask.fair, ask.limit
         params: dict[str, Any] = {
-            "owner": owner,
-            "now": self._now(now),
-            "lease": timedelta(seconds=lease_seconds),
-            "only": list(only) if only is not None else None,
-            "tenant": tenant,
-            "shards": sorted(shards) if shards is not None else None,
+            "owner": ask.owner,
+            "now": self._now(ask.now),
+            "lease": ask.lease,
+            "only": list(ask.only) if ask.only is not None else None,
+            "tenant": ask.tenant,
+            "shards": sorted(ask.shards) if ask.shards is not None else None,
             "limit": limit,
         }
         query = "claim"
-        if fair is not None and only is None and fair.turns is not None:
+        if fair is not None and fair.turns is not None:
             query = "claim_turns"
             wanted = [(t, n) for t, n in fair.turns.items() if n > 0]
             if not wanted or limit <= 0:
@@ -794,7 +794,7 @@ class PostgresStore(
             if capped:
                 params["caps"] = [fair.max_running.get(t) for t, _ in wanted]
                 return self._claim_capped(params, capped)
-        elif fair is not None and only is None:
+        elif fair is not None:
             query = "claim_fair"
             named = sorted({*fair.held, *fair.weights})
             params["tenants"] = named
@@ -802,9 +802,7 @@ class PostgresStore(
             params["weights"] = [float(fair.weights.get(t, 1.0)) for t in named]
             params["cap"] = fair.cap
         rows = self._write_one(query, params, named=True)
-        claims = [claim_record(r, POSTGRES) for r in rows]
-        self._observers.claimed(claims)
-        return claims
+        return [claim_record(r, POSTGRES) for r in rows]
 
     def _claim_capped(self, params: dict[str, Any], capped: list[str]) -> list[Claim]:
         """The claim by turns with tenants capped by `max_running`: one transaction that
@@ -818,9 +816,7 @@ class PostgresStore(
             return support.rows(_cursor(conn, True).execute(claim, params))
 
         rows = self._write(body)
-        claims = [claim_record(r, POSTGRES) for r in rows]
-        self._observers.claimed(claims)
-        return claims
+        return [claim_record(r, POSTGRES) for r in rows]
 
     def claimable_tenants(
         self, now: datetime, *, partitions: Sequence[int] | None = None, of: int | None = None

@@ -15,7 +15,7 @@ from wovyr.store.checkpoints import Ledger, Plan
 from wovyr.store.hooks import Observers
 from wovyr.store.postgres import support
 from wovyr.store.postgres.support import Connection
-from wovyr.store.rows import POSTGRES, execution_record, timer_record
+from wovyr.store.rows import POSTGRES, execution_record, from_row
 
 __all__ = ["PostgresTimers"]
 
@@ -35,7 +35,7 @@ class PostgresTimers:
 
     def due_timers(self, now: datetime, limit: int) -> list[TimerRecord]:
         rows = self._read("due_timers", {"now": now, "limit": limit}, named=True)
-        return [timer_record(r, POSTGRES) for r in rows]
+        return [from_row(TimerRecord, r, POSTGRES) for r in rows]
 
     def fire_timers(
         self, now: datetime, limit: int, build: TimerSteps
@@ -49,7 +49,7 @@ class PostgresTimers:
         def body(conn: Connection) -> tuple[list[StepWrite], list[Any]]:
             named = conn.cursor(row_factory=dict_row)
             rows = named.execute(self._q["lock_due_timers"], {"now": now, "limit": limit})
-            timers = [timer_record(r, POSTGRES) for r in rows.fetchall()]
+            timers = [from_row(TimerRecord, r, POSTGRES) for r in rows.fetchall()]
             if not timers:
                 return [], []
             keys = sorted({(t.tenant, t.execution_id) for t in timers})

@@ -3,7 +3,9 @@
 A role here is a mixin of `SQLiteStore` and `PostgresStore` alike. Its SQL lives in
 `<role>.sql` beside it, in named blocks (`-- name: x`) with named parameters (`:name`); a
 block named `x@postgres` or `x@sqlite` replaces `x` for that dialect only, where the SQL
-really differs (a row lock, an advisory lock, rowid). `Dialect` (`wovyr.store.rows`) says
+really differs (a row lock, an advisory lock, rowid), and `{x}` names the block `x` within
+another (a fragment: a column list, or one of `dialect.sql`, which every role shares, such as
+`{row_lock}`). `Dialect` (`wovyr.store.rows`) says
 how a dialect spells parameters and encodes times and JSON; each store hands its role a
 `Tx` (a transaction's connection) through `_sql_write` and reads through `_sql_read`.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any, Protocol
@@ -67,11 +70,9 @@ def parse_queries(text: str) -> dict[str, str]:
     return found
 
 
-@cache
-def role_queries(role: str, dialect: Dialect) -> Mapping[str, str]:
-    """The queries of `<role>.sql` for `dialect`: its own variants (`x@<dialect>`) in place
-    of the shared blocks, parameters spelled as the dialect wants them."""
-    text = (resources.files(__package__) / f"{role}.sql").read_text(encoding="utf-8")
+def _own(text: str, dialect: Dialect) -> dict[str, str]:
+    """The blocks of `text` for `dialect`: its own variants (`x@<dialect>`) in place of the
+    shared blocks."""
     shared: dict[str, str] = {}
     own: dict[str, str] = {}
     for name, sql in parse_queries(text).items():
@@ -80,7 +81,28 @@ def role_queries(role: str, dialect: Dialect) -> Mapping[str, str]:
             shared[base] = sql
         elif only == dialect.name:
             own[base] = sql
-    return {name: dialect.params(sql) for name, sql in {**shared, **own}.items()}
+    return {**shared, **own}
+
+
+_FRAGMENT = re.compile(r"\{(\w+)\}")
+
+
+@cache
+def role_queries(role: str, dialect: Dialect) -> Mapping[str, str]:
+    """The queries of `<role>.sql` for `dialect`: its own variants (`x@<dialect>`) in place
+    of the shared blocks, each `{name}` replaced by the block `name` (of the role, else of
+    `dialect.sql`: the fragments every role shares), parameters spelled as the dialect
+    wants them."""
+    folder = resources.files(__package__)
+    blocks = {
+        **_own((folder / "dialect.sql").read_text(encoding="utf-8"), dialect),
+        **_own((folder / f"{role}.sql").read_text(encoding="utf-8"), dialect),
+    }
+
+    def expand(sql: str) -> str:
+        return _FRAGMENT.sub(lambda m: expand(blocks[m[1]]) if m[1] in blocks else m[0], sql)
+
+    return {name: dialect.params(expand(sql)) for name, sql in blocks.items()}
 
 
 class SQLRole:
@@ -93,3 +115,22 @@ class SQLRole:
 
     def _queries(self, role: str) -> Mapping[str, str]:
         return role_queries(role, self._dialect)
+
+    def _lease_now(self, now: datetime) -> Any:
+        """`:now` of `{lease_now}` (PostgreSQL with db_clock: None, the database's clock)."""
+        return self._dialect.timestamp(now)
+
+    def _role_write(
+        self, role: str, name: str, params: Params, audit: AuditEntry | None = None
+    ) -> int:
+        """One statement of `role` in a transaction; `audit` is appended in it when a row
+        changed."""
+        sql = self._queries(role)[name]
+
+        def body(tx: Tx) -> int:
+            count = tx.run(sql, params)
+            if count:
+                tx.append_audit(audit)
+            return count
+
+        return int(self._sql_write(body))

@@ -6,7 +6,6 @@ servers, tenants. Its SQL lives in `platform.sql`. The quota ledger stays with e
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -18,20 +17,7 @@ from wovyr.store.platform import (
     ProviderRecord,
     TenantRecord,
 )
-from wovyr.store.rows import (
-    Dialect,
-    Row,
-    api_key_params,
-    api_key_record,
-    idempotency_params,
-    idempotency_record,
-    mcp_server_params,
-    mcp_server_record,
-    provider_params,
-    provider_record,
-    tenant_params,
-    tenant_record,
-)
+from wovyr.store.rows import Row, from_row, mcp_server_params, mcp_server_record, to_params
 from wovyr.store.sql import Params, SQLRole, Tx
 
 __all__ = ["SQLPlatform"]
@@ -40,28 +26,23 @@ _R = TypeVar("_R")
 
 
 class SQLPlatform(SQLRole):
-    def _records(self, name: str, params: Params, record: Callable[[Row, Dialect], _R]) -> list[_R]:
+    def _records(self, name: str, params: Params, cls: type[_R]) -> list[_R]:
         rows = self._sql_read(self._queries("platform")[name], params)
-        return [record(row, self._dialect) for row in rows]
+        return [from_row(cls, row, self._dialect) for row in rows]
+
+    def _mcp_servers(self, name: str, params: Params) -> list[McpServerRecord]:
+        rows = self._sql_read(self._queries("platform")[name], params)
+        return [mcp_server_record(row, self._dialect) for row in rows]
 
     def _platform_write(self, name: str, params: Params, audit: AuditEntry | None = None) -> int:
-        """One statement in a transaction; `audit` is appended in it when a row changed."""
-        sql = self._queries("platform")[name]
-
-        def body(tx: Tx) -> int:
-            count = tx.run(sql, params)
-            if count:
-                tx.append_audit(audit)
-            return count
-
-        return int(self._sql_write(body))
+        return self._role_write("platform", name, params, audit)
 
     # --- API keys ------------------------------------------------------------------------
 
     def create_api_key(
         self, record: ApiKeyRecord, *, only_if_none: bool = False, audit: AuditEntry | None = None
     ) -> bool:
-        q, params = self._queries("platform"), api_key_params(record, self._dialect)
+        q, params = self._queries("platform"), to_params(record, self._dialect)
 
         def body(tx: Tx) -> bool:
             if only_if_none:  # the emptiness check cannot race (a lock, BEGIN IMMEDIATE)
@@ -77,17 +58,17 @@ class SQLPlatform(SQLRole):
         return bool(self._sql_write(body))
 
     def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None:
-        found = self._records("api_key_by_hash", {"key_hash": key_hash}, api_key_record)
+        found = self._records("api_key_by_hash", {"key_hash": key_hash}, ApiKeyRecord)
         return found[0] if found else None
 
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
-        found = self._records("api_key_get", {"id": key_id}, api_key_record)
+        found = self._records("api_key_get", {"id": key_id}, ApiKeyRecord)
         return found[0] if found else None
 
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
         if tenant is None:
-            return self._records("api_key_list", {}, api_key_record)
-        return self._records("api_key_list_tenant", {"tenant": tenant}, api_key_record)
+            return self._records("api_key_list", {}, ApiKeyRecord)
+        return self._records("api_key_list_tenant", {"tenant": tenant}, ApiKeyRecord)
 
     def revoke_api_key(self, key_id: str, at: datetime, *, audit: AuditEntry | None = None) -> bool:
         params = {"id": key_id, "at": self._dialect.timestamp(at)}
@@ -99,7 +80,7 @@ class SQLPlatform(SQLRole):
     # --- idempotency keys ----------------------------------------------------------------
 
     def claim_idempotency_key(self, record: IdempotencyRecord) -> IdempotencyRecord:
-        q, params = self._queries("platform"), idempotency_params(record, self._dialect)
+        q, params = self._queries("platform"), to_params(record, self._dialect)
 
         def body(tx: Tx) -> Row:
             # the row that holds the key, inserted or not; a claim that committed after
@@ -108,7 +89,7 @@ class SQLPlatform(SQLRole):
                 tx.rows(q["idempotency_claim"], params) or tx.rows(q["idempotency_get"], params)
             )[0]
 
-        return idempotency_record(self._sql_write(body), self._dialect)
+        return from_row(IdempotencyRecord, self._sql_write(body), self._dialect)
 
     def purge_idempotency_keys(self, before: datetime) -> int:
         return self._platform_write(
@@ -149,15 +130,15 @@ class SQLPlatform(SQLRole):
     # --- model providers -------------------------------------------------------------------
 
     def put_provider(self, record: ProviderRecord, *, audit: AuditEntry | None = None) -> None:
-        self._platform_write("provider_put", provider_params(record, self._dialect), audit)
+        self._platform_write("provider_put", to_params(record, self._dialect), audit)
 
     def get_provider(self, tenant: str, name: str) -> ProviderRecord | None:
         params = {"tenant": tenant, "name": name}
-        found = self._records("provider_get", params, provider_record)
+        found = self._records("provider_get", params, ProviderRecord)
         return found[0] if found else None
 
     def list_providers(self, tenant: str) -> list[ProviderRecord]:
-        return self._records("provider_list", {"tenant": tenant}, provider_record)
+        return self._records("provider_list", {"tenant": tenant}, ProviderRecord)
 
     def delete_provider(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         params = {"tenant": tenant, "name": name}
@@ -170,11 +151,11 @@ class SQLPlatform(SQLRole):
 
     def get_mcp_server(self, tenant: str, name: str) -> McpServerRecord | None:
         params = {"tenant": tenant, "name": name}
-        found = self._records("mcp_server_get", params, mcp_server_record)
+        found = self._mcp_servers("mcp_server_get", params)
         return found[0] if found else None
 
     def list_mcp_servers(self, tenant: str) -> list[McpServerRecord]:
-        return self._records("mcp_server_list", {"tenant": tenant}, mcp_server_record)
+        return self._mcp_servers("mcp_server_list", {"tenant": tenant})
 
     def delete_mcp_server(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         params = {"tenant": tenant, "name": name}
@@ -183,11 +164,11 @@ class SQLPlatform(SQLRole):
     # --- tenants ---------------------------------------------------------------------------
 
     def get_tenant(self, tenant: str) -> TenantRecord | None:
-        found = self._records("tenant_get", {"tenant": tenant}, tenant_record)
+        found = self._records("tenant_get", {"tenant": tenant}, TenantRecord)
         return found[0] if found else None
 
     def put_tenant(self, record: TenantRecord, *, audit: AuditEntry | None = None) -> None:
-        self._platform_write("tenant_put", tenant_params(record, self._dialect), audit)
+        self._platform_write("tenant_put", to_params(record, self._dialect), audit)
 
     def list_tenants(self) -> list[TenantRecord]:
-        return self._records("tenant_list", {}, tenant_record)
+        return self._records("tenant_list", {}, TenantRecord)

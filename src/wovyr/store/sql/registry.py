@@ -6,7 +6,7 @@ from __future__ import annotations
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DEFAULT_TENANT, DefinitionRecord
 from wovyr.store.registry import ApplyOutcome
-from wovyr.store.rows import definition_params, definition_record
+from wovyr.store.rows import from_row, to_params
 from wovyr.store.sql import Params, SQLRole, Tx
 
 __all__ = ["SQLRegistry"]
@@ -15,7 +15,7 @@ __all__ = ["SQLRegistry"]
 class SQLRegistry(SQLRole):
     def _definitions(self, name: str, params: Params) -> list[DefinitionRecord]:
         rows = self._sql_read(self._queries("registry")[name], params)
-        return [definition_record(row, self._dialect) for row in rows]
+        return [from_row(DefinitionRecord, row, self._dialect) for row in rows]
 
     def get_definition(
         self, definition_hash: str, tenant: str = DEFAULT_TENANT
@@ -26,7 +26,7 @@ class SQLRegistry(SQLRole):
     def put_definition(self, record: DefinitionRecord) -> None:
         sql, params = (
             self._queries("registry")["put_definition"],
-            definition_params(record, self._dialect),
+            to_params(record, self._dialect),
         )
         self._sql_write(lambda tx: tx.run(sql, params))
 
@@ -34,7 +34,7 @@ class SQLRegistry(SQLRole):
         self, record: DefinitionRecord, *, audit: AuditEntry | None = None
     ) -> ApplyOutcome:
         q = self._queries("registry")
-        params = definition_params(record, self._dialect)
+        params = to_params(record, self._dialect)
 
         def body(tx: Tx) -> ApplyOutcome:
             if "registry_lock" in q:

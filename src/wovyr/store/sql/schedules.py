@@ -10,7 +10,7 @@ from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.hooks import Observers
 from wovyr.store.quotas import schedules_refused
-from wovyr.store.rows import schedule_params, schedule_record
+from wovyr.store.rows import from_row, to_params
 from wovyr.store.schedules import ScheduleRecord
 from wovyr.store.sql import Params, SQLRole, Tx
 
@@ -24,7 +24,7 @@ class SQLSchedules(SQLRole):
 
     def _schedules(self, name: str, params: Params) -> list[ScheduleRecord]:
         rows = self._sql_read(self._queries("schedules")[name], params)
-        return [schedule_record(r, self._dialect) for r in rows]
+        return [from_row(ScheduleRecord, r, self._dialect) for r in rows]
 
     def create_schedule(
         self,
@@ -34,7 +34,7 @@ class SQLSchedules(SQLRole):
         max_count: int | None = None,
     ) -> bool:
         q = self._queries("schedules")
-        params = schedule_params(record, self._dialect)
+        params = to_params(record, self._dialect)
         tenant = {"tenant": record.tenant}
 
         def body(tx: Tx) -> bool:
@@ -77,7 +77,7 @@ class SQLSchedules(SQLRole):
         """Compare-and-set the schedule and create `starts` (known ids are ignored) in one
         transaction; False (nothing written) when the version moved."""
         sql = self._queries("schedules")["update_schedule"]
-        params = {**schedule_params(record, self._dialect), "expected_version": expected_version}
+        params = {**to_params(record, self._dialect), "expected_version": expected_version}
 
         def body(tx: Tx) -> list[NewExecution] | None:
             if tx.run(sql, params) != 1:

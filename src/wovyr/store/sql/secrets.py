@@ -8,13 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from wovyr.store.audit import AuditEntry
-from wovyr.store.rows import (
-    data_key_params,
-    data_key_record,
-    kms_root_params,
-    kms_root_record,
-    secret_record,
-)
+from wovyr.store.rows import from_row, to_params
 from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretRecord
 from wovyr.store.sql import SQLRole, Tx
 
@@ -23,11 +17,11 @@ __all__ = ["SQLSecrets"]
 
 class SQLSecrets(SQLRole):
     def add_data_key(self, record: DataKeyRecord) -> DataKeyRecord:
-        q, params = self._queries("secrets"), data_key_params(record, self._dialect)
+        q, params = self._queries("secrets"), to_params(record, self._dialect)
 
         def body(tx: Tx) -> DataKeyRecord:
             tx.run(q["data_key_add"], params)
-            return data_key_record(tx.rows(q["data_key_get"], params)[0], self._dialect)
+            return from_row(DataKeyRecord, tx.rows(q["data_key_get"], params)[0], self._dialect)
 
         added: DataKeyRecord = self._sql_write(body)
         return added
@@ -37,11 +31,11 @@ class SQLSecrets(SQLRole):
         rows = self._sql_read(
             self._queries("secrets")[name], {"tenant": tenant, "version": version}
         )
-        return data_key_record(rows[0], self._dialect) if rows else None
+        return from_row(DataKeyRecord, rows[0], self._dialect) if rows else None
 
     def list_data_keys(self) -> list[DataKeyRecord]:
         rows = self._sql_read(self._queries("secrets")["data_key_list"], {})
-        return [data_key_record(r, self._dialect) for r in rows]
+        return [from_row(DataKeyRecord, r, self._dialect) for r in rows]
 
     def rewrap_data_key(
         self, tenant: str, version: int, old_root_id: str, wrapped: bytes, root_id: str
@@ -91,7 +85,7 @@ class SQLSecrets(SQLRole):
         def body(tx: Tx) -> SecretRecord:
             row = tx.rows(sql, params)[0]
             tx.append_audit(audit)
-            return secret_record(row, self._dialect)
+            return from_row(SecretRecord, row, self._dialect)
 
         record: SecretRecord = self._sql_write(body)
         return record
@@ -99,11 +93,11 @@ class SQLSecrets(SQLRole):
     def get_secret(self, tenant: str, name: str) -> SecretRecord | None:
         sql = self._queries("secrets")["secret_get"]
         rows = self._sql_read(sql, {"tenant": tenant, "name": name})
-        return secret_record(rows[0], self._dialect) if rows else None
+        return from_row(SecretRecord, rows[0], self._dialect) if rows else None
 
     def list_secrets(self, tenant: str) -> list[SecretRecord]:
         rows = self._sql_read(self._queries("secrets")["secret_list"], {"tenant": tenant})
-        return [secret_record(r, self._dialect) for r in rows]
+        return [from_row(SecretRecord, r, self._dialect) for r in rows]
 
     def delete_secret(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         sql = self._queries("secrets")["secret_delete"]
@@ -119,12 +113,12 @@ class SQLSecrets(SQLRole):
 
     def kms_root(self, root_id: str) -> KmsRootRecord | None:
         rows = self._sql_read(self._queries("secrets")["kms_root_get"], {"root_id": root_id})
-        return kms_root_record(rows[0], self._dialect) if rows else None
+        return from_row(KmsRootRecord, rows[0], self._dialect) if rows else None
 
     def put_kms_root(self, record: KmsRootRecord, *, audit: AuditEntry | None = None) -> None:
         sql, params = (
             self._queries("secrets")["kms_root_put"],
-            kms_root_params(record, self._dialect),
+            to_params(record, self._dialect),
         )
 
         def body(tx: Tx) -> None:

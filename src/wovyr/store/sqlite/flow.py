@@ -9,10 +9,8 @@ import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
 from typing import Any
 
-from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import to_micros
 from wovyr.store.flow import (
     HOLD_TIMER_PREFIX,
@@ -20,15 +18,10 @@ from wovyr.store.flow import (
     Bucket,
     FlowAcquire,
     FlowAnswer,
-    FlowKey,
     GateBook,
-    RateLimitRecord,
-    RateRequest,
-    SlotClaim,
     tight_keys,
 )
 from wovyr.store.records import FINISHED, NewExecution, SlotRelease, SlotState
-from wovyr.store.sqlite.audit import append_audit_row
 
 __all__ = [
     "SQLiteFlow",
@@ -304,21 +297,10 @@ def write_gates(conn: sqlite3.Connection, book: GateBook) -> None:
 
 
 class SQLiteRateLimits:
-    """Needs `_write()` and `_read()` from SQLiteStore."""
+    """Taking rate-limit units and activity slots (the rest of flow control's gates is
+    shared: `wovyr.store.sql.flow`). Needs `_write()` from SQLiteStore."""
 
     _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
-    _read: Callable[..., list[Any]]
-
-    def acquire_flow(
-        self,
-        tenant: str,
-        execution_id: str,
-        owner: str,
-        now: datetime,
-        rates: Sequence[RateRequest] = (),
-        slots: Sequence[SlotClaim] = (),
-    ) -> FlowAnswer:
-        return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
 
     def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
         if not asks:
@@ -328,75 +310,3 @@ class SQLiteRateLimits:
             answers = [book.decide(ask) for ask in asks]
             write_gates(conn, book)
             return answers
-
-    def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
-        at = to_micros(now)
-        rows = self._read(
-            "SELECT 'workflow', key, sum(holding), count(*) - sum(holding) FROM flow_slots"
-            " WHERE tenant = ? GROUP BY key"
-            " UNION ALL SELECT 'activity', key, sum(running), sum(1 - running) FROM ("
-            "   SELECT s.key, 1 AS running FROM activity_slots s JOIN executions x"
-            "     ON x.tenant = s.tenant AND x.id = s.execution_id"
-            "   WHERE s.tenant = ? AND x.lease_owner = s.owner AND x.lease_until >= ?"
-            "   UNION ALL SELECT w.key, 0 FROM activity_slot_waiters w JOIN executions x"
-            "     ON x.tenant = w.tenant AND x.id = w.execution_id"
-            f"   WHERE w.tenant = ? AND w.until >= ? AND x.status NOT IN ({_marks(len(FINISHED))})"
-            " ) GROUP BY key ORDER BY 1 DESC, 2",
-            (tenant, tenant, at, tenant, at, *FINISHED),
-        )
-        return [FlowKey(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
-
-    def activity_slot_holders(self, tenant: str, key: str, now: datetime) -> list[str]:
-        rows = self._read(
-            "SELECT s.holder FROM activity_slots s JOIN executions x"
-            "   ON x.tenant = s.tenant AND x.id = s.execution_id"
-            " WHERE s.tenant = ? AND s.key = ? AND x.lease_owner = s.owner"
-            "   AND x.lease_until >= ? ORDER BY s.holder",
-            (tenant, key, to_micros(now)),
-        )
-        return [r[0] for r in rows]
-
-    def set_rate_limit(
-        self,
-        tenant: str,
-        key: str,
-        capacity: float,
-        per_second: float,
-        by: str,
-        now: datetime,
-        *,
-        audit: AuditEntry | None = None,
-    ) -> RateLimitRecord:
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO rate_buckets (tenant, key, capacity, per_second, tokens,"
-                " refilled_at, declared, updated_by) VALUES (?, ?, ?, ?, ?, ?, 1, ?)"
-                " ON CONFLICT (tenant, key) DO UPDATE SET capacity = excluded.capacity,"
-                " per_second = excluded.per_second, tokens = min(tokens, excluded.capacity),"
-                " declared = 1, updated_by = excluded.updated_by",
-                (tenant, key, capacity, per_second, capacity, to_micros(now), by),
-            )
-            append_audit_row(conn, audit)
-        return next(r for r in self.rate_limits(tenant) if r.key == key)
-
-    def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
-        rows = self._read(
-            "SELECT key, capacity, per_second, tokens, declared, updated_by, refilled_at"
-            " FROM rate_buckets WHERE tenant = ? ORDER BY key",
-            (tenant,),
-        )
-        return [
-            RateLimitRecord(
-                tenant, r[0], float(r[1]), float(r[2]), float(r[3]), bool(r[4]), r[5], r[6] / 1e6
-            )
-            for r in rows
-        ]
-
-    def delete_rate_limit(self, tenant: str, key: str, *, audit: AuditEntry | None = None) -> bool:
-        with self._write() as conn:
-            cur = conn.execute(
-                "DELETE FROM rate_buckets WHERE tenant = ? AND key = ?", (tenant, key)
-            )
-            if cur.rowcount > 0:
-                append_audit_row(conn, audit)
-            return cur.rowcount > 0

@@ -1,5 +1,5 @@
 """Purging finished executions from the SQLite store (mixed into SQLiteStore; the contract
-is `wovyr.store.retention`)."""
+is `wovyr.store.retention`, finding them is shared: `wovyr.store.sql.retention`)."""
 
 from __future__ import annotations
 
@@ -7,65 +7,21 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
-from typing import Any
 
 from wovyr.store.audit import AuditEntry
-from wovyr.store.codec import from_micros, to_micros
-from wovyr.store.retention import FINISHED, Expired
+from wovyr.store.retention import FINISHED
 from wovyr.store.sqlite.audit import append_audit_row
 
-__all__ = ["SQLiteRetention", "expired_sql"]
+__all__ = ["SQLiteRetention"]
 
-# Spelled exactly as in the partial indexes' WHERE (0033_retention.sql): SQLite uses a
-# partial index only when the query's WHERE contains its condition term for term.
-_FINISHED_SQL = "status IN ('completed', 'failed', 'cancelled', 'continued')"
 _CHUNK = 400  # ids per statement: below SQLite's default limit of bound parameters
 
 
-def expired_sql(
-    tenant: str,
-    workflow: str | None,
-    finished_before: datetime,
-    limit: int,
-    after: tuple[datetime, str] | None,
-) -> tuple[str, list[Any]]:
-    """The SELECT of `find_expired` and its parameters (also what the EXPLAIN test plans)."""
-    sql = f"SELECT id, workflow, status, updated_at FROM executions WHERE {_FINISHED_SQL}"
-    sql += " AND tenant = ?"
-    params: list[Any] = [tenant]
-    if workflow is not None:
-        sql += " AND workflow = ?"
-        params.append(workflow)
-    sql += " AND updated_at < ?"
-    params.append(to_micros(finished_before))
-    if after is not None:
-        sql += " AND (updated_at, id) > (?, ?)"
-        params += [to_micros(after[0]), after[1]]
-    sql += " ORDER BY updated_at, id LIMIT ?"
-    params.append(limit)
-    return sql, params
-
-
 class SQLiteRetention:
-    """Needs `_write()` and `_read()` from SQLiteStore."""
+    """Purging (finding is shared: `wovyr.store.sql.retention`). Needs `_write()` from
+    SQLiteStore."""
 
     _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
-    _read: Callable[..., list[Any]]
-
-    def find_expired(
-        self,
-        tenant: str,
-        workflow: str | None,
-        finished_before: datetime,
-        limit: int,
-        *,
-        after: tuple[datetime, str] | None = None,
-    ) -> list[Expired]:
-        sql, params = expired_sql(tenant, workflow, finished_before, limit, after)
-        return [
-            Expired(row[0], row[1], row[2], from_micros(row[3])) for row in self._read(sql, params)
-        ]
 
     def purge_executions(
         self, tenant: str, ids: Sequence[str], *, audit: AuditEntry | None = None

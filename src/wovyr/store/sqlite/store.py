@@ -35,14 +35,12 @@ from wovyr.errors import StoreError, StoreUnavailable
 from wovyr.files import process_folder
 from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
-    DEFAULT_TENANT,
     Claim,
     CommitOutcome,
     EventRecord,
     ExecutionFilter,
     ExecutionKey,
     ExecutionRecord,
-    FairShare,
     LeaseState,
     NewExecution,
     Page,
@@ -54,25 +52,30 @@ from wovyr.store.checkpoints import DELTA_FROM, Ledger, merged
 from wovyr.store.codec import dumps, from_micros, loads, to_micros
 from wovyr.store.flow import HOLD_TIMER_PREFIX, GatedOutcome, plain_outcomes
 from wovyr.store.hooks import Observers, StoreObserver
+from wovyr.store.records import FairShare
 from wovyr.store.rows import (
     SQLITE,
     claim_record,
     created_record,
     event_record,
     execution_record,
-    timer_record,
+    from_row,
 )
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
 from wovyr.store.sql.audit import SQLAudit
+from wovyr.store.sql.bulk import SQLBulk
+from wovyr.store.sql.events import SQLEvents, write_outbox
+from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
+from wovyr.store.sql.queue import ClaimAsk, SQLQueue
 from wovyr.store.sql.registry import SQLRegistry
+from wovyr.store.sql.retention import SQLRetention
 from wovyr.store.sql.schedules import SQLSchedules
 from wovyr.store.sql.secrets import SQLSecrets
 from wovyr.store.sql.streams import SQLStreams
 from wovyr.store.sqlite.audit import append_audit_row
-from wovyr.store.sqlite.bulk import SQLiteBulk
 from wovyr.store.sqlite.flow import (
     SQLiteFlow,
     SQLiteRateLimits,
@@ -248,6 +251,86 @@ def _claim_by_turns(parts: int, capped: int = 0, ones: bool = False) -> str:
     )
 
 
+def _claim_plain(ask: ClaimAsk, until: int, now: int) -> tuple[str, list[Any]]:
+    """The plain claim: the first claimable executions (of `ask.only`), in claim order."""
+    only_sql = ""
+    params: list[Any] = [ask.owner, until, now]
+    if ask.only is not None:
+        only = ask.only
+        only_sql = f" AND tenant = ? AND id IN ({','.join('?' * len(only))})" if only else " AND 0"
+        params += [ask.tenant, *only] if only else []
+    if ask.shards is not None:
+        shards = ask.shards
+        only_sql += f" AND shard IN ({','.join('?' * len(shards))})" if shards else " AND 0"
+        params += sorted(shards)
+    sql = (
+        "UPDATE executions SET lease_owner = ?, lease_until = ?, fence = fence + 1"
+        " WHERE rowid IN (SELECT rowid FROM executions WHERE ready = 1"
+        "   AND (lease_until IS NULL OR lease_until < ?)"
+        + only_sql
+        + " ORDER BY lease_until, claim_rank LIMIT ?)"
+        " RETURNING id, fence, seq, checkpoint, definition_hash, tenant"
+    )
+    return sql, [*params, ask.limit]
+
+
+def _claim_fair(ask: ClaimAsk, fair: FairShare, until: int, now: int) -> tuple[str, dict[str, Any]]:
+    """The fair claim (see `FairShare`), one statement: `tenants` skips through
+    executions_ready_by_tenant (one probe per tenant with ready work, however long its
+    backlog), `shares` keeps those with a claimable row (a probe each), `turns` gives
+    each its room (`FairShare.rooms`, ceil(S * weight) - held, written without ceil(),
+    which not every SQLite has), each tenant's first claimable rows are read from the
+    same index, rank k scores (held + k) / weight, and the lowest `limit` are leased."""
+    named = {*fair.held, *fair.weights}
+    shares = {t: [fair.held.get(t, 0), fair.weights.get(t, 1.0)] for t in named}
+    params = {"owner": ask.owner, "until": until, "now": now, "limit": ask.limit}
+    params |= {"cap": fair.cap, "shares": dumps(shares)}
+    return _CLAIM_FAIR.replace("/*shards*/", _shard_sql(ask.shards, "e.")), params
+
+
+def _claim_turns(
+    ask: ClaimAsk, fair: FairShare, until: int, now: int
+) -> tuple[str, dict[str, Any]] | None:
+    """The claim by turns (`FairShare.turns`): one statement, each named tenant's first
+    claimable rows read from executions_ready_by_tenant (one probe per tenant; a
+    tenant with a `max_running` one more, to count its live leases). None: nothing to
+    claim."""
+    turns, max_running, limit = fair.turns or {}, fair.max_running, ask.limit
+    if limit <= 0:
+        return None
+    # A part each for the capped tenants (first) and those with several turns; the
+    # others, one turn each, in one list.
+    capped_parts: list[tuple[str, int]] = []
+    parts_of: list[tuple[str, int]] = []
+    ones: list[str] = []
+    for tenant, turn in turns.items():
+        room = min(turn, limit)
+        if room <= 0:
+            continue
+        if tenant in max_running:
+            capped_parts.append((tenant, room))
+        elif room > 1:
+            parts_of.append((tenant, room))
+        else:
+            ones.append(tenant)
+    wanted = capped_parts + parts_of
+    if not wanted and not ones:
+        return None
+    parts = 1 << (len(wanted) - 1).bit_length() if wanted else 0  # padded: empty turns
+    count = len(capped_parts)
+    capped = 1 << (count - 1).bit_length() if count else 0  # at most `parts`
+    params: dict[str, Any] = {"owner": ask.owner, "until": until, "now": now, "limit": limit}
+    for i in range(parts):
+        tenant, room = wanted[i] if i < len(wanted) else ("", 0)
+        params[f"t{i}"], params[f"r{i}"] = tenant, room
+        if i < capped:
+            params[f"m{i}"] = max_running.get(tenant, 0)
+    if ones:
+        params["ones"] = dumps(ones)
+    sql = _claim_by_turns(parts, capped, bool(ones)).replace("/*shards*/", _shard_sql(ask.shards))
+    return sql, params
+
+
 def _shard_sql(shards: frozenset[int] | None, alias: str = "") -> str:
     """The partition filter of a claim's SQL ('' for every partition)."""
     if shards is None:
@@ -319,6 +402,7 @@ def _migrated_image() -> bytes:
 
 
 class SQLiteStore(
+    SQLQueue,
     SQLSchedules,
     SQLRegistry,
     SQLPlatform,
@@ -328,10 +412,13 @@ class SQLiteStore(
     SQLiteScrub,
     SQLiteFlow,
     SQLiteRateLimits,
+    SQLFlow,
     SQLStreams,
     SQLAgentMemory,
     SQLiteRetention,
-    SQLiteBulk,
+    SQLRetention,
+    SQLBulk,
+    SQLEvents,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing); None
     is the `memory://` store (a temporary file, not durable: see the module's docstring)."""
@@ -725,6 +812,7 @@ class SQLiteStore(
         if step.continued_as is not None and not self._insert_execution(conn, step.continued_as):
             raise StoreError(f"the continued run's id {step.continued_as.id} is taken")
         append_audit_row(conn, step.audit)
+        write_outbox(_Tx(conn, self), SQLITE, step, step.expected_seq)
         return CommitOutcome.OK
 
     @staticmethod
@@ -807,136 +895,23 @@ class SQLiteStore(
 
     # --- work queue ----------------------------------------------------------------------
 
-    def claim(
-        self,
-        owner: str,
-        now: datetime,
-        lease_seconds: float,
-        limit: int,
-        only: Sequence[str] | None = None,
-        *,
-        tenant: str = DEFAULT_TENANT,
-        partitions: Sequence[int] | None = None,
-        of: int | None = None,
-        fair: FairShare | None = None,
-    ) -> list[Claim]:
-        until = to_micros(now + timedelta(seconds=lease_seconds))
-        shards = shards_for(partitions, of)
-        if fair is not None and only is None:
-            if fair.turns is not None:
-                return self._claim_turns(
-                    owner, until, to_micros(now), limit, shards, fair.turns, fair.max_running
-                )
-            return self._claim_fair(owner, until, to_micros(now), limit, shards, fair)
-        only_sql = ""
-        params: list[Any] = [owner, until, to_micros(now)]
-        if only is not None:
-            only_sql = (
-                f" AND tenant = ? AND id IN ({','.join('?' * len(only))})" if only else " AND 0"
-            )
-            params += [tenant, *only] if only else []
-        if shards is not None:
-            only_sql += f" AND shard IN ({','.join('?' * len(shards))})" if shards else " AND 0"
-            params += sorted(shards)
-        with self._write() as conn:
-            rows = conn.execute(
-                "UPDATE executions SET lease_owner = ?, lease_until = ?, fence = fence + 1"
-                " WHERE rowid IN (SELECT rowid FROM executions WHERE ready = 1"
-                "   AND (lease_until IS NULL OR lease_until < ?)"
-                + only_sql
-                + " ORDER BY lease_until, claim_rank LIMIT ?)"
-                " RETURNING id, fence, seq, checkpoint, definition_hash, tenant",
-                (*params, limit),
-            ).fetchall()
-            stored = [_claimed_checkpoint(conn, r) for r in rows]
-        claims = [claim_record(r, SQLITE, cp) for r, cp in zip(rows, stored, strict=True)]
-        self._observers.claimed(claims)
-        return claims
-
-    def _claim_fair(
-        self,
-        owner: str,
-        until: int,
-        now: int,
-        limit: int,
-        shards: frozenset[int] | None,
-        fair: FairShare,
-    ) -> list[Claim]:
-        """The fair claim (see `FairShare`), one statement: `tenants` skips through
-        executions_ready_by_tenant (one probe per tenant with ready work, however long its
-        backlog), `shares` keeps those with a claimable row (a probe each), `turns` gives
-        each its room (`FairShare.rooms`, ceil(S * weight) - held, written without ceil(),
-        which not every SQLite has), each tenant's first claimable rows are read from the
-        same index, rank k scores (held + k) / weight, and the lowest `limit` are leased."""
-        named = {*fair.held, *fair.weights}
-        shares = {t: [fair.held.get(t, 0), fair.weights.get(t, 1.0)] for t in named}
-        params: dict[str, Any] = {
-            "owner": owner,
-            "until": until,
-            "now": now,
-            "limit": limit,
-            "cap": fair.cap,
-            "shares": dumps(shares),
-        }
-        with self._write() as conn:
-            sql = _CLAIM_FAIR.replace("/*shards*/", _shard_sql(shards, "e."))
-            rows = conn.execute(sql, params).fetchall()
-            stored = [_claimed_checkpoint(conn, r) for r in rows]
-        claims = [claim_record(r, SQLITE, cp) for r, cp in zip(rows, stored, strict=True)]
-        self._observers.claimed(claims)
-        return claims
-
-    def _claim_turns(
-        self,
-        owner: str,
-        until: int,
-        now: int,
-        limit: int,
-        shards: frozenset[int] | None,
-        turns: Mapping[str, int],
-        max_running: Mapping[str, int],
-    ) -> list[Claim]:
-        """The claim by turns (`FairShare.turns`): one statement, each named tenant's first
-        claimable rows read from executions_ready_by_tenant (one probe per tenant; a
-        tenant with a `max_running` one more, to count its live leases)."""
-        if limit <= 0:
+    def _claim(self, ask: ClaimAsk) -> list[Claim]:
+        """The claim of `ask` (`SQLQueue.claim`): plain, fair, or by turns."""
+        until, now, fair = to_micros(ask.until), to_micros(ask.now), ask.fair
+        planned: tuple[str, Any] | None
+        if fair is not None and fair.turns is not None:
+            planned = _claim_turns(ask, fair, until, now)
+        elif fair is not None:
+            planned = _claim_fair(ask, fair, until, now)
+        else:
+            planned = _claim_plain(ask, until, now)
+        if planned is None:
             return []
-        # A part each for the capped tenants (first) and those with several turns; the
-        # others, one turn each, in one list.
-        capped_parts: list[tuple[str, int]] = []
-        parts_of: list[tuple[str, int]] = []
-        ones: list[str] = []
-        for tenant, turn in turns.items():
-            room = min(turn, limit)
-            if room <= 0:
-                continue
-            if tenant in max_running:
-                capped_parts.append((tenant, room))
-            elif room > 1:
-                parts_of.append((tenant, room))
-            else:
-                ones.append(tenant)
-        wanted = capped_parts + parts_of
-        if not wanted and not ones:
-            return []
-        parts = 1 << (len(wanted) - 1).bit_length() if wanted else 0  # padded: empty turns
-        count = len(capped_parts)
-        capped = 1 << (count - 1).bit_length() if count else 0  # at most `parts`
-        params: dict[str, Any] = {"owner": owner, "until": until, "now": now, "limit": limit}
-        for i in range(parts):
-            tenant, room = wanted[i] if i < len(wanted) else ("", 0)
-            params[f"t{i}"], params[f"r{i}"] = tenant, room
-            if i < capped:
-                params[f"m{i}"] = max_running.get(tenant, 0)
-        if ones:
-            params["ones"] = dumps(ones)
-        sql = _claim_by_turns(parts, capped, bool(ones)).replace("/*shards*/", _shard_sql(shards))
+        sql, params = planned
         with self._write() as conn:
             rows = conn.execute(sql, params).fetchall()
             stored = [_claimed_checkpoint(conn, r) for r in rows]
-        claims = [claim_record(r, SQLITE, cp) for r, cp in zip(rows, stored, strict=True)]
-        self._observers.claimed(claims)
-        return claims
+        return [claim_record(r, SQLITE, cp) for r, cp in zip(rows, stored, strict=True)]
 
     def claimable_tenants(
         self, now: datetime, *, partitions: Sequence[int] | None = None, of: int | None = None
@@ -981,7 +956,7 @@ class SQLiteStore(
             " ORDER BY fire_at LIMIT ?",
             (to_micros(now), limit),
         )
-        return [timer_record(r, SQLITE) for r in rows]
+        return [from_row(TimerRecord, r, SQLITE) for r in rows]
 
     def next_timer_at(self) -> datetime | None:
         rows = self._read("SELECT min(fire_at) FROM timers")

@@ -28,7 +28,6 @@ __all__ = [
     "OPTIONS",
     "Options",
     "option_problems",
-    "with_options",
 ]
 
 # Chat completions (https://platform.openai.com/docs/api-reference/chat/create): every
@@ -110,21 +109,6 @@ def option_problems(options: Mapping[str, Any], family: str | None = None) -> li
             message += f" (did you mean {close[0]!r}?)"
         problems.append(message)
     return problems
-
-
-def with_options(
-    body: dict[str, Any], options: Mapping[str, Any] | None, family: str
-) -> dict[str, Any]:
-    """`body` with a step's `options` added, each checked against `family`'s list (a key it
-    does not take: `UnsupportedOption`, not retried); a key the kind set itself is kept."""
-    if not options:
-        return body
-    problems = option_problems(options, family)
-    if problems:
-        from wovyr.activities.base import NonRetryableError
-
-        raise NonRetryableError("; ".join(problems), type="UnsupportedOption")
-    return {**options, **body}
 
 
 def _known_option(key: str) -> str:

@@ -1,0 +1,376 @@
+"""The events tables of both SQL stores (the contract is `wovyr.store.events`): triggers,
+received events, dedup keys, webhook endpoints, the outbox and its attempts. Its SQL lives
+in `events.sql`. `write_outbox` is what each store's commit calls, in the step's own
+transaction, for a step that makes an outbound event."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from wovyr.errors import StoreError
+from wovyr.store.audit import AuditEntry
+from wovyr.store.events import (
+    AttemptRecord,
+    DeliveryRecord,
+    EventPage,
+    TriggerEventRecord,
+    TriggerRecord,
+    WebhookEndpointRecord,
+    delivery_id,
+    outbox_events,
+)
+from wovyr.store.records import StepWrite
+from wovyr.store.rows import Dialect, Row
+from wovyr.store.sql import Params, SQLRole, Tx, role_queries
+
+__all__ = ["SQLEvents", "write_outbox"]
+
+_END_OF_TIME = datetime(9999, 12, 31, tzinfo=UTC)
+_LAST_ID = ""  # with the end of time, every row is before it whatever its id
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _trigger(row: Row, d: Dialect) -> TriggerRecord:
+    return TriggerRecord(
+        tenant=row["tenant"],
+        name=row["name"],
+        topic=row["topic"],
+        hook_id=row["hook_id"],
+        document=dict(_json(row["document"])),
+        updated_at=d.time(row["updated_at"]),
+        updated_by=row["updated_by"],
+    )
+
+
+def _event(row: Row, d: Dialect) -> TriggerEventRecord:
+    return TriggerEventRecord(
+        tenant=row["tenant"],
+        id=row["id"],
+        received_at=d.time(row["received_at"]),
+        source=row["source"],
+        topic=row["topic"],
+        trigger=row["trigger_name"],
+        outcome=row["outcome"],
+        reason=row["reason"],
+        execution_id=row["execution_id"],
+        dedup_key=row["dedup_key"],
+        size=int(row["size"]),
+    )
+
+
+def _endpoint(row: Row, d: Dialect) -> WebhookEndpointRecord:
+    return WebhookEndpointRecord(
+        tenant=row["tenant"],
+        name=row["name"],
+        url=row["url"],
+        events=tuple(_json(row["events"])),
+        filter=row["filter"],
+        secrets=tuple(_json(row["secrets"])),
+        updated_at=d.time(row["updated_at"]),
+        updated_by=row["updated_by"],
+    )
+
+
+def _delivery(row: Row, d: Dialect) -> DeliveryRecord:
+    return DeliveryRecord(
+        tenant=row["tenant"],
+        id=row["id"],
+        endpoint=row["endpoint"],
+        event=row["event"],
+        execution_id=row["execution_id"],
+        seq=int(row["seq"]),
+        payload=dict(_json(row["payload"])),
+        status=row["status"],
+        attempts=int(row["attempts"]),
+        next_at=d.time(row["next_at"]),
+        last_error=row["last_error"],
+        created_at=d.time(row["created_at"]),
+        updated_at=d.time(row["updated_at"]),
+    )
+
+
+def _attempt(row: Row, d: Dialect) -> AttemptRecord:
+    code = row["status_code"]
+    return AttemptRecord(
+        tenant=row["tenant"],
+        delivery_id=row["delivery_id"],
+        attempt=int(row["attempt"]),
+        at=d.time(row["at"]),
+        status_code=None if code is None else int(code),
+        error=row["error"],
+    )
+
+
+def write_outbox(tx: Tx, dialect: Dialect, step: StepWrite, base_seq: int) -> int:
+    """The outbox rows of `step` (applied, in its transaction): one per endpoint of its
+    tenant that takes an event it makes. How many were written."""
+    made = outbox_events(step, base_seq)
+    if not made:
+        return 0
+    q = role_queries("events", dialect)
+    endpoints = [
+        _endpoint(row, dialect) for row in tx.rows(q["endpoint_list"], {"tenant": step.tenant})
+    ]
+    wanted = [(e, n, seq, key) for n, seq, key in made for e in endpoints if n in e.events]
+    if not wanted:
+        return 0
+    found = tx.rows(q["outbox_execution"], {"tenant": step.tenant, "id": step.execution_id})
+    workflow, version = (found[0]["workflow"], found[0]["version"]) if found else ("", "")
+    at = dialect.timestamp(step.updated_at)
+    rows = []
+    for endpoint, name, seq, key in wanted:
+        ident = delivery_id(step.tenant, endpoint.name, step.execution_id, key)
+        payload = {
+            "id": ident,
+            "type": name,
+            "at": step.updated_at.isoformat(),
+            "execution": {
+                "id": step.execution_id,
+                "workflow": workflow,
+                "version": version,
+                "status": step.status,
+                "waiting_on": step.waiting_on,
+            },
+        }
+        rows.append(
+            {
+                "tenant": step.tenant,
+                "id": ident,
+                "endpoint": endpoint.name,
+                "event": name,
+                "execution_id": step.execution_id,
+                "seq": seq,
+                "payload": _text(payload),
+                "at": at,
+            }
+        )
+    tx.run_many(q["outbox_insert"], rows)
+    return len(rows)
+
+
+class SQLEvents(SQLRole):
+    def _event_rows(self, name: str, params: Params) -> list[Row]:
+        return self._sql_read(self._queries("events")[name], params)
+
+    def _events_write(self, name: str, params: Params, audit: AuditEntry | None = None) -> int:
+        return self._role_write("events", name, params, audit)
+
+    def _before(self, before: tuple[datetime, str] | None) -> dict[str, Any]:
+        at, ident = before or (_END_OF_TIME, _LAST_ID)
+        return {"before_at": self._dialect.timestamp(at), "before_id": ident}
+
+    # --- triggers --------------------------------------------------------------------------
+
+    def put_trigger(self, record: TriggerRecord, *, audit: AuditEntry | None = None) -> str:
+        q, d = self._queries("events"), self._dialect
+        key = {"tenant": record.tenant, "name": record.name}
+        params = {
+            **key,
+            "topic": record.topic,
+            "hook_id": record.hook_id,
+            "document": _text(record.document),
+            "updated_at": d.timestamp(record.updated_at),
+            "updated_by": record.updated_by,
+        }
+
+        def body(tx: Tx) -> str:
+            found = [_trigger(r, d) for r in tx.rows(q["trigger_get"], key)]
+            if found and (found[0].topic, found[0].hook_id, found[0].document) == (
+                record.topic,
+                record.hook_id,
+                json.loads(params["document"]),
+            ):
+                return "unchanged"
+            if record.hook_id is not None and tx.rows(
+                q["trigger_hook_taken"], {**key, "hook_id": record.hook_id}
+            ):
+                raise StoreError("the trigger's webhook id is taken")
+            tx.run(q["trigger_put"], params)
+            tx.append_audit(audit)
+            return "applied"
+
+        return str(self._sql_write(body))
+
+    def get_trigger(self, tenant: str, name: str) -> TriggerRecord | None:
+        rows = self._event_rows("trigger_get", {"tenant": tenant, "name": name})
+        return _trigger(rows[0], self._dialect) if rows else None
+
+    def list_triggers(self, tenant: str, topic: str | None = None) -> list[TriggerRecord]:
+        if topic is None:
+            rows = self._event_rows("trigger_list", {"tenant": tenant})
+        else:
+            rows = self._event_rows("trigger_list_topic", {"tenant": tenant, "topic": topic})
+        return [_trigger(r, self._dialect) for r in rows]
+
+    def trigger_by_hook(self, hook_id: str) -> TriggerRecord | None:
+        rows = self._event_rows("trigger_by_hook", {"hook_id": hook_id})
+        return _trigger(rows[0], self._dialect) if rows else None
+
+    def delete_trigger(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
+        return self._events_write("trigger_delete", {"tenant": tenant, "name": name}, audit) == 1
+
+    # --- events received -------------------------------------------------------------------
+
+    def record_trigger_event(self, record: TriggerEventRecord) -> None:
+        params = {**asdict(record), "received_at": self._dialect.timestamp(record.received_at)}
+        self._events_write("trigger_event_insert", params)
+
+    def list_trigger_events(
+        self,
+        tenant: str,
+        *,
+        trigger: str | None = None,
+        before: tuple[datetime, str] | None = None,
+        limit: int = 50,
+    ) -> EventPage:
+        params = {"tenant": tenant, "trigger": trigger or "", "limit": limit + 1}
+        rows = self._event_rows("trigger_event_page", {**params, **self._before(before)})
+        items = [_event(r, self._dialect) for r in rows[:limit]]
+        more = len(rows) > limit and items
+        return EventPage(items, (items[-1].received_at, items[-1].id) if more else None)
+
+    def count_trigger_starts(self, tenant: str, trigger: str, since: datetime) -> int:
+        params = {"tenant": tenant, "trigger": trigger, "since": self._dialect.timestamp(since)}
+        return int(self._event_rows("trigger_starts", params)[0]["n"])
+
+    def claim_dedup_key(
+        self,
+        tenant: str,
+        trigger: str,
+        key: str,
+        execution_id: str,
+        now: datetime,
+        expires_at: datetime,
+    ) -> str | None:
+        q, d = self._queries("events"), self._dialect
+        params = {
+            "tenant": tenant,
+            "trigger": trigger,
+            "key": key,
+            "execution_id": execution_id,
+            "now": d.timestamp(now),
+            "expires_at": d.timestamp(expires_at),
+        }
+
+        def body(tx: Tx) -> str | None:
+            if tx.run(q["dedup_claim"], params):
+                return None
+            return str(tx.rows(q["dedup_get"], params)[0]["execution_id"])
+
+        found = self._sql_write(body)
+        return None if found is None else str(found)
+
+    # --- outbound webhooks -----------------------------------------------------------------
+
+    def put_webhook_endpoint(
+        self, record: WebhookEndpointRecord, *, audit: AuditEntry | None = None
+    ) -> None:
+        params = {
+            "tenant": record.tenant,
+            "name": record.name,
+            "url": record.url,
+            "events": _text(list(record.events)),
+            "filter": record.filter,
+            "secrets": _text(list(record.secrets)),
+            "updated_at": self._dialect.timestamp(record.updated_at),
+            "updated_by": record.updated_by,
+        }
+        self._events_write("endpoint_put", params, audit)
+
+    def get_webhook_endpoint(self, tenant: str, name: str) -> WebhookEndpointRecord | None:
+        rows = self._event_rows("endpoint_get", {"tenant": tenant, "name": name})
+        return _endpoint(rows[0], self._dialect) if rows else None
+
+    def list_webhook_endpoints(self, tenant: str) -> list[WebhookEndpointRecord]:
+        rows = self._event_rows("endpoint_list", {"tenant": tenant})
+        return [_endpoint(r, self._dialect) for r in rows]
+
+    def delete_webhook_endpoint(
+        self, tenant: str, name: str, *, audit: AuditEntry | None = None
+    ) -> bool:
+        return self._events_write("endpoint_delete", {"tenant": tenant, "name": name}, audit) == 1
+
+    def claim_deliveries(
+        self, now: datetime, lease_seconds: float, limit: int
+    ) -> list[DeliveryRecord]:
+        q, d = self._queries("events"), self._dialect
+        until = d.timestamp(now + timedelta(seconds=lease_seconds))
+
+        def body(tx: Tx) -> list[Row]:
+            due = tx.rows(q["delivery_due"], {"now": d.timestamp(now), "limit": limit})
+            leased = []
+            for row in due:
+                key = {"tenant": row["tenant"], "id": row["id"]}
+                if tx.run(q["delivery_lease"], {**key, "until": until}):
+                    leased.extend(tx.rows(q["delivery_get"], key))
+            return leased
+
+        return [_delivery(r, d) for r in self._sql_write(body)]
+
+    def record_attempt(
+        self, attempt: AttemptRecord, *, status: str, next_at: datetime, last_error: str
+    ) -> None:
+        q, d = self._queries("events"), self._dialect
+        at = d.timestamp(attempt.at)
+        row = {
+            "tenant": attempt.tenant,
+            "delivery_id": attempt.delivery_id,
+            "attempt": attempt.attempt,
+            "at": at,
+            "status_code": attempt.status_code,
+            "error": attempt.error,
+        }
+        update = {
+            "tenant": attempt.tenant,
+            "id": attempt.delivery_id,
+            "status": status,
+            "attempt": attempt.attempt,
+            "next_at": d.timestamp(next_at),
+            "last_error": last_error,
+            "at": at,
+        }
+
+        def body(tx: Tx) -> None:
+            tx.run(q["attempt_insert"], row)
+            tx.run(q["delivery_update"], update)
+
+        self._sql_write(body)
+
+    def get_delivery(self, tenant: str, delivery_id: str) -> DeliveryRecord | None:
+        rows = self._event_rows("delivery_get", {"tenant": tenant, "id": delivery_id})
+        return _delivery(rows[0], self._dialect) if rows else None
+
+    def list_deliveries(
+        self,
+        tenant: str,
+        *,
+        endpoint: str | None = None,
+        status: str | None = None,
+        before: tuple[datetime, str] | None = None,
+        limit: int = 50,
+    ) -> EventPage:
+        params = {
+            "tenant": tenant,
+            "endpoint": endpoint or "",
+            "status": status or "",
+            "limit": limit + 1,
+            **self._before(before),
+        }
+        rows = self._event_rows("delivery_page", params)
+        items = [_delivery(r, self._dialect) for r in rows[:limit]]
+        more = len(rows) > limit and items
+        return EventPage(items, (items[-1].created_at, items[-1].id) if more else None)
+
+    def delivery_attempts(self, tenant: str, delivery_id: str) -> list[AttemptRecord]:
+        rows = self._event_rows("attempt_list", {"tenant": tenant, "delivery_id": delivery_id})
+        return [_attempt(r, self._dialect) for r in rows]
