@@ -46,6 +46,15 @@ def test_put_replaces_every_field(store: Store) -> None:
     )
     store.put_provider(later)
     assert store.get_provider("t1", "openai") == later
+    optioned = replace(
+        later,
+        options={"top_k": 5, "stop_sequences": ["END"]},
+        prices={"claude-x": {"input": 3.0, "output": 15.0}},
+    )
+    store.put_provider(optioned)
+    assert store.get_provider("t1", "openai") == optioned  # options and prices as given
+    store.put_provider(later)
+    assert store.get_provider("t1", "openai") == later  # and gone again
 
 
 def test_list_is_by_name_and_per_tenant(store: Store) -> None:

@@ -3,7 +3,9 @@
 stored provider comes from the tenant's secret and is sent only as `Authorization: Bearer`
 (never in the database file, its WAL or the history, plain or base64), its prices make
 `cost` known, a provider of the same name in two tenants is each tenant's own, and an
-unknown provider or a missing secret is a clear failure, not retried, naming it."""
+unknown provider or a missing secret is a clear failure, not retried, naming it; its
+options are sent with every call (checked against its kind's allow-list when it is set,
+each bad key located) and its prices per model make the cost of that model's calls."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from wovyr.activities.policy import TRUSTED
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
+from wovyr.errors import InputError
 from wovyr.platform.kms import Kms, RootKey
 from wovyr.platform.providers import SecretCredentials, parse_provider, set_provider
 from wovyr.platform.secrets import Secrets
@@ -210,3 +213,42 @@ def test_an_agent_uses_the_tenants_stored_provider(db: Path) -> None:
         assert [r.authorization for r in llm.completions] == [f"Bearer {CANARY_A}"]
         assert CANARY_A not in world.history("tenant-a", "e1")
         world.assert_nowhere(CANARY_A)
+
+
+def test_a_stored_providers_options_go_with_every_call_and_its_model_prices_cost_them(
+    db: Path,
+) -> None:
+    with ScriptedLLM([text("ok", usage=(1000, 200))]) as llm:
+        world = World(db)
+        world.provider(
+            "tenant-a", "acme", base_url=llm.base_url, default_model="m1-2030-01-01",
+            price_in=1.0, price_out=1.0, options={"seed": 7, "top_p": 0.5},
+            prices={"m1": {"input": 3.0, "output": 6.0}},
+        )  # fmt: skip
+        engine = world.run("tenant-a", "acme", "e1")
+        view = engine.query("e1")
+        assert view.status == "completed", view.activities["ask"].get("error")
+        (request,) = llm.completions
+        assert (request.body["seed"], request.body["top_p"]) == (7, 0.5)
+        assert view.output["cost"] == pytest.approx((1000 * 3.0 + 200 * 6.0) / 1e6)
+
+
+def test_a_stored_providers_bad_options_and_prices_are_refused_at_their_keys() -> None:
+    fields = {
+        "base_url": "https://api.example.com/v1",
+        "options": {"seed": 7, "sede": 1, "top_k": 3, "max_tokens": 9},
+        "prices": {"m1": {"input": -1, "output": 2}},
+    }
+    with pytest.raises(InputError) as refused:
+        parse_provider("t1", "acme", fields, by="test", at=T0)
+    found = {p.path: p.message for p in refused.value.problems}
+    assert set(found) == {"options.sede", "options.top_k", "options.max_tokens", "prices"}
+    assert "did you mean 'seed'" in found["options.sede"]
+    assert "openai providers" in found["options.top_k"]  # an Anthropic option
+    assert "not an option" in found["options.max_tokens"]  # the step's own field
+    assert "prices.m1.input is a finite number" in found["prices"]
+    anthropic = {**fields, "kind": "anthropic", "options": {"top_k": 3}, "prices": None}
+    record = parse_provider("t1", "claude", anthropic, by="test", at=T0)
+    assert record.options == {"top_k": 3}
+    with pytest.raises(InputError, match="options is an object"):
+        parse_provider("t1", "x", {**fields, "options": [1], "prices": None}, by="t", at=T0)

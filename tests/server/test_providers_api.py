@@ -45,6 +45,8 @@ async def test_set_show_list_delete_and_tenants(api: Api) -> None:
         "default_model": "m1",
         "price_in": 1.5,
         "price_out": 6,
+        "options": {"seed": 7, "reasoning_effort": "low"},
+        "prices": {"m1": {"input": 2.0, "output": 8.0}},
     }
     r = await api.call("PUT", f"{PROVIDERS}/acme", A, json=body)
     assert r.status_code == 200, r.text
@@ -87,6 +89,10 @@ async def test_set_show_list_delete_and_tenants(api: Api) -> None:
         ("ok", {"base_url": "https://x.example/v1", "default_model": ""}, "default_model"),
         ("ok", {"base_url": "https://x.example/v1", "extra": 1}, "unknown field 'extra'"),
         ("bad name", {"base_url": "https://x.example/v1"}, "provider name"),
+        ("ok", {"base_url": "https://x.example/v1", "options": {"sede": 1}}, "'seed'"),
+        ("ok", {"base_url": "https://x.example/v1", "options": {"top_k": 1}}, "options.top_k"),
+        ("ok", {"base_url": "https://x.example/v1", "options": "seed=1"}, "is an object"),
+        ("ok", {"base_url": "https://x.example/v1", "prices": {"m": {"input": 1}}}, "prices.m"),
     ],
 )
 async def test_bad_bodies_are_a_422_that_stores_nothing(

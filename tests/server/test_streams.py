@@ -1,7 +1,8 @@
 """`GET /api/v1/workflows/{id}/stream` over a real uvicorn server, on SQLite and PostgreSQL: an
 SSE client reads a 500-token streamed answer, disconnects at random points and reconnects
 with `Last-Event-ID`; what it read, concatenated, is the final answer exactly, with no
-message twice. Another tenant's stream answers like a missing one."""
+message twice, whether the model streamed it as chat-completions chunks or as the Anthropic
+Messages API's events. Another tenant's stream answers like a missing one."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import pytest
@@ -73,18 +75,27 @@ def llm() -> Iterator[ScriptedLLM]:
         yield server
 
 
+@pytest.fixture
+def provider_kind() -> str:
+    """The protocol the model speaks (a test parametrizes it to change it)."""
+    return "openai"
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
-def live(request: pytest.FixtureRequest, tmp_path: Path, llm: ScriptedLLM) -> Iterator[Live]:
+def live(
+    request: pytest.FixtureRequest, tmp_path: Path, llm: ScriptedLLM, provider_kind: str
+) -> Iterator[Live]:
     import uvicorn
 
     from wovyr.server.app import create_app
 
     url = request.getfixturevalue("migrated_postgres_url") if request.param == "postgres" else None
     store = make_store(request.param, tmp_path, url)
+    kind: Literal["openai", "anthropic"] = "anthropic" if provider_kind == "anthropic" else "openai"
     engine = Engine(
         store,
         activities=ActivityRegistry(),
-        providers=Providers({"default": ProviderConfig("default", llm.base_url)}),
+        providers=Providers({"default": ProviderConfig("default", llm.base_url, kind=kind)}),
         side_effects=TRUSTED,  # the tenants may reach the model on 127.0.0.1
     )
     settings = Settings(home=tmp_path / "home", dispatch_interval=0.05, poll_interval=0.05)
@@ -123,7 +134,9 @@ def _read(live: Live, execution_id: str, last: str | None, stop_after: int | Non
     return got
 
 
+@pytest.mark.parametrize("provider_kind", ["openai", "anthropic"])
 def test_reconnects_with_last_event_id_lose_and_repeat_nothing(live: Live) -> None:
+    """Either protocol's stream (chat-completions chunks, the Messages API's events)."""
     record = live.engine.for_tenant("tenant-a").start(FLOW)
     rng = random.Random()
     seen: list[Message] = []

@@ -1,7 +1,8 @@
 """An agent run is not one box: the execution page shows each model call and tool call of
 its loop as sub-steps, in a graph of their own (each turn's model call, the tool calls it
 asked for, the next turn's call), as rows under the activity's Gantt bar, in a table with
-tokens, cost and latency, and with their latency on the timeline. Over HTTP
+tokens, cost and latency, and with their latency on the timeline; an `llm` step's model
+calls in the same table, and what the run's calls and its tenant's today used. Over HTTP
 (httpx.ASGITransport), a scripted model server (wovyr.testing.model_server) and a ManualClock that
 the tools move, so latencies are exact."""
 
@@ -77,19 +78,25 @@ def agent_run(tmp_path: Path) -> Iterator[tuple[UiClient, str]]:
         record = engine.for_tenant("acme").start(FLOW)
         drain(engine)
         assert engine.for_tenant("acme").query(record.id).status == "completed"
-        auth = Authenticator(engine.store, clock=clock)
-        _, key = auth.create_key("acme", "viewer", "watcher")
-        app = FastAPI()
-        from wovyr.server.ui import mount_ui
-
-        mount_ui(app, engine, Settings(home=tmp_path / "home"), auth)
-        client = UiClient(app)
-        client.sign_in(key)
+        client = _viewer(engine, clock, tmp_path)
         try:
             yield client, record.id
         finally:
             client.close()
             engine.close()
+
+
+def _viewer(engine: Engine, clock: ManualClock, tmp_path: Path) -> UiClient:
+    """The UI over `engine`, signed in with a viewer key of tenant acme."""
+    from wovyr.server.ui import mount_ui
+
+    auth = Authenticator(engine.store, clock=clock)
+    _, key = auth.create_key("acme", "viewer", "watcher")
+    app = FastAPI()
+    mount_ui(app, engine, Settings(home=tmp_path / "home"), auth)
+    client = UiClient(app)
+    client.sign_in(key)
+    return client
 
 
 def _node(svg: str, label: str) -> str:
@@ -161,4 +168,53 @@ def test_an_agent_runs_model_and_tool_calls_show_as_sub_steps(
     assert "think turn 1: tool geo.lookup returned in 2.0 s" in timeline
     assert (
         "think turn 1: model m1 asked for 2 tool calls (50 in, 10 out tokens, $0.0001)" in timeline
+    )
+
+
+MAPPED = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: asker}
+activities:
+  - id: ask
+    for_each: "${{ [1, 2] }}"
+    llm: {model: m1, prompt: "About ${{ item }}"}
+"""
+
+
+def test_an_llm_steps_model_calls_and_the_tenants_usage_today_show_on_its_page(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(datetime(2030, 1, 1, 9, tzinfo=UTC))
+    with ScriptedLLM([text("a", usage=(100, 20))]) as llm:
+        provider = ProviderConfig("default", llm.base_url, price_in=1.0, price_out=2.0)
+        engine = Engine(
+            SQLiteStore(tmp_path / "w.db"),
+            clock=clock,
+            activities=ActivityRegistry(),
+            providers=Providers({"default": provider}),
+            side_effects=TRUSTED,
+        )
+        acme = engine.for_tenant("acme")
+        first = acme.start(MAPPED)
+        acme.start(MAPPED)  # another run of the tenant's, the same day
+        engine.for_tenant("globex").start(MAPPED)  # another tenant's: not acme's
+        drain(engine)
+        client = _viewer(engine, clock, tmp_path)
+        try:
+            page = html.unescape(client.get(f"/ui/executions/{first.id}").text)
+        finally:
+            client.close()
+            engine.close()
+    calls = dict(re.findall(r'<tr data-step="([^"]+)" data-kind="model">(.*?)</tr>', page, re.S))
+    assert set(calls) == {"index 0 · model", "index 1 · model"}
+    for row in calls.values():
+        assert "100 / 20" in row and "$0.0001" in row  # (100 + 40) / 1e6
+        assert '<td class="latency">0 ms</td>' in row  # by the engine's clock, not moved
+    assert 'data-agent="ask"' in page and '<div class="agent-graph" data-agent="ask">' not in page
+    usage = re.search(r'<dd id="model-usage">(.*?)</dd>', page, re.S)
+    assert usage is not None
+    # this run's two calls; the tenant's four today (globex's two are its own)
+    assert (
+        usage.group(1) == "2 model calls · 240 tokens · $0.0003; tenant today: 480 tokens · $0.0006"
     )

@@ -10,14 +10,22 @@ turns that alternate); `tools` are `{name, description, input_schema}`; `max_tok
 the API requires, defaults to `DEFAULT_MAX_TOKENS`. `response_format` has no counterpart and
 is not sent: the `llm` kind validates the answer against its schema either way. The options
 a step or the provider sets (`wovyr.kinds.options.ANTHROPIC_OPTIONS`: `top_k`,
-`stop_sequences`, `thinking`, `tool_choice`, ...) are sent as they are. Streaming is not used
-for this kind (the answer is read whole).
+`stop_sequences`, `thinking`, `tool_choice`, ...) are sent as they are. `stream: true` asks
+for the answer as server-sent events (`MessageStream` assembles them).
 
 Response: text blocks joined are the message's `content`, `tool_use` blocks its
 `tool_calls` (arguments as JSON text); `stop_reason` maps to the chat-completions
 `finish_reason` (`end_turn` and `stop_sequence` -> `stop`, `tool_use` -> `tool_calls`,
 `max_tokens` and `model_context_window_exceeded` -> `length`, `refusal` -> `content_filter`);
 `usage.input_tokens` and `usage.output_tokens` are the usage.
+
+A streamed answer is the documented event sequence: `message_start` (the model, the input
+tokens), for each content block `content_block_start` (`text`, or `tool_use` with its id
+and name), `content_block_delta`s (`text_delta` text, each piece handed on as it arrives;
+`input_json_delta` fragments of a tool call's arguments, concatenated) and
+`content_block_stop`, then `message_delta` (the `stop_reason`, the output tokens) and
+`message_stop`; `ping`s anywhere. An `error` event (`overloaded_error` mid-stream) fails the
+call as that error; a stream that ends before `message_stop` is malformed.
 
 The key goes in the `x-api-key` header only, with `anthropic-version: 2023-06-01`.
 """
@@ -32,6 +40,7 @@ from wovyr.kinds.options import ANTHROPIC_OPTIONS
 __all__ = [
     "ANTHROPIC_VERSION",
     "DEFAULT_MAX_TOKENS",
+    "MessageStream",
     "headers",
     "parse_message",
     "request_body",
@@ -86,6 +95,8 @@ def request_body(body: dict[str, Any]) -> dict[str, Any]:
         out["system"] = "\n\n".join(system)
     if body.get("temperature") is not None:
         out["temperature"] = body["temperature"]
+    if body.get("stream"):
+        out["stream"] = True
     tools = [
         {
             "name": t["function"]["name"],
@@ -171,3 +182,77 @@ def parse_message(data: Any) -> tuple[dict[str, Any], str | None, int, int, str 
         int(usage.get("output_tokens") or 0),
         data.get("model"),
     )
+
+
+class MessageStream:
+    """A streamed Messages answer assembled from its events (see the module docstring):
+    `feed` each event's data object, in order; it returns the text piece the event adds
+    (None for any other event). `done` once `message_stop` came; `result()` is then what
+    `parse_message` gives for a whole answer. `failed`: the error type of an `error` event
+    (the stream ends there)."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.done = False
+        self.failed: str | None = None
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] = {}
+
+    def feed(self, event: dict[str, Any]) -> str | None:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self.model = str(message.get("model") or self.model)
+            self._usage.update(message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(event["content_block"])
+            block.setdefault("text", "")
+            block["json"] = ""
+            self._blocks[int(event["index"])] = block
+        elif kind == "content_block_delta":
+            block, delta = self._blocks[int(event["index"])], event["delta"]
+            if delta.get("type") == "text_delta":
+                piece = str(delta.get("text") or "")
+                block["text"] += piece
+                return piece
+            if delta.get("type") == "input_json_delta":
+                block["json"] += str(delta.get("partial_json") or "")
+        elif kind == "message_delta":
+            stop = (event.get("delta") or {}).get("stop_reason")
+            self._finish = _STOP.get(str(stop), stop) if stop is not None else self._finish
+            self._usage.update(event.get("usage") or {})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            self.failed = str((event.get("error") or {}).get("type") or "error")
+        return None
+
+    def result(self) -> tuple[dict[str, Any], str | None, int, int, str, int]:
+        """(message, finish reason, input tokens, output tokens, model, cached tokens)."""
+        texts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for _, block in sorted(self._blocks.items()):
+            if block.get("type") == "text":
+                texts.append(block["text"])
+            elif block.get("type") == "tool_use":
+                arguments = block["json"] or json.dumps(block.get("input") or {})
+                calls.append(
+                    {
+                        "id": str(block["id"]),
+                        "type": "function",
+                        "function": {"name": str(block["name"]), "arguments": arguments},
+                    }
+                )
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+        if calls:
+            message["tool_calls"] = calls
+        usage = self._usage
+        return (
+            message,
+            self._finish,
+            int(usage.get("input_tokens") or 0),
+            int(usage.get("output_tokens") or 0),
+            self.model,
+            int(usage.get("cache_read_input_tokens") or 0),
+        )

@@ -574,8 +574,9 @@ async def _exchange(
     try:
         if response.status_code != 200:
             raise await _status_error(response, str(body.get("model")))
-        if body.get("stream") and kind != "anthropic":
-            return await _read_stream(response, str(body.get("model")), on_text)
+        if body.get("stream"):
+            read = _read_anthropic_stream if kind == "anthropic" else _read_stream
+            return await read(response, str(body.get("model")), on_text)
         content = bytearray()
         async for chunk in response.aiter_bytes():
             content += chunk
@@ -807,6 +808,45 @@ def _clean_message(message: dict[str, Any]) -> dict[str, Any]:
             for c in calls
         ]
     return out
+
+
+async def _read_anthropic_stream(
+    response: httpx.Response, model: str, on_text: Callable[[str], None] | None = None
+) -> ChatResult:
+    """Assemble a streamed Messages answer (`anthropic.MessageStream`), each text piece
+    handed to `on_text` as it arrives; an `error` event fails the call as that error."""
+    from wovyr.activities import anthropic
+
+    stream = anthropic.MessageStream(model)
+    data: list[str] = []  # the `data:` lines of the event being read
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        if line or not data:
+            continue  # `event:` names the type the data says again; a blank line ends one
+        event, data = "\n".join(data), []
+        try:
+            piece = stream.feed(json.loads(event))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise _malformed(f"a stream event: {type(exc).__name__}: {exc}"[:200]) from None
+        if stream.failed == "overloaded_error":
+            raise ActivityError(
+                "the model provider is overloaded (an error event in its stream)",
+                type="ProviderOverloaded",
+            )
+        if stream.failed is not None:
+            raise ActivityError(
+                f"the model provider's stream failed: {stream.failed}", type="ProviderUnavailable"
+            )
+        if piece and on_text is not None:
+            on_text(piece)
+        if stream.done:
+            break
+    if not stream.done:
+        where = " in the middle of an event" if data else ""
+        raise _malformed(f"the stream ended{where} before message_stop")
+    message, finish, tokens_in, tokens_out, name, cached = stream.result()
+    return ChatResult(message, finish, tokens_in, tokens_out, name, cached)
 
 
 async def _read_stream(

@@ -8,7 +8,8 @@ audited as made by the local user.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -52,7 +53,43 @@ def _show(info: ProviderInfo, tenant: str) -> None:
         f"  price per 1M:   in {_price(info.price_in)}, out {_price(info.price_out)}"
         + ("" if info.price_in is not None else " (cost unknown)")
     )
+    for model, price in sorted(info.prices.items()):
+        click.echo(f"  price of {model}: in {price['input']:g}, out {price['output']:g}")
+    if info.options:
+        shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(info.options.items()))
+        click.echo(f"  options:        {shown}")
     click.echo(f"  updated:        {info.updated_at:%Y-%m-%d %H:%M:%S} UTC by {info.updated_by}")
+
+
+def _options(given: tuple[str, ...]) -> dict[str, Any] | None:
+    """`--option KEY=VALUE`s: each value JSON when it parses (7, true, ["x"]), else text."""
+    out: dict[str, Any] = {}
+    for pair in given:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--option")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out or None
+
+
+def _prices(given: tuple[str, ...]) -> dict[str, Any] | None:
+    """`--model-price MODEL=IN:OUT`s (per 1M tokens)."""
+    out: dict[str, Any] = {}
+    for pair in given:
+        model, sep, raw = pair.partition("=")
+        parts = raw.split(":")
+        try:
+            if not sep or not model or len(parts) != 2:
+                raise ValueError
+            out[model] = {"input": float(parts[0]), "output": float(parts[1])}
+        except ValueError:
+            raise click.BadParameter(
+                f"{pair!r} is not MODEL=IN:OUT (prices per 1M tokens)", param_hint="--model-price"
+            ) from None
+    return out or None
 
 
 @providers_group.command("set")
@@ -73,6 +110,21 @@ def _show(info: ProviderInfo, tenant: str) -> None:
 @click.option("--default-model", metavar="MODEL", help="The model of steps that name none.")
 @click.option("--price-in", type=float, help="Price per 1M input tokens (with --price-out).")
 @click.option("--price-out", type=float, help="Price per 1M output tokens (with --price-in).")
+@click.option(
+    "--model-price",
+    "model_prices",
+    multiple=True,
+    metavar="MODEL=IN:OUT",
+    help="A model's own prices per 1M tokens (repeatable; a name prices its dated versions).",
+)
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A provider parameter sent with every call (repeatable; VALUE as JSON or text), "
+    "checked against the kind's allow-list: seed=7, reasoning_effort=low.",
+)
 @json_option
 @tenant_options
 def set_command(
@@ -83,6 +135,8 @@ def set_command(
     default_model: str | None,
     price_in: float | None,
     price_out: float | None,
+    model_prices: tuple[str, ...],
+    options: tuple[str, ...],
     as_json: bool,
     settings: Settings,
 ) -> None:
@@ -96,6 +150,8 @@ def set_command(
         "price_in": price_in,
         "price_out": price_out,
         "kind": kind,
+        "options": _options(options),
+        "prices": _prices(model_prices),
     }
 
     def local(engine: Engine) -> ProviderInfo:

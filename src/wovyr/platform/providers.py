@@ -26,14 +26,20 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from wovyr.activities.base import NonRetryableError
-from wovyr.activities.providers import PROVIDER_KINDS, ProviderConfig, Providers
+from wovyr.activities.providers import (
+    PROVIDER_KINDS,
+    ProviderConfig,
+    Providers,
+    price_problems,
+)
 from wovyr.errors import InputError, KmsError, NotFound, Problem
+from wovyr.kinds.options import option_problems
 from wovyr.platform.fields import checked_name, shown_fields
 from wovyr.platform.secrets import SECRET_NAME
 from wovyr.store.audit import AuditEntry, payload_digest
@@ -63,6 +69,8 @@ PROVIDER_FIELDS = (
     "price_in",
     "price_out",
     "kind",
+    "options",
+    "prices",
 )
 _MAX_URL = 2048
 _MAX_MODEL = 256
@@ -85,6 +93,8 @@ class ProviderInfo:
     updated_at: datetime
     updated_by: str
     kind: str = "openai"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    prices: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, record: ProviderRecord) -> ProviderInfo:
@@ -98,10 +108,12 @@ class ProviderInfo:
             record.updated_at,
             record.updated_by,
             record.kind,
+            dict(record.options or {}),
+            dict(record.prices or {}),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return shown_fields(self)
+        return {**shown_fields(self), "options": dict(self.options), "prices": dict(self.prices)}
 
 
 def audit_details(info: ProviderInfo) -> dict[str, Any]:
@@ -217,11 +229,46 @@ def parse_provider(
                 hint="openai: chat completions (OpenAI, vLLM, Ollama, ...); anthropic: Messages",
             )
         )
+    options = _json_map(fields.get("options"), "options", problems)
+    if options and kind in PROVIDER_KINDS:  # the same allow-list as a step's options
+        problems.extend(
+            Problem(message, path=f"options.{key}")
+            for key, message in zip(options, _option_messages(options, str(kind)), strict=False)
+            if message
+        )
+    prices = _json_map(fields.get("prices"), "prices", problems)
+    problems.extend(Problem(p, path="prices") for p in price_problems(prices or {}))
     if problems:
         raise InputError(problems)
     return ProviderRecord(
-        tenant, name, base_url, secret, model, price_in, price_out, at, by, kind=str(kind)
+        tenant,
+        name,
+        base_url,
+        secret,
+        model,
+        price_in,
+        price_out,
+        at,
+        by,
+        kind=str(kind),
+        options=options or None,
+        prices=prices or None,
     )
+
+
+def _json_map(value: Any, path: str, problems: list[Problem]) -> dict[str, Any] | None:
+    """`value` if it is a JSON object (None: none given)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        problems.append(Problem(f"{path} is an object", path=path))
+        return None
+    return dict(value)
+
+
+def _option_messages(options: Mapping[str, Any], kind: str) -> list[str]:
+    """One message per key of `options` (empty when `kind`'s providers take it)."""
+    return [next(iter(option_problems({k: v}, kind)), "") for k, v in options.items()]
 
 
 def set_provider(
@@ -263,6 +310,8 @@ def _config(record: ProviderRecord) -> ProviderConfig:
         record.price_out,
         kind="anthropic" if record.kind == "anthropic" else "openai",
         api_key_secret=record.api_key_secret,
+        options=dict(record.options or {}),
+        prices=dict(record.prices or {}),
     )
 
 

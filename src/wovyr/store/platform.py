@@ -185,6 +185,8 @@ class ProviderRecord:
     updated_at: datetime
     updated_by: str = ""
     kind: str = "openai"  # the protocol it speaks: openai (chat completions) or anthropic
+    options: dict[str, Any] | None = None  # provider parameters sent with every call
+    prices: dict[str, Any] | None = None  # per model: {input, output} per 1M tokens
 
 
 class ProviderStore(Protocol):

@@ -29,7 +29,9 @@ A Messages request (`/messages`) is checked as the API does (400 `invalid_reques
 otherwise): an `anthropic-version` header, `max_tokens`, roles that alternate starting with
 `user`, no `system` role inside `messages`, and every `tool_result` answering a `tool_use`
 of the assistant message just before; with `anthropic_key=` the `x-api-key` header must be
-that key (401 otherwise). `/embeddings` (OpenAI's embeddings protocol) answers outside the
+that key (401 otherwise). A Messages request with `stream: true` is answered with the
+Messages API's server-sent events (`message_start`, content blocks in deltas, `ping`,
+`message_delta`, `message_stop`). `/embeddings` (OpenAI's embeddings protocol) answers outside the
 script with `embed(text)`: a deterministic, meaningful embedding (a hashed bag of lowercase
 word stems, stop words left out, in `EMBEDDING_DIMS` dimensions), so texts that share words
 are near by cosine.
@@ -417,6 +419,14 @@ class ScriptedModel:
             return Answer(200, reply.body.encode())
         if reply.kind == "raw":
             return Answer(reply.status, reply.body.encode(), reply.headers, reply.content_type)
+        if anthropic and body.get("stream"):
+            events = tuple(
+                f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode()
+                for e in _anthropic_events(reply, model)
+            )
+            return Answer(
+                200, content_type="text/event-stream", events=events, pause=reply.chunk_delay
+            )
         if anthropic:
             return _json_answer(200, _anthropic_message(reply, model))
         if body.get("stream"):
@@ -522,6 +532,43 @@ def _anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
             **({"cache_read_input_tokens": reply.cached} if reply.cached else {}),
         },
     }
+
+
+def _anthropic_events(reply: Reply, model: str) -> Iterator[dict[str, Any]]:
+    """The reply as the Messages API streams it: `message_start`, each content block's
+    start, deltas (text in pieces, a tool call's input JSON in fragments) and stop, a
+    `ping`, `message_delta` (the stop reason, the output tokens) and `message_stop`."""
+    whole = _anthropic_message(reply, model)
+    usage = whole["usage"]
+    start = {**whole, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    yield {"type": "message_start", "message": start}
+    for index, block in enumerate(whole["content"]):
+        if block["type"] == "text":
+            yield {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "text", "text": ""},
+            }
+            if index == 0:
+                yield {"type": "ping"}
+            text = block["text"]
+            for at in range(0, len(text), 4):
+                delta = {"type": "text_delta", "text": text[at : at + 4]}
+                yield {"type": "content_block_delta", "index": index, "delta": delta}
+        else:
+            opened = {**block, "input": {}}
+            yield {"type": "content_block_start", "index": index, "content_block": opened}
+            arguments = json.dumps(block["input"])
+            for at in range(0, len(arguments), 7):
+                delta = {"type": "input_json_delta", "partial_json": arguments[at : at + 7]}
+                yield {"type": "content_block_delta", "index": index, "delta": delta}
+        yield {"type": "content_block_stop", "index": index}
+    yield {
+        "type": "message_delta",
+        "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": usage["output_tokens"]},
+    }
+    yield {"type": "message_stop"}
 
 
 def anthropic_problem(body: Any, headers: dict[str, str]) -> str | None:

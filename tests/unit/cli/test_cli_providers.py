@@ -71,7 +71,15 @@ def test_set_list_show_delete_per_tenant_audited(cli: Cli) -> None:
         "price_in": 2.5,
         "price_out": 10.0,
     }
-    cli.json("providers", "set", "local", "--base-url", "http://127.0.0.1:8000/v1")
+    optioned = cli.json(
+        "providers", "set", "local", "--base-url", "http://127.0.0.1:8000/v1",
+        "--option", "seed=7", "--option", "reasoning_effort=low", "--model-price", "m1=3:6",
+    )  # fmt: skip
+    assert optioned["options"] == {"seed": 7, "reasoning_effort": "low"}
+    assert optioned["prices"] == {"m1": {"input": 3.0, "output": 6.0}}
+    code, out, _ = cli("providers", "show", "local")
+    assert 'options:        reasoning_effort="low", seed=7' in out
+    assert "price of m1: in 3, out 6" in out
     cli.json("providers", "set", "b-only", "--base-url", "http://b/v1", "--tenant", "t2")
     assert [p["name"] for p in cli.json("providers", "list")] == ["local", "openai"]
     assert [p["name"] for p in cli.json("providers", "list", "--tenant", "t2")] == ["b-only"]
@@ -110,6 +118,10 @@ def test_set_list_show_delete_per_tenant_audited(cli: Cli) -> None:
         (["p", "--base-url", "http://x/v1", "--price-in", "-1", "--price-out", "1"], 1, "0 or"),
         (["p", "--base-url", "http://x/v1", "--price-in", "x", "--price-out", "1"], 2, "price-in"),
         (["p"], 2, "--base-url"),
+        (["p", "--base-url", "http://x/v1", "--option", "sede=1"], 1, "did you mean 'seed'"),
+        (["p", "--base-url", "http://x/v1", "--option", "seed"], 2, "KEY=VALUE"),
+        (["p", "--base-url", "http://x/v1", "--model-price", "m1=3"], 2, "MODEL=IN:OUT"),
+        (["p", "--base-url", "http://x/v1", "--model-price", "m1=-1:2"], 1, "finite number"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_stores_nothing(

@@ -43,6 +43,8 @@ class ProviderOut(BaseModel):
     updated_at: str
     updated_by: str
     kind: str  # openai (chat completions) or anthropic (Messages API)
+    options: dict[str, Any] = {}  # provider parameters sent with every call
+    prices: dict[str, Any] = {}  # per model: {input, output} per 1M tokens
 
 
 def _out(info: ProviderInfo) -> ProviderOut:
@@ -94,7 +96,10 @@ def put_provider(
     body: dict[str, Any] = Body(  # noqa: B008 - FastAPI's way to take the whole body
         description="kind (openai or anthropic; default openai), base_url (http or https), "
         "api_key_secret (the NAME of a secret of the "
-        "tenant), default_model, price_in and price_out (per 1M tokens, both or neither)",
+        "tenant), default_model, price_in and price_out (per 1M tokens, both or neither), "
+        "options (provider parameters sent with every call, checked against the kind's "
+        "allow-list as a step's options are) and prices (per model, {input, output} per 1M "
+        "tokens, over price_in and price_out)",
         examples=[
             {
                 "base_url": "https://api.openai.com/v1",
@@ -102,6 +107,8 @@ def put_provider(
                 "default_model": "gpt-4o-mini",
                 "price_in": 0.15,
                 "price_out": 0.6,
+                "options": {"seed": 7},
+                "prices": {"gpt-4o": {"input": 2.5, "output": 10}},
             }
         ],
     ),

@@ -1,13 +1,16 @@
 """An `agent` activity's sub-steps: each model call and each tool call of its loop, as the
 execution page shows them (a graph of their own, rows under the activity's Gantt bar, a
-table, and a latency on their timeline lines).
+table, and a latency on their timeline lines); and an `llm` activity's model calls (each
+item's, each iteration's, each answer that did not match its schema), in the same table.
 
 They are read from the execution's events (`ModelCallCompleted`, `ToolCallCompleted`, and
-`ChildFinished` of a workflow tool), which record tokens and cost. A step's latency is the
-time from what let it start to its own event: a model call starts when its attempt started
-(or resumed) or when the previous step of the activity was recorded; a tool call starts
-when the model call that asked for it was. Only the first `EVENTS_READ` events are read (a
-longer run shows the steps among them). No HTTP here (see `pages.py`).
+`ChildFinished` of a workflow tool; an `llm` step's result events with their `model_calls`),
+which record tokens, cost and a model call's latency. Where no latency is recorded (a tool
+call, a model call recorded before it was kept), a step's latency is the time from what let
+it start to its own event: a model call starts when its attempt started (or resumed) or
+when the previous step of the activity was recorded; a tool call starts when the model call
+that asked for it was. Only the first `EVENTS_READ` events are read (a longer run shows the
+steps among them). No HTTP here (see `pages.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from wovyr.engine.engine import Engine
-from wovyr.events import EventType
+from wovyr.events import EventType, model_calls
 from wovyr.server.ui.dag import layout_dag, render_svg
 from wovyr.server.ui.gantt import span_text
 from wovyr.server.ui.present import as_datetime
@@ -48,9 +51,13 @@ class SubStep:
     cost: float | None = None
     error: str | None = None
     label: str = ""  # unique within the activity: `turn 2 · model`, `turn 2 · search`
+    recorded: float | None = None  # the latency its event recorded (a model call's)
+    where: str = ""  # `turn 2`, `item 0`, `iteration 3`
 
     @property
     def latency(self) -> float | None:
+        if self.recorded is not None:
+            return self.recorded
         if self.started is None:
             return None
         return max(0.0, (self.finished - self.started).total_seconds())
@@ -76,8 +83,8 @@ class SubStep:
 def agent_steps(
     engine: Engine, execution_id: str, activities: Iterable[str]
 ) -> dict[str, list[SubStep]]:
-    """The sub-steps of each of `activities` (the execution's agent activities), in the
-    order they were recorded."""
+    """The sub-steps of each of `activities` (the execution's agent and llm activities), in
+    the order they were recorded."""
     wanted = set(activities)
     if not wanted:
         return {}
@@ -110,6 +117,8 @@ def steps_of(events: Iterable[EventRecord], wanted: set[str]) -> dict[str, list[
             asked[(aid, step.turn)] = at
         elif ev.type == EventType.TOOL_CALL_COMPLETED:
             step = _tool_step(ev.seq, aid, data, at, asked)
+        elif data.get("model_calls"):  # an llm step's result: its calls, then nothing
+            found[aid].extend(_llm_steps(ev.seq, aid, data, at))
         elif ev.type == EventType.CHILD_FINISHED and isinstance(data.get("call"), dict):
             call = data["call"]
             error = (
@@ -125,20 +134,35 @@ def steps_of(events: Iterable[EventRecord], wanted: set[str]) -> dict[str, list[
 def _model_step(
     seq: int, aid: str, data: Mapping[str, Any], at: datetime, started: datetime | None
 ) -> SubStep:
-    usage = data.get("usage") or {}
-    cost = data.get("cost")
+    (call,) = model_calls([(EventType.MODEL_CALL_COMPLETED, data)])
+    turn = int(data.get("turn") or 0)
+    return replace(_call_step(seq, aid, call, at), turn=turn, started=started, where=f"turn {turn}")
+
+
+def _llm_steps(seq: int, aid: str, data: Mapping[str, Any], at: datetime) -> list[SubStep]:
+    """The model calls an llm step's result event records (`model_calls`)."""
+    out = []
+    for call in model_calls([("", data)]):
+        where = " ".join(f"{k} {call[k]}" for k in ("index", "iteration") if k in call)
+        out.append(replace(_call_step(seq, aid, call, at), where=where))
+    return out
+
+
+def _call_step(seq: int, aid: str, call: Mapping[str, Any], at: datetime) -> SubStep:
+    cost, latency, error = call.get("cost"), call.get("latency"), call.get("error")
     return SubStep(
         activity=aid,
         seq=seq,
         kind="model",
-        turn=int(data.get("turn") or 0),
-        name=str(data.get("model") or "model"),
-        status="completed",
+        turn=0,
+        name=str(call.get("model") or "model"),
+        status="failed" if error else "completed",
         finished=at,
-        started=started,
-        input_tokens=usage.get("input_tokens"),
-        output_tokens=usage.get("output_tokens"),
+        input_tokens=call.get("input_tokens"),
+        output_tokens=call.get("output_tokens"),
         cost=float(cost) if isinstance(cost, int | float) else None,
+        error=str(error) if error else None,
+        recorded=float(latency) if isinstance(latency, int | float) else None,
     )
 
 
@@ -163,6 +187,7 @@ def _tool_step(
         finished=at,
         started=asked.get((aid, turn)),
         error=str(error) if error else None,
+        where=f"turn {turn}",
     )
 
 
@@ -171,7 +196,7 @@ def _labelled(steps: list[SubStep]) -> list[SubStep]:
     seen: dict[str, int] = {}
     out = []
     for step in steps:
-        base = f"turn {step.turn} · {'model' if step.kind == 'model' else step.name}"
+        base = f"{step.where or 'call'} · {'model' if step.kind == 'model' else step.name}"
         seen[base] = seen.get(base, 0) + 1
         label = base if seen[base] == 1 else f"{base} #{seen[base]}"
         out.append(replace(step, label=label))
@@ -179,12 +204,11 @@ def _labelled(steps: list[SubStep]) -> list[SubStep]:
 
 
 def steps_summary(steps: Sequence[SubStep]) -> str:
-    """`3 model calls, 4 tool calls · 1,250 tokens · $0.0030`."""
+    """`3 model calls, 4 tool calls · 1,250 tokens · $0.0030` (no tool calls: not said)."""
     models = sum(1 for s in steps if s.kind == "model")
     tools = len(steps) - models
-    parts = [
-        f"{models} model call{'s' if models != 1 else ''}, {tools} tool call" + "s" * (tools != 1)
-    ]
+    said = f"{models} model call{'s' if models != 1 else ''}"
+    parts = [f"{said}, {tools} tool call" + "s" * (tools != 1) if tools else said]
     tokens = sum(s.tokens or 0 for s in steps)
     if tokens:
         parts.append(f"{tokens:,} tokens")

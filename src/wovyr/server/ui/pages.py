@@ -19,6 +19,7 @@ from wovyr.definition.model import Activity, Workflow
 from wovyr.engine.bulk import BulkFilter
 from wovyr.engine.engine import Engine, ExecutionView
 from wovyr.engine.labels import parse_label_pairs
+from wovyr.engine.quotas import MODEL_COST, MODEL_TOKENS, day_of
 from wovyr.engine.reads import ListOptions
 from wovyr.errors import InputError, WovyrError
 from wovyr.server.ui.agent_steps import SubStep, agent_steps, render_steps, steps_summary
@@ -286,23 +287,36 @@ def list_rows(engine: Engine, items: list[ExecutionRecord], now: datetime) -> li
 
 
 def _with_steps(rows: list[dict[str, Any]], steps: Mapping[str, list[SubStep]]) -> None:
-    """An agent activity's row gets its model and tool calls (`agent_steps`): their table,
-    their graph, and their count in its kind (what its node in the DAG says)."""
+    """An agent or llm activity's row gets its calls (`agent_steps`): their table, their
+    count in its kind (what its node in the DAG says), and an agent's their graph."""
     for row in rows:
         found = steps.get(row["id"])
         if not found:
             continue
         row["steps"] = found
         row["steps_summary"] = steps_summary(found)
-        row["steps_svg"] = Markup(render_steps(found))
+        if row["kind"] == "agent":
+            row["steps_svg"] = Markup(render_steps(found))
         row["kind"] = f"{row['kind']} \u00b7 {len(found)} calls"
+
+
+def _model_usage(engine: Engine, steps: Mapping[str, list[SubStep]], now: datetime) -> str:
+    """What the execution's model calls used in all, and its tenant's today (the ledger's
+    row of today: counted with or without a quota)."""
+    calls = [s for found in steps.values() for s in found if s.kind == "model"]
+    used = engine.store.quota_usage(engine.tenant, day_of(now))
+    tokens, cost = used.get(MODEL_TOKENS, 0.0), used.get(MODEL_COST)
+    today = f"{tokens:,.0f} tokens" + (f" \u00b7 ${cost:.4f}" if cost else "")
+    if not calls:
+        return f"tenant today: {today}"
+    return f"{steps_summary(calls)}; tenant today: {today}"
 
 
 def _gantt_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The activities' rows, and an agent's calls as rows under it."""
     out = list(rows)
     for row in rows:
-        for step in row.get("steps", ()):
+        for step in row.get("steps", ()) if row.get("steps_svg") else ():
             out.append(
                 {
                     "id": f"{row['id']} \u203a {step.label}",
@@ -348,6 +362,7 @@ class ExecutionPage:
     signals: list[str] = field(default_factory=list)
     json: dict[str, str] = field(default_factory=dict)
     children: list[dict[str, Any]] = field(default_factory=list)
+    model_usage: str = ""  # its model calls in all, and its tenant's today
 
     @property
     def status(self) -> str:
@@ -428,7 +443,7 @@ def execution_page(
     attempts, _, _ = engine.logs(execution_id, follow=False)
     for row in rows:  # each activity's attempts that logged (tracebacks are shown already)
         row["logs"] = [a for a in attempts if a["activity"] == row["id"] and a["lines"]]
-    agents = [a.id for a in workflow.activities if a.kind == "agent"]
+    agents = [a.id for a in workflow.activities if a.kind in ("agent", "llm")]
     steps = agent_steps(engine, execution_id, agents)
     _with_steps(rows, steps)
     layout = _layout(view.definition_hash, workflow)
@@ -436,8 +451,11 @@ def execution_page(
     total = view.event_count
     start = max(0, total - TIMELINE_PAGE) if events_from is None else events_from
     start = min(max(0, start), max(0, total - 1))
-    latencies = {
-        s.seq: s.latency for found in steps.values() for s in found if s.latency is not None
+    latencies = {  # an agent's calls: each its own event
+        s.seq: s.latency
+        for found in steps.values()
+        for s in found
+        if s.latency is not None and s.where.startswith("turn")
     }
     events = timeline(
         engine.history(execution_id, after_seq=start, limit=TIMELINE_PAGE, follow=False),
@@ -459,6 +477,7 @@ def execution_page(
         waiting=describe_waiting(view.waiting_on, now, workflow),
         approvals=[] if view.finished else approvals,
         signals=[] if view.finished else signals,
+        model_usage=_model_usage(engine, steps, now) if agents else "",
     )
     children = engine.list(parent_id=execution_id, limit=CHILDREN_SHOWN).items
     page.children = list_rows(engine, children, now)
