@@ -93,18 +93,25 @@ class Definitions:
             if isinstance(definition, str):
                 self.runtime.caches.sources.put(definition, (workflow, digest))
         if (self.runtime.tenant, digest) not in self.runtime.caches.stored:
-            record = DefinitionRecord(
-                digest,
-                workflow.name,
-                workflow.version,
-                canonical_json(workflow),
-                self.runtime.clock.now(),
-                self.runtime.tenant,
-            )
-            self.runtime.store.put_definition(record)
-            self.runtime.caches.stored.put((self.runtime.tenant, digest), True)
-            self.runtime.caches.definitions.put(digest, workflow)
+            self.runtime.store.put_definition(self._record(workflow, digest))
+            self._stored(workflow, digest)
         return workflow, digest
+
+    def _record(self, workflow: Workflow, digest: str) -> DefinitionRecord:
+        """The stored form of `workflow` (hashed `digest`) for this tenant, as of now."""
+        return DefinitionRecord(
+            digest,
+            workflow.name,
+            workflow.version,
+            canonical_json(workflow),
+            self.runtime.clock.now(),
+            self.runtime.tenant,
+        )
+
+    def _stored(self, workflow: Workflow, digest: str) -> None:
+        """Remember that this tenant's store holds `workflow` (hashed `digest`)."""
+        self.runtime.caches.stored.put((self.runtime.tenant, digest), True)
+        self.runtime.caches.definitions.put(digest, workflow)
 
     def definition(self, definition_hash: str, tenant: str | None = None) -> Workflow:
         """The pinned definition an execution runs on (cached)."""
@@ -153,20 +160,12 @@ class Definitions:
     def _register(self, workflow: Workflow, audit_as: tuple[str, str] | None) -> tuple[str, str]:
         """One `apply_definition` of `workflow` under its own name and version."""
         digest = content_hash(workflow)
-        record = DefinitionRecord(
-            digest,
-            workflow.name,
-            workflow.version,
-            canonical_json(workflow),
-            self.runtime.clock.now(),
-            self.runtime.tenant,
-        )
+        record = self._record(workflow, digest)
         action, target = audit_as or ("definition.apply", f"{workflow.name}@{workflow.version}")
         audit = self.runtime.audit_entry(action, target, {"definition_hash": digest})
         outcome = self.runtime.store.apply_definition(record, audit=audit)
         if outcome != "conflict":
-            self.runtime.caches.stored.put((self.runtime.tenant, digest), True)
-            self.runtime.caches.definitions.put(digest, workflow)
+            self._stored(workflow, digest)
         return str(outcome), digest
 
     def _revise(

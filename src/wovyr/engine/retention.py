@@ -24,17 +24,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
 from wovyr.engine.reads import history, query
 from wovyr.engine.runtime import Runtime, RuntimeHolder
+from wovyr.engine.tenants import put_settings
 from wovyr.errors import InputError, NotFound, Problem
 from wovyr.files import atomic_write, fsync_folder
 from wovyr.store.audit import AuditEntry
-from wovyr.store.platform import TenantRecord, TenantStore
+from wovyr.store.platform import TenantStore
 from wovyr.store.retention import Expired
 
 __all__ = [
@@ -133,12 +134,7 @@ def set_retention(
     """Store `retention` for `tenant` (its other settings kept; `audit` appended in the
     same transaction); return it as stored."""
     stored = None if retention.empty and retention.export_to is None else retention.to_dict()
-    current = store.get_tenant(tenant)
-    if current is None:
-        record = TenantRecord(tenant, None, at, by, retention=stored)
-    else:
-        record = replace(current, retention=stored, updated_at=at, updated_by=by)
-    store.put_tenant(record, audit=audit)
+    put_settings(store, tenant, by=by, at=at, audit=audit, retention=stored)
     return retention_of(store, tenant)
 
 

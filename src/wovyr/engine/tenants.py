@@ -27,6 +27,7 @@ import logging
 import shlex
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from wovyr.activities.builtin.shell import POLICY_DENIED
 from wovyr.activities.egress import UNREACHABLE_TYPE
@@ -51,6 +52,7 @@ __all__ = [
     "default_policy",
     "dispatch_note",
     "policy_of",
+    "put_settings",
     "refusals",
     "served",
     "served_notice",
@@ -130,21 +132,11 @@ def set_policy(
     """Store `policy` for `tenant` (None: back to the tenant's default); return it. With an
     `actor`, the change is appended to the audit chain in the same transaction."""
     stored = None if policy is None else to_dict(policy)
-    current = store.get_tenant(tenant)  # its quotas and sealing are kept
-    record = TenantRecord(
-        tenant,
-        stored,
-        at,
-        by,
-        quotas=current.quotas if current else None,
-        seal_payloads=current.seal_payloads if current else False,
-        retention=current.retention if current else None,
-    )
     audit = None
     if actor is not None:
         details = {"policy": None if stored is None else payload_digest(stored)}
         audit = AuditEntry(at, tenant, actor, "tenant.policy", tenant, details)
-    store.put_tenant(record, audit=audit)
+    put_settings(store, tenant, by=by, at=at, audit=audit, policy=stored)
     return policy_of(store, tenant)
 
 
@@ -161,16 +153,27 @@ def set_sealing(
     its executions write from now on is sealed (or not); what was written reads back either
     way. Its policy and quotas are kept. With an `actor`, `tenant.seal_payloads` is appended
     to the audit chain in the same transaction."""
-    current = store.get_tenant(tenant)
-    if current is None:
-        record = TenantRecord(tenant, None, at, by, seal_payloads=seal)
-    else:
-        record = replace(current, seal_payloads=seal, updated_at=at, updated_by=by)
     audit = None
     if actor is not None:
         audit = AuditEntry(at, tenant, actor, "tenant.seal_payloads", tenant, {"seal": seal})
-    store.put_tenant(record, audit=audit)
+    put_settings(store, tenant, by=by, at=at, audit=audit, seal_payloads=seal)
     return policy_of(store, tenant)
+
+
+def put_settings(
+    store: TenantStore,
+    tenant: str,
+    *,
+    by: str,
+    at: datetime,
+    audit: AuditEntry | None,
+    **settings: Any,
+) -> None:
+    """Store `settings` (fields of its `TenantRecord`) for `tenant`, its other settings
+    kept; `audit` is appended in the same transaction."""
+    current = store.get_tenant(tenant) or TenantRecord(tenant, None, at, by)
+    record = replace(current, updated_at=at, updated_by=by, **settings)
+    store.put_tenant(record, audit=audit)
 
 
 def served(store: TenantStore, at: datetime) -> bool:

@@ -20,6 +20,8 @@ from wovyr.store.flow import FlowAcquire, FlowAnswer, GatedOutcome
 __all__ = ["GroupCommitter"]
 
 T = TypeVar("T")
+Q = TypeVar("Q")
+R = TypeVar("R")
 
 
 class GroupCommitter:
@@ -60,23 +62,11 @@ class GroupCommitter:
         return self._store.commit(steps)
 
     async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
         while self._queue:
             batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
-            try:
-                outcomes = await loop.run_in_executor(
-                    self._executor, self._write, [step for step, _ in batch]
-                )
-            except Exception as exc:  # the store failed: every waiter learns it
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            self.batches += 1
-            self.steps += len(batch)
-            for (_, future), outcome in zip(batch, outcomes, strict=True):
-                if not future.done():
-                    future.set_result(outcome)
+            if await self._answer(self._write, batch):
+                self.batches += 1
+                self.steps += len(batch)
 
     async def acquire(self, ask: FlowAcquire) -> FlowAnswer:
         """`Store.acquire_flows` for `ask`, with the asks of other runners made meanwhile."""
@@ -87,21 +77,30 @@ class GroupCommitter:
         return await future
 
     async def _flush_asks(self) -> None:
-        loop = asyncio.get_running_loop()
         while self._asks:
             batch, self._asks = self._asks[: self._max_batch], self._asks[self._max_batch :]
-            try:
-                answers = await loop.run_in_executor(
-                    self._executor, self._store.acquire_flows, [ask for ask, _ in batch]
-                )
-            except Exception as exc:  # the store failed: every waiter learns it
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for (_, future), answer in zip(batch, answers, strict=True):
+            await self._answer(self._store.acquire_flows, batch)
+
+    async def _answer(
+        self,
+        call: Callable[[list[Q]], Sequence[R]],
+        batch: Sequence[tuple[Q, asyncio.Future[R]]],
+    ) -> bool:
+        """Make `call` with the requests of `batch` on the commit thread and answer each
+        waiter still waiting with its result; False when the store failed (every waiter
+        learns it)."""
+        loop = asyncio.get_running_loop()
+        try:
+            results = await loop.run_in_executor(self._executor, call, [q for q, _ in batch])
+        except Exception as exc:
+            for _, future in batch:
                 if not future.done():
-                    future.set_result(answer)
+                    future.set_exception(exc)
+            return False
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+        return True
 
     async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """Run another store call on the commit thread (keeps one writer per process)."""

@@ -31,6 +31,7 @@ A tenant at that cap yields fewer than its turns and leaves the list until the n
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import threading
 import time
@@ -257,12 +258,13 @@ class FairClaimer:
             self._look(now, where)
             looked = True
         self._take_hints()
-        got = self._claim_turns(owner, now, lease_seconds, limit, held, where)
+        store_claim = functools.partial(self.store.claim, owner, now, lease_seconds, limit, **where)
+        got = self._claim_turns(store_claim, limit, held)
         if not got and not looked:
             # Nothing to plan, or the tenants planned had nothing left: look and try once
             # more, so an empty answer means no tenant has claimable work.
             self._look(now, where)
-            got = self._claim_turns(owner, now, lease_seconds, limit, held, where)
+            got = self._claim_turns(store_claim, limit, held)
         self._claims += 1
         return got
 
@@ -286,21 +288,17 @@ class FairClaimer:
             self._tenants = sorted(set(self._tenants) | hinted)
 
     def _claim_turns(
-        self,
-        owner: str,
-        now: datetime,
-        lease_seconds: float,
-        limit: int,
-        held: Mapping[str, int],
-        where: Mapping[str, Any],
+        self, store_claim: Callable[..., list[Claim]], limit: int, held: Mapping[str, int]
     ) -> list[Claim]:
+        """One claim of up to `limit` executions, by turns planned over the tenants seen;
+        `store_claim`: the store's claim with all but its `fair` argument."""
         tenants = self._tenants
         start = bisect.bisect_left(tenants, self._after)
         turns = plan_turns(tenants, held, limit, self.shares, start=start)
         if not turns:
             return []
         fair = FairShare(turns=turns, max_running=self.shares.max_running(turns))
-        got = self.store.claim(owner, now, lease_seconds, limit, fair=fair, **where)
+        got = store_claim(fair=fair)
         counts = Counter(c.tenant for c in got)
         short = {t for t, n in turns.items() if counts[t] < n}
         # The cursor moves past the last tenant served, so ties go round.

@@ -233,14 +233,7 @@ class Worker:
         # Alone, a thread hop costs more than it saves; busy, keep the loop responsive.
         record = start() if not self.runners else await asyncio.to_thread(start)
         if record.lease_owner == self.owner and record.key not in self.runners:
-            self._spawn(
-                record.id,
-                record.fence,
-                record.checkpoint or {},
-                record.definition_hash,
-                tenant=record.tenant,
-                adopt=True,
-            )
+            self._spawn(self._record_runner(record, adopt=True))
         return record
 
     def _runner(
@@ -266,19 +259,21 @@ class Worker:
         self.runners[(tenant, execution_id)] = runner
         return runner
 
-    def _spawn(
-        self,
-        execution_id: str,
-        fence: int,
-        checkpoint: dict[str, Any],
-        digest: str,
-        *,
-        tenant: str,
-        adopt: bool = False,
-    ) -> None:
-        runner = self._runner(execution_id, fence, checkpoint, digest, tenant, adopt=adopt)
-        task = asyncio.create_task(self._drive(runner), name=f"wovyr-run-{execution_id}")
-        key = (tenant, execution_id)
+    def _record_runner(self, record: ExecutionRecord, *, adopt: bool = False) -> ExecutionRunner:
+        """`_runner` for a stored execution, from its checkpoint."""
+        return self._runner(
+            record.id,
+            record.fence,
+            record.checkpoint or {},
+            record.definition_hash,
+            record.tenant,
+            adopt=adopt,
+        )
+
+    def _spawn(self, runner: ExecutionRunner) -> None:
+        """Drive `runner` (registered by `_runner`) in a task of its own."""
+        key = (runner.services.tenant, runner.execution_id)
+        task = asyncio.create_task(self._drive(runner), name=f"wovyr-run-{runner.execution_id}")
         self._tasks[key] = task
 
         def done(_: asyncio.Task[None]) -> None:
@@ -329,13 +324,7 @@ class Worker:
             if record is None or record.lease_owner != self.owner or record.fence != runner.fence:
                 return None  # finished and released, or taken over: nothing left to do here
             self.stats.resumed += 1
-            return self._runner(
-                record.id,
-                record.fence,
-                record.checkpoint or {},
-                record.definition_hash,
-                record.tenant,
-            )
+            return self._record_runner(record)
         return None
 
     def _claim_filter(self, only: list[str] | None) -> dict[str, Any] | None:
@@ -396,7 +385,7 @@ class Worker:
                         runner.lease_lost()  # another held it: stop; a heartbeat adopts
                     continue
                 self._spawn(
-                    c.execution_id, c.fence, c.checkpoint, c.definition_hash, tenant=c.tenant
+                    self._runner(c.execution_id, c.fence, c.checkpoint, c.definition_hash, c.tenant)
                 )
                 claimed += 1
         self.stats.claimed += claimed
@@ -533,13 +522,7 @@ class Worker:
             log.warning(
                 "worker %s: adopting execution %s of tenant %s", self.owner, execution_id, tenant
             )
-            self._spawn(
-                record.id,
-                record.fence,
-                record.checkpoint or {},
-                record.definition_hash,
-                tenant=record.tenant,
-            )
+            self._spawn(self._record_runner(record))
 
     async def rebalance(self) -> list[int]:
         """Tell the other workers we are alive and how we claim; with membership, recompute

@@ -256,15 +256,7 @@ def _result_events(
         if act.repeat is not None:
             return _iteration_end(act, state, attempt, outcome.output, now)
         return [ActivityCompleted(activity=act.id, attempt=attempt, output=outcome.output).at(now)]
-    return failure_events(
-        act.id,
-        attempt,
-        outcome.error,
-        outcome.retryable,
-        retry_policy(act),
-        now,
-        retry_after=outcome.retry_after,
-    )
+    return failure_events(act, attempt, outcome, now)
 
 
 def _iteration_end(

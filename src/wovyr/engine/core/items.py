@@ -23,7 +23,6 @@ from wovyr.engine.core.policy import (
     failure_events,
     recovery_exhausted,
     retry_due,
-    retry_policy,
     spec_of,
 )
 from wovyr.engine.core.state import ActivityState, ActivityStatus
@@ -274,13 +273,4 @@ def item_outcome_events(
             activity=act.id, index=index, attempt=attempt, output=outcome.output
         )
         return [completed.at(now)]
-    return failure_events(
-        act.id,
-        attempt,
-        outcome.error,
-        outcome.retryable,
-        retry_policy(act),
-        now,
-        index=index,
-        retry_after=outcome.retry_after,
-    )
+    return failure_events(act, attempt, outcome, now, index)

@@ -84,18 +84,15 @@ def error(kind: str, message: str, **details: Any) -> dict[str, Any]:
 
 
 def failure_events(
-    activity_id: str,
-    attempt: int,
-    err: dict[str, Any],
-    retryable: bool,
-    policy: RetryPolicy,
-    now: datetime,
-    index: int | None = None,
-    retry_after: float | None = None,
+    act: Activity, attempt: int, outcome: Outcome, now: datetime, index: int | None = None
 ) -> list[Event]:
-    """ActivityFailed (or ItemFailed), and a retry timer when another attempt follows: after
-    the policy's back-off, or after `retry_after` seconds when the failure asked for them
-    (a provider's 429 `Retry-After` is honoured as it is)."""
+    """For the failed `outcome` of an attempt of `act` (of its item `index`): ActivityFailed
+    (or ItemFailed), and a retry timer when another attempt follows under the activity's
+    retry policy: after its back-off, or after the outcome's `retry_after` seconds when the
+    failure asked for them (a provider's 429 `Retry-After` is honoured as it is)."""
+    activity_id, err, policy = act.id, outcome.error, retry_policy(act)
+    assert err is not None, "failure_events is for a failed outcome"
+    retryable, retry_after = outcome.retryable, outcome.retry_after
     will_retry = (
         retryable and attempt < policy.max_attempts and err.get("type") not in policy.non_retryable
     )

@@ -11,6 +11,7 @@ retried under the compensation's own `retry`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -128,11 +129,8 @@ def compensate(
     for aid in comp.get("order", []):
         spec = definition.activity(aid).compensate
         assert spec is not None
-        a = state.activity(aid)
-        if a.items is not None:
-            step = _compensate_items(aid, spec, state, now, in_flight, max_recoveries, costs)
-        else:
-            step = _compensate_one(aid, spec, state, now, in_flight, max_recoveries, costs)
+        undo = _Undo(aid, spec, state, now, in_flight, max_recoveries, costs)
+        step = undo.items() if state.activity(aid).items is not None else undo.one()
         if step is not None:
             return step
     steps = []
@@ -147,69 +145,72 @@ def compensate(
     return [ExecutionFailed(error=err).at(now)], []
 
 
-def _compensate_one(
-    aid: str,
-    spec: CompensateSpec,
-    state: ExecutionState,
-    now: datetime,
-    in_flight: frozenset[str],
-    max_recoveries: int,
-    costs: Costs,
-) -> Step | None:
-    a = state.activity(aid)
-    if a.status == ActivityStatus.COMPLETED:
-        return _attempt(aid, spec, 1, state, now, None, costs=costs)
-    if a.status == ActivityStatus.COMPENSATING:
-        if f"{aid}/compensate" in in_flight:
-            return [], []
-        attempt = a.compensation_attempt
-        if a.compensation_retry:  # it failed (within its retry policy): the next attempt
-            return _attempt(aid, spec, attempt + 1, state, now, None, costs=costs)
-        if a.compensation_recoveries >= max_recoveries:  # lost with its worker too often
-            err = recovery_exhausted(f"the compensation of {aid}", attempt, max_recoveries)
-            return [CompensationFailed(activity=aid, error=err).at(now)], []
-        recovery = a.compensation_recoveries + 1
-        return _attempt(aid, spec, attempt, state, now, None, recovery, costs)
-    return None
+@dataclass(frozen=True)
+class _Undo:
+    """The compensation of one activity: the step it needs now, or None when it is done."""
 
+    aid: str
+    spec: CompensateSpec
+    state: ExecutionState
+    now: datetime
+    in_flight: frozenset[str]
+    max_recoveries: int
+    costs: Costs
 
-def _compensate_items(
-    aid: str,
-    spec: CompensateSpec,
-    state: ExecutionState,
-    now: datetime,
-    in_flight: frozenset[str],
-    max_recoveries: int,
-    costs: Costs,
-) -> Step | None:
-    a = state.activity(aid)
-    items = a.items or ()
-    for i in reversed(range(len(items))):
-        item = items[i]
-        if item["status"] != ActivityStatus.COMPLETED:
-            continue
-        mark = item.get("compensation")
-        if mark is None:
-            return _attempt(aid, spec, 1, state, now, i, costs=costs)
-        if mark == "running":
-            if f"{aid}[{i}]/compensate" in in_flight:
-                return [], []
-            attempt = int(item.get("compensation_attempt", 1))
-            if item.get("compensation_retry"):  # it failed: the next attempt
-                return _attempt(aid, spec, attempt + 1, state, now, i, costs=costs)
-            recoveries = int(item.get("compensation_recoveries", 0))
-            if recoveries >= max_recoveries:  # lost with its worker too often
-                what = f"the compensation of item {i} of {aid}"
-                err = recovery_exhausted(what, attempt, max_recoveries)
-                return [CompensationFailed(activity=aid, index=i, error=err).at(now)], []
-            return _attempt(aid, spec, attempt, state, now, i, recoveries + 1, costs)
-    if a.status in (ActivityStatus.COMPENSATED, ActivityStatus.COMPENSATION_FAILED):
+    def one(self) -> Step | None:
+        a = self.state.activity(self.aid)
+        if a.status == ActivityStatus.COMPLETED:
+            return self._attempt(1, None)
+        if a.status == ActivityStatus.COMPENSATING:
+            attempt, recoveries = a.compensation_attempt, a.compensation_recoveries
+            return self._running(None, attempt, a.compensation_retry, recoveries)
         return None
-    failed = [i for i, item in enumerate(items) if item.get("compensation") == "failed"]
-    if failed:
-        err = error("CompensationFailed", f"items {failed} of {aid} could not be undone")
-        return [CompensationFailed(activity=aid, error=err).at(now)], []
-    return [ActivityCompensated(activity=aid, output=None).at(now)], []
+
+    def items(self) -> Step | None:
+        """A for_each's completed items, undone in reverse index order."""
+        aid, now = self.aid, self.now
+        a = self.state.activity(aid)
+        items = a.items or ()
+        for i in reversed(range(len(items))):
+            item = items[i]
+            if item["status"] != ActivityStatus.COMPLETED:
+                continue
+            mark = item.get("compensation")
+            if mark is None:
+                return self._attempt(1, i)
+            if mark == "running":
+                attempt = int(item.get("compensation_attempt", 1))
+                recoveries = int(item.get("compensation_recoveries", 0))
+                return self._running(i, attempt, bool(item.get("compensation_retry")), recoveries)
+        if a.status in (ActivityStatus.COMPENSATED, ActivityStatus.COMPENSATION_FAILED):
+            return None
+        failed = [i for i, item in enumerate(items) if item.get("compensation") == "failed"]
+        if failed:
+            err = error("CompensationFailed", f"items {failed} of {aid} could not be undone")
+            return [CompensationFailed(activity=aid, error=err).at(now)], []
+        return [ActivityCompensated(activity=aid, output=None).at(now)], []
+
+    def _running(self, index: int | None, attempt: int, retry: bool, recoveries: int) -> Step:
+        """A compensation (of the activity, or of its item `index`) under way: wait for its
+        attempt in flight; after a failed attempt, the next one; after one lost with its
+        worker, the same one again (within the recovery budget)."""
+        aid = self.aid
+        key = aid if index is None else f"{aid}[{index}]"
+        if f"{key}/compensate" in self.in_flight:
+            return [], []
+        if retry:  # it failed (within its retry policy): the next attempt
+            return self._attempt(attempt + 1, index)
+        if recoveries >= self.max_recoveries:  # lost with its worker too often
+            what = aid if index is None else f"item {index} of {aid}"
+            err = recovery_exhausted(f"the compensation of {what}", attempt, self.max_recoveries)
+            failed = CompensationFailed(activity=aid, index=or_absent(index), error=err)
+            return [failed.at(self.now)], []
+        return self._attempt(attempt, index, recoveries + 1)
+
+    def _attempt(self, attempt: int, index: int | None, recovery: int | None = None) -> Step:
+        return _attempt(
+            self.aid, self.spec, attempt, self.state, self.now, index, recovery, self.costs
+        )
 
 
 def _attempt(

@@ -655,53 +655,41 @@ def _compensation_step(state: ExecutionState, e: Event, at: str) -> ExecutionSta
 
 
 def _compensated(state: ExecutionState, e: Event, at: str) -> ExecutionState:
-    if e.get("index") is not None:
-        return _set_item(
-            state,
-            e.data["activity"],
-            e.data["index"],
-            compensation="compensated",
-            compensation_output=e.get("output"),
-        )
-    return _set_activity(
-        state,
-        e.data["activity"],
-        status=ActivityStatus.COMPENSATED,
-        compensation_output=e.get("output"),
+    return _set_compensation(
+        state, e, "compensated", ActivityStatus.COMPENSATED, compensation_output=e.get("output")
     )
 
 
 def _compensation_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
-    if e.get("index") is not None:
-        return _set_item(
-            state,
-            e.data["activity"],
-            e.data["index"],
-            compensation="failed",
-            compensation_error=e.get("error"),
-        )
-    return _set_activity(
-        state,
-        e.data["activity"],
-        status=ActivityStatus.COMPENSATION_FAILED,
-        compensation_error=e.get("error"),
+    return _set_compensation(
+        state, e, "failed", ActivityStatus.COMPENSATION_FAILED, compensation_error=e.get("error")
     )
 
 
 def _compensation_attempt_failed(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     """The attempt failed and another follows (in the same commit): `compensation_retry`
     tells the decider that the attempt not in flight failed, and was not lost."""
-    if e.get("index") is not None:
-        return _set_item(
-            state,
-            e.data["activity"],
-            e.data["index"],
-            compensation_error=e.get("error"),
-            compensation_retry=True,
-        )
-    return _set_activity(
-        state, e.data["activity"], compensation_error=e.get("error"), compensation_retry=True
+    return _set_compensation(
+        state, e, None, None, compensation_error=e.get("error"), compensation_retry=True
     )
+
+
+def _set_compensation(
+    state: ExecutionState,
+    e: Event,
+    item_status: str | None,
+    status: ActivityStatus | None,
+    **changes: Any,
+) -> ExecutionState:
+    """Apply a compensation's `changes` to the event's for_each item (its `compensation`
+    becomes `item_status`) or, without an index, to its activity (its status `status`)."""
+    if e.get("index") is not None:
+        if item_status is not None:
+            changes = {"compensation": item_status, **changes}
+        return _set_item(state, e.data["activity"], e.data["index"], **changes)
+    if status is not None:
+        changes = {"status": status, **changes}
+    return _set_activity(state, e.data["activity"], **changes)
 
 
 def _set_item(
