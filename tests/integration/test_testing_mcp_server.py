@@ -1,9 +1,10 @@
 """The fake MCP server of the testing kit (`wovyr.testing.FakeMCPServer`): a test's own
 module-level functions (sync and async) are the tools of a real MCP server, over stdio and
-over HTTP, that an `mcp` step calls, each call recorded with its arguments; what a tool
-raises is a tool error on the step; a function the server process cannot import is refused
-where it is given; the `mcp_server` fixture of the plugin; and without the `mcp` SDK the
-kit still imports, and only the server says which extra it needs."""
+over HTTP, that an `mcp` step calls, each call recorded with its arguments (kept once the
+server stops); what a tool raises is a tool error on the step; a function the server
+process cannot import is refused where it is given; the `mcp_server` fixture of the plugin;
+and without the `mcp` SDK the kit still imports, and only the server says which extra it
+needs."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_a_tests_functions_are_the_tools_an_mcp_step_calls(
         engine.start(CALL.replace("TOOL", "lookup"), execution_id="e1")
         engine.start(CALL.replace("TOOL", "cancel"), execution_id="e2")
         drain(engine)
-        calls = orders.calls
+    calls = orders.calls  # kept when the server stops
     view = engine.query("e1")
     assert view.status == "completed", view.activities["find"]
     assert view.output["structured_content"] == {"order_id": "A-17", "status": "shipped"}

@@ -130,6 +130,7 @@ class FakeMCPServer:
         self._dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._url: str | None = None
+        self._kept: list[ToolCall] | None = None  # the calls, once stopped
 
     def tool(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Offer `fn` too (a decorator; a stdio server's next start offers it)."""
@@ -181,7 +182,10 @@ class FakeMCPServer:
 
     @property
     def calls(self) -> list[ToolCall]:
-        """Every call received so far, in order (from every process of a stdio server)."""
+        """Every call received so far, in order (from every process of a stdio server);
+        after the `with` block, every call it received."""
+        if self._kept is not None:
+            return list(self._kept)
         if not self.calls_file.exists():
             return []
         *lines, _partial = self.calls_file.read_text().split("\n")  # whole lines only
@@ -189,6 +193,7 @@ class FakeMCPServer:
 
     def __enter__(self) -> FakeMCPServer:
         self._dir = Path(tempfile.mkdtemp(prefix="wovyr-mcp-"))
+        self._kept = None
         if self.transport == "http":
             self._serve_http()
         return self
@@ -218,7 +223,9 @@ class FakeMCPServer:
             self._process = None
         self._url = None
         if self._dir is not None:
+            self._kept = self.calls
             shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
 
 def _listening(port: int) -> bool:
