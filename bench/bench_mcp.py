@@ -1,5 +1,5 @@
 """The cost of one MCP tool call as an `mcp` step, against the SDK on its own, for a stdio
-server (tests/mcp_server.py, started per call) and a streamable-HTTP one (started once).
+server (`wovyr.testing.mcp_server`, started per call) and a streamable-HTTP one (started once).
 
 S0  the SDK alone, as the engine uses it: a session opened, initialized, one `tools/call`
     (`add`), closed - for stdio that starts and stops the server process
@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER = ROOT / "tests" / "mcp_server.py"
+SERVER = [sys.executable, "-m", "wovyr.testing.mcp_server"]  # its built-in tools
 
 from wovyr.activities.mcp import McpAccess, McpServerConfig, call_tool  # noqa: E402
 from wovyr.activities.policy import TRUSTED  # noqa: E402
 from wovyr.engine.engine import Engine  # noqa: E402
 from wovyr.platform.mcp import add_mcp_server, parse_mcp_server  # noqa: E402
 from wovyr.store.sqlite import SQLiteStore  # noqa: E402
-from wovyr.testing import drain  # noqa: E402
+from wovyr.testing import FakeMCPServer, drain  # noqa: E402
 
 FLOW = """\
 apiVersion: wovyr/v1
@@ -109,32 +107,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the MCP server did not listen"
-                time.sleep(0.05)
-        with tempfile.TemporaryDirectory() as home:
-            result = {
-                "runs": args.runs,
-                "stdio": measure("stdio", [sys.executable, str(SERVER)], args.runs, Path(home)),
-                "http": measure("http", f"http://127.0.0.1:{port}/mcp", args.runs, Path(home)),
-            }
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with FakeMCPServer(transport="http") as http, tempfile.TemporaryDirectory() as home:
+        result = {
+            "runs": args.runs,
+            "stdio": measure("stdio", SERVER, args.runs, Path(home)),
+            "http": measure("http", http.url, args.runs, Path(home)),
+        }
     if args.json:
         print(json.dumps(result))
         return

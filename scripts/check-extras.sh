@@ -35,10 +35,12 @@ declare -A TESTS=(
     tests/unit/engine/test_deferred.py tests/integration/test_engine_flows.py
     tests/acceptance/test_cli.py::test_run_completes_with_exit_0
     tests/acceptance/test_cli.py::test_failed_saga_exits_1_and_compensates
-    tests/unit/cli/test_cli_memory.py::test_search_without_numpy_names_the_memory_extra"
+    tests/unit/cli/test_cli_memory.py::test_search_without_numpy_names_the_memory_extra
+    tests/integration/test_testing_mcp_server.py::test_without_the_mcp_sdk_the_server_names_the_extra
+    tests/integration/test_testing_mcp_server.py::test_the_kit_and_its_plugin_do_not_import_the_mcp_sdk"
   [postgres]="tests/contract/test_store_flow_gates.py tests/contract/test_flow_holds.py"
   [server]="tests/server/test_workflows_api.py tests/server/test_secrets_api.py"
-  [mcp]="tests/integration/test_mcp_client.py"
+  [mcp]="tests/integration/test_mcp_client.py tests/integration/test_testing_mcp_server.py"
   [otel]="tests/unit/test_traces.py tests/integration/test_tracing.py"
   [memory]="tests/unit/cli/test_cli_memory.py tests/integration/test_memory_activity.py"
   [all]="tests/server/test_mcp_server.py tests/server/test_tracing_api.py

@@ -1,5 +1,5 @@
 """The MCP client end to end against a real MCP server built with the official SDK
-(tests/mcp_server.py, as a stdio subprocess and as a streamable-HTTP server process): the
+(`wovyr.testing.mcp_server`, as a stdio subprocess and as a streamable-HTTP server process): the
 `mcp` activity calls a tool; an `agent` is offered a server's tools with the schemas the
 server lists and calls them through the scripted model (one server process for the
 attempt's listing and calls), each call recorded as a
@@ -14,9 +14,6 @@ import hashlib
 import json
 import logging
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -39,10 +36,10 @@ from wovyr.platform.secrets import Secrets
 from wovyr.store.platform import McpServerRecord
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
+from wovyr.testing.mcp_server import FakeMCPServer
 from wovyr.testing.model_server import ScriptedLLM, text, tool_calls
 
 T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)
-SERVER = Path(__file__).parents[1] / "mcp_server.py"
 CANARY = "mcp-canary-7d41c9e05b"
 
 CALL = """\
@@ -66,16 +63,15 @@ def _engine(db: Path, **kw: Any) -> Engine:
     )
 
 
-def _stdio(engine: Engine, name: str = "calc", *extra: str) -> None:
-    fields = {"command": [sys.executable, str(SERVER), *extra]}
-    policy = engine.side_effect_policy()
-    record = parse_mcp_server(engine.tenant, name, fields, policy=policy, by="test", at=T0)
-    add_mcp_server(engine.store, record)
+@pytest.fixture
+def fake() -> Iterator[FakeMCPServer]:
+    with FakeMCPServer() as server:  # its built-in tools, over stdio
+        yield server
 
 
-def test_an_mcp_activity_calls_a_stdio_servers_tool(tmp_path: Path) -> None:
+def test_an_mcp_activity_calls_a_stdio_servers_tool(tmp_path: Path, fake: FakeMCPServer) -> None:
     engine = _engine(tmp_path / "w.db")
-    _stdio(engine)
+    fake.register(engine, "calc")
     engine.start(CALL, {"a": 2}, execution_id="e1")
     drain(engine)
     view = engine.query("e1")
@@ -85,9 +81,11 @@ def test_an_mcp_activity_calls_a_stdio_servers_tool(tmp_path: Path) -> None:
     assert view.output["is_error"] is False
 
 
-def test_a_tool_error_and_an_unknown_server_fail_clearly(tmp_path: Path) -> None:
+def test_a_tool_error_and_an_unknown_server_fail_clearly(
+    tmp_path: Path, fake: FakeMCPServer
+) -> None:
     engine = _engine(tmp_path / "w.db")
-    _stdio(engine)
+    fake.register(engine, "calc")
     engine.start(CALL.replace("tool: add", "tool: fail"), {"a": 1}, execution_id="e1")
     engine.start(CALL.replace("server: calc", "server: nope"), {"a": 1}, execution_id="e2")
     drain(engine)
@@ -114,8 +112,9 @@ output: "${{ activities.think.output }}"
 """
 
 
-def test_an_agent_calls_mcp_tools_offered_with_the_servers_schemas(tmp_path: Path) -> None:
-    calls = tmp_path / "calls.log"
+def test_an_agent_calls_mcp_tools_offered_with_the_servers_schemas(
+    tmp_path: Path, fake: FakeMCPServer
+) -> None:
     script = [
         tool_calls(("calc_add", {"a": 2, "b": 3}), ("calc_record", {"note": "five"})),
         tool_calls(
@@ -128,7 +127,7 @@ def test_an_agent_calls_mcp_tools_offered_with_the_servers_schemas(tmp_path: Pat
         engine = _engine(
             tmp_path / "w.db", providers=Providers({"default": provider}), side_effects=TRUSTED
         )
-        _stdio(engine, "calc", "--calls", str(calls))
+        fake.register(engine, "calc")
         engine.start(AGENT, execution_id="e1")
         drain(engine)
         view = engine.query("e1")
@@ -149,15 +148,17 @@ def test_an_agent_calls_mcp_tools_offered_with_the_servers_schemas(tmp_path: Pat
     assert [e["tool"] for e in events[:2]] == ["mcp:calc/add", "mcp:calc/record"]
     assert events[0]["arguments"] == {"a": 2, "b": 3}
     assert events[0]["result"] == {"result": 5}
-    made = [line.split() for line in calls.read_text().splitlines()]
-    assert [note for note, _ in made] == ["five", "again"]  # each call reached it, once
-    assert made[0][1] == made[1][1]  # one server process for the attempt's calls
+    made = [c for c in fake.calls if c.tool == "record"]
+    assert [c.arguments for c in made] == [{"note": "five"}, {"note": "again"}]  # each once
+    assert len({c.pid for c in fake.calls}) == 1  # one server process for the attempt's calls
 
 
-def test_a_restricted_tenant_cannot_register_a_stdio_server(tmp_path: Path) -> None:
+def test_a_restricted_tenant_cannot_register_a_stdio_server(
+    tmp_path: Path, fake: FakeMCPServer
+) -> None:
     engine = _engine(tmp_path / "w.db").for_tenant("acme")  # no policy set: restricted
     with pytest.raises(InputError) as caught:
-        _stdio(engine)
+        fake.register(engine, "calc")
     message = str(caught.value)
     assert "may not register a stdio server" in message
     assert "shell: false" in message
@@ -170,11 +171,10 @@ def test_a_restricted_tenant_cannot_register_a_stdio_server(tmp_path: Path) -> N
 
 
 def test_a_stdio_server_stored_before_a_tightening_is_refused_at_the_call(
-    tmp_path: Path,
+    tmp_path: Path, fake: FakeMCPServer
 ) -> None:
-    calls = tmp_path / "calls.log"
     engine = _engine(tmp_path / "w.db").for_tenant("acme")
-    command = (sys.executable, str(SERVER), "--calls", str(calls))
+    command = tuple(fake.command)
     engine.store.put_mcp_server(McpServerRecord("acme", "calc", "stdio", command, None, {}, T0))
     flow = CALL.replace("tool: add", "tool: record").replace(
         'arguments: {a: "${{ inputs.a }}", b: 3}', "arguments: {note: x}"
@@ -184,7 +184,7 @@ def test_a_stdio_server_stored_before_a_tightening_is_refused_at_the_call(
     act = engine.query("e1").activities["sum"]
     assert act["error"]["type"] == "PolicyDenied", act
     assert act["attempt"] == 1
-    assert not calls.exists()  # nothing was started
+    assert fake.calls == []  # nothing was started
 
 
 def _free_port() -> int:
@@ -194,27 +194,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    log = (tmp_path / "http-server.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http", str(port)], stdout=log, stderr=log
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None, "the MCP server process exited"
-            assert time.monotonic() < deadline, "the MCP server did not listen"
-            time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+def http_server() -> Iterator[str]:
+    with FakeMCPServer(transport="http") as server:
+        yield server.url
 
 
 WHOAMI = CALL.replace("tool: add", "tool: whoami").replace(
@@ -273,9 +255,9 @@ def test_a_tenant_without_private_network_cannot_reach_a_loopback_server(
     assert act["attempt"] == 1  # refused by the policy: not retried
 
 
-def test_another_tenants_server_is_unknown_at_dispatch(tmp_path: Path) -> None:
+def test_another_tenants_server_is_unknown_at_dispatch(tmp_path: Path, fake: FakeMCPServer) -> None:
     engine = _engine(tmp_path / "w.db", side_effects=TRUSTED)
-    _stdio(engine)  # tenant default's
+    fake.register(engine, "calc")  # tenant default's
     other = engine.for_tenant("beta")
     other.start(CALL, {"a": 1}, execution_id="b1")
     drain(engine)

@@ -8,7 +8,7 @@ in a process of its own, whose global tracer provider is ours); a failed call (t
 refused the key, the tool answered an error) is an error span named by its type. The API key, the
 prompt and a tool's arguments leave the process in no export, though the key was sent to
 the model server (the scripted one of wovyr.testing.model_server) and the tool ran (the official
-SDK's server of tests/mcp_server.py, over stdio)."""
+SDK's server of `wovyr.testing.mcp_server`, over stdio)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
 from wovyr.testing.model_server import ScriptedLLM, status, text, tool_calls
 
-MCP_SERVER = Path(__file__).parents[1] / "mcp_server.py"
+MCP_SERVER = [sys.executable, "-m", "wovyr.testing.mcp_server"]  # its built-in tools
 API_KEY = "sk-trace-canary-5f3e1a9d07"
 PROMPT = "Summarize the confidential memo 4417"
 
@@ -110,7 +110,7 @@ def traced_engine(tmp_path: Path, collector: Collector, llm: ScriptedLLM) -> Eng
         side_effects=TRUSTED,  # the model server is on loopback, the MCP server a program
         tracer=OtelTracer(collector.traces_url),
     )
-    fields = {"command": [sys.executable, str(MCP_SERVER)]}
+    fields = {"command": MCP_SERVER}
     policy = engine.side_effect_policy()
     at = engine.clock.now()
     add_mcp_server(
@@ -243,7 +243,7 @@ engine = Engine(
     side_effects=TRUSTED,
     tracer=OtelTracer(traces_url, install=True),  # the process's provider: the SDK's too
 )
-fields = {"command": [sys.executable, str(MCP_SERVER)]}
+fields = {"command": MCP_SERVER}
 record = parse_mcp_server(
     engine.tenant, "calc", fields, policy=engine.side_effect_policy(), by="t",
     at=engine.clock.now(),

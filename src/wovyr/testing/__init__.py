@@ -1,6 +1,7 @@
 """Testing workflows and agents: an engine on a `memory://` store and a ManualClock, a
 scripted model (in process, or over real HTTP as an OpenAI-compatible server), recorded
-transcripts, and a pytest plugin (`engine`, `clock`, `model` and `activities` fixtures).
+transcripts, a fake MCP server (tools from plain functions; the `mcp` extra), and a pytest
+plugin (`engine`, `clock`, `model`, `activities` and `mcp_server` fixtures).
 
     from wovyr.testing import drain, memory_engine
 
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from wovyr.testing.engines import EPOCH, CrashPoint, crash, drain, memory_engine
+    from wovyr.testing.mcp_server import FakeMCPServer, ToolCall
     from wovyr.testing.model import (
         Answer,
         Recorded,
@@ -40,10 +42,12 @@ __all__ = [
     "EPOCH",
     "Answer",
     "CrashPoint",
+    "FakeMCPServer",
     "Recorded",
     "Reply",
     "ScriptedLLM",
     "ScriptedModel",
+    "ToolCall",
     "Transcript",
     "crash",
     "drain",
@@ -71,6 +75,8 @@ _WHERE = {
     "text": "wovyr.testing.model",
     "tool_calls": "wovyr.testing.model",
     "ScriptedLLM": "wovyr.testing.model_server",
+    "FakeMCPServer": "wovyr.testing.mcp_server",
+    "ToolCall": "wovyr.testing.mcp_server",
     "Transcript": "wovyr.testing.transcript",
 }
 

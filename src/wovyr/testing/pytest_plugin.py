@@ -5,6 +5,9 @@ every pytest run): fixtures to test workflows and agents.
   it: `clock.advance(hours=2)`, or `drain(engine, skip_time=True)` to each timer);
 - `model`: the scripted model server (`wovyr.testing.ScriptedLLM`, real HTTP on
   127.0.0.1) with an empty script: `model.script(text("hi"))`, `model.requests`;
+- `mcp_server`: a fake MCP server (`wovyr.testing.FakeMCPServer`, the `mcp` extra) over
+  stdio with the built-in tools: `@mcp_server.tool` adds one of the test module's
+  functions, `mcp_server.register(engine, "name")`, `mcp_server.calls`;
 - `activities`: an empty `ActivityRegistry` for the test's tools;
 - `engine`: an engine on a fresh `memory://` store, the `clock`, the `activities`, and the
   provider `default` pointing at `model` (default model `scripted`); closed after the test.
@@ -24,9 +27,10 @@ if TYPE_CHECKING:
     from wovyr.activities.base import ActivityRegistry
     from wovyr.clock import ManualClock
     from wovyr.engine.engine import Engine
+    from wovyr.testing.mcp_server import FakeMCPServer
     from wovyr.testing.model_server import ScriptedLLM
 
-__all__ = ["activities", "clock", "engine", "model"]
+__all__ = ["activities", "clock", "engine", "mcp_server", "model"]
 
 
 @pytest.fixture
@@ -42,6 +46,14 @@ def model() -> Iterator[ScriptedLLM]:
     from wovyr.testing.model_server import ScriptedLLM
 
     with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def mcp_server() -> Iterator[FakeMCPServer]:
+    from wovyr.testing.mcp_server import FakeMCPServer
+
+    with FakeMCPServer() as server:
         yield server
 
 
