@@ -180,7 +180,11 @@ async def _loop(spec: AgentSpec, dispatch: Dispatch) -> Any:
     if spec.instructions:
         messages.append({"role": "system", "content": spec.instructions})
     task = spec.input if isinstance(spec.input, str) else json.dumps(spec.input)
-    messages.append({"role": "user", "content": task})
+    if spec.attachments:
+        parts = [p.model_dump(mode="json", exclude_none=True) for p in spec.attachments]
+        messages.append({"role": "user", "content": [{"type": "text", "text": task}, *parts]})
+    else:
+        messages.append({"role": "user", "content": task})
     run = _Run()
     turn = 0
     while True:
