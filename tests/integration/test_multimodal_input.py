@@ -7,6 +7,7 @@ a part that renders wrong fails the step as bad input."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,11 @@ def test_an_agent_s_attachments_go_with_its_task_to_each_family(tmp_path: Path) 
             assert engine.query(f"e{n}").output == "summary"
         (chat,) = llm.completions
         (messages,) = llm.messages
+        # the inline data is in the history twice: the execution's input and the step's
+        # rendered input, once each; the journaled model call keeps only the answer
+        holding = [e.type for e in engine.history("e0") if PDF in json.dumps(e.data)]
         engine.close()
+    assert holding == ["ExecutionStarted", "ActivityScheduled"]
     assert chat.body["messages"] == [
         {
             "role": "user",

@@ -7,6 +7,7 @@ step of the execution.
         model: gpt-4o-mini
         instructions: You answer with sources.
         input: "${{ inputs.question }}"
+        attachments: [{type: image, url: "https://example.com/chart.png"}]  # content parts
         tools: [search.web, pages.fetch, "mcp:files/read_file", "mcp:github"]
         max_turns: 8
         budget: {tokens: 50000, cost: 0.50}
