@@ -2,7 +2,9 @@
 between the conversation the `llm` and `agent` kinds keep (OpenAI chat-completions messages,
 which is also what the journal records) and a Messages exchange.
 
-Request: `system` messages become the top-level `system`; an assistant message's
+Request: `system` messages become the top-level `system`; a user message's content parts
+become `text`, `image` (`source: {type: url}` or `{type: base64, media_type, data}`) and
+`document` (a PDF, base64) blocks; an assistant message's
 `tool_calls` become `tool_use` content blocks (`input` is the parsed arguments); the `tool`
 messages that answer them become `tool_result` blocks of one `user` message (an `error: ...`
 result is sent with `is_error`); consecutive messages of one role are merged (the API wants
@@ -81,7 +83,7 @@ def request_body(body: dict[str, Any]) -> dict[str, Any]:
             blocks = _assistant_blocks(message)
         else:
             role = "user"
-            blocks = [{"type": "text", "text": str(message.get("content") or "")}]
+            blocks = _user_blocks(message.get("content"))
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
         else:
@@ -111,6 +113,32 @@ def request_body(body: dict[str, Any]) -> dict[str, Any]:
     for key in sorted(ANTHROPIC_OPTIONS & body.keys()):  # `options:`, checked at dispatch
         out[key] = body[key]
     return out
+
+
+def _user_blocks(content: Any) -> list[dict[str, Any]]:
+    """A user message's content as blocks: text, or its parts (`text`; `image` by URL or
+    base64 data; `file`, a PDF, as a base64 `document`)."""
+    if not isinstance(content, list):
+        return [{"type": "text", "text": str(content or "")}]
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        kind, url = part.get("type"), str(part.get("url") or "")
+        if kind == "text":
+            blocks.append({"type": "text", "text": str(part.get("text") or "")})
+            continue
+        if url.startswith("data:"):
+            media_type, _, data = url.removeprefix("data:").partition(";base64,")
+            source = {"type": "base64", "media_type": media_type, "data": data}
+        else:
+            source = {"type": "url", "url": url}
+        if kind == "image":
+            blocks.append({"type": "image", "source": source})
+        else:
+            block: dict[str, Any] = {"type": "document", "source": source}
+            if part.get("filename"):
+                block["title"] = str(part["filename"])
+            blocks.append(block)
+    return blocks or [{"type": "text", "text": ""}]
 
 
 def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

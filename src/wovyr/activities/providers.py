@@ -81,6 +81,7 @@ __all__ = [
     "Providers",
     "ResponseCache",
     "chat",
+    "chat_request",
     "embed",
     "price_problems",
     "provider_body",
@@ -344,6 +345,7 @@ async def chat(
     suffix = "/messages" if provider.kind == "anthropic" else "/chat/completions"
     url = provider.base_url.rstrip("/") + suffix
     body = provider_body(provider, body)
+    await _check_media_urls(body, policy)
     named = body.get("model")
     model = named if isinstance(named, str) else None
     attributes = _call_attributes(provider, "chat", model)
@@ -373,6 +375,50 @@ async def chat(
             }
         )
     return result
+
+
+async def _check_media_urls(body: dict[str, Any], policy: SideEffectPolicy) -> None:
+    """Every http(s) URL of a message's content parts checked as an `http` step's target
+    is (`wovyr.activities.egress`): the provider fetches it for the tenant, so an address
+    the tenant's policy refuses (a private one, unless allowed) fails the call before it
+    is made, not retried; a host that does not resolve is retried. The error locates the
+    part and never carries the URL (it may carry a token)."""
+    if policy.private_network:
+        return
+    from urllib.parse import urlsplit
+
+    for i, message in enumerate(body.get("messages") or ()):
+        content = message.get("content") if isinstance(message, dict) else None
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            url = part.get("url") if isinstance(part, dict) else None
+            if not isinstance(url, str) or url.startswith("data:"):
+                continue
+            where = f"messages[{i}].content[{j}]"
+            try:
+                split = urlsplit(url)
+                scheme, host = split.scheme, split.hostname or ""
+                port = split.port or (443 if scheme == "https" else 80)
+            except ValueError:
+                scheme, host, port = "", "", 0
+            if scheme not in ("http", "https") or not host:
+                raise NonRetryableError(
+                    f"the {part.get('type')} URL of {where} is not an http(s) URL",
+                    type="InvalidInput",
+                )
+            try:
+                await egress.checked_addresses(host, port, policy)
+            except ActivityError as exc:
+                if exc.retryable:
+                    raise ActivityError(
+                        f"the host of the {part.get('type')} URL of {where} does not resolve",
+                        type=exc.type,
+                    ) from None
+                raise NonRetryableError(
+                    f"the {part.get('type')} URL of {where} is at an address the tenant's "
+                    "egress policy refuses (a private network; allow it in the policy's "
+                    "allow_hosts or allow_networks)",
+                    type="MediaUrlRefused",
+                ) from None
 
 
 def provider_body(provider: ProviderConfig, body: dict[str, Any]) -> dict[str, Any]:
@@ -566,7 +612,7 @@ async def _exchange(
     if kind == "anthropic":
         headers, sent = anthropic.headers(api_key), anthropic.request_body(body)
     else:
-        sent = body
+        sent = chat_request(body)
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
     request = client.build_request("POST", url, headers=headers, content=_json_bytes(sent))
@@ -587,6 +633,36 @@ async def _exchange(
         return _parse_completion(bytes(content), str(body.get("model")))
     finally:
         await response.aclose()
+
+
+def chat_request(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat-completions `body` as the wire takes it: a message's content parts (see
+    `wovyr.kinds.steps.ContentPart`) become `text`, `image_url` and `file` (`file_data`,
+    the data URL) parts; a body without parts is sent as it is."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not any(
+        isinstance(m.get("content"), list) for m in messages
+    ):
+        return body
+    return {
+        **body,
+        "messages": [
+            {**m, "content": [_chat_part(p) for p in m["content"]]}
+            if isinstance(m.get("content"), list)
+            else m
+            for m in messages
+        ],
+    }
+
+
+def _chat_part(part: dict[str, Any]) -> dict[str, Any]:
+    kind = part.get("type")
+    if kind == "image":
+        return {"type": "image_url", "image_url": {"url": part.get("url")}}
+    if kind == "file":
+        name = part.get("filename") or "file.pdf"
+        return {"type": "file", "file": {"filename": name, "file_data": part.get("url")}}
+    return {"type": "text", "text": part.get("text")}
 
 
 def _json_bytes(body: dict[str, Any]) -> bytes:

@@ -35,7 +35,7 @@ from wovyr.definition.source import SourceMap
 from wovyr.errors import DefinitionError, Problem
 from wovyr.fields import NAME_PATTERN, Duration, FrozenModel, Version
 from wovyr.kinds.options import Options
-from wovyr.kinds.steps import AgentBudget, EmbeddingSpec, ToolName
+from wovyr.kinds.steps import AgentBudget, ContentPart, EmbeddingSpec, ToolName
 
 __all__ = [
     "AGENT_LABEL",
@@ -66,6 +66,9 @@ class AgentDefinitionSpec(FrozenModel):
     model: str | None = Field(default=None, description="Default: the provider's model")
     instructions: str | None = Field(default=None, description="The system message")
     tools: list[ToolName] = Field(default_factory=list)
+    attachments: list[ContentPart] = Field(
+        default_factory=list, description="Content parts sent with every run's task"
+    )
     max_turns: int = Field(default=10, ge=1, le=1000)
     budget: AgentBudget = Field(default_factory=AgentBudget)
     require_approval: list[ToolName] = Field(default_factory=list)

@@ -74,6 +74,8 @@ def _resolve(loc: tuple[int | str, ...], data: Any) -> tuple[DataPath, list[int 
     current = data
     for index, step in enumerate(loc):
         if not _has(current, step):
+            if index + 1 < len(loc) and _has(current, loc[index + 1]):
+                continue  # the tag of the union member pydantic chose (a discriminator's)
             return tuple(path), list(loc[index:])
         current = current[step]
         path.append(step)

@@ -8,9 +8,10 @@ the decider and validation import these and no activity code.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator, model_validator
 
 from wovyr.fields import NAME_PATTERN, Duration, FrozenModel, Timestamp, Version
 from wovyr.kinds.options import Options
@@ -38,6 +39,7 @@ __all__ = [
     "ApprovalWait",
     "ChildStep",
     "ChildWorkflowSpec",
+    "ContentPart",
     "EmbeddingSpec",
     "HttpSpec",
     "HttpStep",
@@ -171,11 +173,92 @@ class EmbeddingSpec(FrozenModel):
     )
 
 
+MAX_INLINE_BYTES = 524_288  # the text of one `data:` URL at most (it is kept in the history)
+_DATA_URL = re.compile(r"^data:([a-z0-9.+-]+/[a-z0-9.+-]+);base64,([A-Za-z0-9+/]*={0,2})$")
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+class ContentPart(FrozenModel):
+    """One part of a message's content: `{type: text, text}`, `{type: image, url}` (an
+    http(s) URL, which the provider fetches, or a base64 `data:` URL of a PNG, JPEG, GIF or
+    WebP image) or `{type: file, url, filename}` (a base64 `data:application/pdf` URL)."""
+
+    type: Literal["text", "image", "file"]
+    text: str | None = Field(default=None, description="The text of a `text` part")
+    url: str | None = Field(
+        default=None, description="An `image`'s http(s) or data: URL; a `file`'s data: URL"
+    )
+    filename: str | None = Field(default=None, max_length=256, description="A `file`'s name")
+
+    @model_validator(mode="after")
+    def _fields_of_its_type(self) -> ContentPart:
+        wants = {"text": "text", "image": "url", "file": "url"}[self.type]
+        given = {k for k in ("text", "url", "filename") if getattr(self, k) is not None}
+        extra = sorted(given - {wants, *(("filename",) if self.type == "file" else ())})
+        if wants not in given:
+            raise ValueError(f"{_an(self.type)} part needs `{wants}`")
+        if extra:
+            raise ValueError(f"{_an(self.type)} part takes no `{'`, `'.join(extra)}`")
+        if self.url is not None and "${{" not in self.url:  # rendered: checked again then
+            _media_url_problem(self.type, self.url)
+        return self
+
+    def media_type(self) -> str | None:
+        """The media type of a `data:` URL (None for an http(s) URL or text)."""
+        found = _DATA_URL.match(self.url or "")
+        return found.group(1) if found else None
+
+
+def _an(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
+def _media_url_problem(kind: str, url: str) -> None:
+    """ValueError saying why `url` cannot be the URL of an `image` or `file` part."""
+    if url.startswith("data:"):
+        if len(url) > MAX_INLINE_BYTES:
+            raise ValueError(
+                f"a data: URL of {len(url)} characters is larger than {MAX_INLINE_BYTES} "
+                "(inline data is kept in the execution's history; link a larger one by URL)"
+            )
+        found = _DATA_URL.match(url)
+        if found is None:
+            raise ValueError("a data: URL is `data:<media type>;base64,<base64 data>`")
+        allowed = _IMAGE_TYPES if kind == "image" else ("application/pdf",)
+        if found.group(1) not in allowed:
+            raise ValueError(f"{_an(kind)} part's data is one of {', '.join(allowed)}")
+        return
+    if kind == "file":
+        raise ValueError("a file part's url is a base64 data: URL (data:application/pdf;...)")
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() not in ("http", "https") or not rest:
+        raise ValueError("an image part's url is an http(s) URL or a base64 data: URL")
+
+
+def _text_or_list(value: Any) -> str:
+    return "list" if isinstance(value, list) else "text"
+
+
+# Text or a list: only the member the value's shape picks is tried, so a problem inside the
+# list is located where it is (not merged with "expected a string").
+Content = Annotated[
+    Annotated[str | None, Tag("text")] | Annotated[list[ContentPart], Tag("list")],
+    Discriminator(_text_or_list),
+]
+
+
 class Message(FrozenModel):
     role: Literal["system", "user", "assistant", "tool"]
-    content: str | None = None
+    content: Content = None
     tool_call_id: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _media_from_the_user(self) -> Message:
+        media = isinstance(self.content, list) and any(p.type != "text" for p in self.content)
+        if media and self.role != "user":
+            raise ValueError("only a user message's content may hold image or file parts")
+        return self
 
 
 class LlmSpec(FrozenModel):
@@ -183,9 +266,10 @@ class LlmSpec(FrozenModel):
     model: str | None = Field(default=None, description="Default: the provider's model")
     system: str | None = Field(default=None, description="The system message")
     prompt: str | None = Field(default=None, description="The user message")
-    messages: list[Message] | str | None = Field(
-        default=None, description="The conversation (instead of prompt), or an expression"
-    )
+    messages: Annotated[
+        Annotated[str | None, Tag("text")] | Annotated[list[Message], Tag("list")],
+        Discriminator(_text_or_list),
+    ] = Field(default=None, description="The conversation (instead of prompt), or an expression")
     temperature: float | str | None = Field(default=None, description="0 to 2")
     max_tokens: int | str | None = Field(default=None, description="The answer's token limit")
     response_schema: dict[str, Any] | None = Field(
@@ -292,6 +376,11 @@ class AgentSpec(FrozenModel):
         default=None, description="The provider and model that embed memory texts"
     )
     max_turns: int = Field(default=10, ge=1, le=1000, description="Model calls at most")
+    attachments: list[ContentPart] = Field(
+        default_factory=list,
+        description="Content parts sent after the input in the task's message: images "
+        "(by http(s) or data: URL), PDF files (by data: URL), text",
+    )
     budget: AgentBudget = Field(default_factory=AgentBudget)
     require_approval: list[ToolName] = Field(
         default_factory=list, description="Tools whose every call waits for a person's approval"

@@ -7,6 +7,7 @@ step of the execution.
         model: gpt-4o-mini
         instructions: You answer with sources.
         input: "${{ inputs.question }}"
+        attachments: [{type: image, url: "https://example.com/chart.png"}]  # content parts
         tools: [search.web, pages.fetch, "mcp:files/read_file", "mcp:github"]
         max_turns: 8
         budget: {tokens: 50000, cost: 0.50}
@@ -180,7 +181,11 @@ async def _loop(spec: AgentSpec, dispatch: Dispatch) -> Any:
     if spec.instructions:
         messages.append({"role": "system", "content": spec.instructions})
     task = spec.input if isinstance(spec.input, str) else json.dumps(spec.input)
-    messages.append({"role": "user", "content": task})
+    if spec.attachments:
+        parts = [p.model_dump(mode="json", exclude_none=True) for p in spec.attachments]
+        messages.append({"role": "user", "content": [{"type": "text", "text": task}, *parts]})
+    else:
+        messages.append({"role": "user", "content": task})
     run = _Run()
     turn = 0
     while True:

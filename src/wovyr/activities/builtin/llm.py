@@ -12,6 +12,11 @@
         cache: true
         options: {seed: 7, top_p: 0.9}   # provider parameters, sent as they are
 
+A message's `content` may be a list of parts (`wovyr.kinds.steps.ContentPart`: text, an
+image by http(s) or `data:` URL, a PDF by `data:` URL), mapped to each provider family's
+parts by `wovyr.activities.providers`, which checks an image URL against the tenant's
+egress policy before the call.
+
 Output: `{text, json, usage: {input_tokens, output_tokens}, cost, model, finish_reason}`
 (`json` is the parsed answer when `response_schema` is given, else null; `cost` is null
 unless the provider has prices). With `response_schema`, an answer that is not JSON or does
