@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 from wovyr.engine.engine import Engine
 from wovyr.server.ui.batch_routes import BatchRoutes
 from wovyr.server.ui.catalog_routes import CatalogRoutes
+from wovyr.server.ui.event_routes import EventRoutes
 from wovyr.server.ui.routes import UiRoutes
 from wovyr.server.ui.session import Authenticator, SecretFile, SessionCodec, load_secret
 from wovyr.settings import Settings
@@ -59,4 +60,5 @@ def mount_ui(
     lease = float(getattr(settings, "lease_seconds", 30.0))
     app.include_router(CatalogRoutes(routes, lease_seconds=lease).router())
     app.include_router(BatchRoutes(routes).router())
+    app.include_router(EventRoutes(routes).router())
     app.mount("/ui/static", StaticFiles(directory=STATIC_DIR), name="wovyr-ui-static")
