@@ -529,7 +529,12 @@ AGENT = declare(
     Declaration(
         name="agent",
         model=AgentStep,
-        spec=lambda step: step.agent.model_dump(mode="json", exclude_none=True),
+        # Without attachments the input is the one agents have always recorded.
+        spec=lambda step: step.agent.model_dump(
+            mode="json",
+            exclude_none=True,
+            exclude=None if step.agent.attachments else {"attachments"},
+        ),
         description="a tool-calling loop, each model call and tool call a durable step",
         default_attempts=3,
         compensates=False,
