@@ -436,6 +436,8 @@ class SignalReceived(EventData):
     TYPE: ClassVar[str] = EventType.SIGNAL_RECEIVED
     name: str
     payload: Any
+    # a trigger's `<trigger>:<dedup key>`: the event that sent it is delivered once
+    dedup: str | Absent = ABSENT
 
 
 @_record

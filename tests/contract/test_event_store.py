@@ -111,6 +111,14 @@ def test_received_events_page_newest_first(store: Store) -> None:
     assert store.list_trigger_events("t1", trigger="other").items == []
 
 
+def test_a_received_event_reads_back_by_id_in_its_tenant_once(store: Store) -> None:
+    store.record_trigger_event(received(3))
+    store.record_trigger_event(replace(received(3), outcome="duplicate"))  # the id is taken
+    assert store.get_trigger_event("t1", "ev003") == received(3)
+    assert store.get_trigger_event("t2", "ev003") is None
+    assert store.get_trigger_event("t1", "ev004") is None
+
+
 def test_trigger_starts_count_in_the_window(store: Store) -> None:
     for i in range(4):
         store.record_trigger_event(received(i, outcome="started" if i != 1 else "filtered"))

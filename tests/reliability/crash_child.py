@@ -4,8 +4,9 @@ Usage: python crash_child.py run STORE_URL WORKDIR EXECUTIONS
        python crash_child.py zygote
 
 `zygote` imports everything once, then forks one child per JSON line read from stdin
-(``{"workload": "crash" | "io" | "chain", "url": ..., "workdir": ..., "count": ...}``;
-`io` is the workload of `io_child.py`, `chain` a continue-as-new chain of four runs),
+(``{"workload": "crash" | "io" | "chain" | "trigger", "url": ..., "workdir": ..., "count":
+...}``; `io` is the workload of `io_child.py`, `chain` a continue-as-new chain of four runs,
+`trigger` the events of `test_trigger_crash.py`),
 printing ``pid <pid>`` and later
 ``exit <pid> <code>`` (a negative code is the signal that ended it). Each forked child first
 waits until a tracer makes `getppid()` return `TRACED_MARK` (strace
@@ -41,11 +42,13 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import wovyr.worker.commit
 from wovyr.activities.base import ActivityContext, ActivityRegistry
+from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.store import open_store
 from wovyr.store.checkpoints import DELTA_FROM
@@ -183,6 +186,127 @@ def run_chain(url: str, workdir: Path) -> None:
     engine.close()
 
 
+# The `trigger` workload: events posted to three triggers (`prepare_triggers` applies them),
+# each event's id its dedup key: `orders` starts `fulfil` for a topic event, `hooks` for a
+# signed webhook request, `payments` signals the waiting execution `waiter-1`.
+FULFIL = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: fulfil}
+inputs: {order: {type: string}}
+activities:
+  - {id: a, set: {order: "${{ inputs.order }}"}}
+output: "${{ activities.a.output.order }}"
+"""
+WAITER = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: waiter}
+activities:
+  - {id: gate, wait: {signal: never}}
+"""
+TRIGGERS = (
+    """\
+apiVersion: wovyr/v1
+kind: Trigger
+metadata: {name: orders}
+spec:
+  topic: orders.created
+  start: {workflow: fulfil}
+  input: {order: "${{ payload.id }}"}
+  dedup: {key: "${{ payload.id }}", ttl: 1h}
+""",
+    """\
+apiVersion: wovyr/v1
+kind: Trigger
+metadata: {name: payments}
+spec:
+  topic: payments.done
+  signal: {execution: waiter-1, name: paid}
+  dedup: {key: "${{ payload.id }}", ttl: 1h}
+""",
+    """\
+apiVersion: wovyr/v1
+kind: Trigger
+metadata: {name: hooks}
+spec:
+  topic: hooks.received
+  webhook: {secrets: [HOOK], tolerance: 300}
+  start: {workflow: fulfil}
+  input: {order: "${{ payload.id }}"}
+  dedup: {key: "${{ payload.id }}", ttl: 1h}
+""",
+)
+TRIGGER_AT = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)  # the sender signs at this time
+HOOK_KEY = "hook-key-0123456789abcdef"
+ROOT_KEY = b"\x42" * 32
+
+
+def trigger_engine(url: str, at: datetime) -> Engine:
+    from wovyr.platform.kms import Kms, RootKey
+    from wovyr.platform.secrets import Secrets
+
+    store = open_store(url)
+    return Engine(
+        store, clock=ManualClock(at), secrets=Secrets(store, Kms(RootKey(ROOT_KEY), "production"))
+    )
+
+
+def prepare_triggers(url: str) -> None:
+    """Definitions, triggers, the webhook's secret and the waiting `waiter-1`."""
+    from wovyr.engine.triggers import apply_trigger
+
+    engine = trigger_engine(url, TRIGGER_AT)
+    for source in (FULFIL, WAITER):
+        engine.apply(source)
+    for source in TRIGGERS:
+        apply_trigger(engine, source)
+    assert engine.secrets is not None
+    engine.secrets.set_secret(engine.tenant, "HOOK", HOOK_KEY, by="test", at=TRIGGER_AT)
+    engine.start(WAITER, execution_id="waiter-1")
+    engine.close()
+
+
+def trigger_events(count: int) -> list[tuple[str, str, bytes]]:
+    """(trigger, event id, body) of every event the workload sends, in order."""
+    events = []
+    for i in range(count):
+        for trigger in ("orders", "payments", "hooks"):
+            name = f"{trigger[0]}{i}"
+            events.append((trigger, name, json.dumps({"id": name}).encode()))
+    return events
+
+
+def send_event(engine: Engine, trigger: str, body: bytes) -> tuple[str, str]:
+    """Post one event as its sender does: (outcome, execution id); a webhook request is
+    signed at `TRIGGER_AT` (so a retry is the same request) and may be refused."""
+    from wovyr.activities.outbound import SIGNATURE_HEADER, sign_body
+    from wovyr.engine.triggers import SignatureRefused, receive_event, receive_webhook
+
+    if trigger == "hooks":
+        hook = engine.store.get_trigger(engine.tenant, "hooks")
+        assert hook is not None and hook.hook_id is not None
+        header = sign_body([HOOK_KEY.encode()], body, TRIGGER_AT)
+        try:
+            got = receive_webhook(engine, hook.hook_id, body, {SIGNATURE_HEADER: header})
+        except SignatureRefused:
+            return "refused", "-"
+    else:
+        topic = "orders.created" if trigger == "orders" else "payments.done"
+        got = receive_event(engine, topic, body)
+    [record] = got.records
+    return record.outcome, record.execution_id or "-"
+
+
+def receive_all(url: str, workdir: Path, count: int) -> None:
+    """Receive every event once, acking ``<event> <outcome> <execution>`` as each returns."""
+    engine = trigger_engine(url, TRIGGER_AT)
+    for trigger, name, body in trigger_events(count):
+        outcome, execution_id = send_event(engine, trigger, body)
+        append_line(workdir / "acks", f"{name} {outcome} {execution_id}")
+    engine.close()
+
+
 def _warm_up() -> None:
     """Import and compile now what a child would otherwise load lazily (under the tracer,
     every file a lazy import touches costs several traced syscalls)."""
@@ -196,9 +320,18 @@ def _warm_up() -> None:
         from wovyr.store.postgres import PostgresStore  # noqa: F401
     load_definition(THREE_STEPS)
     load_definition(CHAIN)
+    import wovyr.engine.triggers
+    import wovyr.platform.kms  # noqa: F401
 
 
 def _workload(name: str) -> Callable[[str, Path, int], int]:
+    if name == "trigger":
+
+        def trigger(url: str, workdir: Path, count: int) -> int:
+            receive_all(url, workdir, count)
+            return 0
+
+        return trigger
     if name == "io":
         from io_child import io_run  # this folder is sys.path[0]: the script's own
 

@@ -24,7 +24,6 @@ the one PostgreSQL schema emptied between kills): crashes inside a migration are
 from __future__ import annotations
 
 import itertools
-import shutil
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,7 +42,7 @@ from wovyr.testing import drain
 
 from .crash_child import CHAIN_RUNS, effect_registry
 from .test_crash_points import manual_store
-from .tracing import count_calls, zygote
+from .tracing import copy_of, count_calls, zygote
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("strace_installed")]
 CALLS = ("pwrite64", "fdatasync")
@@ -118,10 +117,7 @@ def test_a_kill_at_any_write_of_the_hand_over_leaves_one_live_run(tmp_path: Path
     open_store(f"sqlite:///{template}").close()  # migrated once; each kill starts from a copy
 
     def target(name: str) -> tuple[str, Path]:
-        workdir = tmp_path / name
-        workdir.mkdir()
-        shutil.copyfile(template, workdir / "w.db")
-        return f"sqlite:///{workdir / 'w.db'}", workdir
+        return copy_of(template, tmp_path / name)
 
     with zygote() as z:
         url, clean = target("clean")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from .crash_child import NOT_TRACED, TRACED_MARK
 
-__all__ = ["Zygote", "count_calls", "injected", "zygote"]
+__all__ = ["Zygote", "copy_of", "count_calls", "injected", "zygote"]
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
@@ -74,6 +75,14 @@ class Zygote:
         assert tracer.returncode == 0, errors
         assert int(code) != NOT_TRACED, "strace did not attach"
         return int(code)
+
+
+def copy_of(template: Path, workdir: Path) -> tuple[str, Path]:
+    """A copy of the SQLite file `template` as `workdir`/w.db: (its URL, `workdir`). Each
+    kill of a sweep starts from one, so the sweep crosses the workload's calls only."""
+    workdir.mkdir(parents=True)
+    shutil.copyfile(template, workdir / "w.db")
+    return f"sqlite:///{workdir / 'w.db'}", workdir
 
 
 @contextmanager

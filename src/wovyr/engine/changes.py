@@ -33,6 +33,7 @@ from wovyr.events import (
     ApprovalDecided,
     ChildFinished,
     Event,
+    EventType,
     ExecutionCancelled,
     SignalReceived,
     or_absent,
@@ -44,6 +45,7 @@ from wovyr.store.base import (
     ExecutionFilter,
     ExecutionRecord,
     StepWrite,
+    Store,
     TimerRecord,
 )
 
@@ -58,6 +60,7 @@ __all__ = [
     "pinned_guard",
     "require_running",
     "signal",
+    "signalled",
 ]
 
 
@@ -84,21 +87,40 @@ def signal(
     payload: Any = None,
     *,
     definition: Workflow | str | None = None,
+    dedup: str | None = None,
+    recheck: bool = False,
 ) -> ExecutionView:
     """Deliver a signal; buffered until an activity waits for `name`. `definition`: see
-    `pinned_guard`."""
+    `pinned_guard`. `dedup` marks the signal (`SignalReceived.dedup`) so that it is
+    delivered once: with `recheck` (the caller may have sent it before and died), and on
+    every recomputation after the log moved (another sender may have just sent it), it is
+    not appended when the execution's log already holds a signal with that mark."""
     if not name or not isinstance(name, str):
         raise InputError([Problem("a signal needs a name", path="name")])
     rt.limits.checked("the signal's payload", payload, "payload")
     pinned = pinned_guard(rt, execution_id, definition)
+    look = [recheck]
 
     def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
         require_running(state)
         pinned(state)
-        return [SignalReceived(name=name, payload=payload).at(rt.clock.now())]
+        if dedup is not None:
+            if look[0] and signalled(rt.store, rt.tenant, state.id, dedup):
+                return []
+            look[0] = True
+        mark = or_absent(dedup)
+        return [SignalReceived(name=name, payload=payload, dedup=mark).at(rt.clock.now())]
 
     details = {"name": name, "payload": payload_digest(payload)}
     return append(rt, execution_id, events, ("execution.signal", details))
+
+
+def signalled(store: Store, tenant: str, execution_id: str, dedup: str) -> bool:
+    """Whether `execution_id`'s log holds a signal marked `dedup` (see `signal`)."""
+    return any(
+        e.type == EventType.SIGNAL_RECEIVED and e.data.get("dedup") == dedup
+        for e in store.history(execution_id, tenant=tenant)
+    )
 
 
 def approve(
@@ -235,6 +257,8 @@ def append(
         state = state_from_json(record.checkpoint or {})
         workflow = Definitions(rt).definition(record.definition_hash)
         events = make_events(state, workflow)
+        if not events:  # nothing to change (a signal delivered before)
+            return execution_view(rt, record, state)
         after = fold(events, state)
         step = make_step(
             record.id, state, after, events, rt.clock.now(), tenant=rt.tenant, ready=True

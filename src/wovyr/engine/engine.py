@@ -324,9 +324,20 @@ class Engine:
         payload: Any = None,
         *,
         definition: Workflow | str | None = None,
+        dedup: str | None = None,
+        recheck: bool = False,
     ) -> ExecutionView:
-        """Deliver a signal; buffered until an activity waits for `name`."""
-        return changes.signal(self.runtime, execution_id, name, payload, definition=definition)
+        """Deliver a signal; buffered until an activity waits for `name`. `dedup` and
+        `recheck`: delivered once (see `wovyr.engine.changes.signal`)."""
+        return changes.signal(
+            self.runtime,
+            execution_id,
+            name,
+            payload,
+            definition=definition,
+            dedup=dedup,
+            recheck=recheck,
+        )
 
     def approve(
         self,

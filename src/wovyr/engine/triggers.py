@@ -19,7 +19,11 @@ the tenant's quotas applying: a refusal is `limited`) or the signal. Every outco
 The dedup key is claimed before the start, for the execution id the start will use: a crash
 between the two leaves the key held by an execution that does not exist, which the next
 delivery of the same event finds and starts under that same id (a start is idempotent by
-id), so the event starts one execution, never two and never none.
+id), so the event starts one execution, never two and never none. A signal trigger claims
+the key for the execution it signals and marks the signal with `<trigger>:<key>`: the next
+delivery of an event whose key is held sends the signal unless that execution's log holds
+one with the mark (checked again inside the append, so two deliveries at once send one).
+`tests/reliability/test_trigger_crash.py` kills the receiving process at every commit.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from wovyr.activities.outbound import SIGNATURE_HEADER, signature_of
 from wovyr.definition.expr import evaluate_condition, render
 from wovyr.definition.parse import read_source
 from wovyr.definition.trigger import TriggerDocument, load_trigger
+from wovyr.engine.changes import signalled
 from wovyr.errors import (
     Conflict,
     ExpressionError,
@@ -221,17 +226,25 @@ def receive_webhook(
     signature = signature_of(headers.get(SIGNATURE_HEADER, ""), body, keys, now, webhook.tolerance)
     if signature is None:
         raise SignatureRefused("the webhook signature is not valid (or outside its tolerance)")
+    # The signature is held for the id its event will be recorded under. Held, and that
+    # event recorded: a replay. Held with no event: the request was taken and its process
+    # died before it recorded an outcome; the sender's retry of the same request is taken
+    # again when the trigger has a dedup key (which makes a second take start or signal
+    # nothing new), else refused (at most once).
+    event_id = new_id(now)
     held = engine.store.claim_dedup_key(
         record.tenant,
         f"{_REPLAY}{record.name}",
         signature,
-        "-",
+        event_id,
         now,
         now + timedelta(seconds=webhook.tolerance * 2),
     )
     if held is not None:
-        raise SignatureRefused("the webhook signature was used before (a replay)")
-    return Received([_take(tenant_engine, "webhook", record, body, max_bytes)])
+        if document.spec.dedup is None or engine.store.get_trigger_event(record.tenant, held):
+            raise SignatureRefused("the webhook signature was used before (a replay)")
+        event_id = held
+    return Received([_take(tenant_engine, "webhook", record, body, max_bytes, event_id)])
 
 
 def _secret(engine: Engine, name: str) -> bytes:
@@ -254,11 +267,12 @@ def _record(
     reason: str = "",
     execution_id: str | None = None,
     dedup_key: str | None = None,
+    event_id: str | None = None,
 ) -> TriggerEventRecord:
     now = engine.clock.now()
     record = TriggerEventRecord(
         engine.tenant,
-        new_id(now),
+        event_id or new_id(now),
         now,
         source,
         topic,
@@ -274,12 +288,27 @@ def _record(
 
 
 def _take(
-    engine: Engine, source: str, record: TriggerRecord, body: bytes, max_bytes: int
+    engine: Engine,
+    source: str,
+    record: TriggerRecord,
+    body: bytes,
+    max_bytes: int,
+    event_id: str | None = None,
 ) -> TriggerEventRecord:
-    """What `record`'s trigger makes of one event (recorded)."""
+    """What `record`'s trigger makes of one event (recorded, under `event_id` if given)."""
 
     def done(outcome: str, reason: str = "", **kw: Any) -> TriggerEventRecord:
-        return _record(engine, source, record.topic, record.name, body, outcome, reason, **kw)
+        return _record(
+            engine,
+            source,
+            record.topic,
+            record.name,
+            body,
+            outcome,
+            reason,
+            event_id=event_id,
+            **kw,
+        )
 
     if len(body) > max_bytes:
         return done("rejected", f"the payload is too large ({len(body)} > {max_bytes} bytes)")
@@ -310,18 +339,26 @@ def _take(
         if engine.store.count_trigger_starts(engine.tenant, record.name, since) >= spec.rate.limit:
             return done("limited", f"rate limit: {spec.rate.limit} per {spec.rate.per:g} s")
     execution_id = target if spec.signal is not None else new_id(now)
+    mark = None if key is None else f"{record.name}:{key}"  # on the signal it sends
+    recheck = False
     if key is not None and spec.dedup is not None:
         until = now + timedelta(seconds=spec.dedup.ttl)
         held = engine.store.claim_dedup_key(
             engine.tenant, record.name, key, execution_id, now, until
         )
         if held is not None:
-            if spec.signal is not None or engine.store.load(held, engine.tenant) is not None:
+            if spec.signal is not None:
+                assert mark is not None
+                if signalled(engine.store, engine.tenant, held, mark):
+                    return done("duplicate", "", execution_id=held, dedup_key=key)
+                recheck = True  # claimed, then the signal was lost (or is on its way): once
+            elif engine.store.load(held, engine.tenant) is not None:
                 return done("duplicate", "", execution_id=held, dedup_key=key)
             execution_id = held  # claimed, then the start was lost: start it under that id
     try:
         if spec.signal is not None:
-            engine.signal(execution_id, spec.signal.name, payload if mapped is None else mapped)
+            given = payload if mapped is None else mapped
+            engine.signal(execution_id, spec.signal.name, given, dedup=mark, recheck=recheck)
             return done("signalled", "", execution_id=execution_id, dedup_key=key)
         assert spec.start is not None
         given = payload if mapped is None else mapped

@@ -184,6 +184,7 @@ class EventStore(Protocol):
     # --- events received -------------------------------------------------------------------
 
     def record_trigger_event(self, record: TriggerEventRecord) -> None: ...
+    def get_trigger_event(self, tenant: str, event_id: str) -> TriggerEventRecord | None: ...
     def list_trigger_events(
         self,
         tenant: str,

@@ -828,6 +828,7 @@ PLAIN_METHODS = frozenset(
         "trigger_by_hook",
         "delete_trigger",
         "record_trigger_event",
+        "get_trigger_event",
         "list_trigger_events",
         "count_trigger_starts",
         "claim_dedup_key",

@@ -225,6 +225,10 @@ class SQLEvents(SQLRole):
         params = {**asdict(record), "received_at": self._dialect.timestamp(record.received_at)}
         self._events_write("trigger_event_insert", params)
 
+    def get_trigger_event(self, tenant: str, event_id: str) -> TriggerEventRecord | None:
+        rows = self._event_rows("trigger_event_get", {"tenant": tenant, "id": event_id})
+        return _event(rows[0], self._dialect) if rows else None
+
     def list_trigger_events(
         self,
         tenant: str,

@@ -34,7 +34,13 @@ DELETE FROM triggers WHERE tenant = :tenant AND name = :name;
 INSERT INTO trigger_events (tenant, id, received_at, source, topic, trigger_name, outcome,
                             reason, execution_id, dedup_key, size)
 VALUES (:tenant, :id, :received_at, :source, :topic, :trigger, :outcome, :reason,
-        :execution_id, :dedup_key, :size);
+        :execution_id, :dedup_key, :size)
+ON CONFLICT (tenant, id) DO NOTHING;
+
+-- name: trigger_event_get
+SELECT tenant, id, received_at, source, topic, trigger_name, outcome, reason, execution_id,
+       dedup_key, size
+FROM trigger_events WHERE tenant = :tenant AND id = :id;
 
 -- name: trigger_event_page
 SELECT tenant, id, received_at, source, topic, trigger_name, outcome, reason, execution_id,
