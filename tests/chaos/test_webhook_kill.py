@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -67,6 +68,20 @@ class HoldingReceiver:
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def close(self) -> None:
+        """Stop serving and close the listening socket (left to the garbage collector, it
+        warns inside whichever test runs next in this worker)."""
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[HoldingReceiver]:
+    held = HoldingReceiver()
+    yield held
+    held.close()
+
 
 def run(env: dict[str, str], *args: str) -> Any:
     done = subprocess.run(
@@ -78,7 +93,9 @@ def run(env: dict[str, str], *args: str) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_a_delivery_killed_mid_send_is_sent_again_under_its_id(tmp_path: Path) -> None:
+def test_a_delivery_killed_mid_send_is_sent_again_under_its_id(
+    tmp_path: Path, receiver: HoldingReceiver
+) -> None:
     home = tmp_path / "home"
     flow = tmp_path / "flow.yaml"
     flow.write_text(FLOW)
@@ -89,7 +106,6 @@ def test_a_delivery_killed_mid_send_is_sent_again_under_its_id(tmp_path: Path) -
         "PYTHONPATH": os.pathsep.join(sys.path),
     }
     env.pop("WOVYR_DATABASE_URL", None)
-    receiver = HoldingReceiver()
     run(env, "admin", "tenants", "set", "acme", "--seal-payloads")
     run(env, "admin", "tenants", "set", "acme", "--allow-host", f"127.0.0.1:{receiver.port}")
     store = SQLiteStore(home / "wovyr.db")
@@ -131,5 +147,4 @@ def test_a_delivery_killed_mid_send_is_sent_again_under_its_id(tmp_path: Path) -
     assert len(set(receiver.ids)) == 1  # a receiver that dedups on the id: once
     [attempt] = store.delivery_attempts("acme", pending.id)
     assert attempt.status_code == 200
-    receiver.server.shutdown()
     store.close()
