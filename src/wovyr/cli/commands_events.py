@@ -260,7 +260,8 @@ def set_command(
         from wovyr.platform.webhooks import endpoint_view, parse_endpoint
 
         by = engine.actor or "local"
-        record = parse_endpoint(engine.tenant, name, body, by=by, at=engine.clock.now())
+        at, policy = engine.clock.now(), engine.side_effect_policy()
+        record = parse_endpoint(engine.tenant, name, body, by=by, at=at, policy=policy)
         audit = engine.audit_entry("webhook.set", name, {"url": url, "events": list(events)})
         engine.store.put_webhook_endpoint(record, audit=audit)
         return endpoint_view(record)

@@ -74,9 +74,18 @@ Sender = Callable[[str, bytes, Mapping[str, str], SideEffectPolicy], Awaitable[S
 
 
 def parse_endpoint(
-    tenant: str, name: str, body: Mapping[str, Any], *, by: str, at: datetime
+    tenant: str,
+    name: str,
+    body: Mapping[str, Any],
+    *,
+    by: str,
+    at: datetime,
+    policy: SideEffectPolicy | None = None,
 ) -> WebhookEndpointRecord:
-    """An endpoint from `{url, events, secrets, filter?}`; InputError naming each bad field."""
+    """An endpoint from `{url, events, secrets, filter?}`; InputError naming each bad field.
+    With the tenant's `policy`, a URL whose host is written as an address the policy
+    refuses (a private or loopback IP, `localhost`) is refused now; a name is checked when
+    each delivery resolves it (DNS may answer otherwise by then)."""
     problems = []
     if not _NAME.match(name):
         problems.append(Problem("a name is letters, digits, '.', '_' and '-'", path="name"))
@@ -88,6 +97,16 @@ def parse_endpoint(
         problems.append(Problem("an http or https URL with a host", path="url"))
     elif parts.username or parts.password:
         problems.append(Problem("no credentials in the URL: sign with secrets", path="url"))
+    elif policy is not None and not _admitted_literal(
+        parts.hostname, parts.port, parts.scheme, policy
+    ):
+        problems.append(
+            Problem(
+                "the tenant's side-effect policy refuses this address (private network); "
+                "an admin may allow it with `wovyr admin tenants set --allow-host HOST:PORT`",
+                path="url",
+            )
+        )
     events = body.get("events")
     if not isinstance(events, list) or not events or not all(e in OUTBOUND_EVENTS for e in events):
         problems.append(Problem(f"a list of {', '.join(OUTBOUND_EVENTS)}", path="events"))
@@ -107,6 +126,16 @@ def parse_endpoint(
     return WebhookEndpointRecord(
         tenant, name, url, tuple(sorted(set(events))), condition, tuple(secrets), at, by
     )
+
+
+def _admitted_literal(host: str, port: int | None, scheme: str, policy: SideEffectPolicy) -> bool:
+    from wovyr.activities.egress import admitted, literal_address
+
+    address = literal_address(host)
+    if address is None:  # a name: checked at each delivery
+        return True
+    port = port or (443 if scheme == "https" else 80)
+    return admitted(address, host=host, port=port, policy=policy)
 
 
 def _filter_problems(condition: Any) -> list[Problem]:

@@ -305,7 +305,10 @@ def put_webhook(
 ) -> EndpointOut:
     """Add or replace a webhook endpoint of the tenant."""
     engine = tenant_engine(ctx, principal)
-    record = parse_endpoint(principal.tenant, name, body, by=principal.key_id, at=ctx.clock.now())
+    policy = engine.side_effect_policy()  # an address it refuses is refused now
+    record = parse_endpoint(
+        principal.tenant, name, body, by=principal.key_id, at=ctx.clock.now(), policy=policy
+    )
     audit = engine.audit_entry(
         "webhook.set", name, {"url": record.url, "events": list(record.events)}
     )
