@@ -351,3 +351,80 @@ def test_gantt_items_and_saga_in_the_browser(sync_api: Any, live_server: LiveSer
             _wait_until(lambda: page.url.endswith("#act-charge"), "the bar's link")
         finally:
             browser.close()
+
+
+TRIGGERED_FLOW = """\
+apiVersion: wovyr/v1
+kind: Workflow
+metadata: {name: fulfil}
+inputs: {order: {type: string}}
+activities:
+  - {id: a, set: {order: "${{ inputs.order }}"}}
+"""
+ORDERS_TRIGGER = """\
+apiVersion: wovyr/v1
+kind: Trigger
+metadata: {name: orders}
+spec:
+  topic: orders.created
+  start: {workflow: fulfil}
+  input: {order: "${{ payload.id }}"}
+  dedup: {key: "${{ payload.id }}", ttl: 1h}
+"""
+
+
+def test_events_and_webhooks_pages(sync_api: Any, live_server: LiveServer, tmp_path: Path) -> None:
+    """An event received by a trigger is listed with the execution it started (a link that
+    opens it), and the webhook delivery that execution's completion made is listed with its
+    endpoint on the Webhooks page."""
+    from datetime import UTC, datetime
+
+    from wovyr.engine.triggers import apply_trigger, receive_event
+    from wovyr.store.events import WebhookEndpointRecord
+
+    engine = live_server.engine.for_tenant("acme")
+    _, token = live_server.authenticator.create_key("acme", "admin", "dana")
+    engine.apply(TRIGGERED_FLOW)
+    apply_trigger(engine, ORDERS_TRIGGER)
+    url = "https://hooks.example.com/wovyr/in"
+    events = ("execution.completed",)
+    now = datetime.now(UTC)
+    endpoint = WebhookEndpointRecord("acme", "ops", url, events, None, ("WH",), now, "test")
+    engine.store.put_webhook_endpoint(endpoint)
+    [started] = receive_event(engine, "orders.created", b'{"id": "o-7"}').records
+    assert started.outcome == "started" and started.execution_id is not None
+    _wait_until(
+        lambda: engine.query(started.execution_id or "").status == "completed",
+        "the background worker to complete the triggered execution",
+    )
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(DEADLINE * 1000)
+            problems: list[str] = []
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda exc: problems.append(str(exc)))
+            page.goto(f"{live_server.url}/ui/events")
+            page.fill("#api_key", token)
+            page.click("button[type=submit]")
+            row = page.locator(f'tr[data-event="{started.id}"][data-outcome="started"]')
+            assert "o-7" in row.inner_text()  # the dedup key
+            assert page.locator('tr[data-trigger="orders"]').count() == 1
+            page.screenshot(path=str(tmp_path / "ui-events.png"), full_page=True)
+            row.locator(f'a[data-execution="{started.execution_id}"]').click()
+            page.wait_for_selector("svg.dag g.node[data-activity='a']")
+            assert started.execution_id in page.url
+
+            page.click("nav.mainnav >> text=Webhooks")
+            delivery = page.locator(f'tr[data-delivery] a[data-execution="{started.execution_id}"]')
+            delivery.wait_for()
+            endpoint_row = page.locator('tr[data-endpoint="ops"]')
+            assert "/wovyr/in" in endpoint_row.inner_text()  # an admin sees the URL's path
+            assert "WH" in endpoint_row.inner_text()
+            page.screenshot(path=str(tmp_path / "ui-deliveries.png"), full_page=True)
+            assert problems == []
+        finally:
+            browser.close()
+    assert (tmp_path / "ui-events.png").stat().st_size > 0
