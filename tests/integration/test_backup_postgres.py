@@ -5,6 +5,7 @@ schema is replaced."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -187,9 +188,10 @@ def test_verify_checks_a_dumps_audit_chain_in_a_scratch_database(
     bad, key = _installation(place, tmp_path / "second" / "home", tamper=True)
     with pytest.raises(BackupRefused, match="broken at seq 1"):
         verify_backup(bad, env={ROOT_ENV: key}, server=POSTGRES_URL)
-    with psycopg.connect(POSTGRES_URL) as conn:  # every scratch database was dropped
-        left = conn.execute(
-            "SELECT count(*) FROM pg_database WHERE datname LIKE 'wovyr_verify_%'"
+    with psycopg.connect(POSTGRES_URL) as conn:  # every scratch database it made was dropped
+        left = conn.execute(  # this process's (another run may share the server)
+            "SELECT count(*) FROM pg_database WHERE datname LIKE %s",
+            (f"wovyr_verify_{os.getpid()}_%",),
         ).fetchone()
     assert left == (0,)
 

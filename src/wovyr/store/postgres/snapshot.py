@@ -253,7 +253,9 @@ def scratch_restore(dump: Path, url: str, dump_schema_name: str) -> Iterator[str
     """`dump` restored into a scratch database on the server of `url`, created here and
     dropped on the way out (the store at `url` is not touched): the conninfo of the
     restored store, for checks that need its rows (the audit chain)."""
-    name = f"wovyr_verify_{secrets.token_hex(6)}"
+    # the process id in the name: a database left behind (the server died during the
+    # check) says which process made it
+    name = f"wovyr_verify_{os.getpid()}_{secrets.token_hex(6)}"
     with _connect(url) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     scratch = make_conninfo(url, dbname=name, options=f"-csearch_path={dump_schema_name}")
