@@ -24,7 +24,7 @@ from wovyr.store.events import (
     outbox_events,
 )
 from wovyr.store.records import StepWrite
-from wovyr.store.rows import Dialect, Row, from_row
+from wovyr.store.rows import Dialect, Row, from_row, to_params
 from wovyr.store.sql import Params, SQLRole, Tx, role_queries
 
 __all__ = ["SQLEvents", "write_outbox"]
@@ -216,17 +216,8 @@ class SQLEvents(SQLRole):
     def put_webhook_endpoint(
         self, record: WebhookEndpointRecord, *, audit: AuditEntry | None = None
     ) -> None:
-        params = {
-            "tenant": record.tenant,
-            "name": record.name,
-            "url": record.url,
-            "events": _text(list(record.events)),
-            "filter": record.filter,
-            "secrets": _text(list(record.secrets)),
-            "updated_at": self._dialect.timestamp(record.updated_at),
-            "updated_by": record.updated_by,
-        }
-        self._events_write("endpoint_put", params, audit)
+        # events and secrets are names (ASCII): their JSON text is as it always was
+        self._events_write("endpoint_put", to_params(record, self._dialect), audit)
 
     def get_webhook_endpoint(self, tenant: str, name: str) -> WebhookEndpointRecord | None:
         return self._role_record(
