@@ -1,6 +1,6 @@
-"""The statuses of executions, activities, items and child results, and the statuses a
-list of executions shows and filters by: each a `StrEnum`, defined once here (the ground
-floor: the store, the engine, the server and the CLI read them).
+"""The statuses of executions, activities, items, child results and bulk-action batches,
+and the statuses a list of executions shows and filters by: each a `StrEnum`, defined once
+here (the ground floor: the store, the engine, the server and the CLI read them).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from enum import StrEnum, nonmember
 __all__ = [
     "SHOWN_STATUSES",
     "ActivityStatus",
+    "BatchStatus",
     "ChildStatus",
     "ExecutionStatus",
     "ShownStatus",
@@ -69,3 +70,10 @@ class ChildStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
+
+
+class BatchStatus(StrEnum):
+    """A bulk-action batch is `running` until every execution it listed has its outcome."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"

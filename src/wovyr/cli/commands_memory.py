@@ -14,7 +14,15 @@ from rich.table import Table
 
 from wovyr.activities.memory import NAMESPACE_RULE, EmbeddingSpec, embed_texts, is_namespace
 from wovyr.activities.providers import DEFAULT_EMBEDDING_MODEL, DEFAULT_PROVIDER, ModelAccess
-from wovyr.cli.common import echo_json, json_option, open_engine, print_table, short, tenant_options
+from wovyr.cli.common import (
+    echo_json,
+    echo_result,
+    json_option,
+    open_engine,
+    print_table,
+    short,
+    tenant_options,
+)
 from wovyr.cli.main import cli
 from wovyr.engine.engine import Engine
 from wovyr.engine.memory import TenantMemory
@@ -157,10 +165,7 @@ def put_command(
         done = _memory(engine).put(
             namespace, key, value, text, vector, model, seconds, None, audit=audit
         )
-    if as_json:
-        echo_json(done)
-    else:
-        click.echo(f"{namespace}/{key}: version {done['version']}")
+    echo_result(as_json, done, f"{namespace}/{key}: version {done['version']}")
 
 
 @memory_group.command("delete")
@@ -175,10 +180,7 @@ def delete_command(namespace: str, key: str, as_json: bool, settings: Settings) 
         done = _memory(engine).delete(namespace, key, None, audit=audit)
     if not done["deleted"]:
         raise NotFound(f"no item {key!r} in memory namespace {namespace!r}")
-    if as_json:
-        echo_json(done)
-    else:
-        click.echo(f"deleted {namespace}/{key}")
+    echo_result(as_json, done, f"deleted {namespace}/{key}")
 
 
 @memory_group.command("search")

@@ -29,7 +29,7 @@ import wovyr.activities.builtin  # noqa: F401  (registers what runs the built-in
 from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.kinds import KINDS
 from wovyr.definition.locate import validated
-from wovyr.definition.model import Workflow
+from wovyr.definition.model import Named, Workflow
 from wovyr.definition.parse import Limits, parse_document
 from wovyr.definition.source import SourceMap
 from wovyr.errors import DefinitionError, Problem
@@ -84,19 +84,11 @@ class AgentDefinitionSpec(FrozenModel):
     )
 
 
-class AgentDocument(FrozenModel):
+class AgentDocument(Named, FrozenModel):
     api_version: Literal["wovyr/v1"] = Field(alias="apiVersion")
     kind: Literal["Agent"]
     metadata: AgentMetadata
     spec: AgentDefinitionSpec = Field(default_factory=AgentDefinitionSpec)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def version(self) -> str:
-        return self.metadata.version
 
 
 def workflow_name(agent: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
 from pydantic import (
     Field,
@@ -50,6 +50,7 @@ __all__ = [
     "InputType",
     "KeyLimit",
     "Metadata",
+    "Named",
     "RateLimitSpec",
     "RepeatSpec",
     "RetryPolicy",
@@ -340,7 +341,29 @@ class ConcurrencySpec(FrozenModel):
     )
 
 
-class Workflow(_Model):
+class _Metadata(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+
+
+class Named:
+    """A document's `name` and `version`: those of its `metadata`."""
+
+    if TYPE_CHECKING:
+        metadata: _Metadata
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def version(self) -> str:
+        return self.metadata.version
+
+
+class Workflow(Named, _Model):
     api_version: Literal["wovyr/v1"] = Field(alias="apiVersion")
     kind: Literal["Workflow"]
     metadata: Metadata
@@ -361,14 +384,6 @@ class Workflow(_Model):
     concurrency: ConcurrencySpec | None = Field(
         default=None, description="A limit on running executions that share a key"
     )
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def version(self) -> str:
-        return self.metadata.version
 
     def activity(self, activity_id: str) -> Activity:
         """The activity `activity_id` (KeyError if none): a dict lookup, made once per

@@ -152,6 +152,6 @@ def agent_run(engine: Engine, run_id: str) -> AgentRun:
         turns=turns,
         usage={"input_tokens": inputs, "output_tokens": outputs},
         cost=cost,
-        result=view.output if view.status == "completed" else None,
+        result=view.output if view.status == ExecutionStatus.COMPLETED else None,
         error=view.error,
     )

@@ -214,7 +214,9 @@ def cancel(
 def cancel_children(rt: Runtime, execution_id: str, by: str | None) -> None:
     """Cancel the running children of a cancelled execution (and theirs)."""
     for child in rt.store.list_executions(
-        ExecutionFilter(tenant=rt.tenant, parent_id=execution_id, status="running", limit=1000)
+        ExecutionFilter(
+            tenant=rt.tenant, parent_id=execution_id, status=ExecutionStatus.RUNNING, limit=1000
+        )
     ).items:
         with contextlib.suppress(ExecutionFinished):
             cancel(rt, child.id, reason=f"parent {execution_id} cancelled", by=by)

@@ -24,6 +24,7 @@ from wovyr.engine.quotas import (
 )
 from wovyr.engine.runtime import Runtime
 from wovyr.events import Event, TimerArmed
+from wovyr.statuses import ExecutionStatus
 from wovyr.store.audit import payload_digest
 from wovyr.store.base import ExecutionFilter
 from wovyr.store.records import Debit
@@ -82,7 +83,7 @@ def quota_usage(rt: Runtime) -> dict[str, Any]:
     absent (not counted), never 0."""
     now = rt.clock.now()
     running = rt.store.list_executions(
-        ExecutionFilter(tenant=rt.tenant, status="running", limit=10_000)
+        ExecutionFilter(tenant=rt.tenant, status=ExecutionStatus.RUNNING, limit=10_000)
     )
     quotas = quotas_of(rt.store, rt.tenant)
     used = rt.store.quota_usage(rt.tenant, day_of(now))

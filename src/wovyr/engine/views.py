@@ -21,6 +21,7 @@ from wovyr.engine.core.policy import retry_policy
 from wovyr.engine.core.state import ActivityStatus, ExecutionState, ExecutionStatus
 from wovyr.engine.core.waits import shown_status, waiting_on
 from wovyr.events import EventType
+from wovyr.statuses import ShownStatus
 from wovyr.store.base import EventRecord, ExecutionRecord
 from wovyr.store.codec import MAX_DEPTH, shallow
 
@@ -112,7 +113,8 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
         if a.status == ActivityStatus.WAITING and a.wait:
             pending.append({"activity": act.id, **shallow(a.wait)})
     # waiting for a slot of its concurrency key: the store knows (the log does not)
-    queued = record.status == "running" and (record.waiting_on or "").startswith("concurrency ")
+    held = record.waiting_on or ""
+    queued = record.status == ExecutionStatus.RUNNING and held.startswith("concurrency ")
     return ExecutionView(
         id=record.id,
         workflow=state.workflow,
@@ -144,10 +146,10 @@ def status_filter(status: str | None) -> tuple[str | None, bool | None]:
     """The stored status and `waiting` filter (`ExecutionFilter`) of the executions shown as
     `status`: `waiting` ones are stored `running` with a `waiting_on` text, `running` ones
     without; the others are stored as they are shown."""
-    if status == "waiting":
-        return "running", True
-    if status == "running":
-        return "running", False
+    if status == ShownStatus.WAITING:
+        return ExecutionStatus.RUNNING, True
+    if status == ShownStatus.RUNNING:
+        return ExecutionStatus.RUNNING, False
     return status, None
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from wovyr.statuses import BatchStatus
 from wovyr.store.audit import AuditEntry
 
 __all__ = [
@@ -77,7 +78,7 @@ class BatchRecord:
     created_by: str
     fingerprint: str
     idempotency_key: str | None
-    status: str  # running | completed
+    status: str  # a `BatchStatus`
     updated_at: datetime
     finished_at: datetime | None
     cursor: str | None
@@ -97,7 +98,7 @@ class BatchRecord:
 
     @property
     def finished(self) -> bool:
-        return self.status == "completed"
+        return self.status == BatchStatus.COMPLETED
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -25,6 +27,7 @@ import orjson
 from wovyr.errors import WovyrError
 
 __all__ = [
+    "JSON_TEXT",
     "MAX_DEPTH",
     "MAX_PAYLOAD_BYTES",
     "PayloadRefused",
@@ -42,6 +45,11 @@ MAX_DEPTH = 64  # arrays and objects inside each other
 MAX_PAYLOAD_BYTES = 2 * 1024 * 1024  # bytes of JSON of one stored value
 UNREADABLE = {"unreadable": "a value nested too deeply to read"}
 TOO_DEEP = {"unreadable": f"a value nested more than {MAX_DEPTH} levels deep (not shown)"}
+
+#: A record field's metadata (`field(metadata=JSON_TEXT)`): its column holds the value's JSON
+#: as text in both stores (PostgreSQL `text`, not `json`), so reading it parses the text
+#: whichever the driver (`wovyr.store.rows.from_row`).
+JSON_TEXT: Mapping[str, str] = MappingProxyType({"column": "json text"})
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Non-string keys become strings as `json` does; dataclasses are not data we store.

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from wovyr.events import EventType
 from wovyr.store.audit import AuditEntry
+from wovyr.store.codec import JSON_TEXT
 from wovyr.store.records import NewExecution, StepWrite
 
 __all__ = [
@@ -96,7 +97,8 @@ class TriggerRecord:
     name: str
     topic: str
     hook_id: str | None  # the inbound webhook URL's id; None: no webhook
-    document: dict[str, Any]  # the applied document's canonical form
+    # the applied document's canonical form
+    document: dict[str, Any] = field(metadata=JSON_TEXT)
     updated_at: datetime
     updated_by: str = ""
 
@@ -121,9 +123,10 @@ class WebhookEndpointRecord:
     tenant: str
     name: str
     url: str
-    events: tuple[str, ...]
+    events: tuple[str, ...] = field(metadata=JSON_TEXT)
     filter: str | None
-    secrets: tuple[str, ...]  # secret NAMES; the first signs, every one is a valid key
+    # secret NAMES; the first signs, every one is a valid key
+    secrets: tuple[str, ...] = field(metadata=JSON_TEXT)
     updated_at: datetime
     updated_by: str = ""
 
@@ -136,7 +139,7 @@ class DeliveryRecord:
     event: str
     execution_id: str
     seq: int
-    payload: dict[str, Any]
+    payload: dict[str, Any] = field(metadata=JSON_TEXT)
     status: str  # pending, delivered, dead, filtered
     attempts: int
     next_at: datetime

@@ -31,21 +31,25 @@ def debit_refused(debit: Debit) -> QuotaExceeded:
 
 def running_refused(limit: int) -> QuotaExceeded:
     """The error of a start refused by the concurrent-executions quota."""
-    return QuotaExceeded(
-        f"quota exceeded: at most {limit} concurrent executions",
-        budget="concurrent_executions",
-        limit=limit,
-        retry_after=RUNNING_RETRY_AFTER,
-        hint="try again when one of the tenant's running executions has ended",
+    hint = "try again when one of the tenant's running executions has ended"
+    return _at_most(
+        limit, "concurrent executions", "concurrent_executions", RUNNING_RETRY_AFTER, hint
     )
 
 
 def schedules_refused(limit: int) -> QuotaExceeded:
     """The error of a schedule refused by the tenant's `max_schedules` quota."""
+    hint = "delete a schedule first, or ask the host's administrator to raise the quota"
+    return _at_most(limit, "schedules", "max_schedules", 0.0, hint)
+
+
+def _at_most(limit: int, what: str, budget: str, retry_after: float, hint: str) -> QuotaExceeded:
+    """The error of the count quota `budget` (at most `limit` of `what`) that refused one
+    more."""
     return QuotaExceeded(
-        f"quota exceeded: at most {limit} schedules",
-        budget="max_schedules",
+        f"quota exceeded: at most {limit} {what}",
+        budget=budget,
         limit=limit,
-        retry_after=0.0,
-        hint="delete a schedule first, or ask the host's administrator to raise the quota",
+        retry_after=retry_after,
+        hint=hint,
     )

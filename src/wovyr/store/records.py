@@ -16,6 +16,7 @@ from typing import Any
 
 from wovyr.events import Event
 from wovyr.ids import DEFAULT_TENANT
+from wovyr.statuses import ExecutionStatus
 from wovyr.store.audit import AuditEntry
 
 __all__ = [
@@ -48,9 +49,9 @@ __all__ = [
     "claim_rank",
 ]
 
-FINISHED = ("completed", "failed", "cancelled", "continued")
+FINISHED: tuple[str, ...] = tuple(sorted(ExecutionStatus.TERMINAL))
 """The statuses of executions that will not change again (what retention may purge, and
-whose slot waiters are gone)."""
+whose slot waiters are gone): `ExecutionStatus.TERMINAL`, in a fixed order."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_TURN_TENANTS = 256  # tenants one claim's `FairShare.turns` may name (one probe each)
 MAX_PRIORITY = 9  # priorities are 0 (the default) to 9

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from wovyr.store.checkpoints import merged
-from wovyr.store.codec import dumps, from_micros, loads, to_micros
+from wovyr.store.codec import JSON_TEXT, dumps, from_micros, loads, to_micros
 from wovyr.store.platform import (
     McpServerRecord,
 )
@@ -122,7 +122,9 @@ def _fields(cls: type) -> tuple[tuple[str, _Codec, _Codec], ...]:
         kind = str(f.type).removesuffix(" | None")
         read: _Codec = _as_stored
         write: _Codec = _as_stored
-        if kind == "datetime":
+        if f.metadata == JSON_TEXT:
+            read, write = (_text_tuple if kind.startswith("tuple[") else _text_json), _json_text
+        elif kind == "datetime":
             read, write = Dialect.time_or_none, Dialect.timestamp_or_none
         elif kind.startswith(("dict[", "Any")):
             read, write = _maybe_json, _json_text
@@ -153,6 +155,14 @@ def _json_tuple(d: Dialect, value: Any) -> tuple[Any, ...]:
     return tuple(d.json(value))
 
 
+def _text_json(_d: Dialect, value: Any) -> Any:
+    return loads(value) if isinstance(value, str) else value
+
+
+def _text_tuple(d: Dialect, value: Any) -> tuple[Any, ...]:
+    return tuple(_text_json(d, value))
+
+
 def _json_text(_d: Dialect, value: Any) -> Any:
     return None if value is None else dumps(list(value) if type(value) is tuple else value)
 
@@ -160,8 +170,9 @@ def _json_text(_d: Dialect, value: Any) -> Any:
 def from_row(cls: type[_R], row: Row, d: Dialect) -> _R:
     """The record `cls` (a dataclass) of `row`, each field from the column of its name, read
     as its annotation says: a `datetime` as a time, `bool`, `int`, `float` and `bytes` as
-    such, a `dict`, a `tuple` or `Any` from JSON; any of them may be None where the column
-    is NULL (but a tuple's)."""
+    such, a `dict`, a `tuple` or `Any` from JSON (from JSON text in both stores where the
+    field's metadata is `JSON_TEXT`); any of them may be None where the column is NULL (but
+    a tuple's)."""
     return cls(**{name: read(d, row[name]) for name, read, _ in _fields(cls)})
 
 

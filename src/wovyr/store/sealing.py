@@ -56,6 +56,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from wovyr.errors import KmsError, WovyrError
 from wovyr.events import Event, EventType
+from wovyr.statuses import ExecutionStatus
 from wovyr.store.agent_memory import MemoryHit, MemoryItem, MemoryPut, MemoryWriteResult
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import (
@@ -105,8 +106,6 @@ _R = TypeVar("_R")
 SEALED = "$sealed"
 SHREDDED_MARKER = "sealed: the tenant's key was shredded"
 UNREADABLE_MARKER = "sealed: does not decrypt (corrupt, or not sealed for this execution)"
-_RUNNING = "running"
-_FAILED = "failed"
 
 
 class NotSealed(WovyrError, ValueError):
@@ -632,7 +631,7 @@ def _fallback_checkpoint(record: ExecutionRecord, marker: str) -> dict[str, Any]
     }
     if record.output is not None:
         checkpoint["output"] = {"sealed": marker}
-    if record.status == _FAILED:
+    if record.status == ExecutionStatus.FAILED:
         checkpoint["error"] = {"type": "PayloadUnreadable", "message": marker}
     return checkpoint
 
@@ -653,7 +652,11 @@ def fail_unreadable(
     the lease released, nothing ready. True when it was failed now (False: finished already,
     not sealed, readable, or it moved meanwhile)."""
     record = store.inner.load(execution_id, tenant)
-    if record is None or record.status != _RUNNING or not is_sealed(record.checkpoint):
+    if (
+        record is None
+        or record.status != ExecutionStatus.RUNNING
+        or not is_sealed(record.checkpoint)
+    ):
         return False
     marker = SHREDDED_MARKER
     try:
@@ -663,13 +666,13 @@ def fail_unreadable(
     except _Unreadable as exc:
         marker = exc.marker
     error = {"type": "PayloadUnreadable", "message": marker}
-    failed = replace(record, status=_FAILED)
+    failed = replace(record, status=ExecutionStatus.FAILED)
     step = StepWrite(
         execution_id=execution_id,
         expected_seq=record.seq,
         events=[Event(EventType.EXECUTION_FAILED, at, {"error": error})],
         checkpoint={**_fallback_checkpoint(failed, marker), "error": error},
-        status=_FAILED,
+        status=ExecutionStatus.FAILED,
         updated_at=at,
         fence=fence,
         ready=False,
@@ -693,7 +696,7 @@ def fail_shredded(store: SealingStore, tenant: str, at: datetime, *, before: boo
     cursor = None
     while True:
         page = store.inner.list_executions(
-            ExecutionFilter(tenant=tenant, status=_RUNNING, limit=500, cursor=cursor)
+            ExecutionFilter(tenant=tenant, status=ExecutionStatus.RUNNING, limit=500, cursor=cursor)
         )
         for record in page.items:
             if fail_unreadable(store, tenant, record.id, at, readable_too=before):

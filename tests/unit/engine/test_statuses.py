@@ -64,3 +64,17 @@ def test_the_shown_statuses_are_defined_once_and_every_reader_takes_them() -> No
     assert tuple(choice.type.choices) == SHOWN_STATUSES  # type: ignore[attr-defined]
     assert set(ExecutionStatus) <= set(ShownStatus)
     assert [str(s) for s in ChildStatus] == ["completed", "failed", "timed_out"]
+
+
+def test_batch_statuses_and_finished_executions_are_the_same_text_as_stored() -> None:
+    from typing import get_args
+
+    from wovyr.server.api.models import BatchOut
+    from wovyr.statuses import BatchStatus
+    from wovyr.store.records import FINISHED
+
+    assert [str(s) for s in BatchStatus] == ["running", "completed"]
+    # the API's schema spells the same pair
+    assert set(get_args(BatchOut.model_fields["status"].annotation)) == set(BatchStatus)
+    assert set(FINISHED) == ExecutionStatus.TERMINAL
+    assert FINISHED == ("cancelled", "completed", "continued", "failed")

@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from functools import cache
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.records import NewExecution
-from wovyr.store.rows import Dialect, Row
+from wovyr.store.rows import Dialect, Row, from_row
 
 __all__ = ["Params", "SQLRole", "Tx", "parse_queries", "role_queries", "with_fragments"]
 
@@ -55,6 +55,7 @@ class Tx(Protocol):
         ...
 
 
+_R = TypeVar("_R")
 _NAME = re.compile(r"^--\s*name:\s*([\w@]+)\s*$", re.MULTILINE)
 
 
@@ -141,6 +142,16 @@ class SQLRole:
     def _lease_now(self, now: datetime) -> Any:
         """`:now` of `{lease_now}` (PostgreSQL with db_clock: None, the database's clock)."""
         return self._dialect.timestamp(now)
+
+    def _role_records(self, role: str, name: str, params: Params, cls: type[_R]) -> list[_R]:
+        """The records `cls` (read by `from_row`) of the rows of `role`'s query `name`."""
+        rows = self._sql_read(self._queries(role)[name], params)
+        return [from_row(cls, row, self._dialect) for row in rows]
+
+    def _role_record(self, role: str, name: str, params: Params, cls: type[_R]) -> _R | None:
+        """The first of `_role_records`, or None."""
+        found = self._role_records(role, name, params, cls)
+        return found[0] if found else None
 
     def _role_write(
         self, role: str, name: str, params: Params, audit: AuditEntry | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from wovyr.errors import StoreError
+from wovyr.statuses import BatchStatus
 from wovyr.store.bulk import BatchItem, BatchRecord, BatchUpdate, ItemOutcome, NewBatch
 from wovyr.store.codec import dumps
 from wovyr.store.rows import Dialect, Row, from_row
@@ -101,7 +102,7 @@ class SQLBulk(SQLRole):
         def body(tx: Tx) -> BatchRecord | None:
             rows = tx.rows(q["batch_lock"], key)
             batch = _batch(rows[0], d) if rows else None
-            if batch is None or batch.fence != update.fence or batch.status != "running":
+            if batch is None or batch.fence != update.fence or batch.status != BatchStatus.RUNNING:
                 return None
             added = 0
             for execution_id in update.listed:
@@ -131,7 +132,7 @@ class SQLBulk(SQLRole):
                     "listed_all": listed_all,
                     "pages": int(moved),
                     "at": at,
-                    "status": "completed" if done else "running",
+                    "status": BatchStatus.COMPLETED if done else BatchStatus.RUNNING,
                     "finished_at": at if done else None,
                     "lease_owner": None if done else batch.lease_owner,
                 },

@@ -6,9 +6,10 @@ transaction, for a step that makes an outbound event."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from wovyr.errors import StoreError
 from wovyr.store.audit import AuditEntry
@@ -23,11 +24,12 @@ from wovyr.store.events import (
     outbox_events,
 )
 from wovyr.store.records import StepWrite
-from wovyr.store.rows import Dialect, Row
+from wovyr.store.rows import Dialect, Row, from_row, to_params
 from wovyr.store.sql import Params, SQLRole, Tx, role_queries
 
 __all__ = ["SQLEvents", "write_outbox"]
 
+_R = TypeVar("_R")
 _END_OF_TIME = datetime(9999, 12, 31, tzinfo=UTC)
 _LAST_ID = ""  # with the end of time, every row is before it whatever its id
 
@@ -36,79 +38,11 @@ def _text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _trigger(row: Row, d: Dialect) -> TriggerRecord:
-    return TriggerRecord(
-        tenant=row["tenant"],
-        name=row["name"],
-        topic=row["topic"],
-        hook_id=row["hook_id"],
-        document=dict(_json(row["document"])),
-        updated_at=d.time(row["updated_at"]),
-        updated_by=row["updated_by"],
-    )
-
-
-def _event(row: Row, d: Dialect) -> TriggerEventRecord:
-    return TriggerEventRecord(
-        tenant=row["tenant"],
-        id=row["id"],
-        received_at=d.time(row["received_at"]),
-        source=row["source"],
-        topic=row["topic"],
-        trigger=row["trigger_name"],
-        outcome=row["outcome"],
-        reason=row["reason"],
-        execution_id=row["execution_id"],
-        dedup_key=row["dedup_key"],
-        size=int(row["size"]),
-    )
-
-
-def _endpoint(row: Row, d: Dialect) -> WebhookEndpointRecord:
-    return WebhookEndpointRecord(
-        tenant=row["tenant"],
-        name=row["name"],
-        url=row["url"],
-        events=tuple(_json(row["events"])),
-        filter=row["filter"],
-        secrets=tuple(_json(row["secrets"])),
-        updated_at=d.time(row["updated_at"]),
-        updated_by=row["updated_by"],
-    )
-
-
-def _delivery(row: Row, d: Dialect) -> DeliveryRecord:
-    return DeliveryRecord(
-        tenant=row["tenant"],
-        id=row["id"],
-        endpoint=row["endpoint"],
-        event=row["event"],
-        execution_id=row["execution_id"],
-        seq=int(row["seq"]),
-        payload=dict(_json(row["payload"])),
-        status=row["status"],
-        attempts=int(row["attempts"]),
-        next_at=d.time(row["next_at"]),
-        last_error=row["last_error"],
-        created_at=d.time(row["created_at"]),
-        updated_at=d.time(row["updated_at"]),
-    )
-
-
-def _attempt(row: Row, d: Dialect) -> AttemptRecord:
-    code = row["status_code"]
-    return AttemptRecord(
-        tenant=row["tenant"],
-        delivery_id=row["delivery_id"],
-        attempt=int(row["attempt"]),
-        at=d.time(row["at"]),
-        status_code=None if code is None else int(code),
-        error=row["error"],
-    )
+def _page(items: list[_R], limit: int, place: Callable[[_R], tuple[datetime, str]]) -> EventPage:
+    """The page of `items` (read with one more than `limit`); its next page starts after
+    the `place` of its last item when there is more."""
+    more = len(items) > limit > 0
+    return EventPage(items[:limit], place(items[limit - 1]) if more else None)
 
 
 def write_outbox(tx: Tx, dialect: Dialect, step: StepWrite, base_seq: int) -> int:
@@ -119,7 +53,8 @@ def write_outbox(tx: Tx, dialect: Dialect, step: StepWrite, base_seq: int) -> in
         return 0
     q = role_queries("events", dialect)
     endpoints = [
-        _endpoint(row, dialect) for row in tx.rows(q["endpoint_list"], {"tenant": step.tenant})
+        from_row(WebhookEndpointRecord, r, dialect)
+        for r in tx.rows(q["endpoint_list"], {"tenant": step.tenant})
     ]
     wanted = [(e, n, seq, key) for n, seq, key in made for e in endpoints if n in e.events]
     if not wanted:
@@ -165,9 +100,14 @@ class SQLEvents(SQLRole):
     def _events_write(self, name: str, params: Params, audit: AuditEntry | None = None) -> int:
         return self._role_write("events", name, params, audit)
 
-    def _before(self, before: tuple[datetime, str] | None) -> dict[str, Any]:
+    def _paged(
+        self, params: dict[str, Any], before: tuple[datetime, str] | None, limit: int
+    ) -> dict[str, Any]:
+        """`params` of a page query: the rows before `before`, one more than `limit` (to
+        know whether there is a next page)."""
         at, ident = before or (_END_OF_TIME, _LAST_ID)
-        return {"before_at": self._dialect.timestamp(at), "before_id": ident}
+        at = self._dialect.timestamp(at)
+        return {**params, "before_at": at, "before_id": ident, "limit": limit + 1}
 
     # --- triggers --------------------------------------------------------------------------
 
@@ -184,7 +124,7 @@ class SQLEvents(SQLRole):
         }
 
         def body(tx: Tx) -> str:
-            found = [_trigger(r, d) for r in tx.rows(q["trigger_get"], key)]
+            found = [from_row(TriggerRecord, r, d) for r in tx.rows(q["trigger_get"], key)]
             if found and (found[0].topic, found[0].hook_id, found[0].document) == (
                 record.topic,
                 record.hook_id,
@@ -202,19 +142,18 @@ class SQLEvents(SQLRole):
         return str(self._sql_write(body))
 
     def get_trigger(self, tenant: str, name: str) -> TriggerRecord | None:
-        rows = self._event_rows("trigger_get", {"tenant": tenant, "name": name})
-        return _trigger(rows[0], self._dialect) if rows else None
+        return self._role_record(
+            "events", "trigger_get", {"tenant": tenant, "name": name}, TriggerRecord
+        )
 
     def list_triggers(self, tenant: str, topic: str | None = None) -> list[TriggerRecord]:
         if topic is None:
-            rows = self._event_rows("trigger_list", {"tenant": tenant})
-        else:
-            rows = self._event_rows("trigger_list_topic", {"tenant": tenant, "topic": topic})
-        return [_trigger(r, self._dialect) for r in rows]
+            return self._role_records("events", "trigger_list", {"tenant": tenant}, TriggerRecord)
+        params = {"tenant": tenant, "topic": topic}
+        return self._role_records("events", "trigger_list_topic", params, TriggerRecord)
 
     def trigger_by_hook(self, hook_id: str) -> TriggerRecord | None:
-        rows = self._event_rows("trigger_by_hook", {"hook_id": hook_id})
-        return _trigger(rows[0], self._dialect) if rows else None
+        return self._role_record("events", "trigger_by_hook", {"hook_id": hook_id}, TriggerRecord)
 
     def delete_trigger(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         return self._events_write("trigger_delete", {"tenant": tenant, "name": name}, audit) == 1
@@ -226,8 +165,8 @@ class SQLEvents(SQLRole):
         self._events_write("trigger_event_insert", params)
 
     def get_trigger_event(self, tenant: str, event_id: str) -> TriggerEventRecord | None:
-        rows = self._event_rows("trigger_event_get", {"tenant": tenant, "id": event_id})
-        return _event(rows[0], self._dialect) if rows else None
+        key = {"tenant": tenant, "id": event_id}
+        return self._role_record("events", "trigger_event_get", key, TriggerEventRecord)
 
     def list_trigger_events(
         self,
@@ -237,11 +176,9 @@ class SQLEvents(SQLRole):
         before: tuple[datetime, str] | None = None,
         limit: int = 50,
     ) -> EventPage:
-        params = {"tenant": tenant, "trigger": trigger or "", "limit": limit + 1}
-        rows = self._event_rows("trigger_event_page", {**params, **self._before(before)})
-        items = [_event(r, self._dialect) for r in rows[:limit]]
-        more = len(rows) > limit and items
-        return EventPage(items, (items[-1].received_at, items[-1].id) if more else None)
+        params = self._paged({"tenant": tenant, "trigger": trigger or ""}, before, limit)
+        items = self._role_records("events", "trigger_event_page", params, TriggerEventRecord)
+        return _page(items, limit, lambda last: (last.received_at, last.id))
 
     def count_trigger_starts(self, tenant: str, trigger: str, since: datetime) -> int:
         params = {"tenant": tenant, "trigger": trigger, "since": self._dialect.timestamp(since)}
@@ -279,25 +216,18 @@ class SQLEvents(SQLRole):
     def put_webhook_endpoint(
         self, record: WebhookEndpointRecord, *, audit: AuditEntry | None = None
     ) -> None:
-        params = {
-            "tenant": record.tenant,
-            "name": record.name,
-            "url": record.url,
-            "events": _text(list(record.events)),
-            "filter": record.filter,
-            "secrets": _text(list(record.secrets)),
-            "updated_at": self._dialect.timestamp(record.updated_at),
-            "updated_by": record.updated_by,
-        }
-        self._events_write("endpoint_put", params, audit)
+        # events and secrets are names (ASCII): their JSON text is as it always was
+        self._events_write("endpoint_put", to_params(record, self._dialect), audit)
 
     def get_webhook_endpoint(self, tenant: str, name: str) -> WebhookEndpointRecord | None:
-        rows = self._event_rows("endpoint_get", {"tenant": tenant, "name": name})
-        return _endpoint(rows[0], self._dialect) if rows else None
+        return self._role_record(
+            "events", "endpoint_get", {"tenant": tenant, "name": name}, WebhookEndpointRecord
+        )
 
     def list_webhook_endpoints(self, tenant: str) -> list[WebhookEndpointRecord]:
-        rows = self._event_rows("endpoint_list", {"tenant": tenant})
-        return [_endpoint(r, self._dialect) for r in rows]
+        return self._role_records(
+            "events", "endpoint_list", {"tenant": tenant}, WebhookEndpointRecord
+        )
 
     def delete_webhook_endpoint(
         self, tenant: str, name: str, *, audit: AuditEntry | None = None
@@ -319,7 +249,7 @@ class SQLEvents(SQLRole):
                     leased.extend(tx.rows(q["delivery_get"], key))
             return leased
 
-        return [_delivery(r, d) for r in self._sql_write(body)]
+        return [from_row(DeliveryRecord, r, d) for r in self._sql_write(body)]
 
     def record_attempt(
         self, attempt: AttemptRecord, *, status: str, next_at: datetime, last_error: str
@@ -351,8 +281,9 @@ class SQLEvents(SQLRole):
         self._sql_write(body)
 
     def get_delivery(self, tenant: str, delivery_id: str) -> DeliveryRecord | None:
-        rows = self._event_rows("delivery_get", {"tenant": tenant, "id": delivery_id})
-        return _delivery(rows[0], self._dialect) if rows else None
+        return self._role_record(
+            "events", "delivery_get", {"tenant": tenant, "id": delivery_id}, DeliveryRecord
+        )
 
     def list_deliveries(
         self,
@@ -363,18 +294,12 @@ class SQLEvents(SQLRole):
         before: tuple[datetime, str] | None = None,
         limit: int = 50,
     ) -> EventPage:
-        params = {
-            "tenant": tenant,
-            "endpoint": endpoint or "",
-            "status": status or "",
-            "limit": limit + 1,
-            **self._before(before),
-        }
-        rows = self._event_rows("delivery_page", params)
-        items = [_delivery(r, self._dialect) for r in rows[:limit]]
-        more = len(rows) > limit and items
-        return EventPage(items, (items[-1].created_at, items[-1].id) if more else None)
+        params = {"tenant": tenant, "endpoint": endpoint or "", "status": status or ""}
+        items = self._role_records(
+            "events", "delivery_page", self._paged(params, before, limit), DeliveryRecord
+        )
+        return _page(items, limit, lambda last: (last.created_at, last.id))
 
     def delivery_attempts(self, tenant: str, delivery_id: str) -> list[AttemptRecord]:
-        rows = self._event_rows("attempt_list", {"tenant": tenant, "delivery_id": delivery_id})
-        return [_attempt(r, self._dialect) for r in rows]
+        params = {"tenant": tenant, "delivery_id": delivery_id}
+        return self._role_records("events", "attempt_list", params, AttemptRecord)

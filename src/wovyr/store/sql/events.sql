@@ -38,13 +38,13 @@ VALUES (:tenant, :id, :received_at, :source, :topic, :trigger, :outcome, :reason
 ON CONFLICT (tenant, id) DO NOTHING;
 
 -- name: trigger_event_get
-SELECT tenant, id, received_at, source, topic, trigger_name, outcome, reason, execution_id,
-       dedup_key, size
+SELECT tenant, id, received_at, source, topic, trigger_name AS "trigger", outcome, reason,
+       execution_id, dedup_key, size
 FROM trigger_events WHERE tenant = :tenant AND id = :id;
 
 -- name: trigger_event_page
-SELECT tenant, id, received_at, source, topic, trigger_name, outcome, reason, execution_id,
-       dedup_key, size
+SELECT tenant, id, received_at, source, topic, trigger_name AS "trigger", outcome, reason,
+       execution_id, dedup_key, size
 FROM trigger_events
 WHERE tenant = :tenant AND (:trigger = '' OR trigger_name = :trigger)
   AND (received_at < :before_at OR (received_at = :before_at AND id < :before_id))

@@ -27,8 +27,7 @@ _R = TypeVar("_R")
 
 class SQLPlatform(SQLRole):
     def _records(self, name: str, params: Params, cls: type[_R]) -> list[_R]:
-        rows = self._sql_read(self._queries("platform")[name], params)
-        return [from_row(cls, row, self._dialect) for row in rows]
+        return self._role_records("platform", name, params, cls)
 
     def _mcp_servers(self, name: str, params: Params) -> list[McpServerRecord]:
         rows = self._sql_read(self._queries("platform")[name], params)

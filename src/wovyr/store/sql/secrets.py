@@ -28,14 +28,11 @@ class SQLSecrets(SQLRole):
 
     def data_key(self, tenant: str, version: int | None = None) -> DataKeyRecord | None:
         name = "data_key_latest" if version is None else "data_key_get"
-        rows = self._sql_read(
-            self._queries("secrets")[name], {"tenant": tenant, "version": version}
-        )
-        return from_row(DataKeyRecord, rows[0], self._dialect) if rows else None
+        params = {"tenant": tenant, "version": version}
+        return self._role_record("secrets", name, params, DataKeyRecord)
 
     def list_data_keys(self) -> list[DataKeyRecord]:
-        rows = self._sql_read(self._queries("secrets")["data_key_list"], {})
-        return [from_row(DataKeyRecord, r, self._dialect) for r in rows]
+        return self._role_records("secrets", "data_key_list", {}, DataKeyRecord)
 
     def rewrap_data_key(
         self, tenant: str, version: int, old_root_id: str, wrapped: bytes, root_id: str
@@ -91,13 +88,11 @@ class SQLSecrets(SQLRole):
         return record
 
     def get_secret(self, tenant: str, name: str) -> SecretRecord | None:
-        sql = self._queries("secrets")["secret_get"]
-        rows = self._sql_read(sql, {"tenant": tenant, "name": name})
-        return from_row(SecretRecord, rows[0], self._dialect) if rows else None
+        params = {"tenant": tenant, "name": name}
+        return self._role_record("secrets", "secret_get", params, SecretRecord)
 
     def list_secrets(self, tenant: str) -> list[SecretRecord]:
-        rows = self._sql_read(self._queries("secrets")["secret_list"], {"tenant": tenant})
-        return [from_row(SecretRecord, r, self._dialect) for r in rows]
+        return self._role_records("secrets", "secret_list", {"tenant": tenant}, SecretRecord)
 
     def delete_secret(self, tenant: str, name: str, *, audit: AuditEntry | None = None) -> bool:
         sql = self._queries("secrets")["secret_delete"]
@@ -112,8 +107,7 @@ class SQLSecrets(SQLRole):
         return bool(self._sql_write(body))
 
     def kms_root(self, root_id: str) -> KmsRootRecord | None:
-        rows = self._sql_read(self._queries("secrets")["kms_root_get"], {"root_id": root_id})
-        return from_row(KmsRootRecord, rows[0], self._dialect) if rows else None
+        return self._role_record("secrets", "kms_root_get", {"root_id": root_id}, KmsRootRecord)
 
     def put_kms_root(self, record: KmsRootRecord, *, audit: AuditEntry | None = None) -> None:
         sql, params = (
