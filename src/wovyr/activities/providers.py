@@ -79,6 +79,7 @@ __all__ = [
     "DEFAULT_PROVIDER",
     "MAX_RESPONSE_BYTES",
     "PROVIDER_KINDS",
+    "TOKEN_LIMITS",
     "BoundCredentials",
     "ChatResult",
     "CredentialResolver",
@@ -96,8 +97,10 @@ __all__ = [
 ]
 
 MAX_EMBEDDING_INPUTS = 256  # texts in one embeddings request
-PROVIDER_KINDS = ("openai", "anthropic", "openai-responses")  # the protocols a provider speaks
 ProviderKind = Literal["openai", "anthropic", "openai-responses"]
+PROVIDER_KINDS: tuple[ProviderKind, ...] = ("openai", "anthropic", "openai-responses")
+TokenLimit = Literal["max_tokens", "max_completion_tokens"]
+TOKEN_LIMITS: tuple[TokenLimit, ...] = ("max_tokens", "max_completion_tokens")
 # where each protocol's chat call is sent, under the base URL
 _CHAT_PATHS = {"openai": "/chat/completions", "anthropic": "/messages"}
 _CHAT_PATHS["openai-responses"] = "/responses"
@@ -128,7 +131,7 @@ class ProviderConfig:
     # how an answer's token limit is sent (`openai` kind): None picks `max_completion_tokens`
     # for OpenAI's own API (api.openai.com, where reasoning models refuse `max_tokens`) and
     # `max_tokens` for any other server (vLLM, Ollama, llama.cpp, LiteLLM, ...)
-    token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
+    token_limit: TokenLimit | None = None
     # provider parameters sent with every call (a step's `options` override them)
     options: Mapping[str, Any] = field(default_factory=dict, hash=False)
     # prices per 1M tokens of given models, `{model: {input: X, output: Y}}`, over
