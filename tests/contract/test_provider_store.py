@@ -53,6 +53,12 @@ def test_put_replaces_every_field(store: Store) -> None:
     )
     store.put_provider(optioned)
     assert store.get_provider("t1", "openai") == optioned  # options and prices as given
+    limited = replace(later, kind="openai", token_limit="max_completion_tokens")
+    store.put_provider(limited)
+    assert store.get_provider("t1", "openai") == limited  # its token limit's key too
+    responses = replace(later, kind="openai-responses", options={"reasoning": {"effort": "low"}})
+    store.put_provider(responses)
+    assert store.get_provider("t1", "openai") == responses
     store.put_provider(later)
     assert store.get_provider("t1", "openai") == later  # and gone again
 

@@ -8,11 +8,17 @@ is sent only in `x-api-key` and is nowhere in the store."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tests.integration.model_tools import (
+    T0,
+    agent_flow,
+    agent_tools,
+    assert_agent_answered,
+    no_key_in_store,
+    provider_engine,
+)
 
 from wovyr.activities.anthropic import request_body
 from wovyr.activities.base import ActivityRegistry
@@ -26,7 +32,6 @@ from wovyr.testing import drain
 from wovyr.testing.model_server import ScriptedLLM, anthropic_problem, status, text, tool_calls
 
 KEY = "sk-ant-canary-0c4d19"
-T0 = datetime(2030, 1, 1, 9, tzinfo=UTC)
 
 SUMMARY = """\
 apiVersion: wovyr/v1
@@ -43,21 +48,7 @@ activities:
 output: "${{ activities.say.output }}"
 """
 
-AGENT = """\
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {name: helper}
-activities:
-  - id: think
-    agent:
-      provider: claude
-      model: claude-x
-      instructions: Use the tools.
-      input: What is 2 + 3, and where is Paris?
-      tools: [math.add, geo.lookup, explode]
-      max_tokens: 512
-output: "${{ activities.think.output }}"
-"""
+AGENT = agent_flow("claude", "claude-x")
 
 
 def _engine(
@@ -69,41 +60,7 @@ def _engine(
     provider = ProviderConfig(
         "claude", llm.base_url, price_in=3.0, price_out=15.0, kind="anthropic", api_key=KEY
     )
-    return Engine(
-        SQLiteStore(db),
-        clock=clock or ManualClock(T0),
-        activities=registry or ActivityRegistry(),
-        providers=Providers({"claude": provider}),
-    )
-
-
-def _no_key_in_store(db: Path) -> None:
-    for path in db.parent.iterdir():
-        if path.name.startswith(db.name):
-            assert KEY.encode() not in path.read_bytes(), path.name
-
-
-def _registry(seen: list[str]) -> ActivityRegistry:
-    registry = ActivityRegistry()
-
-    def add(a: int, b: int) -> int:
-        """Add two whole numbers."""
-        seen.append("add")
-        return a + b
-
-    def lookup(city: str) -> dict[str, Any]:
-        """Where a city is."""
-        seen.append("lookup")
-        return {"city": city, "country": "FR"}
-
-    def explode() -> None:
-        seen.append("explode")
-        raise RuntimeError("the tool broke")
-
-    registry.register("math.add", add)
-    registry.register("geo.lookup", lookup)
-    registry.register("explode", explode)
-    return registry
+    return provider_engine(db, provider, registry, clock)
 
 
 def test_an_llm_step_speaks_the_messages_protocol(tmp_path: Path) -> None:
@@ -131,7 +88,7 @@ def test_an_llm_step_speaks_the_messages_protocol(tmp_path: Path) -> None:
         assert sent.body["max_tokens"] == 4096  # required by the API: a default is sent
         assert "response_format" not in sent.body
         engine.close()
-    _no_key_in_store(db)
+    no_key_in_store(db, KEY)
 
 
 def test_an_agent_loop_maps_tool_use_and_tool_result_both_ways(tmp_path: Path) -> None:
@@ -143,16 +100,10 @@ def test_an_agent_loop_maps_tool_use_and_tool_result_both_ways(tmp_path: Path) -
     ]
     db = tmp_path / "w.db"
     with ScriptedLLM(script, pick="turn", anthropic_key=KEY) as llm:
-        engine = _engine(db, llm, _registry(seen))
+        engine = _engine(db, llm, agent_tools(seen))
         engine.start(AGENT, execution_id="e1")
         drain(engine)
-        view = engine.query("e1")
-        assert view.status == "completed", view.activities["think"]
-        out = view.output
-        assert out["text"] == "5; Paris is in FR."
-        assert (out["turns"], out["finish_reason"]) == (3, "stop")
-        assert out["usage"] == {"input_tokens": 30, "output_tokens": 15}
-        assert sorted(seen) == ["add", "explode", "lookup"]
+        assert_agent_answered(engine, "e1", seen)
         assert len(llm.messages) == 3  # every request valid (else the server answers 400)
         first = llm.messages[0].body
         assert first["max_tokens"] == 512
@@ -179,7 +130,7 @@ def test_an_agent_loop_maps_tool_use_and_tool_result_both_ways(tmp_path: Path) -
             "arguments": json.dumps({"a": 2, "b": 3}),
         }
         engine.close()
-    _no_key_in_store(db)
+    no_key_in_store(db, KEY)
 
 
 def test_a_wrong_key_and_an_overloaded_provider_are_clear_outcomes(tmp_path: Path) -> None:
@@ -208,7 +159,7 @@ def test_a_wrong_key_and_an_overloaded_provider_are_clear_outcomes(tmp_path: Pat
         assert engine.query("e1").output["json"] == {"greeting": "hi"}
         assert len(llm.messages) == 2
         engine.close()
-    _no_key_in_store(db)
+    no_key_in_store(db, KEY)
 
 
 def test_the_request_mapping_merges_turns_and_keeps_roles_alternating() -> None:

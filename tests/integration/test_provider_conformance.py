@@ -5,10 +5,11 @@ against recorded exchanges written from each provider's documented examples
 A fixture holds the chat-completions body a kind builds (`call`, with its `options`), the
 body the provider must receive (`request`, compared whole), the provider's recorded answer
 (`response`: status, headers, a JSON body or a recorded SSE stream) and what it must become:
-a `result` (the assistant message, finish reason, tokens, model) or an `error` (its type,
-whether it is retried, the `retry_after` a 429 asks for). The answer is served by the
-scripted model server of `wovyr.testing` over real HTTP on 127.0.0.1 (which also checks a
-Messages request as the API does); no network. The API key is sent only in its header and
+a `result` (the assistant message, finish reason, tokens, model; a stream's text pieces, as
+handed on one by one, join to the message's text) or an `error` (its type, whether it is
+retried, the `retry_after` a 429 asks for). The answer is served by the scripted model
+server of `wovyr.testing` over real HTTP on 127.0.0.1 (which also checks a Messages or a
+Responses request as the API does); no network. The API key is sent only in its header and
 appears in no result or error."""
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ from wovyr.activities.providers import ChatResult, ProviderConfig, chat, with_op
 from wovyr.testing.model_server import ScriptedLLM, raw
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "providers"
-FAMILIES = {"openai-chat": "openai", "anthropic-messages": "anthropic"}
+FAMILIES = {
+    "openai-chat": "openai",
+    "anthropic-messages": "anthropic",
+    "openai-responses": "openai-responses",
+}
 KEY = "sk-fixture-canary-5f2e81"
 
 
@@ -47,8 +52,11 @@ def _reply(response: dict[str, Any]) -> Any:
     )
 
 
-def _call(family: str, fixture: dict[str, Any]) -> tuple[ChatResult | ActivityError, Any]:
+def _call(
+    family: str, fixture: dict[str, Any]
+) -> tuple[ChatResult | ActivityError, Any, list[str]]:
     kind = FAMILIES[family]
+    pieces: list[str] = []
     with ScriptedLLM([_reply(fixture["response"])], anthropic_key=KEY) as llm:
         provider = ProviderConfig(
             family, llm.base_url, kind=kind, api_key=KEY, **fixture.get("provider", {})
@@ -57,11 +65,11 @@ def _call(family: str, fixture: dict[str, Any]) -> tuple[ChatResult | ActivityEr
         body = with_options(call, call.pop("options", None), kind)
         outcome: ChatResult | ActivityError
         try:
-            outcome = asyncio.run(chat(provider, KEY, body, timeout=10))
+            outcome = asyncio.run(chat(provider, KEY, body, timeout=10, on_text=pieces.append))
         except ActivityError as exc:
             outcome = exc
         (received,) = llm.requests
-    return outcome, received
+    return outcome, received, pieces
 
 
 def test_every_family_has_fixtures_of_answers_and_of_each_error_class() -> None:
@@ -76,7 +84,7 @@ def test_every_family_has_fixtures_of_answers_and_of_each_error_class() -> None:
 @pytest.mark.parametrize(("family", "path"), _fixtures())
 def test_recorded_exchange(family: str, path: Path) -> None:
     fixture = json.loads(path.read_text())
-    outcome, received = _call(family, fixture)
+    outcome, received, pieces = _call(family, fixture)
     if "request" in fixture:
         assert received.body == fixture["request"]
     if FAMILIES[family] == "anthropic":
@@ -95,7 +103,11 @@ def test_recorded_exchange(family: str, path: Path) -> None:
             expected["output_tokens"],
         )
         assert outcome.model == expected["model"]
+        assert outcome.cached_tokens == expected.get("cached_tokens", outcome.cached_tokens)
         assert KEY not in json.dumps(outcome.message)
+        if fixture["call"].get("stream"):  # what a journal kept of it is the answer's text
+            assert "".join(pieces) == (outcome.message["content"] or "")
+            assert pieces == fixture.get("pieces", pieces)
         return
     assert isinstance(outcome, ActivityError), outcome
     expected = fixture["error"]

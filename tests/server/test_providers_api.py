@@ -47,6 +47,7 @@ async def test_set_show_list_delete_and_tenants(api: Api) -> None:
         "price_out": 6,
         "options": {"seed": 7, "reasoning_effort": "low"},
         "prices": {"m1": {"input": 2.0, "output": 8.0}},
+        "token_limit": "max_completion_tokens",
     }
     r = await api.call("PUT", f"{PROVIDERS}/acme", A, json=body)
     assert r.status_code == 200, r.text
@@ -93,6 +94,21 @@ async def test_set_show_list_delete_and_tenants(api: Api) -> None:
         ("ok", {"base_url": "https://x.example/v1", "options": {"top_k": 1}}, "options.top_k"),
         ("ok", {"base_url": "https://x.example/v1", "options": "seed=1"}, "is an object"),
         ("ok", {"base_url": "https://x.example/v1", "prices": {"m": {"input": 1}}}, "prices.m"),
+        ("ok", {"base_url": "https://x.example/v1", "token_limit": "max_len"}, "token_limit is"),
+        (
+            "ok",
+            {"base_url": "https://x.example/v1", "kind": "anthropic", "token_limit": "max_tokens"},
+            "token_limit applies to kind openai only",
+        ),
+        (
+            "ok",
+            {
+                "base_url": "https://x.example/v1",
+                "kind": "openai-responses",
+                "options": {"reasoning_effort": "low"},
+            },
+            "options.reasoning_effort",
+        ),
     ],
 )
 async def test_bad_bodies_are_a_422_that_stores_nothing(

@@ -1,5 +1,7 @@
 """The model-provider gateway: OpenAI-compatible chat completions (and the Anthropic
-Messages API, `kind: anthropic`, mapped in `wovyr.activities.anthropic`) over httpx.
+Messages API, `kind: anthropic`, mapped in `wovyr.activities.anthropic`, and OpenAI's
+Responses API, `kind: openai-responses`, mapped in `wovyr.activities.openai_responses`)
+over httpx.
 
 One call is one HTTP exchange and nothing more: no retry of its own. The engine's retry
 policy governs every model call (a failed call fails the attempt, whose retry is a durable
@@ -17,12 +19,17 @@ timer), so a failure is mapped here to an `ActivityError` whose `type` says what
   `ProviderBadRequest` (other 4xx): not retryable. A filtered *answer* is not an error: it
   is a result whose `finish_reason` is `content_filter`.
 - `ProviderMalformedResponse` (a 200 whose body is not a chat completion): retryable.
+- A response that fails after a 200 (an `error` event in a stream, a Responses API
+  response whose `status` is `failed`) is mapped as the HTTP status its error stands for:
+  Anthropic's `overloaded_error` as a 529, any other as a 5xx; a Responses error by its
+  `code` (`rate_limit_exceeded` as a 429, `server_error` as a 500, `invalid_prompt`,
+  `invalid_image`, ... and `context_length_exceeded` as a 400).
 - `Timeout`: retryable.
 
 The request: a kind builds a chat-completions body; `provider_body` adds the provider's
 `options` (under the step's) and sends the answer's token limit as `max_completion_tokens`
 where the provider wants it (`ProviderConfig.token_limit_key`); `anthropic` maps it to a
-Messages request.
+Messages request, `openai-responses` to a Responses request.
 
 A provider's key comes from its `ProviderConfig` alone, the one record an attempt read:
 either the key the host configured with that very endpoint (`ProviderConfig.api_key`, e.g.
@@ -72,6 +79,7 @@ __all__ = [
     "DEFAULT_PROVIDER",
     "MAX_RESPONSE_BYTES",
     "PROVIDER_KINDS",
+    "TOKEN_LIMITS",
     "BoundCredentials",
     "ChatResult",
     "CredentialResolver",
@@ -89,16 +97,22 @@ __all__ = [
 ]
 
 MAX_EMBEDDING_INPUTS = 256  # texts in one embeddings request
-PROVIDER_KINDS = ("openai", "anthropic")  # the protocols a provider may speak
+ProviderKind = Literal["openai", "anthropic", "openai-responses"]
+PROVIDER_KINDS: tuple[ProviderKind, ...] = ("openai", "anthropic", "openai-responses")
+TokenLimit = Literal["max_tokens", "max_completion_tokens"]
+TOKEN_LIMITS: tuple[TokenLimit, ...] = ("max_tokens", "max_completion_tokens")
+# where each protocol's chat call is sent, under the base URL
+_CHAT_PATHS = {"openai": "/chat/completions", "anthropic": "/messages"}
+_CHAT_PATHS["openai-responses"] = "/responses"
 MAX_RESPONSE_BYTES = 8 * 1_048_576
 _ERROR_EXCERPT = 512
 
 
 @dataclass(frozen=True)
 class ProviderConfig:
-    """A model endpoint: OpenAI-compatible chat completions (`kind="openai"`) or the
-    Anthropic Messages API (`kind="anthropic"`). Prices are per 1M tokens (None: cost
-    unknown).
+    """A model endpoint: OpenAI-compatible chat completions (`kind="openai"`), the
+    Anthropic Messages API (`kind="anthropic"`) or OpenAI's Responses API
+    (`kind="openai-responses"`). Prices are per 1M tokens (None: cost unknown).
 
     Its API key is one of two, never both: `api_key`, a key the host configured together
     with this endpoint (bound to this `base_url`: a config built from anything else, such as
@@ -111,13 +125,13 @@ class ProviderConfig:
     default_model: str | None = None
     price_in: float | None = None
     price_out: float | None = None
-    kind: Literal["openai", "anthropic"] = "openai"
+    kind: ProviderKind = "openai"
     api_key: str | None = field(default=None, repr=False, compare=False)  # never printed
     api_key_secret: str | None = None
     # how an answer's token limit is sent (`openai` kind): None picks `max_completion_tokens`
     # for OpenAI's own API (api.openai.com, where reasoning models refuse `max_tokens`) and
     # `max_tokens` for any other server (vLLM, Ollama, llama.cpp, LiteLLM, ...)
-    token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
+    token_limit: TokenLimit | None = None
     # provider parameters sent with every call (a step's `options` override them)
     options: Mapping[str, Any] = field(default_factory=dict, hash=False)
     # prices per 1M tokens of given models, `{model: {input: X, output: Y}}`, over
@@ -134,6 +148,8 @@ class ProviderConfig:
     @property
     def token_limit_key(self) -> str:
         """The request key of an answer's token limit (see `token_limit`)."""
+        if self.kind == "openai-responses":
+            return "max_output_tokens"  # the Responses API's one key
         if self.kind != "openai":
             return "max_tokens"  # the Messages API's one key
         if self.token_limit is not None:
@@ -337,13 +353,13 @@ async def chat(
     """One `POST {base_url}/chat/completions` with `body` (streamed when `body["stream"]`:
     the chunks are assembled into one result, and `on_text` is handed each piece of the
     answer's text as it arrives); for an `anthropic` provider one `POST {base_url}/messages`
-    with `body` mapped (`wovyr.activities.anthropic`)."""
+    with `body` mapped (`wovyr.activities.anthropic`), for an `openai-responses` one one
+    `POST {base_url}/responses` (`wovyr.activities.openai_responses`)."""
     import asyncio  # with the first call, as httpx: importing the module loads neither
 
     import httpx
 
-    suffix = "/messages" if provider.kind == "anthropic" else "/chat/completions"
-    url = provider.base_url.rstrip("/") + suffix
+    url = provider.base_url.rstrip("/") + _CHAT_PATHS[provider.kind]
     body = provider_body(provider, body)
     await _check_media_urls(body, policy)
     named = body.get("model")
@@ -444,7 +460,8 @@ def _call_attributes(
     split = urlsplit(provider.base_url)
     attributes: dict[str, Attribute] = {
         "wovyr.provider": provider.name,
-        "gen_ai.provider.name": provider.kind,
+        # the conventions' name of the provider: `openai` for either OpenAI protocol
+        "gen_ai.provider.name": "openai" if provider.kind == "openai-responses" else provider.kind,
         "gen_ai.operation.name": operation,
     }
     if model:
@@ -509,13 +526,14 @@ async def embed(
     policy: SideEffectPolicy = TRUSTED,
 ) -> Embeddings:
     """One `POST {base_url}/embeddings` (OpenAI's protocol) of `texts` with `model`; errors
-    mapped as `chat`'s are (429 and 5xx retryable, other 4xx not). An `anthropic` provider
-    has no embeddings endpoint (`EmbeddingsUnsupported`, not retried)."""
+    mapped as `chat`'s are (429 and 5xx retryable, other 4xx not); an `openai-responses`
+    provider is asked the same (OpenAI's API has both). An `anthropic` provider has no
+    embeddings endpoint (`EmbeddingsUnsupported`, not retried)."""
     import asyncio
 
     import httpx
 
-    if provider.kind != "openai":
+    if provider.kind == "anthropic":
         raise NonRetryableError(
             f"provider {provider.name!r} ({provider.kind}) has no embeddings endpoint; name an "
             "OpenAI-compatible provider in `embedding.provider`",
@@ -606,31 +624,32 @@ async def _exchange(
     on_text: Callable[[str], None] | None = None,
     kind: str = "openai",
 ) -> ChatResult:
-    from wovyr.activities import anthropic
+    from wovyr.activities import anthropic, openai_responses
 
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if kind == "anthropic":
         headers, sent = anthropic.headers(api_key), anthropic.request_body(body)
     else:
-        sent = chat_request(body)
+        mapped = openai_responses.request_body if kind == "openai-responses" else chat_request
+        sent = mapped(body)
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
     request = client.build_request("POST", url, headers=headers, content=_json_bytes(sent))
     response = await send_checked(client, request, policy, follow=False)
+    model = str(body.get("model"))
     try:
         if response.status_code != 200:
-            raise await _status_error(response, str(body.get("model")))
+            raise await _status_error(response, model)
         if body.get("stream"):
-            read = _read_anthropic_stream if kind == "anthropic" else _read_stream
-            return await read(response, str(body.get("model")), on_text)
+            read = _STREAM_READERS.get(kind, _read_stream)
+            return await read(response, model, on_text)
         content = bytearray()
         async for chunk in response.aiter_bytes():
             content += chunk
             if len(content) > MAX_RESPONSE_BYTES:
                 raise _malformed("the response is larger than 8 MiB")
-        if kind == "anthropic":
-            return _parse_anthropic(bytes(content), str(body.get("model")))
-        return _parse_completion(bytes(content), str(body.get("model")))
+        parse = _PARSERS.get(kind, _parse_completion)
+        return parse(bytes(content), model)
     finally:
         await response.aclose()
 
@@ -690,24 +709,40 @@ async def _status_error(response: httpx.Response, model: str) -> ActivityError:
     excerpt = bytes(head[:_ERROR_EXCERPT]).decode("utf-8", errors="replace")
     code, said = _error_object(bytes(head))
     details: dict[str, Any] = {"status": status, "body": excerpt}
+    return _classified(status, code, said, details, response.headers, model)
+
+
+def _classified(
+    status: int,
+    code: str | None,
+    said: str,
+    details: dict[str, Any],
+    headers: Mapping[str, str],
+    model: str,
+    where: str | None = None,
+) -> ActivityError:
+    """The error a refusal of `status` is (or a failure after a 200 that stands for that
+    status, said to have come `where`), its error object's `code` and message `said`
+    deciding where the status alone does not."""
     if code:
         details["code"] = code
+    at = where or f"HTTP {status}"
     quoted = f": {said[:200]}" if said else ""
     if status == 429 and code == "insufficient_quota":
         return NonRetryableError(
-            "the model provider refuses for want of quota or credit (429 insufficient_quota)"
-            f"{quoted}",
+            "the model provider refuses for want of quota or credit "
+            f"({where or '429'} insufficient_quota){quoted}",
             type="ProviderQuotaExhausted",
             details=details,
         )
     if status == 429:
-        after = retry_after_seconds(response.headers.get("retry-after"))
+        after = retry_after_seconds(headers.get("retry-after"))
         if after is None:
-            after = _rate_limit_reset(response.headers)
+            after = _rate_limit_reset(headers)
         if after is not None:
             details["retry_after"] = after
         return ActivityError(
-            "the model provider is rate limiting (429)"
+            f"the model provider is rate limiting ({where or '429'})"
             + (f"; it asks to retry after {after:g}s" if after is not None else ""),
             type="ProviderRateLimited",
             details=details,
@@ -715,22 +750,22 @@ async def _status_error(response: httpx.Response, model: str) -> ActivityError:
         )
     if status == 529 or code == "overloaded_error":
         return ActivityError(
-            f"the model provider is overloaded (HTTP {status})",
+            f"the model provider is overloaded ({at})",
             type="ProviderOverloaded",
             details=details,
-            retry_after=retry_after_seconds(response.headers.get("retry-after")),
+            retry_after=retry_after_seconds(headers.get("retry-after")),
         )
     if status >= 500:
-        after = retry_after_seconds(response.headers.get("retry-after"))
+        after = retry_after_seconds(headers.get("retry-after"))
         return ActivityError(
-            f"the model provider failed (HTTP {status})",
+            f"the model provider failed ({at}){quoted if where else ''}",
             type="ProviderUnavailable",
             details=details,
             retry_after=after,
         )
     if status in (401, 403):
         return NonRetryableError(
-            f"the model provider refused the credentials (HTTP {status}): check the API key "
+            f"the model provider refused the credentials ({at}): check the API key "
             "of the provider (WOVYR_LLM_API_KEY for `default`)",
             type="ProviderAuthFailed",
             details=details,
@@ -744,21 +779,41 @@ async def _status_error(response: httpx.Response, model: str) -> ActivityError:
     lowered = said.lower()
     if code == "context_length_exceeded" or any(s in lowered for s in _CONTEXT_SIGNS):
         return NonRetryableError(
-            f"the conversation is longer than model {model!r} takes (HTTP {status}){quoted}",
+            f"the conversation is longer than model {model!r} takes ({at}){quoted}",
             type="ContextLengthExceeded",
             details=details,
         )
-    if code in ("content_filter", "content_policy_violation"):
+    if code in _FILTERED_CODES:
         return NonRetryableError(
-            f"the model provider's content filter refused the request (HTTP {status}){quoted}",
+            f"the model provider's content filter refused the request ({at}){quoted}",
             type="ContentFiltered",
             details=details,
         )
     return NonRetryableError(
-        f"the model provider refused the request (HTTP {status}){quoted}",
+        f"the model provider refused the request ({at}){quoted}",
         type="ProviderBadRequest",
         details=details,
     )
+
+
+# the codes of a prompt refused by a content filter: Azure OpenAI's, and the Responses
+# API's refusal of an image
+_FILTERED_CODES = ("content_filter", "content_policy_violation", "image_content_policy_violation")
+
+
+def _failed_response(error: Mapping[str, Any], model: str, where: str) -> ActivityError:
+    """A Responses API response that failed after its 200 (`status: failed`, a
+    `response.failed` or `error` event) as the error of the status its `code` stands for
+    (`openai_responses.failure_status`)."""
+    from wovyr.activities import openai_responses
+
+    code = error.get("code")
+    code = str(code) if isinstance(code, str | int) and code != "" else None
+    said = error.get("message")
+    said = said if isinstance(said, str) else ""
+    status = openai_responses.failure_status(code)
+    details = {"failed": where, "message": said[:_ERROR_EXCERPT]}
+    return _classified(status, code, said, details, {}, model, where)
 
 
 _ERROR_READ = 65_536  # of an error body, to classify it (the details keep an excerpt)
@@ -791,7 +846,7 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def _rate_limit_reset(headers: httpx.Headers) -> float | None:
+def _rate_limit_reset(headers: Mapping[str, str]) -> float | None:
     """When a 429 without `Retry-After` may be retried, from OpenAI's
     `x-ratelimit-reset-requests`/`-tokens` (`1s`, `6m0s`, `20ms`): the reset of a limit
     whose `x-ratelimit-remaining-*` is 0, else the later of the two; None without them."""
@@ -866,6 +921,22 @@ def _parse_anthropic(content: bytes, model: str) -> ChatResult:
     return ChatResult(message, finish, tokens_in, tokens_out, str(name or model), cached)
 
 
+def _parse_responses(content: bytes, model: str) -> ChatResult:
+    """A Responses API response (`openai_responses.parse_response`); one whose `status`
+    is `failed` fails the call as its error."""
+    from wovyr.activities import openai_responses
+
+    try:
+        data = json.loads(content)
+        parsed = openai_responses.parse_response(data)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise _malformed(f"{type(exc).__name__}: {exc}"[:200]) from None
+    message, finish, tokens_in, tokens_out, name, cached, failed = parsed
+    if failed is not None:
+        raise _failed_response(failed, model, "a failed response")
+    return ChatResult(message, finish, tokens_in, tokens_out, str(name or model), cached)
+
+
 def _clean_message(message: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
     if isinstance(message.get("refusal"), str):  # structured outputs: why it would not answer
@@ -886,14 +957,31 @@ def _clean_message(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _read_anthropic_stream(
-    response: httpx.Response, model: str, on_text: Callable[[str], None] | None = None
-) -> ChatResult:
-    """Assemble a streamed Messages answer (`anthropic.MessageStream`), each text piece
-    handed to `on_text` as it arrives; an `error` event fails the call as that error."""
-    from wovyr.activities import anthropic
+class _EventStream(Protocol):
+    """A streamed answer of typed events being assembled (`anthropic.MessageStream`,
+    `openai_responses.ResponseStream`)."""
 
-    stream = anthropic.MessageStream(model)
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def failed(self) -> Any: ...  # what an error event said, or None
+
+    def feed(self, event: dict[str, Any]) -> str | None: ...
+
+    def result(self) -> tuple[dict[str, Any], str | None, int, int, str, int]: ...
+
+
+async def _read_events(
+    response: httpx.Response,
+    stream: _EventStream,
+    on_text: Callable[[str], None] | None,
+    failure: Callable[[Any], ActivityError],
+    last: str,
+) -> ChatResult:
+    """Assemble a stream of typed server-sent events into `stream`, each text piece handed
+    to `on_text` as it arrives; an error event fails the call as `failure` maps what it
+    said; a stream that ends before its `last` event is malformed."""
     data: list[str] = []  # the `data:` lines of the event being read
     async for line in response.aiter_lines():
         if line.startswith("data:"):
@@ -905,24 +993,52 @@ async def _read_anthropic_stream(
             piece = stream.feed(json.loads(event))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise _malformed(f"a stream event: {type(exc).__name__}: {exc}"[:200]) from None
-        if stream.failed == "overloaded_error":
-            raise ActivityError(
-                "the model provider is overloaded (an error event in its stream)",
-                type="ProviderOverloaded",
-            )
         if stream.failed is not None:
-            raise ActivityError(
-                f"the model provider's stream failed: {stream.failed}", type="ProviderUnavailable"
-            )
+            raise failure(stream.failed)
         if piece and on_text is not None:
             on_text(piece)
         if stream.done:
             break
     if not stream.done:
         where = " in the middle of an event" if data else ""
-        raise _malformed(f"the stream ended{where} before message_stop")
+        raise _malformed(f"the stream ended{where} before {last}")
     message, finish, tokens_in, tokens_out, name, cached = stream.result()
     return ChatResult(message, finish, tokens_in, tokens_out, name, cached)
+
+
+async def _read_anthropic_stream(
+    response: httpx.Response, model: str, on_text: Callable[[str], None] | None = None
+) -> ChatResult:
+    """Assemble a streamed Messages answer (`anthropic.MessageStream`); an `error` event
+    fails the call as that error."""
+    from wovyr.activities import anthropic
+
+    def failure(failed: str) -> ActivityError:
+        if failed == "overloaded_error":
+            return ActivityError(
+                "the model provider is overloaded (an error event in its stream)",
+                type="ProviderOverloaded",
+            )
+        return ActivityError(
+            f"the model provider's stream failed: {failed}", type="ProviderUnavailable"
+        )
+
+    stream = anthropic.MessageStream(model)
+    return await _read_events(response, stream, on_text, failure, "message_stop")
+
+
+async def _read_responses_stream(
+    response: httpx.Response, model: str, on_text: Callable[[str], None] | None = None
+) -> ChatResult:
+    """Assemble a streamed Responses answer (`openai_responses.ResponseStream`); a
+    `response.failed` or `error` event fails the call as its error (`_failed_response`)."""
+    from wovyr.activities import openai_responses
+
+    def failure(failed: dict[str, Any]) -> ActivityError:
+        return _failed_response(failed, model, "an error event in its stream")
+
+    stream = openai_responses.ResponseStream(model)
+    return await _read_events(response, stream, on_text, failure, "response.completed")
 
 
 async def _read_stream(
@@ -985,6 +1101,13 @@ async def _read_stream(
         model=name,
         cached_tokens=_cached_input(usage),
     )
+
+
+_PARSERS: dict[str, Callable[[bytes, str], ChatResult]] = {
+    "anthropic": _parse_anthropic,
+    "openai-responses": _parse_responses,
+}
+_STREAM_READERS = {"anthropic": _read_anthropic_stream, "openai-responses": _read_responses_stream}
 
 
 def with_options(

@@ -17,6 +17,8 @@ from wovyr.cli.backend import store_or_server, with_tenant
 from wovyr.cli.common import echo_json, echo_listing, echo_result, json_option, tenant_options
 from wovyr.cli.main import cli
 from wovyr.platform.providers import (
+    PROVIDER_KINDS,
+    TOKEN_LIMITS,
     ProviderInfo,
     audit_details,
     check_provider_name,
@@ -58,6 +60,8 @@ def _show(info: ProviderInfo, tenant: str) -> None:
     if info.options:
         shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(info.options.items()))
         click.echo(f"  options:        {shown}")
+    if info.token_limit:
+        click.echo(f"  token limit as: {info.token_limit}")
     click.echo(f"  updated:        {info.updated_at:%Y-%m-%d %H:%M:%S} UTC by {info.updated_by}")
 
 
@@ -97,10 +101,11 @@ def _prices(given: tuple[str, ...]) -> dict[str, Any] | None:
 @click.option("--base-url", required=True, help="The API's base URL (…/v1).")
 @click.option(
     "--kind",
-    type=click.Choice(["openai", "anthropic"]),
+    type=click.Choice(PROVIDER_KINDS),
     default="openai",
     show_default=True,
-    help="The protocol: OpenAI-compatible chat completions, or the Anthropic Messages API.",
+    help="The protocol: OpenAI-compatible chat completions, the Anthropic Messages API, or "
+    "OpenAI's Responses API (openai-responses).",
 )
 @click.option(
     "--api-key-secret",
@@ -125,6 +130,13 @@ def _prices(given: tuple[str, ...]) -> dict[str, Any] | None:
     help="A provider parameter sent with every call (repeatable; VALUE as JSON or text), "
     "checked against the kind's allow-list: seed=7, reasoning_effort=low.",
 )
+@click.option(
+    "--token-limit",
+    type=click.Choice(TOKEN_LIMITS),
+    help="How an answer's token limit is sent (kind openai): max_completion_tokens for "
+    "reasoning models, max_tokens for vLLM, Ollama, ...; default: max_completion_tokens to "
+    "api.openai.com, max_tokens elsewhere.",
+)
 @json_option
 @tenant_options
 def set_command(
@@ -137,6 +149,7 @@ def set_command(
     price_out: float | None,
     model_prices: tuple[str, ...],
     options: tuple[str, ...],
+    token_limit: str | None,
     as_json: bool,
     settings: Settings,
 ) -> None:
@@ -152,6 +165,7 @@ def set_command(
         "kind": kind,
         "options": _options(options),
         "prices": _prices(model_prices),
+        "token_limit": token_limit,
     }
 
     def local(engine: Engine) -> ProviderInfo:

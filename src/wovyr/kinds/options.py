@@ -8,9 +8,10 @@ closest name), and again when the call is made against its provider's family (a 
 family does not take fails the attempt with `UnsupportedOption`, not retried).
 
 Keys the step sets itself are not options: `model`, `messages`, `tools`, `stream`,
-`stream_options` (the kind builds them), `temperature` and `max_tokens` (the step's own keys;
-`max_tokens` is sent as `max_completion_tokens` where the provider wants it), and for the
-`llm` kind `response_format` only when `response_schema` is not given.
+`stream_options` (the kind builds them; and the Responses API's `input` and `instructions`,
+which the messages become), `temperature` and `max_tokens` (the step's own keys;
+`max_tokens` is sent as `max_completion_tokens` or `max_output_tokens` where the provider
+wants it), and for the `llm` kind `response_format` only when `response_schema` is not given.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "MANAGED_KEYS",
     "OPENAI_OPTIONS",
     "OPTIONS",
+    "RESPONSES_OPTIONS",
     "Options",
     "option_problems",
 ]
@@ -69,10 +71,41 @@ ANTHROPIC_OPTIONS = frozenset(
         "top_p",
     }
 )
-OPTIONS: Mapping[str, frozenset[str]] = {"openai": OPENAI_OPTIONS, "anthropic": ANTHROPIC_OPTIONS}
+# Responses (https://platform.openai.com/docs/api-reference/responses/create): the same
+# rule, and not what would keep the conversation on the provider's side instead of in the
+# journal (`previous_response_id`, `conversation`, `prompt`) or answer later (`background`).
+RESPONSES_OPTIONS = frozenset(
+    {
+        "include",
+        "max_tool_calls",
+        "metadata",
+        "parallel_tool_calls",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "reasoning",
+        "safety_identifier",
+        "service_tier",
+        "store",
+        "text",
+        "tool_choice",
+        "top_logprobs",
+        "top_p",
+        "truncation",
+        "user",
+    }
+)
+OPTIONS: Mapping[str, frozenset[str]] = {
+    "openai": OPENAI_OPTIONS,
+    "anthropic": ANTHROPIC_OPTIONS,
+    "openai-responses": RESPONSES_OPTIONS,
+}
+_ANY_FAMILY = frozenset().union(*OPTIONS.values())
 MANAGED_KEYS = frozenset(
     {
+        "input",
+        "instructions",
         "max_completion_tokens",
+        "max_output_tokens",
         "max_tokens",
         "messages",
         "model",
@@ -86,14 +119,19 @@ _OWN_KEY = {
     "max_tokens": "the step's `max_tokens:`",
     "max_completion_tokens": "the step's `max_tokens:` (sent as max_completion_tokens "
     "where the provider wants it)",
+    "max_output_tokens": "the step's `max_tokens:` (sent as max_output_tokens to a "
+    "Responses provider)",
+    "instructions": "the step's system message",
+    "input": "the step's messages",
     "temperature": "the step's `temperature:`",
 }
 
 
 def option_problems(options: Mapping[str, Any], family: str | None = None) -> list[str]:
-    """What is wrong with `options` for `family` (`openai`, `anthropic`), or for any family
-    when None: one message per key, naming the closest allowed key."""
-    allowed = OPTIONS[family] if family is not None else OPENAI_OPTIONS | ANTHROPIC_OPTIONS
+    """What is wrong with `options` for `family` (`openai`, `anthropic`,
+    `openai-responses`), or for any family when None: one message per key, naming the
+    closest allowed key."""
+    allowed = OPTIONS[family] if family is not None else _ANY_FAMILY
     problems = []
     for key in options:
         if key in allowed:

@@ -1,10 +1,13 @@
 """Tenants' model providers: set, list, show, delete, and their resolution at dispatch.
 
 A provider is an endpoint a tenant's `llm` and `agent` steps name (its `kind`: `openai`, an
-OpenAI-compatible chat-completions API, or `anthropic`, the Messages API)
-(`provider: NAME`): its base URL, the NAME of the tenant's secret that holds its API key
-(never a value: the key stays sealed in `wovyr.platform.secrets` until the worker sends it),
-an optional default model and prices per 1M tokens (which make a step's `cost` known).
+OpenAI-compatible chat-completions API, `anthropic`, the Messages API, or
+`openai-responses`, OpenAI's Responses API) (`provider: NAME`): its base URL, the NAME of
+the tenant's secret that holds its API key (never a value: the key stays sealed in
+`wovyr.platform.secrets` until the worker sends it), an optional default model and prices
+per 1M tokens (which make a step's `cost` known), and for an `openai` provider how an
+answer's token limit is sent (`token_limit`: `max_tokens` or `max_completion_tokens`; none:
+by the rule of its host, `ProviderConfig.token_limit_key`).
 Another tenant's provider answers exactly like a missing one.
 
 At dispatch a step's provider is the tenant's stored one of that name, else the one the
@@ -34,6 +37,7 @@ from urllib.parse import urlsplit
 from wovyr.activities.base import NonRetryableError
 from wovyr.activities.providers import (
     PROVIDER_KINDS,
+    TOKEN_LIMITS,
     ProviderConfig,
     Providers,
     price_problems,
@@ -47,7 +51,9 @@ from wovyr.store.platform import ProviderRecord, ProviderStore
 
 __all__ = [
     "PROVIDER_FIELDS",
+    "PROVIDER_KINDS",
     "PROVIDER_NAME",
+    "TOKEN_LIMITS",
     "ProviderInfo",
     "ProviderMissing",
     "SecretCredentials",
@@ -71,6 +77,7 @@ PROVIDER_FIELDS = (
     "kind",
     "options",
     "prices",
+    "token_limit",
 )
 _MAX_URL = 2048
 _MAX_MODEL = 256
@@ -95,6 +102,7 @@ class ProviderInfo:
     kind: str = "openai"
     options: Mapping[str, Any] = field(default_factory=dict)
     prices: Mapping[str, Any] = field(default_factory=dict)
+    token_limit: str | None = None
 
     @classmethod
     def of(cls, record: ProviderRecord) -> ProviderInfo:
@@ -110,6 +118,7 @@ class ProviderInfo:
             record.kind,
             dict(record.options or {}),
             dict(record.prices or {}),
+            record.token_limit,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,7 +235,8 @@ def parse_provider(
             Problem(
                 f"kind is one of {', '.join(PROVIDER_KINDS)}",
                 path="kind",
-                hint="openai: chat completions (OpenAI, vLLM, Ollama, ...); anthropic: Messages",
+                hint="openai: chat completions (OpenAI, vLLM, Ollama, ...); anthropic: "
+                "Messages; openai-responses: OpenAI's Responses API",
             )
         )
     options = _json_map(fields.get("options"), "options", problems)
@@ -238,6 +248,7 @@ def parse_provider(
         )
     prices = _json_map(fields.get("prices"), "prices", problems)
     problems.extend(Problem(p, path="prices") for p in price_problems(prices or {}))
+    token_limit = _token_limit(fields.get("token_limit"), str(kind), problems)
     if problems:
         raise InputError(problems)
     return ProviderRecord(
@@ -253,7 +264,35 @@ def parse_provider(
         kind=str(kind),
         options=options or None,
         prices=prices or None,
+        token_limit=token_limit,
     )
+
+
+def _token_limit(value: Any, kind: str, problems: list[Problem]) -> str | None:
+    """`value` if it is how an `openai` provider is sent the token limit (None: none given,
+    the host's rule)."""
+    if value is None:
+        return None
+    if value not in TOKEN_LIMITS:
+        problems.append(
+            Problem(
+                f"token_limit is one of {', '.join(TOKEN_LIMITS)}",
+                path="token_limit",
+                hint="max_completion_tokens for OpenAI's reasoning models (and Azure "
+                "deployments of them); max_tokens for vLLM, Ollama, llama.cpp, LiteLLM",
+            )
+        )
+        return None
+    if kind != "openai":
+        problems.append(
+            Problem(
+                f"token_limit applies to kind openai only (a {kind} provider is sent the "
+                "one key its API takes)",
+                path="token_limit",
+            )
+        )
+        return None
+    return str(value)
 
 
 def _json_map(value: Any, path: str, problems: list[Problem]) -> dict[str, Any] | None:
@@ -308,8 +347,9 @@ def _config(record: ProviderRecord) -> ProviderConfig:
         record.default_model,
         record.price_in,
         record.price_out,
-        kind="anthropic" if record.kind == "anthropic" else "openai",
+        kind=next((k for k in PROVIDER_KINDS if k == record.kind), "openai"),
         api_key_secret=record.api_key_secret,
+        token_limit=next((t for t in TOKEN_LIMITS if t == record.token_limit), None),
         options=dict(record.options or {}),
         prices=dict(record.prices or {}),
     )

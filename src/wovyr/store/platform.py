@@ -184,9 +184,13 @@ class ProviderRecord:
     price_out: float | None
     updated_at: datetime
     updated_by: str = ""
-    kind: str = "openai"  # the protocol it speaks: openai (chat completions) or anthropic
+    # the protocol it speaks: openai (chat completions), anthropic (Messages) or
+    # openai-responses (OpenAI's Responses API)
+    kind: str = "openai"
     options: dict[str, Any] | None = None  # provider parameters sent with every call
     prices: dict[str, Any] | None = None  # per model: {input, output} per 1M tokens
+    # how an `openai` provider is sent an answer's token limit (None: by its host's rule)
+    token_limit: str | None = None
 
 
 class ProviderStore(Protocol):

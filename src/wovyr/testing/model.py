@@ -1,5 +1,6 @@
 """A scripted model, in process: the replies a test writes (text, tool calls, streams,
-errors, recorded answers) turned into OpenAI chat-completions or Anthropic Messages answers.
+errors, recorded answers) turned into OpenAI chat-completions, OpenAI Responses or
+Anthropic Messages answers.
 
     model = ScriptedModel([tool_calls(("search", {"q": "x"})), text("done")], pick="turn")
     answer = model.respond("/v1/chat/completions", {}, {"model": "m", "messages": [...]})
@@ -31,7 +32,15 @@ otherwise): an `anthropic-version` header, `max_tokens`, roles that alternate st
 of the assistant message just before; with `anthropic_key=` the `x-api-key` header must be
 that key (401 otherwise). A Messages request with `stream: true` is answered with the
 Messages API's server-sent events (`message_start`, content blocks in deltas, `ping`,
-`message_delta`, `message_stop`). `/embeddings` (OpenAI's embeddings protocol) answers outside the
+`message_delta`, `message_stop`). A Responses request (`/responses`) is checked as the API
+does (400 `invalid_request_error` otherwise): `input` and no `messages`, input items of the
+documented shapes (user content parts `input_text`, `input_image`, `input_file`), every
+`function_call_output` answering a `function_call` sent before it, function tools named at
+their top level; it is answered with a `response` object (a `message` item of
+`output_text`, or `function_call` items), and with `stream: true` with the Responses API's
+typed events (`response.created`, each item's `response.output_item.added`, text deltas or
+argument deltas, `response.output_item.done`, `response.completed`). `/embeddings`
+(OpenAI's embeddings protocol) answers outside the
 script with `embed(text)`: a deterministic, meaningful embedding (a hashed bag of lowercase
 word stems, stop words left out, in `EMBEDDING_DIMS` dimensions), so texts that share words
 are near by cosine.
@@ -62,6 +71,7 @@ __all__ = [
     "embed",
     "malformed",
     "raw",
+    "responses_problem",
     "status",
     "text",
     "tool_calls",
@@ -166,9 +176,21 @@ class Recorded:
 
     @property
     def turn(self) -> int:
-        """The number of assistant messages in the conversation sent."""
-        messages = (self.body or {}).get("messages") or []
+        """The number of assistant messages in the conversation sent (in a Responses
+        request's `input`, the runs of assistant message and `function_call` items)."""
+        body = self.body if isinstance(self.body, dict) else {}
+        if isinstance(body.get("input"), list):
+            answered = [_answer_item(item) for item in body["input"]]
+            return sum(1 for n, a in enumerate(answered) if a and (n == 0 or not answered[n - 1]))
+        messages = body.get("messages") or []
         return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+def _answer_item(item: Any) -> bool:
+    """Whether a Responses input item is (part of) the model's answer."""
+    if not isinstance(item, dict):
+        return False
+    return item.get("type") == "function_call" or item.get("role") == "assistant"
 
 
 EMBEDDING_DIMS = 256
@@ -286,6 +308,28 @@ def _json_answer(code: int, data: Any, headers: dict[str, str] | None = None) ->
     return Answer(code, json.dumps(data).encode(), tuple((headers or {}).items()))
 
 
+_Protocol = Literal["chat", "messages", "responses"]
+_PATHS: dict[str, _Protocol] = {
+    "/chat/completions": "chat",
+    "/messages": "messages",
+    "/responses": "responses",
+}
+
+
+def _protocol(path: str) -> _Protocol | None:
+    """The protocol a request's path asks for (None: no endpoint of the model's)."""
+    return next((p for end, p in _PATHS.items() if path.endswith(end)), None)
+
+
+def _responses_refusal(recorded: Recorded) -> Answer | None:
+    problem = responses_problem(recorded.body)
+    if problem is None:
+        return None
+    param, message = problem
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return _json_answer(400, {"error": error})
+
+
 class ScriptedModel:
     """The scripted model (see the module docstring); thread-safe."""
 
@@ -352,20 +396,23 @@ class ScriptedModel:
                     400, {"error": {"message": "input must be text or a list"}}
                 )
             return recorded, _json_answer(200, _embeddings(body))
-        anthropic = path.endswith("/messages")
-        if not path.endswith("/chat/completions") and not anthropic:
+        protocol = _protocol(path)
+        if protocol is None:
             self._record(recorded)
             return recorded, _json_answer(404, {"error": {"message": "not found"}})
-        if anthropic:
+        refused = None
+        if protocol == "messages":
             refused = self._anthropic_refusal(recorded)
-            if refused is not None:
-                self._record(recorded)
-                return recorded, refused
+        elif protocol == "responses":
+            refused = _responses_refusal(recorded)
+        if refused is not None:
+            self._record(recorded)
+            return recorded, refused
         if self.replay is not None:
             self._record(recorded)
             answer = self.replay.answer(path, body)
         else:
-            answer = self._scripted(recorded, anthropic)
+            answer = self._scripted(recorded, protocol)
         if answer.status == 200 or self.replay is None:
             self._keep(path, body, answer)
         return recorded, answer
@@ -404,7 +451,7 @@ class ScriptedModel:
         index = recorded.turn if pick == "turn" else n
         return replies[min(index, len(replies) - 1)]
 
-    def _scripted(self, recorded: Recorded, anthropic: bool) -> Answer:
+    def _scripted(self, recorded: Recorded, protocol: _Protocol) -> Answer:
         reply = self._next_reply(recorded)
         if reply.gate is not None:
             reply.gate.wait(timeout=60)  # a bound: a test that forgets it still ends
@@ -419,16 +466,19 @@ class ScriptedModel:
             return Answer(200, reply.body.encode())
         if reply.kind == "raw":
             return Answer(reply.status, reply.body.encode(), reply.headers, reply.content_type)
-        if anthropic and body.get("stream"):
+        typed = {"messages": _anthropic_events, "responses": _responses_events}.get(protocol)
+        if typed is not None and body.get("stream"):
             events = tuple(
                 f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode()
-                for e in _anthropic_events(reply, model)
+                for e in typed(reply, model)
             )
             return Answer(
                 200, content_type="text/event-stream", events=events, pause=reply.chunk_delay
             )
-        if anthropic:
+        if protocol == "messages":
             return _json_answer(200, _anthropic_message(reply, model))
+        if protocol == "responses":
+            return _json_answer(200, _response_object(reply, model))
         if body.get("stream"):
             options = body.get("stream_options") or {}
             chunks = _chunks(reply, model, bool(options.get("include_usage")))
@@ -599,4 +649,166 @@ def anthropic_problem(body: Any, headers: dict[str, str]) -> str | None:
             if block.get("type") == "tool_result" and block.get("tool_use_id") not in used:
                 return f"messages.{n}: tool_result without a matching tool_use"
         previous = message
+    return None
+
+
+def _response_object(reply: Reply, model: str) -> dict[str, Any]:
+    """The reply as a Responses API `response` object."""
+    prompt, completion = reply.usage
+    if reply.kind == "tools":
+        output: list[dict[str, Any]] = [
+            {
+                "type": "function_call",
+                "id": f"fc_scripted_{n}",
+                "call_id": i,
+                "name": name,
+                "arguments": a,
+                "status": "completed",
+            }
+            for n, (i, name, a) in enumerate(reply.calls)
+        ]
+    else:
+        part = {"type": "output_text", "text": reply.content, "annotations": []}
+        output = [
+            {
+                "type": "message",
+                "id": "msg_scripted",
+                "status": "completed",
+                "role": "assistant",
+                "content": [part],
+            }
+        ]
+    return {
+        "id": "resp_scripted",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "model": model,
+        "output": output,
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": reply.cached},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def _responses_events(reply: Reply, model: str) -> Iterator[dict[str, Any]]:
+    """The reply as the Responses API streams it: `response.created`, for each output item
+    `response.output_item.added`, its text deltas (or a function call's argument deltas
+    and `...done`) and `response.output_item.done`, then `response.completed`; each event
+    with its `sequence_number`."""
+    whole = _response_object(reply, model)
+    pending = {**whole, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": pending}]
+    for index, item in enumerate(whole["output"]):
+        where = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "message":
+            opened = {**item, "status": "in_progress", "content": []}
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": opened}
+            )
+            text = item["content"][0]["text"]
+            for at in range(0, len(text), 4):
+                events.append(
+                    {
+                        "type": "response.output_text.delta",
+                        **where,
+                        "content_index": 0,
+                        "delta": text[at : at + 4],
+                    }
+                )
+            events.append(
+                {"type": "response.output_text.done", **where, "content_index": 0, "text": text}
+            )
+        else:
+            opened = {**item, "status": "in_progress", "arguments": ""}
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": opened}
+            )
+            arguments = item["arguments"]
+            for at in range(0, len(arguments), 7):
+                events.append(
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        **where,
+                        "delta": arguments[at : at + 7],
+                    }
+                )
+            events.append(
+                {"type": "response.function_call_arguments.done", **where, "arguments": arguments}
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": whole})
+    for n, event in enumerate(events):
+        yield {**event, "sequence_number": n}
+
+
+_USER_PARTS = {
+    "input_text": "text",
+    "input_image": "image_url",
+    "input_file": None,  # one of file_data, file_url, file_id
+}
+
+
+def responses_problem(body: Any) -> tuple[str, str] | None:
+    """What the Responses API would refuse in this request, as (param, message) (None: a
+    valid request)."""
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+        return "model", "Missing required parameter: 'model'."
+    if "messages" in body:
+        return "messages", "Unknown parameter: 'messages'."
+    items = body.get("input")
+    if not isinstance(items, list) or not items:
+        return "input", "Missing required parameter: 'input'."
+    calls: set[str] = set()
+    for n, item in enumerate(items):
+        where = f"input[{n}]"
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "function_call":
+            if not all(isinstance(item.get(k), str) for k in ("call_id", "name", "arguments")):
+                return where, f"Invalid '{where}': a function_call has call_id, name, arguments."
+            calls.add(item["call_id"])
+        elif kind == "function_call_output":
+            if item.get("call_id") not in calls:
+                return where, (
+                    f"No tool call found for function call output with call_id "
+                    f"{item.get('call_id')}."
+                )
+        elif kind == "message":
+            problem = _message_item_problem(item, where)
+            if problem is not None:
+                return where, problem
+        else:
+            return where, f"Invalid value for '{where}.type'."
+    for n, tool in enumerate(body.get("tools") or ()):
+        if tool.get("type") == "function" and not isinstance(tool.get("name"), str):
+            return f"tools[{n}].name", f"Missing required parameter: 'tools[{n}].name'."
+    return None
+
+
+def _message_item_problem(item: dict[str, Any], where: str) -> str | None:
+    role = item.get("role")
+    if role not in ("user", "assistant", "system", "developer"):
+        return f"Invalid value for '{where}.role'."
+    content = item.get("content")
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return f"Invalid type for '{where}.content': expected a string or an array."
+    for m, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        allowed = ("output_text", "refusal") if role == "assistant" else tuple(_USER_PARTS)
+        if kind not in allowed:
+            return f"Invalid value for '{where}.content[{m}].type': {kind!r}."
+        wants = _USER_PARTS.get(str(kind))
+        if wants is not None and not isinstance(part.get(wants), str):
+            return f"Missing required parameter: '{where}.content[{m}].{wants}'."
+        sources = ("file_data", "file_url", "file_id")
+        if kind == "input_file" and not any(isinstance(part.get(k), str) for k in sources):
+            return f"Invalid '{where}.content[{m}]': give file_data, file_url or file_id."
     return None

@@ -1,12 +1,14 @@
 """The scripted model over real HTTP on 127.0.0.1: an OpenAI-compatible chat-completions
-server (and Anthropic Messages, and embeddings) answering from a `ScriptedModel`.
+server (and OpenAI Responses, Anthropic Messages, and embeddings) answering from a
+`ScriptedModel`.
 
     with ScriptedLLM([text("hello"), tool_calls(("search", {"q": "x"}))]) as llm:
         base_url = llm.base_url            # http://127.0.0.1:PORT/v1
         ...
         llm.requests                       # every request received (headers + JSON body)
 
-`POST /v1/chat/completions`, `POST /v1/messages` and `POST /v1/embeddings` are answered as
+`POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1/messages` and
+`POST /v1/embeddings` are answered as
 `wovyr.testing.model` describes (the replies, `pick`, `anthropic_key`, `replay`); a
 streamed answer is sent as SSE events. It runs in daemon threads of the test process (a
 `ThreadingHTTPServer`): tests that kill worker processes never kill the model, so its
@@ -35,6 +37,7 @@ from wovyr.testing.model import (
     embed,
     malformed,
     raw,
+    responses_problem,
     status,
     text,
     tool_calls,
@@ -50,6 +53,7 @@ __all__ = [
     "embed",
     "malformed",
     "raw",
+    "responses_problem",
     "status",
     "text",
     "tool_calls",
@@ -160,6 +164,11 @@ class ScriptedLLM:
     def embeddings(self) -> list[Recorded]:
         """The embeddings requests (`POST /v1/embeddings`)."""
         return [r for r in self.requests if r.path.endswith("/embeddings")]
+
+    @property
+    def responses(self) -> list[Recorded]:
+        """The OpenAI Responses requests (`POST /v1/responses`)."""
+        return [r for r in self.requests if r.path.endswith("/responses")]
 
     @property
     def messages(self) -> list[Recorded]:

@@ -80,6 +80,24 @@ def test_set_list_show_delete_per_tenant_audited(cli: Cli) -> None:
     code, out, _ = cli("providers", "show", "local")
     assert 'options:        reasoning_effort="low", seed=7' in out
     assert "price of m1: in 3, out 6" in out
+    limited = cli.json(
+        "providers", "set", "azure", "--base-url", "https://azure.example/openai/v1",
+        "--token-limit", "max_completion_tokens",
+    )  # fmt: skip
+    assert limited["token_limit"] == "max_completion_tokens"
+    code, out, _ = cli("providers", "show", "azure")
+    assert "token limit as: max_completion_tokens" in out
+    responses = cli.json(
+        "providers", "set", "gpt", "--kind", "openai-responses", "--base-url",
+        "https://api.openai.com/v1", "--option", 'reasoning={"effort": "low"}',
+    )  # fmt: skip
+    assert (responses["kind"], responses["options"]) == (
+        "openai-responses",
+        {"reasoning": {"effort": "low"}},
+    )
+    assert responses["token_limit"] is None
+    for name in ("azure", "gpt"):
+        cli.json("providers", "delete", name)
     cli.json("providers", "set", "b-only", "--base-url", "http://b/v1", "--tenant", "t2")
     assert [p["name"] for p in cli.json("providers", "list")] == ["local", "openai"]
     assert [p["name"] for p in cli.json("providers", "list", "--tenant", "t2")] == ["b-only"]
@@ -100,6 +118,10 @@ def test_set_list_show_delete_per_tenant_audited(cli: Cli) -> None:
     assert actions == [
         ("provider.set", "openai", "default"),
         ("provider.set", "local", "default"),
+        ("provider.set", "azure", "default"),
+        ("provider.set", "gpt", "default"),
+        ("provider.delete", "azure", "default"),
+        ("provider.delete", "gpt", "default"),
         ("provider.set", "b-only", "t2"),
         ("provider.delete", "openai", "default"),
     ]
@@ -122,6 +144,33 @@ def test_set_list_show_delete_per_tenant_audited(cli: Cli) -> None:
         (["p", "--base-url", "http://x/v1", "--option", "seed"], 2, "KEY=VALUE"),
         (["p", "--base-url", "http://x/v1", "--model-price", "m1=3"], 2, "MODEL=IN:OUT"),
         (["p", "--base-url", "http://x/v1", "--model-price", "m1=-1:2"], 1, "finite number"),
+        (["p", "--base-url", "http://x/v1", "--token-limit", "max"], 2, "--token-limit"),
+        (
+            [
+                "p",
+                "--base-url",
+                "http://x/v1",
+                "--kind",
+                "anthropic",
+                "--token-limit",
+                "max_tokens",
+            ],
+            1,
+            "token_limit applies to kind openai only",
+        ),
+        (
+            [
+                "p",
+                "--base-url",
+                "http://x/v1",
+                "--kind",
+                "openai-responses",
+                "--option",
+                "reasoning_effort=1",
+            ],
+            1,
+            "did you mean 'reasoning'",
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error_and_stores_nothing(

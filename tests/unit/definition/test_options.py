@@ -81,6 +81,36 @@ def test_known_options_of_every_family_load() -> None:
     assert workflow.activities[0].step.llm.options["reasoning_effort"] == "low"  # type: ignore[union-attr]
 
 
+def test_responses_options_load_and_are_located_when_misspelt() -> None:
+    text = LLM.replace(
+        "max_tokens: 100",
+        "max_tokens: 100\n"
+        "      options:\n"
+        "        reasoning: {effort: low}\n"
+        "        text: {verbosity: low}\n"
+        "        truncation: auto\n"
+        "        include: [reasoning.encrypted_content]",
+    )
+    workflow = load_definition(text)
+    assert workflow.activities[0].step.llm.options["reasoning"] == {"effort": "low"}  # type: ignore[union-attr]
+    (problem,) = _problems(
+        LLM.replace("max_tokens: 100", "max_tokens: 100\n      options: {reasonning: {}}")
+    )
+    assert problem.message == (
+        "option 'reasonning' is not taken by any provider family (did you mean 'reasoning'?)"
+    )
+    assert (problem.line, problem.column) == (15, 17)
+    for key, own in (
+        ("max_output_tokens", "the step's `max_tokens:`"),
+        ("instructions", "the step's system message"),
+        ("input", "the step's messages"),
+    ):
+        (problem,) = _problems(
+            LLM.replace("max_tokens: 100", f"max_tokens: 100\n      options: {{{key}: 1}}")
+        )
+        assert problem.message.startswith(f"{key!r} is not an option: {own}")
+
+
 def test_an_unknown_option_is_located_at_its_key() -> None:
     text = LLM.replace("max_tokens: 100", "max_tokens: 100\n      options: {top_p: 1, seedd: 7}")
     (problem,) = _problems(text)

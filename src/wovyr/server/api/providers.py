@@ -42,9 +42,10 @@ class ProviderOut(BaseModel):
     price_out: float | None  # per 1M output tokens
     updated_at: str
     updated_by: str
-    kind: str  # openai (chat completions) or anthropic (Messages API)
+    kind: str  # openai (chat completions), anthropic (Messages API) or openai-responses
     options: dict[str, Any] = {}  # provider parameters sent with every call
     prices: dict[str, Any] = {}  # per model: {input, output} per 1M tokens
+    token_limit: str | None = None  # max_tokens or max_completion_tokens (kind openai)
 
 
 def _out(info: ProviderInfo) -> ProviderOut:
@@ -53,8 +54,8 @@ def _out(info: ProviderInfo) -> ProviderOut:
 
 @router.get("", response_model=list[ProviderOut], summary="The tenant's model providers")
 def get_providers(ctx: Ctx, principal: Admin) -> list[ProviderOut]:
-    """The tenant's model providers (OpenAI-compatible or Anthropic endpoints; keys by
-    secret name, never a value)."""
+    """The tenant's model providers (OpenAI-compatible, OpenAI Responses or Anthropic
+    endpoints; keys by secret name, never a value)."""
     return [_out(i) for i in list_providers(ctx.engine.store, principal.tenant)]
 
 
@@ -94,12 +95,15 @@ def put_provider(
     principal: Admin,
     if_match: IfMatch = None,
     body: dict[str, Any] = Body(  # noqa: B008 - FastAPI's way to take the whole body
-        description="kind (openai or anthropic; default openai), base_url (http or https), "
+        description="kind (openai, anthropic or openai-responses; default openai), base_url "
+        "(http or https), "
         "api_key_secret (the NAME of a secret of the "
         "tenant), default_model, price_in and price_out (per 1M tokens, both or neither), "
         "options (provider parameters sent with every call, checked against the kind's "
         "allow-list as a step's options are) and prices (per model, {input, output} per 1M "
-        "tokens, over price_in and price_out)",
+        "tokens, over price_in and price_out) and, for kind openai, token_limit (how an "
+        "answer's token limit is sent: max_tokens or max_completion_tokens; default by the "
+        "host: max_completion_tokens to api.openai.com, max_tokens elsewhere)",
         examples=[
             {
                 "base_url": "https://api.openai.com/v1",

@@ -105,24 +105,24 @@ ON CONFLICT (tenant, request_hash) DO NOTHING;
 
 -- name: provider_put
 INSERT INTO providers (tenant, name, base_url, api_key_secret, default_model, price_in,
-                       price_out, updated_at, updated_by, kind, options, prices)
+                       price_out, updated_at, updated_by, kind, options, prices, token_limit)
 VALUES (:tenant, :name, :base_url, :api_key_secret, :default_model,
         :price_in, :price_out, :updated_at, :updated_by, :kind, :options::jsonb,
-        :prices::jsonb)
+        :prices::jsonb, :token_limit)
 ON CONFLICT (tenant, name) DO UPDATE SET base_url = excluded.base_url,
     api_key_secret = excluded.api_key_secret, default_model = excluded.default_model,
     price_in = excluded.price_in, price_out = excluded.price_out,
     updated_at = excluded.updated_at, updated_by = excluded.updated_by, kind = excluded.kind,
-    options = excluded.options, prices = excluded.prices;
+    options = excluded.options, prices = excluded.prices, token_limit = excluded.token_limit;
 
 -- name: provider_get
 SELECT tenant, name, base_url, api_key_secret, default_model, price_in, price_out,
-       updated_at, updated_by, kind, options, prices
+       updated_at, updated_by, kind, options, prices, token_limit
 FROM providers WHERE tenant = :tenant AND name = :name;
 
 -- name: provider_list
 SELECT tenant, name, base_url, api_key_secret, default_model, price_in, price_out,
-       updated_at, updated_by, kind, options, prices
+       updated_at, updated_by, kind, options, prices, token_limit
 FROM providers WHERE tenant = :tenant ORDER BY name;
 
 -- name: provider_delete
