@@ -10,12 +10,11 @@ import pytest
 
 from .test_browser import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    DEADLINE,
     LiveServer,
+    chromium,
     live_server,
     sync_api,
+    watched,
 )
 
 pytestmark = pytest.mark.slow
@@ -26,23 +25,16 @@ def test_docs_renders_the_operations_from_vendored_files_only(
     sync_api: Any, live_server: LiveServer
 ) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(DEADLINE * 1000)
-            problems: list[str] = []  # script errors and CSP violations show up here
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda exc: problems.append(str(exc)))
-            requested: list[str] = []
-            page.on("request", lambda r: requested.append(r.url))
-            page.goto(f"{live_server.url}/docs")
-            # RapiDoc renders into its shadow root; Playwright's locators pierce it
-            page.get_by_text("List executions, newest first").first.wait_for()
-            page.get_by_text("/api/v1/workflows/{execution_id}/signal").first.wait_for()
-            page.screenshot(path=str(ARTIFACTS / "api-browser.png"))
-        finally:
-            browser.close()
+    with chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        problems = watched(page)  # script errors and CSP violations show up here
+        requested: list[str] = []
+        page.on("request", lambda r: requested.append(r.url))
+        page.goto(f"{live_server.url}/docs")
+        # RapiDoc renders into its shadow root; Playwright's locators pierce it
+        page.get_by_text("List executions, newest first").first.wait_for()
+        page.get_by_text("/api/v1/workflows/{execution_id}/signal").first.wait_for()
+        page.screenshot(path=str(ARTIFACTS / "api-browser.png"))
     assert requested and all(url.startswith(live_server.url) for url in requested), requested
     assert f"{live_server.url}/openapi.json" in requested
     assert not problems, problems

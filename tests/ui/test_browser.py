@@ -62,6 +62,27 @@ def _require_browser() -> Any:
     return sync_api
 
 
+@contextmanager
+def chromium(sync_api: Any) -> Iterator[Any]:
+    """Debian's headless Chromium driven by Playwright, closed on the way out."""
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def watched(page: Any) -> list[str]:
+    """`page` with the tests' deadline; the list it returns fills with the page's script
+    errors (console errors, uncaught exceptions, CSP violations)."""
+    page.set_default_timeout(DEADLINE * 1000)
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: problems.append(str(exc)))
+    return problems
+
+
 def _wait_until(check: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
     end = time.monotonic() + deadline
     while not check():
@@ -129,64 +150,57 @@ def test_sign_in_inspect_approve_and_complete(sync_api: Any, live_server: LiveSe
     _wait_until(lambda: engine.query(record.id).status == "waiting", "the approval wait")
     ARTIFACTS.mkdir(exist_ok=True)
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(DEADLINE * 1000)
-            problems: list[str] = []  # script errors and CSP violations show up here
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda exc: problems.append(str(exc)))
-            # Not signed in: the list sends us to the sign-in page.
-            page.goto(f"{live_server.url}/ui")
-            assert "/ui/login" in page.url
-            page.fill("#api_key", token)
-            page.click("button[type=submit]")
-            page.wait_for_selector("table.executions")
-            row = page.locator(f'tr[data-execution="{record.id}"]')
-            assert row.locator(".badge").inner_text() == "waiting"
-            assert "approval" in row.inner_text()
-            page.screenshot(path=str(ARTIFACTS / "ui-list.png"), full_page=True)
+    with chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        problems = watched(page)  # script errors and CSP violations show up here
+        # Not signed in: the list sends us to the sign-in page.
+        page.goto(f"{live_server.url}/ui")
+        assert "/ui/login" in page.url
+        page.fill("#api_key", token)
+        page.click("button[type=submit]")
+        page.wait_for_selector("table.executions")
+        row = page.locator(f'tr[data-execution="{record.id}"]')
+        assert row.locator(".badge").inner_text() == "waiting"
+        assert "approval" in row.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "ui-list.png"), full_page=True)
 
-            row.locator("a").click()
-            page.wait_for_selector("svg.dag")
-            status = "svg.dag g.node[data-activity='{}']"
-            assert page.get_attribute(status.format("prepare"), "data-status") == "completed"
-            assert page.get_attribute(status.format("approve"), "data-status") == "waiting"
-            assert page.get_attribute(status.format("ship"), "data-status") == "pending"
-            assert "approval" in page.inner_text("#waiting-on")
-            page.screenshot(path=str(ARTIFACTS / "ui-execution.png"), full_page=True)
-            dark = browser.new_page(color_scheme="dark", viewport={"width": 1280, "height": 900})
-            dark.context.add_cookies(page.context.cookies())
-            dark.goto(page.url)
-            dark.wait_for_selector("svg.dag g.node[data-status='waiting']")
-            dark.screenshot(path=str(ARTIFACTS / "ui-execution-dark.png"), full_page=True)
-            dark.close()
+        row.locator("a").click()
+        page.wait_for_selector("svg.dag")
+        status = "svg.dag g.node[data-activity='{}']"
+        assert page.get_attribute(status.format("prepare"), "data-status") == "completed"
+        assert page.get_attribute(status.format("approve"), "data-status") == "waiting"
+        assert page.get_attribute(status.format("ship"), "data-status") == "pending"
+        assert "approval" in page.inner_text("#waiting-on")
+        page.screenshot(path=str(ARTIFACTS / "ui-execution.png"), full_page=True)
+        dark = browser.new_page(color_scheme="dark", viewport={"width": 1280, "height": 900})
+        dark.context.add_cookies(page.context.cookies())
+        dark.goto(page.url)
+        dark.wait_for_selector("svg.dag g.node[data-status='waiting']")
+        dark.screenshot(path=str(ARTIFACTS / "ui-execution-dark.png"), full_page=True)
+        dark.close()
 
-            form = page.locator("form[data-approval='approve']")
-            form.locator("textarea[name=comment]").fill("within budget")
-            form.locator("button[value=approve]").click()
-            # The redirect lands on the page, which refreshes itself until the end.
-            page.wait_for_selector("#execution-status.status-completed")
-            page.wait_for_selector("svg.dag g.node[data-activity='ship'][data-status='completed']")
-            assert page.get_attribute(status.format("approve"), "data-status") == "completed"
-            assert "approved by alice" in page.inner_text("#timeline")
-            page.screenshot(path=str(ARTIFACTS / "ui-execution-completed.png"), full_page=True)
+        form = page.locator("form[data-approval='approve']")
+        form.locator("textarea[name=comment]").fill("within budget")
+        form.locator("button[value=approve]").click()
+        # The redirect lands on the page, which refreshes itself until the end.
+        page.wait_for_selector("#execution-status.status-completed")
+        page.wait_for_selector("svg.dag g.node[data-activity='ship'][data-status='completed']")
+        assert page.get_attribute(status.format("approve"), "data-status") == "completed"
+        assert "approved by alice" in page.inner_text("#timeline")
+        page.screenshot(path=str(ARTIFACTS / "ui-execution-completed.png"), full_page=True)
 
-            # The page refreshes itself: a decision made elsewhere shows up without a reload.
-            other = engine.start(APPROVAL_FLOW)
-            _wait_until(lambda: engine.query(other.id).status == "waiting", "the second wait")
-            page.goto(f"{live_server.url}/ui/executions/{other.id}")
-            page.wait_for_selector("#execution-status.status-waiting")
-            navigations: list[str] = []
-            page.on("framenavigated", lambda frame: navigations.append(frame.url))
-            engine.approve(other.id, "approve", True, by="api", comment="elsewhere")
-            page.wait_for_selector("#execution-status.status-completed")
-            assert navigations == []  # swapped in place by the script, not reloaded
-            assert page.locator("form[data-approval]").count() == 0  # no stale actions
-            assert problems == []
-        finally:
-            browser.close()
+        # The page refreshes itself: a decision made elsewhere shows up without a reload.
+        other = engine.start(APPROVAL_FLOW)
+        _wait_until(lambda: engine.query(other.id).status == "waiting", "the second wait")
+        page.goto(f"{live_server.url}/ui/executions/{other.id}")
+        page.wait_for_selector("#execution-status.status-waiting")
+        navigations: list[str] = []
+        page.on("framenavigated", lambda frame: navigations.append(frame.url))
+        engine.approve(other.id, "approve", True, by="api", comment="elsewhere")
+        page.wait_for_selector("#execution-status.status-completed")
+        assert navigations == []  # swapped in place by the script, not reloaded
+        assert page.locator("form[data-approval]").count() == 0  # no stale actions
+        assert problems == []
 
     view = engine.query(record.id)
     assert view.status == "completed"
@@ -204,30 +218,24 @@ def test_the_whole_flow_works_with_javascript_disabled(
     record = engine.start(APPROVAL_FLOW)
     _wait_until(lambda: engine.query(record.id).status == "waiting", "the approval wait")
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(java_script_enabled=False)
-            page = context.new_page()
-            page.set_default_timeout(DEADLINE * 1000)
-            page.goto(f"{live_server.url}/ui/executions/{record.id}")
-            page.fill("#api_key", token)
-            page.click("button[type=submit]")  # back to the page asked for
-            page.wait_for_selector("svg.dag g.node[data-activity='approve'][data-status='waiting']")
-            form = page.locator("form[data-approval='approve']")
-            form.locator("textarea[name=comment]").fill("no script needed")
-            form.locator("button[value=approve]").click()
-            page.wait_for_selector(".flash.ok")
-            end = time.monotonic() + DEADLINE
-            while "status-completed" not in (
-                page.get_attribute("#execution-status", "class") or ""
-            ):
-                assert time.monotonic() < end, "the execution did not complete"
-                page.wait_for_timeout(100)  # a poll interval, not a guess at how long it takes
-                page.reload()  # no script: the reader refreshes
-            assert "approved by bob" in page.inner_text("#timeline")
-        finally:
-            browser.close()
+    with chromium(sync_api) as browser:
+        context = browser.new_context(java_script_enabled=False)
+        page = context.new_page()
+        watched(page)
+        page.goto(f"{live_server.url}/ui/executions/{record.id}")
+        page.fill("#api_key", token)
+        page.click("button[type=submit]")  # back to the page asked for
+        page.wait_for_selector("svg.dag g.node[data-activity='approve'][data-status='waiting']")
+        form = page.locator("form[data-approval='approve']")
+        form.locator("textarea[name=comment]").fill("no script needed")
+        form.locator("button[value=approve]").click()
+        page.wait_for_selector(".flash.ok")
+        end = time.monotonic() + DEADLINE
+        while "status-completed" not in (page.get_attribute("#execution-status", "class") or ""):
+            assert time.monotonic() < end, "the execution did not complete"
+            page.wait_for_timeout(100)  # a poll interval, not a guess at how long it takes
+            page.reload()  # no script: the reader refreshes
+        assert "approved by bob" in page.inner_text("#timeline")
 
 
 RELAY = """\
@@ -249,26 +257,22 @@ def test_rerun_from_an_activity_in_the_browser(sync_api: Any, live_server: LiveS
     engine.cancel("relay-1")
     ARTIFACTS.mkdir(exist_ok=True)
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(DEADLINE * 1000)
-            page.goto(f"{live_server.url}/ui/executions/relay-1")
-            page.fill("#api_key", token)
-            page.click("button[type=submit]")
-            page.wait_for_selector("#rerun-form")
-            page.screenshot(path=str(ARTIFACTS / "ui-rerun-original.png"), full_page=True)
-            page.locator("#act-c form.rerun-from button").click()
-            page.wait_for_selector("#rerun-of-link")
-            assert page.inner_text("#rerun-of-link") == "relay-1"
-            assert page.locator(".reused").count() == 2
-            page.wait_for_selector("svg.dag g.node[data-activity='c'][data-status='waiting']")
-            page.screenshot(path=str(ARTIFACTS / "ui-rerun.png"), full_page=True)
-            page.click("#rerun-of-link")
-            page.wait_for_selector("#reruns a.rerun-link")
-        finally:
-            browser.close()
+    with chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        watched(page)
+        page.goto(f"{live_server.url}/ui/executions/relay-1")
+        page.fill("#api_key", token)
+        page.click("button[type=submit]")
+        page.wait_for_selector("#rerun-form")
+        page.screenshot(path=str(ARTIFACTS / "ui-rerun-original.png"), full_page=True)
+        page.locator("#act-c form.rerun-from button").click()
+        page.wait_for_selector("#rerun-of-link")
+        assert page.inner_text("#rerun-of-link") == "relay-1"
+        assert page.locator(".reused").count() == 2
+        page.wait_for_selector("svg.dag g.node[data-activity='c'][data-status='waiting']")
+        page.screenshot(path=str(ARTIFACTS / "ui-rerun.png"), full_page=True)
+        page.click("#rerun-of-link")
+        page.wait_for_selector("#reruns a.rerun-link")
     assert len(engine.reruns("relay-1")) == 1
 
 
@@ -283,41 +287,34 @@ def test_schedules_definitions_and_workers_pages(
     schedules = Schedules(engine)
     schedules.create("nightly", workflow="purchase", cron="0 3 * * *")
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(timezone_id="Asia/Tokyo")  # UTC+9, no DST
-            page = context.new_page()
-            page.set_default_timeout(DEADLINE * 1000)
-            problems: list[str] = []
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda exc: problems.append(str(exc)))
-            page.goto(f"{live_server.url}/ui/schedules")
-            page.fill("#api_key", token)
-            page.click("button[type=submit]")
-            row = page.locator('tr[data-schedule="nightly"]')
-            assert "03:00:00 UTC" in row.locator("td.next-utc").inner_text()
-            local = row.locator("td.next-local time").first
-            # the script rewrote the UTC text to the viewer's time: 03:00 UTC is 12:00 JST
-            _wait_until(lambda: "UTC" not in local.inner_text(), "the local time")
-            assert "12:00:00" in local.inner_text()
-            page.screenshot(path=str(tmp_path / "ui-schedules.png"), full_page=True)
-            row.locator("button[data-action=pause]").click()
-            page.wait_for_selector('tr[data-schedule="nightly"][data-paused="true"]')
-            assert schedules.get("nightly").paused
+    with chromium(sync_api) as browser:
+        context = browser.new_context(timezone_id="Asia/Tokyo")  # UTC+9, no DST
+        page = context.new_page()
+        problems = watched(page)
+        page.goto(f"{live_server.url}/ui/schedules")
+        page.fill("#api_key", token)
+        page.click("button[type=submit]")
+        row = page.locator('tr[data-schedule="nightly"]')
+        assert "03:00:00 UTC" in row.locator("td.next-utc").inner_text()
+        local = row.locator("td.next-local time").first
+        # the script rewrote the UTC text to the viewer's time: 03:00 UTC is 12:00 JST
+        _wait_until(lambda: "UTC" not in local.inner_text(), "the local time")
+        assert "12:00:00" in local.inner_text()
+        page.screenshot(path=str(tmp_path / "ui-schedules.png"), full_page=True)
+        row.locator("button[data-action=pause]").click()
+        page.wait_for_selector('tr[data-schedule="nightly"][data-paused="true"]')
+        assert schedules.get("nightly").paused
 
-            page.click("nav.mainnav >> text=Definitions")
-            page.click('tr[data-definition="purchase"] a')
-            page.wait_for_selector("svg.dag g.node[data-activity='approve']")
-            assert "- id: approve" in page.inner_text("#definition-source")
-            page.screenshot(path=str(tmp_path / "ui-definition.png"), full_page=True)
+        page.click("nav.mainnav >> text=Definitions")
+        page.click('tr[data-definition="purchase"] a')
+        page.wait_for_selector("svg.dag g.node[data-activity='approve']")
+        assert "- id: approve" in page.inner_text("#definition-source")
+        page.screenshot(path=str(tmp_path / "ui-definition.png"), full_page=True)
 
-            page.click("nav.mainnav >> text=Workers")
-            page.wait_for_selector("#in-flight")
-            page.screenshot(path=str(tmp_path / "ui-workers.png"), full_page=True)
-            assert problems == []
-        finally:
-            browser.close()
+        page.click("nav.mainnav >> text=Workers")
+        page.wait_for_selector("#in-flight")
+        page.screenshot(path=str(tmp_path / "ui-workers.png"), full_page=True)
+        assert problems == []
     assert (tmp_path / "ui-schedules.png").stat().st_size > 0
 
 
@@ -330,27 +327,23 @@ def test_gantt_items_and_saga_in_the_browser(sync_api: Any, live_server: LiveSer
     _wait_until(lambda: engine.query("saga-1").finished, "the saga to end")
     ARTIFACTS.mkdir(exist_ok=True)
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(DEADLINE * 1000)
-            page.goto(f"{live_server.url}/ui/executions/saga-1")
-            page.fill("#api_key", token)
-            page.click("button[type=submit]")
-            page.wait_for_selector("svg.gantt")
-            bars = page.locator("svg.gantt g.bar")
-            assert bars.count() == 3
-            assert bars.nth(2).get_attribute("data-activity") == "charge"
-            box = page.locator("svg.gantt g.bar[data-activity='charge'] rect").bounding_box()
-            assert box is not None and box["width"] >= 2  # drawn, not collapsed
-            assert page.locator("svg.dag .compensation path.undo").count() == 1
-            assert page.locator("svg.dag g.node[data-activity='lines'] .items .seg").count() == 1
-            page.screenshot(path=str(ARTIFACTS / "ui-gantt-saga.png"), full_page=True)
-            page.locator("svg.gantt g.bar[data-activity='charge'] rect").click()
-            _wait_until(lambda: page.url.endswith("#act-charge"), "the bar's link")
-        finally:
-            browser.close()
+    with chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        watched(page)
+        page.goto(f"{live_server.url}/ui/executions/saga-1")
+        page.fill("#api_key", token)
+        page.click("button[type=submit]")
+        page.wait_for_selector("svg.gantt")
+        bars = page.locator("svg.gantt g.bar")
+        assert bars.count() == 3
+        assert bars.nth(2).get_attribute("data-activity") == "charge"
+        box = page.locator("svg.gantt g.bar[data-activity='charge'] rect").bounding_box()
+        assert box is not None and box["width"] >= 2  # drawn, not collapsed
+        assert page.locator("svg.dag .compensation path.undo").count() == 1
+        assert page.locator("svg.dag g.node[data-activity='lines'] .items .seg").count() == 1
+        page.screenshot(path=str(ARTIFACTS / "ui-gantt-saga.png"), full_page=True)
+        page.locator("svg.gantt g.bar[data-activity='charge'] rect").click()
+        _wait_until(lambda: page.url.endswith("#act-charge"), "the bar's link")
 
 
 TRIGGERED_FLOW = """\
@@ -398,33 +391,26 @@ def test_events_and_webhooks_pages(sync_api: Any, live_server: LiveServer, tmp_p
         "the background worker to complete the triggered execution",
     )
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(DEADLINE * 1000)
-            problems: list[str] = []
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda exc: problems.append(str(exc)))
-            page.goto(f"{live_server.url}/ui/events")
-            page.fill("#api_key", token)
-            page.click("button[type=submit]")
-            row = page.locator(f'tr[data-event="{started.id}"][data-outcome="started"]')
-            assert "o-7" in row.inner_text()  # the dedup key
-            assert page.locator('tr[data-trigger="orders"]').count() == 1
-            page.screenshot(path=str(tmp_path / "ui-events.png"), full_page=True)
-            row.locator(f'a[data-execution="{started.execution_id}"]').click()
-            page.wait_for_selector("svg.dag g.node[data-activity='a']")
-            assert started.execution_id in page.url
+    with chromium(sync_api) as browser:
+        page = browser.new_page()
+        problems = watched(page)
+        page.goto(f"{live_server.url}/ui/events")
+        page.fill("#api_key", token)
+        page.click("button[type=submit]")
+        row = page.locator(f'tr[data-event="{started.id}"][data-outcome="started"]')
+        assert "o-7" in row.inner_text()  # the dedup key
+        assert page.locator('tr[data-trigger="orders"]').count() == 1
+        page.screenshot(path=str(tmp_path / "ui-events.png"), full_page=True)
+        row.locator(f'a[data-execution="{started.execution_id}"]').click()
+        page.wait_for_selector("svg.dag g.node[data-activity='a']")
+        assert started.execution_id in page.url
 
-            page.click("nav.mainnav >> text=Webhooks")
-            delivery = page.locator(f'tr[data-delivery] a[data-execution="{started.execution_id}"]')
-            delivery.wait_for()
-            endpoint_row = page.locator('tr[data-endpoint="ops"]')
-            assert "/wovyr/in" in endpoint_row.inner_text()  # an admin sees the URL's path
-            assert "WH" in endpoint_row.inner_text()
-            page.screenshot(path=str(tmp_path / "ui-deliveries.png"), full_page=True)
-            assert problems == []
-        finally:
-            browser.close()
+        page.click("nav.mainnav >> text=Webhooks")
+        delivery = page.locator(f'tr[data-delivery] a[data-execution="{started.execution_id}"]')
+        delivery.wait_for()
+        endpoint_row = page.locator('tr[data-endpoint="ops"]')
+        assert "/wovyr/in" in endpoint_row.inner_text()  # an admin sees the URL's path
+        assert "WH" in endpoint_row.inner_text()
+        page.screenshot(path=str(tmp_path / "ui-deliveries.png"), full_page=True)
+        assert problems == []
     assert (tmp_path / "ui-events.png").stat().st_size > 0

@@ -12,13 +12,12 @@ import pytest
 
 from .test_browser import (  # the fixtures by name
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    DEADLINE,
     LiveServer,
     _wait_until,
+    chromium,
     live_server,  # noqa: F401
     sync_api,  # noqa: F401
+    watched,
 )
 
 pytestmark = pytest.mark.slow
@@ -47,35 +46,28 @@ def test_cancel_all_matching_from_the_list_in_the_browser(
     )
     ARTIFACTS.mkdir(exist_ok=True)
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(DEADLINE * 1000)
-            problems: list[str] = []  # script errors and CSP violations show up here
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda exc: problems.append(str(exc)))
-            page.goto(f"{live_server.url}/ui?label=team%3Dops")
-            page.fill("#api_key", token)
-            page.click("button[type=submit]")
-            page.wait_for_selector("table.executions")
-            page.click("#bulk-action summary")
-            page.check("#bulk-confirm")
-            page.screenshot(path=str(ARTIFACTS / "ui-bulk-confirm.png"), full_page=True)
-            page.click("#bulk-cancel")
-            page.wait_for_selector("#notice")
-            assert "submitted" in page.inner_text("#notice")
-            # the page refreshes itself until the background has worked through the batch
-            page.wait_for_selector("#batch-status:text('completed')")
-            assert page.inner_text("#batch-progress").startswith(f"{COUNT} ok · 0 skipped")
-            assert page.locator("#batch-items tr[data-outcome='ok']").count() == COUNT
-            page.screenshot(path=str(ARTIFACTS / "ui-batch.png"), full_page=True)
+    with chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        problems = watched(page)  # script errors and CSP violations show up here
+        page.goto(f"{live_server.url}/ui?label=team%3Dops")
+        page.fill("#api_key", token)
+        page.click("button[type=submit]")
+        page.wait_for_selector("table.executions")
+        page.click("#bulk-action summary")
+        page.check("#bulk-confirm")
+        page.screenshot(path=str(ARTIFACTS / "ui-bulk-confirm.png"), full_page=True)
+        page.click("#bulk-cancel")
+        page.wait_for_selector("#notice")
+        assert "submitted" in page.inner_text("#notice")
+        # the page refreshes itself until the background has worked through the batch
+        page.wait_for_selector("#batch-status:text('completed')")
+        assert page.inner_text("#batch-progress").startswith(f"{COUNT} ok · 0 skipped")
+        assert page.locator("#batch-items tr[data-outcome='ok']").count() == COUNT
+        page.screenshot(path=str(ARTIFACTS / "ui-batch.png"), full_page=True)
 
-            page.click("a:text('« Batches')")
-            page.wait_for_selector("#batches tr[data-status='completed']")
-            page.screenshot(path=str(ARTIFACTS / "ui-batches.png"), full_page=True)
-            assert problems == []
-        finally:
-            browser.close()
+        page.click("a:text('« Batches')")
+        page.wait_for_selector("#batches tr[data-status='completed']")
+        page.screenshot(path=str(ARTIFACTS / "ui-batches.png"), full_page=True)
+        assert problems == []
     assert all(engine.get(f"relay-{i:02d}").status == "cancelled" for i in range(COUNT))
     assert engine.get("keep-me").status == "running"

@@ -14,13 +14,12 @@ import pytest
 
 from .test_browser import (  # the fixtures by name
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    DEADLINE,
     LiveServer,
     _wait_until,
+    chromium,
     live_server,  # noqa: F401
     sync_api,  # noqa: F401
+    watched,
 )
 
 pytestmark = pytest.mark.slow
@@ -54,42 +53,35 @@ def test_the_flow_page_shows_a_key_held_and_waited_for(
     assert [engine.query(i).status for i in IDS] == ["waiting"] * 3
     ARTIFACTS.mkdir(exist_ok=True)
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(DEADLINE * 1000)
-            problems: list[str] = []  # script errors and CSP violations show up here
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda exc: problems.append(str(exc)))
-            page.goto(f"{live_server.url}/ui")
-            page.fill("#api_key", token)
-            page.click("button[type=submit]")
-            page.wait_for_selector("table.executions")
-            page.click("nav.mainnav >> text=Flow control")
-            row = page.locator('tr[data-key="account-42"]')
-            row.wait_for()
-            assert row.get_attribute("data-kind") == "workflow"
-            assert row.locator(".running").inner_text() == "1"
-            assert row.locator(".waiting").inner_text() == "2"
-            assert row.locator("[data-holder]").all_inner_texts() == ["inv-1"]
-            assert row.locator("[data-waiter]").all_inner_texts() == ["inv-2", "inv-3"]
-            bucket = page.locator('tr[data-bucket="openai"]')
-            assert bucket.locator(".capacity").inner_text() == "50"
-            assert bucket.locator(".rate").inner_text() == "8.333"
-            page.screenshot(path=str(ARTIFACTS / "ui-flow.png"), full_page=True)
+    with chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        problems = watched(page)  # script errors and CSP violations show up here
+        page.goto(f"{live_server.url}/ui")
+        page.fill("#api_key", token)
+        page.click("button[type=submit]")
+        page.wait_for_selector("table.executions")
+        page.click("nav.mainnav >> text=Flow control")
+        row = page.locator('tr[data-key="account-42"]')
+        row.wait_for()
+        assert row.get_attribute("data-kind") == "workflow"
+        assert row.locator(".running").inner_text() == "1"
+        assert row.locator(".waiting").inner_text() == "2"
+        assert row.locator("[data-holder]").all_inner_texts() == ["inv-1"]
+        assert row.locator("[data-waiter]").all_inner_texts() == ["inv-2", "inv-3"]
+        bucket = page.locator('tr[data-bucket="openai"]')
+        assert bucket.locator(".capacity").inner_text() == "50"
+        assert bucket.locator(".rate").inner_text() == "8.333"
+        page.screenshot(path=str(ARTIFACTS / "ui-flow.png"), full_page=True)
 
-            # a waiter's link opens its execution, waiting on the key
-            row.locator('[data-waiter="inv-2"]').click()
-            page.wait_for_url("**/ui/executions/inv-2")
-            assert "concurrency account-42" in page.inner_text("main")
+        # a waiter's link opens its execution, waiting on the key
+        row.locator('[data-waiter="inv-2"]').click()
+        page.wait_for_url("**/ui/executions/inv-2")
+        assert "concurrency account-42" in page.inner_text("main")
 
-            # the holder ends: its slot passes to the oldest waiter
-            engine.approve("inv-1", "review", by="erin")
-            _wait_until(lambda: engine.query("inv-1").status == "completed", "the holder's end")
-            page.goto(f"{live_server.url}/ui/flow")
-            assert row.locator("[data-holder]").all_inner_texts() == ["inv-2"]
-            assert row.locator("[data-waiter]").all_inner_texts() == ["inv-3"]
-            assert problems == []
-        finally:
-            browser.close()
+        # the holder ends: its slot passes to the oldest waiter
+        engine.approve("inv-1", "review", by="erin")
+        _wait_until(lambda: engine.query("inv-1").status == "completed", "the holder's end")
+        page.goto(f"{live_server.url}/ui/flow")
+        assert row.locator("[data-holder]").all_inner_texts() == ["inv-2"]
+        assert row.locator("[data-waiter]").all_inner_texts() == ["inv-3"]
+        assert problems == []

@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 from tests.ui.test_browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    DEADLINE,
     LiveServer,
     _require_browser,
     _wait_until,
+    chromium,
     serving,
+    watched,
 )
 
 from wovyr.activities.base import ActivityRegistry
@@ -63,32 +62,25 @@ def test_the_page_shows_tokens_as_they_arrive(streaming_server: LiveServer) -> N
     engine = live.engine.for_tenant("acme")
     _, token = live.authenticator.create_key("acme", "viewer", "watcher")
     record = None
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(DEADLINE * 1000)
-            problems: list[str] = []
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda exc: problems.append(str(exc)))
-            page.goto(f"{live.url}/ui/login")
-            page.fill("#api_key", token)
-            page.click("button[type=submit]")
-            page.wait_for_selector("table.executions")
-            record = engine.start(FLOW)  # started once signed in: the page sees it begin
-            page.goto(f"{live.url}/ui/executions/{record.id}")
-            page.wait_for_selector("#stream .generation pre")
-            _wait_until(lambda: bool(page.inner_text("#stream .generation pre")), "some text")
-            partial = page.inner_text("#stream .generation pre")
-            assert partial and ANSWER.startswith(partial) and len(partial) < len(ANSWER)
-            assert engine.query(record.id).status == "running"  # shown while generating
-            _wait_until(
-                lambda: page.inner_text("#stream .generation pre") == ANSWER, "the whole answer"
-            )
-            assert page.get_attribute("#stream .generation", "data-attempt") == "1"
-            assert problems == []
-        finally:
-            browser.close()
+    with chromium(sync_api) as browser:
+        page = browser.new_page()
+        problems = watched(page)
+        page.goto(f"{live.url}/ui/login")
+        page.fill("#api_key", token)
+        page.click("button[type=submit]")
+        page.wait_for_selector("table.executions")
+        record = engine.start(FLOW)  # started once signed in: the page sees it begin
+        page.goto(f"{live.url}/ui/executions/{record.id}")
+        page.wait_for_selector("#stream .generation pre")
+        _wait_until(lambda: bool(page.inner_text("#stream .generation pre")), "some text")
+        partial = page.inner_text("#stream .generation pre")
+        assert partial and ANSWER.startswith(partial) and len(partial) < len(ANSWER)
+        assert engine.query(record.id).status == "running"  # shown while generating
+        _wait_until(
+            lambda: page.inner_text("#stream .generation pre") == ANSWER, "the whole answer"
+        )
+        assert page.get_attribute("#stream .generation", "data-attempt") == "1"
+        assert problems == []
     assert record is not None
     _wait_until(lambda: engine.query(record.id).status == "completed", "the execution's end")
     assert engine.query(record.id).output == ANSWER
