@@ -3,8 +3,9 @@ bounded work (`PASS_WORK`) and the runner lets the worker's other steps run betw
 
 Tenant A starts a map whose items each read a large input (what made one start keep a
 worker busy for a minute); tenant B then runs a chain of short tool steps on the same worker.
-Counted, not timed: every one of B's steps runs while A's single step is still being decided
-(A has committed none of its items yet), where before B waited for A's whole step.
+Counted, not timed: B's first step runs while A's single step is still being decided (A has
+committed none of its items), where before B waited for A's whole step; when B's later steps
+run depends on the commit thread (the machine's load), so only their number is checked.
 """
 
 from __future__ import annotations
@@ -75,5 +76,10 @@ def test_another_tenant_s_steps_run_while_one_big_step_is_decided(engine: Engine
     assert b.get("chain").status == "completed"
     assert a.get("big").status == "completed"
     assert items_done(a, "big") == MAPS * ITEMS
-    # all of B's steps ran, one after another, during A's one step: none waited for it
-    assert seen == [0] * B_STEPS
+    # The first of the other tenant's steps, ready from the start, ran while the big step
+    # was being decided (none of its items committed yet): the decision yields the event
+    # loop between calls of bounded work. Before, a worker that took up the big step first
+    # held the loop until it was committed. Whether the later steps also fit inside it
+    # depends on how soon the commit thread ends their predecessors (the machine's load),
+    # so only their number is asserted.
+    assert len(seen) == B_STEPS and seen[0] == 0, seen

@@ -17,7 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.integration.test_bounded_steps import B_STEPS, BIG, CHAIN, ITEMS, PAD
+from tests.integration.test_bounded_steps import (
+    B_STEPS,
+    BIG,
+    CHAIN,
+    ITEMS,
+    PAD,
+    items_done,
+)
 from tests.integration.test_reserved_ids import CHAIN as CHAIN_LOOP
 from tests.integration.test_reserved_ids import OTHER
 from tests.integration.test_reserved_ids import parent as spawner
@@ -58,8 +65,7 @@ async def test_a_heavy_map_does_not_hold_another_tenant_s_steps(api: Api) -> Non
     b = api.engine.for_tenant("tenant-b")
 
     async def look() -> int:  # A's tool: how far B's step has got when each of A's runs
-        items = b.query("big").activities["fan0"]["items"] or []
-        seen.append(sum(1 for i in items if i["status"] == "completed"))
+        seen.append(items_done(b, "big"))
         return len(seen)
 
     api.engine.activities.register("look", look)
@@ -70,7 +76,13 @@ async def test_a_heavy_map_does_not_hold_another_tenant_s_steps(api: Api) -> Non
 
     assert (await view(api, A, "chain"))["status"] == "completed"
     assert (await view(api, B, "big"))["status"] == "completed"
-    assert seen == [0] * B_STEPS  # each of A's steps ran while B's one step was decided
+    # The first of the other tenant's steps, ready from the start, ran while the big step
+    # was being decided (none of its items committed yet): the decision yields the event
+    # loop between calls of bounded work. Before, a worker that took up the big step first
+    # held the loop until it was committed. Whether the later steps also fit inside it
+    # depends on how soon the commit thread ends their predecessors (the machine's load),
+    # so only their number is asserted.
+    assert len(seen) == B_STEPS and seen[0] == 0, seen
 
 
 REFUSED = """\
