@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from wovyr.activities.providers import Providers
     from wovyr.activities.sandbox import ShellSandbox
     from wovyr.engine.engine import Engine
+    from wovyr.engine.reads import StoreReader
     from wovyr.engine.runtime import Runtime
     from wovyr.platform.secrets import Secrets
     from wovyr.traces import Tracer
@@ -28,6 +29,7 @@ __all__ = [
     "load_activities",
     "model_providers",
     "open_engine",
+    "open_reader",
     "open_runtime",
     "shell_sandbox",
     "tracer",
@@ -145,6 +147,20 @@ def open_runtime(
         shell_sandbox=shell_sandbox(settings),
     )
     return runtime, secrets
+
+
+def open_reader(settings: Settings) -> StoreReader:
+    """What reads alone go through (`wovyr workflows show|list|history`): the configured
+    store, its tenants' payloads opened with the KMS as `open_runtime`'s are, read for
+    `settings.tenant`. No engine, activity module, provider or tracer is built, so a read
+    loads neither the engine nor the workflow language (`wovyr.engine.reads`). Close its
+    `store` when done."""
+    from wovyr.engine.reads import StoreReader
+    from wovyr.platform.payloads import open_sealed
+    from wovyr.store import open_store
+
+    store, _ = open_sealed(open_store(settings.store_url), settings.home)
+    return StoreReader(store, settings.tenant)
 
 
 def open_engine(settings: Settings, *, db_clock: bool = True, activities: bool = True) -> Engine:

@@ -1,4 +1,4 @@
-"""Labels are few and short wherever they are written (`wovyr.definition.labels`): at most 32,
+"""Labels are few and short wherever they are written (`wovyr.labels`): at most 32,
 keys of 1-63 characters of a small alphabet, values of at most 200 printable characters. A
 definition breaking them is refused where it is accepted, with the line of the label (before,
 `definitions apply` stored any number of labels of any size, refused only at each start);

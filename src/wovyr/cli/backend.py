@@ -12,8 +12,9 @@ and exits with the same codes: a missing object is `NotFound` from either side.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Unpack
 
@@ -25,6 +26,7 @@ from wovyr.settings import Settings
 if TYPE_CHECKING:
     from wovyr.cli.remote_platform import RemotePlatform
     from wovyr.engine.engine import Engine
+    from wovyr.engine.reads import StoreReader
     from wovyr.scheduling.schedules import Schedules
     from wovyr.store.schedules import ScheduleRecord
 
@@ -203,7 +205,8 @@ def with_tenant(
 
 @contextmanager
 def open_backend(settings: Settings) -> Iterator[Backend]:
-    """The server's API when the CLI was given one, else the engine over the store."""
+    """The server's API when the CLI was given one, else this host's store (read through
+    `wovyr.engine.reads` alone, the engine opened for what changes)."""
     remote = remote_of()
     if remote is not None:
         from wovyr.cli.remote import RemoteBackend  # httpx loads only here
@@ -211,10 +214,8 @@ def open_backend(settings: Settings) -> Iterator[Backend]:
         with RemoteBackend.open(remote) as backend:
             yield backend
         return
-    from wovyr.cli.common import open_engine
-
-    with open_engine(settings, load_activities=False) as engine:
-        yield LocalBackend(engine)
+    with ExitStack() as opened:
+        yield LocalBackend(settings, opened)
 
 
 # --- the engine over this host's store ----------------------------------------------------------
@@ -249,10 +250,28 @@ def schedule_dict(record: ScheduleRecord, service: Schedules) -> dict[str, Any]:
 
 
 class LocalBackend:
-    """The commands over the engine (this host's store; any tenant, `--tenant`)."""
+    """The commands over this host's store (any tenant, `--tenant`): reads go through the
+    store alone (`reader`: `wovyr workflows show|list|history` import neither the engine nor
+    the workflow language), the rest through the engine (`engine`). Each is opened when
+    first used and closed with `opened`."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, settings: Settings, opened: ExitStack) -> None:
+        self.settings = settings
+        self.opened = opened
+
+    @cached_property
+    def reader(self) -> StoreReader:
+        from wovyr.assemble import open_reader
+
+        reader = open_reader(self.settings)
+        self.opened.callback(reader.store.close)
+        return reader
+
+    @cached_property
+    def engine(self) -> Engine:
+        from wovyr.cli.common import open_engine
+
+        return self.opened.enter_context(open_engine(self.settings, load_activities=False))
 
     # workflows
 
@@ -270,7 +289,9 @@ class LocalBackend:
                 raise click.BadParameter(
                     "not a cursor printed by a previous page", param_hint="--cursor"
                 ) from None
-        page = self.engine.list(limit=limit, cursor=position, **selected)
+        from wovyr.engine.reads import list_executions
+
+        page = list_executions(self.reader, limit=limit, cursor=position, **selected)
         after = page.next_cursor
         items = [
             {k: getattr(r, k) for k in LISTED}
@@ -285,12 +306,16 @@ class LocalBackend:
         return items, (f"{to_micros(after[0])}:{after[1]}" if after else None)
 
     def execution(self, execution_id: str, *, follow: bool) -> dict[str, Any]:
-        return self.engine.query(execution_id, follow=follow).to_dict()
+        from wovyr.engine.reads import query
+
+        return query(self.reader, execution_id, follow=follow).to_dict()
 
     def history(
         self, execution_id: str, after: int, limit: int | None, *, follow: bool
     ) -> list[dict[str, Any]]:
-        events = self.engine.history(execution_id, after, limit, follow=follow)
+        from wovyr.engine.reads import history
+
+        events = history(self.reader, execution_id, after, limit, follow=follow)
         return [
             {"seq": e.seq, "type": e.type, "at": e.at.isoformat(), "data": e.data} for e in events
         ]
@@ -298,7 +323,9 @@ class LocalBackend:
     def logs(
         self, execution_id: str, after: int, *, follow: bool
     ) -> tuple[list[dict[str, Any]], int, bool]:
-        return self.engine.logs(execution_id, after, follow=follow)
+        from wovyr.engine.reads import logs
+
+        return logs(self.reader, execution_id, after, follow=follow)
 
     def watch(
         self, execution_id: str, after: str | None, interval: float

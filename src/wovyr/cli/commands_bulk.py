@@ -28,14 +28,14 @@ from wovyr.cli.common import (
     tenant_options,
 )
 from wovyr.cli.main import cli
-from wovyr.engine.bulk import BatchRunner, Bulk, BulkFilter
-from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
 from wovyr.statuses import SHOWN_STATUSES as STATUSES
 from wovyr.store.bulk import BatchItem, BatchRecord
 
 if TYPE_CHECKING:
     from wovyr.cli.remote_platform import RemotePlatform
+    from wovyr.engine.bulk import BulkFilter
+    from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
 
@@ -71,6 +71,10 @@ def _filter_options(fn: F) -> F:
 
 
 def _filter(options: dict[str, Any]) -> BulkFilter:
+    # (the bulk service loads the engine: imported when a bulk command runs, not when
+    # another `workflows` command registers this group)
+    from wovyr.engine.bulk import BulkFilter
+
     return BulkFilter(
         status=options["status"],
         workflow=options["workflow"],
@@ -96,6 +100,8 @@ def _submit(action: str, options: dict[str, Any], **extra: Any) -> None:
             console.print(f"batch {batch.id} {said}: {action} {_described(batch)}")
 
     def local(engine: Engine) -> BatchRecord:
+        from wovyr.engine.bulk import Bulk
+
         created, batch = Bulk(engine).submit(
             action, _filter(options), idempotency_key=options["key"], **extra
         )
@@ -134,6 +140,8 @@ def _submit(action: str, options: dict[str, Any], **extra: Any) -> None:
 
 def _wait(engine: Engine, batch: BatchRecord, *, quiet: bool) -> BatchRecord:
     """Work on the batches of the store (this one's turn comes) until this one is done."""
+    from wovyr.engine.bulk import BatchRunner, Bulk
+
     runner = BatchRunner(engine)
     bulk_ = Bulk(engine)
     shown = -1
@@ -203,6 +211,8 @@ def batches() -> None:
 @tenant_options
 def batches_list(limit: int, as_json: bool, settings: Settings) -> None:
     """The tenant's batches, newest first."""
+    from wovyr.engine.bulk import Bulk
+
     found = store_or_server(
         settings, lambda engine: Bulk(engine).batches(limit), lambda api: api.batches(limit)
     )
@@ -246,6 +256,8 @@ def batches_show(
     """One batch: its progress and its items' outcomes."""
 
     def local(engine: Engine) -> tuple[BatchRecord, list[BatchItem]]:
+        from wovyr.engine.bulk import Bulk
+
         bulk_ = Bulk(engine)
         batch = bulk_.get(batch_id)
         return batch, bulk_.items(batch_id, after, limit, outcome) if limit else []

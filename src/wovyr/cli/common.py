@@ -19,11 +19,8 @@ from wovyr import assemble
 from wovyr.activities.logs import JsonLines, log_config
 from wovyr.cli.main import env_default
 from wovyr.cli.target import refuse_remote
-from wovyr.definition.inputs import parse_cli_inputs
-from wovyr.engine.engine import Engine
 from wovyr.engine.labels import parse_label_pairs
 from wovyr.errors import InputError
-from wovyr.fields import parse_timestamp
 from wovyr.platform.auth import validate_tenant
 from wovyr.settings import Settings, load_settings
 
@@ -31,6 +28,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from wovyr.engine.engine import Engine
 
 __all__ = [
     "JsonLines",
@@ -364,6 +363,8 @@ def wait_up_to_option(help: str) -> Callable[[F], F]:
 
 def cli_inputs(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """`-i KEY=VALUE` flags as inputs; a malformed one is a usage error (exit 2)."""
+    from wovyr.definition.inputs import parse_cli_inputs  # (reads take no inputs)
+
     try:
         return parse_cli_inputs(list(pairs))
     except InputError as exc:
@@ -378,6 +379,8 @@ def cli_timestamp(value: str | None, name: str) -> datetime | None:
     """An RFC 3339 time given as option `name`; a malformed one is a usage error (exit 2)."""
     if value is None:
         return None
+    from wovyr.fields import parse_timestamp  # (pydantic: loaded only for a time given)
+
     try:
         return parse_timestamp(value)
     except ValueError as exc:

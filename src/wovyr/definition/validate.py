@@ -35,7 +35,6 @@ from wovyr.definition.expr import (
 )
 from wovyr.definition.expr_static import Token, tokenize
 from wovyr.definition.inputs import json_equal, type_matches, type_name
-from wovyr.definition.labels import label_problems
 from wovyr.definition.locate import suggest
 from wovyr.definition.model import IDENT_PATTERN, Workflow
 from wovyr.definition.source import DataPath, SourceMap
@@ -43,6 +42,7 @@ from wovyr.errors import ExpressionError, Problem
 from wovyr.fields import format_duration, parse_duration
 from wovyr.ids import ID_RULE, is_chain_run_id, is_execution_id
 from wovyr.kinds.table import DECLARED as KINDS
+from wovyr.labels import label_problems
 
 __all__ = ["validate", "validate_data"]
 

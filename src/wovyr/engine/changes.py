@@ -254,13 +254,14 @@ def append(
 ) -> ExecutionView:
     """Append what `make_events` returns (recomputed when the log moved); `audit`, the
     (action, details) of the change, rides on the step that applies."""
+    definitions = Definitions(rt)
     for _ in range(MAX_RETRIES):
         record = live(rt, execution_id)  # a chain's live run (re-read on each conflict)
         state = state_from_json(record.checkpoint or {})
-        workflow = Definitions(rt).definition(record.definition_hash)
+        workflow = definitions.definition(record.definition_hash)
         events = make_events(state, workflow)
         if not events:  # nothing to change (a signal delivered before)
-            return execution_view(rt, record, state)
+            return execution_view(definitions, record, state)
         after = fold(events, state)
         step = make_step(
             record.id, state, after, events, rt.clock.now(), tenant=rt.tenant, ready=True
@@ -270,7 +271,7 @@ def append(
         outcome = commit_step(rt, step, after)
         if outcome is CommitOutcome.OK:
             rt.notify(record.id)
-            return execution_view(rt, record, after)
+            return execution_view(definitions, record, after)
         if outcome is CommitOutcome.NOT_FOUND:
             break
     else:

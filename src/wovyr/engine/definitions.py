@@ -9,16 +9,18 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+import wovyr.activities.builtin  # noqa: F401  (registers what runs the built-in kinds)
 from wovyr.activities.kinds import KINDS
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.definition.model import Workflow
 from wovyr.definition.parse import load_definition, load_definition_file, parse_document
 from wovyr.definition.pin import canonical_json, content_hash
 from wovyr.definition.preflight import workflow_steps
+from wovyr.engine.outline import ActivityOutline, Outline
 from wovyr.engine.runtime import DEFINITION_CACHE, SOURCE_CACHE, STORED_CACHE, Lru, Runtime
 from wovyr.engine.tenants import TenantPolicy, policy_of, refusals
 from wovyr.errors import DefinitionConflict, InputError, NotFound, Problem
-from wovyr.store.base import DefinitionRecord
+from wovyr.store.base import DefinitionRecord, Store
 
 __all__ = [
     "DEFINITION_CACHE",
@@ -27,6 +29,8 @@ __all__ = [
     "STORED_CACHE",
     "Definitions",
     "Lru",
+    "outline_of",
+    "stored_workflow",
 ]
 
 # What marks a development revision's version: `3+dev.2` is the second edit of version 3
@@ -40,6 +44,18 @@ class Definitions:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+
+    @property
+    def store(self) -> Store:
+        return self.runtime.store
+
+    @property
+    def tenant(self) -> str:
+        return self.runtime.tenant
+
+    def outline(self, definition_hash: str) -> Outline:
+        """What a view shows of the pinned definition `definition_hash` (`outline_of`)."""
+        return outline_of(self.definition(definition_hash))
 
     def tenant_policy(self) -> TenantPolicy:
         """The policy this tenant's side effects run under now, and where it comes from:
@@ -121,7 +137,7 @@ class Definitions:
         record = self.runtime.store.get_definition(definition_hash, tenant or self.runtime.tenant)
         if record is None:
             raise NotFound(f"definition {definition_hash} not found")
-        workflow = _stored_workflow(record)
+        workflow = stored_workflow(record)
         self.runtime.caches.definitions.put(definition_hash, workflow)
         return workflow
 
@@ -254,7 +270,7 @@ def _versioned(workflow: Workflow, version: str) -> Workflow:
     return Workflow.model_validate(data)
 
 
-def _stored_workflow(record: DefinitionRecord) -> Workflow:
+def stored_workflow(record: DefinitionRecord) -> Workflow:
     """The model of a stored definition, read back from the canonical JSON it was stored as
     (`canonical_json`): not re-parsed or re-validated as a document, so an execution pinned
     under an older release keeps running after the validator gets stricter."""
@@ -266,3 +282,21 @@ def _stored_workflow(record: DefinitionRecord) -> Workflow:
             return Workflow.model_validate(parse_document(record.source, name)[0])
         except ValidationError:
             return load_definition(record.source, filename=name)  # its problems, located
+
+
+def outline_of(workflow: Workflow) -> Outline:
+    """What a view of an execution shows of `workflow` (`wovyr.engine.outline`)."""
+    return Outline(
+        tuple(
+            ActivityOutline(
+                id=act.id,
+                kind=act.kind,
+                needs=act.needs,
+                max_attempts=act.effective_retry.max_attempts,
+                max_iterations=act.repeat.max_iterations if act.repeat is not None else None,
+                compensable=act.compensate is not None,
+                redact=KINDS.get(act.kind).redact,
+            )
+            for act in workflow.activities
+        )
+    )

@@ -240,7 +240,7 @@ class Engine:
         return starts.rerun(self.runtime, execution_id, **options)
 
     def reruns(self, execution_id: str, limit: int = 50) -> builtins.list[str]:
-        return reads.reruns(self.runtime, execution_id, limit)
+        return reads.reruns(self.definitions, execution_id, limit)
 
     def continuation(self, after: ExecutionState, events: builtins.list[Event]) -> NewExecution:
         return starts.continuation(self.runtime, after, events)
@@ -369,18 +369,18 @@ class Engine:
     # --- reads (`wovyr.engine.reads`) -----------------------------------------------------
 
     def live(self, execution_id: str) -> ExecutionRecord:
-        return reads.live(self.runtime, execution_id)
+        return reads.live(self.definitions, execution_id)
 
     def query(self, execution_id: str, *, follow: bool = True) -> ExecutionView:
         """The live state: appends no event and takes no lease."""
-        return reads.query(self.runtime, execution_id, follow=follow)
+        return reads.query(self.definitions, execution_id, follow=follow)
 
     def get(self, execution_id: str) -> ExecutionRecord:
-        return reads.load(self.runtime, execution_id)
+        return reads.load(self.definitions, execution_id)
 
     def list(self, **filters: Unpack[ListOptions]) -> Page:
         """Executions newest first: see `wovyr.engine.reads.list_executions`."""
-        return reads.list_executions(self.runtime, **filters)
+        return reads.list_executions(self.definitions, **filters)
 
     def history(
         self,
@@ -390,9 +390,9 @@ class Engine:
         *,
         follow: bool = True,
     ) -> builtins.list[EventRecord]:
-        return reads.history(self.runtime, execution_id, after_seq, limit, follow=follow)
+        return reads.history(self.definitions, execution_id, after_seq, limit, follow=follow)
 
     def logs(
         self, execution_id: str, after_seq: int = 0, *, follow: bool = True
     ) -> tuple[builtins.list[dict[str, Any]], int, bool]:
-        return reads.logs(self.runtime, execution_id, after_seq, follow=follow)
+        return reads.logs(self.definitions, execution_id, after_seq, follow=follow)

@@ -21,8 +21,8 @@ from wovyr.definition.expr import render
 from wovyr.definition.model import Workflow
 from wovyr.engine.core.context import expression_context
 from wovyr.engine.core.policy import RunActivity
+from wovyr.engine.core.shown import FLOW_HOLD
 from wovyr.engine.core.state import ExecutionState
-from wovyr.engine.core.waits import FLOW_HOLD
 from wovyr.engine.runtime import Runtime
 from wovyr.errors import InputError, NotFound, Problem
 from wovyr.events import Event, TimerArmed

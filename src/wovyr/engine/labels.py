@@ -9,12 +9,13 @@ label is an index row; an execution without labels writes none.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wovyr.definition.expr import render
-from wovyr.definition.labels import KEY_RULE, MAX_LABELS, MAX_VALUE, label_problems
-from wovyr.definition.model import Workflow
 from wovyr.errors import InputError, Problem
+from wovyr.labels import KEY_RULE, MAX_LABELS, MAX_VALUE, label_problems
+
+if TYPE_CHECKING:
+    from wovyr.definition.model import Workflow
 
 __all__ = [
     "KEY_RULE",
@@ -27,7 +28,7 @@ __all__ = [
 
 
 def check_labels(labels: Mapping[str, Any], where: str = "labels") -> dict[str, str]:
-    """`labels` if every key and value is acceptable (`wovyr.definition.labels`), else
+    """`labels` if every key and value is acceptable (`wovyr.labels`), else
     InputError naming each problem."""
     problems = [
         Problem(message, path=where if key is None else f"{where}.{key}", hint=hint)
@@ -45,6 +46,8 @@ def execution_labels(
     overlaid with `given` (checked)."""
     rendered: dict[str, Any] = {}
     if workflow.labels:
+        from wovyr.definition.expr import render  # (listing labels needs no expressions)
+
         try:
             rendered = render(workflow.labels, {"inputs": dict(inputs)}, where="labels")
         except Exception as exc:  # an expression that fails refuses the start, clearly

@@ -1,25 +1,34 @@
-"""Reads over a runtime: one execution (following a continue-as-new chain), its view,
-history and logs, and the executions of a tenant, filtered and paged."""
+"""Reads through a `Reader`: one execution (following a continue-as-new chain), its view,
+history and logs, and the executions of a tenant, filtered and paged.
+
+A reader is a store, a tenant and the outline of a definition by hash
+(`wovyr.engine.outline`): the engine's (`wovyr.engine.definitions.Definitions`, from the
+definitions it has parsed) or a store's alone (`StoreReader`, what `wovyr workflows
+show|list|history` read through: it imports neither the engine nor the workflow language).
+Both answer with the same code, so their views cannot differ.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from wovyr.engine.attempts import attempt_entries
 from wovyr.engine.core.state import ExecutionState, ExecutionStatus, state_from_json
-from wovyr.engine.definitions import Definitions
 from wovyr.engine.labels import check_labels
-from wovyr.engine.runtime import Runtime
+from wovyr.engine.outline import Outline, outline_from_source
 from wovyr.engine.views import ExecutionView, build_view, shown_events, status_filter
 from wovyr.errors import InputError, NotFound, Problem
 from wovyr.ids import continued_id
-from wovyr.store.base import EventRecord, ExecutionFilter, ExecutionRecord, Page
+from wovyr.store.base import EventRecord, ExecutionFilter, ExecutionRecord, Page, Store
 
 __all__ = [
     "ListOptions",
+    "Reader",
+    "Scope",
+    "StoreReader",
     "execution_view",
     "history",
     "list_executions",
@@ -46,17 +55,56 @@ class ListOptions(TypedDict, total=False):
     name: str | None
 
 
+class Scope(Protocol):
+    """A store and the tenant read for (a `Runtime` is one)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def tenant(self) -> str: ...
+
+
+class Reader(Scope, Protocol):
+    """What views and histories are read through: a scope, and what a view shows of a
+    pinned definition."""
+
+    def outline(self, definition_hash: str) -> Outline: ...
+
+
+@dataclass(frozen=True)
+class StoreReader:
+    """A `Reader` over a store alone: a definition's outline is read from the JSON it is
+    stored as (`outline_from_source`), through the workflow language only when it cannot be
+    (`wovyr.engine.definitions.stored_workflow`: a definition stored as its source text, a
+    kind an activity module registers)."""
+
+    store: Store
+    tenant: str
+
+    def outline(self, definition_hash: str) -> Outline:
+        record = self.store.get_definition(definition_hash, self.tenant)
+        if record is None:
+            raise NotFound(f"definition {definition_hash} not found")
+        found = outline_from_source(record.source)
+        if found is not None:
+            return found
+        from wovyr.engine.definitions import outline_of, stored_workflow
+
+        return outline_of(stored_workflow(record))
+
+
 _NAME_MATCHES = 50  # workflow names one name search lists executions of
 
 
-def load(rt: Runtime, execution_id: str) -> ExecutionRecord:
+def load(rt: Scope, execution_id: str) -> ExecutionRecord:
     record = rt.store.load(execution_id, rt.tenant)
     if record is None:
         raise NotFound(f"execution {execution_id} not found")
     return record
 
 
-def live(rt: Runtime, execution_id: str) -> ExecutionRecord:
+def live(rt: Scope, execution_id: str) -> ExecutionRecord:
     """The execution `execution_id` names, following a continue-as-new chain: a run that
     ended `continued` leads to the chain's last run (the live one while the chain goes
     on). Runs are named `continued_id(root, n)`, so the last is found in O(log n) loads
@@ -98,7 +146,7 @@ def live(rt: Runtime, execution_id: str) -> ExecutionRecord:
     return last
 
 
-def reruns(rt: Runtime, execution_id: str, limit: int = 50) -> list[str]:
+def reruns(rt: Scope, execution_id: str, limit: int = 50) -> list[str]:
     """The ids of the executions that rerun `execution_id` (newest first)."""
     page = rt.store.list_executions(
         ExecutionFilter(tenant=rt.tenant, rerun_of=execution_id, limit=limit)
@@ -106,7 +154,7 @@ def reruns(rt: Runtime, execution_id: str, limit: int = 50) -> list[str]:
     return [r.id for r in page.items]
 
 
-def query(rt: Runtime, execution_id: str, *, follow: bool = True) -> ExecutionView:
+def query(rt: Reader, execution_id: str, *, follow: bool = True) -> ExecutionView:
     """The live state: appends no event and takes no lease. A run that continued as new
     answers with its chain's live (or last) run unless `follow` is False."""
     record = live(rt, execution_id) if follow else load(rt, execution_id)
@@ -117,7 +165,7 @@ def query(rt: Runtime, execution_id: str, *, follow: bool = True) -> ExecutionVi
 
 
 def list_executions(
-    rt: Runtime,
+    rt: Scope,
     *,
     workflow: str | None = None,
     status: str | None = None,
@@ -164,7 +212,7 @@ def list_executions(
 
 
 def history(
-    rt: Runtime,
+    rt: Reader,
     execution_id: str,
     after_seq: int = 0,
     limit: int | None = None,
@@ -176,11 +224,11 @@ def history(
     `follow` is False."""
     record = live(rt, execution_id) if follow else load(rt, execution_id)
     events = rt.store.history(record.id, after_seq, limit, tenant=rt.tenant)
-    return shown_events(Definitions(rt).definition(record.definition_hash), events)
+    return shown_events(rt.outline(record.definition_hash), events)
 
 
 def logs(
-    rt: Runtime, execution_id: str, after_seq: int = 0, *, follow: bool = True
+    rt: Reader, execution_id: str, after_seq: int = 0, *, follow: bool = True
 ) -> tuple[list[dict[str, Any]], int, bool]:
     """The attempts of one run (a chain's live or last one unless `follow` is False)
     that logged or failed, ended after `after_seq` (see `wovyr.engine.attempts`); with
@@ -191,8 +239,8 @@ def logs(
     return attempt_entries(events), last, record.status in ExecutionStatus.TERMINAL
 
 
-def execution_view(rt: Runtime, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
-    view = build_view(Definitions(rt).definition(record.definition_hash), record, state)
+def execution_view(rt: Reader, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
+    view = build_view(rt.outline(record.definition_hash), record, state)
     if view.concurrency is not None:  # who holds the key's slots and who waits (a read)
         slots = rt.store.slot_state(record.tenant, str(view.concurrency["key"]))
         concurrency = {**view.concurrency, "holders": slots.holders, "waiting": slots.waiting}

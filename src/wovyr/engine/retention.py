@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from wovyr.engine.definitions import Definitions
 from wovyr.engine.reads import history, query
 from wovyr.engine.runtime import Runtime, RuntimeHolder
 from wovyr.engine.tenants import put_settings
@@ -197,11 +198,12 @@ def export_lines(engine: RuntimeHolder | Runtime, ids: Sequence[str]) -> list[st
     prints) and its events as shown (`history`: rendered inputs through their kind's
     redaction, sealed payloads opened)."""
     rt = engine if isinstance(engine, Runtime) else engine.runtime
+    reader = Definitions(rt)
     lines = []
     for execution_id in ids:
         try:
-            view = query(rt, execution_id, follow=False)
-            events = history(rt, execution_id, follow=False)
+            view = query(reader, execution_id, follow=False)
+            events = history(reader, execution_id, follow=False)
         except NotFound:
             continue
         line = {

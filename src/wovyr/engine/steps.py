@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from wovyr.engine.core.shown import waiting_on
 from wovyr.engine.core.state import (
     STATE_UNLESS_SET,
     ExecutionState,
@@ -14,7 +15,6 @@ from wovyr.engine.core.state import (
     state_from_json,
     state_to_json,
 )
-from wovyr.engine.core.waits import waiting_on
 from wovyr.events import Event, TimerFired
 from wovyr.store.base import ExecutionRecord, StepWrite, TimerRecord
 from wovyr.store.records import CheckpointChanges, SlotRelease

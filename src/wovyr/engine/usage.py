@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wovyr.engine import quotas as ledger
+from wovyr.engine.core.shown import CONTINUE_HOLD, QUOTA_HOLD
 from wovyr.engine.core.state import ExecutionState
-from wovyr.engine.core.waits import CONTINUE_HOLD, QUOTA_HOLD
 from wovyr.engine.quotas import (
     EXECUTIONS,
     MODEL_COST,

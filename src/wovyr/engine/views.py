@@ -14,18 +14,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import wovyr.activities.builtin  # noqa: F401  (registers what runs the built-in kinds)
-from wovyr.activities.kinds import KINDS
-from wovyr.definition.model import Activity, Workflow
-from wovyr.engine.core.policy import retry_policy
+from wovyr.engine.core.shown import shown_status, waiting_on
 from wovyr.engine.core.state import ActivityStatus, ExecutionState, ExecutionStatus
-from wovyr.engine.core.waits import shown_status, waiting_on
+from wovyr.engine.outline import Outline
 from wovyr.events import EventType
 from wovyr.statuses import ShownStatus
 from wovyr.store.base import EventRecord, ExecutionRecord
 from wovyr.store.codec import MAX_DEPTH, shallow
 
-__all__ = ["ExecutionView", "build_view", "shown_events", "shown_input", "status_filter"]
+__all__ = ["ExecutionView", "build_view", "shown_events", "status_filter"]
 
 _INPUT_EVENTS = frozenset(
     {EventType.ACTIVITY_SCHEDULED, EventType.ITERATION_STARTED, EventType.ITEM_STARTED}
@@ -73,22 +70,23 @@ class ExecutionView:
         return asdict(self)
 
 
-def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
-    """The read-only picture of one execution that `query` returns."""
+def build_view(outline: Outline, record: ExecutionRecord, state: ExecutionState) -> ExecutionView:
+    """The read-only picture of one execution that `query` returns (`outline`: its
+    definition's, `wovyr.engine.outline`)."""
     activities: dict[str, dict[str, Any]] = {}
     pending: list[dict[str, Any]] = []
     # the saga's order once compensation started (reverse completion order)
     undo = list((state.compensation or {}).get("order") or ())
-    for act in workflow.activities:
+    for act in outline.activities:
         a = state.activity(act.id)
         activities[act.id] = {
             "status": a.status,
             "kind": act.kind,
             "attempt": a.attempt,
-            "max_attempts": retry_policy(act).max_attempts,
+            "max_attempts": act.max_attempts,
             "recoveries": a.recoveries,  # re-runs after a lost worker (not attempts)
             "needs": act.needs,
-            "input": shallow(shown_input(act, a.input)),
+            "input": shallow(act.shown_input(a.input)),
             "output": shallow(a.output),
             "error": shallow(a.error),
             "started_at": a.started_at,
@@ -96,12 +94,12 @@ def build_view(workflow: Workflow, record: ExecutionRecord, state: ExecutionStat
             "next_attempt_at": a.next_attempt_at,
             "wait": shallow(a.wait),
             "iterations": a.iterations,  # of a `repeat`: completed so far
-            "max_iterations": act.repeat.max_iterations if act.repeat is not None else None,
+            "max_iterations": act.max_iterations,
             "exhausted": a.exhausted,
             "skip_reason": a.skip_reason,
             "child": a.child,
             "reused_from": a.reused_from,  # a rerun's activity: the run whose result it took
-            "compensable": act.compensate is not None,
+            "compensable": act.compensable,
             "compensation_step": undo.index(act.id) if act.id in undo else None,
             "items": [
                 {k: shallow(item.get(k)) for k in ("status", "attempt", "output", "error", "child")}
@@ -153,13 +151,7 @@ def status_filter(status: str | None) -> tuple[str | None, bool | None]:
     return status, None
 
 
-def shown_input(act: Activity, value: Any) -> Any:
-    """`act`'s rendered input as it may be shown (its kind's `redact`)."""
-    redact = KINDS.get(act.kind).redact
-    return value if redact is None or value is None else redact(value)
-
-
-def shown_events(workflow: Workflow, events: Sequence[EventRecord]) -> list[EventRecord]:
+def shown_events(outline: Outline, events: Sequence[EventRecord]) -> list[EventRecord]:
     """`events` with the rendered inputs they carry as they may be shown (and values nested
     too deeply cut, as in the view)."""
     out = []
@@ -168,12 +160,12 @@ def shown_events(workflow: Workflow, events: Sequence[EventRecord]) -> list[Even
         event = stored if data is stored.data else replace(stored, data=data)
         if event.type in _INPUT_EVENTS and "input" in data and "items" not in data:
             try:
-                act = workflow.activity(str(data.get("activity")))
+                act = outline.activity(str(data.get("activity")))
             except KeyError:  # an activity the definition lacks: shown as recorded
                 out.append(event)
                 continue
-            if KINDS.get(act.kind).redact is not None:
-                shown = {**data, "input": shown_input(act, data["input"])}
+            if act.redact is not None:
+                shown = {**data, "input": act.shown_input(data["input"])}
                 out.append(replace(event, data=shown))
                 continue
         out.append(event)

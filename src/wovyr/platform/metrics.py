@@ -63,7 +63,7 @@ MAX_SERIES = 1_000  # label sets per metric and tenant (Metrics)
 OTHER = "_other"  # the label value of what is counted beyond them
 Sample = tuple[str, str, str, float]  # a value read at scrape time: name, type, help, value
 _FLOW_REASON = re.compile(r"^(rate limit|concurrency) (.+?): ")
-_FLOW_HOLD = "flow"  # the purpose of a flow hold's timer (wovyr.engine.core.waits.FLOW_HOLD)
+_FLOW_HOLD = "flow"  # the purpose of a flow hold's timer (wovyr.engine.core.shown.FLOW_HOLD)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """CLI start-up imports only what a command needs: `wovyr --version` and `--help` load no
 engine, no pydantic, no expression runtime; a command that reads (`workflows show`) loads
-the engine but never the server, the scheduler, the workers, an HTTP client or a database
+the store but never the server, the scheduler, the workers, an HTTP client or a database
 driver it does not use, nor the expression runtime, the YAML parser, asyncio or the crypto
-of sealed payloads; with --json it does not load rich either. Checked in a fresh
-interpreter (this one has imported everything)."""
+of sealed payloads; `workflows show|list|history` load neither the engine nor the workflow
+language (pydantic, the models, the kinds' executors: `wovyr.engine.reads`); with --json
+they do not load rich either. Checked in a fresh interpreter (this one has imported
+everything)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,13 @@ NOT_FOR_READING = (
     "wovyr.server", "wovyr.scheduling", "wovyr.worker", "mcp", "httpx2",
     "cel_expr_python", "ruamel", "asyncio", "cryptography", "wovyr.platform.kms", "numpy",
     "opentelemetry", "wovyr.platform.tracing",
+)  # fmt: skip
+# what `workflows show|list|history` read without (`wovyr.engine.reads.StoreReader`)
+NOT_FOR_VIEWS = (
+    *NOT_FOR_READING, "pydantic", "pydantic_core", "wovyr.engine.engine", "wovyr.definition",
+    "wovyr.definition.model", "wovyr.kinds", "wovyr.kinds.steps", "wovyr.activities.kinds",
+    "wovyr.activities.builtin", "wovyr.activities.dispatch", "wovyr.engine.definitions",
+    "wovyr.engine.runtime",
 )  # fmt: skip
 FLOW = """\
 apiVersion: wovyr/v1
@@ -70,8 +79,8 @@ def test_config_show_and_completion_import_no_engine(tmp_path: Path) -> None:
 
 def test_reading_an_execution_imports_no_server_scheduler_or_worker(tmp_path: Path) -> None:
     loaded = loaded_after(["workflows", "show", "no-such-id"], tmp_path)
-    assert loaded["ok"] and loaded.get("wovyr.engine.engine")  # it did open the engine
-    assert [m for m in NOT_FOR_READING if loaded.get(m)] == []
+    assert loaded["ok"] and loaded.get("wovyr.engine.reads")  # it did read the store
+    assert [m for m in NOT_FOR_VIEWS if loaded.get(m)] == []
 
 
 def test_listing_mcp_servers_imports_no_mcp_sdk(tmp_path: Path) -> None:
@@ -88,22 +97,33 @@ def test_listing_memory_imports_no_numpy(tmp_path: Path) -> None:
 
 
 def test_reading_a_stored_execution_loads_only_the_read_path(tmp_path: Path) -> None:
-    """A real execution (its pinned definition is read back and its view built), shown and
-    listed as people and scripts do."""
+    """A real execution (its pinned definition is read back and its view built), shown,
+    listed and its history printed as people and scripts do, with the filters a list
+    takes: neither the engine nor the workflow language is loaded."""
     from wovyr.cli.main import main
 
     flow = tmp_path / "flow.yaml"
     flow.write_text(FLOW)
     assert main(["run", str(flow), "--home", str(tmp_path), "--id", "r1"]) == 0
-    for argv in (["workflows", "show", "r1"], ["workflows", "list"]):
+    reads = (
+        ["workflows", "show", "r1"],
+        ["workflows", "list"],
+        ["workflows", "history", "r1"],
+        ["workflows", "list", "--label", "k=v", "--status", "completed"],
+    )
+    for argv in reads:
         loaded = loaded_after(argv, tmp_path)
-        assert loaded["ok"] and loaded.get("wovyr.engine.engine"), argv
-        assert [m for m in NOT_FOR_READING if loaded.get(m)] == [], argv
+        assert loaded["ok"] and loaded.get("wovyr.engine.reads"), argv
+        assert [m for m in NOT_FOR_VIEWS if loaded.get(m)] == [], argv
         assert loaded.get("rich"), argv  # it printed a table
-    for argv in (["workflows", "show", "r1", "--json"], ["workflows", "list", "--json"]):
+    for argv in (
+        ["workflows", "show", "r1", "--json"],
+        ["workflows", "list", "--json"],
+        ["workflows", "history", "r1", "--json"],
+    ):
         loaded = loaded_after(argv, tmp_path)
         assert loaded["ok"], argv
-        assert [m for m in (*NOT_FOR_READING, "rich") if loaded.get(m)] == [], argv
+        assert [m for m in (*NOT_FOR_VIEWS, "rich") if loaded.get(m)] == [], argv
 
 
 def test_the_public_api_still_loads_on_use() -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from wovyr.definition import load_definition
 from wovyr.engine.core.decide import decide, start_events
+from wovyr.engine.core.shown import CONTINUE_HOLD, waiting_on
 from wovyr.engine.core.state import ExecutionState, ExecutionStatus, fold, state_to_json
-from wovyr.engine.core.waits import CONTINUE_HOLD, waiting_on
 from wovyr.events import Event, TimerArmed, TimerFired
 from wovyr.ids import ID_MAX_LENGTH, continued_id, is_chain_run_id, is_execution_id
 

@@ -26,7 +26,7 @@ from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import ActivityKind, StepProblem, register_kind
 from wovyr.activities.outbound import ALLOWED_SCHEMES, send_checked
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
-from wovyr.activities.redact import mask
+from wovyr.activities.shown import redact_http
 from wovyr.kinds.steps import HTTP, HttpSpec, HttpStep
 
 if TYPE_CHECKING:
@@ -289,21 +289,6 @@ def _admits(step: HttpStep, policy: SideEffectPolicy) -> list[StepProblem]:
     ]
 
 
-#: Request headers that carry credentials: masked wherever a step's input is shown, even
-#: when they hold literals (a secret reference is shown as written: it reveals no value).
-SENSITIVE_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
-
-
-def _redact(rendered: Any) -> Any:
-    if not isinstance(rendered, dict) or not isinstance(rendered.get("headers"), dict):
-        return rendered
-    headers = {
-        name: mask(value) if name.lower() in SENSITIVE_HEADERS else value
-        for name, value in rendered["headers"].items()
-    }
-    return {**rendered, "headers": headers}
-
-
 KIND = register_kind(
-    ActivityKind.of(HTTP, execute=_execute, side_effects=True, admits=_admits, redact=_redact)
+    ActivityKind.of(HTTP, execute=_execute, side_effects=True, admits=_admits, redact=redact_http)
 )

@@ -45,8 +45,8 @@ from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import ActivityKind, StepProblem, register_kind
 from wovyr.activities.launcher import EXEC_FAILED
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
-from wovyr.activities.redact import mask
 from wovyr.activities.sandbox import LAUNCHER, ShellSandbox, isolation_refusal
+from wovyr.activities.shown import redact_shell
 from wovyr.kinds.steps import SHELL, ShellSpec, ShellStep
 
 if TYPE_CHECKING:
@@ -570,22 +570,13 @@ def _admits(step: ShellStep, policy: SideEffectPolicy) -> list[StepProblem]:
     return found
 
 
-def _redact(rendered: Any) -> Any:
-    """`env` entries named in `secret_env` masked (literals too)."""
-    if not isinstance(rendered, dict) or not isinstance(rendered.get("env"), dict):
-        return rendered
-    marked = set(rendered.get("secret_env") or ())
-    env = {k: mask(v) if k in marked else v for k, v in rendered["env"].items()}
-    return {**rendered, "env": env}
-
-
 KIND = register_kind(
     ActivityKind.of(
         SHELL,
         execute=_execute,
         side_effects=True,
         admits=_admits,
-        redact=_redact,
+        redact=redact_shell,
         needs=frozenset({"sandbox"}),
     )
 )
