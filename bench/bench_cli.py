@@ -7,6 +7,7 @@ C2  wovyr --help
 C3  wovyr workflows show ID             (opens the embedded store and reads one execution)
 C4  wovyr workflows list
 C5  wovyr run FILE                      (parses, runs and prints a one-step workflow)
+C6  wovyr workflows history ID
 
 Each runs `--runs` times (default 20), round-robin so that a change in the machine's load
 falls on every command alike. Wall time and CPU time (user + sys of the child, from wait4)
@@ -86,6 +87,7 @@ def main() -> None:
             "C3 workflows show": [*WOVYR, "workflows", "show", "b1"],
             "C4 workflows list": [*WOVYR, "workflows", "list"],
             "C5 run": [*WOVYR, "run", str(flow)],
+            "C6 workflows history": [*WOVYR, "workflows", "history", "b1"],
         }
         walls: dict[str, list[float]] = {name: [] for name in cases}
         cpus: dict[str, list[float]] = {name: [] for name in cases}

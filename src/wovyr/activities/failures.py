@@ -35,8 +35,6 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from wovyr.activities.base import call_handler
-
 __all__ = [
     "MAX_TRACEBACK_CHARS",
     "MAX_TRACEBACK_FRAMES",
@@ -56,7 +54,6 @@ _MACHINERY = (
     str(Path(concurrent.futures.__file__).resolve().parent),
     str(Path(threading.__file__).resolve()),
 )
-_CALL = call_handler.__code__  # the frame a tool handler is called from
 
 
 def _ours(tb: TracebackType) -> bool:
@@ -68,7 +65,11 @@ def handler_traceback(exc: BaseException) -> str | None:
     """The traceback of `exc` a tenant may see (see the module's docstring); None when it
     did not come out of a tool handler's own code."""
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code is not _CALL:
+    # (imported here: showing an execution's tracebacks needs no handler machinery)
+    from wovyr.activities.base import call_handler
+
+    called = call_handler.__code__  # the frame a tool handler is called from
+    while tb is not None and tb.tb_frame.f_code is not called:
         tb = tb.tb_next
     while tb is not None and _ours(tb):
         tb = tb.tb_next

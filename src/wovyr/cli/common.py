@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import click
 
 from wovyr import assemble
-from wovyr.activities.logs import JsonLines, log_config
 from wovyr.cli.main import env_default
 from wovyr.cli.target import refuse_remote
 from wovyr.engine.labels import parse_label_pairs
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
 
 __all__ = [
-    "JsonLines",
     "applied_at",
     "cli_inputs",
     "cli_labels",
@@ -398,4 +396,6 @@ def cli_labels(pairs: tuple[str, ...] | list[str], flag: str = "--label") -> dic
 def json_log_config(level: str = "info") -> dict[str, Any]:
     """A `logging.config.dictConfig` that writes every record as a JSON line on stderr, with
     the execution, activity and attempt it concerns (`wovyr.activities.logs.JsonLines`)."""
+    from wovyr.activities.logs import log_config
+
     return log_config(True, level)
