@@ -13,7 +13,12 @@ Each runs `--runs` times (default 20), round-robin so that a change in the machi
 falls on every command alike. Wall time and CPU time (user + sys of the child, from wait4)
 are reported as min and median, and each command's median wall as a multiple of Y0's and
 Y1's in the same run (these machines differ 3x from day to day and minute to minute).
-Targets (issue 21): C1 <= 150 ms, C3 <= 400 ms wall.
+Targets (issue 21): C1 <= 150 ms, C3 <= 400 ms wall. Issue 38: C3, C4 and C6 read through
+the store alone (no engine, no workflow language), <= 200 ms median. Measured on the 2-core
+machine, base and change in one session (median wall, x Y1): C3 427-452 ms (17.7-18.9x) ->
+202-204 ms (9.8-10.0x), cpu 354-365 -> 183-184 ms; C4 414-448 (17.5-18.4x) -> 198-207 ms
+(9.8-10.0x); C6 408-472 (18.1-18.5x) -> 225-226 ms (10.8-11.2x); imports 454 -> 296 modules
+(146 -> 81 of wovyr).
 
 Bytecode is cached (in a temporary PYTHONPYCACHEPREFIX, as after `pip install`) unless
 --compile, which keeps PYTHONDONTWRITEBYTECODE if set, so every run compiles the modules
