@@ -17,7 +17,7 @@ Targets (issue 21): C1 <= 150 ms, C3 <= 400 ms wall. Issue 38: C3, C4 and C6 rea
 the store alone (no engine, no workflow language), <= 200 ms median. Measured on the 2-core
 machine, base and change in one session (median wall, x Y1): C3 427-452 ms (17.7-18.9x) ->
 202-204 ms (9.8-10.0x), cpu 354-365 -> 183-184 ms; C4 414-448 (17.5-18.4x) -> 198-207 ms
-(9.8-10.0x); C6 408-472 (18.1-18.5x) -> 225-226 ms (10.8-11.2x); imports 454 -> 296 modules
+(9.8-10.0x); C6 408-472 (18.1-18.5x) -> 225-226 ms (10.8-11.2x); imports 454 -> 295 modules
 (146 -> 81 of wovyr).
 
 Bytecode is cached (in a temporary PYTHONPYCACHEPREFIX, as after `pip install`) unless
