@@ -11,6 +11,7 @@ again store, debit and audit nothing. Another tenant's artifact is a missing one
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from wovyr.engine.engine import Engine
 from wovyr.engine.quotas import STORED, day_of, quotas_of, seconds_to_midnight
@@ -116,7 +117,7 @@ def artifact_ref(record: ArtifactRecord) -> dict[str, str]:
     return {"type": "image", "artifact": record.digest}
 
 
-def artifact_view(record: ArtifactRecord) -> dict[str, object]:
+def artifact_view(record: ArtifactRecord) -> dict[str, Any]:
     """An artifact as the API and the CLI show it; `ref` is the content part that sends it
     to a model (in an `llm` message or an agent's attachments)."""
     return {
