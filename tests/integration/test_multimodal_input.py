@@ -3,10 +3,16 @@
 reach the scripted model server (real HTTP) in each provider family's wire format, rendered
 from the workflow's inputs; an image URL at an address the tenant's egress policy refuses
 fails the step before any request, not retried, with the part located and the URL unsaid;
-a part that renders wrong fails the step as bad input."""
+a part that renders wrong fails the step as bad input.
+
+A part may name a stored artifact instead (`{type: image, artifact: "sha256:..."}`): its
+bytes reach the provider as inline data, the history holds the digest and never the bytes,
+another tenant's artifact of the same digest is a missing one, and a missing artifact (or
+one of a media type its part does not take) fails the step, not retried, naming the part."""
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +22,7 @@ from wovyr.activities.base import ActivityRegistry
 from wovyr.activities.policy import SideEffectPolicy
 from wovyr.activities.providers import ProviderConfig, Providers
 from wovyr.clock import ManualClock
+from wovyr.engine.artifacts import put_artifact
 from wovyr.engine.engine import Engine
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
@@ -266,3 +273,101 @@ def test_a_part_that_renders_wrong_fails_the_step_as_bad_input(tmp_path: Path) -
     error = large.activities["look"]["error"]
     assert error["type"] == "InvalidInput", error
     assert "is larger than 524288" in error["message"]
+
+
+# --- parts that name a stored artifact --------------------------------------------------------
+
+LLM_REF = LLM.replace('url: "${{ inputs.image }}"', 'artifact: "${{ inputs.image }}"')
+AGENT_REF = AGENT.replace(
+    'url: "data:application/pdf;base64,${{ inputs.pdf }}"', 'artifact: "${{ inputs.pdf }}"'
+).replace("IMAGE", PUBLIC)
+PNG_BYTES, PDF_BYTES = base64.b64decode(PNG), base64.b64decode(PDF)
+PNG_URL = f"data:image/png;base64,{PNG}"
+
+
+def _by_ref(engine: Engine, execution_id: str, digest: str, provider: str = "openai") -> None:
+    flow = LLM_REF.replace("PROVIDER", provider)
+    engine.start(flow, {"image": digest, "photo": "AAAA"}, execution_id=execution_id)
+
+
+def test_an_artifact_image_reaches_each_family_as_inline_data(tmp_path: Path) -> None:
+    with ScriptedLLM([text("a dot"), text("a dot")]) as llm:
+        engine = _engine(tmp_path / "w.db", llm)
+        record, created = put_artifact(engine, PNG_BYTES, "image/png")
+        assert created
+        _by_ref(engine, "e0", record.digest, "openai")
+        _by_ref(engine, "e1", record.digest, "claude")
+        drain(engine)
+        assert [engine.query(f"e{n}").output for n in range(2)] == ["a dot", "a dot"]
+        (chat,) = llm.completions
+        (messages,) = llm.messages
+        history = [json.dumps(e.data) for n in range(2) for e in engine.history(f"e{n}")]
+        engine.close()
+    assert chat.body["messages"][1]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": PNG_URL},
+    }
+    assert messages.body["messages"][0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PNG},
+    }
+    # the history holds the reference, never the bytes
+    assert any(record.digest in data for data in history)
+    assert not any(PNG in data for data in history)
+
+
+def test_an_agent_attachment_by_artifact_is_sent_and_kept_as_a_reference(tmp_path: Path) -> None:
+    with ScriptedLLM([text("summary")]) as llm:
+        engine = _engine(tmp_path / "w.db", llm)
+        record, _ = put_artifact(engine, PDF_BYTES, "application/pdf")
+        engine.start(
+            AGENT_REF.replace("PROVIDER", "openai"), {"pdf": record.digest}, execution_id="e1"
+        )
+        drain(engine)
+        assert engine.query("e1").output == "summary"
+        (chat,) = llm.completions
+        history = [json.dumps(e.data) for e in engine.history("e1")]
+        engine.close()
+    assert chat.body["messages"][0]["content"][1] == {
+        "type": "file",
+        "file": {"filename": "r.pdf", "file_data": PDF_URL},
+    }
+    assert any(record.digest in data for data in history)
+    assert not any(PDF in data for data in history)
+
+
+def test_another_tenants_artifact_is_missing_and_fails_the_step(tmp_path: Path) -> None:
+    with ScriptedLLM([text("seen")]) as llm:
+        engine = _engine(tmp_path / "w.db", llm)
+        record, _ = put_artifact(engine.for_tenant("a"), PNG_BYTES, "image/png")
+        _by_ref(engine, "e1", record.digest)  # the default tenant has no such artifact
+        drain(engine)
+        missing = engine.query("e1")
+        # its own copy of the same bytes is its own row: then its step runs
+        assert put_artifact(engine, PNG_BYTES, "image/png")[1]
+        _by_ref(engine, "e2", record.digest)
+        drain(engine)
+        second = engine.query("e2")
+        sent = llm.requests
+        engine.close()
+    assert missing.status == "failed"
+    error = missing.activities["look"]["error"]
+    assert error["type"] == "ArtifactNotFound"
+    assert missing.activities["look"]["attempt"] == 1  # not retried
+    where = f"the artifact {record.digest} of the image part messages[1].content[1]"
+    assert where in error["message"]
+    assert second.status == "completed" and len(sent) == 1
+
+
+def test_an_artifact_of_the_wrong_media_type_fails_the_step(tmp_path: Path) -> None:
+    with ScriptedLLM([text("never")]) as llm:
+        engine = _engine(tmp_path / "w.db", llm)
+        record, _ = put_artifact(engine, PDF_BYTES, "application/pdf")
+        _by_ref(engine, "e1", record.digest)
+        drain(engine)
+        view = engine.query("e1")
+        sent = llm.requests
+        engine.close()
+    assert sent == [] and view.status == "failed"
+    error = view.activities["look"]["error"]
+    assert "is application/pdf, which an image part does not take" in error["message"]

@@ -48,6 +48,9 @@ class Route:
     status: int = 200
 
 
+ARTIFACT = b"\x89PNG\r\n\x1a\n an audited image"
+ARTIFACT_DIGEST = "sha256:" + sha256(ARTIFACT).hexdigest()
+
 TRIGGER = """\
 apiVersion: wovyr/v1
 kind: Trigger
@@ -120,6 +123,8 @@ ROUTES = [
     Route(ADMIN, "PUT", "/api/v1/webhooks/ops", "webhook.set", "ops",
           {"url": "https://hooks.example/x", "events": ["execution.failed"], "secrets": ["K"]}),
     Route(ADMIN, "DELETE", "/api/v1/webhooks/ops", "webhook.delete", "ops", status=204),
+    Route(OP, "POST", "/api/v1/artifacts", "artifact.put", ARTIFACT_DIGEST,
+          kw={"content": ARTIFACT, "headers": {"Content-Type": "image/png"}}, status=201),
 ]  # fmt: skip
 
 

@@ -110,6 +110,9 @@ REQUIRED_ROLE = {
     ("DELETE", "/api/v1/webhooks/{name}"): "admin",
     ("GET", "/api/v1/deliveries"): "viewer",
     ("GET", "/api/v1/deliveries/{delivery_id}"): "viewer",
+    ("POST", "/api/v1/artifacts"): "operator",
+    ("GET", "/api/v1/artifacts"): "viewer",
+    ("GET", "/api/v1/artifacts/{digest}"): "viewer",
     ("GET", "/healthz"): "",
     ("GET", "/readyz"): "",
 }
@@ -195,6 +198,8 @@ def body_for(method: str, path: str) -> Any:
         return {"url": "https://b.example/hook", "events": ["execution.failed"], "secrets": ["B"]}
     if (method, path) == ("POST", "/api/v1/triggers"):
         return B_TRIGGER
+    if (method, path) == ("POST", "/api/v1/artifacts"):
+        return b"\x89PNG\r\n\x1a\n tenant b's own image " + str(n).encode()
     if path.startswith(("/api/v1/events/", "/api/v1/hooks/")):
         return {"note": "from b"}
     if (method, path) == ("POST", "/api/v1/admin/keys"):
@@ -280,6 +285,11 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "PUT", f"/api/v1/admin/limits/{A_LIMIT}", "tenant-a:admin", json={"limit": 3, "per": 1}
     )
     assert limit.status_code == 200, limit.text
+    image = b"\x89PNG\r\n\x1a\n" + CANARY.encode()
+    artifact = await api.call(
+        "POST", "/api/v1/artifacts", a, content=image, headers={"Content-Type": "image/png"}
+    )
+    assert artifact.status_code == 201, artifact.text
     return {
         "namespace": f"{CANARY}-ns",
         "key": f"{CANARY}-key",
@@ -293,6 +303,7 @@ async def seed_tenant_a(api: Api) -> dict[str, str]:
         "provider": A_PROVIDER,
         "mcp": A_MCP,
         "limit": A_LIMIT,
+        "digest": artifact.json()["digest"],
         "agent": f"{CANARY}-agent",
         "run_id": f"{CANARY}-run",
         "activity": "prepare",
@@ -382,7 +393,9 @@ async def test_every_route_isolates_tenants(api: Api) -> None:
         ) -> httpx.Response:
             body = body_for(method, path)
             kw: dict[str, Any] = {"headers": headers}
-            if body is not None:
+            if isinstance(body, bytes):
+                kw["content"], kw["headers"] = body, {**headers, "Content-Type": "image/png"}
+            elif body is not None:
                 kw["json"] = body
             return await api.client.request(method, url, **kw)
 

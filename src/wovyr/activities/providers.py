@@ -51,6 +51,7 @@ model asked and the one that answered, the tokens; never the key, the prompt or 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
@@ -80,6 +81,7 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "PROVIDER_KINDS",
     "TOKEN_LIMITS",
+    "ArtifactReader",
     "BoundCredentials",
     "ChatResult",
     "CredentialResolver",
@@ -93,6 +95,7 @@ __all__ = [
     "embed",
     "price_problems",
     "provider_body",
+    "with_artifacts",
     "with_options",
 ]
 
@@ -264,6 +267,14 @@ class ResponseCache(Protocol):
     def put(self, key: str, response: dict[str, Any]) -> None: ...
 
 
+class ArtifactReader(Protocol):
+    """One tenant's stored artifacts as its model calls read them (the worker builds it)."""
+
+    def read(self, digest: str) -> tuple[str, bytes] | None:
+        """The media type and bytes of the tenant's artifact `digest`, or None."""
+        ...
+
+
 @dataclass(frozen=True)
 class ModelAccess:
     """What a model-calling kind gets for one attempt (built by the worker): the providers
@@ -273,6 +284,8 @@ class ModelAccess:
     providers: Providers
     credentials: CredentialResolver = field(repr=False)
     cache: ResponseCache | None = field(default=None, repr=False)
+    # the tenant's artifacts, which content parts name by digest (`with_artifacts`)
+    artifacts: ArtifactReader | None = field(default=None, repr=False)
     # why the tenant may make no model call today (a daily model quota used up), or None
     quota: Callable[[], str | None] | None = field(default=None, repr=False)
     # the model calls of this attempt not journaled by its kind (an `llm` step's), each
@@ -652,6 +665,62 @@ async def _exchange(
         return parse(bytes(content), model)
     finally:
         await response.aclose()
+
+
+_PART_TYPES = {"image": ("image/png", "image/jpeg", "image/gif", "image/webp"),
+               "file": ("application/pdf",)}  # fmt: skip
+
+
+def with_artifacts(body: dict[str, Any], reader: ArtifactReader | None) -> dict[str, Any]:
+    """`body` with each content part that names an artifact (`{type, artifact}`, see
+    `wovyr.kinds.steps.ContentPart`) given its bytes as a base64 `data:` URL instead, read
+    by `reader` (so each provider family maps it as it maps inline data); a body that names
+    none is returned as it is. An artifact the tenant does not have, or of a media type its
+    part does not take, is a `NonRetryableError` that locates the part."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not any(
+        isinstance(p, dict) and "artifact" in p
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for p in m["content"]
+    ):
+        return body
+    out = []
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            parts = [_artifact_part(p, reader, f"messages[{i}].content[{j}]")
+                     for j, p in enumerate(content)]  # fmt: skip
+            out.append({**message, "content": parts})
+        else:
+            out.append(message)
+    return {**body, "messages": out}
+
+
+def _artifact_part(part: Any, reader: ArtifactReader | None, where: str) -> Any:
+    if not isinstance(part, dict) or "artifact" not in part:
+        return part
+    digest, kind = part["artifact"], part.get("type")
+    found = reader.read(str(digest)) if reader is not None else None
+    if found is None:
+        raise NonRetryableError(
+            f"the artifact {digest} of the {kind} part {where} is not stored for this tenant "
+            "(put it with `wovyr artifacts put` or POST /api/v1/artifacts)",
+            type="ArtifactNotFound",
+        )
+    media_type, data = found
+    if media_type not in _PART_TYPES.get(str(kind), ()):
+        raise NonRetryableError(
+            f"the artifact {digest} of the {kind} part {where} is {media_type}, which "
+            f"{_an(str(kind))} part does not take",
+            type="InvalidInput",
+        )
+    url = f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+    return {**{k: v for k, v in part.items() if k != "artifact"}, "url": url}
+
+
+def _an(kind: str) -> str:
+    return ("an " if kind[:1] in ("a", "e", "i", "o", "u") else "a ") + kind
 
 
 def chat_request(body: dict[str, Any]) -> dict[str, Any]:

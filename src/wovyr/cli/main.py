@@ -59,6 +59,10 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("commands_agents",),
         "Agents: apply, list and show agent definitions, run one in the foreground.",
     ),
+    "artifacts": (
+        ("commands_artifacts",),
+        "Artifacts: images and PDFs stored once by digest, which content parts reference.",
+    ),
     "batches": (("commands_bulk",), "Bulk-action batches: list, show."),
     "completion": (
         ("commands_config",),
@@ -160,6 +164,7 @@ REMOTE_COMMANDS = frozenset(
     {
         "admin",
         "agents",
+        "artifacts",
         "batches",
         "definitions",
         "events",

@@ -854,6 +854,25 @@ class Client:
         params = query(trigger=trigger, limit=limit, cursor=cursor)
         return cast(JSONObject, self._json("GET", f"{_V1}/events", params=params))
 
+    # --- artifacts --------------------------------------------------------------------------------
+
+    def put_artifact(self, data: bytes, media_type: str) -> JSONObject:
+        """Store `data` (PNG, JPEG, GIF, WebP or PDF, as `media_type` says) as an artifact:
+        `{digest, media_type, size, ref}`, `ref` the content part that sends it to a model
+        (the same bytes again are the same artifact)."""
+        headers = {"Content-Type": media_type}
+        path = f"{_V1}/artifacts"
+        return cast(JSONObject, self._json("POST", path, content=data, headers=headers))
+
+    def get_artifact(self, digest: str) -> bytes:
+        """The bytes of the artifact `digest` (`sha256:<hex>`)."""
+        return (self._send("GET", f"{_V1}/artifacts/{_part(digest)}")).content
+
+    def list_artifacts(self, *, limit: int | None = None, cursor: str | None = None) -> JSONObject:
+        """A page of the artifacts, newest first (`next_cursor`: pass it as `cursor`)."""
+        params = query(limit=limit, cursor=cursor)
+        return cast(JSONObject, self._json("GET", f"{_V1}/artifacts", params=params))
+
     # --- outbound webhooks ------------------------------------------------------------------------
 
     def list_webhooks(self) -> list[JSONObject]:

@@ -176,12 +176,16 @@ class EmbeddingSpec(FrozenModel):
 MAX_INLINE_BYTES = 524_288  # the text of one `data:` URL at most (it is kept in the history)
 _DATA_URL = re.compile(r"^data:([a-z0-9.+-]+/[a-z0-9.+-]+);base64,([A-Za-z0-9+/]*={0,2})$")
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_ARTIFACT_REF = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 class ContentPart(FrozenModel):
     """One part of a message's content: `{type: text, text}`, `{type: image, url}` (an
     http(s) URL, which the provider fetches, or a base64 `data:` URL of a PNG, JPEG, GIF or
-    WebP image) or `{type: file, url, filename}` (a base64 `data:application/pdf` URL)."""
+    WebP image) or `{type: file, url, filename}` (a base64 `data:application/pdf` URL). An
+    image or a file may name a stored artifact instead of a URL (`artifact: "sha256:..."`,
+    `wovyr.store.artifacts`): the history keeps the reference, the bytes are read from the
+    tenant's artifacts when the model is called."""
 
     type: Literal["text", "image", "file"]
     text: str | None = Field(default=None, description="The text of a `text` part")
@@ -189,18 +193,34 @@ class ContentPart(FrozenModel):
         default=None, description="An `image`'s http(s) or data: URL; a `file`'s data: URL"
     )
     filename: str | None = Field(default=None, max_length=256, description="A `file`'s name")
+    artifact: str | None = Field(
+        default=None,
+        max_length=100,
+        description="An `image`'s or `file`'s stored artifact (`sha256:<hex>`), instead of `url`",
+    )
 
     @model_validator(mode="after")
     def _fields_of_its_type(self) -> ContentPart:
-        wants = {"text": "text", "image": "url", "file": "url"}[self.type]
-        given = {k for k in ("text", "url", "filename") if getattr(self, k) is not None}
-        extra = sorted(given - {wants, *(("filename",) if self.type == "file" else ())})
-        if wants not in given:
-            raise ValueError(f"{_an(self.type)} part needs `{wants}`")
+        given = {k for k in ("text", "url", "filename", "artifact") if getattr(self, k) is not None}
+        if self.type == "text":
+            takes = {"text"}
+            if "text" not in given:
+                raise ValueError("a text part needs `text`")
+        else:
+            source = given & {"url", "artifact"}
+            if not source:
+                raise ValueError(f"{_an(self.type)} part needs `url` (or `artifact`)")
+            if len(source) > 1:
+                raise ValueError(f"{_an(self.type)} part takes one of `url` and `artifact`")
+            takes = {*source, *(("filename",) if self.type == "file" else ())}
+        extra = sorted(given - takes)
         if extra:
             raise ValueError(f"{_an(self.type)} part takes no `{'`, `'.join(extra)}`")
         if self.url is not None and "${{" not in self.url:  # rendered: checked again then
             _media_url_problem(self.type, self.url)
+        named = self.artifact
+        if named is not None and "${{" not in named and _ARTIFACT_REF.match(named) is None:
+            raise ValueError("an artifact is named by its digest, `sha256:<64 hex digits>`")
         return self
 
     def media_type(self) -> str | None:

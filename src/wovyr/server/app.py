@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from wovyr import assemble
 from wovyr._version import __version__
 from wovyr.clock import Clock
+from wovyr.engine.artifacts import MAX_ARTIFACT_BYTES
 from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import served
 from wovyr.platform.auth import Authenticator
@@ -28,6 +29,7 @@ from wovyr.platform.secrets import Secrets, open_secrets
 from wovyr.server.api import (
     admin,
     agents,
+    artifacts,
     audit,
     batches,
     definitions,
@@ -149,6 +151,7 @@ def create_app(
         mcp_servers,
         memory,
         events,
+        artifacts,
         audit,
         health,
     ):
@@ -159,5 +162,10 @@ def create_app(
     mount_ui = _ui_mounter()
     if mount_ui is not None:
         mount_ui(app, engine, settings, authenticator)
-    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    app.add_middleware(
+        RequestGuard,
+        max_body_bytes=settings.max_body_bytes,
+        metrics=metrics,
+        large_bodies={"/api/v1/artifacts": MAX_ARTIFACT_BYTES},
+    )
     return app

@@ -15,7 +15,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -53,16 +53,33 @@ class BodyTooLarge(HTTPException):
 
 
 class RequestGuard:
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics) -> None:
+    """`large_bodies`: the routes that take a larger body than `max_body_bytes` (a `POST`
+    to the path, its own cap: an artifact's bytes)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        metrics: Metrics,
+        large_bodies: Mapping[str, int] | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
+        self.large_bodies = dict(large_bodies or {})
+
+    def _cap(self, scope: Scope) -> int:
+        if scope.get("method") == "POST":
+            return self.large_bodies.get(scope.get("path", ""), self.max_body_bytes)
+        return self.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        cap = self._cap(scope)
         state: dict[str, Any] = {"status": 500, "sent": False, "received": 0}
 
         async def tracking_send(message: Message) -> None:
@@ -80,20 +97,20 @@ class RequestGuard:
             message = await receive()
             if message["type"] == "http.request":
                 state["received"] += len(message.get("body", b""))
-                if state["received"] > self.max_body_bytes:
-                    raise BodyTooLarge(self.max_body_bytes)
+                if state["received"] > cap:
+                    raise BodyTooLarge(cap)
             return message
 
         try:
             if _has_nul(scope):  # no store can keep one in text, so refuse it at the door
                 await problem_response(400, _NUL)(scope, receive, tracking_send)
-            elif self._declared_too_large(scope):
-                await self._refuse(413, scope, receive, tracking_send)
+            elif self._declared_too_large(scope, cap):
+                await self._refuse(413, scope, receive, tracking_send, cap)
             else:
                 await self.app(scope, counting_receive, tracking_send)
         except BodyTooLarge:
             if not state["sent"]:
-                await self._refuse(413, scope, receive, tracking_send)
+                await self._refuse(413, scope, receive, tracking_send, cap)
         except Exception:
             log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if not state["sent"]:
@@ -107,18 +124,20 @@ class RequestGuard:
                 tenant=str(scope.get("state", {}).get(CALLER_TENANT, "")),
             )
 
-    def _declared_too_large(self, scope: Scope) -> bool:
+    def _declared_too_large(self, scope: Scope, cap: int) -> bool:
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
-                    return int(value) > self.max_body_bytes
+                    return int(value) > cap
                 except ValueError:
                     return False
         return False
 
-    async def _refuse(self, status: int, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(
+        self, status: int, scope: Scope, receive: Receive, send: Send, cap: int = 0
+    ) -> None:
         detail = (
-            f"The request body is larger than {self.max_body_bytes} bytes."
+            f"The request body is larger than {cap} bytes."
             if status == 413
             else "The server failed to handle the request."
         )

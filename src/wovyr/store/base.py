@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.agent_memory import AgentMemoryStore
+from wovyr.store.artifacts import ArtifactStore
 from wovyr.store.audit import AuditStore
 from wovyr.store.bulk import BulkStore
 from wovyr.store.events import EventStore
@@ -181,6 +182,7 @@ class Store(
     AgentMemoryStore,
     RetentionStore,
     EventStore,
+    ArtifactStore,
     Protocol,
 ):
     """Everything the engine, the workers, the schedules and the server need from one

@@ -45,6 +45,7 @@ steps it writes carry payloads), the others as they are (none carries a payload)
 
 from __future__ import annotations
 
+import base64
 import functools
 import logging
 import threading
@@ -58,6 +59,7 @@ from wovyr.errors import KmsError, WovyrError
 from wovyr.events import Event, EventType
 from wovyr.statuses import ExecutionStatus
 from wovyr.store.agent_memory import MemoryHit, MemoryItem, MemoryPut, MemoryWriteResult
+from wovyr.store.artifacts import ArtifactRecord, NewArtifact
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import (
     DEFAULT_TENANT,
@@ -153,6 +155,10 @@ _INPUT, _OUTPUT, _ERROR, _CHECKPOINT, _EVENT, _STREAM = (
 # A streamed text chunk is text, not a JSON value: its sealed form is this prefix and the
 # sealed token (a plain chunk that happens to start so reads back as itself: NotSealed).
 _SEALED_TEXT = "\x1e$sealed:"
+# An artifact's bytes sealed: this prefix and the sealed token of their base64 text (no
+# media type an artifact may have starts so).
+_SEALED_BYTES = _SEALED_TEXT.encode("ascii")
+_ARTIFACT = "artifact"
 
 
 def _event_name(execution_id: str, seq: int) -> str:
@@ -465,6 +471,35 @@ class SealingStore(Store):
             text = f"[{UNREADABLE_MARKER}]"
         return replace(chunk, text=text)
 
+    # --- artifacts --------------------------------------------------------------------------
+    # A sealing tenant's artifact bytes are sealed (their base64 text, bound to the digest);
+    # the digest, media type and size stay plain. Bytes that no longer open (a shredded
+    # key, corrupt) read as a missing artifact.
+
+    def put_artifact(
+        self, new: NewArtifact, *, audit: AuditEntry | None = None
+    ) -> tuple[ArtifactRecord, bool]:
+        if self.sealing(new.tenant):
+            text = base64.b64encode(new.data).decode("ascii")
+            token = self.sealer.seal(new.tenant, _ARTIFACT, new.digest, text)
+            new = replace(new, data=_SEALED_BYTES + token.encode("ascii"))
+        result: tuple[ArtifactRecord, bool] = self.inner.put_artifact(new, audit=audit)
+        return result
+
+    def read_artifact(self, tenant: str, digest: str) -> tuple[ArtifactRecord, bytes] | None:
+        found = self.inner.read_artifact(tenant, digest)
+        if found is None or not found[1].startswith(_SEALED_BYTES):
+            return found
+        record, data = found
+        token = data[len(_SEALED_BYTES) :].decode("ascii", errors="replace")
+        try:
+            return record, base64.b64decode(self.sealer.open(tenant, _ARTIFACT, digest, token))
+        except NotSealed:
+            return found
+        except (PayloadKeyShredded, PayloadUndecryptable) as exc:
+            log.warning("artifact %s of tenant %r does not open: %s", digest, tenant, exc)
+            return None
+
     # --- the work queue ------------------------------------------------------------------
 
     # --- agent memory ----------------------------------------------------------------------
@@ -726,6 +761,8 @@ SEALED_METHODS = frozenset(
         "get_memory",
         "list_memory",
         "search_memory",
+        "put_artifact",  # artifact bytes
+        "read_artifact",
     }
 )
 
@@ -844,6 +881,9 @@ PLAIN_METHODS = frozenset(
         "get_delivery",
         "list_deliveries",
         "delivery_attempts",
+        # artifacts' digests, media types and sizes
+        "get_artifact",
+        "list_artifacts",
         # retention
         "find_expired",
         "purge_executions",

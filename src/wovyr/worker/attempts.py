@@ -309,6 +309,7 @@ def _models(services: RunnerServices, providers: Providers) -> ModelAccess:
         providers,
         services.credentials,
         _TenantCache(services),
+        artifacts=_TenantArtifacts(services),
         quota=services.model_quota_exhausted if limited else None,
         now=services.clock.now,
     )
@@ -370,3 +371,18 @@ class _TenantCache:
     def put(self, key: str, response: dict[str, Any]) -> None:
         now = self._services.clock.now()
         self._services.store.put_cached_response(self._services.tenant, key, response, now)
+
+
+class _TenantArtifacts:
+    """The store's artifacts, seen by one tenant for one attempt (`ArtifactReader`): each
+    read once (an agent sends its attachments with every model call)."""
+
+    def __init__(self, services: RunnerServices) -> None:
+        self._services = services
+        self._read: dict[str, tuple[str, bytes] | None] = {}
+
+    def read(self, digest: str) -> tuple[str, bytes] | None:
+        if digest not in self._read:
+            found = self._services.store.read_artifact(self._services.tenant, digest)
+            self._read[digest] = None if found is None else (found[0].media_type, found[1])
+        return self._read[digest]

@@ -50,17 +50,29 @@ def test_parts_of_every_type_load() -> None:
     _load("{type: image, url: 'data:image/png;base64,iVBORw0KGgo='}")
     _load("{type: file, url: 'data:application/pdf;base64,JVBERi0=', filename: a.pdf}")
     _load("{type: image, url: '${{ inputs.url }}'}")  # checked once rendered
+    _load("{type: image, artifact: 'sha256:" + "a" * 64 + "'}")
+    _load("{type: file, artifact: 'sha256:" + "b" * 64 + "', filename: a.pdf}")
+    _load(
+        "{type: image, artifact: '${{ inputs.url }}'}",
+        attachment="{type: image, artifact: 'sha256:" + "c" * 64 + "'}",
+    )
 
 
 @pytest.mark.parametrize(
     ("part", "says"),
     [
-        ("{type: image}", "an image part needs `url`"),
+        ("{type: image}", "an image part needs `url` (or `artifact`)"),
         ("{type: text, text: a, url: 'https://x.org'}", "a text part takes no `url`"),
         ("{type: image, url: 'ftp://x.org/a.png'}", "an image part's url is an http(s) URL"),
         ("{type: image, url: 'data:text/html;base64,AAAA'}", "an image part's data is one of"),
         ("{type: file, url: 'https://x.org/a.pdf'}", "a file part's url is a base64 data: URL"),
         ("{type: image, url: 'data:image/png,plain'}", "a data: URL is `data:<media type>;"),
+        (
+            "{type: image, url: 'https://x.org/a.png', artifact: 'sha256:" + "a" * 64 + "'}",
+            "an image part takes one of `url` and `artifact`",
+        ),
+        ("{type: image, artifact: 'md5:abc'}", "an artifact is named by its digest, `sha256:"),
+        ("{type: text, text: a, artifact: 'sha256:" + "a" * 64 + "'}", "a text part takes no"),
     ],
 )
 def test_a_wrong_part_is_located_at_the_part(part: str, says: str) -> None:

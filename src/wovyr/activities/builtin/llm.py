@@ -13,9 +13,11 @@
         options: {seed: 7, top_p: 0.9}   # provider parameters, sent as they are
 
 A message's `content` may be a list of parts (`wovyr.kinds.steps.ContentPart`: text, an
-image by http(s) or `data:` URL, a PDF by `data:` URL), mapped to each provider family's
-parts by `wovyr.activities.providers`, which checks an image URL against the tenant's
-egress policy before the call.
+image by http(s) or `data:` URL, a PDF by `data:` URL, either by a stored artifact's digest),
+mapped to each provider family's parts by `wovyr.activities.providers`, which checks an
+image URL against the tenant's egress policy before the call. An artifact is read from the
+tenant's store at call time (`with_artifacts`) and sent as inline data: the history keeps
+only its digest.
 
 Output: `{text, json, usage: {input_tokens, output_tokens}, cost, model, finish_reason}`
 (`json` is the parsed answer when `response_schema` is given, else null; `cost` is null
@@ -48,7 +50,13 @@ from wovyr.activities.base import NonRetryableError
 from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import ActivityKind, StreamSink, Usage, register_kind
 from wovyr.activities.policy import SideEffectPolicy
-from wovyr.activities.providers import ChatResult, ModelAccess, chat, with_options
+from wovyr.activities.providers import (
+    ChatResult,
+    ModelAccess,
+    chat,
+    with_artifacts,
+    with_options,
+)
 from wovyr.kinds.steps import LLM, LlmSpec, LlmStep, Message, check_json_schema
 
 __all__ = [
@@ -171,6 +179,7 @@ async def call_model(
         if reason is not None:
             raise NonRetryableError(reason, type="QuotaExceeded")
     key = await asyncio.to_thread(access.api_key, provider_name)
+    body = await asyncio.to_thread(with_artifacts, body, access.artifacts)
     began = access.now()
     try:
         if stream is None or not body.get("stream"):

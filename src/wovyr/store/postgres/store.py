@@ -74,6 +74,7 @@ from wovyr.store.rows import (
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
+from wovyr.store.sql.artifacts import SQLArtifacts
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
 from wovyr.store.sql.events import SQLEvents, write_outbox
@@ -115,6 +116,7 @@ class PostgresStore(
     SQLBulk,
     PostgresEventPartitions,
     SQLEvents,
+    SQLArtifacts,
 ):
     """The scale-out store. `url` is a libpq URL (`postgresql://user@host:5432/db?...`)."""
 

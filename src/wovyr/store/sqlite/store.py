@@ -61,6 +61,7 @@ from wovyr.store.rows import (
 from wovyr.store.shards import shards_for, stable_shard
 from wovyr.store.sql import Tx
 from wovyr.store.sql.agent_memory import SQLAgentMemory
+from wovyr.store.sql.artifacts import SQLArtifacts
 from wovyr.store.sql.audit import SQLAudit
 from wovyr.store.sql.bulk import SQLBulk
 from wovyr.store.sql.events import SQLEvents, write_outbox
@@ -423,6 +424,7 @@ class SQLiteStore(
     SQLRetention,
     SQLBulk,
     SQLEvents,
+    SQLArtifacts,
 ):
     """The embedded store. `path` is a file path (created with its folder if missing); None
     is the `memory://` store (a temporary file, not durable: see the module's docstring)."""
