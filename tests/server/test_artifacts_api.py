@@ -33,6 +33,8 @@ async def test_put_read_and_list_artifacts(api: Api) -> None:
     read = await api.call("GET", f"/api/v1/artifacts/{digest}", VIEW_A)
     assert read.status_code == 200 and read.content == PNG
     assert read.headers["content-type"] == "image/png"
+    assert read.headers["content-disposition"].startswith("attachment;")
+    assert read.headers["content-security-policy"] == "sandbox"
     pdf = b"%PDF-1.4\n%%EOF\n"
     r = await api.call(
         "POST", "/api/v1/artifacts", OP_A, content=pdf, headers={"Content-Type": "application/pdf"}
