@@ -254,8 +254,10 @@ def test_cli_reports_a_disk_fault_as_an_error(tmp_path: Path, inject: str) -> No
 
 
 @contextmanager
-def tmpfs(path: Path, size: str = "1m") -> Iterator[Path]:
-    """A small tmpfs mounted at `path` for the test (root only), unmounted afterwards."""
+def tmpfs(path: Path, size: str = "4m") -> Iterator[Path]:
+    """A small tmpfs mounted at `path` for the test (root only), unmounted afterwards. Room
+    for a migrated store and its WAL (about 1 MiB together since the artifacts table), so
+    what fills it is the test's ballast."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     path.mkdir()
