@@ -346,39 +346,21 @@ def test_gantt_items_and_saga_in_the_browser(sync_api: Any, live_server: LiveSer
         _wait_until(lambda: page.url.endswith("#act-charge"), "the bar's link")
 
 
-TRIGGERED_FLOW = """\
-apiVersion: wovyr/v1
-kind: Workflow
-metadata: {name: fulfil}
-inputs: {order: {type: string}}
-activities:
-  - {id: a, set: {order: "${{ inputs.order }}"}}
-"""
-ORDERS_TRIGGER = """\
-apiVersion: wovyr/v1
-kind: Trigger
-metadata: {name: orders}
-spec:
-  topic: orders.created
-  start: {workflow: fulfil}
-  input: {order: "${{ payload.id }}"}
-  dedup: {key: "${{ payload.id }}", ttl: 1h}
-"""
-
-
 def test_events_and_webhooks_pages(sync_api: Any, live_server: LiveServer, tmp_path: Path) -> None:
     """An event received by a trigger is listed with the execution it started (a link that
     opens it), and the webhook delivery that execution's completion made is listed with its
     endpoint on the Webhooks page."""
     from datetime import UTC, datetime
 
+    from tests.reliability.crash_child import FULFIL, TRIGGERS
+
     from wovyr.engine.triggers import apply_trigger, receive_event
     from wovyr.store.events import WebhookEndpointRecord
 
     engine = live_server.engine.for_tenant("acme")
     _, token = live_server.authenticator.create_key("acme", "admin", "dana")
-    engine.apply(TRIGGERED_FLOW)
-    apply_trigger(engine, ORDERS_TRIGGER)
+    engine.apply(FULFIL)
+    apply_trigger(engine, TRIGGERS[0])  # orders: starts fulfil, dedup on the id
     url = "https://hooks.example.com/wovyr/in"
     events = ("execution.completed",)
     now = datetime.now(UTC)
