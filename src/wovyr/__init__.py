@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         current_activity,
     )
     from wovyr.clock import Clock, ManualClock, SystemClock
+    from wovyr.code.workflow import CodeWorkflow, Context, NonDeterminism, StepFailed, workflow
     from wovyr.definition.model import Workflow
     from wovyr.definition.parse import load_definition, load_definition_file
     from wovyr.engine.engine import Engine, ExecutionView, Started
@@ -57,6 +58,11 @@ _WHERE = {
     "activity": "wovyr.activities.base",
     "current_activity": "wovyr.activities.base",
     "Clock": "wovyr.clock",
+    "CodeWorkflow": "wovyr.code.workflow",
+    "Context": "wovyr.code.workflow",
+    "NonDeterminism": "wovyr.code.workflow",
+    "StepFailed": "wovyr.code.workflow",
+    "workflow": "wovyr.code.workflow",
     "ManualClock": "wovyr.clock",
     "SystemClock": "wovyr.clock",
     "Workflow": "wovyr.definition.model",
@@ -101,8 +107,10 @@ __all__ = [
     "ActivityNotRegistered",
     "ActivityRegistry",
     "Clock",
+    "CodeWorkflow",
     "ConfigError",
     "Conflict",
+    "Context",
     "DefinitionError",
     "Engine",
     "ExecutionFinished",
@@ -111,9 +119,11 @@ __all__ = [
     "InputError",
     "LeaseLost",
     "ManualClock",
+    "NonDeterminism",
     "NonRetryableError",
     "NotFound",
     "Started",
+    "StepFailed",
     "StoreError",
     "SystemClock",
     "Worker",
@@ -125,4 +135,5 @@ __all__ = [
     "load_definition",
     "load_definition_file",
     "run_workflow",
+    "workflow",
 ]

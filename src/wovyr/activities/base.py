@@ -148,6 +148,8 @@ class ActivityRegistry:
     def activity(self, name: str) -> Callable[[F], F]:
         def deco(fn: F) -> F:
             self.register(name, fn)
+            with contextlib.suppress(AttributeError, TypeError):  # what a code workflow runs
+                fn.__wovyr_activity__ = name  # type: ignore[attr-defined]
             return fn
 
         return deco

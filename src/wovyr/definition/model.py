@@ -41,6 +41,7 @@ __all__ = [
     "Activity",
     "ApprovalWait",
     "ChildWorkflowSpec",
+    "CodeSpec",
     "CompensateSpec",
     "ConcurrencySpec",
     "ContinueAsNewSpec",
@@ -54,6 +55,7 @@ __all__ = [
     "RateLimitSpec",
     "RepeatSpec",
     "RetryPolicy",
+    "RevealedWorkflow",
     "ShellSpec",
     "TimerWait",
     "Timestamp",
@@ -363,12 +365,22 @@ class Named:
         return self.metadata.version
 
 
+class CodeSpec(FrozenModel):
+    """What a workflow written as a Python function (`@wovyr.workflow`) is stored as: the
+    function's name (shown, never imported from here: a worker runs only functions its own
+    modules registered) and the digest of its source and version (what an execution pins)."""
+
+    function: str = Field(min_length=1, max_length=500)
+    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+
+
 class Workflow(Named, _Model):
     api_version: Literal["wovyr/v1"] = Field(alias="apiVersion")
     kind: Literal["Workflow"]
     metadata: Metadata
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
-    activities: list[Activity] = Field(min_length=1, max_length=10_000)
+    # at least one, unless `code` reveals them as its function runs (`_has_activities`)
+    activities: list[Activity] = Field(max_length=10_000, json_schema_extra={"minItems": 1})
     output: Any = None
     labels: dict[str, str] = Field(
         default_factory=dict,
@@ -384,6 +396,27 @@ class Workflow(Named, _Model):
     concurrency: ConcurrencySpec | None = Field(
         default=None, description="A limit on running executions that share a key"
     )
+    # Not part of the language (a document that fills it is refused): set by
+    # `@wovyr.workflow` for a workflow written as a Python function (`wovyr.code`).
+    code: SkipJsonSchema[CodeSpec | None] = None
+
+    @model_validator(mode="after")
+    def _has_activities(self) -> Workflow:
+        if not self.activities and self.code is None:
+            raise ValueError("activities: a workflow needs at least one activity")
+        return self
+
+    @property
+    def completion_held(self) -> bool:
+        """The decider must not complete the execution even when every activity is done (a
+        code workflow whose function has not returned yet: `RevealedWorkflow`)."""
+        return False
+
+    @property
+    def failure(self) -> dict[str, Any] | None:
+        """An error that fails the execution (after its compensations): what a code
+        workflow's function raised (`RevealedWorkflow`)."""
+        return None
 
     def activity(self, activity_id: str) -> Activity:
         """The activity `activity_id` (KeyError if none): a dict lookup, made once per
@@ -400,6 +433,23 @@ class Workflow(Named, _Model):
 
     def activity_map(self) -> dict[str, Activity]:
         return {a.id: a for a in self.activities}
+
+
+class RevealedWorkflow(Workflow):
+    """A code workflow as far as one replay of its function revealed it (`wovyr.code`): the
+    activities its calls asked for, `held` until the function returned (its `output` is
+    then the value returned), `raised` when it raised. Made per decision, never stored."""
+
+    held: bool = False
+    raised: dict[str, Any] | None = None
+
+    @property
+    def completion_held(self) -> bool:
+        return self.held
+
+    @property
+    def failure(self) -> dict[str, Any] | None:
+        return self.raised
 
 
 # Workflow -> its activities by id, kept beside the (frozen, compared-by-value) model rather

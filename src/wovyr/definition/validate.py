@@ -122,6 +122,7 @@ class _Checker:
             self._activity(index, act, upstream)
         self._output()
         self._metadata_labels()
+        self._code()
         self._labels()
         self._continue_as_new()
         self._concurrency()
@@ -480,6 +481,18 @@ class _Checker:
             hint=f"move them there: `labels: {{{first}: ...}}`; values may be "
             "`${{ inputs.NAME }}`",
         )
+
+    def _code(self) -> None:
+        """`code` is what `@wovyr.workflow` stores for a Python function, never written in
+        a document: a key naming a function must not look as if it could load one."""
+        if "code" in self.data:
+            self.add(
+                "`code` is not part of the language: a workflow written in Python is "
+                "registered by its `@wovyr.workflow` function",
+                ("code",),
+                key=True,
+                hint="see docs/python-workflows.md",
+            )
 
     def _labels(self) -> None:
         """Execution labels are rendered at start: they read `inputs` only. They keep to the

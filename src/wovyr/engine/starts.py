@@ -342,8 +342,10 @@ def new_execution(
         taken = {"key": slot.key, "limit": slot.limit, "on_limit": spec.on_limit}
         extra = {**(extra or {}), "concurrency": taken}
         lease_owner = None  # it may wait for a slot: a worker claims it once it may run
-    if lease_owner is not None and gated(workflow):
-        lease_owner = None  # its first attempts may have to wait: no decision here
+    if lease_owner is not None and (gated(workflow) or workflow.code is not None):
+        # its first attempts may have to wait, or only a worker holding its code can
+        # replay its function: no decision here
+        lease_owner = None
     events = start_events(workflow, digest, inputs, now, parent_id=parent_id, extra=extra)
     events += carried or []
     events += reused or []

@@ -16,7 +16,7 @@ from typing import Any
 
 from wovyr.engine.core.shown import shown_status, waiting_on
 from wovyr.engine.core.state import ActivityStatus, ExecutionState, ExecutionStatus
-from wovyr.engine.outline import Outline
+from wovyr.engine.outline import ActivityOutline, Outline
 from wovyr.events import EventType
 from wovyr.statuses import ShownStatus
 from wovyr.store.base import EventRecord, ExecutionRecord
@@ -77,7 +77,7 @@ def build_view(outline: Outline, record: ExecutionRecord, state: ExecutionState)
     pending: list[dict[str, Any]] = []
     # the saga's order once compensation started (reverse completion order)
     undo = list((state.compensation or {}).get("order") or ())
-    for act in outline.activities:
+    for act in (*outline.activities, *revealed(outline, state)):
         a = state.activity(act.id)
         activities[act.id] = {
             "status": a.status,
@@ -138,6 +138,37 @@ def build_view(outline: Outline, record: ExecutionRecord, state: ExecutionState)
         priority=state.priority or 0,
         concurrency=dict(state.concurrency) if state.concurrency else None,
     )
+
+
+def revealed(outline: Outline, state: ExecutionState) -> list[ActivityOutline]:
+    """The steps the history holds that the definition does not list, in the order they
+    were scheduled: a code workflow's (`wovyr.code`), whose function reveals its steps as
+    it runs. Their kind is read from what the history recorded of them."""
+    known = {act.id for act in outline.activities}
+    return [
+        ActivityOutline(
+            id=aid,
+            kind="wait"
+            if a.wait
+            else "workflow"
+            if a.child
+            else "set"
+            if a.input is None
+            else "tool",
+            needs=[],
+            max_attempts=max(a.attempt, 1),
+            max_iterations=None,
+            compensable=a.status in _UNDONE or aid in (state.compensation or {}).get("order", ()),
+            redact=None,
+        )
+        for aid, a in state.activities.items()
+        if aid not in known
+    ]
+
+
+_UNDONE = frozenset(
+    {ActivityStatus.COMPENSATING, ActivityStatus.COMPENSATED, ActivityStatus.COMPENSATION_FAILED}
+)
 
 
 def status_filter(status: str | None) -> tuple[str | None, bool | None]:

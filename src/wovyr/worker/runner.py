@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from wovyr.activities.kinds import Usage
 from wovyr.activities.logs import bind
+from wovyr.code.workflow import CodeNotLoaded, Driver, driver
 from wovyr.definition.expr import PASS_WORK, Costs
 from wovyr.definition.model import Workflow
 from wovyr.engine.core.bounds import ExecutionBytes, StepBytes
@@ -55,6 +57,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ExecutionRunner", "RunnerStats"]
 
+log = logging.getLogger("wovyr.worker")
+# seconds a worker that lacks a code workflow's function holds its execution before it
+# hands it back (claimable at once: by a worker that has the function, or by itself again)
+UNLOADED_RETRY = 5.0
+
 
 @dataclass
 class RunnerStats:
@@ -82,6 +89,13 @@ class ExecutionRunner:
         self.services = services
         self.owner = owner  # the worker holding the lease (activity slots are taken in its name)
         self._gated = gated(definition)
+        # a code workflow: its function, replayed before each decision (`wovyr.code`)
+        self._code: Driver | None = None
+        self._unloaded: CodeNotLoaded | None = None
+        try:
+            self._code = driver(definition)
+        except CodeNotLoaded as exc:
+            self._unloaded = exc
         # activity concurrency slots held by running attempts: RunActivity.key -> (key, holder)
         self._slots: dict[str, tuple[str, str]] = {}
         # rate-limit units granted to attempts not launched yet: RunActivity.key ->
@@ -129,6 +143,9 @@ class ExecutionRunner:
             await self._drive()
 
     async def _drive(self) -> None:
+        if self._unloaded is not None:
+            await self._hand_back(self._unloaded)
+            return
         try:
             if self._adopt:  # attempts recorded in the start commit are ours to run
                 for run in _running_attempts(self.definition, self.state):
@@ -237,31 +254,64 @@ class ExecutionRunner:
         decision = Decision(state=state, more=True)
         in_flight = frozenset(self._tasks)
         costs = Costs()  # what is measured once serves every call of the step
-        while decision.more:
-            costs.limit = costs.spent + PASS_WORK
-            if decision.events or decision.runs:
-                self.stats.yields += 1
-                await asyncio.sleep(0)
+        settled: frozenset[str] | None = None
+        while True:
             assert decision.state is not None
-            more = decide(
-                self.definition,
-                decision.state,
-                now,
-                in_flight,
-                max_items=self.services.max_items,
-                max_recoveries=self.services.max_recoveries,
-                deferred=deferred,
-                costs=costs,
-                bounds=bounds,
-            )
-            in_flight |= {r.key for r in more.runs}
-            decision = Decision(
-                events=[*decision.events, *more.events],
-                runs=[*decision.runs, *more.runs],
-                state=more.state,
-                more=more.more,
-            )
+            if self._code is not None:  # replay the function: what it asks is the definition
+                now_settled = _settled(decision.state)
+                if now_settled == settled:
+                    break  # no step ended since the last replay: it would ask the same
+                settled = now_settled
+                revealed = await asyncio.to_thread(self._code.reveal, decision.state, now)
+                self.definition = self._attempts.definition = revealed
+                self._gated = gated(revealed)
+                decision.more = True
+            while decision.more:
+                costs.limit = costs.spent + PASS_WORK
+                if decision.events or decision.runs:
+                    self.stats.yields += 1
+                    await asyncio.sleep(0)
+                assert decision.state is not None
+                more = decide(
+                    self.definition,
+                    decision.state,
+                    now,
+                    in_flight,
+                    max_items=self.services.max_items,
+                    max_recoveries=self.services.max_recoveries,
+                    deferred=deferred,
+                    costs=costs,
+                    bounds=bounds,
+                )
+                in_flight |= {r.key for r in more.runs}
+                decision = Decision(
+                    events=[*decision.events, *more.events],
+                    runs=[*decision.runs, *more.runs],
+                    state=more.state,
+                    more=more.more,
+                )
+            if self._code is None:
+                break
         return decision
+
+    async def _hand_back(self, why: CodeNotLoaded) -> None:
+        """This worker cannot replay the execution's function: decide nothing, and after
+        `UNLOADED_RETRY` seconds release the lease with the execution claimable."""
+        log.error("execution %s: %s", self.execution_id, why)
+        await self.services.clock.sleep(UNLOADED_RETRY)
+        s = self.services
+        step = make_step(
+            self.execution_id,
+            self.state,
+            self.state,
+            [],
+            s.clock.now(),
+            tenant=s.tenant,
+            fence=self.fence,
+            ready=True,
+            release_lease=True,
+        )
+        await self.committer.commit_gated(step)
 
     async def _commit(
         self,
@@ -476,6 +526,17 @@ class ExecutionRunner:
             self._changed = False
             if not self._lost:
                 self._reload()
+
+
+def _settled(state: ExecutionState) -> frozenset[str]:
+    """The steps of `state` that ended (a replay reads their results), and whether the
+    execution did: a code workflow is replayed again when this grows within a decision (a
+    wait completed by a fired timer, a value set) so the function can ask its next steps."""
+    ended = frozenset(aid for aid, a in state.activities.items() if a.status in _ENDED)
+    return ended | {"<finished>"} if state.finished else ended
+
+
+_ENDED = ActivityStatus.DONE_OK | {ActivityStatus.FAILED}
 
 
 def _running_attempts(definition: Workflow, state: ExecutionState) -> list[RunActivity]:

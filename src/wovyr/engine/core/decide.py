@@ -362,7 +362,9 @@ def _step(
         if timeout_events:
             return timeout_events, timeout_runs
     index = activity_index(state)
-    if index.failed and any(uncaught_failure(act, state) for act in definition.activities):
+    if definition.failure is not None or (
+        index.failed and any(uncaught_failure(act, state) for act in definition.activities)
+    ):
         return saga.failing(definition, state, now, in_flight)
     events: list[Event] = []
     runs: list[RunActivity] = []
@@ -382,7 +384,7 @@ def _step(
             break  # the rest on a later pass (or call)
     if events or runs:
         return events, runs
-    if _all_done(definition, state, index):
+    if not definition.completion_held and _all_done(definition, state, index):
         return _complete(definition, state, ctx(), now, limits.costs), []
     return [], []
 

@@ -84,6 +84,16 @@ def failing(
     events.extend(TimerCancelled(timer=t).at(now) for t in state.timers)
     if events or still_running:
         return events, []
+    reason = definition.failure or _first_failure(definition, state)
+    undo = [
+        a.id for a in definition.activities if a.compensate is not None and _undoable(state, a.id)
+    ]
+    order = sorted(undo, key=lambda aid: -(state.activity(aid).completion_order or -1))
+    return [CompensationStarted(activities=order, reason=reason).at(now)], []
+
+
+def _first_failure(definition: Workflow, state: ExecutionState) -> dict[str, Any]:
+    """Why the workflow fails: the uncaught failure that ended first."""
     first = min(
         (
             a
@@ -92,16 +102,7 @@ def failing(
         ),
         key=lambda a: state.activity(a.id).finished_at or "",
     )
-    reason = {
-        "type": "ActivityFailed",
-        "activity": first.id,
-        "error": state.activity(first.id).error,
-    }
-    undo = [
-        a.id for a in definition.activities if a.compensate is not None and _undoable(state, a.id)
-    ]
-    order = sorted(undo, key=lambda aid: -(state.activity(aid).completion_order or -1))
-    return [CompensationStarted(activities=order, reason=reason).at(now)], []
+    return {"type": "ActivityFailed", "activity": first.id, "error": state.activity(first.id).error}
 
 
 def _item_outputs(items: Any) -> Any:

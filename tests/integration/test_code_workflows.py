@@ -1,0 +1,421 @@
+"""Workflows written as Python functions (`@wovyr.workflow`), end to end on every store: the
+function is replayed before each decision, its calls run as ordinary activities (once each),
+parallel calls start in one decision, failures raise into the function, an uncaught one
+compensates as a YAML saga does, and a changed function is stopped, never mis-replayed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import wovyr
+from wovyr.activities.base import ActivityError, ActivityRegistry
+from wovyr.clock import ManualClock
+from wovyr.code.workflow import _REGISTRY
+from wovyr.engine.engine import Engine
+from wovyr.errors import DefinitionError
+from wovyr.events import EventType
+from wovyr.testing import drain
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "order-saga.yaml"
+
+
+# --- the order saga, as the YAML example and as a function ---------------------------------
+
+
+@wovyr.workflow(name="order-saga-py")
+async def order_saga(
+    ctx: wovyr.Context,
+    order_id: str,
+    amount: float = 0,
+    currency: str = "EUR",
+    items: list = [],  # noqa: B006 - the input's default, recorded as JSON; never mutated
+) -> dict[str, Any]:
+    reserved = await ctx.run(
+        "inventory.reserve",
+        id="reserve",
+        order_id=order_id,
+        items=items,
+        retry={"max_attempts": 5, "initial_interval": "1s", "max_interval": "1m"},
+        timeout="30s",
+        compensate=("inventory.release", lambda out: {"reservation_id": out["reservation_id"]}),
+    )
+    charged = await ctx.run(
+        "payments.charge",
+        id="charge",
+        order_id=order_id,
+        amount=amount,
+        currency=currency,
+        description=f"Order {order_id} ({len(items)} items)",
+        retry={"max_attempts": 3, "non_retryable": ["CardDeclined", "InvalidAmount"]},
+        timeout="1m",
+        compensate=(
+            "payments.refund",
+            lambda out: {"charge_id": out["charge_id"], "amount": amount},
+        ),
+    )
+    shipped = await ctx.run(
+        "shipping.ship",
+        id="ship",
+        order_id=order_id,
+        reservation_id=reserved["reservation_id"],
+        express=amount > 500,
+    )
+    return {
+        "order_id": order_id,
+        "charge_id": charged["charge_id"],
+        "tracking": shipped["tracking_number"],
+    }
+
+
+def shop(registry: ActivityRegistry, calls: list[tuple[str, Any]], *, decline: bool) -> None:
+    def reserve(order_id: str, items: list[Any]) -> dict[str, Any]:
+        calls.append(("reserve", order_id))
+        return {"reservation_id": f"R-{order_id}"}
+
+    def release(reservation_id: str) -> None:
+        calls.append(("release", reservation_id))
+
+    def charge(order_id: str, amount: float, currency: str, description: str) -> dict[str, Any]:
+        calls.append(("charge", description))
+        if decline:
+            raise ActivityError("card declined", type="CardDeclined")
+        return {"charge_id": f"C-{order_id}"}
+
+    def refund(charge_id: str, amount: float) -> None:
+        calls.append(("refund", charge_id))
+
+    def ship(order_id: str, reservation_id: str, express: bool) -> dict[str, Any]:
+        calls.append(("ship", reservation_id))
+        return {"tracking_number": f"T-{order_id}"}
+
+    for name, fn in {
+        "inventory.reserve": reserve,
+        "inventory.release": release,
+        "payments.charge": charge,
+        "payments.refund": refund,
+        "shipping.ship": ship,
+    }.items():
+        registry.register(name, fn)
+
+
+def observed(engine: Engine, execution_id: str) -> dict[str, Any]:
+    """What a user sees of an execution: status, output, error type and each step's end."""
+    view = engine.query(execution_id)
+    error = view.error or {}
+    return {
+        "status": view.status,
+        "output": view.output,
+        "error": (error.get("type"), error.get("activity"), (error.get("error") or {}).get("type")),
+        "compensation": [(c["activity"], c["status"]) for c in error.get("compensation", [])],
+        # a function reveals only the steps it reached; a YAML workflow also lists those
+        # it skipped (`ship` after a declined card)
+        "steps": {
+            aid: a["status"] for aid, a in view.activities.items() if a["status"] != "skipped"
+        },
+    }
+
+
+@pytest.mark.parametrize("decline", [False, True], ids=["ships", "declined"])
+def test_the_order_saga_as_yaml_and_as_python_is_seen_the_same(
+    engine: Engine, registry: ActivityRegistry, decline: bool
+) -> None:
+    seen = []
+    for definition in (EXAMPLE.read_text(), order_saga.definition()):
+        calls: list[tuple[str, Any]] = []
+        shop(registry, calls, decline=decline)
+        record = engine.start(definition, {"order_id": "A-1", "amount": 20, "items": ["x"]})
+        drain(engine, skip_time=True)
+        seen.append((observed(engine, record.id), calls))
+
+    assert seen[0] == seen[1]
+    result, calls = seen[1]
+    if decline:
+        assert result["status"] == "failed"
+        assert result["error"] == ("ActivityFailed", "charge", "CardDeclined")
+        assert result["compensation"] == [("reserve", "compensated")]
+        assert calls == [
+            ("reserve", "A-1"),
+            ("charge", "Order A-1 (1 items)"),
+            ("release", "R-A-1"),
+        ]
+    else:
+        assert result["output"] == {"order_id": "A-1", "charge_id": "C-A-1", "tracking": "T-A-1"}
+        assert [c[0] for c in calls] == ["reserve", "charge", "ship"]
+
+
+# --- replay: each call once, parallel calls in one decision, values recorded ----------------
+
+
+@wovyr.workflow(name="code-fan")
+async def fan(ctx: wovyr.Context, n: int) -> dict[str, Any]:
+    first = await ctx.run("t.echo", value="${{ inputs.secret }}")
+    parts = await asyncio.gather(*(ctx.run("t.square", x=i) for i in range(n)))
+    stamp = ctx.now()
+    token = ctx.uuid()
+    return {"first": first, "sum": sum(parts), "stamp": stamp.isoformat(), "token": token}
+
+
+def test_calls_run_once_and_gather_starts_them_in_one_decision(
+    engine: Engine, registry: ActivityRegistry, clock: ManualClock
+) -> None:
+    ran: list[Any] = []
+    registry.register("t.echo", lambda value: ran.append(value) or value)
+    registry.register("t.square", lambda x: ran.append(x) or x * x)
+
+    record = engine.start(fan.definition(), {"n": 4})
+    drain(engine)
+    view = engine.query(record.id)
+
+    assert view.status == "completed", view.error
+    # data that looks like an expression is data: it is never rendered
+    assert view.output["first"] == "${{ inputs.secret }}"
+    assert view.output["sum"] == 0 + 1 + 4 + 9
+    assert view.output["stamp"] == clock.now().isoformat()
+    assert ran == ["${{ inputs.secret }}", 0, 1, 2, 3]  # each call ran once
+    history = engine.history(record.id)
+    types = [(e.type, e.data.get("activity")) for e in history]
+    started = [
+        i
+        for i, (t, a) in enumerate(types)
+        if t == EventType.ACTIVITY_STARTED and a and a.startswith("square_")
+    ]
+    first_done = min(
+        i
+        for i, (t, a) in enumerate(types)
+        if t == EventType.ACTIVITY_COMPLETED and a and a.startswith("square_")
+    )
+    assert len(started) == 4 and max(started) < first_done  # all four started before any ended
+    # the recorded values answer every later replay: the output holds the recorded token
+    token = next(
+        e.data["output"]["uuid"]
+        for e in history
+        if e.type == EventType.ACTIVITY_COMPLETED and e.data["activity"] == "uuid_7"
+    )
+    assert view.output["token"] == token
+    # each step names the line of the function that asked for it
+    steps = engine.definition(record.definition_hash)
+    assert steps.code is not None and steps.activities == []
+    assert set(view.activities) == {
+        "echo_1",
+        "square_2",
+        "square_3",
+        "square_4",
+        "square_5",
+        "now_6",
+        "uuid_7",
+    }
+
+
+@wovyr.workflow(name="code-waits")
+async def waits(ctx: wovyr.Context, who: str) -> dict[str, Any]:
+    await ctx.sleep("1h")
+    answer = await ctx.signal("go", timeout="1d")
+    child = await ctx.child(child_flow, {"x": 2})
+    return {"who": who, "answer": answer, "child": child}
+
+
+@wovyr.workflow(name="code-child")
+async def child_flow(ctx: wovyr.Context, x: int) -> int:
+    doubled: int = await ctx.run("t.double", x=x)
+    return doubled
+
+
+def test_timers_signals_and_children_are_durable_steps(
+    engine: Engine, registry: ActivityRegistry, clock: ManualClock
+) -> None:
+    registry.register("t.double", lambda x: 2 * x)
+    engine.apply(child_flow.definition())
+    record = engine.start(waits.definition(), {"who": "ann"})
+    drain(engine)
+    assert engine.query(record.id).activities["sleep_1"]["status"] == "waiting"
+
+    drain(engine, skip_time=True)  # the hour passes; now it waits for the signal
+    view = engine.query(record.id)
+    assert view.status == "waiting" and view.activities["go_2"]["status"] == "waiting"
+
+    engine.signal(record.id, "go", {"ok": True})
+    drain(engine)
+    view = engine.query(record.id)
+    assert view.status == "completed", view.error
+    assert view.output == {"who": "ann", "answer": {"ok": True}, "child": 4}
+
+
+# --- failure ------------------------------------------------------------------------------
+
+
+@wovyr.workflow(name="code-catches")
+async def catches(ctx: wovyr.Context) -> str:
+    try:
+        await ctx.run("t.flaky", retry=2)
+    except wovyr.StepFailed as failed:
+        await ctx.run("t.note", text=failed.type)
+        return "recovered from " + failed.type
+    return "no failure"
+
+
+def test_a_failed_step_raises_into_the_function_which_may_catch_it(
+    engine: Engine, registry: ActivityRegistry, clock: ManualClock
+) -> None:
+    notes: list[str] = []
+    tries: list[int] = []
+
+    def flaky() -> None:
+        tries.append(1)
+        raise ActivityError("down", type="Down")
+
+    registry.register("t.flaky", flaky)
+
+    def note(text: str) -> None:
+        notes.append(text)
+
+    registry.register("t.note", note)
+    record = engine.start(catches.definition(), {})
+    drain(engine, skip_time=True)
+
+    view = engine.query(record.id)
+    assert view.status == "completed", view.error
+    assert view.output == "recovered from Down"
+    assert len(tries) == 2 and notes == ["Down"]  # its retry policy ran before it raised
+
+
+@wovyr.workflow(name="code-raises")
+async def raises(ctx: wovyr.Context) -> None:
+    await ctx.run("t.echo", value=1)
+    raise RuntimeError("the books do not balance")
+
+
+@wovyr.workflow(name="code-not-json")
+async def not_json(ctx: wovyr.Context) -> None:
+    await ctx.run("t.echo", value=object())
+
+
+def test_a_raising_function_fails_with_its_traceback(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    registry.register("t.echo", lambda value: value)
+    record = engine.start(raises.definition(), {})
+    drain(engine)
+    view = engine.query(record.id)
+    assert view.status == "failed"
+    assert view.error["type"] == "RuntimeError"
+    assert view.error["message"] == "the books do not balance"
+    assert "test_code_workflows.py" in view.error["details"]["traceback"]
+
+    record = engine.start(not_json.definition(), {})
+    drain(engine)
+    view = engine.query(record.id)
+    assert view.status == "failed"
+    assert view.error["type"] == "TypeError"
+    assert "argument 'value' of t.echo is a object, which is not JSON" in view.error["message"]
+
+
+# --- a changed function -------------------------------------------------------------------
+
+
+def _register_version_a() -> wovyr.CodeWorkflow:
+    @wovyr.workflow(name="code-changes")
+    async def changes(ctx: wovyr.Context) -> str:
+        await ctx.run("t.echo", value="a")
+        await ctx.signal("go")
+        if ctx.patched("extra"):
+            await ctx.run("t.echo", value="extra")
+        return "done"
+
+    return changes
+
+
+def _register_version_b() -> wovyr.CodeWorkflow:
+    @wovyr.workflow(name="code-changes")
+    async def changes(ctx: wovyr.Context) -> str:
+        await ctx.run("t.note", text="b")  # another first step than the history holds
+        await ctx.signal("go")
+        return "done"
+
+    return changes
+
+
+def test_a_changed_function_is_stopped_naming_the_call_and_its_line(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    registry.register("t.echo", lambda value: value)
+    registry.register("t.note", lambda text: text)
+    try:
+        record = engine.start(_register_version_a().definition(), {})
+        drain(engine)
+        assert engine.query(record.id).status == "waiting"
+        _register_version_b()  # deployed under the same name and version
+        engine.signal(record.id, "go", {})
+        drain(engine)
+    finally:
+        _REGISTRY.pop(("code-changes", "1"), None)
+
+    view = engine.query(record.id)
+    assert view.status == "failed"
+    assert view.error["type"] == "NonDeterminism"
+    assert "call 1 at test_code_workflows.py:" in view.error["message"]
+    assert "asks for note_1; the history holds echo_1 there" in view.error["message"]
+
+
+def test_patched_keeps_running_executions_on_their_path(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    echoed: list[str] = []
+    registry.register("t.echo", lambda value: echoed.append(value) or value)
+    try:
+
+        @wovyr.workflow(name="code-patch")
+        async def before(ctx: wovyr.Context) -> str:
+            await ctx.run("t.echo", value="a")
+            await ctx.run("t.echo", value="z")
+            await ctx.signal("go")
+            return "old"
+
+        old = engine.start(before.definition(), {})
+        drain(engine)
+
+        @wovyr.workflow(name="code-patch")
+        async def after(ctx: wovyr.Context) -> str:
+            await ctx.run("t.echo", value="a")
+            if ctx.patched("new_step"):
+                await ctx.run("t.echo", value="new")
+                await ctx.signal("go")
+                return "new"
+            await ctx.run("t.echo", value="z")
+            await ctx.signal("go")
+            return "old"
+
+        new = engine.start(after.definition(), {})
+        drain(engine)
+        for record in (old, new):
+            engine.signal(record.id, "go", {})
+        drain(engine)
+    finally:
+        _REGISTRY.pop(("code-patch", "1"), None)
+
+    # the old execution had passed the patch point under the old code: it keeps its path
+    assert engine.query(old.id).output == "old"
+    assert engine.query(new.id).output == "new"
+    assert echoed == ["a", "z", "a", "new"]
+
+
+# --- what a function cannot be ------------------------------------------------------------
+
+
+def test_bad_functions_and_documents_are_refused_clearly() -> None:
+    with pytest.raises(TypeError, match="takes an async def"):
+        wovyr.workflow(name="sync")(lambda ctx: None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not a valid name"):
+
+        @wovyr.workflow(name="no spaces")
+        async def spaced(ctx: wovyr.Context) -> None: ...
+
+    with pytest.raises(DefinitionError, match="`code` is not part of the language"):
+        wovyr.load_definition(
+            "apiVersion: wovyr/v1\nkind: Workflow\nmetadata: {name: x}\n"
+            "code: {function: os.system, digest: 'sha256:" + "0" * 64 + "'}\n"
+            "activities: [{id: a, set: {x: 1}}]\n"
+        )
