@@ -133,17 +133,22 @@ def fresh_default_registry() -> Iterator[None]:
     no handler registered, no file loaded (a file loaded by an earlier test is loaded once per
     process, so its handlers would not register again); both given back after."""
     from wovyr.activities.base import default_registry
+    from wovyr.code.workflow import _REGISTRY as workflow_functions
 
     def user_modules() -> list[str]:
         return [name for name in sys.modules if name.startswith("wovyr_user_")]
 
     handlers = default_registry._handlers
+    functions = dict(workflow_functions)
     loaded = {name: sys.modules.pop(name) for name in user_modules()}
     default_registry._handlers = {}
+    workflow_functions.clear()
     try:
         yield
     finally:
         default_registry._handlers = handlers
+        workflow_functions.clear()
+        workflow_functions.update(functions)
         for name in user_modules():
             del sys.modules[name]
         sys.modules.update(loaded)

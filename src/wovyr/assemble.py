@@ -3,12 +3,14 @@ with, built from `Settings` in one place.
 
 This is the only module that opens the configured store, wraps it in sealing, builds the
 model providers, the credentials, the tracer and the shell sandbox, and loads the
-activity modules; `Settings` is data and builds nothing. The Python API builds engines
+activity modules (and applies the workflow functions they register); `Settings` is data
+and builds nothing. The Python API builds engines
 itself (`Engine(store, ...)`, `Engine.open(url)`).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OTEL_DISTRIBUTIONS",
+    "apply_code_workflows",
     "load_activities",
     "model_providers",
     "open_engine",
@@ -35,6 +38,8 @@ __all__ = [
     "tracer",
     "with_secrets",
 ]
+
+log = logging.getLogger("wovyr")
 
 
 #: What tracing needs installed (the `otel` extra), looked up by distribution: finding a
@@ -146,7 +151,33 @@ def open_runtime(
         tracer=tracer(settings),
         shell_sandbox=shell_sandbox(settings),
     )
+    if activities:
+        apply_code_workflows(runtime)
     return runtime, secrets
+
+
+def apply_code_workflows(runtime: Runtime) -> list[str]:
+    """Apply, for the runtime's tenant, the workflow functions (`@wovyr.workflow`) the
+    loaded modules registered, so that they start by name (API, CLI, schedules, children)
+    as applied YAML definitions do; what each apply answered. A function changed under a
+    name and version applied before is not applied again (its version must change, as a
+    YAML document's must): the refusal is logged, and this process still replays the
+    running executions of that name and version with the function it loaded."""
+    from wovyr.code.workflow import registered
+
+    if not registered():
+        return []
+    from wovyr.engine.definitions import Definitions
+    from wovyr.errors import DefinitionConflict
+
+    definitions, answers = Definitions(runtime), []
+    for wf in registered():
+        try:
+            answers.append(definitions.apply(wf.definition())[0])
+        except DefinitionConflict as exc:
+            log.warning("workflow function %s: %s", wf.function, exc)
+            answers.append("conflict")
+    return answers
 
 
 def open_reader(settings: Settings) -> StoreReader:

@@ -14,6 +14,9 @@
     │   └── DefinitionDrift        the definition sent is not the one the execution is pinned to
     ├── QuotaExceeded              the tenant's quota is used up (with when to try again)
     ├── ActivityNotRegistered      a `tool` names a handler nobody registered
+    ├── StepFailed, NonDeterminism, CodeNotLoaded   a code workflow's step failed, its replay
+    │                              diverged from its history, its function is not loaded here;
+    │                              ReplayLoopError: it awaited a clock or I/O (`wovyr.code`)
     ├── ActivityError              an activity attempt failed (`wovyr.activities.base`)
     │   └── NonRetryableError      ... and is not tried again
     ├── InvalidToolArguments       a model's tool arguments do not fit the tool (a ValueError

@@ -290,6 +290,12 @@ class ActivityScheduled(EventData):
     input: Any
     wait: dict[str, Any] | Absent = ABSENT
     items: int | Absent = ABSENT
+    # only for a step of a code workflow (`wovyr.code`), which no definition lists: its
+    # kind, the `file:line` of the call that asked for it, and the steps whose results the
+    # function took before that call
+    kind: str | Absent = ABSENT
+    source: str | Absent = ABSENT
+    after: list[str] | Absent = ABSENT
 
 
 @_record

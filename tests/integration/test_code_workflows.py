@@ -16,9 +16,10 @@ from wovyr.activities.base import ActivityError, ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.code.workflow import _REGISTRY
 from wovyr.engine.engine import Engine
-from wovyr.errors import DefinitionError
+from wovyr.errors import Conflict, DefinitionError, InputError
 from wovyr.events import EventType
 from wovyr.testing import drain
+from wovyr.worker.runner import UNLOADED_RETRY
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "order-saga.yaml"
 
@@ -419,3 +420,73 @@ def test_bad_functions_and_documents_are_refused_clearly() -> None:
             "code: {function: os.system, digest: 'sha256:" + "0" * 64 + "'}\n"
             "activities: [{id: a, set: {x: 1}}]\n"
         )
+
+
+# --- a worker without the function --------------------------------------------------------
+
+
+def test_a_worker_without_the_function_holds_the_execution_for_one_that_has_it(
+    engine: Engine, registry: ActivityRegistry, clock: ManualClock
+) -> None:
+    registry.register("t.echo", lambda value: value)
+
+    @wovyr.workflow(name="code-elsewhere")
+    async def elsewhere(ctx: wovyr.Context) -> str:
+        out: str = await ctx.run("t.echo", value="here")
+        return out
+
+    definition = elsewhere.definition()
+    _REGISTRY.pop(("code-elsewhere", "1"))  # this process lacks it, as a worker without it
+    record = engine.start(definition, {})
+    drain(engine)
+    view = engine.query(record.id)
+    assert view.status == "waiting" and view.activities == {}  # nothing decided, nothing lost
+    assert "is not loaded in this process" in (view.waiting_on or "")
+
+    _REGISTRY[("code-elsewhere", "1")] = elsewhere  # a worker that has it
+    try:
+        clock.advance(UNLOADED_RETRY)
+        drain(engine)
+    finally:
+        _REGISTRY.pop(("code-elsewhere", "1"), None)
+    view = engine.query(record.id)
+    assert view.status == "completed" and view.output == "here"
+
+
+# --- approvals and reruns -----------------------------------------------------------------
+
+
+@wovyr.workflow(name="code-approved")
+async def approved(ctx: wovyr.Context, x: int) -> dict[str, Any]:
+    a = await ctx.run("t.echo", value=x)
+    decision = await ctx.approval(timeout="1d", approvers=["ann"])
+    b = await ctx.run("t.echo", value=a + 1)
+    return {"b": b, "approved": decision["approved"]}
+
+
+def test_an_approval_is_decided_by_its_approver_and_a_rerun_reuses_earlier_steps(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    ran: list[int] = []
+
+    def echo(value: int) -> int:
+        ran.append(value)
+        return value
+
+    registry.register("t.echo", echo)
+    record = engine.start(approved.definition(), {"x": 1})
+    drain(engine)
+    with pytest.raises(Conflict, match="'bob' may not decide 'approval_2'"):
+        engine.approve(record.id, "approval_2", by="bob")
+    engine.approve(record.id, "approval_2", by="ann")
+    drain(engine)
+    assert engine.query(record.id).output == {"b": 2, "approved": True}
+
+    rerun = engine.rerun(record.id, start_from="echo_3")
+    drain(engine)
+    view = engine.query(rerun.id)
+    assert view.output == {"b": 2, "approved": True}
+    assert [a["reused_from"] for a in view.activities.values()] == [record.id, record.id, None]
+    assert ran == [1, 2, 2]  # echo_1 reused, echo_3 ran again
+    with pytest.raises(InputError, match="has no step 'nope'"):
+        engine.rerun(record.id, start_from="nope")

@@ -4,9 +4,10 @@ Usage: python crash_child.py run STORE_URL WORKDIR EXECUTIONS
        python crash_child.py zygote
 
 `zygote` imports everything once, then forks one child per JSON line read from stdin
-(``{"workload": "crash" | "io" | "chain" | "trigger", "url": ..., "workdir": ..., "count":
-...}``; `io` is the workload of `io_child.py`, `chain` a continue-as-new chain of four runs,
-`trigger` the events of `test_trigger_crash.py`),
+(``{"workload": "crash" | "io" | "chain" | "trigger" | "code", "url": ..., "workdir": ...,
+"count": ...}``; `io` is the workload of `io_child.py`, `chain` a continue-as-new chain of
+four runs, `trigger` the events of `test_trigger_crash.py`, `code` the three steps of
+`crash` written as a workflow function, its last two in parallel),
 printing ``pid <pid>`` and later
 ``exit <pid> <code>`` (a negative code is the signal that ended it). Each forked child first
 waits until a tracer makes `getppid()` return `TRACED_MARK` (strace
@@ -46,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import wovyr
 import wovyr.worker.commit
 from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.clock import ManualClock
@@ -68,6 +70,20 @@ activities:
 output: {last: "${{ activities.s3.output }}"}
 """
 STEPS = ("s1", "s2", "s3")
+RETRY = {"max_attempts": 5, "initial_interval": 0}
+
+
+@wovyr.workflow(name="crash-code")
+async def crash_code(ctx: wovyr.Context, pad: str = "") -> dict[str, Any]:
+    """The `code` workload: THREE_STEPS as a function, s2 and s3 asked together."""
+    await ctx.run("effect", id="s1", step="s1", retry=RETRY)
+    _, last = await asyncio.gather(
+        ctx.run("effect", id="s2", step="s2", retry=RETRY),
+        ctx.run("effect", id="s3", step="s3", retry=RETRY),
+    )
+    return {"last": last}
+
+
 # The `chain` workload: one execution that continues as new three times (runs chain,
 # chain~c2, chain~c3, chain~c4), each run one `effect` step (`run1` ... `run4`).
 CHAIN = """\
@@ -131,7 +147,9 @@ def effect_registry(effects: Path) -> ActivityRegistry:
     return registry
 
 
-def run(url: str, workdir: Path, count: int) -> None:
+def run(url: str, workdir: Path, count: int, *, code: bool = False) -> None:
+    """Start `count` executions of THREE_STEPS (of `crash_code` with `code`), ack each
+    start, drive them all, ack each completion with its event count."""
     single_threaded()
     acks = workdir / "acks"
     engine = Engine(open_store(url), activities=effect_registry(workdir / "effects"))
@@ -143,7 +161,8 @@ def run(url: str, workdir: Path, count: int) -> None:
             for i in range(count):
                 # the second's checkpoint is over the size written as base + deltas
                 pad = {"pad": "x" * (DELTA_FROM + 1000)} if i == 1 else None
-                record = await worker.start(THREE_STEPS, pad, execution_id=f"ex-{i}")
+                definition = crash_code.definition() if code else THREE_STEPS
+                record = await worker.start(definition, pad, execution_id=f"ex-{i}")
                 append_line(acks, f"start {record.id}")
                 ids.append(record.id)
             await worker.run_until_idle()
@@ -336,6 +355,13 @@ def _workload(name: str) -> Callable[[str, Path, int], int]:
         from io_child import io_run  # this folder is sys.path[0]: the script's own
 
         return io_run
+    if name == "code":
+
+        def code(url: str, workdir: Path, count: int) -> int:
+            run(url, workdir, count, code=True)
+            return 0
+
+        return code
     if name == "chain":
 
         def chain(url: str, workdir: Path, count: int) -> int:

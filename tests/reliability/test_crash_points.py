@@ -117,8 +117,11 @@ def sweep(
     counts: dict[str, int],
     new_target: Callable[[str], tuple[str, Path]],
     check_crashed: Callable[[str, Path], None],
+    *,
+    workload: str = "crash",
 ) -> Tally:
-    """Every crash point of every call: kill, check the crashed store, recover, check."""
+    """Every crash point of every call: kill, check the crashed store, recover, check
+    (`workload`: of `crash_child.py`, one whose acks and effects `recover_and_check` reads)."""
     tally = Tally()
     points = {call: counts[call] for call in calls}
     assert sum(points.values()) <= MAX_CRASH_POINTS, f"too many crash points: {points}"
@@ -127,7 +130,8 @@ def sweep(
         for n in range(1, counts[call] + 1):
             url, workdir = new_target(f"{call}-{n}")
             trace = ["-o", "/dev/null", "-e", f"trace={call}"]
-            code = z.run(url, workdir, [*trace, "-e", f"inject={call}:signal=KILL:when={n}"])
+            inject = ["-e", f"inject={call}:signal=KILL:when={n}"]
+            code = z.run(url, workdir, [*trace, *inject], workload=workload)
             assert code in (0, -9), f"{call} #{n}: the child exited with {code}"
             tally.killed[call] = tally.killed.get(call, 0) + (code == -9)
             check_crashed(url, workdir)

@@ -6,7 +6,9 @@ usage errors (no file given). Unreadable paths (directories, missing files) are 
 that file, not usage errors, so one bad path does not hide the results for the others.
 With `--activities MODULE`, a valid file is also checked against the handlers that module
 (and the `wovyr.activities` entry points) registers: tools with no handler, `with:` keys no
-parameter takes, required inputs left out.
+parameter takes, required inputs left out. A `.py` file is imported, and each workflow
+function it registers (`@wovyr.workflow`) is checked for what a replay could not repeat
+(`wovyr.code.check`: the wall clock, randomness, the network, files, threads).
 """
 
 from __future__ import annotations
@@ -28,11 +30,34 @@ __all__ = ["schema_command", "validate_command"]
 
 
 def _problems_of(path: str, handlers: bool = False) -> list[Problem]:
+    if path.endswith(".py"):
+        return _code_problems(path)
     try:
         workflow = load_definition_file(path)
     except DefinitionError as err:
         return err.problems or [Problem(err.message, file=path, line=1, column=1)]
     return handler_problems(workflow, default_registry, path=path) if handlers else []
+
+
+def _code_problems(path: str) -> list[Problem]:
+    """What the determinism checker finds in the workflow functions `path` registers."""
+    from wovyr.code.check import check_workflow
+    from wovyr.code.workflow import registered
+
+    file = Path(path).resolve()
+    if not file.is_file():
+        return [Problem(f"{path} is not a file", file=path, line=1, column=1)]
+    try:
+        load_activity_modules([str(file)])
+    except Exception as exc:  # the module itself fails to import: its problem
+        return [Problem(f"cannot import {path}: {exc}", file=path, line=1, column=1)]
+    problems = []
+    for wf in registered():
+        if Path(wf.fn.__code__.co_filename).resolve() != file:
+            continue
+        for found in check_workflow(wf):
+            problems.append(Problem(found.message, file=path, line=found.line, column=found.column))
+    return problems
 
 
 @cli.command("validate")

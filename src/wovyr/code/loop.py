@@ -19,12 +19,14 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
+from wovyr.errors import WovyrError
+
 __all__ = ["ReplayLoop", "ReplayLoopError"]
 
 _T = TypeVar("_T")
 
 
-class ReplayLoopError(RuntimeError):
+class ReplayLoopError(WovyrError):
     """The function asked the loop for something a replay cannot give (a clock, I/O)."""
 
 

@@ -34,7 +34,7 @@ import re
 import sys
 import traceback
 import uuid as _uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -109,10 +109,10 @@ class CodeNotLoaded(WovyrError):
     """This process has not registered the function a code workflow's execution pinned."""
 
 
-class NonDeterminism(BaseException):
+class NonDeterminism(WovyrError):
     """A replay asked for another step than the history holds: the function changed (or
-    reads something it must not). A BaseException, so `except Exception` in the function
-    cannot swallow it; the execution fails with it either way."""
+    reads something it must not). The execution fails with it even if the function
+    catches it."""
 
 
 def workflow(
@@ -250,6 +250,11 @@ class Replay:
     _n: int = 0
     _broken: dict[str, Any] | None = None
     _recorded: dict[int, str] = field(default_factory=dict)  # n -> the history's auto id
+    # each call's line and the steps whose results the function took before asking for it
+    # (the graph of the steps that ran: `Workflow.step_info`)
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _since: list[str] = field(default_factory=list)  # results taken since the last call
+    _after: list[str] = field(default_factory=list)  # what the last call came after
 
     def __post_init__(self) -> None:
         for aid in self.state.activities:
@@ -302,7 +307,10 @@ class Replay:
         fields["activities"] = list(self.calls)
         fields["output"] = _literal(self.output) if self.returned else None
         return RevealedWorkflow.model_construct(
-            **fields, held=not self.returned and self.raised is None, raised=self.raised
+            **fields,
+            held=not self.returned and self.raised is None,
+            raised=self.raised,
+            steps=self.steps,
         )
 
     # --- what a Context asks ---------------------------------------------------------------
@@ -343,6 +351,9 @@ class Replay:
             args = {} if callable(args) else dict(args)
             spec = {**spec, "compensate": {"tool": tool, "with": _literal(_json(args, tool))}}
         self.calls.append(self._model({**spec, "id": aid, "description": line}))
+        if self._since:  # the first call after the function took results: it follows them
+            self._after, self._since = self._since, []
+        self.steps[aid] = {"source": line, "after": list(self._after)}
         if a is None:
             return _PENDING
         if "tool" in spec and a.input is not None and a.status != ActivityStatus.PENDING:
@@ -353,7 +364,7 @@ class Replay:
                     "the history recorded"
                 )
         if a.status in _RESULT:
-            return _Result(a.output)
+            return _Result(aid, a.output)
         if a.status == ActivityStatus.FAILED:
             return _Failed(aid, a.error or {"type": "Error", "message": "failed"})
         return _PENDING
@@ -385,9 +396,14 @@ class Replay:
         """Whether the next numbered call is beyond what the history holds."""
         return (self._n + 1) not in self._recorded
 
+    def took(self, step: str) -> None:
+        """The function took the result of `step`: what it asks next follows it."""
+        self._since.append(step)
+
 
 @dataclass(frozen=True)
 class _Result:
+    step: str
     value: Any
 
 
@@ -409,7 +425,7 @@ class Context:
         self.workflow = replay.workflow.name
         self.input: dict[str, Any] = dict(replay.state.input)
 
-    async def run(
+    def run(
         self,
         activity: Callable[..., Any] | str,
         /,
@@ -425,7 +441,7 @@ class Context:
         rate_limit: Mapping[str, Any] | None = None,
         args: Mapping[str, Any] | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> Awaitable[Any]:
         """Run a registered activity (`@wovyr.activity` function or its name) as a step with
         these keyword arguments (`args=` for names taken here, such as `timeout`).
         `compensate=(undo, args)` undoes it if the workflow fails after it completed;
@@ -446,50 +462,50 @@ class Context:
         if rate_limit is not None:
             spec["rate_limit"] = dict(rate_limit)
         undo = None if compensate is None else (_tool_name(compensate[0]), compensate[1])
-        return await self._ask(tool.rsplit(".", 1)[-1], spec, id, undo)
+        return self._ask(tool.rsplit(".", 1)[-1], spec, id, undo)
 
-    async def sleep(self, duration: float | str | timedelta, *, id: str | None = None) -> None:
+    def sleep(self, duration: float | str | timedelta, *, id: str | None = None) -> Awaitable[None]:
         """A durable timer: the execution waits `duration` (seconds, "10m", a timedelta)."""
-        await self._ask("sleep", {"wait": {"timer": {"after": _duration(duration)}}}, id)
+        return self._ask("sleep", {"wait": {"timer": {"after": _duration(duration)}}}, id)
 
-    async def sleep_until(self, when: datetime, *, id: str | None = None) -> None:
+    def sleep_until(self, when: datetime, *, id: str | None = None) -> Awaitable[None]:
         """A durable timer that fires at `when` (timezone-aware)."""
         if when.tzinfo is None:
             raise ValueError("sleep_until takes a timezone-aware datetime")
-        await self._ask("sleep", {"wait": {"timer": {"at": when.isoformat()}}}, id)
+        return self._ask("sleep", {"wait": {"timer": {"at": when.isoformat()}}}, id)
 
-    async def signal(
+    def signal(
         self, name: str, *, timeout: float | str | timedelta | None = None, id: str | None = None
-    ) -> Any:
+    ) -> Awaitable[Any]:
         """Wait for the signal `name`; its payload."""
         spec: dict[str, Any] = {"wait": {"signal": name}}
         if timeout is not None:
             spec["timeout"] = _duration(timeout)
-        return await self._ask(name, spec, id)
+        return self._ask(name, spec, id)
 
-    async def approval(
+    def approval(
         self,
         *,
         timeout: float | str | timedelta | None = None,
         approvers: list[str] | None = None,
         id: str | None = None,
-    ) -> Any:
+    ) -> Awaitable[Any]:
         """Wait for an approval (`wovyr approve`); what the approver answered."""
         wait: dict[str, Any] = {}
         if timeout is not None:
             wait["timeout"] = _duration(timeout)
         if approvers:
             wait["approvers"] = list(approvers)
-        return await self._ask("approval", {"wait": {"approval": wait}}, id)
+        return self._ask("approval", {"wait": {"approval": wait}}, id)
 
-    async def child(
+    def child(
         self,
         workflow: CodeWorkflow | str,
         input: Mapping[str, Any] | None = None,
         *,
         version: str | None = None,
         id: str | None = None,
-    ) -> Any:
+    ) -> Awaitable[Any]:
         """Start a child workflow (a name, or a code workflow) and wait for its output."""
         name = workflow.name if isinstance(workflow, CodeWorkflow) else workflow
         if isinstance(workflow, CodeWorkflow) and version is None:
@@ -497,7 +513,7 @@ class Context:
         spec: dict[str, Any] = {"name": name, "input": _literal(_json(dict(input or {}), name))}
         if version is not None:
             spec["version"] = version
-        return await self._ask(name, {"workflow": spec}, id)
+        return self._ask(name, {"workflow": spec}, id)
 
     def now(self) -> datetime:
         """The time, recorded once: a replay reads the same value."""
@@ -519,6 +535,7 @@ class Context:
         if aid not in self._replay.state.activities and not self._replay.frontier():
             return False  # an older execution already made the calls after this point
         self._replay.ask("patched", {"set": {"patched": True}}, aid, _line())
+        self._replay.took(aid)
         return True
 
     def _value(self, name: str, make: Callable[[], Any]) -> Any:
@@ -527,24 +544,32 @@ class Context:
         recorded = replay.state.activities.get(f"{name}_{aid_n}")
         value = make() if recorded is None or recorded.output is None else None
         outcome = replay.ask(name, {"set": {name: _literal(value)}}, None, _line())
+        replay.took(replay.calls[-1].id)
         if isinstance(outcome, _Result) and isinstance(outcome.value, dict):
             return outcome.value.get(name)
         return value
 
-    async def _ask(
+    def _ask(
         self,
         name: str,
         spec: dict[str, Any],
         given: str | None,
         undo: tuple[str, Any] | None = None,
-    ) -> Any:
-        outcome = self._replay.ask(name, spec, given, _line(), undo)
-        if isinstance(outcome, _Result):
-            return outcome.value
-        if isinstance(outcome, _Failed):
-            raise StepFailed(outcome.step, outcome.error)
-        never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        return await never  # resolved by a later replay, never by this one
+    ) -> Awaitable[Any]:
+        """Ask for a step now (at the call, in call order, naming the caller's line) and
+        return what awaits its result."""
+        return _awaited(self._replay, self._replay.ask(name, spec, given, _line(), undo))
+
+
+async def _awaited(replay: Replay, outcome: Any) -> Any:
+    if isinstance(outcome, _Result):
+        replay.took(outcome.step)
+        return outcome.value
+    if isinstance(outcome, _Failed):
+        replay.took(outcome.step)
+        raise StepFailed(outcome.step, outcome.error)
+    never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    return await never  # resolved by a later replay, never by this one
 
 
 def _line() -> str:

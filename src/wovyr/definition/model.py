@@ -418,6 +418,11 @@ class Workflow(Named, _Model):
         workflow's function raised (`RevealedWorkflow`)."""
         return None
 
+    def step_info(self, activity_id: str) -> dict[str, Any] | None:
+        """What the history records of a code workflow's step when it is scheduled (the
+        call's `source` line, the steps it came `after`); None for a definition's own."""
+        return None
+
     def activity(self, activity_id: str) -> Activity:
         """The activity `activity_id` (KeyError if none): a dict lookup, made once per
         definition (the runner and the decider ask on every step)."""
@@ -442,6 +447,7 @@ class RevealedWorkflow(Workflow):
 
     held: bool = False
     raised: dict[str, Any] | None = None
+    steps: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @property
     def completion_held(self) -> bool:
@@ -450,6 +456,9 @@ class RevealedWorkflow(Workflow):
     @property
     def failure(self) -> dict[str, Any] | None:
         return self.raised
+
+    def step_info(self, activity_id: str) -> dict[str, Any] | None:
+        return self.steps.get(activity_id)
 
 
 # Workflow -> its activities by id, kept beside the (frozen, compared-by-value) model rather

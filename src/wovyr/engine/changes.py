@@ -6,7 +6,7 @@ timers. Each appends events and writes the checkpoint in one store transaction
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypedDict
 
@@ -143,12 +143,7 @@ def approve(
     def events(state: ExecutionState, workflow: Workflow) -> list[Event]:
         require_running(state)
         pinned(state)
-        try:
-            act = workflow.activity(activity_id)
-        except KeyError:
-            raise NotFound(f"execution {execution_id} has no activity {activity_id!r}") from None
-        wait = act.step_of(WaitStep)
-        approval = wait.wait.approval if wait is not None else None
+        approval, approvers = _approval_of(workflow, state, activity_id)
         current = state.activity(activity_id)
         # an attempt that paused for an approval (an agent's tool call) is decided alike
         suspended = (
@@ -156,13 +151,12 @@ def approve(
             and bool((current.wait or {}).get("suspended"))
             and (current.wait or {}).get("kind") == "approval"
         )
-        if approval is None and not suspended:
+        if not approval and not suspended:
             raise Conflict(f"activity {activity_id!r} is not an approval")
         if current.status not in (ActivityStatus.PENDING, ActivityStatus.WAITING):
             raise Conflict(f"approval {activity_id!r} is already {current.status}")
         if activity_id in state.approvals:
             raise Conflict(f"approval {activity_id!r} was already decided")
-        approvers = approval.approvers if approval is not None else ()
         if approvers and by not in approvers:
             raise Conflict(
                 f"{by!r} may not decide {activity_id!r}",
@@ -192,6 +186,25 @@ def approve(
         details["grant"] = grant
     action = "execution.approve" if approved else "execution.deny"
     return append(rt, execution_id, events, (action, details))
+
+
+def _approval_of(
+    workflow: Workflow, state: ExecutionState, activity_id: str
+) -> tuple[bool, Sequence[str]]:
+    """Whether `activity_id` is an approval wait of the execution, and who may decide it
+    (NotFound when it has no such activity). A code workflow's steps are in its history,
+    not its definition: what such a wait waits for is what its history recorded."""
+    try:
+        act = workflow.activity(activity_id)
+    except KeyError:
+        recorded = state.activities.get(activity_id) if workflow.code is not None else None
+        if recorded is None:
+            raise NotFound(f"execution {state.id} has no activity {activity_id!r}") from None
+        wait = recorded.wait or {}
+        return wait.get("kind") == "approval", tuple(wait.get("approvers") or ())
+    step = act.step_of(WaitStep)
+    approval = step.wait.approval if step is not None else None
+    return approval is not None, tuple(approval.approvers) if approval is not None else ()
 
 
 def cancel(

@@ -61,6 +61,8 @@ def plan_rerun(workflow: Workflow, state: ExecutionState, start_from: str | None
     `start_from` reuses: those of its upstream activities that completed."""
     if start_from is None:
         return RerunPlan((), None)
+    if workflow.code is not None:  # a function's steps: those it asked before `start_from`
+        return _plan_code_rerun(workflow, state, start_from)
     ids = [a.id for a in workflow.activities]
     if start_from not in ids:
         raise InputError(
@@ -82,9 +84,34 @@ def plan_rerun(workflow: Workflow, state: ExecutionState, start_from: str | None
     return RerunPlan(reused, start_from)
 
 
+def _plan_code_rerun(workflow: Workflow, state: ExecutionState, start_from: str) -> RerunPlan:
+    """A code workflow's history lists its steps in the order its function asked for them:
+    a rerun from one reuses the results of the steps asked before it that completed (the
+    function replays them from those results and asks `start_from` and the rest again)."""
+    ids = list(state.activities)
+    if start_from not in ids:
+        raise InputError(
+            [
+                Problem(
+                    f"execution {state.id} of {workflow.name!r} v{workflow.version} has no "
+                    f"step {start_from!r}",
+                    path="from",
+                    hint=f"steps: {', '.join(ids)}",
+                )
+            ]
+        )
+    before = ids[: ids.index(start_from)]
+    reused = tuple(a for a in before if state.activity(a).status == ActivityStatus.COMPLETED)
+    return RerunPlan(reused, start_from)
+
+
 def incompatibility(old: Workflow, new: Workflow, plan: RerunPlan) -> str | None:
     """Why `new` cannot take the results `plan` reuses from a run of `old` (None: it can)."""
     where = f"{new.name} v{new.version}"
+    if (old.code is None) != (new.code is None):
+        return f"{where} and v{old.version} are not both workflow functions or both documents"
+    if new.code is not None:  # its replay checks each reused step against the function
+        return None
     if plan.start_from is not None and not _has(new, plan.start_from):
         return f"{where} has no activity {plan.start_from!r} to rerun from"
     for aid in plan.reused:

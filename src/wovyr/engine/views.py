@@ -99,6 +99,8 @@ def build_view(outline: Outline, record: ExecutionRecord, state: ExecutionState)
             "skip_reason": a.skip_reason,
             "child": a.child,
             "reused_from": a.reused_from,  # a rerun's activity: the run whose result it took
+            "source": a.source,  # a code workflow's step: the `file:line` that asked for it
+            "after": a.after,  # ... and the steps whose results its function took before
             "compensable": act.compensable,
             "compensation_step": undo.index(act.id) if act.id in undo else None,
             "items": [
@@ -143,18 +145,12 @@ def build_view(outline: Outline, record: ExecutionRecord, state: ExecutionState)
 def revealed(outline: Outline, state: ExecutionState) -> list[ActivityOutline]:
     """The steps the history holds that the definition does not list, in the order they
     were scheduled: a code workflow's (`wovyr.code`), whose function reveals its steps as
-    it runs. Their kind is read from what the history recorded of them."""
+    it runs. Their kind is what the history recorded of them."""
     known = {act.id for act in outline.activities}
     return [
         ActivityOutline(
             id=aid,
-            kind="wait"
-            if a.wait
-            else "workflow"
-            if a.child
-            else "set"
-            if a.input is None
-            else "tool",
+            kind=a.kind or "tool",
             needs=[],
             max_attempts=max(a.attempt, 1),
             max_iterations=None,

@@ -58,8 +58,8 @@ if TYPE_CHECKING:
 __all__ = ["ExecutionRunner", "RunnerStats"]
 
 log = logging.getLogger("wovyr.worker")
-# seconds a worker that lacks a code workflow's function holds its execution before it
-# hands it back (claimable at once: by a worker that has the function, or by itself again)
+# seconds a worker that lacks a code workflow's function holds its execution (a durable
+# timer) before any worker may claim it again
 UNLOADED_RETRY = 5.0
 
 
@@ -295,23 +295,13 @@ class ExecutionRunner:
         return decision
 
     async def _hand_back(self, why: CodeNotLoaded) -> None:
-        """This worker cannot replay the execution's function: decide nothing, and after
-        `UNLOADED_RETRY` seconds release the lease with the execution claimable."""
+        """This worker cannot replay the execution's function: decide nothing, hold the
+        execution `UNLOADED_RETRY` seconds on a durable timer (its page says why), and
+        release it; whichever worker claims it then (one that has the function) runs it."""
         log.error("execution %s: %s", self.execution_id, why)
-        await self.services.clock.sleep(UNLOADED_RETRY)
-        s = self.services
-        step = make_step(
-            self.execution_id,
-            self.state,
-            self.state,
-            [],
-            s.clock.now(),
-            tenant=s.tenant,
-            fence=self.fence,
-            ready=True,
-            release_lease=True,
-        )
-        await self.committer.commit_gated(step)
+        now = self.services.clock.now()
+        events = flow_hold(self.state, now, UNLOADED_RETRY, str(why))
+        await self._commit(fold(events, self.state), events, True, now=now)
 
     async def _commit(
         self,

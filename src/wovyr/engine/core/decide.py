@@ -18,7 +18,7 @@ failure path and compensation in `saga.py`.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -509,7 +509,8 @@ def _advance(
     limits: _Limits,
 ) -> tuple[list[Event], list[RunActivity]]:
     if a.status == ActivityStatus.PENDING and a.started_at is None:
-        return _maybe_schedule(definition, act, state, ctx, now, limits)
+        events, runs = _maybe_schedule(definition, act, state, ctx, now, limits)
+        return _tagged(definition, act, events), runs
     if a.items is not None:
         if a.status == ActivityStatus.RUNNING:
             return items.advance_items(
@@ -664,6 +665,15 @@ def outcome_events_for_child(
     cancel = cancel_child_timeout(act.id, None, a.attempt, state.timers, now)
     outcome = items.child_outcome(a.child_result, act.timeout)
     return [*cancel, *_result_events(act, a.attempt, outcome, now, state)]
+
+
+def _tagged(definition: Workflow, act: Activity, events: list[Event]) -> list[Event]:
+    """`events`, with the `ActivityScheduled` of a code workflow's step carrying what its
+    history must say of it (no definition lists it: its kind, the call's line, ...)."""
+    if definition.code is not None and events and events[0].type == EventType.ACTIVITY_SCHEDULED:
+        code = {"kind": act.kind, **(definition.step_info(act.id) or {})}
+        events[0] = replace(events[0], data={**events[0].data, **code})
+    return events
 
 
 def _maybe_schedule(

@@ -58,6 +58,10 @@ class ActivityState:
     # the sub-steps recorded so far (the activity's journal), kept across attempts
     journal: tuple[dict[str, Any], ...] = ()
     reused_from: str | None = None  # a rerun's activity whose result came from that run
+    # a code workflow's step (no definition lists it): its kind and the call's `file:line`
+    kind: str | None = None
+    source: str | None = None
+    after: list[str] | None = None  # the steps whose results the function took before it
 
 
 # ActivityState fields left out of the checkpoint while they hold their default, so that a
@@ -70,6 +74,9 @@ _UNLESS_SET = (
     "exhausted",
     "journal",
     "reused_from",
+    "kind",
+    "source",
+    "after",
 )
 
 
@@ -366,6 +373,7 @@ def _scheduled(state: ExecutionState, e: Event, at: str) -> ExecutionState:
             items=items,
             started_at=at,
         )
+    code = {k: e.data[k] for k in ("kind", "source", "after") if k in e.data}  # code's
     return _set_activity(
         state,
         e.data["activity"],
@@ -373,6 +381,7 @@ def _scheduled(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         status=ActivityStatus.WAITING if wait else ActivityStatus.PENDING,
         wait=wait,
         started_at=at,
+        **code,
     )
 
 

@@ -346,6 +346,16 @@ def _layout(digest: str, workflow: Workflow) -> DagLayout:
     return made
 
 
+def _ran(rows: list[dict[str, Any]]) -> DagLayout:
+    """A code workflow's graph: the steps that ran, each drawn after the steps whose
+    results its function took before asking for it (steps asked together, as by
+    `asyncio.gather`, side by side)."""
+    ids = {row["id"] for row in rows}
+    return layout_dag(
+        [(row["id"], [a for a in row.get("after") or () if a in ids]) for row in rows]
+    )
+
+
 @dataclass
 class ExecutionPage:
     view: ExecutionView
@@ -446,7 +456,7 @@ def execution_page(
     agents = [a.id for a in workflow.activities if a.kind in ("agent", "llm")]
     steps = agent_steps(engine, execution_id, agents)
     _with_steps(rows, steps)
-    layout = _layout(view.definition_hash, workflow)
+    layout = _layout(view.definition_hash, workflow) if workflow.code is None else _ran(rows)
     svg = Markup(render_svg(layout, {r["id"]: r for r in rows}, link_prefix="#act-"))
     total = view.event_count
     start = max(0, total - TIMELINE_PAGE) if events_from is None else events_from
