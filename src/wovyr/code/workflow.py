@@ -370,7 +370,7 @@ class Replay:
         return _PENDING
 
     def _model(self, doc: dict[str, Any]) -> Activity:
-        key = json.dumps(doc, sort_keys=True)
+        key = json.dumps(doc)  # made in the same order by the same call on every replay
         act = self.models.get(key)
         if act is None:
             try:
@@ -573,15 +573,27 @@ async def _awaited(replay: Replay, outcome: Any) -> Any:
 
 
 def _line() -> str:
-    """`file.py:LINE` of the workflow code that made the current call."""
-    here = Path(__file__).parent
+    """`file.py:LINE` of the workflow code that made the current call (the first frame
+    outside this package and asyncio)."""
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        path = Path(frame.f_code.co_filename)
-        if path.parent != here and "asyncio" not in path.parts:
-            return f"{path.name}:{frame.f_lineno}"
+        shown = _FILES.get(frame.f_code.co_filename)
+        if shown is None:
+            shown = _FILES[frame.f_code.co_filename] = _shown_file(frame.f_code.co_filename)
+        if shown:
+            return f"{shown}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
+
+
+def _shown_file(filename: str) -> str:
+    """How a frame's file is shown ("" for this package's and asyncio's own frames)."""
+    path = Path(filename)
+    return "" if path.parent == _HERE or "asyncio" in path.parts else path.name
+
+
+_HERE = Path(__file__).parent
+_FILES: dict[str, str] = {}  # a frame's file name -> `_shown_file` (once per file)
 
 
 def _slug(name: str) -> str:
@@ -603,15 +615,18 @@ def _tool_name(activity: Callable[..., Any] | str) -> str:
 
 def _json(values: dict[str, Any], what: str) -> dict[str, Any]:
     """`values` as JSON, or TypeError naming the argument and its type."""
-    for key, value in values.items():
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"argument {key!r} of {what} is a {type(value).__name__}, which is not JSON: "
-                "a step's arguments are recorded in its history"
-            ) from None
-    out: dict[str, Any] = json.loads(json.dumps(values))
+    try:
+        out: dict[str, Any] = json.loads(json.dumps(values))
+    except (TypeError, ValueError):
+        for key, value in values.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"argument {key!r} of {what} is a {type(value).__name__}, which is not "
+                    "JSON: a step's arguments are recorded in its history"
+                ) from None
+        raise
     return out
 
 
