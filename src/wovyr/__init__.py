@@ -31,7 +31,14 @@ if TYPE_CHECKING:
         current_activity,
     )
     from wovyr.clock import Clock, ManualClock, SystemClock
-    from wovyr.code.workflow import CodeWorkflow, Context, NonDeterminism, StepFailed, workflow
+    from wovyr.code.workflow import (
+        CodeWorkflow,
+        Context,
+        NonDeterminism,
+        Query,
+        StepFailed,
+        workflow,
+    )
     from wovyr.definition.model import Workflow
     from wovyr.definition.parse import load_definition, load_definition_file
     from wovyr.engine.engine import Engine, ExecutionView, Started
@@ -61,6 +68,7 @@ _WHERE = {
     "CodeWorkflow": "wovyr.code.workflow",
     "Context": "wovyr.code.workflow",
     "NonDeterminism": "wovyr.code.workflow",
+    "Query": "wovyr.code.workflow",
     "StepFailed": "wovyr.code.workflow",
     "workflow": "wovyr.code.workflow",
     "ManualClock": "wovyr.clock",
@@ -122,6 +130,7 @@ __all__ = [
     "NonDeterminism",
     "NonRetryableError",
     "NotFound",
+    "Query",
     "Started",
     "StepFailed",
     "StoreError",

@@ -14,7 +14,8 @@ import pytest
 import wovyr
 from wovyr.activities.base import ActivityError, ActivityRegistry
 from wovyr.clock import ManualClock
-from wovyr.code.workflow import _REGISTRY
+from wovyr.code.workflow import _REGISTRY, answer_query
+from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.errors import Conflict, DefinitionError, InputError
 from wovyr.events import EventType
@@ -490,3 +491,56 @@ def test_an_approval_is_decided_by_its_approver_and_a_rerun_reuses_earlier_steps
     assert ran == [1, 2, 2]  # echo_1 reused, echo_3 ran again
     with pytest.raises(InputError, match="has no step 'nope'"):
         engine.rerun(record.id, start_from="nope")
+
+
+# --- queries ------------------------------------------------------------------------------
+
+
+@wovyr.workflow(name="code-queried")
+async def queried(ctx: wovyr.Context, items: list) -> int:  # type: ignore[type-arg]
+    total = 0
+    for i, item in enumerate(items):
+        ctx.state["stage"] = f"item {i + 1} of {len(items)}"
+        total += await ctx.run("t.price", item=item)
+        if i == 0:
+            await ctx.signal("more")
+    ctx.state["stage"] = "done"
+    return total
+
+
+@queried.query
+def progress(q: wovyr.Query, unit: str = "EUR") -> dict[str, Any]:
+    return {"stage": q.state.get("stage"), "priced": len(q.steps), "unit": unit}
+
+
+def test_a_query_answers_from_a_replay_and_records_nothing(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    def price(item: str) -> int:
+        return len(item)
+
+    registry.register("t.price", price)
+    record = engine.start(queried.definition(), {"items": ["ab", "cde"]})
+    drain(engine)
+    state = engine.store.load(record.id, "default")
+    assert state is not None
+    before = state.seq
+
+    answer = answer_query(
+        engine.definition(record.definition_hash),
+        state_from_json(state.checkpoint or {}),
+        "progress",
+        {"unit": "USD"},
+        engine.clock.now(),
+    )
+    assert answer == {"stage": "item 1 of 2", "priced": 1, "unit": "USD"}
+    after = engine.store.load(record.id, "default")
+    assert after is not None and after.seq == before  # nothing recorded
+    with pytest.raises(InputError, match="has no query 'nope'"):
+        answer_query(
+            engine.definition(record.definition_hash),
+            state_from_json(state.checkpoint or {}),
+            "nope",
+            {},
+            engine.clock.now(),
+        )

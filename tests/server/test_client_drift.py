@@ -39,6 +39,7 @@ OPERATIONS = {
     "streamExecution": "stream_workflow",
     "getExecutionLogs": "get_logs",
     "signalExecution": "signal_workflow",
+    "queryExecution": "query_workflow",
     "approveExecution": "approve_workflow",
     "rerunExecution": "rerun_workflow",
     "submitBatch": "submit_batch",
@@ -141,6 +142,7 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("stream_workflow", ("e1",), dict(after="1-0")),
     ("get_logs", ("e1",), dict(after_seq=2, follow=False, cursor="Mw")),
     ("signal_workflow", ("e1", "go"), dict(payload=[1], definition="kind: Workflow")),
+    ("query_workflow", ("e1", "progress"), dict(args={"x": 1})),
     (
         "approve_workflow",
         ("e1", "gate"),

@@ -49,3 +49,35 @@ async def test_a_function_starts_by_name_and_shows_its_steps(api: Api) -> None:
     r = await api.call("POST", BASE, OTHER, json={**body, "id": "g2"})
     assert r.status_code == 422, r.text  # tenant-b applied no such workflow
     assert "no workflow 'api-greeter' is registered" in r.text
+
+
+@wovyr.workflow(name="api-counter")
+async def counter(ctx: wovyr.Context) -> int:
+    ctx.state["seen"] = 0
+    for _ in range(2):
+        await ctx.signal("tick")
+        ctx.state["seen"] += 1
+    return int(ctx.state["seen"])
+
+
+@counter.query
+def seen(q: wovyr.Query, plus: int = 0) -> int:
+    return int(q.state["seen"]) + plus
+
+
+async def test_a_query_is_answered_for_the_tenant_only(api: Api) -> None:
+    api.engine.for_tenant("tenant-a").apply(counter.definition())
+    r = await api.call("POST", BASE, OP, json={"workflow": "api-counter", "id": "c1"})
+    assert r.status_code == 201, r.text
+    await api.drain()
+    assert (await api.call("POST", f"{BASE}/c1/signal", OP, json={"name": "tick"})).is_success
+    await api.drain()
+    path = f"{BASE}/c1/query"
+    r = await api.call("POST", path, VIEW, json={"name": "seen", "args": {"plus": 10}})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"query": "seen", "result": 11}
+    assert (await api.call("POST", path, OTHER, json={"name": "seen"})).status_code == 404
+    r = await api.call("POST", path, VIEW, json={"name": "nope"})
+    assert r.status_code == 422 and "queries: seen" in r.text
+    r = await api.call("POST", path, VIEW, json={"name": "seen", "args": {"minus": 1}})
+    assert r.status_code == 422, r.text

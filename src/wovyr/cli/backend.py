@@ -113,6 +113,7 @@ class Backend(Protocol):
         self, execution_id: str, after: str | None, interval: float
     ) -> Iterator[WatchMessage]: ...
     def signal(self, execution_id: str, name: str, payload: Any) -> dict[str, Any]: ...
+    def query(self, execution_id: str, name: str, args: dict[str, Any]) -> Any: ...
     def approve(
         self, execution_id: str, activity_id: str, approved: bool, **decision: Unpack[Decision]
     ) -> dict[str, Any]: ...
@@ -352,6 +353,18 @@ class LocalBackend:
 
     def signal(self, execution_id: str, name: str, payload: Any) -> dict[str, Any]:
         return self.engine.signal(execution_id, name, payload).to_dict()
+
+    def query(self, execution_id: str, name: str, args: dict[str, Any]) -> Any:
+        from wovyr.assemble import load_activities
+        from wovyr.code.workflow import answer_query
+        from wovyr.engine.core.state import state_from_json
+
+        load_activities(self.settings)  # the module registering the function (-a)
+        engine = self.engine
+        record = engine.get(execution_id)
+        stored = engine.definition(record.definition_hash)
+        state = state_from_json(record.checkpoint or {})
+        return answer_query(stored, state, name, args, engine.clock.now())
 
     def approve(
         self, execution_id: str, activity_id: str, approved: bool, **decision: Unpack[Decision]

@@ -455,6 +455,22 @@ def signal_command(
     _done(view, as_json, f"signal {name!r} delivered to {execution_id}")
 
 
+@workflows.command("query")
+@click.argument("execution_id")
+@click.argument("name")
+@click.option(
+    "--arg", "pairs", multiple=True, metavar="KEY=VALUE", help="An argument of the query."
+)
+@tenant_options
+def query_command(execution_id: str, name: str, pairs: tuple[str, ...], settings: Settings) -> None:
+    """Ask the query NAME of a workflow function's execution (an `@wf.query`; load its
+    module with -a); print its answer as JSON. Records nothing."""
+    args = cli_inputs(pairs)
+    with open_backend(settings) as backend:
+        answer = backend.query(execution_id, name, args)
+    click.echo(json.dumps(answer, indent=2, ensure_ascii=False))
+
+
 @workflows.command("approve")
 @click.argument("execution_id")
 @click.argument("activity_id")

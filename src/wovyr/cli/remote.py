@@ -176,6 +176,9 @@ class RemoteBackend:
     def signal(self, execution_id: str, name: str, payload: Any) -> dict[str, Any]:
         return _view(self.client.signal_workflow(execution_id, name, payload), self.client)
 
+    def query(self, execution_id: str, name: str, args: dict[str, Any]) -> Any:
+        return self.client.query_workflow(execution_id, name, args)["result"]
+
     def approve(
         self, execution_id: str, activity_id: str, approved: bool, **decision: Unpack[Decision]
     ) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from wovyr.client.models import (
     HistoryPage,
     ItemsPage,
     JSONObject,
+    QueryAnswer,
     Schedule,
     ScheduleList,
     TriggerResult,
@@ -302,6 +303,15 @@ class AsyncClient:
                             return
         except httpx.TransportError as exc:
             raise unreachable(self.base_url, exc) from None
+
+    async def query_workflow(
+        self, execution_id: str, name: str, args: Mapping[str, Any] | None = None
+    ) -> QueryAnswer:
+        """Answer the query `name` of a workflow function's execution (`@wf.query`), with
+        `args`, from a replay that records nothing."""
+        path = f"{_V1}/workflows/{_part(execution_id)}/query"
+        body = {"name": name, "args": dict(args or {})}
+        return cast(QueryAnswer, await self._json("POST", path, json=body))
 
     async def signal_workflow(
         self,

@@ -23,6 +23,7 @@ __all__ = [
     "ItemsPage",
     "JSONObject",
     "Payload",
+    "QueryAnswer",
     "Schedule",
     "ScheduleList",
     "TriggerResult",
@@ -106,6 +107,11 @@ class ItemsPage(TypedDict):
     total: int
     next_start: int | None
     next_cursor: str | None
+
+
+class QueryAnswer(TypedDict):
+    query: str
+    result: Any
 
 
 class AttemptLogs(TypedDict):

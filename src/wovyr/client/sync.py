@@ -41,6 +41,7 @@ from wovyr.client.models import (
     HistoryPage,
     ItemsPage,
     JSONObject,
+    QueryAnswer,
     Schedule,
     ScheduleList,
     TriggerResult,
@@ -299,6 +300,15 @@ class Client:
                             return
         except httpx.TransportError as exc:
             raise unreachable(self.base_url, exc) from None
+
+    def query_workflow(
+        self, execution_id: str, name: str, args: Mapping[str, Any] | None = None
+    ) -> QueryAnswer:
+        """Answer the query `name` of a workflow function's execution (`@wf.query`), with
+        `args`, from a replay that records nothing."""
+        path = f"{_V1}/workflows/{_part(execution_id)}/query"
+        body = {"name": name, "args": dict(args or {})}
+        return cast(QueryAnswer, self._json("POST", path, json=body))
 
     def signal_workflow(
         self,

@@ -46,7 +46,7 @@ from pydantic import ValidationError
 from wovyr.code.loop import ReplayLoop, ReplayLoopError
 from wovyr.definition.model import Activity, RevealedWorkflow, Workflow
 from wovyr.engine.core.state import ExecutionState
-from wovyr.errors import WovyrError
+from wovyr.errors import Conflict, InputError, Problem, WovyrError
 from wovyr.fields import NAME_PATTERN
 from wovyr.statuses import ActivityStatus
 
@@ -56,7 +56,9 @@ __all__ = [
     "Context",
     "Driver",
     "NonDeterminism",
+    "Query",
     "StepFailed",
+    "answer_query",
     "driver",
     "loaded",
     "registered",
@@ -105,8 +107,9 @@ class StepFailed(WovyrError):
         super().__init__(f"step {step} failed: {self.type}: {self.error.get('message', '')}")
 
 
-class CodeNotLoaded(WovyrError):
-    """This process has not registered the function a code workflow's execution pinned."""
+class CodeNotLoaded(Conflict):
+    """This process has not registered the function a code workflow's execution pinned
+    (an HTTP 409: the server that answers must load the module that registers it)."""
 
 
 class NonDeterminism(WovyrError):
@@ -173,9 +176,17 @@ class CodeWorkflow:
         text = json.dumps([self.name, self.version, self.function, source, self.inputs])
         self.digest = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
         self._definition: Workflow | None = None
+        self.queries: dict[str, Callable[..., Any]] = {}
 
     def __repr__(self) -> str:
         return f"<code workflow {self.name} v{self.version} ({self.function})>"
+
+    def query(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register `fn(q: Query, **args)` as the query named after it: it answers from a
+        replay of the execution (what the function published in `ctx.state`, the steps'
+        results), recording nothing."""
+        self.queries[fn.__name__] = fn
+        return fn
 
     def definition(self) -> Workflow:
         """The stored form: a definition with no activities and `code` naming this function."""
@@ -204,6 +215,62 @@ class CodeWorkflow:
         replay = Replay(self, state, now, {} if models is None else models)
         replay.run()
         return replay
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a query function reads of an execution: as its last replay left it."""
+
+    execution_id: str
+    status: str
+    input: dict[str, Any]
+    state: dict[str, Any]  # what the function put in `ctx.state`
+    steps: dict[str, Any]  # the results of its completed steps, by id
+
+
+def answer_query(
+    stored: Workflow,
+    state: ExecutionState,
+    name: str,
+    args: Mapping[str, Any] | None,
+    now: datetime,
+) -> Any:
+    """The answer of the query `name` of a code workflow's execution (`state`, pinned to
+    `stored`), from a replay of its function that records nothing. InputError: no such
+    query, or arguments it does not take; Conflict: not a workflow function's execution;
+    CodeNotLoaded: its function is not loaded here."""
+    if stored.code is None:
+        raise Conflict(
+            f"execution {state.id} runs a workflow document: only a workflow function has queries",
+            hint="read its activities with `wovyr workflows show`",
+        )
+    code = driver(stored)
+    assert code is not None
+    fn = code.code.queries.get(name)
+    if fn is None:
+        known = ", ".join(sorted(code.code.queries)) or "none"
+        raise InputError(
+            [
+                Problem(
+                    f"workflow {stored.name} has no query {name!r}",
+                    path="name",
+                    hint=f"queries: {known}",
+                )
+            ]
+        )
+    replay = code.code.replay(state, now)
+    steps = {aid: a.output for aid, a in state.activities.items() if a.status in _RESULT}
+    view = Query(state.id, state.status, dict(state.input), replay.published, steps)
+    try:
+        answer = fn(view, **dict(args or {}))
+    except TypeError as exc:  # arguments the query does not take
+        raise InputError([Problem(f"query {name}: {exc}", path="args")]) from None
+    try:
+        return json.loads(json.dumps(answer))
+    except (TypeError, ValueError):
+        raise InputError(
+            [Problem(f"query {name} answered a {type(answer).__name__}, which is not JSON")]
+        ) from None
 
 
 class Driver:
@@ -253,6 +320,7 @@ class Replay:
     # each call's line and the steps whose results the function took before asking for it
     # (the graph of the steps that ran: `Workflow.step_info`)
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    published: dict[str, Any] = field(default_factory=dict)  # the function's `ctx.state`
     _since: list[str] = field(default_factory=list)  # results taken since the last call
     _after: list[str] = field(default_factory=list)  # what the last call came after
 
@@ -424,6 +492,9 @@ class Context:
         self.execution_id = replay.state.id
         self.workflow = replay.workflow.name
         self.input: dict[str, Any] = dict(replay.state.input)
+        # what the function publishes for its queries (`@wf.query`) to read: rebuilt by each
+        # replay from the steps' results, never recorded
+        self.state: dict[str, Any] = replay.published
 
     def run(
         self,

@@ -33,6 +33,19 @@ FLOWS = textwrap.dedent("""
     @wovyr.workflow(name="cli-sloppy")
     async def sloppy(ctx: wovyr.Context) -> float:
         return time.time()
+
+
+    @wovyr.workflow(name="cli-waiter")
+    async def waiter(ctx: wovyr.Context) -> str:
+        ctx.state["waiting"] = "for go"
+        await ctx.signal("go")
+        return "went"
+
+
+    @waiter.query
+    def why(q: wovyr.Query, loud: bool = False) -> str:
+        text = q.state["waiting"]
+        return text.upper() if loud else text
     """)
 
 
@@ -50,6 +63,29 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def test_query_answers_from_the_store_with_the_module_loaded(
+    flows: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = ["--home", str(tmp_path / "home")]
+    code, out, _ = run(capsys, "run", "--workflow", "cli-waiter", "-a", str(flows), "--json", *home)
+    assert code == 3, out  # waiting for its signal
+    execution = json.loads(out)["id"]
+    code, out, _ = run(
+        capsys,
+        "workflows",
+        "query",
+        execution,
+        "why",
+        "--arg",
+        "loud=true",
+        "-a",
+        str(flows),
+        *home,
+    )
+    assert code == 0, out
+    assert json.loads(out) == "FOR GO"
 
 
 def test_validate_names_what_a_replay_could_not_repeat(

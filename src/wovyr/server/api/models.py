@@ -29,6 +29,8 @@ __all__ = [
     "KeyOut",
     "NoteRequest",
     "Payload",
+    "QueryAnswer",
+    "QueryRequest",
     "ScheduleCreate",
     "ScheduleList",
     "ScheduleOut",
@@ -144,6 +146,23 @@ class SignalRequest(Strict):
     name: str = Name
     payload: Any = None
     definition: str | dict[str, Any] | None = Field(None, description=_PINNED)
+
+
+class QueryRequest(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "progress", "args": {}}]},
+    )
+
+    name: str = Field(min_length=1, max_length=128, description="The query's name")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the query function"
+    )
+
+
+class QueryAnswer(BaseModel):
+    query: str
+    result: Any = Field(description="What the query function answered (JSON)")
 
 
 class BudgetGrant(Strict):

@@ -35,6 +35,7 @@ OPERATION_IDS = {
     "stream_workflow": "streamExecution",
     "get_logs": "getExecutionLogs",
     "signal_workflow": "signalExecution",
+    "query_workflow": "queryExecution",
     "approve_workflow": "approveExecution",
     "rerun_workflow": "rerunExecution",
     "latest_definition": "getDefinition",

@@ -33,6 +33,8 @@ from wovyr.server.api.models import (
     HistoryPage,
     ItemsPage,
     Payload,
+    QueryAnswer,
+    QueryRequest,
     RerunRequest,
     SignalRequest,
     StartRequest,
@@ -472,6 +474,26 @@ def _document(definition: str | dict[str, Any] | None) -> str | None:
 
 
 # --- steering --------------------------------------------------------------------------------
+
+
+@router.post("/{execution_id}/query", response_model=QueryAnswer, summary="Ask a workflow function")
+def query_workflow(
+    execution_id: str, body: QueryRequest, ctx: Ctx, principal: Viewer
+) -> QueryAnswer:
+    """Answer the query `name` (an `@wf.query` of a workflow function) from a replay of the
+    execution as it stands, recording nothing: what the function published in `ctx.state`
+    and its steps' results. 404: no such execution; 422: no such query, or arguments it
+    does not take; 409: a workflow document's execution, or a function this server has
+    not loaded (`wovyr serve -a MODULE`)."""
+    from wovyr.code.workflow import answer_query
+    from wovyr.engine.core.state import state_from_json
+
+    engine = tenant_engine(ctx, principal)
+    record = engine.get(execution_id)
+    stored = engine.definition(record.definition_hash)
+    state = state_from_json(record.checkpoint or {})
+    result = answer_query(stored, state, body.name, body.args, engine.clock.now())
+    return QueryAnswer(query=body.name, result=result)
 
 
 @router.post("/{execution_id}/signal", response_model=ExecutionDetail, summary="Send a signal")
