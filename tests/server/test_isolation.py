@@ -42,6 +42,7 @@ REQUIRED_ROLE = {
     ("GET", "/api/v1/workflows/{execution_id}/history"): "viewer",
     ("GET", "/api/v1/workflows/{execution_id}/activities/{activity}/items"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/signal"): "operator",
+    ("POST", "/api/v1/workflows/{execution_id}/query"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/rerun"): "operator",
     ("GET", "/api/v1/workflows/{execution_id}/logs"): "viewer",
     ("POST", "/api/v1/workflows/{execution_id}/approve"): "operator",
@@ -170,6 +171,8 @@ def body_for(method: str, path: str) -> Any:
         return {"action": "signal", "filter": {"workflow": "b-flow"}, "signal": "go"}
     if path.endswith("/signal"):
         return {"name": "go", "payload": "b"}
+    if path.endswith("/query"):
+        return {"name": "progress", "args": {}}
     if path.endswith("/rerun"):
         return {"input": {"note": "from b"}}
     if path.endswith("/approve"):

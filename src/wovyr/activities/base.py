@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -332,7 +333,10 @@ def _import_one(item: str) -> None:
             path = Path(item).resolve()
             if not path.is_file():
                 raise ConfigError(f"activities file not found: {item}")
-            name = f"wovyr_user_{path.stem}_{abs(hash(str(path)))}"
+            # the same name in every process (str hashes are salted per process): what a
+            # module registers under its name (a workflow function's) must not change
+            digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+            name = f"wovyr_user_{path.stem}_{digest}"
             if name in sys.modules:
                 return
             spec = importlib.util.spec_from_file_location(name, path)

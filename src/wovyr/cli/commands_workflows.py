@@ -461,10 +461,13 @@ def signal_command(
 @click.option(
     "--arg", "pairs", multiple=True, metavar="KEY=VALUE", help="An argument of the query."
 )
+@json_option
 @tenant_options
-def query_command(execution_id: str, name: str, pairs: tuple[str, ...], settings: Settings) -> None:
+def query_command(
+    execution_id: str, name: str, pairs: tuple[str, ...], as_json: bool, settings: Settings
+) -> None:
     """Ask the query NAME of a workflow function's execution (an `@wf.query`; load its
-    module with -a); print its answer as JSON. Records nothing."""
+    module with -a); print its answer as JSON (with or without --json). Records nothing."""
     args = cli_inputs(pairs)
     with open_backend(settings) as backend:
         answer = backend.query(execution_id, name, args)

@@ -77,6 +77,9 @@ _INPUT_TYPES: dict[Any, str] = {
     dict: "object",
     list: "array",
 }
+# the kinds `ctx.step` runs (the others have calls of their own: `run`, `sleep`, `signal`,
+# `approval`, `child`; `shell` is left to activities a worker's own code runs)
+_STEP_KINDS = frozenset({"agent", "llm", "http", "memory", "mcp"})
 # what a finished step answers with: its result (the status of a step compensated since
 # it completed still answers what it returned)
 _RESULT = frozenset(
@@ -167,7 +170,7 @@ class CodeWorkflow:
         self.version = str(version)
         self.description = description
         self.timeout = timeout
-        self.function = f"{fn.__module__}.{fn.__qualname__}"
+        self.function = _function_name(fn)
         self.inputs = _inputs_of(fn)
         try:
             source = inspect.getsource(fn)
@@ -535,6 +538,33 @@ class Context:
         undo = None if compensate is None else (_tool_name(compensate[0]), compensate[1])
         return self._ask(tool.rsplit(".", 1)[-1], spec, id, undo)
 
+    def step(
+        self,
+        spec: Mapping[str, Any],
+        *,
+        id: str | None = None,
+        retry: Mapping[str, Any] | int | None = None,
+        timeout: float | str | timedelta | None = None,
+    ) -> Awaitable[Any]:
+        """A step of any kind, written as in YAML: `{"agent": {...}}`, `{"llm": {...}}`,
+        `{"http": {...}}`, `{"memory": {...}}`, `{"mcp": {...}}`; its output. Values are
+        data (a `${{` in them is never rendered); the tenant's side-effect policy applies
+        to it at each attempt as to a YAML step's."""
+        kinds = [k for k in spec if k in _STEP_KINDS]
+        if len(kinds) != 1 or len(spec) != 1:
+            raise ValueError(
+                f"ctx.step takes one kind key ({', '.join(sorted(_STEP_KINDS))}); "
+                f"got {sorted(spec)}"
+            )
+        (kind,) = kinds
+        doc: dict[str, Any] = {kind: _literal(_json(dict(spec), kind)[kind])}
+        doc["on_failure"] = "continue"
+        if retry is not None:
+            doc["retry"] = {"max_attempts": retry} if isinstance(retry, int) else dict(retry)
+        if timeout is not None:
+            doc["timeout"] = _duration(timeout)
+        return self._ask(kind, doc, id)
+
     def sleep(self, duration: float | str | timedelta, *, id: str | None = None) -> Awaitable[None]:
         """A durable timer: the execution waits `duration` (seconds, "10m", a timedelta)."""
         return self._ask("sleep", {"wait": {"timer": {"after": _duration(duration)}}}, id)
@@ -665,6 +695,15 @@ def _shown_file(filename: str) -> str:
 
 _HERE = Path(__file__).parent
 _FILES: dict[str, str] = {}  # a frame's file name -> `_shown_file` (once per file)
+
+
+def _function_name(fn: Callable[..., Any]) -> str:
+    """What a stored definition calls the function: `module.qualname`, or `file.py:qualname`
+    for a file loaded by its path (whose module name is made from the path: the same
+    function must be the same definition wherever the file lies)."""
+    if fn.__module__.startswith("wovyr_user_"):
+        return f"{Path(fn.__code__.co_filename).name}:{fn.__qualname__}"
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def _slug(name: str) -> str:

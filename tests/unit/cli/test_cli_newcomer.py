@@ -84,6 +84,7 @@ def test_the_readme_registry_and_schedule_commands_work_as_written(
     assert [c[:2] for c in commands] == [
         ["definitions", "apply"],
         ["run", "--workflow"],
+        ["run", "--workflow"],  # the order saga as a Python function
         ["schedules", "create"],
     ]
     for argv in commands:
