@@ -6,9 +6,11 @@ compensates as a YAML saga does, and a changed function is stopped, never mis-re
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import wovyr
@@ -244,6 +246,99 @@ def test_timers_signals_and_children_are_durable_steps(
     view = engine.query(record.id)
     assert view.status == "completed", view.error
     assert view.output == {"who": "ann", "answer": {"ok": True}, "child": 4}
+
+
+@wovyr.workflow(name="code-branches")
+async def branches(ctx: wovyr.Context) -> list[int]:
+    async def branch(i: int) -> int:
+        looked_up = await ctx.run("t.lookup", i=i)
+        total: int = await ctx.run("t.add", x=looked_up)
+        return total
+
+    return list(await asyncio.gather(branch(1), branch(2)))
+
+
+def test_parallel_branches_replay_in_the_order_their_steps_finished(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    """Branch 2's steps both finish before branch 1's first: every replay hands the results
+    over in that recorded order, so branch 1 asks for its second step after branch 2's, as
+    it did live (handed over at once, it would ask first and find branch 2's step there)."""
+    second_done = asyncio.Event()
+
+    async def lookup(i: int) -> int:
+        if i == 1:
+            await second_done.wait()  # set by branch 2's second step
+        return 10 * i
+
+    def add(x: int) -> int:
+        return x + 1
+
+    async def add_then_release(x: int) -> int:
+        if x == 20:
+            second_done.set()
+        return add(x)
+
+    registry.register("t.lookup", lookup)
+    registry.register("t.add", add_then_release)
+    record = engine.start(branches.definition(), {})
+    drain(engine)
+
+    view = engine.query(record.id)
+    assert view.status == "completed", view.error
+    assert view.output == [11, 21]
+    added = {aid: a["input"] for aid, a in view.activities.items() if aid.startswith("add_")}
+    assert added == {"add_3": {"x": 20}, "add_4": {"x": 10}}  # branch 2 asked first
+
+
+_DEPTH: ContextVar[int] = ContextVar("depth", default=0)
+
+
+@wovyr.workflow(name="code-unwinds")
+async def unwinds(ctx: wovyr.Context) -> list[int]:
+    token = _DEPTH.set(1)
+    try:
+        echoed: list[int] = []
+
+        async def echo(value: int) -> None:
+            echoed.append(await ctx.run("t.echo", value=value))
+
+        async with anyio.create_task_group() as group:  # anyio's tasks and cancel scopes
+            group.start_soon(echo, 1)
+            group.start_soon(echo, 2)
+        await ctx.signal("go")
+        return sorted(echoed)
+    finally:
+        _DEPTH.reset(token)  # in the task that set it, also when a waiting replay is dropped
+        await ctx.run("t.note", text="done")
+
+
+def test_a_replay_left_waiting_unwinds_in_its_tasks_and_asks_for_nothing_more(
+    engine: Engine, registry: ActivityRegistry
+) -> None:
+    """Each replay that waits (here on the task group, then on the signal) is dropped by
+    cancelling its tasks: anyio's scopes and the function's `finally` run in their own
+    task, and the step the `finally` asks for then is not one: it runs once, at the end."""
+    notes: list[str] = []
+    registry.register("t.echo", lambda value: value)
+
+    def note(text: str) -> None:
+        notes.append(text)
+
+    registry.register("t.note", note)
+    record = engine.start(unwinds.definition(), {})
+    drain(engine)
+    view = engine.query(record.id)
+    assert view.status == "waiting", view.error
+    assert notes == [] and "note_4" not in view.activities
+
+    engine.signal(record.id, "go", {})
+    drain(engine)
+    view = engine.query(record.id)
+    assert view.status == "completed", view.error
+    assert view.output == [1, 2]
+    assert notes == ["done"]
+    assert list(view.activities) == ["echo_1", "echo_2", "go_3", "note_4"]
 
 
 # --- failure ------------------------------------------------------------------------------

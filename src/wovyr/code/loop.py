@@ -14,6 +14,7 @@ The same design as the event loop Temporal's Python SDK runs workflow code on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -40,6 +41,7 @@ class ReplayLoop(asyncio.AbstractEventLoop):
         self._running = False
         self._closed = False
         self.errors: list[dict[str, Any]] = []
+        self._tasks: dict[asyncio.Task[Any], None] = {}  # every task, in creation order
 
     # --- what a replay uses ---------------------------------------------------------------
 
@@ -47,11 +49,50 @@ class ReplayLoop(asyncio.AbstractEventLoop):
         """Start `coro` as a task and run until no callback is ready: the task is then done
         or waits on something only a later replay can give. ReplayLoopError after
         `max_callbacks` callbacks (a function that never settles)."""
+        task: asyncio.Task[_T] | None = None
+
+        def start() -> None:
+            nonlocal task
+            task = self.create_task(coro)
+
+        self._run(start)
+        assert task is not None
+        return task
+
+    def resume(self, first: Callable[[], None]) -> None:
+        """Call `first` (which resolves what a task waits on), then run until quiet again."""
+        self._run(first)
+
+    def abandon(self, task: asyncio.Task[Any]) -> None:
+        """Drop what a replay left waiting: its tasks are never resumed (a later replay runs
+        the function again from the top). They are cancelled and run until they have
+        unwound, as `asyncio.run` ends the tasks it leaves, so their `finally` blocks and
+        context managers exit in their own task (anyio's cancel scopes, context variables
+        reset); a task that still waits after that is closed."""
+        if any(not t.done() for t in self._tasks):
+            with contextlib.suppress(ReplayLoopError):
+                self._run(self._cancel_all)
+        self._ready.clear()
+        for t in reversed(self._tasks):  # the last started first
+            coro = t.get_coro()
+            if isinstance(coro, Coroutine) and not t.done():
+                with contextlib.suppress(Exception):  # it ignored its cancellation
+                    coro.close()
+        self._tasks.clear()
+        self._closed = True
+
+    def _cancel_all(self) -> None:
+        for t in self._tasks:
+            if not t.done():
+                t.cancel()
+
+    def _run(self, first: Callable[[], None]) -> None:
+        """Call `first`, then run ready callbacks in order until none is left."""
         previous = asyncio._get_running_loop()
         asyncio._set_running_loop(self)
         self._running = True
         try:
-            task = self.create_task(coro)
+            first()
             ran = 0
             while self._ready:
                 handle, callback, args, context = self._ready.popleft()
@@ -64,20 +105,9 @@ class ReplayLoop(asyncio.AbstractEventLoop):
                         "its event loop (a loop that awaits nothing but itself?)"
                     )
                 context.run(callback, *args)
-            return task
         finally:
             self._running = False
             asyncio._set_running_loop(previous)
-
-    def abandon(self, task: asyncio.Task[Any]) -> None:
-        """Drop what a replay left waiting: its tasks are never resumed (a later replay runs
-        the function again from the top), so close their coroutines quietly."""
-        self._ready.clear()
-        for t in asyncio.all_tasks(self) | {task}:
-            coro = t.get_coro()
-            if isinstance(coro, Coroutine):
-                coro.close()
-        self._closed = True
 
     # --- the loop API asyncio's tasks and futures call ------------------------------------
 
@@ -110,7 +140,12 @@ class ReplayLoop(asyncio.AbstractEventLoop):
         name: str | None = None,
         context: contextvars.Context | None = None,
     ) -> asyncio.Task[_T]:
-        return asyncio.Task(coro, loop=self, name=name, context=context)
+        task = asyncio.Task(coro, loop=self, name=name, context=context)
+        self._tasks[task] = None
+        return task
+
+    def get_task_factory(self) -> None:
+        return None  # tasks are plain asyncio.Tasks (anyio asks before it spawns one)
 
     def get_debug(self) -> bool:
         return False

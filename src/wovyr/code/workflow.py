@@ -326,6 +326,9 @@ class Replay:
     published: dict[str, Any] = field(default_factory=dict)  # the function's `ctx.state`
     _since: list[str] = field(default_factory=list)  # results taken since the last call
     _after: list[str] = field(default_factory=list)  # what the last call came after
+    _over: bool = False  # the replay has its answer; what its tasks ask while unwinding is not
+    # recorded results the function awaits, not handed over yet (`_hand_over`)
+    _awaiting: list[tuple[_Result | _Failed, asyncio.Future[None]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for aid in self.state.activities:
@@ -340,6 +343,8 @@ class Replay:
         task: asyncio.Task[Any] | None = None
         try:
             task = loop.run_until_quiet(self.workflow.fn(ctx, **inputs))
+            while not task.done() and self._broken is None and self._hand_over(loop):
+                pass
         except ReplayLoopError as err:
             self.raised = _error("ReplayError", str(err))
         if task is not None and task.done() and self.raised is None:
@@ -357,6 +362,7 @@ class Replay:
                         f"JSON: {err}",
                     )
         if task is not None:
+            self._over = True
             loop.abandon(task)
         if self._broken is None:
             asked = {c.id for c in self.calls}
@@ -396,6 +402,8 @@ class Replay:
     ) -> Any:
         """Record a call; its recorded result, or `_PENDING` while it has none. `undo`: the
         call's compensation, whose arguments may be made from its result."""
+        if self._over:  # a `finally` that runs while the abandoned tasks are cancelled
+            raise asyncio.CancelledError
         if given is not None:
             if not _GIVEN_ID.match(given) or _AUTO_ID.match(given):
                 raise ValueError(
@@ -466,6 +474,30 @@ class Replay:
     def frontier(self) -> bool:
         """Whether the next numbered call is beyond what the history holds."""
         return (self._n + 1) not in self._recorded
+
+    def _hand_over(self, loop: ReplayLoop) -> bool:
+        """Hand the function the one recorded result, among those it awaits, that was recorded
+        first, and run it until it is quiet again; False when it awaits none.
+
+        A result is handed over only when nothing can run without it, one at a time in the
+        order the history recorded them, as the live run received them: so parallel branches
+        ask for their steps in the same order in every replay, whichever of their steps have
+        finished since (a replay that handed over each result at once would let a branch
+        whose step is done ask for its next one before a sibling asked for its first). A step
+        that failed for good has no completion number: it is placed by the time it failed,
+        after the steps completed at the same instant."""
+        waiting = [(outcome, f) for outcome, f in self._awaiting if not f.done()]
+        if not waiting:
+            return False
+        first = min(waiting, key=lambda w: self._recorded_at(w[0].step))
+        self._awaiting = [w for w in waiting if w is not first]
+        loop.resume(lambda: first[1].set_result(None))
+        return True
+
+    def _recorded_at(self, step: str) -> tuple[str, int, str]:
+        a = self.state.activities[step]
+        order = a.completion_order if a.completion_order is not None else sys.maxsize
+        return (a.finished_at or "", order, step)
 
     def took(self, step: str) -> None:
         """The function took the result of `step`: what it asks next follows it."""
@@ -663,12 +695,14 @@ class Context:
 
 
 async def _awaited(replay: Replay, outcome: Any) -> Any:
-    if isinstance(outcome, _Result):
+    if isinstance(outcome, _Result | _Failed):
+        handed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        replay._awaiting.append((outcome, handed))
+        await handed  # when the replay hands the result over (`Replay._hand_over`)
         replay.took(outcome.step)
+        if isinstance(outcome, _Failed):
+            raise StepFailed(outcome.step, outcome.error)
         return outcome.value
-    if isinstance(outcome, _Failed):
-        replay.took(outcome.step)
-        raise StepFailed(outcome.step, outcome.error)
     never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     return await never  # resolved by a later replay, never by this one
 
