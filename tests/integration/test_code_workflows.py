@@ -6,6 +6,7 @@ compensates as a YAML saga does, and a changed function is stopped, never mis-re
 from __future__ import annotations
 
 import asyncio
+import json
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.errors import Conflict, DefinitionError, InputError
 from wovyr.events import EventType
+from wovyr.store.base import Store
 from wovyr.testing import drain
 from wovyr.worker.runner import UNLOADED_RETRY
 
@@ -639,3 +641,41 @@ def test_a_query_answers_from_a_replay_and_records_nothing(
             {},
             engine.clock.now(),
         )
+
+
+# --- secrets ------------------------------------------------------------------------------
+
+CANARY = "tok-code-4242-very-secret"
+
+
+class Vault:
+    def resolve_secret(self, tenant: str, name: str) -> str:
+        assert (tenant, name) == ("default", "CARD_TOKEN")
+        return CANARY
+
+
+@wovyr.workflow(name="code-secret")
+async def pays(ctx: wovyr.Context) -> str:
+    token = ctx.secret("CARD_TOKEN")
+    seen: str = await ctx.run("t.pay", token=token, note=f"with {token}")
+    return seen
+
+
+def test_a_secret_reaches_the_attempt_and_nothing_else(
+    store: Store, clock: ManualClock, registry: ActivityRegistry
+) -> None:
+    got: list[tuple[str, str]] = []
+
+    def pay(token: str, note: str) -> str:
+        got.append((token, note))
+        return "paid"
+
+    registry.register("t.pay", pay)
+    engine = Engine(store, clock=clock, activities=registry, secrets=Vault())
+    record = engine.start(pays.definition(), {})
+    drain(engine)
+    assert engine.query(record.id).output == "paid"
+    # the note held the reference as text (a string the function made): data, not resolved
+    assert got == [(CANARY, "with ${{ secrets.CARD_TOKEN }}")]
+    stored = json.dumps([e.data for e in engine.history(record.id)])
+    assert CANARY not in stored and "secrets.CARD_TOKEN" in stored

@@ -57,6 +57,7 @@ __all__ = [
     "Driver",
     "NonDeterminism",
     "Query",
+    "Secret",
     "StepFailed",
     "answer_query",
     "driver",
@@ -428,7 +429,7 @@ class Replay:
             done = a is not None and a.status in _RESULT
             args = made(a.output if a is not None else None) if callable(made) and done else made
             args = {} if callable(args) else dict(args)
-            spec = {**spec, "compensate": {"tool": tool, "with": _literal(_json(args, tool))}}
+            spec = {**spec, "compensate": {"tool": tool, "with": _json(_literal(args), tool)}}
         self.calls.append(self._model({**spec, "id": aid, "description": line}))
         if self._since:  # the first call after the function took results: it follows them
             self._after, self._since = self._since, []
@@ -556,7 +557,7 @@ class Context:
         given = {**(args or {}), **kwargs}
         spec: dict[str, Any] = {
             "tool": tool,
-            "with": _literal(_json(given, tool)),
+            "with": _json(_literal(given), tool),
             "on_failure": "continue",
         }
         if retry is not None:
@@ -589,7 +590,7 @@ class Context:
                 f"got {sorted(spec)}"
             )
         (kind,) = kinds
-        doc: dict[str, Any] = {kind: _literal(_json(dict(spec), kind)[kind])}
+        doc: dict[str, Any] = {kind: _json(_literal(dict(spec)), kind)[kind]}
         doc["on_failure"] = "continue"
         if retry is not None:
             doc["retry"] = {"max_attempts": retry} if isinstance(retry, int) else dict(retry)
@@ -643,10 +644,18 @@ class Context:
         name = workflow.name if isinstance(workflow, CodeWorkflow) else workflow
         if isinstance(workflow, CodeWorkflow) and version is None:
             version = workflow.version
-        spec: dict[str, Any] = {"name": name, "input": _literal(_json(dict(input or {}), name))}
+        spec: dict[str, Any] = {"name": name, "input": _json(_literal(dict(input or {})), name)}
         if version is not None:
             spec["version"] = version
         return self._ask(name, {"workflow": spec}, id)
+
+    def secret(self, name: str) -> Secret:
+        """The tenant's secret `name`, to pass in a step's arguments: resolved in the
+        attempt that runs the step, never seen by the function or recorded (as
+        `${{ secrets.NAME }}` in YAML)."""
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", name):
+            raise ValueError(f"{name!r} is not a secret's name")
+        return Secret(f"${{{{ secrets.{name} }}}}")
 
     def now(self) -> datetime:
         """The time, recorded once: a replay reads the same value."""
@@ -780,9 +789,19 @@ def _duration(value: float | str | timedelta) -> float | str:
     return value
 
 
+class Secret(str):
+    """A tenant secret named in a step's arguments (`ctx.secret("NAME")`): the attempt gets
+    its value; the function, the history and the checkpoint only its name."""
+
+    __slots__ = ()
+
+
 def _literal(value: Any) -> Any:
     """`value` as a definition value that renders to itself: a string holding `${{` becomes
-    an expression whose value is that string (data never renders as an expression)."""
+    an expression whose value is that string (data never renders as an expression); a
+    `Secret` becomes the reference an attempt resolves (`${{ secrets.NAME }}`)."""
+    if isinstance(value, Secret):
+        return str(value)
     if isinstance(value, str):
         if "${{" not in value:
             return value
