@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -679,3 +680,48 @@ def test_a_secret_reaches_the_attempt_and_nothing_else(
     assert got == [(CANARY, "with ${{ secrets.CARD_TOKEN }}")]
     stored = json.dumps([e.data for e in engine.history(record.id)])
     assert CANARY not in stored and "secrets.CARD_TOKEN" in stored
+
+
+# --- flow control -------------------------------------------------------------------------
+
+
+@wovyr.workflow(name="code-one-at-a-time")
+async def one_at_a_time(ctx: wovyr.Context, n: int) -> int:
+    out: int = await ctx.run("t.add", x=n, concurrency={"key": "one", "limit": 1})
+    return out
+
+
+def test_a_concurrency_key_holds_a_function_step_as_a_yaml_one(
+    engine: Engine, registry: ActivityRegistry, clock: ManualClock
+) -> None:
+    """Three executions whose steps share one slot, the clock standing still: the steps
+    refused the slot wait on a timer and run when it is freed, one at a time."""
+    from wovyr.worker import Worker
+
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def add(x: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        with lock:
+            running[0] -= 1
+        return x + 1
+
+    registry.register("t.add", add)
+
+    async def main() -> list[str]:
+        worker = Worker(engine, concurrency=4)
+        try:
+            ids = [(await worker.start(one_at_a_time.definition(), {"n": n})).id for n in (1, 2, 3)]
+            await worker.run_until_idle(only=ids)
+            return ids
+        finally:
+            await worker.close()
+
+    ids = asyncio.run(main())
+    assert [engine.query(i).output for i in ids] == [2, 3, 4]
+    assert most[0] == 1
+    held = [e for i in ids for e in engine.history(i) if e.type == "TimerArmed"]
+    assert len(held) >= 2  # two of them waited for the slot
