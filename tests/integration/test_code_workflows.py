@@ -240,7 +240,8 @@ def test_timers_signals_and_children_are_durable_steps(
     drain(engine)
     assert engine.query(record.id).activities["sleep_1"]["status"] == "waiting"
 
-    drain(engine, skip_time=True)  # the hour passes; now it waits for the signal
+    clock.advance(3600)  # the hour passes; now it waits for the signal (a day at most)
+    drain(engine)
     view = engine.query(record.id)
     assert view.status == "waiting" and view.activities["go_2"]["status"] == "waiting"
 
@@ -725,3 +726,24 @@ def test_a_concurrency_key_holds_a_function_step_as_a_yaml_one(
     assert most[0] == 1
     held = [e for i in ids for e in engine.history(i) if e.type == "TimerArmed"]
     assert len(held) >= 2  # two of them waited for the slot
+
+
+@wovyr.workflow(name="code-signal-timeout")
+async def impatient(ctx: wovyr.Context) -> str:
+    try:
+        payload = await ctx.signal("go", timeout="1h")
+    except wovyr.StepFailed as failed:
+        return f"gave up: {failed.type}"
+    return f"got {payload}"
+
+
+def test_a_signal_that_does_not_come_in_time_raises_into_the_function(
+    engine: Engine, clock: ManualClock
+) -> None:
+    late, early = (engine.start(impatient.definition(), {}) for _ in range(2))
+    drain(engine)
+    engine.signal(early.id, "go", 7)
+    clock.advance(3600)
+    drain(engine)
+    assert engine.query(early.id).output == "got 7"
+    assert engine.query(late.id).output == "gave up: SignalTimeout"

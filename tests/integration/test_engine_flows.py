@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -384,6 +385,36 @@ def test_signal_wait_suspends_until_delivered(engine: Engine) -> None:
     assert engine.query(rec.id).output == [1, 2]
     with pytest.raises(ExecutionFinished):
         engine.signal(rec.id, "go", 3)
+
+
+SIGNAL_WITH_TIMEOUT = wf("""
+    activities:
+      - {id: go, wait: {signal: go}, timeout: 1h, on_failure: continue}
+    output:
+      status: "${{ activities.go.status }}"
+      payload: "${{ activities.go.status == 'completed' ? activities.go.output : null }}"
+    """)
+
+
+def test_a_signal_wait_with_a_timeout_fails_when_no_signal_came(
+    engine: Engine, clock: ManualClock
+) -> None:
+    late = engine.start(SIGNAL_WITH_TIMEOUT)
+    early = engine.start(SIGNAL_WITH_TIMEOUT)
+    drain(engine)
+    assert (
+        engine.query(late.id).pending_waits[0]["timeout_at"]
+        == (clock.now() + timedelta(hours=1)).isoformat()
+    )
+    engine.signal(early.id, "go", {"n": 1})
+    drain(engine)
+    clock.advance(3600)
+    drain(engine)
+    assert engine.query(early.id).output == {"status": "completed", "payload": {"n": 1}}
+    assert "TimerCancelled" in types(engine, early.id)  # its timeout was cancelled
+    view = engine.query(late.id)
+    assert view.output == {"status": "failed", "payload": None}
+    assert view.activities["go"]["error"]["type"] == "SignalTimeout"
 
 
 APPROVAL = wf("""

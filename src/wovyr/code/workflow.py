@@ -266,9 +266,13 @@ def answer_query(
     steps = {aid: a.output for aid, a in state.activities.items() if a.status in _RESULT}
     view = Query(state.id, state.status, dict(state.input), replay.published, steps)
     try:
-        answer = fn(view, **dict(args or {}))
+        inspect.signature(fn).bind(view, **dict(args or {}))
     except TypeError as exc:  # arguments the query does not take
         raise InputError([Problem(f"query {name}: {exc}", path="args")]) from None
+    try:
+        answer = fn(view, **dict(args or {}))
+    except Exception as exc:  # the query's own failure: said, not a bare 500
+        raise Conflict(f"query {name} raised {type(exc).__name__}: {exc}") from None
     try:
         return json.loads(json.dumps(answer))
     except (TypeError, ValueError):
@@ -430,7 +434,9 @@ class Replay:
             args = made(a.output if a is not None else None) if callable(made) and done else made
             args = {} if callable(args) else dict(args)
             spec = {**spec, "compensate": {"tool": tool, "with": _json(_literal(args), tool)}}
-        self.calls.append(self._model({**spec, "id": aid, "description": line}))
+        # a failure raises into the function (StepFailed), which decides what follows
+        doc = {**spec, "id": aid, "description": line, "on_failure": "continue"}
+        self.calls.append(self._model(doc))
         if self._since:  # the first call after the function took results: it follows them
             self._after, self._since = self._since, []
         self.steps[aid] = {"source": line, "after": list(self._after)}
@@ -555,11 +561,7 @@ class Context:
         `args` may be a function of the step's result: `lambda out: {"id": out["id"]}`."""
         tool = _tool_name(activity)
         given = {**(args or {}), **kwargs}
-        spec: dict[str, Any] = {
-            "tool": tool,
-            "with": _json(_literal(given), tool),
-            "on_failure": "continue",
-        }
+        spec: dict[str, Any] = {"tool": tool, "with": _json(_literal(given), tool)}
         if retry is not None:
             spec["retry"] = {"max_attempts": retry} if isinstance(retry, int) else dict(retry)
         if timeout is not None:
@@ -591,7 +593,6 @@ class Context:
             )
         (kind,) = kinds
         doc: dict[str, Any] = {kind: _json(_literal(dict(spec)), kind)[kind]}
-        doc["on_failure"] = "continue"
         if retry is not None:
             doc["retry"] = {"max_attempts": retry} if isinstance(retry, int) else dict(retry)
         if timeout is not None:

@@ -1,5 +1,6 @@
-"""The pure decider's part for waits: signals (buffered, consumed in order), approvals
-(decided before or after they are reached, with an optional timeout) and durable timers."""
+"""The pure decider's part for waits: signals (buffered, consumed in order; the activity's
+`timeout` fails a wait no signal came for), approvals (decided before or after they are
+reached, with an optional timeout) and durable timers."""
 
 from __future__ import annotations
 
@@ -34,6 +35,16 @@ def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Even
     events: list[Event] = []
     if wait.signal is not None:
         info: dict[str, Any] = {"kind": "signal", "name": wait.signal}
+        if act.timeout is not None:  # the activity's `timeout`: no signal by then fails it
+            timeout_at = (now + timedelta(seconds=act.timeout)).isoformat()
+            info["timeout_at"] = timeout_at
+            armed = TimerArmed(
+                timer=f"{act.id}:signal-timeout",
+                activity=act.id,
+                purpose="signal_timeout",
+                fire_at=timeout_at,
+            )
+            events.append(armed.at(now))
     elif wait.timer is not None:
         fire_at = wait.timer.at or now + timedelta(seconds=wait.timer.after or 0)
         info = {"kind": "timer", "fire_at": fire_at.isoformat()}
@@ -63,12 +74,20 @@ def check_wait(
 ) -> list[Event]:
     wait = a.wait or {}
     kind = wait.get("kind")
+    cancel_timer = [
+        TimerCancelled(timer=t).at(now)
+        for t, info in state.timers.items()
+        if info.get("activity") == act.id
+    ]
     if kind == "signal":
         name = wait["name"]
         if state.signals.get(name):
             payload = state.signals[name][0]
             consumed = ActivityCompleted(activity=act.id, attempt=1, output=payload, signal=name)
-            return [consumed.at(now)]
+            return [*cancel_timer, consumed.at(now)]
+        if a.timer_fired:
+            error = _error("SignalTimeout", f"no signal {name!r} before the wait's timeout")
+            return [ActivityFailed.final(act.id, 1, error).at(now)]
         return []
     if kind == "timer":
         if a.timer_fired:
@@ -76,11 +95,6 @@ def check_wait(
             return [ActivityCompleted(activity=act.id, attempt=1, output=output).at(now)]
         return []
     decision = state.approvals.get(act.id)
-    cancel_timer = [
-        TimerCancelled(timer=t).at(now)
-        for t, info in state.timers.items()
-        if info.get("activity") == act.id
-    ]
     if decision is not None:
         if decision["approved"]:
             return [
