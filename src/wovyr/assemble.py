@@ -113,11 +113,12 @@ def tracer(settings: Settings) -> Tracer:
     return LazyTracer(build)
 
 
-def load_activities(settings: Settings) -> None:
-    """Import the activity modules the settings name (and the installed entry points)."""
+def load_activities(settings: Settings) -> list[str]:
+    """Import the activity modules the settings name (and the installed entry points); the
+    names of those modules."""
     from wovyr.activities.base import ENTRY_POINT_GROUP, load_activity_modules
 
-    load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
+    return load_activity_modules(settings.activities, entry_point_group=ENTRY_POINT_GROUP)
 
 
 def open_runtime(
@@ -132,8 +133,7 @@ def open_runtime(
     from wovyr.platform.providers import SecretCredentials
     from wovyr.store import open_store
 
-    if activities:
-        load_activities(settings)
+    modules = load_activities(settings) if activities else []
     providers = model_providers(settings)
     # sealing tenants' payloads are sealed with the KMS
     store, secrets = open_sealed(open_store(settings.store_url, db_clock=db_clock), settings.home)
@@ -151,27 +151,28 @@ def open_runtime(
         tracer=tracer(settings),
         shell_sandbox=shell_sandbox(settings),
     )
-    if activities:
-        apply_code_workflows(runtime)
+    if modules:
+        apply_code_workflows(runtime, modules)
     return runtime, secrets
 
 
-def apply_code_workflows(runtime: Runtime) -> list[str]:
-    """Apply, for the runtime's tenant, the workflow functions (`@wovyr.workflow`) the
-    loaded modules registered, so that they start by name (API, CLI, schedules, children)
-    as applied YAML definitions do; what each apply answered. A function changed under a
-    name and version applied before is not applied again (its version must change, as a
-    YAML document's must): the refusal is logged, and this process still replays the
+def apply_code_workflows(runtime: Runtime, modules: list[str]) -> list[str]:
+    """Apply, for the runtime's tenant, the workflow functions (`@wovyr.workflow`) that
+    the `modules` loaded for it define, so that they start by name (API, CLI, schedules,
+    children) as applied YAML definitions do; what each apply answered. A function changed
+    under a name and version applied before is not applied again (its version must change,
+    as a YAML document's must): the refusal is logged, and this process still replays the
     running executions of that name and version with the function it loaded."""
     from wovyr.code.workflow import registered
 
-    if not registered():
+    ours = [wf for wf in registered() if wf.fn.__module__ in modules]
+    if not ours:
         return []
     from wovyr.engine.definitions import Definitions
     from wovyr.errors import DefinitionConflict
 
     definitions, answers = Definitions(runtime), []
-    for wf in registered():
+    for wf in ours:
         try:
             answers.append(definitions.apply(wf.definition())[0])
         except DefinitionConflict as exc:

@@ -311,23 +311,30 @@ def bind_inputs(tool: str, handler: Handler, kwargs: dict[str, Any]) -> None:
     raise NonRetryableError(message, type="InvalidActivityInput", details=details)
 
 
-def load_activity_modules(specs: Iterable[str], *, entry_point_group: str | None = None) -> None:
-    """Import modules (dotted names or .py paths) so their `@activity` decorators run."""
+def load_activity_modules(
+    specs: Iterable[str], *, entry_point_group: str | None = None
+) -> list[str]:
+    """Import modules (dotted names or .py paths) so their `@activity` decorators run; the
+    names of the modules they are (imported now or before), entry points' included."""
+    names = []
     for spec in specs:
         for item in (s.strip() for s in spec.split(",")):
             if item:
-                _import_one(item)
+                names.append(_import_one(item))
     if entry_point_group:
         from importlib.metadata import entry_points  # scans site-packages: only when asked
 
         for ep in entry_points(group=entry_point_group):
             try:
-                ep.load()
+                loaded = ep.load()
             except Exception as exc:  # a broken plugin must not hide the others' errors
                 raise ConfigError(f"cannot load activities entry point {ep.name!r}: {exc}") from exc
+            names.append(getattr(loaded, "__name__", ep.module))
+    return names
 
 
-def _import_one(item: str) -> None:
+def _import_one(item: str) -> str:
+    """Import one module (a dotted name or a .py path); its name in `sys.modules`."""
     try:
         if item.endswith(".py") or "/" in item:
             path = Path(item).resolve()
@@ -338,17 +345,17 @@ def _import_one(item: str) -> None:
             digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
             name = f"wovyr_user_{path.stem}_{digest}"
             if name in sys.modules:
-                return
+                return name
             spec = importlib.util.spec_from_file_location(name, path)
             if spec is None or spec.loader is None:
                 raise ConfigError(f"cannot import activities file {item}")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
-        else:
-            if str(Path.cwd()) not in sys.path:
-                sys.path.insert(0, str(Path.cwd()))
-            importlib.import_module(item)
+            return name
+        if str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))
+        return importlib.import_module(item).__name__
     except ConfigError:
         raise
     except Exception as exc:

@@ -48,12 +48,12 @@ def _code_problems(path: str) -> list[Problem]:
     if not file.is_file():
         return [Problem(f"{path} is not a file", file=path, line=1, column=1)]
     try:
-        load_activity_modules([str(file)])
+        (module,) = load_activity_modules([str(file)])
     except Exception as exc:  # the module itself fails to import: its problem
         return [Problem(f"cannot import {path}: {exc}", file=path, line=1, column=1)]
     problems = []
     for wf in registered():
-        if Path(wf.fn.__code__.co_filename).resolve() != file:
+        if wf.fn.__module__ != module:
             continue
         for found in check_workflow(wf):
             problems.append(Problem(found.message, file=path, line=found.line, column=found.column))
