@@ -9,6 +9,7 @@ import asyncio
 import json
 import threading
 from contextvars import ContextVar
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -747,3 +748,34 @@ def test_a_signal_that_does_not_come_in_time_raises_into_the_function(
     drain(engine)
     assert engine.query(early.id).output == "got 7"
     assert engine.query(late.id).output == "gave up: SignalTimeout"
+
+
+# --- schedules and cancel -----------------------------------------------------------------
+
+
+@wovyr.workflow(name="code-tick")
+async def tick(ctx: wovyr.Context) -> str:
+    stamp = ctx.now()
+    await ctx.signal("stop")
+    return stamp.isoformat()
+
+
+def test_a_schedule_starts_a_function_and_cancel_ends_it(
+    engine: Engine, clock: ManualClock
+) -> None:
+    from wovyr.scheduling.schedules import Schedules
+
+    engine.apply(tick.definition())
+    schedules = Schedules(engine)
+    schedules.create("ticks", workflow="code-tick", cron="0 * * * *")
+    clock.set(clock.now().replace(minute=0) + timedelta(hours=1))
+    drain(engine)
+    drain(engine)
+    [record] = engine.list(workflow="code-tick", limit=10).items
+    view = engine.query(record.id)
+    assert view.status == "waiting" and view.activities["now_1"]["status"] == "completed"
+    engine.cancel(record.id, "enough")
+    drain(engine)
+    view = engine.query(record.id)
+    assert view.status == "cancelled"
+    assert view.activities["stop_2"]["status"] != "waiting"
