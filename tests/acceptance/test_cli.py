@@ -148,11 +148,19 @@ def test_definitions_and_schedules_through_the_cli(home: Path) -> None:
 
 
 def test_worker_drives_detached_runs_and_stops_on_sigterm(home: Path) -> None:
+    """One worker serves a YAML run and a workflow function's run (started by name from
+    another process, which applied it when it loaded the module)."""
     started = wovyr(home, "run", str(EXAMPLES / "hello.yaml"), "--detach", "--id", "bg-1")
+    assert started.returncode == 0, started.stderr
+    flows = ["-a", str(EXAMPLES / "activities.py"), "-a", str(EXAMPLES / "order_saga.py")]
+    started = wovyr(
+        home, "run", "--workflow", "order-saga-py", *flows, "-i", "order_id=B-1", "--detach",
+        "--id", "bg-2",
+    )  # fmt: skip
     assert started.returncode == 0, started.stderr
     env = {**os.environ, "WOVYR_HOME": str(home), "WOVYR_POLL_INTERVAL_SECONDS": "0.05"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wovyr", "worker"],
+        [sys.executable, "-m", "wovyr", "worker", *flows],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -160,12 +168,15 @@ def test_worker_drives_detached_runs_and_stops_on_sigterm(home: Path) -> None:
         cwd=ROOT,
     )
     try:
-        deadline = time.monotonic() + 30
-        status = ""
-        while time.monotonic() < deadline and status != "completed":
-            shown = wovyr(home, "workflows", "show", "bg-1", "--json")
-            status = json.loads(shown.stdout)["status"] if shown.returncode == 0 else ""
-        assert status == "completed"
+        for execution in ("bg-1", "bg-2"):
+            deadline = time.monotonic() + 30
+            status = ""
+            while time.monotonic() < deadline and status != "completed":
+                shown = wovyr(home, "workflows", "show", execution, "--json")
+                status = json.loads(shown.stdout)["status"] if shown.returncode == 0 else ""
+            assert status == "completed", execution
+        shown = json.loads(wovyr(home, "workflows", "show", "bg-2", "--json").stdout)
+        assert list(shown["activities"]) == ["reserve", "charge", "ship"]
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
