@@ -91,6 +91,7 @@ _RESULT = frozenset(
         ActivityStatus.COMPENSATION_FAILED,
     }
 )
+_ENDED = _RESULT | {ActivityStatus.FAILED, ActivityStatus.SKIPPED}  # steps that ended
 
 # (name, version) -> the workflow functions this process registered. A worker runs only
 # these (the stored `code.function` is shown, never imported), and replays an execution
@@ -249,6 +250,8 @@ def answer_query(
             hint="read its activities with `wovyr workflows show`",
         )
     code = driver(stored)
+    if isinstance(code, CodeNotLoaded):
+        raise code
     assert code is not None
     fn = code.code.queries.get(name)
     if fn is None:
@@ -288,19 +291,31 @@ class Driver:
         self.stored = stored
         self.code = code
         self._models: dict[str, Activity] = {}
+        self._settled: frozenset[str] = frozenset()
+
+    def moved(self, state: ExecutionState, first: bool) -> bool:
+        """Whether a decision must replay the function on `state`: at its first replay, or
+        when a step ended since the last one (a wait the fire of its timer completed, a
+        value set), so the function can ask its next steps."""
+        ended = frozenset(aid for aid, a in state.activities.items() if a.status in _ENDED)
+        settled = ended | {"<finished>"} if state.finished else ended
+        if not first and settled == self._settled:
+            return False
+        self._settled = settled
+        return True
 
     def reveal(self, state: ExecutionState, now: datetime) -> RevealedWorkflow:
         return self.code.replay(state, now, self._models).revealed(self.stored)
 
 
-def driver(stored: Workflow) -> Driver | None:
+def driver(stored: Workflow) -> Driver | CodeNotLoaded | None:
     """The driver of a stored code workflow whose function this process loaded; None for
-    a YAML definition. `CodeNotLoaded` when this process lacks the function."""
+    a YAML definition; why not (`CodeNotLoaded`) when this process lacks the function."""
     if stored.code is None:
         return None
     code = loaded(stored)
     if code is None:
-        raise CodeNotLoaded(
+        return CodeNotLoaded(
             f"the code workflow {stored.name} v{stored.version} ({stored.code.function}) "
             "is not loaded in this process",
             hint="load its module with --activities MODULE",

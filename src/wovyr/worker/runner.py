@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -36,7 +35,6 @@ from wovyr.engine.core.state import (
     state_from_json,
 )
 from wovyr.engine.flow import (
-    MAX_GRANT_AGE,
     FlowAsk,
     flow_held,
     flow_hold,
@@ -49,6 +47,7 @@ from wovyr.events import Event, EventData
 from wovyr.store.base import CommitOutcome
 from wovyr.store.flow import FlowAcquire, FlowAnswer, GatedOutcome, RateRequest
 from wovyr.worker.attempts import Attempts
+from wovyr.worker.grants import Grants
 from wovyr.worker.outcomes import billed, calls_usage, not_current
 from wovyr.worker.services import RunnerServices
 
@@ -89,18 +88,10 @@ class ExecutionRunner:
         self.services = services
         self.owner = owner  # the worker holding the lease (activity slots are taken in its name)
         self._gated = gated(definition)
-        # a code workflow: its function, replayed before each decision (`wovyr.code`)
-        self._code: Driver | None = None
-        self._unloaded: CodeNotLoaded | None = None
-        try:
-            self._code = driver(definition)
-        except CodeNotLoaded as exc:
-            self._unloaded = exc
-        # activity concurrency slots held by running attempts: RunActivity.key -> (key, holder)
-        self._slots: dict[str, tuple[str, str]] = {}
-        # rate-limit units granted to attempts not launched yet: RunActivity.key ->
-        # (when, by the monotonic clock, the requests)
-        self._granted: dict[str, tuple[float, list[RateRequest]]] = {}
+        # a code workflow's function, replayed before each decision (`wovyr.code`), or why
+        # this process cannot
+        self._code = driver(definition)
+        self._grants = Grants()  # slots held and units granted (`wovyr.worker.grants`)
         self._refused: FlowAnswer | None = None  # the last step's gate, refused: hold
         self._handed = 0  # the chain run whose hand-over `continue_hold` admitted (and debited)
         self.committer = committer
@@ -143,8 +134,8 @@ class ExecutionRunner:
             await self._drive()
 
     async def _drive(self) -> None:
-        if self._unloaded is not None:
-            await self._hand_back(self._unloaded)
+        if isinstance(self._code, CodeNotLoaded):
+            await self._hand_back(self._code)
             return
         try:
             if self._adopt:  # attempts recorded in the start commit are ours to run
@@ -207,7 +198,7 @@ class ExecutionRunner:
             assert decision.state is not None
             events.extend(decision.events)
             done = not self._tasks and not decision.runs
-            released = [self._slots[r.key] for r, _, _ in self._results if r.key in self._slots]
+            released = self._grants.released(r for r, _, _ in self._results)
             if events or done:
                 result = await self._commit(
                     decision.state, events, done, released, gate, now, self._bounds.added, usage
@@ -224,11 +215,10 @@ class ExecutionRunner:
                     self._fail_journal()
                     return
                 self.state = decision.state
-                for run, _, _ in self._results:
-                    self._slots.pop(run.key, None)
+                self._grants.recorded(r for r, _, _ in self._results)
                 self._refused = None
                 if gate is not None:
-                    self._granted_now(gate, decision.runs)
+                    self._grants.granted_now(gate, decision.runs)
                 self._results.clear()
                 for future in recorded:
                     future.set_result(None)
@@ -254,14 +244,13 @@ class ExecutionRunner:
         decision = Decision(state=state, more=True)
         in_flight = frozenset(self._tasks)
         costs = Costs()  # what is measured once serves every call of the step
-        settled: frozenset[str] | None = None
+        first = True
         while True:
             assert decision.state is not None
-            if self._code is not None:  # replay the function: what it asks is the definition
-                now_settled = _settled(decision.state)
-                if now_settled == settled:
+            if isinstance(self._code, Driver):  # replay: what the function asks is the definition
+                if not self._code.moved(decision.state, first):
                     break  # no step ended since the last replay: it would ask the same
-                settled = now_settled
+                first = False
                 revealed = await asyncio.to_thread(self._code.reveal, decision.state, now)
                 self.definition = self._attempts.definition = revealed
                 self._gated = gated(revealed)
@@ -290,7 +279,7 @@ class ExecutionRunner:
                     state=more.state,
                     more=more.more,
                 )
-            if self._code is None:
+            if not isinstance(self._code, Driver):
                 break
         return decision
 
@@ -428,36 +417,11 @@ class ExecutionRunner:
             decision.state = fold(hold, decision.state)
         return decision, flow_requests(self.definition, state, decision.runs) or None
 
-    def _granted_now(self, gate: FlowAsk, runs: list[RunActivity]) -> None:
-        """The step carrying `gate` was written: its attempts hold their slots (released by
-        the commit recording their results) and their units (fresh until MAX_GRANT_AGE)."""
-        self._slots.update(gate.holds)
-        at = time.monotonic()
-        for run in runs:
-            rates = gate.rates_of.get(run.key)
-            if rates:
-                self._granted[run.key] = (at, rates)
-
-    async def _fresh_units(self, run: RunActivity) -> None:
-        """A call must follow the units it took closely, or calls granted apart could run
-        together (a slow commit in between): units older than `MAX_GRANT_AGE` are taken
-        again, waiting here for them if the bucket is short (rare: the grant was late)."""
-        granted = self._granted.pop(run.key, None)
-        if granted is None or time.monotonic() - granted[0] <= MAX_GRANT_AGE:
-            return
-        while True:
-            answer = await self.committer.acquire(
-                FlowAcquire(
-                    self.services.tenant,
-                    self.execution_id,
-                    self.owner,
-                    self.services.clock.now(),
-                    granted[1],
-                )
-            )
-            if answer.granted:
-                return
-            await asyncio.sleep(min(answer.wait, 5.0))
+    async def _acquire(self, rates: list[RateRequest]) -> FlowAnswer:
+        """Take rate-limit units again for an attempt whose grant grew stale."""
+        s = self.services
+        ask = FlowAcquire(s.tenant, self.execution_id, self.owner, s.clock.now(), rates)
+        return await self.committer.acquire(ask)
 
     def _reload(self) -> None:
         record = self.services.store.load(self.execution_id, self.services.tenant)
@@ -494,7 +458,7 @@ class ExecutionRunner:
     async def _timed(self, run: RunActivity) -> tuple[Outcome, Usage]:
         """Run the attempt once the rate-limit units it was granted are fresh; what it used
         is debited by the commit that records its result."""
-        await self._fresh_units(run)
+        await self._grants.fresh_units(run, self._acquire)
         self.stats.attempts += 1
         return await self._attempts.run(run)
 
@@ -516,17 +480,6 @@ class ExecutionRunner:
             self._changed = False
             if not self._lost:
                 self._reload()
-
-
-def _settled(state: ExecutionState) -> frozenset[str]:
-    """The steps of `state` that ended (a replay reads their results), and whether the
-    execution did: a code workflow is replayed again when this grows within a decision (a
-    wait completed by a fired timer, a value set) so the function can ask its next steps."""
-    ended = frozenset(aid for aid, a in state.activities.items() if a.status in _ENDED)
-    return ended | {"<finished>"} if state.finished else ended
-
-
-_ENDED = ActivityStatus.DONE_OK | {ActivityStatus.FAILED}
 
 
 def _running_attempts(definition: Workflow, state: ExecutionState) -> list[RunActivity]:
