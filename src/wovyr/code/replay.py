@@ -15,22 +15,31 @@ import json
 import random as _random
 import re
 import sys
-import traceback
 import uuid as _uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from wovyr.code.loop import ReplayLoop, ReplayLoopError
-from wovyr.code.values import Secret, as_duration, as_json, error, literal, unliteral
+from wovyr.code.values import (
+    NonDeterminism,
+    Secret,
+    StepFailed,
+    as_duration,
+    as_json,
+    caller_line,
+    error,
+    literal,
+    raised_error,
+    slug,
+    tool_name,
+    unliteral,
+)
 from wovyr.definition.model import Activity, RevealedWorkflow, Workflow
 from wovyr.engine.core.state import ExecutionState
-from wovyr.errors import WovyrError
 from wovyr.statuses import ActivityStatus
 
 if TYPE_CHECKING:
@@ -55,23 +64,6 @@ RESULT = frozenset(
     }
 )
 ENDED = RESULT | {ActivityStatus.FAILED, ActivityStatus.SKIPPED}  # steps that ended
-
-
-class StepFailed(WovyrError):
-    """A step of a code workflow failed for good (its retries are exhausted): raised where
-    the function awaits it. `error` is the step's recorded error (`type`, `message`)."""
-
-    def __init__(self, step: str, error: Mapping[str, Any]) -> None:
-        self.step = step
-        self.error = dict(error)
-        self.type = str(self.error.get("type", "Error"))
-        super().__init__(f"step {step} failed: {self.type}: {self.error.get('message', '')}")
-
-
-class NonDeterminism(WovyrError):
-    """A replay asked for another step than the history holds: the function changed (or
-    reads something it must not). The execution fails with it even if the function
-    catches it."""
 
 
 @dataclass
@@ -121,7 +113,7 @@ class Replay:
         if task is not None and task.done() and self.raised is None:
             failed = task.exception()
             if failed is not None:
-                self.raised = _raised(failed)
+                self.raised = raised_error(failed)
             else:
                 try:
                     self.output = json.loads(json.dumps(task.result()))
@@ -184,7 +176,7 @@ class Replay:
             aid = given
         else:
             self._n += 1
-            aid = f"{_slug(name)}_{self._n}"
+            aid = f"{slug(name)}_{self._n}"
             held = self._recorded.get(self._n)
             if held is not None and held != aid:
                 self._nondeterministic(
@@ -325,7 +317,7 @@ class Context:
         these keyword arguments (`args=` for names taken here, such as `timeout`).
         `compensate=(undo, args)` undoes it if the workflow fails after it completed;
         `args` may be a function of the step's result: `lambda out: {"id": out["id"]}`."""
-        tool = _tool_name(activity)
+        tool = tool_name(activity)
         given = {**(args or {}), **kwargs}
         spec: dict[str, Any] = {"tool": tool, "with": as_json(literal(given), tool)}
         if retry is not None:
@@ -336,7 +328,7 @@ class Context:
             spec["concurrency"] = dict(concurrency)
         if rate_limit is not None:
             spec["rate_limit"] = dict(rate_limit)
-        undo = None if compensate is None else (_tool_name(compensate[0]), compensate[1])
+        undo = None if compensate is None else (tool_name(compensate[0]), compensate[1])
         return self._ask(tool.rsplit(".", 1)[-1], spec, id, undo)
 
     def step(
@@ -443,7 +435,7 @@ class Context:
         aid = f"patched_{patch}"
         if aid not in self._replay.state.activities and not self._replay.frontier():
             return False  # an older execution already made the calls after this point
-        self._replay.ask("patched", {"set": {"patched": True}}, aid, _line())
+        self._replay.ask("patched", {"set": {"patched": True}}, aid, caller_line())
         self._replay.took(aid)
         return True
 
@@ -452,7 +444,7 @@ class Context:
         aid_n = replay._n + 1
         recorded = replay.state.activities.get(f"{name}_{aid_n}")
         value = make() if recorded is None or recorded.output is None else None
-        outcome = replay.ask(name, {"set": {name: literal(value)}}, None, _line())
+        outcome = replay.ask(name, {"set": {name: literal(value)}}, None, caller_line())
         replay.took(replay.calls[-1].id)
         if isinstance(outcome, _Result) and isinstance(outcome.value, dict):
             return outcome.value.get(name)
@@ -467,7 +459,7 @@ class Context:
     ) -> Awaitable[Any]:
         """Ask for a step now (at the call, in call order, naming the caller's line) and
         return what awaits its result."""
-        return _awaited(self._replay, self._replay.ask(name, spec, given, _line(), undo))
+        return _awaited(self._replay, self._replay.ask(name, spec, given, caller_line(), undo))
 
 
 async def _awaited(replay: Replay, outcome: Any) -> Any:
@@ -481,57 +473,3 @@ async def _awaited(replay: Replay, outcome: Any) -> Any:
         return outcome.value
     never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     return await never  # resolved by a later replay, never by this one
-
-
-def _line() -> str:
-    """`file.py:LINE` of the workflow code that made the current call (the first frame
-    outside this package and asyncio)."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        shown = _FILES.get(frame.f_code.co_filename)
-        if shown is None:
-            shown = _FILES[frame.f_code.co_filename] = _shown_file(frame.f_code.co_filename)
-        if shown:
-            return f"{shown}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "?"
-
-
-def _shown_file(filename: str) -> str:
-    """How a frame's file is shown ("" for this package's and asyncio's own frames)."""
-    path = Path(filename)
-    return "" if path.parent == _HERE or "asyncio" in path.parts else path.name
-
-
-_HERE = Path(__file__).parent
-_FILES: dict[str, str] = {}  # a frame's file name -> `_shown_file` (once per file)
-
-
-def _slug(name: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40].strip("_") or "step"
-    return slug if slug[0].isalpha() else f"s_{slug}"
-
-
-def _tool_name(activity: Callable[..., Any] | str) -> str:
-    if isinstance(activity, str):
-        return activity
-    name = getattr(activity, "__wovyr_activity__", None)
-    if not isinstance(name, str):
-        raise TypeError(
-            f"{getattr(activity, '__qualname__', activity)!r} is not a registered activity: "
-            "decorate it with @wovyr.activity(NAME), or pass the activity's name"
-        )
-    return name
-
-
-def _raised(exc: BaseException) -> dict[str, Any]:
-    """The recorded error of an exception the function raised, with its traceback."""
-    trace = "".join(traceback.format_exception(exc)[-20:])
-    if isinstance(exc, StepFailed):  # as a YAML workflow fails when a step failed for good
-        return {
-            "type": "ActivityFailed",
-            "activity": exc.step,
-            "error": exc.error,
-            "details": {"traceback": trace},
-        }
-    return error(type(exc).__name__, str(exc), traceback=trace)
