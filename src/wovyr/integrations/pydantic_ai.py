@@ -151,6 +151,11 @@ class DurableAgent:
         self._tools: dict[str, FunctionToolset[Any]] = {}
         for toolset in agent.toolsets:
             toolset.apply(self._collect)
+        # build the messages' deferred schema here, once, not first in a replay's thread and
+        # an activity's at the same time: CPython 3.11 keeps the AST constructor's depth per
+        # interpreter, and two threads building ASTs at once have failed with "SystemError:
+        # AST constructor recursion depth mismatch" (seen once in this module's tests)
+        ModelMessagesTypeAdapter.validate_python([])
         registry = registry if registry is not None else _default_registry
         registry.register(self.model_activity, self._model_request)
         for tool in self._tools:
