@@ -291,6 +291,55 @@ def test_a_pydantic_ai_tool_asks_the_model_to_retry() -> None:
     engine.close()
 
 
+@wovyr.workflow(name="openai-agents-triage")
+async def sdk_triage(ctx: wovyr.Context, question: str) -> str:
+    runner, agent = AGENT["openai_agents"]
+    result = await runner.run(ctx, agent, question)
+    return f"{result.last_agent.name}: {result.final_output}"
+
+
+def test_an_agents_sdk_handoff_runs_the_other_agents_tools_as_steps() -> None:
+    """The runner registers the tools of the agents a handoff reaches; the handoff itself is
+    the model's answer (no step of its own)."""
+    registry = ActivityRegistry()
+    engine = memory_engine(registry)
+    refunded: list[str] = []
+
+    @function_tool
+    def refund(order: str) -> str:
+        """Refund an order."""
+        refunded.append(order)
+        return f"refunded {order}"
+
+    script = [
+        tool_calls(("transfer_to_refunds", {}, "call_handoff")),
+        tool_calls(("refund", {"order": "A-1"}, "call_refund")),
+        text("Refunded."),
+    ]
+    with ScriptedLLM(script) as llm:
+        refunds: SdkAgent[Any] = SdkAgent(name="refunds", model="gpt-test", tools=[refund])
+        triage: SdkAgent[Any] = SdkAgent(name="triage", model="gpt-test", handoffs=[refunds])
+        provider = SdkProvider(openai_client=client(llm))
+        runner = DurableRunner(
+            "triage", model_provider=provider, agents=[triage], registry=registry
+        )
+        AGENT["openai_agents"] = (runner, triage)
+        record = engine.start(sdk_triage.definition(), {"question": "Refund A-1"})
+        drain(engine)
+
+    view = engine.query(record.id)
+    assert view.status == "completed", view.error
+    assert view.output == "refunds: Refunded."
+    assert list(view.activities) == [
+        "model_request_1",
+        "model_request_2",
+        "refund_3",
+        "model_request_4",
+    ]
+    assert refunded == ["A-1"]
+    engine.close()
+
+
 def test_importing_wovyr_imports_no_agent_framework() -> None:
     code = (
         "import sys, wovyr, wovyr.integrations, wovyr.code.workflow, wovyr.testing\n"
