@@ -39,6 +39,7 @@ WORKER = Path(__file__).with_name("framework_worker.py")
 KEY = "sk-canary-frameworks-kill-7d41"  # the worker's (tests/chaos/framework_worker.py)
 LEASE = 1.0
 MIN_KILLS = 8
+MAX_LIVES = 5 * MIN_KILLS  # a bound by count: lives that end without a kill are not many
 BATCH = 3  # executions started together
 ANSWER = "three turns of tools done"
 # the tool calls of each turn (the fourth answers): (tool, n); two at once in turn 1,
@@ -232,7 +233,12 @@ def test_sigkill_mid_agent_run_repeats_no_recorded_call(framework: str, tmp_path
     ):
         engine = Engine(SQLiteStore(db))
         while len(at_kill) < MIN_KILLS:
-            if all(engine.query(r).status == "completed" for r in runs):
+            assert lives < MAX_LIVES, f"{lives} lives made only {len(at_kill)} kills"
+            views = [engine.query(r) for r in runs]
+            assert all(v.status in ("running", "completed") for v in views), [
+                (v.id, v.status, v.error) for v in views
+            ]
+            if all(v.status == "completed" for v in views):
                 batch = [f"r{len(runs) + i}" for i in range(BATCH)]
                 for run in batch:
                     engine.start(None, {"run": run}, name=worker.workflow, execution_id=run)
