@@ -128,8 +128,12 @@ class Lives:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        ready, workflow = self._next(timeout=120).split()
-        assert ready == "ready", ready
+        try:
+            ready, workflow = self._next(timeout=120).split()
+            assert ready == "ready", ready
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         self.workflow = workflow  # applied to the store: it starts by name
         self.pid: int | None = None  # the life running
         self.code: int | None = None  # how the last life ended
