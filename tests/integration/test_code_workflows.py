@@ -17,9 +17,9 @@ import anyio
 import pytest
 
 import wovyr
-from wovyr.activities.base import ActivityError, ActivityRegistry
+from wovyr.activities.base import ActivityError, ActivityRegistry, load_activity_modules
 from wovyr.clock import ManualClock
-from wovyr.code.workflow import _REGISTRY, answer_query
+from wovyr.code.workflow import _REGISTRY, answer_query, registered
 from wovyr.engine.core.state import state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.errors import Conflict, DefinitionError, InputError
@@ -34,49 +34,9 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "order-saga.yaml"
 # --- the order saga, as the YAML example and as a function ---------------------------------
 
 
-@wovyr.workflow(name="order-saga-py")
-async def order_saga(
-    ctx: wovyr.Context,
-    order_id: str,
-    amount: float = 0,
-    currency: str = "EUR",
-    items: list = [],  # noqa: B006 - the input's default, recorded as JSON; never mutated
-) -> dict[str, Any]:
-    reserved = await ctx.run(
-        "inventory.reserve",
-        id="reserve",
-        order_id=order_id,
-        items=items,
-        retry={"max_attempts": 5, "initial_interval": "1s", "max_interval": "1m"},
-        timeout="30s",
-        compensate=("inventory.release", lambda out: {"reservation_id": out["reservation_id"]}),
-    )
-    charged = await ctx.run(
-        "payments.charge",
-        id="charge",
-        order_id=order_id,
-        amount=amount,
-        currency=currency,
-        description=f"Order {order_id} ({len(items)} items)",
-        retry={"max_attempts": 3, "non_retryable": ["CardDeclined", "InvalidAmount"]},
-        timeout="1m",
-        compensate=(
-            "payments.refund",
-            lambda out: {"charge_id": out["charge_id"], "amount": amount},
-        ),
-    )
-    shipped = await ctx.run(
-        "shipping.ship",
-        id="ship",
-        order_id=order_id,
-        reservation_id=reserved["reservation_id"],
-        express=amount > 500,
-    )
-    return {
-        "order_id": order_id,
-        "charge_id": charged["charge_id"],
-        "tracking": shipped["tracking_number"],
-    }
+# the example's function (`examples/order_saga.py`), loaded as `-a` loads it
+(SAGA_MODULE,) = load_activity_modules([str(EXAMPLE.with_name("order_saga.py"))])
+order_saga = next(wf for wf in registered() if wf.fn.__module__ == SAGA_MODULE)
 
 
 def shop(registry: ActivityRegistry, calls: list[tuple[str, Any]], *, decline: bool) -> None:

@@ -36,15 +36,7 @@ def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Even
     if wait.signal is not None:
         info: dict[str, Any] = {"kind": "signal", "name": wait.signal}
         if act.timeout is not None:  # the activity's `timeout`: no signal by then fails it
-            timeout_at = (now + timedelta(seconds=act.timeout)).isoformat()
-            info["timeout_at"] = timeout_at
-            armed = TimerArmed(
-                timer=f"{act.id}:signal-timeout",
-                activity=act.id,
-                purpose="signal_timeout",
-                fire_at=timeout_at,
-            )
-            events.append(armed.at(now))
+            events.append(_timeout(act.id, "signal", act.timeout, info, now))
     elif wait.timer is not None:
         fire_at = wait.timer.at or now + timedelta(seconds=wait.timer.after or 0)
         info = {"kind": "timer", "fire_at": fire_at.isoformat()}
@@ -57,16 +49,23 @@ def begin_wait(act: Activity, state: ExecutionState, now: datetime) -> list[Even
         assert approval is not None
         info = {"kind": "approval", "approvers": list(approval.approvers), "timeout_at": None}
         if approval.timeout is not None:
-            timeout_at = (now + timedelta(seconds=approval.timeout)).isoformat()
-            info["timeout_at"] = timeout_at
-            armed = TimerArmed(
-                timer=f"{act.id}:approval-timeout",
-                activity=act.id,
-                purpose="approval_timeout",
-                fire_at=timeout_at,
-            )
-            events.append(armed.at(now))
+            events.append(_timeout(act.id, "approval", approval.timeout, info, now))
     return [ActivityScheduled(activity=act.id, input=None, wait=info).at(now), *events]
+
+
+def _timeout(
+    activity: str, kind: str, seconds: float, info: dict[str, Any], now: datetime
+) -> Event:
+    """The timer that ends a `kind` wait unanswered after `seconds` (its time noted in
+    `info`, what the wait shows)."""
+    timeout_at = info["timeout_at"] = (now + timedelta(seconds=seconds)).isoformat()
+    armed = TimerArmed(
+        timer=f"{activity}:{kind}-timeout",
+        activity=activity,
+        purpose=f"{kind}_timeout",
+        fire_at=timeout_at,
+    )
+    return armed.at(now)
 
 
 def check_wait(
