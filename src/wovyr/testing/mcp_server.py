@@ -23,8 +23,10 @@ Without tools, the server offers the built-in ones: `add(a, b)`, `record(note)`,
 secret arrive without its value) and `fail()` (always a tool error).
 
 `python -m wovyr.testing.mcp_server [--tool MODULE:NAME]... [--path DIR]... [--calls FILE]
-[--delay SECONDS] [--http PORT]` is the server program (`--delay`: each call waits after it
-is recorded, so a test can kill a worker while a call is inside the tool).
+[--delay SECONDS] [--http PORT [--port-file FILE]]` is the server program (`--delay`: each
+call waits after it is recorded, so a test can kill a worker while a call is inside the tool;
+`--http 0`: on a free port that the program binds itself and writes to `--port-file` once it
+holds it, so no other process can take the port between its choice and its use).
 """
 
 from __future__ import annotations
@@ -199,18 +201,21 @@ class FakeMCPServer:
         return self
 
     def _serve_http(self) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        log = (self.calls_file.parent / "server.log").open("wb")
+        folder = self.calls_file.parent
+        port_file = folder / "port"
+        log = (folder / "server.log").open("wb")
         with log:
             self._process = subprocess.Popen(
-                [*self.command, "--http", str(port)], stdout=log, stderr=log
+                [*self.command, "--http", "0", "--port-file", str(port_file)],
+                stdout=log,
+                stderr=log,
             )
         deadline = time.monotonic() + 30
-        while not _listening(port):
+        port = 0
+        while not port or not _listening(port):
+            port = int(port_file.read_text()) if port_file.exists() else 0
             if self._process.poll() is not None or time.monotonic() > deadline:
-                output = (self.calls_file.parent / "server.log").read_text()
+                output = (folder / "server.log").read_text()
                 self.__exit__()
                 raise RuntimeError(f"the fake MCP server did not start: {output}")
             time.sleep(0.05)
@@ -288,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", help="the file each call is recorded in (JSON lines)")
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--http", type=int, metavar="PORT")
+    parser.add_argument("--port-file", help="with --http: where the port served is written")
     options = parser.parse_args(argv)
     try:
         from mcp.server import MCPServer
@@ -307,10 +313,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = _recorded(name, fn, options.calls, options.delay, context, ToolError)
         server.add_tool(run, name=name)
     if options.http is not None:
-        server.run(transport="streamable-http", host="127.0.0.1", port=options.http)
+        _serve(server.streamable_http_app(host="127.0.0.1"), options.http, options.port_file)
     else:
         server.run()
     return 0
+
+
+def _serve(app: Any, port: int, port_file: str | None) -> None:
+    """Serve `app` on 127.0.0.1:`port` (0: a free one) from a socket bound here, then
+    written to `port_file` (whole, by a rename) before the first request is served."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    if port_file:
+        part = Path(f"{port_file}.part")
+        part.write_text(str(sock.getsockname()[1]))
+        part.replace(port_file)
+    config = uvicorn.Config(app, log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 def _load(reference: str) -> Callable[..., Any]:
