@@ -16,10 +16,10 @@ import random as _random
 import re
 import sys
 import uuid as _uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -42,8 +42,16 @@ from wovyr.definition.model import Activity, RevealedWorkflow, Workflow
 from wovyr.engine.core.state import ExecutionState
 from wovyr.statuses import ActivityStatus
 
-if TYPE_CHECKING:
-    from wovyr.code.workflow import CodeWorkflow
+
+class CodeWorkflow(Protocol):
+    """What a replay needs of a workflow function (`wovyr.code.workflow.CodeWorkflow`,
+    which this module does not import: that one replays through this one)."""
+
+    fn: Callable[..., Coroutine[Any, Any, Any]]
+    name: str
+    version: str
+    inputs: dict[str, Any]
+
 
 __all__ = ["ENDED", "RESULT", "Context", "NonDeterminism", "Replay", "StepFailed"]
 

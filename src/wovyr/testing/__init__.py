@@ -65,7 +65,7 @@ _WHERE = {
     "crash": "wovyr.testing.engines",
     "drain": "wovyr.testing.engines",
     "memory_engine": "wovyr.testing.engines",
-    "Answer": "wovyr.testing.model",
+    "Answer": "wovyr.testing.transcript",
     "Recorded": "wovyr.testing.model",
     "Reply": "wovyr.testing.model",
     "ScriptedModel": "wovyr.testing.model",

@@ -56,10 +56,9 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from wovyr.testing.transcript import Transcript
+from wovyr.testing.transcript import Answer, Transcript
 
 __all__ = [
     "EMBEDDING_DIMS",
@@ -283,27 +282,6 @@ def _embeddings(body: Any) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class Answer:
-    """What the model sends back: a status, headers and a body, or (a stream) SSE events
-    sent one after the other, `pause` seconds apart."""
-
-    status: int
-    body: bytes = b""
-    headers: tuple[tuple[str, str], ...] = ()
-    content_type: str = "application/json"
-    events: tuple[bytes, ...] | None = None
-    pause: float = 0.0
-
-    @property
-    def content(self) -> bytes:
-        """The whole body as sent (a stream's events joined)."""
-        return b"".join(self.events) if self.events is not None else self.body
-
-    def json(self) -> Any:
-        return json.loads(self.content)
-
-
 def _json_answer(code: int, data: Any, headers: dict[str, str] | None = None) -> Answer:
     return Answer(code, json.dumps(data).encode(), tuple((headers or {}).items()))
 
@@ -375,8 +353,6 @@ class ScriptedModel:
 
     def transcript(self) -> Transcript:
         """Every chat exchange answered so far (request body and answer), to replay."""
-        from wovyr.testing.transcript import Transcript
-
         with self._lock:
             return Transcript(tuple(dict(e) for e in self._exchanges))
 

@@ -23,11 +23,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wovyr.testing.model import Answer
-
-__all__ = ["FORMAT", "Transcript"]
+__all__ = ["FORMAT", "Answer", "Transcript"]
 
 FORMAT = "wovyr-transcript/1"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the model sends back: a status, headers and a body, or (a stream) SSE events
+    sent one after the other, `pause` seconds apart."""
+
+    status: int
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    content_type: str = "application/json"
+    events: tuple[bytes, ...] | None = None
+    pause: float = 0.0
+
+    @property
+    def content(self) -> bytes:
+        """The whole body as sent (a stream's events joined)."""
+        return b"".join(self.events) if self.events is not None else self.body
+
+    def json(self) -> Any:
+        return json.loads(self.content)
 
 
 def _canonical(body: Any) -> str:
