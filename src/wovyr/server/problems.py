@@ -45,6 +45,7 @@ __all__ = [
     "TITLES",
     "ApiProblem",
     "install_problem_handlers",
+    "located",
     "problem_response",
     "problem_responses",
 ]
@@ -125,6 +126,13 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 LOCATION_HEADER: dict[str, Any] = {
     "Location": {"description": "The URL of the object created.", "schema": {"type": "string"}}
 }
+
+
+def located(response: Response, created: bool, location: str) -> None:
+    """A write's status, 201 when it made the object now and 200 when the object was there
+    already, and the object's `Location` either way."""
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = location
 
 
 def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:

@@ -22,7 +22,7 @@ from wovyr.server.api.documents import DOCUMENT_BODY, read_document
 from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, TAGGED, IfMatch, check_if_match
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
 from wovyr.server.guard import api_router
-from wovyr.server.problems import LOCATION_HEADER, problem_responses
+from wovyr.server.problems import LOCATION_HEADER, located, problem_responses
 from wovyr.store.records import DefinitionRecord
 
 __all__ = ["router"]
@@ -87,8 +87,7 @@ async def apply_definition(
     workflow = engine.definition(digest)
     record = engine.store.registered_definition(workflow.name, workflow.version, engine.tenant)
     assert record is not None  # just applied
-    response.status_code = 201 if outcome == "applied" else 200
-    response.headers["Location"] = f"{router.prefix}/{record.name}/{record.version}"
+    located(response, outcome == "applied", f"{router.prefix}/{record.name}/{record.version}")
     response.headers["ETag"] = _etag(record)
     return DefinitionApplied(**_out(record).model_dump(), result=outcome)
 
