@@ -51,6 +51,7 @@ from wovyr.settings import Settings
 from wovyr.store import capabilities
 from wovyr.withheld import handing_over
 from wovyr.worker import Worker
+from wovyr.worker.threads import call_from_thread
 
 __all__ = ["Background"]
 
@@ -257,10 +258,7 @@ class Background:
 
     def _changed(self, tenant: str, execution_id: str) -> None:
         """An engine listener (called from request threads): pass the change on."""
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._notify, tenant, execution_id)
+        call_from_thread(self._loop, self._notify, tenant, execution_id)
 
     def _notify(self, tenant: str, execution_id: str) -> None:
         process = self.process
@@ -278,10 +276,9 @@ class Background:
 
     def wake_batches(self) -> None:
         """A batch was submitted (callable from request threads): work on it now."""
-        loop, wake = self._loop, self._batch_wake
-        if loop is not None and wake is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(wake.set)
+        wake = self._batch_wake
+        if wake is not None:
+            call_from_thread(self._loop, wake.set)
 
     async def _batching(self) -> None:
         """One page at a time, for as long as some batch needs work; then wait for a
