@@ -51,6 +51,7 @@ from wovyr.settings import Settings
 from wovyr.store import capabilities
 from wovyr.withheld import handing_over
 from wovyr.worker import Worker
+from wovyr.worker.threads import call_from_thread
 
 __all__ = ["Background"]
 
@@ -172,22 +173,7 @@ class Background:
     # --- in a child process ----------------------------------------------------------------
 
     def _config(self) -> WorkerConfig:
-        s = self.settings
-        return WorkerConfig(
-            store_url=self.engine.store.url,
-            activities=s.activities,
-            concurrency=s.concurrency,
-            lease_seconds=s.lease_seconds,
-            poll_interval=s.dispatch_interval,
-            shutdown_grace=s.shutdown_grace,
-            default_timeout=s.default_timeout,
-            max_payload_bytes=s.max_payload_bytes,
-            max_execution_bytes=s.max_execution_bytes,
-            max_per_tenant=s.max_per_tenant,
-            home=str(s.home),
-            min_continue_interval=s.min_continue_interval,
-            reserved_slots=s.reserved_slots,
-        )
+        return WorkerConfig.of(self.settings, self.engine.store.url)
 
     async def _supervise_process(self) -> None:
         self.engine.add_listener(self._changed)
@@ -257,10 +243,7 @@ class Background:
 
     def _changed(self, tenant: str, execution_id: str) -> None:
         """An engine listener (called from request threads): pass the change on."""
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._notify, tenant, execution_id)
+        call_from_thread(self._loop, self._notify, tenant, execution_id)
 
     def _notify(self, tenant: str, execution_id: str) -> None:
         process = self.process
@@ -278,10 +261,9 @@ class Background:
 
     def wake_batches(self) -> None:
         """A batch was submitted (callable from request threads): work on it now."""
-        loop, wake = self._loop, self._batch_wake
-        if loop is not None and wake is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(wake.set)
+        wake = self._batch_wake
+        if wake is not None:
+            call_from_thread(self._loop, wake.set)
 
     async def _batching(self) -> None:
         """One page at a time, for as long as some batch needs work; then wait for a

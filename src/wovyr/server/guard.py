@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wovyr.platform.metrics import Metrics
-from wovyr.server.problems import problem_response, problem_responses
+from wovyr.server.problems import ApiProblem, problem_responses
 from wovyr.store.codec import MAX_DEPTH
 
 __all__ = [
@@ -103,7 +103,7 @@ class RequestGuard:
 
         try:
             if _has_nul(scope):  # no store can keep one in text, so refuse it at the door
-                await problem_response(400, _NUL)(scope, receive, tracking_send)
+                await ApiProblem(400, _NUL).response()(scope, receive, tracking_send)
             elif self._declared_too_large(scope, cap):
                 await self._refuse(413, scope, receive, tracking_send, cap)
             else:
@@ -142,7 +142,7 @@ class RequestGuard:
             else "The server failed to handle the request."
         )
         headers = {"Connection": "close"} if status == 413 else None
-        response = problem_response(status, detail, headers=headers)
+        response = ApiProblem(status, detail, headers=headers).response()
         await response(scope, receive, send)
 
 

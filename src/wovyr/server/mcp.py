@@ -38,7 +38,7 @@ from wovyr.engine.agents import agent_run, list_agents, start_agent_run
 from wovyr.engine.engine import Engine
 from wovyr.errors import WovyrError
 from wovyr.platform.auth import Authenticator, Principal
-from wovyr.server.problems import problem_response
+from wovyr.server.problems import ApiProblem
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -273,9 +273,9 @@ class _RequireKey:
         if token is not None:
             principal = await asyncio.to_thread(self._authenticator.verify, token)
         if principal is None:
-            response = problem_response(
+            response = ApiProblem(
                 401, "a valid API key is required", headers={"WWW-Authenticate": "Bearer"}
-            )
+            ).response()
             await response(scope, receive, send)
             return
         await self._app(scope, receive, send)

@@ -45,7 +45,7 @@ __all__ = [
     "TITLES",
     "ApiProblem",
     "install_problem_handlers",
-    "problem_response",
+    "located",
     "problem_responses",
 ]
 
@@ -127,6 +127,13 @@ LOCATION_HEADER: dict[str, Any] = {
 }
 
 
+def located(response: Response, created: bool, location: str) -> None:
+    """A write's status, 201 when it made the object now and 200 when the object was there
+    already, and the object's `Location` either way."""
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = location
+
+
 def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` for error codes, each an `application/problem+json` document
     (`wovyr.server.api.openapi` makes them references to one shared response each)."""
@@ -156,60 +163,53 @@ class ApiProblem(WovyrError):
         self.headers = headers or {}
         self.slug = slug
 
-
-def problem_response(
-    status: int,
-    detail: str,
-    *,
-    problems: Sequence[Problem] = (),
-    headers: dict[str, str] | None = None,
-    slug: str | None = None,
-) -> Response:
-    body: dict[str, Any] = {
-        "type": f"urn:wovyr:problem:{slug or _SLUGS.get(status, 'error')}",
-        "title": TITLES.get(status, "Error"),
-        "status": status,
-        "detail": detail,
-    }
-    if problems:
-        body["problems"] = [p.to_dict() for p in problems]
-    return Response(
-        json.dumps(body, ensure_ascii=False, default=str),
-        status_code=status,
-        media_type=PROBLEM_JSON,
-        headers=headers,
-    )
+    def response(self) -> Response:
+        """The problem document (`application/problem+json`) that answers with it."""
+        body: dict[str, Any] = {
+            "type": f"urn:wovyr:problem:{self.slug or _SLUGS.get(self.status, 'error')}",
+            "title": TITLES.get(self.status, "Error"),
+            "status": self.status,
+            "detail": self.detail,
+        }
+        if self.problems:
+            body["problems"] = [p.to_dict() for p in self.problems]
+        return Response(
+            json.dumps(body, ensure_ascii=False, default=str),
+            status_code=self.status,
+            media_type=PROBLEM_JSON,
+            headers=self.headers,
+        )
 
 
 def not_found() -> Response:
     """THE 404: identical for a missing object and for another tenant's."""
-    return problem_response(404, NOT_FOUND_DETAIL)
+    return ApiProblem(404, NOT_FOUND_DETAIL).response()
 
 
 def _wovyr_error(exc: WovyrError) -> Response:
     if isinstance(exc, NotFound):
         return not_found()
     if isinstance(exc, DefinitionError | InputError):
-        return problem_response(422, exc.message, problems=exc.problems)
+        return ApiProblem(422, exc.message, problems=exc.problems).response()
     if isinstance(exc, ExpressionError | ActivityNotRegistered):
-        return problem_response(422, str(exc))
+        return ApiProblem(422, str(exc)).response()
     if isinstance(exc, DefinitionDrift):
-        return problem_response(409, str(exc), slug="definition-drift")
+        return ApiProblem(409, str(exc), slug="definition-drift").response()
     if isinstance(exc, Conflict):
-        return problem_response(409, str(exc))
+        return ApiProblem(409, str(exc)).response()
     if isinstance(exc, QuotaExceeded):
         wait = str(max(1, math.ceil(exc.retry_after)))
-        return problem_response(429, str(exc), headers={"Retry-After": wait})
+        return ApiProblem(429, str(exc), headers={"Retry-After": wait}).response()
     if isinstance(exc, StoreUnavailable):
         log.warning("store unavailable: %s", exc)
-        return problem_response(503, "The store is unavailable; try again.", headers=_RETRY)
+        return ApiProblem(503, "The store is unavailable; try again.", headers=_RETRY).response()
     if isinstance(exc, KmsError):  # its message names keys and objects, never a value
         log.error("key management failed: %s", exc)
-        return problem_response(500, f"The server's key management failed: {exc.message}")
+        return ApiProblem(500, f"The server's key management failed: {exc.message}").response()
     if isinstance(exc, StoreError | ConfigError):
         log.error("request failed: %s", exc)
-        return problem_response(500, "The server failed to handle the request.")
-    return problem_response(422, str(exc))
+        return ApiProblem(500, "The server failed to handle the request.").response()
+    return ApiProblem(422, str(exc)).response()
 
 
 _RETRY = {"Retry-After": "1"}
@@ -230,9 +230,7 @@ def _validation_problems(exc: RequestValidationError) -> list[Problem]:
 def install_problem_handlers(app: FastAPI) -> None:
     async def on_api_problem(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiProblem)
-        return problem_response(
-            exc.status, exc.detail, problems=exc.problems, headers=exc.headers, slug=exc.slug
-        )
+        return exc.response()
 
     async def on_wovyr(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, WovyrError)
@@ -244,13 +242,15 @@ def install_problem_handlers(app: FastAPI) -> None:
             return not_found()
         detail = exc.detail if isinstance(exc.detail, str) else TITLES.get(exc.status_code, "")
         headers = dict(exc.headers or {})
-        return problem_response(exc.status_code, detail, headers=headers)
+        return ApiProblem(exc.status_code, detail, headers=headers).response()
 
     async def on_invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         if any(e.get("type") == "json_invalid" for e in exc.errors()):
-            return problem_response(400, "The request body is not valid JSON.")
-        return problem_response(422, "The request is invalid.", problems=_validation_problems(exc))
+            return ApiProblem(400, "The request body is not valid JSON.").response()
+        return ApiProblem(
+            422, "The request is invalid.", problems=_validation_problems(exc)
+        ).response()
 
     app.add_exception_handler(ApiProblem, on_api_problem)
     app.add_exception_handler(WovyrError, on_wovyr)

@@ -63,6 +63,7 @@ from wovyr.worker.partitions import (
 )
 from wovyr.worker.runner import ExecutionRunner
 from wovyr.worker.services import RunnerServices
+from wovyr.worker.threads import call_from_thread
 
 __all__ = ["Worker", "WorkerStats"]
 
@@ -175,10 +176,7 @@ class Worker:
             self.engine.add_listener(self._on_change)
 
     def _on_change(self, tenant: str, execution_id: str) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._changed, (tenant, execution_id))
+        call_from_thread(self._loop, self._changed, (tenant, execution_id))
 
     def _changed(self, key: ExecutionKey) -> None:
         runner = self.runners.get(key)
@@ -192,10 +190,9 @@ class Worker:
 
     def _work_arrived(self) -> None:
         """Called from the listener thread: wake the idle loop."""
-        loop, poke = self._loop, self._poke
-        if loop is not None and poke is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(poke.set)
+        poke = self._poke
+        if poke is not None:
+            call_from_thread(self._loop, poke.set)
 
     async def close(self) -> None:
         await self.shutdown(grace_seconds=0)

@@ -29,10 +29,10 @@ from wovyr.engine.agents import (
     named_agent,
     start_agent_run,
 )
-from wovyr.server.api.documents import DOCUMENT_BODY, read_document
+from wovyr.server.api.documents import APPLIED, DOCUMENT_BODY, read_document
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
 from wovyr.server.guard import api_router
-from wovyr.server.problems import LOCATION_HEADER, problem_responses
+from wovyr.server.problems import LOCATION_HEADER, located, problem_responses
 
 __all__ = ["router"]
 
@@ -92,11 +92,7 @@ def _run_out(run: AgentRun) -> RunOut:
     status_code=201,
     response_model=AgentApplied,
     summary="Apply an agent (YAML or JSON body)",
-    responses={
-        200: {"description": "Already applied with the same content."},
-        201: {"headers": LOCATION_HEADER},
-        **problem_responses(409, 415),
-    },
+    responses={**APPLIED, **problem_responses(409, 415)},
     openapi_extra=DOCUMENT_BODY,
 )
 async def apply(
@@ -109,8 +105,7 @@ async def apply(
     # parsing and validating an untrusted document is CPU work: never on the event loop
     outcome, _, document = await run_in_threadpool(apply_agent, engine, text)
     _, record = named_agent(engine, document.name, document.version)
-    response.status_code = 201 if outcome == "applied" else 200
-    response.headers["Location"] = f"{router.prefix}/{document.name}"
+    located(response, outcome == "applied", f"{router.prefix}/{document.name}")
     return AgentApplied(
         name=document.name,
         version=document.version,

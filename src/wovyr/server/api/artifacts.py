@@ -30,7 +30,7 @@ from wovyr.engine.artifacts import (
 )
 from wovyr.server.api.paging import Cursor, decode_cursor, encode_cursor
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
-from wovyr.server.problems import LOCATION_HEADER, ApiProblem, problem_responses
+from wovyr.server.problems import LOCATION_HEADER, ApiProblem, located, problem_responses
 from wovyr.store.artifacts import ARTIFACT_TYPES
 
 __all__ = ["router"]
@@ -95,8 +95,7 @@ async def put_artifact_bytes(
         record, created = await run_in_threadpool(put_artifact, engine, data, media_type)
     except ArtifactTooLarge as exc:
         raise ApiProblem(413, exc.message) from None
-    response.status_code = 201 if created else 200
-    response.headers["Location"] = f"/api/v1/artifacts/{record.digest}"
+    located(response, created, f"/api/v1/artifacts/{record.digest}")
     return ArtifactOut(**artifact_view(record))
 
 

@@ -20,7 +20,7 @@ from wovyr.server.api.models import (
 from wovyr.server.api.paging import Cursor, decode_cursor, encode_cursor, index_at, opaque
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import api_router
-from wovyr.server.problems import LOCATION_HEADER, ApiProblem
+from wovyr.server.problems import LOCATION_HEADER, ApiProblem, located
 from wovyr.store.bulk import BatchItem, BatchRecord
 
 __all__ = ["batch_out", "router"]
@@ -77,8 +77,7 @@ def submit_batch(body: BatchRequest, response: Response, ctx: Ctx, principal: Op
         payload=body.payload,
         idempotency_key=body.idempotency_key,
     )
-    response.status_code = 201 if created else 200
-    response.headers["Location"] = f"{router.prefix}/{batch.id}"
+    located(response, created, f"{router.prefix}/{batch.id}")
     if created and ctx.background is not None:
         ctx.background.wake_batches()
     return batch_out(batch)

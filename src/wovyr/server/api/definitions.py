@@ -19,10 +19,10 @@ from starlette.concurrency import run_in_threadpool
 
 from wovyr.errors import NotFound
 from wovyr.server.api.documents import DOCUMENT_BODY, read_document
-from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match
+from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, TAGGED, IfMatch, check_if_match
 from wovyr.server.deps import Ctx, Operator, Viewer, tenant_engine
 from wovyr.server.guard import api_router
-from wovyr.server.problems import LOCATION_HEADER, problem_responses
+from wovyr.server.problems import LOCATION_HEADER, located, problem_responses
 from wovyr.store.records import DefinitionRecord
 
 __all__ = ["router"]
@@ -87,8 +87,7 @@ async def apply_definition(
     workflow = engine.definition(digest)
     record = engine.store.registered_definition(workflow.name, workflow.version, engine.tenant)
     assert record is not None  # just applied
-    response.status_code = 201 if outcome == "applied" else 200
-    response.headers["Location"] = f"{router.prefix}/{record.name}/{record.version}"
+    located(response, outcome == "applied", f"{router.prefix}/{record.name}/{record.version}")
     response.headers["ETag"] = _etag(record)
     return DefinitionApplied(**_out(record).model_dump(), result=outcome)
 
@@ -115,7 +114,7 @@ def list_definitions(ctx: Ctx, principal: Viewer) -> list[DefinitionOut]:
     summary="A definition's latest applied version",
     description="The document as registered, with its `ETag` (its hash): send it as "
     "`If-Match` when applying the next version.",
-    responses={200: {"headers": ETAG_HEADER}},
+    responses=TAGGED,
 )
 def latest_definition(
     name: str, response: Response, ctx: Ctx, principal: Viewer
@@ -128,7 +127,7 @@ def latest_definition(
     response_model=DefinitionDetail,
     summary="One version",
     description="The document of that version as registered, with its `ETag` (its hash).",
-    responses={200: {"headers": ETAG_HEADER}},
+    responses=TAGGED,
 )
 def one_definition(
     name: str, version: str, response: Response, ctx: Ctx, principal: Viewer

@@ -9,12 +9,17 @@ from typing import Any
 from fastapi import Request
 
 from wovyr.errors import InputError, Problem
-from wovyr.server.problems import ApiProblem
+from wovyr.server.problems import LOCATION_HEADER, ApiProblem
 
-__all__ = ["DOCUMENT_BODY", "read_document"]
+__all__ = ["APPLIED", "DOCUMENT_BODY", "read_document"]
 
 _YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
 
+# The `responses` of a route that applies a document: 201 applied, 200 unchanged.
+APPLIED: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Already applied with the same content."},
+    201: {"headers": LOCATION_HEADER},
+}
 # The request body in the OpenAPI document of a route that takes one.
 DOCUMENT_BODY: dict[str, Any] = {
     "requestBody": {

@@ -13,14 +13,25 @@ has no compare-and-set for these objects).
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Header, Response
 from pydantic import BaseModel
 
 from wovyr.server.problems import ApiProblem, problem_responses
 
-__all__ = ["ETAG_HEADER", "PRECONDITION", "IfMatch", "check_if_match", "etag_of", "tag"]
+__all__ = [
+    "ETAG_HEADER",
+    "PRECONDITION",
+    "TAGGED",
+    "IfMatch",
+    "check_if_match",
+    "check_unchanged",
+    "etag_of",
+    "tag",
+]
+
+M = TypeVar("M", bound=BaseModel)
 
 IfMatch = Annotated[
     str | None,
@@ -39,6 +50,8 @@ ETAG_HEADER: dict[str, Any] = {
 }
 # The error responses of a route that takes `If-Match` (add to its `responses`).
 PRECONDITION = problem_responses(412)
+# The `responses` of a route that answers with the object's `ETag`.
+TAGGED: dict[int | str, dict[str, Any]] = {200: {"headers": ETAG_HEADER}}
 
 
 def etag_of(model: BaseModel, exclude: set[str] | None = None) -> str:
@@ -48,8 +61,10 @@ def etag_of(model: BaseModel, exclude: set[str] | None = None) -> str:
     return '"' + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
 
 
-def tag(response: Response, model: BaseModel, exclude: set[str] | None = None) -> None:
+def tag(response: Response, model: M, exclude: set[str] | None = None) -> M:
+    """`model`, its tag set as the response's `ETag`."""
     response.headers["ETag"] = etag_of(model, exclude)
+    return model
 
 
 def check_if_match(if_match: str | None, current: str | None) -> None:
@@ -66,3 +81,11 @@ def check_if_match(if_match: str | None, current: str | None) -> None:
         else "The object changed since that ETag was read: read it again, then change it."
     )
     raise ApiProblem(412, detail, headers={"ETag": current} if current else None)
+
+
+def check_unchanged(
+    if_match: str | None, current: BaseModel | None, exclude: set[str] | None = None
+) -> None:
+    """`check_if_match` against the tag of `current`, the object as the API shows it now
+    (None: there is no object; `exclude` as for `etag_of`)."""
+    check_if_match(if_match, None if current is None else etag_of(current, exclude))

@@ -41,10 +41,10 @@ from wovyr.engine.triggers import (
 )
 from wovyr.errors import NotFound
 from wovyr.platform.webhooks import delivery_view, endpoint_view, parse_endpoint
-from wovyr.server.api.documents import DOCUMENT_BODY, read_document
+from wovyr.server.api.documents import APPLIED, DOCUMENT_BODY, read_document
 from wovyr.server.api.paging import Cursor, decode_cursor, encode_cursor
 from wovyr.server.deps import Admin, Ctx, Operator, Viewer, tenant_engine
-from wovyr.server.problems import LOCATION_HEADER, ApiProblem, problem_responses
+from wovyr.server.problems import ApiProblem, located, problem_responses
 
 __all__ = ["router"]
 
@@ -101,11 +101,7 @@ class ReceivedEventPage(BaseModel):
     description="Registers a `kind: Trigger` document under its `metadata.name`, replacing "
     "the trigger of that name: 201 applied, 200 unchanged. A trigger with `webhook` keeps "
     "its webhook URL (`webhook_path`) across applies.",
-    responses={
-        200: {"description": "Already applied with the same content."},
-        201: {"headers": LOCATION_HEADER},
-        **problem_responses(415),
-    },
+    responses={**APPLIED, **problem_responses(415)},
     openapi_extra=DOCUMENT_BODY,
 )
 async def apply_trigger_document(
@@ -115,8 +111,7 @@ async def apply_trigger_document(
     text = await read_document(request, "trigger")
     engine = tenant_engine(ctx, principal)
     outcome, record = await run_in_threadpool(apply_trigger, engine, text)
-    response.status_code = 201 if outcome == "applied" else 200
-    response.headers["Location"] = f"/api/v1/triggers/{record.name}"
+    located(response, outcome == "applied", f"/api/v1/triggers/{record.name}")
     return TriggerApplied(**trigger_view(record), result=outcome)
 
 

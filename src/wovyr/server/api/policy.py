@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from wovyr.activities.policy import SideEffectPolicy, parse_policy, widened
 from wovyr.engine.tenants import TenantPolicy, policy_of, set_policy
-from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match, etag_of, tag
+from wovyr.server.api.etags import PRECONDITION, TAGGED, IfMatch, check_unchanged, tag
 from wovyr.server.deps import Admin, Ctx
 from wovyr.server.guard import api_router
 from wovyr.server.problems import ApiProblem
@@ -52,12 +52,10 @@ def _out(found: TenantPolicy) -> PolicyOut:
     summary="The tenant's side-effect policy",
     description="What its `shell` and `http` steps, providers and MCP servers may reach, "
     "with its `ETag` (send it as `If-Match` with a change).",
-    responses={200: {"headers": ETAG_HEADER}},
+    responses=TAGGED,
 )
 def get_policy(response: Response, ctx: Ctx, principal: Admin) -> PolicyOut:
-    out = _out(policy_of(ctx.engine.store, principal.tenant))
-    tag(response, out)
-    return out
+    return tag(response, _out(policy_of(ctx.engine.store, principal.tenant)))
 
 
 @router.patch(
@@ -67,7 +65,7 @@ def get_policy(response: Response, ctx: Ctx, principal: Admin) -> PolicyOut:
     description="The fields given change, each allowing no more than now (widening is a "
     "403: it is done on the server host). With `If-Match`, a 412 when the policy changed "
     "since that ETag.",
-    responses={200: {"headers": ETAG_HEADER}, **PRECONDITION},
+    responses={**TAGGED, **PRECONDITION},
 )
 def tighten_policy(
     response: Response,
@@ -82,7 +80,7 @@ def tighten_policy(
 ) -> PolicyOut:
     store = ctx.engine.store
     found = policy_of(store, principal.tenant)
-    check_if_match(if_match, etag_of(_out(found)))
+    check_unchanged(if_match, _out(found))
     current = found.policy
     proposed = parse_policy(fields, base=current)
     wider = widened(proposed, current)
@@ -101,6 +99,4 @@ def tighten_policy(
         at=ctx.clock.now(),
         actor=principal.audit_actor,
     )
-    out = _out(found)
-    tag(response, out)
-    return out
+    return tag(response, _out(found))

@@ -24,7 +24,7 @@ from wovyr.platform.providers import (
     provider_info,
     set_provider,
 )
-from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match, etag_of, tag
+from wovyr.server.api.etags import PRECONDITION, TAGGED, IfMatch, check_unchanged, tag
 from wovyr.server.deps import Admin, Ctx, tenant_engine
 from wovyr.server.guard import api_router
 
@@ -59,10 +59,10 @@ def get_providers(ctx: Ctx, principal: Admin) -> list[ProviderOut]:
     return [_out(i) for i in list_providers(ctx.engine.store, principal.tenant)]
 
 
-def _current(ctx: Ctx, tenant: str, name: str) -> str | None:
-    """The provider's ETag now (None: the tenant has no such provider)."""
+def _current(ctx: Ctx, tenant: str, name: str) -> ProviderOut | None:
+    """The provider now (None: the tenant has no such provider)."""
     try:
-        return etag_of(_out(provider_info(ctx.engine.store, tenant, name)))
+        return _out(provider_info(ctx.engine.store, tenant, name))
     except NotFound:
         return None
 
@@ -72,12 +72,10 @@ def _current(ctx: Ctx, tenant: str, name: str) -> str | None:
     response_model=ProviderOut,
     summary="A model provider",
     description="Its settings (the key's secret by name, never a value) and its `ETag`.",
-    responses={200: {"headers": ETAG_HEADER}},
+    responses=TAGGED,
 )
 def get_provider(name: str, response: Response, ctx: Ctx, principal: Admin) -> ProviderOut:
-    out = _out(provider_info(ctx.engine.store, principal.tenant, name))
-    tag(response, out)
-    return out
+    return tag(response, _out(provider_info(ctx.engine.store, principal.tenant, name)))
 
 
 @router.put(
@@ -86,7 +84,7 @@ def get_provider(name: str, response: Response, ctx: Ctx, principal: Admin) -> P
     summary="Set a model provider",
     description="Creates or replaces the tenant's provider `name` (audited). With "
     "`If-Match`, a 412 when it changed since that ETag (or does not exist).",
-    responses={200: {"headers": ETAG_HEADER}, **PRECONDITION},
+    responses={**TAGGED, **PRECONDITION},
 )
 def put_provider(
     name: str,
@@ -119,15 +117,13 @@ def put_provider(
 ) -> ProviderOut:
     engine = tenant_engine(ctx, principal)
     if if_match is not None:
-        check_if_match(if_match, _current(ctx, principal.tenant, name))
+        check_unchanged(if_match, _current(ctx, principal.tenant, name))
     record = parse_provider(principal.tenant, name, body, by=principal.key_id, at=ctx.clock.now())
     info = ProviderInfo.of(record)
     set_provider(
         engine.store, record, audit=engine.audit_entry("provider.set", name, audit_details(info))
     )
-    out = _out(info)
-    tag(response, out)
-    return out
+    return tag(response, _out(info))
 
 
 @router.delete(
@@ -141,7 +137,7 @@ def put_provider(
 def remove_provider(name: str, ctx: Ctx, principal: Admin, if_match: IfMatch = None) -> Response:
     engine = tenant_engine(ctx, principal)
     if if_match is not None:
-        check_if_match(if_match, _current(ctx, principal.tenant, name))
+        check_unchanged(if_match, _current(ctx, principal.tenant, name))
     audit = engine.audit_entry("provider.delete", name)
     delete_provider(engine.store, principal.tenant, name, audit=audit)
     return Response(status_code=204)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +13,7 @@ from wovyr.clock import utc
 from wovyr.definition.model import Workflow
 from wovyr.errors import Problem
 from wovyr.scheduling.schedules import Schedules, spec_of
-from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, IfMatch, check_if_match, etag_of, tag
+from wovyr.server.api.etags import ETAG_HEADER, PRECONDITION, TAGGED, IfMatch, check_unchanged, tag
 from wovyr.server.api.models import (
     BackfillRequest,
     BackfillResult,
@@ -144,18 +145,15 @@ _MOVING = {
     "missed",
     "updated_at",
 }
-_TAGGED = {200: {"headers": ETAG_HEADER}, **PRECONDITION}
 
 
 def _tagged(response: Response, out: ScheduleOut) -> ScheduleOut:
-    tag(response, out, _MOVING)
-    return out
+    return tag(response, out, _MOVING)
 
 
 def _unchanged(service: Schedules, schedule_id: str, if_match: str | None) -> None:
     """404 for a missing (or another tenant's) schedule, then 412 for a stale `If-Match`."""
-    current = schedule_out(service.get(schedule_id), service)
-    check_if_match(if_match, etag_of(current, _MOVING))
+    check_unchanged(if_match, schedule_out(service.get(schedule_id), service), _MOVING)
 
 
 @router.get(
@@ -163,7 +161,7 @@ def _unchanged(service: Schedules, schedule_id: str, if_match: str | None) -> No
     response_model=ScheduleOut,
     summary="One schedule",
     description="With its `ETag`: send it as `If-Match` with a change.",
-    responses={200: {"headers": ETAG_HEADER}},
+    responses=TAGGED,
 )
 def get_schedule(schedule_id: str, response: Response, ctx: Ctx, principal: Viewer) -> ScheduleOut:
     service = schedules_for(ctx, principal)
@@ -176,7 +174,7 @@ def get_schedule(schedule_id: str, response: Response, ctx: Ctx, principal: View
     summary="Change a schedule",
     description="The fields given change, the others keep their value. With `If-Match`, "
     "a 412 when the schedule changed since that ETag.",
-    responses=_TAGGED,
+    responses={**TAGGED, **PRECONDITION},
 )
 def update_schedule(
     schedule_id: str,
@@ -194,46 +192,41 @@ def update_schedule(
     return _tagged(response, schedule_out(service.update(schedule_id, **changes), service))
 
 
-@router.post(
-    "/{schedule_id}/pause",
-    response_model=ScheduleOut,
-    summary="Pause",
-    description="No tick fires while paused (`note` says why).",
-    responses=_TAGGED,
-)
-def pause_schedule(
-    schedule_id: str,
-    response: Response,
-    ctx: Ctx,
-    principal: Operator,
-    body: NoteRequest | None = None,
-    if_match: IfMatch = None,
-) -> ScheduleOut:
-    service = schedules_for(ctx, principal)
-    _unchanged(service, schedule_id, if_match)
-    record = service.pause(schedule_id, body.note if body else None)
-    return _tagged(response, schedule_out(record, service))
+def _noted_change(
+    action: str, change: Callable[[Schedules, str, str | None], ScheduleRecord], description: str
+) -> None:
+    """`POST /{schedule_id}/<action>`: `change(service, schedule_id, note)` (pause or
+    resume), the route named `<action>_schedule`."""
+
+    def handle(
+        schedule_id: str,
+        response: Response,
+        ctx: Ctx,
+        principal: Operator,
+        body: NoteRequest | None = None,
+        if_match: IfMatch = None,
+    ) -> ScheduleOut:
+        service = schedules_for(ctx, principal)
+        _unchanged(service, schedule_id, if_match)
+        record = change(service, schedule_id, body.note if body else None)
+        return _tagged(response, schedule_out(record, service))
+
+    handle.__name__ = f"{action}_schedule"
+    router.post(
+        f"/{{schedule_id}}/{action}",
+        response_model=ScheduleOut,
+        summary=action.capitalize(),
+        description=description,
+        responses={**TAGGED, **PRECONDITION},
+    )(handle)
 
 
-@router.post(
-    "/{schedule_id}/resume",
-    response_model=ScheduleOut,
-    summary="Resume",
-    description="Ticks fire again from now (missed ones as the catch-up window says).",
-    responses=_TAGGED,
+_noted_change("pause", Schedules.pause, "No tick fires while paused (`note` says why).")
+_noted_change(
+    "resume",
+    Schedules.resume,
+    "Ticks fire again from now (missed ones as the catch-up window says).",
 )
-def resume_schedule(
-    schedule_id: str,
-    response: Response,
-    ctx: Ctx,
-    principal: Operator,
-    body: NoteRequest | None = None,
-    if_match: IfMatch = None,
-) -> ScheduleOut:
-    service = schedules_for(ctx, principal)
-    _unchanged(service, schedule_id, if_match)
-    record = service.resume(schedule_id, body.note if body else None)
-    return _tagged(response, schedule_out(record, service))
 
 
 @router.delete(

@@ -42,23 +42,17 @@ class BatchRoutes:
 
     def router(self) -> APIRouter:
         r = APIRouter(include_in_schema=False)
-        r.add_api_route("/ui/batches", self.batches, methods=["GET"])
+        r.add_api_route("/ui/batches", self.ui.page(self.batches), methods=["GET"])
         r.add_api_route("/ui/batches", self.submit, methods=["POST"])
-        r.add_api_route("/ui/batches/{batch_id}", self.batch, methods=["GET"])
+        r.add_api_route("/ui/batches/{batch_id}", self.ui.page(self.batch), methods=["GET"])
         return r
 
-    def batches(self, request: Request) -> Response:
-        session = self.ui.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def batches(self, request: Request, session: Session) -> Response:
         found = Bulk(self.ui.engine.for_tenant(session.tenant)).batches(100)
         rows = [{"b": b, **_progress(b)} for b in found]
         return self.ui.render(request, "batches.html", 200, session, rows=rows)
 
-    def batch(self, request: Request, batch_id: str) -> Response:
-        session = self.ui.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def batch(self, request: Request, session: Session, batch_id: str) -> Response:
         bulk = Bulk(self.ui.engine.for_tenant(session.tenant))
         raw = request.query_params.get("after", "")
         after = int(raw) if raw.isdigit() and len(raw) <= 12 else 0

@@ -71,29 +71,26 @@ class CatalogRoutes:
 
     def router(self) -> APIRouter:
         r = APIRouter(include_in_schema=False)
-        r.add_api_route("/ui/schedules", self.schedules, methods=["GET"])
+        r.add_api_route("/ui/schedules", self.ui.page(self.schedules), methods=["GET"])
         for action in SCHEDULE_ACTIONS:
             r.add_api_route(
                 f"/ui/schedules/{{schedule_id}}/{action}",
                 action_handler(self.act, action, "schedule_id", f"ui_schedule_{action}"),
                 methods=["POST"],
             )
-        r.add_api_route("/ui/definitions", self.definitions, methods=["GET"])
+        r.add_api_route("/ui/definitions", self.ui.page(self.definitions), methods=["GET"])
         r.add_api_route("/ui/definitions", self.apply, methods=["POST"])
-        r.add_api_route("/ui/definitions/{name}", self.definition, methods=["GET"])
+        r.add_api_route("/ui/definitions/{name}", self.ui.page(self.definition), methods=["GET"])
         r.add_api_route("/ui/definitions/{name}/start", self.start, methods=["POST"])
-        r.add_api_route("/ui/workers", self.workers, methods=["GET"])
-        r.add_api_route("/ui/flow", self.flow, methods=["GET"])
+        r.add_api_route("/ui/workers", self.ui.page(self.workers), methods=["GET"])
+        r.add_api_route("/ui/flow", self.ui.page(self.flow), methods=["GET"])
         r.add_api_route("/ui/flow/limits", self.set_limit, methods=["POST"])
         r.add_api_route("/ui/flow/limits/{key}/delete", self.delete_limit, methods=["POST"])
         return r
 
     # --- schedules -----------------------------------------------------------------------
 
-    def schedules(self, request: Request) -> Response:
-        session = self.ui.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def schedules(self, request: Request, session: Session) -> Response:
         notice = SCHEDULE_NOTICES.get(request.query_params.get("notice", ""))
         started = request.query_params.get("started", "")[:200]
         return self.schedules_response(request, session, notice=notice, started=started)
@@ -148,10 +145,7 @@ class CatalogRoutes:
 
     # --- definitions ---------------------------------------------------------------------
 
-    def definitions(self, request: Request) -> Response:
-        session = self.ui.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def definitions(self, request: Request, session: Session) -> Response:
         return self.definitions_response(request, session)
 
     def definitions_response(
@@ -207,10 +201,7 @@ class CatalogRoutes:
         query = urlencode({"version": workflow.version, "notice": outcome})
         return redirect(f"{page}/{quote(workflow.name, safe='')}?{query}")
 
-    def definition(self, request: Request, name: str) -> Response:
-        session = self.ui.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def definition(self, request: Request, session: Session, name: str) -> Response:
         version = request.query_params.get("version", "").strip()[:128] or None
         notice = DEFINITION_NOTICES.get(request.query_params.get("notice", ""))
         return self.definition_response(request, session, name, version, notice=notice)
@@ -300,10 +291,7 @@ class CatalogRoutes:
 
     # --- workers -------------------------------------------------------------------------
 
-    def workers(self, request: Request) -> Response:
-        session = self.ui.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def workers(self, request: Request, session: Session) -> Response:
         engine = self.ui.engine.for_tenant(session.tenant)
         server = getattr(request.app.state, "wovyr", None)  # None: the UI mounted alone
         background = server.background if server is not None else None
@@ -326,10 +314,7 @@ class CatalogRoutes:
 
     # --- flow control --------------------------------------------------------------------
 
-    def flow(self, request: Request) -> Response:
-        session = self.ui.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def flow(self, request: Request, session: Session) -> Response:
         notice = LIMIT_NOTICES.get(request.query_params.get("notice", ""))
         return self.flow_response(request, session, notice=notice)
 

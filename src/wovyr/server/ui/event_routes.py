@@ -26,6 +26,7 @@ from wovyr.engine.triggers import list_events, list_triggers
 from wovyr.server.ui.pages import cursor_text
 from wovyr.server.ui.present import as_datetime
 from wovyr.server.ui.routes import UiRoutes
+from wovyr.server.ui.session import Session
 from wovyr.store.events import TriggerRecord, WebhookEndpointRecord
 
 __all__ = ["DELIVERY_STATUSES", "EventRoutes"]
@@ -119,14 +120,11 @@ class EventRoutes:
 
     def router(self) -> APIRouter:
         r = APIRouter(include_in_schema=False)
-        r.add_api_route("/ui/events", self.events, methods=["GET"])
-        r.add_api_route("/ui/deliveries", self.deliveries, methods=["GET"])
+        r.add_api_route("/ui/events", self.ui.page(self.events), methods=["GET"])
+        r.add_api_route("/ui/deliveries", self.ui.page(self.deliveries), methods=["GET"])
         return r
 
-    def events(self, request: Request) -> Response:
-        session = self.ui.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def events(self, request: Request, session: Session) -> Response:
         engine = self.ui.engine.for_tenant(session.tenant)
         trigger = (request.query_params.get("trigger") or "").strip()[:128]
         before, error = _after(request.query_params)
@@ -148,10 +146,7 @@ class EventRoutes:
         )
         return self.ui.render(request, "events.html", 200, session, **context)
 
-    def deliveries(self, request: Request) -> Response:
-        session = self.ui.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def deliveries(self, request: Request, session: Session) -> Response:
         store, tenant = self.ui.engine.store, session.tenant
         admin = session.can("admin")
         endpoint = (request.query_params.get("endpoint") or "").strip()[:128]

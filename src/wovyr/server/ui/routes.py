@@ -156,6 +156,22 @@ class UiRoutes:
         secure_headers(response)
         return response
 
+    def page(self, show: Callable[..., Response]) -> Callable[..., Response]:
+        """The route of a page: `show(request, session, **path)` for a signed-in user, the
+        way to sign in and come back for anyone else. The route is named as `show` and takes
+        its path parameters (each a `str`, as FastAPI reads them from the signature)."""
+
+        def handle(request: Request, **path: str) -> Response:
+            session = self.session(request)
+            if session is None:
+                return self.to_login(request)
+            return show(request, session, **path)
+
+        params = list(inspect.signature(show).parameters)[2:]  # after request and session
+        handle.__name__ = show.__name__
+        handle.__signature__ = _route_signature(*params)  # type: ignore[attr-defined]
+        return handle
+
     def to_login(self, request: Request, target: str | None = None) -> RedirectResponse:
         if target is None:
             target = request.url.path
@@ -172,11 +188,6 @@ class UiRoutes:
     ) -> HTMLResponse:
         return self.render(request, "error.html", status, session, title=title, message=message)
 
-    def signed_in(self, request: Request) -> Session | Response:
-        """A page's session, or the way to sign in and come back."""
-        session = self.session(request)
-        return self.to_login(request) if session is None else session
-
     def acting(self, session: Session) -> Engine:
         """The session's tenant's engine, its changes audited as made by the key the session
         signed in with."""
@@ -188,12 +199,12 @@ class UiRoutes:
     def router(self) -> APIRouter:
         r = APIRouter(include_in_schema=False)
         r.add_api_route("/", self.root, methods=["GET"])
-        r.add_api_route("/ui", self.list_page, methods=["GET"])
-        r.add_api_route("/ui/", self.list_page, methods=["GET"])
+        r.add_api_route("/ui", self.page(self.list_page), methods=["GET"])
+        r.add_api_route("/ui/", self.page(self.list_page), methods=["GET"])
         r.add_api_route("/ui/login", self.login_form, methods=["GET"])
         r.add_api_route("/ui/login", self.login, methods=["POST"])
         r.add_api_route("/ui/logout", self.logout, methods=["POST"])
-        r.add_api_route("/ui/executions/{execution_id}", self.execution, methods=["GET"])
+        r.add_api_route("/ui/executions/{execution_id}", self.page(self.execution), methods=["GET"])
         r.add_api_route("/ui/executions/{execution_id}/live", self.live, methods=["GET"])
         r.add_api_route("/ui/executions/{execution_id}/stream", self.stream, methods=["GET"])
         for action in ("signal", "approve", "cancel", "rerun"):
@@ -313,12 +324,9 @@ class UiRoutes:
             return self.forbidden(request, session, refused.format(role=session.role))
         return session, form
 
-    def list_page(self, request: Request) -> Response:
+    def list_page(self, request: Request, session: Session) -> Response:
         """The list. `?partial=rows` (what the page's script polls) renders only the rows
         and skips the status counts, so a refresh costs one indexed query."""
-        session = self.signed_in(request)
-        if isinstance(session, Response):
-            return session
         filters = ListFilters.parse(request.query_params)
         partial = request.query_params.get("partial") == "rows"
         template = "list_rows.html" if partial else "list.html"
@@ -347,10 +355,7 @@ class UiRoutes:
         )
         return self.render(request, template, 200, session, **context)
 
-    def execution(self, request: Request, execution_id: str) -> Response:
-        session = self.signed_in(request)
-        if isinstance(session, Response):
-            return session
+    def execution(self, request: Request, session: Session, execution_id: str) -> Response:
         notice = NOTICES.get(request.query_params.get("notice", ""))
         return self.execution_response(
             request, session, execution_id, notice=notice, events_from=events_param(request)
@@ -455,13 +460,17 @@ def action_handler(
         return await act(request, path[param], action)
 
     handle.__name__ = name
-    handle.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request),
-            inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, annotation=str),
-        ]
-    )
+    handle.__signature__ = _route_signature(param)  # type: ignore[attr-defined]
     return handle
+
+
+def _route_signature(*path: str) -> inspect.Signature:
+    """The signature FastAPI reads a route's parameters from: the request and the path
+    parameters `path`, each a `str`."""
+    return inspect.Signature(
+        [inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request)]
+        + [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY, annotation=str) for p in path]
+    )
 
 
 def action_status(exc: Exception) -> int:
