@@ -173,7 +173,22 @@ class Background:
     # --- in a child process ----------------------------------------------------------------
 
     def _config(self) -> WorkerConfig:
-        return WorkerConfig.of(self.settings, self.engine.store.url)
+        s = self.settings
+        return WorkerConfig(
+            store_url=self.engine.store.url,
+            activities=s.activities,
+            concurrency=s.concurrency,
+            lease_seconds=s.lease_seconds,
+            poll_interval=s.dispatch_interval,
+            shutdown_grace=s.shutdown_grace,
+            default_timeout=s.default_timeout,
+            max_payload_bytes=s.max_payload_bytes,
+            max_execution_bytes=s.max_execution_bytes,
+            max_per_tenant=s.max_per_tenant,
+            home=str(s.home),
+            min_continue_interval=s.min_continue_interval,
+            reserved_slots=s.reserved_slots,
+        )
 
     async def _supervise_process(self) -> None:
         self.engine.add_listener(self._changed)

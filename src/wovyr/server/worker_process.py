@@ -32,7 +32,7 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -44,7 +44,7 @@ from wovyr.errors import ConfigError
 from wovyr.platform.backup import register_backup_activity
 from wovyr.platform.metrics import Metrics, MetricsObserver
 from wovyr.server.memtrace import install as install_memtrace
-from wovyr.settings import Settings, load_settings, read
+from wovyr.settings import load_settings, read
 from wovyr.withheld import environ, withhold
 from wovyr.worker import Worker
 
@@ -57,19 +57,6 @@ log = logging.getLogger("wovyr.server")
 CONFIG_ENV = "WOVYR_WORKER_PROCESS_CONFIG"
 _STATUS_EVERY = 0.25  # seconds between checks of how many executions the worker drives
 HEARTBEAT_EVERY = 5.0  # seconds between reports when the count did not change
-
-
-# WorkerConfig's fields that are not the settings of their name.
-_OWN = ("store_url", "poll_interval", "home")
-# The settings of the worker process that are the server's (the others are read from its
-# own environment, inherited from the server's).
-_SETTINGS = (
-    "activities",
-    "default_timeout",
-    "max_payload_bytes",
-    "max_execution_bytes",
-    "min_continue_interval",
-)
 
 
 @dataclass(frozen=True)
@@ -89,18 +76,6 @@ class WorkerConfig:
     home: str = ""  # WOVYR_HOME: where a development KMS key lives
     min_continue_interval: float = 1.0
     reserved_slots: int | None = None  # None: the worker's default
-
-    @classmethod
-    def of(cls, settings: Settings, store_url: str) -> WorkerConfig:
-        """The server's `settings` for a worker process on the store at `store_url`: each
-        field from the setting of its name, `poll_interval` from `dispatch_interval`."""
-        named = {f.name: getattr(settings, f.name) for f in fields(cls) if f.name not in _OWN}
-        return cls(
-            store_url=store_url,
-            poll_interval=settings.dispatch_interval,
-            home=str(settings.home),
-            **named,
-        )
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -217,7 +192,11 @@ def main() -> int:
         load_settings(),  # this process's own environment (the server's, inherited)
         database_url=config.store_url,
         home=Path(config.home),
-        **{name: getattr(config, name) for name in _SETTINGS},
+        activities=config.activities,
+        default_timeout=config.default_timeout,
+        max_payload_bytes=config.max_payload_bytes,
+        max_execution_bytes=config.max_execution_bytes,
+        min_continue_interval=config.min_continue_interval,
     )
     # the server warned about the key; sealing tenants' payloads are sealed with it
     runtime, secrets = assemble.open_runtime(settings)
