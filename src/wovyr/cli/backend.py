@@ -16,11 +16,21 @@ from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack
 
 import click
 
-from wovyr.cli.target import API_KEY_ENV, Remote, WatchMessage, refuse_remote, remote_of
+from wovyr.cli.target import (
+    API_KEY_ENV,
+    LISTED,
+    Decision,
+    ExecutionFilter,
+    Remote,
+    Rerun,
+    WatchMessage,
+    refuse_remote,
+    remote_of,
+)
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
@@ -50,49 +60,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class ExecutionFilter(TypedDict):
-    """Which executions `workflows list` shows (`Backend.list_executions`)."""
-
-    workflow: str | None
-    status: str | None
-    created_after: datetime | None
-    created_before: datetime | None
-    labels: dict[str, str]
-    id_prefix: str | None
-    name: str | None
-
-
-class Decision(TypedDict):
-    """Who decides an approval (`--by`, the local store's), why, and the budget it grants."""
-
-    by: str | None
-    comment: str | None
-    grant: dict[str, Any] | None
-
-
-class Rerun(TypedDict):
-    """How `workflows rerun` reruns an execution."""
-
-    start_from: str | None
-    input: dict[str, Any]
-    latest: bool
-    new_id: str | None
-
-
-#: The keys of a listed execution, in the order `workflows list --json` prints them.
-LISTED = (
-    "id",
-    "workflow",
-    "version",
-    "status",
-    "created_at",
-    "updated_at",
-    "waiting_on",
-    "parent_id",
-    "labels",
-)
 
 
 class Backend(Protocol):

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from wovyr import assemble
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy, parse_policy, to_dict
@@ -40,11 +39,12 @@ from wovyr.cli.backend import (
 )
 from wovyr.cli.common import (
     echo_json,
+    echo_listing,
+    echo_table,
     engine_options,
     host_engine,
     json_option,
     open_engine,
-    print_table,
 )
 from wovyr.engine.quotas import DEFAULT_WEIGHT, MAX_WEIGHT, parse_quotas
 from wovyr.engine.tenants import (
@@ -108,15 +108,8 @@ def list_command(as_json: bool, settings: Settings) -> None:
         store = engine.store
         names = {t.tenant for t in store.list_tenants()} | {k.tenant for k in store.list_api_keys()}
         found = [policy_of(store, name) for name in sorted(names | {"default"})]
-    if as_json:
-        echo_json([_tenant_dict(f) for f in found])
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("tenant", "policy", "source"):
-        table.add_column(column)
-    for f in found:
-        table.add_row(f.tenant, _summary(f.policy), f.source)
-    print_table(table)
+    rows = ((f.tenant, _summary(f.policy), f.source) for f in found)
+    echo_listing(as_json, [_tenant_dict(f) for f in found], ("tenant", "policy", "source"), rows)
 
 
 @tenants.command("show")
@@ -148,16 +141,14 @@ def _print(found: dict[str, Any], as_json: bool) -> None:
     click.echo(f"tenant {found['tenant']}: {_summary(policy)} ({origin})")
     if found["seal_payloads"]:
         click.echo("execution payloads: sealed with the tenant's data key")
-    table = Table(box=None, pad_edge=False)
-    table.add_column("field")
-    table.add_column("value")
-    for name, value in to_dict(policy).items():
-        if value is None:  # no list: anything; no limit: the worker's own
-            shown = "any" if name in ("shell_commands", "shell_env") else "the worker's"
-        else:
-            shown = json.dumps(value)
-        table.add_row(name, shown)
-    print_table(table)
+    echo_table(("field", "value"), [(name, _shown(name, v)) for name, v in to_dict(policy).items()])
+
+
+def _shown(name: str, value: Any) -> str:
+    """A policy field's value as `tenants show` prints it."""
+    if value is None:  # no list: anything; no limit: the worker's own
+        return "any" if name in ("shell_commands", "shell_env") else "the worker's"
+    return json.dumps(value)
 
 
 @tenants.command("set")
@@ -376,10 +367,7 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
         echo_json(usage)
         return
     click.echo(f"tenant {usage['tenant']}: usage of UTC day {usage['day']}")
-    table = Table(box=None, pad_edge=False)
-    table.add_column("quota")
-    table.add_column("limit")
-    table.add_column("used")
+    rows = []
     counted = usage["used"]  # a daily budget the ledger does not count is absent
     used = {
         "executions_per_day": counted.get("executions"),
@@ -399,8 +387,8 @@ def _print_quotas(usage: dict[str, Any], as_json: bool) -> None:
             spent = "not counted without a quota"
         else:
             spent = f"{used[name]:g}"
-        table.add_row(name.replace("_", "-"), shown, spent)
-    print_table(table)
+        rows.append((name.replace("_", "-"), shown, spent))
+    echo_table(("quota", "limit", "used"), rows)
 
 
 @quotas.command("show")

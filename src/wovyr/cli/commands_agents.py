@@ -19,6 +19,7 @@ from wovyr.cli.common import (
     console,
     echo_json,
     echo_listing,
+    input_option,
     json_option,
     open_engine,
     tenant_options,
@@ -126,14 +127,7 @@ def show_command(name: str, version: str | None, as_json: bool, settings: Settin
 
 @agents.command("run")
 @click.argument("name")
-@click.option(
-    "-i",
-    "--input",
-    "pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A value of the task object (JSON if it parses, else a string). Repeatable.",
-)
+@input_option("A value of the task object (JSON if it parses, else a string). Repeatable.")
 @click.option("--text", "task", help="The task as text (instead of -i pairs).")
 @click.option("--id", "run_id", help="The run's id (starting an existing id resumes it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")

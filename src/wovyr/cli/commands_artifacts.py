@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from wovyr.cli.backend import store_or_server
-from wovyr.cli.commands_events import _after, _before
-from wovyr.cli.common import console, echo_json, print_table, tenant_options
+from wovyr.cli.common import echo_json, tenant_options
 from wovyr.cli.main import cli
+from wovyr.cli.pages import cursor_position, echo_page, next_cursor, page_options
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
@@ -79,8 +78,7 @@ def put_command(file: Path, media_type: str | None, as_json: bool, settings: Set
 
 
 @artifacts.command("list")
-@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
-@click.option("--cursor", help="The next_cursor of the page before.")
+@page_options
 @click.option("--json", "as_json", is_flag=True)
 @tenant_options
 def list_command(limit: int, cursor: str | None, as_json: bool, settings: Settings) -> None:
@@ -89,22 +87,20 @@ def list_command(limit: int, cursor: str | None, as_json: bool, settings: Settin
     def local(engine: Engine) -> dict[str, Any]:
         from wovyr.engine.artifacts import artifact_view, list_artifacts
 
-        items, after = list_artifacts(engine, before=_before(cursor), limit=limit)
-        return {"items": [artifact_view(r) for r in items], "next_cursor": _after(after)}
+        items, after = list_artifacts(engine, before=cursor_position(cursor), limit=limit)
+        return {"items": [artifact_view(r) for r in items], "next_cursor": next_cursor(after)}
 
     def remote(api: RemotePlatform) -> dict[str, Any]:
         return dict(api.client.list_artifacts(limit=limit, cursor=cursor))
 
     page = store_or_server(settings, local, remote)
-    if as_json:
-        echo_json(page)
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("digest", "type", "size", "created"):
-        table.add_column(column)
-    for row in page["items"]:
-        created = row["created_at"][:19].replace("T", " ")
-        table.add_row(row["digest"], row["media_type"], str(row["size"]), created)
-    print_table(table)
-    if page["next_cursor"]:
-        console.print(f"more: --cursor {page['next_cursor']}", markup=False)
+    lines = (
+        (
+            row["digest"],
+            row["media_type"],
+            str(row["size"]),
+            row["created_at"][:19].replace("T", " "),
+        )
+        for row in page["items"]
+    )
+    echo_page(as_json, page, ("digest", "type", "size", "created"), lines)

@@ -20,16 +20,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from wovyr.cli.admin import admin
 from wovyr.cli.backend import store_or_server_for
 from wovyr.cli.common import (
     echo_json,
+    echo_listing,
     engine_options,
     host_engine,
     json_option,
-    print_table,
     short,
 )
 from wovyr.engine.engine import Engine
@@ -166,14 +165,8 @@ def list_command(
         lambda engine: engine.store.audit_records(tenant=tenant, since=since, limit=limit),
         lambda api: api.audit(since, limit),
     )
-    if as_json:
-        echo_json([r.to_dict() for r in records])
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("seq", "at", "tenant", "actor", "action", "target", "details"):
-        table.add_column(column, no_wrap=column in ("seq", "at"))
-    for r in records:
-        table.add_row(
+    rows = (
+        (
             str(r.seq),
             r.at.strftime("%Y-%m-%d %H:%M:%S"),
             r.tenant,
@@ -182,4 +175,7 @@ def list_command(
             r.target,
             short(r.details, 60) if r.details else "",
         )
-    print_table(table)
+        for r in records
+    )
+    columns = ("seq", "at", "tenant", "actor", "action", "target", "details")
+    echo_listing(as_json, [r.to_dict() for r in records], columns, rows, no_wrap=("seq", "at"))

@@ -11,15 +11,16 @@ the tenant's outbound endpoints (`wovyr.platform.webhooks`), `webhooks deliverie
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from wovyr.cli.backend import store_or_server
-from wovyr.cli.common import console, echo_json, print_table, tenant_options
+from wovyr.cli.common import console, echo_json, echo_listing, tenant_options
 from wovyr.cli.main import EXIT_FAILED, cli
+from wovyr.cli.pages import cursor_position, echo_page, next_cursor, page_options
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
@@ -82,21 +83,18 @@ def _triggers(settings: Settings) -> list[dict[str, Any]]:
 def list_command(as_json: bool, settings: Settings) -> None:
     """List the tenant's triggers."""
     rows = _triggers(settings)
-    if as_json:
-        echo_json(rows)
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "topic", "action", "webhook"):
-        table.add_column(column)
-    for row in rows:
-        spec = row["document"]["spec"]
-        action = (
-            f"start {spec['start']['workflow']}"
-            if "start" in spec
-            else f"signal {spec['signal']['name']}"
-        )
-        table.add_row(row["name"], row["topic"], action, row["webhook_path"] or "")
-    print_table(table)
+    lines = (
+        (row["name"], row["topic"], _action(row["document"]["spec"]), row["webhook_path"] or "")
+        for row in rows
+    )
+    echo_listing(as_json, rows, ("name", "topic", "action", "webhook"), lines)
+
+
+def _action(spec: dict[str, Any]) -> str:
+    """What a trigger does with an event: the workflow it starts or the signal it sends."""
+    if "start" in spec:
+        return f"start {spec['start']['workflow']}"
+    return f"signal {spec['signal']['name']}"
 
 
 @triggers.command("show")
@@ -163,18 +161,14 @@ def send_command(topic: str, payload: str, as_json: bool, settings: Settings) ->
         return dict(api.client.send_event(topic, data))
 
     answer = store_or_server(settings, local, remote)
-    if as_json:
-        echo_json(answer)
-    else:
-        _print_events(answer["events"])
+    echo_listing(as_json, answer, _EVENT_COLUMNS, _event_rows(answer["events"]))
     if not any(e["outcome"] in ("started", "signalled", "duplicate") for e in answer["events"]):
         raise click.exceptions.Exit(EXIT_FAILED)
 
 
 @events.command("list")
 @click.option("--trigger", help="Only this trigger's events.")
-@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
-@click.option("--cursor", help="The next_cursor of the page before.")
+@page_options
 @click.option("--json", "as_json", is_flag=True)
 @tenant_options
 def events_list_command(
@@ -185,27 +179,22 @@ def events_list_command(
     def local(engine: Engine) -> dict[str, Any]:
         from wovyr.engine.triggers import event_view, list_events
 
-        page = list_events(engine, trigger=trigger, before=_before(cursor), limit=limit)
-        return {"items": [event_view(r) for r in page.items], "next_cursor": _after(page.next)}
+        page = list_events(engine, trigger=trigger, before=cursor_position(cursor), limit=limit)
+        return {"items": [event_view(r) for r in page.items], "next_cursor": next_cursor(page.next)}
 
     def remote(api: RemotePlatform) -> dict[str, Any]:
         return dict(api.client.list_events(trigger=trigger, limit=limit, cursor=cursor))
 
     page = store_or_server(settings, local, remote)
-    if as_json:
-        echo_json(page)
-        return
-    _print_events(page["items"])
-    if page["next_cursor"]:
-        console.print(f"more: --cursor {page['next_cursor']}", markup=False)
+    echo_page(as_json, page, _EVENT_COLUMNS, _event_rows(page["items"]))
 
 
-def _print_events(rows: list[dict[str, Any]]) -> None:
-    table = Table(box=None, pad_edge=False)
-    for column in ("received", "topic", "trigger", "outcome", "execution", "reason"):
-        table.add_column(column)
+_EVENT_COLUMNS = ("received", "topic", "trigger", "outcome", "execution", "reason")
+
+
+def _event_rows(rows: list[dict[str, Any]]) -> Iterator[tuple[str, ...]]:
     for row in rows:
-        table.add_row(
+        yield (
             row["received_at"][:19].replace("T", " "),
             row["topic"],
             row["trigger"] or "",
@@ -213,7 +202,6 @@ def _print_events(rows: list[dict[str, Any]]) -> None:
             row["execution_id"] or "",
             row["reason"],
         )
-    print_table(table)
 
 
 @cli.group("webhooks")
@@ -285,21 +273,17 @@ def webhooks_list_command(as_json: bool, settings: Settings) -> None:
         return [endpoint_view(e) for e in engine.store.list_webhook_endpoints(engine.tenant)]
 
     rows = store_or_server(settings, local, lambda api: list(api.client.list_webhooks()))
-    if as_json:
-        echo_json(rows)
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "url", "events", "secrets", "filter"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
+    lines = (
+        (
             row["name"],
             row["url"],
             ", ".join(row["events"]),
             ", ".join(row["secrets"]),
             row["filter"] or "",
         )
-    print_table(table)
+        for row in rows
+    )
+    echo_listing(as_json, rows, ("name", "url", "events", "secrets", "filter"), lines)
 
 
 @webhooks.command("delete")
@@ -326,8 +310,7 @@ def webhooks_delete_command(name: str, as_json: bool, settings: Settings) -> Non
 @webhooks.command("deliveries")
 @click.option("--endpoint", help="Only this endpoint's deliveries.")
 @click.option("--status", type=click.Choice(["pending", "delivered", "filtered", "dead"]))
-@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
-@click.option("--cursor", help="The next_cursor of the page before.")
+@page_options
 @click.option("--json", "as_json", is_flag=True)
 @tenant_options
 def deliveries_command(
@@ -344,9 +327,16 @@ def deliveries_command(
         from wovyr.platform.webhooks import delivery_view
 
         page = engine.store.list_deliveries(
-            engine.tenant, endpoint=endpoint, status=status, before=_before(cursor), limit=limit
+            engine.tenant,
+            endpoint=endpoint,
+            status=status,
+            before=cursor_position(cursor),
+            limit=limit,
         )
-        return {"items": [delivery_view(d) for d in page.items], "next_cursor": _after(page.next)}
+        return {
+            "items": [delivery_view(d) for d in page.items],
+            "next_cursor": next_cursor(page.next),
+        }
 
     def remote(api: RemotePlatform) -> dict[str, Any]:
         found = api.client.list_deliveries(
@@ -355,14 +345,8 @@ def deliveries_command(
         return dict(found)
 
     page = store_or_server(settings, local, remote)
-    if as_json:
-        echo_json(page)
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "endpoint", "event", "execution", "status", "attempts", "last error"):
-        table.add_column(column)
-    for row in page["items"]:
-        table.add_row(
+    lines = (
+        (
             row["id"],
             row["endpoint"],
             row["event"],
@@ -371,9 +355,10 @@ def deliveries_command(
             str(row["attempts"]),
             row["last_error"],
         )
-    print_table(table)
-    if page["next_cursor"]:
-        console.print(f"more: --cursor {page['next_cursor']}", markup=False)
+        for row in page["items"]
+    )
+    columns = ("id", "endpoint", "event", "execution", "status", "attempts", "last error")
+    echo_page(as_json, page, columns, lines)
 
 
 @webhooks.command("delivery")
@@ -395,24 +380,3 @@ def delivery_command(delivery_id: str, as_json: bool, settings: Settings) -> Non
     echo_json(
         store_or_server(settings, local, lambda api: dict(api.client.get_delivery(delivery_id)))
     )
-
-
-def _before(cursor: str | None) -> tuple[Any, str] | None:
-    """The position of a cursor this command printed (`<micros>:<id>`)."""
-    if not cursor:
-        return None
-    from wovyr.store.codec import from_micros
-
-    micros, _, ident = cursor.partition(":")
-    try:
-        return from_micros(int(micros)), ident
-    except (ValueError, OverflowError):
-        raise click.BadParameter("not a cursor this command printed") from None
-
-
-def _after(position: tuple[Any, str] | None) -> str | None:
-    if position is None:
-        return None
-    from wovyr.store.codec import to_micros
-
-    return f"{to_micros(position[0])}:{position[1]}"

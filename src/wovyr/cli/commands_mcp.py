@@ -18,10 +18,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from wovyr.cli.backend import refuse_remote, store_or_server, with_tenant
+from wovyr.cli.backend import refuse_remote, with_tenant
 from wovyr.cli.common import (
-    echo_json,
-    echo_listing,
     echo_result,
     json_log_config,
     json_option,
@@ -29,6 +27,7 @@ from wovyr.cli.common import (
     tenant_options,
 )
 from wovyr.cli.main import cli
+from wovyr.cli.named import listing_command, removal_command, showing_command
 from wovyr.errors import ConfigError
 from wovyr.platform.mcp import (
     McpServerInfo,
@@ -120,40 +119,24 @@ def add_command(
     )
 
 
-@mcp_group.command("list")
-@json_option
-@tenant_options
-def list_command(as_json: bool, settings: Settings) -> None:
+def _row(info: McpServerInfo) -> tuple[str, str, str, str]:
+    return info.name, info.transport, _where(info), _headers(info) or "-"
+
+
+_COLUMNS = ("name", "transport", "command / URL", "header secrets")
+
+
+@listing_command(mcp_group, _COLUMNS, _row, lambda api: api.list_mcp_servers())
+def list_command(engine: Engine) -> list[McpServerInfo]:
     """The tenant's MCP servers (secret names, never values)."""
-    found = store_or_server(
-        settings,
-        lambda engine: list_mcp_servers(engine.store, engine.tenant),
-        lambda api: api.list_mcp_servers(),
-    )
-    rows = ((info.name, info.transport, _where(info), _headers(info) or "-") for info in found)
-    columns = ("name", "transport", "command / URL", "header secrets")
-    echo_listing(as_json, [info.to_dict() for info in found], columns, rows)
+    return list_mcp_servers(engine.store, engine.tenant)
 
 
 def _headers(info: McpServerInfo) -> str:
     return ", ".join(f"{h}={s}" for h, s in sorted(info.header_secrets.items()))
 
 
-@mcp_group.command("show")
-@click.argument("name")
-@json_option
-@tenant_options
-def show_command(name: str, as_json: bool, settings: Settings) -> None:
-    """MCP server NAME of the tenant."""
-    check_server_name(name, "NAME")
-    info, tenant = with_tenant(
-        settings,
-        lambda engine: mcp_server_info(engine.store, engine.tenant, name),
-        lambda api: api.mcp_server(name),
-    )
-    if as_json:
-        echo_json(info.to_dict())
-        return
+def _show(info: McpServerInfo, tenant: str) -> None:
     click.echo(f"MCP server {info.name} of tenant {tenant}")
     click.echo(f"  transport: {info.transport}")
     click.echo(f"  {'command' if info.command is not None else 'URL'}: {_where(info)}")
@@ -162,23 +145,19 @@ def show_command(name: str, as_json: bool, settings: Settings) -> None:
     click.echo(f"  updated:   {info.updated_at:%Y-%m-%d %H:%M:%S} UTC by {info.updated_by}")
 
 
-@mcp_group.command("remove")
-@click.argument("name")
-@json_option
-@tenant_options
-def remove_command(name: str, as_json: bool, settings: Settings) -> None:
+@showing_command(mcp_group, check_server_name, lambda api, name: api.mcp_server(name), _show)
+def show_command(engine: Engine, name: str) -> McpServerInfo:
+    """MCP server NAME of the tenant."""
+    return mcp_server_info(engine.store, engine.tenant, name)
+
+
+@removal_command(
+    mcp_group, "remove", "MCP server", check_server_name, lambda api, n: api.remove_mcp_server(n)
+)
+def remove_command(engine: Engine, name: str) -> None:
     """Remove MCP server NAME of the tenant (steps naming it then fail, not retried)."""
-    check_server_name(name, "NAME")
-
-    def local(engine: Engine) -> None:
-        audit = engine.audit_entry("mcp.remove", name)
-        remove_mcp_server(engine.store, engine.tenant, name, audit=audit)
-
-    _, tenant = with_tenant(settings, local, lambda api: api.remove_mcp_server(name))
-    echo_result(
-        as_json,
-        {"removed": name, "tenant": tenant},
-        f"removed MCP server {name} of tenant {tenant}",
+    remove_mcp_server(
+        engine.store, engine.tenant, name, audit=engine.audit_entry("mcp.remove", name)
     )
 
 

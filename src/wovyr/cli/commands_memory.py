@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import click
-from rich.table import Table
 
 from wovyr.activities.memory import NAMESPACE_RULE, EmbeddingSpec, embed_texts, is_namespace
 from wovyr.activities.providers import DEFAULT_EMBEDDING_MODEL, DEFAULT_PROVIDER, ModelAccess
 from wovyr.cli.common import (
-    echo_json,
+    echo_listing,
     echo_result,
     json_option,
     open_engine,
-    print_table,
     short,
     tenant_options,
 )
@@ -69,11 +68,13 @@ def _embed(engine: Engine, text: str, spec: EmbeddingSpec) -> list[float]:
     return vector
 
 
-def _table(items: list[dict[str, Any]], score: bool = False) -> None:
-    table = Table(box=None, pad_edge=False)
+def _echo_items(as_json: bool, data: Any, items: list[dict[str, Any]], score: bool = False) -> None:
+    """`data` as JSON under --json, else the table of `items` (search hits: with scores)."""
     columns = ["key", "version", "updated (UTC)", "expires", "text", "value"]
-    for column in (["score"] if score else []) + columns:
-        table.add_column(column)
+    echo_listing(as_json, data, (["score"] if score else []) + columns, _rows(items, score))
+
+
+def _rows(items: list[dict[str, Any]], score: bool) -> Iterator[list[str]]:
     for item in items:
         row = [
             item["key"],
@@ -83,8 +84,7 @@ def _table(items: list[dict[str, Any]], score: bool = False) -> None:
             short(item["text"] or "", 40),
             short(item["value"], 40),
         ]
-        table.add_row(*([f"{item['score']:.3f}", *row] if score else row))
-    print_table(table)
+        yield [f"{item['score']:.3f}", *row] if score else row
 
 
 @memory_group.command("list")
@@ -100,10 +100,7 @@ def list_command(
     """The live items of NAMESPACE, by key."""
     with open_engine(settings, load_activities=False) as engine:
         items = _memory(engine).list_items(_namespace(namespace), prefix, after, limit)
-    if as_json:
-        echo_json(items)
-    else:
-        _table(items)
+    _echo_items(as_json, items, items)
 
 
 @memory_group.command("get")
@@ -117,10 +114,7 @@ def get_command(namespace: str, key: str, as_json: bool, settings: Settings) -> 
         item = _memory(engine).get(_namespace(namespace), key)
     if item is None:
         raise NotFound(f"no item {key!r} in memory namespace {namespace!r}")
-    if as_json:
-        echo_json(item)
-    else:
-        _table([item])
+    _echo_items(as_json, item, [item])
 
 
 @memory_group.command("put")
@@ -204,7 +198,4 @@ def search_command(
     with open_engine(settings, load_activities=False) as engine:
         vector = _embed(engine, query, spec)
         hits = _memory(engine).search(_namespace(namespace), vector, model, top_k)
-    if as_json:
-        echo_json(hits)
-    else:
-        _table(hits, score=True)
+    _echo_items(as_json, hits, hits, score=True)

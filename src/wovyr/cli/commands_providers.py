@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from wovyr.cli.backend import store_or_server, with_tenant
-from wovyr.cli.common import echo_json, echo_listing, echo_result, json_option, tenant_options
+from wovyr.cli.backend import with_tenant
+from wovyr.cli.common import echo_result, json_option, tenant_options
 from wovyr.cli.main import cli
+from wovyr.cli.named import listing_command, removal_command, showing_command
 from wovyr.platform.providers import (
     PROVIDER_KINDS,
     TOKEN_LIMITS,
@@ -179,64 +180,43 @@ def set_command(
     echo_result(as_json, info.to_dict(), f"provider {name} of tenant {tenant} set")
 
 
-@providers_group.command("list")
-@json_option
-@tenant_options
-def list_command(as_json: bool, settings: Settings) -> None:
+def _row(info: ProviderInfo) -> tuple[str, ...]:
+    return (
+        info.name,
+        info.kind,
+        info.base_url,
+        info.api_key_secret or "-",
+        info.default_model or "-",
+        _price(info.price_in),
+        _price(info.price_out),
+    )
+
+
+_COLUMNS = ("name", "kind", "base URL", "key secret", "default model", "in/1M", "out/1M")
+
+
+@listing_command(providers_group, _COLUMNS, _row, lambda api: api.list_providers())
+def list_command(engine: Engine) -> list[ProviderInfo]:
     """The tenant's model providers (secret names, never values)."""
-    found = store_or_server(
-        settings,
-        lambda engine: list_providers(engine.store, engine.tenant),
-        lambda api: api.list_providers(),
-    )
-    rows = (
-        (
-            info.name,
-            info.kind,
-            info.base_url,
-            info.api_key_secret or "-",
-            info.default_model or "-",
-            _price(info.price_in),
-            _price(info.price_out),
-        )
-        for info in found
-    )
-    columns = ("name", "kind", "base URL", "key secret", "default model", "in/1M", "out/1M")
-    echo_listing(as_json, [info.to_dict() for info in found], columns, rows)
+    return list_providers(engine.store, engine.tenant)
 
 
-@providers_group.command("show")
-@click.argument("name")
-@json_option
-@tenant_options
-def show_command(name: str, as_json: bool, settings: Settings) -> None:
+@showing_command(providers_group, check_provider_name, lambda api, name: api.provider(name), _show)
+def show_command(engine: Engine, name: str) -> ProviderInfo:
     """Model provider NAME of the tenant (its secret's name, never a value)."""
-    check_provider_name(name, "NAME")
-    info, tenant = with_tenant(
-        settings,
-        lambda engine: provider_info(engine.store, engine.tenant, name),
-        lambda api: api.provider(name),
-    )
-    if as_json:
-        echo_json(info.to_dict())
-    else:
-        _show(info, tenant)
+    return provider_info(engine.store, engine.tenant, name)
 
 
-@providers_group.command("delete")
-@click.argument("name")
-@json_option
-@tenant_options
-def delete_command(name: str, as_json: bool, settings: Settings) -> None:
+@removal_command(
+    providers_group,
+    "delete",
+    "provider",
+    check_provider_name,
+    lambda api, n: api.delete_provider(n),
+)
+def delete_command(engine: Engine, name: str) -> None:
     """Delete model provider NAME of the tenant (steps naming it then fail, not retried,
     unless the environment defines one of that name)."""
-    check_provider_name(name, "NAME")
-
-    def local(engine: Engine) -> None:
-        audit = engine.audit_entry("provider.delete", name)
-        delete_provider(engine.store, engine.tenant, name, audit=audit)
-
-    _, tenant = with_tenant(settings, local, lambda api: api.delete_provider(name))
-    echo_result(
-        as_json, {"deleted": name, "tenant": tenant}, f"deleted provider {name} of tenant {tenant}"
+    delete_provider(
+        engine.store, engine.tenant, name, audit=engine.audit_entry("provider.delete", name)
     )

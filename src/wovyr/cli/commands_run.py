@@ -19,6 +19,7 @@ from wovyr.cli.common import (
     cli_labels,
     console,
     echo_json,
+    input_option,
     is_tty,
     open_engine,
     print_table,
@@ -84,14 +85,7 @@ def wait_seconds(value: str) -> float:
     metavar="NAME[@VERSION]",
     help="Run a registered workflow (the latest applied version unless @VERSION) instead of FILE.",
 )
-@click.option(
-    "-i",
-    "--input",
-    "pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="An input value (JSON if it parses, else a string). Repeatable.",
-)
+@input_option("An input value (JSON if it parses, else a string). Repeatable.")
 @click.option("--input-file", type=click.Path(dir_okay=False), help="A JSON object of inputs.")
 @click.option(
     "--label",

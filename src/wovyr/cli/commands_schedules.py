@@ -15,6 +15,7 @@ from wovyr.cli.common import (
     echo_json,
     echo_listing,
     echo_result,
+    input_option,
     json_option,
     short,
     styled,
@@ -53,7 +54,7 @@ def schedules() -> None:
     show_default=True,
     help="Missed ticks younger than this run after downtime.",
 )
-@click.option("-i", "--input", "pairs", multiple=True, metavar="KEY=VALUE")
+@input_option()
 @click.option("--start-at", help="RFC 3339 time of the first possible tick.")
 @click.option("--end-at", help="RFC 3339 time after which it stops.")
 @click.option("--limit", "remaining", type=click.IntRange(0), help="Start at most N executions.")

@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from wovyr.cli.backend import store_or_server, with_tenant
-from wovyr.cli.common import echo_listing, echo_result, json_option, tenant_options
+from wovyr.cli.backend import with_tenant
+from wovyr.cli.common import echo_result, json_option, tenant_options
 from wovyr.cli.main import cli
+from wovyr.cli.named import listing_command, removal_command
 from wovyr.errors import InputError, Problem
 from wovyr.platform.secrets import SecretInfo, Secrets, check_secret_name
 from wovyr.settings import Settings
 
 if TYPE_CHECKING:
-    pass
+    from wovyr.engine.engine import Engine
 
 __all__: list[str] = []
 
@@ -58,6 +59,9 @@ def _read_value(from_file: Path | None) -> str:
     if text.endswith("\r\n"):
         return text[:-2]
     return text[:-1] if text.endswith("\n") else text
+
+
+_COLUMNS = ("name", "version", "updated (UTC)", "by")
 
 
 def _row(info: SecretInfo) -> tuple[str, str, str, str]:
@@ -96,35 +100,17 @@ def set_command(name: str, from_file: Path | None, as_json: bool, settings: Sett
     )
 
 
-@secrets_group.command("list")
-@json_option
-@tenant_options
-def list_command(as_json: bool, settings: Settings) -> None:
+@listing_command(secrets_group, _COLUMNS, _row, lambda api: api.list_secrets())
+def list_command(engine: Engine) -> list[SecretInfo]:
     """The tenant's secrets: names, versions and times (never values)."""
-    found = store_or_server(
-        settings,
-        lambda engine: _secrets(engine).list_secrets(engine.tenant),
-        lambda api: api.list_secrets(),
-    )
-    columns = ("name", "version", "updated (UTC)", "by")
-    echo_listing(as_json, [info.to_dict() for info in found], columns, map(_row, found))
+    return _secrets(engine).list_secrets(engine.tenant)
 
 
-@secrets_group.command("delete")
-@click.argument("name")
-@json_option
-@tenant_options
-def delete_command(name: str, as_json: bool, settings: Settings) -> None:
+@removal_command(
+    secrets_group, "delete", "secret", check_secret_name, lambda api, name: api.delete_secret(name)
+)
+def delete_command(engine: Engine, name: str) -> None:
     """Delete secret NAME of the tenant (steps that reference it then fail, not retried)."""
-    check_secret_name(name, "NAME")
-
-    _, tenant = with_tenant(
-        settings,
-        lambda engine: _secrets(engine).delete_secret(
-            engine.tenant, name, by="cli", at=engine.clock.now(), actor=engine.actor
-        ),
-        lambda api: api.delete_secret(name),
-    )
-    echo_result(
-        as_json, {"deleted": name, "tenant": tenant}, f"deleted secret {name} of tenant {tenant}"
+    _secrets(engine).delete_secret(
+        engine.tenant, name, by="cli", at=engine.clock.now(), actor=engine.actor
     )

@@ -20,6 +20,7 @@ from wovyr.cli.common import (
     echo_json,
     echo_listing,
     echo_table,
+    input_option,
     is_tty,
     json_option,
     open_engine,
@@ -543,9 +544,7 @@ def _done(view: dict[str, Any], as_json: bool, message: str) -> None:
     metavar="ACTIVITY",
     help="Rerun from this activity: the results upstream of it are reused, not run again.",
 )
-@click.option(
-    "-i", "--input", "pairs", multiple=True, metavar="KEY=VALUE", help="Override an input."
-)
+@input_option("Override an input.")
 @click.option(
     "--latest",
     is_flag=True,

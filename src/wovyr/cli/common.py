@@ -41,6 +41,7 @@ __all__ = [
     "echo_table",
     "engine_options",
     "host_engine",
+    "input_option",
     "json_log_config",
     "json_option",
     "local_actor",
@@ -345,6 +346,11 @@ def print_table(table: Table) -> None:
         console.print(table)
     else:
         plain_console(width=100_000, soft_wrap=True).print(table)
+
+
+def input_option(help: str | None = None) -> Callable[[F], F]:
+    """`-i/--input KEY=VALUE` (repeatable), given to the command as `pairs` (`cli_inputs`)."""
+    return click.option("-i", "--input", "pairs", multiple=True, metavar="KEY=VALUE", help=help)
 
 
 def wait_up_to_option(help: str) -> Callable[[F], F]:

@@ -14,12 +14,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, Self, Unpack
 
 import click
 
-from wovyr.cli.backend import LISTED, Decision, ExecutionFilter, Rerun
-from wovyr.cli.target import Remote, WatchMessage
+from wovyr.cli.target import LISTED, Decision, ExecutionFilter, Remote, Rerun, WatchMessage
 from wovyr.client import Client
 from wovyr.errors import (
     Conflict,
@@ -30,7 +29,7 @@ from wovyr.errors import (
     RequestInvalid,
 )
 
-__all__ = ["RemoteBackend", "apply_file"]
+__all__ = ["OverClient", "RemoteBackend", "apply_file"]
 
 _PAGE = 200  # the API's largest page of executions
 _EVENTS = 1000  # ... and of events
@@ -107,17 +106,21 @@ def apply_file(file: Path, send: Callable[[str], Mapping[str, Any]]) -> tuple[st
     return applied["result"], applied["hash"], applied["name"], applied["version"]
 
 
-class RemoteBackend:
-    """The commands over `wovyr.client.Client`."""
+class OverClient:
+    """Commands over `wovyr.client.Client`, to the server `open` is given."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
 
     @classmethod
     @contextmanager
-    def open(cls, remote: Remote) -> Iterator[RemoteBackend]:
+    def open(cls, remote: Remote) -> Iterator[Self]:
         with Client(remote.url, api_key=remote.api_key) as client:
             yield cls(client)
+
+
+class RemoteBackend(OverClient):
+    """The commands over `wovyr.client.Client`."""
 
     # workflows
 

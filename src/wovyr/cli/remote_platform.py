@@ -15,17 +15,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from wovyr.cli.remote import apply_file
-from wovyr.cli.target import Remote
-from wovyr.client import Client
+from wovyr.cli.remote import OverClient, apply_file
 from wovyr.store.bulk import BatchItem, BatchRecord
 
 if TYPE_CHECKING:
@@ -59,17 +56,8 @@ def dated(cls: type[T], data: Mapping[str, Any], **extra: Any) -> T:
     return cls(**values)
 
 
-class RemotePlatform:
+class RemotePlatform(OverClient):
     """The platform commands over `wovyr.client.Client`."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-
-    @classmethod
-    @contextmanager
-    def open(cls, remote: Remote) -> Iterator[RemotePlatform]:
-        with Client(remote.url, api_key=remote.api_key) as client:
-            yield cls(client)
 
     @functools.cached_property
     def tenant(self) -> str:
