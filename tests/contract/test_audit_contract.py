@@ -19,7 +19,7 @@ from wovyr.store.base import CommitOutcome, DefinitionRecord, NewExecution, Step
 from wovyr.store.platform import ApiKeyRecord, TenantRecord
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.records import Debit
-from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.schedules import ScheduleRecord, ScheduleWrite
 from wovyr.store.secrets import DataKeyRecord, KmsRootRecord
 from wovyr.store.sqlite import SQLiteStore
 
@@ -121,8 +121,8 @@ def test_platform_writes_append_when_they_change_something(store: Store) -> None
     assert store.create_schedule(schedule, audit=entry("schedule.create", "s1"))
     assert not store.create_schedule(schedule, audit=entry("schedule.create", "s1"))
     bumped = replace(schedule, paused=True, version=1)
-    assert store.update_schedule(bumped, 0, audit=entry("schedule.pause", "s1"))
-    assert not store.update_schedule(bumped, 0, audit=entry("schedule.pause", "s1"))
+    assert store.update_schedule(ScheduleWrite(bumped, 0), audit=entry("schedule.pause", "s1"))
+    assert not store.update_schedule(ScheduleWrite(bumped, 0), audit=entry("schedule.pause", "s1"))
     assert store.delete_schedule("s1", "t1", audit=entry("schedule.delete", "s1"))
     assert not store.delete_schedule("s1", "t1", audit=entry("schedule.delete", "s1"))
 

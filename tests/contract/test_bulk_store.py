@@ -15,7 +15,7 @@ from wovyr.store.audit import AuditEntry
 from wovyr.store.base import ExecutionFilter, NewExecution, Store
 from wovyr.store.bulk import BatchOutcome, BatchUpdate, NewBatch
 from wovyr.store.postgres import PostgresStore
-from wovyr.store.streams import NewChunk
+from wovyr.store.streams import NewChunk, StreamAppend
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -166,7 +166,7 @@ def test_purge_deletes_finished_executions_with_everything_kept_for_them(store: 
     record = store.load("gone", "default")
     assert record is not None
     assert store.append_stream(
-        "default", "gone", record.fence, [NewChunk("a", 1, 1, "attempt")], T0
+        StreamAppend("default", "gone", record.fence, [NewChunk("a", 1, 1, "attempt")], T0)
     )
     _finish(store, "gone")
     create(store, "live")  # running: kept

@@ -12,7 +12,7 @@ import pytest
 
 from wovyr.events import Event
 from wovyr.store.base import Claim, CommitOutcome, NewExecution, StepWrite, Store
-from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.schedules import ScheduleRecord, ScheduleWrite
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -100,10 +100,10 @@ def test_a_schedule_fire_reports_the_executions_it_inserted(store: Store) -> Non
     recorder = Recorder()
     store.add_observer(recorder)
     starts = [new("s-1"), new("s-2")]
-    assert store.update_schedule(replace(record, version=1), 0, starts)
+    assert store.update_schedule(ScheduleWrite(replace(record, version=1), 0, starts))
     assert recorder.seen == [("created", "s-2")]
     # A fire whose compare-and-set fails inserts nothing and reports nothing.
-    assert not store.update_schedule(record, 0, [starts[1]])
+    assert not store.update_schedule(ScheduleWrite(record, 0, [starts[1]]))
     assert recorder.seen == [("created", "s-2")]
 
 

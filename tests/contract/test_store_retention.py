@@ -18,7 +18,7 @@ from wovyr.events import Event
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import ExecutionFilter, NewExecution, StepWrite, Store
 from wovyr.store.sqlite import SQLiteStore
-from wovyr.store.streams import NewChunk
+from wovyr.store.streams import NewChunk, StreamAppend
 
 from .test_store_contract import T0
 
@@ -67,7 +67,7 @@ def make(
     created, record = store.create_execution(new)
     assert created
     chunks = [NewChunk("ask", 1, 1, "attempt"), NewChunk("ask", 1, 1, "text", "hi")]
-    assert store.append_stream(tenant, execution_id, record.fence, chunks, T0)
+    assert store.append_stream(StreamAppend(tenant, execution_id, record.fence, chunks, T0))
     if finished is not None:
         end = _step(execution_id, 1, status=status, at=finished, tenant=tenant)
         assert store.commit([end])[0].name == "OK"

@@ -81,8 +81,8 @@ from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.platform import TenantRecord
 from wovyr.store.records import TimerRecord
 from wovyr.store.rows import created_record
-from wovyr.store.schedules import ScheduleRecord
-from wovyr.store.streams import NewChunk, StreamChunk
+from wovyr.store.schedules import ScheduleWrite
+from wovyr.store.streams import StreamAppend, StreamChunk
 
 __all__ = [
     "FORWARDED",
@@ -346,17 +346,10 @@ class SealingStore(Store):
             return True, record if written is new else created_record(new)
         return False, self._open_record(record)
 
-    def update_schedule(
-        self,
-        record: ScheduleRecord,
-        expected_version: int,
-        starts: Sequence[NewExecution] = (),
-        *,
-        audit: AuditEntry | None = None,
-    ) -> bool:
-        written = [self._sealed_new(new) for new in starts]
+    def update_schedule(self, write: ScheduleWrite, *, audit: AuditEntry | None = None) -> bool:
+        written = [self._sealed_new(new) for new in write.starts]
         try:
-            return self.inner.update_schedule(record, expected_version, written, audit=audit)
+            return self.inner.update_schedule(replace(write, starts=written), audit=audit)
         finally:
             for new in written:
                 self._plain.pop(id(new), None)
@@ -433,23 +426,18 @@ class SealingStore(Store):
     # The text a model streams is as much a payload as the answer it becomes: sealed too,
     # bound to its execution (a chunk's number is the store's, so not bound).
 
-    def append_stream(
-        self,
-        tenant: str,
-        execution_id: str,
-        fence: int,
-        chunks: Sequence[NewChunk],
-        at: datetime,
-    ) -> bool:
+    def append_stream(self, append: StreamAppend) -> bool:
+        tenant = append.tenant
         if self.sealing(tenant):
-            name = f"{execution_id}/stream"
+            name = f"{append.execution_id}/stream"
             chunks = [
                 replace(c, text=_SEALED_TEXT + self.sealer.seal(tenant, _STREAM, name, c.text))
                 if c.text
                 else c
-                for c in chunks
+                for c in append.chunks
             ]
-        return self.inner.append_stream(tenant, execution_id, fence, chunks, at)
+            append = replace(append, chunks=chunks)
+        return self.inner.append_stream(append)
 
     def read_stream(
         self, tenant: str, execution_id: str, after: int = 0, limit: int = 500
