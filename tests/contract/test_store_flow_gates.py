@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from tests.contract.test_store_fair_claim import start
 
-from wovyr.store.base import StepWrite, Store
+from wovyr.store.base import ClaimAsk, StepWrite, Store
 from wovyr.store.flow import FlowAcquire, RateRequest, SlotClaim
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -83,7 +83,7 @@ def test_declared_buckets_win_and_are_named_by_key(store: Store) -> None:
 def test_activity_slots_count_while_the_lease_holds_and_go_with_the_result(store: Store) -> None:
     for name in ("e1", "e2"):
         start(store, "t", name, T0)
-    assert {c.execution_id for c in store.claim("W", T0, 10, 2)} == {"e1", "e2"}
+    assert {c.execution_id for c in store.claim(ClaimAsk("W", T0, 10, 2))} == {"e1", "e2"}
     one = SlotClaim("k", "e1/a/1", 1)
     two = SlotClaim("k", "e2/a/1", 1)
     assert store.acquire_flow("t", "e1", "W", T0, slots=[one]).granted
@@ -115,7 +115,7 @@ def test_activity_slots_count_while_the_lease_holds_and_go_with_the_result(store
     assert not store.acquire_flow("t", "e1", "W", at(5), slots=[three]).granted
     assert store.activity_slot_holders("t", "k", at(5)) == ["e2/a/1"]
     assert store.activity_slot_holders("t", "k", at(11)) == []
-    assert [c.execution_id for c in store.claim("W2", at(11), 10, 2)] == ["e2"]
+    assert [c.execution_id for c in store.claim(ClaimAsk("W2", at(11), 10, 2))] == ["e2"]
     again = SlotClaim("k", "e2/a/2", 1)
     assert store.acquire_flow("t", "e2", "W2", at(11), slots=[again]).granted
     assert store.activity_slot_holders("t", "k", at(11)) == ["e2/a/2"]
@@ -124,7 +124,7 @@ def test_activity_slots_count_while_the_lease_holds_and_go_with_the_result(store
 def test_many_asks_in_one_transaction_are_answered_in_order(store: Store) -> None:
     for name in ("e1", "e2"):
         start(store, "t", name, T0)
-    store.claim("W", T0, 10, 2)
+    store.claim(ClaimAsk("W", T0, 10, 2))
     one = RateRequest("one", units=1, capacity=1, per_second=1.0)
     asks = [
         FlowAcquire("t", "e1", "W", T0, [one], [SlotClaim("k", "e1/a/1", 1)]),
@@ -142,7 +142,7 @@ def test_many_asks_in_one_transaction_are_answered_in_order(store: Store) -> Non
 def test_an_ask_for_several_attempts_weighs_each_and_says_how_many_fit(store: Store) -> None:
     for name in ("e1", "e2"):
         start(store, "t", name, T0)
-    store.claim("W", T0, 10, 2)
+    store.claim(ClaimAsk("W", T0, 10, 2))
     # Three attempts of one unit each on a bucket of 2: the first two fit, the third
     # waits for its own unit (not for three at once, which the bucket never holds).
     three = FlowAcquire("t", "e1", "W", T0, [API, API, API], [], [(1, 0), (1, 0), (1, 0)])

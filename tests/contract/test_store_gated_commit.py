@@ -12,7 +12,7 @@ import pytest
 from tests.contract.test_store_fair_claim import start
 
 from wovyr.events import Event
-from wovyr.store.base import CommitOutcome, StepWrite, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, StepWrite, Store
 from wovyr.store.flow import FlowAcquire, FlowAnswer, RateRequest, SlotClaim
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -22,7 +22,7 @@ ONE = RateRequest("one", units=1, capacity=1, per_second=1.0)
 def running(store: Store, *names: str) -> None:
     for name in names:
         start(store, "t", name, T0)
-    assert len(store.claim("W", T0, 30, len(names))) == len(names)
+    assert len(store.claim(ClaimAsk("W", T0, 30, len(names)))) == len(names)
 
 
 def step(

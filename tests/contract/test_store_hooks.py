@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from wovyr.events import Event
-from wovyr.store.base import Claim, CommitOutcome, NewExecution, StepWrite, Store
+from wovyr.store.base import Claim, ClaimAsk, CommitOutcome, NewExecution, StepWrite, Store
 from wovyr.store.schedules import ScheduleRecord, ScheduleWrite
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -73,8 +73,8 @@ def test_observers_hear_creations_commits_and_claims(store: Store) -> None:
     create(store, "b")
     store.commit([step("a", 1), step("b", 7)])
     store.commit([step("a", 2), step("b", 1)], atomic=False)
-    assert store.claim("w", T0, 30, 10, only=["zzz"]) == []
-    store.claim("w", T0, 30, 10, only=["a"])
+    assert store.claim(ClaimAsk("w", T0, 30, 10, only=["zzz"])) == []
+    store.claim(ClaimAsk("w", T0, 30, 10, only=["a"]))
     assert recorder.seen == [
         ("created", "a"),  # the second create of "a" inserted nothing: not reported
         ("created", "b"),
@@ -116,7 +116,7 @@ def test_a_failing_observer_neither_fails_nor_undoes_the_write(
     with caplog.at_level(logging.ERROR, logger="wovyr.store"):
         create(store, "a")
         assert store.commit([step("a", 1)]) == [CommitOutcome.OK]
-        [claim] = store.claim("w", T0 + timedelta(seconds=1), 30, 10)
+        [claim] = store.claim(ClaimAsk("w", T0 + timedelta(seconds=1), 30, 10))
     assert claim.execution_id == "a"
     record = store.load("a", "default")
     assert record is not None and record.seq == 2 and record.lease_owner == "w"

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import make_store
 from tests.contract.test_store_fair_claim import start
 
-from wovyr.store.base import CommitOutcome, StepWrite, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, StepWrite, Store
 from wovyr.store.flow import (
     HOLD_TIMER_PREFIX,
     WAITER_TTL_SECONDS,
@@ -31,7 +31,7 @@ T0 = datetime(2030, 1, 1, tzinfo=UTC)
 def running(store: Store, *names: str) -> None:
     for name in names:
         start(store, "t", name, T0)
-    assert len(store.claim("W", T0, 3600, len(names))) == len(names)
+    assert len(store.claim(ClaimAsk("W", T0, 3600, len(names)))) == len(names)
 
 
 def ask(store: Store, name: str, at: datetime = T0, limit: int = 1) -> tuple[bool, str]:
@@ -110,7 +110,7 @@ def test_a_waiter_that_ended_or_left_loses_its_place(store: Store) -> None:
     # e4 waits; it does not come back in time, and a newcomer is served
     later = T0 + timedelta(seconds=WAITER_TTL_SECONDS + 1)
     start(store, "t", "e5", T0)
-    assert [c.execution_id for c in store.claim("W", later, 3600, 1)] == ["e5"]
+    assert [c.execution_id for c in store.claim(ClaimAsk("W", later, 3600, 1))] == ["e5"]
     assert ask(store, "e5", at=later) == (True, "")
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from tests.contract.test_store_contract import create
 
-from wovyr.store.base import Store
+from wovyr.store.base import ClaimAsk, Store
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.store.streams import NewChunk, StreamAppend
 
@@ -51,7 +51,7 @@ def test_chunks_are_numbered_in_order_and_read_after_any_number(store: Store) ->
 def test_an_append_with_a_moved_fence_writes_nothing(store: Store) -> None:
     create(store, "e1", owner="w1")
     fence = _fence(store, "e1")
-    (claim,) = store.claim("w2", T0 + timedelta(minutes=5), 30.0, 1)  # the lease expired
+    (claim,) = store.claim(ClaimAsk("w2", T0 + timedelta(minutes=5), 30.0, 1))  # the lease expired
     assert claim.fence == fence + 1
     assert not store.append_stream(StreamAppend("default", "e1", fence, _pieces(1, "late"), T0))
     assert store.read_stream("default", "e1") == []

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from wovyr.engine.engine import Engine
+from wovyr.store.base import ClaimAsk
 from wovyr.store.flow import RateRequest, SlotClaim
 
 from .conftest import Keys, UiClient
@@ -37,7 +38,7 @@ def _activity_slots(engine: Engine, tenant: str, key: str, *executions: str) -> 
     """Each execution's attempt of `step` asks key `key`'s one slot, as a worker holding
     their leases does: the first is granted, the others wait. The attempts' holder ids."""
     now = engine.clock.now()
-    engine.store.claim(OWNER, now, 30.0, 100)
+    engine.store.claim(ClaimAsk(OWNER, now, 30.0, 100))
     holders = [f"{e}/step/1" for e in executions]
     answers = [
         engine.store.acquire_flow(tenant, e, OWNER, now, slots=[SlotClaim(key, h, 1)])

@@ -62,13 +62,12 @@ from wovyr.store.agent_memory import MemoryHit, MemoryItem, MemoryPut, MemoryWri
 from wovyr.store.artifacts import ArtifactRecord, NewArtifact
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import (
-    DEFAULT_TENANT,
     Claim,
+    ClaimAsk,
     CommitOutcome,
     EventRecord,
     ExecutionFilter,
     ExecutionRecord,
-    FairShare,
     NewExecution,
     Page,
     StepWrite,
@@ -538,30 +537,8 @@ class SealingStore(Store):
     def _open_hits(self, hits: list[MemoryHit]) -> list[MemoryHit]:
         return [replace(h, item=self._open_item(h.item)) for h in hits]
 
-    def claim(
-        self,
-        owner: str,
-        now: datetime,
-        lease_seconds: float,
-        limit: int,
-        only: Sequence[str] | None = None,
-        *,
-        tenant: str = DEFAULT_TENANT,
-        partitions: Sequence[int] | None = None,
-        of: int | None = None,
-        fair: FairShare | None = None,
-    ) -> list[Claim]:
-        claims = self.inner.claim(
-            owner,
-            now,
-            lease_seconds,
-            limit,
-            only,
-            tenant=tenant,
-            partitions=partitions,
-            of=of,
-            fair=fair,
-        )
+    def claim(self, ask: ClaimAsk) -> list[Claim]:
+        claims = self.inner.claim(ask)
         out = []
         for c in claims:
             if not is_sealed(c.checkpoint):
@@ -570,7 +547,7 @@ class SealingStore(Store):
             try:
                 opened = self._open(c.tenant, _CHECKPOINT, c.execution_id, c.checkpoint)
             except _Unreadable:
-                fail_unreadable(self, c.tenant, c.execution_id, now, fence=c.fence)
+                fail_unreadable(self, c.tenant, c.execution_id, ask.now, fence=c.fence)
                 continue
             except WovyrError as exc:  # this process cannot unwrap the key (another root key)
                 log.error(
