@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from wovyr.clock import Clock
-from wovyr.store.agent_memory import AgentMemoryStore, MemoryItem, MemoryPut
+from wovyr.store.agent_memory import AgentMemoryStore, MemoryDelete, MemoryItem, MemoryPut
 from wovyr.store.audit import AuditEntry
 from wovyr.store.vectors import pack
 
@@ -70,7 +70,8 @@ class TenantMemory:
         self, namespace: str, key: str, write_id: str | None, *, audit: AuditEntry | None = None
     ) -> dict[str, Any]:
         now = self.clock.now()
-        done = self.store.delete_memory(self.tenant, namespace, key, now, write_id, audit=audit)
+        delete = MemoryDelete(self.tenant, namespace, key, write_id)
+        done = self.store.delete_memory(delete, now, audit=audit)
         return {"key": done.key, "deleted": done.existed, "applied": done.applied}
 
     def get(self, namespace: str, key: str) -> dict[str, Any] | None:

@@ -35,6 +35,7 @@ from wovyr.store.audit import AuditEntry
 __all__ = [
     "WRITE_ID_DAYS",
     "AgentMemoryStore",
+    "MemoryDelete",
     "MemoryHit",
     "MemoryItem",
     "MemoryPut",
@@ -74,6 +75,16 @@ class MemoryPut:
 
 
 @dataclass(frozen=True)
+class MemoryDelete:
+    """Drop the item at (tenant, namespace, key)."""
+
+    tenant: str
+    namespace: str
+    key: str
+    write_id: str | None = None  # as `MemoryPut.write_id`
+
+
+@dataclass(frozen=True)
 class MemoryWriteResult:
     op: Literal["put", "delete"]
     key: str
@@ -110,14 +121,7 @@ class AgentMemoryStore(Protocol):
         ...
 
     def delete_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        key: str,
-        now: datetime,
-        write_id: str | None = None,
-        *,
-        audit: AuditEntry | None = None,
+        self, delete: MemoryDelete, now: datetime, *, audit: AuditEntry | None = None
     ) -> MemoryWriteResult:
         """Drop the item at the key (`existed`: there was a live one; `audit` is appended
         only then)."""

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from wovyr.store.agent_memory import (
     WRITE_ID_DAYS,
+    MemoryDelete,
     MemoryItem,
     MemoryPut,
     MemoryWriteResult,
@@ -75,22 +76,16 @@ class SQLAgentMemory(SQLRole, VectorSearch):
         return self._replayable(body)
 
     def delete_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        key: str,
-        now: datetime,
-        write_id: str | None = None,
-        *,
-        audit: AuditEntry | None = None,
+        self, delete: MemoryDelete, now: datetime, *, audit: AuditEntry | None = None
     ) -> MemoryWriteResult:
         q = self._queries("agent_memory")
         d = self._dialect
+        tenant, namespace, key = delete.tenant, delete.namespace, delete.key
         params = {"tenant": tenant, "namespace": namespace, "key": key, "now": d.timestamp(now)}
 
         def body(tx: Tx) -> MemoryWriteResult:
             tx.rows(q["memory_bump"], params)
-            _unless_replayed(tx, q, tenant, write_id)
+            _unless_replayed(tx, q, tenant, delete.write_id)
             row = tx.rows(q["memory_delete"], params)
             expires = d.time_or_none(row[0]["expires_at"]) if row else None
             existed = bool(row) and (expires is None or expires > now)
@@ -99,7 +94,7 @@ class SQLAgentMemory(SQLRole, VectorSearch):
             result = MemoryWriteResult("delete", key, 0, existed)
             if existed:
                 tx.append_audit(audit)
-            _written(tx, q, params, now, write_id, result, d)
+            _written(tx, q, params, now, delete.write_id, result, d)
             return result
 
         return self._replayable(body)
