@@ -40,6 +40,7 @@ from wovyr.engine.retention import Retention, purge_expired
 from wovyr.events import Event
 from wovyr.store.base import NewExecution, StepWrite, Store
 from wovyr.store.postgres import PostgresStore
+from wovyr.store.retention import ExpiredFilter
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.store.streams import NewChunk, StreamAppend
 
@@ -166,7 +167,7 @@ def measure(store: Store, args: argparse.Namespace, yardstick: Any) -> dict[str,
     report = purge_expired(engine, settings, batch=args.batch, max_batches=10**6)
     elapsed = time.perf_counter() - began
     assert report.purged == args.executions, report
-    assert len(store.find_expired("a", None, T0 + timedelta(days=60), 10)) == 0
+    assert len(store.find_expired(ExpiredFilter("a", None, T0 + timedelta(days=60), 10))) == 0
     r_rate = report.purged / elapsed
     y_rate = yardstick(b_ids)
     batches = -(-args.executions // args.batch)

@@ -12,7 +12,7 @@ import pytest
 from tests.contract.test_store_fair_claim import start
 
 from wovyr.store.base import ClaimAsk, StepWrite, Store
-from wovyr.store.flow import FlowAcquire, RateRequest, SlotClaim
+from wovyr.store.flow import FlowAcquire, NewRateLimit, RateRequest, SlotClaim
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 API = RateRequest("api", units=1, capacity=2, per_second=1.0)
@@ -69,7 +69,7 @@ def test_all_or_nothing(store: Store) -> None:
 def test_declared_buckets_win_and_are_named_by_key(store: Store) -> None:
     missing = store.acquire_flow("t", "e", "W", T0, rates=[RateRequest("openai")])
     assert not missing.granted and missing.reason == "rate limit openai: no such bucket"
-    record = store.set_rate_limit("t", "openai", 1, 0.5, "admin", T0)
+    record = store.set_rate_limit(NewRateLimit("t", "openai", 1, 0.5, "admin", T0))
     assert record.declared and record.capacity == 1 and record.updated_by == "admin"
     assert store.acquire_flow("t", "e", "W", T0, rates=[RateRequest("openai")]).granted
     # an activity's own numbers do not reshape a declared bucket

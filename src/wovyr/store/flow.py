@@ -51,6 +51,7 @@ __all__ = [
     "FlowStore",
     "GateBook",
     "GatedOutcome",
+    "NewRateLimit",
     "RateLimitRecord",
     "RateRequest",
     "SlotClaim",
@@ -96,6 +97,19 @@ class FlowKey:
     key: str
     running: int
     waiting: int
+
+
+@dataclass(frozen=True)
+class NewRateLimit:
+    """`tenant`'s bucket `key` as declared (or changed) by `by` at `now`: it holds
+    `capacity` units and refills at `per_second`."""
+
+    tenant: str
+    key: str
+    capacity: float
+    per_second: float
+    by: str
+    now: datetime
 
 
 @dataclass(frozen=True)
@@ -469,19 +483,10 @@ class FlowStore(Protocol):
         ...
 
     def set_rate_limit(
-        self,
-        tenant: str,
-        key: str,
-        capacity: float,
-        per_second: float,
-        by: str,
-        now: datetime,
-        *,
-        audit: AuditEntry | None = None,
+        self, limit: NewRateLimit, *, audit: AuditEntry | None = None
     ) -> RateLimitRecord:
-        """Declare (or change) the tenant's bucket `key`: it holds `capacity` units and
-        refills at `per_second`; activities naming it use these numbers. `audit` is
-        appended in the same transaction."""
+        """Declare (or change) the tenant's bucket as `limit` says; activities naming it use
+        these numbers. `audit` is appended in the same transaction."""
         ...
 
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
