@@ -110,9 +110,8 @@ def test_counts_follow_the_rows(kind: str, tmp_path: Path, request: pytest.Fixtu
         # the leases expired: a key that could be full has its holders read, and the stale
         # rows (all of them) deleted
         later = datetime(2031, 1, 1, tzinfo=UTC)
-        answer = stores[0].acquire_flow(
-            "t", "e0", "W", later, slots=[SlotClaim("a", "e0/a/new", 20)]
-        )
+        slot = SlotClaim("a", "e0/a/new", 20)
+        answer = stores[0].acquire_flow(FlowAcquire("t", "e0", "W", later, slots=[slot]))
         assert answer.granted
         says, rows = counted(stores[0], kind)
         assert rows["a"] == 1 and says == rows

@@ -446,18 +446,10 @@ class FlowStore(Protocol):
         executions waiting for one, each in start order (empty for a key nobody uses)."""
         ...
 
-    def acquire_flow(
-        self,
-        tenant: str,
-        execution_id: str,
-        owner: str,
-        now: datetime,
-        rates: Sequence[RateRequest] = (),
-        slots: Sequence[SlotClaim] = (),
-    ) -> FlowAnswer:
-        """Take every rate-limit unit and activity slot asked, in one transaction, or none
-        (then say how long to wait: the longest of the refusals, and why). `owner` holds
-        the lease of `execution_id`; its slots count while that lease is its own."""
+    def acquire_flow(self, ask: FlowAcquire) -> FlowAnswer:
+        """Take every rate-limit unit and activity slot `ask` asks, in one transaction, or
+        none (then say how long to wait: the longest of the refusals, and why). `ask.owner`
+        holds the lease of `ask.execution_id`; its slots count while that lease is its own."""
         ...
 
     def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:

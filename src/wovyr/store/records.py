@@ -474,7 +474,7 @@ class SlotClaim:
 
 @dataclass(frozen=True)
 class FlowAcquire:
-    """One `acquire_flow` call, for `acquire_flows` (many in one transaction).
+    """What one `acquire_flow` asks (`acquire_flows`: many in one transaction).
 
     `parts`: the attempts the ask is for, in order, as how many of `rates` and of `slots`
     each takes (they follow each other in those lists); empty: one attempt asks them all.

@@ -15,8 +15,6 @@ from wovyr.store.flow import (
     FlowKey,
     NewRateLimit,
     RateLimitRecord,
-    RateRequest,
-    SlotClaim,
 )
 from wovyr.store.rows import to_params
 from wovyr.store.sql import SQLRole, Tx
@@ -31,16 +29,8 @@ class SQLFlow(SQLRole):
 
     acquire_flows: Callable[[Sequence[FlowAcquire]], list[FlowAnswer]]
 
-    def acquire_flow(
-        self,
-        tenant: str,
-        execution_id: str,
-        owner: str,
-        now: datetime,
-        rates: Sequence[RateRequest] = (),
-        slots: Sequence[SlotClaim] = (),
-    ) -> FlowAnswer:
-        return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
+    def acquire_flow(self, ask: FlowAcquire) -> FlowAnswer:
+        return self.acquire_flows([ask])[0]
 
     def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
         sql = self._queries("flow")["flow_keys"]
