@@ -5,6 +5,7 @@ scores, its cache invalidated by a write through another store object)."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from tests.conftest import make_store
 
 from wovyr.clock import ManualClock
-from wovyr.store.agent_memory import MemoryDelete, MemoryPut
+from wovyr.store.agent_memory import MemoryDelete, MemoryFilter, MemoryPut
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import Store
 from wovyr.store.vectors import pack, unpack
@@ -71,15 +72,16 @@ def test_a_recorded_write_id_writes_nothing_again(store: Store, clock: ManualClo
 def test_list_by_key_with_prefix_and_pages(store: Store, clock: ManualClock) -> None:
     for key in ["b/2", "a", "b/1", "c", "b/10", "é"]:
         put(store, clock, key, key)
-    every = store.list_memory("t1", "notes", clock.now())
+    notes = MemoryFilter("t1", "notes")
+    every = store.list_memory(notes, clock.now())
     assert [i.key for i in every] == ["a", "b/1", "b/10", "b/2", "c", "é"]
-    assert [i.key for i in store.list_memory("t1", "notes", clock.now(), prefix="b/")] == [
+    assert [i.key for i in store.list_memory(replace(notes, prefix="b/"), clock.now())] == [
         "b/1",
         "b/10",
         "b/2",
     ]
-    page = store.list_memory("t1", "notes", clock.now(), limit=2)
-    after = store.list_memory("t1", "notes", clock.now(), after=page[-1].key, limit=2)
+    page = store.list_memory(replace(notes, limit=2), clock.now())
+    after = store.list_memory(replace(notes, after=page[-1].key, limit=2), clock.now())
     assert [i.key for i in page + after] == ["a", "b/1", "b/10", "b/2"]
     got = store.get_memory("t1", "notes", ["c", "missing", "a"], clock.now())
     assert [i.key for i in got] == ["c", "a"]
@@ -92,9 +94,9 @@ def test_ttl_hides_items_and_a_write_purges_them(store: Store, clock: ManualCloc
     [item] = store.get_memory("t1", "notes", ["short"], clock.now())
     assert item.expires_at == soon
     clock.advance(59)
-    assert len(store.list_memory("t1", "notes", clock.now())) == 2
+    assert len(store.list_memory(MemoryFilter("t1", "notes"), clock.now())) == 2
     clock.advance(1)  # expires_at is the first moment it is gone
-    assert [i.key for i in store.list_memory("t1", "notes", clock.now())] == ["long"]
+    assert [i.key for i in store.list_memory(MemoryFilter("t1", "notes"), clock.now())] == ["long"]
     assert store.get_memory("t1", "notes", ["short"], clock.now()) == []
     # an expired key starts again at version 1, and deleting it finds nothing live
     assert not store.delete_memory(MemoryDelete("t1", "notes", "short"), clock.now()).existed
@@ -104,7 +106,7 @@ def test_ttl_hides_items_and_a_write_purges_them(store: Store, clock: ManualCloc
     clock.advance(2)
     put(store, clock, "y", 0)
     earlier = clock.now() - timedelta(seconds=5)
-    assert "x" not in [i.key for i in store.list_memory("t1", "notes", earlier)]
+    assert "x" not in [i.key for i in store.list_memory(MemoryFilter("t1", "notes"), earlier)]
 
 
 def test_another_tenants_namespace_is_empty(store: Store, clock: ManualClock) -> None:
@@ -115,7 +117,7 @@ def test_another_tenants_namespace_is_empty(store: Store, clock: ManualClock) ->
         clock.now(),
     )
     assert store.get_memory("t2", "notes", ["k"], clock.now()) == []
-    assert store.list_memory("t2", "notes", clock.now()) == []
+    assert store.list_memory(MemoryFilter("t2", "notes"), clock.now()) == []
     assert store.memory_version("t2", "notes") == 0
     assert store.search_memory("t2", "notes", [1.0, 0.0], "m", 5, clock.now()) == []
     assert not store.delete_memory(MemoryDelete("t2", "notes", "k"), clock.now()).existed

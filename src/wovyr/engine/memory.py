@@ -8,7 +8,13 @@ from datetime import timedelta
 from typing import Any
 
 from wovyr.clock import Clock
-from wovyr.store.agent_memory import AgentMemoryStore, MemoryDelete, MemoryItem, MemoryPut
+from wovyr.store.agent_memory import (
+    AgentMemoryStore,
+    MemoryDelete,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPut,
+)
 from wovyr.store.audit import AuditEntry
 from wovyr.store.vectors import pack
 
@@ -81,9 +87,8 @@ class TenantMemory:
     def list_items(
         self, namespace: str, prefix: str, after: str, limit: int
     ) -> list[dict[str, Any]]:
-        items = self.store.list_memory(
-            self.tenant, namespace, self.clock.now(), prefix=prefix, after=after, limit=limit
-        )
+        query = MemoryFilter(self.tenant, namespace, prefix, after, limit)
+        items = self.store.list_memory(query, self.clock.now())
         return [item_data(i) for i in items]
 
     def search(

@@ -36,6 +36,7 @@ __all__ = [
     "WRITE_ID_DAYS",
     "AgentMemoryStore",
     "MemoryDelete",
+    "MemoryFilter",
     "MemoryHit",
     "MemoryItem",
     "MemoryPut",
@@ -82,6 +83,18 @@ class MemoryDelete:
     namespace: str
     key: str
     write_id: str | None = None  # as `MemoryPut.write_id`
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """The items of (tenant, namespace) whose key starts with `prefix`, by key, after key
+    `after`, at most `limit`."""
+
+    tenant: str
+    namespace: str
+    prefix: str = ""
+    after: str = ""
+    limit: int = 100
 
 
 @dataclass(frozen=True)
@@ -134,17 +147,8 @@ class AgentMemoryStore(Protocol):
         `keys`."""
         ...
 
-    def list_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        now: datetime,
-        *,
-        prefix: str = "",
-        after: str = "",
-        limit: int = 100,
-    ) -> list[MemoryItem]:
-        """The live items whose key starts with `prefix`, by key, after key `after`."""
+    def list_memory(self, query: MemoryFilter, now: datetime) -> list[MemoryItem]:
+        """The items `query` selects that are live at `now`."""
         ...
 
     def memory_version(self, tenant: str, namespace: str) -> int:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from wovyr.store.agent_memory import (
     WRITE_ID_DAYS,
     MemoryDelete,
+    MemoryFilter,
     MemoryItem,
     MemoryPut,
     MemoryWriteResult,
@@ -22,7 +23,7 @@ from wovyr.store.agent_memory import (
 )
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import dumps
-from wovyr.store.rows import Dialect, Row
+from wovyr.store.rows import Dialect, Row, to_params
 from wovyr.store.sql import Params, SQLRole, Tx
 from wovyr.store.vectors import VectorSearch
 
@@ -124,24 +125,8 @@ class SQLAgentMemory(SQLRole, VectorSearch):
         found = {str(r["key"]): _item(r, d) for r in self._memory_rows("memory_get", params)}
         return [found[k] for k in keys if k in found]
 
-    def list_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        now: datetime,
-        *,
-        prefix: str = "",
-        after: str = "",
-        limit: int = 100,
-    ) -> list[MemoryItem]:
-        params = {
-            "tenant": tenant,
-            "namespace": namespace,
-            "now": self._dialect.timestamp(now),
-            "prefix": prefix,
-            "after": after,
-            "limit": limit,
-        }
+    def list_memory(self, query: MemoryFilter, now: datetime) -> list[MemoryItem]:
+        params = {**to_params(query, self._dialect), "now": self._dialect.timestamp(now)}
         return [_item(r, self._dialect) for r in self._memory_rows("memory_list", params)]
 
     def memory_marks(self, tenant: str, namespace: str) -> tuple[int, int]:
