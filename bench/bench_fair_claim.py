@@ -39,7 +39,7 @@ from typing import Any
 
 from yardstick import stores_per_kind  # bench/ is on sys.path: this folder
 
-from wovyr.store.base import FairShare, Store
+from wovyr.store.base import ClaimAsk, FairShare, Store
 from wovyr.store.shards import stable_shard
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker.fair import FairClaimer
@@ -83,10 +83,10 @@ class Drain:
         """One claim, timed (wall clock and this process's CPU)."""
         began, cpu = time.perf_counter(), time.process_time()
         if self.kind == "fair":
-            got = self.claimer.claim("bench", NOW, 3600, self.limit, self.held)
+            got = self.claimer.claim(ClaimAsk("bench", NOW, 3600, self.limit), self.held)
         else:
             share = FairShare(held=self.held) if self.kind == "scan" else None
-            got = self.store.claim("bench", NOW, 3600, self.limit, fair=share)
+            got = self.store.claim(ClaimAsk("bench", NOW, 3600, self.limit, fair=share))
         self.seconds += time.perf_counter() - began
         self.cpu += time.process_time() - cpu
         self.claimed += len(got)

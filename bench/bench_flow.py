@@ -44,7 +44,7 @@ from yardstick import postgres_schema, stores_per_kind  # bench/ is on sys.path:
 from wovyr.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.events import Event
-from wovyr.store.base import Claim, CommitOutcome, StepWrite, Store
+from wovyr.store.base import Claim, ClaimAsk, CommitOutcome, StepWrite, Store
 from wovyr.store.flow import FlowAcquire, RateRequest, SlotClaim
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.sqlite import SQLiteStore
@@ -112,7 +112,7 @@ def drain(store: Store, kind: str) -> Iterator[int]:
     held: Counter[str] = Counter()
     claimer = FairClaimer(store)
     while True:
-        got = claimer.claim("bench", NOW, 3600, LIMIT, held)
+        got = claimer.claim(ClaimAsk("bench", NOW, 3600, LIMIT), held)
         if not got:
             return
         if kind == "apart":

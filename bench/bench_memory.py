@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from wovyr.store.agent_memory import MemoryPut
+from wovyr.store.agent_memory import MemoryDelete, MemoryPut
 from wovyr.store.base import Store
 from wovyr.store.codec import to_micros
 from wovyr.store.postgres import PostgresStore
@@ -129,7 +129,7 @@ def measure(
     t = time.perf_counter()
     store.search_memory(TENANT, NAMESPACE, list(probes[0]), MODEL, 10, NOW)
     after_put = time.perf_counter() - t
-    store.delete_memory(TENANT, NAMESPACE, "extra", NOW)
+    store.delete_memory(MemoryDelete(TENANT, NAMESPACE, "extra"), NOW)
     t = time.perf_counter()
     store.search_memory(TENANT, NAMESPACE, list(probes[0]), MODEL, 10, NOW)
     after_delete = time.perf_counter() - t

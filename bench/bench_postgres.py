@@ -45,7 +45,7 @@ import psycopg
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
-from wovyr.store.base import ExecutionFilter
+from wovyr.store.base import ClaimAsk, ExecutionFilter
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.postgres.queries import queries
 from wovyr.store.shards import stable_shard
@@ -387,7 +387,7 @@ def b5(url: str, count: int = 10_000, batch: int = 500) -> dict[str, float]:
         now = datetime.now(UTC)
         start = time.perf_counter()
         leased, statements = 0, 0
-        while claims := store.claim("recovering-worker", now, 30, batch):
+        while claims := store.claim(ClaimAsk("recovering-worker", now, 30, batch)):
             leased += len(claims)
             statements += 1
         elapsed = time.perf_counter() - start

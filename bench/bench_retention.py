@@ -40,8 +40,9 @@ from wovyr.engine.retention import Retention, purge_expired
 from wovyr.events import Event
 from wovyr.store.base import NewExecution, StepWrite, Store
 from wovyr.store.postgres import PostgresStore
+from wovyr.store.retention import ExpiredFilter
 from wovyr.store.sqlite import SQLiteStore
-from wovyr.store.streams import NewChunk
+from wovyr.store.streams import NewChunk, StreamAppend
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -81,7 +82,9 @@ def fill(store: Store, tenant: str, count: int, events: int) -> list[str]:
             lease_until=T0 + timedelta(minutes=1),
         )
         _, record = store.create_execution(new)
-        store.append_stream(tenant, ident, record.fence, [NewChunk("a", 1, 1, "text", "hi")], T0)
+        store.append_stream(
+            StreamAppend(tenant, ident, record.fence, [NewChunk("a", 1, 1, "text", "hi")], T0)
+        )
         if i % 2 == 0:
             at = T0 + timedelta(seconds=i)
             store.commit([_step(ident, tenant, events // 2, events - events // 2, "completed", at)])
@@ -164,7 +167,7 @@ def measure(store: Store, args: argparse.Namespace, yardstick: Any) -> dict[str,
     report = purge_expired(engine, settings, batch=args.batch, max_batches=10**6)
     elapsed = time.perf_counter() - began
     assert report.purged == args.executions, report
-    assert len(store.find_expired("a", None, T0 + timedelta(days=60), 10)) == 0
+    assert len(store.find_expired(ExpiredFilter("a", None, T0 + timedelta(days=60), 10))) == 0
     r_rate = report.purged / elapsed
     y_rate = yardstick(b_ids)
     batches = -(-args.executions // args.batch)

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import make_store
 from tests.contract.test_store_fair_claim import start
 
-from wovyr.store.base import CommitOutcome, StepWrite, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, StepWrite, Store
 from wovyr.store.flow import FlowAcquire, SlotClaim
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -71,7 +71,7 @@ def test_counts_follow_the_rows(kind: str, tmp_path: Path, request: pytest.Fixtu
         names = [f"e{i}" for i in range(12)]
         for name in names:
             start(stores[0], "t", name, T0)
-        assert len(stores[0].claim("W", T0, 3600, len(names))) == len(names)
+        assert len(stores[0].claim(ClaimAsk("W", T0, 3600, len(names)))) == len(names)
         errors: list[BaseException] = []
 
         def work(store: Store, mine: list[str]) -> None:
@@ -110,9 +110,8 @@ def test_counts_follow_the_rows(kind: str, tmp_path: Path, request: pytest.Fixtu
         # the leases expired: a key that could be full has its holders read, and the stale
         # rows (all of them) deleted
         later = datetime(2031, 1, 1, tzinfo=UTC)
-        answer = stores[0].acquire_flow(
-            "t", "e0", "W", later, slots=[SlotClaim("a", "e0/a/new", 20)]
-        )
+        slot = SlotClaim("a", "e0/a/new", 20)
+        answer = stores[0].acquire_flow(FlowAcquire("t", "e0", "W", later, slots=[slot]))
         assert answer.granted
         says, rows = counted(stores[0], kind)
         assert rows["a"] == 1 and says == rows

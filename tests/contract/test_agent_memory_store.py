@@ -5,6 +5,7 @@ scores, its cache invalidated by a write through another store object)."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from tests.conftest import make_store
 
 from wovyr.clock import ManualClock
-from wovyr.store.agent_memory import MemoryPut
+from wovyr.store.agent_memory import MemoryDelete, MemoryFilter, MemoryPut
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import Store
 from wovyr.store.vectors import pack, unpack
@@ -41,10 +42,10 @@ def test_versions_count_puts_and_a_delete_ends_them(store: Store, clock: ManualC
     assert put(store, clock, "k", 2) == 2
     [item] = store.get_memory("t1", "notes", ["k"], clock.now())
     assert item.value == 2 and item.version == 2 and item.updated_at == clock.now()
-    gone = store.delete_memory("t1", "notes", "k", clock.now())
+    gone = store.delete_memory(MemoryDelete("t1", "notes", "k"), clock.now())
     assert gone.existed and gone.applied and gone.op == "delete"
     assert store.get_memory("t1", "notes", ["k"], clock.now()) == []
-    assert not store.delete_memory("t1", "notes", "k", clock.now()).existed
+    assert not store.delete_memory(MemoryDelete("t1", "notes", "k"), clock.now()).existed
     assert put(store, clock, "k", 3) == 1
     assert store.memory_version("t1", "notes") == 5  # every write bumps the namespace
     assert store.memory_version("t1", "other") == 0
@@ -61,9 +62,9 @@ def test_a_recorded_write_id_writes_nothing_again(store: Store, clock: ManualClo
     # the same id in another tenant is another write
     other = store.put_memory(MemoryPut("t2", "notes", "k", 2, write_id="run/a/1"), clock.now())
     assert other.applied
-    gone = store.delete_memory("t1", "notes", "k", clock.now(), write_id="run/b/1")
+    gone = store.delete_memory(MemoryDelete("t1", "notes", "k", write_id="run/b/1"), clock.now())
     put(store, clock, "k", 5)
-    replay = store.delete_memory("t1", "notes", "k", clock.now(), write_id="run/b/1")
+    replay = store.delete_memory(MemoryDelete("t1", "notes", "k", write_id="run/b/1"), clock.now())
     assert gone.applied and gone.existed and not replay.applied and replay.existed
     assert [i.value for i in store.get_memory("t1", "notes", ["k"], clock.now())] == [5]
 
@@ -71,15 +72,16 @@ def test_a_recorded_write_id_writes_nothing_again(store: Store, clock: ManualClo
 def test_list_by_key_with_prefix_and_pages(store: Store, clock: ManualClock) -> None:
     for key in ["b/2", "a", "b/1", "c", "b/10", "é"]:
         put(store, clock, key, key)
-    every = store.list_memory("t1", "notes", clock.now())
+    notes = MemoryFilter("t1", "notes")
+    every = store.list_memory(notes, clock.now())
     assert [i.key for i in every] == ["a", "b/1", "b/10", "b/2", "c", "é"]
-    assert [i.key for i in store.list_memory("t1", "notes", clock.now(), prefix="b/")] == [
+    assert [i.key for i in store.list_memory(replace(notes, prefix="b/"), clock.now())] == [
         "b/1",
         "b/10",
         "b/2",
     ]
-    page = store.list_memory("t1", "notes", clock.now(), limit=2)
-    after = store.list_memory("t1", "notes", clock.now(), after=page[-1].key, limit=2)
+    page = store.list_memory(replace(notes, limit=2), clock.now())
+    after = store.list_memory(replace(notes, after=page[-1].key, limit=2), clock.now())
     assert [i.key for i in page + after] == ["a", "b/1", "b/10", "b/2"]
     got = store.get_memory("t1", "notes", ["c", "missing", "a"], clock.now())
     assert [i.key for i in got] == ["c", "a"]
@@ -92,19 +94,19 @@ def test_ttl_hides_items_and_a_write_purges_them(store: Store, clock: ManualCloc
     [item] = store.get_memory("t1", "notes", ["short"], clock.now())
     assert item.expires_at == soon
     clock.advance(59)
-    assert len(store.list_memory("t1", "notes", clock.now())) == 2
+    assert len(store.list_memory(MemoryFilter("t1", "notes"), clock.now())) == 2
     clock.advance(1)  # expires_at is the first moment it is gone
-    assert [i.key for i in store.list_memory("t1", "notes", clock.now())] == ["long"]
+    assert [i.key for i in store.list_memory(MemoryFilter("t1", "notes"), clock.now())] == ["long"]
     assert store.get_memory("t1", "notes", ["short"], clock.now()) == []
     # an expired key starts again at version 1, and deleting it finds nothing live
-    assert not store.delete_memory("t1", "notes", "short", clock.now()).existed
+    assert not store.delete_memory(MemoryDelete("t1", "notes", "short"), clock.now()).existed
     assert put(store, clock, "short", 3) == 1
     # the purge happened in the write: the row is gone even for a reader at an earlier time
     put(store, clock, "x", 0, expires_at=clock.now() + timedelta(seconds=1))
     clock.advance(2)
     put(store, clock, "y", 0)
     earlier = clock.now() - timedelta(seconds=5)
-    assert "x" not in [i.key for i in store.list_memory("t1", "notes", earlier)]
+    assert "x" not in [i.key for i in store.list_memory(MemoryFilter("t1", "notes"), earlier)]
 
 
 def test_another_tenants_namespace_is_empty(store: Store, clock: ManualClock) -> None:
@@ -115,10 +117,10 @@ def test_another_tenants_namespace_is_empty(store: Store, clock: ManualClock) ->
         clock.now(),
     )
     assert store.get_memory("t2", "notes", ["k"], clock.now()) == []
-    assert store.list_memory("t2", "notes", clock.now()) == []
+    assert store.list_memory(MemoryFilter("t2", "notes"), clock.now()) == []
     assert store.memory_version("t2", "notes") == 0
     assert store.search_memory("t2", "notes", [1.0, 0.0], "m", 5, clock.now()) == []
-    assert not store.delete_memory("t2", "notes", "k", clock.now()).existed
+    assert not store.delete_memory(MemoryDelete("t2", "notes", "k"), clock.now()).existed
     assert [i.value for i in store.get_memory("t1", "notes", ["k"], clock.now())] == ["mine"]
 
 
@@ -171,7 +173,7 @@ def test_search_skips_expired_and_follows_writes(store: Store, clock: ManualCloc
     assert [
         h.item.key for h in store.search_memory("t1", "notes", [1, 0], "m", 1, clock.now())
     ] == ["c"]
-    store.delete_memory("t1", "notes", "c", clock.now())
+    store.delete_memory(MemoryDelete("t1", "notes", "c"), clock.now())
     assert [
         h.item.key for h in store.search_memory("t1", "notes", [1, 0], "m", 1, clock.now())
     ] == ["b"]
@@ -218,7 +220,7 @@ def test_a_write_through_another_store_object_reaches_the_cache(
         _embedded(b, clock, "z", [0.5, 1.0])  # purged by this write, then put again
         assert top(3) == ["z"] and (cache.builds, cache.updates) == (1, 6)
         _embedded(b, clock, "w", [0.2, 1.0])
-        b.delete_memory("t1", "notes", "z", clock.now())  # a delete: rebuilt
+        b.delete_memory(MemoryDelete("t1", "notes", "z"), clock.now())  # a delete: rebuilt
         assert top(3) == ["w"] and (cache.builds, cache.updates) == (2, 6)
     finally:
         a.close()
@@ -249,8 +251,9 @@ def test_an_audit_entry_is_appended_with_the_write_that_applies(
     put1 = MemoryPut("t1", "notes", "k", 1, write_id="w1")
     store.put_memory(put1, clock.now(), audit=entry("memory.put"))
     store.put_memory(put1, clock.now(), audit=entry("memory.put"))  # replayed: no change
-    store.delete_memory("t1", "notes", "k", clock.now(), audit=entry("memory.delete"))
-    store.delete_memory("t1", "notes", "k", clock.now(), audit=entry("memory.delete"))  # none
+    delete = MemoryDelete("t1", "notes", "k")
+    store.delete_memory(delete, clock.now(), audit=entry("memory.delete"))
+    store.delete_memory(delete, clock.now(), audit=entry("memory.delete"))  # none
     found = [(r.action, r.target, r.actor) for r in store.audit_records()]
     assert found == [
         ("memory.put", "notes/k", "local:me"),

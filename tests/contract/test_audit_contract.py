@@ -19,8 +19,8 @@ from wovyr.store.base import CommitOutcome, DefinitionRecord, NewExecution, Step
 from wovyr.store.platform import ApiKeyRecord, TenantRecord
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.records import Debit
-from wovyr.store.schedules import ScheduleRecord
-from wovyr.store.secrets import DataKeyRecord, KmsRootRecord
+from wovyr.store.schedules import ScheduleRecord, ScheduleWrite
+from wovyr.store.secrets import DataKeyRecord, KmsRootRecord, NewSecret
 from wovyr.store.sqlite import SQLiteStore
 
 AT = datetime(2030, 1, 1, 9, tzinfo=UTC)
@@ -121,8 +121,8 @@ def test_platform_writes_append_when_they_change_something(store: Store) -> None
     assert store.create_schedule(schedule, audit=entry("schedule.create", "s1"))
     assert not store.create_schedule(schedule, audit=entry("schedule.create", "s1"))
     bumped = replace(schedule, paused=True, version=1)
-    assert store.update_schedule(bumped, 0, audit=entry("schedule.pause", "s1"))
-    assert not store.update_schedule(bumped, 0, audit=entry("schedule.pause", "s1"))
+    assert store.update_schedule(ScheduleWrite(bumped, 0), audit=entry("schedule.pause", "s1"))
+    assert not store.update_schedule(ScheduleWrite(bumped, 0), audit=entry("schedule.pause", "s1"))
     assert store.delete_schedule("s1", "t1", audit=entry("schedule.delete", "s1"))
     assert not store.delete_schedule("s1", "t1", audit=entry("schedule.delete", "s1"))
 
@@ -151,8 +151,12 @@ def test_platform_writes_append_when_they_change_something(store: Store) -> None
 
 
 def test_secret_and_kms_writes_append_when_they_change_something(store: Store) -> None:
-    one = store.put_secret("t1", "A", b"c1", 1, AT, "cli", audit=entry("secret.set", "A"))
-    two = store.put_secret("t1", "A", b"c2", 1, AT, "cli", audit=entry("secret.set", "A"))
+    one = store.put_secret(
+        NewSecret("t1", "A", b"c1", 1, AT, "cli"), audit=entry("secret.set", "A")
+    )
+    two = store.put_secret(
+        NewSecret("t1", "A", b"c2", 1, AT, "cli"), audit=entry("secret.set", "A")
+    )
     assert (one.version, two.version) == (1, 2)
     assert store.delete_secret("t1", "A", audit=entry("secret.delete", "A"))
     assert not store.delete_secret("t1", "A", audit=entry("secret.delete", "A"))  # missing
@@ -162,7 +166,7 @@ def test_secret_and_kms_writes_append_when_they_change_something(store: Store) -
     store.put_kms_root(replace(root, rotated_at=AT), audit=entry("kms.rotate", "r1", ""))
     store.add_data_key(DataKeyRecord("t1", 1, b"k", "r1", AT))
     assert store.shred_data_keys("t1", audit=entry("tenant.shred", "t1")) == 1
-    store.put_secret("t1", "Q", b"q", 1, AT, "cli")  # without an entry: nothing appended
+    store.put_secret(NewSecret("t1", "Q", b"q", 1, AT, "cli"))  # without an entry: nothing appended
     assert store.delete_secret("t1", "Q")
     assert actions(store) == [
         "secret.set",

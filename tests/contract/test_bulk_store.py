@@ -13,9 +13,9 @@ from tests.contract.test_store_contract import create, step
 
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import ExecutionFilter, NewExecution, Store
-from wovyr.store.bulk import BatchOutcome, BatchUpdate, NewBatch
+from wovyr.store.bulk import BatchItemFilter, BatchOutcome, BatchUpdate, NewBatch
 from wovyr.store.postgres import PostgresStore
-from wovyr.store.streams import NewChunk
+from wovyr.store.streams import NewChunk, StreamAppend
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -106,7 +106,7 @@ def test_items_are_pending_until_their_outcome_and_the_batch_completes(store: St
     assert listed is not None
     assert (listed.listed, listed.pending, listed.cursor, listed.pages) == (3, 3, "c1", 1)
     assert listed.lease_until == T0 + timedelta(seconds=31)
-    pending = store.batch_items("default", "b1", outcome="pending")
+    pending = store.batch_items(BatchItemFilter("default", "b1", outcome="pending"))
     assert [(i.n, i.execution_id) for i in pending] == [(1, "e3"), (2, "e2"), (3, "e1")]
     outcomes = [
         BatchOutcome("e3", "ok"),
@@ -122,14 +122,15 @@ def test_items_are_pending_until_their_outcome_and_the_batch_completes(store: St
     assert done is not None and done.status == "completed" and done.finished
     assert done.finished_at == T0 + timedelta(seconds=1) and done.lease_owner is None
     assert (done.ok, done.skipped, done.errors, done.listed) == (1, 1, 1, 3)
-    items = store.batch_items("default", "b1")
+    every = BatchItemFilter("default", "b1")
+    items = store.batch_items(every)
     assert [(i.execution_id, i.outcome, i.detail) for i in items] == [
         ("e3", "ok", ""),
         ("e2", "skipped", "already completed"),
         ("e1", "error", "boom"),
     ]
     assert items[0].at == T0 + timedelta(seconds=1)
-    assert [i.n for i in store.batch_items("default", "b1", after=1, limit=1)] == [2]
+    assert [i.n for i in store.batch_items(replace(every, after=1, limit=1))] == [2]
     assert store.claim_batch("r1", T0 + timedelta(hours=1), 30.0) is None  # finished
     assert store.update_batch(update(fence, listed=["e9"])) is None
     # its fingerprint is free again: the same filter may be submitted anew
@@ -166,7 +167,7 @@ def test_purge_deletes_finished_executions_with_everything_kept_for_them(store: 
     record = store.load("gone", "default")
     assert record is not None
     assert store.append_stream(
-        "default", "gone", record.fence, [NewChunk("a", 1, 1, "attempt")], T0
+        StreamAppend("default", "gone", record.fence, [NewChunk("a", 1, 1, "attempt")], T0)
     )
     _finish(store, "gone")
     create(store, "live")  # running: kept

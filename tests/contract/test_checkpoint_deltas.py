@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import make_store
 
 from wovyr.events import Event
-from wovyr.store.base import CommitOutcome, NewExecution, StepWrite, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, NewExecution, StepWrite, Store
 from wovyr.store.checkpoints import DELTA_FROM, MAX_DELTAS
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.records import CheckpointChanges
@@ -184,7 +184,7 @@ def test_every_read_gives_the_whole_checkpoint_the_steps_led_to(store: Store) ->
     assert 1 < max(rows) <= MAX_DELTAS + 1
     assert any(b < a for a, b in itertools.pairwise(rows))  # compactions happened
     # a claim (the lease ran out) reads the same whole checkpoint
-    (claim,) = store.claim("w2", T0 + timedelta(minutes=5), 30.0, 1)
+    (claim,) = store.claim(ClaimAsk("w2", T0 + timedelta(minutes=5), 30.0, 1))
     assert claim.checkpoint == now and claim.seq == now["seq"]
     # and the new owner's first step (this store wrote the base) goes on as deltas again
     after = _advance(now, steps)

@@ -18,6 +18,7 @@ from wovyr.store.audit import AuditEntry
 from wovyr.store.base import CommitOutcome, NewExecution, Store
 from wovyr.store.events import (
     AttemptRecord,
+    DedupClaim,
     TriggerEventRecord,
     TriggerRecord,
     WebhookEndpointRecord,
@@ -129,13 +130,14 @@ def test_trigger_starts_count_in_the_window(store: Store) -> None:
 
 def test_a_dedup_key_is_held_until_it_expires(store: Store) -> None:
     until = AT + timedelta(hours=1)
-    assert store.claim_dedup_key("t1", "orders", "k", "x1", AT, until) is None
-    assert store.claim_dedup_key("t1", "orders", "k", "x2", AT, until) == "x1"
-    assert store.claim_dedup_key("t2", "orders", "k", "y1", AT, until) is None  # per tenant
-    assert store.claim_dedup_key("t1", "other", "k", "z1", AT, until) is None  # per trigger
+    assert store.claim_dedup_key(DedupClaim("t1", "orders", "k", "x1", AT, until)) is None
+    assert store.claim_dedup_key(DedupClaim("t1", "orders", "k", "x2", AT, until)) == "x1"
+    # Per tenant, and per trigger:
+    assert store.claim_dedup_key(DedupClaim("t2", "orders", "k", "y1", AT, until)) is None
+    assert store.claim_dedup_key(DedupClaim("t1", "other", "k", "z1", AT, until)) is None
     later = until + timedelta(seconds=1)
-    assert store.claim_dedup_key("t1", "orders", "k", "x3", until, later) is None
-    assert store.claim_dedup_key("t1", "orders", "k", "x4", until, later) == "x3"
+    assert store.claim_dedup_key(DedupClaim("t1", "orders", "k", "x3", until, later)) is None
+    assert store.claim_dedup_key(DedupClaim("t1", "orders", "k", "x4", until, later)) == "x3"
 
 
 def test_endpoints_read_back_and_stay_in_their_tenant(store: Store) -> None:

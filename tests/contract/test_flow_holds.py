@@ -14,6 +14,7 @@ from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.platform.metrics import Metrics, MetricsObserver
+from wovyr.store.flow import NewRateLimit
 from wovyr.worker.worker import Worker
 
 LIMITED = textwrap.dedent("""
@@ -71,7 +72,7 @@ def test_weighted_units_and_a_declared_bucket(
 ) -> None:
     registry.activity("t.call")(lambda n: n)
     named = LIMITED.replace("rate_limit: {key: api, limit: 2, per: 1s,", "rate_limit: {key: llm,")
-    engine.store.set_rate_limit(engine.tenant, "llm", 10, 1.0, "admin", clock.now())
+    engine.store.set_rate_limit(NewRateLimit(engine.tenant, "llm", 10, 1.0, "admin", clock.now()))
     big = engine.start(named, {"size": 8}, execution_id="big").id
     drive(engine)
     assert engine.query(big).status == "completed"

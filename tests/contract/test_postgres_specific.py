@@ -16,7 +16,7 @@ import pytest
 
 from wovyr.errors import StoreError, StoreUnavailable
 from wovyr.events import Event
-from wovyr.store.base import CommitOutcome, NewExecution, StepWrite
+from wovyr.store.base import ClaimAsk, CommitOutcome, NewExecution, StepWrite
 from wovyr.store.postgres import PostgresStore
 from wovyr.store.postgres.queries import migrations, queries
 from wovyr.store.shards import stable_shard
@@ -188,7 +188,7 @@ def test_claims_under_contention_take_each_execution_exactly_once(
     def worker(n: int) -> list[str]:
         store, mine = stores[n], []
         barrier.wait()
-        while claims := store.claim(f"w{n}", T0, 300, 7):
+        while claims := store.claim(ClaimAsk(f"w{n}", T0, 300, 7)):
             mine += [c.execution_id for c in claims]
             done = [step(c.execution_id, c.seq, fence=c.fence, ready=False) for c in claims]
             assert store.commit(done) == [CommitOutcome.OK] * len(claims)
@@ -208,8 +208,8 @@ def test_claims_under_contention_take_each_execution_exactly_once(
 
 def test_stale_fence_detected_after_a_concurrent_takeover(pg: PostgresStore) -> None:
     start(pg, "e1")
-    [a] = pg.claim("A", T0, 30, 10)
-    [b] = pg.claim("B", T0 + timedelta(seconds=31), 30, 10)
+    [a] = pg.claim(ClaimAsk("A", T0, 30, 10))
+    [b] = pg.claim(ClaimAsk("B", T0 + timedelta(seconds=31), 30, 10))
     outcomes = pg.commit([step("e1", 1, fence=a.fence), step("e1", 1, fence=b.fence)])
     assert outcomes == [CommitOutcome.LEASE_LOST, CommitOutcome.OK]
 
@@ -221,17 +221,19 @@ def test_db_clock_measures_leases_with_the_database_clock(postgres_url: str) -> 
         start(store, "e2", owner="X")  # a lease given at start also runs on the DB clock
         before = datetime.now(UTC)
         # `now` is ignored: the lease is 30 s from the database's now, not from 2030.
-        [claim] = store.claim("A", T0, 30, 10, only=["e1"])
+        [claim] = store.claim(ClaimAsk("A", T0, 30, 10, only=["e1"]))
         record = store.load("e1", "default")
         assert record is not None and record.lease_until is not None
         assert before < record.lease_until < datetime.now(UTC) + timedelta(seconds=31)
         # By the engine clock (2030) the lease has long expired; by the database's it has not.
-        assert store.claim("B", T0 + timedelta(days=1), 30, 10) == []
+        assert store.claim(ClaimAsk("B", T0 + timedelta(days=1), 30, 10)) == []
         assert store.ready_count(T0 + timedelta(days=1)) == 0
         leases = store.renew_leases("A", T0, 0.5)
         assert leases[("default", "e1")].fence == claim.fence
         time.sleep(0.6)
-        assert [c.execution_id for c in store.claim("B", T0, 30, 10, only=["e1"])] == ["e1"]
+        assert [c.execution_id for c in store.claim(ClaimAsk("B", T0, 30, 10, only=["e1"]))] == [
+            "e1"
+        ]
         other = store.load("e2", "default")
         assert other is not None and other.lease_until is not None
         assert other.lease_until < datetime.now(UTC) + timedelta(seconds=31)
@@ -253,7 +255,7 @@ def test_notify_wakes_wait_for_work(pg: PostgresStore, postgres_url: str) -> Non
         timer.join()
         other.close()
     # Leased and still running: nobody else could claim it, so nobody is woken.
-    [claim] = pg.claim("A", T0, 30, 10)
+    [claim] = pg.claim(ClaimAsk("A", T0, 30, 10))
     assert pg.commit([step("e1", 1, fence=claim.fence)]) == [CommitOutcome.OK]
     assert pg.wait_for_work(0.2) is False
     # Released while ready: claimable again, so idle workers hear of it.

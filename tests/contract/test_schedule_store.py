@@ -10,7 +10,7 @@ import pytest
 
 from wovyr.errors import QuotaExceeded
 from wovyr.store.base import Store
-from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.schedules import ScheduleRecord, ScheduleWrite
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -56,8 +56,8 @@ def test_due_schedules_come_by_time_then_buffered(store: Store) -> None:
 def test_an_update_is_a_compare_and_set_and_a_delete_happens_once(store: Store) -> None:
     store.create_schedule(_schedule("s1"))
     moved = _schedule("s1", version=1, fired_count=3, last_fire_at=T0)
-    assert store.update_schedule(moved, expected_version=0)
-    assert not store.update_schedule(replace(moved, version=2), expected_version=0)
+    assert store.update_schedule(ScheduleWrite(moved, expected_version=0))
+    assert not store.update_schedule(ScheduleWrite(replace(moved, version=2), expected_version=0))
     assert store.get_schedule("s1", "t1") == moved
     assert store.delete_schedule("s1", "t1")
     assert not store.delete_schedule("s1", "t1")

@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from wovyr.store.base import Store
-from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord
+from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, NewSecret
 
 AT = datetime(2030, 1, 1, 9, tzinfo=UTC)
 
@@ -53,15 +53,15 @@ def test_racing_first_data_keys_agree_on_one(store: Store) -> None:
 
 
 def test_secrets_are_versioned_per_tenant_and_deleted(store: Store) -> None:
-    one = store.put_secret("t1", "API_KEY", b"\x01cipher", 1, AT, "cli")
+    one = store.put_secret(NewSecret("t1", "API_KEY", b"\x01cipher", 1, AT, "cli"))
     assert (one.version, one.created_at, one.updated_at, one.updated_by) == (1, AT, AT, "cli")
     later = AT + timedelta(minutes=5)
-    two = store.put_secret("t1", "API_KEY", b"\x02cipher", 2, later, "key-1")
+    two = store.put_secret(NewSecret("t1", "API_KEY", b"\x02cipher", 2, later, "key-1"))
     assert (two.version, two.created_at, two.updated_at) == (2, AT, later)
     assert (two.ciphertext, two.key_version, two.updated_by) == (b"\x02cipher", 2, "key-1")
     assert store.get_secret("t1", "API_KEY") == two
-    store.put_secret("t1", "B", b"b", 1, AT, "cli")
-    store.put_secret("t2", "API_KEY", b"t2", 1, AT, "cli")
+    store.put_secret(NewSecret("t1", "B", b"b", 1, AT, "cli"))
+    store.put_secret(NewSecret("t2", "API_KEY", b"t2", 1, AT, "cli"))
     assert [s.name for s in store.list_secrets("t1")] == ["API_KEY", "B"]
     assert store.get_secret("t3", "API_KEY") is None  # another tenant's: missing
     assert store.list_secrets("t3") == []
@@ -70,7 +70,7 @@ def test_secrets_are_versioned_per_tenant_and_deleted(store: Store) -> None:
     assert not store.delete_secret("t1", "API_KEY")
     assert store.get_secret("t1", "API_KEY") is None
     assert store.get_secret("t2", "API_KEY") is not None
-    again = store.put_secret("t1", "API_KEY", b"c", 1, later, "cli")
+    again = store.put_secret(NewSecret("t1", "API_KEY", b"c", 1, later, "cli"))
     assert again.version == 1  # a new secret of that name starts over
 
 

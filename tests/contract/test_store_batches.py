@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from wovyr.events import Event
-from wovyr.store.base import CommitOutcome, NewExecution, StepWrite, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, NewExecution, StepWrite, Store
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -67,8 +67,8 @@ def create(store: Store, execution_id: str, *, owner: str | None = None) -> None
 def test_a_batch_of_many_executions_checks_each_step_on_its_own(store: Store) -> None:
     for name in ("ok", "stale", "lost", "timers", "released"):
         create(store, name)
-    [lost] = store.claim("A", T0, 30, 10, only=["lost"])
-    [held] = store.claim("A", T0, 30, 10, only=["released"])
+    [lost] = store.claim(ClaimAsk("A", T0, 30, 10, only=["lost"]))
+    [held] = store.claim(ClaimAsk("A", T0, 30, 10, only=["released"]))
     t1, t2 = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
     store.commit([step("timers", 1, armed=(("old", t1), ("kept", t2)))])
     batch = [
@@ -134,7 +134,9 @@ def test_a_set_based_batch_announces_what_became_claimable(postgres_url: str) ->
         for name in ("a", "b", "c"):
             create(store, name, owner="A")
         assert other.wait_for_work(0.01) is False  # listening from now on
-        leased = {c.execution_id: c for c in store.claim("A", T0 + timedelta(minutes=1), 30, 5)}
+        leased = {
+            c.execution_id: c for c in store.claim(ClaimAsk("A", T0 + timedelta(minutes=1), 30, 5))
+        }
         assert store.commit(
             [
                 step("a", 1, fence=leased["a"].fence, release=True),  # ready, free: announce

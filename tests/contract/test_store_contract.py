@@ -9,6 +9,7 @@ import pytest
 
 from wovyr.events import Event
 from wovyr.store.base import (
+    ClaimAsk,
     CommitOutcome,
     DefinitionRecord,
     ExecutionFilter,
@@ -125,10 +126,10 @@ def test_a_batch_commits_each_step_on_its_own_merits(store: Store) -> None:
 
 def test_claim_lease_fence_and_takeover(store: Store) -> None:
     create(store, "e1")
-    [a] = store.claim("A", T0, 30, 10)
+    [a] = store.claim(ClaimAsk("A", T0, 30, 10))
     assert a.execution_id == "e1" and a.fence == 1
-    assert store.claim("B", T0 + timedelta(seconds=29), 30, 10) == []
-    [b] = store.claim("B", T0 + timedelta(seconds=31), 30, 10)
+    assert store.claim(ClaimAsk("B", T0 + timedelta(seconds=29), 30, 10)) == []
+    [b] = store.claim(ClaimAsk("B", T0 + timedelta(seconds=31), 30, 10))
     assert b.fence == 2
     assert store.commit([step("e1", 1, fence=a.fence)]) == [CommitOutcome.LEASE_LOST]
     assert store.commit([step("e1", 1, fence=b.fence, release=True, ready=False)]) == [
@@ -136,14 +137,14 @@ def test_claim_lease_fence_and_takeover(store: Store) -> None:
     ]
     record = store.load("e1", "default")
     assert record is not None and record.lease_owner is None and not record.ready
-    assert store.claim("C", T0 + timedelta(hours=1), 30, 10) == []
+    assert store.claim(ClaimAsk("C", T0 + timedelta(hours=1), 30, 10)) == []
 
 
 def test_claim_only_and_limit(store: Store) -> None:
     for i in range(5):
         create(store, f"e{i}")
-    assert [c.execution_id for c in store.claim("A", T0, 30, 10, only=["e3"])] == ["e3"]
-    assert len(store.claim("A", T0, 30, 2)) == 2
+    assert [c.execution_id for c in store.claim(ClaimAsk("A", T0, 30, 10, only=["e3"]))] == ["e3"]
+    assert len(store.claim(ClaimAsk("A", T0, 30, 2))) == 2
     assert store.ready_count(T0) == 2
 
 
@@ -151,9 +152,11 @@ def test_renew_and_release_owner(store: Store) -> None:
     create(store, "e1", owner="A")
     leases = store.renew_leases("A", T0 + timedelta(seconds=20), 30)
     assert set(leases) == {("default", "e1")} and leases[("default", "e1")].fence == 1
-    assert store.claim("B", T0 + timedelta(seconds=40), 30, 10) == []  # renewed to 50 s
+    assert store.claim(ClaimAsk("B", T0 + timedelta(seconds=40), 30, 10)) == []  # renewed to 50 s
     assert store.release_owner("A") == 1
-    assert [c.execution_id for c in store.claim("B", T0 + timedelta(seconds=40), 30, 10)] == ["e1"]
+    assert [
+        c.execution_id for c in store.claim(ClaimAsk("B", T0 + timedelta(seconds=40), 30, 10))
+    ] == ["e1"]
 
 
 def test_timers_follow_steps_and_come_due_in_order(store: Store) -> None:
@@ -336,9 +339,9 @@ def test_the_same_id_in_two_tenants_is_two_executions(store: Store) -> None:
     # Claims and leases name the tenant; `only` is of one tenant.
     assert set(store.renew_leases("W", T0, 30)) == {("b", "same")}
     assert store.release_owner("W") == 1
-    claims = store.claim("X", T0, 30, 10, only=["same"], tenant="a")
+    claims = store.claim(ClaimAsk("X", T0, 30, 10, only=["same"], tenant="a"))
     assert [(c.tenant, c.execution_id) for c in claims] == [("a", "same")]
-    rest = store.claim("Y", T0, 30, 10)
+    rest = store.claim(ClaimAsk("Y", T0, 30, 10))
     assert [(c.tenant, c.execution_id) for c in rest] == [("b", "same")]
     assert set(store.renew_leases("X", T0, 30)) == {("a", "same")}
     # Children are found in their parent's tenant.

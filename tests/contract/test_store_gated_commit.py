@@ -12,7 +12,7 @@ import pytest
 from tests.contract.test_store_fair_claim import start
 
 from wovyr.events import Event
-from wovyr.store.base import CommitOutcome, StepWrite, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, StepWrite, Store
 from wovyr.store.flow import FlowAcquire, FlowAnswer, RateRequest, SlotClaim
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -22,7 +22,7 @@ ONE = RateRequest("one", units=1, capacity=1, per_second=1.0)
 def running(store: Store, *names: str) -> None:
     for name in names:
         start(store, "t", name, T0)
-    assert len(store.claim("W", T0, 30, len(names))) == len(names)
+    assert len(store.claim(ClaimAsk("W", T0, 30, len(names)))) == len(names)
 
 
 def step(
@@ -80,7 +80,7 @@ def test_a_granted_gate_and_its_step_go_together_a_refused_one_writes_nothing(
     assert seq(store, "e2") == before  # nothing of the refused step
     assert store.history("e2", tenant="t")[-1].type == "ExecutionStarted"
     assert store.activity_slot_holders("t", "k", T0) == ["e1/a/1"]
-    taken = store.acquire_flow("t", "e3", "W", T0, rates=[ONE])
+    taken = store.acquire_flow(FlowAcquire("t", "e3", "W", T0, rates=[ONE]))
     assert not taken.granted  # e1's step took the bucket's one unit
 
 
@@ -93,7 +93,7 @@ def test_a_refused_gate_remembers_the_waiter_and_commit_says_held(store: Store) 
     before = seq(store, "e3")
     assert store.commit([step(store, "e3", gate=gate("e3", [ONE], []))]) == [CommitOutcome.HELD]
     assert seq(store, "e3") == before
-    later = store.acquire_flow("t", "e2", "W", T0, rates=[ONE])
+    later = store.acquire_flow(FlowAcquire("t", "e2", "W", T0, rates=[ONE]))
     assert later.wait == pytest.approx(3.0)  # the two refusals before it were told 1 s, 2 s
 
 
@@ -138,5 +138,5 @@ def test_a_key_with_room_for_every_ask_is_not_read_holder_by_holder(store: Store
     three = gate("e3", [], [SlotClaim("k", "e3/a/1", 2)])
     assert store.commit_gated([step(store, "e3", gate=three)]) == [CommitOutcome.OK]
     assert store.activity_slot_holders("t", "k", T0) == ["e2/a/1", "e3/a/1"]
-    again = store.acquire_flow("t", "e1", "W", T0, slots=[SlotClaim("k", "e1/a/2", 2)])
+    again = store.acquire_flow(FlowAcquire("t", "e1", "W", T0, slots=[SlotClaim("k", "e1/a/2", 2)]))
     assert again.reason == "concurrency k: 2 running (e2/a/1, e3/a/1)"

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from wovyr.events import Event
-from wovyr.store.base import Claim, CommitOutcome, NewExecution, StepWrite, Store
-from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.base import Claim, ClaimAsk, CommitOutcome, NewExecution, StepWrite, Store
+from wovyr.store.schedules import ScheduleRecord, ScheduleWrite
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -73,8 +73,8 @@ def test_observers_hear_creations_commits_and_claims(store: Store) -> None:
     create(store, "b")
     store.commit([step("a", 1), step("b", 7)])
     store.commit([step("a", 2), step("b", 1)], atomic=False)
-    assert store.claim("w", T0, 30, 10, only=["zzz"]) == []
-    store.claim("w", T0, 30, 10, only=["a"])
+    assert store.claim(ClaimAsk("w", T0, 30, 10, only=["zzz"])) == []
+    store.claim(ClaimAsk("w", T0, 30, 10, only=["a"]))
     assert recorder.seen == [
         ("created", "a"),  # the second create of "a" inserted nothing: not reported
         ("created", "b"),
@@ -100,10 +100,10 @@ def test_a_schedule_fire_reports_the_executions_it_inserted(store: Store) -> Non
     recorder = Recorder()
     store.add_observer(recorder)
     starts = [new("s-1"), new("s-2")]
-    assert store.update_schedule(replace(record, version=1), 0, starts)
+    assert store.update_schedule(ScheduleWrite(replace(record, version=1), 0, starts))
     assert recorder.seen == [("created", "s-2")]
     # A fire whose compare-and-set fails inserts nothing and reports nothing.
-    assert not store.update_schedule(record, 0, [starts[1]])
+    assert not store.update_schedule(ScheduleWrite(record, 0, [starts[1]]))
     assert recorder.seen == [("created", "s-2")]
 
 
@@ -116,7 +116,7 @@ def test_a_failing_observer_neither_fails_nor_undoes_the_write(
     with caplog.at_level(logging.ERROR, logger="wovyr.store"):
         create(store, "a")
         assert store.commit([step("a", 1)]) == [CommitOutcome.OK]
-        [claim] = store.claim("w", T0 + timedelta(seconds=1), 30, 10)
+        [claim] = store.claim(ClaimAsk("w", T0 + timedelta(seconds=1), 30, 10))
     assert claim.execution_id == "a"
     record = store.load("a", "default")
     assert record is not None and record.seq == 2 and record.lease_owner == "w"

@@ -10,7 +10,7 @@ import pytest
 
 from wovyr.errors import ConfigError
 from wovyr.events import Event
-from wovyr.store.base import NewExecution, StepWrite, Store
+from wovyr.store.base import ClaimAsk, NewExecution, StepWrite, Store
 from wovyr.store.shards import SHARD_COUNT, shards_for, stable_shard
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -74,19 +74,19 @@ def test_claim_by_partition(store: Store) -> None:
         start(store, execution_id)
     claimed: dict[int, set[str]] = {}
     for partition in range(4):
-        got = store.claim("A", T0, 30, 100, partitions=[partition], of=4)
+        got = store.claim(ClaimAsk("A", T0, 30, 100, partitions=[partition], of=4))
         claimed[partition] = {c.execution_id for c in got}
         assert all(stable_shard(i) % 4 == partition for i in claimed[partition])
     assert sorted(set().union(*claimed.values())) == sorted(ids)
     assert sum(len(c) for c in claimed.values()) == len(ids)
-    assert store.claim("B", T0 + timedelta(minutes=1), 30, 100, partitions=[]) == []
+    assert store.claim(ClaimAsk("B", T0 + timedelta(minutes=1), 30, 100, partitions=[])) == []
 
 
 def test_claim_by_partition_combines_with_only(store: Store) -> None:
     for execution_id in ("a", "b", "c", "d"):
         start(store, execution_id)
     wanted = stable_shard("c") % 2
-    got = store.claim("A", T0, 30, 10, ["c", "d"], partitions=[wanted], of=2)
+    got = store.claim(ClaimAsk("A", T0, 30, 10, ["c", "d"], partitions=[wanted], of=2))
     expected = sorted(i for i in ("c", "d") if stable_shard(i) % 2 == wanted)
     assert sorted(c.execution_id for c in got) == expected
 
@@ -122,7 +122,9 @@ def test_sqlite_migration_backfills_the_shard(tmp_path: Path) -> None:
         assert store.schema_version() >= 2
         rows = store._read("SELECT shard FROM executions WHERE id = 'old-1'")
         assert rows[0][0] == stable_shard("old-1")
-        [claim] = store.claim("A", T0, 30, 10, partitions=[stable_shard("old-1") % 8], of=8)
+        [claim] = store.claim(
+            ClaimAsk("A", T0, 30, 10, partitions=[stable_shard("old-1") % 8], of=8)
+        )
         assert claim.execution_id == "old-1"
     finally:
         store.close()

@@ -13,7 +13,7 @@ from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.errors import InputError
 from wovyr.events import Event
-from wovyr.store.base import FairShare, NewExecution, StepWrite, Store
+from wovyr.store.base import ClaimAsk, FairShare, NewExecution, StepWrite, Store
 from wovyr.store.records import PRIORITY_AGING_SECONDS, claim_rank
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker.worker import Worker
@@ -74,7 +74,7 @@ def test_a_high_priority_start_overtakes_a_backlog(store: Store, how: str) -> No
     start(store, "a", "urgent", T0 + timedelta(seconds=1), priority=9)
     start(store, "b", "b-0", T0 + timedelta(seconds=1))  # another tenant keeps its turn
     fair = {"plain": None, "fair": FairShare(), "turns": FairShare(turns={"a": 1, "b": 1})}[how]
-    got = store.claim("W", T0 + timedelta(seconds=2), 30, 2, fair=fair)
+    got = store.claim(ClaimAsk("W", T0 + timedelta(seconds=2), 30, 2, fair=fair))
     keys = [c.key for c in got]
     if how == "plain":  # one queue: the urgent one, then the oldest
         assert sorted(keys) == [("a", "a-000"), ("a", "urgent")]
@@ -83,7 +83,7 @@ def test_a_high_priority_start_overtakes_a_backlog(store: Store, how: str) -> No
         assert sorted(keys) == [("a", "urgent"), ("b", "b-0")]
         first = 0
     # then the backlog in start order
-    rest = store.claim("W", T0 + timedelta(seconds=2), 30, 3)
+    rest = store.claim(ClaimAsk("W", T0 + timedelta(seconds=2), 30, 3))
     assert sorted(c.execution_id for c in rest) == [f"a-{i:03}" for i in range(first, first + 3)]
 
 
@@ -93,21 +93,21 @@ def test_aging_bounds_the_wait_of_a_low_priority(store: Store) -> None:
     start(store, "a", "old-low", old)
     start(store, "a", "new-high", T0, priority=9)
     start(store, "a", "mid", T0 - timedelta(seconds=PRIORITY_AGING_SECONDS), priority=5)
-    assert [c.execution_id for c in store.claim("W", T0, 30, 1)] == ["old-low"]
-    assert [c.execution_id for c in store.claim("W", T0, 30, 1)] == ["new-high"]
-    assert [c.execution_id for c in store.claim("W", T0, 30, 1)] == ["mid"]
+    assert [c.execution_id for c in store.claim(ClaimAsk("W", T0, 30, 1))] == ["old-low"]
+    assert [c.execution_id for c in store.claim(ClaimAsk("W", T0, 30, 1))] == ["new-high"]
+    assert [c.execution_id for c in store.claim(ClaimAsk("W", T0, 30, 1))] == ["mid"]
 
 
 def test_free_rows_come_before_expired_leases_whatever_the_priority(store: Store) -> None:
     start(store, "a", "low", T0)
-    [first] = store.claim("W", T0, 1, 1)
+    [first] = store.claim(ClaimAsk("W", T0, 1, 1))
     assert first.execution_id == "low"
     start(store, "a", "high", T0, priority=9)
     start(store, "a", "low2", T0 + timedelta(seconds=1))
     later = T0 + timedelta(seconds=5)  # "low"'s lease expired: it is claimable again
-    assert [c.execution_id for c in store.claim("W2", later, 30, 1)] == ["high"]
-    assert [c.execution_id for c in store.claim("W2", later, 30, 1)] == ["low2"]
-    assert [c.execution_id for c in store.claim("W2", later, 30, 1)] == ["low"]
+    assert [c.execution_id for c in store.claim(ClaimAsk("W2", later, 30, 1))] == ["high"]
+    assert [c.execution_id for c in store.claim(ClaimAsk("W2", later, 30, 1))] == ["low2"]
+    assert [c.execution_id for c in store.claim(ClaimAsk("W2", later, 30, 1))] == ["low"]
 
 
 def test_a_priority_9_start_is_claimed_in_the_next_claim_round(

@@ -7,6 +7,7 @@ its partial index (EXPLAIN)."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ import pytest
 from wovyr.events import Event
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import ExecutionFilter, NewExecution, StepWrite, Store
+from wovyr.store.retention import ExpiredFilter
 from wovyr.store.sqlite import SQLiteStore
-from wovyr.store.streams import NewChunk
+from wovyr.store.streams import NewChunk, StreamAppend
 
 from .test_store_contract import T0
 
@@ -67,14 +69,14 @@ def make(
     created, record = store.create_execution(new)
     assert created
     chunks = [NewChunk("ask", 1, 1, "attempt"), NewChunk("ask", 1, 1, "text", "hi")]
-    assert store.append_stream(tenant, execution_id, record.fence, chunks, T0)
+    assert store.append_stream(StreamAppend(tenant, execution_id, record.fence, chunks, T0))
     if finished is not None:
         end = _step(execution_id, 1, status=status, at=finished, tenant=tenant)
         assert store.commit([end])[0].name == "OK"
 
 
 def expired(store: Store, tenant: str, workflow: str | None, before: datetime) -> list[str]:
-    return [e.id for e in store.find_expired(tenant, workflow, before, 100)]
+    return [e.id for e in store.find_expired(ExpiredFilter(tenant, workflow, before, 100))]
 
 
 def test_find_expired_lists_old_finished_executions_oldest_first(store: Store) -> None:
@@ -94,15 +96,14 @@ def test_find_expired_lists_old_finished_executions_oldest_first(store: Store) -
     assert expired(store, "default", None, T0 + days[1]) == []  # strictly before
     assert expired(store, "acme", None, T0 + days[5]) == ["c"]
     assert expired(store, "nobody", None, T0 + days[5]) == []
-    found = store.find_expired("default", None, T0 + days[5], 2)
+    first = ExpiredFilter("default", None, T0 + days[5], 2)
+    found = store.find_expired(first)
     assert [(e.id, e.workflow, e.status) for e in found] == [
         ("f", "wf", "failed"),
         ("other-wf", "wf2", "completed"),
     ]
     assert found[0].finished_at == T0 + days[1]
-    rest = store.find_expired(
-        "default", None, T0 + days[5], 2, after=(found[-1].finished_at, found[-1].id)
-    )
+    rest = store.find_expired(replace(first, after=(found[-1].finished_at, found[-1].id)))
     assert [e.id for e in rest] == ["x", "c"]
 
 
@@ -201,7 +202,7 @@ def test_sqlite_find_expired_walks_its_partial_index(tmp_path: Path) -> None:
             by_workflow
         ), by_workflow
         assert "SCAN" not in by_workflow and "TEMP B-TREE" not in by_workflow, by_workflow
-        assert len(store.find_expired("default", "wf2", T0 + timedelta(days=3), 50)) == 7
+        assert len(expired(store, "default", "wf2", T0 + timedelta(days=3))) == 7
     finally:
         store.close()
 
@@ -244,6 +245,6 @@ def test_postgres_find_expired_walks_its_partial_index(postgres_url: str) -> Non
         by_workflow = plan("find_expired_workflow", workflow="wf2")
         assert "Index Scan using executions_finished_by_workflow" in by_workflow, by_workflow
         assert "Seq Scan" not in by_workflow and "Sort" not in by_workflow, by_workflow
-        assert len(store.find_expired("default", "wf2", T0 + timedelta(days=3), 50)) == 7
+        assert len(expired(store, "default", "wf2", T0 + timedelta(days=3))) == 7
     finally:
         store.close()

@@ -16,10 +16,11 @@ import pytest
 from tests.conftest import make_store
 from tests.contract.test_store_fair_claim import start
 
-from wovyr.store.base import CommitOutcome, StepWrite, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, StepWrite, Store
 from wovyr.store.flow import (
     HOLD_TIMER_PREFIX,
     WAITER_TTL_SECONDS,
+    FlowAcquire,
     FlowKey,
     RateRequest,
     SlotClaim,
@@ -31,11 +32,12 @@ T0 = datetime(2030, 1, 1, tzinfo=UTC)
 def running(store: Store, *names: str) -> None:
     for name in names:
         start(store, "t", name, T0)
-    assert len(store.claim("W", T0, 3600, len(names))) == len(names)
+    assert len(store.claim(ClaimAsk("W", T0, 3600, len(names)))) == len(names)
 
 
 def ask(store: Store, name: str, at: datetime = T0, limit: int = 1) -> tuple[bool, str]:
-    answer = store.acquire_flow("t", name, "W", at, slots=[SlotClaim("k", f"{name}/a/1", limit)])
+    slot = SlotClaim("k", f"{name}/a/1", limit)
+    answer = store.acquire_flow(FlowAcquire("t", name, "W", at, slots=[slot]))
     return answer.granted, answer.reason
 
 
@@ -110,7 +112,7 @@ def test_a_waiter_that_ended_or_left_loses_its_place(store: Store) -> None:
     # e4 waits; it does not come back in time, and a newcomer is served
     later = T0 + timedelta(seconds=WAITER_TTL_SECONDS + 1)
     start(store, "t", "e5", T0)
-    assert [c.execution_id for c in store.claim("W", later, 3600, 1)] == ["e5"]
+    assert [c.execution_id for c in store.claim(ClaimAsk("W", later, 3600, 1))] == ["e5"]
     assert ask(store, "e5", at=later) == (True, "")
 
 
@@ -199,14 +201,15 @@ def test_a_woken_waiter_held_by_a_rate_limit_waits_its_own_time(store: Store) ->
     again and again until the bucket refills)."""
     running(store, "e1", "e2", "e3")
     rate = RateRequest("r", 1, capacity=1, per_second=0.001)
-    assert store.acquire_flow("t", "e3", "W", T0, rates=[rate]).granted  # the only unit
+    # The only unit:
+    assert store.acquire_flow(FlowAcquire("t", "e3", "W", T0, rates=[rate])).granted
     assert ask(store, "e1") == (True, "")
     assert not ask(store, "e2")[0]
     hold(store, "e2", T0 + timedelta(seconds=30), f"{HOLD_TIMER_PREFIX}1")
     end_attempt(store, "e1")  # wakes e2
     assert due(store, T0) == {("e2", f"{HOLD_TIMER_PREFIX}1")}
     slot = SlotClaim("k", "e2/a/1", 1)
-    answer = store.acquire_flow("t", "e2", "W", T0, rates=[rate], slots=[slot])
+    answer = store.acquire_flow(FlowAcquire("t", "e2", "W", T0, rates=[rate], slots=[slot]))
     assert not answer.granted and answer.reason.startswith("rate limit r")
     hold(store, "e2", T0 + timedelta(seconds=30), f"{HOLD_TIMER_PREFIX}2")
     assert ("e2", f"{HOLD_TIMER_PREFIX}2") not in due(store, T0)

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 from tests.contract.test_store_contract import create
 
-from wovyr.store.base import Store
+from wovyr.store.base import ClaimAsk, Store
 from wovyr.store.sqlite import SQLiteStore
-from wovyr.store.streams import NewChunk
+from wovyr.store.streams import NewChunk, StreamAppend
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -30,8 +30,8 @@ def _fence(store: Store, execution_id: str, tenant: str = "default") -> int:
 def test_chunks_are_numbered_in_order_and_read_after_any_number(store: Store) -> None:
     create(store, "e1", owner="w1")
     fence = _fence(store, "e1")
-    assert store.append_stream("default", "e1", fence, _pieces(1, "Hel", "lo"), T0)
-    assert store.append_stream("default", "e1", fence, _pieces(2, " wor", "ld"), T0)
+    assert store.append_stream(StreamAppend("default", "e1", fence, _pieces(1, "Hel", "lo"), T0))
+    assert store.append_stream(StreamAppend("default", "e1", fence, _pieces(2, " wor", "ld"), T0))
     chunks = store.read_stream("default", "e1")
     assert [c.n for c in chunks] == [1, 2, 3, 4, 5, 6]
     assert [(c.kind, c.attempt, c.text) for c in chunks] == [
@@ -51,26 +51,30 @@ def test_chunks_are_numbered_in_order_and_read_after_any_number(store: Store) ->
 def test_an_append_with_a_moved_fence_writes_nothing(store: Store) -> None:
     create(store, "e1", owner="w1")
     fence = _fence(store, "e1")
-    (claim,) = store.claim("w2", T0 + timedelta(minutes=5), 30.0, 1)  # the lease expired
+    (claim,) = store.claim(ClaimAsk("w2", T0 + timedelta(minutes=5), 30.0, 1))  # the lease expired
     assert claim.fence == fence + 1
-    assert not store.append_stream("default", "e1", fence, _pieces(1, "late"), T0)
+    assert not store.append_stream(StreamAppend("default", "e1", fence, _pieces(1, "late"), T0))
     assert store.read_stream("default", "e1") == []
     rerun = [NewChunk("ask", 1, 1, "attempt", "", 1), NewChunk("ask", 1, 1, "text", "now", 1)]
-    assert store.append_stream("default", "e1", claim.fence, rerun, T0)
+    assert store.append_stream(StreamAppend("default", "e1", claim.fence, rerun, T0))
     chunks = store.read_stream("default", "e1")
     assert [(c.kind, c.attempt, c.recovery, c.text) for c in chunks] == [
         ("attempt", 1, 1, ""),
         ("text", 1, 1, "now"),
     ]
-    assert not store.append_stream("default", "missing", 0, _pieces(1, "x"), T0)
+    assert not store.append_stream(StreamAppend("default", "missing", 0, _pieces(1, "x"), T0))
 
 
 def test_another_tenants_stream_is_empty(store: Store) -> None:
     create(store, "same", tenant="a", owner="w1")
     create(store, "same", tenant="b", owner="w1")
-    assert store.append_stream("a", "same", _fence(store, "same", "a"), _pieces(1, "A"), T0)
+    assert store.append_stream(
+        StreamAppend("a", "same", _fence(store, "same", "a"), _pieces(1, "A"), T0)
+    )
     assert store.read_stream("b", "same") == []
-    assert store.append_stream("b", "same", _fence(store, "same", "b"), _pieces(1, "B"), T0)
+    assert store.append_stream(
+        StreamAppend("b", "same", _fence(store, "same", "b"), _pieces(1, "B"), T0)
+    )
     assert [c.text for c in store.read_stream("a", "same")] == ["", "A"]
     assert [(c.n, c.text) for c in store.read_stream("b", "same")] == [(1, ""), (2, "B")]
 
@@ -80,7 +84,9 @@ def test_chunks_go_with_their_execution(store: Store) -> None:
     create(store, "e2", owner="w1")
     for execution_id in ("e1", "e2"):
         fence = _fence(store, execution_id)
-        assert store.append_stream("default", execution_id, fence, _pieces(1, "x"), T0)
+        assert store.append_stream(
+            StreamAppend("default", execution_id, fence, _pieces(1, "x"), T0)
+        )
     if isinstance(store, SQLiteStore):
         import sqlite3
 

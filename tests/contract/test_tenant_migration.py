@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from wovyr.events import Event
-from wovyr.store.base import CommitOutcome, NewExecution, StepWrite, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, NewExecution, StepWrite, Store
 from wovyr.store.codec import to_micros
 from wovyr.store.shards import stable_shard
 
@@ -38,7 +38,7 @@ def _read_back(store: Store) -> None:
     assert sorted((t.tenant, t.execution_id, t.timer_id) for t in due) == sorted(
         (tenant, eid, "wake") for tenant, eid in OLD_ROWS
     )
-    claims = store.claim("W", T0, 30, 10)
+    claims = store.claim(ClaimAsk("W", T0, 30, 10))
     assert sorted(c.key for c in claims) == sorted(OLD_ROWS)
     # The same id is free in another tenant now, and a step reaches only its own.
     first = StepWrite(

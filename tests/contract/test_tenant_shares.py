@@ -12,7 +12,7 @@ from tests.contract.test_store_fair_claim import T0, backlog
 
 from wovyr.engine.quotas import Quotas, quotas_of, set_quotas
 from wovyr.errors import InputError
-from wovyr.store.base import Store
+from wovyr.store.base import ClaimAsk, Store
 from wovyr.worker.fair import FairClaimer, TenantShares
 
 AT = datetime(2030, 1, 1, tzinfo=UTC)
@@ -85,12 +85,12 @@ def test_a_stored_weight_of_3_gets_about_3_claims_to_1(store: Store) -> None:
     backlog(store, "a", 250)
     backlog(store, "b", 250)
     claimer = FairClaimer(store, TenantShares(store))
-    slots: deque[str] = deque(c.tenant for c in claimer.claim("W", T0, 3600, 8, {}))
+    slots: deque[str] = deque(c.tenant for c in claimer.claim(ClaimAsk("W", T0, 3600, 8), {}))
     assert Counter(slots) == {"a": 6, "b": 2}
     served: Counter[str] = Counter()
     for _ in range(200):
         slots.popleft()  # the oldest execution ends: its slot frees
-        [claim] = claimer.claim("W", T0, 3600, 1, Counter(slots))
+        [claim] = claimer.claim(ClaimAsk("W", T0, 3600, 1), Counter(slots))
         slots.append(claim.tenant)
         served[claim.tenant] += 1
     assert 140 <= served["a"] <= 160, served
@@ -101,10 +101,12 @@ def test_a_stored_slot_cap_bounds_what_the_tenant_holds(store: Store) -> None:
     set_quotas(store, "a", Quotas(max_slots=2), by="cli", at=AT)
     backlog(store, "a", 20)
     claimer = FairClaimer(store, TenantShares(store, ceiling=4))
-    assert Counter(c.tenant for c in claimer.claim("W", T0, 3600, 8, {})) == {"a": 2}
-    assert claimer.claim("W", T0, 3600, 8, {"a": 2}) == []
+    assert Counter(c.tenant for c in claimer.claim(ClaimAsk("W", T0, 3600, 8), {})) == {"a": 2}
+    assert claimer.claim(ClaimAsk("W", T0, 3600, 8), {"a": 2}) == []
     backlog(store, "b", 20)
-    assert Counter(c.tenant for c in claimer.claim("W", T0, 3600, 8, {"a": 2})) == {"b": 4}
+    assert Counter(c.tenant for c in claimer.claim(ClaimAsk("W", T0, 3600, 8), {"a": 2})) == {
+        "b": 4
+    }
 
 
 def test_a_stored_max_running_holds_across_workers(store: Store) -> None:
@@ -118,17 +120,19 @@ def test_a_stored_max_running_holds_across_workers(store: Store) -> None:
     backlog(store, "b", 20)
     one, two = TenantShares(store), TenantShares(store)
     first, second = FairClaimer(store, one), FairClaimer(store, two)
-    got = Counter(c.tenant for c in first.claim("W1", T0, 3600, 8, {}))
+    got = Counter(c.tenant for c in first.claim(ClaimAsk("W1", T0, 3600, 8), {}))
     assert got == {"a": 3, "b": 5} and one.cap("a") == 3 and one.max_running(["a", "b"]) == {"a": 3}
     # The second worker plans A 3 of its 8 (it holds none), but A's 3 are leased by the
     # first: the claim gives B's 5; A, short, leaves its list, and its next claim (the
     # worker claims again at once after a claim that got work) fills the rest with B.
-    got = Counter(c.tenant for c in second.claim("W2", T0, 3600, 8, {}))
+    got = Counter(c.tenant for c in second.claim(ClaimAsk("W2", T0, 3600, 8), {}))
     assert got == {"b": 5}
     assert second.tenants == ["b"]
-    assert Counter(c.tenant for c in second.claim("W2", T0, 3600, 3, {"b": 5})) == {"b": 3}
+    assert Counter(c.tenant for c in second.claim(ClaimAsk("W2", T0, 3600, 3), {"b": 5})) == {
+        "b": 3
+    }
     store.release_owner("W1")  # the first worker's executions suspend or end
-    got = Counter(c.tenant for c in first.claim("W1", T0, 3600, 8, {}))
+    got = Counter(c.tenant for c in first.claim(ClaimAsk("W1", T0, 3600, 8), {}))
     assert got["a"] == 3
 
 

@@ -13,7 +13,7 @@ from wovyr.engine.core.state import fold, state_from_json
 from wovyr.engine.engine import Engine
 from wovyr.engine.steps import make_step
 from wovyr.events import Event
-from wovyr.store.base import CommitOutcome, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, Store
 from wovyr.testing import drain
 from wovyr.worker import Worker
 
@@ -31,10 +31,10 @@ ONE_STEP = textwrap.dedent("""
 def test_stale_owner_commits_nothing(engine: Engine, clock: ManualClock) -> None:
     rec = engine.start(ONE_STEP)
     store = engine.store
-    [a] = store.claim("A", clock.now(), 30, 10)
-    assert store.claim("B", clock.now(), 30, 10) == []  # A's lease is live
+    [a] = store.claim(ClaimAsk("A", clock.now(), 30, 10))
+    assert store.claim(ClaimAsk("B", clock.now(), 30, 10)) == []  # A's lease is live
     clock.advance(31)
-    [b] = store.claim("B", clock.now(), 30, 10)
+    [b] = store.claim(ClaimAsk("B", clock.now(), 30, 10))
     assert b.fence == a.fence + 1
     state = state_from_json(a.checkpoint)
     events = [Event("SignalReceived", clock.now(), {"name": "x", "payload": 1})]
@@ -66,7 +66,7 @@ def test_stale_owner_commits_nothing(engine: Engine, clock: ManualClock) -> None
 
 def test_renew_reports_fence_and_seq(engine: Engine, clock: ManualClock) -> None:
     rec = engine.start(ONE_STEP)
-    [claim] = engine.store.claim("A", clock.now(), 30, 10)
+    [claim] = engine.store.claim(ClaimAsk("A", clock.now(), 30, 10))
     leases = engine.store.renew_leases("A", clock.now(), 30)
     assert leases[rec.key].fence == claim.fence and leases[rec.key].seq == claim.seq
     engine.signal(rec.id, "poke")

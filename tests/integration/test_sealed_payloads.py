@@ -351,7 +351,7 @@ def test_a_sealed_tenants_streamed_text_is_sealed_and_shredded_with_it(
     setup: Setup, tmp_path: Path
 ) -> None:
     """The stream journal holds what a model streamed: a payload like the answer it becomes."""
-    from wovyr.store.streams import NewChunk
+    from wovyr.store.streams import NewChunk, StreamAppend
 
     ids = {t: setup.tenant(t).start(FLOW, {"word": "w"}).id for t in (SEALED, PLAIN)}
     pieces = {SEALED: [CANARY[:12], CANARY[12:]], PLAIN: [OTHER[:12], OTHER[12:]]}
@@ -362,7 +362,9 @@ def test_a_sealed_tenants_streamed_text_is_sealed_and_shredded_with_it(
             NewChunk("ask", 1, 1, "text", piece) for piece in pieces[tenant]
         ]
         now = setup.clock.now()
-        assert setup.store.append_stream(tenant, execution_id, record.fence, chunks, now)
+        assert setup.store.append_stream(
+            StreamAppend(tenant, execution_id, record.fence, chunks, now)
+        )
     for tenant, execution_id in ids.items():
         read = setup.store.read_stream(tenant, execution_id)
         assert "".join(c.text for c in read) == "".join(pieces[tenant])

@@ -56,7 +56,7 @@ from wovyr.engine.core.state import ActivityStatus, ExecutionState, fold, state_
 from wovyr.engine.engine import Engine
 from wovyr.engine.steps import make_step
 from wovyr.errors import ExecutionFinished
-from wovyr.store.base import CommitOutcome, Store
+from wovyr.store.base import ClaimAsk, CommitOutcome, Store
 from wovyr.testing import drain
 
 # model-based runs of every store: CI runs it; the fast tier (-m 'not slow') leaves it out.
@@ -233,7 +233,7 @@ class StoreMachine(RuleBasedStateMachine):
             for i in self.ids
             if ready[i] and (self.leases[i].until is None or self.leases[i].until < now)
         }
-        claims = self.store.claim(worker, now, LEASE, 10)
+        claims = self.store.claim(ClaimAsk(worker, now, LEASE, 10))
         assert {c.execution_id for c in claims} == claimable, "claimed a live lease, or missed"
         for c in claims:
             lease = self.leases[c.execution_id]

@@ -14,6 +14,7 @@ from tests.server.test_schedules_api import eventually
 from wovyr.activities.base import ActivityRegistry
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
+from wovyr.store.base import ClaimAsk
 
 pytestmark = pytest.mark.anyio
 BLOCKING = """\
@@ -53,7 +54,7 @@ class Gate:
 def crash_leftovers(engine: Engine, count: int) -> list[str]:
     """Executions leased by a worker that died: leased, lease expired."""
     ids = [engine.start(BLOCKING, execution_id=f"left-{i}").id for i in range(count)]
-    claims = engine.store.claim("dead-worker", engine.clock.now(), 5.0, count)
+    claims = engine.store.claim(ClaimAsk("dead-worker", engine.clock.now(), 5.0, count))
     assert len(claims) == count
     engine.clock.advance(6)  # type: ignore[attr-defined]
     return ids

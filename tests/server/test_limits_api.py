@@ -10,7 +10,7 @@ from tests.server.conftest import serve
 
 from wovyr.engine.engine import Engine
 from wovyr.settings import Settings
-from wovyr.store.flow import RateRequest
+from wovyr.store.flow import FlowAcquire, RateRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -22,7 +22,7 @@ async def test_an_admin_declares_reads_changes_and_deletes_its_buckets(
     engine: Engine, settings: Settings
 ) -> None:
     made = RateRequest("made", units=1, capacity=5, per_second=1.0)  # an activity's own
-    engine.store.acquire_flow("tenant-a", "x", "W", engine.clock.now(), rates=[made])
+    engine.store.acquire_flow(FlowAcquire("tenant-a", "x", "W", engine.clock.now(), rates=[made]))
     async with serve(engine, settings) as api:
         put = await api.call("PUT", f"{BASE}/openai", ADMIN, json={"limit": 500, "per": 60})
         assert put.status_code == 200, put.text

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from wovyr.engine.engine import Engine
 from wovyr.scheduling.schedules import Schedules
+from wovyr.store.base import ClaimAsk
 from wovyr.testing import drain
 
 from .conftest import APPROVAL_FLOW, Keys, UiClient
@@ -187,7 +188,7 @@ def test_workers_page_by_role(make_client: object, keys: Keys, ui_engine: Engine
     ui_engine.for_tenant("acme").start(APPROVAL_FLOW)
     ui_engine.for_tenant("globex").start(APPROVAL_FLOW)
     ui_engine.for_tenant("globex").start(APPROVAL_FLOW)
-    claims = ui_engine.store.claim("host-1:42", ui_engine.clock.now(), 30.0, 10)
+    claims = ui_engine.store.claim(ClaimAsk("host-1:42", ui_engine.clock.now(), 30.0, 10))
     assert len(claims) == 3
     viewer: UiClient = make_client()  # type: ignore[operator]
     viewer.sign_in(keys.viewer_a)
@@ -226,7 +227,7 @@ def test_workers_page_on_every_store(engine: Engine, tmp_path: Path) -> None:
     mount_ui(app, engine, Settings(home=tmp_path / "home"), auth)
     engine.for_tenant("acme").start(APPROVAL_FLOW)
     now = engine.clock.now()
-    assert len(engine.store.claim("host-1:42", now, 30.0, 10)) == 1
+    assert len(engine.store.claim(ClaimAsk("host-1:42", now, 30.0, 10))) == 1
     membership = capabilities(engine.store).membership
     if membership is not None:
         membership.worker_heartbeat(Peer("host-1:42", "member"), now, 30.0)

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 from wovyr.engine.engine import Engine
-from wovyr.store.flow import RateRequest, SlotClaim
+from wovyr.store.base import ClaimAsk
+from wovyr.store.flow import FlowAcquire, RateRequest, SlotClaim
 
 from .conftest import Keys, UiClient
 
@@ -37,10 +38,10 @@ def _activity_slots(engine: Engine, tenant: str, key: str, *executions: str) -> 
     """Each execution's attempt of `step` asks key `key`'s one slot, as a worker holding
     their leases does: the first is granted, the others wait. The attempts' holder ids."""
     now = engine.clock.now()
-    engine.store.claim(OWNER, now, 30.0, 100)
+    engine.store.claim(ClaimAsk(OWNER, now, 30.0, 100))
     holders = [f"{e}/step/1" for e in executions]
     answers = [
-        engine.store.acquire_flow(tenant, e, OWNER, now, slots=[SlotClaim(key, h, 1)])
+        engine.store.acquire_flow(FlowAcquire(tenant, e, OWNER, now, slots=[SlotClaim(key, h, 1)]))
         for e, h in zip(executions, holders, strict=True)
     ]
     assert [a.granted for a in answers] == [True] + [False] * (len(executions) - 1)
@@ -71,7 +72,8 @@ def test_keys_in_use_with_holders_and_waiters_linked_and_buckets_now(
     acme.set_rate_limit("openai", 5, 1, 10, by="a-admin")
     now = ui_engine.clock.now()
     made = RateRequest("tok", units=3, capacity=10, per_second=2)
-    assert ui_engine.store.acquire_flow("acme", "k-1", OWNER, now, rates=[made]).granted
+    taken = ui_engine.store.acquire_flow(FlowAcquire("acme", "k-1", OWNER, now, rates=[made]))
+    assert taken.granted
     ui_engine.clock.advance(1.0)  # the bucket `tok` refills 2 units meanwhile
 
     client.sign_in(keys.viewer_a)

@@ -8,7 +8,7 @@ from tests.sse import Message
 from tests.ui.conftest import Keys, UiClient, start_waiting
 
 from wovyr.engine.engine import Engine
-from wovyr.store.streams import NewChunk
+from wovyr.store.streams import NewChunk, StreamAppend
 
 
 def _parse(body: str) -> list[Message]:
@@ -30,7 +30,7 @@ def test_the_stream_of_a_finished_execution_ends(
     assert record is not None
     chunks = [NewChunk("ship", 1, 1, "attempt"), NewChunk("ship", 1, 1, "text", "<b>hi</b>")]
     assert ui_engine.store.append_stream(
-        "acme", execution_id, record.fence, chunks, record.updated_at
+        StreamAppend("acme", execution_id, record.fence, chunks, record.updated_at)
     )
     ui_engine.for_tenant("acme").cancel(execution_id)
     assert client.get(f"/ui/executions/{execution_id}/stream").status_code == 401

@@ -62,6 +62,7 @@ from wovyr.store.bulk import (
     BATCH_ACTIONS,
     BatchAction,
     BatchItem,
+    BatchItemFilter,
     BatchOutcome,
     BatchRecord,
     BatchUpdate,
@@ -282,13 +283,14 @@ class Bulk:
         self.get(batch_id)  # another tenant's: NotFound
         if outcome not in (None, "pending", "ok", "skipped", "error"):
             raise InputError([Problem("outcome is pending, ok, skipped or error", "outcome")])
-        return self.store.batch_items(
+        query = BatchItemFilter(
             self.engine.tenant,
             batch_id,
             after,
             limit,
             outcome,  # type: ignore[arg-type]  # checked above
         )
+        return self.store.batch_items(query)
 
 
 def runner_name() -> str:
@@ -348,9 +350,8 @@ class BatchRunner:
         )
 
     def _work(self, batch: BatchRecord) -> BatchRecord | None:
-        pending = self.store.batch_items(
-            batch.tenant, batch.id, limit=self.page_size, outcome="pending"
-        )
+        left = BatchItemFilter(batch.tenant, batch.id, limit=self.page_size, outcome="pending")
+        pending = self.store.batch_items(left)
         if pending:  # a page an earlier runner listed but did not finish
             ids = [i.execution_id for i in pending]
             return self._update(batch, outcomes=self._apply(batch, ids))

@@ -26,7 +26,14 @@ from wovyr.engine.core.state import ExecutionState
 from wovyr.engine.runtime import Runtime
 from wovyr.errors import InputError, NotFound, Problem
 from wovyr.events import Event, TimerArmed
-from wovyr.store.flow import HOLD_TIMER_PREFIX, FlowKey, RateLimitRecord, RateRequest, SlotClaim
+from wovyr.store.flow import (
+    HOLD_TIMER_PREFIX,
+    FlowKey,
+    NewRateLimit,
+    RateLimitRecord,
+    RateRequest,
+    SlotClaim,
+)
 
 __all__ = [
     "MAX_GRANT_AGE",
@@ -158,9 +165,8 @@ def set_rate_limit(
     capacity = burst if burst is not None else limit
     numbers = {"limit": limit, "per": per, "burst": capacity}
     audit = rt.audit_entry("limits.set", key, numbers)
-    return rt.store.set_rate_limit(
-        rt.tenant, key, capacity, limit / per, by, rt.clock.now(), audit=audit
-    )
+    declared = NewRateLimit(rt.tenant, key, capacity, limit / per, by, rt.clock.now())
+    return rt.store.set_rate_limit(declared, audit=audit)
 
 
 def rate_limits(rt: Runtime) -> list[RateLimitRecord]:

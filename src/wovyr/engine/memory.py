@@ -8,7 +8,13 @@ from datetime import timedelta
 from typing import Any
 
 from wovyr.clock import Clock
-from wovyr.store.agent_memory import AgentMemoryStore, MemoryItem, MemoryPut
+from wovyr.store.agent_memory import (
+    AgentMemoryStore,
+    MemoryDelete,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPut,
+)
 from wovyr.store.audit import AuditEntry
 from wovyr.store.vectors import pack
 
@@ -70,7 +76,8 @@ class TenantMemory:
         self, namespace: str, key: str, write_id: str | None, *, audit: AuditEntry | None = None
     ) -> dict[str, Any]:
         now = self.clock.now()
-        done = self.store.delete_memory(self.tenant, namespace, key, now, write_id, audit=audit)
+        delete = MemoryDelete(self.tenant, namespace, key, write_id)
+        done = self.store.delete_memory(delete, now, audit=audit)
         return {"key": done.key, "deleted": done.existed, "applied": done.applied}
 
     def get(self, namespace: str, key: str) -> dict[str, Any] | None:
@@ -80,9 +87,8 @@ class TenantMemory:
     def list_items(
         self, namespace: str, prefix: str, after: str, limit: int
     ) -> list[dict[str, Any]]:
-        items = self.store.list_memory(
-            self.tenant, namespace, self.clock.now(), prefix=prefix, after=after, limit=limit
-        )
+        query = MemoryFilter(self.tenant, namespace, prefix, after, limit)
+        items = self.store.list_memory(query, self.clock.now())
         return [item_data(i) for i in items]
 
     def search(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,7 +37,7 @@ from wovyr.errors import InputError, NotFound, Problem
 from wovyr.files import atomic_write, fsync_folder
 from wovyr.store.audit import AuditEntry
 from wovyr.store.platform import TenantStore
-from wovyr.store.retention import Expired
+from wovyr.store.retention import Expired, ExpiredFilter
 
 __all__ = [
     "MAX_DAYS",
@@ -180,16 +180,16 @@ def iter_finished(
     """Every finished execution of the engine's tenant (of `workflow`, with one of
     `statuses`) that finished before `finished_before`, oldest first, page by page."""
     wanted = None if statuses is None else frozenset(statuses)
-    after: tuple[datetime, str] | None = None
     rt = engine.runtime
+    asked = ExpiredFilter(rt.tenant, workflow, finished_before, page)
     while True:
-        found = rt.store.find_expired(rt.tenant, workflow, finished_before, page, after=after)
+        found = rt.store.find_expired(asked)
         for item in found:
             if wanted is None or item.status in wanted:
                 yield item
         if len(found) < page:
             return
-        after = (found[-1].finished_at, found[-1].id)
+        asked = replace(asked, after=(found[-1].finished_at, found[-1].id))
 
 
 def export_lines(engine: RuntimeHolder | Runtime, ids: Sequence[str]) -> list[str]:
@@ -298,13 +298,14 @@ def _purge(rt: Runtime, retention: Retention | None, batch: int, max_batches: in
         if days is None:
             continue
         before = now - timedelta(days=days)
+        oldest = ExpiredFilter(rt.tenant, workflow, before, batch)
         while True:
             if batches == max_batches:
-                report.more = bool(rt.store.find_expired(rt.tenant, workflow, before, 1))
+                report.more = bool(rt.store.find_expired(replace(oldest, limit=1)))
                 if report.more:
                     return report
                 break
-            found = rt.store.find_expired(rt.tenant, workflow, before, batch)
+            found = rt.store.find_expired(oldest)
             if not found:
                 break
             ids = [item.id for item in found]

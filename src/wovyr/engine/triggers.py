@@ -50,7 +50,7 @@ from wovyr.errors import (
     WovyrError,
 )
 from wovyr.ids import new_id
-from wovyr.store.events import EventPage, TriggerEventRecord, TriggerRecord
+from wovyr.store.events import DedupClaim, EventPage, TriggerEventRecord, TriggerRecord
 
 if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
@@ -232,14 +232,9 @@ def receive_webhook(
     # again when the trigger has a dedup key (which makes a second take start or signal
     # nothing new), else refused (at most once).
     event_id = new_id(now)
-    held = engine.store.claim_dedup_key(
-        record.tenant,
-        f"{_REPLAY}{record.name}",
-        signature,
-        event_id,
-        now,
-        now + timedelta(seconds=webhook.tolerance * 2),
-    )
+    until = now + timedelta(seconds=webhook.tolerance * 2)
+    replay = DedupClaim(record.tenant, f"{_REPLAY}{record.name}", signature, event_id, now, until)
+    held = engine.store.claim_dedup_key(replay)
     if held is not None:
         if document.spec.dedup is None or engine.store.get_trigger_event(record.tenant, held):
             raise SignatureRefused("the webhook signature was used before (a replay)")
@@ -343,9 +338,8 @@ def _take(
     recheck = False
     if key is not None and spec.dedup is not None:
         until = now + timedelta(seconds=spec.dedup.ttl)
-        held = engine.store.claim_dedup_key(
-            engine.tenant, record.name, key, execution_id, now, until
-        )
+        claim = DedupClaim(engine.tenant, record.name, key, execution_id, now, until)
+        held = engine.store.claim_dedup_key(claim)
         if held is not None:
             if spec.signal is not None:
                 assert mark is not None

@@ -40,7 +40,7 @@ from wovyr.activities.redact import MIN_SECRET_CHARS
 from wovyr.errors import InputError, KmsError, NotFound, Problem
 from wovyr.platform.fields import checked_name, shown_fields
 from wovyr.store.audit import AuditEntry, AuditStore
-from wovyr.store.secrets import SHREDDED, SecretRecord, SecretStore
+from wovyr.store.secrets import SHREDDED, NewSecret, SecretRecord, SecretStore
 
 if TYPE_CHECKING:  # loaded with the KMS, on first use: `cryptography` costs a CLI start
     from wovyr.platform.kms import Kms
@@ -178,7 +178,9 @@ class Secrets:
         audit = None
         if actor is not None:  # never the value, nor a hash of it
             audit = AuditEntry(at, tenant, actor, "secret.set", name, {"key_version": version})
-        record = self.store.put_secret(tenant, name, sealed, version, at, by, audit=audit)
+        record = self.store.put_secret(
+            NewSecret(tenant, name, sealed, version, at, by), audit=audit
+        )
         return SecretInfo.of(record)
 
     def delete_secret(

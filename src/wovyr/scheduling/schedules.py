@@ -54,7 +54,7 @@ from wovyr.scheduling.overlap import OVERLAP_POLICIES, plan_overlap
 from wovyr.scheduling.spec import CronSpec, IntervalSpec, Spec, catch_up, parse_spec
 from wovyr.store.audit import AuditEntry, payload_digest
 from wovyr.store.base import NewExecution
-from wovyr.store.schedules import ScheduleRecord, ScheduleStore
+from wovyr.store.schedules import ScheduleRecord, ScheduleStore, ScheduleWrite
 
 __all__ = ["OVERLAP_POLICIES", "Schedules", "spec_of", "tick_execution_id"]
 
@@ -440,7 +440,9 @@ class Schedules:
             updated_at=now,
             version=record.version + 1,
         )
-        if not self.store.update_schedule(updated, record.version, starts, audit=audit):
+        if not self.store.update_schedule(
+            ScheduleWrite(updated, record.version, starts), audit=audit
+        ):
             return False
         for new in starts:
             self.engine.notify(new.id, new.tenant)
@@ -548,7 +550,7 @@ class Schedules:
             now = self.engine.clock.now()
             updated = replace(fn(record, now), updated_at=now, version=record.version + 1)
             audit = self.engine.audit_entry(action, schedule_id, details)
-            if self.store.update_schedule(updated, record.version, audit=audit):
+            if self.store.update_schedule(ScheduleWrite(updated, record.version), audit=audit):
                 return updated
         raise Conflict(f"schedule {schedule_id!r} kept changing; try again")
 

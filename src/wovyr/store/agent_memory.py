@@ -35,6 +35,8 @@ from wovyr.store.audit import AuditEntry
 __all__ = [
     "WRITE_ID_DAYS",
     "AgentMemoryStore",
+    "MemoryDelete",
+    "MemoryFilter",
     "MemoryHit",
     "MemoryItem",
     "MemoryPut",
@@ -74,6 +76,28 @@ class MemoryPut:
 
 
 @dataclass(frozen=True)
+class MemoryDelete:
+    """Drop the item at (tenant, namespace, key)."""
+
+    tenant: str
+    namespace: str
+    key: str
+    write_id: str | None = None  # as `MemoryPut.write_id`
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """The items of (tenant, namespace) whose key starts with `prefix`, by key, after key
+    `after`, at most `limit`."""
+
+    tenant: str
+    namespace: str
+    prefix: str = ""
+    after: str = ""
+    limit: int = 100
+
+
+@dataclass(frozen=True)
 class MemoryWriteResult:
     op: Literal["put", "delete"]
     key: str
@@ -110,14 +134,7 @@ class AgentMemoryStore(Protocol):
         ...
 
     def delete_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        key: str,
-        now: datetime,
-        write_id: str | None = None,
-        *,
-        audit: AuditEntry | None = None,
+        self, delete: MemoryDelete, now: datetime, *, audit: AuditEntry | None = None
     ) -> MemoryWriteResult:
         """Drop the item at the key (`existed`: there was a live one; `audit` is appended
         only then)."""
@@ -130,17 +147,8 @@ class AgentMemoryStore(Protocol):
         `keys`."""
         ...
 
-    def list_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        now: datetime,
-        *,
-        prefix: str = "",
-        after: str = "",
-        limit: int = 100,
-    ) -> list[MemoryItem]:
-        """The live items whose key starts with `prefix`, by key, after key `after`."""
+    def list_memory(self, query: MemoryFilter, now: datetime) -> list[MemoryItem]:
+        """The items `query` selects that are live at `now`."""
         ...
 
     def memory_version(self, tenant: str, namespace: str) -> int:

@@ -34,6 +34,7 @@ from wovyr.store.platform import (
 from wovyr.store.records import (
     DEFAULT_TENANT,
     Claim,
+    ClaimAsk,
     CommitOutcome,
     DefinitionRecord,
     EventRecord,
@@ -56,6 +57,7 @@ from wovyr.store.streams import StreamStore
 __all__ = [
     "DEFAULT_TENANT",
     "Claim",
+    "ClaimAsk",
     "CommitOutcome",
     "DefinitionRecord",
     "DefinitionStore",
@@ -110,28 +112,9 @@ class ExecutionStore(Protocol):
 
 
 class WorkQueue(Protocol):
-    def claim(
-        self,
-        owner: str,
-        now: datetime,
-        lease_seconds: float,
-        limit: int,
-        only: Sequence[str] | None = None,
-        *,
-        tenant: str = DEFAULT_TENANT,
-        partitions: Sequence[int] | None = None,
-        of: int | None = None,
-        fair: FairShare | None = None,
-    ) -> list[Claim]:
-        """Lease up to `limit` ready executions (of every tenant) whose lease is free or
-        expired at `now`.
-
-        Each claim increments the execution's fence. `only` restricts the claim to those
-        ids of `tenant`; `partitions` of `of` to executions with `stable_shard(id) % of` in
-        `partitions` (see `wovyr.store.shards`). Without `fair` the oldest ready come first
-        (plain order); with it, tenants share the claim as `FairShare` says (weighted turns,
-        a cap per tenant), still one statement. `fair` is ignored with `only` (one tenant).
-        """
+    def claim(self, ask: ClaimAsk) -> list[Claim]:
+        """Lease what `ask` asks for (see `ClaimAsk`); each claim increments the execution's
+        fence."""
         ...
 
     def claimable_tenants(

@@ -38,6 +38,7 @@ __all__ = [
     "BATCH_ACTIONS",
     "BatchAction",
     "BatchItem",
+    "BatchItemFilter",
     "BatchOutcome",
     "BatchRecord",
     "BatchUpdate",
@@ -49,6 +50,18 @@ __all__ = [
 BatchAction = Literal["cancel", "rerun", "signal", "delete"]
 BATCH_ACTIONS: tuple[BatchAction, ...] = ("cancel", "rerun", "signal", "delete")
 ItemOutcome = Literal["pending", "ok", "skipped", "error"]
+
+
+@dataclass(frozen=True)
+class BatchItemFilter:
+    """The items of `tenant`'s batch `batch_id` numbered above `after`, at most `limit`
+    (only those with `outcome`, when given)."""
+
+    tenant: str
+    batch_id: str
+    after: int = 0
+    limit: int = 100
+    outcome: ItemOutcome | None = None
 
 
 @dataclass(frozen=True)
@@ -149,15 +162,8 @@ class BulkStore(Protocol):
         `id`), those listed after it."""
         ...
 
-    def batch_items(
-        self,
-        tenant: str,
-        batch_id: str,
-        after: int = 0,
-        limit: int = 100,
-        outcome: ItemOutcome | None = None,
-    ) -> list[BatchItem]:
-        """The batch's items numbered above `after`, in order (only those with `outcome`)."""
+    def batch_items(self, query: BatchItemFilter) -> list[BatchItem]:
+        """The items `query` selects, in order."""
         ...
 
     def claim_batch(self, owner: str, now: datetime, lease_seconds: float) -> BatchRecord | None:

@@ -32,6 +32,7 @@ from wovyr.store.records import NewExecution, StepWrite
 __all__ = [
     "OUTBOUND_EVENTS",
     "AttemptRecord",
+    "DedupClaim",
     "DeliveryRecord",
     "EventPage",
     "EventStore",
@@ -119,6 +120,19 @@ class TriggerEventRecord:
 
 
 @dataclass(frozen=True)
+class DedupClaim:
+    """Hold `tenant`'s dedup key `key` of `trigger` for `execution_id` from `now` until
+    `expires_at`."""
+
+    tenant: str
+    trigger: str
+    key: str
+    execution_id: str
+    now: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
 class WebhookEndpointRecord:
     tenant: str
     name: str
@@ -203,17 +217,9 @@ class EventStore(Protocol):
         """How many events `trigger` started or signalled from since `since` (its rate)."""
         ...
 
-    def claim_dedup_key(
-        self,
-        tenant: str,
-        trigger: str,
-        key: str,
-        execution_id: str,
-        now: datetime,
-        expires_at: datetime,
-    ) -> str | None:
-        """Hold `key` for `execution_id` until `expires_at`: None when claimed now (free, or
-        its last holder expired at `now`), else the execution id that holds it."""
+    def claim_dedup_key(self, claim: DedupClaim) -> str | None:
+        """Hold the key as `claim` says: None when claimed now (free, or its last holder
+        expired at `claim.now`), else the execution id that holds it."""
         ...
 
     # --- outbound webhooks -----------------------------------------------------------------

@@ -51,6 +51,7 @@ __all__ = [
     "FlowStore",
     "GateBook",
     "GatedOutcome",
+    "NewRateLimit",
     "RateLimitRecord",
     "RateRequest",
     "SlotClaim",
@@ -96,6 +97,19 @@ class FlowKey:
     key: str
     running: int
     waiting: int
+
+
+@dataclass(frozen=True)
+class NewRateLimit:
+    """`tenant`'s bucket `key` as declared (or changed) by `by` at `now`: it holds
+    `capacity` units and refills at `per_second`."""
+
+    tenant: str
+    key: str
+    capacity: float
+    per_second: float
+    by: str
+    now: datetime
 
 
 @dataclass(frozen=True)
@@ -432,18 +446,10 @@ class FlowStore(Protocol):
         executions waiting for one, each in start order (empty for a key nobody uses)."""
         ...
 
-    def acquire_flow(
-        self,
-        tenant: str,
-        execution_id: str,
-        owner: str,
-        now: datetime,
-        rates: Sequence[RateRequest] = (),
-        slots: Sequence[SlotClaim] = (),
-    ) -> FlowAnswer:
-        """Take every rate-limit unit and activity slot asked, in one transaction, or none
-        (then say how long to wait: the longest of the refusals, and why). `owner` holds
-        the lease of `execution_id`; its slots count while that lease is its own."""
+    def acquire_flow(self, ask: FlowAcquire) -> FlowAnswer:
+        """Take every rate-limit unit and activity slot `ask` asks, in one transaction, or
+        none (then say how long to wait: the longest of the refusals, and why). `ask.owner`
+        holds the lease of `ask.execution_id`; its slots count while that lease is its own."""
         ...
 
     def acquire_flows(self, asks: Sequence[FlowAcquire]) -> list[FlowAnswer]:
@@ -469,19 +475,10 @@ class FlowStore(Protocol):
         ...
 
     def set_rate_limit(
-        self,
-        tenant: str,
-        key: str,
-        capacity: float,
-        per_second: float,
-        by: str,
-        now: datetime,
-        *,
-        audit: AuditEntry | None = None,
+        self, limit: NewRateLimit, *, audit: AuditEntry | None = None
     ) -> RateLimitRecord:
-        """Declare (or change) the tenant's bucket `key`: it holds `capacity` units and
-        refills at `per_second`; activities naming it use these numbers. `audit` is
-        appended in the same transaction."""
+        """Declare (or change) the tenant's bucket as `limit` says; activities naming it use
+        these numbers. `audit` is appended in the same transaction."""
         ...
 
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:

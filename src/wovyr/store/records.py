@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ __all__ = [
     "PRIORITY_AGING_SECONDS",
     "CheckpointChanges",
     "Claim",
+    "ClaimAsk",
     "CommitOutcome",
     "Debit",
     "DefinitionRecord",
@@ -319,7 +320,7 @@ class Claim:
 
 @dataclass(frozen=True)
 class FairShare:
-    """How a fair claim (`claim(..., fair=FairShare(...))`) shares slots between tenants.
+    """How a fair claim (`ClaimAsk(..., fair=FairShare(...))`) shares slots between tenants.
 
     `held`: the slots each tenant holds now (in the claiming worker); `weights`: a tenant's
     share relative to the others (default 1.0); `cap`: the most slots one tenant may hold,
@@ -382,6 +383,30 @@ class FairShare:
     def score(self, tenant: str, rank: int) -> float:
         """The score of `tenant`'s `rank`-th (from 1) claimable execution; lowest first."""
         return (self.held.get(tenant, 0) + rank) / self._weight(tenant)
+
+
+@dataclass(frozen=True)
+class ClaimAsk:
+    """One claim (`WorkQueue.claim`): lease up to `limit` ready executions (of every tenant)
+    to `owner` for `lease_seconds`, their lease free or expired at `now`.
+
+    `only` restricts the claim to those ids of `tenant`; `partitions` of `of` to executions
+    with `stable_shard(id) % of` in `partitions` (see `wovyr.store.shards`). Without `fair`
+    the oldest ready come first (plain order); with it, tenants share the claim as
+    `FairShare` says (weighted turns, a cap per tenant), still one statement. `fair` is
+    ignored with `only` (one tenant).
+    """
+
+    owner: str
+    now: datetime
+    lease_seconds: float
+    limit: int
+    only: Sequence[str] | None = None
+    _: KW_ONLY
+    tenant: str = DEFAULT_TENANT
+    partitions: Sequence[int] | None = None
+    of: int | None = None
+    fair: FairShare | None = None
 
 
 @dataclass(frozen=True)
@@ -449,7 +474,7 @@ class SlotClaim:
 
 @dataclass(frozen=True)
 class FlowAcquire:
-    """One `acquire_flow` call, for `acquire_flows` (many in one transaction).
+    """What one `acquire_flow` asks (`acquire_flows`: many in one transaction).
 
     `parts`: the attempts the ask is for, in order, as how many of `rates` and of `slots`
     each takes (they follow each other in those lists); empty: one attempt asks them all.

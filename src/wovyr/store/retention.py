@@ -27,7 +27,7 @@ from typing import Protocol
 from wovyr.store.audit import AuditEntry
 from wovyr.store.records import FINISHED  # the partial indexes' condition
 
-__all__ = ["FINISHED", "Expired", "RetentionStore"]
+__all__ = ["FINISHED", "Expired", "ExpiredFilter", "RetentionStore"]
 
 
 @dataclass(frozen=True)
@@ -41,19 +41,22 @@ class Expired:
     finished_at: datetime
 
 
+@dataclass(frozen=True)
+class ExpiredFilter:
+    """`tenant`'s finished executions (of `workflow`; None: of any) that finished before
+    `finished_before`, at most `limit`, after the cursor `after` (a previous page's last
+    `(finished_at, id)`)."""
+
+    tenant: str
+    workflow: str | None
+    finished_before: datetime
+    limit: int
+    after: tuple[datetime, str] | None = None
+
+
 class RetentionStore(Protocol):
-    def find_expired(
-        self,
-        tenant: str,
-        workflow: str | None,
-        finished_before: datetime,
-        limit: int,
-        *,
-        after: tuple[datetime, str] | None = None,
-    ) -> list[Expired]:
-        """`tenant`'s finished executions (of `workflow`; None: of any) that finished
-        before `finished_before`, oldest first (then by id), at most `limit`, after the
-        cursor `after` (a previous page's last `(finished_at, id)`): an index range scan
+    def find_expired(self, query: ExpiredFilter) -> list[Expired]:
+        """The executions `query` selects, oldest first (then by id): an index range scan
         on every store that has indexes."""
         ...
 

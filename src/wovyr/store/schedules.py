@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from wovyr.store.audit import AuditEntry
 from wovyr.store.records import DEFAULT_TENANT, NewExecution
 
-__all__ = ["ScheduleRecord", "ScheduleStore"]
+__all__ = ["ScheduleRecord", "ScheduleStore", "ScheduleWrite"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,16 @@ class ScheduleRecord:
     version: int = 0
 
 
+@dataclass(frozen=True)
+class ScheduleWrite:
+    """A compare-and-set of a schedule: `record` replaces the version `expected_version`
+    (its own version must be one more) and `starts` are created with it."""
+
+    record: ScheduleRecord
+    expected_version: int
+    starts: Sequence[NewExecution] = ()
+
+
 class ScheduleStore(Protocol):
     def create_schedule(
         self,
@@ -73,14 +83,7 @@ class ScheduleStore(Protocol):
 
     def due_schedules(self, now: datetime, limit: int) -> list[ScheduleRecord]: ...
 
-    def update_schedule(
-        self,
-        record: ScheduleRecord,
-        expected_version: int,
-        starts: Sequence[NewExecution] = (),
-        *,
-        audit: AuditEntry | None = None,
-    ) -> bool:
-        """Write `record` (its version must be expected_version + 1) and create `starts`
-        (ignoring ids that exist) in one transaction; False if the version moved."""
+    def update_schedule(self, write: ScheduleWrite, *, audit: AuditEntry | None = None) -> bool:
+        """Write `write.record` and create its `starts` (ignoring ids that exist) in one
+        transaction; False if the version moved."""
         ...

@@ -62,13 +62,12 @@ from wovyr.store.agent_memory import MemoryHit, MemoryItem, MemoryPut, MemoryWri
 from wovyr.store.artifacts import ArtifactRecord, NewArtifact
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import (
-    DEFAULT_TENANT,
     Claim,
+    ClaimAsk,
     CommitOutcome,
     EventRecord,
     ExecutionFilter,
     ExecutionRecord,
-    FairShare,
     NewExecution,
     Page,
     StepWrite,
@@ -81,8 +80,8 @@ from wovyr.store.hooks import Observers, StoreObserver
 from wovyr.store.platform import TenantRecord
 from wovyr.store.records import TimerRecord
 from wovyr.store.rows import created_record
-from wovyr.store.schedules import ScheduleRecord
-from wovyr.store.streams import NewChunk, StreamChunk
+from wovyr.store.schedules import ScheduleWrite
+from wovyr.store.streams import StreamAppend, StreamChunk
 
 __all__ = [
     "FORWARDED",
@@ -346,17 +345,10 @@ class SealingStore(Store):
             return True, record if written is new else created_record(new)
         return False, self._open_record(record)
 
-    def update_schedule(
-        self,
-        record: ScheduleRecord,
-        expected_version: int,
-        starts: Sequence[NewExecution] = (),
-        *,
-        audit: AuditEntry | None = None,
-    ) -> bool:
-        written = [self._sealed_new(new) for new in starts]
+    def update_schedule(self, write: ScheduleWrite, *, audit: AuditEntry | None = None) -> bool:
+        written = [self._sealed_new(new) for new in write.starts]
         try:
-            return self.inner.update_schedule(record, expected_version, written, audit=audit)
+            return self.inner.update_schedule(replace(write, starts=written), audit=audit)
         finally:
             for new in written:
                 self._plain.pop(id(new), None)
@@ -433,23 +425,18 @@ class SealingStore(Store):
     # The text a model streams is as much a payload as the answer it becomes: sealed too,
     # bound to its execution (a chunk's number is the store's, so not bound).
 
-    def append_stream(
-        self,
-        tenant: str,
-        execution_id: str,
-        fence: int,
-        chunks: Sequence[NewChunk],
-        at: datetime,
-    ) -> bool:
+    def append_stream(self, append: StreamAppend) -> bool:
+        tenant = append.tenant
         if self.sealing(tenant):
-            name = f"{execution_id}/stream"
+            name = f"{append.execution_id}/stream"
             chunks = [
                 replace(c, text=_SEALED_TEXT + self.sealer.seal(tenant, _STREAM, name, c.text))
                 if c.text
                 else c
-                for c in chunks
+                for c in append.chunks
             ]
-        return self.inner.append_stream(tenant, execution_id, fence, chunks, at)
+            append = replace(append, chunks=chunks)
+        return self.inner.append_stream(append)
 
     def read_stream(
         self, tenant: str, execution_id: str, after: int = 0, limit: int = 500
@@ -550,30 +537,8 @@ class SealingStore(Store):
     def _open_hits(self, hits: list[MemoryHit]) -> list[MemoryHit]:
         return [replace(h, item=self._open_item(h.item)) for h in hits]
 
-    def claim(
-        self,
-        owner: str,
-        now: datetime,
-        lease_seconds: float,
-        limit: int,
-        only: Sequence[str] | None = None,
-        *,
-        tenant: str = DEFAULT_TENANT,
-        partitions: Sequence[int] | None = None,
-        of: int | None = None,
-        fair: FairShare | None = None,
-    ) -> list[Claim]:
-        claims = self.inner.claim(
-            owner,
-            now,
-            lease_seconds,
-            limit,
-            only,
-            tenant=tenant,
-            partitions=partitions,
-            of=of,
-            fair=fair,
-        )
+    def claim(self, ask: ClaimAsk) -> list[Claim]:
+        claims = self.inner.claim(ask)
         out = []
         for c in claims:
             if not is_sealed(c.checkpoint):
@@ -582,7 +547,7 @@ class SealingStore(Store):
             try:
                 opened = self._open(c.tenant, _CHECKPOINT, c.execution_id, c.checkpoint)
             except _Unreadable:
-                fail_unreadable(self, c.tenant, c.execution_id, now, fence=c.fence)
+                fail_unreadable(self, c.tenant, c.execution_id, ask.now, fence=c.fence)
                 continue
             except WovyrError as exc:  # this process cannot unwrap the key (another root key)
                 log.error(

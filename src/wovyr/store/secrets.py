@@ -30,7 +30,14 @@ from typing import Protocol
 
 from wovyr.store.audit import AuditEntry
 
-__all__ = ["SHREDDED", "DataKeyRecord", "KmsRootRecord", "SecretRecord", "SecretStore"]
+__all__ = [
+    "SHREDDED",
+    "DataKeyRecord",
+    "KmsRootRecord",
+    "NewSecret",
+    "SecretRecord",
+    "SecretStore",
+]
 
 #: The `root_id` of a shredded data key (its `wrapped` is empty): the versions stay, so a
 #: tenant's next data key gets a higher one, and what the shredded keys sealed never opens.
@@ -56,6 +63,19 @@ class SecretRecord:
     created_at: datetime
     updated_at: datetime
     updated_by: str = ""
+
+
+@dataclass(frozen=True)
+class NewSecret:
+    """A new value of `tenant`'s secret `name`, sealed (`ciphertext`) under the tenant's data
+    key `key_version`, set `at` by `by`."""
+
+    tenant: str
+    name: str
+    ciphertext: bytes
+    key_version: int
+    at: datetime
+    by: str
 
 
 @dataclass(frozen=True)
@@ -106,17 +126,7 @@ class SecretStore(Protocol):
 
     # --- secrets -------------------------------------------------------------------------
 
-    def put_secret(
-        self,
-        tenant: str,
-        name: str,
-        ciphertext: bytes,
-        key_version: int,
-        at: datetime,
-        by: str,
-        *,
-        audit: AuditEntry | None = None,
-    ) -> SecretRecord:
+    def put_secret(self, new: NewSecret, *, audit: AuditEntry | None = None) -> SecretRecord:
         """Insert or replace the value of (tenant, name), its version one more than the
         last; return the row."""
         ...

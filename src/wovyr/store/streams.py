@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-__all__ = ["ChunkKind", "NewChunk", "StreamChunk", "StreamStore"]
+__all__ = ["ChunkKind", "NewChunk", "StreamAppend", "StreamChunk", "StreamStore"]
 
 ChunkKind = Literal["attempt", "text"]
 
@@ -58,19 +58,25 @@ class StreamChunk:
     recovery: int = 0
 
 
+@dataclass(frozen=True)
+class StreamAppend:
+    """A batch of `chunks` of `tenant`'s execution `execution_id`, written `at`, by the
+    holder of the lease whose fence is `fence`."""
+
+    tenant: str
+    execution_id: str
+    fence: int
+    chunks: Sequence[NewChunk]
+    at: datetime
+
+
 class StreamStore(Protocol):
     """Each execution's stream journal (see the module docstring)."""
 
-    def append_stream(
-        self,
-        tenant: str,
-        execution_id: str,
-        fence: int,
-        chunks: Sequence[NewChunk],
-        at: datetime,
-    ) -> bool:
-        """Journal `chunks` after the execution's last one, in one transaction, unless the
-        execution's fence is no longer `fence` (then write nothing and answer False)."""
+    def append_stream(self, append: StreamAppend) -> bool:
+        """Journal `append.chunks` after the execution's last one, in one transaction,
+        unless the execution's fence is no longer `append.fence` (then write nothing and
+        answer False)."""
         ...
 
     def read_stream(

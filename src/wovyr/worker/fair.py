@@ -31,17 +31,15 @@ A tenant at that cap yields fewer than its turns and leaves the list until the n
 from __future__ import annotations
 
 import bisect
-import functools
 import heapq
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any
+from dataclasses import replace
 
 from wovyr.engine.quotas import DEFAULT_WEIGHT, stored_quotas
-from wovyr.store.base import Claim, FairShare, Store
+from wovyr.store.base import Claim, ClaimAsk, FairShare, Store
 from wovyr.store.platform import TenantStore
 from wovyr.store.records import MAX_TURN_TENANTS
 
@@ -240,31 +238,22 @@ class FairClaimer:
         with self._lock:
             self._hinted.add(tenant)
 
-    def claim(
-        self,
-        owner: str,
-        now: datetime,
-        lease_seconds: float,
-        limit: int,
-        held: Mapping[str, int],
-        **where: Any,
-    ) -> list[Claim]:
-        """Lease up to `limit` executions fairly, given the slots each tenant `held`;
-        `where`: the claim's partitions (`partitions`, `of`)."""
-        if limit <= 0:
+    def claim(self, ask: ClaimAsk, held: Mapping[str, int]) -> list[Claim]:
+        """Lease up to `ask.limit` executions fairly (in `ask`'s partitions; its `fair` is
+        set here), given the slots each tenant `held`."""
+        if ask.limit <= 0:
             return []
         looked = False
         if self._due():
-            self._look(now, where)
+            self._look(ask)
             looked = True
         self._take_hints()
-        store_claim = functools.partial(self.store.claim, owner, now, lease_seconds, limit, **where)
-        got = self._claim_turns(store_claim, limit, held)
+        got = self._claim_turns(ask, held)
         if not got and not looked:
             # Nothing to plan, or the tenants planned had nothing left: look and try once
             # more, so an empty answer means no tenant has claimable work.
-            self._look(now, where)
-            got = self._claim_turns(store_claim, limit, held)
+            self._look(ask)
+            got = self._claim_turns(ask, held)
         self._claims += 1
         return got
 
@@ -275,8 +264,8 @@ class FairClaimer:
             return True
         return self._monotonic() - self._looked_at >= self.refresh_seconds
 
-    def _look(self, now: datetime, where: Mapping[str, Any]) -> None:
-        self._tenants = self.store.claimable_tenants(now, **where)
+    def _look(self, ask: ClaimAsk) -> None:
+        self._tenants = self.store.claimable_tenants(ask.now, partitions=ask.partitions, of=ask.of)
         self._claims, self._looked_at = 0, self._monotonic()
         self.looks += 1
         self.shares.refresh()
@@ -287,18 +276,15 @@ class FairClaimer:
         if hinted - set(self._tenants):
             self._tenants = sorted(set(self._tenants) | hinted)
 
-    def _claim_turns(
-        self, store_claim: Callable[..., list[Claim]], limit: int, held: Mapping[str, int]
-    ) -> list[Claim]:
-        """One claim of up to `limit` executions, by turns planned over the tenants seen;
-        `store_claim`: the store's claim with all but its `fair` argument."""
+    def _claim_turns(self, ask: ClaimAsk, held: Mapping[str, int]) -> list[Claim]:
+        """One claim of up to `ask.limit` executions, by turns planned over the tenants seen."""
         tenants = self._tenants
         start = bisect.bisect_left(tenants, self._after)
-        turns = plan_turns(tenants, held, limit, self.shares, start=start)
+        turns = plan_turns(tenants, held, ask.limit, self.shares, start=start)
         if not turns:
             return []
         fair = FairShare(turns=turns, max_running=self.shares.max_running(turns))
-        got = store_claim(fair=fair)
+        got = self.store.claim(replace(ask, fair=fair))
         counts = Counter(c.tenant for c in got)
         short = {t for t, n in turns.items() if counts[t] < n}
         # The cursor moves past the last tenant served, so ties go round.

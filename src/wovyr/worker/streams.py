@@ -19,7 +19,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from wovyr.store.streams import NewChunk
+from wovyr.store.streams import NewChunk, StreamAppend
 
 if TYPE_CHECKING:
     from wovyr.clock import Clock
@@ -99,14 +99,8 @@ class StreamJournal:
 
     async def _append(self, batch: list[NewChunk]) -> None:
         try:
-            ok = await asyncio.to_thread(
-                self._store.append_stream,
-                self._tenant,
-                self._id,
-                self._fence,
-                batch,
-                self._clock.now(),
-            )
+            append = StreamAppend(self._tenant, self._id, self._fence, batch, self._clock.now())
+            ok = await asyncio.to_thread(self._store.append_stream, append)
         except Exception:
             log.exception("the stream journal of %s could not be written", self._id)
             ok = False

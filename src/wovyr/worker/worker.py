@@ -50,7 +50,7 @@ from wovyr.engine.engine import Engine
 from wovyr.errors import StoreError
 from wovyr.platform.webhooks import Dispatcher
 from wovyr.scheduling.schedules import Schedules
-from wovyr.store.base import Claim, ExecutionKey, ExecutionRecord, LeaseState
+from wovyr.store.base import Claim, ClaimAsk, ExecutionKey, ExecutionRecord, LeaseState
 from wovyr.store.capabilities import capabilities
 from wovyr.worker.commit import GroupCommitter
 from wovyr.worker.fair import FairClaimer, TenantShares
@@ -338,21 +338,13 @@ class Worker:
         """The claim this round makes: fair (`FairClaimer`, told the slots each tenant
         holds here) unless fair share is off or the claim is for `only` some executions."""
         now = self.engine.clock.now()
+        ask = ClaimAsk(
+            self.owner, now, self.lease_seconds, capacity, only, tenant=self.engine.tenant, **where
+        )
         if self.claimer is not None and only is None:
             held = Counter(tenant for tenant, _ in self.runners)
-            return functools.partial(
-                self.claimer.claim, self.owner, now, self.lease_seconds, capacity, held, **where
-            )
-        return functools.partial(
-            self.engine.store.claim,
-            self.owner,
-            now,
-            self.lease_seconds,
-            capacity,
-            only,
-            tenant=self.engine.tenant,
-            **where,
-        )
+            return functools.partial(self.claimer.claim, ask, held)
+        return functools.partial(self.engine.store.claim, ask)
 
     async def tick(self, only: list[str] | None = None) -> int:
         """Fire due timers and schedules, then claim what is runnable (up to capacity);

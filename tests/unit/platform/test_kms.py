@@ -24,6 +24,7 @@ from wovyr.platform.kms import (
     rotate,
 )
 from wovyr.platform.secrets import Secrets, shred_tenant
+from wovyr.store.secrets import NewSecret
 from wovyr.store.sqlite import SQLiteStore
 
 AT = datetime(2030, 1, 1, tzinfo=UTC)
@@ -139,12 +140,12 @@ def test_secrets_over_a_store() -> None:
     assert store.get_secret("t1", "PIN") is None
     assert secrets.set_secret("t1", "PIN", "12345678", by="cli", at=AT).version == 1
     # a corrupt ciphertext: a clear error naming the secret, never a value
-    store.put_secret("t1", "API_KEY", record.ciphertext[:-3] + b"xyz", 1, AT, "x")
+    store.put_secret(NewSecret("t1", "API_KEY", record.ciphertext[:-3] + b"xyz", 1, AT, "x"))
     with pytest.raises(KmsError, match="secret 'API_KEY' of tenant 't1' does not decrypt"):
         secrets.resolve_secret("t1", "API_KEY")
     # another root key: the data key does not unwrap, and says why
     stranger = Secrets(store, Kms(RootKey(bytes.fromhex("cd" * 32)), "production"))
-    store.put_secret("t1", "B", record.ciphertext, 1, AT, "x")
+    store.put_secret(NewSecret("t1", "B", record.ciphertext, 1, AT, "x"))
     with pytest.raises(KmsError, match="wrapped by root key"):
         stranger.resolve_secret("t1", "B")
     # a wrapped data key that was tampered with

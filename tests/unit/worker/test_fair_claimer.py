@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from tests.contract.test_store_fair_claim import backlog, start
 
+from wovyr.store.base import ClaimAsk
 from wovyr.store.records import MAX_TURN_TENANTS
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker.fair import FairClaimer, TenantShares, _level_turns, _scored_turns, plan_turns
@@ -59,7 +60,7 @@ def test_claims_go_round_the_tenants() -> None:
     for tenant in ("a", "b", "c"):
         backlog(store, tenant, 5)
     claimer = FairClaimer(store)
-    order = [claimer.claim("W", T0, 30, 1, {})[0].tenant for _ in range(6)]
+    order = [claimer.claim(ClaimAsk("W", T0, 30, 1), {})[0].tenant for _ in range(6)]
     assert order == ["a", "b", "c", "a", "b", "c"]
     assert claimer.looks == 1  # one look for tenants served all six claims
 
@@ -69,27 +70,30 @@ def test_a_tenant_out_of_work_leaves_and_an_empty_answer_looks_again() -> None:
     backlog(store, "a", 1)
     backlog(store, "b", 5)
     claimer = FairClaimer(store, refresh_claims=1000, refresh_seconds=1e9)
-    assert Counter(c.tenant for c in claimer.claim("W", T0, 30, 4, {})) == {"a": 1, "b": 2}
+    assert Counter(c.tenant for c in claimer.claim(ClaimAsk("W", T0, 30, 4), {})) == {
+        "a": 1,
+        "b": 2,
+    }
     assert claimer.tenants == ["b"]  # A gave fewer than its turns: it has no more work
-    assert len(claimer.claim("W", T0, 30, 10, {})) == 3
+    assert len(claimer.claim(ClaimAsk("W", T0, 30, 10), {})) == 3
     looks = claimer.looks
     backlog(store, "c", 2)  # work of a tenant the claimer does not know (another process)
     # B has nothing left: the empty answer looks again and finds C at once.
-    assert Counter(c.tenant for c in claimer.claim("W", T0, 30, 10, {})) == {"c": 2}
+    assert Counter(c.tenant for c in claimer.claim(ClaimAsk("W", T0, 30, 10), {})) == {"c": 2}
     assert claimer.looks == looks + 1
-    assert claimer.claim("W", T0, 30, 10, {}) == []  # nothing claimable anywhere
+    assert claimer.claim(ClaimAsk("W", T0, 30, 10), {}) == []  # nothing claimable anywhere
 
 
 def test_a_tenant_with_work_started_elsewhere_gets_its_turn_within_refresh_claims() -> None:
     store = SQLiteStore()
     backlog(store, "a", 100)
     claimer = FairClaimer(store, refresh_claims=4, refresh_seconds=1e9)
-    assert claimer.claim("W", T0, 30, 1, {})[0].tenant == "a"
+    assert claimer.claim(ClaimAsk("W", T0, 30, 1), {})[0].tenant == "a"
     start(store, "b", "b-only")  # no hint: as if another process started it
-    served = [claimer.claim("W", T0, 30, 1, {"a": 3})[0].tenant for _ in range(4)]
+    served = [claimer.claim(ClaimAsk("W", T0, 30, 1), {"a": 3})[0].tenant for _ in range(4)]
     assert "b" in served  # found at the next look, at most 4 claims later
     hinted = FairClaimer(store, refresh_claims=1000, refresh_seconds=1e9)
-    assert hinted.claim("W", T0, 30, 1, {})[0].tenant == "a"
+    assert hinted.claim(ClaimAsk("W", T0, 30, 1), {})[0].tenant == "a"
     start(store, "c", "c-only")
     hinted.hint("c")  # this process saw it arrive: its next claim serves it
-    assert hinted.claim("W", T0, 30, 1, {"a": 1})[0].tenant == "c"
+    assert hinted.claim(ClaimAsk("W", T0, 30, 1), {"a": 1})[0].tenant == "c"

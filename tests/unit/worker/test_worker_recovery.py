@@ -15,7 +15,7 @@ from wovyr.activities.base import ActivityContext, ActivityRegistry
 from wovyr.clock import ManualClock
 from wovyr.engine.engine import Engine
 from wovyr.errors import StoreUnavailable
-from wovyr.store.base import CommitOutcome, StepWrite
+from wovyr.store.base import ClaimAsk, CommitOutcome, StepWrite
 from wovyr.store.sqlite import SQLiteStore
 from wovyr.worker import Worker
 
@@ -111,7 +111,7 @@ def test_a_lease_nobody_drives_is_adopted_on_the_second_heartbeat(clock: ManualC
     async def main() -> None:
         worker = Worker(engine, owner="w")
         try:
-            [_] = store.claim("w", clock.now(), 30, 10)  # a claim whose answer was lost
+            [_] = store.claim(ClaimAsk("w", clock.now(), 30, 10))  # a claim whose answer was lost
             await worker.heartbeat()
             assert worker.stats.adopted == 0 and not worker.runners  # maybe a start in flight
             await worker.heartbeat()

@@ -81,7 +81,7 @@ from wovyr.store.sql.events import SQLEvents, write_outbox
 from wovyr.store.sql.executions import SQLExecutions
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
-from wovyr.store.sql.queue import ClaimAsk, SQLQueue
+from wovyr.store.sql.queue import ClaimPlan, SQLQueue
 from wovyr.store.sql.quotas import SQLQuotas
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.retention import SQLRetention
@@ -773,7 +773,7 @@ class PostgresStore(
 
     # --- work queue ----------------------------------------------------------------------
 
-    def _claim(self, ask: ClaimAsk) -> list[Claim]:
+    def _claim(self, ask: ClaimPlan) -> list[Claim]:
         """The claim of `ask` (`SQLQueue.claim`): plain, fair, or by turns."""
         fair, limit = ask.fair, ask.limit
         params: dict[str, Any] = {

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from wovyr.store.agent_memory import (
     WRITE_ID_DAYS,
+    MemoryDelete,
+    MemoryFilter,
     MemoryItem,
     MemoryPut,
     MemoryWriteResult,
@@ -21,7 +23,7 @@ from wovyr.store.agent_memory import (
 )
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import dumps
-from wovyr.store.rows import Dialect, Row
+from wovyr.store.rows import Dialect, Row, to_params
 from wovyr.store.sql import Params, SQLRole, Tx
 from wovyr.store.vectors import VectorSearch
 
@@ -75,22 +77,16 @@ class SQLAgentMemory(SQLRole, VectorSearch):
         return self._replayable(body)
 
     def delete_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        key: str,
-        now: datetime,
-        write_id: str | None = None,
-        *,
-        audit: AuditEntry | None = None,
+        self, delete: MemoryDelete, now: datetime, *, audit: AuditEntry | None = None
     ) -> MemoryWriteResult:
         q = self._queries("agent_memory")
         d = self._dialect
+        tenant, namespace, key = delete.tenant, delete.namespace, delete.key
         params = {"tenant": tenant, "namespace": namespace, "key": key, "now": d.timestamp(now)}
 
         def body(tx: Tx) -> MemoryWriteResult:
             tx.rows(q["memory_bump"], params)
-            _unless_replayed(tx, q, tenant, write_id)
+            _unless_replayed(tx, q, tenant, delete.write_id)
             row = tx.rows(q["memory_delete"], params)
             expires = d.time_or_none(row[0]["expires_at"]) if row else None
             existed = bool(row) and (expires is None or expires > now)
@@ -99,7 +95,7 @@ class SQLAgentMemory(SQLRole, VectorSearch):
             result = MemoryWriteResult("delete", key, 0, existed)
             if existed:
                 tx.append_audit(audit)
-            _written(tx, q, params, now, write_id, result, d)
+            _written(tx, q, params, now, delete.write_id, result, d)
             return result
 
         return self._replayable(body)
@@ -129,24 +125,8 @@ class SQLAgentMemory(SQLRole, VectorSearch):
         found = {str(r["key"]): _item(r, d) for r in self._memory_rows("memory_get", params)}
         return [found[k] for k in keys if k in found]
 
-    def list_memory(
-        self,
-        tenant: str,
-        namespace: str,
-        now: datetime,
-        *,
-        prefix: str = "",
-        after: str = "",
-        limit: int = 100,
-    ) -> list[MemoryItem]:
-        params = {
-            "tenant": tenant,
-            "namespace": namespace,
-            "now": self._dialect.timestamp(now),
-            "prefix": prefix,
-            "after": after,
-            "limit": limit,
-        }
+    def list_memory(self, query: MemoryFilter, now: datetime) -> list[MemoryItem]:
+        params = {**to_params(query, self._dialect), "now": self._dialect.timestamp(now)}
         return [_item(r, self._dialect) for r in self._memory_rows("memory_list", params)]
 
     def memory_marks(self, tenant: str, namespace: str) -> tuple[int, int]:

@@ -7,9 +7,15 @@ from datetime import datetime, timedelta
 
 from wovyr.errors import StoreError
 from wovyr.statuses import BatchStatus
-from wovyr.store.bulk import BatchItem, BatchRecord, BatchUpdate, ItemOutcome, NewBatch
+from wovyr.store.bulk import (
+    BatchItem,
+    BatchItemFilter,
+    BatchRecord,
+    BatchUpdate,
+    NewBatch,
+)
 from wovyr.store.codec import dumps
-from wovyr.store.rows import Dialect, Row, from_row
+from wovyr.store.rows import Dialect, Row, from_row, to_params
 from wovyr.store.sql import Params, SQLRole, Tx
 
 __all__ = ["SQLBulk"]
@@ -75,17 +81,9 @@ class SQLBulk(SQLRole):
         params = {"tenant": tenant, "limit": limit, "at": at, "ident": before[1] if before else ""}
         return self._batches("batch_list", params)
 
-    def batch_items(
-        self,
-        tenant: str,
-        batch_id: str,
-        after: int = 0,
-        limit: int = 100,
-        outcome: ItemOutcome | None = None,
-    ) -> list[BatchItem]:
+    def batch_items(self, query: BatchItemFilter) -> list[BatchItem]:
         sql, d = self._queries("bulk")["batch_items"], self._dialect
-        params = {"tenant": tenant, "id": batch_id, "after": after, "limit": limit}
-        rows = self._sql_read(sql, {**params, "outcome": outcome})
+        rows = self._sql_read(sql, to_params(query, d))
         return [from_row(BatchItem, r, d) for r in rows]
 
     def claim_batch(self, owner: str, now: datetime, lease_seconds: float) -> BatchRecord | None:

@@ -30,7 +30,7 @@ ORDER BY created_at DESC, id DESC LIMIT :limit;
 
 -- name: batch_items
 SELECT n, execution_id, outcome, detail, at FROM batch_items
-WHERE tenant = :tenant AND batch_id = :id AND n > :after
+WHERE tenant = :tenant AND batch_id = :batch_id AND n > :after
   AND (:outcome::text IS NULL OR outcome = :outcome::text)
 ORDER BY n LIMIT :limit;
 

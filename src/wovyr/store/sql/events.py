@@ -15,6 +15,7 @@ from wovyr.errors import StoreError
 from wovyr.store.audit import AuditEntry
 from wovyr.store.events import (
     AttemptRecord,
+    DedupClaim,
     DeliveryRecord,
     EventPage,
     TriggerEventRecord,
@@ -184,24 +185,8 @@ class SQLEvents(SQLRole):
         params = {"tenant": tenant, "trigger": trigger, "since": self._dialect.timestamp(since)}
         return int(self._event_rows("trigger_starts", params)[0]["n"])
 
-    def claim_dedup_key(
-        self,
-        tenant: str,
-        trigger: str,
-        key: str,
-        execution_id: str,
-        now: datetime,
-        expires_at: datetime,
-    ) -> str | None:
-        q, d = self._queries("events"), self._dialect
-        params = {
-            "tenant": tenant,
-            "trigger": trigger,
-            "key": key,
-            "execution_id": execution_id,
-            "now": d.timestamp(now),
-            "expires_at": d.timestamp(expires_at),
-        }
+    def claim_dedup_key(self, claim: DedupClaim) -> str | None:
+        q, params = self._queries("events"), to_params(claim, self._dialect)
 
         def body(tx: Tx) -> str | None:
             if tx.run(q["dedup_claim"], params):

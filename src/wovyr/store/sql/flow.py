@@ -13,10 +13,10 @@ from wovyr.store.flow import (
     FlowAcquire,
     FlowAnswer,
     FlowKey,
+    NewRateLimit,
     RateLimitRecord,
-    RateRequest,
-    SlotClaim,
 )
+from wovyr.store.rows import to_params
 from wovyr.store.sql import SQLRole, Tx
 
 __all__ = ["SQLFlow"]
@@ -29,16 +29,8 @@ class SQLFlow(SQLRole):
 
     acquire_flows: Callable[[Sequence[FlowAcquire]], list[FlowAnswer]]
 
-    def acquire_flow(
-        self,
-        tenant: str,
-        execution_id: str,
-        owner: str,
-        now: datetime,
-        rates: Sequence[RateRequest] = (),
-        slots: Sequence[SlotClaim] = (),
-    ) -> FlowAnswer:
-        return self.acquire_flows([FlowAcquire(tenant, execution_id, owner, now, rates, slots)])[0]
+    def acquire_flow(self, ask: FlowAcquire) -> FlowAnswer:
+        return self.acquire_flows([ask])[0]
 
     def flow_keys(self, tenant: str, now: datetime) -> list[FlowKey]:
         sql = self._queries("flow")["flow_keys"]
@@ -51,26 +43,17 @@ class SQLFlow(SQLRole):
         return [r["holder"] for r in self._sql_read(sql, params)]
 
     def set_rate_limit(
-        self,
-        tenant: str,
-        key: str,
-        capacity: float,
-        per_second: float,
-        by: str,
-        now: datetime,
-        *,
-        audit: AuditEntry | None = None,
+        self, limit: NewRateLimit, *, audit: AuditEntry | None = None
     ) -> RateLimitRecord:
         sql = self._queries("flow")["bucket_declare"]
-        params = {"tenant": tenant, "key": key, "capacity": capacity, "per_second": per_second}
-        params |= {"by": by, "now": self._dialect.timestamp(now)}
+        params = to_params(limit, self._dialect)
 
         def body(tx: Tx) -> None:
             tx.run(sql, params)
             tx.append_audit(audit)
 
         self._sql_write(body)
-        return next(r for r in self.rate_limits(tenant) if r.key == key)
+        return next(r for r in self.rate_limits(limit.tenant) if r.key == limit.key)
 
     def rate_limits(self, tenant: str) -> list[RateLimitRecord]:
         d = self._dialect

@@ -1,5 +1,5 @@
 """The work queue's claim and lease renewal, once for both SQL stores (the contract is
-`Store.claim`): what a claim asks is read here into a `ClaimAsk`; each store leases the
+`Store.claim`): what a claim asks is read here into a `ClaimPlan`; each store leases the
 rows in its own SQL (`_claim`: one statement, or a few in one transaction), since the two
 claim queries differ in every line (row locks and SKIP LOCKED, rowid, arrays or JSON). Its
 SQL lives in `queue.sql`."""
@@ -10,19 +10,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from wovyr.store.base import DEFAULT_TENANT, Claim, ExecutionKey, FairShare, LeaseState
+from wovyr.store.base import Claim, ClaimAsk, ExecutionKey, FairShare, LeaseState
 from wovyr.store.hooks import Observers
 from wovyr.store.shards import shards_for
 from wovyr.store.sql import SQLRole
 
-__all__ = ["ClaimAsk", "SQLQueue"]
+__all__ = ["ClaimPlan", "SQLQueue"]
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimAsk:
-    """One claim: lease up to `limit` claimable executions to `owner` for `lease` from
-    `now`; of `only` (ids of `tenant`) when given, else in `fair`'s share when given (never
-    both), within `shards` (None: every shard)."""
+class ClaimPlan:
+    """A `ClaimAsk` as the SQL stores run it: lease up to `limit` claimable executions to
+    `owner` for `lease` from `now`; of `only` (ids of `tenant`) when given, else in `fair`'s
+    share when given (never both), within `shards` (None: every shard)."""
 
     owner: str
     now: datetime
@@ -41,26 +41,15 @@ class ClaimAsk:
 class SQLQueue(SQLRole):
     """Needs `_claim` and `_observers` from its store."""
 
-    _claim: Callable[[ClaimAsk], list[Claim]]
+    _claim: Callable[[ClaimPlan], list[Claim]]
     _observers: Observers
 
-    def claim(
-        self,
-        owner: str,
-        now: datetime,
-        lease_seconds: float,
-        limit: int,
-        only: Sequence[str] | None = None,
-        *,
-        tenant: str = DEFAULT_TENANT,
-        partitions: Sequence[int] | None = None,
-        of: int | None = None,
-        fair: FairShare | None = None,
-    ) -> list[Claim]:
-        lease = timedelta(seconds=lease_seconds)
-        shards = shards_for(partitions, of)
-        fair = fair if only is None else None
-        claims = self._claim(ClaimAsk(owner, now, lease, limit, only, tenant, shards, fair))
+    def claim(self, ask: ClaimAsk) -> list[Claim]:
+        lease = timedelta(seconds=ask.lease_seconds)
+        shards = shards_for(ask.partitions, ask.of)
+        fair = ask.fair if ask.only is None else None
+        plan = ClaimPlan(ask.owner, ask.now, lease, ask.limit, ask.only, ask.tenant, shards, fair)
+        claims = self._claim(plan)
         self._observers.claimed(claims)
         return claims
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from wovyr.store.retention import Expired
+from wovyr.store.retention import Expired, ExpiredFilter
 from wovyr.store.sql import SQLRole
 
 __all__ = ["SQLRetention"]
@@ -16,21 +16,14 @@ _FIRST_PAGE = (datetime.min.replace(tzinfo=UTC), "")  # before every (finished_a
 
 
 class SQLRetention(SQLRole):
-    def find_expired(
-        self,
-        tenant: str,
-        workflow: str | None,
-        finished_before: datetime,
-        limit: int,
-        *,
-        after: tuple[datetime, str] | None = None,
-    ) -> list[Expired]:
-        d = self._dialect
-        after_at, after_id = after or _FIRST_PAGE
+    def find_expired(self, query: ExpiredFilter) -> list[Expired]:
+        d, workflow = self._dialect, query.workflow
+        after_at, after_id = query.after or _FIRST_PAGE
         sql = self._queries("retention")[
             "find_expired" if workflow is None else "find_expired_workflow"
         ]
-        params = {"tenant": tenant, "workflow": workflow, "before": d.timestamp(finished_before)}
-        params |= {"after_at": d.timestamp(after_at), "after_id": after_id, "limit": limit}
+        before = d.timestamp(query.finished_before)
+        params = {"tenant": query.tenant, "workflow": workflow, "before": before}
+        params |= {"after_at": d.timestamp(after_at), "after_id": after_id, "limit": query.limit}
         rows = self._sql_read(sql, params)
         return [Expired(r["id"], r["workflow"], r["status"], d.time(r["updated_at"])) for r in rows]

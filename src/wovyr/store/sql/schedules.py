@@ -3,7 +3,6 @@ SQL lives in `schedules.sql`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
 from wovyr.store.audit import AuditEntry
@@ -11,7 +10,7 @@ from wovyr.store.base import DEFAULT_TENANT, NewExecution
 from wovyr.store.hooks import Observers
 from wovyr.store.quotas import schedules_refused
 from wovyr.store.rows import from_row, to_params
-from wovyr.store.schedules import ScheduleRecord
+from wovyr.store.schedules import ScheduleRecord, ScheduleWrite
 from wovyr.store.sql import Params, SQLRole, Tx
 
 __all__ = ["SQLSchedules"]
@@ -66,23 +65,17 @@ class SQLSchedules(SQLRole):
             "due_schedules", {"now": self._dialect.timestamp(now), "limit": limit}
         )
 
-    def update_schedule(
-        self,
-        record: ScheduleRecord,
-        expected_version: int,
-        starts: Sequence[NewExecution] = (),
-        *,
-        audit: AuditEntry | None = None,
-    ) -> bool:
+    def update_schedule(self, write: ScheduleWrite, *, audit: AuditEntry | None = None) -> bool:
         """Compare-and-set the schedule and create `starts` (known ids are ignored) in one
         transaction; False (nothing written) when the version moved."""
         sql = self._queries("schedules")["update_schedule"]
-        params = {**to_params(record, self._dialect), "expected_version": expected_version}
+        params = to_params(write.record, self._dialect)
+        params["expected_version"] = write.expected_version
 
         def body(tx: Tx) -> list[NewExecution] | None:
             if tx.run(sql, params) != 1:
                 return None
-            created = [new for new in starts if tx.insert_execution(new)]
+            created = [new for new in write.starts if tx.insert_execution(new)]
             tx.append_audit(audit)
             return created
 

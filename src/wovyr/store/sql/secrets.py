@@ -5,11 +5,9 @@ PostgreSQL vacuums)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from wovyr.store.audit import AuditEntry
 from wovyr.store.rows import from_row, to_params
-from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, SecretRecord
+from wovyr.store.secrets import SHREDDED, DataKeyRecord, KmsRootRecord, NewSecret, SecretRecord
 from wovyr.store.sql import SQLRole, Tx
 
 __all__ = ["SQLSecrets"]
@@ -58,26 +56,9 @@ class SQLSecrets(SQLRole):
 
         return int(self._sql_write(body))
 
-    def put_secret(
-        self,
-        tenant: str,
-        name: str,
-        ciphertext: bytes,
-        key_version: int,
-        at: datetime,
-        by: str,
-        *,
-        audit: AuditEntry | None = None,
-    ) -> SecretRecord:
+    def put_secret(self, new: NewSecret, *, audit: AuditEntry | None = None) -> SecretRecord:
         sql = self._queries("secrets")["secret_put"]
-        params = {
-            "tenant": tenant,
-            "name": name,
-            "ciphertext": ciphertext,
-            "key_version": key_version,
-            "at": self._dialect.timestamp(at),
-            "by": by,
-        }
+        params = to_params(new, self._dialect)
 
         def body(tx: Tx) -> SecretRecord:
             row = tx.rows(sql, params)[0]

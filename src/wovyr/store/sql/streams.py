@@ -3,32 +3,22 @@ lives in `streams.sql`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-
 from wovyr.store.rows import Dialect, Row
 from wovyr.store.sql import SQLRole, Tx
-from wovyr.store.streams import NewChunk, StreamChunk
+from wovyr.store.streams import StreamAppend, StreamChunk
 
 __all__ = ["SQLStreams"]
 
 
 class SQLStreams(SQLRole):
-    def append_stream(
-        self,
-        tenant: str,
-        execution_id: str,
-        fence: int,
-        chunks: Sequence[NewChunk],
-        at: datetime,
-    ) -> bool:
+    def append_stream(self, append: StreamAppend) -> bool:
         q = self._queries("streams")
-        key = {"tenant": tenant, "id": execution_id}
-        when = self._dialect.timestamp(at)
+        key = {"tenant": append.tenant, "id": append.execution_id}
+        when = self._dialect.timestamp(append.at)
 
         def body(tx: Tx) -> bool:
             found = tx.rows(q["stream_fence"], key)
-            if not found or int(found[0]["fence"]) != fence:
+            if not found or int(found[0]["fence"]) != append.fence:
                 return False
             last = int(tx.rows(q["stream_last"], key)[0]["last"])
             tx.run_many(
@@ -37,7 +27,7 @@ class SQLStreams(SQLRole):
                     {**key, "n": last + i, "activity": c.activity, "attempt": c.attempt,
                      "recovery": c.recovery, "turn": c.turn, "kind": c.kind, "text": c.text,
                      "at": when}
-                    for i, c in enumerate(chunks, 1)
+                    for i, c in enumerate(append.chunks, 1)
                 ],
             )  # fmt: skip
             return True

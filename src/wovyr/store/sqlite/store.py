@@ -68,7 +68,7 @@ from wovyr.store.sql.events import SQLEvents, write_outbox
 from wovyr.store.sql.executions import SQLExecutions
 from wovyr.store.sql.flow import SQLFlow
 from wovyr.store.sql.platform import SQLPlatform
-from wovyr.store.sql.queue import ClaimAsk, SQLQueue
+from wovyr.store.sql.queue import ClaimPlan, SQLQueue
 from wovyr.store.sql.quotas import SQLQuotas
 from wovyr.store.sql.registry import SQLRegistry
 from wovyr.store.sql.retention import SQLRetention
@@ -255,7 +255,7 @@ def _claim_by_turns(parts: int, capped: int = 0, ones: bool = False) -> str:
     )
 
 
-def _claim_plain(ask: ClaimAsk, until: int, now: int) -> tuple[str, list[Any]]:
+def _claim_plain(ask: ClaimPlan, until: int, now: int) -> tuple[str, list[Any]]:
     """The plain claim: the first claimable executions (of `ask.only`), in claim order."""
     only_sql = ""
     params: list[Any] = [ask.owner, until, now]
@@ -278,7 +278,9 @@ def _claim_plain(ask: ClaimAsk, until: int, now: int) -> tuple[str, list[Any]]:
     return sql, [*params, ask.limit]
 
 
-def _claim_fair(ask: ClaimAsk, fair: FairShare, until: int, now: int) -> tuple[str, dict[str, Any]]:
+def _claim_fair(
+    ask: ClaimPlan, fair: FairShare, until: int, now: int
+) -> tuple[str, dict[str, Any]]:
     """The fair claim (see `FairShare`), one statement: `tenants` skips through
     executions_ready_by_tenant (one probe per tenant with ready work, however long its
     backlog), `shares` keeps those with a claimable row (a probe each), `turns` gives
@@ -293,7 +295,7 @@ def _claim_fair(ask: ClaimAsk, fair: FairShare, until: int, now: int) -> tuple[s
 
 
 def _claim_turns(
-    ask: ClaimAsk, fair: FairShare, until: int, now: int
+    ask: ClaimPlan, fair: FairShare, until: int, now: int
 ) -> tuple[str, dict[str, Any]] | None:
     """The claim by turns (`FairShare.turns`): one statement, each named tenant's first
     claimable rows read from executions_ready_by_tenant (one probe per tenant; a
@@ -880,7 +882,7 @@ class SQLiteStore(
 
     # --- work queue ----------------------------------------------------------------------
 
-    def _claim(self, ask: ClaimAsk) -> list[Claim]:
+    def _claim(self, ask: ClaimPlan) -> list[Claim]:
         """The claim of `ask` (`SQLQueue.claim`): plain, fair, or by turns."""
         until, now, fair = to_micros(ask.until), to_micros(ask.now), ask.fair
         planned: tuple[str, Any] | None
