@@ -193,40 +193,55 @@ def update_schedule(
 
 
 def _noted_change(
-    action: str, change: Callable[[Schedules, str, str | None], ScheduleRecord], description: str
-) -> None:
-    """`POST /{schedule_id}/<action>`: `change(service, schedule_id, note)` (pause or
-    resume), the route named `<action>_schedule`."""
-
-    def handle(
-        schedule_id: str,
-        response: Response,
-        ctx: Ctx,
-        principal: Operator,
-        body: NoteRequest | None = None,
-        if_match: IfMatch = None,
-    ) -> ScheduleOut:
-        service = schedules_for(ctx, principal)
-        _unchanged(service, schedule_id, if_match)
-        record = change(service, schedule_id, body.note if body else None)
-        return _tagged(response, schedule_out(record, service))
-
-    handle.__name__ = f"{action}_schedule"
-    router.post(
-        f"/{{schedule_id}}/{action}",
-        response_model=ScheduleOut,
-        summary=action.capitalize(),
-        description=description,
-        responses={**TAGGED, **PRECONDITION},
-    )(handle)
+    change: Callable[[Schedules, str, str | None], ScheduleRecord],
+    schedule_id: str,
+    response: Response,
+    ctx: Ctx,
+    principal: Operator,
+    body: NoteRequest | None,
+    if_match: str | None,
+) -> ScheduleOut:
+    """Pause or resume (`change(service, schedule_id, note)`) after the `If-Match` check."""
+    service = schedules_for(ctx, principal)
+    _unchanged(service, schedule_id, if_match)
+    record = change(service, schedule_id, body.note if body else None)
+    return _tagged(response, schedule_out(record, service))
 
 
-_noted_change("pause", Schedules.pause, "No tick fires while paused (`note` says why).")
-_noted_change(
-    "resume",
-    Schedules.resume,
-    "Ticks fire again from now (missed ones as the catch-up window says).",
+@router.post(
+    "/{schedule_id}/pause",
+    response_model=ScheduleOut,
+    summary="Pause",
+    description="No tick fires while paused (`note` says why).",
+    responses={**TAGGED, **PRECONDITION},
 )
+def pause_schedule(
+    schedule_id: str,
+    response: Response,
+    ctx: Ctx,
+    principal: Operator,
+    body: NoteRequest | None = None,
+    if_match: IfMatch = None,
+) -> ScheduleOut:
+    return _noted_change(Schedules.pause, schedule_id, response, ctx, principal, body, if_match)
+
+
+@router.post(
+    "/{schedule_id}/resume",
+    response_model=ScheduleOut,
+    summary="Resume",
+    description="Ticks fire again from now (missed ones as the catch-up window says).",
+    responses={**TAGGED, **PRECONDITION},
+)
+def resume_schedule(
+    schedule_id: str,
+    response: Response,
+    ctx: Ctx,
+    principal: Operator,
+    body: NoteRequest | None = None,
+    if_match: IfMatch = None,
+) -> ScheduleOut:
+    return _noted_change(Schedules.resume, schedule_id, response, ctx, principal, body, if_match)
 
 
 @router.delete(
