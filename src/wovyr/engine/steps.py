@@ -17,7 +17,8 @@ from wovyr.engine.core.state import (
 )
 from wovyr.events import Event, TimerFired
 from wovyr.store.base import ExecutionRecord, StepWrite, TimerRecord
-from wovyr.store.records import CheckpointChanges, SlotRelease
+from wovyr.store.flow import FlowAcquire
+from wovyr.store.records import CheckpointChanges, Debit, NewExecution, SlotRelease
 
 __all__ = ["checkpoint_changes", "make_step", "timer_steps"]
 
@@ -35,9 +36,14 @@ def make_step(
     fence: int | None = None,
     ready: bool,
     release_lease: bool = False,
+    debits: Sequence[Debit] = (),
+    flow_released: Sequence[tuple[str, str]] = (),
+    continued_as: NewExecution | None = None,
+    gate: FlowAcquire | None = None,
 ) -> StepWrite:
     """The write for `before -> after` of execution (`tenant`, `execution_id`): timer rows
-    follow the state's armed timers."""
+    follow the state's armed timers. The rest is `StepWrite`'s, given here so that a step
+    is built once (a worker builds one per step of every execution it drives)."""
     armed = [
         (tid, datetime.fromisoformat(info["fire_at"]))
         for tid, info in after.timers.items()
@@ -67,6 +73,10 @@ def make_step(
         tenant=tenant,
         slot_released=released,
         changes=checkpoint_changes(before, after, checkpoint),
+        debits=debits,
+        flow_released=flow_released,
+        continued_as=continued_as,
+        gate=gate,
     )
 
 

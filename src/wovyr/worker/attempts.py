@@ -80,7 +80,7 @@ class Attempts:
         clock = self.services.clock
         started = clock.now()
         outcome, used = await self._traced(run)
-        return outcome, replace(used, seconds=(clock.now() - started).total_seconds())
+        return outcome, Usage((clock.now() - started).total_seconds(), used.tokens, used.cost)
 
     async def _traced(self, run: RunActivity) -> tuple[Outcome, Usage]:
         forms: list[str] = []
@@ -162,7 +162,9 @@ class Attempts:
             if kind.secrets:
                 given, found = await self._with_secrets(spec, run)
                 forms.extend(found)
-            result = await asyncio.wait_for(execute(spec.step, given, dispatch), timeout)
+            # (in this task: `wait_for` would run the attempt in a task of its own)
+            async with asyncio.timeout(timeout):
+                result = await execute(spec.step, given, dispatch)
             outcome = ended(result, forms, self.services.max_payload_bytes)
         except Exception as exc:
             outcome = failed(exc, timeout, tenant_policy)

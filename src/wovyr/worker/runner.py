@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -307,31 +307,16 @@ class ExecutionRunner:
         transaction: the seconds and model usage of its results (`usage`), the model calls
         its sub-steps record, the `stored` bytes of its values."""
         s = self.services
-        step = make_step(
-            self.execution_id,
-            self.state,
-            after,
-            events,
-            s.clock.now(),
-            tenant=s.tenant,
-            fence=self.fence,
-            ready=not done,
-            release_lease=done,
-        )
-        if released:  # the slots of the attempts whose results this step records
-            step = replace(step, flow_released=released)
         used = calls_usage(events, usage or Usage())
         debits = s.attempt_debits(used.seconds) if used.seconds else ()
         if used.tokens or used.cost:
             debits += s.model_debits(used.tokens, used.cost)
         if stored:  # the bytes of the values the step records
             debits += s.stored_debits(stored)
-        if debits:
-            step = replace(step, debits=debits)
+        continued = None
         if after.status == ExecutionStatus.CONTINUED and self.state.status != after.status:
             # the chain's next run is created by this very commit (one transaction)
-            new = await asyncio.to_thread(s.continuation, after, events)
-            step = replace(step, continued_as=new)
+            continued = await asyncio.to_thread(s.continuation, after, events)
         ask = None
         if gate is not None:
             ask = FlowAcquire(
@@ -343,17 +328,33 @@ class ExecutionRunner:
                 gate.slots,
                 gate.parts,
             )
+        # the parent is told, or timed-out children are cancelled, in the same transaction
+        # (the engine's commit): a gate is then asked on its own first
+        through_engine = bool((after.finished and after.parent) or children_to_cancel(events))
+        step = make_step(
+            self.execution_id,
+            self.state,
+            after,
+            events,
+            s.clock.now(),
+            tenant=s.tenant,
+            fence=self.fence,
+            ready=not done,
+            release_lease=done,
+            debits=debits,
+            flow_released=released or (),  # the slots of the attempts whose results it records
+            continued_as=continued,
+            gate=None if through_engine else ask,
+        )
         outcome: GatedOutcome
-        if (after.finished and after.parent) or children_to_cancel(events):
-            # the parent is told, or timed-out children are cancelled, in the same
-            # transaction (the engine's commit): a gate is then asked on its own first
+        if through_engine:
             if ask is not None:
                 answer = await self.committer.acquire(ask)
                 if not answer.granted:
                     return answer
             outcome = await self.committer.run_sync(s.commit_step, step, after)
         else:
-            outcome = await self.committer.commit_gated(replace(step, gate=ask))
+            outcome = await self.committer.commit_gated(step)
         if outcome is CommitOutcome.OK and step.continued_as is not None:
             s.notify(step.continued_as.id)
         self.stats.commits += 1

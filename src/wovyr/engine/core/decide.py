@@ -168,7 +168,7 @@ def decide(
     current = state
     limits = _Limits(max_items, max_recoveries, deferred, Costs() if costs is None else costs)
     for _ in range(_MAX_PASSES):
-        events, runs = _step(definition, current, now, in_flight, limits)
+        events, runs, whole = _step(definition, current, now, in_flight, limits)
         if not events and not runs:
             break
         if bounds is not None:
@@ -181,6 +181,8 @@ def decide(
         if limits.costs.exhausted:
             decision.more = True
             break
+        if whole and _only_started(events):
+            break  # a fixpoint already: the pass after it would find nothing (`_only_started`)
     decision.state = current
     return decision
 
@@ -350,25 +352,31 @@ def _step(
     now: datetime,
     in_flight: frozenset[str],
     limits: _Limits,
-) -> tuple[list[Event], list[RunActivity]]:
+) -> tuple[list[Event], list[RunActivity], bool]:
+    """One pass: its events, its attempts, and whether it looked at every candidate of the
+    plain path (no saga, no timeout, no break), which `decide` may then take as final."""
     if state.finished:
-        return [], []
+        return [], [], False
     if state.compensation is not None:
-        return saga.compensate(
-            definition, state, now, in_flight, limits.max_recoveries, limits.costs
+        return (
+            *saga.compensate(
+                definition, state, now, in_flight, limits.max_recoveries, limits.costs
+            ),
+            False,
         )
     if state.timed_out:
         timeout_events, timeout_runs = saga.timeout(definition, state, now)
         if timeout_events:
-            return timeout_events, timeout_runs
+            return timeout_events, timeout_runs, False
     index = activity_index(state)
     if definition.failure is not None or (
         index.failed and any(uncaught_failure(act, state) for act in definition.activities)
     ):
-        return saga.failing(definition, state, now, in_flight)
+        return *saga.failing(definition, state, now, in_flight), False
     events: list[Event] = []
     runs: list[RunActivity] = []
     ctx = LazyContext(state)
+    whole = True
     for act in _candidates(definition, state, index):
         a = state.activity(act.id)
         ev_a, run_a = _advance(definition, act, a, state, ctx, now, in_flight, limits)
@@ -378,15 +386,35 @@ def _step(
             events.extend(ev_a)
             if any(e.type in _SETTLING for e in ev_a):
                 runs.extend(run_a)
+                whole = False
                 break  # the context changed: re-evaluate on the next pass
         runs.extend(run_a)
         if limits.costs.exhausted and (events or runs):
+            whole = False
             break  # the rest on a later pass (or call)
     if events or runs:
-        return events, runs
+        return events, runs, whole
     if not definition.completion_held and _all_done(definition, state, index):
-        return _complete(definition, state, ctx(), now, limits.costs), []
-    return [], []
+        return _complete(definition, state, ctx(), now, limits.costs), [], False
+    return [], [], False
+
+
+def _only_started(events: list[Event]) -> bool:
+    """The events (as admitted) only schedule and start plain attempts: no activity settled,
+    began a wait, a map or a child, no timer moved. After a whole pass of such events the
+    next pass finds nothing: no need closed (so no activity became ready), each activity
+    started is running and in flight, and every other candidate sees the state it was
+    decided on (the events touched only the activities they start)."""
+    for event in events:
+        if event.type == EventType.ACTIVITY_STARTED:
+            continue
+        if event.type != EventType.ACTIVITY_SCHEDULED or any(k in event.data for k in _NOT_PLAIN):
+            return False
+    return True
+
+
+# what makes an `ActivityScheduled` more than the start of one plain attempt
+_NOT_PLAIN = ("wait", "items", "kind")
 
 
 def _all_done(definition: Workflow, state: ExecutionState, index: ActivityIndex) -> bool:

@@ -294,7 +294,13 @@ def apply(state: ExecutionState, event: Event) -> ExecutionState:
     handler = _HANDLERS.get(event.type)
     at = event.at.isoformat()
     new = handler(state, event, at) if handler else state
-    return replace(new, seq=state.seq + 1, updated_at=at)
+    if new is state:
+        return replace(state, seq=state.seq + 1, updated_at=at)
+    # a handler answers `state` or a record of its own, made by `replace` for this event
+    # (shared with nobody yet): stamped in place, not copied once more
+    new.__dict__["seq"] = state.seq + 1
+    new.__dict__["updated_at"] = at
+    return new
 
 
 def _set_activity(state: ExecutionState, activity_id: str, **changes: Any) -> ExecutionState:
