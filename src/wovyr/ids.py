@@ -30,16 +30,20 @@ __all__ = [
     "DEFAULT_TENANT",
     "ID_MAX_LENGTH",
     "ID_RULE",
+    "TENANT_RULE",
     "child_id",
     "continued_id",
     "derived_id",
     "is_chain_run_id",
     "is_execution_id",
+    "is_tenant",
     "new_id",
     "validate_execution_id",
 ]
 
 DEFAULT_TENANT = "default"  # the local owner's tenant, and every key's when none is named
+TENANT_RULE = "a tenant is 1-64 letters, digits, '.', '_' or '-'"
+_TENANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ID_MAX_LENGTH = 200
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:~\[\]\-]{0,199}")
 _HASH_DIGITS = 17
@@ -62,6 +66,11 @@ def new_id(now: datetime) -> str:
 def is_execution_id(value: object) -> bool:
     """True when `value` is a string in the execution id alphabet and length."""
     return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
+
+
+def is_tenant(value: object) -> bool:
+    """True when `value` is a tenant name (`TENANT_RULE`)."""
+    return isinstance(value, str) and _TENANT_RE.match(value) is not None
 
 
 def validate_execution_id(value: str) -> str:

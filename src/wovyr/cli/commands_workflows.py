@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -49,7 +50,21 @@ _NO_FOLLOW = click.option(
 )
 
 
-@cli.group("workflows")
+class _Workflows(click.Group):
+    """`wovyr workflows`: its `bulk` group (`commands_bulk`) is loaded when it is named or
+    the subcommands are listed, so `show`, `list` and `history` do not load it."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        import_module("wovyr.cli.commands_bulk")  # it adds itself to `workflows`
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name == "bulk":
+            import_module("wovyr.cli.commands_bulk")
+        return super().get_command(ctx, cmd_name)
+
+
+@cli.group("workflows", cls=_Workflows)
 def workflows() -> None:
     """Inspect and steer executions."""
 

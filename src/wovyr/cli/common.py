@@ -20,7 +20,7 @@ from wovyr.cli.main import env_default
 from wovyr.cli.target import refuse_remote
 from wovyr.engine.labels import parse_label_pairs
 from wovyr.errors import InputError
-from wovyr.platform.auth import validate_tenant
+from wovyr.ids import TENANT_RULE, is_tenant
 from wovyr.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -210,10 +210,8 @@ def tenant_options(fn: F) -> F:
                 "through a server the API key decides the tenant: leave out --tenant",
                 ctx=ctx,
             )
-        try:
-            validate_tenant(tenant)
-        except InputError as exc:
-            raise click.BadParameter(str(exc), param_hint="--tenant") from None
+        if not is_tenant(tenant):
+            raise click.BadParameter(TENANT_RULE, param_hint="--tenant")
         return fn(*args, settings=replace(settings, tenant=tenant), **kwargs)
 
     return engine_options(wrapper)  # type: ignore[return-value]

@@ -134,7 +134,7 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         "Run a worker (and the timer dispatcher) until SIGINT or SIGTERM.",
     ),
     "workflows": (
-        ("commands_workflows", "commands_bulk"),
+        ("commands_workflows",),  # its `bulk` group loads when named (`commands_bulk`)
         "Inspect and steer executions.",
     ),
 }

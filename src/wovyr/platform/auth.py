@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import re
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +23,7 @@ from typing import cast
 
 from wovyr.clock import Clock, SystemClock
 from wovyr.errors import InputError, NotFound, Problem, StoreError
+from wovyr.ids import TENANT_RULE, is_tenant
 from wovyr.store.audit import AuditEntry
 from wovyr.store.base import DEFAULT_TENANT
 from wovyr.store.platform import ApiKeyRecord, ApiKeyStore
@@ -47,7 +47,6 @@ _RANK = {role: rank for rank, role in enumerate(ROLES)}
 METRICS_ROLE = "metrics"
 TOKEN_PREFIX = "wvr_"
 _PREFIX_CHARS = 12  # "wvr_" + 8 characters: enough to tell keys apart, useless to guess
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _MAX_TOKEN = 512
 _TOUCH_EVERY = timedelta(seconds=60)  # last_used_at is advisory: not one write per request
 
@@ -62,10 +61,8 @@ def hash_token(token: str) -> str:
 
 
 def validate_tenant(tenant: str) -> str:
-    if not isinstance(tenant, str) or not _TENANT.match(tenant):
-        raise InputError(
-            [Problem("a tenant is 1-64 letters, digits, '.', '_' or '-'", path="tenant")]
-        )
+    if not is_tenant(tenant):
+        raise InputError([Problem(TENANT_RULE, path="tenant")])
     return tenant
 
 

@@ -26,11 +26,11 @@ namespace's, whoever wrote since, and if not, reads only the items written after
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.frozen import record
 
 __all__ = [
     "WRITE_ID_DAYS",
@@ -47,7 +47,7 @@ __all__ = [
 WRITE_ID_DAYS = 30  # how long a write id is remembered (a re-run comes within the lease)
 
 
-@dataclass(frozen=True)
+@record
 class MemoryItem:
     tenant: str
     namespace: str
@@ -60,7 +60,7 @@ class MemoryItem:
     expires_at: datetime | None = None
 
 
-@dataclass(frozen=True)
+@record
 class MemoryPut:
     """Insert or replace the item at (tenant, namespace, key)."""
 
@@ -75,7 +75,7 @@ class MemoryPut:
     write_id: str | None = None  # the writer's idempotency key (see the module docstring)
 
 
-@dataclass(frozen=True)
+@record
 class MemoryDelete:
     """Drop the item at (tenant, namespace, key)."""
 
@@ -85,7 +85,7 @@ class MemoryDelete:
     write_id: str | None = None  # as `MemoryPut.write_id`
 
 
-@dataclass(frozen=True)
+@record
 class MemoryFilter:
     """The items of (tenant, namespace) whose key starts with `prefix`, by key, after key
     `after`, at most `limit`."""
@@ -97,7 +97,7 @@ class MemoryFilter:
     limit: int = 100
 
 
-@dataclass(frozen=True)
+@record
 class MemoryWriteResult:
     op: Literal["put", "delete"]
     key: str
@@ -106,13 +106,13 @@ class MemoryWriteResult:
     applied: bool = True  # False: the write id was recorded already, nothing was written
 
 
-@dataclass(frozen=True)
+@record
 class MemoryHit:
     item: MemoryItem
     score: float  # cosine similarity of the query and the item's text, in [-1, 1]
 
 
-@dataclass(frozen=True)
+@record
 class VectorColumns:
     """A namespace's embedded items as the search matrix is built (or brought up to date)
     from (`wovyr.store.vectors`): columns, not one object per item (100k items are read)."""

@@ -18,11 +18,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.frozen import record
 from wovyr.store.records import Debit
 
 __all__ = [
@@ -50,7 +50,7 @@ def is_digest(text: str) -> bool:
     return _DIGEST.match(text) is not None
 
 
-@dataclass(frozen=True)
+@record
 class ArtifactRecord:
     """What is known of a stored artifact besides its bytes."""
 
@@ -62,7 +62,7 @@ class ArtifactRecord:
     created_by: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class NewArtifact:
     """Bytes to store; `digest` is `artifact_digest(data)` of the bytes as put (a sealing
     store hands its inner store `data` sealed, the digest and size of the plain bytes)."""

@@ -23,9 +23,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, Protocol
+
+from wovyr.store.frozen import record
 
 __all__ = [
     "GENESIS",
@@ -59,7 +61,7 @@ def payload_digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
+@record
 class AuditEntry:
     """What a caller asks to be recorded; the store gives it its seq and hashes."""
 
@@ -71,7 +73,7 @@ class AuditEntry:
     details: Mapping[str, Any] = field(default_factory=dict)  # hashes and small facts only
 
 
-@dataclass(frozen=True)
+@record
 class AuditRecord:
     seq: int
     at: datetime
@@ -110,7 +112,7 @@ class AuditRecord:
         }
 
 
-@dataclass(frozen=True)
+@record
 class AuditAnchor:
     """A signed statement that the chain's record `seq` had hash `hash` at `at`."""
 

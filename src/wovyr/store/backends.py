@@ -13,13 +13,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from importlib import import_module
 from pathlib import Path
 from typing import Any, Protocol
 
 from wovyr.errors import ConfigError
 from wovyr.store.base import Store
+from wovyr.store.frozen import record
 
 __all__ = [
     "BACKENDS",
@@ -44,7 +45,7 @@ class Staged(Protocol):
     def abort(self) -> None: ...
 
 
-@dataclass(frozen=True)
+@record
 class Driver:
     """What one backend does, as functions: those of the same names in its driver
     package's `backend` module (`Driver.of`).
@@ -76,7 +77,7 @@ class Driver:
         return cls(**{f.name: instead.get(f.name, found[f.name]) for f in fields(cls)})
 
 
-@dataclass(frozen=True)
+@record
 class Backend:
     """One row of the table: a kind of store and the URLs that name it."""
 

@@ -27,12 +27,13 @@ and retention both need.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from wovyr.statuses import BatchStatus
 from wovyr.store.audit import AuditEntry
+from wovyr.store.frozen import record
 
 __all__ = [
     "BATCH_ACTIONS",
@@ -52,7 +53,7 @@ BATCH_ACTIONS: tuple[BatchAction, ...] = ("cancel", "rerun", "signal", "delete")
 ItemOutcome = Literal["pending", "ok", "skipped", "error"]
 
 
-@dataclass(frozen=True)
+@record
 class BatchItemFilter:
     """The items of `tenant`'s batch `batch_id` numbered above `after`, at most `limit`
     (only those with `outcome`, when given)."""
@@ -64,7 +65,7 @@ class BatchItemFilter:
     outcome: ItemOutcome | None = None
 
 
-@dataclass(frozen=True)
+@record
 class NewBatch:
     tenant: str
     id: str
@@ -79,7 +80,7 @@ class NewBatch:
     audit: AuditEntry | None = None
 
 
-@dataclass(frozen=True)
+@record
 class BatchRecord:
     tenant: str
     id: str
@@ -114,7 +115,7 @@ class BatchRecord:
         return self.status == BatchStatus.COMPLETED
 
 
-@dataclass(frozen=True)
+@record
 class BatchItem:
     n: int  # its place in the batch's listing, from 1
     execution_id: str
@@ -123,14 +124,14 @@ class BatchItem:
     at: datetime | None = None  # when its outcome was recorded
 
 
-@dataclass(frozen=True)
+@record
 class BatchOutcome:
     execution_id: str
     outcome: ItemOutcome
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class BatchUpdate:
     """One fenced write to a batch (see `BulkStore.update_batch`)."""
 

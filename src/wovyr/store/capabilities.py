@@ -13,7 +13,6 @@ asks `capabilities(store)` once and keeps the answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from wovyr.errors import ConfigError
 from wovyr.store.base import Store
+from wovyr.store.frozen import record
 from wovyr.store.records import CommitOutcome, ExecutionRecord, StepWrite, TimerRecord
 from wovyr.store.shards import Peer
 
@@ -97,7 +97,7 @@ class Migrating(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@record
 class SnapshotInfo:
     """What `Snapshotting.snapshot` wrote: the store's kind (`sqlite`, `postgres`) and, on
     PostgreSQL, the schema the dump holds."""
@@ -115,7 +115,7 @@ class Snapshotting(Protocol):
     def snapshot(self, dest: Path) -> SnapshotInfo: ...
 
 
-@dataclass(frozen=True)
+@record
 class EventPartitions:
     """What one `keep_event_partitions` round changed: the partitions it created and the
     ones it dropped (table names)."""
@@ -133,7 +133,7 @@ class EventPartitioning(Protocol):
     def keep_event_partitions(self, now: datetime) -> EventPartitions: ...
 
 
-@dataclass(frozen=True)
+@record
 class Capabilities:
     """The optional capabilities of one store: each is the store itself, typed as that
     capability, or None when the store does not have it."""

@@ -32,10 +32,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from wovyr.store.codec import dumps
+from wovyr.store.frozen import record
 from wovyr.store.records import FINISHED, StepWrite
 
 __all__ = ["DELTA_FROM", "LEDGER_SIZE", "MAX_DELTAS", "Ledger", "Plan", "merged"]
@@ -63,7 +63,7 @@ def merged(base: Mapping[str, Any], deltas: Iterable[Mapping[str, Any]]) -> dict
     return out
 
 
-@dataclass(frozen=True)
+@record
 class _Written:
     """What a store wrote for one execution, as of `seq`."""
 
@@ -73,7 +73,7 @@ class _Written:
     count: int  # how many
 
 
-@dataclass(frozen=True)
+@record
 class Plan:
     """How one step's checkpoint is written: `delta` (the encoded changes) or `whole` (the
     encoded checkpoint), exactly one of them set; `prior`: the bytes of the base stored at

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from wovyr.events import EventType
 from wovyr.store.audit import AuditEntry
 from wovyr.store.codec import JSON_TEXT
+from wovyr.store.frozen import record
 from wovyr.store.records import NewExecution, StepWrite
 
 __all__ = [
@@ -92,7 +93,7 @@ def delivery_id(tenant: str, endpoint: str, execution_id: str, key: str) -> str:
     return f"dlv_{digest[:32]}"
 
 
-@dataclass(frozen=True)
+@record
 class TriggerRecord:
     tenant: str
     name: str
@@ -104,7 +105,7 @@ class TriggerRecord:
     updated_by: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class TriggerEventRecord:
     tenant: str
     id: str
@@ -119,7 +120,7 @@ class TriggerEventRecord:
     size: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class DedupClaim:
     """Hold `tenant`'s dedup key `key` of `trigger` for `execution_id` from `now` until
     `expires_at`."""
@@ -132,7 +133,7 @@ class DedupClaim:
     expires_at: datetime
 
 
-@dataclass(frozen=True)
+@record
 class WebhookEndpointRecord:
     tenant: str
     name: str
@@ -145,7 +146,7 @@ class WebhookEndpointRecord:
     updated_by: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class DeliveryRecord:
     tenant: str
     id: str
@@ -162,7 +163,7 @@ class DeliveryRecord:
     updated_at: datetime
 
 
-@dataclass(frozen=True)
+@record
 class AttemptRecord:
     tenant: str
     delivery_id: str
@@ -172,7 +173,7 @@ class AttemptRecord:
     error: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class EventPage:
     """One page of a list, newest first; `next` is where the next page starts."""
 

@@ -24,11 +24,12 @@ The bucket arithmetic (`Bucket.take`) is here, so that every store answers alike
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.frozen import record
 from wovyr.store.records import (
     CommitOutcome,
     FlowAcquire,
@@ -75,7 +76,7 @@ NEVER = 3600.0  # the wait of a request no bucket can ever grant (it looks again
 WAITER_TTL_SECONDS = 5.0
 
 
-@dataclass(frozen=True)
+@record
 class FlowAnswer:
     """Granted, or how long to wait (seconds) and why ("rate limit openai: next slot in
     3.2 s", "concurrency k: 2 running (a, b)"). A refusal of an ask for several attempts
@@ -88,7 +89,7 @@ class FlowAnswer:
     fits: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class FlowKey:
     """A concurrency key a tenant uses now: `kind` `workflow` (executions holding a slot or
     waiting for one) or `activity` (attempts running with a slot, and those waiting)."""
@@ -99,7 +100,7 @@ class FlowKey:
     waiting: int
 
 
-@dataclass(frozen=True)
+@record
 class NewRateLimit:
     """`tenant`'s bucket `key` as declared (or changed) by `by` at `now`: it holds
     `capacity` units and refills at `per_second`."""
@@ -112,7 +113,7 @@ class NewRateLimit:
     now: datetime
 
 
-@dataclass(frozen=True)
+@record
 class RateLimitRecord:
     """A tenant's token bucket: `capacity` units (the burst), refilled at `per_second`;
     `declared` by an admin, or made by the first activity that named it."""
@@ -133,7 +134,7 @@ class RateLimitRecord:
         return min(self.capacity, self.tokens + gained)
 
 
-@dataclass(frozen=True)
+@record
 class Bucket:
     """A bucket's row: `tokens` as of `refilled_at` and when the last waiter was told to
     look again (`wake_at`), both in seconds since 1970."""

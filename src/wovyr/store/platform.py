@@ -15,11 +15,11 @@ writes that use it (`wovyr.store.records.Debit`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Protocol
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.frozen import record
 from wovyr.store.records import Debit
 
 __all__ = [
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@record
 class ApiKeyRecord:
     id: str
     tenant: str
@@ -55,7 +55,7 @@ class ApiKeyRecord:
         return self.revoked_at is not None
 
 
-@dataclass(frozen=True)
+@record
 class IdempotencyRecord:
     tenant: str
     key: str
@@ -64,7 +64,7 @@ class IdempotencyRecord:
     created_at: datetime
 
 
-@dataclass(frozen=True)
+@record
 class TenantRecord:
     tenant: str
     policy: dict[str, Any] | None  # the side-effect policy's JSON form; None: the default
@@ -170,7 +170,7 @@ class ResponseCacheStore(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@record
 class ProviderRecord:
     """A tenant's model provider: an OpenAI-compatible endpoint, the NAME of the tenant's
     secret that holds its API key (never a value), and prices per 1M tokens."""
@@ -212,7 +212,7 @@ class ProviderStore(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@record
 class McpServerRecord:
     """A tenant's MCP server: `stdio` (a program the worker starts: `command`, its argv) or
     `http` (a streamable-HTTP endpoint: `url`). `header_secrets` maps an HTTP header to the

@@ -18,6 +18,7 @@ from wovyr.events import Event
 from wovyr.ids import DEFAULT_TENANT
 from wovyr.statuses import ExecutionStatus
 from wovyr.store.audit import AuditEntry
+from wovyr.store.frozen import record
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -71,7 +72,7 @@ def claim_rank(created_at: datetime, priority: int) -> int:
     return micros - priority * PRIORITY_AGING_SECONDS * 1_000_000
 
 
-@dataclass(frozen=True)
+@record
 class DefinitionRecord:
     hash: str
     name: str
@@ -81,7 +82,7 @@ class DefinitionRecord:
     tenant: str = DEFAULT_TENANT
 
 
-@dataclass(frozen=True)
+@record
 class ExecutionRecord:
     """One execution's row. `checkpoint` is the folded state (None in list results)."""
 
@@ -118,7 +119,7 @@ class ExecutionRecord:
         return "waiting" if self.status == "running" and self.waiting_on else self.status
 
 
-@dataclass(frozen=True)
+@record
 class EventRecord:
     execution_id: str
     seq: int
@@ -131,7 +132,7 @@ ExecutionKey = tuple[str, str]
 """(tenant, execution id): an execution's name in a store."""
 
 
-@dataclass(frozen=True)
+@record
 class TimerRecord:
     execution_id: str
     timer_id: str
@@ -139,7 +140,7 @@ class TimerRecord:
     tenant: str = DEFAULT_TENANT
 
 
-@dataclass(frozen=True)
+@record
 class Debit:
     """An amount of one of a tenant's daily budgets (`executions`, `activity_seconds`, later
     model tokens and cost) that a write uses, added to the ledger row (tenant, budget, UTC
@@ -165,7 +166,7 @@ class Debit:
         return used + self.amount <= self.limit and used < self.limit
 
 
-@dataclass(frozen=True)
+@record
 class SlotRequest:
     """A new execution's claim on a concurrency key (per tenant): it holds one of `limit`
     slots of `key` from its start to its end. Taken in the creating transaction when one is
@@ -176,7 +177,7 @@ class SlotRequest:
     limit: int
 
 
-@dataclass(frozen=True)
+@record
 class SlotRelease:
     """The step that ends an execution gives back its slot of `key` (or leaves the queue),
     and hands the freed slots to the executions waiting for them, in start order, while
@@ -186,7 +187,7 @@ class SlotRelease:
     limit: int
 
 
-@dataclass(frozen=True)
+@record
 class SlotState:
     """Who holds the slots of a concurrency key and who waits for one, in start order."""
 
@@ -195,7 +196,7 @@ class SlotState:
     waiting: list[str]
 
 
-@dataclass(frozen=True)
+@record
 class CheckpointChanges:
     """What a step changes of the checkpoint stored at its expected seq: the top-level keys
     it sets (`activities` aside) and drops, and the activities it sets (any new ones come
@@ -215,7 +216,7 @@ class CheckpointChanges:
         return out
 
 
-@dataclass(frozen=True)
+@record
 class StepWrite:
     """Everything one step of one execution changes, written in one transaction.
 
@@ -265,7 +266,7 @@ class StepWrite:
         return (self.tenant, self.execution_id)
 
 
-@dataclass(frozen=True)
+@record
 class NewExecution:
     """An execution to create together with its first step (ExecutionStarted, ...)."""
 
@@ -304,7 +305,7 @@ class CommitOutcome(enum.Enum):
     HELD = "held"  # the step's flow gate was refused: nothing of it was written
 
 
-@dataclass(frozen=True)
+@record
 class Claim:
     execution_id: str
     fence: int
@@ -318,7 +319,7 @@ class Claim:
         return (self.tenant, self.execution_id)
 
 
-@dataclass(frozen=True)
+@record
 class FairShare:
     """How a fair claim (`ClaimAsk(..., fair=FairShare(...))`) shares slots between tenants.
 
@@ -385,7 +386,7 @@ class FairShare:
         return (self.held.get(tenant, 0) + rank) / self._weight(tenant)
 
 
-@dataclass(frozen=True)
+@record
 class ClaimAsk:
     """One claim (`WorkQueue.claim`): lease up to `limit` ready executions (of every tenant)
     to `owner` for `lease_seconds`, their lease free or expired at `now`.
@@ -409,7 +410,7 @@ class ClaimAsk:
     fair: FairShare | None = None
 
 
-@dataclass(frozen=True)
+@record
 class ExecutionFilter:
     """Which executions a list returns. `status` is the stored status; `waiting` True keeps
     only rows with a `waiting_on` text, False only rows without (so `status="running"` with
@@ -433,7 +434,7 @@ class ExecutionFilter:
     cursor: tuple[datetime, str] | None = None  # (created_at, id) of the last row seen
 
 
-@dataclass(frozen=True)
+@record
 class Page:
     items: list[ExecutionRecord]
     next_cursor: tuple[datetime, str] | None = None
@@ -451,7 +452,7 @@ class LeaseState:
 # --- flow-control asks (`wovyr.store.flow` decides them) ----------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class RateRequest:
     """`units` from bucket `key`; `capacity` and `per_second` as the activity declares them
     (None: the bucket must have been declared by an admin)."""
@@ -462,7 +463,7 @@ class RateRequest:
     per_second: float | None = None
 
 
-@dataclass(frozen=True)
+@record
 class SlotClaim:
     """A slot of activity concurrency key `key` (at most `limit` held) for `holder` (the
     attempt's idempotency key)."""
@@ -472,7 +473,7 @@ class SlotClaim:
     limit: int
 
 
-@dataclass(frozen=True)
+@record
 class FlowAcquire:
     """What one `acquire_flow` asks (`acquire_flows`: many in one transaction).
 

@@ -20,17 +20,17 @@ and the audit chain, which is append-only by design.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.frozen import record
 from wovyr.store.records import FINISHED  # the partial indexes' condition
 
 __all__ = ["FINISHED", "Expired", "ExpiredFilter", "RetentionStore"]
 
 
-@dataclass(frozen=True)
+@record
 class Expired:
     """A finished execution `find_expired` found: its id, workflow, status and finish time.
     (`finished_at`, `id`) is also the cursor of the next page."""
@@ -41,7 +41,7 @@ class Expired:
     finished_at: datetime
 
 
-@dataclass(frozen=True)
+@record
 class ExpiredFilter:
     """`tenant`'s finished executions (of `workflow`; None: of any) that finished before
     `finished_before`, at most `limit`, after the cursor `after` (a previous page's last

@@ -8,17 +8,18 @@ execution even with several dispatchers or a crash in the middle of a fire.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any, Protocol
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.frozen import record
 from wovyr.store.records import DEFAULT_TENANT, NewExecution
 
 __all__ = ["ScheduleRecord", "ScheduleStore", "ScheduleWrite"]
 
 
-@dataclass(frozen=True)
+@record
 class ScheduleRecord:
     id: str
     workflow: str
@@ -46,7 +47,7 @@ class ScheduleRecord:
     version: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class ScheduleWrite:
     """A compare-and-set of a schedule: `record` replaces the version `expected_version`
     (its own version must be one more) and `starts` are created with it."""

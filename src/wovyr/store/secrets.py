@@ -24,11 +24,11 @@ store removes what it can from its own files and says what it could not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from wovyr.store.audit import AuditEntry
+from wovyr.store.frozen import record
 
 __all__ = [
     "SHREDDED",
@@ -44,7 +44,7 @@ __all__ = [
 SHREDDED = "shredded"
 
 
-@dataclass(frozen=True)
+@record
 class DataKeyRecord:
     tenant: str
     version: int  # the data key's version (bound into every ciphertext it makes)
@@ -53,7 +53,7 @@ class DataKeyRecord:
     created_at: datetime
 
 
-@dataclass(frozen=True)
+@record
 class SecretRecord:
     tenant: str
     name: str
@@ -65,7 +65,7 @@ class SecretRecord:
     updated_by: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class NewSecret:
     """A new value of `tenant`'s secret `name`, sealed (`ciphertext`) under the tenant's data
     key `key_version`, set `at` by `by`."""
@@ -78,7 +78,7 @@ class NewSecret:
     by: str
 
 
-@dataclass(frozen=True)
+@record
 class KmsRootRecord:
     root_id: str
     created_at: datetime  # first used with this store

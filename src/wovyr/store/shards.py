@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from wovyr.errors import ConfigError
+from wovyr.store.frozen import record
 
 __all__ = ["SHARD_COUNT", "Peer", "coverage_problems", "shards_for", "stable_shard"]
 
@@ -49,7 +49,7 @@ def shards_for(partitions: Sequence[int] | None, of: int | None) -> frozenset[in
     return None if len(shards) == SHARD_COUNT else shards
 
 
-@dataclass(frozen=True)
+@record
 class Peer:
     """A live worker as the others see it: how it chooses what to claim."""
 

@@ -23,16 +23,17 @@ their execution when it is deleted (a trigger / foreign key in the SQL stores).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
+
+from wovyr.store.frozen import record
 
 __all__ = ["ChunkKind", "NewChunk", "StreamAppend", "StreamChunk", "StreamStore"]
 
 ChunkKind = Literal["attempt", "text"]
 
 
-@dataclass(frozen=True)
+@record
 class NewChunk:
     """A chunk to journal: an `attempt` marker (no text) or a piece of a generation's text."""
 
@@ -44,7 +45,7 @@ class NewChunk:
     recovery: int = 0  # re-runs of this attempt after it was lost with a worker
 
 
-@dataclass(frozen=True)
+@record
 class StreamChunk:
     """A journaled chunk: its number in the execution's stream, and when it was committed."""
 
@@ -58,7 +59,7 @@ class StreamChunk:
     recovery: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class StreamAppend:
     """A batch of `chunks` of `tenant`'s execution `execution_id`, written `at`, by the
     holder of the lease whose fence is `fence`."""

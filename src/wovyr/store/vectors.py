@@ -24,12 +24,12 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from wovyr.errors import ConfigError
 from wovyr.store.agent_memory import MemoryHit, MemoryItem, VectorColumns
+from wovyr.store.frozen import record
 
 __all__ = ["DEFAULT_MAX_FLOATS", "VectorCache", "VectorSearch", "pack", "unpack"]
 
@@ -45,7 +45,7 @@ def unpack(blob: bytes) -> list[float]:
     return list(struct.unpack(f"<{len(blob) // 4}f", blob))
 
 
-@dataclass(frozen=True)
+@record
 class _Matrix:
     version: int
     deletes: int

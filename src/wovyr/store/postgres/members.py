@@ -13,16 +13,16 @@ to live.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from wovyr.store.frozen import record
 from wovyr.store.shards import Peer
 
 __all__ = ["Member", "PostgresMembers"]
 
 
-@dataclass(frozen=True)
+@record
 class Member:
     owner: str
     joined_at: datetime
