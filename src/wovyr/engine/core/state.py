@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Any, TypeVar
 
 from wovyr.events import Event, EventType
@@ -80,6 +81,10 @@ _UNLESS_SET = (
 )
 
 
+# an activity no event touched yet: one record, shared (records are never changed in place)
+_PENDING = ActivityState()
+
+
 @dataclass(frozen=True)
 class ExecutionState:
     id: str
@@ -134,7 +139,7 @@ class ExecutionState:
         return self.status in ExecutionStatus.TERMINAL
 
     def activity(self, activity_id: str) -> ActivityState:
-        return self.activities.get(activity_id) or ActivityState()
+        return self.activities.get(activity_id) or _PENDING
 
 
 # ExecutionState fields left out of the checkpoint while None (see _UNLESS_SET).
@@ -292,7 +297,7 @@ def fold(
 def apply(state: ExecutionState, event: Event) -> ExecutionState:
     """The state after `event`: pure, total (unknown types only bump the sequence)."""
     handler = _HANDLERS.get(event.type)
-    at = event.at.isoformat()
+    at = _isoformat(event.at)
     new = handler(state, event, at) if handler else state
     if new is state:
         return replace(state, seq=state.seq + 1, updated_at=at)
@@ -303,10 +308,24 @@ def apply(state: ExecutionState, event: Event) -> ExecutionState:
     return new
 
 
+_LAST_AT: tuple[datetime, str] | None = None  # the time of the events a step records
+
+
+def _isoformat(at: datetime) -> str:
+    """`at.isoformat()`, kept for the last time seen: a step's events share one."""
+    global _LAST_AT
+    last = _LAST_AT
+    if last is not None and last[0] is at:
+        return last[1]
+    text = at.isoformat()
+    _LAST_AT = (at, text)
+    return text
+
+
 def _set_activity(state: ExecutionState, activity_id: str, **changes: Any) -> ExecutionState:
     acts = dict(state.activities)
     before = state.activities.get(activity_id)
-    acts[activity_id] = after = replace(before or ActivityState(), **changes)
+    acts[activity_id] = after = replace(before or _PENDING, **changes)
     new = replace(state, activities=acts)
     index: ActivityIndex | None = state.__dict__.get(_INDEX)
     if index is not None and index.activities is state.activities:
@@ -333,7 +352,7 @@ def _started(state: ExecutionState, e: Event, at: str) -> ExecutionState:
         trace=e.get("trace"),
         created_at=at,
         status=ExecutionStatus.RUNNING,
-        activities={aid: ActivityState() for aid in e.get("activities") or ()},
+        activities=dict.fromkeys(e.get("activities") or (), _PENDING),
     )
 
 
