@@ -4,6 +4,11 @@ Authentication answers 401 (no key; an unknown, malformed or revoked key: one me
 all, so a probe learns nothing about which keys exist); authorization answers 403 when the
 key's role is below what the route needs. Every engine a handler gets is scoped to the
 caller's tenant, so another tenant's objects are simply not found.
+
+The dependencies are coroutines: FastAPI runs a plain function in the thread pool, and a
+hop there and back for each of them cost more than the request's own work. A key the
+authenticator verified lately is known without a store read (`Authenticator.cached`); any
+other is verified in the thread pool (it reads the store).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
@@ -65,7 +71,7 @@ class ServerContext:
     streams: StreamHub = field(default_factory=StreamHub)  # the followers of live streams
 
 
-def context(request: Request) -> ServerContext:
+async def context(request: Request) -> ServerContext:
     ctx: ServerContext = request.app.state.wovyr
     return ctx
 
@@ -73,14 +79,17 @@ def context(request: Request) -> ServerContext:
 Ctx = Annotated[ServerContext, Depends(context)]
 
 
-def authenticate(
+async def authenticate(
     ctx: Ctx,
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
 ) -> Principal:
     if credentials is None:
         raise ApiProblem(401, "An API key is required.", headers=_CHALLENGE)
-    principal = ctx.authenticator.verify(credentials.credentials)
+    token = credentials.credentials
+    principal = ctx.authenticator.cached(token)
+    if principal is None:
+        principal = await run_in_threadpool(ctx.authenticator.verify, token)
     if principal is None:
         raise ApiProblem(401, "The API key is invalid or revoked.", headers=_CHALLENGE)
     setattr(request.state, CALLER_TENANT, principal.tenant)  # the request counts for it
@@ -93,7 +102,7 @@ Caller = Annotated[Principal, Depends(authenticate)]  # any valid key, whatever 
 def require(role: str) -> object:
     """A dependency: the caller, who must hold at least `role`."""
 
-    def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
         if not principal.can(role):
             raise ApiProblem(
                 403, f"This needs the {role} role; the key's role is {principal.role}."
