@@ -69,6 +69,8 @@ class ServerContext:
     secrets: Secrets | None = None  # the tenants' secrets (the engine's resolver too)
     checks: dict[str, str] = field(default_factory=dict)
     streams: StreamHub = field(default_factory=StreamHub)  # the followers of live streams
+    # `tenant_engine`'s engines by (tenant, actor), each with the engine it was made from
+    engines: dict[tuple[str, str], tuple[Engine, Engine]] = field(default_factory=dict)
 
 
 async def context(request: Request) -> ServerContext:
@@ -117,10 +119,23 @@ Operator = Annotated[Principal, require("operator")]
 Admin = Annotated[Principal, require("admin")]
 
 
+_ENGINES = 256  # callers' engines kept (a view of the server's engine each: a few objects)
+
+
 def tenant_engine(ctx: ServerContext, principal: Principal) -> Engine:
     """The engine of the caller's tenant, acting as the caller: every change a handler
-    makes through it is appended to the audit chain as made by the caller's key."""
-    return ctx.engine.for_tenant(principal.tenant).acting(principal.audit_actor)
+    makes through it is appended to the audit chain as made by the caller's key. Made
+    once per tenant and key while the server's engine stays the same (a view is cheap,
+    but not free: it asks the store what it can do)."""
+    key = (principal.tenant, principal.audit_actor)
+    found = ctx.engines.get(key)
+    if found is not None and found[0] is ctx.engine:
+        return found[1]
+    engine = ctx.engine.for_tenant(principal.tenant).acting(principal.audit_actor)
+    if len(ctx.engines) >= _ENGINES:
+        ctx.engines.clear()
+    ctx.engines[key] = (ctx.engine, engine)
+    return engine
 
 
 def schedules_for(ctx: ServerContext, principal: Principal) -> Schedules:

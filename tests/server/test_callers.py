@@ -1,14 +1,17 @@
-"""API keys remembered by the server (`wovyr.platform.auth.PrincipalCache`): a key revoked
-through the server is refused on the very next request; one revoked by another process
-(the host's CLI, another server) within `CACHE_TTL` on the server's clock; a remembered key
-is always its own tenant's and role's."""
+"""What the server remembers of its callers. API keys (`wovyr.platform.auth.PrincipalCache`):
+a key revoked through the server is refused on the very next request; one revoked by
+another process (the host's CLI, another server) within `CACHE_TTL` on the server's clock;
+a remembered key is always its own tenant's and role's. Engines (`tenant_engine`): one per
+tenant and key, made again when the server's engine changes."""
 
 from __future__ import annotations
 
 import pytest
 from tests.server.conftest import Api
 
-from wovyr.platform.auth import CACHE_TTL, Authenticator
+from wovyr.engine.runtime import Limits
+from wovyr.platform.auth import CACHE_TTL, Authenticator, Principal
+from wovyr.server.deps import tenant_engine
 
 pytestmark = pytest.mark.anyio
 BASE = "/api/v1/workflows"
@@ -54,3 +57,22 @@ async def test_remembered_keys_keep_their_tenant_and_role(api: Api) -> None:
         if found is not None:
             assert f"{found.tenant}:{found.role}" == who
     assert api.authenticator.cached(api.tokens["tenant-a:revoked"]) is None
+
+
+async def test_an_engine_per_tenant_and_key_until_the_servers_changes(api: Api) -> None:
+    ctx = api.app.state.wovyr
+    a_viewer = Principal("tenant-a", "viewer", "key_1")
+    a_admin = Principal("tenant-a", "admin", "key_2")
+    b_viewer = Principal("tenant-b", "viewer", "key_3")
+    engine = tenant_engine(ctx, a_viewer)
+    assert (engine.tenant, engine.actor) == ("tenant-a", "key:key_1/viewer")
+    assert tenant_engine(ctx, a_viewer) is engine
+    assert (tenant_engine(ctx, a_admin).tenant, tenant_engine(ctx, a_admin).actor) == (
+        "tenant-a",
+        "key:key_2/admin",
+    )
+    assert tenant_engine(ctx, b_viewer).tenant == "tenant-b"
+    api.configure(limits=Limits(max_child_depth=3))  # the server's engine is another one
+    again = tenant_engine(ctx, a_viewer)
+    assert again is not engine and again.max_child_depth == 3
+    assert (again.tenant, again.actor) == ("tenant-a", "key:key_1/viewer")
