@@ -81,11 +81,11 @@ async def context(request: Request) -> ServerContext:
 Ctx = Annotated[ServerContext, Depends(context)]
 
 
-async def authenticate(
-    ctx: Ctx,
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
-) -> Principal:
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
+
+
+async def authenticate(request: Request, credentials: Credentials) -> Principal:
+    ctx = await context(request)
     if credentials is None:
         raise ApiProblem(401, "An API key is required.", headers=_CHALLENGE)
     token = credentials.credentials
@@ -102,9 +102,11 @@ Caller = Annotated[Principal, Depends(authenticate)]  # any valid key, whatever 
 
 
 def require(role: str) -> object:
-    """A dependency: the caller, who must hold at least `role`."""
+    """A dependency: the caller, who must hold at least `role` (one dependency, not one
+    on `authenticate`: each level costs FastAPI a resolution per request)."""
 
-    async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    async def check(request: Request, credentials: Credentials) -> Principal:
+        principal = await authenticate(request, credentials)
         if not principal.can(role):
             raise ApiProblem(
                 403, f"This needs the {role} role; the key's role is {principal.role}."
