@@ -11,7 +11,15 @@ import pytest
 
 from wovyr.clock import ManualClock
 from wovyr.errors import InputError, NotFound
-from wovyr.platform.auth import ROLES, Authenticator, Principal, hash_token, role_at_least
+from wovyr.platform.auth import (
+    CACHE_TTL,
+    ROLES,
+    Authenticator,
+    Principal,
+    PrincipalCache,
+    hash_token,
+    role_at_least,
+)
 from wovyr.store.base import Store
 from wovyr.store.platform import IdempotencyRecord
 
@@ -91,6 +99,52 @@ def test_last_used_is_recorded_without_a_write_per_request(
     clock.advance(60)
     auth.verify(token)
     assert auth.get_key(key_id).last_used_at == clock.now()
+
+
+def test_a_verified_key_is_remembered_until_its_ttl(
+    store: Store, auth: Authenticator, clock: ManualClock
+) -> None:
+    key_id, token = auth.create_key("acme", "operator")
+    principal = auth.verify(token)
+    assert auth.cached(token) == principal
+    Authenticator(store, clock).revoke(key_id)  # another process: this one is not told
+    assert auth.verify(token) == principal
+    clock.advance(CACHE_TTL.total_seconds())
+    assert auth.cached(token) is None and auth.verify(token) is None
+
+
+def test_revoking_forgets_the_key_at_once(auth: Authenticator) -> None:
+    key_id, token = auth.create_key("acme", "admin")
+    _, other = auth.create_key("acme", "viewer")
+    assert auth.verify(token) is not None and auth.verify(other) is not None
+    auth.revoke(key_id)
+    assert auth.cached(token) is None and auth.verify(token) is None
+    assert auth.cached(other) is not None  # only the revoked key is forgotten
+
+
+def test_a_key_read_before_a_revoke_is_not_remembered_after_it(clock: ManualClock) -> None:
+    """A verify that read the key from the store, then a revoke, then the verify's `put`
+    (threads interleaved): the stale principal is not kept."""
+    cache = PrincipalCache(clock)
+    principal = Principal("acme", "admin", "key_1")
+    read_in = cache.generation
+    cache.forget("key_1")
+    cache.put("digest", principal, read_in)
+    assert cache.get("digest") is None
+    cache.put("digest", principal, cache.generation)
+    assert cache.get("digest") == principal
+
+
+def test_the_cache_is_bounded_and_never_mixes_keys(store: Store, clock: ManualClock) -> None:
+    auth = Authenticator(store, clock, cache_size=3)
+    keys = [auth.create_key(f"t{i}", ROLES[i % 3]) for i in range(5)]
+    for _ in range(2):
+        for i, (key_id, token) in enumerate(keys):
+            assert auth.verify(token) == Principal(f"t{i}", ROLES[i % 3], key_id)
+    assert len(auth.cache) == 3
+    assert [auth.cached(t) is not None for _, t in keys] == [False, False, True, True, True]
+    assert auth.verify("wvr_" + "x" * 43) is None
+    assert len(auth.cache) == 3  # unknown tokens are not remembered
 
 
 def test_bootstrap_creates_one_admin_key_once(auth: Authenticator) -> None:

@@ -140,3 +140,18 @@ async def test_the_server_worker_caps_slots_per_tenant_as_set(
         assert worker is not None and worker.fair_share and worker.max_per_tenant == 2
         config = background._config()  # what a worker process would be given
         assert config.max_per_tenant == 2
+
+
+def test_the_worker_process_imports_no_web_stack() -> None:
+    """`wovyr serve` starts its worker process while already answering requests: the
+    process imports the engine and the worker, not the HTTP application."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, wovyr.server.worker_process\n"
+        "web = ('fastapi', 'starlette', 'uvicorn', 'wovyr.server.app', 'wovyr.server.api')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in web or m in web))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -457,16 +457,16 @@ async def test_list_truncates_big_payloads_with_their_size(api: Api) -> None:
 def test_a_payload_is_sized_by_its_json_in_utf8_bytes(value: object) -> None:
     shown = payload(value)
     expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    assert shown.size == len(expected.encode("utf-8"))
-    assert not shown.truncated and shown.value == value
+    assert shown["size"] == len(expected.encode("utf-8"))
+    assert not shown["truncated"] and shown["value"] == value
 
 
 def test_a_big_payload_previews_its_first_256_characters() -> None:
     text = "é書🙂" * 2000  # 2, 3 and 4 bytes a character
     shown = payload(text)
-    assert shown.truncated and shown.value is None
-    assert shown.size == len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
-    assert shown.preview == json.dumps(text, ensure_ascii=False)[:256]
+    assert shown["truncated"] and shown["value"] is None
+    assert shown["size"] == len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
+    assert shown["preview"] == json.dumps(text, ensure_ascii=False)[:256]
 
 
 async def test_history_pages_newest_first_by_default(api: Api) -> None:

@@ -9,6 +9,15 @@ cancels and manages schedules; an admin also manages keys.
 This is the seam the HTTP API and the web UI share: `Authenticator.verify(token)` turns a
 bearer token into a `Principal`, or None; `principal_for_key(key_id)` re-checks a key a
 session remembered (revoked keys stop working there too).
+
+A server verifies the same few keys on every request, so an `Authenticator` remembers the
+keys it verified (`PrincipalCache`: by the token's hash, never the token; at most
+`CACHE_SIZE` keys, each for `CACHE_TTL` on the injected clock). A key revoked through the
+authenticator that remembers it stops working at once: `revoke` forgets it. A key revoked
+elsewhere (the host's `wovyr admin keys revoke`, another server over the same PostgreSQL)
+stops working here within `CACHE_TTL`: a time bound rather than a counter read from the
+store, because reading any store row per request is the cost the cache removes, and no
+change of the key tables is needed for every store alike.
 """
 
 from __future__ import annotations
@@ -17,8 +26,10 @@ import hashlib
 import hmac
 import logging
 import secrets
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import cast
 
 from wovyr.clock import Clock, SystemClock
@@ -29,11 +40,14 @@ from wovyr.store.base import DEFAULT_TENANT
 from wovyr.store.platform import ApiKeyRecord, ApiKeyStore
 
 __all__ = [
+    "CACHE_SIZE",
+    "CACHE_TTL",
     "METRICS_ROLE",
     "ROLES",
     "ApiKeyRecord",
     "Authenticator",
     "Principal",
+    "PrincipalCache",
     "hash_token",
     "role_at_least",
     "validate_tenant",
@@ -49,6 +63,8 @@ TOKEN_PREFIX = "wvr_"
 _PREFIX_CHARS = 12  # "wvr_" + 8 characters: enough to tell keys apart, useless to guess
 _MAX_TOKEN = 512
 _TOUCH_EVERY = timedelta(seconds=60)  # last_used_at is advisory: not one write per request
+CACHE_TTL = timedelta(seconds=5)  # how long a key revoked by another process may still work
+CACHE_SIZE = 1024  # keys remembered at once
 
 
 def role_at_least(role: str, needed: str) -> bool:
@@ -90,22 +106,90 @@ class Principal:
         return self.name or self.key_id
 
 
-class Authenticator:
-    """Creates, verifies, lists and revokes API keys over a store with `ApiKeyStore`."""
+class PrincipalCache:
+    """The principals of keys verified lately, by their tokens' hashes: at most `size`
+    (the least recently used go first), each for `ttl` after it was read from the store.
+    Only valid keys are kept (a flood of bad tokens cannot fill it). `forget(key_id)`
+    drops a key, and a principal read from the store before that cannot be put back: it
+    carries the generation it was read in (`generation`), and a forget moves it on."""
 
-    def __init__(self, store: object, clock: Clock | None = None) -> None:
+    def __init__(self, clock: Clock, ttl: timedelta = CACHE_TTL, size: int = CACHE_SIZE) -> None:
+        self.clock, self.ttl, self.size = clock, ttl, size
+        self._entries: OrderedDict[str, tuple[Principal, datetime]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.generation = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, digest: str) -> Principal | None:
+        with self._lock:
+            found = self._entries.get(digest)
+            if found is None:
+                return None
+            if self.clock.now() >= found[1]:
+                del self._entries[digest]
+                return None
+            self._entries.move_to_end(digest)
+            return found[0]
+
+    def put(self, digest: str, principal: Principal, generation: int) -> None:
+        """Remember `principal`, read from the store in `generation` (unless a key was
+        forgotten since: it could be this one)."""
+        with self._lock:
+            if generation != self.generation or self.size <= 0:
+                return
+            self._entries[digest] = (principal, self.clock.now() + self.ttl)
+            self._entries.move_to_end(digest)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def forget(self, key_id: str) -> None:
+        with self._lock:
+            self.generation += 1
+            for digest in [d for d, (p, _) in self._entries.items() if p.key_id == key_id]:
+                del self._entries[digest]
+
+
+class Authenticator:
+    """Creates, verifies, lists and revokes API keys over a store with `ApiKeyStore`;
+    remembers the keys it verified (`cache`, see the module's docstring)."""
+
+    def __init__(
+        self,
+        store: object,
+        clock: Clock | None = None,
+        *,
+        cache_ttl: timedelta = CACHE_TTL,
+        cache_size: int = CACHE_SIZE,
+    ) -> None:
         self.store = cast(ApiKeyStore, store)
         self.clock: Clock = clock or SystemClock()
+        self.cache = PrincipalCache(self.clock, cache_ttl, cache_size)
+
+    def cached(self, token: str | None) -> Principal | None:
+        """The principal of `token` if this authenticator verified it lately (no store
+        read); None: not remembered (`verify` answers)."""
+        if not token or len(token) > _MAX_TOKEN or not token.startswith(TOKEN_PREFIX):
+            return None
+        return self.cache.get(hash_token(token))
 
     def verify(self, token: str | None) -> Principal | None:
         """The principal of a valid, unrevoked token; None for anything else."""
         if not token or len(token) > _MAX_TOKEN or not token.startswith(TOKEN_PREFIX):
             return None
         digest = hash_token(token)
+        found = self.cache.get(digest)
+        if found is not None:
+            return found
+        generation = self.cache.generation  # before the read: a revoke after it wins
         record = self.store.api_key_by_hash(digest)
         if record is None or not hmac.compare_digest(record.key_hash, digest):
             return None
-        return self._principal(record)
+        principal = self._principal(record)
+        if principal is not None:
+            self.cache.put(digest, principal, generation)
+        return principal
 
     def principal_for_key(self, key_id: str) -> Principal | None:
         """The principal of an unrevoked key by id (for sessions that remember the id)."""
@@ -162,7 +246,10 @@ class Authenticator:
         an `actor`, the revocation is appended to the audit chain in its transaction."""
         found = self.get_key(key_id, tenant)
         audit = self._audit(actor, found.tenant, "api_key.revoke", key_id, {"role": found.role})
-        self.store.revoke_api_key(key_id, self.clock.now(), audit=audit)
+        try:
+            self.store.revoke_api_key(key_id, self.clock.now(), audit=audit)
+        finally:  # after the write: a verify that read the key before it cannot keep it
+            self.cache.forget(key_id)
         return self.get_key(key_id, tenant)
 
     def _audit(

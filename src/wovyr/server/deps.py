@@ -4,6 +4,11 @@ Authentication answers 401 (no key; an unknown, malformed or revoked key: one me
 all, so a probe learns nothing about which keys exist); authorization answers 403 when the
 key's role is below what the route needs. Every engine a handler gets is scoped to the
 caller's tenant, so another tenant's objects are simply not found.
+
+The dependencies are coroutines: FastAPI runs a plain function in the thread pool, and a
+hop there and back for each of them cost more than the request's own work. A key the
+authenticator verified lately is known without a store read (`Authenticator.cached`); any
+other is verified in the thread pool (it reads the store).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from wovyr.clock import Clock
 from wovyr.engine.engine import Engine
@@ -63,9 +69,11 @@ class ServerContext:
     secrets: Secrets | None = None  # the tenants' secrets (the engine's resolver too)
     checks: dict[str, str] = field(default_factory=dict)
     streams: StreamHub = field(default_factory=StreamHub)  # the followers of live streams
+    # `tenant_engine`'s engines by (tenant, actor), each with the engine it was made from
+    engines: dict[tuple[str, str], tuple[Engine, Engine]] = field(default_factory=dict)
 
 
-def context(request: Request) -> ServerContext:
+async def context(request: Request) -> ServerContext:
     ctx: ServerContext = request.app.state.wovyr
     return ctx
 
@@ -73,14 +81,17 @@ def context(request: Request) -> ServerContext:
 Ctx = Annotated[ServerContext, Depends(context)]
 
 
-def authenticate(
-    ctx: Ctx,
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
-) -> Principal:
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
+
+
+async def authenticate(request: Request, credentials: Credentials) -> Principal:
+    ctx = await context(request)
     if credentials is None:
         raise ApiProblem(401, "An API key is required.", headers=_CHALLENGE)
-    principal = ctx.authenticator.verify(credentials.credentials)
+    token = credentials.credentials
+    principal = ctx.authenticator.cached(token)
+    if principal is None:
+        principal = await run_in_threadpool(ctx.authenticator.verify, token)
     if principal is None:
         raise ApiProblem(401, "The API key is invalid or revoked.", headers=_CHALLENGE)
     setattr(request.state, CALLER_TENANT, principal.tenant)  # the request counts for it
@@ -91,9 +102,11 @@ Caller = Annotated[Principal, Depends(authenticate)]  # any valid key, whatever 
 
 
 def require(role: str) -> object:
-    """A dependency: the caller, who must hold at least `role`."""
+    """A dependency: the caller, who must hold at least `role` (one dependency, not one
+    on `authenticate`: each level costs FastAPI a resolution per request)."""
 
-    def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    async def check(request: Request, credentials: Credentials) -> Principal:
+        principal = await authenticate(request, credentials)
         if not principal.can(role):
             raise ApiProblem(
                 403, f"This needs the {role} role; the key's role is {principal.role}."
@@ -108,10 +121,23 @@ Operator = Annotated[Principal, require("operator")]
 Admin = Annotated[Principal, require("admin")]
 
 
+_ENGINES = 256  # callers' engines kept (a view of the server's engine each: a few objects)
+
+
 def tenant_engine(ctx: ServerContext, principal: Principal) -> Engine:
     """The engine of the caller's tenant, acting as the caller: every change a handler
-    makes through it is appended to the audit chain as made by the caller's key."""
-    return ctx.engine.for_tenant(principal.tenant).acting(principal.audit_actor)
+    makes through it is appended to the audit chain as made by the caller's key. Made
+    once per tenant and key while the server's engine stays the same (a view is cheap,
+    but not free: it asks the store what it can do)."""
+    key = (principal.tenant, principal.audit_actor)
+    found = ctx.engines.get(key)
+    if found is not None and found[0] is ctx.engine:
+        return found[1]
+    engine = ctx.engine.for_tenant(principal.tenant).acting(principal.audit_actor)
+    if len(ctx.engines) >= _ENGINES:
+        ctx.engines.clear()
+    ctx.engines[key] = (ctx.engine, engine)
+    return engine
 
 
 def schedules_for(ctx: ServerContext, principal: Principal) -> Schedules:

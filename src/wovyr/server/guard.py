@@ -205,11 +205,17 @@ def strict_json(body: bytes) -> Any:
     return value
 
 
+_INLINE_JSON = 4096  # bytes of a body parsed and checked on the event loop (well under 1 ms)
+
+
 class _StrictJsonRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            # Off the event loop: checking a 1 MiB body walks every value (up to a second).
-            self._json = await run_in_threadpool(strict_json, await self.body())
+            body = await self.body()
+            if len(body) <= _INLINE_JSON:  # cheaper than the hop to a thread and back
+                self._json = strict_json(body)
+            else:  # off the event loop: checking a 1 MiB body walks every value (a second)
+                self._json = await run_in_threadpool(strict_json, body)
         return self._json
 
 

@@ -4,6 +4,7 @@ cancel, rerun."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import json
@@ -11,9 +12,9 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import orjson
+import pydantic_core
 from fastapi import Header, Query, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
 
 from wovyr.clock import utc
 from wovyr.engine.engine import Engine, ExecutionView
@@ -29,10 +30,8 @@ from wovyr.server.api.models import (
     EventOut,
     ExecutionDetail,
     ExecutionPage,
-    ExecutionSummary,
     HistoryPage,
     ItemsPage,
-    Payload,
     QueryAnswer,
     QueryRequest,
     RerunRequest,
@@ -74,53 +73,59 @@ _TIMELINE = 50
 
 
 # --- presenting ----------------------------------------------------------------------------
+#
+# The execution read paths build their answers as plain dicts, in the order of the response
+# model's fields, and encode them once (`_json`): no pydantic model is built per execution
+# or event (building them was most of a list's time), and no view is deep-copied. The bytes
+# are those pydantic's encoder writes for the model (tests/server/test_encoding.py).
 
 
-def payload(value: Any) -> Payload:
-    """`value` whole if its JSON is small, else its size and a preview. Sized by orjson (a
-    list of 50 summaries sizes 150 values: with the standard library that was a tenth of
-    the server's time under a mixed load); what orjson refuses (integers beyond 64 bits,
-    very deep nesting) goes through the standard library as before."""
+def payload(value: Any) -> dict[str, Any]:
+    """`value` whole if its JSON is small, else its size and a preview (a `Payload`). Sized by
+    orjson (a list of 50 summaries sizes 150 values: with the standard library that was a
+    tenth of the server's time under a mixed load); what orjson refuses (integers beyond 64
+    bits, very deep nesting) goes through the standard library as before."""
     if value is None:
-        return Payload.model_construct(size=4, truncated=False, value=None)
+        return {"size": 4, "truncated": False, "value": None, "preview": None}
     try:
         raw = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError:
         text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
         raw = text.encode("utf-8", "surrogatepass")
     if len(raw) <= _WHOLE:
-        return Payload.model_construct(size=len(raw), truncated=False, value=value)
+        return {"size": len(raw), "truncated": False, "value": value, "preview": None}
     preview = raw[: _PREVIEW * 4].decode("utf-8", "ignore")[:_PREVIEW]
-    return Payload.model_construct(size=len(raw), truncated=True, value=None, preview=preview)
+    return {"size": len(raw), "truncated": True, "value": None, "preview": preview}
 
 
-def summary(r: ExecutionRecord) -> ExecutionSummary:
-    """Built without validation (`model_construct`): every field comes typed from the store,
-    and a page of them is serialized by `list_workflows` directly."""
-    return ExecutionSummary.model_construct(
-        id=r.id,
-        workflow=r.workflow,
-        version=r.version,
-        status=r.shown_status,
-        created_at=r.created_at,
-        updated_at=r.updated_at,
-        waiting_on=r.waiting_on,
-        parent_id=r.parent_id,
-        input=payload(r.input),
-        output=payload(r.output),
-        error=payload(r.error),
-        labels=dict(r.labels),
-    )
+def summary(r: ExecutionRecord) -> dict[str, Any]:
+    """An `ExecutionSummary`: every field comes typed from the store."""
+    return {
+        "id": r.id,
+        "workflow": r.workflow,
+        "version": r.version,
+        "status": r.shown_status,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+        "waiting_on": r.waiting_on,
+        "parent_id": r.parent_id,
+        "input": payload(r.input),
+        "output": payload(r.output),
+        "error": payload(r.error),
+        "labels": dict(r.labels),
+    }
 
 
-def event_out(e: EventRecord) -> EventOut:
-    return EventOut.model_construct(seq=e.seq, type=e.type, at=e.at, data=e.data)
+def event_out(e: EventRecord) -> dict[str, Any]:
+    """An `EventOut`."""
+    return {"seq": e.seq, "type": e.type, "at": e.at, "data": e.data}
 
 
 _FOLLOW = (
     "A run that continued as new answers with its chain's live (or last) run; false: "
     "this run itself."
 )
+_VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(ExecutionView))
 
 
 def detail(
@@ -135,9 +140,7 @@ def detail(
     view: ExecutionView | None = None,
 ) -> Response:
     """One execution (a chain's live or last run, when `follow`), with its newest events,
-    as the response (`ExecutionDetail`): built from the engine's view without validation and
-    serialized once by pydantic's encoder (returned as a model, FastAPI would dump it to
-    dicts, validate those again and encode them: 0.43 ms against 0.10 ms a detail). Paged
+    as the response (`ExecutionDetail`, whose fields are the view's and `timeline`). Paged
     by bytes (`wovyr.server.api.paging`): the items of its `for_each` activities as far
     as they fit, the timeline within a quarter of the page.
 
@@ -147,22 +150,23 @@ def detail(
         view = engine.query(execution_id, follow=follow)
     budget = ctx.settings.max_page_bytes
     timeline = newest_events(engine, view.id, view.event_count, events, budget // 4)
-    out = ExecutionDetail.model_construct(
-        **page_items(view.to_dict(), budget - budget // 4),
-        timeline=[event_out(e) for e in timeline],
-    )
+    shown = {name: getattr(view, name) for name in _VIEW_FIELDS}  # the view is not changed
+    out = page_items(shown, budget - budget // 4)
+    out["timeline"] = [event_out(e) for e in timeline]
     return _json(out, status_code, headers)
 
 
 def _json(
-    model: BaseModel, status_code: int = 200, headers: dict[str, str] | None = None
+    values: dict[str, Any], status_code: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
-    return Response(
-        model.model_dump_json(),
-        status_code=status_code,
-        headers=headers,
-        media_type="application/json",
-    )
+    """`values` encoded as pydantic's encoder writes them: by orjson (times in UTC with a
+    `Z`), and what orjson refuses (integers beyond 64 bits, very deep nesting) by
+    pydantic's own encoder."""
+    try:
+        body = orjson.dumps(values, option=orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        body = pydantic_core.to_json(values)
+    return Response(body, status_code=status_code, headers=headers, media_type="application/json")
 
 
 # --- starting --------------------------------------------------------------------------------
@@ -306,11 +310,8 @@ def list_workflows(
         limit=limit,
         cursor=decode_cursor(cursor),
     )
-    # Serialized once, by pydantic's encoder (as `detail`).
-    out = ExecutionPage.model_construct(
-        items=[summary(r) for r in page.items], next_cursor=encode_cursor(page.next_cursor)
-    )
-    return _json(out)
+    items = [summary(r) for r in page.items]  # an `ExecutionPage`, encoded once (as `detail`)
+    return _json({"items": items, "next_cursor": encode_cursor(page.next_cursor)})
 
 
 @router.get("/{execution_id}", response_model=ExecutionDetail, summary="One execution")
@@ -353,7 +354,7 @@ def get_history(
     last = items[-1].seq if items else (after_seq or total)
     following = last if last < total else None
     return HistoryPage(
-        items=[event_out(e) for e in items],
+        items=[EventOut.model_construct(**event_out(e)) for e in items],
         total=total,
         next_after_seq=following,
         next_cursor=opaque(following),
