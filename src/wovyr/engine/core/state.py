@@ -322,11 +322,19 @@ def _isoformat(at: datetime) -> str:
     return text
 
 
-def _set_activity(state: ExecutionState, activity_id: str, **changes: Any) -> ExecutionState:
+def _set_activity(
+    state: ExecutionState,
+    activity_id: str,
+    *,
+    with_state: Mapping[str, Any] | None = None,
+    **changes: Any,
+) -> ExecutionState:
+    """`state` with the activity's record changed by `changes` (and the state's own fields
+    by `with_state`: one copy of the state for both)."""
     acts = dict(state.activities)
     before = state.activities.get(activity_id)
     acts[activity_id] = after = replace(before or _PENDING, **changes)
-    new = replace(state, activities=acts)
+    new = replace(state, activities=acts, **(with_state or {}))
     index: ActivityIndex | None = state.__dict__.get(_INDEX)
     if index is not None and index.activities is state.activities:
         new.__dict__[_INDEX] = index.changed(acts, activity_id, before, after)
@@ -437,25 +445,27 @@ def _activity_completed(state: ExecutionState, e: Event, at: str) -> ExecutionSt
     aid = e.data["activity"]
     if aid in state.approvals:
         state = replace(state, approvals={k: v for k, v in state.approvals.items() if k != aid})
-    state = replace(state, completions=state.completions + 1)
+    done = state.completions + 1
     return _set_activity(
         state,
         aid,
+        with_state={"completions": done},
         status=ActivityStatus.COMPLETED,
         output=e.get("output"),
         error=None,
         finished_at=at,
-        completion_order=state.completions,
+        completion_order=done,
         wait=None,
     )
 
 
 def _activity_reused(state: ExecutionState, e: Event, at: str) -> ExecutionState:
     """Completed with the result of the run this one reruns (nothing ran for it here)."""
-    state = replace(state, completions=state.completions + 1)
+    done = state.completions + 1
     return _set_activity(
         state,
         e.data["activity"],
+        with_state={"completions": done},
         status=ActivityStatus.COMPLETED,
         attempt=int(e.data["attempt"]),
         input=e.get("input"),
@@ -463,7 +473,7 @@ def _activity_reused(state: ExecutionState, e: Event, at: str) -> ExecutionState
         error=None,
         started_at=at,
         finished_at=at,
-        completion_order=state.completions,
+        completion_order=done,
         reused_from=e.get("execution"),
         items=tuple(dict(i) for i in e.data["items"]) if "items" in e.data else None,
     )
