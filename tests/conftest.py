@@ -32,10 +32,11 @@ POSTGRES_URL = os.environ.get(
     "WOVYR_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 STORE_KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-# The crash-point sweeps, fault injections, soak and process kills take the longest (each a
-# minute or more on a loaded two-core machine): they are handed to the pytest workers first,
-# so the tier does not end with one worker still in a sweep while the others are idle.
-LONGEST_FIRST = ("tests/reliability/", "tests/chaos/")
+# The crash-point sweeps, fault injections, soak, process kills and the API fuzz test take
+# the longest (each a minute or more on a loaded two-core machine): they are handed to the
+# pytest workers first, so the tier does not end with one worker still in a sweep while the
+# others are idle.
+LONGEST_FIRST = ("tests/reliability/", "tests/chaos/", "tests/server/test_fuzz.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

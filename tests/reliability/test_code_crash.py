@@ -5,12 +5,14 @@ The `code` workload of `crash_child.py` is the crash-point workload's three `eff
 as a function (`crash_code`: s1, then s2 and s3 together with `asyncio.gather`), three
 executions started and driven by one worker in a forked child. strace SIGKILLs the child at
 its N-th `pwrite64` (every page SQLite writes) and, in a second sweep, at its N-th
-`fdatasync`, for every N; a clean worker in this process then replays the functions from
-their histories and drives them to the end, and `recover_and_check` asserts what
-`test_crash_points.py` asserts for the YAML workload: every acknowledged start exists and
-completed, an acknowledged completion is unchanged, each step's result is recorded once and
-its side effect ran once (twice only when the kill landed inside it, after the effect), the
-checkpoint is the fold of the log; and `PRAGMA integrity_check` is ok.
+`fdatasync`, for each N of the sweep's sample (`tracing.Sample`, as in
+`test_crash_points.py`: ``WOVYR_FULL_SWEEP=1`` tries every N); a clean worker in this
+process then replays the functions from their histories and drives them to the end, and
+`recover_and_check` asserts what `test_crash_points.py` asserts for the YAML workload: every
+acknowledged start exists and completed, an acknowledged completion is unchanged, each
+step's result is recorded once and its side effect ran once (twice only when the kill
+landed inside it, after the effect), the checkpoint is the fold of the log; and
+`PRAGMA integrity_check` is ok.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Deterministic crash points: kill the worker at the N-th sync, write and rename, for every N.
+"""Deterministic crash points: kill the worker at the N-th sync, write and rename, for each N.
 
 A clean traced run of a short workload (three executions of three `effect` steps, started
 and driven by one worker process; one of them with an input that puts its checkpoint over
 the size stored as a base and deltas) first counts the system calls; then, for each counted
-call N, a fresh child is SIGKILLed by strace exactly at that call
+call N (of the sample below), a fresh child is SIGKILLed by strace exactly at that call
 (``-e inject=SYSCALL:signal=KILL:when=N``), a clean worker recovers the store in this
 process, and the invariants of `tests/chaos/invariants.py` are checked, plus:
 
@@ -19,6 +19,13 @@ On SQLite the calls are `fdatasync` (SQLite syncs with it on Linux), `fsync`, `p
 acknowledgements and side effects) and `rename`; on PostgreSQL, the client side:
 `sendto` (every message libpq sends, and asyncio's self-pipe) and `write`. The server's own
 fsync is the server's business.
+
+A CI run tries one crash point in three of each sweep, at positions chosen by a seed, and
+the first and last point of each call (`tracing.Sample`: the output names the seed;
+``WOVYR_SWEEP_SEED=<seed>`` tries the same points again, ``WOVYR_FULL_SWEEP=1`` tries every
+point, as CI did until the slow tier outgrew its time):
+
+    WOVYR_FULL_SWEEP=1 .venv/bin/python -m pytest -s tests/reliability/test_crash_points.py
 
 Children fork from a zygote that imported everything once, and strace attaches to each
 (see `crash_child.py`), so a crash point costs about 0.1 s rather than an interpreter start.
@@ -49,7 +56,7 @@ from wovyr.store.sqlite import SQLiteStore
 from wovyr.testing import drain
 
 from .crash_child import STEPS, effect_registry
-from .tracing import Zygote, count_calls, zygote
+from .tracing import Sample, Zygote, count_calls, zygote
 
 EXECUTIONS = 3
 SQLITE_CALLS = ("fdatasync", "fsync", "pwrite64", "write", "rename")
@@ -120,35 +127,38 @@ def sweep(
     *,
     workload: str = "crash",
 ) -> Tally:
-    """Every crash point of every call: kill, check the crashed store, recover, check
-    (`workload`: of `crash_child.py`, one whose acks and effects `recover_and_check` reads)."""
+    """The crash points of every call that this run samples (`Sample`: all of them with
+    WOVYR_FULL_SWEEP=1): kill, check the crashed store, recover, check (`workload`: of
+    `crash_child.py`, one whose acks and effects `recover_and_check` reads)."""
     tally = Tally()
     points = {call: counts[call] for call in calls}
     assert sum(points.values()) <= MAX_CRASH_POINTS, f"too many crash points: {points}"
-    for call in calls:
-        tally.tried[call] = counts[call]
-        for n in range(1, counts[call] + 1):
-            url, workdir = new_target(f"{call}-{n}")
-            trace = ["-o", "/dev/null", "-e", f"trace={call}"]
-            inject = ["-e", f"inject={call}:signal=KILL:when={n}"]
-            code = z.run(url, workdir, [*trace, *inject], workload=workload)
-            assert code in (0, -9), f"{call} #{n}: the child exited with {code}"
-            tally.killed[call] = tally.killed.get(call, 0) + (code == -9)
-            check_crashed(url, workdir)
-            try:
-                report = recover_and_check(url, workdir, killed=code == -9)
-            except AssertionError as exc:
-                raise AssertionError(f"after a kill at {call} #{n} (exit {code}): {exc}") from exc
-            tally.inside += report.inside_kills
-            tally.lost += report.lost_attempts
+    sample = Sample.from_env()
+    picked = sample.pick_calls(points)
+    print(sample.line(len(picked), sum(points.values())))
+    for call, n in picked:
+        url, workdir = new_target(f"{call}-{n}")
+        trace = ["-o", "/dev/null", "-e", f"trace={call}"]
+        inject = ["-e", f"inject={call}:signal=KILL:when={n}"]
+        code = z.run(url, workdir, [*trace, *inject], workload=workload)
+        assert code in (0, -9), f"{call} #{n}: the child exited with {code}"
+        tally.tried[call] = tally.tried.get(call, 0) + 1
+        tally.killed[call] = tally.killed.get(call, 0) + (code == -9)
+        check_crashed(url, workdir)
+        try:
+            report = recover_and_check(url, workdir, killed=code == -9)
+        except AssertionError as exc:
+            raise AssertionError(f"after a kill at {call} #{n} (exit {code}): {exc}") from exc
+        tally.inside += report.inside_kills
+        tally.lost += report.lost_attempts
     return tally
 
 
 @pytest.mark.timeout(600)
 def test_sqlite_crash_points(tmp_path: Path) -> None:
-    """Every crash point of the workload on a copy of a migrated file; the migrations' own
-    calls (the child creates and migrates a new file) at each of their syncs and renames and
-    at the first, a middle and the last of their writes."""
+    """The sampled crash points of the workload, each on a copy of a migrated file; the
+    migrations' own calls (the child creates and migrates a new file) at each of their
+    syncs and renames and at the first, a middle and the last of their writes."""
     template = tmp_path / "template" / "w.db"
     template.parent.mkdir()
     SQLiteStore(template).close()  # one file: the close checkpointed and removed the WAL

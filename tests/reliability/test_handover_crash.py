@@ -3,7 +3,7 @@
 The `chain` workload of `crash_child.py` (one execution that continues as new three times,
 each run one `effect` step) runs in a forked child that strace SIGKILLs at its N-th
 `pwrite64` (every page SQLite writes: WAL frames, checkpoints), and, in a second sweep, at
-its N-th `fdatasync`, for every N. After each kill the store as the kill left it must hold
+its N-th `fdatasync`, for each N. After each kill the store as the kill left it must hold
 a well-formed chain: runs 1..k, each but the last `continued` with a link to the next that
 exists, and exactly one live run (the last; none once the last completed). Then a clean
 worker recovers and the chain must be complete: four runs, linked both ways, the last
@@ -16,6 +16,14 @@ all three hand-overs that way (the kills at either side of each hand-over's comm
 On PostgreSQL the client is killed at each of its `sendto` calls (every message libpq
 sends), with the same checks.
 
+A CI run tries a sample of the points (`tracing.Sample`: one in three at positions chosen by
+a seed the output names, and the first and last of each call), and then, by bisection
+between the points tried, the two consecutive points around each change in the runs the
+store shows: so each hand-over is still crashed on both sides of its commit, and the runs
+shown must never go back. ``WOVYR_FULL_SWEEP=1`` tries every point:
+
+    WOVYR_FULL_SWEEP=1 .venv/bin/python -m pytest -s tests/reliability/test_handover_crash.py
+
 Every kill starts from a store that is already migrated (a copy of one migrated SQLite file;
 the one PostgreSQL schema emptied between kills): crashes inside a migration are
 `test_crash_points.py`'s, and leaving them out here halves the sweeps.
@@ -25,7 +33,9 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -42,7 +52,7 @@ from wovyr.testing import drain
 
 from .crash_child import CHAIN_RUNS, effect_registry
 from .test_crash_points import manual_store
-from .tracing import copy_of, count_calls, zygote
+from .tracing import Sample, Zygote, copy_of, count_calls, zygote
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("strace_installed")]
 CALLS = ("pwrite64", "fdatasync")
@@ -110,11 +120,51 @@ def recover_and_check(url: str, workdir: Path) -> None:
         engine.close()
 
 
+def kill_chain_at(
+    z: Zygote, url: str, workdir: Path, call: str, n: int, check_crashed: Callable[[], None]
+) -> tuple[int, int]:
+    """Kill the chain at its N-th `call`, check the store as the kill left it, recover and
+    check the chain whole: (the child's exit code, the runs the store showed after the kill)."""
+    trace = ["-o", "/dev/null", "-e", f"trace={call}"]
+    inject = ["-e", f"inject={call}:signal=KILL:when={n}"]
+    code = z.run(url, workdir, [*trace, *inject], workload="chain", count=1)
+    assert code in (0, -9), f"{call} #{n}: the child exited with {code}"
+    check_crashed()
+    try:
+        shown = len(chain_as_stored(url))
+        recover_and_check(url, workdir)
+    except AssertionError as exc:
+        raise AssertionError(f"after a kill at {call} #{n}: {exc}") from exc
+    return code, shown
+
+
+def refine(seen: dict[int, int], runs_after_kill_at: Callable[[int], int]) -> list[int]:
+    """Bisect between tried points until every change in the runs shown lies between two
+    consecutive points; check the runs shown never go back and that each of the three
+    hand-overs was crashed on both sides of its commit (from k to k+1 between point N and
+    N+1); return the points where the runs shown grow."""
+    while gaps := [
+        (a, b) for a, b in itertools.pairwise(sorted(seen)) if seen[a] != seen[b] and b > a + 1
+    ]:
+        for a, b in gaps:
+            seen[(a + b) // 2] = runs_after_kill_at((a + b) // 2)
+    shown = [seen[n] for n in sorted(seen)]
+    assert shown == sorted(shown), f"the runs shown went back: {sorted(seen.items())}"
+    pairs = list(itertools.pairwise(sorted(seen)))
+    hand_overs = [seen[a] for a, b in pairs if seen[b] == seen[a] + 1 and seen[a] and b == a + 1]
+    assert hand_overs == [1, 2, 3], sorted(seen.items())
+    return [b for a, b in pairs if seen[a] != seen[b]]
+
+
 @pytest.mark.timeout(900)
 def test_a_kill_at_any_write_of_the_hand_over_leaves_one_live_run(tmp_path: Path) -> None:
+    """The sampled `pwrite64` and `fdatasync` points (`tracing.Sample`; every one with
+    WOVYR_FULL_SWEEP=1), and the `pwrite64` points found by bisection between them where
+    the runs shown grow."""
     template = tmp_path / "template" / "w.db"
     template.parent.mkdir()
     open_store(f"sqlite:///{template}").close()  # migrated once; each kill starts from a copy
+    sample = Sample.from_env()
 
     def target(name: str) -> tuple[str, Path]:
         return copy_of(template, tmp_path / name)
@@ -126,32 +176,35 @@ def test_a_kill_at_any_write_of_the_hand_over_leaves_one_live_run(tmp_path: Path
         recover_and_check(url, clean)
         assert not any(elsewhere.values()), f"store calls off the main thread: {elsewhere}"
         assert sum(counts.values()) <= MAX_CRASH_POINTS, counts
-        seen: dict[str, list[int]] = {}  # runs the store showed after the kill at each point
         killed = 0
-        for call in CALLS:
-            for n in range(1, counts[call] + 1):
-                url, workdir = target(f"{call}-{n}")
-                trace = ["-o", "/dev/null", "-e", f"trace={call}"]
-                inject = ["-e", f"inject={call}:signal=KILL:when={n}"]
-                code = z.run(url, workdir, [*trace, *inject], workload="chain", count=1)
-                assert code in (0, -9), f"{call} #{n}: the child exited with {code}"
-                killed += code == -9
+
+        def kill_at(call: str, n: int) -> int:
+            """The runs the store shows after a kill at the N-th `call`, then recovered."""
+            nonlocal killed
+            url, workdir = target(f"{call}-{n}")
+
+            def integrity() -> None:
                 if (workdir / "w.db").exists():
                     sqlite_integrity(workdir / "w.db")
-                try:
-                    seen.setdefault(call, []).append(len(chain_as_stored(url)))
-                    recover_and_check(url, workdir)
-                except AssertionError as exc:
-                    raise AssertionError(f"after a kill at {call} #{n}: {exc}") from exc
-    assert killed == sum(counts.values()), (killed, counts)
-    writes = seen["pwrite64"]
-    hand_overs = [k for k, after in itertools.pairwise(writes) if after == k + 1 and k]
-    moved = [n + 2 for n, (a, b) in enumerate(itertools.pairwise(writes)) if a != b]
+
+            code, shown = kill_chain_at(z, url, workdir, call, n, integrity)
+            killed += code == -9
+            return shown
+
+        picked = sample.pick_calls(counts)
+        print(sample.line(len(picked), sum(counts.values())))
+        seen = {n: kill_at(call, n) for call, n in picked if call == "pwrite64"}
+        for call, n in picked:
+            if call != "pwrite64":
+                kill_at(call, n)
+        moved = refine(seen, lambda n: kill_at("pwrite64", n))
+    tried = len(seen) + sum(call != "pwrite64" for call, _ in picked)
+    assert killed == tried, (killed, tried, counts)
     print(
         f"hand-over crash points: pwrite64 {counts['pwrite64']}, fdatasync "
-        f"{counts['fdatasync']}, all killed; the runs shown grow at pwrite64 #{moved}"
+        f"{counts['fdatasync']}, {tried} tried, all killed; the runs shown grow at "
+        f"pwrite64 #{moved}"
     )
-    assert hand_overs == [1, 2, 3], writes  # each hand-over's commit was crashed on both sides
 
 
 @pytest.mark.postgres
@@ -159,30 +212,28 @@ def test_a_kill_at_any_write_of_the_hand_over_leaves_one_live_run(tmp_path: Path
 def test_a_client_killed_at_any_send_of_the_hand_over_leaves_one_live_run(
     tmp_path: Path, schema_pool: SchemaPool
 ) -> None:
-    """The same chain on PostgreSQL, the client SIGKILLed at each of its `sendto` calls
-    (every message libpq sends; the server rolls back what was not committed), each kill on
-    a migrated schema with no rows (`tests/pg_schemas.py`)."""
+    """The same chain on PostgreSQL, the client SIGKILLed at its `sendto` calls (every
+    message libpq sends; the server rolls back what was not committed), each kill on a
+    migrated schema with no rows (`tests/pg_schemas.py`): the sampled ones
+    (`tracing.Sample`; every one with WOVYR_FULL_SWEEP=1) and those found by bisection
+    between them where the runs shown grow."""
     from tests.conftest import POSTGRES_URL, _require_postgres
 
     _require_postgres()
-    seen: list[int] = []
+    sample = Sample.from_env()
     with schema_pool.one_at_a_time() as next_url, zygote() as z:
         url, workdir = next_url(), tmp_path / "clean"
         counts, _ = count_calls(z, url, workdir, ("sendto",), workload="chain", count=1)
         recover_and_check(url, workdir)
         assert counts["sendto"] <= MAX_CRASH_POINTS, counts
-        for n in range(1, counts["sendto"] + 1):
+
+        def kill_at(n: int) -> int:
             url, workdir = next_url(), tmp_path / f"sendto-{n}"
-            trace = ["-o", "/dev/null", "-e", "trace=sendto"]
-            inject = ["-e", f"inject=sendto:signal=KILL:when={n}"]
-            code = z.run(url, workdir, [*trace, *inject], workload="chain", count=1)
-            assert code in (0, -9), f"sendto #{n}: the child exited with {code}"
-            backends_gone(POSTGRES_URL, url)
-            try:
-                seen.append(len(chain_as_stored(url)))
-                recover_and_check(url, workdir)
-            except AssertionError as exc:
-                raise AssertionError(f"after a kill at sendto #{n}: {exc}") from exc
-    moved = [n + 2 for n, (a, b) in enumerate(itertools.pairwise(seen)) if a != b]
+            gone = partial(backends_gone, POSTGRES_URL, url)
+            return kill_chain_at(z, url, workdir, "sendto", n, gone)[1]
+
+        picked = sample.pick_calls(counts)
+        print(sample.line(len(picked), counts["sendto"]))
+        seen = {n: kill_at(n) for _, n in picked}
+        moved = refine(seen, kill_at)
     print(f"postgres hand-over crash points: sendto {counts['sendto']}; runs grow at #{moved}")
-    assert [k for k, after in itertools.pairwise(seen) if after == k + 1 and k] == [1, 2, 3], seen

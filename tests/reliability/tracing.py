@@ -5,11 +5,19 @@ child per run, which waits until strace has attached (`TRACED_MARK`) before it t
 store. So a traced run costs about 0.1 s, not an interpreter start, and strace's counting
 starts with the workload's first call. strace counts `when=N` per thread: the workloads
 keep every store call on their main thread (`crash_child.single_threaded`).
+
+`Sample` chooses which points of a sweep a run tries: every point with
+``WOVYR_FULL_SWEEP=1``, otherwise one point in `SHARE` (by position, so the kills are
+spread over the whole workload) chosen by ``WOVYR_SWEEP_SEED`` (random when unset; CI
+sets the number of commits, so `SHARE` successive commits try every point), plus a core
+each sweep names (the first and last point of each call at least).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
 import shutil
 import subprocess
@@ -17,13 +25,52 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from .crash_child import NOT_TRACED, TRACED_MARK
 
-__all__ = ["Zygote", "copy_of", "count_calls", "injected", "zygote"]
+__all__ = ["SHARE", "Sample", "Zygote", "copy_of", "count_calls", "injected", "zygote"]
 
 CHILD = Path(__file__).with_name("crash_child.py")
+SHARE = 3  # a run of a sampled sweep tries one point in SHARE (and the sweep's core)
+P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The points of a sweep this run tries (see the module's docstring)."""
+
+    seed: int
+    full: bool
+
+    @classmethod
+    def from_env(cls) -> Sample:
+        seed = os.environ.get("WOVYR_SWEEP_SEED") or str(random.randrange(1_000_000))
+        return cls(int(seed), os.environ.get("WOVYR_FULL_SWEEP", "") not in ("", "0"))
+
+    def pick(self, points: list[P], core: frozenset[P] = frozenset()) -> list[P]:
+        """`points` (in sweep order) at positions `seed` modulo `SHARE`, and the `core`."""
+        if self.full:
+            return list(points)
+        return [p for i, p in enumerate(points) if i % SHARE == self.seed % SHARE or p in core]
+
+    def pick_calls(self, counts: dict[str, int]) -> list[tuple[str, int]]:
+        """The (call, N) points of a sweep over `counts`; each call's first and last N
+        are the core."""
+        points = [(call, n) for call, count in counts.items() for n in range(1, count + 1)]
+        core = frozenset(p for c, k in counts.items() if k for p in ((c, 1), (c, k)))
+        return self.pick(points, core)
+
+    def line(self, tried: int, of: int) -> str:
+        """What a sweep's output says about its sample (the seed to run it again)."""
+        if self.full:
+            return f"full sweep: all {of} points"
+        return (
+            f"sampled sweep: {tried} of {of} points (WOVYR_SWEEP_SEED={self.seed}; "
+            "WOVYR_FULL_SWEEP=1 tries them all)"
+        )
 
 
 class Zygote:
