@@ -58,13 +58,16 @@ def test_max_running_holds_across_two_worker_processes(workers: Workers) -> None
     a, b = engine.for_tenant("a"), engine.for_tenant("b")
     try:
         a.set_quotas(Quotas(max_running=2), by="cli")
+        # both workers up before the work arrives: one started first (on a loaded machine a
+        # start-up can outlast the 24 executions) would take all of it
+        workers.spawn(*WORKER)
+        workers.spawn(*WORKER)
+        workers.ready()
         ids = [f"a-{i:02}" for i in range(12)]
         for execution_id in ids:
             a.start(HOLD.format(seconds=0.3), {}, execution_id=execution_id)
         for i in range(12):
             b.start(HOLD.format(seconds=0.3), {}, execution_id=f"b-{i:02}")
-        workers.spawn(*WORKER)
-        workers.spawn(*WORKER)
         done = lambda: all(  # noqa: E731
             t.get(f"{t.tenant}-{i:02}").status == "completed" for t in (a, b) for i in range(12)
         )

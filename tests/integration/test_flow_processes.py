@@ -60,6 +60,18 @@ class Workers:
         self.procs.append(proc)
         return proc
 
+    def ready(self, seconds: float = 60) -> None:
+        """Until every worker spawned has printed its start-up line (it claims from then on):
+        a test that needs them all to take work starts it after this."""
+
+        def started(i: int) -> bool:
+            out = self.folder / f"worker-{i}.log"
+            return out.exists() and any(
+                line.startswith("worker ") for line in out.read_text().splitlines()
+            )
+
+        wait_for(lambda: all(started(i) for i in range(len(self.procs))), seconds, "workers")
+
     def records(self) -> list[tuple[str, str, int, int]]:
         """(enter|exit, execution, attempt, pid) in the order they were written."""
         if not self.log.exists():
