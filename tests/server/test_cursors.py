@@ -4,6 +4,7 @@ cursor the API did not write answered with a 400."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -79,3 +80,28 @@ async def test_a_cursor_the_api_did_not_write_is_a_400(api: Api, path: str, curs
     r = await api.call("GET", path, ADMIN, params={"cursor": cursor})
     assert r.status_code == 400, (path, cursor, r.text)
     assert r.json()["problems"][0]["path"] == "cursor"
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/api/v1/workflows/h/logs", "after_seq"),
+        ("/api/v1/workflows/h/history", "after_seq"),
+        ("/api/v1/audit", "after"),
+    ],
+)
+async def test_a_position_past_a_64_bit_integer_is_refused_not_a_500(
+    api: Api, path: str, name: str
+) -> None:
+    """The stores hold sequence numbers as signed 64-bit integers: a larger one, given as
+    the parameter or inside a cursor, is the caller's error on every store (PostgreSQL
+    answered a 500 when it reached the database)."""
+    await api.call("POST", "/api/v1/workflows", OP, json={"definition": FLOW, "id": "h"})
+    for value in (2**63, 2**64 + 5):
+        r = await api.call("GET", path, ADMIN, params={name: value})
+        assert r.status_code == 422, (path, value, r.text)
+        cursor = base64.urlsafe_b64encode(str(value).encode()).decode().rstrip("=")
+        r = await api.call("GET", path, ADMIN, params={"cursor": cursor})
+        assert r.status_code == 400, (path, value, r.text)
+    r = await api.call("GET", path, ADMIN, params={name: 2**63 - 1})  # the largest: fine
+    assert r.status_code == 200, (path, r.text)

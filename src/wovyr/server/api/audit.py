@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import Query
 from pydantic import BaseModel
 
-from wovyr.server.api.paging import Cursor, index_at, opaque
+from wovyr.server.api.paging import MAX_INDEX, Cursor, index_at, opaque
 from wovyr.server.deps import Admin, Ctx
 from wovyr.server.guard import api_router
 
@@ -47,7 +47,7 @@ class AuditPage(BaseModel):
 def list_audit(
     ctx: Ctx,
     principal: Admin,
-    after: Annotated[int, Query(ge=0, description="Records after this seq.")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_INDEX, description="Records after this seq.")] = 0,
     since: Annotated[datetime | None, Query(description="Records at or after this time.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Cursor = None,

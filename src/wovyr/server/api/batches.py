@@ -17,7 +17,14 @@ from wovyr.server.api.models import (
     BatchProgress,
     BatchRequest,
 )
-from wovyr.server.api.paging import Cursor, decode_cursor, encode_cursor, index_at, opaque
+from wovyr.server.api.paging import (
+    MAX_INDEX,
+    Cursor,
+    decode_cursor,
+    encode_cursor,
+    index_at,
+    opaque,
+)
 from wovyr.server.deps import Ctx, Operator, ServerContext, Viewer, tenant_engine
 from wovyr.server.guard import api_router
 from wovyr.server.problems import LOCATION_HEADER, ApiProblem, located
@@ -108,7 +115,7 @@ def get_batch(
     batch_id: str,
     ctx: Ctx,
     principal: Viewer,
-    after: Annotated[int, Query(ge=0, description="Items numbered above it.")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_INDEX, description="Items numbered above it.")] = 0,
     limit: Annotated[int, Query(ge=0, le=1000)] = 100,
     outcome: Literal["pending", "ok", "skipped", "error"] | None = None,
     cursor: Cursor = None,

@@ -36,6 +36,7 @@ from wovyr.store.base import EventRecord
 from wovyr.store.codec import from_micros, json_bytes, to_micros
 
 __all__ = [
+    "MAX_INDEX",
     "Cursor",
     "decode_cursor",
     "encode_cursor",
@@ -86,6 +87,11 @@ def position(text: str | None, kind: type[T]) -> T | None:
     return value
 
 
+# the largest index or sequence number a store holds (a signed 64-bit integer): a larger
+# one is refused as a bad request, never handed to the database
+MAX_INDEX = 2**63 - 1
+
+
 @overload
 def index_at(text: str | None, given: int) -> int: ...
 @overload
@@ -96,7 +102,7 @@ def index_at(text: str | None, given: int | None) -> int | None:
     value = position(text, int)
     if value is None:
         return given
-    if value < 0:
+    if not 0 <= value <= MAX_INDEX:
         raise _bad_cursor()
     return value
 

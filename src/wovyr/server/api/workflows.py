@@ -40,6 +40,7 @@ from wovyr.server.api.models import (
     Status,
 )
 from wovyr.server.api.paging import (
+    MAX_INDEX,
     Cursor,
     decode_cursor,
     encode_cursor,
@@ -338,7 +339,9 @@ def get_history(
     execution_id: str,
     ctx: Ctx,
     principal: Viewer,
-    after_seq: Annotated[int | None, Query(ge=0, description="Default: the newest page.")] = None,
+    after_seq: Annotated[
+        int | None, Query(ge=0, le=MAX_INDEX, description="Default: the newest page.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
     cursor: Cursor = None,
@@ -374,7 +377,9 @@ def get_items(
     activity: str,
     ctx: Ctx,
     principal: Viewer,
-    start: Annotated[int, Query(ge=0, description="The index of the first item.")] = 0,
+    start: Annotated[
+        int, Query(ge=0, le=MAX_INDEX, description="The index of the first item.")
+    ] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
     cursor: Cursor = None,
@@ -451,7 +456,9 @@ def get_logs(
     execution_id: str,
     ctx: Ctx,
     principal: Viewer,
-    after_seq: Annotated[int, Query(ge=0, description="Only attempts ended after it.")] = 0,
+    after_seq: Annotated[
+        int, Query(ge=0, le=MAX_INDEX, description="Only attempts ended after it.")
+    ] = 0,
     follow: Annotated[bool, Query(description=_FOLLOW)] = True,
     cursor: Cursor = None,
 ) -> AttemptLogs:
