@@ -35,6 +35,7 @@ NOT_FOR_VIEWS = (
     "wovyr.definition.model", "wovyr.kinds", "wovyr.kinds.steps", "wovyr.activities.kinds",
     "wovyr.activities.builtin", "wovyr.activities.dispatch", "wovyr.engine.definitions",
     "wovyr.engine.runtime", "wovyr.platform.auth", "wovyr.cli.commands_bulk",
+    "wovyr.events.records",
 )  # fmt: skip
 # how many of Wovyr's modules such a read loads at most (84 when this was written: the CLI,
 # the store and its SQLite driver, the sealed payloads, the views); a module more is a
