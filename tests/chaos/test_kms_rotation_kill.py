@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -115,27 +117,50 @@ def test_a_rotation_killed_anywhere_leaves_every_secret_readable(tmp_path: Path)
 def test_a_development_rotation_killed_after_the_next_key_was_written(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    store = open_store(f"sqlite:///{home / 'wovyr.db'}")
+    db = home / "wovyr.db"
+    store = open_store(f"sqlite:///{db}")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("WOVYR_KMS")},
         "WOVYR_HOME": str(home),
         "PYTHONPATH": os.pathsep.join(sys.path),
     }
     first = load_kms(home, env, warn=False)
+    first.register(store, AT)
     secrets = Secrets(store, first)
     for tenant in TENANTS:
         secrets.set_secret(tenant, "TOKEN", f"value-of-{tenant}", by="test", at=AT)
-    midway = 0
-    for _ in range(10):
+    # The first run is held at its first write (the new key's row), which comes after it
+    # wrote the next key file, by a write lock this test takes first: killed there, it
+    # stops between the two files whatever the machine's speed.
+    lock = sqlite3.connect(db, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    proc = subprocess.Popen(
+        [*WOVYR, "admin", "kms", "rotate"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    for _ in range(6000):  # bounded: the run writes the file, then blocks on the lock
+        if (home / NEXT_KEY_FILE).exists() or proc.poll() is not None:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    lock.execute("ROLLBACK")
+    lock.close()
+    assert (home / NEXT_KEY_FILE).exists()
+    killed = load_kms(home, env, warn=False)  # the key file and the next one
+    assert killed.key_id == first.key_id and killed.next_key is not None
+    for tenant in TENANTS:
+        assert Secrets(store, killed).resolve_secret(tenant, "TOKEN") == f"value-of-{tenant}"
+    for _ in range(10):  # then killed after a re-wrap, wherever that lands
         _rotate_until_killed(env, 1)
-        loaded = load_kms(home, env, warn=False)  # the key file, and the next one if any
+        loaded = load_kms(home, env, warn=False)
         for tenant in TENANTS:
             assert Secrets(store, loaded).resolve_secret(tenant, "TOKEN") == f"value-of-{tenant}"
         if not (home / NEXT_KEY_FILE).exists():
             break
-        midway += 1  # killed between writing the next key and replacing the key file
-        assert loaded.key_id == first.key_id and loaded.next_key is not None
-    assert midway >= 1
+        assert loaded.key_id == first.key_id and loaded.next_key == killed.next_key
     finished = subprocess.run(
         [*WOVYR, "admin", "kms", "rotate"], capture_output=True, env=env, check=False
     )

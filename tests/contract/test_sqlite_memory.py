@@ -7,13 +7,17 @@ transaction is open."""
 from __future__ import annotations
 
 import gc
+import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
 from tests.contract.test_store_contract import create
 
+from wovyr.errors import StoreUnavailable
 from wovyr.store import capabilities, open_store
 from wovyr.store.sqlite import SQLiteStore
+from wovyr.store.sqlite.store import _migrations
 from wovyr.testing import memory_engine
 
 
@@ -81,3 +85,25 @@ def test_a_reader_does_not_wait_for_an_open_write_transaction() -> None:
         assert store.load("e1", "default") is None
     finally:
         store.close()
+
+
+def test_opening_a_migrated_file_waits_for_no_writer(tmp_path: Path) -> None:
+    """Another process's write transaction (a busy worker) does not hold up an open: a file
+    with every migration is only read. One that lacks a migration still takes the write
+    lock to apply it (so here, with the lock held elsewhere, its open fails as locked)."""
+    path = tmp_path / "w.db"
+    SQLiteStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        store = SQLiteStore(path, busy_timeout_ms=100)
+        assert store.schema_version() == store.latest_migration()
+        store.close()
+        holder.execute("DELETE FROM schema_migrations WHERE version = ?", (_migrations()[-1][0],))
+        holder.execute("COMMIT")
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreUnavailable, match="locked"):
+            SQLiteStore(path, busy_timeout_ms=100)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

@@ -598,8 +598,20 @@ class SQLiteStore(
             raise _translate(exc) from exc
 
     def migrate(self) -> int:
-        """Apply pending numbered migrations; return the schema version."""
-        with self._write() as conn:
+        """Apply pending numbered migrations; return the schema version. A file that has
+        them all is only read: opening it never waits for another process's writer (a
+        `workflows show` beside a busy worker) and takes no write lock."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        try:
+            done = {row[0] for row in self._writer.execute("SELECT version FROM schema_migrations")}
+        except sqlite3.OperationalError:  # a new file: no table yet
+            done = set()
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+        if done and done.issuperset(version for version, _ in _migrations()):
+            return int(max(done))
+        with self._write() as conn:  # checked again under the lock: another may have won
             return _apply_migrations(conn)
 
     def schema_version(self) -> int:
