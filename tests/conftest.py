@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -78,6 +79,17 @@ def _require_postgres() -> None:
         if IN_CI:
             pytest.fail(_postgres_problem[0])
         pytest.skip(_postgres_problem[0])
+
+
+@pytest.fixture(scope="session")  # before the module fixtures that already trace
+def strace_installed() -> None:
+    """Skip locally, but fail in CI (CI=true), when strace is missing: CI must run the
+    crash-point, kill-point and I/O-fault tests it claims to run (`.ci/run` installs it)."""
+    if shutil.which("strace") is None:
+        problem = "strace is not installed (Debian: apt-get install strace)"
+        if IN_CI:
+            pytest.fail(problem)
+        pytest.skip(problem)
 
 
 @pytest.fixture(scope="session")
