@@ -3,7 +3,8 @@ loopback, sampling the server's RSS and open file descriptors every `SAMPLE_EVER
 After warm-up they must stay flat. The loop is bounded by rounds, not seconds, so it does the
 same work on a fast or a slow machine; request latency is printed, not asserted (machines
 here differ 3x from day to day: timings belong in `bench/`, e.g. `bench/bench_api.py`).
-CI runs a short soak (about 20 s); a long one (about 30 minutes) is a documented command:
+CI runs a short soak (900 rounds: 20 to 55 s, as loaded as the machine is); a long one (about 30
+minutes) is a documented command:
 
     WOVYR_SOAK_ROUNDS=80000 .venv/bin/python -m pytest tests/reliability/test_soak.py -s
 """
