@@ -8,7 +8,15 @@ A4  `--clients K` (e.g. 32): K concurrent keep-alive clients for `--seconds` S, 
     waiting execution (which completes it): requests/s, p50/p99 per kind and overall, errors.
     Beside it, in the same run, the yardstick Y4: the same K clients against a bare
     Starlette app under uvicorn (one JSON answer, no store), so the mixed rate is also a
-    share of what this machine's Python HTTP stack can serve at all.
+    share of what this machine's Python HTTP stack can serve at all; and Y5: the same clients
+    against the four routes declared in FastAPI as the server declares them (a bearer-key
+    dependency, a validated JSON body, a path and a query parameter), each answering a
+    constant (no store, no engine): what the web framework alone costs. For each of the
+    three, the CPU the server process (and its worker process) spent per request: the
+    clients, the server and its worker share this machine's cores, so a rate says how
+    the cores were shared and the CPU per request what a request cost. On the 2-core
+    machine Y5 serves as fast as Y4 (1.06-1.31x): the rate of both is the clients' (one
+    Python process), so FastAPI is not what holds A4 back; Wovyr's CPU per request is.
 
 `--pg URL` serves from PostgreSQL instead of the embedded SQLite file (the schema is the
 URL's database's `public` unless the URL names `options=-csearch_path=...`).
@@ -67,6 +75,54 @@ async def answer(request):
     return JSONResponse({"id": "x", "status": "waiting"})
 
 app = Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])])
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
+"""
+FASTAPI_APP = """
+import sys
+from typing import Annotated, Any
+import uvicorn
+from fastapi import Depends, FastAPI, HTTPException, Query, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
+
+bearer = HTTPBearer(auto_error=False)
+
+async def caller(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+) -> str:
+    if credentials is None:
+        raise HTTPException(401)
+    return credentials.credentials
+
+Caller = Annotated[str, Depends(caller)]
+
+class Start(BaseModel):
+    definition: str | None = None
+    input: dict[str, Any] | None = None
+
+class Signal(BaseModel):
+    name: str
+    payload: Any = None
+
+ANSWER = {"id": "x", "status": "waiting"}
+app = FastAPI()
+
+@app.post("/api/v1/workflows", status_code=201)
+async def start(body: Start, who: Caller) -> dict[str, Any]:
+    return ANSWER
+
+@app.get("/api/v1/workflows/{execution_id}")
+async def get_one(execution_id: str, who: Caller) -> dict[str, Any]:
+    return ANSWER
+
+@app.get("/api/v1/workflows")
+async def listing(who: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
+    return {"items": [ANSWER]}
+
+@app.post("/api/v1/workflows/{execution_id}/signal")
+async def signal(execution_id: str, body: Signal, who: Caller) -> dict[str, Any]:
+    return ANSWER
+
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
 """
 
@@ -141,16 +197,43 @@ async def _mixed_client(
                 waiting.append(response.json()["id"])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process `pid` and its descendants (a server's worker
+    process) have used so far, read from Linux's /proc (0.0 where there is none)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        proc = Path("/proc") / str(todo.pop())
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in (proc / "task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):  # ended meanwhile, or no /proc
+            continue
+    return total
+
+
 async def mixed_load(
-    base: str, headers: dict[str, str], clients: int, seconds: float, *, bare: bool = False
+    base: str,
+    headers: dict[str, str],
+    clients: int,
+    seconds: float,
+    *,
+    bare: bool = False,
+    server_pid: int | None = None,
 ) -> dict[str, Any]:
-    """K concurrent clients for `seconds`: requests/s, p50/p99 per kind and overall."""
+    """K concurrent clients for `seconds`: requests/s, p50/p99 per kind and overall; with
+    `server_pid`, the CPU the server (and its worker process) spent per request meanwhile:
+    on a machine the clients share with the server, the rate says how the cores were
+    shared, the CPU per request what each request cost."""
     samples: dict[str, list[float]] = {k: [] for k in ("start", "get", "list", "signal")}
     waiting: list[str] = ["none"] if bare else []
     errors: list[str] = []
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60, limits=limits) as http:
         began = time.perf_counter()
+        cpu_before = cpu_seconds(server_pid) if server_pid is not None else 0.0
         until = began + seconds
         await asyncio.gather(
             *(
@@ -159,8 +242,10 @@ async def mixed_load(
             )
         )
         elapsed = time.perf_counter() - began
+        cpu = cpu_seconds(server_pid) - cpu_before if server_pid is not None else 0.0
     every = [x for xs in samples.values() for x in xs]
     return {
+        "server_cpu_ms_per_request": round(cpu / max(1, len(every)) * 1000, 3),
         "clients": clients,
         "requests": len(every),
         "requests_per_s": round(len(every) / elapsed, 1),
@@ -171,24 +256,28 @@ async def mixed_load(
     }
 
 
-def bare_yardstick(clients: int, seconds: float) -> dict[str, Any]:
-    """Y4: the same clients against a bare Starlette app under uvicorn (no store)."""
+def bare_yardstick(clients: int, seconds: float, app: str = BARE_APP) -> dict[str, Any]:
+    """Y4: the same clients against a bare Starlette app under uvicorn (no store); with
+    `app=FASTAPI_APP`, Y5: against the same routes declared in FastAPI."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", BARE_APP, str(port)])
+    proc = subprocess.Popen([sys.executable, "-c", app, str(port)])
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_ready(base, "/")
-        return asyncio.run(mixed_load(base, {}, clients, seconds, bare=True))
+        wait_ready(base, "/api/v1/workflows/x", {"Authorization": "Bearer y"})
+        headers = {"Authorization": "Bearer y"}
+        return asyncio.run(
+            mixed_load(base, headers, clients, seconds, bare=True, server_pid=proc.pid)
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
-def wait_ready(base: str, path: str = "/readyz") -> None:
+def wait_ready(base: str, path: str = "/readyz", headers: dict[str, str] | None = None) -> None:
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(f"{base}{path}", timeout=1).status_code == 200:
+            if httpx.get(f"{base}{path}", headers=headers, timeout=1).status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -229,7 +318,9 @@ def main() -> None:
         )
         headers = {"Authorization": f"Bearer {token}"}
         if args.clients:
-            results["A4_mixed"] = asyncio.run(mixed_load(base, headers, args.clients, args.seconds))
+            results["A4_mixed"] = asyncio.run(
+                mixed_load(base, headers, args.clients, args.seconds, server_pid=proc.pid)
+            )
         with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
             body = {"definition": FLOW}
             starts = timed(args.executions, lambda: http.post("/api/v1/workflows", json=body))
@@ -249,9 +340,13 @@ def main() -> None:
         log.close()
     if args.clients:
         results["Y4_bare"] = bare_yardstick(args.clients, args.seconds)
-        results["A4_share_of_Y4"] = round(
-            results["A4_mixed"]["requests_per_s"] / results["Y4_bare"]["requests_per_s"], 3
-        )
+        results["Y5_fastapi"] = bare_yardstick(args.clients, args.seconds, FASTAPI_APP)
+        rates = {k: results[k]["requests_per_s"] for k in ("A4_mixed", "Y4_bare", "Y5_fastapi")}
+        results["A4_share_of_Y4"] = round(rates["A4_mixed"] / rates["Y4_bare"], 3)
+        results["A4_share_of_Y5"] = round(rates["A4_mixed"] / rates["Y5_fastapi"], 3)
+        results["Y5_share_of_Y4"] = round(rates["Y5_fastapi"] / rates["Y4_bare"], 3)
+        cpu = {k: results[k]["server_cpu_ms_per_request"] for k in rates}
+        results["A4_cpu_over_Y4"] = round(cpu["A4_mixed"] / max(cpu["Y4_bare"], 1e-9), 2)
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -265,6 +360,22 @@ def main() -> None:
         mixed = results["A4_mixed"]
         print(f"A4 by kind: {json.dumps(mixed['by_kind'])}; errors {mixed['errors']}")
         print(f"A4 / Y4 (bare uvicorn + Starlette, same clients): {results['A4_share_of_Y4']}")
+        print(
+            f"A4 / Y5 (the same routes in FastAPI, constant answers): {results['A4_share_of_Y5']}"
+        )
+        cpu = {
+            k: results[k]["server_cpu_ms_per_request"]
+            for k in ("A4_mixed", "Y5_fastapi", "Y4_bare")
+        }
+        print(
+            "server CPU ms per request (with its worker process): "
+            + ", ".join(f"{k} {v}" for k, v in cpu.items())
+            + f"; A4 / Y4 {results['A4_cpu_over_Y4']}x"
+        )
+        print(
+            f"Y5 / Y4 (what FastAPI's routing, dependencies and validation leave): "
+            f"{results['Y5_share_of_Y4']}"
+        )
 
 
 if __name__ == "__main__":

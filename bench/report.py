@@ -8,6 +8,7 @@ Runs each bench as a fresh process with `--json`, in short mode:
             bench_postgres.py --only l1,b2          pickup latency; 1/2/4 worker processes
     scale   bench_scale.py --short                  long loops, long chains, a large map
     api     bench_api.py --clients 32               the server beside a bare uvicorn + Starlette
+                                                    and the same routes in FastAPI
     cli     bench_cli.py                            CLI start-up beside `python -c ...`
     code    bench_code.py                           code-first workflows beside the same YAML
 
@@ -147,6 +148,18 @@ def _api(r: dict[str, Any]) -> str:
     )
 
 
+def _fastapi(r: dict[str, Any]) -> str:
+    if "Y5_fastapi" not in r:  # recorded before Y5 was measured
+        return "(not measured)"
+    y5, y4, a4 = r["Y5_fastapi"], r["Y4_bare"], r["A4_mixed"]
+    return (
+        f"**{r['Y5_share_of_Y4']:.2f}x** ({y5['requests_per_s']:.0f} / {y4['requests_per_s']:.0f}"
+        f" req/s); server CPU per request: Y5 {y5['server_cpu_ms_per_request']:.2f} ms,"
+        f" Y4 {y4['server_cpu_ms_per_request']:.2f}, A4 (with its worker)"
+        f" {a4['server_cpu_ms_per_request']:.2f}"
+    )
+
+
 def _api_reads(r: dict[str, Any]) -> str:
     one, listed = r["A1_get_one"], r["A2_list_50"]
     return (
@@ -278,6 +291,13 @@ FIGURES = (
         "Y4 bare uvicorn + Starlette",
         "near 1x",
         _api,
+    ),
+    Figure(
+        "api",
+        "Y5 the same 4 routes in FastAPI, constant answers (the framework alone)",
+        "Y4 bare uvicorn + Starlette",
+        "(what the framework costs)",
+        _fastapi,
     ),
     Figure("api", "A1/A2 sequential reads", "", "", _api_reads),
     Figure("cli", "C1 `wovyr --version`", Y_PYTHON, "<= 150 ms", partial(_cli, "C1 --version")),
