@@ -156,3 +156,28 @@ async def test_no_key_or_a_revoked_key_is_401(memory_api_factory: Any) -> None:
             assert r.headers["WWW-Authenticate"] == "Bearer"
             assert r.headers["content-type"] == "application/problem+json"
         assert isinstance(api.client, httpx.AsyncClient)
+
+
+async def test_two_apps_in_one_process_each_answer_from_their_own_engine(
+    memory_api_factory: Any,
+) -> None:
+    """The tools are built once per process and shared by every server: each call must
+    still reach the engine (and the keys) of the app it was made to."""
+    other = GREET.replace("name: greet", "name: other")
+    async with memory_api_factory() as first, memory_api_factory() as second:
+        assert first.engine is not second.engine
+        first.engine.for_tenant("tenant-a").apply(GREET)
+        second.engine.for_tenant("tenant-a").apply(other)
+        second.engine.for_tenant("tenant-a").start(
+            name="other", input={"who": "b"}, execution_id="o1"
+        )
+        async with (
+            session(first, "tenant-a:operator") as a,
+            session(second, "tenant-a:operator") as b,
+        ):
+            assert await call(a, "list_workflows") == (False, [{"name": "greet", "version": "1"}])
+            assert await call(b, "list_workflows") == (False, [{"name": "other", "version": "1"}])
+            failed, _ = await call(a, "get_execution", execution_id="o1")
+            assert failed
+            failed, view = await call(b, "get_execution", execution_id="o1")
+            assert not failed and view["workflow"] == "other"

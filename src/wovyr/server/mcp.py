@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 
 from wovyr.definition.agent import AGENT_PREFIX
 from wovyr.engine.agents import agent_run, list_agents, start_agent_run
@@ -97,154 +98,172 @@ def _execution(engine: Engine, execution_id: str) -> dict[str, Any]:
     return found
 
 
+class _Server(MCPServer[Any]):
+    """The MCP server over one engine. Its tools are the process's (`_tools`), and each
+    call finds the engine and who makes it through `ctx.mcp_server`."""
+
+    def __init__(self, engine: Engine, principal_of: PrincipalOf) -> None:
+        super().__init__("wovyr", instructions=_INSTRUCTIONS, tools=_tools())
+        self.engine = engine
+        self.principal_of = principal_of
+
+
+_INSTRUCTIONS = (
+    "Durable workflows and agents: list, start, read status and result, signal, approve, cancel."
+)
+
+
 def build_server(engine: Engine, principal_of: PrincipalOf) -> MCPServer:
     """The MCP server over `engine`; `principal_of` says who makes each call."""
-    server = MCPServer(
-        "wovyr",
-        instructions="Durable workflows and agents: list, start, read status and result, "
-        "signal, approve, cancel.",
-    )
+    return _Server(engine, principal_of)
 
-    async def act(
-        ctx: Context[Any, Any], needed: str, work: Callable[[Engine, Principal], Any]
-    ) -> str:
-        """`work` as the caller (its key checked off the event loop), if its role may."""
-        try:
-            principal = await asyncio.to_thread(principal_of, ctx)
-        except WovyrError as exc:
-            raise ToolError(exc.message) from None
-        if not principal.can(needed):
-            raise ToolError(
-                f"the API key's role {principal.role!r} may not do this ({needed} needed)"
-            )
-        tenant = engine.for_tenant(principal.tenant).acting(principal.audit_actor)
-        try:
-            result = await asyncio.to_thread(work, tenant, principal)
-        except WovyrError as exc:
-            raise ToolError(str(exc)) from None
-        return _text(result)
 
-    @server.tool()
-    async def list_workflows(ctx: Context[Any, Any]) -> str:
-        """The workflow definitions registered for the tenant (name and version, latest
-        first)."""
+async def _act(
+    ctx: Context[Any, Any], needed: str, work: Callable[[Engine, Principal], Any]
+) -> str:
+    """`work` as the caller (its key checked off the event loop), if its role may."""
+    server = ctx.mcp_server
+    assert isinstance(server, _Server)
+    try:
+        principal = await asyncio.to_thread(server.principal_of, ctx)
+    except WovyrError as exc:
+        raise ToolError(exc.message) from None
+    if not principal.can(needed):
+        raise ToolError(f"the API key's role {principal.role!r} may not do this ({needed} needed)")
+    tenant = server.engine.for_tenant(principal.tenant).acting(principal.audit_actor)
+    try:
+        result = await asyncio.to_thread(work, tenant, principal)
+    except WovyrError as exc:
+        raise ToolError(str(exc)) from None
+    return _text(result)
 
-        def work(e: Engine, p: Principal) -> Any:
-            records = e.store.list_registered(e.tenant)
-            return [
-                {"name": r.name, "version": r.version}
-                for r in records
-                if not r.name.startswith(AGENT_PREFIX)
-            ]
 
-        return await act(ctx, "viewer", work)
+async def list_workflows(ctx: Context[Any, Any]) -> str:
+    """The workflow definitions registered for the tenant (name and version, latest
+    first)."""
 
-    @server.tool(name="list_agents")
-    async def list_agents_tool(ctx: Context[Any, Any]) -> str:
-        """The agents registered for the tenant (name, version, description)."""
+    def work(e: Engine, p: Principal) -> Any:
+        records = e.store.list_registered(e.tenant)
+        return [
+            {"name": r.name, "version": r.version}
+            for r in records
+            if not r.name.startswith(AGENT_PREFIX)
+        ]
 
-        def work(e: Engine, p: Principal) -> Any:
-            return [
-                {"name": d.name, "version": d.version, "description": d.metadata.description}
-                for d, _ in list_agents(e)
-            ]
+    return await _act(ctx, "viewer", work)
 
-        return await act(ctx, "viewer", work)
 
-    @server.tool()
-    async def start_workflow(
-        ctx: Context[Any, Any],
-        workflow: str,
-        input: dict[str, Any] | None = None,
-        version: str | None = None,
-        execution_id: str | None = None,
-    ) -> str:
-        """Start an execution of registered workflow `workflow` (its latest version, or
-        `version`) with `input`; starting an `execution_id` that exists returns it."""
+async def list_agents_tool(ctx: Context[Any, Any]) -> str:
+    """The agents registered for the tenant (name, version, description)."""
 
-        def work(e: Engine, p: Principal) -> Any:
-            started = e.submit(
-                None, input or {}, name=workflow, version=version, execution_id=execution_id
-            )
-            return {"id": started.record.id, "created": started.created, **_status(e, started)}
+    def work(e: Engine, p: Principal) -> Any:
+        return [
+            {"name": d.name, "version": d.version, "description": d.metadata.description}
+            for d, _ in list_agents(e)
+        ]
 
-        return await act(ctx, "operator", work)
+    return await _act(ctx, "viewer", work)
 
-    @server.tool()
-    async def start_agent(
-        ctx: Context[Any, Any], agent: str, input: str, run_id: str | None = None
-    ) -> str:
-        """Start a run of registered agent `agent` with the task `input`."""
 
-        def work(e: Engine, p: Principal) -> Any:
-            started = start_agent_run(e, agent, input, run_id=run_id)
-            return {"id": started.record.id, "created": started.created, **_status(e, started)}
+async def start_workflow(
+    ctx: Context[Any, Any],
+    workflow: str,
+    input: dict[str, Any] | None = None,
+    version: str | None = None,
+    execution_id: str | None = None,
+) -> str:
+    """Start an execution of registered workflow `workflow` (its latest version, or
+    `version`) with `input`; starting an `execution_id` that exists returns it."""
 
-        return await act(ctx, "operator", work)
+    def work(e: Engine, p: Principal) -> Any:
+        started = e.submit(
+            None, input or {}, name=workflow, version=version, execution_id=execution_id
+        )
+        return {"id": started.record.id, "created": started.created, **_status(e, started)}
 
-    @server.tool()
-    async def get_execution(ctx: Context[Any, Any], execution_id: str) -> str:
-        """An execution's status, output (once completed), error and what it waits for."""
-        return await act(ctx, "viewer", lambda e, _p: _execution(e, execution_id))
+    return await _act(ctx, "operator", work)
 
-    @server.tool()
-    async def get_agent_run(ctx: Context[Any, Any], run_id: str) -> str:
-        """An agent run's status, turns, usage, cost and result."""
 
-        def work(e: Engine, p: Principal) -> Any:
-            run = agent_run(e, run_id)
-            return {
-                "id": run.id,
-                "agent": run.agent,
-                "status": run.status,
-                "turns": run.turns,
-                "usage": run.usage,
-                "cost": run.cost,
-                "result": run.result,
-                "error": run.error,
-            }
+async def start_agent(
+    ctx: Context[Any, Any], agent: str, input: str, run_id: str | None = None
+) -> str:
+    """Start a run of registered agent `agent` with the task `input`."""
 
-        return await act(ctx, "viewer", work)
+    def work(e: Engine, p: Principal) -> Any:
+        started = start_agent_run(e, agent, input, run_id=run_id)
+        return {"id": started.record.id, "created": started.created, **_status(e, started)}
 
-    @server.tool()
-    async def signal(
-        ctx: Context[Any, Any], execution_id: str, name: str, payload: Any = None
-    ) -> str:
-        """Send signal `name` (with `payload`) to an execution."""
+    return await _act(ctx, "operator", work)
 
-        def work(e: Engine, p: Principal) -> Any:
-            e.signal(execution_id, name, payload)
-            return _execution(e, execution_id)
 
-        return await act(ctx, "operator", work)
+async def get_execution(ctx: Context[Any, Any], execution_id: str) -> str:
+    """An execution's status, output (once completed), error and what it waits for."""
+    return await _act(ctx, "viewer", lambda e, _p: _execution(e, execution_id))
 
-    @server.tool()
-    async def approve(
-        ctx: Context[Any, Any],
-        execution_id: str,
-        activity: str,
-        approved: bool = True,
-        comment: str | None = None,
-    ) -> str:
-        """Decide the approval that activity `activity` of an execution waits for."""
 
-        def work(e: Engine, p: Principal) -> Any:
-            e.approve(execution_id, activity, approved, by=p.actor, comment=comment)
-            return _execution(e, execution_id)
+async def get_agent_run(ctx: Context[Any, Any], run_id: str) -> str:
+    """An agent run's status, turns, usage, cost and result."""
 
-        return await act(ctx, "operator", work)
+    def work(e: Engine, p: Principal) -> Any:
+        run = agent_run(e, run_id)
+        return {
+            "id": run.id,
+            "agent": run.agent,
+            "status": run.status,
+            "turns": run.turns,
+            "usage": run.usage,
+            "cost": run.cost,
+            "result": run.result,
+            "error": run.error,
+        }
 
-    @server.tool()
-    async def cancel(ctx: Context[Any, Any], execution_id: str, reason: str | None = None) -> str:
-        """Cancel an execution (its children too); answers once the cancel is durable."""
+    return await _act(ctx, "viewer", work)
 
-        def work(e: Engine, p: Principal) -> Any:
-            e.cancel(execution_id, reason=reason, by=p.actor)
-            return _execution(e, execution_id)
 
-        return await act(ctx, "operator", work)
+async def signal(ctx: Context[Any, Any], execution_id: str, name: str, payload: Any = None) -> str:
+    """Send signal `name` (with `payload`) to an execution."""
 
-    return server
+    def work(e: Engine, p: Principal) -> Any:
+        e.signal(execution_id, name, payload)
+        return _execution(e, execution_id)
+
+    return await _act(ctx, "operator", work)
+
+
+async def approve(
+    ctx: Context[Any, Any],
+    execution_id: str,
+    activity: str,
+    approved: bool = True,
+    comment: str | None = None,
+) -> str:
+    """Decide the approval that activity `activity` of an execution waits for."""
+
+    def work(e: Engine, p: Principal) -> Any:
+        e.approve(execution_id, activity, approved, by=p.actor, comment=comment)
+        return _execution(e, execution_id)
+
+    return await _act(ctx, "operator", work)
+
+
+async def cancel(ctx: Context[Any, Any], execution_id: str, reason: str | None = None) -> str:
+    """Cancel an execution (its children too); answers once the cancel is durable."""
+
+    def work(e: Engine, p: Principal) -> Any:
+        e.cancel(execution_id, reason=reason, by=p.actor)
+        return _execution(e, execution_id)
+
+    return await _act(ctx, "operator", work)
+
+
+@functools.cache
+def _tools() -> list[Tool]:
+    """The tools, built once per process: the models of their arguments (what the SDK
+    builds from each signature) were two thirds of an app's construction. Every server
+    shares them; a call reaches its own server's engine through its context."""
+    tools: list[Callable[..., Any]] = [list_workflows, list_agents_tool, start_workflow]
+    tools += [start_agent, get_execution, get_agent_run, signal, approve, cancel]
+    return [Tool.from_function(fn, name=fn.__name__.removesuffix("_tool")) for fn in tools]
 
 
 def _status(engine: Engine, started: Any) -> dict[str, Any]:
