@@ -2,13 +2,19 @@
 when the store is closed or collected, written without fsync (nothing in it outlives the
 process), started from a copy of a migrated empty database, and otherwise the SQLite store
 the contract suite runs on: WAL, so that a reader on another thread reads while a write
-transaction is open."""
+transaction is open. A new durable file starts from the same copy, linked into place (never
+over a file that is there); where it cannot be, it is migrated in place, to the same schema."""
 
 from __future__ import annotations
 
 import gc
+import os
 import sqlite3
+import stat
+import subprocess
+import sys
 import threading
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -107,3 +113,75 @@ def test_opening_a_migrated_file_waits_for_no_writer(tmp_path: Path) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+SCHEMA = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+VERSIONS = "SELECT version FROM schema_migrations ORDER BY version"
+
+
+def test_a_new_file_is_the_image_and_has_the_schema_of_one_migrated_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new file starts from the migrated image (owner-only, nothing left beside it); where
+    the file system refuses a hard link it is created empty and migrated in place, and both
+    hold the same schema and migrations."""
+    from_image = SQLiteStore(tmp_path / "image" / "w.db")
+    monkeypatch.setattr(os, "link", _refuse_links)
+    in_place = SQLiteStore(tmp_path / "in-place" / "w.db")
+    try:
+        assert from_image._read(SCHEMA) == in_place._read(SCHEMA)
+        assert from_image._read(VERSIONS) == in_place._read(VERSIONS)
+        assert in_place.schema_version() == in_place.latest_migration() > 0
+        for store in (from_image, in_place):
+            assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+            assert _pragma(store, "journal_mode") == "wal"
+            assert {p.name for p in store.path.parent.iterdir()} <= {"w.db", "w.db-wal", "w.db-shm"}
+    finally:
+        from_image.close()
+        in_place.close()
+
+
+def _refuse_links(source: object, target: object) -> None:
+    raise PermissionError(1, "hard links are not supported here")
+
+
+def test_a_store_that_is_there_is_opened_not_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    with closing(SQLiteStore(path)) as first:
+        create(first, "e1")
+    with closing(SQLiteStore(path)) as again:
+        assert again.load("e1", "default") is not None
+
+
+_OPEN_AND_WRITE = """
+import sys, time
+from contextlib import closing
+from pathlib import Path
+from tests.contract.test_store_contract import create
+from wovyr.store.sqlite import SQLiteStore
+go = Path(sys.argv[1]).with_name("go")
+while not go.exists():
+    time.sleep(0.001)
+with closing(SQLiteStore(Path(sys.argv[1]))) as store:
+    create(store, sys.argv[2])
+"""
+
+
+def test_processes_creating_one_new_store_at_once_all_write_to_the_same_file(
+    tmp_path: Path,
+) -> None:
+    """Six processes open the same new path at the same moment and each writes an
+    execution: all six are in the one file (none was replaced by another's new file)."""
+    path = tmp_path / "shared" / "w.db"
+    path.parent.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    children = [
+        subprocess.Popen([sys.executable, "-c", _OPEN_AND_WRITE, str(path), f"e{i}"], env=env)
+        for i in range(6)
+    ]
+    (path.parent / "go").touch()
+    assert [child.wait(timeout=60) for child in children] == [0] * 6
+    with closing(SQLiteStore(path)) as store:
+        assert all(store.load(f"e{i}", "default") is not None for i in range(6))
+        assert store.schema_version() == store.latest_migration()
+    assert not [p.name for p in path.parent.iterdir() if p.name.startswith(".w.db.")]
