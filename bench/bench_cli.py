@@ -22,7 +22,7 @@ machine, base and change in one session (median wall, x Y1): C3 427-452 ms (17.7
 
 Bytecode is cached (in a temporary PYTHONPYCACHEPREFIX, as after `pip install`) unless
 --compile, which keeps PYTHONDONTWRITEBYTECODE if set, so every run compiles the modules
-it imports (as the test suite's subprocesses do when that variable is set).
+it imports (as a process does when that variable is set and nothing wrote its bytecode).
 
 Usage: python bench/bench_cli.py [--runs 20] [--json] [--compile]
 """
@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument(
         "--compile",
         action="store_true",
-        help="keep PYTHONDONTWRITEBYTECODE: every run compiles what it imports (as tests do)",
+        help="keep PYTHONDONTWRITEBYTECODE: every run compiles what it imports",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as home:

@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from wovyr.engine.engine import Engine
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# The tests start hundreds of Python processes. Under PYTHONDONTWRITEBYTECODE (which many
+# shells and container images set) each would compile every module it imports again, and
+# pytest would rewrite the asserts of every test module on every run: the suite writes its
+# bytecode (`__pycache__`, ignored by git) whatever the shell says, as CI does.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    sys.dont_write_bytecode = False
 # A test that sets no WOVYR_HOME (and every process it starts) gets a private home, never the
 # user's ~/.wovyr: a CLI or worker run there would write a development KMS key and a store.
 if not os.environ.get("WOVYR_HOME"):
