@@ -17,6 +17,10 @@ A4  `--clients K` (e.g. 32): K concurrent keep-alive clients for `--seconds` S, 
     the cores were shared and the CPU per request what a request cost. On the 2-core
     machine Y5 serves as fast as Y4 (0.98-1.31x): the rate of both is the clients' (one
     Python process), so FastAPI is not what holds A4 back; Wovyr's CPU per request is.
+    Y6: the routes of Y5 as plain functions, which FastAPI runs in its thread pool as it
+    runs the server's own routes: what that hop costs beside the same framework (4 runs,
+    2026-12-06: 0.40-0.47 -> 0.64-0.94 ms of server CPU per request, 0.67-0.92x of Y5's
+    rate).
 
 `--pg URL` serves from PostgreSQL instead of the embedded SQLite file (the schema is the
 URL's database's `public` unless the URL names `options=-csearch_path=...`).
@@ -77,7 +81,7 @@ async def answer(request):
 app = Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])])
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
 """
-FASTAPI_APP = """
+FASTAPI_ROUTES = """
 import sys
 from typing import Annotated, Any
 import uvicorn
@@ -108,23 +112,27 @@ ANSWER = {"id": "x", "status": "waiting"}
 app = FastAPI()
 
 @app.post("/api/v1/workflows", status_code=201)
-async def start(body: Start, who: Caller) -> dict[str, Any]:
+ROUTE def start(body: Start, who: Caller) -> dict[str, Any]:
     return ANSWER
 
 @app.get("/api/v1/workflows/{execution_id}")
-async def get_one(execution_id: str, who: Caller) -> dict[str, Any]:
+ROUTE def get_one(execution_id: str, who: Caller) -> dict[str, Any]:
     return ANSWER
 
 @app.get("/api/v1/workflows")
-async def listing(who: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
+ROUTE def listing(who: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
     return {"items": [ANSWER]}
 
 @app.post("/api/v1/workflows/{execution_id}/signal")
-async def signal(execution_id: str, body: Signal, who: Caller) -> dict[str, Any]:
+ROUTE def signal(execution_id: str, body: Signal, who: Caller) -> dict[str, Any]:
     return ANSWER
 
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
 """
+FASTAPI_APP = FASTAPI_ROUTES.replace("ROUTE def", "async def")  # Y5
+# Y6: the same routes as plain functions (FastAPI runs each in its thread pool, as it runs
+# the server's own routes) beside the same coroutine dependency, to show what the hop costs
+FASTAPI_SYNC_APP = FASTAPI_ROUTES.replace("ROUTE def", "def")
 
 
 def free_port() -> int:
@@ -258,7 +266,8 @@ async def mixed_load(
 
 def yardstick(clients: int, seconds: float, app: str = BARE_APP) -> dict[str, Any]:
     """Y4: the same clients against a bare Starlette app under uvicorn (no store); with
-    `app=FASTAPI_APP`, Y5: against the same routes declared in FastAPI."""
+    `app=FASTAPI_APP`, Y5: against the same routes declared in FastAPI (Y6: as plain
+    functions, `FASTAPI_SYNC_APP`)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", app, str(port)])
     try:
@@ -341,6 +350,11 @@ def main() -> None:
     if args.clients:
         results["Y4_bare"] = yardstick(args.clients, args.seconds)
         results["Y5_fastapi"] = yardstick(args.clients, args.seconds, FASTAPI_APP)
+        results["Y6_fastapi_sync"] = yardstick(args.clients, args.seconds, FASTAPI_SYNC_APP)
+        results["Y6_share_of_Y5"] = round(
+            results["Y6_fastapi_sync"]["requests_per_s"] / results["Y5_fastapi"]["requests_per_s"],
+            3,
+        )
         rates = {k: results[k]["requests_per_s"] for k in ("A4_mixed", "Y4_bare", "Y5_fastapi")}
         results["A4_share_of_Y4"] = round(rates["A4_mixed"] / rates["Y4_bare"], 3)
         results["A4_share_of_Y5"] = round(rates["A4_mixed"] / rates["Y5_fastapi"], 3)
@@ -367,13 +381,17 @@ def main() -> None:
             "server CPU ms per request (with its worker process): "
             + ", ".join(
                 f"{k} {results[k]['server_cpu_ms_per_request']}"
-                for k in ("A4_mixed", "Y5_fastapi", "Y4_bare")
+                for k in ("A4_mixed", "Y6_fastapi_sync", "Y5_fastapi", "Y4_bare")
             )
             + f"; A4 / Y4 {results['A4_cpu_over_Y4']}x"
         )
         print(
             f"Y5 / Y4 (what FastAPI's routing, dependencies and validation leave): "
             f"{results['Y5_share_of_Y4']}"
+        )
+        print(
+            f"Y6 / Y5 (the same routes as plain functions, run in the thread pool): "
+            f"{results['Y6_share_of_Y5']}"
         )
 
 

@@ -160,6 +160,17 @@ def _fastapi(r: dict[str, Any]) -> str:
     )
 
 
+def _fastapi_sync(r: dict[str, Any]) -> str:
+    if "Y6_fastapi_sync" not in r:  # recorded before Y6 was measured
+        return "(not measured)"
+    y6, y5 = r["Y6_fastapi_sync"], r["Y5_fastapi"]
+    return (
+        f"**{r['Y6_share_of_Y5']:.2f}x** ({y6['requests_per_s']:.0f} / {y5['requests_per_s']:.0f}"
+        f" req/s); server CPU per request: Y6 {y6['server_cpu_ms_per_request']:.2f} ms,"
+        f" Y5 {y5['server_cpu_ms_per_request']:.2f}"
+    )
+
+
 def _api_reads(r: dict[str, Any]) -> str:
     one, listed = r["A1_get_one"], r["A2_list_50"]
     return (
@@ -298,6 +309,13 @@ FIGURES = (
         "Y4 bare uvicorn + Starlette",
         "(what the framework costs)",
         _fastapi,
+    ),
+    Figure(
+        "api",
+        "Y6 the routes of Y5 as plain functions (FastAPI's thread pool, as the server's)",
+        "Y5 the same routes as coroutines",
+        "(what the hop costs)",
+        _fastapi_sync,
     ),
     Figure("api", "A1/A2 sequential reads", "", "", _api_reads),
     Figure("cli", "C1 `wovyr --version`", Y_PYTHON, "<= 150 ms", partial(_cli, "C1 --version")),
