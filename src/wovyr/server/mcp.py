@@ -123,7 +123,8 @@ async def _act(
 ) -> str:
     """`work` as the caller (its key checked off the event loop), if its role may."""
     server = ctx.mcp_server
-    assert isinstance(server, _Server)
+    if not isinstance(server, _Server):  # these tools serve the server `build_server` made
+        raise ToolError("this tool is served by Wovyr's MCP server only")
     try:
         principal = await asyncio.to_thread(server.principal_of, ctx)
     except WovyrError as exc:
