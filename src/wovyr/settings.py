@@ -137,6 +137,11 @@ VARIABLES: tuple[Variable, ...] = (
     _v("WOVYR_SHUTDOWN_GRACE_SECONDS", "seconds", "10",
        "seconds in-flight activities may finish after SIGTERM", _STORE, "serve",
        aliases=("WOVYR_SHUTDOWN_GRACE_SECS",)),
+    _v("WOVYR_KEEP_ALIVE_SECONDS", "seconds", "65",
+       "how long the server keeps an idle HTTP connection open: longer than clients keep "
+       "theirs (5 s in most HTTP libraries, 60 s in load balancers), so that a request sent "
+       "on a connection a client still holds never meets the server closing it", _STORE,
+       "serve"),
     _v("WOVYR_DEFAULT_TIMEOUT_SECONDS", "seconds", "300",
        "an activity's timeout when its definition gives none", _STORE, "every engine",
        aliases=("WOVYR_DEFAULT_TIMEOUT_SECS",)),
@@ -328,6 +333,7 @@ class Settings:
     dispatch_interval: float = 2.0
     max_body_bytes: int = 1_048_576  # the HTTP API refuses larger request bodies (413)
     shutdown_grace: float = 10.0  # seconds in-flight activities get when the server stops
+    keep_alive: float = 65.0  # seconds the server keeps an idle HTTP connection open
     default_timeout: float = 300.0  # seconds an attempt may take when its definition says not
     tenant: str = "default"  # the tenant CLI engine commands act for (--tenant, WOVYR_TENANT)
     max_payload_bytes: int = 2_097_152  # largest stored input, signal payload, output (JSON)
@@ -491,6 +497,7 @@ def load_settings(env: Mapping[str, str] | None = None, **flags: Any) -> Setting
         concurrency=_int(env, "WOVYR_CONCURRENCY"),
         max_body_bytes=_int(env, "WOVYR_MAX_BODY_BYTES"),
         shutdown_grace=_float(env, "WOVYR_SHUTDOWN_GRACE_SECONDS"),
+        keep_alive=_float(env, "WOVYR_KEEP_ALIVE_SECONDS"),
         default_timeout=_float(env, "WOVYR_DEFAULT_TIMEOUT_SECONDS"),
         max_payload_bytes=_int(env, "WOVYR_MAX_PAYLOAD_BYTES"),
         max_execution_bytes=_int(env, "WOVYR_MAX_EXECUTION_BYTES"),

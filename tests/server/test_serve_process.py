@@ -11,6 +11,7 @@ Waiting is bounded polling against a deadline, never a fixed sleep.
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
@@ -283,3 +284,42 @@ def test_serving_says_once_that_tenant_default_is_restricted_and_how_to_open_it(
     server.start()  # the policy is set now: nothing more to say
     assert "side-effect policy" not in server.output()
     assert server.stop() == 0
+
+
+def _idle_connection(port: int) -> socket.socket:
+    """A connection that made one request (its answer read whole) and is now idle."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", "/readyz")
+    answer = connection.getresponse()
+    answer.read()
+    assert answer.status == 200 and not answer.will_close
+    assert connection.sock is not None
+    sock: socket.socket = connection.sock
+    return sock
+
+
+def _closed_by_the_server(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes `sock` (an idle keep-alive connection) within `seconds`."""
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.timeout(120)
+def test_the_keep_alive_setting_reaches_the_server(make_server: Callable[..., Server]) -> None:
+    """`WOVYR_KEEP_ALIVE_SECONDS` is how long the server keeps an idle connection open (65 s
+    by default: longer than clients keep theirs, see tests/unit/test_settings_table.py). Set
+    to 1 s here, the server closes an idle connection itself, well before the 20 s the test
+    waits for it; the default keeps one open past the 5 s an HTTP library keeps its own."""
+    quick = make_server(WOVYR_KEEP_ALIVE_SECONDS="1")
+    quick.start()
+    with _idle_connection(quick.port) as sock:
+        assert _closed_by_the_server(sock, 20)
+    assert quick.stop() == 0
+    default = make_server()
+    default.start()
+    with _idle_connection(default.port) as sock:
+        assert not _closed_by_the_server(sock, 6)  # uvicorn's own default closed it at 5 s
+    assert default.stop() == 0

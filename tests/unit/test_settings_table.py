@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import httpx
 import pytest
 
 import wovyr.settings as settings_module
@@ -35,6 +36,14 @@ def test_all_is_sorted_and_the_names_are_unique() -> None:
 
 def test_the_table_defaults_are_the_settings_defaults() -> None:
     assert load_settings({}) == Settings()
+
+
+def test_the_server_keeps_an_idle_connection_longer_than_clients_keep_theirs() -> None:
+    """A server that closes an idle connection a client still holds answers the client's
+    next request on it with nothing ("Server disconnected", a ReadError: the request was
+    never read). httpx (Wovyr's clients) keeps one 5 s, a load balancer about 60 s; the
+    server's keep-alive outlasts both (uvicorn's own is 5 s: they raced)."""
+    assert Settings().keep_alive > max(httpx.Limits().keepalive_expiry or 0.0, 60.0)
 
 
 def test_the_seconds_are_named_seconds() -> None:

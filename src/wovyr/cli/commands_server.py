@@ -155,6 +155,7 @@ def serve_command(
             lifespan="on",
             access_log=access_log,
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)),
+            timeout_keep_alive=max(1, round(settings.keep_alive)),
             log_config=log_config,
         )
         banner = {
