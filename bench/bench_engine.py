@@ -4,7 +4,12 @@ B0  the machine's ceiling: fsync'd single-row commits/s.
 B1  workflows of 3 no-op tool steps, sequential and 8 in flight: workflows/s, steps/s, each
     as a share of the yardstick (`bench/yardstick.py`: a minimal Python loop issuing the
     same transactions, one execution per transaction and 8 per transaction), measured
-    alternately with it in the same run.
+    alternately with it in the same run. Beside the rates, what a workflow cost this
+    process, the engine's and the yardstick's: CPU (user + kernel), of it the kernel's, and
+    voluntary context switches. These count the waits for the disk's fsyncs and the
+    hand-offs between the event loop and the threads that write, each of which costs kernel
+    time and a hand-over of the GIL: at 8 in flight, 13.4 per workflow for the engine and
+    2.0 for the yardstick's loop, which hands nothing off (2026-12-06, this disk).
 B3  per-step overhead (T(3 tool steps) - T(baseline)) / 3, and durable commits per step.
 B4  event append p50 at history length 1 vs 10,000 (ratio).
 B3w per-step time in chains of 3, 30, 100 and 300 tool steps, beside the yardstick's for the
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import sqlite3
 import statistics
 import tempfile
@@ -164,25 +170,61 @@ def _paired(
     return statistics.median(engine_s), statistics.median(yard_s)
 
 
+class _Cost:
+    """What this process spent between `start` and `stop`: CPU (user and kernel) and
+    voluntary context switches (every thread's: Linux counts them for the process)."""
+
+    def __init__(self) -> None:
+        self.cpu: list[float] = []
+        self.kernel: list[float] = []
+        self.switches: list[float] = []
+
+    @contextmanager
+    def measured(self, per: int) -> Iterator[None]:
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        yield
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        kernel = after.ru_stime - before.ru_stime
+        self.cpu.append((after.ru_utime - before.ru_utime + kernel) / per)
+        self.kernel.append(kernel / per)
+        self.switches.append((after.ru_nvcsw - before.ru_nvcsw) / per)
+
+    def figures(self, prefix: str = "") -> dict[str, float]:
+        return {
+            f"{prefix}cpu_ms_per_workflow": statistics.median(self.cpu) * 1000,
+            f"{prefix}kernel_ms_per_workflow": statistics.median(self.kernel) * 1000,
+            f"{prefix}switches_per_workflow": statistics.median(self.switches),
+        }
+
+
 def b1_b3(backend: Backend, count: int, rounds: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, in_flight in (("sequential", 1), ("in_flight_8", 8)):
         commits: list[float] = []
+        ours, theirs = _Cost(), _Cost()
 
         def engine_run(
-            i: int, label: str = label, in_flight: int = in_flight, commits: list[float] = commits
+            i: int,
+            label: str = label,
+            in_flight: int = in_flight,
+            commits: list[float] = commits,
+            cost: _Cost = ours,
         ) -> float:
             with backend.engine(f"b1_{label}_{i}") as engine:
                 engine.register(THREE)
                 commits0 = _commits(engine)
-                elapsed = asyncio.run(run_workflows(engine, THREE, count, in_flight))
+                with cost.measured(count):
+                    elapsed = asyncio.run(run_workflows(engine, THREE, count, in_flight))
                 done = engine.list(status="completed", limit=1000).items
                 assert len(done) == min(count, 1000), "not every workflow completed"
                 commits.append((_commits(engine) - commits0) / count)
             return elapsed
 
-        def yard_run(i: int, label: str = label, in_flight: int = in_flight) -> float:
-            return backend.yardstick(f"y1_{label}_{i}", count, 3, in_flight)
+        def yard_run(
+            i: int, label: str = label, in_flight: int = in_flight, cost: _Cost = theirs
+        ) -> float:
+            with cost.measured(count):
+                return backend.yardstick(f"y1_{label}_{i}", count, 3, in_flight)
 
         elapsed, yard = _paired(engine_run, yard_run, rounds)
         out[label] = {
@@ -191,6 +233,8 @@ def b1_b3(backend: Backend, count: int, rounds: int) -> dict[str, Any]:
             "commits_per_workflow": statistics.median(commits),
             "yardstick_workflows_per_s": count / yard,
             "share_of_yardstick": yard / elapsed,
+            **ours.figures(),
+            **theirs.figures("yardstick_"),
         }
     with backend.engine("b3") as engine:
         t0 = asyncio.run(run_workflows(engine, BASELINE, count, 1)) / count
@@ -313,6 +357,14 @@ def print_table(results: dict[str, Any]) -> None:
             f"  = {r['share_of_yardstick']:.0%} of the yardstick"
             f" ({r['yardstick_workflows_per_s']:.1f} wf/s)"
             f"  ({r['commits_per_workflow']:.2f} commits/wf)"
+        )
+        print(
+            f"    CPU {r['cpu_ms_per_workflow']:.2f} ms/wf"
+            f" (kernel {r['kernel_ms_per_workflow']:.2f}),"
+            f" {r['switches_per_workflow']:.1f} context switches/wf; the yardstick's"
+            f" {r['yardstick_cpu_ms_per_workflow']:.2f} ms"
+            f" (kernel {r['yardstick_kernel_ms_per_workflow']:.2f}),"
+            f" {r['yardstick_switches_per_workflow']:.1f}"
         )
     b3r = results["b3"]
     print(

@@ -108,10 +108,17 @@ class Figure:
 
 def _b1(label: str, r: dict[str, Any]) -> str:
     one = r[label]
+    cost = ""
+    if "cpu_ms_per_workflow" in one:  # (not recorded before)
+        cost = (
+            f"; CPU {one['cpu_ms_per_workflow']:.2f} / {one['yardstick_cpu_ms_per_workflow']:.2f}"
+            f" ms/wf, context switches {one['switches_per_workflow']:.1f} /"
+            f" {one['yardstick_switches_per_workflow']:.1f}"
+        )
     return (
         f"**{one['share_of_yardstick']:.0%}** ({one['workflows_per_s']:.0f} /"
         f" {one['yardstick_workflows_per_s']:.0f} wf/s; {one['commits_per_workflow']:.2f}"
-        " commits/wf)"
+        f" commits/wf{cost})"
     )
 
 
