@@ -4,9 +4,11 @@
 - an `every: 1s` schedule created over HTTP starts executions through the server alone;
 - SIGKILL in the middle of a multi-step workflow, restart: it completes from its last
   checkpoint, and no step whose result was recorded runs again;
-- SIGTERM: a clean exit (code 0) that releases the leases it held.
+- SIGTERM: a clean exit (code 0) that releases the leases it held;
+- an idle connection is kept as long as `WOVYR_KEEP_ALIVE_SECONDS` says.
 
-Waiting is bounded polling against a deadline, never a fixed sleep.
+Waiting is bounded polling against a deadline, never a fixed sleep; only the keep-alive
+test waits a fixed 6 s, since that a connection stays open can only be seen by waiting.
 """
 
 from __future__ import annotations
