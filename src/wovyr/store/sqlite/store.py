@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from wovyr.errors import StoreError, StoreUnavailable
-from wovyr.files import process_folder
+from wovyr.files import atomic_write, process_folder
 from wovyr.store.audit import AuditEntry, AuditRecord
 from wovyr.store.base import (
     Claim,
@@ -367,32 +367,15 @@ def _owner_only(path: Path, *, migrated: bool = False) -> None:
 def _create(path: Path) -> bool:
     """Create the new database file `path` holding the migrated image, durably, unless a
     file is there (False then, and when this file system cannot link: the caller creates it
-    empty). The image is written under a temporary name and linked into place: two
-    processes creating the same store at once cannot overwrite each other's, and nobody
-    opens a part-written file. A new file is migrated so in about a tenth of the time the
-    migrations take."""
+    empty). `atomic_write` links it into place: two processes creating the same store at
+    once cannot overwrite each other's, and nobody opens a part-written file. A new file is
+    migrated so in about a tenth of the time the migrations take."""
     if path.exists():
         return False
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
     try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(_migrated_image())
-            file.flush()
-            os.fsync(file.fileno())
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            return False  # another process created it first: that one is opened
-        except OSError:
-            return False  # no hard links here: created empty and migrated in place
-    finally:
-        os.unlink(temporary)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)  # the new name is durable with the file it names
-    finally:
-        os.close(folder)
-    return True
+        return atomic_write(path, _migrated_image(), 0o600, exclusive=True)
+    except OSError:  # no hard links here: created empty and migrated in place
+        return False
 
 
 @cache
