@@ -181,3 +181,62 @@ async def test_two_apps_in_one_process_each_answer_from_their_own_engine(
             assert failed
             failed, view = await call(b, "get_execution", execution_id="o1")
             assert not failed and view["workflow"] == "other"
+
+
+_FIRST_USE = """\
+import asyncio, sys
+import httpx
+from wovyr.assemble import open_engine
+from wovyr.platform.auth import Authenticator
+from wovyr.server import create_app
+from wovyr.settings import Settings
+
+async def main() -> None:
+    with open_engine(Settings(home=sys.argv[1], database_url="memory://")) as engine:
+        app = create_app(engine, Settings(home=sys.argv[1]), start_background=False)
+        print("built", "mcp" in sys.modules)
+        _, token = Authenticator(engine.store, engine.clock).create_key("default", "operator")
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        headers = {"Accept": "application/json, text/event-stream"}
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://wovyr.test"
+            ) as client,
+        ):
+            refused = await client.post("/mcp", json=body, headers=headers)
+            print("refused", refused.status_code, "mcp" in sys.modules)
+            headers["Authorization"] = f"Bearer {token}"
+            answers = await asyncio.gather(
+                *(client.post("/mcp", json=body, headers=headers) for _ in range(3))
+            )
+            print("answered", [int(a.status_code) for a in answers], "mcp" in sys.modules)
+            print("tools", len(answers[0].json()["result"]["tools"]))
+        print("stopped")
+
+asyncio.run(main())
+"""
+
+
+def test_the_sdk_is_imported_by_the_first_mcp_request_not_by_the_app(tmp_path: Any) -> None:
+    """Building the app does not import the `mcp` SDK (half a second of every server's
+    start-up); the first request to /mcp does, once, and three requests arriving together
+    are all answered by the one server built; the lifespan's end stops its sessions."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_USE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "built False",
+        "refused 401 False",
+        "answered [200, 200, 200] True",
+        f"tools {len(TOOLS)}",
+        "stopped",
+    ]

@@ -30,7 +30,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 from wovyr.clock import Clock, SystemClock
 from wovyr.errors import InputError, NotFound, Problem, StoreError
@@ -80,6 +80,15 @@ def validate_tenant(tenant: str) -> str:
     if not is_tenant(tenant):
         raise InputError([Problem(TENANT_RULE, path="tenant")])
     return tenant
+
+
+def bearer_token(headers: Any) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header in `headers` (a mapping with
+    `get`, or None), or None when there is none."""
+    value = headers.get("authorization") if headers is not None else None
+    if not isinstance(value, str) or not value.lower().startswith("bearer "):
+        return None
+    return value[7:].strip() or None
 
 
 @dataclass(frozen=True)

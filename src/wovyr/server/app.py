@@ -9,13 +9,17 @@ the engine needs no metrics code, and the store the handlers see is the engine's
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.util
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.datastructures import Headers
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from wovyr import assemble
 from wovyr._version import __version__
@@ -23,7 +27,7 @@ from wovyr.clock import Clock
 from wovyr.engine.artifacts import MAX_ARTIFACT_BYTES
 from wovyr.engine.engine import Engine
 from wovyr.engine.tenants import served
-from wovyr.platform.auth import Authenticator
+from wovyr.platform.auth import Authenticator, bearer_token
 from wovyr.platform.metrics import meter
 from wovyr.platform.secrets import Secrets, open_secrets
 from wovyr.server.api import (
@@ -51,10 +55,12 @@ from wovyr.server.api.openapi import install_openapi, operation_id
 from wovyr.server.background import Background
 from wovyr.server.deps import ServerContext
 from wovyr.server.guard import RequestGuard
-from wovyr.server.problems import install_problem_handlers
+from wovyr.server.problems import ApiProblem, install_problem_handlers
 from wovyr.settings import Settings
 
-__all__ = ["create_app"]
+__all__ = ["MCP_PATH", "create_app"]
+
+MCP_PATH = "/mcp"
 
 
 def _ui_mounter() -> Callable[..., Any] | None:
@@ -69,14 +75,45 @@ def _ui_mounter() -> Callable[..., Any] | None:
     return mount
 
 
-def _mcp_mounter() -> Callable[..., Any] | None:
-    """`wovyr.server.mcp.mount` (Wovyr's MCP server at /mcp), when the `mcp` SDK is
-    installed (the `mcp` extra)."""
-    if importlib.util.find_spec("mcp") is None:
-        return None
-    module = importlib.import_module("wovyr.server.mcp")
-    mount: Callable[..., Any] = module.mount
-    return mount
+class _McpOnFirstUse:
+    """ASGI at `MCP_PATH`: 401 unless the request carries a valid API key, then Wovyr's MCP
+    server (`wovyr.server.mcp.http_app`, the `mcp` extra), built for the first request that
+    does. The SDK takes about half a second of CPU to import (a third of the server's
+    start-up) and memory to hold: a server no MCP client calls never pays them, and no
+    request without a key makes it. It serves within the app's lifespan: `sessions` is the
+    lifespan's exit stack, which stops the MCP sessions at shutdown."""
+
+    def __init__(self, engine: Engine, authenticator: Authenticator) -> None:
+        self._engine = engine
+        self._authenticator = authenticator
+        self._built: asyncio.Task[ASGIApp] | None = None
+        self.sessions: AsyncExitStack | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = bearer_token(Headers(scope=scope))
+        principal = None
+        if token is not None:
+            principal = await asyncio.to_thread(self._authenticator.verify, token)
+        if principal is None:
+            response = ApiProblem(
+                401, "a valid API key is required", headers={"WWW-Authenticate": "Bearer"}
+            ).response()
+            await response(scope, receive, send)
+            return
+        if self._built is None:
+            self._built = asyncio.create_task(self._build())
+        # shielded: a request that gives up meanwhile does not stop the build half-way
+        app = await asyncio.shield(self._built)
+        await app(scope, receive, send)
+
+    async def _build(self) -> ASGIApp:
+        if self.sessions is None:
+            raise RuntimeError("the MCP server is served only while the app runs (lifespan)")
+        module = await asyncio.to_thread(importlib.import_module, "wovyr.server.mcp")
+        app, running = module.http_app(self._engine, self._authenticator, MCP_PATH)
+        await self.sessions.enter_async_context(running())
+        built: ASGIApp = app
+        return built
 
 
 def create_app(
@@ -101,7 +138,7 @@ def create_app(
     ctx = ServerContext(engine, settings, authenticator, metrics, clock, clock.now())
     ctx.secrets = stored
 
-    mcp_running: Callable[[], Any] | None = None  # the MCP mount's sessions (`mcp` extra)
+    mcp: _McpOnFirstUse | None = None  # `/mcp`, when the `mcp` SDK is installed
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -109,11 +146,10 @@ def create_app(
             ctx.background = Background(engine, settings, metrics)
             ctx.background.start()
         try:
-            if mcp_running is None:
+            async with AsyncExitStack() as sessions:
+                if mcp is not None:
+                    mcp.sessions = sessions
                 yield
-            else:
-                async with mcp_running():
-                    yield
         finally:
             if ctx.background is not None:
                 await ctx.background.stop()
@@ -156,9 +192,9 @@ def create_app(
         health,
     ):
         app.include_router(module.router)
-    mount_mcp = _mcp_mounter()
-    if mount_mcp is not None:
-        mcp_running = mount_mcp(app, engine, authenticator)
+    if importlib.util.find_spec("mcp") is not None:
+        mcp = _McpOnFirstUse(engine, authenticator)
+        app.router.routes.append(Route(MCP_PATH, endpoint=mcp, include_in_schema=False))
     mount_ui = _ui_mounter()
     if mount_ui is not None:
         mount_ui(app, engine, settings, authenticator)

@@ -5,7 +5,7 @@ Two transports share one set of tools (`build_server`):
 
 - stdio (`wovyr mcp serve`): the key is `WOVYR_API_KEY`, checked once at start-up against
   the store's keys (`stdio_principal`); every call acts as that key.
-- streamable HTTP, mounted on the API server at `/mcp` (`mount`): every request carries
+- streamable HTTP, served by the API server at `/mcp` (`http_app`): every request carries
   `Authorization: Bearer <key>` (401 without a valid one), and every tool call acts as the
   key of its own request.
 
@@ -38,24 +38,20 @@ from wovyr.definition.agent import AGENT_PREFIX
 from wovyr.engine.agents import agent_run, list_agents, start_agent_run
 from wovyr.engine.engine import Engine
 from wovyr.errors import WovyrError
-from wovyr.platform.auth import Authenticator, Principal
-from wovyr.server.problems import ApiProblem
+from wovyr.platform.auth import Authenticator, Principal, bearer_token
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp
 
 __all__ = [
-    "MCP_PATH",
     "KeyRefused",
     "PrincipalOf",
     "build_server",
-    "mount",
+    "http_app",
     "sessions_running",
     "stdio_principal",
 ]
 
-MCP_PATH = "/mcp"
 PrincipalOf = Callable[["Context[Any, Any]"], Principal]
 
 
@@ -271,48 +267,19 @@ def _status(engine: Engine, started: Any) -> dict[str, Any]:
     return {"status": engine.query(started.record.id).status}
 
 
-def _bearer(headers: Any) -> str | None:
-    value = headers.get("authorization") if headers is not None else None
-    if not isinstance(value, str) or not value.lower().startswith("bearer "):
-        return None
-    return value[7:].strip() or None
-
-
-class _RequireKey:
-    """ASGI: 401 unless the request carries a valid API key (the tools check it again)."""
-
-    def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
-        self._app = app
-        self._authenticator = authenticator
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from starlette.datastructures import Headers
-
-        token = _bearer(Headers(scope=scope))
-        principal = None
-        if token is not None:
-            principal = await asyncio.to_thread(self._authenticator.verify, token)
-        if principal is None:
-            response = ApiProblem(
-                401, "a valid API key is required", headers={"WWW-Authenticate": "Bearer"}
-            ).response()
-            await response(scope, receive, send)
-            return
-        await self._app(scope, receive, send)
-
-
-def mount(
-    app: FastAPI, engine: Engine, authenticator: Authenticator
-) -> Callable[[], AbstractAsyncContextManager[None]]:
-    """Serve the MCP server at `MCP_PATH` of `app` (streamable HTTP, stateless, JSON
-    answers); returns what the app's lifespan runs it within (`sessions_running`)."""
+def http_app(
+    engine: Engine, authenticator: Authenticator, path: str
+) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
+    """The MCP server as the ASGI app the API server serves at `path` (streamable HTTP,
+    stateless, JSON answers), and what it runs within while it serves (`sessions_running`).
+    The server answers 401 to a request without a valid key before it reaches this app
+    (`wovyr.server.app`); every tool call checks its key again."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.routing import Route
 
     def principal_of(ctx: Context[Any, Any]) -> Principal:
         request = ctx.request_context.request
-        token = _bearer(getattr(request, "headers", None))
+        token = bearer_token(getattr(request, "headers", None))
         principal = authenticator.verify(token) if token else None
         if principal is None:
             raise KeyRefused("an API key is required")
@@ -322,15 +289,13 @@ def mount(
     # Every request is authenticated by key, so the SDK's Host/Origin allow-list (its guard
     # for unauthenticated local servers) is not needed behind the API's own guard.
     server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
+        streamable_http_path=path,
         stateless_http=True,
         json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     manager = server.session_manager
-    handler = _RequireKey(StreamableHTTPASGIApp(manager), authenticator)
-    app.router.routes.append(Route(MCP_PATH, endpoint=handler, include_in_schema=False))
-    return functools.partial(sessions_running, manager)
+    return StreamableHTTPASGIApp(manager), functools.partial(sessions_running, manager)
 
 
 @contextlib.asynccontextmanager
