@@ -22,11 +22,14 @@ from typing import Any
 import psycopg
 
 # Everything a test could change in a schema's catalog, as one digest (names, not oids, so
-# two schemas migrated alike compare equal).
+# two schemas migrated alike compare equal). The schema's relations are read once: pg_class
+# has no index on the namespace alone, so each read scans the whole of its name index.
 _CATALOG = """
+WITH rels AS MATERIALIZED (
+  SELECT oid, relname, relkind, relnatts FROM pg_class WHERE relnamespace = %(ns)s::regnamespace
+)
 SELECT md5(coalesce(string_agg(x, ',' ORDER BY x), '')) FROM (
-  SELECT 'c:' || relname || ':' || relkind::text || ':' || relnatts FROM pg_class
-   WHERE relnamespace = %(ns)s::regnamespace
+  SELECT 'c:' || relname || ':' || relkind::text || ':' || relnatts FROM rels
   UNION ALL
   SELECT 'p:' || proname || ':' || md5(prosrc) FROM pg_proc
    WHERE pronamespace = %(ns)s::regnamespace
@@ -38,8 +41,8 @@ SELECT md5(coalesce(string_agg(x, ',' ORDER BY x), '')) FROM (
   SELECT 'k:' || conname FROM pg_constraint WHERE connamespace = %(ns)s::regnamespace
   UNION ALL
   SELECT 'a:' || c.relname || '.' || a.attname || ':' || a.atttypid::regtype::text
-    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-   WHERE c.relnamespace = %(ns)s::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+    FROM pg_attribute a JOIN rels c ON c.oid = a.attrelid
+   WHERE a.attnum > 0 AND NOT a.attisdropped
 ) s(x)
 """
 # Tables that hold rows (partitions, not their parents): the ones a test may have written.
@@ -93,6 +96,9 @@ class SchemaPool:
         try:
             with psycopg.connect(self.url, autocommit=True) as admin:
                 admin.execute("SET lock_timeout = '5s'")
+                # Its catalog queries are small: a parallel plan (the planner takes one on
+                # catalogs a suite keeps changing) doubles their time starting workers.
+                admin.execute("SET max_parallel_workers_per_gather = 0")
                 if self._empty(admin, schema):
                     self.idle.append(schema)
                     return
