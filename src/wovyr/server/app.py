@@ -78,9 +78,10 @@ def _ui_mounter() -> Callable[..., Any] | None:
 class _McpOnFirstUse:
     """ASGI at `MCP_PATH`: 401 unless the request carries a valid API key, then Wovyr's MCP
     server (`wovyr.server.mcp.http_app`, the `mcp` extra), built for the first request that
-    does. The SDK takes about half a second of CPU to import (a third of the server's
-    start-up) and memory to hold: a server no MCP client calls never pays them, and no
-    request without a key makes it. It serves within the app's lifespan: `sessions` is the
+    does. Importing the SDK and building the server on it took about a second of CPU (a
+    third of what a `wovyr serve` spent starting, its worker process included) and hold
+    memory: a server no MCP client calls never pays them, and no request without a key
+    makes it. It serves within the app's lifespan: `sessions` is the
     lifespan's exit stack, which stops the MCP sessions at shutdown."""
 
     def __init__(self, engine: Engine, authenticator: Authenticator) -> None:
@@ -107,11 +108,14 @@ class _McpOnFirstUse:
         await app(scope, receive, send)
 
     async def _build(self) -> ASGIApp:
-        if self.sessions is None:
+        sessions = self.sessions
+        if sessions is None:
             raise RuntimeError("the MCP server is served only while the app runs (lifespan)")
         module = await asyncio.to_thread(importlib.import_module, "wovyr.server.mcp")
+        if self.sessions is not sessions:
+            raise RuntimeError("the app stopped while its MCP server was being built")
         app, running = module.http_app(self._engine, self._authenticator, MCP_PATH)
-        await self.sessions.enter_async_context(running())
+        await sessions.enter_async_context(running())
         built: ASGIApp = app
         return built
 
@@ -149,7 +153,11 @@ def create_app(
             async with AsyncExitStack() as sessions:
                 if mcp is not None:
                     mcp.sessions = sessions
-                yield
+                try:
+                    yield
+                finally:
+                    if mcp is not None:  # stopping: nothing more is built
+                        mcp.sessions = None
         finally:
             if ctx.background is not None:
                 await ctx.background.stop()
