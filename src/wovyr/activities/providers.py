@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import json
 import math
 import re
@@ -64,15 +63,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
-from wovyr.activities.outbound import send_checked
+from wovyr.activities.outbound import send_checked, tls_context
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.kinds.options import option_problems
 from wovyr.kinds.steps import DEFAULT_EMBEDDING_MODEL, DEFAULT_PROVIDER
 from wovyr.traces import Attribute, call_span
 
 if TYPE_CHECKING:
-    import ssl
-
     import httpx
 
 __all__ = [
@@ -388,7 +385,7 @@ async def chat(
                 else:
                     # One TLS context per process: building one (loading the CA bundle)
                     # costs more than a local model call.
-                    async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as owned:
+                    async with httpx.AsyncClient(timeout=None, verify=tls_context()) as owned:
                         result = await _exchange(
                             owned, url, api_key, body, policy, on_text, provider.kind
                         )
@@ -562,7 +559,7 @@ async def embed(
     with call_span(f"embeddings {model}", attributes) as span:
         with _provider_errors(provider, timeout, policy, api_key):
             async with asyncio.timeout(timeout):
-                async with httpx.AsyncClient(timeout=None, verify=_tls_context()) as client:
+                async with httpx.AsyncClient(timeout=None, verify=tls_context()) as client:
                     result = await _embed_exchange(client, url, api_key, model, texts, policy)
         span.record(
             {
@@ -617,15 +614,6 @@ def _parse_embeddings(content: bytes, model: str, count: int) -> Embeddings:
     usage = data.get("usage") or {}
     tokens = int(usage.get("prompt_tokens") or usage.get("total_tokens") or 0)
     return Embeddings(vectors, str(data.get("model") or model), tokens)
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    import ssl
-
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
 
 
 async def _exchange(

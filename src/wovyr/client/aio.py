@@ -27,6 +27,7 @@ from wovyr.client.base import (
     error_of,
     headers_of,
     query,
+    tls_context,
     unreachable,
 )
 from wovyr.client.models import (
@@ -113,6 +114,7 @@ class AsyncClient:
             headers=headers_of(api_key_from(api_key)),
             timeout=timeout,
             transport=transport,
+            verify=tls_context(),
         )
 
     async def __aenter__(self) -> AsyncClient:

@@ -26,6 +26,7 @@ from wovyr.client.base import (
     error_of,
     headers_of,
     query,
+    tls_context,
     unreachable,
 )
 from wovyr.client.models import (
@@ -112,6 +113,7 @@ class Client:
             headers=headers_of(api_key_from(api_key)),
             timeout=timeout,
             transport=transport,
+            verify=tls_context(),
         )
 
     def __enter__(self) -> Client:

@@ -24,7 +24,7 @@ from wovyr.activities import egress
 from wovyr.activities.base import ActivityError, NonRetryableError
 from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.kinds import ActivityKind, StepProblem, register_kind
-from wovyr.activities.outbound import ALLOWED_SCHEMES, send_checked
+from wovyr.activities.outbound import ALLOWED_SCHEMES, send_checked, tls_context
 from wovyr.activities.policy import TRUSTED, SideEffectPolicy
 from wovyr.activities.shown import redact_http
 from wovyr.kinds.steps import HTTP, HttpSpec, HttpStep
@@ -69,7 +69,7 @@ async def run_http(
             if client is not None:
                 return await _exchange(client, spec, url, idempotency_key, policy, trace_headers)
             # The deadline above is the only clock: httpx's per-phase timeouts are off.
-            async with httpx.AsyncClient(timeout=None) as owned:
+            async with httpx.AsyncClient(timeout=None, verify=tls_context()) as owned:
                 return await _exchange(owned, spec, url, idempotency_key, policy, trace_headers)
     except (TimeoutError, httpx.TimeoutException) as exc:
         after = f" after {timeout}s" if timeout is not None else ""
