@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from tests.probe import answers
 
 from wovyr.cli.main import main
 from wovyr.client import Client
@@ -107,10 +107,7 @@ class Server:
     def _ready(self) -> bool:
         if self.proc.poll() is not None:
             raise AssertionError((self.home / "serve.out").read_text(errors="replace"))
-        try:
-            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
+        return answers(self.url)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.probe import answers
 from tests.server.test_serve_process import WOVYR, free_port, wait_for
 
 from wovyr.store.sealing import SHREDDED_MARKER
@@ -181,10 +182,7 @@ def test_the_server_and_its_worker_process_run_and_show_a_sealed_run(tmp_path: P
 
         def ready() -> bool:
             assert server.poll() is None, log_path.read_text()
-            try:
-                return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
+            return answers(base)
 
         wait_for(ready, 60, "the server")
         token = next(

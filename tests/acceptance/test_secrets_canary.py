@@ -25,6 +25,7 @@ from urllib.parse import quote, quote_plus
 
 import httpx
 import pytest
+from tests.probe import answers
 from tests.server.test_serve_process import WOVYR, free_port, wait_for
 
 pytestmark = pytest.mark.slow
@@ -155,10 +156,7 @@ def test_a_canary_secret_reaches_its_destinations_and_nothing_else(
 
         def ready() -> bool:
             assert server.poll() is None, log_path.read_text()
-            try:
-                return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
+            return answers(base)
 
         wait_for(ready, 60, "the server")
         token = next(

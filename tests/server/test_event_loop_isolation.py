@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.probe import answers
 
 pytestmark = pytest.mark.slow
 WOVYR = [sys.executable, "-c", "import sys; from wovyr.cli.main import main; sys.exit(main())"]
@@ -114,10 +115,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
     def ready() -> bool:
         assert proc.poll() is None, (tmp_path / "serve.out").read_text()
-        try:
-            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
+        return answers(base)
 
     try:
         wait_for(ready, 30, "the server")

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.probe import answers
 
 pytestmark = pytest.mark.slow
 ACTIVITIES = Path(__file__).with_name("step_activities.py")
@@ -116,10 +117,7 @@ class Server:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise AssertionError(f"the server exited: {self.output()}")
-        try:
-            return httpx.get(f"{self.base}/readyz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
+        return answers(self.base)
 
     def output(self) -> str:
         return (self.home / f"serve-{self.runs}.out").read_text(errors="replace")
