@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -178,6 +178,29 @@ def fresh_registry() -> Iterator[None]:
     """`fresh_default_registry` for one test."""
     with fresh_default_registry():
         yield
+
+
+@pytest.fixture
+def tls_builds(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Each TLS context built from here to the test's end, after the process's own ones
+    (`wovyr.activities.outbound.tls_context`, `wovyr.client.base.tls_context`): building
+    one loads the CA bundle (15-30 ms of CPU), which no request or client made should pay."""
+    import ssl
+
+    from wovyr.activities.outbound import tls_context
+    from wovyr.client.base import tls_context as client_tls_context
+
+    tls_context()
+    client_tls_context()
+    built: list[object] = []
+    build = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append(args)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    return built
 
 
 @pytest.fixture

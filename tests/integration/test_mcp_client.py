@@ -205,7 +205,7 @@ WHOAMI = CALL.replace("tool: add", "tool: whoami").replace(
 
 
 def test_an_http_server_gets_its_header_secret_which_is_stored_nowhere(
-    tmp_path: Path, http_server: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, http_server: str, caplog: pytest.LogCaptureFixture, tls_builds: list[object]
 ) -> None:
     caplog.set_level(logging.DEBUG)
     db = tmp_path / "w.db"
@@ -234,6 +234,7 @@ def test_an_http_server_gets_its_header_secret_which_is_stored_nowhere(
     for run in ("e1", "e2", "e3"):
         assert CANARY not in json.dumps([e.data for e in engine.history(run)], default=str)
     assert CANARY not in caplog.text
+    assert tls_builds == []  # each call's client used the process's TLS context
     engine.close()
     for path in tmp_path.iterdir():
         if path.name.startswith("w.db"):
@@ -267,7 +268,7 @@ def test_another_tenants_server_is_unknown_at_dispatch(tmp_path: Path, fake: Fak
 
 
 def test_a_restricted_tenant_reaches_an_http_server_its_policy_allows(
-    tmp_path: Path, http_server: str
+    tmp_path: Path, http_server: str, tls_builds: list[object]
 ) -> None:
     # The host's administrator allow-lists the loopback servers' host:port for tenant acme
     # (the MCP server's, and the model's for the agent), whose policy is otherwise
@@ -295,6 +296,7 @@ def test_a_restricted_tenant_reaches_an_http_server_its_policy_allows(
     assert agent.status == "completed", agent.activities["think"]["error"]
     calls = [e.data for e in engine.history("e2") if e.type == "ToolCallCompleted"]
     assert [(c["tool"], c["result"]) for c in calls] == [("mcp:calc/add", {"result": 5})]
+    assert tls_builds == []  # the pinned transport used the process's TLS context
     # another port of the same host is not allowed: refused before anything is sent
     other = f"http://127.0.0.1:{_free_port()}/mcp"
     record = parse_mcp_server("acme", "other", {"url": other}, policy=allowed, by="t", at=T0)

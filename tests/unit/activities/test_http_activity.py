@@ -28,7 +28,6 @@ from wovyr.activities.base import ActivityContext, ActivityError, ActivityRegist
 from wovyr.activities.builtin.http import ERROR_EXCERPT_BYTES, KIND, HttpStep, run_http
 from wovyr.activities.dispatch import Dispatch
 from wovyr.activities.egress import UNREACHABLE, UNREACHABLE_TYPE
-from wovyr.activities.outbound import tls_context
 from wovyr.activities.policy import RESTRICTED, TRUSTED, SideEffectPolicy
 from wovyr.definition.model import HttpSpec
 
@@ -244,23 +243,11 @@ def test_json_response_is_parsed_and_request_parts_are_sent(server: _Server) -> 
     assert json.loads(echoed["body"]) == {"order": 42}
 
 
-def test_requests_share_the_processs_tls_context(
-    server: _Server, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A TLS context loads the CA bundle when it is built (15-30 ms of CPU): the `http`
-    kind builds one per process, not one per request."""
-    tls_context()  # the process's (whichever caller built it first)
-    built: list[object] = []
-    build = ssl.create_default_context
-
-    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
-        built.append(args)
-        return build(*args, **kwargs)
-
-    monkeypatch.setattr(ssl, "create_default_context", counted)
+def test_requests_share_the_processs_tls_context(server: _Server, tls_builds: list[object]) -> None:
+    """The `http` kind builds no TLS context per request (one per process)."""
     for _ in range(3):
         assert _call(HttpSpec(url=_url(server, "/echo")))["status"] == 200
-    assert built == []
+    assert tls_builds == []
 
 
 def test_idempotency_key_header_is_sent(server: _Server) -> None:
