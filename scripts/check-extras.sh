@@ -75,9 +75,12 @@ check() {  # one install: made, checked for what it must not have, its tests run
       return 1
     fi
   done
+  # Each install's tests have a temporary folder of their own: two sessions at once under
+  # pytest's shared one each clear the other's old folders as they end, and pytest's own
+  # scan of that folder was then left open (a ResourceWarning, an error here).
   # shellcheck disable=SC2086  # the selection is a list of test paths
   "$env/bin/python" -m pytest -q -p no:cacheprovider -m "${MARKS[$name]:-$NOT_PG}" \
-    ${TESTS[$name]} || return 1
+    --basetemp "$work/tmp-$name" ${TESTS[$name]} || return 1
   echo "check-extras: $name (${extras:-core only}) in $((SECONDS - started)) s"
 }
 
