@@ -79,10 +79,10 @@ class _McpOnFirstUse:
     """ASGI at `MCP_PATH`: 401 unless the request carries a valid API key, then Wovyr's MCP
     server (`wovyr.server.mcp.http_app`, the `mcp` extra), built for the first request that
     does. Importing the SDK and building the server on it took about a second of CPU (a
-    third of what a `wovyr serve` spent starting, its worker process included) and hold
-    memory: a server no MCP client calls never pays them, and no request without a key
-    makes it. It serves within the app's lifespan: `sessions` is the
-    lifespan's exit stack, which stops the MCP sessions at shutdown."""
+    third of what a `wovyr serve` spent starting, its worker process included) and memory
+    to hold: a server no MCP client calls never pays them, and no request without a key
+    makes it. It serves within the app's lifespan: `sessions` is the lifespan's exit
+    stack, which stops the MCP sessions at shutdown."""
 
     def __init__(self, engine: Engine, authenticator: Authenticator) -> None:
         self._engine = engine
