@@ -10,6 +10,10 @@ B1  workflows of 3 no-op tool steps, sequential and 8 in flight: workflows/s, st
     hand-offs between the event loop and the threads that write, each of which costs kernel
     time and a hand-over of the GIL: at 8 in flight, 13.4 per workflow for the engine and
     2.0 for the yardstick's loop, which hands nothing off (2026-12-06, this disk).
+    Beside them the asyncio floor (`asyncio_floor` in bench/yardstick.py): the yardstick's
+    work shaped as an asyncio engine (a task per execution and per attempt, writes grouped
+    by one writing thread) with nothing of an engine inside. What the engine spends beyond
+    the floor is the engine's own work, not the shape asyncio and group commit impose.
 B3  per-step overhead (T(3 tool steps) - T(baseline)) / 3, and durable commits per step.
 B4  event append p50 at history length 1 vs 10,000 (ratio).
 B3w per-step time in chains of 3, 30, 100 and 300 tool steps, beside the yardstick's for the
@@ -32,12 +36,12 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from yardstick import minimal_loop, postgres_schema  # bench/ is on sys.path: this folder
+from yardstick import asyncio_floor, minimal_loop, postgres_schema  # bench/ is on sys.path
 
 from wovyr.activities.base import ActivityRegistry
 from wovyr.clock import SystemClock
@@ -124,11 +128,19 @@ class Backend:
             finally:
                 engine.close()
 
-    def yardstick(self, name: str, workflows: int, steps: int, k: int) -> float:
+    def yardstick(
+        self,
+        name: str,
+        workflows: int,
+        steps: int,
+        k: int,
+        loop: Callable[..., float] = minimal_loop,
+    ) -> float:
+        """Seconds of the yardstick's `loop` (`minimal_loop`, or `asyncio_floor`)."""
         if self.postgres is None:
-            return minimal_loop(self.folder / f"{name}.db", workflows, steps, k)
+            return loop(self.folder / f"{name}.db", workflows, steps, k)
         with postgres_schema(self.postgres) as url:
-            return minimal_loop(url, workflows, steps, k)
+            return loop(url, workflows, steps, k)
 
 
 def _commits(engine: Engine) -> int:
@@ -158,16 +170,14 @@ async def run_workflows(engine: Engine, source: str, count: int, in_flight: int)
     return elapsed
 
 
-def _paired(
-    engine_run: Callable[[int], float], yard_run: Callable[[int], float], rounds: int
-) -> tuple[float, float]:
-    """Median seconds of the engine and of the yardstick, run alternately `rounds` times each
-    (so that a slow spell of the machine falls on both)."""
-    engine_s, yard_s = [], []
+def _alternated(runs: Sequence[Callable[[int], float]], rounds: int) -> list[float]:
+    """Median seconds of each of `runs` (the engine's and its yardsticks'), run in turn
+    `rounds` times each (so that a slow spell of the machine falls on all)."""
+    seconds: list[list[float]] = [[] for _ in runs]
     for i in range(rounds):
-        engine_s.append(engine_run(i))
-        yard_s.append(yard_run(i))
-    return statistics.median(engine_s), statistics.median(yard_s)
+        for run, taken in zip(runs, seconds, strict=True):
+            taken.append(run(i))
+    return [statistics.median(taken) for taken in seconds]
 
 
 class _Cost:
@@ -201,7 +211,7 @@ def b1_b3(backend: Backend, count: int, rounds: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, in_flight in (("sequential", 1), ("in_flight_8", 8)):
         commits: list[float] = []
-        ours, theirs = _Cost(), _Cost()
+        ours, theirs, floors = _Cost(), _Cost(), _Cost()
 
         def engine_run(
             i: int,
@@ -226,7 +236,13 @@ def b1_b3(backend: Backend, count: int, rounds: int) -> dict[str, Any]:
             with cost.measured(count):
                 return backend.yardstick(f"y1_{label}_{i}", count, 3, in_flight)
 
-        elapsed, yard = _paired(engine_run, yard_run, rounds)
+        def floor_run(
+            i: int, label: str = label, in_flight: int = in_flight, cost: _Cost = floors
+        ) -> float:
+            with cost.measured(count):
+                return backend.yardstick(f"f1_{label}_{i}", count, 3, in_flight, asyncio_floor)
+
+        elapsed, yard, floor = _alternated((engine_run, yard_run, floor_run), rounds)
         out[label] = {
             "workflows_per_s": count / elapsed,
             "steps_per_s": 3 * count / elapsed,
@@ -235,6 +251,10 @@ def b1_b3(backend: Backend, count: int, rounds: int) -> dict[str, Any]:
             "share_of_yardstick": yard / elapsed,
             **ours.figures(),
             **theirs.figures("yardstick_"),
+            # the same work shaped as an asyncio engine, nothing of an engine inside
+            "floor_workflows_per_s": count / floor,
+            "floor_share_of_yardstick": yard / floor,
+            **floors.figures("floor_"),
         }
     with backend.engine("b3") as engine:
         t0 = asyncio.run(run_workflows(engine, BASELINE, count, 1)) / count
@@ -278,7 +298,7 @@ def b3_wide(
         def yard_run(i: int, length: int = length, count: int = count) -> float:
             return backend.yardstick(f"y3w_{length}_{i}", count, length, 1)
 
-        elapsed, yard = _paired(engine_run, yard_run, rounds)
+        elapsed, yard = _alternated((engine_run, yard_run), rounds)
         out[str(length)] = {
             "ms_per_step": elapsed / (count * length) * 1000,
             "yardstick_ms_per_step": yard / (count * length) * 1000,
@@ -365,6 +385,12 @@ def print_table(results: dict[str, Any]) -> None:
             f" {r['yardstick_cpu_ms_per_workflow']:.2f} ms"
             f" (kernel {r['yardstick_kernel_ms_per_workflow']:.2f}),"
             f" {r['yardstick_switches_per_workflow']:.1f}"
+        )
+        print(
+            f"    the asyncio floor: {r['floor_workflows_per_s']:.1f} wf/s"
+            f" = {r['floor_share_of_yardstick']:.0%} of the yardstick;"
+            f" CPU {r['floor_cpu_ms_per_workflow']:.2f} ms/wf,"
+            f" {r['floor_switches_per_workflow']:.1f} context switches/wf"
         )
     b3r = results["b3"]
     print(

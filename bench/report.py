@@ -115,6 +115,12 @@ def _b1(label: str, r: dict[str, Any]) -> str:
             f" ms/wf, context switches {one['switches_per_workflow']:.1f} /"
             f" {one['yardstick_switches_per_workflow']:.1f}"
         )
+    if "floor_share_of_yardstick" in one:  # (not recorded before)
+        cost += (
+            f"; the asyncio floor {one['floor_share_of_yardstick']:.0%}"
+            f" ({one['floor_workflows_per_s']:.0f} wf/s, CPU"
+            f" {one['floor_cpu_ms_per_workflow']:.2f} ms/wf)"
+        )
     return (
         f"**{one['share_of_yardstick']:.0%}** ({one['workflows_per_s']:.0f} /"
         f" {one['yardstick_workflows_per_s']:.0f} wf/s; {one['commits_per_workflow']:.2f}"

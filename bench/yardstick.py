@@ -22,18 +22,29 @@ reported as a share of this loop measured in the same run.
 On PostgreSQL (`--postgres URL`) the loop runs in a fresh schema made by the store's own
 migrations, with psycopg in explicit transactions (synchronous_commit as the server has it).
 
+`asyncio_floor` is the same loop shaped as any asyncio engine must be to run activities
+concurrently and commit them durably, with nothing of an engine inside: a task per execution,
+each step's activity (an empty coroutine under a deadline) in a task of its own, and its writes
+handed to one writing thread that runs whatever queued meanwhile in one transaction (a start
+too). Rows and checkpoints are prepared on the event loop; the thread only runs SQL. Alone (`k`
+1) the writes run on the loop, as the engine's do. It tells how much of the yardstick an
+engine built on asyncio can reach at best: what the engine spends beyond it is its own work.
+
 Usage: python bench/yardstick.py [--workflows 200] [--steps 3] [--k 1] [--postgres URL] [--json]
+       [--floor]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sqlite3
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,7 +59,7 @@ if TYPE_CHECKING:
 
     from wovyr.store.postgres import PostgresStore
 
-__all__ = ["minimal_loop", "postgres_schema", "stores_per_kind"]
+__all__ = ["asyncio_floor", "minimal_loop", "postgres_schema", "stores_per_kind"]
 
 _INSERT_EXECUTION = (
     "INSERT INTO executions (id, tenant, workflow, version, definition_hash, status,"
@@ -69,8 +80,10 @@ _INSERT_EVENT = (
     " VALUES ('default', ?, ?, ?, ?, ?)"
 )
 
+Write = Callable[[Any], None]  # a transaction's statements for one execution
 
-def _activity() -> dict[str, Any]:
+
+def _activity_entry() -> dict[str, Any]:
     """A pending activity as the engine's checkpoint holds it."""
     return {
         "status": "pending",
@@ -107,7 +120,7 @@ class _Execution:
             "status": "running",
             "created_at": now,
             "updated_at": now,
-            "activities": {name: _activity() for name in self.names},
+            "activities": {name: _activity_entry() for name in self.names},
             "seq": 0,
         }
 
@@ -142,6 +155,47 @@ class _Execution:
         act = self.checkpoint["activities"][name]
         act.update(status="running", attempt=1, input={}, started_at=now)
 
+    def start_write(self, sql: _Sql, now: str, at: Any) -> Write:
+        """The start's statements: the execution row, leased, and its first events."""
+        rows = self.rows(self.start_events(now), at)
+        execution = (
+            self.id,
+            self.checkpoint["workflow"],
+            "sha256:yardstick",
+            at,
+            at,
+            "yardstick",
+            sql.later(at, 30),
+            orjson.dumps(self.checkpoint).decode(),
+            0,
+        )
+
+        def write(conn: Any) -> None:
+            conn.execute(sql.insert_execution, execution)
+            _insert_events(conn, sql, rows)
+
+        return write
+
+    def step_write(self, sql: _Sql, step: int, now: str, at: Any) -> Write:
+        """Step `step`'s statements: the checkpoint, checked against the seq and fence it
+        was read at, and the step's events."""
+        expected = self.seq
+        rows = self.rows(self.step_events(step, now), at)
+        last = step + 1 == len(self.names)
+        statement = sql.update_execution
+        if last:
+            statement += ", lease_owner = NULL, lease_until = NULL"
+        statement += sql.where
+        checkpoint = orjson.dumps(self.checkpoint).decode()
+        params = (self.seq, self.checkpoint["status"], at, checkpoint, not last, None, self.id)
+
+        def write(conn: Any) -> None:
+            cur = conn.execute(statement, (*params, expected))
+            assert cur.rowcount == 1
+            _insert_events(conn, sql, rows)
+
+        return write
+
     def rows(self, events: list[tuple[str, dict[str, Any]]], at: int) -> list[tuple[Any, ...]]:
         rows = [
             (self.id, self.seq + i + 1, kind, at, orjson.dumps(data).decode())
@@ -154,7 +208,7 @@ class _Execution:
 
 def _connect(path: Path) -> sqlite3.Connection:
     SQLiteStore(path).close()  # the engine's schema, made by its own migrations
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     return conn
@@ -184,20 +238,22 @@ class _Sql:
         return at + timedelta(seconds=seconds) if self.postgres else at + seconds * 1_000_000
 
 
+def _open(target: Path | str) -> tuple[Any, _Sql]:
+    """A connection to `target` (a SQLite file to create, or a PostgreSQL URL whose schema
+    the engine's migrations already made) and its statements."""
+    if isinstance(target, str):
+        import psycopg  # only for this database
+
+        return psycopg.connect(target, autocommit=True), _Sql(True)
+    return _connect(target), _Sql(False)
+
+
 def minimal_loop(target: Path | str, workflows: int, steps: int, k: int = 1) -> float:
     """Seconds to run `workflows` chains of `steps` steps, `k` executions per transaction;
     `target` is a SQLite file to create or a PostgreSQL URL whose schema the engine's
     migrations already made (a `PostgresStore` opened on it)."""
-    postgres = isinstance(target, str)
-    sql = _Sql(postgres)
-    conn: Any
-    if postgres:
-        import psycopg  # only for this database
-
-        conn = psycopg.connect(str(target), autocommit=True)
-    else:
-        assert isinstance(target, Path)
-        conn = _connect(target)
+    conn, sql = _open(target)
+    postgres = sql.postgres
     begin = "BEGIN" if postgres else "BEGIN IMMEDIATE"
     begun = time.perf_counter()
     remaining = workflows
@@ -209,51 +265,103 @@ def minimal_loop(target: Path | str, workflows: int, steps: int, k: int = 1) -> 
         group = [_Execution(steps, now) for _ in range(batch)]
         conn.execute(begin)
         for ex in group:
-            rows = ex.rows(ex.start_events(now), at)
-            conn.execute(
-                sql.insert_execution,
-                (
-                    ex.id,
-                    ex.checkpoint["workflow"],
-                    "sha256:yardstick",
-                    at,
-                    at,
-                    "yardstick",
-                    sql.later(at, 30),
-                    orjson.dumps(ex.checkpoint).decode(),
-                    0,
-                ),
-            )
-            _insert_events(conn, sql, rows)
+            ex.start_write(sql, now, at)(conn)
         conn.execute("COMMIT")
         for step in range(steps):
             at = sql.now()
             conn.execute(begin)
             for ex in group:
-                expected = ex.seq
-                rows = ex.rows(ex.step_events(step, now), at)
-                last = step + 1 == steps
-                statement = sql.update_execution
-                if last:
-                    statement += ", lease_owner = NULL, lease_until = NULL"
-                cur = conn.execute(
-                    statement + sql.where,
-                    (
-                        ex.seq,
-                        ex.checkpoint["status"],
-                        at,
-                        orjson.dumps(ex.checkpoint).decode(),
-                        not last,
-                        None,
-                        ex.id,
-                        expected,
-                    ),
-                )
-                assert cur.rowcount == 1
-                _insert_events(conn, sql, rows)
+                ex.step_write(sql, step, now, at)(conn)
             conn.execute("COMMIT")
     elapsed = time.perf_counter() - begun
     conn.close()
+    return elapsed
+
+
+class _Writer:
+    """The least a group commit on asyncio does: writes queue on the event loop and one
+    thread runs all that queued meanwhile in one transaction; alone, on the loop."""
+
+    def __init__(self, conn: Any, sql: _Sql, *, alone: bool) -> None:
+        self._conn = conn
+        self._begin = "BEGIN" if sql.postgres else "BEGIN IMMEDIATE"
+        self._alone = alone
+        self._thread = ThreadPoolExecutor(max_workers=1)
+        self._queue: list[tuple[Write, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def write(self, write: Write) -> None:
+        if self._alone:
+            self._run([write])
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append((write, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        await future
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                await loop.run_in_executor(self._thread, self._run, [w for w, _ in batch])
+            except Exception as exc:
+                for _, future in batch:
+                    future.set_exception(exc)
+                continue
+            for _, future in batch:
+                future.set_result(None)
+
+    def _run(self, writes: list[Write]) -> None:
+        self._conn.execute(self._begin)
+        for write in writes:
+            write(self._conn)
+        self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self._thread.shutdown()
+
+
+async def _activity() -> None:
+    return None
+
+
+async def _floor(conn: Any, sql: _Sql, workflows: int, steps: int, k: int) -> None:
+    writer = _Writer(conn, sql, alone=k == 1)
+
+    async def attempt() -> None:
+        async with asyncio.timeout(300):  # every attempt has a deadline
+            await _activity()
+
+    async def execution() -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+        ex = _Execution(steps, now)
+        await writer.write(ex.start_write(sql, now, sql.now()))
+        for step in range(steps):
+            await asyncio.create_task(attempt())
+            await writer.write(ex.step_write(sql, step, now, sql.now()))
+
+    try:
+        remaining = workflows
+        while remaining > 0:
+            batch = min(k, remaining)
+            remaining -= batch
+            await asyncio.gather(*(asyncio.create_task(execution()) for _ in range(batch)))
+    finally:
+        writer.close()
+
+
+def asyncio_floor(target: Path | str, workflows: int, steps: int, k: int = 1) -> float:
+    """Seconds for `minimal_loop`'s work shaped as an asyncio engine (the module's
+    docstring): `k` executions in flight, their writes grouped by one writing thread."""
+    conn, sql = _open(target)
+    begun = time.perf_counter()
+    try:
+        asyncio.run(_floor(conn, sql, workflows, steps, k))
+    finally:
+        elapsed = time.perf_counter() - begun
+        conn.close()
     return elapsed
 
 
@@ -316,13 +424,15 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=1)
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (else SQLite)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--floor", action="store_true", help="the asyncio floor instead")
     args = parser.parse_args()
+    loop = asyncio_floor if args.floor else minimal_loop
     if args.postgres:
         with postgres_schema(args.postgres) as url:
-            elapsed = minimal_loop(url, args.workflows, args.steps, args.k)
+            elapsed = loop(url, args.workflows, args.steps, args.k)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            elapsed = minimal_loop(Path(tmp) / "y.db", args.workflows, args.steps, args.k)
+            elapsed = loop(Path(tmp) / "y.db", args.workflows, args.steps, args.k)
     result = {
         "workflows": args.workflows,
         "steps": args.steps,
@@ -331,8 +441,9 @@ def main() -> None:
         "ms_per_step": elapsed / (args.workflows * args.steps) * 1000,
     }
     if not args.json:
+        name = "asyncio floor" if args.floor else "minimal loop"
         print(
-            f"minimal loop, {args.steps} steps, k={args.k}: {result['workflows_per_s']:.1f} wf/s,"
+            f"{name}, {args.steps} steps, k={args.k}: {result['workflows_per_s']:.1f} wf/s,"
             f" {result['ms_per_step']:.3f} ms per step"
         )
     print(json.dumps(result))
