@@ -205,21 +205,23 @@ async def _mixed_client(
                 waiting.append(response.json()["id"])
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds process `pid` and its descendants (a server's worker
-    process) have used so far, read from Linux's /proc (0.0 where there is none)."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User + system CPU seconds process `pid` has used so far, and its descendants (a
+    server's worker process), read from Linux's /proc (0.0 where there is none)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total, todo = 0.0, [pid]
+    used = [0.0, 0.0]
+    todo = [(pid, 0)]
     while todo:
-        proc = Path("/proc") / str(todo.pop())
+        one, which = todo.pop()
+        proc = Path("/proc") / str(one)
         try:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            used[which] += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
             for task in (proc / "task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
+                todo += [(int(c), 1) for c in (task / "children").read_text().split()]
         except (OSError, ValueError, IndexError):  # ended meanwhile, or no /proc
             continue
-    return total
+    return used[0], used[1]
 
 
 async def mixed_load(
@@ -241,7 +243,7 @@ async def mixed_load(
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60, limits=limits) as http:
         began = time.perf_counter()
-        cpu_before = cpu_seconds(server_pid) if server_pid is not None else 0.0
+        cpu_before = cpu_seconds(server_pid) if server_pid is not None else (0.0, 0.0)
         until = began + seconds
         await asyncio.gather(
             *(
@@ -250,10 +252,15 @@ async def mixed_load(
             )
         )
         elapsed = time.perf_counter() - began
-        cpu = cpu_seconds(server_pid) - cpu_before if server_pid is not None else 0.0
+        cpu_after = cpu_seconds(server_pid) if server_pid is not None else (0.0, 0.0)
+    own, worker = (after - before for after, before in zip(cpu_after, cpu_before, strict=True))
     every = [x for xs in samples.values() for x in xs]
+    per_request = 1000 / max(1, len(every))
     return {
-        "server_cpu_ms_per_request": round(cpu / max(1, len(every)) * 1000, 3),
+        "server_cpu_ms_per_request": round((own + worker) * per_request, 3),
+        # of it, the HTTP server process's and its worker process's (which runs the steps)
+        "server_process_cpu_ms_per_request": round(own * per_request, 3),
+        "worker_process_cpu_ms_per_request": round(worker * per_request, 3),
         "clients": clients,
         "requests": len(every),
         "requests_per_s": round(len(every) / elapsed, 1),
@@ -384,6 +391,11 @@ def main() -> None:
                 for k in ("A4_mixed", "Y6_fastapi_sync", "Y5_fastapi", "Y4_bare")
             )
             + f"; A4 / Y4 {results['A4_cpu_over_Y4']}x"
+        )
+        print(
+            "A4's CPU per request: the server process"
+            f" {results['A4_mixed']['server_process_cpu_ms_per_request']} ms, its worker"
+            f" process {results['A4_mixed']['worker_process_cpu_ms_per_request']} ms"
         )
         print(
             f"Y5 / Y4 (what FastAPI's routing, dependencies and validation leave): "

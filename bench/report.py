@@ -169,7 +169,16 @@ def _fastapi(r: dict[str, Any]) -> str:
         f"**{r['Y5_share_of_Y4']:.2f}x** ({y5['requests_per_s']:.0f} / {y4['requests_per_s']:.0f}"
         f" req/s); server CPU per request: Y5 {y5['server_cpu_ms_per_request']:.2f} ms,"
         f" Y4 {y4['server_cpu_ms_per_request']:.2f}, A4 (with its worker)"
-        f" {a4['server_cpu_ms_per_request']:.2f}"
+        f" {a4['server_cpu_ms_per_request']:.2f}{_a4_split(a4)}"
+    )
+
+
+def _a4_split(a4: dict[str, Any]) -> str:
+    if "worker_process_cpu_ms_per_request" not in a4:  # (not recorded before)
+        return ""
+    return (
+        f" (the server process {a4['server_process_cpu_ms_per_request']:.2f},"
+        f" its worker process {a4['worker_process_cpu_ms_per_request']:.2f})"
     )
 
 
