@@ -230,19 +230,21 @@ def b1_b3(backend: Backend, count: int, rounds: int) -> dict[str, Any]:
                 commits.append((_commits(engine) - commits0) / count)
             return elapsed
 
-        def yard_run(
-            i: int, label: str = label, in_flight: int = in_flight, cost: _Cost = theirs
-        ) -> float:
-            with cost.measured(count):
-                return backend.yardstick(f"y1_{label}_{i}", count, 3, in_flight)
+        def loop_run(
+            loop: Callable[..., float], cost: _Cost, label: str = label, in_flight: int = in_flight
+        ) -> Callable[[int], float]:
+            """A run of the yardstick's `loop` (`minimal_loop` or `asyncio_floor`)."""
 
-        def floor_run(
-            i: int, label: str = label, in_flight: int = in_flight, cost: _Cost = floors
-        ) -> float:
-            with cost.measured(count):
-                return backend.yardstick(f"f1_{label}_{i}", count, 3, in_flight, asyncio_floor)
+            def run(i: int) -> float:
+                with cost.measured(count):
+                    name = f"{loop.__name__}_{label}_{i}"
+                    return backend.yardstick(name, count, 3, in_flight, loop)
 
-        elapsed, yard, floor = _alternated((engine_run, yard_run, floor_run), rounds)
+            return run
+
+        elapsed, yard, floor = _alternated(
+            (engine_run, loop_run(minimal_loop, theirs), loop_run(asyncio_floor, floors)), rounds
+        )
         out[label] = {
             "workflows_per_s": count / elapsed,
             "steps_per_s": 3 * count / elapsed,
